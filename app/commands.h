@@ -1,0 +1,8 @@
+// Subcommands of the spkddp binary. Each parses its own flags and returns an exit code.
+#pragma once
+#include "app/comm.h"
+
+int cmd_synth(const comm_t *comm, int argc, char **argv);
+int cmd_train(const comm_t *comm, int argc, char **argv);
+int cmd_inspect(const comm_t *comm, int argc, char **argv);
+int cmd_diff(const comm_t *comm, int argc, char **argv);

@@ -1,0 +1,95 @@
+#include "app/config.h"
+
+#include "app/check.h"
+
+#include <float.h>
+#include <stddef.h>
+#include <string.h>
+
+#define F(field) offsetof(train_config_t, field)
+#define BIG 9.0e15
+
+static const opt_t opts[] = {
+    {"data", OPT_STR, F(data), 0, 0, NULL, "training dataset (HDF5, docs/dataset-format.md)"},
+    {"val-data", OPT_STR, F(val_data), 0, 0, NULL, "held-out dataset with the same speakers: per-epoch loss/accuracy"},
+    {"frames", OPT_INT, F(frames), 0, 100000, NULL, "training crop length in frames (0 = whole utterances)"},
+    {"drop-last", OPT_FLAG, F(drop_last), 0, 0, NULL, "drop the tail instead of padding to a multiple of the ranks"},
+    {"no-shuffle", OPT_FLAG, F(no_shuffle), 0, 0, NULL, "keep dataset order (no per-epoch shuffle)"},
+    {"model", OPT_STR, F(model), 0, 0, "linear", "model"},
+    {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
+    {"emb-dim", OPT_INT, F(emb_dim), 2, 4096, NULL, "embedding size"},
+    {"margin", OPT_REAL, F(margin), 0, 1.0, NULL, "AAM-softmax additive angular margin m"},
+    {"scale", OPT_REAL, F(scale), 1, 1000, NULL, "AAM-softmax scale s"},
+    {"margin-warmup-start", OPT_INT, F(margin_warmup_start), 0, 1e6, NULL, "epoch where the margin ramp starts"},
+    {"margin-warmup-end", OPT_INT, F(margin_warmup_end), 0, 1e6, NULL, "epoch where the margin reaches --margin"},
+    {"epochs", OPT_INT, F(epochs), 1, 1e9, NULL, "epochs to train"},
+    {"batch", OPT_INT, F(batch), 0, 1e7, NULL, "per-rank batch size"},
+    {"global-batch", OPT_INT, F(global_batch), 0, 1e9, NULL, "global batch (per-rank = global / ranks); overrides --batch"},
+    {"optimizer", OPT_STR, F(optimizer), 0, 0, "sgd|adam|adamw", "optimizer"},
+    {"lr", OPT_REAL, F(lr), DBL_MIN, 1e3, NULL, "learning rate"},
+    {"momentum", OPT_REAL, F(momentum), 0, 0.999999, NULL, "SGD momentum (Adam: beta1 is 0.9)"},
+    {"nesterov", OPT_FLAG, F(nesterov), 0, 0, NULL, "Nesterov momentum for SGD"},
+    {"weight-decay", OPT_REAL, F(weight_decay), 0, 10, NULL, "weight decay"},
+    {"lr-schedule", OPT_STR, F(lr_schedule), 0, 0, "constant|warmup-exp|cosine|cyclic", "learning-rate schedule"},
+    {"warmup-steps", OPT_INT, F(warmup_steps), 0, BIG, NULL, "linear warmup steps"},
+    {"lr-decay", OPT_REAL, F(lr_decay), DBL_MIN, 1, NULL, "warmup-exp: lr factor per epoch"},
+    {"lr-min", OPT_REAL, F(lr_min), 0, 1e3, NULL, "cosine/cyclic: lowest lr"},
+    {"cycle-steps", OPT_INT, F(cycle_steps), 1, BIG, NULL, "cyclic: steps from lr-min to lr"},
+    {"seed", OPT_INT, F(seed), 0, BIG, NULL, "seed for init, shuffling and crops"},
+    {"ckpt-dir", OPT_STR, F(ckpt_dir), 0, 0, NULL, "checkpoint directory (empty: no checkpoints)"},
+    {"ckpt-every", OPT_INT, F(ckpt_every), 0, BIG, NULL, "checkpoint every N steps, besides each epoch end"},
+    {"keep", OPT_INT, F(keep), 1, 1e6, NULL, "checkpoints to keep"},
+    {"metrics", OPT_STR, F(metrics), 0, 0, NULL, "per-epoch metrics file (JSON lines)"},
+    {"resume", OPT_STR, F(resume), 0, 0, NULL, "'auto' (newest complete checkpoint in --ckpt-dir, if any) or a checkpoint path"},
+    {"max-steps", OPT_INT, F(max_steps), 0, BIG, NULL, "stop cleanly with a checkpoint after this global step"},
+    {"log-every", OPT_INT, F(log_every), 0, BIG, NULL, "progress line every N steps (0: per epoch only)"},
+};
+
+const opt_table_t train_options = {
+    .command = "train",
+    .summary = "Train a speaker model with synchronous data parallelism (run under mpiexec/srun).",
+    .opts = opts,
+    .count = (int)(sizeof opts / sizeof opts[0]),
+};
+
+train_config_t train_config_defaults(void) {
+    train_config_t c;
+    memset(&c, 0, sizeof c);
+    // The seed job: linear classifier, batch 16 per rank, SGD lr 0.05, 3 epochs.
+    strcpy(c.model, "linear");
+    c.channels = 512;
+    c.emb_dim = 192;
+    c.margin = 0.2;
+    c.scale = 30;
+    c.epochs = 3;
+    c.batch = 16;
+    strcpy(c.optimizer, "sgd");
+    c.lr = 0.05;
+    strcpy(c.lr_schedule, "constant");
+    c.lr_decay = 1.0;
+    c.cycle_steps = 1000;
+    c.seed = 1234;
+    c.keep = 3;
+    return c;
+}
+
+void train_config_finalize(train_config_t *c, int world) {
+    if (!c->data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --data is required (make one with: spkddp synth --out toy.h5)");
+    if (c->global_batch > 0) {
+        if (c->global_batch % world != 0)
+            spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks",
+                         (long long)c->global_batch, world);
+        c->batch = c->global_batch / world;
+    }
+    if (c->batch <= 0) spk_fail_all(SPK_EXIT_USAGE, "train: --batch must be at least 1");
+    c->global_batch = c->batch * world;
+    if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
+        spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
+    if (c->margin_warmup_end < c->margin_warmup_start)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --margin-warmup-end must not be before --margin-warmup-start");
+    if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
+    if (c->resume[0] && strcmp(c->resume, "auto") == 0 && !c->ckpt_dir[0])
+        spk_fail_all(SPK_EXIT_USAGE, "train: --resume auto needs --ckpt-dir");
+    if (c->max_steps > 0 && !c->ckpt_dir[0])
+        spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
+}

@@ -1,0 +1,44 @@
+// spkddp: data-parallel training of speaker-embedding encoders under MPI.
+#include "app/check.h"
+#include "app/comm.h"
+#include "app/commands.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(const comm_t *, int, char **);
+    const char *help;
+} commands[] = {
+    {"synth", cmd_synth, "write a synthetic feature dataset (toy or speakers)"},
+    {"train", cmd_train, "train a model with synchronous data parallelism"},
+    {"inspect", cmd_inspect, "summarise a dataset or a checkpoint"},
+    {"diff", cmd_diff, "compare two checkpoints value by value"},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static void usage(void) {
+    printf0("usage: spkddp COMMAND [options]   (spkddp COMMAND --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) printf0("  %-10s %s\n", commands[i].name, commands[i].help);
+    printf0("\nrun under MPI: mpiexec -n 2 spkddp train --data toy.h5\n");
+}
+
+int main(int argc, char **argv) {
+    comm_t comm;
+    comm_init(&comm, &argc, &argv);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage();
+        spk_exit_all(argc < 2 ? SPK_EXIT_USAGE : SPK_EXIT_OK);
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf0("spkddp %s\n", SPKDDP_VERSION);
+        spk_exit_all(SPK_EXIT_OK);
+    }
+    for (int i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(&comm, argc - 2, argv + 2);
+            spk_exit_all(rc);
+        }
+    }
+    spk_fail_all(SPK_EXIT_USAGE, "unknown command '%s' (spkddp --help lists them)", argv[1]);
+}

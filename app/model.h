@@ -1,0 +1,54 @@
+// The model interface. One struct per model with contiguous buffers and named views:
+//   params (num_params,)  trainable, averaged gradients update them identically everywhere
+//   grads  (num_params,)  same layout; train_step ACCUMULATES into it (caller zeroes)
+//   state  (num_state,)   non-trainable buffers (BatchNorm running statistics); like PyTorch
+//                         DDP, rank 0's copy is authoritative (broadcast before checkpoints)
+#pragma once
+#include "app/config.h"
+#include "io/params.h"
+#include "io/loader.h"
+
+#include <stdint.h>
+
+typedef struct {
+    double loss_sum;   // sum over samples of the per-sample loss
+    int64_t correct;   // argmax == label
+    int64_t count;     // samples
+} step_stats_t;
+
+typedef struct model model_t;
+
+typedef struct {
+    // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
+    // the mean. Accumulates into m->grads.
+    void (*train_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // Forward only, inference mode (running statistics), no state change.
+    void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // Epoch-dependent hyperparameters (margin ramp); may be NULL.
+    void (*set_epoch)(model_t *m, int64_t epoch);
+    void (*free_impl)(model_t *m);
+} model_ops_t;
+
+struct model {
+    char name[32];
+    const model_ops_t *ops;
+    param_table_t table;        // views into params/grads
+    float *params;              // (table.total,)
+    float *grads;               // (table.total,)
+    param_table_t state_table;  // views into state
+    float *state;               // (state_table.total,)
+    int64_t feature_dim;        // F of the input frames
+    int64_t num_classes;        // speakers in the training set
+    int64_t crop_frames;        // frames per training sample (0 = whole utterances)
+    int cmn;                    // wants per-crop mean normalisation
+    void *impl;
+};
+
+// Builds the model named by cfg->model, with parameters initialised from cfg->seed.
+model_t *model_create(const train_config_t *cfg, int64_t feature_dim, int64_t num_classes);
+void model_free(model_t *m);
+// Allocates params/grads/state after the tables are complete (used by model builders).
+void model_alloc_buffers(model_t *m);
+
+// Builders, one per model file.
+void model_linear_build(model_t *m, const train_config_t *cfg);

@@ -1,0 +1,332 @@
+#include "app/trainer.h"
+
+#include "app/check.h"
+#include "app/lr_schedule.h"
+#include "app/model.h"
+#include "app/optimizer.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "io/loader.h"
+#include "io/metrics.h"
+#include "io/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const comm_t *comm;
+    train_config_t *cfg;
+    dataset_t data, val;
+    int has_val;
+    sampler_t sampler;
+    loader_t loader, val_loader;
+    model_t *model;
+    optimizer_t opt;
+    lr_schedule_t sched;
+    int64_t *idx;          // (batch,) this step's sample indices
+    float *scratch;        // (num_params,) divergence check
+    // position
+    int64_t epoch;             // epoch in progress
+    int64_t samples_in_epoch;  // global samples done in it
+    int64_t step_in_epoch;
+    int64_t global_step;
+    // metrics of the epoch in progress (global, identical on every rank)
+    double ep_loss_sum, ep_seconds;
+    int64_t ep_correct, ep_count;
+    double lr;
+} trainer_t;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---- checkpoints --------------------------------------------------------------------------
+
+static ckpt_tensors_t tensors_of(trainer_t *t) {
+    return (ckpt_tensors_t){&t->model->table, t->model->params, &t->model->state_table, t->model->state,
+                            t->opt.slots, t->opt.state};
+}
+
+static void save_checkpoint(trainer_t *t) {
+    if (!t->cfg->ckpt_dir[0]) return;
+    if (t->comm->rank == 0) {
+        ckpt_meta_t *m = callocCheck(1, sizeof *m);
+        snprintf(m->model, sizeof m->model, "%.63s", t->cfg->model);
+        snprintf(m->optimizer, sizeof m->optimizer, "%.31s", t->cfg->optimizer);
+        m->epoch = t->epoch;
+        m->samples_in_epoch = t->samples_in_epoch;
+        m->step_in_epoch = t->step_in_epoch;
+        m->global_step = t->global_step;
+        m->opt_step = t->opt.step;
+        m->world_size = t->comm->size;
+        m->seed = t->cfg->seed;
+        m->ep_loss_sum = t->ep_loss_sum;
+        m->ep_correct = t->ep_correct;
+        m->ep_count = t->ep_count;
+        m->ep_seconds = t->ep_seconds;
+        opt_serialize(&train_options, t->cfg, m->config, sizeof m->config);
+        ckpt_tensors_t ts = tensors_of(t);
+        char path[4200];
+        ckpt_save(t->cfg->ckpt_dir, m, &ts, (int)t->cfg->keep, path, sizeof path);
+        if (t->samples_in_epoch == 0)
+            printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch, (long long)t->global_step);
+        else
+            printf0("checkpoint %s (epoch %lld, step %lld of the epoch, global step %lld)\n", path, (long long)t->epoch + 1,
+                    (long long)t->step_in_epoch, (long long)t->global_step);
+        free(m);
+    }
+    comm_barrier(t->comm);  // nobody runs ahead while the file is not yet in place
+}
+
+// Loads --resume into every rank (rank 0 reads, everyone receives). Returns 1 if resumed.
+static int resume(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    if (!c->resume[0]) return 0;
+    struct { int code; int found; char path[4200]; char err[1024]; } r;
+    memset(&r, 0, sizeof r);
+    ckpt_meta_t *m = callocCheck(1, sizeof *m);
+    if (t->comm->rank == 0) {
+        if (strcmp(c->resume, "auto") == 0) r.found = ckpt_find_latest(c->ckpt_dir, r.path, sizeof r.path);
+        else {
+            r.found = 1;
+            snprintf(r.path, sizeof r.path, "%s", c->resume);
+        }
+        if (r.found) {
+            ckpt_tensors_t ts = tensors_of(t);
+            r.code = ckpt_load(r.path, c->model, m, &ts, r.err, sizeof r.err);
+        }
+    }
+    comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
+    if (r.code) spk_fail_all(r.code, "%s", r.err);
+    if (!r.found) {
+        printf0("resume: no checkpoint in %s yet, starting from scratch\n", c->ckpt_dir);
+        free(m);
+        return 0;
+    }
+    comm_bcast(t->comm, m, sizeof *m, MPI_BYTE, 0);
+    comm_bcast(t->comm, t->model->params, t->model->table.total, MPI_FLOAT, 0);
+    comm_bcast(t->comm, t->model->state, t->model->state_table.total, MPI_FLOAT, 0);
+    comm_bcast(t->comm, t->opt.state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    if (m->seed != c->seed)
+        spk_fail_all(SPK_EXIT_CKPT, "%s: written with --seed %lld, this run has --seed %lld; the sample order would not continue",
+                     r.path, (long long)m->seed, (long long)c->seed);
+    if (m->samples_in_epoch % c->global_batch != 0)
+        spk_fail_all(SPK_EXIT_CKPT, "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume with the original global batch",
+                     r.path, (long long)m->samples_in_epoch, (long long)m->epoch + 1, (long long)c->global_batch);
+    t->epoch = m->epoch;
+    t->samples_in_epoch = m->samples_in_epoch;
+    t->step_in_epoch = m->samples_in_epoch / c->global_batch;
+    t->global_step = m->global_step;
+    t->opt.step = m->opt_step;
+    t->ep_loss_sum = m->ep_loss_sum;
+    t->ep_correct = m->ep_correct;
+    t->ep_count = m->ep_count;
+    t->ep_seconds = m->ep_seconds;
+    printf0("resumed from %s: epoch %lld, step %lld, %lld samples into the epoch (written by %lld ranks, now %d)\n",
+            r.path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,
+            (long long)m->world_size, t->comm->size);
+    free(m);
+    return 1;
+}
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+// Loss and accuracy over the whole held-out set, sharded without duplicates.
+static void evaluate(trainer_t *t, double *loss, double *acc) {
+    sampler_t s;
+    sampler_init(&s, t->val.num_utts, t->comm->size, t->comm->rank, 0, 0, 0);
+    sampler_set_epoch(&s, 0);
+    int64_t B = t->cfg->batch, steps = sampler_steps(&s, B);
+    step_stats_t st = {0};
+    for (int64_t k = 0; k < steps; k++) {
+        int n = 0;
+        for (int64_t j = k * B; j < (k + 1) * B && j < s.per_rank; j++) {
+            int64_t pos = t->comm->rank + (int64_t)t->comm->size * j;
+            if (pos < s.num_samples) t->idx[n++] = s.order[pos];  // padding duplicates are skipped
+        }
+        const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);
+        if (n > 0) t->model->ops->eval_step(t->model, b, &st);
+    }
+    sampler_free(&s);
+    double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
+    comm_allreduce_sum_f64(t->comm, v, 3);
+    *loss = v[0] / v[2];
+    *acc = v[1] / v[2];
+}
+
+// ---- the loop ------------------------------------------------------------------------------
+
+static void end_epoch(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    model_t *m = t->model;
+    double div = comm_divergence(t->comm, m->params, m->table.total, t->scratch);
+    double loss = t->ep_loss_sum / (double)t->ep_count, acc = (double)t->ep_correct / (double)t->ep_count;
+    double sps = (double)t->ep_count / t->ep_seconds;
+    double vloss = NAN, vacc = NAN;
+    if (t->has_val) {
+        comm_bcast(t->comm, m->state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
+        evaluate(t, &vloss, &vacc);
+    }
+    printf0("epoch %lld/%lld  step %lld  loss %.6f  acc %.4f", (long long)t->epoch + 1, (long long)c->epochs,
+            (long long)t->global_step, loss, acc);
+    if (t->has_val) printf0("  val_loss %.6f  val_acc %.4f", vloss, vacc);
+    printf0("  lr %.6g  %.1f samples/s  %.2f s  divergence %g\n", t->lr, sps, t->ep_seconds, div);
+    if (c->metrics[0] && t->comm->rank == 0) {
+        json_line_t j;
+        json_begin(&j);
+        json_int(&j, "epoch", t->epoch + 1);
+        json_int(&j, "global_step", t->global_step);
+        json_num(&j, "loss", loss);
+        json_num(&j, "accuracy", acc);
+        if (t->has_val) {
+            json_num(&j, "val_loss", vloss);
+            json_num(&j, "val_accuracy", vacc);
+        }
+        json_num(&j, "lr", t->lr);
+        json_num(&j, "samples_per_s", sps);
+        json_num(&j, "epoch_seconds", t->ep_seconds);
+        json_num(&j, "divergence", div);
+        json_int(&j, "world_size", t->comm->size);
+        json_end(&j);
+        metrics_append(c->metrics, &j);
+    }
+    if (div != 0.0)
+        spk_fail_all(SPK_EXIT_NUMERIC, "replicas diverged: max |theta_r - theta_0| = %g after epoch %lld", div,
+                     (long long)t->epoch + 1);
+    t->epoch++;
+    t->samples_in_epoch = t->step_in_epoch = 0;
+    t->ep_loss_sum = t->ep_seconds = 0.0;
+    t->ep_correct = t->ep_count = 0;
+}
+
+static void progress(const trainer_t *t, int64_t steps, double loss, double step_sps) {
+    double done = (double)t->step_in_epoch / (double)steps;
+    double eta = (double)(steps - t->step_in_epoch) * (double)t->cfg->global_batch / step_sps;
+    printf0("epoch %lld  step %lld/%lld (%.0f%%)  loss %.6f  %.1f samples/s  ETA %.0f s\n", (long long)t->epoch + 1,
+            (long long)t->step_in_epoch, (long long)steps, 100.0 * done, loss, step_sps, eta);
+}
+
+// One synchronous data-parallel step. Returns the global mean loss of the step.
+static double train_step(trainer_t *t, int64_t step) {
+    model_t *m = t->model;
+    int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
+    const batch_t *b = loader_load(&t->loader, t->epoch, t->idx, n);
+    memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
+    step_stats_t st = {0};
+    m->ops->train_step(m, b, &st);
+    comm_allreduce_mean(t->comm, m->grads, m->table.total);
+    double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
+    comm_allreduce_sum_f64(t->comm, v, 3);
+    if (!isfinite(v[0]))
+        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
+    t->lr = lr_at(&t->sched, t->global_step);
+    optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    t->global_step++;
+    t->step_in_epoch++;
+    t->samples_in_epoch += (int64_t)v[2];
+    t->ep_loss_sum += v[0];
+    t->ep_correct += (int64_t)v[1];
+    t->ep_count += (int64_t)v[2];
+    return v[0] / v[2];
+}
+
+static void open_data(trainer_t *t) {
+    train_config_t *c = t->cfg;
+    dataset_open(&t->data, c->data, t->comm->world);
+    if (c->global_batch > t->data.num_utts)
+        spk_fail_all(SPK_EXIT_USAGE, "train: the global batch %lld (%lld per rank x %d ranks) is larger than the %lld utterances of %s",
+                     (long long)c->global_batch, (long long)c->batch, t->comm->size, (long long)t->data.num_utts, c->data);
+    t->has_val = c->val_data[0] != 0;
+    if (t->has_val) {
+        dataset_open(&t->val, c->val_data, t->comm->world);
+        if (t->val.feature_dim != t->data.feature_dim || t->val.num_speakers != t->data.num_speakers)
+            spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim/num_speakers (%lld/%lld) differ from the training set's (%lld/%lld)",
+                         c->val_data, (long long)t->val.feature_dim, (long long)t->val.num_speakers,
+                         (long long)t->data.feature_dim, (long long)t->data.num_speakers);
+    }
+}
+
+int trainer_run(const comm_t *comm, train_config_t *cfg) {
+    trainer_t *t = callocCheck(1, sizeof *t);
+    t->comm = comm;
+    t->cfg = cfg;
+    train_config_finalize(cfg, comm->size);
+    open_data(t);
+
+    t->model = model_create(cfg, t->data.feature_dim, t->data.num_speakers);
+    model_t *m = t->model;
+    // Identical replicas from the start: rank 0's initialisation is everyone's.
+    comm_bcast(comm, m->params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->state, m->state_table.total, MPI_FLOAT, 0);
+    optimizer_init(&t->opt, cfg, m->table.total);
+    t->scratch = mallocCheck((size_t)m->table.total * sizeof(float));
+    t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
+
+    sampler_init(&t->sampler, t->data.num_utts, comm->size, comm->rank, (uint64_t)cfg->seed, !cfg->no_shuffle, cfg->drop_last);
+    loader_init(&t->loader, &t->data, (int)cfg->batch, m->crop_frames, m->cmn, (uint64_t)cfg->seed);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, m->crop_frames, m->cmn, (uint64_t)cfg->seed);
+    int64_t steps = sampler_steps(&t->sampler, cfg->batch);
+    t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
+                               .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,
+                               .steps_per_epoch = steps, .total_steps = steps * cfg->epochs};
+    t->lr = lr_at(&t->sched, 0);
+
+    printf0("spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, %lld steps/epoch\n",
+            cfg->model, (long long)m->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
+            (long long)cfg->batch, (long long)cfg->global_batch, (long long)steps);
+    int resumed = resume(t);
+    if (cfg->metrics[0] && comm->rank == 0) {
+        if (resumed) metrics_truncate_from(cfg->metrics, t->epoch + 1);
+        else metrics_truncate_from(cfg->metrics, 1);  // a fresh run starts a fresh file
+    }
+
+    int stopped = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
+    while (t->epoch < cfg->epochs && !stopped) {
+        sampler_set_epoch(&t->sampler, t->epoch);
+        if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
+        while (t->step_in_epoch < steps) {
+            double t0 = now_seconds();
+            double loss = train_step(t, t->step_in_epoch);
+            double dt = now_seconds() - t0;
+            t->ep_seconds += dt;
+            if (cfg->log_every > 0 && t->global_step % cfg->log_every == 0)
+                progress(t, steps, loss, (double)cfg->global_batch / dt);
+            int at_max = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
+            if (t->step_in_epoch >= steps) break;  // epoch end handles its own checkpoint
+            if (at_max || (cfg->ckpt_every > 0 && t->global_step % cfg->ckpt_every == 0)) save_checkpoint(t);
+            if (at_max) {
+                stopped = 1;
+                break;
+            }
+        }
+        if (t->step_in_epoch >= steps) {
+            end_epoch(t);
+            save_checkpoint(t);
+            if (cfg->max_steps > 0 && t->global_step >= cfg->max_steps) stopped = 1;
+        }
+    }
+    double div = comm_divergence(comm, m->params, m->table.total, t->scratch);
+    if (stopped && t->epoch < cfg->epochs)
+        printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);
+    printf0("cross-rank weight difference max |theta_r - theta_0| = %g (%s)\n", div,
+            div == 0.0 ? "replicas identical" : "REPLICAS DIFFER");
+
+    loader_free(&t->loader);
+    if (t->has_val) {
+        loader_free(&t->val_loader);
+        dataset_close(&t->val);
+    }
+    sampler_free(&t->sampler);
+    dataset_close(&t->data);
+    optimizer_free(&t->opt);
+    model_free(m);
+    free(t->scratch);
+    free(t->idx);
+    free(t);
+    return div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
+}

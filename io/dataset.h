@@ -1,0 +1,47 @@
+// Feature datasets (HDF5, contract in docs/dataset-format.md), read in parallel through
+// MPI-IO: every rank opens the file collectively and reads only the frames it was given.
+#pragma once
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdint.h>
+
+#define DATASET_FORMAT "features"
+#define DATASET_VERSION 1
+
+// A run of frames of one utterance: frames [start, start+count) of utterance `utt`.
+typedef struct {
+    int64_t utt;
+    int64_t start;
+    int64_t count;
+} segment_t;
+
+typedef struct {
+    char path[4096];
+    hid_t file;
+    hid_t features;        // /features: (N, T, F) fixed or (rows, F) variable
+    hid_t dxpl;            // collective transfer property list
+    int variable;          // 1 when /features is (rows, F) with /offsets
+    int64_t num_utts;      // N
+    int64_t feature_dim;   // F
+    int64_t num_speakers;  // labels are in [0, num_speakers)
+    int64_t *offsets;      // (N+1,) first frame of each utterance (i*T when fixed)
+    int32_t *labels;       // (N,)
+    // Reused read buffers (no per-step allocation after warm-up).
+    float *stage;          // (stage_cap,)
+    int64_t stage_cap;
+    int64_t *order;        // (order_cap,) segment permutation sorted by file position
+    int64_t *stage_at;     // (order_cap,) where each segment starts in `stage`, in frames
+    int64_t order_cap;
+} dataset_t;
+
+// Collective. Validates the contract (format, version, shapes, offsets, labels) and stops
+// every rank with a one-line error naming the file and field when it does not hold.
+void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm);
+static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) {
+    return ds->offsets[utt + 1] - ds->offsets[utt];
+}
+// Collective: every rank calls it the same number of times, with n >= 0 segments. Writes
+// the frames of each segment one after another into out ((sum of counts), F). Frames that
+// are NaN or Inf stop the job with the utterance named.
+void dataset_read(dataset_t *ds, int n, const segment_t *segs, float *out);
+void dataset_close(dataset_t *ds);

@@ -1,0 +1,20 @@
+// Per-epoch metrics as JSON lines: one object per epoch, appended by rank 0 and flushed to
+// disk, so a job killed at any moment leaves whole lines. On resume, lines of epochs that
+// will be trained again are dropped first, so every epoch appears exactly once.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char buf[2048];
+    size_t len;
+} json_line_t;
+
+void json_begin(json_line_t *j);
+void json_int(json_line_t *j, const char *key, int64_t v);
+void json_num(json_line_t *j, const char *key, double v);  // %.9g; NaN/Inf become null
+void json_end(json_line_t *j);
+
+void metrics_append(const char *path, const json_line_t *j);
+// Keeps only lines whose "epoch" is below `epoch` (atomic rewrite). No file: nothing to do.
+void metrics_truncate_from(const char *path, int64_t epoch);

@@ -1,0 +1,39 @@
+// Distributed sampler with PyTorch DistributedSampler semantics.
+//   epoch order : a permutation of [0, N) from (seed, epoch) -- Fisher-Yates driven by
+//                 rng_init(seed, RNG_PURPOSE_SHUFFLE, epoch, 0) -- or 0..N-1 without shuffle;
+//                 identical on every rank, independent of the world size K.
+//   padding     : the order is extended by wrapping around to total = ceil(N/K)*K, or cut to
+//                 floor(N/K)*K with drop_last, so every rank gets total/K samples.
+//   sharding    : rank r takes order positions r, r+K, r+2K, ...
+// With per-rank batch B, step s of an epoch covers the global positions [s*K*B, (s+1)*K*B):
+// a global batch is a contiguous slice of the epoch order, which is what makes positions
+// counted in global samples meaningful across world sizes.
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    int64_t num_samples;  // N, dataset size
+    int world;            // K
+    int rank;             // r
+    uint64_t seed;
+    int shuffle;
+    int drop_last;
+    int64_t epoch;     // epoch the order below belongs to (-1 before set_epoch)
+    int64_t total;     // padded (or cut) epoch length, a multiple of world
+    int64_t per_rank;  // total / world
+    int64_t *order;    // (total,) global sample order of this epoch
+} sampler_t;
+
+void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64_t seed,
+                  int shuffle, int drop_last);
+void sampler_set_epoch(sampler_t *s, int64_t epoch);
+// Number of steps per epoch with per-rank batch B (the last step may be short).
+int64_t sampler_steps(const sampler_t *s, int64_t batch);
+// Sample index at this rank's local position j (0 <= j < per_rank).
+static inline int64_t sampler_local(const sampler_t *s, int64_t j) {
+    return s->order[(int64_t)s->rank + (int64_t)s->world * j];
+}
+// Samples this rank takes in step `step` with per-rank batch B: writes up to B indices,
+// returns how many (equal on every rank).
+int sampler_batch(const sampler_t *s, int64_t step, int64_t batch, int64_t *out);
+void sampler_free(sampler_t *s);

@@ -1,0 +1,146 @@
+#include "io/synth.h"
+
+#include "app/check.h"
+#include "io/dataset_write.h"
+#include "io/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PHONES 16       // shared "phone" inventory
+#define SEG_MIN 4       // phone segment length range, frames
+#define SEG_MAX 14
+
+synth_config_t synth_defaults(void) {
+    return (synth_config_t){
+        .seed = 1234, .toy_samples = 128, .toy_dim = 64, .toy_classes = 2, .toy_separation = 0.0,
+        .speakers = 40, .utts_per_speaker = 24, .val_utts_per_speaker = 6, .dim = 80,
+        .min_frames = 150, .max_frames = 400,
+    };
+}
+
+void synth_write_toy(const synth_config_t *c, const char *path) {
+    int64_t n = c->toy_samples, f = c->toy_dim;
+    float *x = mallocCheck((size_t)(n * f) * sizeof(float));
+    int32_t *y = mallocCheck((size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++) {
+        rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 0, (uint64_t)i);
+        y[i] = (int32_t)rng_below(&r, (uint64_t)c->toy_classes);
+        for (int64_t j = 0; j < f; j++) {
+            // Class k's mean is +separation on dimension k (mod F).
+            double shift = (j % c->toy_classes == y[i]) ? c->toy_separation : 0.0;
+            x[i * f + j] = (float)(rng_normal(&r) + shift);
+        }
+    }
+    dataset_writer_t w;
+    dataset_writer_create(&w, path, n, f, c->toy_classes, 1, NULL);
+    for (int64_t i = 0; i < n; i++) dataset_writer_put(&w, i, x + i * f);
+    dataset_writer_finish(&w, y, NULL, NULL, c->toy_classes);
+    free(x);
+    free(y);
+}
+
+// Speaker s: per-dimension gain (vocal tract), a static offset, and a personal deviation of
+// every phone (how this speaker pronounces it). Identity lives mostly in the phone
+// deviations, which a frame-level encoder can model and a plain average blurs.
+typedef struct {
+    float *phones;  // (PHONES, F) shared inventory
+    float *gain;    // (S, F)
+    float *offset;  // (S, F)
+    float *dev;     // (S, PHONES, F)
+} voices_t;
+
+static voices_t voices_make(const synth_config_t *c) {
+    int64_t S = c->speakers, F = c->dim;
+    voices_t v = {
+        .phones = mallocCheck((size_t)(PHONES * F) * sizeof(float)),
+        .gain = mallocCheck((size_t)(S * F) * sizeof(float)),
+        .offset = mallocCheck((size_t)(S * F) * sizeof(float)),
+        .dev = mallocCheck((size_t)(S * PHONES * F) * sizeof(float)),
+    };
+    rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 1, 0);
+    for (int64_t i = 0; i < PHONES * F; i++) v.phones[i] = (float)(1.5 * rng_normal(&r));
+    for (int64_t s = 0; s < S; s++) {
+        rng_t rs = rng_init(c->seed, RNG_PURPOSE_SYNTH, 2, (uint64_t)s);
+        for (int64_t j = 0; j < F; j++) {
+            v.gain[s * F + j] = (float)exp(0.15 * rng_normal(&rs));
+            v.offset[s * F + j] = (float)(0.3 * rng_normal(&rs));
+        }
+        for (int64_t j = 0; j < PHONES * F; j++) v.dev[s * PHONES * F + j] = (float)(0.5 * rng_normal(&rs));
+    }
+    return v;
+}
+
+static void voices_free(voices_t *v) {
+    free(v->phones);
+    free(v->gain);
+    free(v->offset);
+    free(v->dev);
+}
+
+static int64_t utt_length(const synth_config_t *c, uint64_t key) {
+    rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 3, key);
+    return c->min_frames + (int64_t)rng_below(&r, (uint64_t)(c->max_frames - c->min_frames + 1));
+}
+
+// One utterance: phone segments with speaker-specific rendering, a per-utterance channel
+// offset (removed by mean normalisation) and frame noise.
+static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, uint64_t key, int64_t len, float *out) {
+    int64_t F = c->dim;
+    rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 4, key);
+    float channel[1024];
+    for (int64_t j = 0; j < F; j++) channel[j] = (float)(0.6 * rng_normal(&r));
+    int64_t t = 0;
+    while (t < len) {
+        int64_t ph = (int64_t)rng_below(&r, PHONES);
+        int64_t seg = SEG_MIN + (int64_t)rng_below(&r, SEG_MAX - SEG_MIN + 1);
+        for (int64_t k = 0; k < seg && t < len; k++, t++) {
+            for (int64_t j = 0; j < F; j++) {
+                float clean = v->phones[ph * F + j] + v->dev[(spk * PHONES + ph) * F + j];
+                out[t * F + j] = v->gain[spk * F + j] * clean + v->offset[spk * F + j] + channel[j] +
+                                 (float)(0.7 * rng_normal(&r));
+            }
+        }
+    }
+}
+
+static void write_split(const synth_config_t *c, const voices_t *v, const char *path, int64_t per_spk, uint64_t key_base) {
+    int64_t S = c->speakers, N = S * per_spk;
+    int64_t *len = mallocCheck((size_t)N * sizeof(int64_t));
+    int32_t *lab = mallocCheck((size_t)N * sizeof(int32_t));
+    char **ids = mallocCheck((size_t)N * sizeof(char *));
+    char **names = mallocCheck((size_t)S * sizeof(char *));
+    for (int64_t s = 0; s < S; s++) {
+        names[s] = mallocCheck(32);
+        snprintf(names[s], 32, "spk%04lld", (long long)s);
+    }
+    for (int64_t i = 0; i < N; i++) {
+        lab[i] = (int32_t)(i % S);  // interleaved speakers
+        len[i] = utt_length(c, key_base + (uint64_t)i);
+        ids[i] = mallocCheck(48);
+        snprintf(ids[i], 48, "spk%04lld-%s%05lld", (long long)lab[i], key_base ? "val" : "utt", (long long)(i / S));
+    }
+    dataset_writer_t w;
+    dataset_writer_create(&w, path, N, c->dim, S, 0, len);
+    float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float));
+    for (int64_t i = 0; i < N; i++) {
+        utt_make(c, v, lab[i], key_base + (uint64_t)i, len[i], buf);
+        dataset_writer_put(&w, i, buf);
+    }
+    dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names, S);
+    for (int64_t i = 0; i < N; i++) free(ids[i]);
+    for (int64_t s = 0; s < S; s++) free(names[s]);
+    free(ids);
+    free(names);
+    free(buf);
+    free(len);
+    free(lab);
+}
+
+void synth_write_speakers(const synth_config_t *c, const char *path, const char *val_path) {
+    voices_t v = voices_make(c);
+    write_split(c, &v, path, c->utts_per_speaker, 0);
+    if (val_path) write_split(c, &v, val_path, c->val_utts_per_speaker, 1ull << 40);
+    voices_free(&v);
+}

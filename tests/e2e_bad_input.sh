@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Every bad input gets one clear line naming the file or field, a distinct non-zero exit
+# code, all ranks end, and no checkpoint is left behind.
+. "$(dirname "$0")/lib.sh" "$@"
+BAD=$MAKE_BAD_DATA
+
+$SPKDDP synth --out toy.h5 >/dev/null
+$SPKDDP synth --out toy32.h5 --dim 32 >/dev/null
+for k in no-features features-1d dim-mismatch offsets-not-increasing labels-out-of-range nan-features \
+         wrong-format missing-labels labels-length; do
+    "$BAD" $k $k.h5 || fail "make_bad_data $k"
+done
+echo "not hdf5" >text.h5
+
+T="run 2 $SPKDDP train --ckpt-dir ck --batch 2"
+expect_error 3 "missing.h5: cannot read the dataset file"       -- $T --data missing.h5
+expect_error 3 "text.h5: not an HDF5 file"                      -- $T --data text.h5
+expect_error 3 "no-features.h5: dataset '/features' is missing" -- $T --data no-features.h5
+expect_error 3 "features-1d.h5: dataset '/features' must have shape" -- $T --data features-1d.h5
+expect_error 3 "dim-mismatch.h5: .*feature_dim"                 -- $T --data dim-mismatch.h5
+expect_error 3 "offsets-not-increasing.h5: '/offsets' is not strictly increasing at index 3" -- $T --data offsets-not-increasing.h5
+expect_error 3 "labels-out-of-range.h5: '/labels'\[6\] = 7 is outside" -- $T --data labels-out-of-range.h5
+expect_error 3 "nan-features.h5: '/features' holds NaN or Inf in utterance 5 \(frame 3, dim 2\)" -- $T --data nan-features.h5 --no-shuffle
+expect_error 3 "wrong-format.h5: root attribute 'spkddp_format'" -- $T --data wrong-format.h5
+expect_error 3 "missing-labels.h5: dataset '/labels'"           -- $T --data missing-labels.h5
+expect_error 3 "labels-length.h5: '/labels' has a different length" -- $T --data labels-length.h5
+[ -z "$(ls -A ck 2>/dev/null)" ] || fail "a failed run left files in the checkpoint directory: $(ls -A ck)"
+
+expect_error 2 "global batch 256 .* is larger than the 128 utterances of toy.h5" -- run 2 $SPKDDP train --data toy.h5 --batch 128
+expect_error 2 "global-batch 33 is not divisible by the 2 ranks" -- run 2 $SPKDDP train --data toy.h5 --global-batch 33
+expect_error 2 "train: --lr must be positive"                   -- run 2 $SPKDDP train --data toy.h5 --lr -1
+expect_error 2 "train: --batch expects an integer, got 'abc'"   -- run 2 $SPKDDP train --data toy.h5 --batch abc
+expect_error 2 "train: --epochs must be in \[1,"                -- run 2 $SPKDDP train --data toy.h5 --epochs 0
+expect_error 2 "train: unknown option '--bogus'"                -- run 2 $SPKDDP train --data toy.h5 --bogus 1
+expect_error 2 "train: --model must be one of"                  -- run 2 $SPKDDP train --data toy.h5 --model resnet
+expect_error 2 "train: --optimizer must be one of"              -- run 2 $SPKDDP train --data toy.h5 --optimizer lion
+expect_error 2 "train: --data is required"                      -- run 2 $SPKDDP train
+expect_error 2 "--max-steps stops with a checkpoint, so it needs --ckpt-dir" -- run 2 $SPKDDP train --data toy.h5 --max-steps 3
+expect_error 2 "unknown command 'trian'"                        -- run 2 $SPKDDP trian
+
+# Checkpoints: incompatible model, corrupt file, missing file, different seed.
+run 2 $SPKDDP train --data toy.h5 --epochs 1 --ckpt-dir good >/dev/null || fail "making a good checkpoint"
+ck=$(ls good/ckpt-*.h5 | tail -1)
+expect_error 4 "incompatible model: parameter 'fc.weight' \(128 values\) in the checkpoint, 'fc.weight' \(64 values\)" -- \
+    run 2 $SPKDDP train --data toy32.h5 --resume "$ck"
+expect_error 4 "missing.h5: cannot read the checkpoint"         -- run 2 $SPKDDP train --data toy.h5 --resume missing.h5
+expect_error 4 "written with --seed 1234, this run has --seed 5" -- run 2 $SPKDDP train --data toy.h5 --resume "$ck" --seed 5
+cp "$ck" corrupt.h5
+"$BAD" corrupt-ckpt corrupt.h5 || fail "corrupting a checkpoint"
+expect_error 4 "corrupt.h5: checksum mismatch: the checkpoint is corrupt" -- run 2 $SPKDDP train --data toy.h5 --resume corrupt.h5
+head -c 3000 "$ck" >truncated.h5
+expect_error 4 "truncated.h5: not an HDF5 file"                 -- run 2 $SPKDDP train --data toy.h5 --resume truncated.h5
+# --resume auto skips the corrupt one and takes the newest complete checkpoint.
+mkdir -p mixed && cp "$ck" mixed/ckpt-000000000004.h5 && cp corrupt.h5 mixed/ckpt-000000000009.h5
+out=$(run 1 $SPKDDP train --data toy.h5 --epochs 1 --ckpt-dir mixed --resume auto 2>&1)
+grep -q "resumed from mixed/ckpt-000000000004.h5" <<<"$out" || fail "auto did not skip the corrupt checkpoint: $out"
+grep -q "skipping mixed/ckpt-000000000009.h5" <<<"$out" || fail "auto did not say it skipped the corrupt checkpoint"
+echo "ok  --resume auto skips a corrupt checkpoint"
+
+# A rank that dies ends the job (no hang): kill one rank of a long run.
+$SPKDDP synth --kind speakers --out big.h5 --dim 8 --speakers 4 --utts-per-speaker 64 --min-frames 10 --max-frames 20 >/dev/null
+start=$(date +%s)
+( run 2 $SPKDDP train --data big.h5 --epochs 100000 --batch 4 >/dev/null 2>&1 & echo $! >job.pid; wait ) &
+sleep 2
+victim=$(pgrep -f "spkddp train --data big.h5" | grep -v "^$(cat job.pid)\$" | tail -1)
+[ -n "$victim" ] && kill -9 "$victim"
+while pgrep -f "spkddp train --data big.h5" >/dev/null && [ $(( $(date +%s) - start )) -lt 60 ]; do sleep 0.5; done
+if pgrep -f "spkddp train --data big.h5" >/dev/null; then
+    fail "the job kept running 60 s after a rank was killed"
+    pkill -9 -f "spkddp train --data big.h5"
+else
+    echo "ok  killing one rank ended the job in $(( $(date +%s) - start )) s"
+fi
+finish

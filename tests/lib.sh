@@ -1,0 +1,31 @@
+# Shared helpers for the end-to-end tests: `. lib.sh SPKDDP MPIEXEC WORKDIR`
+set -u
+SPKDDP=$1
+MPIEXEC=$2
+WORK=$3
+MAKE_BAD_DATA=${4:-}
+FAILS=0
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cd "$WORK" || exit 1
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+run() { "$MPIEXEC" -n "$@"; }  # run N spkddp args...
+
+# expect_error CODE PATTERN -- command...: exits with CODE and stderr matches PATTERN.
+expect_error() {
+    local code=$1 pattern=$2
+    shift 3
+    local out rc
+    out=$("$@" 2>&1 >/dev/null)
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then fail "exit $rc (want $code) from: $* :: $out"; return; fi
+    if ! grep -qE -- "$pattern" <<<"$out"; then fail "message '$out' does not match /$pattern/ for: $*"; return; fi
+    echo "ok  [$code] $(grep -E -- "$pattern" <<<"$out" | head -1)"
+}
+
+finish() {
+    if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)"; exit 1; fi
+    echo "all checks passed"
+    exit 0
+}
