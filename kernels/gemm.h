@@ -1,0 +1,22 @@
+// Row-major single-precision GEMM used by the layer kernels:
+//   C = alpha * op(A) * op(B) + beta * C,  op(X) = X or X^T ('N' / 'T').
+// op(A) is (M, K), op(B) is (K, N), C is (M, N); lda/ldb/ldc are row strides.
+// beta == 0 means C is not read (it may hold NaN). Must be called from a serial region:
+// the backend threads itself.
+#pragma once
+#include <stddef.h>
+
+typedef enum {
+    SPK_GEMM_BLAS = 0,  // cblas_sgemm (OpenBLAS)
+    SPK_GEMM_DNNL = 1,  // dnnl_sgemm (oneDNN), available when built with SPK_USE_DNNL
+} spk_gemm_backend;
+
+void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha,
+               const float* A, int lda,  // op(A): (M, K)
+               const float* B, int ldb,  // op(B): (K, N)
+               float beta, float* C, int ldc);  // (M, N)
+
+// Selects the backend for later spk_sgemm calls (process-wide). Returns 0 on success,
+// -1 when that backend was not compiled in. The default is DNNL when compiled in, else BLAS.
+int spk_gemm_set_backend(spk_gemm_backend backend);
+spk_gemm_backend spk_gemm_get_backend(void);
