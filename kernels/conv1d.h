@@ -1,0 +1,37 @@
+// Conv1d over (B, C, T) activations: stride 1, odd kernel size K, dilation d, bias, and
+// 'same' output length via REFLECT padding of p = d*(K-1)/2 on each side (as
+// torch.nn.functional.pad(x, (p, p), mode='reflect'); requires T > p). K = 1 is a plain
+// channel-mixing GEMM.
+//
+//   y[b,o,t] = bias[o] + sum_{i,k} w[o,i,k] * xpad[b,i,t + k*d],  xpad[b,i,s] = x[b,i,r(s-p)]
+//   r(u) = -u for u < 0, 2(T-1) - u for u >= T, u otherwise.
+//
+// Backward ACCUMULATES into dx, dw and dbias; reflect padding folds the gradient of the
+// padded positions back onto the reflected source positions. Any of dx, dw, dbias may be NULL
+// (not needed). Scratch: `workspace` of conv1d_workspace_floats(...) floats, reusable between
+// calls (its contents do not carry over). Call from a serial region (threads internally).
+#pragma once
+#include <stddef.h>
+
+size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
+
+void conv1d_forward(float* y,            // (B, Cout, T)
+                    const float* x,      // (B, Cin, T)
+                    const float* w,      // (Cout, Cin, K)
+                    const float* bias,   // (Cout) or NULL
+                    int B, int Cin, int Cout, int T, int K, int dilation,
+                    float* workspace);   // (conv1d_workspace_floats)
+
+void conv1d_backward(float* dx,          // (B, Cin, T) += ; or NULL
+                     float* dw,          // (Cout, Cin, K) += ; or NULL
+                     float* dbias,       // (Cout) += ; or NULL
+                     const float* dy,    // (B, Cout, T)
+                     const float* x,     // (B, Cin, T)
+                     const float* w,     // (Cout, Cin, K)
+                     int B, int Cin, int Cout, int T, int K, int dilation,
+                     float* workspace);  // (conv1d_workspace_floats)
+
+// Plain reference (direct loops, explicit reflect indexing, double accumulation). Slow; for
+// tests and for checking other backends.
+void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias,
+                              int B, int Cin, int Cout, int T, int K, int dilation);
