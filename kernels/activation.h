@@ -1,0 +1,14 @@
+// Elementwise activations over n floats. Forward may run in place (y == x). Backward
+// ACCUMULATES into dx (dx += f'(.) * dy) and takes the forward OUTPUT y, so the input need
+// not be kept. dx must not alias dy.
+#pragma once
+#include <stddef.h>
+
+void relu_forward(float* y, const float* x, size_t n);
+void relu_backward(float* dx, const float* dy, const float* y, size_t n);
+
+void sigmoid_forward(float* y, const float* x, size_t n);
+void sigmoid_backward(float* dx, const float* dy, const float* y, size_t n);
+
+void tanh_forward(float* y, const float* x, size_t n);
+void tanh_backward(float* dx, const float* dy, const float* y, size_t n);

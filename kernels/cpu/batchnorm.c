@@ -1,0 +1,120 @@
+// BatchNorm1d over (B, C, T): one channel per loop iteration (parallel over channels), so each
+// channel's B*T values are reduced in a fixed order by one thread (deterministic). Statistics
+// are two-pass (mean, then squared deviations), per-row float sums combined in double.
+#include "kernels/batchnorm.h"
+
+#include <stddef.h>
+
+#include "kernels/elementwise_math.h"
+#include "kernels/spk_assert.h"
+
+// sum over the B rows of length T of channel c
+static double channel_sum(const float* x, int c, int B, int C, int T) {
+    double acc = 0.0;
+    for (int b = 0; b < B; b++) {
+        const float* r = x + ((size_t)b * C + c) * T;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int t = 0; t < T; t++) s += r[t];
+        acc += s;
+    }
+    return acc;
+}
+
+void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* running_mean,
+                               float* running_var, const float* x, const float* weight,
+                               const float* bias, int B, int C, int T, float eps,
+                               float momentum) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    const size_t N = (size_t)B * T;
+    SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const double mu = channel_sum(x, c, B, C, T) / (double)N;
+        const float muf = (float)mu;
+        double ss = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float* r = x + ((size_t)b * C + c) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) {
+                const float dlt = r[t] - muf;
+                s += dlt * dlt;
+            }
+            ss += s;
+        }
+        const double var = ss / (double)N;  // biased
+        const float rs = spk_bn_rstd((float)var, eps);
+        mean[c] = muf;
+        rstd[c] = rs;
+        if (running_mean) running_mean[c] = spk_ema(running_mean[c], muf, momentum);
+        if (running_var)
+            running_var[c] = spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)),
+                                     momentum);
+        const float wc = weight ? weight[c] : 1.0f;
+        const float bc = bias ? bias[c] : 0.0f;
+        const float sc = spk_bn_scale(rs, wc);
+        for (int b = 0; b < B; b++) {
+            const float* r = x + ((size_t)b * C + c) * T;
+            float* o = y + ((size_t)b * C + c) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
+        }
+    }
+}
+
+void batchnorm1d_forward_infer(float* y, const float* x, const float* running_mean,
+                               const float* running_var, const float* weight, const float* bias,
+                               int B, int C, int T, float eps) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int c = 0; c < C; c++) {
+            const float rs = spk_bn_rstd(running_var[c], eps);
+            const float wc = weight ? weight[c] : 1.0f;
+            const float bc = bias ? bias[c] : 0.0f;
+            const float sc = spk_bn_scale(rs, wc), mu = running_mean[c];
+            const float* r = x + ((size_t)b * C + c) * T;
+            float* o = y + ((size_t)b * C + c) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], mu, sc, bc);
+        }
+    }
+}
+
+void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* dy,
+                          const float* x, const float* weight, const float* mean,
+                          const float* rstd, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    const double N = (double)B * T;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float mu = mean[c], rs = rstd[c];
+        double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
+        for (int b = 0; b < B; b++) {
+            const float* g = dy + ((size_t)b * C + c) * T;
+            const float* r = x + ((size_t)b * C + c) * T;
+            float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
+            for (int t = 0; t < T; t++) {
+                s1 += g[t];
+                s2 += g[t] * ((r[t] - mu) * rs);
+            }
+            sdy += s1;
+            sdyx += s2;
+        }
+        if (dbias) dbias[c] += (float)sdy;
+        if (dweight) dweight[c] += (float)sdyx;
+        if (!dx) continue;
+        const float wc = weight ? weight[c] : 1.0f;
+        const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
+        for (int b = 0; b < B; b++) {
+            const float* g = dy + ((size_t)b * C + c) * T;
+            const float* r = x + ((size_t)b * C + c) * T;
+            float* o = dx + ((size_t)b * C + c) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++)
+                o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+        }
+    }
+}
