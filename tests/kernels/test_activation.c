@@ -1,0 +1,87 @@
+// Activations: forward values vs double libm, spk_expf accuracy, finite-difference backward
+// (through the forward output), accumulation, in-place forward.
+#include "kernels/activation.h"
+#include "kernels/elementwise_math.h"
+#include "test_common.h"
+
+typedef void (*fwd_fn)(float*, const float*, size_t);
+typedef void (*bwd_fn)(float*, const float*, const float*, size_t);
+
+typedef struct {
+    fwd_fn f;
+    float *x, *y, *r;
+    size_t n;
+} act_ctx;
+
+static double act_loss(void* p) {
+    act_ctx* c = (act_ctx*)p;
+    c->f(c->y, c->x, c->n);
+    return dot_d(c->y, c->r, c->n);
+}
+
+static double ref_relu(double x) { return x > 0 ? x : 0; }
+static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double ref_tanh(double x) { return tanh(x); }
+
+static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), size_t n,
+                int fd_checks) {
+    char nm[128];
+    act_ctx c = {f, rand_f(n, -6, 6), alloc_f(n), rand_f(n, -1, 1), n};
+    if (ref == ref_relu)  // keep finite differences away from the kink
+        for (size_t i = 0; i < n; i++)
+            if (fabsf(c.x[i]) < 0.05f) c.x[i] += 0.1f;
+    f(c.y, c.x, n);
+    double* want = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) want[i] = ref(c.x[i]);
+    snprintf(nm, sizeof nm, "%s forward", name);
+    check_close_d(nm, c.y, want, n, 4e-7, 1e-7);
+    float* xin = copy_f(c.x, n);
+    f(xin, xin, n);
+    snprintf(nm, sizeof nm, "%s forward in place", name);
+    check_close(nm, xin, c.y, n, 0, 0);
+
+    float* dx = zeros_f(n);
+    b(dx, c.r, c.y, n);
+    snprintf(nm, sizeof nm, "%s fd dx", name);
+    fd_check(nm, c.x, dx, n, act_loss, &c, 1e-3f, 5e-3, 1e-3, fd_checks);
+    act_loss(&c);
+    float* pre = rand_f(n, -1, 1);
+    float* acc = copy_f(pre, n);
+    b(acc, c.r, c.y, n);
+    snprintf(nm, sizeof nm, "%s dx accumulates", name);
+    check_accumulated(nm, acc, pre, dx, n);
+    free(c.x); free(c.y); free(c.r); free(want); free(xin); free(dx); free(pre); free(acc);
+}
+
+static void exp_accuracy(void) {
+    double worst = 0;
+    float wx = 0;
+    for (int i = 0; i <= 400000; i++) {
+        const float x = -87.0f + 175.0f * (float)i / 400000.0f;
+        const double want = exp((double)x);
+        const double rel = fabs(spk_expf(x) - want) / want;
+        if (rel > worst) {
+            worst = rel;
+            wx = x;
+        }
+    }
+    if (worst > 3.6e-7) {  // 3 ulp
+        printf("FAIL spk_expf: max relative error %.3g at x = %.9g\n", worst, wx);
+        g_failures++;
+    }
+    check_true(spk_expf(-100.0f) == 0.0f, "spk_expf underflows to 0");
+    check_true(spk_expf(0.0f) == 1.0f, "spk_expf(0) == 1");
+    check_true(isfinite(spk_expf(1000.0f)), "spk_expf large input stays finite");
+}
+
+int main(void) {
+    rng_seed(99);
+    exp_accuracy();
+    run("relu", relu_forward, relu_backward, ref_relu, 1000, 300);
+    run("sigmoid", sigmoid_forward, sigmoid_backward, ref_sigmoid, 1000, 300);
+    run("tanh", tanh_forward, tanh_backward, ref_tanh, 1000, 300);
+    run("relu large", relu_forward, relu_backward, ref_relu, 100000, 10);  // threaded path
+    run("sigmoid large", sigmoid_forward, sigmoid_backward, ref_sigmoid, 100000, 10);
+    run("tanh large", tanh_forward, tanh_backward, ref_tanh, 100000, 10);
+    return test_finish("test_activation");
+}

@@ -1,0 +1,148 @@
+// batchnorm1d: training forward vs a double reference, running-statistics update values
+// (unbiased running variance), inference mode, finite-difference gradients, accumulation,
+// T = 1 ((B, C) inputs), in-place forward.
+#include "kernels/batchnorm.h"
+#include "test_common.h"
+
+typedef struct {
+    int B, C, T;
+    float *x, *w, *b, *y, *mean, *rstd, *r;
+} bn_ctx;
+
+static double bn_loss(void* p) {
+    bn_ctx* c = (bn_ctx*)p;
+    batchnorm1d_forward_train(c->y, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->B, c->C,
+                              c->T, 1e-5f, 0.1f);
+    return dot_d(c->y, c->r, (size_t)c->B * c->C * c->T);
+}
+
+static void run_case(int B, int C, int T, int affine) {
+    char nm[160];
+    const size_t n = (size_t)B * C * T;
+    const float eps = 1e-5f, mom = 0.1f;
+    bn_ctx c = {B, C, T, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    c.x = alloc_f(n);
+    for (size_t i = 0; i < n; i++) c.x[i] = rng_uniform(-1, 1) * 2.0f + 3.0f;  // mean ~3, var ~1.3
+    c.w = affine ? rand_f(C, 0.5f, 1.5f) : NULL;
+    c.b = affine ? rand_f(C, -1, 1) : NULL;
+    c.y = alloc_f(n);
+    c.mean = alloc_f(C);
+    c.rstd = alloc_f(C);
+    c.r = rand_f(n, -1, 1);
+    float* rm = rand_f(C, -1, 1);
+    float* rv = rand_f(C, 0.5f, 2);
+    float* rm0 = copy_f(rm, C);
+    float* rv0 = copy_f(rv, C);
+
+    batchnorm1d_forward_train(c.y, c.mean, c.rstd, rm, rv, c.x, c.w, c.b, B, C, T, eps, mom);
+    // reference in double
+    double* yref = malloc(sizeof(double) * n);
+    double *mref = malloc(sizeof(double) * C), *sref = malloc(sizeof(double) * C);
+    double *rmref = malloc(sizeof(double) * C), *rvref = malloc(sizeof(double) * C);
+    const double N = (double)B * T;
+    for (int ch = 0; ch < C; ch++) {
+        double s = 0, ss = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) s += c.x[((size_t)b * C + ch) * T + t];
+        const double mu = s / N;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const double d = c.x[((size_t)b * C + ch) * T + t] - mu;
+                ss += d * d;
+            }
+        const double var = ss / N;
+        mref[ch] = mu;
+        sref[ch] = 1.0 / sqrt(var + eps);
+        rmref[ch] = (1 - mom) * rm0[ch] + mom * mu;
+        rvref[ch] = (1 - mom) * rv0[ch] + mom * var * N / (N - 1);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * C + ch) * T + t;
+                yref[i] = (c.x[i] - mu) * sref[ch] * (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
+            }
+    }
+    snprintf(nm, sizeof nm, "bn fwd B%d C%d T%d", B, C, T);
+    check_close_d(nm, c.y, yref, n, 1e-5, 1e-5);
+    snprintf(nm, sizeof nm, "bn mean B%d C%d T%d", B, C, T);
+    check_close_d(nm, c.mean, mref, C, 1e-6, 1e-6);
+    snprintf(nm, sizeof nm, "bn rstd B%d C%d T%d", B, C, T);
+    check_close_d(nm, c.rstd, sref, C, 1e-5, 0);
+    snprintf(nm, sizeof nm, "bn running_mean B%d C%d T%d", B, C, T);
+    check_close_d(nm, rm, rmref, C, 1e-6, 1e-7);
+    snprintf(nm, sizeof nm, "bn running_var (unbiased) B%d C%d T%d", B, C, T);
+    check_close_d(nm, rv, rvref, C, 1e-6, 1e-7);
+
+    // in place (y == x) gives the same output
+    float* xin = copy_f(c.x, n);
+    batchnorm1d_forward_train(xin, c.mean, c.rstd, NULL, NULL, xin, c.w, c.b, B, C, T, eps, mom);
+    snprintf(nm, sizeof nm, "bn fwd in place B%d C%d T%d", B, C, T);
+    check_close(nm, xin, c.y, n, 0, 0);
+
+    // inference mode uses the running statistics
+    float* yi = alloc_f(n);
+    batchnorm1d_forward_infer(yi, c.x, rm, rv, c.w, c.b, B, C, T, eps);
+    for (int ch = 0; ch < C; ch++)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * C + ch) * T + t;
+                yref[i] = (c.x[i] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) *
+                              (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
+            }
+    snprintf(nm, sizeof nm, "bn infer B%d C%d T%d", B, C, T);
+    check_close_d(nm, yi, yref, n, 1e-5, 1e-5);
+
+    // backward: finite differences and accumulation
+    bn_loss(&c);  // refresh mean/rstd
+    float *dx = zeros_f(n), *dw = zeros_f(C), *db = zeros_f(C);
+    batchnorm1d_backward(dx, affine ? dw : NULL, affine ? db : NULL, c.r, c.x, c.w, c.mean,
+                         c.rstd, B, C, T);
+    snprintf(nm, sizeof nm, "bn fd dx B%d C%d T%d", B, C, T);
+    fd_check(nm, c.x, dx, n, bn_loss, &c, 1e-2f, 1e-2, 2e-3, 150);
+    if (affine) {
+        snprintf(nm, sizeof nm, "bn fd dweight B%d C%d T%d", B, C, T);
+        fd_check(nm, c.w, dw, C, bn_loss, &c, 1e-2f, 1e-3, 1e-3, 100);
+        snprintf(nm, sizeof nm, "bn fd dbias B%d C%d T%d", B, C, T);
+        fd_check(nm, c.b, db, C, bn_loss, &c, 1e-2f, 1e-3, 1e-3, 100);
+    }
+    bn_loss(&c);  // the finite differences left mean/rstd from a perturbed input
+    float *px = rand_f(n, -1, 1), *pw = rand_f(C, -1, 1), *pb = rand_f(C, -1, 1);
+    float *ax = copy_f(px, n), *aw = copy_f(pw, C), *ab = copy_f(pb, C);
+    batchnorm1d_backward(ax, aw, ab, c.r, c.x, c.w, c.mean, c.rstd, B, C, T);
+    if (affine) {
+        snprintf(nm, sizeof nm, "bn dweight accumulates B%d C%d T%d", B, C, T);
+        check_accumulated(nm, aw, pw, dw, C);
+        snprintf(nm, sizeof nm, "bn dbias accumulates B%d C%d T%d", B, C, T);
+        check_accumulated(nm, ab, pb, db, C);
+    }
+    snprintf(nm, sizeof nm, "bn dx accumulates B%d C%d T%d", B, C, T);
+    check_accumulated(nm, ax, px, dx, n);
+
+    free(c.x); free(c.w); free(c.b); free(c.y); free(c.mean); free(c.rstd); free(c.r);
+    free(rm); free(rv); free(rm0); free(rv0); free(yref); free(mref); free(sref); free(rmref);
+    free(rvref); free(xin); free(yi); free(dx); free(dw); free(db); free(px); free(pw); free(pb);
+    free(ax); free(aw); free(ab);
+}
+
+// Hand-computed running statistics for one channel: x = {1, 2, 3, 6} (B = 2, T = 2):
+// mean 3, biased var 3.5, unbiased var 14/3. From running (0, 1) with momentum 0.1:
+// running_mean = 0.3, running_var = 0.9 + 0.1 * 14/3.
+static void hand_case(void) {
+    float x[4] = {1, 2, 3, 6}, y[4], mean, rstd, rm = 0, rv = 1;
+    batchnorm1d_forward_train(y, &mean, &rstd, &rm, &rv, x, NULL, NULL, 2, 1, 2, 1e-5f, 0.1f);
+    check_scalar("bn hand mean", mean, 3.0, 1e-7, 0);
+    check_scalar("bn hand rstd", rstd, 1.0 / sqrt(3.5 + 1e-5), 1e-6, 0);
+    check_scalar("bn hand running_mean", rm, 0.3, 1e-6, 0);
+    check_scalar("bn hand running_var", rv, 0.9 + 0.1 * 14.0 / 3.0, 1e-6, 0);
+    check_scalar("bn hand y[3]", y[3], 3.0 / sqrt(3.5 + 1e-5), 1e-6, 0);
+}
+
+int main(void) {
+    rng_seed(42);
+    hand_case();
+    run_case(4, 3, 5, 1);
+    run_case(3, 6, 17, 1);
+    run_case(2, 4, 9, 0);
+    run_case(16, 10, 1, 1);  // (B, C) input
+    run_case(5, 7, 1, 0);
+    return test_finish("test_batchnorm");
+}

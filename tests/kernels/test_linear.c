@@ -1,0 +1,68 @@
+// Dense layer: forward vs naive loops, finite-difference dx/dw/db, accumulation, NULL outputs.
+#include "kernels/linear.h"
+#include "test_common.h"
+
+typedef struct {
+    int B, In, Out;
+    float *x, *w, *b, *y, *r;
+} lin_ctx;
+
+static double lin_loss(void* p) {
+    lin_ctx* c = (lin_ctx*)p;
+    linear_forward(c->y, c->x, c->w, c->b, c->B, c->In, c->Out);
+    return dot_d(c->y, c->r, (size_t)c->B * c->Out);
+}
+
+static void run_case(int B, int In, int Out) {
+    char nm[128];
+    const size_t nx = (size_t)B * In, nw = (size_t)Out * In, ny = (size_t)B * Out;
+    lin_ctx c = {B, In, Out, rand_f(nx, -1, 1), rand_f(nw, -1, 1), rand_f(Out, -1, 1),
+                 alloc_f(ny), rand_f(ny, -1, 1)};
+    for (int pass = 0; pass < 2; pass++) {
+        const float* bias = pass ? NULL : c.b;
+        fill_nan(c.y, ny);
+        linear_forward(c.y, c.x, c.w, bias, B, In, Out);
+        double* want = malloc(sizeof(double) * ny);
+        for (int i = 0; i < B; i++)
+            for (int o = 0; o < Out; o++) {
+                double s = bias ? bias[o] : 0;
+                for (int k = 0; k < In; k++) s += (double)c.x[(size_t)i * In + k] * c.w[(size_t)o * In + k];
+                want[(size_t)i * Out + o] = s;
+            }
+        snprintf(nm, sizeof nm, "linear fwd%s B%d In%d Out%d", pass ? " nobias" : "", B, In, Out);
+        check_close_d(nm, c.y, want, ny, 1e-5, 1e-5 * (1 + In / 16.0));
+        free(want);
+    }
+    float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Out);
+    linear_backward(dx, dw, db, c.r, c.x, c.w, B, In, Out);
+    snprintf(nm, sizeof nm, "linear fd dx B%d In%d Out%d", B, In, Out);
+    fd_check(nm, c.x, dx, nx, lin_loss, &c, 1e-2f, 1e-3, 1e-3, 150);
+    snprintf(nm, sizeof nm, "linear fd dw B%d In%d Out%d", B, In, Out);
+    fd_check(nm, c.w, dw, nw, lin_loss, &c, 1e-2f, 1e-3, 1e-3, 150);
+    snprintf(nm, sizeof nm, "linear fd db B%d In%d Out%d", B, In, Out);
+    fd_check(nm, c.b, db, Out, lin_loss, &c, 1e-2f, 1e-3, 1e-3, 150);
+    float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(Out, -1, 1);
+    float *ax = copy_f(px, nx), *aw = copy_f(pw, nw), *ab = copy_f(pb, Out);
+    linear_backward(ax, aw, ab, c.r, c.x, c.w, B, In, Out);
+    snprintf(nm, sizeof nm, "linear dx accumulates B%d In%d Out%d", B, In, Out);
+    check_accumulated(nm, ax, px, dx, nx);
+    snprintf(nm, sizeof nm, "linear dw accumulates B%d In%d Out%d", B, In, Out);
+    check_accumulated(nm, aw, pw, dw, nw);
+    snprintf(nm, sizeof nm, "linear db accumulates B%d In%d Out%d", B, In, Out);
+    check_accumulated(nm, ab, pb, db, Out);
+    float* ow = zeros_f(nw);
+    linear_backward(NULL, ow, NULL, c.r, c.x, c.w, B, In, Out);
+    snprintf(nm, sizeof nm, "linear dw-only B%d In%d Out%d", B, In, Out);
+    check_close(nm, ow, dw, nw, 0, 0);
+    free(c.x); free(c.w); free(c.b); free(c.y); free(c.r); free(dx); free(dw); free(db);
+    free(px); free(pw); free(pb); free(ax); free(aw); free(ab); free(ow);
+}
+
+int main(void) {
+    rng_seed(3);
+    run_case(1, 5, 3);
+    run_case(4, 13, 7);
+    run_case(32, 96, 40);
+    run_case(33, 200, 129);
+    return test_finish("test_linear");
+}

@@ -1,0 +1,221 @@
+// Time pooling ops: time mean, channel scale, weighted statistics (explicit and uniform
+// weights, packed and [mean | std] strided outputs, clamp), softmax over time. Forward vs
+// double references, finite-difference backward for every input, accumulation.
+#include "kernels/pooling.h"
+#include "test_common.h"
+
+enum { OP_MEAN, OP_SCALE, OP_STATS, OP_STATS_UNIFORM, OP_SOFTMAX };
+
+typedef struct {
+    int op, B, C, T, ld;
+    float *x, *w, *s;        // inputs (w: weights or softmax-free; s: channel scales)
+    float *out1, *out2;      // outputs
+    float *r1, *r2;          // probe weights for the outputs
+} pool_ctx;
+
+static double pool_loss(void* p) {
+    pool_ctx* c = (pool_ctx*)p;
+    const size_t nbc = (size_t)c->B * c->C, n = nbc * c->T;
+    switch (c->op) {
+        case OP_MEAN:
+            time_mean_forward(c->out1, c->x, c->B, c->C, c->T);
+            return dot_d(c->out1, c->r1, nbc);
+        case OP_SCALE:
+            channel_scale_forward(c->out1, c->x, c->s, c->B, c->C, c->T);
+            return dot_d(c->out1, c->r1, n);
+        case OP_STATS:
+        case OP_STATS_UNIFORM:
+            weighted_stats_forward(c->out1, c->out2, c->x, c->op == OP_STATS ? c->w : NULL, c->B,
+                                   c->C, c->T, c->ld, 1e-12f);
+            return dot_d(c->out1, c->r1, (size_t)c->B * c->ld) +
+                   dot_d(c->out2, c->r2, (size_t)c->B * c->ld);
+        default:
+            softmax_time_forward(c->out1, c->x, c->B, c->C, c->T);
+            return dot_d(c->out1, c->r1, n);
+    }
+}
+
+static void test_mean_scale(int B, int C, int T) {
+    char nm[128];
+    const size_t nbc = (size_t)B * C, n = nbc * T;
+    pool_ctx c = {OP_MEAN, B, C, T, C, rand_f(n, -2, 2), NULL, rand_f(nbc, -1, 1),
+                  alloc_f(n), NULL, rand_f(n, -1, 1), NULL};
+    pool_loss(&c);
+    double* want = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < nbc; i++) {
+        double s = 0;
+        for (int t = 0; t < T; t++) s += c.x[i * T + t];
+        want[i] = s / T;
+    }
+    snprintf(nm, sizeof nm, "time_mean fwd T%d", T);
+    check_close_d(nm, c.out1, want, nbc, 1e-6, 1e-7);
+    float* dx = zeros_f(n);
+    time_mean_backward(dx, c.r1, B, C, T);
+    snprintf(nm, sizeof nm, "time_mean fd dx T%d", T);
+    fd_check(nm, c.x, dx, n, pool_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+    float *pre = rand_f(n, -1, 1), *acc = copy_f(pre, n);
+    time_mean_backward(acc, c.r1, B, C, T);
+    snprintf(nm, sizeof nm, "time_mean dx accumulates T%d", T);
+    check_accumulated(nm, acc, pre, dx, n);
+
+    c.op = OP_SCALE;
+    pool_loss(&c);
+    for (size_t i = 0; i < n; i++) want[i] = (double)c.x[i] * c.s[i / T];
+    snprintf(nm, sizeof nm, "channel_scale fwd T%d", T);
+    check_close_d(nm, c.out1, want, n, 1e-7, 0);
+    float *dx2 = zeros_f(n), *ds = zeros_f(nbc);
+    channel_scale_backward(dx2, ds, c.r1, c.x, c.s, B, C, T);
+    snprintf(nm, sizeof nm, "channel_scale fd dx T%d", T);
+    fd_check(nm, c.x, dx2, n, pool_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+    snprintf(nm, sizeof nm, "channel_scale fd ds T%d", T);
+    fd_check(nm, c.s, ds, nbc, pool_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+    float *pds = rand_f(nbc, -1, 1), *ads = copy_f(pds, nbc), *adx = copy_f(pre, n);
+    channel_scale_backward(adx, ads, c.r1, c.x, c.s, B, C, T);
+    snprintf(nm, sizeof nm, "channel_scale dx accumulates T%d", T);
+    check_accumulated(nm, adx, pre, dx2, n);
+    snprintf(nm, sizeof nm, "channel_scale ds accumulates T%d", T);
+    check_accumulated(nm, ads, pds, ds, nbc);
+    pool_loss(&c);  // fresh output at the unperturbed inputs
+    float* inpl = copy_f(c.x, n);
+    channel_scale_forward(inpl, inpl, c.s, B, C, T);
+    snprintf(nm, sizeof nm, "channel_scale in place T%d", T);
+    check_close(nm, inpl, c.out1, n, 0, 0);
+    free(c.x); free(c.s); free(c.out1); free(c.r1); free(want); free(dx); free(pre); free(acc);
+    free(dx2); free(ds); free(pds); free(ads); free(adx); free(inpl);
+}
+
+// weights: positive rows summing to ~1 (softmax of random logits), or arbitrary positive
+// rows (normalized = 0) to check the gradient does not assume sum_t w = 1.
+static void test_stats(int B, int C, int T, int uniform, int ld, int normalized) {
+    char nm[160];
+    snprintf(nm, sizeof nm, "B%d C%d T%d %s ld%d%s", B, C, T, uniform ? "uniform" : "weighted",
+             ld, normalized ? "" : " unnormalized");
+    char buf[256];
+    const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
+    pool_ctx c = {uniform ? OP_STATS_UNIFORM : OP_STATS, B, C, T, ld, rand_f(n, -2, 2),
+                  alloc_f(n), NULL, alloc_f(no), alloc_f(no), rand_f(no, -1, 1),
+                  rand_f(no, -1, 1)};
+    for (size_t i = 0; i < (size_t)B * C; i++) {
+        double s = 0;
+        for (int t = 0; t < T; t++) s += (c.w[i * T + t] = expf(rng_uniform(-2, 2)));
+        if (normalized)
+            for (int t = 0; t < T; t++) c.w[i * T + t] = (float)(c.w[i * T + t] / s);
+        else
+            for (int t = 0; t < T; t++) c.w[i * T + t] *= 0.5f / T;
+    }
+    // a constant row exercises the clamp (variance 0 < eps)
+    for (int t = 0; t < T; t++) c.x[t] = 0.75f;
+    // the probes must not touch the padding columns of strided outputs
+    for (int b = 0; b < B; b++)
+        for (int j = C; j < ld; j++) c.r1[(size_t)b * ld + j] = c.r2[(size_t)b * ld + j] = 0;
+    fill_nan(c.out1, no);
+    fill_nan(c.out2, no);
+    pool_loss(&c);
+    double *wm = malloc(sizeof(double) * no), *ws = malloc(sizeof(double) * no);
+    for (int b = 0; b < B; b++)
+        for (int ch = 0; ch < C; ch++) {
+            const size_t row = ((size_t)b * C + ch) * T;
+            double m = 0, v = 0;
+            for (int t = 0; t < T; t++) m += (uniform ? 1.0 / T : c.w[row + t]) * c.x[row + t];
+            for (int t = 0; t < T; t++) {
+                const double d = c.x[row + t] - m;
+                v += (uniform ? 1.0 / T : c.w[row + t]) * d * d;
+            }
+            wm[(size_t)b * ld + ch] = m;
+            ws[(size_t)b * ld + ch] = sqrt(v > 1e-12 ? v : 1e-12);
+        }
+    for (int b = 0; b < B; b++)
+        for (int j = C; j < ld; j++) {
+            c.out1[(size_t)b * ld + j] = c.out2[(size_t)b * ld + j] = 0;  // untouched padding
+            wm[(size_t)b * ld + j] = ws[(size_t)b * ld + j] = 0;
+        }
+    snprintf(buf, sizeof buf, "stats mean %s", nm);
+    check_close_d(buf, c.out1, wm, no, 1e-5, 1e-6);
+    snprintf(buf, sizeof buf, "stats std %s", nm);
+    check_close_d(buf, c.out2, ws, no, 1e-4, 1e-6);
+    snprintf(buf, sizeof buf, "stats std of a constant row is sqrt(eps) %s", nm);
+    if (normalized) check_scalar(buf, c.out2[0], 1e-6, 1e-6, 0);
+
+    pool_loss(&c);
+    float *dx = zeros_f(n), *dw = zeros_f(n);
+    weighted_stats_backward(dx, uniform ? NULL : dw, c.r1, c.r2, c.x, uniform ? NULL : c.w,
+                            c.out1, c.out2, B, C, T, ld, 1e-12f);
+    for (int t = 0; t < T; t++) check_true(dx[t] == dx[t], "stats dx finite on clamped row");
+    // finite differences away from the clamped row (perturbing it un-clamps the variance)
+    snprintf(buf, sizeof buf, "stats fd dx %s", nm);
+    fd_check(buf, c.x + T, dx + T, n - T, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
+    if (!uniform) {
+        snprintf(buf, sizeof buf, "stats fd dw %s", nm);
+        fd_check(buf, c.w + T, dw + T, n - T, pool_loss, &c, 1e-3f, 1e-2, 2e-3, 200);
+    }
+    pool_loss(&c);
+    // gradient only through the mean, and only through std (NULL upstream for the other)
+    float* dxm = zeros_f(n);
+    weighted_stats_backward(dxm, NULL, c.r1, NULL, c.x, uniform ? NULL : c.w, c.out1, c.out2, B,
+                            C, T, ld, 1e-12f);
+    float* dxs = zeros_f(n);
+    weighted_stats_backward(dxs, NULL, NULL, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B,
+                            C, T, ld, 1e-12f);
+    for (size_t i = 0; i < n; i++) dxm[i] += dxs[i];
+    snprintf(buf, sizeof buf, "stats dmean + dstd parts %s", nm);
+    check_close(buf, dxm, dx, n, 1e-5, 1e-6 * max_abs(dx, n));
+    float *px = rand_f(n, -1, 1), *pw = rand_f(n, -1, 1), *ax = copy_f(px, n), *aw = copy_f(pw, n);
+    weighted_stats_backward(ax, uniform ? NULL : aw, c.r1, c.r2, c.x, uniform ? NULL : c.w,
+                            c.out1, c.out2, B, C, T, ld, 1e-12f);
+    snprintf(buf, sizeof buf, "stats dx accumulates %s", nm);
+    check_accumulated(buf, ax, px, dx, n);
+    if (!uniform) {
+        snprintf(buf, sizeof buf, "stats dw accumulates %s", nm);
+        check_accumulated(buf, aw, pw, dw, n);
+    }
+    free(c.x); free(c.w); free(c.out1); free(c.out2); free(c.r1); free(c.r2); free(wm); free(ws);
+    free(dx); free(dw); free(dxm); free(dxs); free(px); free(pw); free(ax); free(aw);
+}
+
+static void test_softmax(int B, int C, int T, float range) {
+    char nm[128];
+    const size_t n = (size_t)B * C * T;
+    pool_ctx c = {OP_SOFTMAX, B, C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
+                  rand_f(n, -1, 1), NULL};
+    pool_loss(&c);
+    double* want = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < (size_t)B * C; i++) {
+        double mx = -INFINITY, s = 0;
+        for (int t = 0; t < T; t++) mx = fmax(mx, c.x[i * T + t]);
+        for (int t = 0; t < T; t++) s += exp(c.x[i * T + t] - mx);
+        for (int t = 0; t < T; t++) want[i * T + t] = exp(c.x[i * T + t] - mx) / s;
+    }
+    snprintf(nm, sizeof nm, "softmax_time fwd T%d range %g", T, range);
+    check_close_d(nm, c.out1, want, n, 2e-6, 1e-9);
+    float* inpl = copy_f(c.x, n);
+    softmax_time_forward(inpl, inpl, B, C, T);
+    snprintf(nm, sizeof nm, "softmax_time in place T%d", T);
+    check_close(nm, inpl, c.out1, n, 0, 0);
+    float* dx = zeros_f(n);
+    softmax_time_backward(dx, c.r1, c.out1, B, C, T);
+    snprintf(nm, sizeof nm, "softmax_time fd dx T%d range %g", T, range);
+    fd_check(nm, c.x, dx, n, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
+    pool_loss(&c);
+    float *pre = rand_f(n, -1, 1), *acc = copy_f(pre, n);
+    softmax_time_backward(acc, c.r1, c.out1, B, C, T);
+    snprintf(nm, sizeof nm, "softmax_time dx accumulates T%d", T);
+    check_accumulated(nm, acc, pre, dx, n);
+    free(c.x); free(c.out1); free(c.r1); free(want); free(inpl); free(dx); free(pre); free(acc);
+}
+
+int main(void) {
+    rng_seed(2024);
+    test_mean_scale(2, 3, 7);
+    test_mean_scale(3, 5, 1);
+    test_mean_scale(4, 40, 250);  // threaded path
+    for (int uniform = 0; uniform < 2; uniform++) {
+        test_stats(2, 3, 8, uniform, 3, 1);
+        test_stats(3, 4, 13, uniform, 8, 1);  // [mean | std] concatenation layout
+        test_stats(4, 40, 250, uniform, 40, 1);
+    }
+    test_stats(2, 3, 9, 0, 3, 0);
+    test_softmax(2, 3, 9, 3);
+    test_softmax(2, 2, 5, 40);  // large logits
+    test_softmax(4, 40, 250, 5);
+    return test_finish("test_pooling");
+}

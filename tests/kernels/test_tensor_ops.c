@@ -1,0 +1,86 @@
+// Layout helpers: channel slices, time repeat (with its backward by finite differences),
+// vector add/accumulate/zero.
+#include "kernels/tensor_ops.h"
+#include "test_common.h"
+
+// time_repeat_forward into channels [d0, d0 + C) of a (B, Cy, T) tensor; loss over all of it
+typedef struct {
+    int B, C, T, Cy, ld, d0;
+    float *s, *y, *r;
+} rep_ctx;
+
+static double rep_loss(void* p) {
+    rep_ctx* c = (rep_ctx*)p;
+    time_repeat_forward(c->y + (size_t)c->d0 * c->T, c->Cy, c->s, c->ld, c->B, c->C, c->T);
+    return dot_d(c->y, c->r, (size_t)c->B * c->Cy * c->T);
+}
+
+int main(void) {
+    rng_seed(5);
+    const int B = 3, T = 11, Cs = 7, Cd = 12, C = 5, c0 = 2, d0 = 6;
+    // copy channels [c0, c0 + C) of a (B, Cs, T) tensor into channels [d0, d0 + C) of (B, Cd, T)
+    float* src = rand_f((size_t)B * Cs * T, -1, 1);
+    float* dst = rand_f((size_t)B * Cd * T, -1, 1);
+    float* dst0 = copy_f(dst, (size_t)B * Cd * T);
+    channel_slice_copy(dst + (size_t)d0 * T, Cd, src + (size_t)c0 * T, Cs, B, C, T);
+    float* want = copy_f(dst0, (size_t)B * Cd * T);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++)
+                want[((size_t)b * Cd + d0 + c) * T + t] = src[((size_t)b * Cs + c0 + c) * T + t];
+    check_close("channel_slice_copy", dst, want, (size_t)B * Cd * T, 0, 0);
+    channel_slice_add(dst + (size_t)d0 * T, Cd, src + (size_t)c0 * T, Cs, B, C, T);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++)
+                want[((size_t)b * Cd + d0 + c) * T + t] += src[((size_t)b * Cs + c0 + c) * T + t];
+    check_close("channel_slice_add", dst, want, (size_t)B * Cd * T, 0, 0);
+
+    // time repeat into a channel slice of a wider tensor, from a strided (B, ld) source
+    const int ld = 9;
+    rep_ctx rc = {B, C, T, Cd, ld, d0, rand_f((size_t)B * ld, -1, 1), rand_f((size_t)B * Cd * T, -1, 1),
+                  rand_f((size_t)B * Cd * T, -1, 1)};
+    float* y0 = copy_f(rc.y, (size_t)B * Cd * T);
+    time_repeat_forward(rc.y + (size_t)d0 * T, Cd, rc.s, ld, B, C, T);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < Cd; c++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * Cd + c) * T + t;
+                want[i] = (c >= d0 && c < d0 + C) ? rc.s[(size_t)b * ld + c - d0] : y0[i];
+            }
+    check_close("time_repeat_forward", rc.y, want, (size_t)B * Cd * T, 0, 0);
+    // backward: gradient w.r.t. s by finite differences and by direct sums
+    rep_ctx rcx = {B, C, T, Cd, ld, d0, rc.s, rc.y, rc.r};
+    float* ds = zeros_f((size_t)B * ld);
+    time_repeat_backward(ds, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
+    fd_check("time_repeat fd ds", rc.s, ds, (size_t)B * ld, rep_loss, &rcx, 1e-2f, 1e-3, 1e-3,
+             100);
+    for (int b = 0; b < B; b++)
+        for (int c = C; c < ld; c++) check_true(ds[(size_t)b * ld + c] == 0, "repeat ds padding");
+    double* dsw = calloc((size_t)B * ld, sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++)
+                dsw[(size_t)b * ld + c] += rc.r[((size_t)b * Cd + d0 + c) * T + t];
+    check_close_d("time_repeat_backward", ds, dsw, (size_t)B * ld, 1e-6, 1e-6);
+    float* pre = rand_f((size_t)B * ld, -1, 1);
+    float* acc = copy_f(pre, (size_t)B * ld);
+    time_repeat_backward(acc, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
+    check_accumulated("time_repeat_backward accumulates", acc, pre, ds, (size_t)B * ld);
+
+    // vec ops, including the threaded size
+    const size_t n = 100003;
+    float *a = rand_f(n, -1, 1), *b = rand_f(n, -1, 1), *y = alloc_f(n);
+    vec_add(y, a, b, n);
+    float* w2 = alloc_f(n);
+    for (size_t i = 0; i < n; i++) w2[i] = a[i] + b[i];
+    check_close("vec_add", y, w2, n, 0, 0);
+    vec_acc(y, a, n);
+    for (size_t i = 0; i < n; i++) w2[i] += a[i];
+    check_close("vec_acc", y, w2, n, 0, 0);
+    vec_zero(y, n);
+    check_true(max_abs(y, n) == 0, "vec_zero");
+    free(src); free(dst); free(dst0); free(want); free(rc.s); free(rc.y); free(rc.r); free(y0);
+    free(ds); free(dsw); free(pre); free(acc); free(a); free(b); free(y); free(w2);
+    return test_finish("test_tensor_ops");
+}
