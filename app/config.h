@@ -16,6 +16,8 @@ typedef struct {
     char model[OPT_STR_MAX];  // linear | ecapa
     int64_t channels;         // ECAPA width C
     int64_t emb_dim;          // ECAPA embedding size
+    int64_t att_channels;     // ECAPA attention channels
+    int64_t se_channels;      // ECAPA squeeze-excitation bottleneck
     double margin, scale;     // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
     // optimisation

@@ -17,6 +17,7 @@ model_t *model_create(const train_config_t *cfg, int64_t feature_dim, int64_t nu
     m->feature_dim = feature_dim;
     m->num_classes = num_classes;
     if (strcmp(cfg->model, "linear") == 0) model_linear_build(m, cfg);
+    else if (strcmp(cfg->model, "ecapa") == 0) model_ecapa_build(m, cfg);
     else spk_fail_all(SPK_EXIT_USAGE, "train: unknown --model '%s'", cfg->model);
     return m;
 }

@@ -52,3 +52,4 @@ void model_alloc_buffers(model_t *m);
 
 // Builders, one per model file.
 void model_linear_build(model_t *m, const train_config_t *cfg);
+void model_ecapa_build(model_t *m, const train_config_t *cfg);
