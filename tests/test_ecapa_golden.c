@@ -1,7 +1,8 @@
 // ECAPA-TDNN against PyTorch (tests/golden/ecapa_golden.h5, made by make_ecapa_golden.py in
 // float64): eval-mode embeddings, training-mode embeddings, AAM loss, every parameter
 // gradient, the input gradient, and the BatchNorm running statistics after the step.
-// Tolerance: normwise relative error ||ours - ref|| / ||ref|| <= 1e-4 per tensor. Our path
+// Tolerance: normwise relative error ||ours - ref|| / ||ref|| <= 5e-5 per tensor (measured
+// worst: 8e-6). Our path
 // is float32 end to end (sums over up to 9C*K terms, a softmax over time and an AAM head with
 // scale 30 amplify rounding), measured errors are reported so regressions show.
 #include "app/config.h"
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOL 1e-4
+#define TOL 5e-5
 
 static double worst = 0.0;
 
