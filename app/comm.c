@@ -1,6 +1,7 @@
 #include "app/comm.h"
 
 #include "app/check.h"
+#include "app/threads.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     if (w && strcmp(w, "spin") == 0) c->sleepy_wait = 0;
     else if (w && strcmp(w, "sleep") == 0) c->sleepy_wait = 1;
     else c->sleepy_wait = cores > 0 && c->local_size > cores;
+    c->threads = threads_configure(c->local_size);
 }
 
 void comm_finalize(comm_t *c) {

@@ -10,6 +10,7 @@ typedef struct {
     int rank, size;
     int local_rank, local_size;  // within this node (MPI_COMM_TYPE_SHARED)
     int sleepy_wait;             // poll with nanosleep instead of spinning
+    int threads;                 // compute threads of this rank (app/threads.h)
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
