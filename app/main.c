@@ -14,6 +14,7 @@ static const struct {
     {"train", cmd_train, "train a model with synchronous data parallelism"},
     {"inspect", cmd_inspect, "summarise a dataset or a checkpoint"},
     {"diff", cmd_diff, "compare two checkpoints value by value"},
+    {"bench", cmd_bench, "time training steps on random data (samples/s, GFLOP/s)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

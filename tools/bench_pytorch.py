@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""The `spkddp bench` step in PyTorch: ECAPA-TDNN (SpeechBrain topology, the same module
+definitions as tests/golden/make_ecapa_golden.py) + AAM-softmax, forward, backward and an
+Adam update on a fixed random batch, float32, on CPU. Prints samples/s.
+
+usage: bench_pytorch.py [--channels 512] [--batch 32] [--frames 200] [--feat 80]
+                        [--classes 1000] [--steps 5] [--warmup 2] [--threads N]
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
+from make_ecapa_golden import aam_logits, build_ecapa  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--channels", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--frames", type=int, default=200)
+    ap.add_argument("--feat", type=int, default=80)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = build_ecapa(a.feat, a.channels, 128, 128, 192)
+    head = torch.nn.Parameter(torch.empty(a.classes, 192))
+    torch.nn.init.xavier_uniform_(head)
+    opt = torch.optim.Adam(list(model.parameters()) + [head], lr=1e-3)
+    x = torch.randn(a.batch, a.frames, a.feat)
+    y = torch.randint(0, a.classes, (a.batch,))
+    t0 = 0.0
+    for s in range(a.warmup + a.steps):
+        if s == a.warmup:
+            t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        emb = model(x).squeeze(1)
+        logits, _ = aam_logits(emb, head, y, 0.2, 30.0)
+        F.cross_entropy(logits, y).backward()
+        opt.step()
+    dt = time.perf_counter() - t0
+    print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
+          f"{a.threads} threads: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
+
+
+if __name__ == "__main__":
+    main()
