@@ -15,23 +15,28 @@
 
 size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
 
-void conv1d_forward(float* y,            // (B, Cout, T)
-                    const float* x,      // (B, Cin, T)
-                    const float* w,      // (Cout, Cin, K)
-                    const float* bias,   // (Cout) or NULL
+void conv1d_forward(float* y,           // (B, Cout, T)
+                    const float* x,     // (B, Cin, T)
+                    const float* w,     // (Cout, Cin, K)
+                    const float* bias,  // (Cout) or NULL
                     int B, int Cin, int Cout, int T, int K, int dilation,
-                    float* workspace);   // (conv1d_workspace_floats)
+                    float* workspace);  // (conv1d_workspace_floats)
 
-void conv1d_backward(float* dx,          // (B, Cin, T) += ; or NULL
-                     float* dw,          // (Cout, Cin, K) += ; or NULL
-                     float* dbias,       // (Cout) += ; or NULL
-                     const float* dy,    // (B, Cout, T)
-                     const float* x,     // (B, Cin, T)
-                     const float* w,     // (Cout, Cin, K)
+void conv1d_backward(float* dx,        // (B, Cin, T) += ; or NULL
+                     float* dw,        // (Cout, Cin, K) += ; or NULL
+                     float* dbias,     // (Cout) += ; or NULL
+                     const float* dy,  // (B, Cout, T)
+                     const float* x,   // (B, Cin, T)
+                     const float* w,   // (Cout, Cin, K)
                      int B, int Cin, int Cout, int T, int K, int dilation,
                      float* workspace);  // (conv1d_workspace_floats)
 
+// Schedule selection (process-wide; for tuning and tests). AUTO picks PER_SAMPLE with the
+// oneDNN GEMM backend and FOLDED with OpenBLAS; see kernels/cpu/conv1d.c and docs/kernels.md.
+typedef enum { CONV1D_AUTO = 0, CONV1D_FOLDED = 1, CONV1D_PER_SAMPLE = 2 } conv1d_algo;
+void conv1d_set_algo(conv1d_algo algo);
+
 // Plain reference (direct loops, explicit reflect indexing, double accumulation). Slow; for
 // tests and for checking other backends.
-void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias,
-                              int B, int Cin, int Cout, int T, int K, int dilation);
+void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,
+                              int Cin, int Cout, int T, int K, int dilation);

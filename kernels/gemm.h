@@ -11,10 +11,17 @@ typedef enum {
     SPK_GEMM_DNNL = 1,  // dnnl_sgemm (oneDNN), available when built with SPK_USE_DNNL
 } spk_gemm_backend;
 
-void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha,
-               const float* A, int lda,  // op(A): (M, K)
-               const float* B, int ldb,  // op(B): (K, N)
+void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+               int lda,                         // op(A): (M, K)
+               const float* B, int ldb,         // op(B): (K, N)
                float beta, float* C, int ldc);  // (M, N)
+
+// Same contract, but for use INSIDE an OpenMP parallel region: each call runs on the calling
+// thread only, so threads can run independent GEMMs concurrently. (oneDNN's sgemm runs
+// sequentially when called from a parallel region; OpenBLAS calls are thread-safe but share
+// its own thread pool, so prefer the DNNL backend for this.)
+void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
 // Selects the backend for later spk_sgemm calls (process-wide). Returns 0 on success,
 // -1 when that backend was not compiled in. The default is DNNL when compiled in, else BLAS.

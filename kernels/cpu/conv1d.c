@@ -1,18 +1,27 @@
-// Conv1d (stride 1, reflect 'same' padding, dilation) as im2col + GEMM with the batch folded
-// into the GEMM's N dimension, a chunk of samples at a time:
-//   col  (Cin*K, Nc)  = im2col of the chunk, Nc = samples_in_chunk * T
-//   Yf   (Cout, Nc)   = W (Cout, Cin*K) . col         -> scattered to y (B, Cout, T) + bias
-//   dW  += dYf . col^T,   dcol = W^T . dYf            -> folded back (col2im + reflect) to dx
-// Folding the batch lets the GEMM pack W once per chunk instead of once per sample; chunks of
-// ~2048 columns measured as fast as the whole batch while keeping the workspace small.
+// Conv1d (stride 1, reflect 'same' padding, dilation) as im2col + GEMM. Two schedules:
+//
+// PER_SAMPLE (default with the oneDNN backend): the batch is split across threads and every
+//   thread runs single-threaded GEMMs on whole samples, straight on the (B, C, T) tensors:
+//   y_b = W . col_b, dx_b += fold(W^T . dy_b), and dW += dy_b . col_b^T with dW's columns
+//   (input channels) split across threads. K = 1 needs no im2col and no copies at all; K > 1
+//   builds col_b (Cin*K, T) in a per-thread slot that stays in L2. Threads only meet at the
+//   end of each loop, which also holds up well when the cores are shared.
+//
+// FOLDED (default with the OpenBLAS backend): the batch is folded into the GEMM's N dimension,
+//   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
+//   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
+//   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
 #include "kernels/conv1d.h"
 
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
 #include "kernels/spk_assert.h"
 
 #define CONV_CHUNK_COLS 2048
+#define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread
+#define PAR_MIN_FLOPS 4000000  // multiply-adds: below this, GEMM loops run on one thread
 
 static int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
 
@@ -35,17 +44,61 @@ static void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
     SPK_ASSERT(T > conv_pad(K, dilation));  // reflect padding needs T > pad
 }
 
-size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
-    check_shape(B, Cin, Cout, T, K, dilation);
+static conv1d_algo g_algo = CONV1D_AUTO;
+
+void conv1d_set_algo(conv1d_algo algo) { g_algo = algo; }
+
+static int use_per_sample(void) {
+    if (g_algo == CONV1D_AUTO) return spk_gemm_get_backend() == SPK_GEMM_DNNL;
+    return g_algo == CONV1D_PER_SAMPLE;
+}
+
+// Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
+// W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
+#define BIG_WEIGHT_FLOATS (1u << 20)
+
+static int big_weight(int Cin, int Cout, int K) {
+    return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS;
+}
+
+// The folded schedule's workspace; the per-sample schedule's per-thread slots fit in it too
+// (see slots_in_workspace)
+static size_t folded_floats(int B, int Cin, int Cout, int T, int K) {
     const size_t nc = (size_t)chunk_samples(B, T) * T;
     return ((size_t)Cin * K + Cout) * nc;
+}
+
+size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    return folded_floats(B, Cin, Cout, T, K) +
+           (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout : 0);
+}
+
+// Per-sample schedule: the number of (Cin*K, T) per-thread slots the workspace holds. It is at
+// least min(B, 10), so it caps the thread count only beyond 10 threads.
+static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
+    const size_t slot = (size_t)Cin * K * T;
+    const size_t n = folded_floats(B, Cin, Cout, T, K) / slot;
+    return n < (size_t)B ? (int)n : B;
+}
+
+// wt (CK, Cout) = w (Cout, CK)^T, in 32 x 32 tiles
+static void transpose_weight(float* wt, const float* w, int Cout, int CK) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int o0 = 0; o0 < Cout; o0 += 32) {
+        for (int i0 = 0; i0 < CK; i0 += 32) {
+            const int o1 = o0 + 32 < Cout ? o0 + 32 : Cout, i1 = i0 + 32 < CK ? i0 + 32 : CK;
+            for (int i = i0; i < i1; i++)
+                for (int o = o0; o < o1; o++) wt[(size_t)i * Cout + o] = w[(size_t)o * CK + i];
+        }
+    }
 }
 
 // col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)]
 static void im2col(float* col, int ldc, const float* x, int b0, int nb, int Cin, int T, int K,
                    int dilation) {
     const int p = conv_pad(K, dilation);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int ci = 0; ci < Cin; ci++) {
         for (int k = 0; k < K; k++) {
             const int off = k * dilation - p;
@@ -64,10 +117,10 @@ static void im2col(float* col, int ldc, const float* x, int b0, int nb, int Cin,
 }
 
 // dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
-static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int Cin, int T,
-                       int K, int dilation) {
+static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int Cin, int T, int K,
+                       int dilation) {
     const int p = conv_pad(K, dilation);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int bi = 0; bi < nb; bi++) {
         for (int ci = 0; ci < Cin; ci++) {
             float* dxr = dx + ((size_t)(b0 + bi) * Cin + ci) * T;
@@ -85,19 +138,161 @@ static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int
     }
 }
 
-void conv1d_forward(float* y, const float* x, const float* w, const float* bias, int B, int Cin,
-                    int Cout, int T, int K, int dilation, float* workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
+// ---- per-sample schedule -------------------------------------------------------------------
+
+// col (rows c0*K .. c1*K of the im2col matrix of one sample, T columns) from x_b (Cin, T)
+static void im2col_sample(float* col, const float* xb, int c0, int c1, int T, int K, int dilation) {
+    const int p = conv_pad(K, dilation);
+    for (int ci = c0; ci < c1; ci++) {
+        const float* xr = xb + (size_t)ci * T;
+        for (int k = 0; k < K; k++) {
+            const int off = k * dilation - p;
+            const int t_lo = off < 0 ? -off : 0;
+            const int t_hi = off > 0 ? T - off : T;
+            float* dst = col + ((size_t)(ci - c0) * K + k) * T;
+            for (int t = 0; t < t_lo; t++) dst[t] = xr[reflect_index(t + off, T)];
+            memcpy(dst + t_lo, xr + t_lo + off, sizeof(float) * (size_t)(t_hi - t_lo));
+            for (int t = t_hi; t < T; t++) dst[t] = xr[reflect_index(t + off, T)];
+        }
+    }
+}
+
+// dx_b (Cin, T) += fold of dcol (Cin*K, T)
+static void col2im_add_sample(float* dxb, const float* dcol, int Cin, int T, int K, int dilation) {
+    const int p = conv_pad(K, dilation);
+    for (int ci = 0; ci < Cin; ci++) {
+        float* dxr = dxb + (size_t)ci * T;
+        for (int k = 0; k < K; k++) {
+            const int off = k * dilation - p;
+            const int t_lo = off < 0 ? -off : 0;
+            const int t_hi = off > 0 ? T - off : T;
+            const float* src = dcol + ((size_t)ci * K + k) * T;
+            for (int t = 0; t < t_lo; t++) dxr[reflect_index(t + off, T)] += src[t];
+#pragma omp simd
+            for (int t = t_lo; t < t_hi; t++) dxr[t + off] += src[t];
+            for (int t = t_hi; t < T; t++) dxr[reflect_index(t + off, T)] += src[t];
+        }
+    }
+}
+
+// threads for the per-sample loops: all of them, capped by the workspace slots (K > 1) and by
+// the amount of work
+static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilation) {
+    (void)dilation;
+    int nt = omp_get_max_threads();
+    const int slots = slots_in_workspace(B, Cin, Cout, T, K);
+    if (K > 1 && nt > slots) nt = slots;
+    if ((double)B * Cin * K * Cout * T < PAR_MIN_FLOPS) nt = 1;
+    return nt;
+}
+
+static void forward_per_sample(float* y, const float* x, const float* w, const float* bias, int B,
+                               int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    const int CK = Cin * K;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+#pragma omp parallel num_threads(nt)
+    {
+        float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T), K > 1
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            float* yb = y + (size_t)b * Cout * T;
+            const float* src = x + (size_t)b * Cin * T;
+            if (K > 1) {
+                im2col_sample(col, src, 0, Cin, T, K, dilation);
+                src = col;
+            }
+            if (bias)
+                for (int co = 0; co < Cout; co++)
+                    for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = bias[co];
+            spk_sgemm_serial('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+        }
+    }
+}
+
+static void backward_per_sample(float* dx, float* dw, const float* dy, const float* x,
+                                const float* w, int B, int Cin, int Cout, int T, int K,
+                                int dilation, float* workspace) {
+    const int CK = Cin * K;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+    if (dx) {
+        // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
+        const int big = big_weight(Cin, Cout, K);
+        float* wt = workspace + folded_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
+        if (big) transpose_weight(wt, w, Cout, CK);
+        const char ta = big ? 'N' : 'T';
+        const float* a = big ? wt : w;
+        const int lda = big ? Cout : CK;
+#pragma omp parallel num_threads(nt)
+        {
+            float* dcol = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T)
+#pragma omp for schedule(static)
+            for (int b = 0; b < B; b++) {
+                const float* dyb = dy + (size_t)b * Cout * T;
+                float* dxb = dx + (size_t)b * Cin * T;
+                if (K == 1) {
+                    spk_sgemm_serial(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
+                } else {
+                    spk_sgemm_serial(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
+                    col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
+                }
+            }
+        }
+    }
+    if (dw) {
+        // input channels split across threads: thread j owns dW[:, c0*K : c1*K) and sums the
+        // samples in order
+        int parts = nt < Cin ? nt : Cin;
+#pragma omp parallel num_threads(parts)
+        {
+            const int j = omp_get_thread_num(), np = omp_get_num_threads();
+            const int c0 = (int)((long)Cin * j / np), c1 = (int)((long)Cin * (j + 1) / np);
+            float* col = workspace + (size_t)j * CK * T;  // ((c1-c0)*K, T) used
+            const int n = (c1 - c0) * K;
+            for (int b = 0; b < B && n > 0; b++) {
+                const float* dyb = dy + (size_t)b * Cout * T;
+                const float* src;
+                if (K == 1) {
+                    src = x + ((size_t)b * Cin + c0) * T;
+                } else {
+                    im2col_sample(col, x + (size_t)b * Cin * T, c0, c1, T, K, dilation);
+                    src = col;
+                }
+                spk_sgemm_serial('N', 'T', Cout, n, T, 1.0f, dyb, T, src, T, 1.0f,
+                                 dw + (size_t)c0 * K, CK);
+            }
+        }
+    }
+}
+
+static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+    for (int co = 0; co < Cout; co++) {
+        float acc = 0.0f;
+        for (int b = 0; b < B; b++) {
+            const float* src = dy + ((size_t)b * Cout + co) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) s += src[t];
+            acc += s;
+        }
+        dbias[co] += acc;
+    }
+}
+
+// ---- folded schedule ------------------------------------------------------------------------
+
+static void forward_folded(float* y, const float* x, const float* w, const float* bias, int B,
+                           int Cin, int Cout, int T, int K, int dilation, float* workspace) {
     const int nb_max = chunk_samples(B, T);
     const int CK = Cin * K;
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
         const int nc = nb * T;
-        float* col = workspace;                      // (CK, nc)
-        float* yf = workspace + (size_t)CK * nc;     // (Cout, nc)
+        float* col = workspace;                   // (CK, nc)
+        float* yf = workspace + (size_t)CK * nc;  // (Cout, nc)
         im2col(col, nc, x, b0, nb, Cin, T, K, dilation);
         spk_sgemm('N', 'N', Cout, nc, CK, 1.0f, w, CK, col, nc, 0.0f, yf, nc);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
         for (int bi = 0; bi < nb; bi++) {
             for (int co = 0; co < Cout; co++) {
                 const float bv = bias ? bias[co] : 0.0f;
@@ -110,11 +305,9 @@ void conv1d_forward(float* y, const float* x, const float* w, const float* bias,
     }
 }
 
-void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x,
-                     const float* w, int B, int Cin, int Cout, int T, int K, int dilation,
-                     float* workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    if (!dx && !dw && !dbias) return;
+static void backward_folded(float* dx, float* dw, float* dbias, const float* dy, const float* x,
+                            const float* w, int B, int Cin, int Cout, int T, int K, int dilation,
+                            float* workspace) {
     const int nb_max = chunk_samples(B, T);
     const int CK = Cin * K;
     for (int b0 = 0; b0 < B; b0 += nb_max) {
@@ -123,7 +316,7 @@ void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const 
         float* col = workspace;                    // (CK, nc): im2col, then dcol
         float* dyf = workspace + (size_t)CK * nc;  // (Cout, nc)
         const int need_dyf = dx != NULL || dw != NULL;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
         for (int co = 0; co < Cout; co++) {
             float acc = 0.0f;
             for (int bi = 0; bi < nb; bi++) {
@@ -148,8 +341,32 @@ void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const 
     }
 }
 
-void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias,
-                              int B, int Cin, int Cout, int T, int K, int dilation) {
+// ---- entry points -----------------------------------------------------------------------------
+
+void conv1d_forward(float* y, const float* x, const float* w, const float* bias, int B, int Cin,
+                    int Cout, int T, int K, int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    if (use_per_sample())
+        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+    else
+        forward_folded(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+}
+
+void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x,
+                     const float* w, int B, int Cin, int Cout, int T, int K, int dilation,
+                     float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    if (!dx && !dw && !dbias) return;
+    if (use_per_sample()) {
+        if (dbias) bias_grad(dbias, dy, B, Cout, T);
+        backward_per_sample(dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
+    } else {
+        backward_folded(dx, dw, dbias, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
+    }
+}
+
+void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,
+                              int Cin, int Cout, int T, int K, int dilation) {
     check_shape(B, Cin, Cout, T, K, dilation);
     const int p = conv_pad(K, dilation);
     for (int b = 0; b < B; b++)

@@ -30,8 +30,13 @@ int spk_gemm_set_backend(spk_gemm_backend backend) {
 
 spk_gemm_backend spk_gemm_get_backend(void) { return g_backend; }
 
-void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A, int lda,
+               const float* B, int ldb, float beta, float* C, int ldc) {
     SPK_ASSERT(transa == 'N' || transa == 'T');
     SPK_ASSERT(transb == 'N' || transb == 'T');
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0);
@@ -44,13 +49,12 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
     }
 #ifdef SPK_USE_DNNL
     if (g_backend == SPK_GEMM_DNNL) {
-        dnnl_status_t st = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                                      ldc);
+        dnnl_status_t st = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         SPK_ASSERT(st == dnnl_success);
         return;
     }
 #endif
     cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans,
-                transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta,
-                C, ldc);
+                transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
 }
