@@ -14,23 +14,23 @@
 size_t aam_softmax_cache_floats(int B, int E, int S);      // forward -> backward state
 size_t aam_softmax_workspace_floats(int B, int E, int S);  // scratch for either call
 
-void aam_softmax_forward(float* loss,          // scalar out: mean CE
-                         int* correct,         // scalar out: # argmax(cos) == label
-                         float* cache,         // (aam_softmax_cache_floats) out
-                         const float* emb,     // (B, E)
-                         const float* w,       // (S, E) class weights
-                         const int* labels,    // (B) in [0, S)
+void aam_softmax_forward(float* loss,        // scalar out: mean CE
+                         int* correct,       // scalar out: # argmax(cos) == label
+                         float* cache,       // (aam_softmax_cache_floats) out
+                         const float* emb,   // (B, E)
+                         const float* w,     // (S, E) class weights
+                         const int* labels,  // (B) in [0, S)
                          int B, int E, int S, float margin, float scale,
-                         float* workspace);    // (aam_softmax_workspace_floats)
+                         float* workspace);  // (aam_softmax_workspace_floats)
 
 // Gradient of dloss * loss (dloss = 1 for plain training). ACCUMULATES into demb and dw
 // (either may be NULL).
-void aam_softmax_backward(float* demb,          // (B, E) +=
-                          float* dw,            // (S, E) +=
+void aam_softmax_backward(float* demb,  // (B, E) +=
+                          float* dw,    // (S, E) +=
                           float dloss,
-                          const float* cache,   // from aam_softmax_forward
-                          const float* emb,     // (B, E)
-                          const float* w,       // (S, E)
-                          const int* labels,    // (B)
+                          const float* cache,  // from aam_softmax_forward
+                          const float* emb,    // (B, E)
+                          const float* w,      // (S, E)
+                          const int* labels,   // (B)
                           int B, int E, int S, float margin, float scale,
-                          float* workspace);    // (aam_softmax_workspace_floats)
+                          float* workspace);  // (aam_softmax_workspace_floats)

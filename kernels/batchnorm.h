@@ -8,14 +8,14 @@
 // weight/bias may be NULL (affine = False: w = 1, b = 0). y may alias x.
 #pragma once
 
-void batchnorm1d_forward_train(float* y,              // (B, C, T)
-                               float* mean,           // (C) out, saved for backward
-                               float* rstd,           // (C) out, saved for backward
-                               float* running_mean,   // (C) updated, or NULL
-                               float* running_var,    // (C) updated, or NULL
-                               const float* x,        // (B, C, T)
-                               const float* weight,   // (C) or NULL
-                               const float* bias,     // (C) or NULL
+void batchnorm1d_forward_train(float* y,             // (B, C, T)
+                               float* mean,          // (C) out, saved for backward
+                               float* rstd,          // (C) out, saved for backward
+                               float* running_mean,  // (C) updated, or NULL
+                               float* running_var,   // (C) updated, or NULL
+                               const float* x,       // (B, C, T)
+                               const float* weight,  // (C) or NULL
+                               const float* bias,    // (C) or NULL
                                int B, int C, int T, float eps, float momentum);
 
 void batchnorm1d_forward_infer(float* y,                   // (B, C, T)

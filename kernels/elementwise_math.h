@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
 #include "kernels/spk_hd.h"
 
 // ---- exp ----------------------------------------------------------------------------------
@@ -15,15 +16,15 @@ SPK_HD float spk_expf(float x) {
     const float xin = x;
     x = x > 88.0f ? 88.0f : x;
     x = x < -87.3f ? -87.3f : x;
-    const float t = x * 1.44269504088896341f;               // x / ln2
-    const float n = (t + 12582912.0f) - 12582912.0f;         // round to nearest integer
-    float r = x - n * 0.693145751953125f;                    // ln2, high part (exact product)
-    r = r - n * 1.42860682030941723e-6f;                     // ln2, low part
-    float p = 1.98412698e-4f;                                // 1/7!
-    p = p * r + 1.38888889e-3f;                              // 1/6!
-    p = p * r + 8.33333333e-3f;                              // 1/5!
-    p = p * r + 4.16666667e-2f;                              // 1/4!
-    p = p * r + 1.66666667e-1f;                              // 1/3!
+    const float t = x * 1.44269504088896341f;         // x / ln2
+    const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest integer
+    float r = x - n * 0.693145751953125f;             // ln2, high part (exact product)
+    r = r - n * 1.42860682030941723e-6f;              // ln2, low part
+    float p = 1.98412698e-4f;                         // 1/7!
+    p = p * r + 1.38888889e-3f;                       // 1/6!
+    p = p * r + 8.33333333e-3f;                       // 1/5!
+    p = p * r + 4.16666667e-2f;                       // 1/4!
+    p = p * r + 1.66666667e-1f;                       // 1/3!
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
@@ -50,7 +51,9 @@ SPK_HD float spk_bn_rstd(float var, float eps) { return 1.0f / sqrtf(var + eps);
 // y = (x - mean) * rstd * w + b, computed as (x - mean) * scale + b with scale = rstd * w
 // (subtracting first keeps precision when |mean| >> std).
 SPK_HD float spk_bn_scale(float rstd, float w) { return rstd * w; }
-SPK_HD float spk_bn_apply(float x, float mean, float scale, float b) { return (x - mean) * scale + b; }
+SPK_HD float spk_bn_apply(float x, float mean, float scale, float b) {
+    return (x - mean) * scale + b;
+}
 // Input gradient of training-mode batch norm, with xhat = (x - mean) * rstd and the
 // per-channel means over the N = B*T positions: mdy = mean(dy), mdyx = mean(dy * xhat).
 SPK_HD float spk_bn_dx(float dy, float xhat, float w, float rstd, float mdy, float mdyx) {
@@ -97,8 +100,7 @@ SPK_HD float spk_aam_dphi(float c, float cos_m, float sin_m, float th) {
 // SGD: d = g + wd * p; buf = first ? d : momentum * buf + (1 - dampening) * d;
 // d = nesterov ? d + momentum * buf : buf (when momentum != 0); p = p + (-lr) * d.
 SPK_HD void spk_sgd_update(float* p, float* buf, float g, float neg_lr, float momentum,
-                           float one_minus_dampening, float weight_decay, int nesterov,
-                           int first) {
+                           float one_minus_dampening, float weight_decay, int nesterov, int first) {
     float d = g;
     if (weight_decay != 0.0f) d = d + weight_decay * *p;
     if (momentum != 0.0f) {
@@ -113,8 +115,8 @@ SPK_HD void spk_sgd_update(float* p, float* buf, float g, float neg_lr, float mo
 // and bc2_sqrt = sqrt(1 - beta2^t). g already includes coupled weight decay (Adam); for AdamW
 // the caller has already multiplied p by (1 - lr * wd).
 SPK_HD void spk_adam_update(float* p, float* m, float* v, float g, float beta1,
-                            float one_minus_beta1, float beta2, float one_minus_beta2,
-                            float eps, float neg_step_size, float bc2_sqrt) {
+                            float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
+                            float neg_step_size, float bc2_sqrt) {
     const float mn = *m * beta1 + one_minus_beta1 * g;
     const float vn = *v * beta2 + one_minus_beta2 * g * g;
     *m = mn;

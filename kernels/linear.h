@@ -2,16 +2,16 @@
 // Backward ACCUMULATES into dx, dw, db (each may be NULL). Call from a serial region.
 #pragma once
 
-void linear_forward(float* y,          // (B, Out)
-                    const float* x,    // (B, In)
-                    const float* w,    // (Out, In)
-                    const float* b,    // (Out) or NULL
+void linear_forward(float* y,        // (B, Out)
+                    const float* x,  // (B, In)
+                    const float* w,  // (Out, In)
+                    const float* b,  // (Out) or NULL
                     int B, int In, int Out);
 
-void linear_backward(float* dx,          // (B, In) +=
-                     float* dw,          // (Out, In) +=
-                     float* db,          // (Out) +=
-                     const float* dy,    // (B, Out)
-                     const float* x,     // (B, In)
-                     const float* w,     // (Out, In)
+void linear_backward(float* dx,        // (B, In) +=
+                     float* dw,        // (Out, In) +=
+                     float* db,        // (Out) +=
+                     const float* dy,  // (B, Out)
+                     const float* x,   // (B, In)
+                     const float* w,   // (Out, In)
                      int B, int In, int Out);

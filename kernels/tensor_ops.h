@@ -7,17 +7,16 @@
 // Copy C channels between (B, *, T) tensors with different channel counts:
 // dst[b, c, t] = src[b, c, t] for c < C, where dst has dst_channels channels per sample and
 // src has src_channels (pass pointers already offset to the first channel: base + c0 * T).
-void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_channels,
-                        int B, int C, int T);
+void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_channels, int B,
+                        int C, int T);
 // Same, accumulating: dst[b, c, t] += src[b, c, t].
-void channel_slice_add(float* dst, int dst_channels, const float* src, int src_channels,
-                       int B, int C, int T);
+void channel_slice_add(float* dst, int dst_channels, const float* src, int src_channels, int B,
+                       int C, int T);
 
 // y[b, c, t] = s[b * ld + c] for c < C, t < T; y has y_channels channels per sample
 // (pointer offset to the first channel written). Backward: ds[b * ld + c] += sum_t dy[b, c, t].
 void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B, int C, int T);
-void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, int B, int C,
-                          int T);
+void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, int B, int C, int T);
 
 void vec_add(float* y, const float* a, const float* b, size_t n);  // y = a + b (may alias)
 void vec_acc(float* y, const float* a, size_t n);                  // y += a

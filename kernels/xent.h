@@ -10,7 +10,7 @@ void xent_forward(float* loss,          // scalar out: mean_b (logsumexp(z_b) - 
                   int B, int N);
 
 // dlogits += dloss / B * (probs - onehot(label)). dlogits must not alias probs.
-void xent_backward(float* dlogits,      // (B, N) +=
+void xent_backward(float* dlogits,  // (B, N) +=
                    float dloss,
                    const float* probs,  // (B, N) from forward
                    const int* labels,   // (B)

@@ -59,8 +59,8 @@ static void normalize_rows(float* out, float* norm, const float* in, int rows, i
 }
 
 // Backward of y = x / max(|x|, eps): dx += (g - y (y.g)) / |x| where |x| > eps, else g / eps.
-static void normalize_rows_backward(float* dx, const float* g, const float* y,
-                                    const float* norm, int rows, int E) {
+static void normalize_rows_backward(float* dx, const float* g, const float* y, const float* norm,
+                                    int rows, int E) {
 #pragma omp parallel for schedule(static) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++) {
         const float* gr = g + (size_t)r * E;
@@ -92,9 +92,9 @@ static margin_consts margin_of(float m) {
     return c;
 }
 
-void aam_softmax_forward(float* loss, int* correct, float* cache, const float* emb,
-                         const float* w, const int* labels, int B, int E, int S, float margin,
-                         float scale, float* workspace) {
+void aam_softmax_forward(float* loss, int* correct, float* cache, const float* emb, const float* w,
+                         const int* labels, int B, int E, int S, float margin, float scale,
+                         float* workspace) {
     (void)workspace;  // forward needs no scratch; kept for a uniform interface
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     aam_cache c = cache_view(cache, B, E, S);
@@ -148,19 +148,19 @@ void aam_softmax_forward(float* loss, int* correct, float* cache, const float* e
     *correct = ncorrect;
 }
 
-void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cache,
-                          const float* emb, const float* w, const int* labels, int B, int E,
-                          int S, float margin, float scale, float* workspace) {
+void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cache, const float* emb,
+                          const float* w, const int* labels, int B, int E, int S, float margin,
+                          float scale, float* workspace) {
     (void)emb;
     (void)w;  // normalized copies and norms are in the cache
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     if (!demb && !dw) return;
     const aam_cache c = cache_view(cache, B, E, S);
-    float* dcos = workspace;                       // (B, S)
-    float* dehat = dcos + (size_t)B * S;           // (B, E)
-    float* dwhat = dehat + (size_t)B * E;          // (S, E)
+    float* dcos = workspace;               // (B, S)
+    float* dehat = dcos + (size_t)B * S;   // (B, E)
+    float* dwhat = dehat + (size_t)B * E;  // (S, E)
     const margin_consts mc = margin_of(margin);
-    const float g = dloss / (float)B * scale;      // d loss / d logit, times d logit / d cos
+    const float g = dloss / (float)B * scale;  // d loss / d logit, times d logit / d cos
 #pragma omp parallel for schedule(static) if ((size_t)B * S >= 32768)
     for (int b = 0; b < B; b++) {
         const float* p = c.probs + (size_t)b * S;

@@ -23,8 +23,7 @@ static double channel_sum(const float* x, int c, int B, int C, int T) {
 
 void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* running_mean,
                                float* running_var, const float* x, const float* weight,
-                               const float* bias, int B, int C, int T, float eps,
-                               float momentum) {
+                               const float* bias, int B, int C, int T, float eps, float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t N = (size_t)B * T;
     SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
@@ -49,8 +48,8 @@ void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* runnin
         rstd[c] = rs;
         if (running_mean) running_mean[c] = spk_ema(running_mean[c], muf, momentum);
         if (running_var)
-            running_var[c] = spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)),
-                                     momentum);
+            running_var[c] =
+                spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)), momentum);
         const float wc = weight ? weight[c] : 1.0f;
         const float bc = bias ? bias[c] : 0.0f;
         const float sc = spk_bn_scale(rs, wc);
@@ -82,9 +81,9 @@ void batchnorm1d_forward_infer(float* y, const float* x, const float* running_me
     }
 }
 
-void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* dy,
-                          const float* x, const float* weight, const float* mean,
-                          const float* rstd, int B, int C, int T) {
+void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* dy, const float* x,
+                          const float* weight, const float* mean, const float* rstd, int B, int C,
+                          int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
 #pragma omp parallel for schedule(static)

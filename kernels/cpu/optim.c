@@ -9,8 +9,7 @@
 #define PAR_MIN 32768
 
 void sgd_step(float* params, const float* grads, float* momentum_buf, size_t n, double lr,
-              double momentum, double dampening, double weight_decay, int nesterov,
-              int64_t step) {
+              double momentum, double dampening, double weight_decay, int nesterov, int64_t step) {
     SPK_ASSERT(step >= 1);
     SPK_ASSERT(momentum == 0.0 || momentum_buf != NULL);
     SPK_ASSERT(!nesterov || (momentum > 0.0 && dampening == 0.0));  // as torch.optim.SGD

@@ -48,8 +48,8 @@ void channel_scale_forward(float* y, const float* x, const float* s, int B, int 
     }
 }
 
-void channel_scale_backward(float* dx, float* ds, const float* dy, const float* x,
-                            const float* s, int B, int C, int T) {
+void channel_scale_backward(float* dx, float* ds, const float* dy, const float* x, const float* s,
+                            int B, int C, int T) {
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
@@ -70,8 +70,8 @@ void channel_scale_backward(float* dx, float* ds, const float* dy, const float* 
     }
 }
 
-void weighted_stats_forward(float* mean, float* std, const float* x, const float* w, int B,
-                            int C, int T, int ld, float eps) {
+void weighted_stats_forward(float* mean, float* std, const float* x, const float* w, int B, int C,
+                            int T, int ld, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     const float wu = 1.0f / (float)T;  // uniform weight (SpeechBrain: mask / total)
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)

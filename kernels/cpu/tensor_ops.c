@@ -7,8 +7,8 @@
 
 #define PAR_MIN 32768
 
-void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_channels,
-                        int B, int C, int T) {
+void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_channels, int B,
+                        int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     const size_t row = (size_t)C * T;  // channels of one sample are contiguous
 #pragma omp parallel for schedule(static) if ((size_t)B * row >= PAR_MIN)
@@ -30,8 +30,7 @@ void channel_slice_add(float* dst, int dst_channels, const float* src, int src_c
     }
 }
 
-void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B, int C,
-                         int T) {
+void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B, int C, int T) {
     SPK_ASSERT(C <= y_channels && C <= ld);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)

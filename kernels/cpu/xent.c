@@ -34,8 +34,8 @@ static float row_softmax(float* probs, const float* z, int N, int* argmax) {
     return mx + logf(s);
 }
 
-void xent_forward(float* loss, int* correct, float* probs, const float* logits,
-                  const int* labels, int B, int N) {
+void xent_forward(float* loss, int* correct, float* probs, const float* logits, const int* labels,
+                  int B, int N) {
     SPK_ASSERT(B > 0 && N > 0);
     double total = 0.0;
     int ncorrect = 0;
