@@ -18,8 +18,8 @@ static double aam_loss(void* p) {
     aam_ctx* c = (aam_ctx*)p;
     float loss;
     int correct;
-    aam_softmax_forward(&loss, &correct, c->cache, c->emb, c->w, c->y, c->B, c->E, c->S, c->m,
-                        c->s, c->ws);
+    aam_softmax_forward(&loss, &correct, c->cache, c->emb, c->w, c->y, c->B, c->E, c->S, c->m, c->s,
+                        c->ws);
     return loss;
 }
 
@@ -31,7 +31,8 @@ static double reference(const aam_ctx* c, int* correct, double* cosd) {
     int ok = 0;
     for (int b = 0; b < B; b++) {
         double ne = 0;
-        for (int e = 0; e < E; e++) ne += (double)c->emb[(size_t)b * E + e] * c->emb[(size_t)b * E + e];
+        for (int e = 0; e < E; e++)
+            ne += (double)c->emb[(size_t)b * E + e] * c->emb[(size_t)b * E + e];
         ne = fmax(sqrt(ne), 1e-12);
         int am = 0;
         for (int j = 0; j < S; j++) {
@@ -67,14 +68,25 @@ static double reference(const aam_ctx* c, int* correct, double* cosd) {
 }
 
 static aam_ctx make(int B, int E, int S, float m, float s) {
-    aam_ctx c = {B, E, S, m, s, rand_f((size_t)B * E, -1, 1), rand_f((size_t)S * E, -1, 1),
+    aam_ctx c = {B,
+                 E,
+                 S,
+                 m,
+                 s,
+                 rand_f((size_t)B * E, -1, 1),
+                 rand_f((size_t)S * E, -1, 1),
                  alloc_f(aam_softmax_cache_floats(B, E, S)),
-                 alloc_f(aam_softmax_workspace_floats(B, E, S)), malloc(sizeof(int) * B)};
+                 alloc_f(aam_softmax_workspace_floats(B, E, S)),
+                 malloc(sizeof(int) * B)};
     for (int b = 0; b < B; b++) c.y[b] = rng_int(S);
     return c;
 }
 static void release(aam_ctx* c) {
-    free(c->emb); free(c->w); free(c->cache); free(c->ws); free(c->y);
+    free(c->emb);
+    free(c->w);
+    free(c->cache);
+    free(c->ws);
+    free(c->y);
 }
 
 static void run_case(int B, int E, int S, float m, float s, int special_rows) {
@@ -128,7 +140,8 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
         free(dw1);
     }
     aam_loss(&c);
-    float *pe = rand_f(ne, -1, 1), *pw = rand_f(nw, -1, 1), *ae = copy_f(pe, ne), *aw = copy_f(pw, nw);
+    float *pe = rand_f(ne, -1, 1), *pw = rand_f(nw, -1, 1), *ae = copy_f(pe, ne),
+          *aw = copy_f(pw, nw);
     aam_softmax_backward(ae, aw, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
     snprintf(buf, sizeof buf, "aam demb accumulates %s", nm);
     check_accumulated(buf, ae, pe, de, ne);
@@ -139,7 +152,14 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
     for (size_t i = 0; i < ne; i++) de[i] *= 3.0f;
     snprintf(buf, sizeof buf, "aam dloss scaling %s", nm);
     check_close(buf, de3, de, ne, 1e-4, 1e-7 * max_abs(de, ne));
-    free(cosd); free(de); free(dw); free(pe); free(pw); free(ae); free(aw); free(de3);
+    free(cosd);
+    free(de);
+    free(dw);
+    free(pe);
+    free(pw);
+    free(ae);
+    free(aw);
+    free(de3);
     release(&c);
 }
 
@@ -166,7 +186,10 @@ static void margin_zero(void) {
     float* de = zeros_f((size_t)B * E);
     aam_softmax_backward(de, NULL, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, 0.0f, s, c.ws);
     fd_check("aam m=0 fd demb", c.emb, de, (size_t)B * E, aam_loss, &c, 2e-3f, 2e-2, 3e-3, 100);
-    free(cosd); free(z); free(p); free(de);
+    free(cosd);
+    free(z);
+    free(p);
+    free(de);
     release(&c);
 }
 
@@ -183,7 +206,8 @@ static void cos_one(void) {
     for (int i = 0; i < B * E; i++) finite &= isfinite(de[i]);
     for (int i = 0; i < S * E; i++) finite &= isfinite(dw[i]);
     check_true(finite, "aam gradients finite at cos = 1");
-    free(de); free(dw);
+    free(de);
+    free(dw);
     release(&c);
 }
 

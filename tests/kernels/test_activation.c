@@ -50,7 +50,14 @@ static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
     b(acc, c.r, c.y, n);
     snprintf(nm, sizeof nm, "%s dx accumulates", name);
     check_accumulated(nm, acc, pre, dx, n);
-    free(c.x); free(c.y); free(c.r); free(want); free(xin); free(dx); free(pre); free(acc);
+    free(c.x);
+    free(c.y);
+    free(c.r);
+    free(want);
+    free(xin);
+    free(dx);
+    free(pre);
+    free(acc);
 }
 
 static void exp_accuracy(void) {

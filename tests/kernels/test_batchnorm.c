@@ -58,7 +58,8 @@ static void run_case(int B, int C, int T, int affine) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 const size_t i = ((size_t)b * C + ch) * T + t;
-                yref[i] = (c.x[i] - mu) * sref[ch] * (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
+                yref[i] =
+                    (c.x[i] - mu) * sref[ch] * (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
             }
     }
     snprintf(nm, sizeof nm, "bn fwd B%d C%d T%d", B, C, T);
@@ -86,7 +87,8 @@ static void run_case(int B, int C, int T, int affine) {
             for (int t = 0; t < T; t++) {
                 const size_t i = ((size_t)b * C + ch) * T + t;
                 yref[i] = (c.x[i] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) *
-                              (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
+                              (affine ? c.w[ch] : 1.0) +
+                          (affine ? c.b[ch] : 0.0);
             }
     snprintf(nm, sizeof nm, "bn infer B%d C%d T%d", B, C, T);
     check_close_d(nm, yi, yref, n, 1e-5, 1e-5);
@@ -94,8 +96,8 @@ static void run_case(int B, int C, int T, int affine) {
     // backward: finite differences and accumulation
     bn_loss(&c);  // refresh mean/rstd
     float *dx = zeros_f(n), *dw = zeros_f(C), *db = zeros_f(C);
-    batchnorm1d_backward(dx, affine ? dw : NULL, affine ? db : NULL, c.r, c.x, c.w, c.mean,
-                         c.rstd, B, C, T);
+    batchnorm1d_backward(dx, affine ? dw : NULL, affine ? db : NULL, c.r, c.x, c.w, c.mean, c.rstd,
+                         B, C, T);
     snprintf(nm, sizeof nm, "bn fd dx B%d C%d T%d", B, C, T);
     fd_check(nm, c.x, dx, n, bn_loss, &c, 1e-2f, 1e-2, 2e-3, 150);
     if (affine) {
@@ -117,10 +119,33 @@ static void run_case(int B, int C, int T, int affine) {
     snprintf(nm, sizeof nm, "bn dx accumulates B%d C%d T%d", B, C, T);
     check_accumulated(nm, ax, px, dx, n);
 
-    free(c.x); free(c.w); free(c.b); free(c.y); free(c.mean); free(c.rstd); free(c.r);
-    free(rm); free(rv); free(rm0); free(rv0); free(yref); free(mref); free(sref); free(rmref);
-    free(rvref); free(xin); free(yi); free(dx); free(dw); free(db); free(px); free(pw); free(pb);
-    free(ax); free(aw); free(ab);
+    free(c.x);
+    free(c.w);
+    free(c.b);
+    free(c.y);
+    free(c.mean);
+    free(c.rstd);
+    free(c.r);
+    free(rm);
+    free(rv);
+    free(rm0);
+    free(rv0);
+    free(yref);
+    free(mref);
+    free(sref);
+    free(rmref);
+    free(rvref);
+    free(xin);
+    free(yi);
+    free(dx);
+    free(dw);
+    free(db);
+    free(px);
+    free(pw);
+    free(pb);
+    free(ax);
+    free(aw);
+    free(ab);
 }
 
 // Hand-computed running statistics for one channel: x = {1, 2, 3, 6} (B = 2, T = 2):

@@ -80,15 +80,15 @@ static int check_close_d(const char* name, const float* got, const double* want,
         }
     }
     if (bad) {
-        printf("FAIL %s: %d/%zu elements off; worst [%zu] got %.8g want %.8g\n", name, bad, n,
-               wi, (double)got[wi], want[wi]);
+        printf("FAIL %s: %d/%zu elements off; worst [%zu] got %.8g want %.8g\n", name, bad, n, wi,
+               (double)got[wi], want[wi]);
         g_failures++;
         return 0;
     }
     return 1;
 }
-static int check_close(const char* name, const float* got, const float* want, size_t n,
-                       double rtol, double atol) {
+static int check_close(const char* name, const float* got, const float* want, size_t n, double rtol,
+                       double atol) {
     double* w = (double*)malloc(sizeof(double) * (n ? n : 1));
     for (size_t i = 0; i < n; i++) w[i] = want[i];
     const int ok = check_close_d(name, got, w, n, rtol, atol);
@@ -187,8 +187,8 @@ static int check_accumulated(const char* name, const float* acc, const float* pr
         }
     }
     if (bad) {
-        printf("FAIL %s: %d/%zu elements not accumulated; e.g. [%zu] got %.8g want %.8g\n",
-               name, bad, n, wi, (double)acc[wi], (double)prefill[wi] + fresh[wi]);
+        printf("FAIL %s: %d/%zu elements not accumulated; e.g. [%zu] got %.8g want %.8g\n", name,
+               bad, n, wi, (double)acc[wi], (double)prefill[wi] + fresh[wi]);
         g_failures++;
         return 0;
     }

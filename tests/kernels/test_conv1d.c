@@ -1,6 +1,7 @@
 // conv1d: GEMM path vs a direct reference (several K, dilation, T down to pad + 1, several
 // chunkings of the batch), gradients by finite differences, accumulation, NULL outputs.
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/conv1d.h"
 #include "kernels/gemm.h"
@@ -19,8 +20,8 @@ static double conv_loss(void* p) {
 
 // Direct adjoint of the reference conv (double): dx, dw, dbias for upstream r.
 static void conv_backward_reference(double* dx, double* dw, double* db, const float* r,
-                                    const float* x, const float* w, int B, int Cin, int Cout,
-                                    int T, int K, int d) {
+                                    const float* x, const float* w, int B, int Cin, int Cout, int T,
+                                    int K, int d) {
     const int p = d * (K - 1) / 2;
     for (int b = 0; b < B; b++)
         for (int co = 0; co < Cout; co++)
@@ -32,15 +33,29 @@ static void conv_backward_reference(double* dx, double* dw, double* db, const fl
                         int u = t + k * d - p;
                         if (u < 0) u = -u;
                         if (u >= T) u = 2 * (T - 1) - u;
-                        dw[((size_t)co * Cin + ci) * K + k] += g * x[((size_t)b * Cin + ci) * T + u];
-                        dx[((size_t)b * Cin + ci) * T + u] += g * w[((size_t)co * Cin + ci) * K + k];
+                        dw[((size_t)co * Cin + ci) * K + k] +=
+                            g * x[((size_t)b * Cin + ci) * T + u];
+                        dx[((size_t)b * Cin + ci) * T + u] +=
+                            g * w[((size_t)co * Cin + ci) * K + k];
                     }
             }
 }
 
+typedef struct {
+    spk_gemm_backend backend;
+    conv1d_algo algo;
+    const char* name;
+} config;
+static const config g_configs[4] = {
+    {SPK_GEMM_BLAS, CONV1D_FOLDED, "blas/folded"},
+    {SPK_GEMM_BLAS, CONV1D_PER_SAMPLE, "blas/per-sample"},
+    {SPK_GEMM_DNNL, CONV1D_FOLDED, "dnnl/folded"},
+    {SPK_GEMM_DNNL, CONV1D_PER_SAMPLE, "dnnl/per-sample"},
+};
+
+// Every case runs on both schedules of every compiled-in GEMM backend; the (slow, double)
+// references are computed once per case.
 static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
-    char name[160];
-    snprintf(name, sizeof name, "B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K, d);
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     conv_ctx c = {B, Cin, Cout, T, K, d, NULL, NULL, NULL, NULL, NULL, NULL};
     c.x = rand_f(nx, -1, 1);
@@ -50,95 +65,132 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     c.r = rand_f(ny, -1, 1);
     c.ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     float* yref = alloc_f(ny);
-
-    // forward vs direct reference (with and without bias)
-    fill_nan(c.y, ny);
-    conv1d_forward(c.y, c.x, c.w, c.bias, B, Cin, Cout, T, K, d, c.ws);
+    float* yref_nb = alloc_f(ny);
     conv1d_forward_reference(yref, c.x, c.w, c.bias, B, Cin, Cout, T, K, d);
-    char nm[200];
-    snprintf(nm, sizeof nm, "conv fwd %s", name);
-    check_close(nm, c.y, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
-    conv1d_forward(c.y, c.x, c.w, NULL, B, Cin, Cout, T, K, d, c.ws);
-    conv1d_forward_reference(yref, c.x, c.w, NULL, B, Cin, Cout, T, K, d);
-    snprintf(nm, sizeof nm, "conv fwd nobias %s", name);
-    check_close(nm, c.y, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
-
-    // backward into zeroed buffers vs the direct adjoint
-    float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Cout);
-    conv1d_backward(dx, dw, db, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
+    conv1d_forward_reference(yref_nb, c.x, c.w, NULL, B, Cin, Cout, T, K, d);
     double *dxr = calloc(nx, sizeof(double)), *dwr = calloc(nw, sizeof(double)),
            *dbr = calloc(Cout, sizeof(double));
     conv_backward_reference(dxr, dwr, dbr, c.r, c.x, c.w, B, Cin, Cout, T, K, d);
-    snprintf(nm, sizeof nm, "conv dx vs adjoint %s", name);
-    check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + Cout * K));
-    snprintf(nm, sizeof nm, "conv dw vs adjoint %s", name);
-    check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + B * T));
-    snprintf(nm, sizeof nm, "conv dbias vs adjoint %s", name);
-    check_close_d(nm, db, dbr, Cout, 1e-4, 1e-5 * (1 + B * T));
-
-    // accumulation: pre-filled gradients receive exactly the same increments
+    float *dx = alloc_f(nx), *dw = alloc_f(nw), *db = alloc_f(Cout);
+    float *ax = alloc_f(nx), *aw = alloc_f(nw), *ab = alloc_f(Cout);
+    float *ox = alloc_f(nx), *ow = alloc_f(nw), *ob = alloc_f(Cout);
     float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(Cout, -1, 1);
-    float *ax = copy_f(px, nx), *aw = copy_f(pw, nw), *ab = copy_f(pb, Cout);
-    conv1d_backward(ax, aw, ab, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-    snprintf(nm, sizeof nm, "conv dx accumulates %s", name);
-    check_accumulated(nm, ax, px, dx, nx);
-    snprintf(nm, sizeof nm, "conv dw accumulates %s", name);
-    check_accumulated(nm, aw, pw, dw, nw);
-    snprintf(nm, sizeof nm, "conv dbias accumulates %s", name);
-    check_accumulated(nm, ab, pb, db, Cout);
 
-    // NULL outputs: dx only, dw/dbias only
-    float* ox = zeros_f(nx);
-    conv1d_backward(ox, NULL, NULL, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-    snprintf(nm, sizeof nm, "conv dx-only %s", name);
-    check_close(nm, ox, dx, nx, 0, 0);
-    float *ow = zeros_f(nw), *ob = zeros_f(Cout);
-    conv1d_backward(NULL, ow, ob, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-    snprintf(nm, sizeof nm, "conv dw-only %s", name);
-    check_close(nm, ow, dw, nw, 0, 0);
-    snprintf(nm, sizeof nm, "conv dbias-only %s", name);
-    check_close(nm, ob, db, Cout, 0, 0);
+    for (int cfg = 0; cfg < 4; cfg++) {
+        if (spk_gemm_set_backend(g_configs[cfg].backend) != 0) continue;
+        conv1d_set_algo(g_configs[cfg].algo);
+        char name[200];
+        snprintf(name, sizeof name, "[%s] B%d Cin%d Cout%d T%d K%d d%d", g_configs[cfg].name, B,
+                 Cin, Cout, T, K, d);
+        // forward vs direct reference (with and without bias)
+        fill_nan(c.y, ny);
+        conv1d_forward(c.y, c.x, c.w, c.bias, B, Cin, Cout, T, K, d, c.ws);
+        char nm[260];
+        snprintf(nm, sizeof nm, "conv fwd %s", name);
+        check_close(nm, c.y, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
+        fill_nan(c.y, ny);
+        conv1d_forward(c.y, c.x, c.w, NULL, B, Cin, Cout, T, K, d, c.ws);
+        snprintf(nm, sizeof nm, "conv fwd nobias %s", name);
+        check_close(nm, c.y, yref_nb, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
 
-    // finite differences (the loss is linear in each argument: only rounding error)
-    if (do_fd) {
-        snprintf(nm, sizeof nm, "conv fd dx %s", name);
-        fd_check(nm, c.x, dx, nx, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
-        snprintf(nm, sizeof nm, "conv fd dw %s", name);
-        fd_check(nm, c.w, dw, nw, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
-        snprintf(nm, sizeof nm, "conv fd dbias %s", name);
-        fd_check(nm, c.bias, db, Cout, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+        // backward into zeroed buffers vs the direct adjoint
+        memset(dx, 0, sizeof(float) * nx);
+        memset(dw, 0, sizeof(float) * nw);
+        memset(db, 0, sizeof(float) * Cout);
+        conv1d_backward(dx, dw, db, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
+        snprintf(nm, sizeof nm, "conv dx vs adjoint %s", name);
+        check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + Cout * K));
+        snprintf(nm, sizeof nm, "conv dw vs adjoint %s", name);
+        check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + B * T));
+        snprintf(nm, sizeof nm, "conv dbias vs adjoint %s", name);
+        check_close_d(nm, db, dbr, Cout, 1e-4, 1e-5 * (1 + B * T));
+
+        // accumulation: pre-filled gradients receive the same increments
+        memcpy(ax, px, sizeof(float) * nx);
+        memcpy(aw, pw, sizeof(float) * nw);
+        memcpy(ab, pb, sizeof(float) * Cout);
+        conv1d_backward(ax, aw, ab, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
+        snprintf(nm, sizeof nm, "conv dx accumulates %s", name);
+        check_accumulated(nm, ax, px, dx, nx);
+        snprintf(nm, sizeof nm, "conv dw accumulates %s", name);
+        check_accumulated(nm, aw, pw, dw, nw);
+        snprintf(nm, sizeof nm, "conv dbias accumulates %s", name);
+        check_accumulated(nm, ab, pb, db, Cout);
+
+        // NULL outputs: dx only, dw/dbias only
+        memset(ox, 0, sizeof(float) * nx);
+        conv1d_backward(ox, NULL, NULL, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
+        snprintf(nm, sizeof nm, "conv dx-only %s", name);
+        check_close(nm, ox, dx, nx, 0, 0);
+        memset(ow, 0, sizeof(float) * nw);
+        memset(ob, 0, sizeof(float) * Cout);
+        conv1d_backward(NULL, ow, ob, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
+        snprintf(nm, sizeof nm, "conv dw-only %s", name);
+        check_close(nm, ow, dw, nw, 0, 0);
+        snprintf(nm, sizeof nm, "conv dbias-only %s", name);
+        check_close(nm, ob, db, Cout, 0, 0);
+
+        // finite differences (the loss is linear in each argument: only rounding error)
+        if (do_fd) {
+            snprintf(nm, sizeof nm, "conv fd dx %s", name);
+            fd_check(nm, c.x, dx, nx, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+            snprintf(nm, sizeof nm, "conv fd dw %s", name);
+            fd_check(nm, c.w, dw, nw, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+            snprintf(nm, sizeof nm, "conv fd dbias %s", name);
+            fd_check(nm, c.bias, db, Cout, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
+        }
     }
-    free(c.x); free(c.w); free(c.bias); free(c.y); free(c.r); free(c.ws); free(yref);
-    free(dx); free(dw); free(db); free(dxr); free(dwr); free(dbr);
-    free(px); free(pw); free(pb); free(ax); free(aw); free(ab); free(ox); free(ow); free(ob);
+    free(c.x);
+    free(c.w);
+    free(c.bias);
+    free(c.y);
+    free(c.r);
+    free(c.ws);
+    free(yref);
+    free(yref_nb);
+    free(dx);
+    free(dw);
+    free(db);
+    free(dxr);
+    free(dwr);
+    free(dbr);
+    free(px);
+    free(pw);
+    free(pb);
+    free(ax);
+    free(aw);
+    free(ab);
+    free(ox);
+    free(ow);
+    free(ob);
 }
 
 static void run_all(void) {
     // K, dilation, T just above the padding (T = pad + 1), odd sizes
     run_case(2, 3, 4, 7, 1, 1, 1);
-    run_case(2, 3, 5, 2, 3, 1, 1);   // pad 1, T = 2
-    run_case(3, 4, 3, 3, 3, 2, 1);   // pad 2, T = 3
-    run_case(2, 5, 6, 4, 3, 3, 1);   // pad 3, T = 4
-    run_case(2, 4, 4, 5, 3, 4, 1);   // pad 4, T = 5
-    run_case(2, 3, 4, 3, 5, 1, 1);   // pad 2, T = 3
-    run_case(2, 3, 4, 9, 5, 2, 1);   // pad 4
+    run_case(2, 3, 5, 2, 3, 1, 1);  // pad 1, T = 2
+    run_case(3, 4, 3, 3, 3, 2, 1);  // pad 2, T = 3
+    run_case(2, 5, 6, 4, 3, 3, 1);  // pad 3, T = 4
+    run_case(2, 4, 4, 5, 3, 4, 1);  // pad 4, T = 5
+    run_case(2, 3, 4, 3, 5, 1, 1);  // pad 2, T = 3
+    run_case(2, 3, 4, 9, 5, 2, 1);  // pad 4
     run_case(3, 7, 5, 16, 3, 2, 1);
     run_case(2, 6, 9, 23, 5, 1, 1);
     run_case(1, 8, 8, 10, 7, 1, 1);
     // several chunks of the batch (chunks hold ~2048 columns): uneven chunk sizes
-    run_case(9, 6, 5, 700, 3, 3, 0);
-    run_case(7, 4, 6, 1000, 1, 1, 0);
-    run_case(5, 3, 4, 2100, 5, 1, 0);
+    run_case(9, 4, 3, 500, 3, 3, 0);
+    run_case(5, 3, 4, 900, 1, 1, 0);
+    run_case(3, 2, 3, 2100, 5, 1, 0);
+    run_case(12, 32, 48, 96, 3, 2, 0);    // enough work for the threaded per-sample loops
+    run_case(1, 1024, 1024, 3, 1, 1, 0);  // >= 2^20 weights: transposed-weight path
+    run_case(2, 512, 683, 4, 3, 1, 0);
 }
 
 int main(void) {
     rng_seed(1234);
+    const spk_gemm_backend dflt = spk_gemm_get_backend();
     run_all();
-#ifdef SPK_USE_DNNL
-    // the same checks through the other GEMM backend
-    check_true(spk_gemm_set_backend(SPK_GEMM_BLAS) == 0, "switch to BLAS backend");
-    run_all();
-    spk_gemm_set_backend(SPK_GEMM_DNNL);
-#endif
+    spk_gemm_set_backend(dflt);
+    conv1d_set_algo(CONV1D_AUTO);
     return test_finish("test_conv1d");
 }

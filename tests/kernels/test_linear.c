@@ -16,8 +16,14 @@ static double lin_loss(void* p) {
 static void run_case(int B, int In, int Out) {
     char nm[128];
     const size_t nx = (size_t)B * In, nw = (size_t)Out * In, ny = (size_t)B * Out;
-    lin_ctx c = {B, In, Out, rand_f(nx, -1, 1), rand_f(nw, -1, 1), rand_f(Out, -1, 1),
-                 alloc_f(ny), rand_f(ny, -1, 1)};
+    lin_ctx c = {B,
+                 In,
+                 Out,
+                 rand_f(nx, -1, 1),
+                 rand_f(nw, -1, 1),
+                 rand_f(Out, -1, 1),
+                 alloc_f(ny),
+                 rand_f(ny, -1, 1)};
     for (int pass = 0; pass < 2; pass++) {
         const float* bias = pass ? NULL : c.b;
         fill_nan(c.y, ny);
@@ -26,7 +32,8 @@ static void run_case(int B, int In, int Out) {
         for (int i = 0; i < B; i++)
             for (int o = 0; o < Out; o++) {
                 double s = bias ? bias[o] : 0;
-                for (int k = 0; k < In; k++) s += (double)c.x[(size_t)i * In + k] * c.w[(size_t)o * In + k];
+                for (int k = 0; k < In; k++)
+                    s += (double)c.x[(size_t)i * In + k] * c.w[(size_t)o * In + k];
                 want[(size_t)i * Out + o] = s;
             }
         snprintf(nm, sizeof nm, "linear fwd%s B%d In%d Out%d", pass ? " nobias" : "", B, In, Out);
@@ -54,8 +61,21 @@ static void run_case(int B, int In, int Out) {
     linear_backward(NULL, ow, NULL, c.r, c.x, c.w, B, In, Out);
     snprintf(nm, sizeof nm, "linear dw-only B%d In%d Out%d", B, In, Out);
     check_close(nm, ow, dw, nw, 0, 0);
-    free(c.x); free(c.w); free(c.b); free(c.y); free(c.r); free(dx); free(dw); free(db);
-    free(px); free(pw); free(pb); free(ax); free(aw); free(ab); free(ow);
+    free(c.x);
+    free(c.w);
+    free(c.b);
+    free(c.y);
+    free(c.r);
+    free(dx);
+    free(dw);
+    free(db);
+    free(px);
+    free(pw);
+    free(pb);
+    free(ax);
+    free(aw);
+    free(ab);
+    free(ow);
 }
 
 int main(void) {

@@ -118,7 +118,12 @@ static void multi_step(int which) {
         snprintf(nm, sizeof nm, "%s 6 steps second moment", names[which]);
         check_close_d(nm, s2, d2, n, 1e-5, 1e-9);
     }
-    free(p); free(s1); free(s2); free(pd); free(d1); free(d2);
+    free(p);
+    free(s1);
+    free(s2);
+    free(pd);
+    free(d1);
+    free(d2);
 }
 
 int main(void) {

@@ -8,9 +8,9 @@ enum { OP_MEAN, OP_SCALE, OP_STATS, OP_STATS_UNIFORM, OP_SOFTMAX };
 
 typedef struct {
     int op, B, C, T, ld;
-    float *x, *w, *s;        // inputs (w: weights or softmax-free; s: channel scales)
-    float *out1, *out2;      // outputs
-    float *r1, *r2;          // probe weights for the outputs
+    float *x, *w, *s;    // inputs (w: weights or softmax-free; s: channel scales)
+    float *out1, *out2;  // outputs
+    float *r1, *r2;      // probe weights for the outputs
 } pool_ctx;
 
 static double pool_loss(void* p) {
@@ -38,8 +38,18 @@ static double pool_loss(void* p) {
 static void test_mean_scale(int B, int C, int T) {
     char nm[128];
     const size_t nbc = (size_t)B * C, n = nbc * T;
-    pool_ctx c = {OP_MEAN, B, C, T, C, rand_f(n, -2, 2), NULL, rand_f(nbc, -1, 1),
-                  alloc_f(n), NULL, rand_f(n, -1, 1), NULL};
+    pool_ctx c = {OP_MEAN,
+                  B,
+                  C,
+                  T,
+                  C,
+                  rand_f(n, -2, 2),
+                  NULL,
+                  rand_f(nbc, -1, 1),
+                  alloc_f(n),
+                  NULL,
+                  rand_f(n, -1, 1),
+                  NULL};
     pool_loss(&c);
     double* want = malloc(sizeof(double) * n);
     for (size_t i = 0; i < nbc; i++) {
@@ -80,20 +90,41 @@ static void test_mean_scale(int B, int C, int T) {
     channel_scale_forward(inpl, inpl, c.s, B, C, T);
     snprintf(nm, sizeof nm, "channel_scale in place T%d", T);
     check_close(nm, inpl, c.out1, n, 0, 0);
-    free(c.x); free(c.s); free(c.out1); free(c.r1); free(want); free(dx); free(pre); free(acc);
-    free(dx2); free(ds); free(pds); free(ads); free(adx); free(inpl);
+    free(c.x);
+    free(c.s);
+    free(c.out1);
+    free(c.r1);
+    free(want);
+    free(dx);
+    free(pre);
+    free(acc);
+    free(dx2);
+    free(ds);
+    free(pds);
+    free(ads);
+    free(adx);
+    free(inpl);
 }
 
 // weights: positive rows summing to ~1 (softmax of random logits), or arbitrary positive
 // rows (normalized = 0) to check the gradient does not assume sum_t w = 1.
 static void test_stats(int B, int C, int T, int uniform, int ld, int normalized) {
     char nm[160];
-    snprintf(nm, sizeof nm, "B%d C%d T%d %s ld%d%s", B, C, T, uniform ? "uniform" : "weighted",
-             ld, normalized ? "" : " unnormalized");
+    snprintf(nm, sizeof nm, "B%d C%d T%d %s ld%d%s", B, C, T, uniform ? "uniform" : "weighted", ld,
+             normalized ? "" : " unnormalized");
     char buf[256];
     const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
-    pool_ctx c = {uniform ? OP_STATS_UNIFORM : OP_STATS, B, C, T, ld, rand_f(n, -2, 2),
-                  alloc_f(n), NULL, alloc_f(no), alloc_f(no), rand_f(no, -1, 1),
+    pool_ctx c = {uniform ? OP_STATS_UNIFORM : OP_STATS,
+                  B,
+                  C,
+                  T,
+                  ld,
+                  rand_f(n, -2, 2),
+                  alloc_f(n),
+                  NULL,
+                  alloc_f(no),
+                  alloc_f(no),
+                  rand_f(no, -1, 1),
                   rand_f(no, -1, 1)};
     for (size_t i = 0; i < (size_t)B * C; i++) {
         double s = 0;
@@ -138,8 +169,8 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
 
     pool_loss(&c);
     float *dx = zeros_f(n), *dw = zeros_f(n);
-    weighted_stats_backward(dx, uniform ? NULL : dw, c.r1, c.r2, c.x, uniform ? NULL : c.w,
-                            c.out1, c.out2, B, C, T, ld, 1e-12f);
+    weighted_stats_backward(dx, uniform ? NULL : dw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1,
+                            c.out2, B, C, T, ld, 1e-12f);
     for (int t = 0; t < T; t++) check_true(dx[t] == dx[t], "stats dx finite on clamped row");
     // finite differences away from the clamped row (perturbing it un-clamps the variance)
     snprintf(buf, sizeof buf, "stats fd dx %s", nm);
@@ -151,32 +182,47 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
     pool_loss(&c);
     // gradient only through the mean, and only through std (NULL upstream for the other)
     float* dxm = zeros_f(n);
-    weighted_stats_backward(dxm, NULL, c.r1, NULL, c.x, uniform ? NULL : c.w, c.out1, c.out2, B,
-                            C, T, ld, 1e-12f);
+    weighted_stats_backward(dxm, NULL, c.r1, NULL, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C,
+                            T, ld, 1e-12f);
     float* dxs = zeros_f(n);
-    weighted_stats_backward(dxs, NULL, NULL, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B,
-                            C, T, ld, 1e-12f);
+    weighted_stats_backward(dxs, NULL, NULL, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C,
+                            T, ld, 1e-12f);
     for (size_t i = 0; i < n; i++) dxm[i] += dxs[i];
     snprintf(buf, sizeof buf, "stats dmean + dstd parts %s", nm);
     check_close(buf, dxm, dx, n, 1e-5, 1e-6 * max_abs(dx, n));
     float *px = rand_f(n, -1, 1), *pw = rand_f(n, -1, 1), *ax = copy_f(px, n), *aw = copy_f(pw, n);
-    weighted_stats_backward(ax, uniform ? NULL : aw, c.r1, c.r2, c.x, uniform ? NULL : c.w,
-                            c.out1, c.out2, B, C, T, ld, 1e-12f);
+    weighted_stats_backward(ax, uniform ? NULL : aw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1,
+                            c.out2, B, C, T, ld, 1e-12f);
     snprintf(buf, sizeof buf, "stats dx accumulates %s", nm);
     check_accumulated(buf, ax, px, dx, n);
     if (!uniform) {
         snprintf(buf, sizeof buf, "stats dw accumulates %s", nm);
         check_accumulated(buf, aw, pw, dw, n);
     }
-    free(c.x); free(c.w); free(c.out1); free(c.out2); free(c.r1); free(c.r2); free(wm); free(ws);
-    free(dx); free(dw); free(dxm); free(dxs); free(px); free(pw); free(ax); free(aw);
+    free(c.x);
+    free(c.w);
+    free(c.out1);
+    free(c.out2);
+    free(c.r1);
+    free(c.r2);
+    free(wm);
+    free(ws);
+    free(dx);
+    free(dw);
+    free(dxm);
+    free(dxs);
+    free(px);
+    free(pw);
+    free(ax);
+    free(aw);
 }
 
 static void test_softmax(int B, int C, int T, float range) {
     char nm[128];
     const size_t n = (size_t)B * C * T;
-    pool_ctx c = {OP_SOFTMAX, B, C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
-                  rand_f(n, -1, 1), NULL};
+    pool_ctx c = {
+        OP_SOFTMAX,       B,   C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
+        rand_f(n, -1, 1), NULL};
     pool_loss(&c);
     double* want = malloc(sizeof(double) * n);
     for (size_t i = 0; i < (size_t)B * C; i++) {
@@ -200,7 +246,14 @@ static void test_softmax(int B, int C, int T, float range) {
     softmax_time_backward(acc, c.r1, c.out1, B, C, T);
     snprintf(nm, sizeof nm, "softmax_time dx accumulates T%d", T);
     check_accumulated(nm, acc, pre, dx, n);
-    free(c.x); free(c.out1); free(c.r1); free(want); free(inpl); free(dx); free(pre); free(acc);
+    free(c.x);
+    free(c.out1);
+    free(c.r1);
+    free(want);
+    free(inpl);
+    free(dx);
+    free(pre);
+    free(acc);
 }
 
 int main(void) {

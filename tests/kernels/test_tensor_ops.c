@@ -38,7 +38,14 @@ int main(void) {
 
     // time repeat into a channel slice of a wider tensor, from a strided (B, ld) source
     const int ld = 9;
-    rep_ctx rc = {B, C, T, Cd, ld, d0, rand_f((size_t)B * ld, -1, 1), rand_f((size_t)B * Cd * T, -1, 1),
+    rep_ctx rc = {B,
+                  C,
+                  T,
+                  Cd,
+                  ld,
+                  d0,
+                  rand_f((size_t)B * ld, -1, 1),
+                  rand_f((size_t)B * Cd * T, -1, 1),
                   rand_f((size_t)B * Cd * T, -1, 1)};
     float* y0 = copy_f(rc.y, (size_t)B * Cd * T);
     time_repeat_forward(rc.y + (size_t)d0 * T, Cd, rc.s, ld, B, C, T);
@@ -53,8 +60,7 @@ int main(void) {
     rep_ctx rcx = {B, C, T, Cd, ld, d0, rc.s, rc.y, rc.r};
     float* ds = zeros_f((size_t)B * ld);
     time_repeat_backward(ds, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
-    fd_check("time_repeat fd ds", rc.s, ds, (size_t)B * ld, rep_loss, &rcx, 1e-2f, 1e-3, 1e-3,
-             100);
+    fd_check("time_repeat fd ds", rc.s, ds, (size_t)B * ld, rep_loss, &rcx, 1e-2f, 1e-3, 1e-3, 100);
     for (int b = 0; b < B; b++)
         for (int c = C; c < ld; c++) check_true(ds[(size_t)b * ld + c] == 0, "repeat ds padding");
     double* dsw = calloc((size_t)B * ld, sizeof(double));
@@ -80,7 +86,21 @@ int main(void) {
     check_close("vec_acc", y, w2, n, 0, 0);
     vec_zero(y, n);
     check_true(max_abs(y, n) == 0, "vec_zero");
-    free(src); free(dst); free(dst0); free(want); free(rc.s); free(rc.y); free(rc.r); free(y0);
-    free(ds); free(dsw); free(pre); free(acc); free(a); free(b); free(y); free(w2);
+    free(src);
+    free(dst);
+    free(dst0);
+    free(want);
+    free(rc.s);
+    free(rc.y);
+    free(rc.r);
+    free(y0);
+    free(ds);
+    free(dsw);
+    free(pre);
+    free(acc);
+    free(a);
+    free(b);
+    free(y);
+    free(w2);
     return test_finish("test_tensor_ops");
 }

@@ -66,14 +66,21 @@ static void run_case(int B, int N, float range) {
     for (size_t i = 0; i < n; i++) dz[i] *= 2.5f;
     snprintf(nm, sizeof nm, "xent dloss scaling B%d N%d", B, N);
     check_close(nm, dz2, dz, n, 1e-6, 1e-9);
-    free(c.z); free(c.p); free(c.y); free(wp); free(dz); free(pre); free(acc); free(dz2);
+    free(c.z);
+    free(c.p);
+    free(c.y);
+    free(wp);
+    free(dz);
+    free(pre);
+    free(acc);
+    free(dz2);
 }
 
 int main(void) {
     rng_seed(17);
     run_case(4, 7, 3);
     run_case(9, 130, 5);
-    run_case(3, 5, 80);  // large logits: stable
+    run_case(3, 5, 80);    // large logits: stable
     run_case(300, 40, 4);  // more rows than one block
     return test_finish("test_xent");
 }
