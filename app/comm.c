@@ -23,6 +23,14 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     mpiCheck(MPI_Comm_rank(c->world, &c->rank));
     mpiCheck(MPI_Comm_size(c->world, &c->size));
+    // srun without a PMI the MPI library understands starts N singletons: each task sees a
+    // world of 1 and would train its own copy. Stop instead.
+    const char *step_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (c->size == 1 && step_tasks && atoi(step_tasks) > 1)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "srun started %s tasks but MPI sees a world of 1: the tasks are not connected. Launch with "
+                     "srun --mpi=pmi2 (or the PMI your MPICH was built for), or use mpiexec",
+                     step_tasks);
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
     mpiCheck(MPI_Comm_rank(node, &c->local_rank));

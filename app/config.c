@@ -44,7 +44,7 @@ static const opt_t opts[] = {
     {"metrics", OPT_STR, F(metrics), 0, 0, NULL, "per-epoch metrics file (JSON lines)"},
     {"resume", OPT_STR, F(resume), 0, 0, NULL, "'auto' (newest complete checkpoint in --ckpt-dir, if any) or a checkpoint path"},
     {"max-steps", OPT_INT, F(max_steps), 0, BIG, NULL, "stop cleanly with a checkpoint after this global step"},
-    {"log-every", OPT_INT, F(log_every), 0, BIG, NULL, "progress line every N steps (0: per epoch only)"},
+    {"progress", OPT_INT, F(progress), 0, BIG, NULL, "seconds between progress lines (0: epoch lines only; a live bar on terminals)"},
 };
 
 const opt_table_t train_options = {
@@ -74,6 +74,7 @@ train_config_t train_config_defaults(void) {
     c.cycle_steps = 1000;
     c.seed = 1234;
     c.keep = 3;
+    c.progress = 30;
     return c;
 }
 

@@ -40,7 +40,7 @@ typedef struct {
     char metrics[OPT_STR_MAX];
     char resume[OPT_STR_MAX];  // "" | auto | PATH
     int64_t max_steps;    // stop after this global step (0: no limit)
-    int64_t log_every;    // progress line every N steps (0: per epoch only)
+    int64_t progress;     // seconds between progress lines (0: per epoch only)
 } train_config_t;
 
 extern const opt_table_t train_options;

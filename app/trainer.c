@@ -4,6 +4,8 @@
 #include "app/lr_schedule.h"
 #include "app/model.h"
 #include "app/optimizer.h"
+#include "app/progress.h"
+#include "app/signals.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/loader.h"
@@ -36,6 +38,8 @@ typedef struct {
     double ep_loss_sum, ep_seconds;
     int64_t ep_correct, ep_count;
     double lr;
+    int stop_signal;  // a signal every rank agreed to stop on (0: none)
+    progress_t progress;
 } trainer_t;
 
 static double now_seconds(void) {
@@ -133,6 +137,15 @@ static int resume(trainer_t *t) {
     return 1;
 }
 
+// A finished run leaves ckpt_dir/FINISHED, so job scripts do not requeue it.
+static void mark_finished(const char *dir, int64_t step) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/FINISHED", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "finished at global step %lld\n", (long long)step) < 0 || fclose(f) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the finished marker", path);
+}
+
 // ---- evaluation -------------------------------------------------------------------------------
 
 // Loss and accuracy over the whole held-out set, sharded without duplicates.
@@ -203,13 +216,6 @@ static void end_epoch(trainer_t *t) {
     t->ep_correct = t->ep_count = 0;
 }
 
-static void progress(const trainer_t *t, int64_t steps, double loss, double step_sps) {
-    double done = (double)t->step_in_epoch / (double)steps;
-    double eta = (double)(steps - t->step_in_epoch) * (double)t->cfg->global_batch / step_sps;
-    printf0("epoch %lld  step %lld/%lld (%.0f%%)  loss %.6f  %.1f samples/s  ETA %.0f s\n", (long long)t->epoch + 1,
-            (long long)t->step_in_epoch, (long long)steps, 100.0 * done, loss, step_sps, eta);
-}
-
 // One synchronous data-parallel step. Returns the global mean loss of the step.
 static double train_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
@@ -219,8 +225,12 @@ static double train_step(trainer_t *t, int64_t step) {
     step_stats_t st = {0};
     m->ops->train_step(m, b, &st);
     comm_allreduce_mean(t->comm, m->grads, m->table.total);
-    double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
+    // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
+    // different moments still stop after the same step.
+    double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
+    comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
+    t->stop_signal = (int)v[3];
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
                      isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
@@ -285,34 +295,45 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
         else metrics_truncate_from(cfg->metrics, 1);  // a fresh run starts a fresh file
     }
 
+    signals_install();
+    progress_init(&t->progress, (double)cfg->progress, comm->rank);
     int stopped = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
     while (t->epoch < cfg->epochs && !stopped) {
         sampler_set_epoch(&t->sampler, t->epoch);
         if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
         while (t->step_in_epoch < steps) {
             double t0 = now_seconds();
+            int64_t before = t->ep_count;
             double loss = train_step(t, t->step_in_epoch);
-            double dt = now_seconds() - t0;
-            t->ep_seconds += dt;
-            if (cfg->log_every > 0 && t->global_step % cfg->log_every == 0)
-                progress(t, steps, loss, (double)cfg->global_batch / dt);
+            t->ep_seconds += now_seconds() - t0;
+            progress_step(&t->progress, t->ep_count - before, loss, t->epoch, cfg->epochs, t->step_in_epoch, steps);
             int at_max = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
-            if (t->step_in_epoch >= steps) break;  // epoch end handles its own checkpoint
-            if (at_max || (cfg->ckpt_every > 0 && t->global_step % cfg->ckpt_every == 0)) save_checkpoint(t);
-            if (at_max) {
+            if (t->step_in_epoch >= steps) break;  // the epoch end checkpoints
+            if (at_max || t->stop_signal || (cfg->ckpt_every > 0 && t->global_step % cfg->ckpt_every == 0))
+                save_checkpoint(t);
+            if (at_max || t->stop_signal) {
                 stopped = 1;
                 break;
             }
         }
         if (t->step_in_epoch >= steps) {
+            progress_end_epoch(&t->progress);
             end_epoch(t);
             save_checkpoint(t);
-            if (cfg->max_steps > 0 && t->global_step >= cfg->max_steps) stopped = 1;
+            if ((cfg->max_steps > 0 && t->global_step >= cfg->max_steps) || t->stop_signal) stopped = 1;
         }
     }
     double div = comm_divergence(comm, m->params, m->table.total, t->scratch);
-    if (stopped && t->epoch < cfg->epochs)
+    int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
+    if (t->stop_signal) {
+        printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
+                cfg->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
+        if (rc == SPK_EXIT_OK) rc = cfg->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
+    } else if (stopped && t->epoch < cfg->epochs) {
         printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);
+    } else if (cfg->ckpt_dir[0] && comm->rank == 0) {
+        mark_finished(cfg->ckpt_dir, t->global_step);
+    }
     printf0("cross-rank weight difference max |theta_r - theta_0| = %g (%s)\n", div,
             div == 0.0 ? "replicas identical" : "REPLICAS DIFFER");
 
@@ -328,5 +349,5 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     free(t->scratch);
     free(t->idx);
     free(t);
-    return div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
+    return rc;
 }
