@@ -58,7 +58,8 @@ typedef struct {
     float margin_max;
     int64_t margin_start, margin_end;   // epochs of the margin ramp
     // activations for the current shape
-    int cap_b, cap_t;        // allocated for up to cap_b samples of exactly cap_t frames
+    int cap_b;               // activations hold up to cap_b samples
+    size_t cap_bt;           // and up to cap_bt sample-frames (B * T)
     float *x;                // (B, F, T) transposed input
     float *cat;              // (B, 3C, T) blocks 1..3 concatenated (MFA input)
     float *gstats;           // (B, 6C) global context [mean | std] of the MFA output
@@ -85,7 +86,7 @@ typedef struct {
 void ecapa_register(ecapa_t *e, model_t *m);
 // Initialises parameters like PyTorch's defaults from the seed.
 void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed);
-// (Re)allocates activations for B samples of T frames.
+// Makes room for B samples of T frames (grows the buffers when needed, never shrinks).
 void ecapa_reserve(ecapa_t *e, int B, int T);
 void ecapa_free_acts(ecapa_t *e);
 
@@ -98,7 +99,7 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
 
 // Blocks (app/ecapa_blocks.c)
 void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout, int k, int dil);
-void tdnn_alloc(tdnn_t *l, int B, int T);
+void tdnn_alloc(tdnn_t *l, size_t bt);  // activations for bt = B * T sample-frames
 void tdnn_free(tdnn_t *l);
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);
 // dx += d(loss)/dx (dx may be NULL); dy is not modified. g: scratch of (B, cout, T).
@@ -107,7 +108,7 @@ void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const floa
 size_t tdnn_work_floats(const tdnn_t *l, int B, int T);
 
 void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, int k, int dil);
-void seres_alloc(seres_t *s, int C, int se, int B, int T);
+void seres_alloc(seres_t *s, int C, int se, int B, size_t bt);
 void seres_free(seres_t *s);
 void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B, int T, int train, float *work);
 // dx += gradient; dout is the gradient of the block output. g[0..3]: scratch of (B, C, T) each.

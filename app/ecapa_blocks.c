@@ -38,9 +38,9 @@ void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout,
     l->run_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
 }
 
-void tdnn_alloc(tdnn_t *l, int B, int T) {
-    l->a = mallocCheck(n_of(B, l->cout, T) * sizeof(float));
-    l->y = mallocCheck(n_of(B, l->cout, T) * sizeof(float));
+void tdnn_alloc(tdnn_t *l, size_t bt) {
+    l->a = mallocCheck(bt * (size_t)l->cout * sizeof(float));
+    l->y = mallocCheck(bt * (size_t)l->cout * sizeof(float));
     l->mean = mallocCheck((size_t)l->cout * sizeof(float));
     l->rstd = mallocCheck((size_t)l->cout * sizeof(float));
 }
@@ -108,19 +108,19 @@ void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, i
     tdnn_register(&s->tdnn1, m, name, C, C, 1, 1);
 }
 
-void seres_alloc(seres_t *s, int C, int se, int B, int T) {
-    int c = C / ECAPA_SCALE;
-    tdnn_alloc(&s->tdnn1, B, T);
-    tdnn_alloc(&s->tdnn2, B, T);
+void seres_alloc(seres_t *s, int C, int se, int B, size_t bt) {
+    size_t c = (size_t)C / ECAPA_SCALE;
+    tdnn_alloc(&s->tdnn1, bt);
+    tdnn_alloc(&s->tdnn2, bt);
     for (int i = 0; i < ECAPA_SCALE - 1; i++) {
-        tdnn_alloc(&s->res[i], B, T);
-        s->res_in[i] = mallocCheck(n_of(B, c, T) * sizeof(float));
+        tdnn_alloc(&s->res[i], bt);
+        s->res_in[i] = mallocCheck(bt * c * sizeof(float));
     }
-    s->res_out = mallocCheck(n_of(B, C, T) * sizeof(float));
+    s->res_out = mallocCheck(bt * (size_t)C * sizeof(float));
     s->s0 = mallocCheck((size_t)B * (size_t)C * sizeof(float));
     s->s1 = mallocCheck((size_t)B * (size_t)se * sizeof(float));
     s->s = mallocCheck((size_t)B * (size_t)C * sizeof(float));
-    s->out = mallocCheck(n_of(B, C, T) * sizeof(float));
+    s->out = mallocCheck(bt * (size_t)C * sizeof(float));
 }
 
 void seres_free(seres_t *s) {

@@ -14,6 +14,9 @@ static const struct {
     {"train", cmd_train, "train a model with synchronous data parallelism"},
     {"inspect", cmd_inspect, "summarise a dataset or a checkpoint"},
     {"diff", cmd_diff, "compare two checkpoints value by value"},
+    {"embed", cmd_embed, "embed every utterance of a dataset with a trained model"},
+    {"trials", cmd_trials, "make a verification trial list from speaker labels"},
+    {"score", cmd_score, "score trials: cosine, EER, minDCF, optional AS-norm"},
     {"bench", cmd_bench, "time training steps on random data (samples/s, GFLOP/s)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])

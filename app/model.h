@@ -24,6 +24,8 @@ typedef struct {
     void (*train_step)(model_t *m, const batch_t *b, step_stats_t *st);
     // Forward only, inference mode (running statistics), no state change.
     void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // Inference-mode embeddings of every sample: out (n, emb_dim). Samples may differ in length.
+    void (*embed)(model_t *m, const batch_t *b, float *out);
     // Epoch-dependent hyperparameters (margin ramp); may be NULL.
     void (*set_epoch)(model_t *m, int64_t epoch);
     void (*free_impl)(model_t *m);
@@ -40,6 +42,7 @@ struct model {
     int64_t feature_dim;        // F of the input frames
     int64_t num_classes;        // speakers in the training set
     int64_t crop_frames;        // frames per training sample (0 = whole utterances)
+    int64_t emb_dim;            // size of the embedding `embed` returns
     int cmn;                    // wants per-crop mean normalisation
     void *impl;
 };

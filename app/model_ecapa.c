@@ -92,20 +92,41 @@ void ecapa_free_acts(ecapa_t *e) {
         free(*bufs[i]);
         *bufs[i] = NULL;
     }
-    e->cap_b = e->cap_t = 0;
+    e->cap_b = 0;
+    e->cap_bt = 0;
+    e->work_floats = 0;
 }
 
 static float *alloc_f(size_t n) { return mallocCheck(n * sizeof(float)); }
 
+// Largest conv / AAM workspace any layer needs for B samples of T frames.
+static size_t work_floats(const ecapa_t *e, int B, int T) {
+    const int C = (int)e->d.channels, A = (int)e->d.att;
+    size_t w = aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
+    const tdnn_t *all[] = {&e->block0, &e->mfa, &e->asp_tdnn, &e->blocks[0].tdnn1,
+                           &e->blocks[0].res[0], &e->blocks[1].res[0], &e->blocks[2].res[0]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        size_t need = tdnn_work_floats(all[i], B, T);
+        if (need > w) w = need;
+    }
+    size_t need = conv1d_workspace_floats(B, A, 3 * C, T, 1, 1);
+    return need > w ? need : w;
+}
+
+// Buffers hold cap_b samples and cap_bt sample-frames: any (B, T) within both fits, so
+// variable-length inference does not reallocate for every utterance.
 void ecapa_reserve(ecapa_t *e, int B, int T) {
-    if (B <= e->cap_b && T == e->cap_t) return;
+    size_t bt = (size_t)B * T, w = work_floats(e, B, T);
+    if (B <= e->cap_b && bt <= e->cap_bt && w <= e->work_floats) return;
+    if (e->cap_b > B) B = e->cap_b;
+    if (e->cap_bt > bt) bt = e->cap_bt;
+    if (e->work_floats > w) w = e->work_floats;
     ecapa_free_acts(e);
     const int F = (int)e->d.feat, C = (int)e->d.channels, A = (int)e->d.att, E = (int)e->d.emb, S = (int)e->d.classes;
-    const size_t bt = (size_t)B * T;
-    tdnn_alloc(&e->block0, B, T);
-    for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], C, (int)e->d.se, B, T);
-    tdnn_alloc(&e->mfa, B, T);
-    tdnn_alloc(&e->asp_tdnn, B, T);
+    tdnn_alloc(&e->block0, bt);
+    for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], C, (int)e->d.se, B, bt);
+    tdnn_alloc(&e->mfa, bt);
+    tdnn_alloc(&e->asp_tdnn, bt);
     e->x = alloc_f(bt * F);
     e->cat = alloc_f(bt * 3 * C);
     e->gstats = alloc_f((size_t)B * 6 * C);
@@ -124,22 +145,10 @@ void ecapa_reserve(ecapa_t *e, int B, int T) {
     for (int i = 0; i < 2; i++) e->gatt[i] = alloc_f(bt * A);
     for (int i = 0; i < 3; i++) e->gvec[i] = alloc_f((size_t)B * 6 * C);
     e->g_emb = alloc_f((size_t)B * E);
-    size_t w = aam_softmax_workspace_floats(B, E, S);
-    const tdnn_t *all[] = {&e->block0, &e->mfa, &e->asp_tdnn, &e->blocks[0].tdnn1, &e->blocks[0].res[0]};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        size_t need = tdnn_work_floats(all[i], B, T);
-        if (need > w) w = need;
-    }
-    for (int i = 0; i < 3; i++) {
-        size_t need = tdnn_work_floats(&e->blocks[i].res[0], B, T);
-        if (need > w) w = need;
-    }
-    size_t need = conv1d_workspace_floats(B, A, 3 * C, T, 1, 1);
-    if (need > w) w = need;
     e->work = alloc_f(w ? w : 1);
     e->work_floats = w;
     e->cap_b = B;
-    e->cap_t = T;
+    e->cap_bt = bt;
 }
 
 // ---- forward / backward ------------------------------------------------------------------------
@@ -156,7 +165,7 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, int B, int T, in
     const float *p = m->params;
     float *st = m->state;
     const size_t bt = (size_t)B * T;
-    SPK_ASSERT(B <= e->cap_b && T == e->cap_t);
+    SPK_ASSERT(B <= e->cap_b && (size_t)B * T <= e->cap_bt && work_floats(e, B, T) <= e->work_floats);
     transpose_in(e->x, frames, B, T, F);
     tdnn_forward(&e->block0, m, e->x, B, T, train, e->work);
     const float *in = e->block0.y;
@@ -288,6 +297,22 @@ static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
     st->count += b->n;
 }
 
+// Inference-mode embeddings; samples of equal length go through together, others one by one.
+static void embed(model_t *m, const batch_t *b, float *out) {
+    ecapa_t *e = m->impl;
+    const int64_t E = e->d.emb, F = e->d.feat;
+    int i = 0;
+    while (i < b->n) {
+        int64_t T = b->frame_off[i + 1] - b->frame_off[i];
+        int j = i + 1;
+        while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
+        ecapa_reserve(e, j - i, (int)T);
+        ecapa_forward(e, m, b->x + b->frame_off[i] * F, j - i, (int)T, 0);
+        memcpy(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
+        i = j;
+    }
+}
+
 // Margin ramp: 0 before margin_start, linear to the full margin at margin_end.
 static void set_epoch(model_t *m, int64_t epoch) {
     ecapa_t *e = m->impl;
@@ -305,7 +330,7 @@ static void free_impl(model_t *m) {
     free(e);
 }
 
-static const model_ops_t ecapa_ops = {train_step, eval_step, set_epoch, free_impl};
+static const model_ops_t ecapa_ops = {train_step, eval_step, embed, set_epoch, free_impl};
 
 void model_ecapa_build(model_t *m, const train_config_t *cfg) {
     ecapa_t *e = callocCheck(1, sizeof *e);
@@ -323,6 +348,7 @@ void model_ecapa_build(model_t *m, const train_config_t *cfg) {
     m->impl = e;
     m->crop_frames = cfg->frames > 0 ? cfg->frames : 200;
     m->cmn = 1;
+    m->emb_dim = cfg->emb_dim;
     model_alloc_buffers(m);
     ecapa_init_params(e, m, (uint64_t)cfg->seed);
 }

@@ -74,6 +74,12 @@ static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
     forward(m, b, st);
 }
 
+// The linear model's "embedding" is the input to its classifier: the mean frame.
+static void embed(model_t *m, const batch_t *b, float *out) {
+    (void)m;
+    pool(b, out);
+}
+
 static void free_impl(model_t *m) {
     linear_t *l = m->impl;
     free(l->pooled);
@@ -83,7 +89,7 @@ static void free_impl(model_t *m) {
     free(l);
 }
 
-static const model_ops_t linear_ops = {train_step, eval_step, NULL, free_impl};
+static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const train_config_t *cfg) {
     linear_t *l = callocCheck(1, sizeof *l);
@@ -93,6 +99,7 @@ void model_linear_build(model_t *m, const train_config_t *cfg) {
     m->ops = &linear_ops;
     m->impl = l;
     m->crop_frames = 0;  // whole utterances, mean-pooled
+    m->emb_dim = F;
     m->cmn = 0;
     model_alloc_buffers(m);
     // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).

@@ -144,3 +144,14 @@ int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
     }
     return -1;
 }
+
+void opt_deserialize(const opt_table_t *t, void *cfg, const char *text) {
+    char v[OPT_STR_MAX];
+    for (int i = 0; i < t->count; i++) {
+        const opt_t *o = &t->opts[i];
+        if (opt_lookup(text, o->name, v, sizeof v) != 0) continue;
+        if (o->type == OPT_FLAG) *(int *)((char *)cfg + o->offset) = atoi(v);
+        else if (o->type != OPT_STR || v[0]) set_value(t, o, cfg, v);
+        else ((char *)cfg + o->offset)[0] = 0;
+    }
+}

@@ -31,5 +31,7 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
 void opt_print_help(const opt_table_t *t);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
+// Sets every option found in a serialised text (the rest keep their values).
+void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);
 // Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
 int opt_lookup(const char *text, const char *name, char *out, size_t cap);

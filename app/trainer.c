@@ -68,6 +68,8 @@ static void save_checkpoint(trainer_t *t) {
         m->opt_step = t->opt.step;
         m->world_size = t->comm->size;
         m->seed = t->cfg->seed;
+        m->feature_dim = t->model->feature_dim;
+        m->num_classes = t->model->num_classes;
         m->ep_loss_sum = t->ep_loss_sum;
         m->ep_correct = t->ep_correct;
         m->ep_count = t->ep_count;

@@ -22,13 +22,15 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static uint64_t checksum(const ckpt_meta_t *m, const ckpt_tensors_t *t) {
+// Over the position and every stored float; opt/opt_n are the optimizer slots actually in
+// the file (a reader that does not want them still has to hash them).
+static uint64_t checksum(const ckpt_meta_t *m, const ckpt_tensors_t *t, const float *opt, size_t opt_n) {
     uint64_t h = 0xCBF29CE484222325ull;
     int64_t pos[4] = {m->epoch, m->samples_in_epoch, m->global_step, m->opt_step};
     h = fnv1a(h, pos, sizeof pos);
     h = fnv1a(h, t->param_data, (size_t)t->params->total * sizeof(float));
     h = fnv1a(h, t->state_data, (size_t)t->state->total * sizeof(float));
-    h = fnv1a(h, t->opt_data, (size_t)t->opt_slots * (size_t)t->params->total * sizeof(float));
+    h = fnv1a(h, opt, opt_n * sizeof(float));
     return h;
 }
 
@@ -118,6 +120,8 @@ static void write_meta(hid_t f, const ckpt_meta_t *m, uint64_t sum, const char *
     h5_attr_write_i64(f, "opt_step", m->opt_step, what);
     h5_attr_write_i64(f, "world_size", m->world_size, what);
     h5_attr_write_i64(f, "seed", m->seed, what);
+    h5_attr_write_i64(f, "feature_dim", m->feature_dim, what);
+    h5_attr_write_i64(f, "num_classes", m->num_classes, what);
     h5_attr_write_f64(f, "ep_loss_sum", m->ep_loss_sum, what);
     h5_attr_write_i64(f, "ep_correct", m->ep_correct, what);
     h5_attr_write_i64(f, "ep_count", m->ep_count, what);
@@ -192,7 +196,7 @@ void ckpt_save(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t
         hsize_t od[2] = {(hsize_t)t->opt_slots, n};
         h5_write_array(f, "optimizer_slots", H5T_IEEE_F32LE, 2, od, t->opt_data, tmp);
     }
-    write_meta(f, meta, checksum(meta, t), tmp);
+    write_meta(f, meta, checksum(meta, t, t->opt_data, (size_t)t->opt_slots * (size_t)t->params->total), tmp);
     h5Check(H5Fclose(f), "%s: cannot finish the checkpoint file", tmp);
     fsync_path(tmp, 0);
     if (rename(tmp, path_out) != 0)
@@ -232,6 +236,7 @@ static int read_meta(hid_t f, const char *path, ckpt_meta_t *m, char *err, size_
         {"epoch", &m->epoch}, {"samples_in_epoch", &m->samples_in_epoch}, {"step_in_epoch", &m->step_in_epoch},
         {"global_step", &m->global_step}, {"opt_step", &m->opt_step}, {"world_size", &m->world_size},
         {"seed", &m->seed}, {"ep_correct", &m->ep_correct}, {"ep_count", &m->ep_count},
+        {"feature_dim", &m->feature_dim}, {"num_classes", &m->num_classes},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (h5_attr_read_i64(f, ints[i].name, ints[i].v) != 0)
@@ -290,6 +295,7 @@ int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, con
               char *err, size_t errcap) {
     int rc = 0;
     param_table_t pt = {0}, stt = {0};
+    float *opt = t->opt_data;
     hid_t f = open_ro(path, err, errcap);
     if (f < 0) return SPK_EXIT_CKPT;
     if ((rc = read_meta(f, path, meta, err, errcap))) goto done;
@@ -307,19 +313,25 @@ int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, con
         FAIL(SPK_EXIT_CKPT, "%s: dataset 'params' is missing or has the wrong size", path);
     if (t->state->total > 0 && read_floats(f, "state", t->state_data, (hsize_t)t->state->total, 0) != 0)
         FAIL(SPK_EXIT_CKPT, "%s: dataset 'state' is missing or has the wrong size", path);
-    if (t->opt_slots > 0) {
-        if (strcmp(meta->optimizer, "") != 0 && !h5_exists(f, "optimizer_slots"))
-            FAIL(SPK_EXIT_CKPT, "%s: the checkpoint has no optimizer state for optimizer '%s'", path, meta->optimizer);
-        if (read_floats(f, "optimizer_slots", t->opt_data, (hsize_t)t->opt_slots, (hsize_t)t->params->total) != 0)
-            FAIL(SPK_EXIT_CKPT, "%s: dataset 'optimizer_slots' does not fit optimizer '%s' of this run", path, meta->optimizer);
-    }
+    // Optimizer slots: into the caller's buffer when it wants them, else a scratch copy
+    // that only feeds the checksum (inference needs no optimizer state).
+    hsize_t od[2] = {0, 0};
+    int slots = h5_dataset_shape(f, "optimizer_slots", od, 2) == 2 ? (int)od[0] : 0;
+    if (t->opt_slots > 0 && slots != t->opt_slots)
+        FAIL(SPK_EXIT_CKPT, "%s: the checkpoint has %d optimizer slots ('%s'), this run's optimizer needs %d", path, slots,
+             meta->optimizer, t->opt_slots);
+    size_t opt_n = (size_t)slots * (size_t)t->params->total;
+    opt = t->opt_slots > 0 ? t->opt_data : mallocCheck((opt_n ? opt_n : 1) * sizeof(float));
+    if (slots > 0 && read_floats(f, "optimizer_slots", opt, (hsize_t)slots, (hsize_t)t->params->total) != 0)
+        FAIL(SPK_EXIT_CKPT, "%s: dataset 'optimizer_slots' does not fit the parameters", path);
     int64_t stored;
     uint64_t want;
     if (h5_attr_read_i64(f, "checksum", &stored) != 0) FAIL(SPK_EXIT_CKPT, "%s: attribute 'checksum' is missing", path);
-    want = checksum(meta, t);
+    want = checksum(meta, t, opt, opt_n);
     if (memcmp(&stored, &want, sizeof want) != 0)
         FAIL(SPK_EXIT_CKPT, "%s: checksum mismatch: the checkpoint is corrupt", path);
 done:
+    if (opt != t->opt_data) free(opt);
     param_table_free(&pt);
     param_table_free(&stt);
     H5Fclose(f);

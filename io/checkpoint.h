@@ -24,6 +24,8 @@ typedef struct {
     int64_t opt_step;          // optimizer's own step counter (Adam bias correction)
     int64_t world_size;        // ranks of the run that wrote it
     int64_t seed;
+    int64_t feature_dim;       // F of the training data
+    int64_t num_classes;       // speakers of the training data
     // metrics of the epoch in progress, so a resumed epoch reports what an uninterrupted one would
     double ep_loss_sum;
     int64_t ep_correct, ep_count;

@@ -126,3 +126,48 @@ void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int6
     h5_write_array(loc, name, t, 1, dims, strs, what);
     H5Tclose(t);
 }
+
+char **h5_read_strings(hid_t loc, const char *name, int64_t n) {
+    hsize_t dims[2];
+    if (h5_dataset_shape(loc, name, dims, 1) != 1 || (int64_t)dims[0] != n) return NULL;
+    hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+    hid_t ft = H5Dget_type(d);
+    char **out = callocCheck((size_t)(n ? n : 1), sizeof(char *));
+    int ok = H5Tget_class(ft) == H5T_STRING;
+    if (ok && H5Tis_variable_str(ft) > 0) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        char **tmp = callocCheck((size_t)(n ? n : 1), sizeof(char *));
+        ok = H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, tmp) >= 0;
+        for (int64_t i = 0; ok && i < n; i++) out[i] = strdup(tmp[i] ? tmp[i] : "");
+        if (ok) {
+            hid_t sp = H5Dget_space(d);
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, tmp);
+            H5Sclose(sp);
+        }
+        free(tmp);
+        H5Tclose(mt);
+    } else if (ok) {  // fixed-length strings
+        size_t len = H5Tget_size(ft);
+        char *buf = callocCheck((size_t)(n ? n : 1), len + 1);
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, len + 1);
+        ok = H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0;
+        for (int64_t i = 0; ok && i < n; i++) out[i] = strdup(buf + (size_t)i * (len + 1));
+        H5Tclose(mt);
+        free(buf);
+    }
+    H5Tclose(ft);
+    H5Dclose(d);
+    if (!ok) {
+        h5_free_strings(out, n);
+        return NULL;
+    }
+    return out;
+}
+
+void h5_free_strings(char **strs, int64_t n) {
+    if (!strs) return;
+    for (int64_t i = 0; i < n; i++) free(strs[i]);
+    free(strs);
+}

@@ -29,3 +29,7 @@ void h5_read_array(hid_t loc, const char *name, hid_t type, void *out, const cha
 // Variable-length string arrays.
 void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int64_t n,
                       const char *what);
+// Reads a 1-D string dataset of n entries into malloc'ed strings (free with h5_free_strings);
+// returns NULL when it is missing or of another length.
+char **h5_read_strings(hid_t loc, const char *name, int64_t n);
+void h5_free_strings(char **strs, int64_t n);

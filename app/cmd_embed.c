@@ -1,0 +1,123 @@
+// `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
+// sharded across ranks (contiguous blocks), gathered and written in utterance order.
+#include "app/check.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "app/model.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "io/embeddings.h"
+#include "io/h5util.h"
+#include "io/loader.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX];
+    int64_t batch;
+} embed_opts_t;
+
+#define F(field) offsetof(embed_opts_t, field)
+static const opt_t opts[] = {
+    {"ckpt", OPT_STR, F(ckpt), 0, 0, NULL, "checkpoint of a trained model"},
+    {"data", OPT_STR, F(data), 0, 0, NULL, "dataset to embed (HDF5 features)"},
+    {"out", OPT_STR, F(out), 0, 0, NULL, "embeddings file to write (HDF5)"},
+    {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "utterances read per step per rank"},
+};
+static const opt_table_t table = {"embed", "Embed every utterance of a dataset with a trained model (inference mode).", opts,
+                                  (int)(sizeof opts / sizeof opts[0])};
+
+// Rank 0 reads the checkpoint's header; everyone builds the same model from its config.
+static model_t *load_model(const comm_t *comm, const char *path) {
+    struct {
+        int code;
+        char err[1024];
+        ckpt_meta_t meta;
+    } *h = callocCheck(1, sizeof *h);
+    if (comm->rank == 0) {
+        param_table_t p = {0}, s = {0};
+        int slots;
+        h->code = ckpt_peek(path, &h->meta, &p, &s, &slots, h->err, sizeof h->err);
+        param_table_free(&p);
+        param_table_free(&s);
+    }
+    comm_bcast(comm, h, sizeof *h, MPI_BYTE, 0);
+    if (h->code) spk_fail_all(h->code, "%s", h->err);
+    train_config_t cfg = train_config_defaults();
+    opt_deserialize(&train_options, &cfg, h->meta.config);
+    model_t *m = model_create(&cfg, h->meta.feature_dim, h->meta.num_classes);
+    if (comm->rank == 0) {
+        ckpt_tensors_t t = {&m->table, m->params, &m->state_table, m->state, 0, NULL};
+        h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);
+    }
+    comm_bcast(comm, h, sizeof *h, MPI_BYTE, 0);
+    if (h->code) spk_fail_all(h->code, "%s", h->err);
+    comm_bcast(comm, m->params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->state, m->state_table.total, MPI_FLOAT, 0);
+    free(h);
+    return m;
+}
+
+int cmd_embed(const comm_t *comm, int argc, char **argv) {
+    embed_opts_t o = {.batch = 16};
+    opt_parse(&table, &o, argc, argv, NULL, 0);
+    if (!o.ckpt[0] || !o.data[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "embed: --ckpt, --data and --out are required");
+    model_t *m = load_model(comm, o.ckpt);
+    dataset_t ds;
+    dataset_open(&ds, o.data, comm->world);
+    if (ds.feature_dim != m->feature_dim)
+        spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld, but the model in %s was trained on %lld", o.data,
+                     (long long)ds.feature_dim, o.ckpt, (long long)m->feature_dim);
+
+    // Contiguous blocks: rank r embeds utterances [lo, hi).
+    const int64_t N = ds.num_utts, K = comm->size, E = m->emb_dim;
+    int64_t lo = N * comm->rank / K, hi = N * (comm->rank + 1) / K;
+    int64_t most = (N + K - 1) / K, steps = (most + o.batch - 1) / o.batch;
+    float *mine = mallocCheck((size_t)((hi - lo) * E + 1) * sizeof(float));
+    int64_t *idx = mallocCheck((size_t)o.batch * sizeof(int64_t));
+    loader_t l;
+    loader_init(&l, &ds, (int)o.batch, 0, m->cmn, 0);
+    for (int64_t s = 0; s < steps; s++) {  // every rank joins every collective read
+        int n = 0;
+        for (int64_t u = lo + s * o.batch; u < hi && n < o.batch; u++) idx[n++] = u;
+        const batch_t *b = loader_load(&l, 0, idx, n);
+        if (n > 0) m->ops->embed(m, b, mine + (lo + s * o.batch - lo) * E);
+    }
+    loader_free(&l);
+
+    int *counts = mallocCheck((size_t)K * sizeof(int)), *displs = mallocCheck((size_t)K * sizeof(int));
+    for (int r = 0; r < K; r++) {
+        int64_t a = N * r / K, z = N * (r + 1) / K;
+        counts[r] = (int)((z - a) * E);
+        displs[r] = (int)(a * E);
+    }
+    embeddings_t out = {.n = N, .dim = E};
+    if (comm->rank == 0) out.emb = mallocCheck((size_t)(N * E) * sizeof(float));
+    mpiCheck(MPI_Gatherv(mine, counts[comm->rank], MPI_FLOAT, out.emb, counts, displs, MPI_FLOAT, 0, comm->world));
+    if (comm->rank == 0) {
+        out.labels = ds.labels;
+        out.utt_ids = h5_read_strings(ds.file, "utt_ids", N);
+        if (!out.utt_ids) {  // datasets without names: position in the file
+            out.utt_ids = callocCheck((size_t)N, sizeof(char *));
+            for (int64_t i = 0; i < N; i++) {
+                out.utt_ids[i] = mallocCheck(24);
+                snprintf(out.utt_ids[i], 24, "utt%07lld", (long long)i);
+            }
+        }
+        embeddings_write(o.out, &out, m->name);
+        printf("wrote %s: %lld embeddings of dimension %lld (model %s from %s)\n", o.out, (long long)N, (long long)E, m->name,
+               o.ckpt);
+        h5_free_strings(out.utt_ids, N);
+        free(out.emb);
+    }
+    comm_barrier(comm);
+    dataset_close(&ds);
+    free(mine);
+    free(idx);
+    free(counts);
+    free(displs);
+    model_free(m);
+    return SPK_EXIT_OK;
+}

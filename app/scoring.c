@@ -1,0 +1,135 @@
+#include "app/scoring.h"
+
+#include "app/check.h"
+#include "kernels/gemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float s;
+    uint8_t t;
+} scored_t;
+
+static int cmp_score(const void *a, const void *b) {
+    float x = ((const scored_t *)a)->s, y = ((const scored_t *)b)->s;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// Sorted scores; counts of targets and nontargets.
+static scored_t *sorted(const float *scores, const uint8_t *target, int64_t n, int64_t *nt, int64_t *nn) {
+    scored_t *v = mallocCheck((size_t)(n ? n : 1) * sizeof *v);
+    *nt = *nn = 0;
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = (scored_t){scores[i], target[i] ? 1 : 0};
+        *nt += v[i].t;
+    }
+    *nn = n - *nt;
+    qsort(v, (size_t)n, sizeof *v, cmp_score);
+    return v;
+}
+
+// Walks thresholds from below the lowest score upwards. At position k (threshold between
+// v[k-1] and v[k]): everything below is rejected. Ties are stepped over together.
+double score_eer(const float *scores, const uint8_t *target, int64_t n) {
+    int64_t nt, nn;
+    scored_t *v = sorted(scores, target, n, &nt, &nn);
+    if (nt == 0 || nn == 0) {
+        free(v);
+        return NAN;
+    }
+    double prev_miss = 0.0, prev_fa = 1.0, eer = 0.5;
+    int64_t miss = 0, fa_rejected = 0;
+    for (int64_t k = 0; k <= n;) {
+        double pm = (double)miss / nt, pf = 1.0 - (double)fa_rejected / nn;
+        if (pm >= pf) {  // crossed: interpolate between the previous point and this one
+            double d = (pm - prev_miss) - (pf - prev_fa);
+            double a = d != 0.0 ? (prev_fa - prev_miss) / d : 0.0;
+            eer = prev_miss + a * (pm - prev_miss);
+            break;
+        }
+        prev_miss = pm;
+        prev_fa = pf;
+        if (k == n) break;
+        float s = v[k].s;
+        while (k < n && v[k].s == s) {
+            if (v[k].t) miss++;
+            else fa_rejected++;
+            k++;
+        }
+    }
+    free(v);
+    return eer;
+}
+
+double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, double p) {
+    int64_t nt, nn;
+    scored_t *v = sorted(scores, target, n, &nt, &nn);
+    if (nt == 0 || nn == 0) {
+        free(v);
+        return NAN;
+    }
+    double best = INFINITY;
+    int64_t miss = 0, fa_rejected = 0;
+    for (int64_t k = 0; k <= n;) {
+        double pm = (double)miss / nt, pf = 1.0 - (double)fa_rejected / nn;
+        double c = p * pm + (1.0 - p) * pf;
+        if (c < best) best = c;
+        if (k == n) break;
+        float s = v[k].s;
+        while (k < n && v[k].s == s) {
+            if (v[k].t) miss++;
+            else fa_rejected++;
+            k++;
+        }
+    }
+    free(v);
+    return best / fmin(p, 1.0 - p);
+}
+
+float score_cosine(const float *a, const float *b, int64_t d) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < d; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return (float)(ab / fmax(sqrt(aa * bb), 1e-20));
+}
+
+void score_l2_normalise(float *x, int64_t n, int64_t d) {
+    for (int64_t i = 0; i < n; i++) {
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) s += (double)x[i * d + j] * x[i * d + j];
+        float inv = s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+        for (int64_t j = 0; j < d; j++) x[i * d + j] *= inv;
+    }
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_t m, int64_t d, int64_t top_k,
+                        float *mean, float *std) {
+    if (top_k > m) top_k = m;
+    const int64_t rows = 256;  // scores for a block of embeddings at a time
+    float *s = mallocCheck((size_t)(rows * m) * sizeof(float));
+    for (int64_t i0 = 0; i0 < n; i0 += rows) {
+        int64_t r = n - i0 < rows ? n - i0 : rows;
+        spk_sgemm('N', 'T', (int)r, (int)m, (int)d, 1.0f, emb + i0 * d, (int)d, cohort, (int)d, 0.0f, s, (int)m);
+        for (int64_t i = 0; i < r; i++) {
+            float *row = s + i * m;
+            qsort(row, (size_t)m, sizeof(float), cmp_desc);
+            double mu = 0, var = 0;
+            for (int64_t k = 0; k < top_k; k++) mu += row[k];
+            mu /= (double)top_k;
+            for (int64_t k = 0; k < top_k; k++) var += (row[k] - mu) * (row[k] - mu);
+            mean[i0 + i] = (float)mu;
+            std[i0 + i] = (float)fmax(sqrt(var / (double)top_k), 1e-6);
+        }
+    }
+    free(s);
+}
