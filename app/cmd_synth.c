@@ -11,7 +11,7 @@ typedef struct {
     char out[OPT_STR_MAX];
     char val_out[OPT_STR_MAX];
     char kind[OPT_STR_MAX];
-    int64_t seed, samples, dim, classes, speakers, utts, val_utts, min_frames, max_frames;
+    int64_t seed, samples, dim, classes, speakers, first_speaker, utts, val_utts, min_frames, max_frames;
     double separation;
 } synth_opts_t;
 
@@ -26,6 +26,7 @@ static const opt_t opts[] = {
     {"classes", OPT_INT, F(classes), 2, 1e6, NULL, "toy: classes"},
     {"separation", OPT_REAL, F(separation), 0, 100, NULL, "toy: class-mean shift (0 = pure noise, as the seed job)"},
     {"speakers", OPT_INT, F(speakers), 2, 1e6, NULL, "speakers: number of speakers"},
+    {"first-speaker", OPT_INT, F(first_speaker), 0, 1e9, NULL, "speakers: first voice index (disjoint ranges = unseen speakers)"},
     {"utts-per-speaker", OPT_INT, F(utts), 1, 1e6, NULL, "speakers: training utterances per speaker"},
     {"val-utts-per-speaker", OPT_INT, F(val_utts), 1, 1e6, NULL, "speakers: held-out utterances per speaker"},
     {"min-frames", OPT_INT, F(min_frames), 1, 1e6, NULL, "speakers: shortest utterance"},
@@ -50,6 +51,7 @@ int cmd_synth(const comm_t *comm, int argc, char **argv) {
     c.toy_dim = o.dim ? o.dim : d.toy_dim;
     c.dim = o.dim ? o.dim : d.dim;
     c.speakers = o.speakers;
+    c.first_speaker = o.first_speaker;
     c.utts_per_speaker = o.utts;
     c.val_utts_per_speaker = o.val_utts;
     c.min_frames = o.min_frames;

@@ -11,6 +11,7 @@
 #define PHONES 16       // shared "phone" inventory
 #define SEG_MIN 4       // phone segment length range, frames
 #define SEG_MAX 14
+#define VOICE_FACTORS 8  // dimensions of voice variation
 
 synth_config_t synth_defaults(void) {
     return (synth_config_t){
@@ -42,7 +43,7 @@ void synth_write_toy(const synth_config_t *c, const char *path) {
 }
 
 // Speaker s: per-dimension gain (vocal tract), a static offset, and a personal deviation of
-// every phone (how this speaker pronounces it). Identity lives mostly in the phone
+// every phone (how this speaker pronounces it), all driven by VOICE_FACTORS latent factors. Identity lives mostly in the phone
 // deviations, which a frame-level encoder can model and a plain average blurs.
 typedef struct {
     float *phones;  // (PHONES, F) shared inventory
@@ -59,16 +60,27 @@ static voices_t voices_make(const synth_config_t *c) {
         .offset = mallocCheck((size_t)(S * F) * sizeof(float)),
         .dev = mallocCheck((size_t)(S * PHONES * F) * sizeof(float)),
     };
+    // Shared by every voice: the phone inventory and a low-rank basis of voice variation
+    // (VOICE_FACTORS directions), so speakers share structure an encoder can learn from a
+    // few dozen of them and apply to unseen ones, as with real voices.
+    const int64_t per_voice = F + F + PHONES * F;  // gain, offset, phone deviations
+    float *basis = mallocCheck((size_t)(VOICE_FACTORS * per_voice) * sizeof(float));
     rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 1, 0);
     for (int64_t i = 0; i < PHONES * F; i++) v.phones[i] = (float)(1.5 * rng_normal(&r));
+    for (int64_t i = 0; i < VOICE_FACTORS * per_voice; i++) basis[i] = (float)(rng_normal(&r) / sqrt(VOICE_FACTORS));
     for (int64_t s = 0; s < S; s++) {
-        rng_t rs = rng_init(c->seed, RNG_PURPOSE_SYNTH, 2, (uint64_t)s);
-        for (int64_t j = 0; j < F; j++) {
-            v.gain[s * F + j] = (float)exp(0.15 * rng_normal(&rs));
-            v.offset[s * F + j] = (float)(0.3 * rng_normal(&rs));
+        rng_t rs = rng_init(c->seed, RNG_PURPOSE_SYNTH, 2, (uint64_t)(c->first_speaker + s));
+        double z[VOICE_FACTORS];
+        for (int k = 0; k < VOICE_FACTORS; k++) z[k] = rng_normal(&rs);
+        for (int64_t j = 0; j < per_voice; j++) {
+            double x = 0;
+            for (int k = 0; k < VOICE_FACTORS; k++) x += z[k] * basis[k * per_voice + j];
+            if (j < F) v.gain[s * F + j] = (float)exp(0.15 * x);
+            else if (j < 2 * F) v.offset[s * F + j - F] = (float)(0.3 * x);
+            else v.dev[s * PHONES * F + j - 2 * F] = (float)(0.5 * x);
         }
-        for (int64_t j = 0; j < PHONES * F; j++) v.dev[s * PHONES * F + j] = (float)(0.5 * rng_normal(&rs));
     }
+    free(basis);
     return v;
 }
 
@@ -113,19 +125,20 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
     char **names = mallocCheck((size_t)S * sizeof(char *));
     for (int64_t s = 0; s < S; s++) {
         names[s] = mallocCheck(32);
-        snprintf(names[s], 32, "spk%04lld", (long long)s);
+        snprintf(names[s], 32, "spk%04lld", (long long)(c->first_speaker + s));
     }
     for (int64_t i = 0; i < N; i++) {
         lab[i] = (int32_t)(i % S);  // interleaved speakers
-        len[i] = utt_length(c, key_base + (uint64_t)i);
+        len[i] = utt_length(c, key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)i);
         ids[i] = mallocCheck(48);
-        snprintf(ids[i], 48, "spk%04lld-%s%05lld", (long long)lab[i], key_base ? "val" : "utt", (long long)(i / S));
+        snprintf(ids[i], 48, "spk%04lld-%s%05lld", (long long)(c->first_speaker + lab[i]), key_base ? "val" : "utt",
+                 (long long)(i / S));
     }
     dataset_writer_t w;
     dataset_writer_create(&w, path, N, c->dim, S, 0, len);
     float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float));
     for (int64_t i = 0; i < N; i++) {
-        utt_make(c, v, lab[i], key_base + (uint64_t)i, len[i], buf);
+        utt_make(c, v, lab[i], key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)i, len[i], buf);
         dataset_writer_put(&w, i, buf);
     }
     dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names, S);

@@ -13,6 +13,7 @@ typedef struct {
     double toy_separation; // 0 = pure noise as in the seed job
     // speakers: S speakers, variable-length utterances of F-dim frames.
     int64_t speakers;            // S
+    int64_t first_speaker;       // voices first..first+S-1: disjoint ranges give unseen speakers
     int64_t utts_per_speaker;    // training utterances per speaker
     int64_t val_utts_per_speaker;// held-out utterances per speaker (same speakers)
     int64_t dim;                 // F
