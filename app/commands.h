@@ -2,6 +2,7 @@
 #pragma once
 #include "app/comm.h"
 
+int cmd_prepare(const comm_t *comm, int argc, char **argv);
 int cmd_synth(const comm_t *comm, int argc, char **argv);
 int cmd_train(const comm_t *comm, int argc, char **argv);
 int cmd_inspect(const comm_t *comm, int argc, char **argv);

@@ -10,6 +10,7 @@ static const struct {
     int (*run)(const comm_t *, int, char **);
     const char *help;
 } commands[] = {
+    {"prepare", cmd_prepare, "compute log mel filterbanks of Kaldi-style lists into a dataset"},
     {"synth", cmd_synth, "write a synthetic feature dataset (toy or speakers)"},
     {"train", cmd_train, "train a model with synchronous data parallelism"},
     {"inspect", cmd_inspect, "summarise a dataset or a checkpoint"},

@@ -2,7 +2,8 @@
 # Installs spkddp's build and run dependencies on Debian 12 (as root, or through sudo).
 # Skips apt entirely when everything is already there.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev libopenblas-openmp-dev)
+pkgs=(build-essential cmake pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev libopenblas-openmp-dev
+      libsndfile1-dev libfftw3-dev libsoxr-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
