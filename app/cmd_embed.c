@@ -1,14 +1,14 @@
 // `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
-// sharded across ranks (contiguous blocks), gathered and written in utterance order.
+// sharded across ranks (app/embedder.h) and written in utterance order by rank 0.
 #include "app/check.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/embedder.h"
 #include "app/model.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/embeddings.h"
 #include "io/h5util.h"
-#include "io/loader.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -71,31 +71,9 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld, but the model in %s was trained on %lld", o.data,
                      (long long)ds.feature_dim, o.ckpt, (long long)m->feature_dim);
 
-    // Contiguous blocks: rank r embeds utterances [lo, hi).
-    const int64_t N = ds.num_utts, K = comm->size, E = m->emb_dim;
-    int64_t lo = N * comm->rank / K, hi = N * (comm->rank + 1) / K;
-    int64_t most = (N + K - 1) / K, steps = (most + o.batch - 1) / o.batch;
-    float *mine = mallocCheck((size_t)((hi - lo) * E + 1) * sizeof(float));
-    int64_t *idx = mallocCheck((size_t)o.batch * sizeof(int64_t));
-    loader_t l;
-    loader_init(&l, &ds, (int)o.batch, 0, m->cmn, 0);
-    for (int64_t s = 0; s < steps; s++) {  // every rank joins every collective read
-        int n = 0;
-        for (int64_t u = lo + s * o.batch; u < hi && n < o.batch; u++) idx[n++] = u;
-        const batch_t *b = loader_load(&l, 0, idx, n);
-        if (n > 0) m->ops->embed(m, b, mine + (lo + s * o.batch - lo) * E);
-    }
-    loader_free(&l);
-
-    int *counts = mallocCheck((size_t)K * sizeof(int)), *displs = mallocCheck((size_t)K * sizeof(int));
-    for (int r = 0; r < K; r++) {
-        int64_t a = N * r / K, z = N * (r + 1) / K;
-        counts[r] = (int)((z - a) * E);
-        displs[r] = (int)(a * E);
-    }
+    const int64_t N = ds.num_utts, E = m->emb_dim;
     embeddings_t out = {.n = N, .dim = E};
-    if (comm->rank == 0) out.emb = mallocCheck((size_t)(N * E) * sizeof(float));
-    mpiCheck(MPI_Gatherv(mine, counts[comm->rank], MPI_FLOAT, out.emb, counts, displs, MPI_FLOAT, 0, comm->world));
+    out.emb = embed_dataset(comm, m, &ds, o.batch);
     if (comm->rank == 0) {
         out.labels = ds.labels;
         out.utt_ids = h5_read_strings(ds.file, "utt_ids", N);
@@ -110,14 +88,10 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
         printf("wrote %s: %lld embeddings of dimension %lld (model %s from %s)\n", o.out, (long long)N, (long long)E, m->name,
                o.ckpt);
         h5_free_strings(out.utt_ids, N);
-        free(out.emb);
     }
     comm_barrier(comm);
+    free(out.emb);
     dataset_close(&ds);
-    free(mine);
-    free(idx);
-    free(counts);
-    free(displs);
     model_free(m);
     return SPK_EXIT_OK;
 }

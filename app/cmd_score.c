@@ -29,69 +29,6 @@ static const opt_t opts[] = {
 static const opt_table_t table = {"score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
 
-typedef struct {
-    const char *id;
-    int64_t index;
-} id_t_;
-
-static int cmp_id(const void *a, const void *b) { return strcmp(((const id_t_ *)a)->id, ((const id_t_ *)b)->id); }
-
-typedef struct {
-    int64_t n, cap;
-    int64_t *a, *b;
-    uint8_t *target;
-} trials_t;
-
-static void trials_push(trials_t *t, int64_t a, int64_t b, uint8_t target) {
-    if (t->n == t->cap) {
-        t->cap = t->cap ? 2 * t->cap : 1024;
-        t->a = realloc(t->a, (size_t)t->cap * sizeof(int64_t));
-        t->b = realloc(t->b, (size_t)t->cap * sizeof(int64_t));
-        t->target = realloc(t->target, (size_t)t->cap);
-        if (!t->a || !t->b || !t->target) spk_die(SPK_EXIT_FAILURE, "out of memory reading trials");
-    }
-    t->a[t->n] = a;
-    t->b[t->n] = b;
-    t->target[t->n++] = target;
-}
-
-static int64_t find(const id_t_ *ids, int64_t n, const char *id) {
-    id_t_ key = {id, 0};
-    const id_t_ *hit = bsearch(&key, ids, (size_t)n, sizeof key, cmp_id);
-    return hit ? hit->index : -1;
-}
-
-static void read_trials(const char *path, const embeddings_t *e, trials_t *t) {
-    id_t_ *ids = mallocCheck((size_t)(e->n ? e->n : 1) * sizeof *ids);
-    for (int64_t i = 0; i < e->n; i++) ids[i] = (id_t_){e->utt_ids[i], i};
-    qsort(ids, (size_t)e->n, sizeof *ids, cmp_id);
-    FILE *f = fopen(path, "r");
-    if (!f) spk_fail_all(SPK_EXIT_DATA, "%s: cannot read the trials (%s)", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t lineno = 0;
-    while (getline(&line, &cap, f) > 0) {
-        lineno++;
-        char u1[512], u2[512], lab[64], extra[8];
-        int k = sscanf(line, "%511s %511s %63s %7s", u1, u2, lab, extra);
-        if (k <= 0) continue;  // blank line
-        if (k != 3)
-            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: expected 'utt1 utt2 target|nontarget'", path, (long long)lineno);
-        int is_t = strcmp(lab, "target") == 0, is_n = strcmp(lab, "nontarget") == 0;
-        if (!is_t && !is_n)
-            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: label '%s' must be 'target' or 'nontarget'", path, (long long)lineno, lab);
-        int64_t a = find(ids, e->n, u1), b = find(ids, e->n, u2);
-        if (a < 0 || b < 0)
-            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: utterance '%s' is not in the embeddings", path, (long long)lineno,
-                         a < 0 ? u1 : u2);
-        trials_push(t, a, b, (uint8_t)is_t);
-    }
-    free(line);
-    fclose(f);
-    free(ids);
-    if (t->n == 0) spk_fail_all(SPK_EXIT_DATA, "%s: no trials", path);
-}
-
 static void load(const char *path, embeddings_t *e) {
     char err[1024];
     int rc = embeddings_read(path, e, err, sizeof err);
@@ -128,9 +65,9 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     embeddings_t e, c = {0};
     load(o.emb, &e);
     trials_t t = {0};
-    read_trials(o.trials, &e, &t);
+    trials_read(o.trials, e.utt_ids, e.n, &t);
     float *raw = mallocCheck((size_t)t.n * sizeof(float)), *norm = NULL;
-    for (int64_t i = 0; i < t.n; i++) raw[i] = score_cosine(e.emb + t.a[i] * e.dim, e.emb + t.b[i] * e.dim, e.dim);
+    trials_score(&t, e.emb, e.dim, raw);
     if (o.cohort[0]) {
         load(o.cohort, &c);
         if (c.dim != e.dim)
@@ -162,9 +99,7 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     }
     free(raw);
     free(norm);
-    free(t.a);
-    free(t.b);
-    free(t.target);
+    trials_free(&t);
     embeddings_free(&e);
     if (o.cohort[0]) embeddings_free(&c);
     return SPK_EXIT_OK;

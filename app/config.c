@@ -12,6 +12,7 @@
 static const opt_t opts[] = {
     {"data", OPT_STR, F(data), 0, 0, NULL, "training dataset (HDF5, docs/dataset-format.md)"},
     {"val-data", OPT_STR, F(val_data), 0, 0, NULL, "held-out dataset with the same speakers: per-epoch loss/accuracy"},
+    {"val-trials", OPT_STR, F(val_trials), 0, 0, NULL, "trials over --val-data utterances: per-epoch EER and minDCF (speakers may be unseen)"},
     {"frames", OPT_INT, F(frames), 0, 100000, NULL, "training crop length in frames (ecapa: default 200; linear: whole utterances)"},
     {"drop-last", OPT_FLAG, F(drop_last), 0, 0, NULL, "drop the tail instead of padding to a multiple of the ranks"},
     {"no-shuffle", OPT_FLAG, F(no_shuffle), 0, 0, NULL, "keep dataset order (no per-epoch shuffle)"},
@@ -92,6 +93,7 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
     if (c->margin_warmup_end < c->margin_warmup_start)
         spk_fail_all(SPK_EXIT_USAGE, "train: --margin-warmup-end must not be before --margin-warmup-start");
+    if (c->val_trials[0] && !c->val_data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --val-trials needs --val-data");
     if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
     if (c->resume[0] && strcmp(c->resume, "auto") == 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --resume auto needs --ckpt-dir");

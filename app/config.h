@@ -9,6 +9,7 @@ typedef struct {
     // data
     char data[OPT_STR_MAX];
     char val_data[OPT_STR_MAX];
+    char val_trials[OPT_STR_MAX];  // with it, --val-data is a verification set (EER, minDCF)
     int64_t frames;        // crop length for models that train on crops (0 = whole utterance)
     int drop_last;
     int no_shuffle;

@@ -3,7 +3,9 @@
 #include "app/check.h"
 #include "kernels/gemm.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,4 +134,76 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
         }
     }
     free(s);
+}
+
+// ---- trials ----------------------------------------------------------------------------------
+
+typedef struct {
+    const char *id;
+    int64_t index;
+} utt_ref_t;
+
+static int cmp_ref(const void *a, const void *b) {
+    return strcmp(((const utt_ref_t *)a)->id, ((const utt_ref_t *)b)->id);
+}
+
+static int64_t find_utt(const utt_ref_t *refs, int64_t n, const char *id) {
+    utt_ref_t key = {id, 0};
+    const utt_ref_t *hit = bsearch(&key, refs, (size_t)n, sizeof key, cmp_ref);
+    return hit ? hit->index : -1;
+}
+
+static void trials_push(trials_t *t, int64_t a, int64_t b, uint8_t target) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 1024;
+        t->a = realloc(t->a, (size_t)t->cap * sizeof(int64_t));
+        t->b = realloc(t->b, (size_t)t->cap * sizeof(int64_t));
+        t->target = realloc(t->target, (size_t)t->cap);
+        if (!t->a || !t->b || !t->target) spk_die(SPK_EXIT_FAILURE, "out of memory reading trials");
+    }
+    t->a[t->n] = a;
+    t->b[t->n] = b;
+    t->target[t->n++] = target;
+}
+
+void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, trials_t *t) {
+    memset(t, 0, sizeof *t);
+    utt_ref_t *refs = mallocCheck((size_t)(n_utts ? n_utts : 1) * sizeof *refs);
+    for (int64_t i = 0; i < n_utts; i++) refs[i] = (utt_ref_t){utt_ids[i], i};
+    qsort(refs, (size_t)n_utts, sizeof *refs, cmp_ref);
+    FILE *f = fopen(path, "r");
+    if (!f) spk_fail_all(SPK_EXIT_DATA, "%s: cannot read the trials (%s)", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int64_t lineno = 0;
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        char u1[512], u2[512], lab[64], extra[8];
+        int k = sscanf(line, "%511s %511s %63s %7s", u1, u2, lab, extra);
+        if (k <= 0) continue;  // blank line
+        if (k != 3) spk_fail_all(SPK_EXIT_DATA, "%s:%lld: expected 'utt1 utt2 target|nontarget'", path, (long long)lineno);
+        int is_t = strcmp(lab, "target") == 0, is_n = strcmp(lab, "nontarget") == 0;
+        if (!is_t && !is_n)
+            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: label '%s' must be 'target' or 'nontarget'", path, (long long)lineno, lab);
+        int64_t a = find_utt(refs, n_utts, u1), b = find_utt(refs, n_utts, u2);
+        if (a < 0 || b < 0)
+            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: utterance '%s' is not in the embeddings", path, (long long)lineno,
+                         a < 0 ? u1 : u2);
+        trials_push(t, a, b, (uint8_t)is_t);
+    }
+    free(line);
+    fclose(f);
+    free(refs);
+    if (t->n == 0) spk_fail_all(SPK_EXIT_DATA, "%s: no trials", path);
+}
+
+void trials_free(trials_t *t) {
+    free(t->a);
+    free(t->b);
+    free(t->target);
+    memset(t, 0, sizeof *t);
+}
+
+void trials_score(const trials_t *t, const float *emb, int64_t d, float *scores) {
+    for (int64_t i = 0; i < t->n; i++) scores[i] = score_cosine(emb + t->a[i] * d, emb + t->b[i] * d, d);
 }

@@ -19,5 +19,19 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
 static inline float score_asnorm(float s, float mu_e, float sd_e, float mu_t, float sd_t) {
     return 0.5f * ((s - mu_e) / sd_e + (s - mu_t) / sd_t);
 }
+// Verification trials: pairs of utterance indices with a target flag.
+typedef struct {
+    int64_t n, cap;
+    int64_t *a, *b;    // (n,) indices into the utterance list
+    uint8_t *target;   // (n,) 1 = same speaker
+} trials_t;
+
+// Reads 'utt1 utt2 target|nontarget' lines, resolving ids against utt_ids (n_utts). Bad
+// lines and unknown ids stop every rank with the file and line named (exit 3).
+void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, trials_t *t);
+void trials_free(trials_t *t);
+// Cosine scores of every trial over L2-normalised embeddings (n_utts, d).
+void trials_score(const trials_t *t, const float *emb, int64_t d, float *scores);
+
 // Normalises each row of x (n, d) to unit length (rows of zeros stay zero).
 void score_l2_normalise(float *x, int64_t n, int64_t d);

@@ -1,6 +1,8 @@
 #include "app/trainer.h"
 
 #include "app/check.h"
+#include "app/embedder.h"
+#include "app/scoring.h"
 #include "app/lr_schedule.h"
 #include "app/model.h"
 #include "app/optimizer.h"
@@ -8,6 +10,7 @@
 #include "app/signals.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
+#include "io/h5util.h"
 #include "io/loader.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
@@ -21,7 +24,8 @@ typedef struct {
     const comm_t *comm;
     train_config_t *cfg;
     dataset_t data, val;
-    int has_val;
+    int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
+    trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
     sampler_t sampler;
     loader_t loader, val_loader;
     model_t *model;
@@ -173,6 +177,24 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
     *acc = v[1] / v[2];
 }
 
+// EER, minDCF(0.01), minDCF(0.05) of the held-out trials: every rank embeds its block of
+// utterances, rank 0 scores.
+static void verify(trainer_t *t, double out[3]) {
+    model_t *m = t->model;
+    float *emb = embed_dataset(t->comm, m, &t->val, t->cfg->batch);
+    if (t->comm->rank == 0) {
+        score_l2_normalise(emb, t->val.num_utts, m->emb_dim);
+        float *s = mallocCheck((size_t)t->trials.n * sizeof(float));
+        trials_score(&t->trials, emb, m->emb_dim, s);
+        out[0] = score_eer(s, t->trials.target, t->trials.n);
+        out[1] = score_min_dcf(s, t->trials.target, t->trials.n, 0.01);
+        out[2] = score_min_dcf(s, t->trials.target, t->trials.n, 0.05);
+        free(s);
+    }
+    comm_bcast(t->comm, out, 3, MPI_DOUBLE, 0);
+    free(emb);
+}
+
 // ---- the loop ------------------------------------------------------------------------------
 
 static void end_epoch(trainer_t *t) {
@@ -181,14 +203,16 @@ static void end_epoch(trainer_t *t) {
     double div = comm_divergence(t->comm, m->params, m->table.total, t->scratch);
     double loss = t->ep_loss_sum / (double)t->ep_count, acc = (double)t->ep_correct / (double)t->ep_count;
     double sps = (double)t->ep_count / t->ep_seconds;
-    double vloss = NAN, vacc = NAN;
+    double vloss = NAN, vacc = NAN, ver[3] = {NAN, NAN, NAN};
     if (t->has_val) {
         comm_bcast(t->comm, m->state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
-        evaluate(t, &vloss, &vacc);
+        if (t->trials.n) verify(t, ver);
+        else evaluate(t, &vloss, &vacc);
     }
     printf0("epoch %lld/%lld  step %lld  loss %.6f  acc %.4f", (long long)t->epoch + 1, (long long)c->epochs,
             (long long)t->global_step, loss, acc);
-    if (t->has_val) printf0("  val_loss %.6f  val_acc %.4f", vloss, vacc);
+    if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", vloss, vacc);
+    if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * ver[0], ver[1]);
     printf0("  lr %.6g  %.1f samples/s  %.2f s  divergence %g\n", t->lr, sps, t->ep_seconds, div);
     if (c->metrics[0] && t->comm->rank == 0) {
         json_line_t j;
@@ -197,9 +221,14 @@ static void end_epoch(trainer_t *t) {
         json_int(&j, "global_step", t->global_step);
         json_num(&j, "loss", loss);
         json_num(&j, "accuracy", acc);
-        if (t->has_val) {
+        if (t->has_val && !t->trials.n) {
             json_num(&j, "val_loss", vloss);
             json_num(&j, "val_accuracy", vacc);
+        }
+        if (t->trials.n) {
+            json_num(&j, "val_eer", ver[0]);
+            json_num(&j, "val_mindcf_0.01", ver[1]);
+            json_num(&j, "val_mindcf_0.05", ver[2]);
         }
         json_num(&j, "lr", t->lr);
         json_num(&j, "samples_per_s", sps);
@@ -256,7 +285,15 @@ static void open_data(trainer_t *t) {
     t->has_val = c->val_data[0] != 0;
     if (t->has_val) {
         dataset_open(&t->val, c->val_data, t->comm->world);
-        if (t->val.feature_dim != t->data.feature_dim || t->val.num_speakers != t->data.num_speakers)
+        if (c->val_trials[0]) {  // verification: any speakers, utterances named by /utt_ids
+            if (t->val.feature_dim != t->data.feature_dim)
+                spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld differs from the training set's %lld", c->val_data,
+                             (long long)t->val.feature_dim, (long long)t->data.feature_dim);
+            char **ids = h5_read_strings(t->val.file, "utt_ids", t->val.num_utts);
+            if (!ids) spk_fail_all(SPK_EXIT_DATA, "%s: '/utt_ids' is missing: --val-trials names utterances", c->val_data);
+            trials_read(c->val_trials, ids, t->val.num_utts, &t->trials);
+            h5_free_strings(ids, t->val.num_utts);
+        } else if (t->val.feature_dim != t->data.feature_dim || t->val.num_speakers != t->data.num_speakers)
             spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim/num_speakers (%lld/%lld) differ from the training set's (%lld/%lld)",
                          c->val_data, (long long)t->val.feature_dim, (long long)t->val.num_speakers,
                          (long long)t->data.feature_dim, (long long)t->data.num_speakers);
@@ -343,6 +380,7 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     if (t->has_val) {
         loader_free(&t->val_loader);
         dataset_close(&t->val);
+        trials_free(&t->trials);
     }
     sampler_free(&t->sampler);
     dataset_close(&t->data);
