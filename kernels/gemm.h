@@ -17,9 +17,9 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
                float beta, float* C, int ldc);  // (M, N)
 
 // Same contract, but for use INSIDE an OpenMP parallel region: each call runs on the calling
-// thread only, so threads can run independent GEMMs concurrently. (oneDNN's sgemm runs
-// sequentially when called from a parallel region; OpenBLAS calls are thread-safe but share
-// its own thread pool, so prefer the DNNL backend for this.)
+// thread only, so threads can run independent GEMMs concurrently. (oneDNN's sgemm and the
+// OpenMP build of OpenBLAS run sequentially when called from a parallel region; the pthread
+// build of OpenBLAS is thread-safe but would share its own thread pool.)
 void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
                       int lda, const float* B, int ldb, float beta, float* C, int ldc);
 

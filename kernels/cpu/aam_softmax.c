@@ -45,7 +45,7 @@ size_t aam_softmax_workspace_floats(int B, int E, int S) {
 
 // out = in / max(|in|, eps) for each of `rows` rows of length E; norm[r] = |in_r| (unclamped)
 static void normalize_rows(float* out, float* norm, const float* in, int rows, int E) {
-#pragma omp parallel for schedule(static) if ((size_t)rows * E >= 32768)
+#pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++) {
         const float* x = in + (size_t)r * E;
         float* y = out + (size_t)r * E;
@@ -61,7 +61,7 @@ static void normalize_rows(float* out, float* norm, const float* in, int rows, i
 // Backward of y = x / max(|x|, eps): dx += (g - y (y.g)) / |x| where |x| > eps, else g / eps.
 static void normalize_rows_backward(float* dx, const float* g, const float* y, const float* norm,
                                     int rows, int E) {
-#pragma omp parallel for schedule(static) if ((size_t)rows * E >= 32768)
+#pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++) {
         const float* gr = g + (size_t)r * E;
         const float* yr = y + (size_t)r * E;
@@ -109,7 +109,7 @@ void aam_softmax_forward(float* loss, int* correct, float* cache, const float* e
         const int nb = B - b0 < ROW_BLOCK ? B - b0 : ROW_BLOCK;
         float row_loss[ROW_BLOCK];
         int row_ok[ROW_BLOCK];
-#pragma omp parallel for schedule(static) if ((size_t)nb * S >= 32768)
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)nb * S >= 32768)
         for (int i = 0; i < nb; i++) {
             const int b = b0 + i, y = labels[b];
             SPK_ASSERT(y >= 0 && y < S);
@@ -161,7 +161,7 @@ void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cach
     float* dwhat = dehat + (size_t)B * E;  // (S, E)
     const margin_consts mc = margin_of(margin);
     const float g = dloss / (float)B * scale;  // d loss / d logit, times d logit / d cos
-#pragma omp parallel for schedule(static) if ((size_t)B * S >= 32768)
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S >= 32768)
     for (int b = 0; b < B; b++) {
         const float* p = c.probs + (size_t)b * S;
         float* d = dcos + (size_t)b * S;

@@ -27,7 +27,7 @@ void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* runnin
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t N = (size_t)B * T;
     SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const double mu = channel_sum(x, c, B, C, T) / (double)N;
         const float muf = (float)mu;
@@ -66,7 +66,7 @@ void batchnorm1d_forward_infer(float* y, const float* x, const float* running_me
                                const float* running_var, const float* weight, const float* bias,
                                int B, int C, int T, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic, 16)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const float rs = spk_bn_rstd(running_var[c], eps);
@@ -86,7 +86,7 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
                           int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat

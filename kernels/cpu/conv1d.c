@@ -1,13 +1,16 @@
 // Conv1d (stride 1, reflect 'same' padding, dilation) as im2col + GEMM. Two schedules:
 //
-// PER_SAMPLE (default with the oneDNN backend): the batch is split across threads and every
+// PER_SAMPLE (the default): the batch is split across threads and every
 //   thread runs single-threaded GEMMs on whole samples, straight on the (B, C, T) tensors:
 //   y_b = W . col_b, dx_b += fold(W^T . dy_b), and dW += dy_b . col_b^T with dW's columns
-//   (input channels) split across threads. K = 1 needs no im2col and no copies at all; K > 1
-//   builds col_b (Cin*K, T) in a per-thread slot that stays in L2. Threads only meet at the
-//   end of each loop, which also holds up well when the cores are shared.
+//   (input channels) split into blocks across threads. K = 1 needs no im2col and no copies at
+//   all; K > 1 builds col_b (Cin*K, T) in a per-thread slot that stays in L2. Samples and
+//   blocks are handed out dynamically and threads only meet at the end of each loop, which
+//   holds up well when other processes share the cores (a descheduled thread does not stall
+//   the others inside every GEMM). Each output is still computed by one thread in a fixed
+//   order, so results do not depend on the schedule.
 //
-// FOLDED (default with the OpenBLAS backend): the batch is folded into the GEMM's N dimension,
+// FOLDED (optional; measured slower here): the batch is folded into the GEMM's N dimension,
 //   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
 //   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
@@ -48,10 +51,7 @@ static conv1d_algo g_algo = CONV1D_AUTO;
 
 void conv1d_set_algo(conv1d_algo algo) { g_algo = algo; }
 
-static int use_per_sample(void) {
-    if (g_algo == CONV1D_AUTO) return spk_gemm_get_backend() == SPK_GEMM_DNNL;
-    return g_algo == CONV1D_PER_SAMPLE;
-}
+static int use_per_sample(void) { return g_algo != CONV1D_FOLDED; }
 
 // Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
 // W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
@@ -193,7 +193,7 @@ static void forward_per_sample(float* y, const float* x, const float* w, const f
 #pragma omp parallel num_threads(nt)
     {
         float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T), K > 1
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             float* yb = y + (size_t)b * Cout * T;
             const float* src = x + (size_t)b * Cin * T;
@@ -225,7 +225,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
 #pragma omp parallel num_threads(nt)
         {
             float* dcol = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T)
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
             for (int b = 0; b < B; b++) {
                 const float* dyb = dy + (size_t)b * Cout * T;
                 float* dxb = dx + (size_t)b * Cin * T;
@@ -239,26 +239,35 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
         }
     }
     if (dw) {
-        // input channels split across threads: thread j owns dW[:, c0*K : c1*K) and sums the
-        // samples in order
-        int parts = nt < Cin ? nt : Cin;
-#pragma omp parallel num_threads(parts)
+        // dW's columns (input channels) are cut into blocks; a block is owned by whichever
+        // thread takes it and sums the samples in order, so the result does not depend on the
+        // schedule. Blocks: a multiple of the thread count (balanced when the cores are free),
+        // up to 4 per thread (so a thread slowed by other load hands blocks to the others)
+        // while keeping >= 64 GEMM columns per block.
+        int per = CK / (64 * nt);
+        per = per < 1 ? 1 : (per > 4 ? 4 : per);
+        int nblocks = nt * per;
+        if (nblocks > Cin) nblocks = Cin;
+#pragma omp parallel num_threads(nt)
         {
-            const int j = omp_get_thread_num(), np = omp_get_num_threads();
-            const int c0 = (int)((long)Cin * j / np), c1 = (int)((long)Cin * (j + 1) / np);
-            float* col = workspace + (size_t)j * CK * T;  // ((c1-c0)*K, T) used
-            const int n = (c1 - c0) * K;
-            for (int b = 0; b < B && n > 0; b++) {
-                const float* dyb = dy + (size_t)b * Cout * T;
-                const float* src;
-                if (K == 1) {
-                    src = x + ((size_t)b * Cin + c0) * T;
-                } else {
-                    im2col_sample(col, x + (size_t)b * Cin * T, c0, c1, T, K, dilation);
-                    src = col;
+            float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // <= (CK, T) used
+#pragma omp for schedule(dynamic, 1)
+            for (int blk = 0; blk < nblocks; blk++) {
+                const int c0 = (int)((long)Cin * blk / nblocks);
+                const int c1 = (int)((long)Cin * (blk + 1) / nblocks);
+                const int n = (c1 - c0) * K;
+                for (int b = 0; b < B; b++) {
+                    const float* dyb = dy + (size_t)b * Cout * T;
+                    const float* src;
+                    if (K == 1) {
+                        src = x + ((size_t)b * Cin + c0) * T;
+                    } else {
+                        im2col_sample(col, x + (size_t)b * Cin * T, c0, c1, T, K, dilation);
+                        src = col;
+                    }
+                    spk_sgemm_serial('N', 'T', Cout, n, T, 1.0f, dyb, T, src, T, 1.0f,
+                                     dw + (size_t)c0 * K, CK);
                 }
-                spk_sgemm_serial('N', 'T', Cout, n, T, 1.0f, dyb, T, src, T, 1.0f,
-                                 dw + (size_t)c0 * K, CK);
             }
         }
     }

@@ -4,6 +4,9 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "kernels/spk_assert.h"
 
@@ -30,6 +33,19 @@ int spk_gemm_set_backend(spk_gemm_backend backend) {
 
 spk_gemm_backend spk_gemm_get_backend(void) { return g_backend; }
 
+// OpenBLAS 0.3.21 falls back to its generic SSE3 "Prescott" kernels on CPUs it does not know
+// (e.g. family 6 model 207 Xeons), which is ~5x slower here. Say so once.
+static void warn_slow_blas(void) {
+    static atomic_int checked = 0;
+    if (atomic_exchange(&checked, 1)) return;
+    const char* core = openblas_get_corename();
+    if (core && strcmp(core, "Prescott") == 0)
+        fprintf(stderr,
+                "spkddp: OpenBLAS chose its generic 'Prescott' kernels for this CPU (slow); "
+                "set OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2) before starting, "
+                "or build with oneDNN (SPK_USE_DNNL)\n");
+}
+
 void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
                       int lda, const float* B, int ldb, float beta, float* C, int ldc) {
     spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -54,6 +70,7 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
         return;
     }
 #endif
+    warn_slow_blas();
     cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans,
                 transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);

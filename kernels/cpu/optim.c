@@ -18,12 +18,12 @@ void sgd_step(float* params, const float* grads, float* momentum_buf, size_t n, 
     const int first = step == 1;
     float dummy = 0.0f;
     if (momentum == 0.0) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
         for (size_t i = 0; i < n; i++)
             spk_sgd_update(&params[i], &dummy, grads[i], neg_lr, 0.0f, omd, wd, 0, first);
         return;
     }
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++)
         spk_sgd_update(&params[i], &momentum_buf[i], grads[i], neg_lr, mom, omd, wd, nesterov,
                        first);
@@ -42,7 +42,7 @@ static void adam_common(float* params, const float* grads, float* exp_avg, float
     const float epsf = (float)eps, wd = (float)coupled_wd;
     const float decay = (float)(1.0 - lr * decoupled_wd);
     const int has_coupled = coupled_wd != 0.0, has_decoupled = decoupled_wd != 0.0;
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i];
         if (has_coupled) g = g + wd * params[i];

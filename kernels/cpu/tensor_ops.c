@@ -11,7 +11,7 @@ void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_
                         int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     const size_t row = (size_t)C * T;  // channels of one sample are contiguous
-#pragma omp parallel for schedule(static) if ((size_t)B * row >= PAR_MIN)
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * row >= PAR_MIN)
     for (int b = 0; b < B; b++)
         memcpy(dst + (size_t)b * dst_channels * T, src + (size_t)b * src_channels * T,
                sizeof(float) * row);
@@ -21,7 +21,7 @@ void channel_slice_add(float* dst, int dst_channels, const float* src, int src_c
                        int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     const size_t row = (size_t)C * T;
-#pragma omp parallel for schedule(static) if ((size_t)B * row >= PAR_MIN)
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * row >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         float* d = dst + (size_t)b * dst_channels * T;
         const float* s = src + (size_t)b * src_channels * T;
@@ -32,7 +32,7 @@ void channel_slice_add(float* dst, int dst_channels, const float* src, int src_c
 
 void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B, int C, int T) {
     SPK_ASSERT(C <= y_channels && C <= ld);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const float v = s[(size_t)b * ld + c];
@@ -44,7 +44,7 @@ void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B
 void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, int B, int C,
                           int T) {
     SPK_ASSERT(C <= dy_channels && C <= ld);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const float* r = dy + ((size_t)b * dy_channels + c) * T;
@@ -56,16 +56,16 @@ void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, i
 }
 
 void vec_add(float* y, const float* a, const float* b, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
 void vec_acc(float* y, const float* a, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += a[i];
 }
 
 void vec_zero(float* y, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = 0.0f;
 }

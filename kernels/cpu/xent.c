@@ -43,7 +43,7 @@ void xent_forward(float* loss, int* correct, float* probs, const float* logits, 
         const int nb = B - b0 < ROW_BLOCK ? B - b0 : ROW_BLOCK;
         float row_loss[ROW_BLOCK];
         int row_ok[ROW_BLOCK];
-#pragma omp parallel for schedule(static) if ((size_t)nb * N >= 32768)
+#pragma omp parallel for schedule(dynamic, 4) if ((size_t)nb * N >= 32768)
         for (int i = 0; i < nb; i++) {
             const int b = b0 + i, y = labels[b];
             SPK_ASSERT(y >= 0 && y < N);
@@ -65,7 +65,7 @@ void xent_backward(float* dlogits, float dloss, const float* probs, const int* l
                    int N) {
     SPK_ASSERT(B > 0 && N > 0);
     const float g = dloss / (float)B;
-#pragma omp parallel for schedule(static) if ((size_t)B * N >= 32768)
+#pragma omp parallel for schedule(dynamic, 4) if ((size_t)B * N >= 32768)
     for (int b = 0; b < B; b++) {
         const float* p = probs + (size_t)b * N;
         float* d = dlogits + (size_t)b * N;
