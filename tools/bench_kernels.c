@@ -9,8 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/activation.h"
+#include "kernels/batchnorm.h"
 #include "kernels/conv1d.h"
 #include "kernels/gemm.h"
+#include "kernels/pooling.h"
 
 #ifdef SPK_BENCH_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -118,6 +121,75 @@ static void dnnl_run(dnnl_conv* c, int which) {
 }
 #endif
 
+// Memory-bound kernels at ECAPA sizes: milliseconds per call (best of reps).
+static void bench_elementwise(int reps) {
+    const int B = 32, T = 200, C = 512, C3 = 1536;
+    const size_t n = (size_t)B * C * T, n3 = (size_t)B * C3 * T;
+    float *x = rnd(n3), *y = rnd(n3), *dy = rnd(n3), *dx = rnd(n3), *w = rnd(n3);
+    float *g = rnd(C3), *b = rnd(C3), *mean = rnd(C3), *rstd = rnd(C3), *rm = rnd(C3);
+    float* rv = rnd(C3);
+    float *st = rnd((size_t)B * 2 * C3), *dst = rnd((size_t)B * 2 * C3);
+    for (size_t i = 0; i < n3; i++) w[i] = 1.0f / T;
+    for (int i = 0; i < C3; i++) rv[i] = 1.0f;
+    const char* names[] = {"batchnorm fwd (B,512,T)",
+                           "batchnorm bwd (B,512,T)",
+                           "relu fwd (B,512,T)",
+                           "relu bwd (B,512,T)",
+                           "softmax_time fwd (B,1536,T)",
+                           "softmax_time bwd (B,1536,T)",
+                           "weighted_stats fwd (B,1536,T)",
+                           "weighted_stats bwd (B,1536,T)"};
+    printf("\nmemory-bound kernels, B=%d T=%d: ms per call (best of %d)\n", B, T, reps);
+    for (int k = 0; k < 8; k++) {
+        double best = 1e30;
+        for (int r = 0; r < reps + 1; r++) {
+            const double t0 = now();
+            switch (k) {
+                case 0:
+                    batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, g, b, B, C, T, 1e-5f, 0.1f);
+                    break;
+                case 1:
+                    batchnorm1d_backward(dx, g, b, dy, x, g, mean, rstd, B, C, T);
+                    break;
+                case 2:
+                    relu_forward(y, x, n);
+                    break;
+                case 3:
+                    relu_backward(dx, dy, y, n);
+                    break;
+                case 4:
+                    softmax_time_forward(y, x, B, C3, T);
+                    break;
+                case 5:
+                    softmax_time_backward(dx, dy, y, B, C3, T);
+                    break;
+                case 6:
+                    weighted_stats_forward(st, st + C3, x, w, B, C3, T, 2 * C3, 1e-12f);
+                    break;
+                default:
+                    weighted_stats_backward(dx, dy, dst, dst + C3, x, w, st, st + C3, B, C3, T,
+                                            2 * C3, 1e-12f);
+            }
+            const double t = now() - t0;
+            if (r > 0 && t < best) best = t;
+        }
+        printf("  %-32s %7.2f ms\n", names[k], best * 1e3);
+    }
+    free(x);
+    free(y);
+    free(dy);
+    free(dx);
+    free(w);
+    free(g);
+    free(b);
+    free(mean);
+    free(rstd);
+    free(rm);
+    free(rv);
+    free(st);
+    free(dst);
+}
+
 int main(int argc, char** argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 5;
     const int B = 32, T = 200;
@@ -135,12 +207,13 @@ int main(int argc, char** argv) {
         spk_gemm_backend backend;
         conv1d_algo algo;
     } cand;
-    cand cands[4];
+    cand cands[5];
     int nc = 0;
     if (spk_gemm_set_backend(SPK_GEMM_DNNL) == 0) {
         cands[nc++] = (cand){"per-sample+dnnl", SPK_GEMM_DNNL, CONV1D_PER_SAMPLE};
         cands[nc++] = (cand){"folded+dnnl", SPK_GEMM_DNNL, CONV1D_FOLDED};
     }
+    cands[nc++] = (cand){"per-sample+openblas", SPK_GEMM_BLAS, CONV1D_PER_SAMPLE};
     cands[nc++] = (cand){"folded+openblas", SPK_GEMM_BLAS, CONV1D_FOLDED};
     int ncol = nc;
 #ifdef SPK_BENCH_DNNL
@@ -220,5 +293,6 @@ int main(int argc, char** argv) {
     printf(
         "\n(uses per layer count: 1x conv1, 6x 512 1x1, 7x each dilated 64 K3, 1x MFA, 1x each"
         " attention conv; conv1 has no bwd-data)\n");
+    bench_elementwise(reps);
     return 0;
 }
