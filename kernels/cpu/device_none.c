@@ -1,23 +1,20 @@
 // Without the CUDA backend there is no device to find.
-#include <stdio.h>
-
 #include "kernels/device.h"
 
+#include <stdio.h>
+
 #ifndef SPKDDP_HAVE_CUDA
-int spk_device_count(char* why, size_t cap) {
-    if (why)
-        snprintf(
-            why, cap,
-            "this spkddp was built without CUDA (configure with nvcc present, -DSPKDDP_CUDA=ON)");
+int spk_device_count(char *why, size_t cap) {
+    if (why) snprintf(why, cap, "this spkddp was built without CUDA (configure with nvcc present, -DSPKDDP_CUDA=ON)");
     return 0;
 }
 
-int spk_device_select(int index, char* why, size_t cap) {
+int spk_device_select(int index, char *why, size_t cap) {
     (void)index;
     return spk_device_count(why, cap) > 0 ? 0 : -1;
 }
 
-void spk_device_describe(int index, char* out, size_t cap) {
+void spk_device_describe(int index, char *out, size_t cap) {
     (void)index;
     if (cap) out[0] = 0;
 }
