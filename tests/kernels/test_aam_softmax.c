@@ -117,8 +117,8 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
     float *de = zeros_f(ne), *dw = zeros_f(nw);
     aam_softmax_backward(de, dw, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
     // the loss is a float mean, so finite differences only resolve gradients of small batches;
-    // the large case is compared with a single-threaded run instead (same math, and checks
-    // that the result does not depend on the thread count)
+    // the large case is compared with a single-threaded run instead (same math up to the
+    // GEMM's summation order, which may depend on the thread count)
     if (B <= 8) {
         snprintf(buf, sizeof buf, "aam fd demb %s", nm);
         fd_check(buf, c.emb, de, ne, aam_loss, &c, 2e-3f, 2e-2, 3e-3, 200);
@@ -133,9 +133,9 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
         aam_softmax_backward(de1, dw1, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
         omp_set_num_threads(nt);
         snprintf(buf, sizeof buf, "aam 1 thread == %d threads %s", nt, nm);
-        check_true(loss1 == loss && correct1 == correct, buf);
-        check_close(buf, de1, de, ne, 1e-6, 1e-9);
-        check_close(buf, dw1, dw, nw, 1e-6, 1e-9);
+        check_true(fabsf(loss1 - loss) <= 1e-5f * fabsf(loss) && correct1 == correct, buf);
+        check_close(buf, de1, de, ne, 1e-5, 1e-5 * max_abs(de, ne));
+        check_close(buf, dw1, dw, nw, 1e-5, 1e-5 * max_abs(dw, nw));
         free(de1);
         free(dw1);
     }
