@@ -64,7 +64,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     cfg.frames = o.frames;
     strcpy(cfg.optimizer, "adam");
     cfg.lr = 1e-3;
-    model_t *m = model_create(&cfg, o.feat, o.classes);
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes});
     optimizer_t opt;
     optimizer_init(&opt, &cfg, m->table.total);
 

@@ -47,7 +47,8 @@ static model_t *load_model(const comm_t *comm, const char *path) {
     if (h->code) spk_fail_all(h->code, "%s", h->err);
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
-    model_t *m = model_create(&cfg, h->meta.feature_dim, h->meta.num_classes);
+    model_t *m = model_create(&cfg, &(model_data_t){h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim,
+                                                   h->meta.visual_ratio});
     if (comm->rank == 0) {
         ckpt_tensors_t t = {&m->table, m->params, &m->state_table, m->state, 0, NULL};
         h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);

@@ -23,7 +23,7 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
     dataset_t ds;
     dataset_open(&ds, path, comm->world);
     if (comm->rank == 0) {
-        int64_t mn = INT64_MAX, mx = 0, total = ds.offsets[ds.num_utts];
+        int64_t mn = INT64_MAX, mx = 0, total = ds.audio.offsets[ds.num_utts];
         int64_t *per_spk = calloc((size_t)ds.num_speakers, sizeof(int64_t));
         for (int64_t i = 0; i < ds.num_utts; i++) {
             int64_t f = dataset_frames(&ds, i);
@@ -34,13 +34,17 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
         int64_t used = 0;
         for (int64_t s = 0; per_spk && s < ds.num_speakers; s++) used += per_spk[s] > 0;
         printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
-        printf("  layout        %s\n", ds.variable ? "variable length: /features [total_frames, F] + /offsets" : "fixed length: /features [N, T, F]");
+        printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets" : "fixed length: /features [N, T, F]");
         printf("  utterances    %lld\n", (long long)ds.num_utts);
         printf("  feature_dim   %lld\n", (long long)ds.feature_dim);
         printf("  speakers      %lld (%lld with utterances)\n", (long long)ds.num_speakers, (long long)used);
         printf("  frames        %lld total, %lld..%lld per utterance, mean %.1f\n", (long long)total, (long long)mn,
                (long long)mx, (double)total / (double)ds.num_utts);
-        printf("  visual stream %s\n", h5_exists(ds.file, "visual") ? "yes (/visual)" : "no");
+        if (ds.visual.dim > 0)
+            printf("  visual stream %lld frames x %lld dims, 1 visual frame per %lld audio frames\n",
+                   (long long)ds.visual.offsets[ds.num_utts], (long long)ds.visual.dim, (long long)ds.visual_ratio);
+        else
+            printf("  visual stream none\n");
         free(per_spk);
     }
     dataset_close(&ds);

@@ -16,11 +16,12 @@ static const opt_t opts[] = {
     {"frames", OPT_INT, F(frames), 0, 100000, NULL, "training crop length in frames (ecapa: default 200; linear: whole utterances)"},
     {"drop-last", OPT_FLAG, F(drop_last), 0, 0, NULL, "drop the tail instead of padding to a multiple of the ranks"},
     {"no-shuffle", OPT_FLAG, F(no_shuffle), 0, 0, NULL, "keep dataset order (no per-epoch shuffle)"},
-    {"model", OPT_STR, F(model), 0, 0, "linear|ecapa", "model"},
+    {"model", OPT_STR, F(model), 0, 0, "linear|ecapa|ecapa-av", "model (ecapa-av needs a dataset with a /visual stream)"},
     {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
     {"emb-dim", OPT_INT, F(emb_dim), 2, 4096, NULL, "embedding size"},
     {"attention-channels", OPT_INT, F(att_channels), 1, 4096, NULL, "ECAPA attentive-pooling channels"},
     {"se-channels", OPT_INT, F(se_channels), 1, 4096, NULL, "ECAPA squeeze-excitation channels"},
+    {"visual-channels", OPT_INT, F(visual_channels), 1, 4096, NULL, "ecapa-av visual TDNN channels"},
     {"margin", OPT_REAL, F(margin), 0, 1.0, NULL, "AAM-softmax additive angular margin m"},
     {"scale", OPT_REAL, F(scale), 1, 1000, NULL, "AAM-softmax scale s"},
     {"margin-warmup-start", OPT_INT, F(margin_warmup_start), 0, 1e6, NULL, "epoch where the margin ramp starts"},
@@ -64,6 +65,7 @@ train_config_t train_config_defaults(void) {
     c.emb_dim = 192;
     c.att_channels = 128;
     c.se_channels = 128;
+    c.visual_channels = 256;
     c.margin = 0.2;
     c.scale = 30;
     c.epochs = 3;

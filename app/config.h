@@ -19,6 +19,7 @@ typedef struct {
     int64_t emb_dim;          // ECAPA embedding size
     int64_t att_channels;     // ECAPA attention channels
     int64_t se_channels;      // ECAPA squeeze-excitation bottleneck
+    int64_t visual_channels;  // ecapa-av visual TDNN channels
     double margin, scale;     // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
     // optimisation

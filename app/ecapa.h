@@ -18,6 +18,9 @@ typedef struct {
     int64_t se;        // SE bottleneck (128)
     int64_t emb;       // embedding size (192)
     int64_t classes;   // S, AAM-softmax classes
+    int64_t vfeat;     // visual stream: Fv features per frame (0: audio only)
+    int64_t vchannels; // visual TDNN channels Cv
+    int64_t vratio;    // audio frames per visual frame
 } ecapa_dims_t;
 
 // Conv1d -> ReLU -> BatchNorm1d
@@ -44,15 +47,41 @@ typedef struct {
     float *out;                    // (B, C, T) block output
 } seres_t;
 
+// Attentive statistics pooling with global context over (B, cin, T) -> [mean | std].
+typedef struct {
+    int cin, att;
+    tdnn_t tdnn;               // <prefix>.tdnn: TDNN(3 cin -> att, k=1) over [h, mean, std]
+    int64_t conv_w, conv_b;    // <prefix>.conv.conv.weight (cin, att, 1), bias (cin)
+    float *gstats;             // (B, 2 cin) uniform-weight [mean | std]
+    float *attn_in;            // (B, 3 cin, T)
+    float *attn_t;             // (B, att, T) tanh
+    float *attn_w;             // (B, cin, T) softmax over time
+    float *g_in;               // (B, 3 cin, T) backward scratch
+    float *g_w, *g_logit;      // (B, cin, T)
+    float *g_t, *g_a;          // (B, att, T)
+    float *g_gstats;           // (B, 2 cin)
+} asp_t;
+
+// ecapa-av's visual branch: two TDNN blocks and its own attentive statistics pooling.
+typedef struct {
+    tdnn_t blocks[2];          // visual.blocks.0 (Fv -> Cv, k=3, d=1), visual.blocks.1 (Cv -> Cv, k=3, d=2)
+    asp_t asp;                 // visual.asp
+    float *x;                  // (B, Fv, Tv) transposed visual frames
+    float *g_h, *g_mid, *g_tmp;// (B, Cv, Tv) backward scratch
+} visual_t;
+
 typedef struct {
     ecapa_dims_t d;
+    int64_t pooled_dim;        // 6C, plus 2Cv with the visual branch
     tdnn_t block0;
     seres_t blocks[3];
-    tdnn_t mfa, asp_tdnn;
-    int64_t asp_conv_w, asp_conv_b;     // asp.conv.conv.weight (3C, att, 1), bias (3C)
-    int64_t asp_bn_w, asp_bn_b;         // asp_bn.norm.weight/bias (6C)
-    int64_t asp_bn_mean, asp_bn_var;    // state (6C)
-    int64_t fc_w, fc_b;                 // fc.conv.weight (E, 6C, 1), fc.conv.bias (E)
+    tdnn_t mfa;
+    asp_t asp;
+    int has_visual;
+    visual_t vis;
+    int64_t asp_bn_w, asp_bn_b;         // asp_bn.norm.weight/bias (P)
+    int64_t asp_bn_mean, asp_bn_var;    // state (P)
+    int64_t fc_w, fc_b;                 // fc.conv.weight (E, P, 1), fc.conv.bias (E)
     int64_t cls_w;                      // classifier.weight (S, E)
     float margin, scale;                // AAM-softmax (margin follows the schedule)
     float margin_max;
@@ -62,21 +91,15 @@ typedef struct {
     size_t cap_bt;           // and up to cap_bt sample-frames (B * T)
     float *x;                // (B, F, T) transposed input
     float *cat;              // (B, 3C, T) blocks 1..3 concatenated (MFA input)
-    float *gstats;           // (B, 6C) global context [mean | std] of the MFA output
-    float *attn_in;          // (B, 9C, T) [h, mean, std]
-    float *attn_t;           // (B, att, T) tanh of the attention TDNN
-    float *attn_w;           // (B, 3C, T) attention weights (softmax over time)
-    float *pooled;           // (B, 6C) [mean | std]
-    float *pooled_bn;        // (B, 6C)
-    float *bn_mean, *bn_rstd;// (6C)
+    float *pooled;           // (B, P) [mean | std] of the audio (and visual) stream
+    float *pooled_bn;        // (B, P)
+    float *bn_mean, *bn_rstd;// (P)
     float *emb;              // (B, E)
     float *aam_cache;        // (aam_softmax_cache_floats)
     // gradient scratch, reused by every step
-    float *g9;               // (B, 9C, T) attention-input gradient
-    float *g3[3];            // (B, 3C, T) each
+    float *g3[2];            // (B, 3C, T): MFA output and input gradients
     float *gblk[4];          // (B, C, T) gradients of the outputs of blocks 0..3
-    float *gatt[2];          // (B, att, T) each
-    float *gvec[3];          // (B, 6C) each
+    float *gvec[2];          // (B, P)
     float *g_emb;            // (B, E)
     float *work;             // conv / AAM workspace
     size_t work_floats;
@@ -90,14 +113,15 @@ void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed);
 void ecapa_reserve(ecapa_t *e, int B, int T);
 void ecapa_free_acts(ecapa_t *e);
 
-// Encoder forward on frames (B, T, F) time-major: fills e->emb. train = 1 uses batch
-// statistics and updates running statistics; train = 0 uses running statistics.
-void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, int B, int T, int train);
+// Encoder forward on frames (B, T, F) time-major (and, for ecapa-av, visual frames
+// (B, T / vratio, Fv)): fills e->emb. train = 1 uses batch statistics and updates running
+// statistics; train = 0 uses running statistics.
+void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vframes, int B, int T, int train);
 // Backward from g_emb (B, E) through the encoder; accumulates parameter gradients into
-// m->grads and, when dframes is not NULL, the input gradient (B, T, F).
+// m->grads and, when dframes is not NULL, the audio input gradient (B, T, F).
 void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, int B, int T);
 
-// Blocks (app/ecapa_blocks.c)
+// Blocks (app/ecapa_blocks.c, app/ecapa_asp.c)
 void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout, int k, int dil);
 void tdnn_alloc(tdnn_t *l, size_t bt);  // activations for bt = B * T sample-frames
 void tdnn_free(tdnn_t *l);
@@ -114,3 +138,13 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
 // dx += gradient; dout is the gradient of the block output. g[0..3]: scratch of (B, C, T) each.
 void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B,
                     int T, float *const g[4], float *work);
+
+void asp_register(asp_t *a, model_t *m, const char *prefix, int cin, int att);
+void asp_alloc(asp_t *a, int B, size_t bt);
+void asp_free(asp_t *a);
+size_t asp_work_floats(const asp_t *a, int B, int T);
+// pooled[b * ld + c] = mean, pooled[b * ld + cin + c] = std of h (B, cin, T).
+void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, int B, int T, int train, float *work);
+// dh += gradient through the pooling; dpooled has the same layout as pooled.
+void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const float *h, const float *pooled, int ld, int B,
+                  int T, float *work);

@@ -18,7 +18,9 @@ float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batc
     float *all = mallocCheck((size_t)(N * E + 1) * sizeof(float));
     int64_t *idx = mallocCheck((size_t)batch * sizeof(int64_t));
     loader_t l;
-    loader_init(&l, ds, (int)batch, 0, m->cmn, 0);
+    loader_spec_t whole = m->input;
+    whole.crop = 0;  // full length
+    loader_init(&l, ds, (int)batch, &whole, 0);
     for (int64_t s = 0; s < steps; s++) {  // every rank joins every collective read
         int n = 0;
         int64_t first = lo + s * batch;

@@ -11,13 +11,15 @@ void model_alloc_buffers(model_t *m) {
     m->state = callocCheck((size_t)m->state_table.total, sizeof(float));
 }
 
-model_t *model_create(const train_config_t *cfg, int64_t feature_dim, int64_t num_classes) {
+model_t *model_create(const train_config_t *cfg, const model_data_t *data) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->model);
-    m->feature_dim = feature_dim;
-    m->num_classes = num_classes;
+    m->feature_dim = data->feature_dim;
+    m->num_classes = data->num_classes;
+    m->visual_dim = data->visual_dim;
+    m->visual_ratio = data->visual_ratio;
     if (strcmp(cfg->model, "linear") == 0) model_linear_build(m, cfg);
-    else if (strcmp(cfg->model, "ecapa") == 0) model_ecapa_build(m, cfg);
+    else if (strcmp(cfg->model, "ecapa") == 0 || strcmp(cfg->model, "ecapa-av") == 0) model_ecapa_build(m, cfg);
     else spk_fail_all(SPK_EXIT_USAGE, "train: unknown --model '%s'", cfg->model);
     return m;
 }

@@ -41,14 +41,23 @@ struct model {
     float *state;               // (state_table.total,)
     int64_t feature_dim;        // F of the input frames
     int64_t num_classes;        // speakers in the training set
-    int64_t crop_frames;        // frames per training sample (0 = whole utterances)
+    int64_t visual_dim;         // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;       // audio frames per visual frame
+    loader_spec_t input;        // what the loader hands over: crop length, minimum length, CMN, visual
     int64_t emb_dim;            // size of the embedding `embed` returns
-    int cmn;                    // wants per-crop mean normalisation
     void *impl;
 };
 
+// What a model needs to know about its data.
+typedef struct {
+    int64_t feature_dim;   // F
+    int64_t num_classes;   // speakers
+    int64_t visual_dim;    // Fv of the /visual stream, 0 without one
+    int64_t visual_ratio;  // audio frames per visual frame
+} model_data_t;
+
 // Builds the model named by cfg->model, with parameters initialised from cfg->seed.
-model_t *model_create(const train_config_t *cfg, int64_t feature_dim, int64_t num_classes);
+model_t *model_create(const train_config_t *cfg, const model_data_t *data);
 void model_free(model_t *m);
 // Allocates params/grads/state after the tables are complete (used by model builders).
 void model_alloc_buffers(model_t *m);

@@ -98,9 +98,8 @@ void model_linear_build(model_t *m, const train_config_t *cfg) {
     l->b = param_table_add(&m->table, "fc.bias", 1, (int64_t[]){S});
     m->ops = &linear_ops;
     m->impl = l;
-    m->crop_frames = 0;  // whole utterances, mean-pooled
+    m->input = (loader_spec_t){.crop = 0, .min_frames = 1, .cmn = 0, .visual = 0};  // whole utterances, mean-pooled
     m->emb_dim = F;
-    m->cmn = 0;
     model_alloc_buffers(m);
     // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
     float bound = 1.0f / sqrtf((float)F);

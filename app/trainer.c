@@ -74,6 +74,8 @@ static void save_checkpoint(trainer_t *t) {
         m->seed = t->cfg->seed;
         m->feature_dim = t->model->feature_dim;
         m->num_classes = t->model->num_classes;
+        m->visual_dim = t->model->visual_dim;
+        m->visual_ratio = t->model->visual_ratio;
         m->ep_loss_sum = t->ep_loss_sum;
         m->ep_correct = t->ep_correct;
         m->ep_count = t->ep_count;
@@ -307,7 +309,8 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     train_config_finalize(cfg, comm->size);
     open_data(t);
 
-    t->model = model_create(cfg, t->data.feature_dim, t->data.num_speakers);
+    t->model = model_create(cfg, &(model_data_t){t->data.feature_dim, t->data.num_speakers, t->data.visual.dim,
+                                                 t->data.visual_ratio});
     model_t *m = t->model;
     // Identical replicas from the start: rank 0's initialisation is everyone's.
     comm_bcast(comm, m->params, m->table.total, MPI_FLOAT, 0);
@@ -317,8 +320,8 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
 
     sampler_init(&t->sampler, t->data.num_utts, comm->size, comm->rank, (uint64_t)cfg->seed, !cfg->no_shuffle, cfg->drop_last);
-    loader_init(&t->loader, &t->data, (int)cfg->batch, m->crop_frames, m->cmn, (uint64_t)cfg->seed);
-    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, m->crop_frames, m->cmn, (uint64_t)cfg->seed);
+    loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
     int64_t steps = sampler_steps(&t->sampler, cfg->batch);
     t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
                                .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,

@@ -122,6 +122,8 @@ static void write_meta(hid_t f, const ckpt_meta_t *m, uint64_t sum, const char *
     h5_attr_write_i64(f, "seed", m->seed, what);
     h5_attr_write_i64(f, "feature_dim", m->feature_dim, what);
     h5_attr_write_i64(f, "num_classes", m->num_classes, what);
+    h5_attr_write_i64(f, "visual_dim", m->visual_dim, what);
+    h5_attr_write_i64(f, "visual_ratio", m->visual_ratio, what);
     h5_attr_write_f64(f, "ep_loss_sum", m->ep_loss_sum, what);
     h5_attr_write_i64(f, "ep_correct", m->ep_correct, what);
     h5_attr_write_i64(f, "ep_count", m->ep_count, what);
@@ -237,6 +239,7 @@ static int read_meta(hid_t f, const char *path, ckpt_meta_t *m, char *err, size_
         {"global_step", &m->global_step}, {"opt_step", &m->opt_step}, {"world_size", &m->world_size},
         {"seed", &m->seed}, {"ep_correct", &m->ep_correct}, {"ep_count", &m->ep_count},
         {"feature_dim", &m->feature_dim}, {"num_classes", &m->num_classes},
+        {"visual_dim", &m->visual_dim}, {"visual_ratio", &m->visual_ratio},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (h5_attr_read_i64(f, ints[i].name, ints[i].v) != 0)

@@ -26,6 +26,8 @@ typedef struct {
     int64_t seed;
     int64_t feature_dim;       // F of the training data
     int64_t num_classes;       // speakers of the training data
+    int64_t visual_dim;        // Fv of the visual stream (0: none)
+    int64_t visual_ratio;      // audio frames per visual frame
     // metrics of the epoch in progress, so a resumed epoch reports what an uninterrupted one would
     double ep_loss_sum;
     int64_t ep_correct, ep_count;

@@ -7,6 +7,7 @@
 
 #define DATASET_FORMAT "features"
 #define DATASET_VERSION 1
+#define DATASET_AUDIO_RATE 100  // audio frames per second unless the root attribute frame_rate says otherwise
 
 // A run of frames of one utterance: frames [start, start+count) of utterance `utt`.
 typedef struct {
@@ -15,17 +16,26 @@ typedef struct {
     int64_t count;
 } segment_t;
 
+// One stream of frames: the audio features, or the /visual stream.
+typedef struct {
+    char name[32];     // "/features" or "/visual/features", for messages
+    hid_t features;    // (N, T, F) fixed or (rows, F) variable
+    int variable;      // 1 when (rows, F) with offsets
+    int64_t dim;       // F
+    int64_t *offsets;  // (N+1,) first frame of each utterance (i*T when fixed)
+} stream_t;
+
 typedef struct {
     char path[4096];
     hid_t file;
-    hid_t features;        // /features: (N, T, F) fixed or (rows, F) variable
     hid_t dxpl;            // collective transfer property list
-    int variable;          // 1 when /features is (rows, F) with /offsets
     int64_t num_utts;      // N
-    int64_t feature_dim;   // F
     int64_t num_speakers;  // labels are in [0, num_speakers)
-    int64_t *offsets;      // (N+1,) first frame of each utterance (i*T when fixed)
     int32_t *labels;       // (N,)
+    stream_t audio;        // /features (+ /offsets)
+    stream_t visual;       // /visual/features (+ /visual/offsets); dim 0 when absent
+    int64_t visual_ratio;  // audio frames per visual frame (frame rates' ratio, an integer)
+    int64_t feature_dim;   // = audio.dim
     // Reused read buffers (no per-step allocation after warm-up).
     float *stage;          // (stage_cap,)
     int64_t stage_cap;
@@ -37,11 +47,10 @@ typedef struct {
 // Collective. Validates the contract (format, version, shapes, offsets, labels) and stops
 // every rank with a one-line error naming the file and field when it does not hold.
 void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm);
-static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) {
-    return ds->offsets[utt + 1] - ds->offsets[utt];
-}
+static inline int64_t stream_frames(const stream_t *s, int64_t utt) { return s->offsets[utt + 1] - s->offsets[utt]; }
+static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) { return stream_frames(&ds->audio, utt); }
 // Collective: every rank calls it the same number of times, with n >= 0 segments. Writes
-// the frames of each segment one after another into out ((sum of counts), F). Frames that
+// the frames of each segment one after another into out ((sum of counts), dim). Frames that
 // are NaN or Inf stop the job with the utterance named.
-void dataset_read(dataset_t *ds, int n, const segment_t *segs, float *out);
+void dataset_read(dataset_t *ds, const stream_t *s, int n, const segment_t *segs, float *out);
 void dataset_close(dataset_t *ds);

@@ -44,7 +44,7 @@ static void check_segments(dataset_t *ds, int n, const segment_t *segs, const ch
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += segs[i].count;
     float *out = malloc((size_t)(total * F + 1) * sizeof(float));
-    dataset_read(ds, n, segs, out);
+    dataset_read(ds, &ds->audio, n, segs, out);
     const float *p = out;
     for (int i = 0; i < n; i++)
         for (int64_t k = 0; k < segs[i].count; k++, p += F)
@@ -74,8 +74,9 @@ static void check_file(const char *path, int rank, int world) {
         }
         // Loader crops: the same frames whichever rank (or a lone reader) loads a sample.
         loader_t lw, ls;
-        loader_init(&lw, &ds, 4, 4, 0, 77);
-        loader_init(&ls, &self, 4, 4, 0, 77);
+        loader_spec_t spec = {.crop = 4, .min_frames = 1};
+        loader_init(&lw, &ds, 4, &spec, 77);
+        loader_init(&ls, &self, 4, &spec, 77);
         for (int64_t st = 0; st < sampler_steps(&s, 4); st++) {
             int n = sampler_batch(&s, st, 4, idx);
             const batch_t *a = loader_load(&lw, epoch, idx, n);

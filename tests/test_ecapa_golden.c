@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     strcpy(cfg.model, "ecapa");
     cfg.channels = C, cfg.att_channels = A, cfg.se_channels = SE, cfg.emb_dim = E;
     cfg.margin = margin, cfg.scale = scale;
-    model_t *m = model_create(&cfg, F, S);
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S});
     ecapa_t *e = m->impl;
     load_table(f, "params", &m->table, m->params);
     load_table(f, "state", &m->state_table, m->state);
@@ -96,13 +96,13 @@ int main(int argc, char **argv) {
     ecapa_reserve(e, (int)B, (int)T);
 
     // Eval mode first: it uses the running statistics as stored.
-    ecapa_forward(e, m, input, (int)B, (int)T, 0);
+    ecapa_forward(e, m, input, NULL, (int)B, (int)T, 0);
     float *ref = read_floats(f, "emb_eval", B * E);
     compare("emb_eval", e->emb, ref, B * E, TOL);
     free(ref);
 
     // One training step: forward, AAM loss, backward (with the input gradient).
-    ecapa_forward(e, m, input, (int)B, (int)T, 1);
+    ecapa_forward(e, m, input, NULL, (int)B, (int)T, 1);
     ref = read_floats(f, "emb", B * E);
     compare("emb", e->emb, ref, B * E, TOL);
     free(ref);

@@ -19,7 +19,7 @@ static int64_t encoder_params(int64_t C) {
     train_config_t cfg = train_config_defaults();
     strcpy(cfg.model, "ecapa");
     cfg.channels = C;
-    model_t *m = model_create(&cfg, 80, 1000);
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = 80, .num_classes = 1000});
     int64_t n = m->table.total;
     for (int i = 0; i < m->table.count; i++)
         if (strcmp(m->table.t[i].name, "classifier.weight") == 0) n -= m->table.t[i].numel;
@@ -31,7 +31,7 @@ static int64_t encoder_params(int64_t C) {
 // change with every call but do not enter the training-mode loss.
 static double loss_at(model_t *m, const float *x, const int32_t *y, int B, int T) {
     ecapa_t *e = m->impl;
-    ecapa_forward(e, m, x, B, T, 1);
+    ecapa_forward(e, m, x, NULL, B, T, 1);
     float loss = 0;
     int correct = 0;
     aam_softmax_forward(&loss, &correct, e->aam_cache, e->emb, m->params + e->cls_w, y, B, (int)e->d.emb,
@@ -51,7 +51,7 @@ int main(void) {
     strcpy(cfg.model, "ecapa");
     cfg.channels = 32, cfg.att_channels = 8, cfg.se_channels = 8, cfg.emb_dim = 6;
     cfg.margin = 0.2, cfg.scale = 4;
-    model_t *m = model_create(&cfg, F, S);
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S});
     ecapa_t *e = m->impl;
     ecapa_reserve(e, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
