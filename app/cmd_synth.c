@@ -11,7 +11,7 @@ typedef struct {
     char out[OPT_STR_MAX];
     char val_out[OPT_STR_MAX];
     char kind[OPT_STR_MAX];
-    int64_t seed, samples, dim, classes, speakers, first_speaker, utts, val_utts, min_frames, max_frames;
+    int64_t seed, samples, dim, classes, speakers, first_speaker, utts, val_utts, min_frames, max_frames, visual_dim;
     double separation;
 } synth_opts_t;
 
@@ -29,6 +29,7 @@ static const opt_t opts[] = {
     {"first-speaker", OPT_INT, F(first_speaker), 0, 1e9, NULL, "speakers: first voice index (disjoint ranges = unseen speakers)"},
     {"utts-per-speaker", OPT_INT, F(utts), 1, 1e6, NULL, "speakers: training utterances per speaker"},
     {"val-utts-per-speaker", OPT_INT, F(val_utts), 1, 1e6, NULL, "speakers: held-out utterances per speaker"},
+    {"visual-dim", OPT_INT, F(visual_dim), 0, 4096, NULL, "speakers: add a /visual stream (25 frames/s) of this dimension"},
     {"min-frames", OPT_INT, F(min_frames), 1, 1e6, NULL, "speakers: shortest utterance"},
     {"max-frames", OPT_INT, F(max_frames), 1, 1e6, NULL, "speakers: longest utterance"},
 };
@@ -52,6 +53,7 @@ int cmd_synth(const comm_t *comm, int argc, char **argv) {
     c.dim = o.dim ? o.dim : d.dim;
     c.speakers = o.speakers;
     c.first_speaker = o.first_speaker;
+    c.visual_dim = o.visual_dim;
     c.utts_per_speaker = o.utts;
     c.val_utts_per_speaker = o.val_utts;
     c.min_frames = o.min_frames;

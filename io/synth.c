@@ -12,6 +12,7 @@
 #define SEG_MIN 4       // phone segment length range, frames
 #define SEG_MAX 14
 #define VOICE_FACTORS 8  // dimensions of voice variation
+#define SYNTH_VISUAL_RATIO 4  // 100 audio frames/s, 25 visual frames/s
 
 synth_config_t synth_defaults(void) {
     return (synth_config_t){
@@ -50,6 +51,10 @@ typedef struct {
     float *gain;    // (S, F)
     float *offset;  // (S, F)
     float *dev;     // (S, PHONES, F)
+    // visual stream (visual_dim > 0): lip shapes per phone, rendered per speaker
+    float *visemes; // (PHONES, Fv) shared
+    float *lips;    // (S, Fv) speaker's resting lip shape
+    float *lip_gain;// (S, Fv) speaker's articulation strength
 } voices_t;
 
 static voices_t voices_make(const synth_config_t *c) {
@@ -63,11 +68,19 @@ static voices_t voices_make(const synth_config_t *c) {
     // Shared by every voice: the phone inventory and a low-rank basis of voice variation
     // (VOICE_FACTORS directions), so speakers share structure an encoder can learn from a
     // few dozen of them and apply to unseen ones, as with real voices.
-    const int64_t per_voice = F + F + PHONES * F;  // gain, offset, phone deviations
+    const int64_t Fv = c->visual_dim;
+    const int64_t per_voice = F + F + PHONES * F + 2 * Fv;  // gain, offset, phone deviations, lips, lip gain
+    if (Fv > 0) {
+        v.visemes = mallocCheck((size_t)(PHONES * Fv) * sizeof(float));
+        v.lips = mallocCheck((size_t)(S * Fv) * sizeof(float));
+        v.lip_gain = mallocCheck((size_t)(S * Fv) * sizeof(float));
+    }
     float *basis = mallocCheck((size_t)(VOICE_FACTORS * per_voice) * sizeof(float));
     rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 1, 0);
     for (int64_t i = 0; i < PHONES * F; i++) v.phones[i] = (float)(1.5 * rng_normal(&r));
     for (int64_t i = 0; i < VOICE_FACTORS * per_voice; i++) basis[i] = (float)(rng_normal(&r) / sqrt(VOICE_FACTORS));
+    rng_t rv = rng_init(c->seed, RNG_PURPOSE_SYNTH, 5, 0);  // separate stream: audio-only datasets stay as they were
+    for (int64_t i = 0; i < PHONES * Fv; i++) v.visemes[i] = (float)rng_normal(&rv);
     for (int64_t s = 0; s < S; s++) {
         rng_t rs = rng_init(c->seed, RNG_PURPOSE_SYNTH, 2, (uint64_t)(c->first_speaker + s));
         double z[VOICE_FACTORS];
@@ -77,7 +90,9 @@ static voices_t voices_make(const synth_config_t *c) {
             for (int k = 0; k < VOICE_FACTORS; k++) x += z[k] * basis[k * per_voice + j];
             if (j < F) v.gain[s * F + j] = (float)exp(0.15 * x);
             else if (j < 2 * F) v.offset[s * F + j - F] = (float)(0.3 * x);
-            else v.dev[s * PHONES * F + j - 2 * F] = (float)(0.5 * x);
+            else if (j < 2 * F + PHONES * F) v.dev[s * PHONES * F + j - 2 * F] = (float)(0.5 * x);
+            else if (j < 2 * F + PHONES * F + Fv) v.lips[s * Fv + j - 2 * F - PHONES * F] = (float)(0.8 * x);
+            else v.lip_gain[s * Fv + j - 2 * F - PHONES * F - Fv] = (float)exp(0.3 * x);
         }
     }
     free(basis);
@@ -89,6 +104,9 @@ static void voices_free(voices_t *v) {
     free(v->gain);
     free(v->offset);
     free(v->dev);
+    free(v->visemes);
+    free(v->lips);
+    free(v->lip_gain);
 }
 
 static int64_t utt_length(const synth_config_t *c, uint64_t key) {
@@ -97,8 +115,10 @@ static int64_t utt_length(const synth_config_t *c, uint64_t key) {
 }
 
 // One utterance: phone segments with speaker-specific rendering, a per-utterance channel
-// offset (removed by mean normalisation) and frame noise.
-static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, uint64_t key, int64_t len, float *out) {
+// offset (removed by mean normalisation) and frame noise. With a visual stream, every visual
+// frame shows the lips of the phone spoken at its first audio frame, in this speaker's style.
+static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, uint64_t key, int64_t len, float *out,
+                     float *vout) {
     int64_t F = c->dim;
     rng_t r = rng_init(c->seed, RNG_PURPOSE_SYNTH, 4, key);
     float channel[1024];
@@ -108,6 +128,10 @@ static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, ui
         int64_t ph = (int64_t)rng_below(&r, PHONES);
         int64_t seg = SEG_MIN + (int64_t)rng_below(&r, SEG_MAX - SEG_MIN + 1);
         for (int64_t k = 0; k < seg && t < len; k++, t++) {
+            if (vout && t % SYNTH_VISUAL_RATIO == 0)
+                for (int64_t j = 0, Fv = c->visual_dim; j < Fv; j++)
+                    vout[t / SYNTH_VISUAL_RATIO * Fv + j] =
+                        v->lips[spk * Fv + j] + v->lip_gain[spk * Fv + j] * v->visemes[ph * Fv + j] + (float)(0.8 * rng_normal(&r));
             for (int64_t j = 0; j < F; j++) {
                 float clean = v->phones[ph * F + j] + v->dev[(spk * PHONES + ph) * F + j];
                 out[t * F + j] = v->gain[spk * F + j] * clean + v->offset[spk * F + j] + channel[j] +
@@ -136,11 +160,20 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
     }
     dataset_writer_t w;
     dataset_writer_create(&w, path, N, c->dim, S, 0, len);
-    float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float));
-    for (int64_t i = 0; i < N; i++) {
-        utt_make(c, v, lab[i], key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)i, len[i], buf);
-        dataset_writer_put(&w, i, buf);
+    float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float)), *vbuf = NULL;
+    if (c->visual_dim > 0) {
+        int64_t *vlen = mallocCheck((size_t)N * sizeof(int64_t));
+        for (int64_t i = 0; i < N; i++) vlen[i] = (len[i] + SYNTH_VISUAL_RATIO - 1) / SYNTH_VISUAL_RATIO;
+        dataset_writer_add_visual(&w, c->visual_dim, 100.0 / SYNTH_VISUAL_RATIO, 100.0, vlen);
+        vbuf = mallocCheck((size_t)((c->max_frames / SYNTH_VISUAL_RATIO + 1) * c->visual_dim) * sizeof(float));
+        free(vlen);
     }
+    for (int64_t i = 0; i < N; i++) {
+        utt_make(c, v, lab[i], key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)i, len[i], buf, vbuf);
+        dataset_writer_put(&w, i, buf);
+        if (vbuf) dataset_writer_put_visual(&w, i, vbuf);
+    }
+    free(vbuf);
     dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names, S);
     for (int64_t i = 0; i < N; i++) free(ids[i]);
     for (int64_t s = 0; s < S; s++) free(names[s]);

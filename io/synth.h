@@ -18,6 +18,7 @@ typedef struct {
     int64_t val_utts_per_speaker;// held-out utterances per speaker (same speakers)
     int64_t dim;                 // F
     int64_t min_frames, max_frames;
+    int64_t visual_dim;          // > 0: also a /visual stream at 25 frames/s carrying the speaker's lips
 } synth_config_t;
 
 synth_config_t synth_defaults(void);

@@ -17,4 +17,22 @@ awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "loss did
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.3) }' || fail "held-out accuracy $acc is not clearly above chance"
 grep -q "replicas identical" log || fail "replicas differ"
 [ "$(grep -c . m.jsonl)" -eq 8 ] || fail "metrics should have 8 epochs"
+
+# The audio-visual variant on a dataset with a /visual stream (25 frames/s beside 100).
+$SPKDDP synth --kind speakers --out av.h5 --val-out avv.h5 --dim 16 --visual-dim 12 --speakers 20 --utts-per-speaker 16 \
+    --val-utts-per-speaker 4 --min-frames 60 --max-frames 120 >/dev/null || fail "synth av"
+$SPKDDP inspect av.h5 | grep -q "1 visual frame per 4 audio frames" || fail "inspect does not show the visual stream"
+run 2 $SPKDDP train --model ecapa-av --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 32 \
+    --visual-channels 16 --frames 48 --data av.h5 --val-data avv.h5 --epochs 8 --global-batch 32 --optimizer adam \
+    --lr 0.005 --metrics av.jsonl --ckpt-dir ck_av --progress 0 >log_av 2>&1 || { cat log_av; fail "ecapa-av training"; }
+mv m.jsonl audio.jsonl && cp av.jsonl m.jsonl
+first=$(field 1 loss)
+last=$(field '$' loss)
+acc=$(field '$' val_accuracy)
+echo "ecapa-av: loss $first -> $last, held-out accuracy $acc (chance 0.05)"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "ecapa-av loss did not fall enough: $first -> $last"
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.3) }' || fail "ecapa-av held-out accuracy $acc is not clearly above chance"
+grep -q "replicas identical" log_av || fail "ecapa-av replicas differ"
+run 2 $SPKDDP embed --ckpt "$(ls ck_av/ckpt-*.h5 | tail -1)" --data avv.h5 --out av_emb.h5 >/dev/null || fail "ecapa-av embed"
+expect_error 3 "needs a dataset with a /visual stream" -- run 2 $SPKDDP train --model ecapa-av --data sp.h5 --channels 32
 finish

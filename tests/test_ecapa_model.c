@@ -29,9 +29,9 @@ static int64_t encoder_params(int64_t C) {
 
 // Loss of one training-mode forward (BatchNorm with batch statistics). Running statistics
 // change with every call but do not enter the training-mode loss.
-static double loss_at(model_t *m, const float *x, const int32_t *y, int B, int T) {
+static double loss_at(model_t *m, const float *x, const float *v, const int32_t *y, int B, int T) {
     ecapa_t *e = m->impl;
-    ecapa_forward(e, m, x, NULL, B, T, 1);
+    ecapa_forward(e, m, x, v, B, T, 1);
     float loss = 0;
     int correct = 0;
     aam_softmax_forward(&loss, &correct, e->aam_cache, e->emb, m->params + e->cls_w, y, B, (int)e->d.emb,
@@ -39,28 +39,28 @@ static double loss_at(model_t *m, const float *x, const int32_t *y, int B, int T
     return loss;
 }
 
-int main(void) {
-    int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
-    EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
-    EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
-    printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
-
+static void gradcheck(const char *model) {
     // Tiny network in double-checkable territory: a small scale keeps the loss smooth.
-    enum { B = 8, T = 24, F = 5, S = 3 };
+    enum { B = 8, T = 24, F = 5, S = 3, FV = 4, R = 4 };
     train_config_t cfg = train_config_defaults();
-    strcpy(cfg.model, "ecapa");
-    cfg.channels = 32, cfg.att_channels = 8, cfg.se_channels = 8, cfg.emb_dim = 6;
+    snprintf(cfg.model, sizeof cfg.model, "%s", model);
+    cfg.channels = 32, cfg.att_channels = 8, cfg.se_channels = 8, cfg.emb_dim = 6, cfg.visual_channels = 8;
     cfg.margin = 0.2, cfg.scale = 4;
-    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S});
+    int av = strcmp(model, "ecapa-av") == 0;
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0,
+                                                    .visual_ratio = R});
     ecapa_t *e = m->impl;
     ecapa_reserve(e, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
     float x[B * T * F], dx[B * T * F];
     int32_t y[B] = {0, 2, 1, 2, 0, 1, 1, 2};
     for (int i = 0; i < B * T * F; i++) x[i] = (float)rng_normal(&r) + 0.3f;
+    float vx[B * (T / R) * FV];
+    for (int i = 0; i < B * (T / R) * FV; i++) vx[i] = (float)rng_normal(&r) - 0.2f;
+    const float *vis = av ? vx : NULL;
 
     // Analytic gradient.
-    double base = loss_at(m, x, y, B, T);
+    double base = loss_at(m, x, vis, y, B, T);
     memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
     memset(e->g_emb, 0, sizeof(float) * B * (size_t)e->d.emb);
     aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, y, B,
@@ -101,9 +101,9 @@ int main(void) {
                 gv += (double)g[j] * v[j];
             }
             for (int64_t j = 0; j < n; j++) p[j] = p0[j] + (float)h * v[j];
-            double lp = loss_at(m, x, y, B, T);
+            double lp = loss_at(m, x, vis, y, B, T);
             for (int64_t j = 0; j < n; j++) p[j] = p0[j] - (float)h * v[j];
-            double lm = loss_at(m, x, y, B, T);
+            double lm = loss_at(m, x, vis, y, B, T);
             memcpy(p, p0, (size_t)n * sizeof(float));
             double fd = (lp - lm) / (2 * h);
             errs[k] = fabs(fd - gv) / (2e-2 * gn + noise);  // <= 1 passes
@@ -117,7 +117,16 @@ int main(void) {
         free(v);
         free(p0);
     }
-    printf("gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", checked - 1, worst);
+    printf("%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model, checked - 1, worst);
     model_free(m);
+}
+
+int main(void) {
+    int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
+    EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
+    EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
+    printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
+    gradcheck("ecapa");
+    gradcheck("ecapa-av");
     return test_report("test_ecapa_model");
 }
