@@ -1,0 +1,116 @@
+#!/bin/bash
+# spkddp training on one machine with `mpiexec -n K`: the same job as train.sbatch, without
+# Slurm. Every start resumes from the newest valid checkpoint in CKPT_DIR (--resume auto), so
+# running the script again after a stop, crash or reboot continues where it left off.
+#
+#   DATA=train.h5 EXTRA="--epochs 40 --global-batch 128" NP=4 jobscripts/workstation.sh
+#   NP=2 RERUN=1 jobscripts/workstation.sh --lr 1e-3        # args go to spkddp
+#
+# Checkpoint on demand: `kill -USR1 <pid of this script>`; it signals the ranks, which agree
+# on a step, write a checkpoint and exit 75. With RERUN=1 the script then starts again from that
+# checkpoint (a "save now" that keeps training); otherwise it stops there. SIGTERM or Ctrl-C
+# to this script is passed on as SIGTERM (the ranks checkpoint, exit 75) and never reruns.
+#
+# Environment (all optional):
+#   SPKDDP     spkddp binary                      (default: spkddp on PATH)
+#   MPIEXEC    MPI launcher                       (default: mpiexec)
+#   NP         ranks                              (default: 2)
+#   DATA       training dataset                   (default: train.h5)
+#   CKPT_DIR   checkpoint directory               (default: ./ckpt)
+#   METRICS    per-epoch metrics file             (default: $CKPT_DIR/metrics.jsonl)
+#   EXTRA      further `spkddp train` flags, word-split (default: --epochs 40 --progress 60)
+#   RERUN      1: start again after exit 75 (SIGUSR1), 0: stop (default: 0)
+#   MAX_RERUNS stop rerunning after this many restarts (default: 20)
+# Threads per rank: spkddp divides the cores by the ranks (SPKDDP_THREADS overrides).
+#
+# Exit status: spkddp's (0 finished, 1 system failure, 2 usage, 3 bad data, 4 checkpoint,
+# 5 numeric, 75 checkpointed on a signal: run the script again to continue); 0 at once when
+# CKPT_DIR/FINISHED exists. Files: CKPT_DIR/ckpt-<step>.h5, CKPT_DIR/FINISHED, $METRICS.
+set -u
+
+SPKDDP=${SPKDDP:-spkddp}
+MPIEXEC=${MPIEXEC:-mpiexec}
+NP=${NP:-2}
+DATA=${DATA:-train.h5}
+CKPT_DIR=${CKPT_DIR:-ckpt}
+METRICS=${METRICS:-$CKPT_DIR/metrics.jsonl}
+EXTRA=${EXTRA:---epochs 40 --progress 60}
+RERUN=${RERUN:-0}
+MAX_RERUNS=${MAX_RERUNS:-20}
+
+# The ranks: descendants of mpiexec that run the spkddp binary (hydra: mpiexec ->
+# hydra_pmi_proxy -> spkddp).
+rank_pids() {
+    local exe todo p kids out=""
+    exe=$(readlink -f "$(command -v "$SPKDDP")")
+    todo=$1
+    while [ -n "$todo" ]; do
+        kids=""
+        for p in $todo; do kids="$kids $(pgrep -P "$p")"; done
+        for p in $kids; do
+            [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$exe" ] && out="$out $p"
+        done
+        todo=$(echo $kids)
+    done
+    echo $out
+}
+# Signals go to the ranks themselves, not to mpiexec: hydra (MPICH 4.0.2) forwards them, but
+# then sometimes exits 0 although every rank exited 75.
+signal_ranks() {
+    local ranks
+    [ -n "$pid" ] || return 0
+    signalled=1
+    ranks=$(rank_pids "$pid")
+    # shellcheck disable=SC2086
+    if [ -n "$ranks" ]; then kill -"$1" $ranks 2>/dev/null; else kill -"$1" "$pid" 2>/dev/null; fi
+}
+if ! command -v "$SPKDDP" >/dev/null 2>&1; then
+    echo "workstation: SPKDDP=$SPKDDP: no such program (set SPKDDP to the spkddp binary)" >&2
+    exit 2
+fi
+stopping=0
+trapped=0
+signalled=0
+pid=""
+on_term() { trapped=1; stopping=1; signal_ranks TERM; }
+on_usr1() { trapped=1; signal_ranks USR1; }
+trap on_term TERM INT
+trap on_usr1 USR1
+
+runs=0
+while :; do
+    if [ -f "$CKPT_DIR/FINISHED" ]; then
+        echo "workstation: $CKPT_DIR/FINISHED exists ($(cat "$CKPT_DIR/FINISHED")): nothing to do"
+        exit 0
+    fi
+    mkdir -p "$CKPT_DIR" || exit 1
+    echo "=== spkddp start $runs at $(date -Is): $NP ranks, ckpt dir $CKPT_DIR"
+    # shellcheck disable=SC2086  # EXTRA is a list of flags
+    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$DATA" --ckpt-dir "$CKPT_DIR" --metrics "$METRICS" \
+        --resume auto $EXTRA "$@" &
+    pid=$!
+    while :; do
+        trapped=0
+        wait "$pid"
+        rc=$?
+        [ "$trapped" -eq 1 ] || break
+    done
+    pid=""
+    echo "workstation: spkddp exited $rc at $(date -Is)"
+    if [ "$rc" -eq 0 ] && [ "$signalled" -eq 1 ] && [ ! -f "$CKPT_DIR/FINISHED" ]; then
+        echo "workstation: exit 0 without FINISHED after a signal: the launcher lost exit code 75"
+        rc=75
+    fi
+    signalled=0
+    [ "$rc" -eq 75 ] || exit "$rc"
+    [ -f "$CKPT_DIR/FINISHED" ] && exit 0
+    if [ "$RERUN" != 1 ] || [ "$stopping" -eq 1 ]; then
+        echo "workstation: checkpointed; run again to continue"
+        exit 75
+    fi
+    runs=$((runs + 1))
+    if [ "$runs" -gt "$MAX_RERUNS" ]; then
+        echo "workstation: restarted $MAX_RERUNS times (MAX_RERUNS): stopping"
+        exit 75
+    fi
+done
