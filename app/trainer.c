@@ -264,6 +264,7 @@ static double train_step(trainer_t *t, int64_t step) {
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
+    if (t->stop_signal) signals_agreed();
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
                      isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
