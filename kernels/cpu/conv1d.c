@@ -62,24 +62,31 @@ static int big_weight(int Cin, int Cout, int K) {
     return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS;
 }
 
-// The folded schedule's workspace; the per-sample schedule's per-thread slots fit in it too
-// (see slots_in_workspace)
+// Per-sample schedule: per-thread (Cin*K, T) slots. The workspace holds at least
+// min(B, MIN_SLOTS) of them, so more threads than that are capped only for K > 1.
+#define MIN_SLOTS 16
+
+// The folded schedule's part of the workspace
 static size_t folded_floats(int B, int Cin, int Cout, int T, int K) {
     const size_t nc = (size_t)chunk_samples(B, T) * T;
     return ((size_t)Cin * K + Cout) * nc;
 }
 
+// Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout), big weights only ]
+static size_t scratch_floats(int B, int Cin, int Cout, int T, int K) {
+    const size_t folded = folded_floats(B, Cin, Cout, T, K);
+    const size_t slots = (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * Cin * K * T;
+    return folded > slots ? folded : slots;
+}
+
 size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    return folded_floats(B, Cin, Cout, T, K) +
+    return scratch_floats(B, Cin, Cout, T, K) +
            (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout : 0);
 }
 
-// Per-sample schedule: the number of (Cin*K, T) per-thread slots the workspace holds. It is at
-// least min(B, 10), so it caps the thread count only beyond 10 threads.
 static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
-    const size_t slot = (size_t)Cin * K * T;
-    const size_t n = folded_floats(B, Cin, Cout, T, K) / slot;
+    const size_t n = scratch_floats(B, Cin, Cout, T, K) / ((size_t)Cin * K * T);
     return n < (size_t)B ? (int)n : B;
 }
 
@@ -218,7 +225,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
     if (dx) {
         // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
         const int big = big_weight(Cin, Cout, K);
-        float* wt = workspace + folded_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
+        float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
         if (big) transpose_weight(wt, w, Cout, CK);
         const char ta = big ? 'N' : 'T';
         const float* a = big ? wt : w;
