@@ -3,7 +3,7 @@
 # Skips apt entirely when everything is already there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev libopenblas-openmp-dev
-      libsndfile1-dev libfftw3-dev libsoxr-dev gnuplot-nox)
+      libdnnl-dev libsndfile1-dev libfftw3-dev libsoxr-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
