@@ -7,6 +7,8 @@
 #include "kernels/gemm.h"
 #include "test_common.h"
 
+#define GUARD 4096
+
 typedef struct {
     int B, Cin, Cout, T, K, d;
     float *x, *w, *bias, *y, *r, *ws;
@@ -63,7 +65,10 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     c.bias = rand_f(Cout, -1, 1);
     c.y = alloc_f(ny);
     c.r = rand_f(ny, -1, 1);
-    c.ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    // workspace of exactly the advertised size, followed by a guard band that must survive
+    const size_t nws = conv1d_workspace_floats(B, Cin, Cout, T, K, d);
+    c.ws = alloc_f(nws + GUARD);
+    for (size_t i = 0; i < GUARD; i++) c.ws[nws + i] = 1234.5f;
     float* yref = alloc_f(ny);
     float* yref_nb = alloc_f(ny);
     conv1d_forward_reference(yref, c.x, c.w, c.bias, B, Cin, Cout, T, K, d);
@@ -140,6 +145,12 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
             fd_check(nm, c.bias, db, Cout, conv_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
         }
     }
+    int guard_ok = 1;
+    for (size_t i = 0; i < GUARD; i++) guard_ok &= c.ws[nws + i] == 1234.5f;
+    char gm[160];
+    snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T,
+             K, d);
+    check_true(guard_ok, gm);
     free(c.x);
     free(c.w);
     free(c.bias);
