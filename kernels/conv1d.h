@@ -8,8 +8,9 @@
 //
 // Backward ACCUMULATES into dx, dw and dbias; reflect padding folds the gradient of the
 // padded positions back onto the reflected source positions. Any of dx, dw, dbias may be NULL
-// (not needed). Scratch: `workspace` of conv1d_workspace_floats(...) floats, reusable between
-// calls (its contents do not carry over). Call from a serial region (threads internally).
+// (not needed). Outputs must not alias inputs. Scratch: `workspace` of
+// conv1d_workspace_floats(...) floats (independent of the thread count), reusable between calls
+// (its contents do not carry over). Call from a serial region (threads internally).
 #pragma once
 #include <stddef.h>
 
