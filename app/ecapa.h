@@ -48,17 +48,19 @@ typedef struct {
 } seres_t;
 
 // Attentive statistics pooling with global context over (B, cin, T) -> [mean | std].
+// The TDNN over [h, mean, std] never builds that (B, 3 cin, T) tensor: mean and std are
+// constant in time, so their part of the 1x1 convolution is a per-sample bias.
 typedef struct {
     int cin, att;
     tdnn_t tdnn;               // <prefix>.tdnn: TDNN(3 cin -> att, k=1) over [h, mean, std]
     int64_t conv_w, conv_b;    // <prefix>.conv.conv.weight (cin, att, 1), bias (cin)
     float *gstats;             // (B, 2 cin) uniform-weight [mean | std]
-    float *attn_in;            // (B, 3 cin, T)
+    float *ctx;                // (B, att) the statistics' part of the TDNN's convolution, with its bias
     float *attn_t;             // (B, att, T) tanh
     float *attn_w;             // (B, cin, T) softmax over time
-    float *g_in;               // (B, 3 cin, T) backward scratch
-    float *g_w, *g_logit;      // (B, cin, T)
+    float *g_w, *g_logit;      // (B, cin, T) backward scratch
     float *g_t, *g_a;          // (B, att, T)
+    float *g_ctx;              // (B, att)
     float *g_gstats;           // (B, 2 cin)
 } asp_t;
 
@@ -130,6 +132,10 @@ void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work);
 size_t tdnn_work_floats(const tdnn_t *l, int B, int T);
+// The block without its convolution: ReLU and BatchNorm of l->a (the conv output, filled by
+// the caller), and their backward into g (B, cout, T), the gradient at the conv output.
+void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train);
+void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T);
 
 void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, int k, int dil);
 void seres_alloc(seres_t *s, int C, int se, int B, size_t bt);

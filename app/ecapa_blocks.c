@@ -59,9 +59,14 @@ size_t tdnn_work_floats(const tdnn_t *l, int B, int T) {
 
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work) {
     const float *p = m->params;
+    conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
+    tdnn_post_forward(l, m, B, T, train);
+}
+
+void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
+    const float *p = m->params;
     float *st = m->state;
     size_t n = n_of(B, l->cout, T);
-    conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
     relu_forward(l->a, l->a, n);
     if (train)
         batchnorm1d_forward_train(l->y, l->mean, l->rstd, st + l->run_mean, st + l->run_var, l->a, p + l->bn_w,
@@ -74,14 +79,18 @@ void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work) {
     const float *p = m->params;
-    float *gr = m->grads;
+    tdnn_post_backward(l, m, dy, g, B, T);
+    conv1d_backward(dx, m->grads + l->w, m->grads + l->b, g, x, p + l->w, B, l->cin, l->cout, T, l->k, l->dil, work);
+}
+
+void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
     size_t n = n_of(B, l->cout, T);
     memset(g, 0, n * sizeof(float));
-    batchnorm1d_backward(g, gr + l->bn_w, gr + l->bn_b, dy, l->a, p + l->bn_w, l->mean, l->rstd, B, l->cout, T);
+    batchnorm1d_backward(g, m->grads + l->bn_w, m->grads + l->bn_b, dy, l->a, m->params + l->bn_w, l->mean, l->rstd, B,
+                         l->cout, T);
     // ReLU backward in place: a is the ReLU output, so a > 0 marks where the gradient passes.
     for (size_t i = 0; i < n; i++)
         if (!(l->a[i] > 0.0f)) g[i] = 0.0f;
-    conv1d_backward(dx, gr + l->w, gr + l->b, g, x, p + l->w, B, l->cin, l->cout, T, l->k, l->dil, work);
 }
 
 // ---- SE-Res2Net block --------------------------------------------------------------------------

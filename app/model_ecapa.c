@@ -252,8 +252,8 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     tdnn_backward(&e->mfa, m, d_cat, dh, e->cat, B, T, e->asp.g_w, e->work);
     for (int i = 0; i < 3; i++) channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
     memset(e->gblk[0], 0, bt * C * sizeof(float));
-    // The pooling's scratch is free now: it serves the blocks (each at least (B, C, T)).
-    float *const scratch[4] = {e->asp.g_w, e->asp.g_logit, dh, e->asp.g_in};
+    // The pooling scratch and the MFA input gradient (copied out) serve the blocks now.
+    float *const scratch[4] = {e->asp.g_w, e->asp.g_logit, dh, d_cat};
     for (int i = 2; i >= 0; i--) {
         const float *x = i == 0 ? e->block0.y : e->blocks[i - 1].out;
         seres_backward(&e->blocks[i], m, e->gblk[i], e->gblk[i + 1], x, C, se, B, T, scratch, e->work);
