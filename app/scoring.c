@@ -19,75 +19,64 @@ static int cmp_score(const void *a, const void *b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-// Sorted scores; counts of targets and nontargets.
-static scored_t *sorted(const float *scores, const uint8_t *target, int64_t n, int64_t *nt, int64_t *nn) {
+// The detection error trade-off: thresholds walk from below the lowest score upwards,
+// everything below a threshold is rejected, tied scores are stepped over together. Returns
+// the number of operating points (Pmiss, Pfa), from (0, 1) to (1, 0); 0 when either class is
+// empty. pm and pf are malloc'ed.
+static int64_t det_curve(const float *scores, const uint8_t *target, int64_t n, double **pm, double **pf) {
     scored_t *v = mallocCheck((size_t)(n ? n : 1) * sizeof *v);
-    *nt = *nn = 0;
+    int64_t nt = 0;
     for (int64_t i = 0; i < n; i++) {
         v[i] = (scored_t){scores[i], target[i] ? 1 : 0};
-        *nt += v[i].t;
+        nt += v[i].t;
     }
-    *nn = n - *nt;
-    qsort(v, (size_t)n, sizeof *v, cmp_score);
-    return v;
-}
-
-// Walks thresholds from below the lowest score upwards. At position k (threshold between
-// v[k-1] and v[k]): everything below is rejected. Ties are stepped over together.
-double score_eer(const float *scores, const uint8_t *target, int64_t n) {
-    int64_t nt, nn;
-    scored_t *v = sorted(scores, target, n, &nt, &nn);
-    if (nt == 0 || nn == 0) {
-        free(v);
-        return NAN;
-    }
-    double prev_miss = 0.0, prev_fa = 1.0, eer = 0.5;
-    int64_t miss = 0, fa_rejected = 0;
-    for (int64_t k = 0; k <= n;) {
-        double pm = (double)miss / nt, pf = 1.0 - (double)fa_rejected / nn;
-        if (pm >= pf) {  // crossed: interpolate between the previous point and this one
-            double d = (pm - prev_miss) - (pf - prev_fa);
-            double a = d != 0.0 ? (prev_fa - prev_miss) / d : 0.0;
-            eer = prev_miss + a * (pm - prev_miss);
-            break;
-        }
-        prev_miss = pm;
-        prev_fa = pf;
-        if (k == n) break;
-        float s = v[k].s;
-        while (k < n && v[k].s == s) {
-            if (v[k].t) miss++;
-            else fa_rejected++;
-            k++;
+    int64_t nn = n - nt, points = 0, miss = 0, fa_rejected = 0;
+    *pm = mallocCheck((size_t)(n + 1) * sizeof(double));
+    *pf = mallocCheck((size_t)(n + 1) * sizeof(double));
+    if (nt > 0 && nn > 0) {
+        qsort(v, (size_t)n, sizeof *v, cmp_score);
+        for (int64_t k = 0;;) {
+            (*pm)[points] = (double)miss / (double)nt;
+            (*pf)[points++] = 1.0 - (double)fa_rejected / (double)nn;
+            if (k == n) break;
+            float s = v[k].s;
+            for (; k < n && v[k].s == s; k++) {
+                if (v[k].t) miss++;
+                else fa_rejected++;
+            }
         }
     }
     free(v);
+    return points;
+}
+
+// Where Pmiss first reaches Pfa, interpolated linearly from the point before.
+double score_eer(const float *scores, const uint8_t *target, int64_t n) {
+    double *pm, *pf, eer = NAN;
+    int64_t points = det_curve(scores, target, n, &pm, &pf);
+    for (int64_t k = 1; k < points; k++) {
+        if (pm[k] >= pf[k]) {
+            double d = (pm[k] - pm[k - 1]) - (pf[k] - pf[k - 1]);
+            double a = d != 0.0 ? (pf[k - 1] - pm[k - 1]) / d : 0.0;
+            eer = pm[k - 1] + a * (pm[k] - pm[k - 1]);
+            break;
+        }
+    }
+    free(pm);
+    free(pf);
     return eer;
 }
 
 double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, double p) {
-    int64_t nt, nn;
-    scored_t *v = sorted(scores, target, n, &nt, &nn);
-    if (nt == 0 || nn == 0) {
-        free(v);
-        return NAN;
-    }
-    double best = INFINITY;
-    int64_t miss = 0, fa_rejected = 0;
-    for (int64_t k = 0; k <= n;) {
-        double pm = (double)miss / nt, pf = 1.0 - (double)fa_rejected / nn;
-        double c = p * pm + (1.0 - p) * pf;
+    double *pm, *pf, best = INFINITY;
+    int64_t points = det_curve(scores, target, n, &pm, &pf);
+    for (int64_t k = 0; k < points; k++) {
+        double c = p * pm[k] + (1.0 - p) * pf[k];
         if (c < best) best = c;
-        if (k == n) break;
-        float s = v[k].s;
-        while (k < n && v[k].s == s) {
-            if (v[k].t) miss++;
-            else fa_rejected++;
-            k++;
-        }
     }
-    free(v);
-    return best / fmin(p, 1.0 - p);
+    free(pm);
+    free(pf);
+    return points ? best / fmin(p, 1.0 - p) : NAN;
 }
 
 float score_cosine(const float *a, const float *b, int64_t d) {
