@@ -2,16 +2,17 @@
 //
 // PER_SAMPLE (the default): the batch is split across threads and every thread runs
 //   single-threaded GEMMs on whole samples, straight on the (B, C, T) tensors:
-//   y_b = W . col_b, dx_b += fold(W^T . dy_b), and dW += dy_b . col_b^T with dW's columns
-//   (input channels) split into blocks across threads. K = 1 needs no im2col and no copies at
-//   all; K > 1 builds col_b (Cin*K, T) in a per-thread slot that stays in L2. (Weight
-//   gradients of weights beyond L2, 2^20+ floats, use the folded GEMM instead.) Samples and
-//   blocks are handed out dynamically and threads only meet at the end of each loop, which
-//   holds up well when other processes share the cores (a descheduled thread does not stall
-//   the others inside every GEMM). Each output is still computed by one thread in a fixed
+//   y_b = W . col_b, dx_b += fold(W^T . dy_b), and dW += dy_b . col_b^T with dW split into
+//   blocks of columns (input channels) or, for K = 1 with Cout > Cin, rows across threads. K = 1
+//   needs no im2col and no copies at all; K > 1 builds col_b (Cin*K, T) in a per-thread slot that
+//   stays in L2. (Weight gradients of weights beyond L2, 2^20+ floats, use the folded GEMM
+//   instead.) Samples and blocks are handed out dynamically and threads only meet at the end of
+//   each loop, which holds up well when other processes share the cores (a descheduled thread does
+//   not stall the others inside every GEMM). Each output is still computed by one thread in a fixed
 //   order, so results do not depend on the dynamic schedule.
 //
-// FOLDED (optional; slower here except for the weight gradient of big weights): the batch is folded into the GEMM's N dimension,
+// FOLDED (optional; slower here except for the weight gradient of big weights): the batch is folded
+// into the GEMM's N dimension,
 //   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
 //   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
@@ -247,34 +248,42 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
         }
     }
     if (dw) {
-        // dW's columns (input channels) are cut into blocks; a block is owned by whichever
-        // thread takes it and sums the samples in order, so the result does not depend on the
-        // schedule. Blocks: a multiple of the thread count (balanced when the cores are free),
-        // up to 4 per thread (so a thread slowed by other load hands blocks to the others)
-        // while keeping >= 64 GEMM columns per block.
-        int per = CK / (64 * nt);
+        // dW is cut into blocks, each owned by whichever thread takes it and summing the
+        // samples in order, so the result does not depend on the schedule. Blocks are column
+        // ranges (input channels: im2col is then done once per block), or row ranges (output
+        // channels) for K = 1 with Cout > Cin, keeping each block's GEMM wide. Block count: a
+        // multiple of the thread count (balanced when the cores are free), up to 4 per thread
+        // (a thread slowed by other load hands blocks to the others), >= 64 rows/columns each.
+        const int by_rows = K == 1 && Cout > Cin;
+        const int extent = by_rows ? Cout : Cin;
+        int per = (by_rows ? Cout : CK) / (64 * nt);
         per = per < 1 ? 1 : (per > 4 ? 4 : per);
         int nblocks = nt * per;
-        if (nblocks > Cin) nblocks = Cin;
+        if (nblocks > extent) nblocks = extent;
 #pragma omp parallel num_threads(nt)
         {
             float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // <= (CK, T) used
 #pragma omp for schedule(dynamic, 1)
             for (int blk = 0; blk < nblocks; blk++) {
-                const int c0 = (int)((long)Cin * blk / nblocks);
-                const int c1 = (int)((long)Cin * (blk + 1) / nblocks);
-                const int n = (c1 - c0) * K;
+                const int e0 = (int)((long)extent * blk / nblocks);
+                const int e1 = (int)((long)extent * (blk + 1) / nblocks);
                 for (int b = 0; b < B; b++) {
                     const float* dyb = dy + (size_t)b * Cout * T;
-                    const float* src;
+                    const float* xb = x + (size_t)b * Cin * T;
+                    if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
+                        spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T,
+                                         xb, T, 1.0f, dw + (size_t)e0 * CK, CK);
+                        continue;
+                    }
+                    const float* src;  // rows e0*K .. e1*K of col_b
                     if (K == 1) {
-                        src = x + ((size_t)b * Cin + c0) * T;
+                        src = xb + (size_t)e0 * T;
                     } else {
-                        im2col_sample(col, x + (size_t)b * Cin * T, c0, c1, T, K, dilation);
+                        im2col_sample(col, xb, e0, e1, T, K, dilation);
                         src = col;
                     }
-                    spk_sgemm_serial('N', 'T', Cout, n, T, 1.0f, dyb, T, src, T, 1.0f,
-                                     dw + (size_t)c0 * K, CK);
+                    spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
+                                     dw + (size_t)e0 * K, CK);
                 }
             }
         }

@@ -148,8 +148,8 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     int guard_ok = 1;
     for (size_t i = 0; i < GUARD; i++) guard_ok &= c.ws[nws + i] == 1234.5f;
     char gm[160];
-    snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T,
-             K, d);
+    snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K,
+             d);
     check_true(guard_ok, gm);
     free(c.x);
     free(c.w);
@@ -193,6 +193,7 @@ static void run_all(void) {
     run_case(5, 3, 4, 900, 1, 1, 0);
     run_case(3, 2, 3, 2100, 5, 1, 0);
     run_case(12, 32, 48, 96, 3, 2, 0);    // enough work for the threaded per-sample loops
+    run_case(8, 32, 160, 128, 1, 1, 0);   // threaded, K = 1, Cout > Cin: dW split by rows
     run_case(1, 1024, 1024, 3, 1, 1, 0);  // >= 2^20 weights: transposed-weight path
     run_case(2, 512, 683, 4, 3, 1, 0);
 }
