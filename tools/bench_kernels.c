@@ -3,7 +3,7 @@
 // oneDNN's own convolution primitives on the same data (input pre-padded by reflection, then
 // an unpadded dilated convolution; plain ncw layouts). Runs interleave the candidates and
 // report the best of several repetitions, since shared machines are noisy.
-//   usage: bench_kernels [reps]
+//   usage: bench_kernels [reps [shape-filter]]   e.g. bench_kernels 9 1536
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,8 +227,10 @@ int main(int argc, char** argv) {
 #endif
     printf("\n");
     double total[8] = {0};
+    const char* filter = argc > 2 ? argv[2] : NULL;
     for (int s = 0; s < nshapes; s++) {
         const shape* sh = &shapes[s];
+        if (filter && !strstr(sh->name, filter)) continue;
         const size_t nx = (size_t)B * sh->cin * T, ny = (size_t)B * sh->cout * T;
         const size_t nw = (size_t)sh->cout * sh->cin * sh->k;
         float *x = rnd(nx), *w = rnd(nw), *bias = rnd(sh->cout), *y = rnd(ny), *dy = rnd(ny);
@@ -288,11 +290,13 @@ int main(int argc, char** argv) {
         free(db);
         free(ws);
     }
-    printf("%-28s", "ECAPA conv total per batch");
-    for (int c = 0; c < ncol; c++) printf(" %15.1fms   ", total[c] * 1e3);
-    printf(
-        "\n(uses per layer count: 1x conv1, 6x 512 1x1, 7x each dilated 64 K3, 1x MFA, 1x each"
-        " attention conv; conv1 has no bwd-data)\n");
-    bench_elementwise(reps);
+    if (!filter) {
+        printf("%-28s", "ECAPA conv total per batch");
+        for (int c = 0; c < ncol; c++) printf(" %15.1fms   ", total[c] * 1e3);
+        printf(
+            "\n(uses per layer count: 1x conv1, 6x 512 1x1, 7x each dilated 64 K3, 1x MFA, 1x each"
+            " attention conv; conv1 has no bwd-data)\n");
+    }
+    if (!filter) bench_elementwise(reps);
     return 0;
 }
