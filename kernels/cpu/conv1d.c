@@ -63,8 +63,8 @@ static int big_weight(int Cin, int Cout, int K) {
     return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS;
 }
 
-// Per-sample schedule: per-thread (Cin*K, T) slots. The workspace holds at least
-// min(B, MIN_SLOTS) of them, so more threads than that are capped only for K > 1.
+// Per-sample schedule: per-thread (Cin*K, T) slots for K > 1. The workspace holds at least
+// min(B, MIN_SLOTS) of them, so only more threads than that are capped.
 #define MIN_SLOTS 16
 
 // The folded schedule's part of the workspace
@@ -76,7 +76,8 @@ static size_t folded_floats(int B, int Cin, int Cout, int T, int K) {
 // Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout), big weights only ]
 static size_t scratch_floats(int B, int Cin, int Cout, int T, int K) {
     const size_t folded = folded_floats(B, Cin, Cout, T, K);
-    const size_t slots = (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * Cin * K * T;
+    // per-sample slots are only used for K > 1 (im2col); K = 1 runs straight on the tensors
+    const size_t slots = K > 1 ? (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * Cin * K * T : 0;
     return folded > slots ? folded : slots;
 }
 
@@ -201,7 +202,7 @@ static void forward_per_sample(float* y, const float* x, const float* w, const f
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
 #pragma omp parallel num_threads(nt)
     {
-        float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T), K > 1
+        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;  // (CK, T)
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             float* yb = y + (size_t)b * Cout * T;
@@ -233,7 +234,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
         const int lda = big ? Cout : CK;
 #pragma omp parallel num_threads(nt)
         {
-            float* dcol = workspace + (size_t)omp_get_thread_num() * CK * T;  // (CK, T)
+            float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
 #pragma omp for schedule(dynamic, 1)
             for (int b = 0; b < B; b++) {
                 const float* dyb = dy + (size_t)b * Cout * T;
@@ -262,7 +263,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
         if (nblocks > extent) nblocks = extent;
 #pragma omp parallel num_threads(nt)
         {
-            float* col = workspace + (size_t)omp_get_thread_num() * CK * T;  // <= (CK, T) used
+            float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
 #pragma omp for schedule(dynamic, 1)
             for (int blk = 0; blk < nblocks; blk++) {
                 const int e0 = (int)((long)extent * blk / nblocks);
