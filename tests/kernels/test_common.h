@@ -2,6 +2,7 @@
 // central finite-difference gradient checks. Each test counts failures and exits non-zero.
 #pragma once
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,10 @@ static double dot_d(const float* out, const float* r, size_t n) {
 static int fd_check(const char* name, float* param, const float* grad, size_t n, loss_fn f,
                     void* ctx, float h, double rtol, double atol_frac, int max_checks) {
     const double scale = max_abs(grad, n) > 1e-30 ? max_abs(grad, n) : 1.0;
+    // the probes run the forward hundreds of times: do it on one thread (threaded forwards are
+    // checked against references elsewhere), so a loaded machine does not stall every fork/join
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
     int bad = 0, checked = 0;
     double worst = 0.0;
     size_t wi = 0;
@@ -152,6 +157,7 @@ static int fd_check(const char* name, float* param, const float* grad, size_t n,
             }
         }
     }
+    omp_set_num_threads(threads);
     if (bad) {
         printf("FAIL %s: %d/%d gradient entries off; worst [%zu] numeric %.8g analytic %.8g\n",
                name, bad, checked, wi, wnum, wana);
