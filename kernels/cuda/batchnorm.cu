@@ -1,0 +1,130 @@
+// BatchNorm1d (kernels/batchnorm.h) with our own kernels rather than cuDNN's, so the saved
+// statistics are exactly the CPU's (mean and rstd = 1/sqrt(biased var + eps)), the running
+// variance is the unbiased one, weight/bias may be NULL and the backward accumulates. The
+// per-element math is the shared SPK_HD helpers of kernels/elementwise_math.h.
+//
+// Training and backward: one block per channel over its N = B*T positions; each thread sums
+// a fixed strided subset in double, then a fixed tree (deterministic, no atomics). Statistics
+// are two-pass like the CPU: mean, then squared deviations from the float mean.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/elementwise_math.h"
+
+namespace {
+
+// Offset of position i (in [0, B*T)) of channel c.
+__device__ __forceinline__ size_t bn_offset(size_t i, int c, int C, int T) {
+    const size_t b = i / T, t = i - b * T;
+    return (b * C + c) * T + t;
+}
+
+__global__ void bn_train_kernel(float* y, float* mean, float* rstd, float* running_mean,
+                                float* running_var, const float* x, const float* weight,
+                                const float* bias, int B, int C, int T, float eps, float momentum) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const size_t N = (size_t)B * T;
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) s += x[bn_offset(i, c, C, T)];
+    const double mu = spk_block_sum(s, sh) / (double)N;
+    const float muf = (float)mu;
+    double ss = 0.0;
+    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
+        const float d = x[bn_offset(i, c, C, T)] - muf;
+        ss += d * d;
+    }
+    // After this reduction every thread has finished reading x, so y may alias x below.
+    const double var = spk_block_sum(ss, sh) / (double)N;  // biased
+    const float rs = spk_bn_rstd((float)var, eps);
+    if (threadIdx.x == 0) {
+        mean[c] = muf;
+        rstd[c] = rs;
+        if (running_mean) running_mean[c] = spk_ema(running_mean[c], muf, momentum);
+        if (running_var)
+            running_var[c] =
+                spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)), momentum);
+    }
+    const float wc = weight ? weight[c] : 1.0f;
+    const float bc = bias ? bias[c] : 0.0f;
+    const float sc = spk_bn_scale(rs, wc);
+    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        y[o] = spk_bn_apply(x[o], muf, sc, bc);
+    }
+}
+
+__global__ void bn_infer_kernel(float* y, const float* x, const float* running_mean,
+                                const float* running_var, const float* weight, const float* bias,
+                                size_t n, int C, int T, float eps) {
+    SPK_GRID_LOOP(i, n) {
+        const int c = (int)((i / T) % C);
+        const float rs = spk_bn_rstd(running_var[c], eps);
+        const float wc = weight ? weight[c] : 1.0f;
+        const float bc = bias ? bias[c] : 0.0f;
+        y[i] = spk_bn_apply(x[i], running_mean[c], spk_bn_scale(rs, wc), bc);
+    }
+}
+
+__global__ void bn_backward_kernel(float* dx, float* dweight, float* dbias, const float* dy,
+                                   const float* x, const float* weight, const float* mean,
+                                   const float* rstd, int B, int C, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const size_t N = (size_t)B * T;
+    const float mu = mean[c], rs = rstd[c];
+    double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
+    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        const float g = dy[o];
+        s1 += g;
+        s2 += g * ((x[o] - mu) * rs);
+    }
+    const double sdy = spk_block_sum(s1, sh);
+    const double sdyx = spk_block_sum(s2, sh);
+    if (threadIdx.x == 0) {
+        if (dbias) dbias[c] += (float)sdy;
+        if (dweight) dweight[c] += (float)sdyx;
+    }
+    if (!dx) return;
+    const float wc = weight ? weight[c] : 1.0f;
+    const float mdy = (float)(sdy / (double)N), mdyx = (float)(sdyx / (double)N);
+    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);
+    }
+}
+
+}  // namespace
+
+extern "C" void batchnorm1d_forward_train_cuda(float* y, float* mean, float* rstd,
+                                               float* running_mean, float* running_var,
+                                               const float* x, const float* weight,
+                                               const float* bias, int B, int C, int T, float eps,
+                                               float momentum) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    SPK_ASSERT((size_t)B * T >
+               1);  // PyTorch: "Expected more than 1 value per channel when training"
+    bn_train_kernel<<<spk_rows_grid((size_t)C), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
+        y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void batchnorm1d_forward_infer_cuda(float* y, const float* x, const float* running_mean,
+                                               const float* running_var, const float* weight,
+                                               const float* bias, int B, int C, int T, float eps) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    const size_t n = (size_t)B * C * T;
+    bn_infer_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
+        y, x, running_mean, running_var, weight, bias, n, C, T, eps);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbias, const float* dy,
+                                          const float* x, const float* weight, const float* mean,
+                                          const float* rstd, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    if (!dx && !dweight && !dbias) return;
+    bn_backward_kernel<<<spk_rows_grid((size_t)C), SPK_CUDA_THREADS, 0,
+                         spk_cuda_stream_checked()>>>(dx, dweight, dbias, dy, x, weight, mean, rstd,
+                                                      B, C, T);
+    SPK_CUDA_LAUNCHED();
+}

@@ -1,0 +1,324 @@
+// Conv1d (kernels/conv1d.h) on cuDNN: the 1-D convolution is a 2-D one of height 1,
+//   x (B, Cin, 1, T + 2p)  *  w (Cout, Cin, 1, K), dilation (1, d), no cuDNN padding
+//   -> y (B, Cout, 1, T),
+// with the reflect padding done by our own kernel into the caller's workspace, and its
+// adjoint (folding the gradient of padded positions back onto their sources) after the
+// backward-data call. Bias and its gradient are our own kernels.
+//
+// Algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7), keeping only results that
+// are CUDNN_DETERMINISTIC and plain FMA math (no TF32); when none qualifies, the classic
+// deterministic ones (IMPLICIT_GEMM, BWD_DATA_ALGO_1, BWD_FILTER_ALGO_1). Descriptors, choices
+// and the workspace size are cached per shape in a small table. SPKDDP_CUDNN_VERBOSE=1 prints
+// the choices.
+//
+// workspace = [ padded x / padded dx: B*Cin*(T+2p) floats, rounded up to 64 ] [ cuDNN ]
+#include <string.h>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace {
+
+int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
+
+size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
+    SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
+    SPK_ASSERT(K > 0 && K % 2 == 1 && dilation > 0);
+    SPK_ASSERT(T > conv_pad(K, dilation));  // reflect padding needs T > pad
+    const size_t tp = (size_t)T + 2 * (size_t)conv_pad(K, dilation);
+    // cuDNN's legacy descriptors count elements in int
+    SPK_ASSERT((size_t)B * Cin * tp < 0x7fffffffu && (size_t)B * Cout * T < 0x7fffffffu);
+    SPK_ASSERT((size_t)Cout * Cin * K < 0x7fffffffu);
+}
+
+// Floats of the padded buffer (0 when there is no padding, K = 1).
+size_t pad_floats(int B, int Cin, int T, int K, int dilation) {
+    const int p = conv_pad(K, dilation);
+    return p > 0 ? round64((size_t)B * Cin * ((size_t)T + 2 * (size_t)p)) : 0;
+}
+
+// ---- kernels --------------------------------------------------------------------------------
+
+// xp[r, s] = x[r, refl(s - p)] for the rows r of (B*Cin) and s in [0, T + 2p)
+__global__ void reflect_pad_kernel(float* xp, const float* x, size_t rows, int T, int p) {
+    const size_t tp = (size_t)T + 2 * (size_t)p;
+    SPK_GRID_LOOP(i, rows * tp) {
+        const size_t r = i / tp;
+        int u = (int)(i - r * tp) - p;
+        u = u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u);
+        xp[i] = x[r * T + u];
+    }
+}
+
+// Adjoint of reflect_pad_kernel, accumulated: dx[r, t] += sum of g[r, s] over the padded
+// positions s that read x[r, t]. Gathered per t, so no two threads write one element:
+//   s = t + p                      (always)
+//   s = p - t          for 1 <= t <= p          (left pad, u = -t)
+//   s = p + 2(T-1) - t for T-1-p <= t <= T-2    (right pad, u = 2(T-1) - t)
+__global__ void reflect_fold_add_kernel(float* dx, const float* g, size_t rows, int T, int p) {
+    const size_t tp = (size_t)T + 2 * (size_t)p;
+    SPK_GRID_LOOP(i, rows * (size_t)T) {
+        const size_t r = i / T;
+        const int t = (int)(i - r * T);
+        const float* gr = g + r * tp;
+        float acc = gr[t + p];
+        if (t >= 1 && t <= p) acc += gr[p - t];
+        if (t <= T - 2 && t >= T - 1 - p) acc += gr[p + 2 * (T - 1) - t];
+        dx[i] += acc;
+    }
+}
+
+// y[b, o, t] += bias[o]
+__global__ void add_bias_kernel(float* y, const float* bias, size_t rows, int Cout, int T) {
+    SPK_GRID_LOOP(i, rows * (size_t)T) y[i] += bias[(i / T) % Cout];
+}
+
+// dbias[o] += sum_{b,t} dy[b, o, t]; one block per output channel.
+__global__ void bias_grad_kernel(float* dbias, const float* dy, int B, int Cout, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int o = blockIdx.x;
+    const size_t n = (size_t)B * T;
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += SPK_CUDA_THREADS) {
+        const size_t b = i / T, t = i - b * T;
+        acc += dy[(b * Cout + o) * T + t];
+    }
+    const double s = spk_block_sum(acc, sh);
+    if (threadIdx.x == 0) dbias[o] += (float)s;
+}
+
+// ---- plans ----------------------------------------------------------------------------------
+
+struct Plan {
+    int valid;
+    int key[6];                  // B, Cin, Cout, T, K, dilation
+    cudnnTensorDescriptor_t xd;  // (B, Cin, 1, T + 2p)
+    cudnnTensorDescriptor_t yd;  // (B, Cout, 1, T)
+    cudnnFilterDescriptor_t wd;  // (Cout, Cin, 1, K)
+    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws_bytes;  // the largest of the three algorithms' workspaces
+};
+
+const int kPlans = 16;
+Plan g_plans[kPlans];
+int g_next_plan = 0;  // round-robin eviction
+
+const int kMaxPerf = 32;
+
+cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
+    cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionFwdAlgoPerf_t perf[kMaxPerf];
+    int want = 0, n = 0;
+    cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &want));
+    want = want < kMaxPerf ? want : kMaxPerf;
+    cudnnCheck(
+        cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd, pl.yd, want, &n, perf));
+    for (int i = 0; i < n; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
+            perf[i].mathType != CUDNN_FMA_MATH)
+            continue;
+        if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd, pl.yd, perf[i].algo,
+                                                    ws) == CUDNN_STATUS_SUCCESS)
+            return perf[i].algo;
+    }
+    const cudnnConvolutionFwdAlgo_t fb = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd, pl.yd, fb, ws));
+    return fb;
+}
+
+cudnnConvolutionBwdDataAlgo_t choose_bwd_data(const Plan& pl, size_t* ws) {
+    cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxPerf];
+    int want = 0, n = 0;
+    cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &want));
+    want = want < kMaxPerf ? want : kMaxPerf;
+    cudnnCheck(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd, pl.xd, want, &n, perf));
+    for (int i = 0; i < n; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
+            perf[i].mathType != CUDNN_FMA_MATH)
+            continue;
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd, pl.xd,
+                                                         perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
+            return perf[i].algo;
+    }
+    const cudnnConvolutionBwdDataAlgo_t fb = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd, pl.xd, fb, ws));
+    return fb;
+}
+
+cudnnConvolutionBwdFilterAlgo_t choose_bwd_filter(const Plan& pl, size_t* ws) {
+    cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxPerf];
+    int want = 0, n = 0;
+    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &want));
+    want = want < kMaxPerf ? want : kMaxPerf;
+    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd, pl.wd, want,
+                                                             &n, perf));
+    for (int i = 0; i < n; i++) {
+        // BWD_FILTER_ALGO_0 and _3 sum with atomics; the determinism flag excludes them.
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
+            perf[i].mathType != CUDNN_FMA_MATH)
+            continue;
+        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                h, pl.xd, pl.yd, pl.cd, pl.wd, perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
+            return perf[i].algo;
+    }
+    const cudnnConvolutionBwdFilterAlgo_t fb = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    cudnnCheck(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd, pl.wd, fb, ws));
+    return fb;
+}
+
+void destroy_plan(Plan& pl) {
+    if (!pl.valid) return;
+    cudnnCheck(cudnnDestroyTensorDescriptor(pl.xd));
+    cudnnCheck(cudnnDestroyTensorDescriptor(pl.yd));
+    cudnnCheck(cudnnDestroyFilterDescriptor(pl.wd));
+    cudnnCheck(cudnnDestroyConvolutionDescriptor(pl.cd));
+    pl.valid = 0;
+}
+
+const Plan& get_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
+    const int key[6] = {B, Cin, Cout, T, K, dilation};
+    for (int i = 0; i < kPlans; i++)
+        if (g_plans[i].valid && memcmp(g_plans[i].key, key, sizeof key) == 0) return g_plans[i];
+
+    Plan& pl = g_plans[g_next_plan];
+    g_next_plan = (g_next_plan + 1) % kPlans;
+    // cuDNN reads descriptors during the API call, not when the queued kernels run, so the
+    // evicted plan's descriptors can go now.
+    destroy_plan(pl);
+    const int tp = T + 2 * conv_pad(K, dilation);
+    cudnnCheck(cudnnCreateTensorDescriptor(&pl.xd));
+    cudnnCheck(cudnnCreateTensorDescriptor(&pl.yd));
+    cudnnCheck(cudnnCreateFilterDescriptor(&pl.wd));
+    cudnnCheck(cudnnCreateConvolutionDescriptor(&pl.cd));
+    cudnnCheck(
+        cudnnSetTensor4dDescriptor(pl.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cin, 1, tp));
+    cudnnCheck(
+        cudnnSetTensor4dDescriptor(pl.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cout, 1, T));
+    cudnnCheck(
+        cudnnSetFilter4dDescriptor(pl.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Cout, Cin, 1, K));
+    cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd, 0, 0, 1, 1, 1, dilation,
+                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    // FMA only: no TF32 tensor-core kernels, so results stay fp32-accurate.
+    cudnnCheck(cudnnSetConvolutionMathType(pl.cd, CUDNN_FMA_MATH));
+    int on = 0, oc = 0, oh = 0, ow = 0;
+    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(pl.cd, pl.xd, pl.wd, &on, &oc, &oh, &ow));
+    SPK_ASSERT(on == B && oc == Cout && oh == 1 && ow == T);
+    pl.valid = 1;  // from here on destroy_plan must release the descriptors
+    memcpy(pl.key, key, sizeof key);
+
+    size_t wf = 0, wbd = 0, wbf = 0;
+    pl.fwd = choose_fwd(pl, &wf);
+    pl.bwd_data = choose_bwd_data(pl, &wbd);
+    pl.bwd_filter = choose_bwd_filter(pl, &wbf);
+    pl.ws_bytes = wf > wbd ? wf : wbd;
+    pl.ws_bytes = pl.ws_bytes > wbf ? pl.ws_bytes : wbf;
+    const char* verbose = getenv("SPKDDP_CUDNN_VERBOSE");
+    if (verbose && verbose[0] == '1')
+        fprintf(stderr,
+                "spkddp: conv1d B=%d Cin=%d Cout=%d T=%d K=%d d=%d: cuDNN fwd algo %d (%zu B), "
+                "bwd-data algo %d (%zu B), bwd-filter algo %d (%zu B)\n",
+                B, Cin, Cout, T, K, dilation, (int)pl.fwd, wf, (int)pl.bwd_data, wbd,
+                (int)pl.bwd_filter, wbf);
+    return pl;
+}
+
+float* cudnn_workspace(float* workspace, int B, int Cin, int T, int K, int dilation) {
+    return workspace + pad_floats(B, Cin, T, K, dilation);
+}
+
+}  // namespace
+
+void spk_conv1d_cuda_release_plans(void) {
+    for (int i = 0; i < kPlans; i++) destroy_plan(g_plans[i]);
+    g_next_plan = 0;
+}
+
+extern "C" size_t conv1d_workspace_floats_cuda(int B, int Cin, int Cout, int T, int K,
+                                               int dilation) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    const Plan& pl = get_plan(B, Cin, Cout, T, K, dilation);
+    return pad_floats(B, Cin, T, K, dilation) + round64((pl.ws_bytes + 3) / 4);
+}
+
+extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, const float* bias,
+                                    int B, int Cin, int Cout, int T, int K, int dilation,
+                                    float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    const Plan& pl = get_plan(B, Cin, Cout, T, K, dilation);
+    cudaStream_t st = spk_cuda_stream_checked();
+    const int p = conv_pad(K, dilation);
+    SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
+    const float one = 1.0f, zero = 0.0f;
+    const float* xin = x;
+    if (p > 0) {
+        const size_t rows = (size_t)B * Cin;
+        reflect_pad_kernel<<<spk_grid(rows * (T + 2 * p)), SPK_CUDA_THREADS, 0, st>>>(workspace, x,
+                                                                                      rows, T, p);
+        SPK_CUDA_LAUNCHED();
+        xin = workspace;
+    }
+    float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
+    cudnnCheck(cudnnConvolutionForward(spk_cudnn_handle(), &one, pl.xd, xin, pl.wd, w, pl.cd,
+                                       pl.fwd, pl.ws_bytes ? cws : nullptr, pl.ws_bytes, &zero,
+                                       pl.yd, y));
+    if (bias) {
+        const size_t rows = (size_t)B * Cout;
+        add_bias_kernel<<<spk_grid(rows * T), SPK_CUDA_THREADS, 0, st>>>(y, bias, rows, Cout, T);
+        SPK_CUDA_LAUNCHED();
+    }
+}
+
+extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const float* dy,
+                                     const float* x, const float* w, int B, int Cin, int Cout,
+                                     int T, int K, int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    if (!dx && !dw && !dbias) return;
+    const Plan& pl = get_plan(B, Cin, Cout, T, K, dilation);
+    cudaStream_t st = spk_cuda_stream_checked();
+    cudnnHandle_t h = spk_cudnn_handle();
+    const int p = conv_pad(K, dilation);
+    SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
+    const float one = 1.0f, zero = 0.0f;
+    float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
+    void* cws_or_null = pl.ws_bytes ? cws : nullptr;
+    const size_t rows = (size_t)B * Cin;
+    if (dx) {
+        if (p == 0) {  // no padding: accumulate straight into dx (beta = 1)
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd,
+                                                    pl.bwd_data, cws_or_null, pl.ws_bytes, &one,
+                                                    pl.xd, dx));
+        } else {  // gradient of the padded input, then folded onto dx
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd,
+                                                    pl.bwd_data, cws_or_null, pl.ws_bytes, &zero,
+                                                    pl.xd, workspace));
+            reflect_fold_add_kernel<<<spk_grid(rows * T), SPK_CUDA_THREADS, 0, st>>>(dx, workspace,
+                                                                                     rows, T, p);
+            SPK_CUDA_LAUNCHED();
+        }
+    }
+    if (dw) {
+        const float* xin = x;
+        if (p > 0) {  // the padded-gradient buffer is free again (same stream, in order)
+            reflect_pad_kernel<<<spk_grid(rows * (T + 2 * p)), SPK_CUDA_THREADS, 0, st>>>(
+                workspace, x, rows, T, p);
+            SPK_CUDA_LAUNCHED();
+            xin = workspace;
+        }
+        cudnnCheck(cudnnConvolutionBackwardFilter(h, &one, pl.xd, xin, pl.yd, dy, pl.cd,
+                                                  pl.bwd_filter, cws_or_null, pl.ws_bytes, &one,
+                                                  pl.wd, dw));
+    }
+    if (dbias) {
+        bias_grad_kernel<<<spk_rows_grid((size_t)Cout), SPK_CUDA_THREADS, 0, st>>>(dbias, dy, B,
+                                                                                   Cout, T);
+        SPK_CUDA_LAUNCHED();
+    }
+}

@@ -1,0 +1,215 @@
+// Time pooling and reweighting over (B, C, T) (kernels/pooling.h). Row reductions run one block
+// per (b, c) row: each thread sums a fixed strided subset of the T positions in double, then a
+// fixed tree (deterministic, no atomics); results are rounded to float like the CPU's.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/elementwise_math.h"
+
+namespace {
+
+__global__ void time_mean_fwd_kernel(float* m, const float* x, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const float* r = x + (size_t)blockIdx.x * T;
+    double acc = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += r[t];
+    const double s = spk_block_sum(acc, sh);
+    if (threadIdx.x == 0) m[blockIdx.x] = (float)s / (float)T;
+}
+
+__global__ void time_mean_bwd_kernel(float* dx, const float* dm, size_t n, int T) {
+    SPK_GRID_LOOP(i, n) dx[i] += dm[i / T] / (float)T;
+}
+
+__global__ void channel_scale_fwd_kernel(float* y, const float* x, const float* s, size_t n,
+                                         int T) {
+    SPK_GRID_LOOP(i, n) y[i] = x[i] * s[i / T];
+}
+
+// one block per row: ds[row] += sum_t dy * x; dx += dy * s
+__global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, const float* x,
+                                         const float* s, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const float* g = dy + row * T;
+    if (ds) {
+        const float* r = x + row * T;
+        double acc = 0.0;
+        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += g[t] * r[t];
+        const double tot = spk_block_sum(acc, sh);
+        if (threadIdx.x == 0) ds[row] += (float)tot;
+    }
+    if (dx) {
+        const float sc = s[row];
+        float* o = dx + row * T;
+        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] += g[t] * sc;
+    }
+}
+
+// mean = sum_t w x, std = sqrt(max(sum_t w (x - mean)^2, eps)); w == NULL: w = 1/T.
+__global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const float* w, int C,
+                                  int T, int ld, float eps) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const size_t b = row / C, c = row - b * C;
+    const float* xr = x + row * T;
+    const float* wr = w ? w + row * T : nullptr;
+    const float wu = 1.0f / (float)T;
+    double acc = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += (wr ? wr[t] : wu) * xr[t];
+    const float mu = (float)spk_block_sum(acc, sh);
+    acc = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+        const float d = xr[t] - mu;
+        acc += (wr ? wr[t] : wu) * d * d;
+    }
+    const float var = (float)spk_block_sum(acc, sh);
+    if (threadIdx.x == 0) {
+        mean[b * ld + c] = mu;
+        std[b * ld + c] = sqrtf(var > eps ? var : eps);
+    }
+}
+
+// Gradient of wstats_fwd_kernel (see the CPU's weighted_stats_backward for the derivation):
+// a = dmean - 2 gv s1 with s1 = sum w (x - mu), gv = dstd / (2 std) where var >= eps, else 0;
+// dx += w (a + 2 gv (x - mu)), dw += x a + gv (x - mu)^2.
+__global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, const float* dstd,
+                                  const float* x, const float* w, const float* mean,
+                                  const float* std, int C, int T, int ld, float eps) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const size_t b = row / C, c = row - b * C;
+    const size_t o = b * ld + c;
+    const float* xr = x + row * T;
+    const float* wr = w ? w + row * T : nullptr;
+    const float wu = 1.0f / (float)T;
+    const float mu = mean[o];
+    double av = 0.0, a1 = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+        const float wt = wr ? wr[t] : wu, d = xr[t] - mu;
+        av += wt * d * d;
+        a1 += wt * d;
+    }
+    const float var = (float)spk_block_sum(av, sh);
+    const float s1 = (float)spk_block_sum(a1, sh);
+    const float gm = dmean ? dmean[o] : 0.0f;
+    const float gv = (dstd && var >= eps) ? dstd[o] * 0.5f / std[o] : 0.0f;
+    const float a = gm - 2.0f * gv * s1;
+    if (dx) {
+        float* r = dx + row * T;
+        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+            const float wt = wr ? wr[t] : wu;
+            r[t] += wt * (a + 2.0f * gv * (xr[t] - mu));
+        }
+    }
+    if (dw) {
+        float* r = dw + row * T;
+        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+            const float d = xr[t] - mu;
+            r[t] += xr[t] * a + gv * d * d;
+        }
+    }
+}
+
+// y = softmax over the row; y may alias x (all reads of x end before the first write).
+__global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
+    __shared__ float shf[SPK_CUDA_THREADS];
+    __shared__ double shd[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const float* r = x + row * T;
+    float* o = y + row * T;
+    float mx = -INFINITY;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) mx = fmaxf(mx, r[t]);
+    mx = spk_block_max(mx, shf);
+    // Each thread reads and writes only its own positions from here on.
+    double acc = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+        const float e = spk_expf(r[t] - mx);
+        o[t] = e;
+        acc += e;
+    }
+    const float inv = 1.0f / (float)spk_block_sum(acc, shd);
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] *= inv;
+}
+
+// dx += y (dy - sum_t dy y)
+__global__ void softmax_time_bwd_kernel(float* dx, const float* dy, const float* y, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const float* g = dy + row * T;
+    const float* p = y + row * T;
+    double acc = 0.0;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += g[t] * p[t];
+    const float s = (float)spk_block_sum(acc, sh);
+    float* o = dx + row * T;
+    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] += p[t] * (g[t] - s);
+}
+
+}  // namespace
+
+extern "C" void time_mean_forward_cuda(float* m, const float* x, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    time_mean_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                           spk_cuda_stream_checked()>>>(m, x, T);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void time_mean_backward_cuda(float* dx, const float* dm, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    const size_t n = (size_t)B * C * T;
+    time_mean_bwd_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(dx, dm, n,
+                                                                                          T);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void channel_scale_forward_cuda(float* y, const float* x, const float* s, int B, int C,
+                                           int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    const size_t n = (size_t)B * C * T;
+    channel_scale_fwd_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
+        y, x, s, n, T);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void channel_scale_backward_cuda(float* dx, float* ds, const float* dy, const float* x,
+                                            const float* s, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    if (!dx && !ds) return;
+    channel_scale_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                               spk_cuda_stream_checked()>>>(dx, ds, dy, x, s, T);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void weighted_stats_forward_cuda(float* mean, float* std, const float* x, const float* w,
+                                            int B, int C, int T, int ld, float eps) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
+    wstats_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                        spk_cuda_stream_checked()>>>(mean, std, x, w, C, T, ld, eps);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void weighted_stats_backward_cuda(float* dx, float* dw, const float* dmean,
+                                             const float* dstd, const float* x, const float* w,
+                                             const float* mean, const float* std, int B, int C,
+                                             int T, int ld, float eps) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
+    SPK_ASSERT(w != NULL || dw == NULL);
+    if (!dx && !dw) return;
+    wstats_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                        spk_cuda_stream_checked()>>>(dx, dw, dmean, dstd, x, w, mean, std, C, T, ld,
+                                                     eps);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void softmax_time_forward_cuda(float* y, const float* x, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    softmax_time_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                              spk_cuda_stream_checked()>>>(y, x, T);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void softmax_time_backward_cuda(float* dx, const float* dy, const float* y, int B, int C,
+                                           int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    softmax_time_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
+                              spk_cuda_stream_checked()>>>(dx, dy, y, T);
+    SPK_CUDA_LAUNCHED();
+}
