@@ -30,7 +30,9 @@ void progress_step(progress_t *p, int64_t samples, double loss, int64_t epoch, i
     p->loss_sum += loss;
     p->loss_n++;
     double every = p->tty ? 0.25 : p->interval;
-    if (t - p->last < every && step < steps) return;
+    // A log line only when the interval has passed (the epoch line follows the last step);
+    // a terminal bar also on the last step, so it ends full.
+    if (t - p->last < every && !(p->tty && step == steps)) return;
     double sps = (double)p->window_samples / (t - p->window_t0);
     double per_step = (t - p->window_t0) / (double)p->loss_n;
     double left_epoch = (double)(steps - step) * per_step;
