@@ -14,6 +14,7 @@
 #include "io/loader.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
+#include "kernels/device.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -303,11 +304,31 @@ static void open_data(trainer_t *t) {
     }
 }
 
+// --device: each rank would take GPU local_rank % visible devices. The model and trainer run
+// on the CPU only so far, so a usable GPU is reported and not used.
+static void choose_device(const comm_t *comm, const train_config_t *cfg) {
+    if (strcmp(cfg->device, "cpu") == 0) return;
+    char why[256] = "";
+    int n = spk_device_count(why, sizeof why);
+    if (n > 0) {
+        if (strcmp(cfg->device, "cuda") == 0)
+            spk_fail_all(SPK_EXIT_USAGE, "train: --device cuda: this version trains on the CPU only (the CUDA kernels exist, "
+                                         "the CUDA training path does not yet); use --device cpu");
+        printf0("device: %d GPU(s) visible, but this version trains on the CPU only; using the CPU\n", n);
+    } else if (strcmp(cfg->device, "cuda") == 0) {
+        spk_fail_all(SPK_EXIT_USAGE, "train: --device cuda: %s", why);
+    } else {
+        printf0("device: %s; training on the CPU\n", why);
+    }
+    (void)comm;
+}
+
 int trainer_run(const comm_t *comm, train_config_t *cfg) {
     trainer_t *t = callocCheck(1, sizeof *t);
     t->comm = comm;
     t->cfg = cfg;
     train_config_finalize(cfg, comm->size);
+    choose_device(comm, cfg);
     open_data(t);
 
     t->model = model_create(cfg, &(model_data_t){t->data.feature_dim, t->data.num_speakers, t->data.visual.dim,
