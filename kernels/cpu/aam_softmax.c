@@ -4,6 +4,7 @@
 //                         | ehat (B, E) | what (S, E)
 // workspace (backward):   dcos (B, S) | dehat (B, E) | dwhat (S, E)
 #include "kernels/aam_softmax.h"
+#include "kernels/aam_cache.h"
 
 #include <math.h>
 
@@ -14,30 +15,7 @@
 #define NORM_EPS 1e-12f  // F.normalize default
 #define ROW_BLOCK 256
 
-typedef struct {
-    float *probs, *cos_target, *enorm, *wnorm, *ehat, *what;
-} aam_cache;
-
-static aam_cache cache_view(const float* cache, int B, int E, int S) {
-    aam_cache c;
-    float* p = (float*)cache;
-    c.probs = p;
-    p += (size_t)B * S;
-    c.cos_target = p;
-    p += B;
-    c.enorm = p;
-    p += B;
-    c.wnorm = p;
-    p += S;
-    c.ehat = p;
-    p += (size_t)B * E;
-    c.what = p;
-    return c;
-}
-
-size_t aam_softmax_cache_floats(int B, int E, int S) {
-    return (size_t)B * S + 2 * (size_t)B + S + (size_t)B * E + (size_t)S * E;
-}
+size_t aam_softmax_cache_floats(int B, int E, int S) { return aam_cache_floats(B, E, S); }
 
 size_t aam_softmax_workspace_floats(int B, int E, int S) {
     return (size_t)B * S + (size_t)B * E + (size_t)S * E;
@@ -97,7 +75,7 @@ void aam_softmax_forward(float* loss, int* correct, float* cache, const float* e
                          float* workspace) {
     (void)workspace;  // forward needs no scratch; kept for a uniform interface
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
-    aam_cache c = cache_view(cache, B, E, S);
+    aam_cache_t c = aam_cache_view(cache, B, E, S);
     normalize_rows(c.ehat, c.enorm, emb, B, E);
     normalize_rows(c.what, c.wnorm, w, S, E);
     // cos (B, S) computed into the probs slot, then turned into probabilities row by row
@@ -155,7 +133,7 @@ void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cach
     (void)w;  // normalized copies and norms are in the cache
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     if (!demb && !dw) return;
-    const aam_cache c = cache_view(cache, B, E, S);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
     float* dcos = workspace;               // (B, S)
     float* dehat = dcos + (size_t)B * S;   // (B, E)
     float* dwhat = dehat + (size_t)B * E;  // (S, E)

@@ -3,12 +3,12 @@
 // with spk_expf, the row's loss; a one-block kernel then sums the row losses and hits in a
 // fixed order (deterministic). The AAM cosines and gradients are cuBLAS GEMMs.
 //
-// AAM cache layout (as the CPU): probs (B, S) | cos_target (B) | enorm (B) | wnorm (S)
-//                                | ehat (B, E) | what (S, E)
+// AAM cache layout: kernels/aam_cache.h, shared with the CPU.
 // AAM workspace: forward   row_loss (B) | row_ok (B ints)
 //                backward  dcos (B, S) | dehat (B, E) | dwhat (S, E)
 #include <math.h>
 
+#include "kernels/aam_cache.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/elementwise_math.h"
 
@@ -198,27 +198,6 @@ __global__ void aam_dcos_kernel(float* dcos, const float* probs, const float* co
     }
 }
 
-struct AamCache {
-    float *probs, *cos_target, *enorm, *wnorm, *ehat, *what;
-};
-
-AamCache cache_view(const float* cache, int B, int E, int S) {
-    AamCache c;
-    float* p = (float*)cache;
-    c.probs = p;
-    p += (size_t)B * S;
-    c.cos_target = p;
-    p += B;
-    c.enorm = p;
-    p += B;
-    c.wnorm = p;
-    p += S;
-    c.ehat = p;
-    p += (size_t)B * E;
-    c.what = p;
-    return c;
-}
-
 }  // namespace
 
 // ---- xent -----------------------------------------------------------------------------------
@@ -248,9 +227,7 @@ extern "C" void xent_backward_cuda(float* dlogits, float dloss, const float* pro
 
 // ---- AAM softmax ----------------------------------------------------------------------------
 
-extern "C" size_t aam_softmax_cache_floats_cuda(int B, int E, int S) {
-    return (size_t)B * S + 2 * (size_t)B + S + (size_t)B * E + (size_t)S * E;
-}
+extern "C" size_t aam_softmax_cache_floats_cuda(int B, int E, int S) { return aam_cache_floats(B, E, S); }
 
 // The backward's (B*S + B*E + S*E) always covers the forward's 2B.
 extern "C" size_t aam_softmax_workspace_floats_cuda(int B, int E, int S) {
@@ -262,7 +239,7 @@ extern "C" void aam_softmax_forward_cuda(float* loss, int* correct, float* cache
                                          float margin, float scale, float* workspace) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     cudaStream_t st = spk_cuda_stream_checked();
-    const AamCache c = cache_view(cache, B, E, S);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
     normalize_rows_kernel<<<spk_rows_grid((size_t)B), SPK_CUDA_THREADS, 0, st>>>(c.ehat, c.enorm,
                                                                                  emb, E);
     SPK_CUDA_LAUNCHED();
@@ -289,7 +266,7 @@ extern "C" void aam_softmax_backward_cuda(float* demb, float* dw, float dloss, c
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     if (!demb && !dw) return;
     cudaStream_t st = spk_cuda_stream_checked();
-    const AamCache c = cache_view(cache, B, E, S);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
     float* dcos = workspace;               // (B, S)
     float* dehat = dcos + (size_t)B * S;   // (B, E)
     float* dwhat = dehat + (size_t)B * E;  // (S, E)
