@@ -15,6 +15,11 @@ void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] += spk_relu_grad(dy[i], y[i]);
 }
 
+void relu_mask(float* g, const float* y, size_t n) {
+#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) g[i] = spk_relu_grad(g[i], y[i]);
+}
+
 void sigmoid_forward(float* y, const float* x, size_t n) {
 #pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = spk_sigmoid(x[i]);

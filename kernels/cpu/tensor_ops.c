@@ -6,6 +6,7 @@
 #include "kernels/spk_assert.h"
 
 #define PAR_MIN 32768
+#define TR_TILE 32  // batch_transpose: a 32x32 tile of x and of y stays in L1
 
 void channel_slice_copy(float* dst, int dst_channels, const float* src, int src_channels, int B,
                         int C, int T) {
@@ -31,7 +32,7 @@ void channel_slice_add(float* dst, int dst_channels, const float* src, int src_c
 }
 
 void time_repeat_forward(float* y, int y_channels, const float* s, int ld, int B, int C, int T) {
-    SPK_ASSERT(C <= y_channels && C <= ld);
+    SPK_ASSERT(C <= y_channels && (ld == 0 || C <= ld));  // ld = 0: one s for every sample
 #pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
@@ -55,6 +56,25 @@ void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, i
         }
 }
 
+void batch_transpose(float* y, const float* x, int B, int R, int C) {
+    // Tiled so the strided side (reads of x down a column) touches only TR_TILE cache lines
+    // while the contiguous side streams; samples and row tiles are the parallel work items.
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((size_t)B * R * C >= PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int r0 = 0; r0 < R; r0 += TR_TILE) {
+            const float* xb = x + (size_t)b * R * C;
+            float* yb = y + (size_t)b * C * R;
+            const int r1 = R - r0 < TR_TILE ? R : r0 + TR_TILE;
+            for (int c0 = 0; c0 < C; c0 += TR_TILE) {
+                const int c1 = C - c0 < TR_TILE ? C : c0 + TR_TILE;
+                for (int c = c0; c < c1; c++) {
+                    float* yr = yb + (size_t)c * R;
+                    for (int r = r0; r < r1; r++) yr[r] = xb[(size_t)r * C + c];
+                }
+            }
+        }
+}
+
 void vec_add(float* y, const float* a, const float* b, size_t n) {
 #pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
@@ -68,4 +88,8 @@ void vec_acc(float* y, const float* a, size_t n) {
 void vec_zero(float* y, size_t n) {
 #pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = 0.0f;
+}
+
+void vec_copy(float* y, const float* a, size_t n) {
+    if (n) memcpy(y, a, sizeof(float) * n);  // memcpy with NULL is undefined even for 0 bytes
 }

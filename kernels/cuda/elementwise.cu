@@ -1,6 +1,7 @@
 // Elementwise and layout kernels: activations (kernels/activation.h) and tensor_ops.h. The
 // activation math is the shared SPK_HD helpers of kernels/elementwise_math.h; everything is a
-// grid-stride loop, except time_repeat_backward (one block per (b, c) row, fixed-order sum).
+// grid-stride loop, except time_repeat_backward (one block per (b, c) row, fixed-order sum)
+// and batch_transpose (grid-stride over 32x32 tiles staged in shared memory).
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/elementwise_math.h"
 
@@ -12,6 +13,9 @@ __global__ void relu_fwd_kernel(float* y, const float* x, size_t n) {
 }
 __global__ void relu_bwd_kernel(float* dx, const float* dy, const float* y, size_t n) {
     SPK_GRID_LOOP(i, n) dx[i] += spk_relu_grad(dy[i], y[i]);
+}
+__global__ void relu_mask_kernel(float* g, const float* y, size_t n) {
+    SPK_GRID_LOOP(i, n) g[i] = spk_relu_grad(g[i], y[i]);
 }
 __global__ void sigmoid_fwd_kernel(float* y, const float* x, size_t n) {
     SPK_GRID_LOOP(i, n) y[i] = spk_sigmoid(x[i]);
@@ -43,7 +47,7 @@ __global__ void slice_kernel(float* dst, int dst_channels, const float* src, int
     }
 }
 
-// y[(b * y_channels + c) * T + t] = s[b * ld + c]
+// y[(b * y_channels + c) * T + t] = s[b * ld + c] (ld = 0: the same s for every b)
 __global__ void time_repeat_fwd_kernel(float* y, int y_channels, const float* s, int ld, int B,
                                        int C, int T) {
     SPK_GRID_LOOP(i, (size_t)B * C * T) {
@@ -63,6 +67,35 @@ __global__ void time_repeat_bwd_kernel(float* ds, int ld, const float* dy, int d
     for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += r[t];
     const double s = spk_block_sum(acc, sh);
     if (threadIdx.x == 0) ds[b * ld + c] += (float)s;
+}
+
+// y[(b * C + c) * R + r] = x[(b * R + r) * C + c]. A block loads a 32x32 tile of x with
+// coalesced row reads, then writes it out along columns, so the writes to y are coalesced too.
+constexpr int kTile = 32;
+constexpr int kTileRows = SPK_CUDA_THREADS / kTile;  // tile rows one pass of the block covers
+static_assert(SPK_CUDA_THREADS % kTile == 0, "block must cover whole tile rows");
+__global__ void batch_transpose_kernel(float* y, const float* x, int R, int C, size_t tiles) {
+    __shared__ float sh[kTile][kTile + 1];  // +1: column reads hit 32 different banks
+    const int tr = (R + kTile - 1) / kTile, tc = (C + kTile - 1) / kTile;
+    const int lx = threadIdx.x % kTile, ly = threadIdx.x / kTile;
+    // tiles is the same for every thread, so all of them reach each __syncthreads
+    for (size_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+        const size_t per = (size_t)tr * tc, b = k / per;
+        const int rem = (int)(k - b * per);
+        const int r0 = rem / tc * kTile, c0 = rem % tc * kTile;
+        const float* xb = x + b * R * C;
+        float* yb = y + b * C * R;
+        for (int j = ly; j < kTile; j += kTileRows) {
+            const int r = r0 + j, c = c0 + lx;
+            if (r < R && c < C) sh[j][lx] = xb[(size_t)r * C + c];
+        }
+        __syncthreads();
+        for (int j = ly; j < kTile; j += kTileRows) {
+            const int c = c0 + j, r = r0 + lx;
+            if (c < C && r < R) yb[(size_t)c * R + r] = sh[lx][j];
+        }
+        __syncthreads();  // the next tile overwrites sh
+    }
 }
 
 __global__ void vec_add_kernel(float* y, const float* a, const float* b, size_t n) {
@@ -86,6 +119,9 @@ extern "C" void relu_forward_cuda(float* y, const float* x, size_t n) {
 }
 extern "C" void relu_backward_cuda(float* dx, const float* dy, const float* y, size_t n) {
     SPK_ELEMENTWISE_LAUNCH(relu_bwd_kernel, n, dx, dy, y, n);
+}
+extern "C" void relu_mask_cuda(float* g, const float* y, size_t n) {
+    SPK_ELEMENTWISE_LAUNCH(relu_mask_kernel, n, g, y, n);
 }
 extern "C" void sigmoid_forward_cuda(float* y, const float* x, size_t n) {
     SPK_ELEMENTWISE_LAUNCH(sigmoid_fwd_kernel, n, y, x, n);
@@ -118,7 +154,7 @@ extern "C" void channel_slice_add_cuda(float* dst, int dst_channels, const float
 
 extern "C" void time_repeat_forward_cuda(float* y, int y_channels, const float* s, int ld, int B,
                                          int C, int T) {
-    SPK_ASSERT(C <= y_channels && C <= ld);
+    SPK_ASSERT(C <= y_channels && (ld == 0 || C <= ld));  // ld = 0: one s for every sample
     SPK_ASSERT(B >= 0 && C >= 0 && T >= 0);
     const size_t n = (size_t)B * C * T;
     SPK_ELEMENTWISE_LAUNCH(time_repeat_fwd_kernel, n, y, y_channels, s, ld, B, C, T);
@@ -134,6 +170,16 @@ extern "C" void time_repeat_backward_cuda(float* ds, int ld, const float* dy, in
     SPK_CUDA_LAUNCHED();
 }
 
+extern "C" void batch_transpose_cuda(float* y, const float* x, int B, int R, int C) {
+    SPK_ASSERT(B >= 0 && R >= 0 && C >= 0);
+    const size_t tiles = (size_t)B * ((R + kTile - 1) / kTile) * (size_t)((C + kTile - 1) / kTile);
+    if (tiles == 0) return;
+    const unsigned blocks = tiles < SPK_CUDA_MAX_BLOCKS ? (unsigned)tiles : SPK_CUDA_MAX_BLOCKS;
+    batch_transpose_kernel<<<blocks, SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(y, x, R, C,
+                                                                                       tiles);
+    SPK_CUDA_LAUNCHED();
+}
+
 extern "C" void vec_add_cuda(float* y, const float* a, const float* b, size_t n) {
     SPK_ELEMENTWISE_LAUNCH(vec_add_kernel, n, y, a, b, n);
 }
@@ -141,3 +187,8 @@ extern "C" void vec_acc_cuda(float* y, const float* a, size_t n) {
     SPK_ELEMENTWISE_LAUNCH(vec_acc_kernel, n, y, a, n);
 }
 extern "C" void vec_zero_cuda(float* y, size_t n) { spk_cuda_memset0(y, n * sizeof(float)); }
+extern "C" void vec_copy_cuda(float* y, const float* a, size_t n) {
+    if (n == 0) return;
+    cudaCheck(cudaMemcpyAsync(y, a, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                              spk_cuda_stream_checked()));
+}

@@ -73,6 +73,7 @@ void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbias, const fl
 // ---- activation.h ---------------------------------------------------------------------------
 void relu_forward_cuda(float* y, const float* x, size_t n);
 void relu_backward_cuda(float* dx, const float* dy, const float* y, size_t n);
+void relu_mask_cuda(float* g, const float* y, size_t n);
 void sigmoid_forward_cuda(float* y, const float* x, size_t n);
 void sigmoid_backward_cuda(float* dx, const float* dy, const float* y, size_t n);
 void tanh_forward_cuda(float* y, const float* x, size_t n);
@@ -101,9 +102,11 @@ void time_repeat_forward_cuda(float* y, int y_channels, const float* s, int ld, 
                               int T);
 void time_repeat_backward_cuda(float* ds, int ld, const float* dy, int dy_channels, int B, int C,
                                int T);
+void batch_transpose_cuda(float* y, const float* x, int B, int R, int C);
 void vec_add_cuda(float* y, const float* a, const float* b, size_t n);
 void vec_acc_cuda(float* y, const float* a, size_t n);
 void vec_zero_cuda(float* y, size_t n);
+void vec_copy_cuda(float* y, const float* a, size_t n);
 
 // ---- aam_softmax.h --------------------------------------------------------------------------
 // Same cache layout as the CPU (probs | cos_target | enorm | wnorm | ehat | what); the forward

@@ -306,6 +306,24 @@ static void test_activation(const char* name, act_fwd f, act_fwd fc, act_bwd b, 
     free(gx);
 }
 
+// ReLU backward in place: g = y > 0 ? g : 0, y the forward output (with exact zeros)
+static void test_relu_mask(void) {
+    printf("relu_mask\n");
+    const size_t n = 10007;
+    float *x = rand_f(n, -4, 4), *y = alloc_f(n);
+    relu_forward(y, x, n);
+    float* g = rand_f(n, -1, 1);
+    float *dyd = dev_f(y, n), *dgd = dev_f(g, n);
+    relu_mask(g, y, n);
+    relu_mask_cuda(dgd, dyd, n);
+    cmp("relu_mask", dgd, g, n, 0.0);
+    spk_cuda_free(dyd);
+    spk_cuda_free(dgd);
+    free(x);
+    free(y);
+    free(g);
+}
+
 // ---- pooling --------------------------------------------------------------------------------
 static void test_time_mean_and_scale(void) {
     printf("time_mean, channel_scale\n");
@@ -452,6 +470,33 @@ static void test_tensor_ops(void) {
     time_repeat_backward(s + 2, ld, gy + 4 * T, Cy, B, C, T);
     time_repeat_backward_cuda(dsd + 2, ld, dgy + 4 * T, Cy, B, C, T);
     cmp("time_repeat backward", dsd, s, nsr, TOL);
+    // ld = 0: one vector of C values repeated for every sample, into channels [1, 1 + C)
+    float* s1 = rand_f(C, -1, 1);
+    float* ds1 = dev_f(s1, C);
+    time_repeat_forward(y + 1 * T, Cy, s1, 0, B, C, T);
+    time_repeat_forward_cuda(dyd + 1 * T, Cy, ds1, 0, B, C, T);
+    cmp("time_repeat forward ld 0", dyd, y, ny, 0.0);
+
+    // batch_transpose: partial tiles, R < C, more tiles than blocks, and the round trip
+    const int tshape[][3] = {{3, 5, 70}, {2, 45, 33}, {4, 200, 80}, {5000, 40, 3}};
+    for (size_t k = 0; k < sizeof tshape / sizeof tshape[0]; k++) {
+        const int TB = tshape[k][0], R = tshape[k][1], TC = tshape[k][2];
+        const size_t tn = (size_t)TB * R * TC;
+        char tag[64];
+        snprintf(tag, sizeof tag, "B%d R%d C%d", TB, R, TC);
+        float *x = rand_f(tn, -1, 1), *xt = alloc_f(tn);
+        float *dxd = dev_f(x, tn), *dxt = dev_f(NULL, tn), *dxtt = dev_f(NULL, tn);
+        batch_transpose(xt, x, TB, R, TC);
+        batch_transpose_cuda(dxt, dxd, TB, R, TC);
+        cmp(nm("batch_transpose %s", tag), dxt, xt, tn, 0.0);
+        batch_transpose_cuda(dxtt, dxt, TB, TC, R);
+        cmp(nm("batch_transpose round trip %s", tag), dxtt, x, tn, 0.0);
+        spk_cuda_free(dxd);
+        spk_cuda_free(dxt);
+        spk_cuda_free(dxtt);
+        free(x);
+        free(xt);
+    }
 
     // vec ops (vec_add with y aliasing a)
     const size_t n = 5003;
@@ -466,10 +511,13 @@ static void test_tensor_ops(void) {
     vec_zero(a, n);
     vec_zero_cuda(da, n);
     cmp("vec_zero", da, a, n, 0.0);
+    vec_copy(a, b, n);
+    vec_copy_cuda(da, db, n);
+    cmp("vec_copy", da, a, n, 0.0);
 
-    float* bufs[] = {ddst, dsrc, dyd, dsd, dgy, da, db};
+    float* bufs[] = {ddst, dsrc, dyd, dsd, ds1, dgy, da, db};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) spk_cuda_free(bufs[i]);
-    float* hbufs[] = {dst, src, y, s, gy, a, b};
+    float* hbufs[] = {dst, src, y, s, s1, gy, a, b};
     for (size_t i = 0; i < sizeof hbufs / sizeof hbufs[0]; i++) free(hbufs[i]);
 }
 
@@ -693,6 +741,7 @@ int main(void) {
     test_activation("sigmoid", sigmoid_forward, sigmoid_forward_cuda, sigmoid_backward,
                     sigmoid_backward_cuda);
     test_activation("tanh", tanh_forward, tanh_forward_cuda, tanh_backward, tanh_backward_cuda);
+    test_relu_mask();
     test_time_mean_and_scale();
     test_weighted_stats(0);
     test_weighted_stats(1);

@@ -1,5 +1,5 @@
 // Activations: forward values vs double libm, spk_expf accuracy, finite-difference backward
-// (through the forward output), accumulation, in-place forward.
+// (through the forward output), accumulation, in-place forward, the in-place ReLU mask.
 #include "kernels/activation.h"
 #include "kernels/elementwise_math.h"
 #include "test_common.h"
@@ -60,6 +60,27 @@ static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
     free(acc);
 }
 
+// relu_mask(g, y) must leave in g what relu_backward(0, g, y) accumulates into zeros, with
+// exact zeros in y (ReLU outputs) masked and y == -0 treated as not positive.
+static void relu_mask_check(size_t n) {
+    char nm[64];
+    float* x = rand_f(n, -1, 1);
+    for (size_t i = 0; i < n; i += 7) x[i] = 0.0f;
+    float* y = alloc_f(n);
+    relu_forward(y, x, n);
+    y[2] = -0.0f;
+    float* g = rand_f(n, -1, 1);
+    float* want = zeros_f(n);
+    relu_backward(want, g, y, n);
+    relu_mask(g, y, n);
+    snprintf(nm, sizeof nm, "relu_mask n %zu", n);
+    check_close(nm, g, want, n, 0, 0);
+    free(x);
+    free(y);
+    free(g);
+    free(want);
+}
+
 static void exp_accuracy(void) {
     double worst = 0;
     float wx = 0;
@@ -90,5 +111,7 @@ int main(void) {
     run("relu large", relu_forward, relu_backward, ref_relu, 100000, 10);  // threaded path
     run("sigmoid large", sigmoid_forward, sigmoid_backward, ref_sigmoid, 100000, 10);
     run("tanh large", tanh_forward, tanh_backward, ref_tanh, 100000, 10);
+    relu_mask_check(1000);
+    relu_mask_check(100000);  // threaded path
     return test_finish("test_activation");
 }

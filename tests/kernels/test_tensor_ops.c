@@ -1,5 +1,5 @@
-// Layout helpers: channel slices, time repeat (with its backward by finite differences),
-// vector add/accumulate/zero.
+// Layout helpers: channel slices, time repeat (with its backward by finite differences, and the
+// ld = 0 broadcast), per-sample transposes, vector add/accumulate/zero/copy.
 #include "kernels/tensor_ops.h"
 #include "test_common.h"
 
@@ -74,6 +74,42 @@ int main(void) {
     time_repeat_backward(acc, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
     check_accumulated("time_repeat_backward accumulates", acc, pre, ds, (size_t)B * ld);
 
+    // ld = 0: the same C values repeated for every sample
+    float* s0 = rand_f(C, -1, 1);
+    memcpy(rc.y, y0, sizeof(float) * B * Cd * T);
+    time_repeat_forward(rc.y + (size_t)d0 * T, Cd, s0, 0, B, C, T);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < Cd; c++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * Cd + c) * T + t;
+                want[i] = (c >= d0 && c < d0 + C) ? s0[c - d0] : y0[i];
+            }
+    check_close("time_repeat_forward ld 0", rc.y, want, (size_t)B * Cd * T, 0, 0);
+
+    // batch_transpose: odd shapes (partial tiles), R < C and R > C, and a threaded size; a
+    // second transpose must give back the input exactly
+    const int tshape[][3] = {{1, 1, 1}, {3, 5, 70}, {2, 45, 33}, {4, 200, 80}};
+    for (size_t k = 0; k < sizeof tshape / sizeof tshape[0]; k++) {
+        const int TB = tshape[k][0], R = tshape[k][1], TC = tshape[k][2];
+        const size_t tn = (size_t)TB * R * TC;
+        float *x = rand_f(tn, -1, 1), *xt = alloc_f(tn), *xtt = alloc_f(tn), *tw = alloc_f(tn);
+        batch_transpose(xt, x, TB, R, TC);
+        for (int b = 0; b < TB; b++)
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < TC; c++)
+                    tw[((size_t)b * TC + c) * R + r] = x[((size_t)b * R + r) * TC + c];
+        char nm[96];
+        snprintf(nm, sizeof nm, "batch_transpose B%d R%d C%d", TB, R, TC);
+        check_close(nm, xt, tw, tn, 0, 0);
+        batch_transpose(xtt, xt, TB, TC, R);
+        snprintf(nm, sizeof nm, "batch_transpose round trip B%d R%d C%d", TB, R, TC);
+        check_close(nm, xtt, x, tn, 0, 0);
+        free(x);
+        free(xt);
+        free(xtt);
+        free(tw);
+    }
+
     // vec ops, including the threaded size
     const size_t n = 100003;
     float *a = rand_f(n, -1, 1), *b = rand_f(n, -1, 1), *y = alloc_f(n);
@@ -86,6 +122,9 @@ int main(void) {
     check_close("vec_acc", y, w2, n, 0, 0);
     vec_zero(y, n);
     check_true(max_abs(y, n) == 0, "vec_zero");
+    vec_copy(y, a, n);
+    check_close("vec_copy", y, a, n, 0, 0);
+    vec_copy(NULL, NULL, 0);  // empty copy is a no-op
     free(src);
     free(dst);
     free(dst0);
@@ -98,6 +137,7 @@ int main(void) {
     free(dsw);
     free(pre);
     free(acc);
+    free(s0);
     free(a);
     free(b);
     free(y);
