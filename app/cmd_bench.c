@@ -4,6 +4,8 @@
 #include "app/check.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/device_select.h"
+#include "app/grad_sync.h"
 #include "app/model.h"
 #include "app/optimizer.h"
 #include "io/rng.h"
@@ -15,7 +17,7 @@
 #include <time.h>
 
 typedef struct {
-    char model[OPT_STR_MAX];
+    char model[OPT_STR_MAX], device[OPT_STR_MAX];
     int64_t channels, batch, frames, feat, classes, steps, warmup;
 } bench_opts_t;
 
@@ -29,6 +31,7 @@ static const opt_t opts[] = {
     {"classes", OPT_INT, F(classes), 2, 1e7, NULL, "speakers in the AAM head"},
     {"steps", OPT_INT, F(steps), 1, 1e6, NULL, "timed steps"},
     {"warmup", OPT_INT, F(warmup), 0, 1e6, NULL, "untimed steps first"},
+    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when one is usable)"},
 };
 static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
@@ -56,7 +59,9 @@ static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
 int cmd_bench(const comm_t *comm, int argc, char **argv) {
     bench_opts_t o = {.channels = 512, .batch = 32, .frames = 200, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     strcpy(o.model, "ecapa");
+    strcpy(o.device, "auto");
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    const spk_backend_t *be = device_select(comm, o.device, "bench");
 
     train_config_t cfg = train_config_defaults();
     snprintf(cfg.model, sizeof cfg.model, "%s", o.model);
@@ -64,9 +69,11 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     cfg.frames = o.frames;
     strcpy(cfg.optimizer, "adam");
     cfg.lr = 1e-3;
-    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes});
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes}, be);
     optimizer_t opt;
-    optimizer_init(&opt, &cfg, m->table.total);
+    optimizer_init(&opt, &cfg, m->table.total, be);
+    grad_sync_t gs;
+    grad_sync_init(&gs, comm, be, m->table.total);
 
     // A fixed random batch: B samples of T frames.
     const int B = (int)o.batch;
@@ -83,22 +90,26 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     double t0 = 0;
     for (int64_t s = 0; s < o.warmup + o.steps; s++) {
         if (s == o.warmup) {
+            be->sync();
             comm_barrier(comm);
             t0 = seconds();
         }
         step_stats_t st = {0};
-        memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
+        be->vec_zero(m->grads, (size_t)m->table.total);
         m->ops->train_step(m, &b, &st);
-        comm_allreduce_mean(comm, m->grads, m->table.total);
+        grad_sync_mean(&gs, m->grads);
         optimizer_step(&opt, m->params, m->grads, 1e-3);
     }
+    be->sync();
     comm_barrier(comm);
     double dt = seconds() - t0;
     double sps = (double)o.steps * B * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %d threads/rank: %.2f samples/s", o.model,
-            (long long)o.channels, B, comm->size, (long long)T, (long long)Fd, comm->threads, sps);
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s", o.model, (long long)o.channels, B, comm->size,
+            (long long)T, (long long)Fd, be->name);
+    if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
+    printf0(": %.2f samples/s", sps);
     if (strcmp(o.model, "ecapa") == 0) {
         double fwd = ecapa_forward_flop(Fd, o.channels, T);
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
@@ -108,7 +119,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     free(b.frame_off);
     free(b.labels);
     free(b.x);
+    grad_sync_free(&gs);
     optimizer_free(&opt);
     model_free(m);
+    device_release(be);
     return SPK_EXIT_OK;
 }

@@ -3,6 +3,7 @@
 #include "app/check.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/device_select.h"
 #include "app/embedder.h"
 #include "app/model.h"
 #include "io/checkpoint.h"
@@ -15,7 +16,7 @@
 #include <string.h>
 
 typedef struct {
-    char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX];
+    char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX], device[OPT_STR_MAX];
     int64_t batch;
 } embed_opts_t;
 
@@ -25,12 +26,13 @@ static const opt_t opts[] = {
     {"data", OPT_STR, F(data), 0, 0, NULL, "dataset to embed (HDF5 features)"},
     {"out", OPT_STR, F(out), 0, 0, NULL, "embeddings file to write (HDF5)"},
     {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "utterances read per step per rank"},
+    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run the model (auto: a GPU when one is usable)"},
 };
 static const opt_table_t table = {"embed", "Embed every utterance of a dataset with a trained model (inference mode).", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
 
 // Rank 0 reads the checkpoint's header; everyone builds the same model from its config.
-static model_t *load_model(const comm_t *comm, const char *path) {
+static model_t *load_model(const comm_t *comm, const char *path, const spk_backend_t *be) {
     struct {
         int code;
         char err[1024];
@@ -48,24 +50,27 @@ static model_t *load_model(const comm_t *comm, const char *path) {
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_t *m = model_create(&cfg, &(model_data_t){h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim,
-                                                   h->meta.visual_ratio});
+                                                   h->meta.visual_ratio}, be);
     if (comm->rank == 0) {
-        ckpt_tensors_t t = {&m->table, m->params, &m->state_table, m->state, 0, NULL};
+        ckpt_tensors_t t = {&m->table, m->host_params, &m->state_table, m->host_state, 0, NULL};
         h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);
     }
     comm_bcast(comm, h, sizeof *h, MPI_BYTE, 0);
     if (h->code) spk_fail_all(h->code, "%s", h->err);
-    comm_bcast(comm, m->params, m->table.total, MPI_FLOAT, 0);
-    comm_bcast(comm, m->state, m->state_table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+    model_upload(m);
     free(h);
     return m;
 }
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
     embed_opts_t o = {.batch = 16};
+    strcpy(o.device, "cpu");
     opt_parse(&table, &o, argc, argv, NULL, 0);
     if (!o.ckpt[0] || !o.data[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "embed: --ckpt, --data and --out are required");
-    model_t *m = load_model(comm, o.ckpt);
+    const spk_backend_t *be = device_select(comm, o.device, "embed");
+    model_t *m = load_model(comm, o.ckpt, be);
     dataset_t ds;
     dataset_open(&ds, o.data, comm->world);
     if (ds.feature_dim != m->feature_dim)
@@ -94,5 +99,6 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
     free(out.emb);
     dataset_close(&ds);
     model_free(m);
+    device_release(be);
     return SPK_EXIT_OK;
 }

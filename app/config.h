@@ -13,7 +13,7 @@ typedef struct {
     int64_t frames;        // crop length for models that train on crops (0 = whole utterance)
     int drop_last;
     int no_shuffle;
-    char device[OPT_STR_MAX];  // cpu | cuda | auto
+    char device[OPT_STR_MAX];  // cpu | cuda | auto | cpu-staged
     // model
     char model[OPT_STR_MAX];  // linear | ecapa
     int64_t channels;         // ECAPA width C

@@ -1,7 +1,8 @@
 // ECAPA-TDNN (SpeechBrain's ECAPA_TDNN topology) built from kernels/: layer structs hold
 // parameter offsets (into model->params / model->grads), state offsets (BatchNorm running
 // statistics in model->state) and pointers to their activations, which are allocated once
-// per (batch, frames) shape and reused every step.
+// per (batch, frames) shape and reused every step. Every buffer lives on the model's backend
+// (m->be) and every op goes through it, so the same code trains on the CPU and on a GPU.
 // Parameter names follow SpeechBrain's state_dict, so its checkpoints map one to one.
 #pragma once
 #include "app/model.h"
@@ -105,6 +106,10 @@ typedef struct {
     float *g_emb;            // (B, E)
     float *work;             // conv / AAM workspace
     size_t work_floats;
+    // the batch on the backend (unused when it works in host memory)
+    float *in_x, *in_vx;     // (B, T, F), (B, Tv, Fv) frames as the loader gives them
+    int *in_labels;          // (B)
+    float *scalars;          // [loss, correct (an int)] of the last forward
 } ecapa_t;
 
 // Registers every tensor (reverse execution order) into m->table / m->state_table.
@@ -112,11 +117,11 @@ void ecapa_register(ecapa_t *e, model_t *m);
 // Initialises parameters like PyTorch's defaults from the seed.
 void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed);
 // Makes room for B samples of T frames (grows the buffers when needed, never shrinks).
-void ecapa_reserve(ecapa_t *e, int B, int T);
-void ecapa_free_acts(ecapa_t *e);
+void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T);
+void ecapa_free_acts(ecapa_t *e, const model_t *m);
 
 // Encoder forward on frames (B, T, F) time-major (and, for ecapa-av, visual frames
-// (B, T / vratio, Fv)): fills e->emb. train = 1 uses batch statistics and updates running
+// (B, T / vratio, Fv)), both in backend memory: fills e->emb. train = 1 uses batch statistics and updates running
 // statistics; train = 0 uses running statistics.
 void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vframes, int B, int T, int train);
 // Backward from g_emb (B, E) through the encoder; accumulates parameter gradients into
@@ -125,30 +130,30 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
 
 // Blocks (app/ecapa_blocks.c, app/ecapa_asp.c)
 void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout, int k, int dil);
-void tdnn_alloc(tdnn_t *l, size_t bt);  // activations for bt = B * T sample-frames
-void tdnn_free(tdnn_t *l);
+void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt);  // activations for bt = B * T sample-frames
+void tdnn_free(tdnn_t *l, const model_t *m);
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);
 // dx += d(loss)/dx (dx may be NULL); dy is not modified. g: scratch of (B, cout, T).
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work);
-size_t tdnn_work_floats(const tdnn_t *l, int B, int T);
+size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T);
 // The block without its convolution: ReLU and BatchNorm of l->a (the conv output, filled by
 // the caller), and their backward into g (B, cout, T), the gradient at the conv output.
 void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train);
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T);
 
 void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, int k, int dil);
-void seres_alloc(seres_t *s, int C, int se, int B, size_t bt);
-void seres_free(seres_t *s);
+void seres_alloc(seres_t *s, const model_t *m, int C, int se, int B, size_t bt);
+void seres_free(seres_t *s, const model_t *m);
 void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B, int T, int train, float *work);
 // dx += gradient; dout is the gradient of the block output. g[0..3]: scratch of (B, C, T) each.
 void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B,
                     int T, float *const g[4], float *work);
 
 void asp_register(asp_t *a, model_t *m, const char *prefix, int cin, int att);
-void asp_alloc(asp_t *a, int B, size_t bt);
-void asp_free(asp_t *a);
-size_t asp_work_floats(const asp_t *a, int B, int T);
+void asp_alloc(asp_t *a, const model_t *m, int B, size_t bt);
+void asp_free(asp_t *a, const model_t *m);
+size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T);
 // pooled[b * ld + c] = mean, pooled[b * ld + cin + c] = std of h (B, cin, T).
 void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, int B, int T, int train, float *work);
 // dh += gradient through the pooling; dpooled has the same layout as pooled.

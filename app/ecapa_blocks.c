@@ -1,15 +1,7 @@
 // ECAPA building blocks: the TDNN block and the SE-Res2Net block, forward and backward.
-#include "app/check.h"
 #include "app/ecapa.h"
-#include "kernels/activation.h"
-#include "kernels/batchnorm.h"
-#include "kernels/conv1d.h"
-#include "kernels/linear.h"
-#include "kernels/pooling.h"
-#include "kernels/tensor_ops.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define BN_EPS 1e-5f
@@ -38,59 +30,60 @@ void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout,
     l->run_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
 }
 
-void tdnn_alloc(tdnn_t *l, size_t bt) {
-    l->a = mallocCheck(bt * (size_t)l->cout * sizeof(float));
-    l->y = mallocCheck(bt * (size_t)l->cout * sizeof(float));
-    l->mean = mallocCheck((size_t)l->cout * sizeof(float));
-    l->rstd = mallocCheck((size_t)l->cout * sizeof(float));
+void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt) {
+    l->a = model_buf(m, bt * (size_t)l->cout);
+    l->y = model_buf(m, bt * (size_t)l->cout);
+    l->mean = model_buf(m, (size_t)l->cout);
+    l->rstd = model_buf(m, (size_t)l->cout);
 }
 
-void tdnn_free(tdnn_t *l) {
-    free(l->a);
-    free(l->y);
-    free(l->mean);
-    free(l->rstd);
-    l->a = l->y = l->mean = l->rstd = NULL;
+void tdnn_free(tdnn_t *l, const model_t *m) {
+    model_buf_free(m, &l->a);
+    model_buf_free(m, &l->y);
+    model_buf_free(m, &l->mean);
+    model_buf_free(m, &l->rstd);
 }
 
-size_t tdnn_work_floats(const tdnn_t *l, int B, int T) {
-    return conv1d_workspace_floats(B, l->cin, l->cout, T, l->k, l->dil);
+size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T) {
+    return m->be->conv1d_workspace_floats(B, l->cin, l->cout, T, l->k, l->dil);
 }
 
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work) {
     const float *p = m->params;
-    conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
+    m->be->conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
     tdnn_post_forward(l, m, B, T, train);
 }
 
 void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
+    const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *st = m->state;
     size_t n = n_of(B, l->cout, T);
-    relu_forward(l->a, l->a, n);
+    K->relu_forward(l->a, l->a, n);
     if (train)
-        batchnorm1d_forward_train(l->y, l->mean, l->rstd, st + l->run_mean, st + l->run_var, l->a, p + l->bn_w,
-                                  p + l->bn_b, B, l->cout, T, BN_EPS, BN_MOMENTUM);
+        K->batchnorm1d_forward_train(l->y, l->mean, l->rstd, st + l->run_mean, st + l->run_var, l->a, p + l->bn_w,
+                                     p + l->bn_b, B, l->cout, T, BN_EPS, BN_MOMENTUM);
     else
-        batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B, l->cout, T,
-                                  BN_EPS);
+        K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B, l->cout,
+                                     T, BN_EPS);
 }
 
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work) {
     const float *p = m->params;
     tdnn_post_backward(l, m, dy, g, B, T);
-    conv1d_backward(dx, m->grads + l->w, m->grads + l->b, g, x, p + l->w, B, l->cin, l->cout, T, l->k, l->dil, work);
+    m->be->conv1d_backward(dx, m->grads + l->w, m->grads + l->b, g, x, p + l->w, B, l->cin, l->cout, T, l->k, l->dil,
+                           work);
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
+    const spk_backend_t *K = m->be;
     size_t n = n_of(B, l->cout, T);
-    memset(g, 0, n * sizeof(float));
-    batchnorm1d_backward(g, m->grads + l->bn_w, m->grads + l->bn_b, dy, l->a, m->params + l->bn_w, l->mean, l->rstd, B,
-                         l->cout, T);
+    K->vec_zero(g, n);
+    K->batchnorm1d_backward(g, m->grads + l->bn_w, m->grads + l->bn_b, dy, l->a, m->params + l->bn_w, l->mean, l->rstd,
+                            B, l->cout, T);
     // ReLU backward in place: a is the ReLU output, so a > 0 marks where the gradient passes.
-    for (size_t i = 0; i < n; i++)
-        if (!(l->a[i] > 0.0f)) g[i] = 0.0f;
+    K->relu_mask(g, l->a, n);
 }
 
 // ---- SE-Res2Net block --------------------------------------------------------------------------
@@ -117,103 +110,100 @@ void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, i
     tdnn_register(&s->tdnn1, m, name, C, C, 1, 1);
 }
 
-void seres_alloc(seres_t *s, int C, int se, int B, size_t bt) {
+void seres_alloc(seres_t *s, const model_t *m, int C, int se, int B, size_t bt) {
     size_t c = (size_t)C / ECAPA_SCALE;
-    tdnn_alloc(&s->tdnn1, bt);
-    tdnn_alloc(&s->tdnn2, bt);
+    tdnn_alloc(&s->tdnn1, m, bt);
+    tdnn_alloc(&s->tdnn2, m, bt);
     for (int i = 0; i < ECAPA_SCALE - 1; i++) {
-        tdnn_alloc(&s->res[i], bt);
-        s->res_in[i] = mallocCheck(bt * c * sizeof(float));
+        tdnn_alloc(&s->res[i], m, bt);
+        s->res_in[i] = model_buf(m, bt * c);
     }
-    s->res_out = mallocCheck(bt * (size_t)C * sizeof(float));
-    s->s0 = mallocCheck((size_t)B * (size_t)C * sizeof(float));
-    s->s1 = mallocCheck((size_t)B * (size_t)se * sizeof(float));
-    s->s = mallocCheck((size_t)B * (size_t)C * sizeof(float));
-    s->out = mallocCheck(bt * (size_t)C * sizeof(float));
+    s->res_out = model_buf(m, bt * (size_t)C);
+    s->s0 = model_buf(m, (size_t)B * (size_t)C);
+    s->s1 = model_buf(m, (size_t)B * (size_t)se);
+    s->s = model_buf(m, (size_t)B * (size_t)C);
+    s->out = model_buf(m, bt * (size_t)C);
 }
 
-void seres_free(seres_t *s) {
-    tdnn_free(&s->tdnn1);
-    tdnn_free(&s->tdnn2);
+void seres_free(seres_t *s, const model_t *m) {
+    tdnn_free(&s->tdnn1, m);
+    tdnn_free(&s->tdnn2, m);
     for (int i = 0; i < ECAPA_SCALE - 1; i++) {
-        tdnn_free(&s->res[i]);
-        free(s->res_in[i]);
-        s->res_in[i] = NULL;
+        tdnn_free(&s->res[i], m);
+        model_buf_free(m, &s->res_in[i]);
     }
-    free(s->res_out);
-    free(s->s0);
-    free(s->s1);
-    free(s->s);
-    free(s->out);
-    s->res_out = s->s0 = s->s1 = s->s = s->out = NULL;
+    float **const bufs[] = {&s->res_out, &s->s0, &s->s1, &s->s, &s->out};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
 }
 
 void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B, int T, int train, float *work) {
+    const spk_backend_t *K = m->be;
     const float *p = m->params;
     const int c = C / ECAPA_SCALE;
     const size_t nc = n_of(B, c, T);
     tdnn_forward(&s->tdnn1, m, x, B, T, train, work);
     const float *t1 = s->tdnn1.y;
     // Res2Net: chunk 0 passes through; chunk 1 -> res[0]; chunk i -> res[i-1](x_i + y_{i-1}).
-    channel_slice_copy(s->res_out, C, t1, C, B, c, T);
+    K->channel_slice_copy(s->res_out, C, t1, C, B, c, T);
     for (int i = 1; i < ECAPA_SCALE; i++) {
         float *in = s->res_in[i - 1];
-        channel_slice_copy(in, c, t1 + (size_t)i * c * T, C, B, c, T);
-        if (i >= 2) vec_acc(in, s->res[i - 2].y, nc);
+        K->channel_slice_copy(in, c, t1 + (size_t)i * c * T, C, B, c, T);
+        if (i >= 2) K->vec_acc(in, s->res[i - 2].y, nc);
         tdnn_forward(&s->res[i - 1], m, in, B, T, train, work);
-        channel_slice_copy(s->res_out + (size_t)i * c * T, C, s->res[i - 1].y, c, B, c, T);
+        K->channel_slice_copy(s->res_out + (size_t)i * c * T, C, s->res[i - 1].y, c, B, c, T);
     }
     tdnn_forward(&s->tdnn2, m, s->res_out, B, T, train, work);
     // Squeeze-excitation: time mean -> 1x1 conv -> ReLU -> 1x1 conv -> sigmoid -> scale.
     const float *t2 = s->tdnn2.y;
-    time_mean_forward(s->s0, t2, B, C, T);
-    linear_forward(s->s1, s->s0, p + s->se1_w, p + s->se1_b, B, C, se);
-    relu_forward(s->s1, s->s1, (size_t)B * se);
-    linear_forward(s->s, s->s1, p + s->se2_w, p + s->se2_b, B, se, C);
-    sigmoid_forward(s->s, s->s, (size_t)B * C);
-    channel_scale_forward(s->out, t2, s->s, B, C, T);
-    vec_acc(s->out, x, n_of(B, C, T));  // residual
+    K->time_mean_forward(s->s0, t2, B, C, T);
+    K->linear_forward(s->s1, s->s0, p + s->se1_w, p + s->se1_b, B, C, se);
+    K->relu_forward(s->s1, s->s1, (size_t)B * se);
+    K->linear_forward(s->s, s->s1, p + s->se2_w, p + s->se2_b, B, se, C);
+    K->sigmoid_forward(s->s, s->s, (size_t)B * C);
+    K->channel_scale_forward(s->out, t2, s->s, B, C, T);
+    K->vec_acc(s->out, x, n_of(B, C, T));  // residual
 }
 
 void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B,
                     int T, float *const g[4], float *work) {
+    const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *gr = m->grads;
     const int c = C / ECAPA_SCALE;
     const size_t n = n_of(B, C, T), nc = n_of(B, c, T);
     float *d_t2 = g[0], *d_res = g[1], *d_t1 = g[2], *tmp = g[3];
-    vec_acc(dx, dout, n);  // residual
+    K->vec_acc(dx, dout, n);  // residual
 
     // SE: the (B, C) and (B, se) gradients live in the head of `tmp`.
     float *ds = tmp, *ds1 = tmp + (size_t)B * C, *ds0 = ds1 + (size_t)B * se;
-    memset(d_t2, 0, n * sizeof(float));
-    memset(tmp, 0, (size_t)B * (2 * C + se) * sizeof(float));
-    channel_scale_backward(d_t2, ds, dout, s->tdnn2.y, s->s, B, C, T);
+    K->vec_zero(d_t2, n);
+    K->vec_zero(tmp, (size_t)B * (2 * C + se));
+    K->channel_scale_backward(d_t2, ds, dout, s->tdnn2.y, s->s, B, C, T);
     float *ds2 = ds0 + (size_t)B * C;  // pre-sigmoid gradient (B, C)
-    memset(ds2, 0, (size_t)B * C * sizeof(float));
-    sigmoid_backward(ds2, ds, s->s, (size_t)B * C);
+    K->vec_zero(ds2, (size_t)B * C);
+    K->sigmoid_backward(ds2, ds, s->s, (size_t)B * C);
     float *ds1r = ds2 + (size_t)B * C;  // gradient at the ReLU output (B, se)
-    memset(ds1r, 0, (size_t)B * se * sizeof(float));
-    linear_backward(ds1r, gr + s->se2_w, gr + s->se2_b, ds2, s->s1, p + s->se2_w, B, se, C);
-    relu_backward(ds1, ds1r, s->s1, (size_t)B * se);
-    linear_backward(ds0, gr + s->se1_w, gr + s->se1_b, ds1, s->s0, p + s->se1_w, B, C, se);
-    time_mean_backward(d_t2, ds0, B, C, T);
+    K->vec_zero(ds1r, (size_t)B * se);
+    K->linear_backward(ds1r, gr + s->se2_w, gr + s->se2_b, ds2, s->s1, p + s->se2_w, B, se, C);
+    K->relu_backward(ds1, ds1r, s->s1, (size_t)B * se);
+    K->linear_backward(ds0, gr + s->se1_w, gr + s->se1_b, ds1, s->s0, p + s->se1_w, B, C, se);
+    K->time_mean_backward(d_t2, ds0, B, C, T);
 
-    memset(d_res, 0, n * sizeof(float));
+    K->vec_zero(d_res, n);
     tdnn_backward(&s->tdnn2, m, d_res, d_t2, s->res_out, B, T, tmp, work);
 
     // Res2Net backward, last chunk first: y_{i-1} also fed x_i's branch.
-    memset(d_t1, 0, n * sizeof(float));
-    channel_slice_copy(d_t1, C, d_res, C, B, c, T);  // chunk 0 passed through
+    K->vec_zero(d_t1, n);
+    K->channel_slice_copy(d_t1, C, d_res, C, B, c, T);  // chunk 0 passed through
     float *gy = tmp, *d_in = tmp + nc, *d_carry = tmp + 2 * nc, *scratch = tmp + 3 * nc;
-    memset(d_carry, 0, nc * sizeof(float));
+    K->vec_zero(d_carry, nc);
     for (int i = ECAPA_SCALE - 1; i >= 1; i--) {
-        channel_slice_copy(gy, c, d_res + (size_t)i * c * T, C, B, c, T);
-        vec_acc(gy, d_carry, nc);  // from x_{i+1} + y_i
-        memset(d_in, 0, nc * sizeof(float));
+        K->channel_slice_copy(gy, c, d_res + (size_t)i * c * T, C, B, c, T);
+        K->vec_acc(gy, d_carry, nc);  // from x_{i+1} + y_i
+        K->vec_zero(d_in, nc);
         tdnn_backward(&s->res[i - 1], m, d_in, gy, s->res_in[i - 1], B, T, scratch, work);
-        channel_slice_add(d_t1 + (size_t)i * c * T, C, d_in, c, B, c, T);
-        memcpy(d_carry, d_in, nc * sizeof(float));  // d y_{i-1} from x_i + y_{i-1}
+        K->channel_slice_add(d_t1 + (size_t)i * c * T, C, d_in, c, B, c, T);
+        K->vec_copy(d_carry, d_in, nc);  // d y_{i-1} from x_i + y_{i-1}
     }
     tdnn_backward(&s->tdnn1, m, dx, d_t1, x, B, T, tmp, work);
 }

@@ -4,12 +4,7 @@
 #include "app/check.h"
 #include "app/ecapa.h"
 #include "io/rng.h"
-#include "kernels/aam_softmax.h"
-#include "kernels/batchnorm.h"
-#include "kernels/conv1d.h"
-#include "kernels/linear.h"
 #include "kernels/spk_assert.h"
-#include "kernels/tensor_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,7 +48,7 @@ void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
     // weights xavier-uniform (SpeechBrain's Classifier).
     for (int i = 0; i < m->table.count; i++) {
         const param_tensor_t *t = &m->table.t[i];
-        float *p = m->params + t->offset;
+        float *p = m->host_params + t->offset;
         rng_t r = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)i, 0);
         size_t len = strlen(t->name);
         int is_bn = strstr(t->name, "norm.") != NULL;
@@ -76,60 +71,52 @@ void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
     for (int i = 0; i < m->state_table.count; i++) {
         const param_tensor_t *t = &m->state_table.t[i];
         float v = strstr(t->name, "running_var") ? 1.0f : 0.0f;
-        for (int64_t j = 0; j < t->numel; j++) m->state[t->offset + j] = v;
+        for (int64_t j = 0; j < t->numel; j++) m->host_state[t->offset + j] = v;
     }
 }
 
 // ---- activations ---------------------------------------------------------------------------
 
-static float *alloc_f(size_t n) { return mallocCheck((n ? n : 1) * sizeof(float)); }
-
-static void free_bufs(float **const *bufs, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-}
-
-void ecapa_free_acts(ecapa_t *e) {
-    tdnn_free(&e->block0);
-    for (int i = 0; i < 3; i++) seres_free(&e->blocks[i]);
-    tdnn_free(&e->mfa);
-    asp_free(&e->asp);
+void ecapa_free_acts(ecapa_t *e, const model_t *m) {
+    tdnn_free(&e->block0, m);
+    for (int i = 0; i < 3; i++) seres_free(&e->blocks[i], m);
+    tdnn_free(&e->mfa, m);
+    asp_free(&e->asp, m);
     if (e->has_visual) {
-        tdnn_free(&e->vis.blocks[0]);
-        tdnn_free(&e->vis.blocks[1]);
-        asp_free(&e->vis.asp);
+        tdnn_free(&e->vis.blocks[0], m);
+        tdnn_free(&e->vis.blocks[1], m);
+        asp_free(&e->vis.asp, m);
         float **const vb[] = {&e->vis.x, &e->vis.g_h, &e->vis.g_mid, &e->vis.g_tmp};
-        free_bufs(vb, sizeof vb / sizeof vb[0]);
+        for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
     }
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
                             &e->emb,     &e->aam_cache, &e->g3[0], &e->g3[1],     &e->gblk[0], &e->gblk[1],
-                            &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->g_emb,   &e->work};
-    free_bufs(bufs, sizeof bufs / sizeof bufs[0]);
+                            &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->g_emb,   &e->work,
+                            &e->in_x,    &e->in_vx,   &e->scalars, (float **)&e->in_labels};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     e->cap_b = 0;
     e->cap_bt = 0;
     e->work_floats = 0;
 }
 
 // Largest conv / AAM workspace any layer needs for B samples of T frames.
-static size_t work_floats(const ecapa_t *e, int B, int T) {
-    size_t w = aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
+static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
+    size_t w = m->be->aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
     const tdnn_t *all[] = {&e->block0, &e->mfa, &e->blocks[0].tdnn1, &e->blocks[0].res[0], &e->blocks[1].res[0],
                            &e->blocks[2].res[0]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        size_t need = tdnn_work_floats(all[i], B, T);
+        size_t need = tdnn_work_floats(all[i], m, B, T);
         if (need > w) w = need;
     }
-    size_t need = asp_work_floats(&e->asp, B, T);
+    size_t need = asp_work_floats(&e->asp, m, B, T);
     if (need > w) w = need;
     if (e->has_visual) {
         int Tv = T / (int)e->d.vratio;
         for (int i = 0; i < 2; i++) {
-            need = tdnn_work_floats(&e->vis.blocks[i], B, Tv);
+            need = tdnn_work_floats(&e->vis.blocks[i], m, B, Tv);
             if (need > w) w = need;
         }
-        need = asp_work_floats(&e->vis.asp, B, Tv);
+        need = asp_work_floats(&e->vis.asp, m, B, Tv);
         if (need > w) w = need;
     }
     return w;
@@ -137,41 +124,49 @@ static size_t work_floats(const ecapa_t *e, int B, int T) {
 
 // Buffers hold cap_b samples and cap_bt sample-frames: any (B, T) within both fits, so
 // variable-length inference does not reallocate for every utterance.
-void ecapa_reserve(ecapa_t *e, int B, int T) {
-    size_t bt = (size_t)B * T, w = work_floats(e, B, T);
+void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
+    size_t bt = (size_t)B * T, w = work_floats(e, m, B, T);
     if (B <= e->cap_b && bt <= e->cap_bt && w <= e->work_floats) return;
     if (e->cap_b > B) B = e->cap_b;
     if (e->cap_bt > bt) bt = e->cap_bt;
     if (e->work_floats > w) w = e->work_floats;
-    ecapa_free_acts(e);
+    ecapa_free_acts(e, m);
     const size_t F = (size_t)e->d.feat, C = (size_t)e->d.channels, E = (size_t)e->d.emb, P = (size_t)e->pooled_dim;
-    tdnn_alloc(&e->block0, bt);
-    for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], (int)C, (int)e->d.se, B, bt);
-    tdnn_alloc(&e->mfa, bt);
-    asp_alloc(&e->asp, B, bt);
+    tdnn_alloc(&e->block0, m, bt);
+    for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], m, (int)C, (int)e->d.se, B, bt);
+    tdnn_alloc(&e->mfa, m, bt);
+    asp_alloc(&e->asp, m, B, bt);
+    size_t bv = 0;
     if (e->has_visual) {
-        size_t bv = bt / (size_t)e->d.vratio + (size_t)B, Cv = (size_t)e->d.vchannels;
-        tdnn_alloc(&e->vis.blocks[0], bv);
-        tdnn_alloc(&e->vis.blocks[1], bv);
-        asp_alloc(&e->vis.asp, B, bv);
-        e->vis.x = alloc_f(bv * (size_t)e->d.vfeat);
-        e->vis.g_h = alloc_f(bv * Cv);
-        e->vis.g_mid = alloc_f(bv * Cv);
-        e->vis.g_tmp = alloc_f(bv * Cv);
+        size_t Cv = (size_t)e->d.vchannels;
+        bv = bt / (size_t)e->d.vratio + (size_t)B;
+        tdnn_alloc(&e->vis.blocks[0], m, bv);
+        tdnn_alloc(&e->vis.blocks[1], m, bv);
+        asp_alloc(&e->vis.asp, m, B, bv);
+        e->vis.x = model_buf(m, bv * (size_t)e->d.vfeat);
+        e->vis.g_h = model_buf(m, bv * Cv);
+        e->vis.g_mid = model_buf(m, bv * Cv);
+        e->vis.g_tmp = model_buf(m, bv * Cv);
     }
-    e->x = alloc_f(bt * F);
-    e->cat = alloc_f(bt * 3 * C);
-    e->pooled = alloc_f((size_t)B * P);
-    e->pooled_bn = alloc_f((size_t)B * P);
-    e->bn_mean = alloc_f(P);
-    e->bn_rstd = alloc_f(P);
-    e->emb = alloc_f((size_t)B * E);
-    e->aam_cache = alloc_f(aam_softmax_cache_floats(B, (int)E, (int)e->d.classes));
-    for (int i = 0; i < 2; i++) e->g3[i] = alloc_f(bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
-    for (int i = 0; i < 4; i++) e->gblk[i] = alloc_f(bt * C);
-    for (int i = 0; i < 2; i++) e->gvec[i] = alloc_f((size_t)B * P);
-    e->g_emb = alloc_f((size_t)B * E);
-    e->work = alloc_f(w);
+    e->x = model_buf(m, bt * F);
+    e->cat = model_buf(m, bt * 3 * C);
+    e->pooled = model_buf(m, (size_t)B * P);
+    e->pooled_bn = model_buf(m, (size_t)B * P);
+    e->bn_mean = model_buf(m, P);
+    e->bn_rstd = model_buf(m, P);
+    e->emb = model_buf(m, (size_t)B * E);
+    e->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, (int)E, (int)e->d.classes));
+    for (int i = 0; i < 2; i++) e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
+    for (int i = 0; i < 4; i++) e->gblk[i] = model_buf(m, bt * C);
+    for (int i = 0; i < 2; i++) e->gvec[i] = model_buf(m, (size_t)B * P);
+    e->g_emb = model_buf(m, (size_t)B * E);
+    e->work = model_buf(m, w);
+    e->scalars = model_buf(m, 2);
+    if (m->be->separate_memory) {  // staging for the loader's host batch
+        e->in_x = model_buf(m, bt * F);
+        e->in_vx = model_buf(m, bv * (size_t)e->d.vfeat);
+        e->in_labels = (int *)model_buf(m, (size_t)B);
+    }
     e->work_floats = w;
     e->cap_b = B;
     e->cap_bt = bt;
@@ -179,57 +174,53 @@ void ecapa_reserve(ecapa_t *e, int B, int T) {
 
 // ---- forward / backward ------------------------------------------------------------------------
 
-// frames (B, T, F) time-major -> x (B, F, T)
-static void transpose_in(float *x, const float *frames, int B, int T, int F) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int f = 0; f < F; f++) x[((size_t)b * F + f) * T + t] = frames[((size_t)b * T + t) * F + f];
-}
-
 void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
+    const spk_backend_t *K = m->be;
     const int F = (int)e->d.feat, C = (int)e->d.channels, E = (int)e->d.emb, se = (int)e->d.se, P = (int)e->pooled_dim;
     const float *p = m->params;
     float *st = m->state;
-    SPK_ASSERT(B <= e->cap_b && (size_t)B * T <= e->cap_bt && work_floats(e, B, T) <= e->work_floats);
-    transpose_in(e->x, frames, B, T, F);
+    SPK_ASSERT(B <= e->cap_b && (size_t)B * T <= e->cap_bt && work_floats(e, m, B, T) <= e->work_floats);
+    K->batch_transpose(e->x, frames, B, T, F);  // (B, T, F) -> (B, F, T)
     tdnn_forward(&e->block0, m, e->x, B, T, train, e->work);
     const float *in = e->block0.y;
     for (int i = 0; i < 3; i++) {
         seres_forward(&e->blocks[i], m, in, C, se, B, T, train, e->work);
         in = e->blocks[i].out;
-        channel_slice_copy(e->cat + (size_t)i * C * T, 3 * C, in, C, B, C, T);
+        K->channel_slice_copy(e->cat + (size_t)i * C * T, 3 * C, in, C, B, C, T);
     }
     tdnn_forward(&e->mfa, m, e->cat, B, T, train, e->work);
     asp_forward(&e->asp, m, e->mfa.y, e->pooled, P, B, T, train, e->work);
     if (e->has_visual) {  // visual statistics fill pooled[6C, 6C + 2Cv)
         visual_t *v = &e->vis;
         const int Tv = T / (int)e->d.vratio;
-        transpose_in(v->x, vframes, B, Tv, (int)e->d.vfeat);
+        K->batch_transpose(v->x, vframes, B, Tv, (int)e->d.vfeat);
         tdnn_forward(&v->blocks[0], m, v->x, B, Tv, train, e->work);
         tdnn_forward(&v->blocks[1], m, v->blocks[0].y, B, Tv, train, e->work);
         asp_forward(&v->asp, m, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, train, e->work);
     }
     if (train)
-        batchnorm1d_forward_train(e->pooled_bn, e->bn_mean, e->bn_rstd, st + e->asp_bn_mean, st + e->asp_bn_var, e->pooled,
-                                  p + e->asp_bn_w, p + e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
+        K->batchnorm1d_forward_train(e->pooled_bn, e->bn_mean, e->bn_rstd, st + e->asp_bn_mean, st + e->asp_bn_var,
+                                     e->pooled, p + e->asp_bn_w, p + e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
     else
-        batchnorm1d_forward_infer(e->pooled_bn, e->pooled, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
-                                  p + e->asp_bn_b, B, P, 1, 1e-5f);
-    linear_forward(e->emb, e->pooled_bn, p + e->fc_w, p + e->fc_b, B, P, E);
+        K->batchnorm1d_forward_infer(e->pooled_bn, e->pooled, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
+                                     p + e->asp_bn_b, B, P, 1, 1e-5f);
+    K->linear_forward(e->emb, e->pooled_bn, p + e->fc_w, p + e->fc_b, B, P, E);
 }
 
 static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B, int T) {
+    const spk_backend_t *K = m->be;
     visual_t *v = &e->vis;
     const int C = (int)e->d.channels, Cv = (int)e->d.vchannels, P = (int)e->pooled_dim, Tv = T / (int)e->d.vratio;
     const size_t n = (size_t)B * Cv * Tv;
-    memset(v->g_h, 0, n * sizeof(float));
+    K->vec_zero(v->g_h, n);
     asp_backward(&v->asp, m, v->g_h, d_pooled + 6 * C, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, e->work);
-    memset(v->g_mid, 0, n * sizeof(float));
+    K->vec_zero(v->g_mid, n);
     tdnn_backward(&v->blocks[1], m, v->g_mid, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
     tdnn_backward(&v->blocks[0], m, NULL, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
 }
 
 void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, int B, int T) {
+    const spk_backend_t *K = m->be;
     const int F = (int)e->d.feat, C = (int)e->d.channels, E = (int)e->d.emb, se = (int)e->d.se, P = (int)e->pooled_dim;
     const float *p = m->params;
     float *gr = m->grads;
@@ -237,21 +228,21 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     float *d_pooled_bn = e->gvec[0], *d_pooled = e->gvec[1];
     float *dh = e->g3[0], *d_cat = e->g3[1];
 
-    memset(d_pooled_bn, 0, (size_t)B * P * sizeof(float));
-    linear_backward(d_pooled_bn, gr + e->fc_w, gr + e->fc_b, g_emb, e->pooled_bn, p + e->fc_w, B, P, E);
-    memset(d_pooled, 0, (size_t)B * P * sizeof(float));
-    batchnorm1d_backward(d_pooled, gr + e->asp_bn_w, gr + e->asp_bn_b, d_pooled_bn, e->pooled, p + e->asp_bn_w, e->bn_mean,
-                         e->bn_rstd, B, P, 1);
+    K->vec_zero(d_pooled_bn, (size_t)B * P);
+    K->linear_backward(d_pooled_bn, gr + e->fc_w, gr + e->fc_b, g_emb, e->pooled_bn, p + e->fc_w, B, P, E);
+    K->vec_zero(d_pooled, (size_t)B * P);
+    K->batchnorm1d_backward(d_pooled, gr + e->asp_bn_w, gr + e->asp_bn_b, d_pooled_bn, e->pooled, p + e->asp_bn_w,
+                            e->bn_mean, e->bn_rstd, B, P, 1);
     if (e->has_visual) visual_backward(e, m, d_pooled, B, T);
 
-    memset(dh, 0, bt * 3 * C * sizeof(float));
+    K->vec_zero(dh, bt * 3 * C);
     asp_backward(&e->asp, m, dh, d_pooled, e->mfa.y, e->pooled, P, B, T, e->work);
 
     // MFA and the blocks, last first; each block's output gradient collects its uses.
-    memset(d_cat, 0, bt * 3 * C * sizeof(float));
+    K->vec_zero(d_cat, bt * 3 * C);
     tdnn_backward(&e->mfa, m, d_cat, dh, e->cat, B, T, e->asp.g_w, e->work);
-    for (int i = 0; i < 3; i++) channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
-    memset(e->gblk[0], 0, bt * C * sizeof(float));
+    for (int i = 0; i < 3; i++) K->channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
+    K->vec_zero(e->gblk[0], bt * C);
     // The pooling scratch and the MFA input gradient (copied out) serve the blocks now.
     float *const scratch[4] = {e->asp.g_w, e->asp.g_logit, dh, d_cat};
     for (int i = 2; i >= 0; i--) {
@@ -261,13 +252,10 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     float *dx = NULL;
     if (dframes) {
         dx = d_cat;
-        memset(dx, 0, bt * F * sizeof(float));
+        K->vec_zero(dx, bt * F);
     }
     tdnn_backward(&e->block0, m, dx, e->gblk[0], e->x, B, T, dh, e->work);
-    if (dframes)  // (B, F, T) -> (B, T, F)
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++)
-                for (int f = 0; f < F; f++) dframes[((size_t)b * T + t) * F + f] = dx[((size_t)b * F + f) * T + t];
+    if (dframes) K->batch_transpose(dframes, dx, B, F, T);  // (B, F, T) -> (B, T, F)
 }
 
 // ---- model_t interface -------------------------------------------------------------------------
@@ -278,30 +266,50 @@ static int batch_frames(const batch_t *b) {
     return T;
 }
 
-static void forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train, step_stats_t *st) {
-    int T = batch_frames(b);
-    ecapa_reserve(e, b->n, T);
-    ecapa_forward(e, m, b->x, b->vx, b->n, T, train);
-    float loss = 0.0f;
-    int correct = 0;
-    aam_softmax_forward(&loss, &correct, e->aam_cache, e->emb, m->params + e->cls_w, b->labels, b->n, (int)e->d.emb,
-                        (int)e->d.classes, e->margin, e->scale, e->work);
-    st->loss_sum += (double)loss * b->n;
+_Static_assert(sizeof(int) == sizeof(float), "labels and the correct-count share float buffers");
+
+// Forward and AAM loss of a batch; the loss and the correct count stay in e->scalars (on the
+// backend) until read_stats, so a training step queues its backward before the host waits.
+static void forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
+    const spk_backend_t *K = m->be;
+    const int T = batch_frames(b), B = b->n;
+    ecapa_reserve(e, m, B, T);
+    const float *x = model_stage(m, e->in_x, b->x, (size_t)B * T * e->d.feat * sizeof(float));
+    const float *vx = NULL;
+    if (e->has_visual) vx = model_stage(m, e->in_vx, b->vx, (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float));
+    const int *labels = model_stage(m, e->in_labels, b->labels, (size_t)B * sizeof(int));
+    ecapa_forward(e, m, x, vx, B, T, train);
+    K->aam_softmax_forward(e->scalars, (int *)(e->scalars + 1), e->aam_cache, e->emb, m->params + e->cls_w, labels, B,
+                           (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
+}
+
+static void read_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
+    float v[2];
+    m->be->download(v, e->scalars, sizeof v);
+    int correct;
+    memcpy(&correct, &v[1], sizeof correct);
+    st->loss_sum += (double)v[0] * n;
     st->correct += correct;
-    st->count += b->n;
+    st->count += n;
 }
 
 static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
     ecapa_t *e = m->impl;
-    forward_loss(e, m, b, 1, st);
+    const spk_backend_t *K = m->be;
+    forward_loss(e, m, b, 1);
     const int E = (int)e->d.emb, S = (int)e->d.classes;
-    memset(e->g_emb, 0, (size_t)b->n * E * sizeof(float));
-    aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, b->labels, b->n,
-                         E, S, e->margin, e->scale, e->work);
+    const int *labels = m->be->separate_memory ? e->in_labels : b->labels;  // staged by forward_loss
+    K->vec_zero(e->g_emb, (size_t)b->n * E);
+    K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n,
+                            E, S, e->margin, e->scale, e->work);
     ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
+    read_stats(e, m, b->n, st);
 }
 
-static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) { forward_loss(m->impl, m, b, 0, st); }
+static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
+    forward_loss(m->impl, m, b, 0);
+    read_stats(m->impl, m, b->n, st);
+}
 
 // Inference-mode embeddings; samples of equal length go through together, others one by one.
 static void embed(model_t *m, const batch_t *b, float *out) {
@@ -312,10 +320,15 @@ static void embed(model_t *m, const batch_t *b, float *out) {
         int64_t T = b->frame_off[i + 1] - b->frame_off[i];
         int j = i + 1;
         while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
-        ecapa_reserve(e, j - i, (int)T);
-        ecapa_forward(e, m, b->x + b->frame_off[i] * F, e->has_visual ? b->vx + b->vframe_off[i] * Fv : NULL, j - i, (int)T,
-                      0);
-        memcpy(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
+        ecapa_reserve(e, m, j - i, (int)T);
+        const float *x = model_stage(m, e->in_x, b->x + b->frame_off[i] * F, (size_t)((j - i) * T * F) * sizeof(float));
+        const float *vx = NULL;
+        if (e->has_visual) {
+            const int64_t Tv = b->vframe_off[i + 1] - b->vframe_off[i];
+            vx = model_stage(m, e->in_vx, b->vx + b->vframe_off[i] * Fv, (size_t)((j - i) * Tv * Fv) * sizeof(float));
+        }
+        ecapa_forward(e, m, x, vx, j - i, (int)T, 0);
+        m->be->download(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
         i = j;
     }
 }
@@ -333,7 +346,7 @@ static void set_epoch(model_t *m, int64_t epoch) {
 
 static void free_impl(model_t *m) {
     ecapa_t *e = m->impl;
-    ecapa_free_acts(e);
+    ecapa_free_acts(e, m);
     free(e);
 }
 

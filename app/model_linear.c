@@ -4,8 +4,6 @@
 #include "app/check.h"
 #include "app/model.h"
 #include "io/rng.h"
-#include "kernels/linear.h"
-#include "kernels/xent.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,24 +11,36 @@
 
 typedef struct {
     int64_t w, b;       // offsets of fc.weight, fc.bias
-    int cap;            // batch capacity of the activations below
-    float *pooled;      // (cap, F)
+    int cap;            // batch capacity of the buffers below
+    float *host_pooled; // (cap, F) pooling runs on the host, as part of reading the batch
+    float *pooled;      // (cap, F) on the backend
     float *logits;      // (cap, S)
     float *probs;       // (cap, S) softmax, kept for backward
     float *dlogits;     // (cap, S)
+    int *labels;        // (cap) staging (backends with memory of their own)
+    float *scalars;     // [loss, correct (an int)]
 } linear_t;
 
-static void ensure(linear_t *l, int n, int64_t F, int64_t S) {
+static void release(model_t *m, linear_t *l) {
+    if (l->pooled == l->host_pooled) l->pooled = NULL;  // one buffer on a host-memory backend
+    free(l->host_pooled);
+    l->host_pooled = NULL;
+    float **bufs[] = {&l->pooled, &l->logits, &l->dlogits, &l->probs, (float **)&l->labels, &l->scalars};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+}
+
+static void ensure(model_t *m, linear_t *l, int n) {
     if (n <= l->cap) return;
-    free(l->pooled);
-    free(l->logits);
-    free(l->dlogits);
-    free(l->probs);
+    release(m, l);
+    const size_t F = (size_t)m->feature_dim, S = (size_t)m->num_classes;
     l->cap = n;
-    l->pooled = mallocCheck((size_t)(n * F) * sizeof(float));
-    l->logits = mallocCheck((size_t)(n * S) * sizeof(float));
-    l->dlogits = mallocCheck((size_t)(n * S) * sizeof(float));
-    l->probs = mallocCheck((size_t)(n * S) * sizeof(float));
+    l->host_pooled = mallocCheck((size_t)n * F * sizeof(float));
+    l->pooled = m->be->separate_memory ? model_buf(m, (size_t)n * F) : l->host_pooled;
+    l->logits = model_buf(m, (size_t)n * S);
+    l->dlogits = model_buf(m, (size_t)n * S);
+    l->probs = model_buf(m, (size_t)n * S);
+    l->labels = (int *)model_buf(m, (size_t)n);
+    l->scalars = model_buf(m, 2);
 }
 
 static void pool(const batch_t *b, float *pooled) {
@@ -46,28 +56,35 @@ static void pool(const batch_t *b, float *pooled) {
     }
 }
 
-// Forward and loss; adds the batch's loss and accuracy to st.
-static void forward(model_t *m, const batch_t *b, step_stats_t *st) {
+// Forward and loss; adds the batch's loss and accuracy to st. Returns the labels on the backend.
+static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
     linear_t *l = m->impl;
-    ensure(l, b->n, m->feature_dim, m->num_classes);
-    pool(b, l->pooled);
-    linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, (int)m->feature_dim,
-                   (int)m->num_classes);
-    float loss = 0.0f;
-    int correct = 0;
-    xent_forward(&loss, &correct, l->probs, l->logits, b->labels, b->n, (int)m->num_classes);
-    st->loss_sum += (double)loss * b->n;
+    const spk_backend_t *K = m->be;
+    const int F = (int)m->feature_dim, S = (int)m->num_classes;
+    ensure(m, l, b->n);
+    pool(b, l->host_pooled);
+    model_stage(m, l->pooled, l->host_pooled, (size_t)b->n * F * sizeof(float));
+    const int *labels = model_stage(m, l->labels, b->labels, (size_t)b->n * sizeof(int));
+    K->linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, F, S);
+    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, labels, b->n, S);
+    float v[2];
+    int correct;
+    K->download(v, l->scalars, sizeof v);
+    memcpy(&correct, &v[1], sizeof correct);
+    st->loss_sum += (double)v[0] * b->n;
     st->correct += correct;
     st->count += b->n;
+    return labels;
 }
 
 static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
     linear_t *l = m->impl;
-    forward(m, b, st);
-    memset(l->dlogits, 0, (size_t)(b->n * m->num_classes) * sizeof(float));
-    xent_backward(l->dlogits, 1.0f, l->probs, b->labels, b->n, (int)m->num_classes);
-    linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
-                    (int)m->feature_dim, (int)m->num_classes);
+    const spk_backend_t *K = m->be;
+    const int *labels = forward(m, b, st);
+    K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
+    K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, (int)m->num_classes);
+    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
+                       (int)m->feature_dim, (int)m->num_classes);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
@@ -82,13 +99,9 @@ static void embed(model_t *m, const batch_t *b, float *out) {
 
 static void free_impl(model_t *m) {
     linear_t *l = m->impl;
-    free(l->pooled);
-    free(l->logits);
-    free(l->dlogits);
-    free(l->probs);
+    release(m, l);
     free(l);
 }
-
 static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const train_config_t *cfg) {
@@ -104,5 +117,5 @@ void model_linear_build(model_t *m, const train_config_t *cfg) {
     // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
     float bound = 1.0f / sqrtf((float)F);
     rng_t r = rng_init((uint64_t)cfg->seed, RNG_PURPOSE_INIT, 0, 0);
-    for (int64_t i = 0; i < m->table.total; i++) m->params[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+    for (int64_t i = 0; i < m->table.total; i++) m->host_params[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
 }

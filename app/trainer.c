@@ -1,7 +1,9 @@
 #include "app/trainer.h"
 
 #include "app/check.h"
+#include "app/device_select.h"
 #include "app/embedder.h"
+#include "app/grad_sync.h"
 #include "app/scoring.h"
 #include "app/lr_schedule.h"
 #include "app/model.h"
@@ -14,7 +16,6 @@
 #include "io/loader.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
-#include "kernels/device.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ typedef struct {
     loader_t loader, val_loader;
     model_t *model;
     optimizer_t opt;
+    grad_sync_t grad_sync;
     lr_schedule_t sched;
     int64_t *idx;          // (batch,) this step's sample indices
     float *scratch;        // (num_params,) divergence check
@@ -56,8 +58,8 @@ static double now_seconds(void) {
 // ---- checkpoints --------------------------------------------------------------------------
 
 static ckpt_tensors_t tensors_of(trainer_t *t) {
-    return (ckpt_tensors_t){&t->model->table, t->model->params, &t->model->state_table, t->model->state,
-                            t->opt.slots, t->opt.state};
+    return (ckpt_tensors_t){&t->model->table, t->model->host_params, &t->model->state_table, t->model->host_state,
+                            t->opt.slots, t->opt.host_state};
 }
 
 static void save_checkpoint(trainer_t *t) {
@@ -82,6 +84,8 @@ static void save_checkpoint(trainer_t *t) {
         m->ep_count = t->ep_count;
         m->ep_seconds = t->ep_seconds;
         opt_serialize(&train_options, t->cfg, m->config, sizeof m->config);
+        model_download(t->model);
+        optimizer_download(&t->opt);
         ckpt_tensors_t ts = tensors_of(t);
         char path[4200];
         ckpt_save(t->cfg->ckpt_dir, m, &ts, (int)t->cfg->keep, path, sizeof path);
@@ -121,9 +125,11 @@ static int resume(trainer_t *t) {
         return 0;
     }
     comm_bcast(t->comm, m, sizeof *m, MPI_BYTE, 0);
-    comm_bcast(t->comm, t->model->params, t->model->table.total, MPI_FLOAT, 0);
-    comm_bcast(t->comm, t->model->state, t->model->state_table.total, MPI_FLOAT, 0);
-    comm_bcast(t->comm, t->opt.state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    comm_bcast(t->comm, t->model->host_params, t->model->table.total, MPI_FLOAT, 0);
+    comm_bcast(t->comm, t->model->host_state, t->model->state_table.total, MPI_FLOAT, 0);
+    comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    model_upload(t->model);
+    optimizer_upload(&t->opt);
     if (m->seed != c->seed)
         spk_fail_all(SPK_EXIT_CKPT, "%s: written with --seed %lld, this run has --seed %lld; the sample order would not continue",
                      r.path, (long long)m->seed, (long long)c->seed);
@@ -200,15 +206,31 @@ static void verify(trainer_t *t, double out[3]) {
 
 // ---- the loop ------------------------------------------------------------------------------
 
+// A finite loss does not prove finite parameters (the last update may overflow), and NaN
+// parameters would otherwise surface as "replicas diverged". Needs host_params downloaded.
+static void check_finite(trainer_t *t) {
+    const model_t *m = t->model;
+    double bad = 0;
+    for (int64_t i = 0; i < m->table.total; i++) bad += !isfinite(m->host_params[i]);
+    comm_allreduce_max_f64(t->comm, &bad, 1);
+    if (bad > 0)
+        spk_fail_all(SPK_EXIT_NUMERIC, "%.0f parameters are NaN or infinite after epoch %lld; lower --lr or check the data "
+                     "(inputs constant in time make ECAPA's pooled standard deviations degenerate)",
+                     bad, (long long)t->epoch + 1);
+}
+
 static void end_epoch(trainer_t *t) {
     const train_config_t *c = t->cfg;
     model_t *m = t->model;
-    double div = comm_divergence(t->comm, m->params, m->table.total, t->scratch);
+    model_download(m);
+    check_finite(t);
+    double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     double loss = t->ep_loss_sum / (double)t->ep_count, acc = (double)t->ep_correct / (double)t->ep_count;
     double sps = (double)t->ep_count / t->ep_seconds;
     double vloss = NAN, vacc = NAN, ver[3] = {NAN, NAN, NAN};
     if (t->has_val) {
-        comm_bcast(t->comm, m->state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
+        comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
+        model_upload(m);
         if (t->trials.n) verify(t, ver);
         else evaluate(t, &vloss, &vacc);
     }
@@ -255,10 +277,10 @@ static double train_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
     const batch_t *b = loader_load(&t->loader, t->epoch, t->idx, n);
-    memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
+    m->be->vec_zero(m->grads, (size_t)m->table.total);
     step_stats_t st = {0};
     m->ops->train_step(m, b, &st);
-    comm_allreduce_mean(t->comm, m->grads, m->table.total);
+    grad_sync_mean(&t->grad_sync, m->grads);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
@@ -304,40 +326,23 @@ static void open_data(trainer_t *t) {
     }
 }
 
-// --device: each rank would take GPU local_rank % visible devices. The model and trainer run
-// on the CPU only so far, so a usable GPU is reported and not used.
-static void choose_device(const comm_t *comm, const train_config_t *cfg) {
-    if (strcmp(cfg->device, "cpu") == 0) return;
-    char why[256] = "";
-    int n = spk_device_count(why, sizeof why);
-    if (n > 0) {
-        if (strcmp(cfg->device, "cuda") == 0)
-            spk_fail_all(SPK_EXIT_USAGE, "train: --device cuda: this version trains on the CPU only (the CUDA kernels exist, "
-                                         "the CUDA training path does not yet); use --device cpu");
-        printf0("device: %d GPU(s) visible, but this version trains on the CPU only; using the CPU\n", n);
-    } else if (strcmp(cfg->device, "cuda") == 0) {
-        spk_fail_all(SPK_EXIT_USAGE, "train: --device cuda: %s", why);
-    } else {
-        printf0("device: %s; training on the CPU\n", why);
-    }
-    (void)comm;
-}
-
 int trainer_run(const comm_t *comm, train_config_t *cfg) {
     trainer_t *t = callocCheck(1, sizeof *t);
     t->comm = comm;
     t->cfg = cfg;
     train_config_finalize(cfg, comm->size);
-    choose_device(comm, cfg);
+    const spk_backend_t *be = device_select(comm, cfg->device, "train");
     open_data(t);
 
     t->model = model_create(cfg, &(model_data_t){t->data.feature_dim, t->data.num_speakers, t->data.visual.dim,
-                                                 t->data.visual_ratio});
+                                                 t->data.visual_ratio}, be);
     model_t *m = t->model;
     // Identical replicas from the start: rank 0's initialisation is everyone's.
-    comm_bcast(comm, m->params, m->table.total, MPI_FLOAT, 0);
-    comm_bcast(comm, m->state, m->state_table.total, MPI_FLOAT, 0);
-    optimizer_init(&t->opt, cfg, m->table.total);
+    comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+    model_upload(m);
+    optimizer_init(&t->opt, cfg, m->table.total, be);
+    grad_sync_init(&t->grad_sync, comm, be, m->table.total);
     t->scratch = mallocCheck((size_t)m->table.total * sizeof(float));
     t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
 
@@ -387,7 +392,8 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
             if ((cfg->max_steps > 0 && t->global_step >= cfg->max_steps) || t->stop_signal) stopped = 1;
         }
     }
-    double div = comm_divergence(comm, m->params, m->table.total, t->scratch);
+    model_download(m);
+    double div = comm_divergence(comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
         printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
@@ -409,8 +415,10 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     }
     sampler_free(&t->sampler);
     dataset_close(&t->data);
+    grad_sync_free(&t->grad_sync);
     optimizer_free(&t->opt);
     model_free(m);
+    device_release(be);
     free(t->scratch);
     free(t->idx);
     free(t);

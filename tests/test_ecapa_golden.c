@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     strcpy(cfg.model, "ecapa");
     cfg.channels = C, cfg.att_channels = A, cfg.se_channels = SE, cfg.emb_dim = E;
     cfg.margin = margin, cfg.scale = scale;
-    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S});
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S}, &spk_backend_cpu);
     ecapa_t *e = m->impl;
     load_table(f, "params", &m->table, m->params);
     load_table(f, "state", &m->state_table, m->state);
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     float *input = read_floats(f, "input", B * T * F);
     int32_t *labels = malloc((size_t)B * sizeof(int32_t));
     h5_read_array(f, "labels", H5T_NATIVE_INT32, labels, path);
-    ecapa_reserve(e, (int)B, (int)T);
+    ecapa_reserve(e, m, (int)B, (int)T);
 
     // Eval mode first: it uses the running statistics as stored.
     ecapa_forward(e, m, input, NULL, (int)B, (int)T, 0);

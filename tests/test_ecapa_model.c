@@ -19,7 +19,7 @@ static int64_t encoder_params(int64_t C) {
     train_config_t cfg = train_config_defaults();
     strcpy(cfg.model, "ecapa");
     cfg.channels = C;
-    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = 80, .num_classes = 1000});
+    model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = 80, .num_classes = 1000}, &spk_backend_cpu);
     int64_t n = m->table.total;
     for (int i = 0; i < m->table.count; i++)
         if (strcmp(m->table.t[i].name, "classifier.weight") == 0) n -= m->table.t[i].numel;
@@ -48,9 +48,9 @@ static void gradcheck(const char *model) {
     cfg.margin = 0.2, cfg.scale = 4;
     int av = strcmp(model, "ecapa-av") == 0;
     model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0,
-                                                    .visual_ratio = R});
+                                                    .visual_ratio = R}, &spk_backend_cpu);
     ecapa_t *e = m->impl;
-    ecapa_reserve(e, B, T);
+    ecapa_reserve(e, m, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
     float x[B * T * F], dx[B * T * F];
     int32_t y[B] = {0, 2, 1, 2, 0, 1, 1, 2};

@@ -1,0 +1,57 @@
+#include "app/device_select.h"
+
+#include "app/check.h"
+#include "kernels/device.h"
+#ifdef SPKDDP_HAVE_CUDA
+#include "kernels/cuda/kernels_cuda.h"
+#endif
+
+#include <string.h>
+
+// Every rank's verdict as one: the smallest value over ranks.
+static int min_over_ranks(const comm_t *c, int v) {
+    double d = -(double)v;
+    comm_allreduce_max_f64(c, &d, 1);
+    return (int)-d;
+}
+
+static const spk_backend_t *select_cuda(const comm_t *c, int count, const char *command) {
+#ifdef SPKDDP_HAVE_CUDA
+    const int dev = c->local_rank % count;
+    const int ok = spk_cuda_init(dev) == 0;  // says why on stderr when it fails
+    if (!min_over_ranks(c, ok))
+        spk_fail_all(SPK_EXIT_FAILURE, "%s: --device cuda: a rank could not start its GPU (see the messages above)", command);
+    char desc[256];
+    spk_device_describe(dev, desc, sizeof desc);
+    printf0("device: CUDA, rank 0 on GPU %d of %d: %s\n", dev, count, desc);
+    if (c->local_size > count && c->local_rank == 0)
+        spk_warn("%d ranks share %d GPU(s) on this node; one rank per GPU is faster", c->local_size, count);
+    return spk_backend_cuda();
+#else
+    (void)c, (void)count, (void)command;
+    return NULL;
+#endif
+}
+
+const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command) {
+    if (strcmp(device, "cpu") == 0) return &spk_backend_cpu;
+    if (strcmp(device, "cpu-staged") == 0) {
+        printf0("device: CPU kernels behind device-style copies (cpu-staged, for testing)\n");
+        return &spk_backend_cpu_staged;
+    }
+    char why[256] = "";
+    const int count = min_over_ranks(c, spk_device_count(why, sizeof why));
+    if (count > 0) return select_cuda(c, count, command);
+    if (strcmp(device, "cuda") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --device cuda: %s", command, why[0] ? why : "a rank sees no CUDA device");
+    printf0("device: %s; running on the CPU\n", why[0] ? why : "a rank sees no CUDA device");
+    return &spk_backend_cpu;
+}
+
+void device_release(const spk_backend_t *be) {
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda()) spk_cuda_shutdown();
+#else
+    (void)be;
+#endif
+}

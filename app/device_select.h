@@ -1,0 +1,11 @@
+// --device cpu|cuda|auto|cpu-staged, decided by every rank together. With CUDA, rank r takes
+// GPU (local rank % visible GPUs): one GPU per task under Slurm, or all GPUs visible to every
+// rank of a node, both work.
+#pragma once
+#include "app/comm.h"
+#include "kernels/backend.h"
+
+// Collective. `command` names the caller in messages ("train", "bench", "embed").
+const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command);
+// Releases what device_select set up (after every model and optimizer is freed).
+void device_release(const spk_backend_t *be);

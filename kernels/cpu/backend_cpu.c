@@ -1,0 +1,50 @@
+// The CPU backends: the kernels of kernels/cpu on host memory ("cpu"), and the same kernels
+// behind explicit copies ("cpu-staged"), so the device code path runs without a device.
+#include "kernels/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void* host_alloc(size_t bytes) {
+    void* p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "spkddp: out of memory allocating %zu bytes for model buffers\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+static void host_copy(void* dst, const void* src, size_t bytes) {
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+static void host_sync(void) {}
+
+#define SPK_CPU_OP(name) .name = name,
+
+const spk_backend_t spk_backend_cpu = {
+    .name = "cpu",
+    .separate_memory = 0,
+    .alloc = host_alloc,
+    .free = free,
+    .upload = host_copy,
+    .download = host_copy,
+    .sync = host_sync,
+    SPK_BACKEND_OPS(SPK_CPU_OP)
+};
+
+const spk_backend_t spk_backend_cpu_staged = {
+    .name = "cpu-staged",
+    .separate_memory = 1,
+    .alloc = host_alloc,
+    .free = free,
+    .upload = host_copy,
+    .download = host_copy,
+    .sync = host_sync,
+    SPK_BACKEND_OPS(SPK_CPU_OP)
+};
+
+#ifndef SPKDDP_HAVE_CUDA
+const spk_backend_t* spk_backend_cuda(void) { return NULL; }
+#endif

@@ -1,0 +1,25 @@
+// The CUDA backend: the `_cuda` siblings of kernels/cuda on device memory. Every op queues on
+// spk_cuda_stream(); upload and download wait for it.
+#include "kernels/backend.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+static void* device_alloc(size_t bytes) {
+    void* p = spk_cuda_malloc(bytes ? bytes : 1);
+    spk_cuda_memset0(p, bytes ? bytes : 1);
+    return p;
+}
+
+#define SPK_CUDA_OP(name) .name = name##_cuda,
+
+static const spk_backend_t cuda_backend = {
+    .name = "cuda",
+    .separate_memory = 1,
+    .alloc = device_alloc,
+    .free = spk_cuda_free,
+    .upload = spk_cuda_upload,
+    .download = spk_cuda_download,
+    .sync = spk_cuda_sync,
+    SPK_BACKEND_OPS(SPK_CUDA_OP)
+};
+
+const spk_backend_t* spk_backend_cuda(void) { return &cuda_backend; }
