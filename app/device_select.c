@@ -6,6 +6,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #endif
 
+#include <stdlib.h>
 #include <string.h>
 
 // Every rank's verdict as one: the smallest value over ranks.
@@ -14,6 +15,31 @@ static int min_over_ranks(const comm_t *c, int v) {
     comm_allreduce_max_f64(c, &d, 1);
     return (int)-d;
 }
+
+static int g_gpu_shared;  // two ranks of a node drive the same GPU
+
+#ifdef SPKDDP_HAVE_CUDA
+// Compares the PCI bus ids of the ranks of each node (CUDA_VISIBLE_DEVICES may number one GPU
+// differently in each process). Collective; the answer is the same on every rank.
+static int any_gpu_shared(const comm_t *c, int dev) {
+    enum { ID = 32 };
+    char mine[ID] = "";
+    spk_device_pci_id(dev, mine, sizeof mine);
+    MPI_Comm node;
+    mpiCheck(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+    char *all = callocCheck((size_t)c->local_size, ID);
+    mpiCheck(MPI_Allgather(mine, ID, MPI_CHAR, all, ID, MPI_CHAR, node));
+    MPI_Comm_free(&node);
+    int shared = 0;
+    for (int i = 0; i < c->local_size; i++)
+        for (int j = 0; j < i; j++)
+            if (all[i * ID] && strncmp(all + i * ID, all + j * ID, ID) == 0) shared = 1;
+    free(all);
+    return !min_over_ranks(c, !shared);
+}
+#endif
+
+int device_gpu_shared(void) { return g_gpu_shared; }
 
 static const spk_backend_t *select_cuda(const comm_t *c, int count, const char *command) {
 #ifdef SPKDDP_HAVE_CUDA
@@ -24,8 +50,7 @@ static const spk_backend_t *select_cuda(const comm_t *c, int count, const char *
     char desc[256];
     spk_device_describe(dev, desc, sizeof desc);
     printf0("device: CUDA, rank 0 on GPU %d of %d: %s\n", dev, count, desc);
-    if (c->local_size > count && c->local_rank == 0)
-        spk_warn("%d ranks share %d GPU(s) on this node; one rank per GPU is faster", c->local_size, count);
+    g_gpu_shared = any_gpu_shared(c, dev);
     return spk_backend_cuda();
 #else
     (void)c, (void)count, (void)command;

@@ -7,5 +7,7 @@
 
 // Collective. `command` names the caller in messages ("train", "bench", "embed").
 const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command);
+// Whether two ranks of a node drive the same GPU (fine for inference, not for NCCL).
+int device_gpu_shared(void);
 // Releases what device_select set up (after every model and optimizer is freed).
 void device_release(const spk_backend_t *be);

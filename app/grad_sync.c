@@ -6,6 +6,7 @@
 #include <string.h>
 
 #ifdef SPKDDP_HAVE_CUDA
+#include "app/device_select.h"
 #include "app/nccl_comm.h"
 
 // Seconds a rank waits for the others' gradients before it declares a peer dead.
@@ -24,8 +25,12 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     if (c->size == 1 || !be->separate_memory) return;
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) {
-        g->nccl = nccl_comm_create(c, nccl_timeout());
-        return;
+        if (!device_gpu_shared()) {
+            g->nccl = nccl_comm_create(c, nccl_timeout());
+            return;
+        }
+        // NCCL refuses two ranks on one GPU; the host path works, slower.
+        printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
     }
 #endif
     g->host = mallocCheck((size_t)n * sizeof(float) + 1);

@@ -1,7 +1,8 @@
 // Gradient averaging across ranks, g <- (1/K) sum_k g_k, wherever the gradients live:
 //   host memory             MPI allreduce in place (app/comm.h)
-//   CUDA device memory      NCCL allreduce with ncclAvg (app/nccl_comm.h)
-//   other separate memory   through a host buffer and MPI (the cpu-staged test backend)
+//   CUDA device memory      NCCL allreduce with ncclAvg (app/nccl_comm.h), one GPU per rank
+//   other separate memory   through a host buffer and MPI: the cpu-staged test backend, and
+//                           ranks sharing a GPU (NCCL refuses them)
 // A world of one rank has nothing to average.
 #pragma once
 #include "app/comm.h"

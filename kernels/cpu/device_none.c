@@ -14,6 +14,12 @@ int spk_device_select(int index, char *why, size_t cap) {
     return spk_device_count(why, cap) > 0 ? 0 : -1;
 }
 
+int spk_device_pci_id(int index, char *out, size_t cap) {
+    (void)index;
+    if (cap) out[0] = 0;
+    return -1;
+}
+
 void spk_device_describe(int index, char *out, size_t cap) {
     (void)index;
     if (cap) out[0] = 0;

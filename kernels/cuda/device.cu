@@ -29,6 +29,15 @@ extern "C" int spk_device_select(int index, char *why, size_t cap) {
     return 0;
 }
 
+extern "C" int spk_device_pci_id(int index, char *out, size_t cap) {
+    if (cudaDeviceGetPCIBusId(out, (int)cap, index) != cudaSuccess) {
+        cudaGetLastError();
+        if (cap) out[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
 extern "C" void spk_device_describe(int index, char *out, size_t cap) {
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
