@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """The `spkddp bench` step in PyTorch: ECAPA-TDNN (SpeechBrain topology, the same module
 definitions as tests/golden/make_ecapa_golden.py) + AAM-softmax, forward, backward and an
-Adam update on a fixed random batch, float32, on CPU. Prints samples/s.
+Adam update on a fixed random batch, float32, on the CPU or a GPU. Prints samples/s.
 
 usage: bench_pytorch.py [--channels 512] [--batch 32] [--frames 200] [--feat 80]
                         [--classes 1000] [--steps 5] [--warmup 2] [--threads N]
+                        [--device cpu|cuda] [--tf32] [--cudnn-benchmark]
+On CUDA, TF32 is off unless --tf32 (spkddp runs plain fp32), and cuDNN picks its own
+algorithms (--cudnn-benchmark lets it time them, like torch.backends.cudnn.benchmark).
 """
 import argparse
 import os
@@ -28,27 +31,44 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--cudnn-benchmark", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.benchmark = a.cudnn_benchmark
     torch.manual_seed(0)
-    model = build_ecapa(a.feat, a.channels, 128, 128, 192)
-    head = torch.nn.Parameter(torch.empty(a.classes, 192))
+    model = build_ecapa(a.feat, a.channels, 128, 128, 192).to(dev)
+    head = torch.nn.Parameter(torch.empty(a.classes, 192, device=dev))
     torch.nn.init.xavier_uniform_(head)
     opt = torch.optim.Adam(list(model.parameters()) + [head], lr=1e-3)
-    x = torch.randn(a.batch, a.frames, a.feat)
-    y = torch.randint(0, a.classes, (a.batch,))
+    x = torch.randn(a.batch, a.frames, a.feat, device=dev)
+    y = torch.randint(0, a.classes, (a.batch,), device=dev)
+
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+
     t0 = 0.0
     for s in range(a.warmup + a.steps):
         if s == a.warmup:
+            sync()
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         emb = model(x).squeeze(1)
         logits, _ = aam_logits(emb, head, y, 0.2, 30.0)
         F.cross_entropy(logits, y).backward()
         opt.step()
+    sync()
     dt = time.perf_counter() - t0
+    where = f"{a.threads} threads" if a.device == "cpu" else \
+        f"{torch.cuda.get_device_name()}, tf32 {'on' if a.tf32 else 'off'}, cudnn.benchmark {a.cudnn_benchmark}"
     print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
-          f"{a.threads} threads: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
+          f"{where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
 
 
 if __name__ == "__main__":
