@@ -9,6 +9,9 @@
 #include "app/model.h"
 #include "app/optimizer.h"
 #include "io/rng.h"
+#ifdef SPKDDP_HAVE_CUDA
+#include "kernels/cuda/kernels_cuda.h"
+#endif
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -115,7 +118,11 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }
-    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)\n", dt / (double)o.steps, (double)ru.ru_maxrss / 1024.0);
+    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o.steps, (double)ru.ru_maxrss / 1024.0);
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
+#endif
+    printf0("\n");
     free(b.frame_off);
     free(b.labels);
     free(b.x);

@@ -142,3 +142,10 @@ extern "C" void spk_cuda_download(void* dst, const void* src, size_t bytes) {
 }
 
 extern "C" void spk_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(spk_cuda_stream_checked())); }
+
+extern "C" size_t spk_cuda_bytes_in_use(void) {
+    require_init("spk_cuda_bytes_in_use");
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}

@@ -41,6 +41,7 @@ void spk_cuda_memset0(void* p, size_t bytes);                      // on the str
 void spk_cuda_upload(void* dst, const void* src, size_t bytes);    // host -> device, blocking
 void spk_cuda_download(void* dst, const void* src, size_t bytes);  // device -> host, blocking
 void spk_cuda_sync(void);                                          // waits for the stream
+size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on the device)
 
 // ---- gemm.h ---------------------------------------------------------------------------------
 // Row-major C = alpha op(A) op(B) + beta C through cuBLAS (fp32, no TF32).
