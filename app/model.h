@@ -54,6 +54,7 @@ struct model {
     int64_t visual_ratio;       // audio frames per visual frame
     loader_spec_t input;        // what the loader hands over: crop length, minimum length, CMN, visual
     int64_t emb_dim;            // size of the embedding `embed` returns
+    int min_batch;              // samples a training step needs (2 with BatchNorm over the batch)
     void *impl;
 };
 

@@ -384,6 +384,7 @@ void model_ecapa_build(model_t *m, const train_config_t *cfg) {
         spk_fail_all(SPK_EXIT_USAGE, "train: --frames %lld is too short for %s (at least %lld)", (long long)cfg->frames,
                      cfg->model, (long long)m->input.min_frames);
     m->emb_dim = cfg->emb_dim;
+    m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m);
     ecapa_init_params(e, m, (uint64_t)cfg->seed);
 }

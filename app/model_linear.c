@@ -113,6 +113,7 @@ void model_linear_build(model_t *m, const train_config_t *cfg) {
     m->impl = l;
     m->input = (loader_spec_t){.crop = 0, .min_frames = 1, .cmn = 0, .visual = 0};  // whole utterances, mean-pooled
     m->emb_dim = F;
+    m->min_batch = 1;
     model_alloc_buffers(m);
     // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
     float bound = 1.0f / sqrtf((float)F);

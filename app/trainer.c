@@ -350,6 +350,17 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
     int64_t steps = sampler_steps(&t->sampler, cfg->batch);
+    const int64_t tail = t->sampler.per_rank - (steps - 1) * cfg->batch;  // samples of the last step
+    if (cfg->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
+                     "samples per rank and epoch)", cfg->model, m->min_batch, (long long)cfg->batch,
+                     (long long)t->sampler.per_rank);
+    if (tail < m->min_batch) {
+        steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
+        printf0("note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
+                "skipped (%lld samples per epoch unused; another --batch avoids this)\n",
+                (long long)tail, cfg->model, (long long)tail * comm->size);
+    }
     t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
                                .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,
                                .steps_per_epoch = steps, .total_steps = steps * cfg->epochs};

@@ -35,4 +35,14 @@ awk -v a="$acc" 'BEGIN { exit !(a >= 0.3) }' || fail "ecapa-av held-out accuracy
 grep -q "replicas identical" log_av || fail "ecapa-av replicas differ"
 run 2 $SPKDDP embed --ckpt "$(ls ck_av/ckpt-*.h5 | tail -1)" --data avv.h5 --out av_emb.h5 >/dev/null || fail "ecapa-av embed"
 expect_error 3 "needs a dataset with a /visual stream" -- run 2 $SPKDDP train --model ecapa-av --data sp.h5 --channels 32
+
+# BatchNorm over the batch cannot train on one sample: 9 utterances in batches of 4 skip the
+# last step (1 sample), and a batch of 1 is refused.
+$SPKDDP synth --kind speakers --speakers 3 --utts-per-speaker 3 --dim 16 --min-frames 20 --max-frames 40 --out nine.h5 \
+    >/dev/null || fail "synth nine"
+small="--model ecapa --data nine.h5 --channels 16 --attention-channels 8 --se-channels 8 --emb-dim 8 --frames 20 --epochs 1"
+run 1 $SPKDDP train $small --batch 4 >log_tail 2>&1 || { cat log_tail; fail "a 1-sample last step is not skipped"; }
+grep -q "last step of each epoch would have 1 sample per rank" log_tail && grep -q "2 steps/epoch" log_tail \
+    && echo "ok  a last step of 1 sample is skipped" || fail "no note about the skipped 1-sample step"
+expect_error 2 "needs at least 2 samples per rank" -- run 1 $SPKDDP train $small --batch 1
 finish
