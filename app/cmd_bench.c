@@ -73,6 +73,8 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     strcpy(cfg.optimizer, "adam");
     cfg.lr = 1e-3;
     model_t *m = model_create(&cfg, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes}, be);
+    if (o.batch < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", o.model, m->min_batch);
     optimizer_t opt;
     optimizer_init(&opt, &cfg, m->table.total, be);
     grad_sync_t gs;

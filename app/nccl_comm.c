@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 13, 0)
+#error "spkddp needs NCCL 2.13 or newer (ncclAvg, ncclGetLastError): set NCCL_ROOT, or configure with -DSPKDDP_CUDA=OFF"
+#endif
+
 struct nccl_comm {
     ncclComm_t comm;
     cudaStream_t stream;       // NCCL's own

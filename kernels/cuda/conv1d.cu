@@ -103,7 +103,9 @@ struct Plan {
     size_t ws_bytes;  // the largest of the three algorithms' workspaces
 };
 
-const int kPlans = 16;
+// Training uses ~7 shapes, plus 7 for a short last batch, 7 per other evaluation batch size
+// and 7 per utterance length when embedding: keep enough that training never re-plans.
+const int kPlans = 64;
 Plan g_plans[kPlans];
 int g_next_plan = 0;  // round-robin eviction
 

@@ -10,6 +10,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#if CUDNN_MAJOR < 9
+#error "spkddp needs cuDNN 9 or newer (cudnnGetLastErrorString): set CUDNN_ROOT, or configure with -DSPKDDP_CUDA=OFF"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
