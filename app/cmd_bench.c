@@ -101,8 +101,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         }
         step_stats_t st = {0};
         be->vec_zero(m->grads, (size_t)m->table.total);
+        grad_sync_begin(&gs, m);
         m->ops->train_step(m, &b, &st);
-        grad_sync_mean(&gs, m->grads);
+        grad_sync_mean(&gs);
         optimizer_step(&opt, m->params, m->grads, 1e-3);
     }
     be->sync();

@@ -91,13 +91,6 @@ static void allreduce(const comm_t *c, void *buf, int64_t count, MPI_Datatype ty
     }
 }
 
-void comm_allreduce_mean(const comm_t *c, float *g, int64_t n) {
-    if (c->size == 1) return;
-    allreduce(c, g, n, MPI_FLOAT, MPI_SUM);
-    const float inv = 1.0f / (float)c->size;
-    for (int64_t i = 0; i < n; i++) g[i] *= inv;
-}
-
 void comm_allreduce_sum_f64(const comm_t *c, double *v, int n) {
     if (c->size > 1) allreduce(c, v, n, MPI_DOUBLE, MPI_SUM);
 }

@@ -1,4 +1,5 @@
-// Communication: MPI set-up, parameter broadcast, gradient averaging, replica checks.
+// Communication: MPI set-up, broadcasts, reductions, replica checks (gradient averaging,
+// which may also run on NCCL, is app/grad_sync.h).
 // Waits use nonblocking calls polled with a short sleep when the node is oversubscribed
 // (more ranks than cores), so waiting ranks do not steal cycles from working ones.
 #pragma once
@@ -18,8 +19,6 @@ void comm_finalize(comm_t *c);
 // Waits for a request; spins or sleeps according to c->sleepy_wait.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);
-// g <- (1/K) * sum over ranks of g, in place.
-void comm_allreduce_mean(const comm_t *c, float *g, int64_t n);
 void comm_allreduce_sum_f64(const comm_t *c, double *v, int n);
 void comm_allreduce_max_f64(const comm_t *c, double *v, int n);
 // max over ranks and elements of |theta_r - theta_0|; `scratch` holds n floats.

@@ -137,6 +137,8 @@ void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work);
 size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T);
+// End of the block's parameters (it registers norm weight/bias, then conv weight/bias, last).
+static inline int64_t tdnn_end(const tdnn_t *l) { return l->b + l->cout; }
 // The block without its convolution: ReLU and BatchNorm of l->a (the conv output, filled by
 // the caller), and their backward into g (B, cout, T), the gradient at the conv output.
 void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train);

@@ -1,6 +1,7 @@
 #include "app/grad_sync.h"
 
 #include "app/check.h"
+#include "kernels/spk_assert.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,23 @@ static double nccl_timeout(void) {
 }
 #endif
 
+static int64_t bucket_floats(void) {
+    const char *s = getenv("SPKDDP_BUCKET_MB");
+    double mb = s ? atof(s) : 0.0;
+    int64_t f = (int64_t)((mb > 0.0 ? mb : 4.0) * (1 << 20) / sizeof(float));
+    return f < 1 ? 1 : f > (1 << 28) ? (1 << 28) : f;  // MPI counts are ints
+}
+
 void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n) {
     memset(g, 0, sizeof *g);
     g->comm = c;
     g->be = be;
     g->n = n;
-    if (c->size == 1 || !be->separate_memory) return;
+    g->bucket = bucket_floats();
+    if (c->size == 1) return;
+    g->cap_req = (int)(n / g->bucket + 2);
+    g->reqs = mallocCheck((size_t)g->cap_req * sizeof(MPI_Request));
+    if (!be->separate_memory) return;
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) {
         if (!device_gpu_shared()) {
@@ -36,21 +48,69 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->host = mallocCheck((size_t)n * sizeof(float) + 1);
 }
 
-void grad_sync_mean(grad_sync_t *g, float *grads) {
-    if (g->comm->size == 1) return;
+// Starts averaging grads[from, to).
+static void start(grad_sync_t *g, int64_t from, int64_t to) {
+    float *grads = g->model->grads;
+    const int64_t count = to - from;
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
-        nccl_allreduce_mean(g->nccl, grads, g->n);
+        nccl_allreduce_start(g->nccl, grads + from, count);
         return;
     }
 #endif
-    if (!g->host) {
-        comm_allreduce_mean(g->comm, grads, g->n);
+    float *buf = grads + from;
+    if (g->host) {  // the bucket's gradients, to the host first
+        buf = g->host + from;
+        g->be->download(buf, grads + from, (size_t)count * sizeof(float));
+    }
+    SPK_ASSERT(g->nreq < g->cap_req && count <= (1 << 30));
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, g->comm->world, &g->reqs[g->nreq++]));
+}
+
+// The backward's progress: grads[0, upto) are final.
+static void on_grads_ready(void *ctx, int64_t upto) {
+    grad_sync_t *g = ctx;
+    SPK_ASSERT(upto >= g->started && upto <= g->n);
+    while (upto - g->started >= g->bucket) {
+        start(g, g->started, g->started + g->bucket);
+        g->started += g->bucket;
+    }
+    if (g->nreq > 0) {  // MPI moves nonblocking collectives only inside MPI calls
+        int done;
+        mpiCheck(MPI_Test(&g->reqs[g->nreq - 1], &done, MPI_STATUS_IGNORE));
+    }
+}
+
+void grad_sync_begin(grad_sync_t *g, model_t *m) {
+    g->model = m;
+    g->started = 0;
+    g->nreq = 0;
+    if (g->comm->size == 1) return;
+    m->grads_ready = on_grads_ready;
+    m->grads_ready_ctx = g;
+}
+
+void grad_sync_mean(grad_sync_t *g) {
+    model_t *m = g->model;
+    m->grads_ready = NULL;
+    m->grads_ready_ctx = NULL;
+    if (g->comm->size == 1) return;
+    while (g->started < g->n) {  // the rest, in buckets (MPI counts are ints)
+        const int64_t to = g->n - g->started > g->bucket ? g->started + g->bucket : g->n;
+        start(g, g->started, to);
+        g->started = to;
+    }
+#ifdef SPKDDP_HAVE_CUDA
+    if (g->nccl) {
+        nccl_allreduce_wait(g->nccl, g->n);
         return;
     }
-    g->be->download(g->host, grads, (size_t)g->n * sizeof(float));
-    comm_allreduce_mean(g->comm, g->host, g->n);
-    g->be->upload(grads, g->host, (size_t)g->n * sizeof(float));
+#endif
+    for (int i = 0; i < g->nreq; i++) comm_wait(g->comm, &g->reqs[i]);
+    float *sum = g->host ? g->host : m->grads;
+    const float inv = 1.0f / (float)g->comm->size;
+    for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
+    if (g->host) g->be->upload(m->grads, g->host, (size_t)g->n * sizeof(float));
 }
 
 void grad_sync_free(grad_sync_t *g) {
@@ -58,5 +118,6 @@ void grad_sync_free(grad_sync_t *g) {
     nccl_comm_destroy(g->nccl);
 #endif
     free(g->host);
+    free(g->reqs);
     memset(g, 0, sizeof *g);
 }

@@ -3,10 +3,16 @@
 //   CUDA device memory      NCCL allreduce with ncclAvg (app/nccl_comm.h), one GPU per rank
 //   other separate memory   through a host buffer and MPI: the cpu-staged test backend, and
 //                           ranks sharing a GPU (NCCL refuses them)
+// Overlap: between grad_sync_begin and grad_sync_mean the model's backward reports how far
+// its gradients are final (model_t.grads_ready; tensors are laid out in reverse execution
+// order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4)
+// starts averaging at once while the backward goes on. grad_sync_mean averages the rest and
+// waits. The averages do not depend on the bucket size (each element is summed over the same
+// ranks), so neither do the results, up to the MPI library's summation order.
 // A world of one rank has nothing to average.
 #pragma once
 #include "app/comm.h"
-#include "kernels/backend.h"
+#include "app/model.h"
 
 #include <stdint.h>
 
@@ -15,12 +21,21 @@ struct nccl_comm;
 typedef struct {
     const comm_t *comm;
     const spk_backend_t *be;
-    struct nccl_comm *nccl;  // CUDA and more than one rank
+    struct nccl_comm *nccl;  // CUDA and one GPU per rank
     float *host;             // staging for a separate-memory backend without NCCL
-    int64_t n;
+    int64_t n;               // floats of the gradient buffer
+    int64_t bucket;          // floats per allreduce started during the backward
+    // between begin and mean
+    model_t *model;
+    int64_t started;         // grads[0, started) are being averaged
+    MPI_Request *reqs;       // MPI paths: one per started bucket
+    int nreq, cap_req;
 } grad_sync_t;
 
 // Collective: every rank calls it with the same backend and n.
 void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n);
-void grad_sync_mean(grad_sync_t *g, float *grads);
+// Before the model's train_step: hooks the backward's progress to start buckets early.
+void grad_sync_begin(grad_sync_t *g, model_t *m);
+// After it: averages what is left, waits for everything, unhooks. m->grads holds the mean.
+void grad_sync_mean(grad_sync_t *g);
 void grad_sync_free(grad_sync_t *g);

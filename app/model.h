@@ -55,6 +55,10 @@ struct model {
     loader_spec_t input;        // what the loader hands over: crop length, minimum length, CMN, visual
     int64_t emb_dim;            // size of the embedding `embed` returns
     int min_batch;              // samples a training step needs (2 with BatchNorm over the batch)
+    // Told by train_step's backward as gradients become final: grads[0, upto) will not change
+    // again this step (tensors are in reverse execution order). NULL: nobody listens.
+    void (*grads_ready)(void *ctx, int64_t upto);
+    void *grads_ready_ctx;
     void *impl;
 };
 
@@ -76,6 +80,10 @@ void model_alloc_buffers(model_t *m);
 // host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
 void model_upload(model_t *m);
 void model_download(model_t *m);
+
+static inline void model_grads_ready(model_t *m, int64_t upto) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
+}
 
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);

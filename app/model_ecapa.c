@@ -230,17 +230,24 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
 
     K->vec_zero(d_pooled_bn, (size_t)B * P);
     K->linear_backward(d_pooled_bn, gr + e->fc_w, gr + e->fc_b, g_emb, e->pooled_bn, p + e->fc_w, B, P, E);
+    model_grads_ready(m, e->fc_b + E);
     K->vec_zero(d_pooled, (size_t)B * P);
     K->batchnorm1d_backward(d_pooled, gr + e->asp_bn_w, gr + e->asp_bn_b, d_pooled_bn, e->pooled, p + e->asp_bn_w,
                             e->bn_mean, e->bn_rstd, B, P, 1);
-    if (e->has_visual) visual_backward(e, m, d_pooled, B, T);
+    model_grads_ready(m, e->asp_bn_b + P);
+    if (e->has_visual) {
+        visual_backward(e, m, d_pooled, B, T);
+        model_grads_ready(m, tdnn_end(&e->vis.blocks[0]));
+    }
 
     K->vec_zero(dh, bt * 3 * C);
     asp_backward(&e->asp, m, dh, d_pooled, e->mfa.y, e->pooled, P, B, T, e->work);
+    model_grads_ready(m, tdnn_end(&e->asp.tdnn));
 
     // MFA and the blocks, last first; each block's output gradient collects its uses.
     K->vec_zero(d_cat, bt * 3 * C);
     tdnn_backward(&e->mfa, m, d_cat, dh, e->cat, B, T, e->asp.g_w, e->work);
+    model_grads_ready(m, tdnn_end(&e->mfa));
     for (int i = 0; i < 3; i++) K->channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
     K->vec_zero(e->gblk[0], bt * C);
     // The pooling scratch and the MFA input gradient (copied out) serve the blocks now.
@@ -248,6 +255,7 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     for (int i = 2; i >= 0; i--) {
         const float *x = i == 0 ? e->block0.y : e->blocks[i - 1].out;
         seres_backward(&e->blocks[i], m, e->gblk[i], e->gblk[i + 1], x, C, se, B, T, scratch, e->work);
+        model_grads_ready(m, tdnn_end(&e->blocks[i].tdnn1));
     }
     float *dx = NULL;
     if (dframes) {
@@ -255,6 +263,7 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
         K->vec_zero(dx, bt * F);
     }
     tdnn_backward(&e->block0, m, dx, e->gblk[0], e->x, B, T, dh, e->work);
+    model_grads_ready(m, m->table.total);
     if (dframes) K->batch_transpose(dframes, dx, B, F, T);  // (B, F, T) -> (B, T, F)
 }
 
@@ -302,6 +311,7 @@ static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
     K->vec_zero(e->g_emb, (size_t)b->n * E);
     K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n,
                             E, S, e->margin, e->scale, e->work);
+    model_grads_ready(m, e->cls_w + (int64_t)S * E);
     ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
     read_stats(e, m, b->n, st);
 }

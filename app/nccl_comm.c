@@ -82,14 +82,17 @@ static void wait_done(nccl_comm_t *n, int64_t count) {
     }
 }
 
-void nccl_allreduce_mean(nccl_comm_t *n, float *buf, int64_t count) {
-    cudaStream_t compute = spk_cuda_stream();
-    cudaRtCheck(cudaEventRecord(n->ready, compute));
+void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
+    // One event serves every bucket: a stream waits for the record made just before its wait.
+    cudaRtCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
     cudaRtCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
     ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
+}
+
+void nccl_allreduce_wait(nccl_comm_t *n, int64_t total) {
     cudaRtCheck(cudaEventRecord(n->done, n->stream));
-    cudaRtCheck(cudaStreamWaitEvent(compute, n->done, 0));
-    wait_done(n, count);
+    cudaRtCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
+    wait_done(n, total);
 }
 
 void nccl_comm_destroy(nccl_comm_t *n) {

@@ -279,8 +279,9 @@ static double train_step(trainer_t *t, int64_t step) {
     const batch_t *b = loader_load(&t->loader, t->epoch, t->idx, n);
     m->be->vec_zero(m->grads, (size_t)m->table.total);
     step_stats_t st = {0};
+    grad_sync_begin(&t->grad_sync, m);
     m->ops->train_step(m, b, &st);
-    grad_sync_mean(&t->grad_sync, m->grads);
+    grad_sync_mean(&t->grad_sync);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
