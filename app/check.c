@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int mpi_ready(void) {
     int init = 0, fin = 0;
@@ -28,7 +29,12 @@ int spk_world(void) {
 _Noreturn static void abort_job(int code) {
     fflush(stdout);
     fflush(stderr);
-    if (mpi_ready()) MPI_Abort(MPI_COMM_WORLD, code);
+    if (mpi_ready()) {
+        // The launcher forwards our stderr through a pipe; MPI_Abort makes it kill every
+        // process, sometimes before that last line got through. Give it a moment.
+        if (spk_world() > 1) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
     exit(code);
 }
 

@@ -34,7 +34,7 @@ static const opt_t opts[] = {
     {"classes", OPT_INT, F(classes), 2, 1e7, NULL, "speakers in the AAM head"},
     {"steps", OPT_INT, F(steps), 1, 1e6, NULL, "timed steps"},
     {"warmup", OPT_INT, F(warmup), 0, 1e6, NULL, "untimed steps first"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when one is usable)"},
+    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
 };
 static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
@@ -62,7 +62,7 @@ static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
 int cmd_bench(const comm_t *comm, int argc, char **argv) {
     bench_opts_t o = {.channels = 512, .batch = 32, .frames = 200, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     strcpy(o.model, "ecapa");
-    strcpy(o.device, "auto");
+    snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "bench");
 

@@ -26,7 +26,7 @@ static const opt_t opts[] = {
     {"data", OPT_STR, F(data), 0, 0, NULL, "dataset to embed (HDF5 features)"},
     {"out", OPT_STR, F(out), 0, 0, NULL, "embeddings file to write (HDF5)"},
     {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "utterances read per step per rank"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run the model (auto: a GPU when one is usable)"},
+    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run the model (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
 };
 static const opt_table_t table = {"embed", "Embed every utterance of a dataset with a trained model (inference mode).", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
@@ -66,7 +66,7 @@ static model_t *load_model(const comm_t *comm, const char *path, const spk_backe
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
     embed_opts_t o = {.batch = 16};
-    strcpy(o.device, "cpu");
+    snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     if (!o.ckpt[0] || !o.data[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "embed: --ckpt, --data and --out are required");
     const spk_backend_t *be = device_select(comm, o.device, "embed");

@@ -1,6 +1,7 @@
 #include "app/config.h"
 
 #include "app/check.h"
+#include "app/device_select.h"
 
 #include <float.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@ static const opt_t opts[] = {
     {"frames", OPT_INT, F(frames), 0, 100000, NULL, "training crop length in frames (ecapa: default 200; linear: whole utterances)"},
     {"drop-last", OPT_FLAG, F(drop_last), 0, 0, NULL, "drop the tail instead of padding to a multiple of the ranks"},
     {"no-shuffle", OPT_FLAG, F(no_shuffle), 0, 0, NULL, "keep dataset order (no per-epoch shuffle)"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to train (auto: a GPU when one is usable, else the CPU; cpu-staged: the GPU code path on the CPU, for tests)"},
+    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to train (auto: a GPU when every rank has one, else the CPU; cpu-staged: the GPU code path on the CPU, for tests; default $SPKDDP_DEVICE or auto)"},
     {"model", OPT_STR, F(model), 0, 0, "linear|ecapa|ecapa-av", "model (ecapa-av needs a dataset with a /visual stream)"},
     {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
     {"emb-dim", OPT_INT, F(emb_dim), 2, 4096, NULL, "embedding size"},
@@ -62,7 +63,7 @@ train_config_t train_config_defaults(void) {
     memset(&c, 0, sizeof c);
     // The seed job: linear classifier, batch 16 per rank, SGD lr 0.05, 3 epochs.
     strcpy(c.model, "linear");
-    strcpy(c.device, "auto");
+    snprintf(c.device, sizeof c.device, "%s", device_default());
     c.channels = 512;
     c.emb_dim = 192;
     c.att_channels = 128;

@@ -58,7 +58,16 @@ static const spk_backend_t *select_cuda(const comm_t *c, int count, const char *
 #endif
 }
 
+const char *device_default(void) {
+    const char *d = getenv("SPKDDP_DEVICE");
+    return d && d[0] ? d : "auto";
+}
+
 const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command) {
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0 && strcmp(device, "auto") != 0 &&
+        strcmp(device, "cpu-staged") != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: device '%s' (from SPKDDP_DEVICE) must be one of cpu|cuda|auto|cpu-staged", command,
+                     device);
     if (strcmp(device, "cpu") == 0) return &spk_backend_cpu;
     if (strcmp(device, "cpu-staged") == 0) {
         printf0("device: CPU kernels behind device-style copies (cpu-staged, for testing)\n");

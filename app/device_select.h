@@ -5,6 +5,8 @@
 #include "app/comm.h"
 #include "kernels/backend.h"
 
+// The default of --device: $SPKDDP_DEVICE when set (a site or test setting), else "auto".
+const char *device_default(void);
 // Collective. `command` names the caller in messages ("train", "bench", "embed").
 const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command);
 // Whether two ranks of a node drive the same GPU (fine for inference, not for NCCL).
