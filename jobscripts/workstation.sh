@@ -22,6 +22,8 @@
 #   RERUN      1: start again after exit 75 (SIGUSR1), 0: stop (default: 0)
 #   MAX_RERUNS stop rerunning after this many restarts (default: 20)
 # Threads per rank: spkddp divides the cores by the ranks (SPKDDP_THREADS overrides).
+# GPUs: set NP to the number of GPUs; --device auto (the default) gives rank r GPU r and
+# averages gradients with NCCL. More ranks than GPUs also runs, averaging through the host.
 #
 # Exit status: spkddp's (0 finished, 1 system failure, 2 usage, 3 bad data, 4 checkpoint,
 # 5 numeric, 75 checkpointed on a signal: run the script again to continue); 0 at once when
