@@ -60,8 +60,7 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     K->spk_sgemm('N', 'T', B, A, 2 * C, 1.0f, a->gstats, 2 * C, W + C, 3 * C, 1.0f, a->ctx, A);
     // conv (B, A, T): ctx_b repeated over time, + W_h h_b
     K->time_repeat_forward(a->tdnn.a, A, a->ctx, A, B, A, T);
-    for (int b = 0; b < B; b++)
-        K->spk_sgemm('N', 'N', A, T, C, 1.0f, W, 3 * C, h + (size_t)b * C * T, T, 1.0f, a->tdnn.a + (size_t)b * A * T, T);
+    K->spk_sgemm_batched('N', 'N', A, T, C, 1.0f, W, 3 * C, 0, h, T, (int64_t)C * T, 1.0f, a->tdnn.a, T, (int64_t)A * T, B);
     tdnn_post_forward(&a->tdnn, m, B, T, train);
     K->tanh_forward(a->attn_t, a->tdnn.y, (size_t)B * T * A);
     K->conv1d_forward(a->attn_w, a->attn_t, p + a->conv_w, p + a->conv_b, B, A, C, T, 1, 1, work);
@@ -86,12 +85,11 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);
     float *g = a->g_t;  // (B, A, T) gradient at the TDNN's convolution output
     tdnn_post_backward(&a->tdnn, m, a->g_a, g, B, T);
-    // The h part: dW_h += g_b h_b^T, dh_b += W_h^T g_b. The statistics part through ctx.
-    for (int b = 0; b < B; b++) {
-        const float *gb = g + (size_t)b * A * T, *hb = h + (size_t)b * C * T;
-        K->spk_sgemm('N', 'T', A, C, T, 1.0f, gb, T, hb, T, 1.0f, dW, 3 * C);
-        K->spk_sgemm('T', 'N', C, T, A, 1.0f, W, 3 * C, gb, T, 1.0f, dh + (size_t)b * C * T, T);
-    }
+    // The h part: dW_h += sum_b g_b h_b^T (one output: a loop), dh_b += W_h^T g_b (a batch).
+    // The statistics part through ctx.
+    for (int b = 0; b < B; b++)
+        K->spk_sgemm('N', 'T', A, C, T, 1.0f, g + (size_t)b * A * T, T, h + (size_t)b * C * T, T, 1.0f, dW, 3 * C);
+    K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
     K->vec_zero(a->g_ctx, (size_t)B * A);
     K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);                      // g_ctx[b] = sum_t g_b
     K->linear_backward(NULL, NULL, dbias, a->g_ctx, NULL, NULL, B, 1, A);     // dbias += sum_b g_ctx[b]

@@ -23,6 +23,7 @@
 // Every op of a backend, in one list: the struct below and each backend's table expand it.
 #define SPK_BACKEND_OPS(X)                \
     X(spk_sgemm) \
+    X(spk_sgemm_batched) \
     X(conv1d_workspace_floats) \
     X(conv1d_forward) \
     X(conv1d_backward) \

@@ -5,6 +5,7 @@
 // the backend threads itself.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     SPK_GEMM_BLAS = 0,  // cblas_sgemm (OpenBLAS)
@@ -22,6 +23,16 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
 // build of OpenBLAS is thread-safe but would share its own thread pool.)
 void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
                       int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+// `batch` independent GEMMs of one shape: C_i = alpha op(A_i) op(B_i) + beta C_i, where
+// X_i = X + i * strideX floats (a stride of 0 shares one matrix, e.g. a weight, across the
+// batch). Each C_i must be distinct. The CPU runs them one after the other (one serial GEMM
+// per thread over the batch measured the same: 29 vs 31 ms for ECAPA's attention GEMMs at
+// C=512, B=32); on the GPU it is one cuBLAS strided-batched call instead of `batch` launches.
+void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha,
+                       const float* A, int lda, int64_t strideA, const float* B, int ldb,
+                       int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
+                       int batch);
 
 // Selects the backend for later spk_sgemm calls (process-wide). Returns 0 on success,
 // -1 when that backend was not compiled in. The default is DNNL when compiled in, else BLAS.

@@ -51,6 +51,16 @@ void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha
     spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha,
+                       const float* A, int lda, int64_t strideA, const float* B, int ldb,
+                       int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
+                       int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+    for (int i = 0; i < batch; i++)
+        spk_sgemm(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
+                  beta, C + i * strideC, ldc);
+}
+
 void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A, int lda,
                const float* B, int ldb, float beta, float* C, int ldc) {
     SPK_ASSERT(transa == 'N' || transa == 'T');

@@ -48,6 +48,11 @@ size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on t
 void spk_sgemm_cuda(char transa, char transb, int M, int N, int K, float alpha, const float* A,
                     int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
+void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, int K, float alpha,
+                            const float* A, int lda, int64_t strideA, const float* B, int ldb,
+                            int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
+                            int batch);
+
 // ---- conv1d.h -------------------------------------------------------------------------------
 // Floats of `workspace` the two conv calls need for this shape: the reflect-padded input (or
 // padded input gradient) plus the largest cuDNN workspace of the chosen algorithms. Pass a

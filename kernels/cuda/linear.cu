@@ -42,6 +42,21 @@ extern "C" void spk_sgemm_cuda(char transa, char transb, int M, int N, int K, fl
         cublasSgemm(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
+extern "C" void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, int K,
+                                       float alpha, const float* A, int lda, int64_t strideA,
+                                       const float* B, int ldb, int64_t strideB, float beta,
+                                       float* C, int ldc, int64_t strideC, int batch) {
+    SPK_ASSERT(M > 0 && N > 0 && K > 0 && batch >= 0);
+    if (batch == 0) return;
+    const cublasOperation_t opa = op_of(transa), opb = op_of(transb);
+    SPK_ASSERT(lda >= (opa == CUBLAS_OP_N ? K : M));
+    SPK_ASSERT(ldb >= (opb == CUBLAS_OP_N ? N : K));
+    SPK_ASSERT(ldc >= N && (strideC != 0 || batch == 1));
+    cublasCheck(cublasSgemmStridedBatched(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb,
+                                          strideB, A, lda, strideA, &beta, C, ldc, strideC,
+                                          batch));
+}
+
 extern "C" void linear_forward_cuda(float* y, const float* x, const float* w, const float* b, int B,
                                     int In, int Out) {
     SPK_ASSERT(B > 0 && In > 0 && Out > 0);

@@ -161,6 +161,20 @@ static void test_gemm(void) {
             spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
             spk_sgemm_cuda(ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N);
             cmp(nm("sgemm %s, beta 0 over NaN", what), dC, C, (size_t)M * N, TOL_GEMM);
+            // a batch of 4 with a shared A (stride 0), as the attentive pooling uses it
+            const int batch = 4;
+            const int64_t sb = (int64_t)rows_b * ldb, sc = (int64_t)M * ldc;
+            float* Bb = rand_f((size_t)(sb * batch), -1, 1);
+            float* Cb = rand_f((size_t)(sc * batch), -1, 1);
+            float *dBb = dev_f(Bb, (size_t)(sb * batch)), *dCb = dev_f(Cb, (size_t)(sc * batch));
+            spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 1.0f, Cb, ldc, sc, batch);
+            spk_sgemm_batched_cuda(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 1.0f, dCb, ldc, sc,
+                                   batch);
+            cmp(nm("sgemm_batched %s, shared A", what), dCb, Cb, (size_t)(sc * batch), TOL_GEMM);
+            spk_cuda_free(dBb);
+            spk_cuda_free(dCb);
+            free(Bb);
+            free(Cb);
             spk_cuda_free(dA);
             spk_cuda_free(dB);
             spk_cuda_free(dC);

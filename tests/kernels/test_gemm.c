@@ -38,6 +38,28 @@ static void run_case(char ta, char tb, int M, int N, int K, float alpha, float b
     free(want);
 }
 
+// The batch is each item's GEMM (a shared A with stride 0, padded row strides).
+static void run_batched(char ta, char tb) {
+    const int M = 9, N = 13, K = 7, batch = 5;
+    const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
+    const int64_t sa = 0, sb = (int64_t)(tb == 'N' ? K : N) * ldb + 4, sc = (int64_t)M * ldc + 1;
+    float* A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
+    float* B = rand_f((size_t)(sb * batch), -1, 1);
+    float* C = rand_f((size_t)(sc * batch), -1, 1);
+    float* want = (float*)malloc(sizeof(float) * (size_t)(sc * batch));
+    memcpy(want, C, sizeof(float) * (size_t)(sc * batch));
+    for (int i = 0; i < batch; i++)
+        spk_sgemm(ta, tb, M, N, K, 0.5f, A + i * sa, lda, B + i * sb, ldb, 1.0f, want + i * sc, ldc);
+    spk_sgemm_batched(ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, 1.0f, C, ldc, sc, batch);
+    char nm[64];
+    snprintf(nm, sizeof nm, "sgemm_batched %c%c, shared A", ta, tb);
+    check_close(nm, C, want, (size_t)(sc * batch), 0.0, 0.0);
+    free(A);
+    free(B);
+    free(C);
+    free(want);
+}
+
 static void run_all(void) {
     const char tr[2] = {'N', 'T'};
     for (int a = 0; a < 2; a++)
@@ -46,6 +68,7 @@ static void run_all(void) {
             run_case(tr[a], tr[b], 33, 65, 129, 1.0f, 1.0f);
             run_case(tr[a], tr[b], 64, 200, 192, 0.5f, 1.0f);
             run_case(tr[a], tr[b], 1, 17, 3, 2.0f, 0.0f);
+            run_batched(tr[a], tr[b]);
         }
 }
 
