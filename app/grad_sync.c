@@ -41,8 +41,11 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
             g->nccl = nccl_comm_create(c, nccl_timeout());
             return;
         }
-        // NCCL refuses two ranks on one GPU; the host path works, slower.
+        // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads wait
+        // for every queued kernel, so a bucket taken mid-backward would stall the queueing of
+        // the rest: one bucket, after the backward.
         printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
+        g->bucket = n > (1 << 28) ? (1 << 28) : n;
     }
 #endif
     g->host = mallocCheck((size_t)n * sizeof(float) + 1);

@@ -6,8 +6,9 @@
 // backward-data call. Bias and its gradient are our own kernels.
 //
 // Algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7), keeping only results that
-// are CUDNN_DETERMINISTIC and plain FMA math (no TF32); when none qualifies, the classic
-// deterministic ones (IMPLICIT_GEMM, BWD_DATA_ALGO_1, BWD_FILTER_ALGO_1). Descriptors, choices
+// are CUDNN_DETERMINISTIC (unless SPKDDP_CUDNN_FAST=1) and plain FMA math (no TF32); when
+// none qualifies, the classic deterministic ones (IMPLICIT_GEMM, BWD_DATA_ALGO_1,
+// BWD_FILTER_ALGO_1). Descriptors, choices
 // and the workspace size are cached per shape in a small table. SPKDDP_CUDNN_VERBOSE=1 prints
 // the choices.
 //
@@ -111,6 +112,24 @@ int g_next_plan = 0;  // round-robin eviction
 
 const int kMaxPerf = 32;
 
+// SPKDDP_CUDNN_FAST=1: take the heuristics' best-ranked algorithm even when it is not
+// deterministic (atomics), trading run-to-run bitwise reproducibility for speed.
+bool fast_algorithms() {
+    static const int fast = [] {
+        const char* s = getenv("SPKDDP_CUDNN_FAST");
+        return s && strcmp(s, "1") == 0;
+    }();
+    return fast;
+}
+
+// A heuristic result we take: it succeeded, runs plain FMA math (no TF32), and is
+// deterministic unless fast_algorithms().
+template <typename Perf>
+bool acceptable(const Perf& p) {
+    return p.status == CUDNN_STATUS_SUCCESS && p.mathType == CUDNN_FMA_MATH &&
+           (p.determinism == CUDNN_DETERMINISTIC || fast_algorithms());
+}
+
 cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
     cudnnHandle_t h = spk_cudnn_handle();
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxPerf];
@@ -120,9 +139,7 @@ cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
     cudnnCheck(
         cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd, pl.yd, want, &n, perf));
     for (int i = 0; i < n; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
-            perf[i].mathType != CUDNN_FMA_MATH)
-            continue;
+        if (!acceptable(perf[i])) continue;
         if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd, pl.yd, perf[i].algo,
                                                     ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
@@ -141,9 +158,7 @@ cudnnConvolutionBwdDataAlgo_t choose_bwd_data(const Plan& pl, size_t* ws) {
     cudnnCheck(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd, pl.xd, want, &n, perf));
     for (int i = 0; i < n; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
-            perf[i].mathType != CUDNN_FMA_MATH)
-            continue;
+        if (!acceptable(perf[i])) continue;
         if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd, pl.xd,
                                                          perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
@@ -162,10 +177,8 @@ cudnnConvolutionBwdFilterAlgo_t choose_bwd_filter(const Plan& pl, size_t* ws) {
     cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd, pl.wd, want,
                                                              &n, perf));
     for (int i = 0; i < n; i++) {
-        // BWD_FILTER_ALGO_0 and _3 sum with atomics; the determinism flag excludes them.
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].determinism != CUDNN_DETERMINISTIC ||
-            perf[i].mathType != CUDNN_FMA_MATH)
-            continue;
+        // BWD_FILTER_ALGO_0 and _3 sum with atomics; the determinism test excludes them.
+        if (!acceptable(perf[i])) continue;
         if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
                 h, pl.xd, pl.yd, pl.cd, pl.wd, perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
