@@ -22,6 +22,7 @@
 typedef struct {
     char model[OPT_STR_MAX], device[OPT_STR_MAX];
     int64_t channels, batch, frames, feat, classes, steps, warmup;
+    int tf32;
 } bench_opts_t;
 
 #define F(field) offsetof(bench_opts_t, field)
@@ -34,6 +35,7 @@ static const opt_t opts[] = {
     {"classes", OPT_INT, F(classes), 2, 1e7, NULL, "speakers in the AAM head"},
     {"steps", OPT_INT, F(steps), 1, 1e6, NULL, "timed steps"},
     {"warmup", OPT_INT, F(warmup), 0, 1e6, NULL, "untimed steps first"},
+    {"tf32", OPT_FLAG, F(tf32), 0, 0, NULL, "CUDA: allow TF32 tensor-core math (default plain fp32)"},
     {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
 };
 static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
@@ -65,6 +67,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "bench");
+    const int tf32 = device_set_tf32(be, o.tf32);
 
     train_config_t cfg = train_config_defaults();
     snprintf(cfg.model, sizeof cfg.model, "%s", o.model);
@@ -112,8 +115,8 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     double sps = (double)o.steps * B * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s", o.model, (long long)o.channels, B, comm->size,
-            (long long)T, (long long)Fd, be->name);
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", o.model, (long long)o.channels, B, comm->size,
+            (long long)T, (long long)Fd, be->name, tf32 ? " tf32" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
     if (strcmp(o.model, "ecapa") == 0) {

@@ -18,6 +18,7 @@ static const opt_t opts[] = {
     {"drop-last", OPT_FLAG, F(drop_last), 0, 0, NULL, "drop the tail instead of padding to a multiple of the ranks"},
     {"no-shuffle", OPT_FLAG, F(no_shuffle), 0, 0, NULL, "keep dataset order (no per-epoch shuffle)"},
     {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to train (auto: a GPU when every rank has one, else the CPU; cpu-staged: the GPU code path on the CPU, for tests; default $SPKDDP_DEVICE or auto)"},
+    {"tf32", OPT_FLAG, F(tf32), 0, 0, NULL, "CUDA: allow TF32 tensor-core math in convolutions and GEMMs (faster on Ampere and newer; inputs rounded to a 10-bit mantissa; default plain fp32)"},
     {"model", OPT_STR, F(model), 0, 0, "linear|ecapa|ecapa-av", "model (ecapa-av needs a dataset with a /visual stream)"},
     {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
     {"emb-dim", OPT_INT, F(emb_dim), 2, 4096, NULL, "embedding size"},

@@ -14,6 +14,7 @@ typedef struct {
     int drop_last;
     int no_shuffle;
     char device[OPT_STR_MAX];  // cpu | cuda | auto | cpu-staged
+    int tf32;                  // CUDA: allow TF32 tensor-core math
     // model
     char model[OPT_STR_MAX];  // linear | ecapa
     int64_t channels;         // ECAPA width C

@@ -82,6 +82,19 @@ const spk_backend_t *device_select(const comm_t *c, const char *device, const ch
     return &spk_backend_cpu;
 }
 
+int device_set_tf32(const spk_backend_t *be, int allow) {
+    if (!allow) return 0;
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda()) {
+        spk_cuda_set_tf32(1);
+        printf0("device: TF32 tensor-core math allowed in convolutions and GEMMs\n");
+        return 1;
+    }
+#endif
+    printf0("device: --tf32 does not apply on %s (it computes in fp32)\n", be->name);
+    return 0;
+}
+
 void device_release(const spk_backend_t *be) {
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) spk_cuda_shutdown();

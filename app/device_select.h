@@ -9,6 +9,9 @@
 const char *device_default(void);
 // Collective. `command` names the caller in messages ("train", "bench", "embed").
 const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command);
+// --tf32: TF32 tensor-core math on a CUDA backend (returns 1); elsewhere a notice that it
+// does not apply (returns 0).
+int device_set_tf32(const spk_backend_t *be, int allow);
 // Whether two ranks of a node drive the same GPU (fine for inference, not for NCCL).
 int device_gpu_shared(void);
 // Releases what device_select set up (after every model and optimizer is freed).

@@ -333,6 +333,7 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     t->cfg = cfg;
     train_config_finalize(cfg, comm->size);
     const spk_backend_t *be = device_select(comm, cfg->device, "train");
+    device_set_tf32(be, cfg->tf32);
     open_data(t);
 
     t->model = model_create(cfg, &(model_data_t){t->data.feature_dim, t->data.num_speakers, t->data.visual.dim,

@@ -143,6 +143,12 @@ extern "C" void spk_cuda_download(void* dst, const void* src, size_t bytes) {
 
 extern "C" void spk_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(spk_cuda_stream_checked())); }
 
+extern "C" void spk_cuda_set_tf32(int allow) {
+    require_init("spk_cuda_set_tf32");
+    cublasCheck(cublasSetMathMode(g_ctx.cublas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    spk_conv1d_cuda_set_tf32(allow);
+}
+
 extern "C" size_t spk_cuda_bytes_in_use(void) {
     require_init("spk_cuda_bytes_in_use");
     size_t free_b = 0, total_b = 0;

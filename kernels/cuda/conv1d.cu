@@ -97,7 +97,7 @@ struct Plan {
     cudnnTensorDescriptor_t xd;  // (B, Cin, 1, T + 2p)
     cudnnTensorDescriptor_t yd;  // (B, Cout, 1, T)
     cudnnFilterDescriptor_t wd;  // (Cout, Cin, 1, K)
-    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionDescriptor_t cd[3];  // fwd, bwd-data, bwd-filter: each with its algorithm's math type
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -111,6 +111,8 @@ Plan g_plans[kPlans];
 int g_next_plan = 0;  // round-robin eviction
 
 const int kMaxPerf = 32;
+enum { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
+int g_tf32 = 0;  // spk_cuda_set_tf32
 
 // SPKDDP_CUDNN_FAST=1: take the heuristics' best-ranked algorithm even when it is not
 // deterministic (atomics), trading run-to-run bitwise reproducibility for speed.
@@ -122,12 +124,23 @@ bool fast_algorithms() {
     return fast;
 }
 
-// A heuristic result we take: it succeeded, runs plain FMA math (no TF32), and is
-// deterministic unless fast_algorithms().
+// A heuristic result we take: it succeeded, runs plain FMA math (or, with TF32 allowed, any
+// math but the fp16 down-conversion), and is deterministic unless fast_algorithms(). Its
+// math type goes onto the pass's descriptor, as cuDNN requires for running it.
 template <typename Perf>
-bool acceptable(const Perf& p) {
-    return p.status == CUDNN_STATUS_SUCCESS && p.mathType == CUDNN_FMA_MATH &&
-           (p.determinism == CUDNN_DETERMINISTIC || fast_algorithms());
+bool acceptable(const Perf& p, cudnnConvolutionDescriptor_t cd) {
+    const bool math = g_tf32 ? p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                             : p.mathType == CUDNN_FMA_MATH;
+    if (p.status != CUDNN_STATUS_SUCCESS || !math ||
+        (p.determinism != CUDNN_DETERMINISTIC && !fast_algorithms()))
+        return false;
+    cudnnCheck(cudnnSetConvolutionMathType(cd, p.mathType));
+    return true;
+}
+
+// The classic deterministic fallback runs in FMA math.
+void fma_math(cudnnConvolutionDescriptor_t cd) {
+    cudnnCheck(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
 }
 
 cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
@@ -137,15 +150,16 @@ cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
     cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
     cudnnCheck(
-        cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd, pl.yd, want, &n, perf));
+        cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, want, &n, perf));
     for (int i = 0; i < n; i++) {
-        if (!acceptable(perf[i])) continue;
-        if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd, pl.yd, perf[i].algo,
+        if (!acceptable(perf[i], pl.cd[kFwd])) continue;
+        if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, perf[i].algo,
                                                     ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
     }
     const cudnnConvolutionFwdAlgo_t fb = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd, pl.yd, fb, ws));
+    fma_math(pl.cd[kFwd]);
+    cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, fb, ws));
     return fb;
 }
 
@@ -156,15 +170,16 @@ cudnnConvolutionBwdDataAlgo_t choose_bwd_data(const Plan& pl, size_t* ws) {
     cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
     cudnnCheck(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd, pl.xd, want, &n, perf));
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd, want, &n, perf));
     for (int i = 0; i < n; i++) {
-        if (!acceptable(perf[i])) continue;
-        if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd, pl.xd,
+        if (!acceptable(perf[i], pl.cd[kBwdData])) continue;
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd,
                                                          perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
     }
     const cudnnConvolutionBwdDataAlgo_t fb = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd, pl.xd, fb, ws));
+    fma_math(pl.cd[kBwdData]);
+    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd, fb, ws));
     return fb;
 }
 
@@ -174,18 +189,19 @@ cudnnConvolutionBwdFilterAlgo_t choose_bwd_filter(const Plan& pl, size_t* ws) {
     int want = 0, n = 0;
     cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
-    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd, pl.wd, want,
+    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, want,
                                                              &n, perf));
     for (int i = 0; i < n; i++) {
         // BWD_FILTER_ALGO_0 and _3 sum with atomics; the determinism test excludes them.
-        if (!acceptable(perf[i])) continue;
+        if (!acceptable(perf[i], pl.cd[kBwdFilter])) continue;
         if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                h, pl.xd, pl.yd, pl.cd, pl.wd, perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
+                h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
             return perf[i].algo;
     }
     const cudnnConvolutionBwdFilterAlgo_t fb = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    fma_math(pl.cd[kBwdFilter]);
     cudnnCheck(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd, pl.wd, fb, ws));
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, fb, ws));
     return fb;
 }
 
@@ -194,7 +210,7 @@ void destroy_plan(Plan& pl) {
     cudnnCheck(cudnnDestroyTensorDescriptor(pl.xd));
     cudnnCheck(cudnnDestroyTensorDescriptor(pl.yd));
     cudnnCheck(cudnnDestroyFilterDescriptor(pl.wd));
-    cudnnCheck(cudnnDestroyConvolutionDescriptor(pl.cd));
+    for (int i = 0; i < 3; i++) cudnnCheck(cudnnDestroyConvolutionDescriptor(pl.cd[i]));
     pl.valid = 0;
 }
 
@@ -212,19 +228,23 @@ const Plan& get_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
     cudnnCheck(cudnnCreateTensorDescriptor(&pl.xd));
     cudnnCheck(cudnnCreateTensorDescriptor(&pl.yd));
     cudnnCheck(cudnnCreateFilterDescriptor(&pl.wd));
-    cudnnCheck(cudnnCreateConvolutionDescriptor(&pl.cd));
+    for (int i = 0; i < 3; i++) cudnnCheck(cudnnCreateConvolutionDescriptor(&pl.cd[i]));
     cudnnCheck(
         cudnnSetTensor4dDescriptor(pl.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cin, 1, tp));
     cudnnCheck(
         cudnnSetTensor4dDescriptor(pl.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cout, 1, T));
     cudnnCheck(
         cudnnSetFilter4dDescriptor(pl.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Cout, Cin, 1, K));
-    cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd, 0, 0, 1, 1, 1, dilation,
-                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // FMA only: no TF32 tensor-core kernels, so results stay fp32-accurate.
-    cudnnCheck(cudnnSetConvolutionMathType(pl.cd, CUDNN_FMA_MATH));
+    for (int i = 0; i < 3; i++) {
+        cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd[i], 0, 0, 1, 1, 1, dilation,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        // What the heuristics may offer: FMA only (fp32-accurate), or with TF32 allowed
+        // (CUDNN_DEFAULT_MATH permits TF32 tensor cores for fp32 on Ampere and newer).
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[i], g_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    }
     int on = 0, oc = 0, oh = 0, ow = 0;
-    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(pl.cd, pl.xd, pl.wd, &on, &oc, &oh, &ow));
+    cudnnCheck(
+        cudnnGetConvolution2dForwardOutputDim(pl.cd[kFwd], pl.xd, pl.wd, &on, &oc, &oh, &ow));
     SPK_ASSERT(on == B && oc == Cout && oh == 1 && ow == T);
     pl.valid = 1;  // from here on destroy_plan must release the descriptors
     memcpy(pl.key, key, sizeof key);
@@ -236,12 +256,15 @@ const Plan& get_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
     pl.ws_bytes = wf > wbd ? wf : wbd;
     pl.ws_bytes = pl.ws_bytes > wbf ? pl.ws_bytes : wbf;
     const char* verbose = getenv("SPKDDP_CUDNN_VERBOSE");
-    if (verbose && verbose[0] == '1')
+    if (verbose && verbose[0] == '1') {
+        cudnnMathType_t mt[3];
+        for (int i = 0; i < 3; i++) cudnnCheck(cudnnGetConvolutionMathType(pl.cd[i], &mt[i]));
         fprintf(stderr,
-                "spkddp: conv1d B=%d Cin=%d Cout=%d T=%d K=%d d=%d: cuDNN fwd algo %d (%zu B), "
-                "bwd-data algo %d (%zu B), bwd-filter algo %d (%zu B)\n",
-                B, Cin, Cout, T, K, dilation, (int)pl.fwd, wf, (int)pl.bwd_data, wbd,
-                (int)pl.bwd_filter, wbf);
+                "spkddp: conv1d B=%d Cin=%d Cout=%d T=%d K=%d d=%d: cuDNN fwd algo %d (%zu B, "
+                "math %d), bwd-data algo %d (%zu B, math %d), bwd-filter algo %d (%zu B, math %d)\n",
+                B, Cin, Cout, T, K, dilation, (int)pl.fwd, wf, (int)mt[0], (int)pl.bwd_data, wbd,
+                (int)mt[1], (int)pl.bwd_filter, wbf, (int)mt[2]);
+    }
     return pl;
 }
 
@@ -250,6 +273,12 @@ float* cudnn_workspace(float* workspace, int B, int Cin, int T, int K, int dilat
 }
 
 }  // namespace
+
+void spk_conv1d_cuda_set_tf32(int allow) {
+    if (g_tf32 == !!allow) return;
+    spk_conv1d_cuda_release_plans();  // plans hold the old math permission
+    g_tf32 = !!allow;
+}
 
 void spk_conv1d_cuda_release_plans(void) {
     for (int i = 0; i < kPlans; i++) destroy_plan(g_plans[i]);
@@ -281,7 +310,7 @@ extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, co
         xin = workspace;
     }
     float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
-    cudnnCheck(cudnnConvolutionForward(spk_cudnn_handle(), &one, pl.xd, xin, pl.wd, w, pl.cd,
+    cudnnCheck(cudnnConvolutionForward(spk_cudnn_handle(), &one, pl.xd, xin, pl.wd, w, pl.cd[kFwd],
                                        pl.fwd, pl.ws_bytes ? cws : nullptr, pl.ws_bytes, &zero,
                                        pl.yd, y));
     if (bias) {
@@ -307,11 +336,11 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
     const size_t rows = (size_t)B * Cin;
     if (dx) {
         if (p == 0) {  // no padding: accumulate straight into dx (beta = 1)
-            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd,
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[kBwdData],
                                                     pl.bwd_data, cws_or_null, pl.ws_bytes, &one,
                                                     pl.xd, dx));
         } else {  // gradient of the padded input, then folded onto dx
-            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd,
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[kBwdData],
                                                     pl.bwd_data, cws_or_null, pl.ws_bytes, &zero,
                                                     pl.xd, workspace));
             reflect_fold_add_kernel<<<spk_grid(rows * T), SPK_CUDA_THREADS, 0, st>>>(dx, workspace,
@@ -327,7 +356,7 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
             SPK_CUDA_LAUNCHED();
             xin = workspace;
         }
-        cudnnCheck(cudnnConvolutionBackwardFilter(h, &one, pl.xd, xin, pl.yd, dy, pl.cd,
+        cudnnCheck(cudnnConvolutionBackwardFilter(h, &one, pl.xd, xin, pl.yd, dy, pl.cd[kBwdFilter],
                                                   pl.bwd_filter, cws_or_null, pl.ws_bytes, &one,
                                                   pl.wd, dw));
     }

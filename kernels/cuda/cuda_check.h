@@ -61,6 +61,7 @@ cublasHandle_t spk_cublas_handle(void);
 void* spk_cuda_scratch(size_t bytes);
 // Releases the convolution plan cache (kernels/cuda/conv1d.cu); called by spk_cuda_shutdown.
 void spk_conv1d_cuda_release_plans(void);
+void spk_conv1d_cuda_set_tf32(int allow);
 
 // ---- launch shapes --------------------------------------------------------------------------
 // Every kernel uses blocks of SPK_CUDA_THREADS threads; the block reductions below rely on it.

@@ -42,6 +42,9 @@ void spk_cuda_upload(void* dst, const void* src, size_t bytes);    // host -> de
 void spk_cuda_download(void* dst, const void* src, size_t bytes);  // device -> host, blocking
 void spk_cuda_sync(void);                                          // waits for the stream
 size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on the device)
+// Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
+// fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
+void spk_cuda_set_tf32(int allow);
 
 // ---- gemm.h ---------------------------------------------------------------------------------
 // Row-major C = alpha op(A) op(B) + beta C through cuBLAS (fp32, no TF32).

@@ -185,6 +185,45 @@ static void test_gemm(void) {
     }
 }
 
+// ---- TF32 (--tf32) --------------------------------------------------------------------------
+// Tensor-core math rounds inputs to a 10-bit mantissa: results stay within ~1e-3 of fp32.
+static void test_tf32(void) {
+    printf("tf32\n");
+    const double tol = 1e-2;
+    const int B = 4, Cin = 64, Cout = 48, T = 100, K = 3, d = 2;
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *gy = rand_f(ny, -1, 1);
+    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *y = alloc_f(ny);
+    float *gx = alloc_f(nx), *gw = alloc_f(nw);
+    memset(gx, 0, sizeof(float) * nx);
+    memset(gw, 0, sizeof(float) * nw);
+    conv1d_forward(y, x, w, NULL, B, Cin, Cout, T, K, d, ws);
+    conv1d_backward(gx, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    spk_cuda_set_tf32(1);
+    float *dws = dev_f(NULL, conv1d_workspace_floats_cuda(B, Cin, Cout, T, K, d));
+    float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *dgy = dev_f(gy, ny), *dy = dev_f(NULL, ny);
+    float *dgx = dev_f(NULL, nx), *dgw = dev_f(NULL, nw);
+    spk_cuda_memset0(dgx, sizeof(float) * nx);
+    spk_cuda_memset0(dgw, sizeof(float) * nw);
+    conv1d_forward_cuda(dy, dx, dw, NULL, B, Cin, Cout, T, K, d, dws);
+    conv1d_backward_cuda(dgx, dgw, NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    cmp("conv1d forward tf32", dy, y, ny, tol);
+    cmp("conv1d dx tf32", dgx, gx, nx, tol);
+    cmp("conv1d dw tf32", dgw, gw, nw, tol);
+    // a GEMM through cuBLAS's TF32 mode
+    const int M = 64, N = 80, Kg = 96;
+    float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1), *C = alloc_f((size_t)M * N);
+    spk_sgemm('N', 'N', M, N, Kg, 1.0f, A, Kg, Bm, N, 0.0f, C, N);
+    float *dA = dev_f(A, (size_t)M * Kg), *dB = dev_f(Bm, (size_t)Kg * N), *dC = dev_f(NULL, (size_t)M * N);
+    spk_sgemm_cuda('N', 'N', M, N, Kg, 1.0f, dA, Kg, dB, N, 0.0f, dC, N);
+    cmp("sgemm tf32", dC, C, (size_t)M * N, tol);
+    spk_cuda_set_tf32(0);
+    float* bufs[] = {dws, dx, dw, dgy, dy, dgx, dgw, dA, dB, dC};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) spk_cuda_free(bufs[i]);
+    float* hb[] = {x, w, gy, ws, y, gx, gw, A, Bm, C};
+    for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++) free(hb[i]);
+}
+
 // ---- conv1d ---------------------------------------------------------------------------------
 static void test_conv(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
     char tag[96];
@@ -772,6 +811,7 @@ int main(void) {
     test_sgd(0.9, 0.0, 0.0, 1);
     test_adam(0);
     test_adam(1);
+    test_tf32();  // last: it re-plans the convolutions
 
     spk_cuda_shutdown();
     printf("%d checks\n", g_checks);
