@@ -102,11 +102,13 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
             comm_barrier(comm);
             t0 = seconds();
         }
-        step_stats_t st = {0};
         be->vec_zero(m->grads, (size_t)m->table.total);
         grad_sync_begin(&gs, m);
-        m->ops->train_step(m, &b, &st);
-        grad_sync_mean(&gs);
+        m->ops->train_step(m, &b);
+        grad_sync_finish(&gs);
+        grad_sync_wait(&gs);
+        step_stats_t st = {0};  // read like training does (it waits for the step)
+        m->ops->read_stats(m, &st);
         optimizer_step(&opt, m->params, m->grads, 1e-3);
     }
     be->sync();

@@ -93,7 +93,7 @@ void grad_sync_begin(grad_sync_t *g, model_t *m) {
     m->grads_ready_ctx = g;
 }
 
-void grad_sync_mean(grad_sync_t *g) {
+void grad_sync_finish(grad_sync_t *g) {
     model_t *m = g->model;
     m->grads_ready = NULL;
     m->grads_ready_ctx = NULL;
@@ -103,6 +103,12 @@ void grad_sync_mean(grad_sync_t *g) {
         start(g, g->started, to);
         g->started = to;
     }
+}
+
+void grad_sync_wait(grad_sync_t *g) {
+    model_t *m = g->model;
+    if (g->comm->size == 1) return;
+    SPK_ASSERT(g->started == g->n);
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
         nccl_allreduce_wait(g->nccl, g->n);

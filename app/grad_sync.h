@@ -6,8 +6,8 @@
 // Overlap: between grad_sync_begin and grad_sync_mean the model's backward reports how far
 // its gradients are final (model_t.grads_ready; tensors are laid out in reverse execution
 // order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4)
-// starts averaging at once while the backward goes on. grad_sync_mean averages the rest and
-// waits. The averages do not depend on the bucket size (each element is summed over the same
+// starts averaging at once while the backward goes on. grad_sync_finish starts the rest,
+// grad_sync_wait waits for all of it (the caller may do host work in between). The averages do not depend on the bucket size (each element is summed over the same
 // ranks), so neither do the results, up to the MPI library's summation order.
 // A world of one rank has nothing to average.
 #pragma once
@@ -36,6 +36,8 @@ typedef struct {
 void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n);
 // Before the model's train_step: hooks the backward's progress to start buckets early.
 void grad_sync_begin(grad_sync_t *g, model_t *m);
-// After it: averages what is left, waits for everything, unhooks. m->grads holds the mean.
-void grad_sync_mean(grad_sync_t *g);
+// After it: starts averaging what is left and unhooks. Returns without waiting.
+void grad_sync_finish(grad_sync_t *g);
+// Waits for every bucket: then m->grads holds the mean.
+void grad_sync_wait(grad_sync_t *g);
 void grad_sync_free(grad_sync_t *g);

@@ -25,8 +25,12 @@ typedef struct model model_t;
 
 typedef struct {
     // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
-    // the mean. Accumulates into m->grads.
-    void (*train_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // the mean. Accumulates into m->grads. On a device the work is only queued: the call
+    // returns once `b` has been copied to the backend (so the caller may load the next batch
+    // into it while the device computes); read_stats waits for the results.
+    void (*train_step)(model_t *m, const batch_t *b);
+    // Adds the loss and accuracy of the last train_step to st.
+    void (*read_stats)(model_t *m, step_stats_t *st);
     // Forward only, inference mode (running statistics), no state change.
     void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
     // Inference-mode embeddings of every sample: out (n, emb_dim) in HOST memory. Samples may

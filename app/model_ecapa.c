@@ -292,7 +292,7 @@ static void forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
                            (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
 }
 
-static void read_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
+static void add_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
     float v[2];
     m->be->download(v, e->scalars, sizeof v);
     int correct;
@@ -302,7 +302,7 @@ static void read_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
     st->count += n;
 }
 
-static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
+static void train_step(model_t *m, const batch_t *b) {
     ecapa_t *e = m->impl;
     const spk_backend_t *K = m->be;
     forward_loss(e, m, b, 1);
@@ -313,12 +313,17 @@ static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
                             E, S, e->margin, e->scale, e->work);
     model_grads_ready(m, e->cls_w + (int64_t)S * E);
     ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
-    read_stats(e, m, b->n, st);
+    e->last_n = b->n;
+}
+
+static void read_stats(model_t *m, step_stats_t *st) {
+    ecapa_t *e = m->impl;
+    add_stats(e, m, e->last_n, st);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
     forward_loss(m->impl, m, b, 0);
-    read_stats(m->impl, m, b->n, st);
+    add_stats(m->impl, m, b->n, st);
 }
 
 // Inference-mode embeddings; samples of equal length go through together, others one by one.
@@ -360,7 +365,7 @@ static void free_impl(model_t *m) {
     free(e);
 }
 
-static const model_ops_t ecapa_ops = {train_step, eval_step, embed, set_epoch, free_impl};
+static const model_ops_t ecapa_ops = {train_step, read_stats, eval_step, embed, set_epoch, free_impl};
 
 void model_ecapa_build(model_t *m, const train_config_t *cfg) {
     ecapa_t *e = callocCheck(1, sizeof *e);

@@ -19,6 +19,7 @@ typedef struct {
     float *dlogits;     // (cap, S)
     int *labels;        // (cap) staging (backends with memory of their own)
     float *scalars;     // [loss, correct (an int)]
+    step_stats_t last;  // of the last train_step
 } linear_t;
 
 static void release(model_t *m, linear_t *l) {
@@ -77,14 +78,22 @@ static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
     return labels;
 }
 
-static void train_step(model_t *m, const batch_t *b, step_stats_t *st) {
+static void train_step(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
-    const int *labels = forward(m, b, st);
+    l->last = (step_stats_t){0};
+    const int *labels = forward(m, b, &l->last);
     K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
     K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, (int)m->num_classes);
     K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
                        (int)m->feature_dim, (int)m->num_classes);
+}
+
+static void read_stats(model_t *m, step_stats_t *st) {
+    const linear_t *l = m->impl;
+    st->loss_sum += l->last.loss_sum;
+    st->correct += l->last.correct;
+    st->count += l->last.count;
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
@@ -102,7 +111,7 @@ static void free_impl(model_t *m) {
     release(m, l);
     free(l);
 }
-static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
+static const model_ops_t linear_ops = {train_step, read_stats, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const train_config_t *cfg) {
     linear_t *l = callocCheck(1, sizeof *l);

@@ -35,6 +35,9 @@ typedef struct {
     grad_sync_t grad_sync;
     lr_schedule_t sched;
     int64_t *idx;          // (batch,) this step's sample indices
+    int64_t steps;         // per epoch
+    const batch_t *next;   // the batch of step next_step of this epoch, read ahead (-1: none)
+    int64_t next_step;
     float *scratch;        // (num_params,) divergence check
     // position
     int64_t epoch;             // epoch in progress
@@ -272,16 +275,29 @@ static void end_epoch(trainer_t *t) {
     t->ep_correct = t->ep_count = 0;
 }
 
+static const batch_t *load_step(trainer_t *t, int64_t step) {
+    int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
+    return loader_load(&t->loader, t->epoch, t->idx, n);
+}
+
 // One synchronous data-parallel step. Returns the global mean loss of the step.
 static double train_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
-    int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
-    const batch_t *b = loader_load(&t->loader, t->epoch, t->idx, n);
+    const batch_t *b = t->next_step == step ? t->next : load_step(t, step);
+    t->next_step = -1;
     m->be->vec_zero(m->grads, (size_t)m->table.total);
-    step_stats_t st = {0};
     grad_sync_begin(&t->grad_sync, m);
-    m->ops->train_step(m, b, &st);
-    grad_sync_mean(&t->grad_sync);
+    m->ops->train_step(m, b);
+    grad_sync_finish(&t->grad_sync);
+    // While a GPU computes and the gradients travel, the host reads the next batch into the
+    // loader's buffer (train_step has copied b to the device; on the CPU it has finished).
+    if (step + 1 < t->steps) {
+        t->next = load_step(t, step + 1);
+        t->next_step = step + 1;
+    }
+    grad_sync_wait(&t->grad_sync);
+    step_stats_t st = {0};
+    m->ops->read_stats(m, &st);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
@@ -352,6 +368,7 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
     int64_t steps = sampler_steps(&t->sampler, cfg->batch);
+    t->next_step = -1;
     const int64_t tail = t->sampler.per_rank - (steps - 1) * cfg->batch;  // samples of the last step
     if (cfg->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
@@ -367,6 +384,7 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
                                .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,
                                .steps_per_epoch = steps, .total_steps = steps * cfg->epochs};
     t->lr = lr_at(&t->sched, 0);
+    t->steps = steps;
 
     printf0("spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, %lld steps/epoch\n",
             cfg->model, (long long)m->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
