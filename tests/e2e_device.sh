@@ -43,6 +43,12 @@ SPKDDP_BUCKET_MB=0.02 run 2 $SPKDDP train $common --device "$DEVICE" --ckpt-dir 
 grep -q "replicas identical" log_dev || fail "$DEVICE replicas differ"
 same cpu/$final dev/$final "2 ranks x 2 epochs on $DEVICE vs cpu"
 
+if [ "$DEVICE" = cuda ]; then  # TF32 math: runs, replicas identical; how far from fp32 is printed
+    run 2 $SPKDDP train $common --device cuda --tf32 --ckpt-dir tf32 >log_tf32 2>&1 || { cat log_tf32; fail "--tf32 run"; }
+    grep -q "replicas identical" log_tf32 || fail "--tf32 replicas differ"
+    $SPKDDP diff dev/$final tf32/$final --rtol 1 | grep params | sed 's/^/info: tf32 vs fp32 /'
+fi
+
 # 80 utterances / global batch 8 = 10 steps per epoch: step 13 is mid-epoch 2.
 run 2 $SPKDDP train $common --device "$DEVICE" --ckpt-dir d2c --max-steps 13 >log_d2c_a 2>&1 || fail "$DEVICE first leg"
 run 2 $SPKDDP train $common --device cpu --ckpt-dir d2c --resume auto >log_d2c_b 2>&1 || fail "cpu resume"
