@@ -41,19 +41,26 @@ static int any_gpu_shared(const comm_t *c, int dev) {
 
 int device_gpu_shared(void) { return g_gpu_shared; }
 
-static const spk_backend_t *select_cuda(const comm_t *c, int count, const char *command) {
+// Every rank sees `count` >= 1 GPUs (its own count: nodes may differ). NULL when a rank could
+// not start its GPU and `required` is 0 (then nobody uses one).
+static const spk_backend_t *select_cuda(const comm_t *c, int count, int required, const char *command) {
 #ifdef SPKDDP_HAVE_CUDA
     const int dev = c->local_rank % count;
     const int ok = spk_cuda_init(dev) == 0;  // says why on stderr when it fails
-    if (!min_over_ranks(c, ok))
-        spk_fail_all(SPK_EXIT_FAILURE, "%s: --device cuda: a rank could not start its GPU (see the messages above)", command);
+    if (!min_over_ranks(c, ok)) {
+        if (required)
+            spk_fail_all(SPK_EXIT_FAILURE, "%s: --device cuda: a rank could not start its GPU (see the messages above)",
+                         command);
+        if (ok) spk_cuda_shutdown();
+        return NULL;
+    }
     char desc[256];
     spk_device_describe(dev, desc, sizeof desc);
     printf0("device: CUDA, rank 0 on GPU %d of %d: %s\n", dev, count, desc);
     g_gpu_shared = any_gpu_shared(c, dev);
     return spk_backend_cuda();
 #else
-    (void)c, (void)count, (void)command;
+    (void)c, (void)count, (void)required, (void)command;
     return NULL;
 #endif
 }
@@ -74,9 +81,14 @@ const spk_backend_t *device_select(const comm_t *c, const char *device, const ch
         return &spk_backend_cpu_staged;
     }
     char why[256] = "";
-    const int count = min_over_ranks(c, spk_device_count(why, sizeof why));
-    if (count > 0) return select_cuda(c, count, command);
-    if (strcmp(device, "cuda") == 0)
+    const int required = strcmp(device, "cuda") == 0;
+    const int count = spk_device_count(why, sizeof why);
+    if (min_over_ranks(c, count) > 0) {  // every rank has a GPU
+        const spk_backend_t *be = select_cuda(c, count, required, command);
+        if (be) return be;
+        snprintf(why, sizeof why, "a rank could not start its GPU (see the messages above)");
+    }
+    if (required)
         spk_fail_all(SPK_EXIT_USAGE, "%s: --device cuda: %s", command, why[0] ? why : "a rank sees no CUDA device");
     printf0("device: %s; running on the CPU\n", why[0] ? why : "a rank sees no CUDA device");
     return &spk_backend_cpu;

@@ -32,6 +32,8 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->n = n;
     g->bucket = bucket_floats();
     if (c->size == 1) return;
+    comm_bcast(c, &g->bucket, 1, MPI_INT64_T, 0);  // ranks must start the same collectives
+    g->overlap = 1;
     g->cap_req = (int)(n / g->bucket + 2);
     g->reqs = mallocCheck((size_t)g->cap_req * sizeof(MPI_Request));
     if (!be->separate_memory) return;
@@ -45,7 +47,7 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
         // for every queued kernel, so a bucket taken mid-backward would stall the queueing of
         // the rest: one bucket, after the backward.
         printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
-        g->bucket = n > (1 << 28) ? (1 << 28) : n;
+        g->overlap = 0;
     }
 #endif
     g->host = mallocCheck((size_t)n * sizeof(float) + 1);
@@ -88,7 +90,7 @@ void grad_sync_begin(grad_sync_t *g, model_t *m) {
     g->model = m;
     g->started = 0;
     g->nreq = 0;
-    if (g->comm->size == 1) return;
+    if (!g->overlap) return;
     m->grads_ready = on_grads_ready;
     m->grads_ready_ctx = g;
 }

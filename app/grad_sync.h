@@ -3,12 +3,15 @@
 //   CUDA device memory      NCCL allreduce with ncclAvg (app/nccl_comm.h), one GPU per rank
 //   other separate memory   through a host buffer and MPI: the cpu-staged test backend, and
 //                           ranks sharing a GPU (NCCL refuses them)
-// Overlap: between grad_sync_begin and grad_sync_mean the model's backward reports how far
+// Overlap: between grad_sync_begin and grad_sync_finish the model's backward reports how far
 // its gradients are final (model_t.grads_ready; tensors are laid out in reverse execution
-// order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4)
-// starts averaging at once while the backward goes on. grad_sync_finish starts the rest,
-// grad_sync_wait waits for all of it (the caller may do host work in between). The averages do not depend on the bucket size (each element is summed over the same
-// ranks), so neither do the results, up to the MPI library's summation order.
+// order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4,
+// rank 0's value) starts averaging at once while the backward goes on (NCCL runs beside it;
+// MPI progresses it at the backward's later reports). grad_sync_finish starts the rest,
+// grad_sync_wait waits for all of it (the caller may do host work in between). Each element
+// is summed over the same ranks whatever the bucket size; whether the rounding is the same
+// is up to the library (MPICH: bitwise the same on 2-4 ranks, tested; NCCL picks its
+// algorithm by message size).
 // A world of one rank has nothing to average.
 #pragma once
 #include "app/comm.h"
@@ -24,7 +27,8 @@ typedef struct {
     struct nccl_comm *nccl;  // CUDA and one GPU per rank
     float *host;             // staging for a separate-memory backend without NCCL
     int64_t n;               // floats of the gradient buffer
-    int64_t bucket;          // floats per allreduce started during the backward
+    int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
+    int overlap;             // start buckets during the backward (off: all after it)
     // between begin and mean
     model_t *model;
     int64_t started;         // grads[0, started) are being averaged

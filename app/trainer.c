@@ -377,8 +377,9 @@ int trainer_run(const comm_t *comm, train_config_t *cfg) {
     if (tail < m->min_batch) {
         steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
         printf0("note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
-                "skipped (%lld samples per epoch unused; another --batch avoids this)\n",
-                (long long)tail, cfg->model, (long long)tail * comm->size);
+                "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
+                (long long)tail, cfg->model, (long long)tail * comm->size,
+                cfg->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
     t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
                                .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,

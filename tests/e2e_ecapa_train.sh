@@ -34,7 +34,7 @@ echo "ecapa-av: loss $first -> $last, held-out accuracy $acc (chance 0.05)"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.6 * a) }' || fail "ecapa-av loss did not fall enough: $first -> $last"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.3) }' || fail "ecapa-av held-out accuracy $acc is not clearly above chance"
 grep -q "replicas identical" log_av || fail "ecapa-av replicas differ"
-# Gradients averaged in ~30 small buckets during the backward (visual branch included) give
+# Gradients averaged in ~16 small buckets during the backward (visual branch included) give
 # bitwise what one bucket after the backward gives.
 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir ck_one >/dev/null 2>&1 || fail "ecapa-av one bucket"
 SPKDDP_BUCKET_MB=0.01 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir ck_many >/dev/null 2>&1 || fail "ecapa-av small buckets"

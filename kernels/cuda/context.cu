@@ -64,6 +64,7 @@ extern "C" int spk_cuda_init(int device) {
 extern "C" void spk_cuda_shutdown(void) {
     if (!g_ctx.initialised) return;
     cudaCheck(cudaStreamSynchronize(g_ctx.stream));
+    spk_conv1d_cuda_set_tf32(0);  // a later init starts in plain fp32, like cuBLAS
     spk_conv1d_cuda_release_plans();
     cublasCheck(cublasDestroy(g_ctx.cublas));
     cudnnCheck(cudnnDestroy(g_ctx.cudnn));

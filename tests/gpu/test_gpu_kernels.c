@@ -199,9 +199,18 @@ static void test_tf32(void) {
     memset(gw, 0, sizeof(float) * nw);
     conv1d_forward(y, x, w, NULL, B, Cin, Cout, T, K, d, ws);
     conv1d_backward(gx, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
-    spk_cuda_set_tf32(1);
-    float *dws = dev_f(NULL, conv1d_workspace_floats_cuda(B, Cin, Cout, T, K, d));
     float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *dgy = dev_f(gy, ny), *dy = dev_f(NULL, ny);
+    // the fp32 GPU results first: TF32 must change them, or it is not engaged
+    const int M = 64, N = 80, Kg = 96;
+    float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1), *C = alloc_f((size_t)M * N);
+    float *dA = dev_f(A, (size_t)M * Kg), *dB = dev_f(Bm, (size_t)Kg * N), *dC = dev_f(NULL, (size_t)M * N);
+    float* dws32 = dev_f(NULL, conv1d_workspace_floats_cuda(B, Cin, Cout, T, K, d));
+    conv1d_forward_cuda(dy, dx, dw, NULL, B, Cin, Cout, T, K, d, dws32);
+    spk_sgemm_cuda('N', 'N', M, N, Kg, 1.0f, dA, Kg, dB, N, 0.0f, dC, N);
+    float *y32 = host_f(dy, ny), *c32 = host_f(dC, (size_t)M * N);
+    spk_cuda_free(dws32);
+    spk_cuda_set_tf32(1);
+    float* dws = dev_f(NULL, conv1d_workspace_floats_cuda(B, Cin, Cout, T, K, d));
     float *dgx = dev_f(NULL, nx), *dgw = dev_f(NULL, nw);
     spk_cuda_memset0(dgx, sizeof(float) * nx);
     spk_cuda_memset0(dgw, sizeof(float) * nw);
@@ -211,12 +220,24 @@ static void test_tf32(void) {
     cmp("conv1d dx tf32", dgx, gx, nx, tol);
     cmp("conv1d dw tf32", dgw, gw, nw, tol);
     // a GEMM through cuBLAS's TF32 mode
-    const int M = 64, N = 80, Kg = 96;
-    float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1), *C = alloc_f((size_t)M * N);
     spk_sgemm('N', 'N', M, N, Kg, 1.0f, A, Kg, Bm, N, 0.0f, C, N);
-    float *dA = dev_f(A, (size_t)M * Kg), *dB = dev_f(Bm, (size_t)Kg * N), *dC = dev_f(NULL, (size_t)M * N);
     spk_sgemm_cuda('N', 'N', M, N, Kg, 1.0f, dA, Kg, dB, N, 0.0f, dC, N);
     cmp("sgemm tf32", dC, C, (size_t)M * N, tol);
+    float *ytf = host_f(dy, ny), *ctf = host_f(dC, (size_t)M * N);
+    g_checks++;
+    const int conv_changed = memcmp(ytf, y32, sizeof(float) * ny) != 0;
+    const int gemm_changed = memcmp(ctf, c32, sizeof(float) * M * N) != 0;
+    if (!conv_changed && !gemm_changed) {
+        printf("FAIL %-44s results equal the fp32 ones: TF32 is not engaged\n", "tf32 engaged");
+        g_failures++;
+    } else {
+        printf("  ok %-44s conv %s, gemm %s\n", "tf32 engaged", conv_changed ? "changed" : "UNCHANGED (FMA fallback?)",
+               gemm_changed ? "changed" : "UNCHANGED");
+    }
+    free(y32);
+    free(c32);
+    free(ytf);
+    free(ctf);
     spk_cuda_set_tf32(0);
     float* bufs[] = {dws, dx, dw, dgy, dy, dgx, dgw, dA, dB, dC};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) spk_cuda_free(bufs[i]);
