@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--tf32", action="store_true")
     ap.add_argument("--cudnn-benchmark", action="store_true")
+    ap.add_argument("--model", default="ecapa", choices=["ecapa"])  # spkddp bench's flags pass through
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
