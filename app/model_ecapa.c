@@ -279,7 +279,8 @@ _Static_assert(sizeof(int) == sizeof(float), "labels and the correct-count share
 
 // Forward and AAM loss of a batch; the loss and the correct count stay in e->scalars (on the
 // backend) until read_stats, so a training step queues its backward before the host waits.
-static void forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
+// Returns the labels as the backend sees them.
+static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
     const spk_backend_t *K = m->be;
     const int T = batch_frames(b), B = b->n;
     ecapa_reserve(e, m, B, T);
@@ -290,6 +291,7 @@ static void forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
     ecapa_forward(e, m, x, vx, B, T, train);
     K->aam_softmax_forward(e->scalars, (int *)(e->scalars + 1), e->aam_cache, e->emb, m->params + e->cls_w, labels, B,
                            (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
+    return labels;
 }
 
 static void add_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
@@ -305,9 +307,8 @@ static void add_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
 static void train_step(model_t *m, const batch_t *b) {
     ecapa_t *e = m->impl;
     const spk_backend_t *K = m->be;
-    forward_loss(e, m, b, 1);
+    const int *labels = forward_loss(e, m, b, 1);
     const int E = (int)e->d.emb, S = (int)e->d.classes;
-    const int *labels = m->be->separate_memory ? e->in_labels : b->labels;  // staged by forward_loss
     K->vec_zero(e->g_emb, (size_t)b->n * E);
     K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n,
                             E, S, e->margin, e->scale, e->work);

@@ -111,6 +111,7 @@ static void free_impl(model_t *m) {
     release(m, l);
     free(l);
 }
+
 static const model_ops_t linear_ops = {train_step, read_stats, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const train_config_t *cfg) {

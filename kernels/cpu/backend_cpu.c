@@ -22,28 +22,16 @@ static void host_copy(void* dst, const void* src, size_t bytes) {
 static void host_sync(void) {}
 
 #define SPK_CPU_OP(name) .name = name,
+// The two differ only in whether models must treat the buffers as memory of their own.
+#define SPK_CPU_BACKEND(label, separate)                                               \
+    {                                                                                  \
+        .name = label, .separate_memory = separate, .alloc = host_alloc, .free = free, \
+        .upload = host_copy, .download = host_copy, .sync = host_sync,                 \
+        SPK_BACKEND_OPS(SPK_CPU_OP)                                                    \
+    }
 
-const spk_backend_t spk_backend_cpu = {
-    .name = "cpu",
-    .separate_memory = 0,
-    .alloc = host_alloc,
-    .free = free,
-    .upload = host_copy,
-    .download = host_copy,
-    .sync = host_sync,
-    SPK_BACKEND_OPS(SPK_CPU_OP)
-};
-
-const spk_backend_t spk_backend_cpu_staged = {
-    .name = "cpu-staged",
-    .separate_memory = 1,
-    .alloc = host_alloc,
-    .free = free,
-    .upload = host_copy,
-    .download = host_copy,
-    .sync = host_sync,
-    SPK_BACKEND_OPS(SPK_CPU_OP)
-};
+const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0);
+const spk_backend_t spk_backend_cpu_staged = SPK_CPU_BACKEND("cpu-staged", 1);
 
 #ifndef SPKDDP_HAVE_CUDA
 const spk_backend_t* spk_backend_cuda(void) { return NULL; }

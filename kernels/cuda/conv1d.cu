@@ -143,66 +143,63 @@ void fma_math(cudnnConvolutionDescriptor_t cd) {
     cudnnCheck(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
 }
 
+// The first heuristic result we accept whose workspace size cuDNN can give (ws_of(algo,
+// &bytes) asks for this pass), else `fallback` in FMA math.
+template <typename Perf, typename Algo, typename WsOf>
+Algo pick(const Perf* perf, int n, cudnnConvolutionDescriptor_t cd, Algo fallback, WsOf ws_of,
+          size_t* ws) {
+    for (int i = 0; i < n; i++)
+        if (acceptable(perf[i], cd) && ws_of(perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
+            return perf[i].algo;
+    fma_math(cd);
+    cudnnCheck(ws_of(fallback, ws));
+    return fallback;
+}
+
 cudnnConvolutionFwdAlgo_t choose_fwd(const Plan& pl, size_t* ws) {
     cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionDescriptor_t cd = pl.cd[kFwd];
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxPerf];
     int want = 0, n = 0;
     cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
-    cudnnCheck(
-        cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, want, &n, perf));
-    for (int i = 0; i < n; i++) {
-        if (!acceptable(perf[i], pl.cd[kFwd])) continue;
-        if (cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, perf[i].algo,
-                                                    ws) == CUDNN_STATUS_SUCCESS)
-            return perf[i].algo;
-    }
-    const cudnnConvolutionFwdAlgo_t fb = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    fma_math(pl.cd[kFwd]);
-    cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[kFwd], pl.yd, fb, ws));
-    return fb;
+    cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, cd, pl.yd, want, &n, perf));
+    return pick(perf, n, cd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+                    return cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, cd, pl.yd, a, bytes);
+                },
+                ws);
 }
 
 cudnnConvolutionBwdDataAlgo_t choose_bwd_data(const Plan& pl, size_t* ws) {
     cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionDescriptor_t cd = pl.cd[kBwdData];
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxPerf];
     int want = 0, n = 0;
     cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
-    cudnnCheck(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd, want, &n, perf));
-    for (int i = 0; i < n; i++) {
-        if (!acceptable(perf[i], pl.cd[kBwdData])) continue;
-        if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd,
-                                                         perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
-            return perf[i].algo;
-    }
-    const cudnnConvolutionBwdDataAlgo_t fb = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    fma_math(pl.cd[kBwdData]);
-    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[kBwdData], pl.xd, fb, ws));
-    return fb;
+    cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, cd, pl.xd, want, &n, perf));
+    return pick(perf, n, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, cd, pl.xd, a, bytes);
+                },
+                ws);
 }
 
+// BWD_FILTER_ALGO_0 and _3 sum with atomics; acceptable()'s determinism test excludes them.
 cudnnConvolutionBwdFilterAlgo_t choose_bwd_filter(const Plan& pl, size_t* ws) {
     cudnnHandle_t h = spk_cudnn_handle();
+    cudnnConvolutionDescriptor_t cd = pl.cd[kBwdFilter];
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxPerf];
     int want = 0, n = 0;
     cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &want));
     want = want < kMaxPerf ? want : kMaxPerf;
-    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, want,
-                                                             &n, perf));
-    for (int i = 0; i < n; i++) {
-        // BWD_FILTER_ALGO_0 and _3 sum with atomics; the determinism test excludes them.
-        if (!acceptable(perf[i], pl.cd[kBwdFilter])) continue;
-        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, perf[i].algo, ws) == CUDNN_STATUS_SUCCESS)
-            return perf[i].algo;
-    }
-    const cudnnConvolutionBwdFilterAlgo_t fb = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    fma_math(pl.cd[kBwdFilter]);
-    cudnnCheck(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd[kBwdFilter], pl.wd, fb, ws));
-    return fb;
+    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, cd, pl.wd, want, &n, perf));
+    return pick(perf, n, cd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, cd, pl.wd, a, bytes);
+                },
+                ws);
 }
 
 void destroy_plan(Plan& pl) {
