@@ -1,7 +1,7 @@
 // spkddp: data-parallel training of speaker-embedding encoders under MPI.
-#include "app/check.h"
-#include "app/comm.h"
-#include "app/commands.h"
+#include "kernels/base/check.h"
+#include "app/dist/comm.h"
+#include "app/cli/commands.h"
 
 #include <string.h>
 

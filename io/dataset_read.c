@@ -1,7 +1,7 @@
 // Collective reads of frame segments through MPI-IO.
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/dataset.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 #include "io/dataset_write.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
 

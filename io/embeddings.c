@@ -1,6 +1,6 @@
 #include "io/embeddings.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/h5util.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 #include "io/h5util.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #include "io/loader.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/rng.h"
 
 #include <stdlib.h>

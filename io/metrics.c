@@ -1,6 +1,6 @@
 #include "io/metrics.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <math.h>

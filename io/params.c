@@ -1,7 +1,7 @@
 #include "io/params.h"
 
-#include "app/check.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 #include "io/sampler.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/rng.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 #include "io/synth.h"
 
-#include "app/check.h"
+#include "kernels/base/check.h"
 #include "io/dataset_write.h"
 #include "io/rng.h"
 

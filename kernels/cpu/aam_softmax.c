@@ -10,7 +10,7 @@
 
 #include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #define NORM_EPS 1e-12f  // F.normalize default
 #define ROW_BLOCK 256

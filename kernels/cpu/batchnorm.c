@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "kernels/elementwise_math.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 // sum over the B rows of length T of channel c
 static double channel_sum(const float* x, int c, int B, int C, int T) {

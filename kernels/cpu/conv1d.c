@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "kernels/gemm.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #define CONV_CHUNK_COLS 2048
 #define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread

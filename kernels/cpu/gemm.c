@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #ifdef SPK_USE_DNNL
 #include <oneapi/dnnl/dnnl.h>

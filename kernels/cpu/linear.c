@@ -4,7 +4,7 @@
 #include <stddef.h>
 
 #include "kernels/gemm.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 void linear_forward(float* y, const float* x, const float* w, const float* b, int B, int In,
                     int Out) {

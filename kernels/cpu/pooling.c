@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "kernels/elementwise_math.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #define PAR_MIN 32768
 

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #define PAR_MIN 32768
 #define TR_TILE 32  // batch_transpose: a 32x32 tile of x and of y stays in L1

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "kernels/elementwise_math.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 #define ROW_BLOCK 256
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "kernels/cuda/kernels_cuda.h"
-#include "kernels/spk_assert.h"
+#include "kernels/base/spk_assert.h"
 
 static inline void spk_cuda_fail_(const char* lib, const char* call, const char* file, int line,
                                   const char* msg, const char* name) {

@@ -4,7 +4,7 @@
 # checkpoints, exits 75, requeues itself, resumes from its checkpoint and finishes. The result
 # must be bitwise the uninterrupted run's, the metrics must hold every epoch exactly once.
 # Usage: test_slurm_requeue.sh SPKDDP MPIEXEC WORKDIR [MAKE_BAD_DATA]; exit 77: no Slurm here.
-. "$(dirname "$0")/../lib.sh" "$@"
+. "$(dirname "$0")/../e2e/lib.sh" "$@"
 WORK=$PWD
 . "$(dirname "${BASH_SOURCE[0]}")/slurm_fixture.sh"
 slurm_test_begin

@@ -4,7 +4,7 @@
 # checkpoint is loadable: `spkddp inspect` reads it and a new job with the same CKPT_DIR
 # resumes from it with --resume auto and finishes bitwise equal to an uninterrupted run.
 # Usage: test_slurm_scancel.sh SPKDDP MPIEXEC WORKDIR [MAKE_BAD_DATA]; exit 77: no Slurm here.
-. "$(dirname "$0")/../lib.sh" "$@"
+. "$(dirname "$0")/../e2e/lib.sh" "$@"
 WORK=$PWD
 . "$(dirname "${BASH_SOURCE[0]}")/slurm_fixture.sh"
 slurm_test_begin

@@ -1,0 +1,101 @@
+// `spkddp inspect FILE`: a short summary of a dataset or a checkpoint (rank 0 prints).
+#include "kernels/base/check.h"
+#include "app/cli/commands.h"
+#include "app/cli/options.h"
+#include "io/checkpoint.h"
+#include "io/dataset.h"
+#include "io/h5util.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    int params;
+} inspect_opts_t;
+
+static const opt_t opts[] = {
+    {"params", OPT_FLAG, 0, 0, 0, NULL, "checkpoints: list every parameter tensor"},
+};
+static const opt_table_t table = {"inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", opts, 1};
+
+static void inspect_dataset(const comm_t *comm, const char *path) {
+    dataset_t ds;
+    dataset_open(&ds, path, comm->world);
+    if (comm->rank == 0) {
+        int64_t mn = INT64_MAX, mx = 0, total = ds.audio.offsets[ds.num_utts];
+        int64_t *per_spk = calloc((size_t)ds.num_speakers, sizeof(int64_t));
+        for (int64_t i = 0; i < ds.num_utts; i++) {
+            int64_t f = dataset_frames(&ds, i);
+            if (f < mn) mn = f;
+            if (f > mx) mx = f;
+            if (per_spk) per_spk[ds.labels[i]]++;
+        }
+        int64_t used = 0;
+        for (int64_t s = 0; per_spk && s < ds.num_speakers; s++) used += per_spk[s] > 0;
+        printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
+        printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets" : "fixed length: /features [N, T, F]");
+        printf("  utterances    %lld\n", (long long)ds.num_utts);
+        printf("  feature_dim   %lld\n", (long long)ds.feature_dim);
+        printf("  speakers      %lld (%lld with utterances)\n", (long long)ds.num_speakers, (long long)used);
+        printf("  frames        %lld total, %lld..%lld per utterance, mean %.1f\n", (long long)total, (long long)mn,
+               (long long)mx, (double)total / (double)ds.num_utts);
+        if (ds.visual.dim > 0)
+            printf("  visual stream %lld frames x %lld dims, 1 visual frame per %lld audio frames\n",
+                   (long long)ds.visual.offsets[ds.num_utts], (long long)ds.visual.dim, (long long)ds.visual_ratio);
+        else
+            printf("  visual stream none\n");
+        free(per_spk);
+    }
+    dataset_close(&ds);
+}
+
+static void inspect_checkpoint(const char *path, int list) {
+    ckpt_meta_t *m = callocCheck(1, sizeof *m);
+    param_table_t p = {0}, s = {0};
+    int slots = 0;
+    char err[1024];
+    int rc = ckpt_peek(path, m, &p, &s, &slots, err, sizeof err);
+    if (rc) spk_fail_all(rc, "%s", err);
+    printf("%s: spkddp checkpoint v%d\n", path, CKPT_VERSION);
+    printf("  model         %s, %lld parameters in %d tensors, %lld state values\n", m->model, (long long)p.total,
+           p.count, (long long)s.total);
+    printf("  optimizer     %s (%d slots, step %lld)\n", m->optimizer, slots, (long long)m->opt_step);
+    printf("  position      epoch %lld, %lld samples into it (step %lld of the epoch), global step %lld\n",
+           (long long)m->epoch + 1, (long long)m->samples_in_epoch, (long long)m->step_in_epoch, (long long)m->global_step);
+    printf("  written by    %lld ranks, seed %lld\n", (long long)m->world_size, (long long)m->seed);
+    if (list)
+        for (int i = 0; i < p.count; i++) {
+            printf("  %-40s [", p.t[i].name);
+            for (int d = 0; d < p.t[i].ndim; d++) printf("%s%lld", d ? ", " : "", (long long)p.t[i].shape[d]);
+            printf("]\n");
+        }
+    param_table_free(&p);
+    param_table_free(&s);
+    free(m);
+}
+
+int cmd_inspect(const comm_t *comm, int argc, char **argv) {
+    inspect_opts_t o = {0};
+    char *pos[1];
+    if (opt_parse(&table, &o, argc, argv, pos, 1) != 1) spk_fail_all(SPK_EXIT_USAGE, "inspect: which file? usage: spkddp inspect FILE");
+    const char *path = pos[0];
+    char fmt[64] = "";
+    int is_ckpt = 0;
+    if (comm->rank == 0) {
+        h5_quiet();
+        if (access(path, R_OK) != 0) spk_die(SPK_EXIT_USAGE, "%s: cannot read the file", path);
+        hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+        if (f < 0) spk_die(SPK_EXIT_USAGE, "%s: not an HDF5 file", path);
+        h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt);
+        H5Fclose(f);
+        is_ckpt = strcmp(fmt, CKPT_FORMAT) == 0;
+    }
+    comm_bcast(comm, &is_ckpt, 1, MPI_INT, 0);
+    if (is_ckpt) {
+        if (comm->rank == 0) inspect_checkpoint(path, o.params);
+    } else {
+        inspect_dataset(comm, path);
+    }
+    return SPK_EXIT_OK;
+}

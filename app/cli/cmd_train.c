@@ -1,0 +1,19 @@
+// `spkddp train`: parse the flags, check them against the world size, run the trainer.
+#include "app/cli/commands.h"
+#include "app/cli/train_options.h"
+#include "app/train/trainer.h"
+#include "io/checkpoint.h"
+#include "kernels/base/check.h"
+
+#include <stdlib.h>
+
+int cmd_train(const comm_t *comm, int argc, char **argv) {
+    train_config_t cfg = train_config_defaults();
+    opt_parse(&train_options, &cfg, argc, argv, NULL, 0);
+    train_config_finalize(&cfg, comm->size);
+    char *text = callocCheck(1, CKPT_CONFIG_MAX);
+    opt_serialize(&train_options, &cfg, text, CKPT_CONFIG_MAX);
+    int rc = trainer_run(comm, &cfg, text);
+    free(text);
+    return rc;
+}

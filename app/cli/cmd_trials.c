@@ -1,0 +1,67 @@
+// `spkddp trials`: makes a verification trial list from the speaker labels of an embeddings
+// file: for every utterance, some same-speaker and some other-speaker partners, drawn from
+// the seed. Rank 0 writes it.
+#include "kernels/base/check.h"
+#include "app/cli/commands.h"
+#include "app/cli/options.h"
+#include "io/embeddings.h"
+#include "io/rng.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char emb[OPT_STR_MAX], out[OPT_STR_MAX];
+    int64_t targets, nontargets, seed;
+} trials_opts_t;
+
+#define F(field) offsetof(trials_opts_t, field)
+static const opt_t opts[] = {
+    {"emb", OPT_STR, F(emb), 0, 0, NULL, "embeddings file (its /labels give the speakers)"},
+    {"out", OPT_STR, F(out), 0, 0, NULL, "trial list to write"},
+    {"targets", OPT_INT, F(targets), 0, 1e6, NULL, "same-speaker trials per utterance"},
+    {"nontargets", OPT_INT, F(nontargets), 0, 1e6, NULL, "other-speaker trials per utterance"},
+    {"seed", OPT_INT, F(seed), 0, 9e15, NULL, "random seed"},
+};
+static const opt_table_t table = {"trials", "Make a trial list from the speaker labels of an embeddings file.", opts,
+                                  (int)(sizeof opts / sizeof opts[0])};
+
+int cmd_trials(const comm_t *comm, int argc, char **argv) {
+    trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
+    opt_parse(&table, &o, argc, argv, NULL, 0);
+    if (!o.emb[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "trials: --emb and --out are required");
+    embeddings_t e;
+    char err[1024];
+    int rc = embeddings_read(o.emb, &e, err, sizeof err);
+    if (rc) spk_fail_all(rc, "%s", err);
+    if (comm->rank == 0) {
+        FILE *f = fopen(o.out, "w");
+        if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot write (%s)", o.out, strerror(errno));
+        int64_t nt = 0, nn = 0;
+        for (int64_t i = 0; i < e.n; i++) {
+            rng_t r = rng_init((uint64_t)o.seed, RNG_PURPOSE_SYNTH, 9, (uint64_t)i);
+            // Partners after i only, so no pair appears twice; bounded tries keep it finite.
+            int64_t want_t = o.targets, want_n = o.nontargets;
+            for (int tries = 0; (want_t > 0 || want_n > 0) && tries < 64 * (int)(o.targets + o.nontargets + 1); tries++) {
+                if (i + 1 >= e.n) break;
+                int64_t j = i + 1 + (int64_t)rng_below(&r, (uint64_t)(e.n - i - 1));
+                int same = e.labels[i] == e.labels[j];
+                if (same && want_t > 0) {
+                    fprintf(f, "%s %s target\n", e.utt_ids[i], e.utt_ids[j]);
+                    want_t--;
+                    nt++;
+                } else if (!same && want_n > 0) {
+                    fprintf(f, "%s %s nontarget\n", e.utt_ids[i], e.utt_ids[j]);
+                    want_n--;
+                    nn++;
+                }
+            }
+        }
+        if (fclose(f) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot write", o.out);
+        printf("wrote %s: %lld target and %lld nontarget trials\n", o.out, (long long)nt, (long long)nn);
+    }
+    embeddings_free(&e);
+    return SPK_EXIT_OK;
+}

@@ -1,0 +1,157 @@
+#include "app/cli/options.h"
+
+#include "kernels/base/check.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const opt_t *find(const opt_table_t *t, const char *name, size_t len) {
+    for (int i = 0; i < t->count; i++)
+        if (strlen(t->opts[i].name) == len && strncmp(t->opts[i].name, name, len) == 0) return &t->opts[i];
+    return NULL;
+}
+
+static int in_choices(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const char *v) {
+    char *field = (char *)cfg + o->offset;
+    char *end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case OPT_INT: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || !end || *end || end == v)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s expects an integer, got '%s'", t->command, o->name, v);
+        if ((double)x < o->min || (double)x > o->max)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be in [%.17g, %.17g], got %s", t->command, o->name, o->min, o->max, v);
+        *(int64_t *)field = x;
+        break;
+    }
+    case OPT_REAL: {
+        double x = strtod(v, &end);
+        if (errno || !end || *end || end == v || !isfinite(x))
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s expects a finite number, got '%s'", t->command, o->name, v);
+        if (o->min == DBL_MIN && (x <= 0 || x > o->max))
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be positive and at most %g, got %s", t->command, o->name, o->max, v);
+        if (x < o->min || x > o->max)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be in [%g, %g], got %s", t->command, o->name, o->min, o->max, v);
+        *(double *)field = x;
+        break;
+    }
+    case OPT_STR:
+        if (strlen(v) >= OPT_STR_MAX)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s value is longer than %d characters", t->command, o->name, OPT_STR_MAX - 1);
+        if (o->choices && !in_choices(o->choices, v))
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be one of %s, got '%s'", t->command, o->name, o->choices, v);
+        snprintf(field, OPT_STR_MAX, "%s", v);
+        break;
+    case OPT_FLAG:
+        *(int *)field = 1;
+        break;
+    }
+}
+
+int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional) {
+    int npos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            opt_print_help(t);
+            spk_exit_all(SPK_EXIT_OK);
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            if (npos >= max_positional)
+                spk_fail_all(SPK_EXIT_USAGE, "%s: unexpected argument '%s' (see %s --help)", t->command, a, t->command);
+            positional[npos++] = argv[i];
+            continue;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_t *o = find(t, name, len);
+        if (!o) spk_fail_all(SPK_EXIT_USAGE, "%s: unknown option '%.*s' (see %s --help)", t->command, (int)len + 2, a, t->command);
+        if (o->type == OPT_FLAG) {
+            if (eq) spk_fail_all(SPK_EXIT_USAGE, "%s: --%s takes no value", t->command, o->name);
+            set_value(t, o, cfg, "1");
+            continue;
+        }
+        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) spk_fail_all(SPK_EXIT_USAGE, "%s: --%s needs a value", t->command, o->name);
+        set_value(t, o, cfg, v);
+    }
+    return npos;
+}
+
+void opt_print_help(const opt_table_t *t) {
+    if (spk_rank() != 0) return;
+    printf("usage: spkddp %s [options]\n%s\n\noptions:\n", t->command, t->summary);
+    for (int i = 0; i < t->count; i++) {
+        const opt_t *o = &t->opts[i];
+        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_REAL ? " X" : o->type == OPT_STR ? " S" : "";
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", o->name, arg);
+        printf("  %-24s %s", left, o->help);
+        if (o->choices) printf(" (%s)", o->choices);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap) {
+    size_t n = 0;
+    for (int i = 0; i < t->count && n < cap; i++) {
+        const opt_t *o = &t->opts[i];
+        const char *field = (const char *)cfg + o->offset;
+        int w = 0;
+        switch (o->type) {
+        case OPT_INT: w = snprintf(out + n, cap - n, "%s=%lld\n", o->name, (long long)*(const int64_t *)field); break;
+        case OPT_REAL: w = snprintf(out + n, cap - n, "%s=%.17g\n", o->name, *(const double *)field); break;
+        case OPT_STR: w = snprintf(out + n, cap - n, "%s=%s\n", o->name, field); break;
+        case OPT_FLAG: w = snprintf(out + n, cap - n, "%s=%d\n", o->name, *(const int *)field); break;
+        }
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    return n < cap ? n : cap;
+}
+
+int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
+    size_t len = strlen(name);
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t line = nl ? (size_t)(nl - p) : strlen(p);
+        if (line > len && strncmp(p, name, len) == 0 && p[len] == '=') {
+            size_t vlen = line - len - 1;
+            if (vlen >= cap) vlen = cap - 1;
+            memcpy(out, p + len + 1, vlen);
+            out[vlen] = 0;
+            return 0;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+void opt_deserialize(const opt_table_t *t, void *cfg, const char *text) {
+    char v[OPT_STR_MAX];
+    for (int i = 0; i < t->count; i++) {
+        const opt_t *o = &t->opts[i];
+        if (opt_lookup(text, o->name, v, sizeof v) != 0) continue;
+        if (o->type == OPT_FLAG) *(int *)((char *)cfg + o->offset) = atoi(v);
+        else if (o->type != OPT_STR || v[0]) set_value(t, o, cfg, v);
+        else ((char *)cfg + o->offset)[0] = 0;
+    }
+}

@@ -1,0 +1,47 @@
+// Gradient averaging across ranks, g <- (1/K) sum_k g_k, wherever the gradients live:
+//   host memory             MPI allreduce in place (app/comm.h)
+//   CUDA device memory      NCCL allreduce with ncclAvg (app/nccl_comm.h), one GPU per rank
+//   other separate memory   through a host buffer and MPI: the cpu-staged test backend, and
+//                           ranks sharing a GPU (NCCL refuses them)
+// Overlap: between grad_sync_begin and grad_sync_finish the model's backward reports how far
+// its gradients are final (model_t.grads_ready; tensors are laid out in reverse execution
+// order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4,
+// rank 0's value) starts averaging at once while the backward goes on (NCCL runs beside it;
+// MPI progresses it at the backward's later reports). grad_sync_finish starts the rest,
+// grad_sync_wait waits for all of it (the caller may do host work in between). Each element
+// is summed over the same ranks whatever the bucket size; whether the rounding is the same
+// is up to the library (MPICH: bitwise the same on 2-4 ranks, tested; NCCL picks its
+// algorithm by message size).
+// A world of one rank has nothing to average.
+#pragma once
+#include "app/dist/comm.h"
+#include "app/model/model.h"
+
+#include <stdint.h>
+
+struct nccl_comm;
+
+typedef struct {
+    const comm_t *comm;
+    const spk_backend_t *be;
+    struct nccl_comm *nccl;  // CUDA and one GPU per rank
+    float *host;             // staging for a separate-memory backend without NCCL
+    int64_t n;               // floats of the gradient buffer
+    int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
+    int overlap;             // start buckets during the backward (off: all after it)
+    // between begin and mean
+    model_t *model;
+    int64_t started;         // grads[0, started) are being averaged
+    MPI_Request *reqs;       // MPI paths: one per started bucket
+    int nreq, cap_req;
+} grad_sync_t;
+
+// Collective: every rank calls it with the same backend and n.
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n);
+// Before the model's train_step: hooks the backward's progress to start buckets early.
+void grad_sync_begin(grad_sync_t *g, model_t *m);
+// After it: starts averaging what is left and unhooks. Returns without waiting.
+void grad_sync_finish(grad_sync_t *g);
+// Waits for every bucket: then m->grads holds the mean.
+void grad_sync_wait(grad_sync_t *g);
+void grad_sync_free(grad_sync_t *g);

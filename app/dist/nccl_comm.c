@@ -1,0 +1,106 @@
+#include "app/dist/nccl_comm.h"
+
+#include "kernels/base/check.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 13, 0)
+#error "spkddp needs NCCL 2.13 or newer (ncclAvg, ncclGetLastError): set NCCL_ROOT, or configure with -DSPKDDP_CUDA=OFF"
+#endif
+
+struct nccl_comm {
+    ncclComm_t comm;
+    cudaStream_t stream;       // NCCL's own
+    cudaEvent_t ready, done;   // kernels' stream -> NCCL stream -> kernels' stream
+    double timeout_s;
+    int rank, size;
+};
+
+#define ncclCheck(call)                                                                                        \
+    do {                                                                                                       \
+        ncclResult_t nccl_rc_ = (call);                                                                        \
+        if (nccl_rc_ != ncclSuccess)                                                                           \
+            spk_die(SPK_EXIT_FAILURE, "NCCL call %s failed: %s", #call, ncclGetErrorString(nccl_rc_));        \
+    } while (0)
+
+#define cudaRtCheck(call)                                                                                      \
+    do {                                                                                                       \
+        cudaError_t cuda_rc_ = (call);                                                                         \
+        if (cuda_rc_ != cudaSuccess)                                                                           \
+            spk_die(SPK_EXIT_FAILURE, "CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_rc_));        \
+    } while (0)
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
+    nccl_comm_t *n = callocCheck(1, sizeof *n);
+    n->timeout_s = timeout_s;
+    n->rank = c->rank;
+    n->size = c->size;
+    ncclUniqueId id;
+    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    comm_bcast(c, &id, sizeof id, MPI_BYTE, 0);
+    ncclCheck(ncclCommInitRank(&n->comm, c->size, id, c->rank));
+    cudaRtCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    cudaRtCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+    cudaRtCheck(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
+    return n;
+}
+
+// Waits for the allreduce with a deadline, watching for NCCL's asynchronous errors.
+static void wait_done(nccl_comm_t *n, int64_t count) {
+    const double deadline = now() + n->timeout_s;
+    const struct timespec nap = {0, 20 * 1000};  // 20 us
+    for (;;) {
+        cudaError_t q = cudaEventQuery(n->done);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady)
+            spk_die(SPK_EXIT_FAILURE, "the gradient allreduce failed on the GPU: %s", cudaGetErrorString(q));
+        ncclResult_t async = ncclSuccess;
+        ncclCheck(ncclCommGetAsyncError(n->comm, &async));
+        if (async != ncclSuccess && async != ncclInProgress) {
+            ncclCommAbort(n->comm);
+            spk_die(SPK_EXIT_FAILURE, "NCCL gradient allreduce failed (%s: %s); is a peer rank gone?",
+                    ncclGetErrorString(async), ncclGetLastError(NULL));
+        }
+        if (now() > deadline) {
+            ncclCommAbort(n->comm);
+            spk_die(SPK_EXIT_FAILURE,
+                    "NCCL gradient allreduce of %lld floats over %d ranks did not finish in %.0f s: a peer rank is "
+                    "dead or stuck (set SPKDDP_NCCL_TIMEOUT to wait longer)",
+                    (long long)count, n->size, n->timeout_s);
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
+    // One event serves every bucket: a stream waits for the record made just before its wait.
+    cudaRtCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaRtCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
+}
+
+void nccl_allreduce_wait(nccl_comm_t *n, int64_t total) {
+    cudaRtCheck(cudaEventRecord(n->done, n->stream));
+    cudaRtCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
+    wait_done(n, total);
+}
+
+void nccl_comm_destroy(nccl_comm_t *n) {
+    if (!n) return;
+    cudaRtCheck(cudaStreamSynchronize(n->stream));
+    ncclCheck(ncclCommDestroy(n->comm));
+    cudaRtCheck(cudaEventDestroy(n->ready));
+    cudaRtCheck(cudaEventDestroy(n->done));
+    cudaRtCheck(cudaStreamDestroy(n->stream));
+    free(n);
+}

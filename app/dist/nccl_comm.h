@@ -1,0 +1,22 @@
+// NCCL for gradient averaging on GPUs (built with SPKDDP_CUDA only). MPI sets it up: rank 0
+// makes the unique id and MPI_Bcast shares it. Allreduces run on a stream of their own, each
+// ordered after the work queued so far on the kernels' stream by an event, so a bucket of
+// gradients is averaged while the backward pass computes the next ones. NCCL has no timeout of its own, so the host
+// waits by polling with a deadline: on an asynchronous NCCL error or when the deadline passes
+// (a dead or stuck peer), the communicator is aborted and the whole job ends with a sentence.
+#pragma once
+#include "app/dist/comm.h"
+
+#include <stdint.h>
+
+typedef struct nccl_comm nccl_comm_t;
+
+// Collective over c->world, after spk_cuda_init selected this rank's device.
+nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s);
+// Queues buf (count floats of device memory) <- its mean over ranks (ncclAvg), in place, to
+// run once the kernels queued so far on spk_cuda_stream() are done. Returns at once.
+void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count);
+// Makes the kernels' stream wait for every queued allreduce and waits for them on the host
+// with the deadline. `total` (floats) is for the message.
+void nccl_allreduce_wait(nccl_comm_t *n, int64_t total);
+void nccl_comm_destroy(nccl_comm_t *n);

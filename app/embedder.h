@@ -1,9 +1,0 @@
-// Inference-mode embeddings of every utterance of a dataset: contiguous blocks of utterances
-// per rank, full length, gathered so every rank holds all of them in utterance order.
-#pragma once
-#include "app/comm.h"
-#include "app/model.h"
-#include "io/dataset.h"
-
-// Collective. Returns a malloc'ed (N, emb_dim) array on every rank.
-float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batch);

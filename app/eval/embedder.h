@@ -1,0 +1,9 @@
+// Inference-mode embeddings of every utterance of a dataset: contiguous blocks of utterances
+// per rank, full length, gathered so every rank holds all of them in utterance order.
+#pragma once
+#include "app/dist/comm.h"
+#include "app/model/model.h"
+#include "io/dataset.h"
+
+// Collective. Returns a malloc'ed (N, emb_dim) array on every rank.
+float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batch);

@@ -1,0 +1,74 @@
+#include "app/model/model.h"
+
+#include "kernels/base/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+float *model_buf(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(float)); }
+
+void model_buf_free(const model_t *m, float **p) {
+    m->be->free(*p);
+    *p = NULL;
+}
+
+const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes) {
+    if (!m->be->separate_memory) return host;
+    m->be->upload(dev, host, bytes);
+    return dev;
+}
+
+void model_alloc_buffers(model_t *m) {
+    m->params = model_buf(m, (size_t)m->table.total);
+    m->grads = model_buf(m, (size_t)m->table.total);
+    m->state = model_buf(m, (size_t)m->state_table.total);
+    if (m->be->separate_memory) {
+        m->host_params = callocCheck((size_t)m->table.total + 1, sizeof(float));
+        m->host_state = callocCheck((size_t)m->state_table.total + 1, sizeof(float));
+    } else {
+        m->host_params = m->params;
+        m->host_state = m->state;
+    }
+}
+
+void model_upload(model_t *m) {
+    if (!m->be->separate_memory) return;
+    m->be->upload(m->params, m->host_params, (size_t)m->table.total * sizeof(float));
+    m->be->upload(m->state, m->host_state, (size_t)m->state_table.total * sizeof(float));
+}
+
+void model_download(model_t *m) {
+    if (!m->be->separate_memory) return;
+    m->be->download(m->host_params, m->params, (size_t)m->table.total * sizeof(float));
+    m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
+}
+
+model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
+    model_t *m = callocCheck(1, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
+    m->be = be;
+    m->feature_dim = data->feature_dim;
+    m->num_classes = data->num_classes;
+    m->visual_dim = data->visual_dim;
+    m->visual_ratio = data->visual_ratio;
+    if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
+    else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
+    else spk_fail_all(SPK_EXIT_USAGE, "train: unknown --model '%s'", cfg->name);
+    model_upload(m);
+    return m;
+}
+
+void model_free(model_t *m) {
+    if (!m) return;
+    if (m->ops && m->ops->free_impl) m->ops->free_impl(m);
+    param_table_free(&m->table);
+    param_table_free(&m->state_table);
+    if (m->be->separate_memory) {
+        free(m->host_params);
+        free(m->host_state);
+    }
+    model_buf_free(m, &m->params);
+    model_buf_free(m, &m->grads);
+    model_buf_free(m, &m->state);
+    free(m);
+}

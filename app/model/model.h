@@ -1,0 +1,93 @@
+// The model interface. One struct per model with contiguous buffers and named views:
+//   params (num_params,)  trainable, averaged gradients update them identically everywhere
+//   grads  (num_params,)  same layout; train_step ACCUMULATES into it (caller zeroes)
+//   state  (num_state,)   non-trainable buffers (BatchNorm running statistics); like PyTorch
+//                         DDP, rank 0's copy is authoritative (broadcast before checkpoints)
+// These live on the model's backend (device memory for CUDA) and every op runs there.
+// host_params / host_state are the host's copies for initialisation, checkpoints and MPI;
+// with a host-memory backend they are the same buffers, otherwise model_upload and
+// model_download move them.
+#pragma once
+#include "app/model/model_config.h"
+#include "io/params.h"
+#include "io/loader.h"
+#include "kernels/backend.h"
+
+#include <stdint.h>
+
+typedef struct {
+    double loss_sum;   // sum over samples of the per-sample loss
+    int64_t correct;   // argmax == label
+    int64_t count;     // samples
+} step_stats_t;
+
+typedef struct model model_t;
+
+typedef struct {
+    // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
+    // the mean. Accumulates into m->grads. On a device the work is only queued: the call
+    // returns once `b` has been copied to the backend (so the caller may load the next batch
+    // into it while the device computes); read_stats waits for the results.
+    void (*train_step)(model_t *m, const batch_t *b);
+    // Adds the loss and accuracy of the last train_step to st.
+    void (*read_stats)(model_t *m, step_stats_t *st);
+    // Forward only, inference mode (running statistics), no state change.
+    void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // Inference-mode embeddings of every sample: out (n, emb_dim) in HOST memory. Samples may
+    // differ in length.
+    void (*embed)(model_t *m, const batch_t *b, float *out);
+    // Epoch-dependent hyperparameters (margin ramp); may be NULL.
+    void (*set_epoch)(model_t *m, int64_t epoch);
+    void (*free_impl)(model_t *m);
+} model_ops_t;
+
+struct model {
+    char name[32];
+    const model_ops_t *ops;
+    const spk_backend_t *be;    // where the buffers live and the math runs
+    param_table_t table;        // views into params/grads
+    float *params;              // (table.total,) on be
+    float *grads;               // (table.total,) on be
+    param_table_t state_table;  // views into state
+    float *state;               // (state_table.total,) on be
+    float *host_params;         // host copies (== params / state when be uses host memory)
+    float *host_state;
+    int64_t feature_dim;        // F of the input frames
+    int64_t num_classes;        // speakers in the training set
+    int64_t visual_dim;         // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;       // audio frames per visual frame
+    loader_spec_t input;        // what the loader hands over: crop length, minimum length, CMN, visual
+    int64_t emb_dim;            // size of the embedding `embed` returns
+    int min_batch;              // samples a training step needs (2 with BatchNorm over the batch)
+    // Told by train_step's backward as gradients become final: grads[0, upto) will not change
+    // again this step (tensors are in reverse execution order). NULL: nobody listens.
+    void (*grads_ready)(void *ctx, int64_t upto);
+    void *grads_ready_ctx;
+    void *impl;
+};
+
+// Builds the model named by cfg->name on backend `be`, with parameters initialised from
+// cfg->seed (on the host, then uploaded).
+model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be);
+void model_free(model_t *m);
+// Allocates params/grads/state and the host copies after the tables are complete (used by
+// model builders).
+void model_alloc_buffers(model_t *m);
+// host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
+void model_upload(model_t *m);
+void model_download(model_t *m);
+
+static inline void model_grads_ready(model_t *m, int64_t upto) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
+}
+
+// Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
+float *model_buf(const model_t *m, size_t n);
+void model_buf_free(const model_t *m, float **p);
+// Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
+// uploaded into `dev` (which holds at least `bytes`).
+const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);
+
+// Builders, one per model file.
+void model_linear_build(model_t *m, const model_config_t *cfg);
+void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data);

@@ -1,0 +1,25 @@
+// What a model is built from: its hyperparameters (a few of the training flags) and what it
+// needs to know about its data. Models see these, never the command line's config.
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    char name[32];            // linear | ecapa | ecapa-av
+    int64_t channels;         // ECAPA width C
+    int64_t emb_dim;          // embedding size
+    int64_t att_channels;     // attentive-pooling channels
+    int64_t se_channels;      // squeeze-excitation bottleneck
+    int64_t visual_channels;  // ecapa-av visual TDNN channels
+    double margin, scale;     // AAM-softmax
+    int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
+    int64_t frames;           // training crop length (0: the model's default)
+    uint64_t seed;            // parameter initialisation
+} model_config_t;
+
+typedef struct {
+    int64_t feature_dim;   // F
+    int64_t num_classes;   // speakers
+    int64_t visual_dim;    // Fv of the /visual stream, 0 without one
+    int64_t visual_ratio;  // audio frames per visual frame
+    const char *source;    // the dataset's file name, for messages (may be NULL)
+} model_data_t;

@@ -1,0 +1,132 @@
+// The seed job's model: a linear classifier over the utterance's mean frame.
+//   pooled (B, F) = mean over time of the frames; logits (B, S) = pooled W^T + b
+// Parameters (reverse execution order): fc.weight (S, F), fc.bias (S).
+#include "kernels/base/check.h"
+#include "app/model/model.h"
+#include "io/rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t w, b;       // offsets of fc.weight, fc.bias
+    int cap;            // batch capacity of the buffers below
+    float *host_pooled; // (cap, F) pooling runs on the host, as part of reading the batch
+    float *pooled;      // (cap, F) on the backend
+    float *logits;      // (cap, S)
+    float *probs;       // (cap, S) softmax, kept for backward
+    float *dlogits;     // (cap, S)
+    int *labels;        // (cap) staging (backends with memory of their own)
+    float *scalars;     // [loss, correct (an int)]
+    step_stats_t last;  // of the last train_step
+} linear_t;
+
+static void release(model_t *m, linear_t *l) {
+    if (l->pooled == l->host_pooled) l->pooled = NULL;  // one buffer on a host-memory backend
+    free(l->host_pooled);
+    l->host_pooled = NULL;
+    float **bufs[] = {&l->pooled, &l->logits, &l->dlogits, &l->probs, (float **)&l->labels, &l->scalars};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+}
+
+static void ensure(model_t *m, linear_t *l, int n) {
+    if (n <= l->cap) return;
+    release(m, l);
+    const size_t F = (size_t)m->feature_dim, S = (size_t)m->num_classes;
+    l->cap = n;
+    l->host_pooled = mallocCheck((size_t)n * F * sizeof(float));
+    l->pooled = m->be->separate_memory ? model_buf(m, (size_t)n * F) : l->host_pooled;
+    l->logits = model_buf(m, (size_t)n * S);
+    l->dlogits = model_buf(m, (size_t)n * S);
+    l->probs = model_buf(m, (size_t)n * S);
+    l->labels = (int *)model_buf(m, (size_t)n);
+    l->scalars = model_buf(m, 2);
+}
+
+static void pool(const batch_t *b, float *pooled) {
+    const int64_t F = b->feature_dim;
+    for (int i = 0; i < b->n; i++) {
+        int64_t t0 = b->frame_off[i], t1 = b->frame_off[i + 1];
+        float *p = pooled + i * F;
+        for (int64_t j = 0; j < F; j++) p[j] = 0.0f;
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t j = 0; j < F; j++) p[j] += b->x[t * F + j];
+        float inv = 1.0f / (float)(t1 - t0);
+        for (int64_t j = 0; j < F; j++) p[j] *= inv;
+    }
+}
+
+// Forward and loss; adds the batch's loss and accuracy to st. Returns the labels on the backend.
+static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
+    linear_t *l = m->impl;
+    const spk_backend_t *K = m->be;
+    const int F = (int)m->feature_dim, S = (int)m->num_classes;
+    ensure(m, l, b->n);
+    pool(b, l->host_pooled);
+    model_stage(m, l->pooled, l->host_pooled, (size_t)b->n * F * sizeof(float));
+    const int *labels = model_stage(m, l->labels, b->labels, (size_t)b->n * sizeof(int));
+    K->linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, F, S);
+    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, labels, b->n, S);
+    float v[2];
+    int correct;
+    K->download(v, l->scalars, sizeof v);
+    memcpy(&correct, &v[1], sizeof correct);
+    st->loss_sum += (double)v[0] * b->n;
+    st->correct += correct;
+    st->count += b->n;
+    return labels;
+}
+
+static void train_step(model_t *m, const batch_t *b) {
+    linear_t *l = m->impl;
+    const spk_backend_t *K = m->be;
+    l->last = (step_stats_t){0};
+    const int *labels = forward(m, b, &l->last);
+    K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
+    K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, (int)m->num_classes);
+    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
+                       (int)m->feature_dim, (int)m->num_classes);
+}
+
+static void read_stats(model_t *m, step_stats_t *st) {
+    const linear_t *l = m->impl;
+    st->loss_sum += l->last.loss_sum;
+    st->correct += l->last.correct;
+    st->count += l->last.count;
+}
+
+static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
+    forward(m, b, st);
+}
+
+// The linear model's "embedding" is the input to its classifier: the mean frame.
+static void embed(model_t *m, const batch_t *b, float *out) {
+    (void)m;
+    pool(b, out);
+}
+
+static void free_impl(model_t *m) {
+    linear_t *l = m->impl;
+    release(m, l);
+    free(l);
+}
+
+static const model_ops_t linear_ops = {train_step, read_stats, eval_step, embed, NULL, free_impl};
+
+void model_linear_build(model_t *m, const model_config_t *cfg) {
+    linear_t *l = callocCheck(1, sizeof *l);
+    int64_t F = m->feature_dim, S = m->num_classes;
+    l->w = param_table_add(&m->table, "fc.weight", 2, (int64_t[]){S, F});
+    l->b = param_table_add(&m->table, "fc.bias", 1, (int64_t[]){S});
+    m->ops = &linear_ops;
+    m->impl = l;
+    m->input = (loader_spec_t){.crop = 0, .min_frames = 1, .cmn = 0, .visual = 0};  // whole utterances, mean-pooled
+    m->emb_dim = F;
+    m->min_batch = 1;
+    model_alloc_buffers(m);
+    // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
+    float bound = 1.0f / sqrtf((float)F);
+    rng_t r = rng_init(cfg->seed, RNG_PURPOSE_INIT, 0, 0);
+    for (int64_t i = 0; i < m->table.total; i++) m->host_params[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+}

@@ -1,0 +1,57 @@
+// The training configuration: every `spkddp train` flag, its default, its range, and the
+// cross-field checks. The whole config is stored in every checkpoint.
+#pragma once
+
+#include "app/model/model_config.h"
+
+#include <stdint.h>
+
+#define TRAIN_STR_MAX 512  // every string field (paths, names)
+
+typedef struct {
+    // data
+    char data[TRAIN_STR_MAX];
+    char val_data[TRAIN_STR_MAX];
+    char val_trials[TRAIN_STR_MAX];  // with it, --val-data is a verification set (EER, minDCF)
+    int64_t frames;        // crop length for models that train on crops (0 = whole utterance)
+    int drop_last;
+    int no_shuffle;
+    char device[TRAIN_STR_MAX];  // cpu | cuda | auto | cpu-staged
+    int tf32;                  // CUDA: allow TF32 tensor-core math
+    // model
+    char model[TRAIN_STR_MAX];  // linear | ecapa
+    int64_t channels;         // ECAPA width C
+    int64_t emb_dim;          // ECAPA embedding size
+    int64_t att_channels;     // ECAPA attention channels
+    int64_t se_channels;      // ECAPA squeeze-excitation bottleneck
+    int64_t visual_channels;  // ecapa-av visual TDNN channels
+    double margin, scale;     // AAM-softmax
+    int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
+    // optimisation
+    int64_t epochs;
+    int64_t batch;         // per-rank batch
+    int64_t global_batch;  // alternative: per-rank = global / ranks
+    char optimizer[TRAIN_STR_MAX];  // sgd | adam | adamw
+    double lr, momentum, weight_decay;
+    int nesterov;
+    char lr_schedule[TRAIN_STR_MAX];  // constant | warmup-exp | cosine | cyclic
+    int64_t warmup_steps;
+    double lr_decay;      // warmup-exp: factor per epoch
+    double lr_min;        // cosine/cyclic floor
+    int64_t cycle_steps;  // cyclic: half-cycle length in steps
+    int64_t seed;
+    // run control
+    char ckpt_dir[TRAIN_STR_MAX];
+    int64_t ckpt_every;   // steps between checkpoints (0: only at epoch ends)
+    int64_t keep;         // checkpoints kept
+    char metrics[TRAIN_STR_MAX];
+    char resume[TRAIN_STR_MAX];  // "" | auto | PATH
+    int64_t max_steps;    // stop after this global step (0: no limit)
+    int64_t progress;     // seconds between progress lines (0: per epoch only)
+} train_config_t;
+
+train_config_t train_config_defaults(void);
+// Cross-field validation that needs the world size (batch vs global batch).
+void train_config_finalize(train_config_t *c, int world);
+// The model's part of the config.
+model_config_t train_config_model(const train_config_t *c);

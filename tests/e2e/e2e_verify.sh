@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Speaker verification end to end on synthetic features: train ECAPA on 2 ranks, embed
+# speakers never seen in training, make trials, score with cosine and AS-norm. The EER must
+# be far below chance (50%).
+. "$(dirname "$0")/lib.sh" "$@"
+
+$SPKDDP synth --kind speakers --out train.h5 --dim 16 --speakers 60 --utts-per-speaker 10 \
+    --min-frames 60 --max-frames 100 >/dev/null || fail "synth train"
+$SPKDDP synth --kind speakers --out test.h5 --dim 16 --speakers 10 --first-speaker 100 --utts-per-speaker 8 \
+    --min-frames 60 --max-frames 120 >/dev/null || fail "synth unseen speakers"
+# The held-out trials for per-epoch validation come from a first embedding of the unseen set
+# (labels only matter for the trial list).
+$SPKDDP synth --kind speakers --out val.h5 --dim 16 --speakers 8 --first-speaker 200 --utts-per-speaker 5 \
+    --min-frames 60 --max-frames 100 >/dev/null || fail "synth validation speakers"
+run 1 $SPKDDP train --data val.h5 --epochs 1 --batch 8 --ckpt-dir ck_lin --progress 0 >/dev/null || fail "linear model"
+run 1 $SPKDDP embed --ckpt ck_lin/ckpt-000000000005.h5 --data val.h5 --out val_lin.h5 >/dev/null || fail "embed val"
+$SPKDDP trials --emb val_lin.h5 --out val_trials.txt >/dev/null || fail "val trials"
+run 2 $SPKDDP train --model ecapa --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 48 \
+    --data train.h5 --val-data val.h5 --val-trials val_trials.txt --epochs 12 --global-batch 32 --optimizer adam \
+    --lr 0.005 --ckpt-dir ck --metrics metrics.jsonl --progress 0 >log_train || { cat log_train; fail "train"; }
+grep -q '"val_eer": ' metrics.jsonl || fail "metrics lack val_eer"
+last_eer=$(sed -nE '$s/.*"val_eer": ([0-9.e-]+).*/\1/p' metrics.jsonl)
+echo "validation EER after 12 epochs: $last_eer"
+awk -v e="$last_eer" 'BEGIN { exit !(e < 0.35) }' || fail "validation EER $last_eer did not fall"
+if command -v gnuplot >/dev/null; then
+    bash "$(dirname "$0")/../../tools/plot_metrics.sh" metrics.jsonl metrics.png >/dev/null && [ -s metrics.png ] || fail "plot"
+fi
+ck=$(ls ck/ckpt-*.h5 | tail -1)
+run 2 $SPKDDP embed --ckpt "$ck" --data test.h5 --out test_emb.h5 >/dev/null || fail "embed test"
+run 2 $SPKDDP embed --ckpt "$ck" --data train.h5 --out cohort.h5 >/dev/null || fail "embed cohort"
+$SPKDDP inspect "$ck" >/dev/null || fail "inspect checkpoint"
+$SPKDDP trials --emb test_emb.h5 --out trials.txt >/dev/null || fail "trials"
+run 2 $SPKDDP score --emb test_emb.h5 --trials trials.txt --cohort cohort.h5 --top 100 --out scores.txt >score.log \
+    || { cat score.log; fail "score"; }
+cat score.log
+eer=$(sed -nE 's/ *cosine +EER +([0-9.]+)%.*/\1/p' score.log)
+awk -v e="$eer" 'BEGIN { exit !(e < 30) }' || fail "EER $eer% on unseen speakers is not far below chance"
+[ "$(grep -c . scores.txt)" -eq "$(grep -c . trials.txt)" ] || fail "one score per trial"
+# Bad trial lines name the file and line.
+printf 'spk0100-utt00000 nobody target\n' >bad_trials.txt
+expect_error 3 "bad_trials.txt:1: utterance 'nobody' is not in the embeddings" -- $SPKDDP score --emb test_emb.h5 --trials bad_trials.txt
+printf 'spk0100-utt00000 spk0101-utt00000 maybe\n' >bad_label.txt
+expect_error 3 "bad_label.txt:1: label 'maybe' must be" -- $SPKDDP score --emb test_emb.h5 --trials bad_label.txt
+finish

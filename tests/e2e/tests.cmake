@@ -1,0 +1,28 @@
+# End-to-end shell tests: each gets the spkddp binary, mpiexec, its own work folder and the
+# malformed-dataset writer.
+add_executable(make_bad_data ${CMAKE_CURRENT_LIST_DIR}/make_bad_data.c)
+target_link_libraries(make_bad_data PRIVATE spk_io)
+
+function(spk_e2e_test name)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/work/${name})
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${name}.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC} ${dir}
+    $<TARGET_FILE:make_bad_data>)
+  set_tests_properties(${name} PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
+endfunction()
+spk_e2e_test(e2e_ddp_identity)
+spk_e2e_test(e2e_resume)
+spk_e2e_test(e2e_bad_input)
+spk_e2e_test(e2e_ecapa_train)
+spk_e2e_test(e2e_verify)
+spk_e2e_test(e2e_prepare)
+spk_e2e_test(e2e_audio_verify)
+
+# The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
+# machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.
+function(spk_device_test name device rtol labels)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/work/${name})
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_device.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC} ${dir}
+    $<TARGET_FILE:make_bad_data> ${device} ${rtol})
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600 SKIP_RETURN_CODE 77)
+endfunction()
+spk_device_test(e2e_device_staged cpu-staged 0 "e2e;mpi")

@@ -1,0 +1,97 @@
+// Sampler: disjoint, covering, equal counts, wrap padding, drop_last, per-epoch reshuffle,
+// and the same global order whatever the world size.
+#include "io/rng.h"
+#include "io/sampler.h"
+#include "tests/test_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void check_epoch(int64_t N, int K, int drop_last, int64_t epoch) {
+    sampler_t ref;
+    sampler_init(&ref, N, 1, 0, 42, 1, 0);
+    sampler_set_epoch(&ref, epoch);  // the world-size-free permutation
+
+    int64_t total = drop_last ? N / K * K : (N + K - 1) / K * K;
+    int64_t *seen = calloc((size_t)N, sizeof(int64_t));
+    int64_t per_rank = -1;
+    for (int r = 0; r < K; r++) {
+        sampler_t s;
+        sampler_init(&s, N, K, r, 42, 1, drop_last);
+        sampler_set_epoch(&s, epoch);
+        EXPECT(s.total == total, "N=%lld K=%d total %lld want %lld", (long long)N, K, (long long)s.total, (long long)total);
+        if (per_rank < 0) per_rank = s.per_rank;
+        EXPECT(s.per_rank == per_rank && s.per_rank * K == total, "unequal shard sizes N=%lld K=%d", (long long)N, K);
+        for (int64_t j = 0; j < s.per_rank; j++) {
+            int64_t pos = r + (int64_t)K * j, idx = sampler_local(&s, j);
+            EXPECT(idx >= 0 && idx < N, "index out of range");
+            // Position p of the padded order is the permutation at p mod N (wrap-around).
+            EXPECT(idx == ref.order[pos % N], "N=%lld K=%d r=%d pos %lld: %lld != %lld", (long long)N, K, r,
+                   (long long)pos, (long long)idx, (long long)ref.order[pos % N]);
+            if (idx >= 0 && idx < N) seen[idx]++;
+        }
+        // Batches: every rank gets the same count at every step, and they tile the shard.
+        int64_t B = 3, got = 0, buf[3];
+        for (int64_t st = 0; st < sampler_steps(&s, B); st++) {
+            int n = sampler_batch(&s, st, B, buf);
+            EXPECT(n == ((st + 1) * B <= s.per_rank ? B : s.per_rank - st * B), "batch size at step %lld", (long long)st);
+            for (int i = 0; i < n; i++) EXPECT(buf[i] == sampler_local(&s, got + i), "batch content");
+            got += n;
+        }
+        EXPECT(got == s.per_rank, "batches cover the shard");
+        sampler_free(&s);
+    }
+    // Covering: without drop_last every sample appears, duplicates only from padding.
+    int64_t dup = 0, missing = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (seen[i] == 0) missing++;
+        if (seen[i] > 1) dup += seen[i] - 1;
+    }
+    if (!drop_last) EXPECT(missing == 0 && dup == total - N, "N=%lld K=%d missing %lld dup %lld", (long long)N, K, (long long)missing, (long long)dup);
+    else EXPECT(dup == 0 && missing == N - total, "drop_last N=%lld K=%d", (long long)N, K);
+    free(seen);
+    sampler_free(&ref);
+}
+
+int main(void) {
+    const int64_t Ns[] = {1, 2, 7, 16, 128, 1001};
+    const int Ks[] = {1, 2, 3, 4, 8};
+    for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
+        for (size_t b = 0; b < sizeof Ks / sizeof Ks[0]; b++)
+            for (int dl = 0; dl < 2; dl++) {
+                if (dl && Ns[a] < Ks[b]) continue;  // nothing left to train on
+                check_epoch(Ns[a], Ks[b], dl, 0);
+                check_epoch(Ns[a], Ks[b], dl, 3);
+            }
+
+    // Reshuffle: a new epoch gives a different order, the same epoch the same one.
+    sampler_t s, t;
+    sampler_init(&s, 100, 2, 0, 7, 1, 0);
+    sampler_init(&t, 100, 2, 0, 7, 1, 0);
+    sampler_set_epoch(&s, 0);
+    sampler_set_epoch(&t, 0);
+    EXPECT(memcmp(s.order, t.order, 100 * sizeof(int64_t)) == 0, "same epoch, same order");
+    sampler_set_epoch(&t, 1);
+    EXPECT(memcmp(s.order, t.order, 100 * sizeof(int64_t)) != 0, "epochs 0 and 1 have the same order");
+    int fixed = 0;
+    for (int i = 0; i < 100; i++) fixed += s.order[i] == i;
+    EXPECT(fixed < 10, "shuffle left %d of 100 in place", fixed);
+    // Without shuffle the order is the identity.
+    sampler_t u;
+    sampler_init(&u, 10, 3, 1, 7, 0, 0);
+    sampler_set_epoch(&u, 5);
+    for (int i = 0; i < 10; i++) EXPECT(u.order[i] == i, "no-shuffle order");
+    EXPECT(u.order[10] == 0 && u.order[11] == 1, "wrap padding of the no-shuffle order");
+    sampler_free(&s);
+    sampler_free(&t);
+    sampler_free(&u);
+
+    // rng_below is uniform enough: chi-square over 10 buckets, 100k draws.
+    rng_t r = rng_init(1, 2, 3, 4);
+    int64_t bucket[10] = {0};
+    for (int i = 0; i < 100000; i++) bucket[rng_below(&r, 10)]++;
+    double chi = 0;
+    for (int i = 0; i < 10; i++) chi += (bucket[i] - 10000.0) * (bucket[i] - 10000.0) / 10000.0;
+    EXPECT(chi < 30.0, "chi-square %.1f (9 dof; p < 0.001 above 27.9)", chi);
+    return test_report("test_sampler");
+}

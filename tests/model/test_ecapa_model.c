@@ -1,0 +1,134 @@
+// ECAPA-TDNN model checks: encoder parameter counts of the published configurations, and a
+// finite-difference check of the whole network (encoder + AAM head) at a tiny size:
+// directional derivatives of the loss along random directions, one per parameter tensor
+// and one for the input, against the analytic gradient. ReLU kinks and float32 rounding
+// limit this check to about 1% (tolerance 2%); test_ecapa_golden is the precise one (float64
+// PyTorch reference, 5e-5).
+#include "app/train/train_config.h"
+#include "app/model/ecapa.h"
+#include "app/model/model.h"
+#include "io/rng.h"
+#include "kernels/aam_softmax.h"
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t encoder_params(int64_t C) {
+    train_config_t cfg = train_config_defaults();
+    strcpy(cfg.model, "ecapa");
+    cfg.channels = C;
+    model_config_t mc = train_config_model(&cfg);
+    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = 80, .num_classes = 1000}, &spk_backend_cpu);
+    int64_t n = m->table.total;
+    for (int i = 0; i < m->table.count; i++)
+        if (strcmp(m->table.t[i].name, "classifier.weight") == 0) n -= m->table.t[i].numel;
+    model_free(m);
+    return n;
+}
+
+// Loss of one training-mode forward (BatchNorm with batch statistics). Running statistics
+// change with every call but do not enter the training-mode loss.
+static double loss_at(model_t *m, const float *x, const float *v, const int32_t *y, int B, int T) {
+    ecapa_t *e = m->impl;
+    ecapa_forward(e, m, x, v, B, T, 1);
+    float loss = 0;
+    int correct = 0;
+    aam_softmax_forward(&loss, &correct, e->aam_cache, e->emb, m->params + e->cls_w, y, B, (int)e->d.emb,
+                        (int)e->d.classes, e->margin, e->scale, e->work);
+    return loss;
+}
+
+static void gradcheck(const char *model) {
+    // Tiny network in double-checkable territory: a small scale keeps the loss smooth.
+    enum { B = 8, T = 24, F = 5, S = 3, FV = 4, R = 4 };
+    train_config_t cfg = train_config_defaults();
+    snprintf(cfg.model, sizeof cfg.model, "%s", model);
+    cfg.channels = 32, cfg.att_channels = 8, cfg.se_channels = 8, cfg.emb_dim = 6, cfg.visual_channels = 8;
+    cfg.margin = 0.2, cfg.scale = 4;
+    int av = strcmp(model, "ecapa-av") == 0;
+    model_config_t mc = train_config_model(&cfg);
+    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0,
+                                                    .visual_ratio = R}, &spk_backend_cpu);
+    ecapa_t *e = m->impl;
+    ecapa_reserve(e, m, B, T);
+    rng_t r = rng_init(5, 99, 0, 0);
+    float x[B * T * F], dx[B * T * F];
+    int32_t y[B] = {0, 2, 1, 2, 0, 1, 1, 2};
+    for (int i = 0; i < B * T * F; i++) x[i] = (float)rng_normal(&r) + 0.3f;
+    float vx[B * (T / R) * FV];
+    for (int i = 0; i < B * (T / R) * FV; i++) vx[i] = (float)rng_normal(&r) - 0.2f;
+    const float *vis = av ? vx : NULL;
+
+    // Analytic gradient.
+    double base = loss_at(m, x, vis, y, B, T);
+    memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
+    memset(e->g_emb, 0, sizeof(float) * B * (size_t)e->d.emb);
+    aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, y, B,
+                         (int)e->d.emb, S, e->margin, e->scale, e->work);
+    ecapa_backward(e, m, e->g_emb, dx, B, T);
+    EXPECT(isfinite(base), "loss %g", base);
+
+    // Directional derivatives: (L(p + h v) - L(p - h v)) / 2h vs <g, v>, v random unit. The
+    // float32 loss carries ~1e-6 relative rounding, i.e. ~|L| * 1e-6 / h of noise in the
+    // difference quotient; ReLUs make the loss piecewise smooth, so a rare direction crosses
+    // a kink (h is small to make that rare). Each tensor gets three directions and passes
+    // when two agree.
+    const double h = 2e-4, noise = 1e-6 * fmax(1.0, fabs(base)) / h;
+    int checked = 0;
+    double worst = 0;
+    for (int ti = 0; ti <= m->table.count; ti++) {
+        int is_input = ti == m->table.count;
+        float *p = is_input ? x : m->params + m->table.t[ti].offset;
+        const float *g = is_input ? dx : m->grads + m->table.t[ti].offset;
+        int64_t n = is_input ? B * T * F : m->table.t[ti].numel;
+        const char *name = is_input ? "input" : m->table.t[ti].name;
+        if (strcmp(name, "asp.conv.conv.bias") == 0) continue;  // softmax shift invariance: gradient is 0
+        float *v = malloc((size_t)n * sizeof(float)), *p0 = malloc((size_t)n * sizeof(float));
+        memcpy(p0, p, (size_t)n * sizeof(float));
+        double gn = 0;
+        for (int64_t j = 0; j < n; j++) gn += (double)g[j] * g[j];
+        gn = sqrt(gn);
+        int agree = 0;
+        double errs[3];
+        for (int k = 0; k < 3; k++) {
+            double vn = 0, gv = 0;
+            for (int64_t j = 0; j < n; j++) {
+                v[j] = (float)rng_normal(&r);
+                vn += (double)v[j] * v[j];
+            }
+            for (int64_t j = 0; j < n; j++) {
+                v[j] = (float)(v[j] / sqrt(vn));
+                gv += (double)g[j] * v[j];
+            }
+            for (int64_t j = 0; j < n; j++) p[j] = p0[j] + (float)h * v[j];
+            double lp = loss_at(m, x, vis, y, B, T);
+            for (int64_t j = 0; j < n; j++) p[j] = p0[j] - (float)h * v[j];
+            double lm = loss_at(m, x, vis, y, B, T);
+            memcpy(p, p0, (size_t)n * sizeof(float));
+            double fd = (lp - lm) / (2 * h);
+            errs[k] = fabs(fd - gv) / (2e-2 * gn + noise);  // <= 1 passes
+            agree += errs[k] <= 1.0;
+        }
+        double med = errs[0] + errs[1] + errs[2] - fmax(errs[0], fmax(errs[1], errs[2])) - fmin(errs[0], fmin(errs[1], errs[2]));
+        if (med > worst) worst = med;
+        EXPECT(agree >= 2, "%s: only %d of 3 directional derivatives agree (errors %.2f %.2f %.2f of the tolerance)", name,
+               agree, errs[0], errs[1], errs[2]);
+        checked++;
+        free(v);
+        free(p0);
+    }
+    printf("%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model, checked - 1, worst);
+    model_free(m);
+}
+
+int main(void) {
+    int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
+    EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
+    EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
+    printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
+    gradcheck("ecapa");
+    gradcheck("ecapa-av");
+    return test_report("test_ecapa_model");
+}

@@ -1,0 +1,2 @@
+# train/: learning-rate schedules.
+spk_unit_test(train test_lr_schedule)
