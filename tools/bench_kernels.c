@@ -12,18 +12,13 @@
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv1d.h"
+#include "kernels/base/clock.h"
 #include "kernels/gemm.h"
 #include "kernels/pooling.h"
 
 #ifdef SPK_BENCH_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 static float* rnd(size_t n) {
     float* p = (float*)malloc(sizeof(float) * n);
@@ -143,7 +138,7 @@ static void bench_elementwise(int reps) {
     for (int k = 0; k < 8; k++) {
         double best = 1e30;
         for (int r = 0; r < reps + 1; r++) {
-            const double t0 = now();
+            const double t0 = spk_seconds();
             switch (k) {
                 case 0:
                     batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, g, b, B, C, T, 1e-5f, 0.1f);
@@ -170,7 +165,7 @@ static void bench_elementwise(int reps) {
                     weighted_stats_backward(dx, dy, dst, dst + C3, x, w, st, st + C3, B, C3, T,
                                             2 * C3, 1e-12f);
             }
-            const double t = now() - t0;
+            const double t = spk_seconds() - t0;
             if (r > 0 && t < best) best = t;
         }
         printf("  %-32s %7.2f ms\n", names[k], best * 1e3);
@@ -250,7 +245,7 @@ int main(int argc, char** argv) {
                 for (int c = 0; c < nc; c++) {
                     spk_gemm_set_backend(cands[c].backend);
                     conv1d_set_algo(cands[c].algo);
-                    const double t0 = now();
+                    const double t0 = spk_seconds();
                     if (p == 0)
                         conv1d_forward(y, x, w, bias, B, sh->cin, sh->cout, T, sh->k, sh->d, ws);
                     else if (p == 1)
@@ -259,13 +254,13 @@ int main(int argc, char** argv) {
                     else
                         conv1d_backward(NULL, dw, db, dy, x, w, B, sh->cin, sh->cout, T, sh->k,
                                         sh->d, ws);
-                    const double t = now() - t0;
+                    const double t = spk_seconds() - t0;
                     if (r > 0 && t < best[p][c]) best[p][c] = t;
                 }
 #ifdef SPK_BENCH_DNNL
-                const double t0 = now();
+                const double t0 = spk_seconds();
                 dnnl_run(&dc, p);
-                const double t = now() - t0;
+                const double t = spk_seconds() - t0;
                 if (r > 0 && t < best[p][nc]) best[p][nc] = t;
 #endif
             }

@@ -11,6 +11,7 @@
 #include "io/rng.h"
 #ifdef SPKDDP_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/base/clock.h"
 #endif
 
 #include <stddef.h>
@@ -40,12 +41,6 @@ static const opt_t opts[] = {
 };
 static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
                                   (int)(sizeof opts / sizeof opts[0])};
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
 // SE and embedding layers once.
@@ -101,7 +96,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         if (s == o.warmup) {
             be->sync();
             comm_barrier(comm);
-            t0 = seconds();
+            t0 = spk_seconds();
         }
         be->vec_zero(m->grads, (size_t)m->table.total);
         grad_sync_begin(&gs, m);
@@ -114,7 +109,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     }
     be->sync();
     comm_barrier(comm);
-    double dt = seconds() - t0;
+    double dt = spk_seconds() - t0;
     double sps = (double)o.steps * B * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -20,6 +20,7 @@
 #include "io/dataset.h"
 #include "io/fbank.h"
 #include "io/h5util.h"
+#include "kernels/base/clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -330,12 +331,6 @@ static int owner_of(int64_t n, int k, int64_t i) {
     return r;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // Writes this rank's rows [row0, row0 + rows) of /features in rounds of at most 64 MiB per
 // rank, every round collective (ranks with nothing left select nothing).
 static void write_rows(const comm_t *comm, hid_t dset, hid_t dxpl, int64_t row0, int64_t rows, int64_t dim,
@@ -374,7 +369,7 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     if (!o.wav_scp[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --wav-scp is required");
     if (!o.utt2spk[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --utt2spk is required");
     if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
-    const double t_start = now_s();
+    const double t_start = spk_seconds();
     const int K = comm->size, me = comm->rank;
     const int64_t dim = o.num_bins;
     char tmp_path[OPT_STR_MAX + 8];
@@ -578,7 +573,7 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
         printf("wrote %s: %lld utterances (%.1f s of audio, %lld resampled to %lld Hz), %lld speakers, "
                "%lld frames x %lld log-mel (%lld..%lld per utterance) in %.2f s on %d rank%s\n",
                o.out, (long long)N, secs, (long long)n_resampled, (long long)o.sample_rate, (long long)S,
-               (long long)total, (long long)dim, (long long)mn, (long long)mx, now_s() - t_start, K, K > 1 ? "s" : "");
+               (long long)total, (long long)dim, (long long)mn, (long long)mx, spk_seconds() - t_start, K, K > 1 ? "s" : "");
         fflush(stdout);
         free(offsets);
         free(all_frames);

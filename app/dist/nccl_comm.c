@@ -2,6 +2,7 @@
 
 #include "kernels/base/check.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/base/clock.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -34,12 +35,6 @@ struct nccl_comm {
             spk_die(SPK_EXIT_FAILURE, "CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_rc_));        \
     } while (0)
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     nccl_comm_t *n = callocCheck(1, sizeof *n);
     n->timeout_s = timeout_s;
@@ -57,7 +52,7 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
 
 // Waits for the allreduce with a deadline, watching for NCCL's asynchronous errors.
 static void wait_done(nccl_comm_t *n, int64_t count) {
-    const double deadline = now() + n->timeout_s;
+    const double deadline = spk_seconds() + n->timeout_s;
     const struct timespec nap = {0, 20 * 1000};  // 20 us
     for (;;) {
         cudaError_t q = cudaEventQuery(n->done);
@@ -71,7 +66,7 @@ static void wait_done(nccl_comm_t *n, int64_t count) {
             spk_die(SPK_EXIT_FAILURE, "NCCL gradient allreduce failed (%s: %s); is a peer rank gone?",
                     ncclGetErrorString(async), ncclGetLastError(NULL));
         }
-        if (now() > deadline) {
+        if (spk_seconds() > deadline) {
             ncclCommAbort(n->comm);
             spk_die(SPK_EXIT_FAILURE,
                     "NCCL gradient allreduce of %lld floats over %d ranks did not finish in %.0f s: a peer rank is "

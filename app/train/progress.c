@@ -1,18 +1,13 @@
 #include "app/train/progress.h"
+#include "kernels/base/clock.h"
 
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void progress_init(progress_t *p, double interval, int rank) {
     *p = (progress_t){.interval = rank == 0 ? interval : 0, .tty = rank == 0 && isatty(STDOUT_FILENO)};
-    p->last = p->window_t0 = now();
+    p->last = p->window_t0 = spk_seconds();
 }
 
 static void fmt_time(char *buf, size_t cap, double s) {
@@ -25,7 +20,7 @@ static void fmt_time(char *buf, size_t cap, double s) {
 void progress_step(progress_t *p, int64_t samples, double loss, int64_t epoch, int64_t epochs, int64_t step,
                    int64_t steps) {
     if (p->interval <= 0 && !p->tty) return;
-    double t = now();
+    double t = spk_seconds();
     p->window_samples += samples;
     p->loss_sum += loss;
     p->loss_n++;

@@ -16,6 +16,7 @@
 #include "io/loader.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
+#include "kernels/base/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,12 +53,6 @@ typedef struct {
     int stop_signal;  // a signal every rank agreed to stop on (0: none)
     progress_t progress;
 } trainer_t;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---- checkpoints --------------------------------------------------------------------------
 
@@ -405,10 +400,10 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
         sampler_set_epoch(&t->sampler, t->epoch);
         if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
         while (t->step_in_epoch < steps) {
-            double t0 = now_seconds();
+            double t0 = spk_seconds();
             int64_t before = t->ep_count;
             double loss = train_step(t, t->step_in_epoch);
-            t->ep_seconds += now_seconds() - t0;
+            t->ep_seconds += spk_seconds() - t0;
             progress_step(&t->progress, t->ep_count - before, loss, t->epoch, cfg->epochs, t->step_in_epoch, steps);
             int at_max = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
             if (t->step_in_epoch >= steps) break;  // the epoch end checkpoints
