@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct {
@@ -417,7 +418,10 @@ static void compute_write(prep_t *p, dataset_writer_t *w, const plan_t *pl, doub
 
 static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audio_s, int64_t resampled) {
     double secs = 0;
-    int64_t n_resampled = 0;
+    int64_t n_resampled = 0, peak_kib = 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    mpiCheck(MPI_Reduce(&(int64_t){ru.ru_maxrss}, &peak_kib, 1, MPI_INT64_T, MPI_MAX, 0, p->comm->world));
     mpiCheck(MPI_Reduce(&audio_s, &secs, 1, MPI_DOUBLE, MPI_SUM, 0, p->comm->world));
     mpiCheck(MPI_Reduce(&resampled, &n_resampled, 1, MPI_INT64_T, MPI_SUM, 0, p->comm->world));
     dataset_writer_note_str(w, "features", "kaldi-fbank");
@@ -452,7 +456,8 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
             printf("%lld frames x %lld log-mel (%lld..%lld per utterance)", (long long)total, (long long)p->o.num_bins,
                    (long long)mn, (long long)mx);
         double el = spk_seconds() - p->t0;
-        printf(" in %.2f s on %d rank%s (%.2f h of audio/s)\n", el, K, K > 1 ? "s" : "", secs / 3600.0 / el);
+        printf(" in %.2f s on %d rank%s (%.2f h of audio/s), peak RSS %.1f MiB per rank\n", el, K, K > 1 ? "s" : "",
+               secs / 3600.0 / el, (double)peak_kib / 1024.0);
         fflush(stdout);
     }
     free(labels);
