@@ -162,7 +162,7 @@ static int threads_from_env(void) {
     if (!e || !*e) return 1;
     char *end = NULL;
     long v = strtol(e, &end, 10);
-    if (*end || v < 0 || v > 64) spk_die(SPK_EXIT_USAGE, "SPKDDP_LOADER_THREADS=%s is not a thread count in 0..64", e);
+    if (*end || v < 0 || v > 64) spk_fail_all(SPK_EXIT_USAGE, "SPKDDP_LOADER_THREADS=%s is not a thread count in 0..64", e);
     return (int)v;
 }
 
