@@ -1,6 +1,6 @@
 // Random-crop reads against the chunk layout of /features and /audio (not a test):
 //   mpiexec -n 2 build/tests/bench_chunks [DIR]
-// writes a synthetic fbank dataset and an audio dataset (1000 utterances of 2-6 s) with
+// writes a synthetic fbank dataset and an audio dataset (1000 utterances of 3-7 s) with
 // chunks of 64 KiB .. 4 MiB, with and without gzip, and times the collective reads of a
 // training step (16 random 2 s crops per rank), as io/loader.c issues them.
 #include "kernels/base/check.h"
@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     const char *dir = argc > 1 ? argv[1] : ".";
     int64_t secs[UTTS];
-    for (int i = 0; i < UTTS; i++) secs[i] = 2 + i % 5;
+    for (int i = 0; i < UTTS; i++) secs[i] = 3 + i % 5;
     const int64_t chunks[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20};
     if (rank == 0) printf("%-6s %-9s %-7s %10s %12s\n", "store", "chunk", "gzip", "file MB", "read ms/step");
     for (int audio = 0; audio < 2; audio++)

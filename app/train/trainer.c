@@ -38,7 +38,7 @@ typedef struct {
     lr_schedule_t sched;
     int64_t *idx;          // (batch,) this step's sample indices
     int64_t steps;         // per epoch
-    int64_t next_step;     // the step of this epoch whose batch is in flight (-1: none)
+    int64_t prefetched;    // steps of this epoch whose batches were handed to the loader
     float *scratch;        // (num_params,) divergence check
     // position
     int64_t epoch;             // epoch in progress
@@ -268,25 +268,26 @@ static void end_epoch(trainer_t *t) {
         spk_fail_all(SPK_EXIT_NUMERIC, "replicas diverged: max |theta_r - theta_0| = %g after epoch %lld", div,
                      (long long)t->epoch + 1);
     t->epoch++;
-    t->samples_in_epoch = t->step_in_epoch = 0;
+    t->samples_in_epoch = t->step_in_epoch = t->prefetched = 0;
     t->ep_loss_sum = t->ep_seconds = t->ep_data_wait = 0.0;
     t->ep_correct = t->ep_count = 0;
 }
 
-static void prefetch_step(trainer_t *t, int64_t step) {
-    int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
-    loader_prefetch(&t->loader, t->epoch, t->idx, n);
+// Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
+static void prefetch_until(trainer_t *t, int64_t upto) {
+    for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
+        int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+        loader_prefetch(&t->loader, t->epoch, t->idx, n);
+    }
 }
 
 // One synchronous data-parallel step. Returns the global mean loss of the step.
 static double train_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
-    // The next step's crops are read now (collective, this thread) and turned into frames by
-    // the loader's threads while this step computes.
+    // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
     double w0 = spk_seconds();
-    if (t->next_step != step) prefetch_step(t, step);
-    t->next_step = step + 1 < t->steps ? step + 1 : -1;
-    if (t->next_step >= 0) prefetch_step(t, step + 1);
+    if (t->prefetched < step) t->prefetched = step;  // resumed mid-epoch
+    prefetch_until(t, step + 2);
     const batch_t *b = loader_wait(&t->loader);
     t->ep_data_wait += spk_seconds() - w0;
     m->be->vec_zero(m->grads, (size_t)m->table.total);
@@ -302,6 +303,11 @@ static double train_step(trainer_t *t, int64_t step) {
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
+    // Every rank has just left the allreduce, so the collective read of step + 2's crops
+    // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
+    w0 = spk_seconds();
+    prefetch_until(t, step + 3);
+    t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
@@ -367,7 +373,6 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
     loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
     int64_t steps = sampler_steps(&t->sampler, cfg->batch);
-    t->next_step = -1;
     const int64_t tail = t->sampler.per_rank - (steps - 1) * cfg->batch;  // samples of the last step
     if (cfg->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
