@@ -1,6 +1,7 @@
 #include "io/dataset.h"
 
 #include "kernels/base/check.h"
+#include "io/fbank.h"
 #include "io/h5util.h"
 
 #include <errno.h>
@@ -22,6 +23,8 @@ typedef struct {
     int64_t num_utts, num_speakers, visual_ratio;
     int has_visual;
     shape_t audio, visual;
+    int64_t sample_rate, frame_length, frame_shift;  // audio datasets
+    double frame_length_ms, frame_shift_ms;
 } header_t;
 
 static int bad(header_t *h, const char *fmt, ...) SPK_PRINTF(2, 3);
@@ -73,11 +76,44 @@ static int check_stream(hid_t f, const char *path, const char *group, int64_t di
     return 0;
 }
 
+// An audio dataset: /audio int16 samples, /offsets in samples, the fbank's mel bins as
+// feature_dim and its frame geometry from sample_rate (and frame_length_ms, frame_shift_ms).
+static int check_audio(hid_t f, const char *path, header_t *h) {
+    double len_ms = 25.0, shift_ms = 10.0;
+    if (h5_attr_read_i64(f, "sample_rate", &h->sample_rate) != 0 || h->sample_rate <= 0)
+        return bad(h, "%s: audio dataset: attribute 'sample_rate' is missing or not a positive integer", path);
+    if (h5_attr_exists(f, "frame_length_ms") && h5_attr_read_f64(f, "frame_length_ms", &len_ms) != 0) len_ms = 0;
+    if (h5_attr_exists(f, "frame_shift_ms") && h5_attr_read_f64(f, "frame_shift_ms", &shift_ms) != 0) shift_ms = 0;
+    h->frame_length_ms = len_ms;
+    h->frame_shift_ms = shift_ms;
+    h->frame_length = fbank_samples_of_ms((int)h->sample_rate, len_ms);
+    h->frame_shift = fbank_samples_of_ms((int)h->sample_rate, shift_ms);
+    if (h->frame_length < 2 || h->frame_shift < 1)
+        return bad(h, "%s: audio dataset: frames of %g ms every %g ms are too short at %lld Hz", path, len_ms, shift_ms,
+                   (long long)h->sample_rate);
+    hsize_t dims[2], od[2];
+    if (h5_dataset_shape(f, "audio", dims, 1) != 1) return bad(h, "%s: dataset '/audio' (int16 [total_samples]) is missing or not 1-D", path);
+    hid_t d = H5Dopen2(f, "audio", H5P_DEFAULT);
+    hid_t t = H5Dget_type(d);
+    int is_int = H5Tget_class(t) == H5T_INTEGER;
+    H5Tclose(t);
+    H5Dclose(d);
+    if (!is_int) return bad(h, "%s: dataset '/audio' must hold integer (int16) samples", path);
+    if (h5_dataset_shape(f, "offsets", od, 1) != 1 || od[0] < 2)
+        return bad(h, "%s: '/audio' needs a 1-D dataset '/offsets' of N+1 int64", path);
+    h->num_utts = (int64_t)od[0] - 1;
+    h->audio.variable = 1;
+    h->audio.rows = (int64_t)dims[0];
+    return 0;
+}
+
 static int check_header(hid_t f, const char *path, header_t *h) {
     char fmt[64];
     int64_t version;
-    if (h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) != 0 || strcmp(fmt, DATASET_FORMAT) != 0)
-        return bad(h, "%s: root attribute 'spkddp_format' must be the string \"features\"", path);
+    int audio = 0;
+    if (h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) != 0 ||
+        (strcmp(fmt, DATASET_FORMAT) != 0 && !(audio = strcmp(fmt, DATASET_FORMAT_AUDIO) == 0)))
+        return bad(h, "%s: root attribute 'spkddp_format' must be the string \"features\" or \"audio\"", path);
     if (h5_attr_read_i64(f, "version", &version) != 0 || version != DATASET_VERSION)
         return bad(h, "%s: attribute 'version' must be 1 (this spkddp reads dataset format version 1)", path);
     if (h5_attr_read_i64(f, "feature_dim", &h->audio.dim) != 0 || h->audio.dim <= 0)
@@ -85,11 +121,12 @@ static int check_header(hid_t f, const char *path, header_t *h) {
     if (h5_attr_read_i64(f, "num_speakers", &h->num_speakers) != 0 || h->num_speakers <= 0)
         return bad(h, "%s: attribute 'num_speakers' is missing or not a positive integer", path);
     h->num_utts = -1;
-    if (check_stream(f, path, "", h->audio.dim, &h->num_utts, &h->audio, h) != 0) return -1;
+    if (audio ? check_audio(f, path, h) : check_stream(f, path, "", h->audio.dim, &h->num_utts, &h->audio, h)) return -1;
     hsize_t ld[2];
     if (h5_dataset_shape(f, "labels", ld, 1) != 1) return bad(h, "%s: dataset '/labels' (int32 [N]) is missing or not 1-D", path);
     if ((int64_t)ld[0] != h->num_utts) return bad(h, "%s: '/labels' has a different length than the number of utterances", path);
     if (!h5_exists(f, "visual")) return 0;
+    if (audio) return bad(h, "%s: an audio dataset cannot have a '/visual' stream", path);
 
     // The visual stream: its own feature_dim and frame rate; the audio's rate must be an
     // integer multiple, so crops of both streams line up frame for frame.
@@ -125,9 +162,28 @@ static void fill_offsets(stream_t *s, const shape_t *sh, int64_t n) {
         for (int64_t i = 0; i <= n; i++) s->offsets[i] = i * sh->fixed_frames;
 }
 
+// An audio dataset's /offsets count samples; its frame offsets are the fbank frames of each
+// utterance, which must have at least one.
+static int audio_frames(const char *path, header_t *h, dataset_t *ds) {
+    const int64_t n = h->num_utts;
+    int64_t *frames = ds->audio.offsets;
+    frames[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t samples = ds->wave.offsets[i + 1] - ds->wave.offsets[i];
+        int64_t t = fbank_frames_of(samples, h->frame_length, h->frame_shift);
+        if (t < 1)
+            return bad(h, "%s: utterance %lld has %lld samples, less than one %lld-sample frame", path, (long long)i,
+                       (long long)samples, (long long)h->frame_length);
+        frames[i + 1] = frames[i] + t;
+    }
+    return 0;
+}
+
 static int check_arrays(const char *path, header_t *h, dataset_t *ds) {
     const int64_t n = h->num_utts;
-    if (h->audio.variable && check_offsets(path, "/offsets", ds->audio.offsets, n, h->audio.rows, h)) return -1;
+    if (h->sample_rate > 0) {
+        if (check_offsets(path, "/offsets", ds->wave.offsets, n, h->audio.rows, h) || audio_frames(path, h, ds)) return -1;
+    } else if (h->audio.variable && check_offsets(path, "/offsets", ds->audio.offsets, n, h->audio.rows, h)) return -1;
     for (int64_t i = 0; i < n; i++)
         if (ds->labels[i] < 0 || ds->labels[i] >= h->num_speakers)
             return bad(h, "%s: '/labels'[%lld] = %d is outside [0, num_speakers=%lld)", path, (long long)i, ds->labels[i],
@@ -146,6 +202,7 @@ static void stream_open(dataset_t *ds, stream_t *s, const char *name, const shap
     snprintf(s->name, sizeof s->name, "/%s", name);
     s->variable = sh->variable;
     s->dim = sh->dim;
+    s->mem_type = H5T_NATIVE_FLOAT;
     s->features = h5Check(H5Dopen2(ds->file, name, H5P_DEFAULT), "%s: cannot open '/%s'", ds->path, name);
 }
 
@@ -173,9 +230,11 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
         int64_t n = h.num_utts;
         ds->audio.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         ds->visual.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
+        ds->wave.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         ds->labels = mallocCheck((size_t)n * sizeof(int32_t));
         h5_read_array(ds->file, "labels", H5T_NATIVE_INT32, ds->labels, path);
-        if (h.audio.variable) h5_read_array(ds->file, "offsets", H5T_NATIVE_INT64, ds->audio.offsets, path);
+        if (h.sample_rate > 0) h5_read_array(ds->file, "offsets", H5T_NATIVE_INT64, ds->wave.offsets, path);
+        else if (h.audio.variable) h5_read_array(ds->file, "offsets", H5T_NATIVE_INT64, ds->audio.offsets, path);
         if (h.has_visual && h.visual.variable) h5_read_array(ds->file, "visual/offsets", H5T_NATIVE_INT64, ds->visual.offsets, path);
         fill_offsets(&ds->audio, &h.audio, n);
         if (h.has_visual) fill_offsets(&ds->visual, &h.visual, n);
@@ -193,11 +252,27 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     if (rank != 0) {
         ds->audio.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         ds->visual.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
+        ds->wave.offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         ds->labels = mallocCheck((size_t)n * sizeof(int32_t));
     }
     mpiCheck(MPI_Bcast(ds->audio.offsets, (int)(n + 1), MPI_INT64_T, 0, comm));
     mpiCheck(MPI_Bcast(ds->labels, (int)n, MPI_INT32_T, 0, comm));
-    stream_open(ds, &ds->audio, "features", &h.audio);
+    if (h.sample_rate > 0) {  // the samples; /features is computed from them (ds->audio has offsets only)
+        mpiCheck(MPI_Bcast(ds->wave.offsets, (int)(n + 1), MPI_INT64_T, 0, comm));
+        snprintf(ds->audio.name, sizeof ds->audio.name, "/features");
+        ds->audio.variable = 1;
+        ds->audio.dim = h.audio.dim;
+        stream_open(ds, &ds->wave, "audio", &(shape_t){.variable = 1, .dim = 1});
+        ds->wave.mem_type = H5T_NATIVE_INT16;
+        ds->wave.samples = 1;
+        ds->sample_rate = h.sample_rate;
+        ds->frame_length = h.frame_length;
+        ds->frame_shift = h.frame_shift;
+        ds->frame_length_ms = h.frame_length_ms;
+        ds->frame_shift_ms = h.frame_shift_ms;
+    } else {
+        stream_open(ds, &ds->audio, "features", &h.audio);
+    }
     if (h.has_visual) {
         mpiCheck(MPI_Bcast(ds->visual.offsets, (int)(n + 1), MPI_INT64_T, 0, comm));
         stream_open(ds, &ds->visual, "visual/features", &h.visual);
@@ -211,9 +286,11 @@ void dataset_close(dataset_t *ds) {
     if (ds->dxpl > 0) H5Pclose(ds->dxpl);
     if (ds->audio.features > 0) H5Dclose(ds->audio.features);
     if (ds->visual.features > 0) H5Dclose(ds->visual.features);
+    if (ds->wave.features > 0) H5Dclose(ds->wave.features);
     if (ds->file > 0) H5Fclose(ds->file);
     free(ds->audio.offsets);
     free(ds->visual.offsets);
+    free(ds->wave.offsets);
     free(ds->labels);
     free(ds->stage);
     free(ds->order);

@@ -1,11 +1,15 @@
-// Feature datasets (HDF5, contract in docs/dataset-format.md), read in parallel through
-// MPI-IO: every rank opens the file collectively and reads only the frames it was given.
+// Feature and audio datasets (HDF5, contract in docs/dataset-format.md), read in parallel
+// through MPI-IO: every rank opens the file collectively and reads only the frames (or
+// samples) it was given. An audio dataset holds 16-bit waveforms; its frames are those of the
+// Kaldi fbank computed from them (25 ms windows, 10 ms hop, snip edges), so samplers and
+// crops see the same frame counts as in the fbank dataset prepared from the same audio.
 #pragma once
 #include <hdf5.h>
 #include <mpi.h>
 #include <stdint.h>
 
 #define DATASET_FORMAT "features"
+#define DATASET_FORMAT_AUDIO "audio"
 #define DATASET_VERSION 1
 #define DATASET_AUDIO_RATE 100  // audio frames per second unless the root attribute frame_rate says otherwise
 
@@ -16,13 +20,15 @@ typedef struct {
     int64_t count;
 } segment_t;
 
-// One stream of frames: the audio features, or the /visual stream.
+// One stream of rows: the audio features, the /visual stream, or the /audio samples.
 typedef struct {
-    char name[32];     // "/features" or "/visual/features", for messages
-    hid_t features;    // (N, T, F) fixed or (rows, F) variable
-    int variable;      // 1 when (rows, F) with offsets
-    int64_t dim;       // F
-    int64_t *offsets;  // (N+1,) first frame of each utterance (i*T when fixed)
+    char name[32];     // "/features", "/visual/features" or "/audio", for messages
+    hid_t features;    // (N, T, F) fixed, (rows, F) variable, or (rows,) samples
+    int variable;      // 1 when (rows, F) or (rows,) with offsets
+    int64_t dim;       // F, or 1 for samples
+    int64_t *offsets;  // (N+1,) first row of each utterance (i*T when fixed)
+    hid_t mem_type;    // H5T_NATIVE_FLOAT, or H5T_NATIVE_INT16 for samples
+    int samples;       // 1 for the 1-D /audio stream
 } stream_t;
 
 typedef struct {
@@ -32,12 +38,18 @@ typedef struct {
     int64_t num_utts;      // N
     int64_t num_speakers;  // labels are in [0, num_speakers)
     int32_t *labels;       // (N,)
-    stream_t audio;        // /features (+ /offsets)
+    stream_t audio;        // /features (+ /offsets); for an audio dataset, the fbank frames
+                           // its samples give (offsets only, no HDF5 dataset)
+    stream_t wave;         // /audio (+ /offsets in samples) of an audio dataset; dim 0 otherwise
+    int64_t sample_rate;   // audio dataset: samples per second (0 for a feature dataset)
+    int64_t frame_length;  // audio dataset: fbank window and hop in samples (400, 160 at 16 kHz)
+    int64_t frame_shift;
+    double frame_length_ms, frame_shift_ms;  // the same in milliseconds (25, 10)
     stream_t visual;       // /visual/features (+ /visual/offsets); dim 0 when absent
     int64_t visual_ratio;  // audio frames per visual frame (frame rates' ratio, an integer)
     int64_t feature_dim;   // = audio.dim
     // Reused read buffers (no per-step allocation after warm-up).
-    float *stage;          // (stage_cap,)
+    char *stage;           // (stage_cap,) bytes
     int64_t stage_cap;
     int64_t *order;        // (order_cap,) segment permutation sorted by file position
     int64_t *stage_at;     // (order_cap,) where each segment starts in `stage`, in frames
@@ -50,7 +62,13 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm);
 static inline int64_t stream_frames(const stream_t *s, int64_t utt) { return s->offsets[utt + 1] - s->offsets[utt]; }
 static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) { return stream_frames(&ds->audio, utt); }
 // Collective: every rank calls it the same number of times, with n >= 0 segments. Writes
-// the frames of each segment one after another into out ((sum of counts), dim). Frames that
-// are NaN or Inf stop the job with the utterance named.
-void dataset_read(dataset_t *ds, const stream_t *s, int n, const segment_t *segs, float *out);
+// the rows of each segment one after another into out ((sum of counts), dim) of the
+// stream's type (float, or int16 for /audio). Frames that are NaN or Inf stop the job with
+// the utterance named.
+void dataset_read(dataset_t *ds, const stream_t *s, int n, const segment_t *segs, void *out);
+// Audio dataset: the samples that frames [start, start + count) of an utterance are
+// computed from (snip edges: frame t covers samples [t S, t S + L)).
+static inline segment_t dataset_frames_to_samples(const dataset_t *ds, segment_t frames) {
+    return (segment_t){frames.utt, frames.start * ds->frame_shift, (frames.count - 1) * ds->frame_shift + ds->frame_length};
+}
 void dataset_close(dataset_t *ds);

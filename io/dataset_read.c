@@ -15,7 +15,7 @@ static int cmp_seg(const void *a, const void *b) {
     return 0;
 }
 
-static void reserve(dataset_t *ds, int n, int64_t floats) {
+static void reserve(dataset_t *ds, int n, int64_t bytes) {
     if (n > ds->order_cap) {
         free(ds->order);
         free(ds->stage_at);
@@ -23,10 +23,10 @@ static void reserve(dataset_t *ds, int n, int64_t floats) {
         ds->order = mallocCheck((size_t)n * sizeof(int64_t));
         ds->stage_at = mallocCheck((size_t)n * sizeof(int64_t));
     }
-    if (floats > ds->stage_cap) {
+    if (bytes > ds->stage_cap) {
         free(ds->stage);
-        ds->stage_cap = floats;
-        ds->stage = mallocCheck((size_t)floats * sizeof(float));
+        ds->stage_cap = bytes;
+        ds->stage = mallocCheck((size_t)bytes);
     }
 }
 
@@ -34,7 +34,10 @@ static void reserve(dataset_t *ds, int n, int64_t floats) {
 static void select_run(const dataset_t *ds, const stream_t *s, hid_t fspace, int64_t utt, int64_t start, int64_t count,
                        int first) {
     H5S_seloper_t op = first ? H5S_SELECT_SET : H5S_SELECT_OR;
-    if (s->variable) {
+    if (s->samples) {
+        hsize_t off = (hsize_t)(s->offsets[utt] + start), cnt = (hsize_t)count;
+        h5Check(H5Sselect_hyperslab(fspace, op, &off, NULL, &cnt, NULL), "%s: cannot select samples of '%s'", ds->path, s->name);
+    } else if (s->variable) {
         hsize_t off[2] = {(hsize_t)(s->offsets[utt] + start), 0};
         hsize_t cnt[2] = {(hsize_t)count, (hsize_t)s->dim};
         h5Check(H5Sselect_hyperslab(fspace, op, off, NULL, cnt, NULL), "%s: cannot select frames of '%s'", ds->path, s->name);
@@ -45,8 +48,18 @@ static void select_run(const dataset_t *ds, const stream_t *s, hid_t fspace, int
     }
 }
 
-void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *segs, float *out) {
+// NaN or Inf in m floats stops the job, naming the utterance, frame and dimension.
+static void check_finite(const dataset_t *ds, const stream_t *st, const segment_t *s, const float *x, int64_t m) {
     const int64_t F = st->dim;
+    for (int64_t j = 0; j < m; j++)
+        if (!isfinite(x[j]))
+            spk_die(SPK_EXIT_DATA, "%s: '%s' holds NaN or Inf in utterance %lld (frame %lld, dim %lld)", ds->path, st->name,
+                    (long long)s->utt, (long long)(s->start + j / F), (long long)(j % F));
+}
+
+void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *segs, void *out) {
+    const int64_t F = st->dim;
+    const size_t elem = H5Tget_size(st->mem_type), row_bytes = (size_t)F * elem;
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const segment_t *s = &segs[i];
@@ -54,7 +67,7 @@ void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *seg
                    s->start + s->count <= stream_frames(st, s->utt));
         total += s->count;
     }
-    reserve(ds, n, total * F);
+    reserve(ds, n, total * (int64_t)row_bytes);
 
     // HDF5 fills the memory buffer in file order whatever order the hyperslabs were OR-ed
     // in, and merges overlaps. So: sort segments by file position, merge overlapping runs
@@ -89,21 +102,17 @@ void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *seg
     hsize_t mdim = (hsize_t)(staged * F);
     hid_t mspace = h5Check(H5Screate_simple(1, mdim ? &mdim : (hsize_t[]){1}, NULL), "%s: cannot create memory space", ds->path);
     if (runs == 0) H5Sselect_none(mspace);
-    h5Check(H5Dread(st->features, H5T_NATIVE_FLOAT, mspace, fspace, ds->dxpl, ds->stage), "%s: reading '%s' failed",
+    h5Check(H5Dread(st->features, st->mem_type, mspace, fspace, ds->dxpl, ds->stage), "%s: reading '%s' failed",
             ds->path, st->name);
     H5Sclose(mspace);
     H5Sclose(fspace);
 
-    float *dst = out;
+    char *dst = out;
     for (int i = 0; i < n; i++) {
-        const float *src = ds->stage + ds->stage_at[i] * F;
-        int64_t m = segs[i].count * F;
-        for (int64_t j = 0; j < m; j++) {
-            if (!isfinite(src[j]))
-                spk_die(SPK_EXIT_DATA, "%s: '%s' holds NaN or Inf in utterance %lld (frame %lld, dim %lld)", ds->path,
-                        st->name, (long long)segs[i].utt, (long long)(segs[i].start + j / F), (long long)(j % F));
-        }
-        memcpy(dst, src, (size_t)m * sizeof(float));
-        dst += m;
+        const char *src = ds->stage + ds->stage_at[i] * (int64_t)row_bytes;
+        size_t bytes = (size_t)segs[i].count * row_bytes;
+        if (st->mem_type == H5T_NATIVE_FLOAT) check_finite(ds, st, &segs[i], (const float *)src, segs[i].count * F);
+        memcpy(dst, src, bytes);
+        dst += bytes;
     }
 }

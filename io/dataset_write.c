@@ -1,6 +1,7 @@
 #include "io/dataset_write.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
 
@@ -9,122 +10,186 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Chunks of about 256 KiB: small enough that a rank reading random utterances does not
-// drag in much it does not need, large enough to keep metadata small.
+// Chunks of about 256 KiB along the rows: a rank reading random crops drags in little it
+// does not need, and the chunk index stays small (docs/dataset-format.md has the measurements).
 #define CHUNK_BYTES (256 * 1024)
 
-// A chunked float32 dataset: (N, T, F) when fixed_frames > 0, else (rows, F).
-static hid_t create_features(hid_t loc, const char *name, const char *path, int64_t num_utts, int64_t fixed_frames,
-                             int64_t rows, int64_t dim) {
+// A chunked dataset of `type`: (N, T, F) when fixed_frames > 0, else (rows, F), or (rows,)
+// when dim is 0. Space is allocated at creation (as parallel HDF5 requires) and never
+// filled: every row is written once, so a fill would only double the I/O.
+static hid_t create_rows(hid_t loc, const char *name, const char *path, hid_t type, int64_t num_utts,
+                         int64_t fixed_frames, int64_t rows, int64_t dim, int64_t chunk_bytes, int deflate) {
     hsize_t dims[3], chunk[3];
     int rank;
-    hsize_t frame_bytes = (hsize_t)dim * sizeof(float);
+    const hsize_t target = (hsize_t)(chunk_bytes > 0 ? chunk_bytes : CHUNK_BYTES);
+    const hsize_t row_bytes = (hsize_t)(dim > 0 ? dim : 1) * H5Tget_size(type);
     if (fixed_frames > 0) {
         rank = 3;
         dims[0] = (hsize_t)num_utts; dims[1] = (hsize_t)fixed_frames; dims[2] = (hsize_t)dim;
-        hsize_t utt_bytes = (hsize_t)fixed_frames * frame_bytes;
-        chunk[0] = utt_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / utt_bytes;
-        if (chunk[0] > dims[0]) chunk[0] = dims[0];
+        hsize_t utt_bytes = (hsize_t)fixed_frames * row_bytes;
+        chunk[0] = utt_bytes >= target ? 1 : target / utt_bytes;
         chunk[1] = dims[1]; chunk[2] = dims[2];
     } else {
-        rank = 2;
+        rank = dim > 0 ? 2 : 1;
         dims[0] = (hsize_t)rows; dims[1] = (hsize_t)dim;
-        chunk[0] = frame_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / frame_bytes;
-        if (chunk[0] > dims[0]) chunk[0] = dims[0];
+        chunk[0] = row_bytes >= target ? 1 : target / row_bytes;
         chunk[1] = dims[1];
     }
+    if (chunk[0] > dims[0]) chunk[0] = dims[0];
+    if (chunk[0] < 1) chunk[0] = 1;
     hid_t space = h5Check(H5Screate_simple(rank, dims, NULL), "%s: cannot create dataspace", path);
     hid_t dcpl = h5Check(H5Pcreate(H5P_DATASET_CREATE), "%s: cannot create properties", path);
     h5Check(H5Pset_chunk(dcpl, rank, chunk), "%s: cannot set chunking", path);
-    hid_t d = h5Check(H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
-                      "%s: cannot create '%s'", path, name);
+    h5Check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "%s: cannot turn off fill values", path);
+    if (deflate > 0) h5Check(H5Pset_deflate(dcpl, (unsigned)deflate), "%s: cannot set compression", path);
+    hid_t d = h5Check(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "%s: cannot create '%s'", path,
+                      name);
     H5Pclose(dcpl);
     H5Sclose(space);
     return d;
 }
 
-void dataset_writer_create(dataset_writer_t *w, const char *path, int64_t num_utts, int64_t feature_dim,
-                           int64_t num_speakers, int64_t fixed_frames, const int64_t *lengths) {
+static int64_t *offsets_of(int64_t n, int64_t fixed, const int64_t *lengths) {
+    int64_t *off = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
+    off[0] = 0;
+    for (int64_t i = 0; i < n; i++) off[i + 1] = off[i] + (fixed > 0 ? fixed : lengths[i]);
+    return off;
+}
+
+void dataset_writer_create(dataset_writer_t *w, const char *path, MPI_Comm comm, const dataset_layout_t *lay) {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp_path, sizeof w->tmp_path, "%s.tmp", path);
-    w->num_utts = num_utts;
-    w->feature_dim = feature_dim;
-    w->fixed_frames = fixed_frames;
-    w->offsets = mallocCheck((size_t)(num_utts + 1) * sizeof(int64_t));
-    w->offsets[0] = 0;
-    for (int64_t i = 0; i < num_utts; i++)
-        w->offsets[i + 1] = w->offsets[i] + (fixed_frames > 0 ? fixed_frames : lengths[i]);
+    w->comm = comm;
+    mpiCheck(MPI_Comm_rank(comm, &w->rank));
+    w->lay = *lay;
+    w->lay.lengths = NULL;
+    const int audio = lay->sample_rate > 0;
+    SPK_ASSERT(!(audio && lay->fixed_frames > 0));
+    w->offsets = offsets_of(lay->num_utts, lay->fixed_frames, lay->lengths);
+    w->row_width = audio ? 1 : lay->feature_dim;
+    w->mem_type = audio ? H5T_NATIVE_INT16 : H5T_NATIVE_FLOAT;
 
     h5_quiet();
-    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS), "%s: cannot create file access properties", w->tmp_path);
+    h5Check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "%s: cannot select the MPI-IO driver", w->tmp_path);
+    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
     if (w->file < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot create the dataset file", w->tmp_path);
-    h5_attr_write_str(w->file, "spkddp_format", DATASET_FORMAT, path);
-    h5_attr_write_i64(w->file, "version", DATASET_VERSION, path);
-    h5_attr_write_i64(w->file, "feature_dim", feature_dim, path);
-    h5_attr_write_i64(w->file, "num_speakers", num_speakers, path);
-
-    w->features = create_features(w->file, "features", path, num_utts, fixed_frames, w->offsets[num_utts], feature_dim);
+    w->rows = audio ? create_rows(w->file, "audio", path, H5T_STD_I16LE, lay->num_utts, 0, w->offsets[lay->num_utts], 0,
+                                  lay->chunk_bytes, lay->deflate)
+                    : create_rows(w->file, "features", path, H5T_IEEE_F32LE, lay->num_utts, lay->fixed_frames,
+                                  w->offsets[lay->num_utts], lay->feature_dim, lay->chunk_bytes, lay->deflate);
+    w->dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER), "%s: cannot create transfer properties", path);
+    h5Check(H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE), "%s: cannot request collective I/O", path);
 }
 
-// Frames of one utterance into (N, T, F) or (rows, F) at its offset.
-static void put_rows(const dataset_writer_t *w, hid_t d, int fixed, int64_t utt, int64_t start, int64_t len, int64_t dim,
-                     const float *frames) {
-    hid_t fspace = H5Dget_space(d);
-    hsize_t moff = (hsize_t)(len * dim);
-    hid_t mspace = H5Screate_simple(1, &moff, NULL);
-    if (fixed) {
-        hsize_t off[3] = {(hsize_t)utt, 0, 0}, cnt[3] = {1, (hsize_t)len, (hsize_t)dim};
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL);
+// Rows [row0, row0 + rows) of a (rows, width) or (N, T, F) dataset; an empty selection
+// when rows is 0 (the call stays collective).
+static void write_rows(const dataset_writer_t *w, hid_t d, hid_t mem_type, int64_t row0, int64_t rows, int64_t width,
+                       int fixed_frames, const void *data) {
+    hid_t fspace = h5Check(H5Dget_space(d), "%s: cannot get a dataspace", w->path);
+    hsize_t m = (hsize_t)(rows > 0 ? rows * width : 1);
+    hid_t mspace = h5Check(H5Screate_simple(1, &m, NULL), "%s: cannot create a memory space", w->path);
+    if (rows == 0) {
+        h5Check(H5Sselect_none(fspace), "%s: cannot select nothing", w->path);
+        h5Check(H5Sselect_none(mspace), "%s: cannot select nothing", w->path);
+    } else if (fixed_frames > 0) {  // whole utterances of (N, T, F)
+        SPK_ASSERT(row0 % fixed_frames == 0 && rows % fixed_frames == 0);
+        hsize_t off[3] = {(hsize_t)(row0 / fixed_frames), 0, 0};
+        hsize_t cnt[3] = {(hsize_t)(rows / fixed_frames), (hsize_t)fixed_frames, (hsize_t)width};
+        h5Check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL), "%s: cannot select rows", w->path);
     } else {
-        hsize_t off[2] = {(hsize_t)start, 0}, cnt[2] = {(hsize_t)len, (hsize_t)dim};
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        hsize_t off[2] = {(hsize_t)row0, 0}, cnt[2] = {(hsize_t)rows, (hsize_t)width};
+        h5Check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL), "%s: cannot select rows", w->path);
     }
-    h5Check(H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, frames), "%s: cannot write utterance %lld",
-            w->path, (long long)utt);
+    h5Check(H5Dwrite(d, mem_type, mspace, fspace, w->dxpl, data), "%s: cannot write rows %lld..%lld", w->path,
+            (long long)row0, (long long)(row0 + rows));
     H5Sclose(mspace);
     H5Sclose(fspace);
 }
 
-void dataset_writer_put(dataset_writer_t *w, int64_t utt, const float *frames) {
-    put_rows(w, w->features, w->fixed_frames > 0, utt, w->offsets[utt], w->offsets[utt + 1] - w->offsets[utt],
-             w->feature_dim, frames);
+void dataset_writer_put_rows(dataset_writer_t *w, int64_t row0, int64_t rows, const void *data) {
+    SPK_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= w->offsets[w->lay.num_utts]);
+    write_rows(w, w->rows, w->mem_type, row0, rows, w->row_width, (int)w->lay.fixed_frames, data);
+}
+
+void dataset_writer_put(dataset_writer_t *w, int64_t utt, const void *data) {
+    dataset_writer_put_rows(w, w->offsets[utt], w->offsets[utt + 1] - w->offsets[utt], data);
 }
 
 void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double frame_rate, double audio_rate,
                                const int64_t *lengths) {
     w->visual_dim = visual_dim;
-    w->voffsets = mallocCheck((size_t)(w->num_utts + 1) * sizeof(int64_t));
-    w->voffsets[0] = 0;
-    for (int64_t i = 0; i < w->num_utts; i++) w->voffsets[i + 1] = w->voffsets[i] + lengths[i];
-    h5_attr_write_f64(w->file, "frame_rate", audio_rate, w->path);
+    w->voffsets = offsets_of(w->lay.num_utts, 0, lengths);
+    dataset_writer_note_f64(w, "frame_rate", audio_rate);
     hid_t g = h5Check(H5Gcreate2(w->file, "visual", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "%s: cannot create '/visual'",
                       w->path);
     h5_attr_write_i64(g, "feature_dim", visual_dim, w->path);
     h5_attr_write_f64(g, "frame_rate", frame_rate, w->path);
     H5Gclose(g);
-    w->vfeatures = create_features(w->file, "visual/features", w->path, w->num_utts, 0, w->voffsets[w->num_utts], visual_dim);
+    w->vfeatures = create_rows(w->file, "visual/features", w->path, H5T_IEEE_F32LE, w->lay.num_utts, 0,
+                               w->voffsets[w->lay.num_utts], visual_dim, 0, 0);
 }
 
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames) {
-    put_rows(w, w->vfeatures, 0, utt, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt], w->visual_dim, frames);
+    write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt], w->visual_dim,
+               0, frames);
+}
+
+static dataset_attr_t *new_attr(dataset_writer_t *w, const char *name, char kind) {
+    SPK_ASSERT(w->num_attrs < DATASET_WRITER_ATTRS);
+    dataset_attr_t *a = &w->attrs[w->num_attrs++];
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->kind = kind;
+    return a;
+}
+
+void dataset_writer_note_str(dataset_writer_t *w, const char *name, const char *value) {
+    snprintf(new_attr(w, name, 's')->str, sizeof w->attrs[0].str, "%s", value);
+}
+void dataset_writer_note_i64(dataset_writer_t *w, const char *name, int64_t value) { new_attr(w, name, 'i')->i64 = value; }
+void dataset_writer_note_f64(dataset_writer_t *w, const char *name, double value) { new_attr(w, name, 'f')->f64 = value; }
+
+// Rank 0, on the file reopened serially: the contract's attributes and metadata arrays.
+static void write_metadata(const dataset_writer_t *w, hid_t f, const int32_t *labels, const char *const *utt_ids,
+                           const char *const *speakers) {
+    const char *what = w->tmp_path;
+    const dataset_layout_t *l = &w->lay;
+    h5_attr_write_str(f, "spkddp_format", l->sample_rate > 0 ? DATASET_FORMAT_AUDIO : DATASET_FORMAT, what);
+    h5_attr_write_i64(f, "version", DATASET_VERSION, what);
+    h5_attr_write_i64(f, "feature_dim", l->feature_dim, what);
+    h5_attr_write_i64(f, "num_speakers", l->num_speakers, what);
+    if (l->sample_rate > 0) h5_attr_write_i64(f, "sample_rate", l->sample_rate, what);
+    for (int i = 0; i < w->num_attrs; i++) {
+        const dataset_attr_t *a = &w->attrs[i];
+        if (a->kind == 's') h5_attr_write_str(f, a->name, a->str, what);
+        else if (a->kind == 'i') h5_attr_write_i64(f, a->name, a->i64, what);
+        else h5_attr_write_f64(f, a->name, a->f64, what);
+    }
+    hsize_t n = (hsize_t)l->num_utts, n1 = n + 1;
+    h5_write_array(f, "labels", H5T_STD_I32LE, 1, &n, labels, what);
+    if (l->fixed_frames == 0) h5_write_array(f, "offsets", H5T_STD_I64LE, 1, &n1, w->offsets, what);
+    if (utt_ids) h5_write_strings(f, "utt_ids", utt_ids, l->num_utts, what);
+    if (speakers) h5_write_strings(f, "speakers", speakers, l->num_speakers, what);
+    if (w->visual_dim > 0) h5_write_array(f, "visual/offsets", H5T_STD_I64LE, 1, &n1, w->voffsets, what);
 }
 
 void dataset_writer_finish(dataset_writer_t *w, const int32_t *labels, const char *const *utt_ids,
-                           const char *const *speakers, int64_t num_speakers) {
-    hsize_t n = (hsize_t)w->num_utts, n1 = n + 1;
-    h5_write_array(w->file, "labels", H5T_STD_I32LE, 1, &n, labels, w->path);
-    if (w->fixed_frames == 0) h5_write_array(w->file, "offsets", H5T_STD_I64LE, 1, &n1, w->offsets, w->path);
-    if (utt_ids) h5_write_strings(w->file, "utt_ids", utt_ids, w->num_utts, w->path);
-    if (speakers) h5_write_strings(w->file, "speakers", speakers, num_speakers, w->path);
-    if (w->visual_dim > 0) {
-        h5_write_array(w->file, "visual/offsets", H5T_STD_I64LE, 1, &n1, w->voffsets, w->path);
-        H5Dclose(w->vfeatures);
-    }
-    H5Dclose(w->features);
+                           const char *const *speakers) {
+    if (w->visual_dim > 0) H5Dclose(w->vfeatures);
+    H5Pclose(w->dxpl);
+    H5Dclose(w->rows);
     h5Check(H5Fclose(w->file), "%s: cannot close the dataset file", w->tmp_path);
-    if (rename(w->tmp_path, w->path) != 0)
-        spk_die(SPK_EXIT_FAILURE, "%s: cannot rename into place (%s)", w->path, strerror(errno));
+    if (w->rank == 0) {
+        hid_t f = H5Fopen(w->tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
+        if (f < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot reopen the dataset file to finish it", w->tmp_path);
+        write_metadata(w, f, labels, utt_ids, speakers);
+        h5Check(H5Fclose(f), "%s: cannot close the dataset file", w->tmp_path);
+        if (rename(w->tmp_path, w->path) != 0)
+            spk_die(SPK_EXIT_FAILURE, "%s: cannot rename into place (%s)", w->path, strerror(errno));
+    }
+    mpiCheck(MPI_Barrier(w->comm));  // nobody opens PATH before it is in place
     free(w->offsets);
     free(w->voffsets);
     memset(w, 0, sizeof *w);

@@ -113,9 +113,8 @@ int fbank_init_opts(fbank_t *fb, int sample_rate, const fbank_opts_t *opts, char
     fb->num_bins = opts->num_bins;
     if (sample_rate <= 0) return fail(err, errcap, "sample rate %d is not positive", sample_rate);
     if (opts->num_bins < 3) return fail(err, errcap, "need at least 3 mel bins, got %d", opts->num_bins);
-    // Kaldi: static_cast<int32>(samp_freq * 0.001 * frame_length_ms).
-    fb->frame_length = (int)(sample_rate * 0.001 * opts->frame_length_ms);
-    fb->frame_shift = (int)(sample_rate * 0.001 * opts->frame_shift_ms);
+    fb->frame_length = fbank_samples_of_ms(sample_rate, opts->frame_length_ms);
+    fb->frame_shift = fbank_samples_of_ms(sample_rate, opts->frame_shift_ms);
     if (fb->frame_length < 2 || fb->frame_shift < 1)
         return fail(err, errcap, "frames of %g ms every %g ms are too short at %d Hz", opts->frame_length_ms,
                     opts->frame_shift_ms, sample_rate);
@@ -163,9 +162,15 @@ int fbank_init(fbank_t *fb, int sample_rate, int num_bins) {
     return 0;
 }
 
+// Kaldi: static_cast<int32>(samp_freq * 0.001 * frame_length_ms).
+int fbank_samples_of_ms(int sample_rate, double ms) { return (int)(sample_rate * 0.001 * ms); }
+
+int64_t fbank_frames_of(int64_t n, int64_t frame_length, int64_t frame_shift) {
+    return n < frame_length ? 0 : 1 + (n - frame_length) / frame_shift;
+}
+
 int64_t fbank_num_frames(const fbank_t *fb, int64_t n) {
-    if (n < fb->frame_length) return 0;
-    return 1 + (n - fb->frame_length) / fb->frame_shift;
+    return fbank_frames_of(n, fb->frame_length, fb->frame_shift);
 }
 
 float fbank_bank_weight(const fbank_t *fb, int b, int k) {

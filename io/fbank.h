@@ -68,6 +68,9 @@ int fbank_init_opts(fbank_t *fb, int sample_rate, const fbank_opts_t *opts, char
 int fbank_init(fbank_t *fb, int sample_rate, int num_bins);
 // Number of frames for n samples (snip_edges=true).
 int64_t fbank_num_frames(const fbank_t *fb, int64_t n_samples);
+int64_t fbank_frames_of(int64_t n_samples, int64_t frame_length, int64_t frame_shift);
+// Window or hop of `ms` milliseconds in samples, rounded down as Kaldi does.
+int fbank_samples_of_ms(int sample_rate, double ms);
 // out: (fbank_num_frames(n), num_bins) row-major.
 void fbank_compute(fbank_t *fb, const float *samples, int64_t n, float *out);
 void fbank_free(fbank_t *fb);

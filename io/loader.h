@@ -4,6 +4,18 @@
 // than the crop (or than min_frames) are repeated to length. Optional per-sample mean
 // normalisation (CMN). With the visual stream, the visual crop covers exactly the audio
 // crop's time span (audio crops start and end on visual frame boundaries).
+//
+// From an audio dataset the loader reads the samples of each crop (docs/dataset-format.md:
+// frames [s, s + T) need samples [160 s, 160 (s + T - 1) + 400) at 16 kHz) and computes their
+// Kaldi fbank (io/fbank.h) itself: bitwise the frames the fbank dataset of the same audio
+// holds.
+//
+// Reading ahead: loader_prefetch reads a batch's crops (collective HDF5 reads, on the calling
+// thread: parallel HDF5 is not thread-safe, and the reads take well under 1% of a step,
+// docs/dataset-format.md) and hands each sample to worker threads, which turn crops into
+// frames (fbank, repetition, CMN) while the caller computes. loader_wait returns the oldest
+// batch in flight, helping the workers with what is left. Every sample is computed by one
+// thread from its own crop, so results do not depend on the number of threads.
 #pragma once
 #include "io/dataset.h"
 
@@ -29,19 +41,32 @@ typedef struct {
     int visual;          // also load the visual stream
 } loader_spec_t;
 
+#define LOADER_SLOTS 3  // batches a loader holds: one being used, the rest in flight
+
+typedef struct loader_slot loader_slot_t;  // a batch and its crops (io/loader.c)
+typedef struct loader_pool loader_pool_t;  // worker threads and their scratch
+
 typedef struct {
     dataset_t *ds;
     loader_spec_t spec;
     uint64_t seed;
     int max_batch;
-    batch_t batch;
-    segment_t *segs, *vsegs;  // (max_batch,)
-    float *raw, *vraw;        // staging before repetition
-    int64_t raw_cap, vraw_cap, x_cap, vx_cap;
-    double *mean;             // (max(F, Fv),) CMN accumulator
+    int threads;                  // worker threads (0: the caller computes everything)
+    loader_slot_t *slots;         // (LOADER_SLOTS,)
+    int queue[LOADER_SLOTS];      // slots in flight, oldest first
+    int queued;
+    int in_use;                   // slot of the batch last returned, -1: none
+    loader_pool_t *pool;
 } loader_t;
 
-void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t *spec, uint64_t seed);
-// Collective (dataset_read): every rank calls it once per step. Returns the filled batch.
+// threads < 0: SPKDDP_LOADER_THREADS, else 1.
+void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t *spec, uint64_t seed, int threads);
+// Collective (dataset_read): reads the crops of samples index[0..n) of `epoch` and queues
+// them for the workers. The batch last returned by loader_wait stays valid until the next
+// loader_prefetch or loader_wait.
+void loader_prefetch(loader_t *l, int64_t epoch, const int64_t *index, int n);
+// The oldest batch prefetched, once every sample of it is computed.
+const batch_t *loader_wait(loader_t *l);
+// Prefetch and wait: every rank calls it once per step.
 const batch_t *loader_load(loader_t *l, int64_t epoch, const int64_t *index, int n);
 void loader_free(loader_t *l);

@@ -36,9 +36,10 @@ void synth_write_toy(const synth_config_t *c, const char *path) {
         }
     }
     dataset_writer_t w;
-    dataset_writer_create(&w, path, n, f, c->toy_classes, 1, NULL);
+    dataset_writer_create(&w, path, MPI_COMM_SELF,
+                          &(dataset_layout_t){.num_utts = n, .num_speakers = c->toy_classes, .feature_dim = f, .fixed_frames = 1});
     for (int64_t i = 0; i < n; i++) dataset_writer_put(&w, i, x + i * f);
-    dataset_writer_finish(&w, y, NULL, NULL, c->toy_classes);
+    dataset_writer_finish(&w, y, NULL, NULL);
     free(x);
     free(y);
 }
@@ -159,7 +160,7 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
                  (long long)(i / S));
     }
     dataset_writer_t w;
-    dataset_writer_create(&w, path, N, c->dim, S, 0, len);
+    dataset_writer_create(&w, path, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = N, .num_speakers = S, .feature_dim = c->dim, .lengths = len});
     float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float)), *vbuf = NULL;
     if (c->visual_dim > 0) {
         int64_t *vlen = mallocCheck((size_t)N * sizeof(int64_t));
@@ -174,7 +175,7 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
         if (vbuf) dataset_writer_put_visual(&w, i, vbuf);
     }
     free(vbuf);
-    dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names, S);
+    dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names);
     for (int64_t i = 0; i < N; i++) free(ids[i]);
     for (int64_t s = 0; s < S; s++) free(names[s]);
     free(ids);

@@ -20,7 +20,7 @@ float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batc
     loader_t l;
     loader_spec_t whole = m->input;
     whole.crop = 0;  // full length
-    loader_init(&l, ds, (int)batch, &whole, 0);
+    loader_init(&l, ds, (int)batch, &whole, 0, -1);
     for (int64_t s = 0; s < steps; s++) {  // every rank joins every collective read
         int n = 0;
         int64_t first = lo + s * batch;

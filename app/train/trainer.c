@@ -38,8 +38,7 @@ typedef struct {
     lr_schedule_t sched;
     int64_t *idx;          // (batch,) this step's sample indices
     int64_t steps;         // per epoch
-    const batch_t *next;   // the batch of step next_step of this epoch, read ahead (-1: none)
-    int64_t next_step;
+    int64_t prefetched;    // steps of this epoch whose batches were handed to the loader
     float *scratch;        // (num_params,) divergence check
     // position
     int64_t epoch;             // epoch in progress
@@ -48,6 +47,7 @@ typedef struct {
     int64_t global_step;
     // metrics of the epoch in progress (global, identical on every rank)
     double ep_loss_sum, ep_seconds;
+    double ep_data_wait;   // seconds this rank waited for batches (timing; not in checkpoints)
     int64_t ep_correct, ep_count;
     double lr;
     int stop_signal;  // a signal every rank agreed to stop on (0: none)
@@ -237,7 +237,8 @@ static void end_epoch(trainer_t *t) {
             (long long)t->global_step, loss, acc);
     if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", vloss, vacc);
     if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * ver[0], ver[1]);
-    printf0("  lr %.6g  %.1f samples/s  %.2f s  divergence %g\n", t->lr, sps, t->ep_seconds, div);
+    printf0("  lr %.6g  %.1f samples/s  %.2f s  data wait %.3f s  divergence %g\n", t->lr, sps, t->ep_seconds,
+            t->ep_data_wait, div);
     if (c->metrics[0] && t->comm->rank == 0) {
         json_line_t j;
         json_begin(&j);
@@ -257,6 +258,7 @@ static void end_epoch(trainer_t *t) {
         json_num(&j, "lr", t->lr);
         json_num(&j, "samples_per_s", sps);
         json_num(&j, "epoch_seconds", t->ep_seconds);
+        json_num(&j, "data_wait_s", t->ep_data_wait);
         json_num(&j, "divergence", div);
         json_int(&j, "world_size", t->comm->size);
         json_end(&j);
@@ -266,31 +268,32 @@ static void end_epoch(trainer_t *t) {
         spk_fail_all(SPK_EXIT_NUMERIC, "replicas diverged: max |theta_r - theta_0| = %g after epoch %lld", div,
                      (long long)t->epoch + 1);
     t->epoch++;
-    t->samples_in_epoch = t->step_in_epoch = 0;
-    t->ep_loss_sum = t->ep_seconds = 0.0;
+    t->samples_in_epoch = t->step_in_epoch = t->prefetched = 0;
+    t->ep_loss_sum = t->ep_seconds = t->ep_data_wait = 0.0;
     t->ep_correct = t->ep_count = 0;
 }
 
-static const batch_t *load_step(trainer_t *t, int64_t step) {
-    int n = sampler_batch(&t->sampler, step, t->cfg->batch, t->idx);
-    return loader_load(&t->loader, t->epoch, t->idx, n);
+// Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
+static void prefetch_until(trainer_t *t, int64_t upto) {
+    for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
+        int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+        loader_prefetch(&t->loader, t->epoch, t->idx, n);
+    }
 }
 
 // One synchronous data-parallel step. Returns the global mean loss of the step.
 static double train_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
-    const batch_t *b = t->next_step == step ? t->next : load_step(t, step);
-    t->next_step = -1;
+    // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
+    double w0 = spk_seconds();
+    if (t->prefetched < step) t->prefetched = step;  // resumed mid-epoch
+    prefetch_until(t, step + 2);
+    const batch_t *b = loader_wait(&t->loader);
+    t->ep_data_wait += spk_seconds() - w0;
     m->be->vec_zero(m->grads, (size_t)m->table.total);
     grad_sync_begin(&t->grad_sync, m);
     m->ops->train_step(m, b);
     grad_sync_finish(&t->grad_sync);
-    // While a GPU computes and the gradients travel, the host reads the next batch into the
-    // loader's buffer (train_step has copied b to the device; on the CPU it has finished).
-    if (step + 1 < t->steps) {
-        t->next = load_step(t, step + 1);
-        t->next_step = step + 1;
-    }
     grad_sync_wait(&t->grad_sync);
     step_stats_t st = {0};
     m->ops->read_stats(m, &st);
@@ -300,6 +303,11 @@ static double train_step(trainer_t *t, int64_t step) {
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
+    // Every rank has just left the allreduce, so the collective read of step + 2's crops
+    // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
+    w0 = spk_seconds();
+    prefetch_until(t, step + 3);
+    t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
@@ -362,10 +370,9 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
     t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
 
     sampler_init(&t->sampler, t->data.num_utts, comm->size, comm->rank, (uint64_t)cfg->seed, !cfg->no_shuffle, cfg->drop_last);
-    loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
-    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed);
+    loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
     int64_t steps = sampler_steps(&t->sampler, cfg->batch);
-    t->next_step = -1;
     const int64_t tail = t->sampler.per_rank - (steps - 1) * cfg->batch;  // samples of the last step
     if (cfg->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "

@@ -15,6 +15,8 @@ spk_e2e_test(e2e_bad_input)
 spk_e2e_test(e2e_ecapa_train)
 spk_e2e_test(e2e_verify)
 spk_e2e_test(e2e_prepare)
+spk_e2e_test(e2e_prepare_inputs)
+spk_e2e_test(e2e_audio_dataset)
 spk_e2e_test(e2e_audio_verify)
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any

@@ -21,20 +21,20 @@ static void write_files(const char *fixed, const char *var, int64_t nf, int64_t 
     int32_t *lab = malloc((size_t)(nf > nv ? nf : nv) * sizeof(int32_t));
     for (int64_t i = 0; i < (nf > nv ? nf : nv); i++) lab[i] = (int32_t)(i % 5);
     dataset_writer_t w;
-    dataset_writer_create(&w, fixed, nf, F, 5, T, NULL);
+    dataset_writer_create(&w, fixed, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = nf, .num_speakers = 5, .feature_dim = F, .fixed_frames = T});
     for (int64_t u = 0; u < nf; u++) {
         for (int64_t t = 0; t < T; t++)
             for (int j = 0; j < F; j++) buf[t * F + j] = value(u, t, j);
         dataset_writer_put(&w, u, buf);
     }
-    dataset_writer_finish(&w, lab, NULL, NULL, 5);
-    dataset_writer_create(&w, var, nv, F, 5, 0, lens);
+    dataset_writer_finish(&w, lab, NULL, NULL);
+    dataset_writer_create(&w, var, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = nv, .num_speakers = 5, .feature_dim = F, .lengths = lens});
     for (int64_t u = 0; u < nv; u++) {
         for (int64_t t = 0; t < lens[u]; t++)
             for (int j = 0; j < F; j++) buf[t * F + j] = value(u, t, j);
         dataset_writer_put(&w, u, buf);
     }
-    dataset_writer_finish(&w, lab, NULL, NULL, 5);
+    dataset_writer_finish(&w, lab, NULL, NULL);
     free(buf);
     free(lab);
 }
@@ -75,8 +75,8 @@ static void check_file(const char *path, int rank, int world) {
         // Loader crops: the same frames whichever rank (or a lone reader) loads a sample.
         loader_t lw, ls;
         loader_spec_t spec = {.crop = 4, .min_frames = 1};
-        loader_init(&lw, &ds, 4, &spec, 77);
-        loader_init(&ls, &self, 4, &spec, 77);
+        loader_init(&lw, &ds, 4, &spec, 77, 2);
+        loader_init(&ls, &self, 4, &spec, 77, 0);
         for (int64_t st = 0; st < sampler_steps(&s, 4); st++) {
             int n = sampler_batch(&s, st, 4, idx);
             const batch_t *a = loader_load(&lw, epoch, idx, n);

@@ -256,7 +256,7 @@ slurm_wait_training() {
 slurm_newest_ckpt() { ls "$1"/ckpt-*.h5 2>/dev/null | sort | tail -1; }
 
 # metrics without timing fields, for comparing runs
-slurm_strip_metrics() { sed -E 's/"(samples_per_s|epoch_seconds)": [^,}]*//g' "$1"; }
+slurm_strip_metrics() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s)": [^,}]*//g' "$1"; }
 
 # slurm_check_metrics FILE REF: every epoch exactly once, equal to REF but for timings.
 slurm_check_metrics() {
