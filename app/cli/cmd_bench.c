@@ -10,7 +10,7 @@
 #include "app/train/optimizer.h"
 #include "io/rng.h"
 #ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/context.h"
 #include "kernels/base/clock.h"
 #endif
 
