@@ -1,7 +1,9 @@
 // Per-element math shared by the CPU kernels (kernels/cpu/*.c) and CUDA kernels, so both
-// run the same expressions. Everything here is SPK_HD (static inline, host+device).
+// run the same expressions. Everything here is SPK_HD (static inline, host+device), but for the
+// host-side spk_aam_margin.
 #pragma once
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,6 +65,19 @@ SPK_HD float spk_bn_dx(float dy, float xhat, float w, float rstd, float mdy, flo
 SPK_HD float spk_ema(float running, float stat, float momentum) {
     return (1.0f - momentum) * running + momentum * stat;
 }
+// Channel c's statistics after a training batch with mean `mu` and BIASED variance `var` over
+// N values: mean and rstd saved for the backward; the running statistics (either pointer may
+// be NULL: not tracked) follow the mean and the UNBIASED variance var * N / (N - 1) (PyTorch).
+SPK_HD void spk_bn_save_stats(float* mean, float* rstd, float* running_mean, float* running_var,
+                              int c, float mu, float rs, double var, size_t N, float momentum) {
+    mean[c] = mu;
+    rstd[c] = rs;
+    if (running_mean) running_mean[c] = spk_ema(running_mean[c], mu, momentum);
+    if (running_var) {
+        const float unbiased = (float)(var * (double)N / (double)(N - 1));
+        running_var[c] = spk_ema(running_var[c], unbiased, momentum);
+    }
+}
 
 // ---- additive angular margin --------------------------------------------------------------
 // sin(theta) from cos(theta) as SpeechBrain: sqrt(clamp(1 - cos^2, 0, 1)).
@@ -71,25 +86,38 @@ SPK_HD float spk_aam_sin(float c) {
     s2 = s2 < 0.0f ? 0.0f : (s2 > 1.0f ? 1.0f : s2);
     return sqrtf(s2);
 }
+// The constants of margin m, formed in double from m (as Python's math.cos/sin in SpeechBrain):
+// cos_m = cos(m), sin_m = sin(m), th = cos(pi - m), mm = sin(pi - m) * m. Host only.
+typedef struct {
+    float cos_m, sin_m, th, mm;
+} spk_aam_margin_t;
+static inline spk_aam_margin_t spk_aam_margin(float m) {
+    const double pi = 3.14159265358979323846, md = m;
+    spk_aam_margin_t c;
+    c.cos_m = (float)cos(md);
+    c.sin_m = (float)sin(md);
+    c.th = (float)cos(pi - md);
+    c.mm = (float)(sin(pi - md) * md);
+    return c;
+}
 // Target logit before scaling: phi(cos) with easy_margin = False.
-// cos_m = cos(m), sin_m = sin(m), th = cos(pi - m), mm = sin(pi - m) * m.
-SPK_HD float spk_aam_phi(float c, float cos_m, float sin_m, float th, float mm) {
+SPK_HD float spk_aam_phi(float c, spk_aam_margin_t m) {
     const float s = spk_aam_sin(c);
-    const float phi = c * cos_m - s * sin_m;
-    return c > th ? phi : c - mm;
+    const float phi = c * m.cos_m - s * m.sin_m;
+    return c > m.th ? phi : c - m.mm;
 }
 // d phi / d cos. Branch 1: cos_m - sin_m * dsin/dcos with dsin/dcos = -c / sin. Where the
 // clamp is active (1 - c^2 <= 0, i.e. |c| >= 1) the derivative through sin is 0, as
 // PyTorch's clamp gives; elsewhere sin is floored at SPK_AAM_SIN_FLOOR in the division so the
 // derivative stays finite as |c| -> 1 (PyTorch would produce inf/NaN exactly at |c| = 1).
 #define SPK_AAM_SIN_FLOOR 1e-6f
-SPK_HD float spk_aam_dphi(float c, float cos_m, float sin_m, float th) {
-    if (!(c > th)) return 1.0f;
+SPK_HD float spk_aam_dphi(float c, spk_aam_margin_t m) {
+    if (!(c > m.th)) return 1.0f;
     const float s2 = 1.0f - c * c;
-    if (s2 <= 0.0f) return cos_m;
+    if (s2 <= 0.0f) return m.cos_m;
     float s = sqrtf(s2 > 1.0f ? 1.0f : s2);
     s = s < SPK_AAM_SIN_FLOOR ? SPK_AAM_SIN_FLOOR : s;
-    return cos_m + sin_m * c / s;
+    return m.cos_m + m.sin_m * c / s;
 }
 
 // ---- optimizers (PyTorch torch.optim semantics, one element) -----------------------------

@@ -24,7 +24,6 @@ void time_repeat_backward(float* ds, int ld, const float* dy, int dy_channels, i
 // Turns time-major frames (B, T, F) into (B, F, T) and back. y must not alias x.
 void batch_transpose(float* y, const float* x, int B, int R, int C);
 
-void vec_add(float* y, const float* a, const float* b, size_t n);  // y = a + b (may alias)
-void vec_acc(float* y, const float* a, size_t n);                  // y += a
-void vec_zero(float* y, size_t n);                                 // y = 0
-void vec_copy(float* y, const float* a, size_t n);                 // y = a (no overlap)
+void vec_acc(float* y, const float* a, size_t n);   // y += a
+void vec_zero(float* y, size_t n);                  // y = 0
+void vec_copy(float* y, const float* a, size_t n);  // y = a (no overlap)

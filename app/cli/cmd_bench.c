@@ -11,7 +11,7 @@
 #include "io/rng.h"
 #include "kernels/base/clock.h"
 #ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/context.h"
 #endif
 
 #include <stddef.h>

@@ -3,7 +3,7 @@
 #include "kernels/base/check.h"
 #include "kernels/device.h"
 #ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/context.h"
 #endif
 
 #include <stdlib.h>

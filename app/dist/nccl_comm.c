@@ -1,8 +1,9 @@
 #include "app/dist/nccl_comm.h"
 
 #include "kernels/base/check.h"
-#include "kernels/cuda/kernels_cuda.h"
 #include "kernels/base/clock.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -21,20 +22,6 @@ struct nccl_comm {
     int rank, size;
 };
 
-#define ncclCheck(call)                                                                                        \
-    do {                                                                                                       \
-        ncclResult_t nccl_rc_ = (call);                                                                        \
-        if (nccl_rc_ != ncclSuccess)                                                                           \
-            spk_die(SPK_EXIT_FAILURE, "NCCL call %s failed: %s", #call, ncclGetErrorString(nccl_rc_));        \
-    } while (0)
-
-#define cudaRtCheck(call)                                                                                      \
-    do {                                                                                                       \
-        cudaError_t cuda_rc_ = (call);                                                                         \
-        if (cuda_rc_ != cudaSuccess)                                                                           \
-            spk_die(SPK_EXIT_FAILURE, "CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_rc_));        \
-    } while (0)
-
 nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     nccl_comm_t *n = callocCheck(1, sizeof *n);
     n->timeout_s = timeout_s;
@@ -44,9 +31,9 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     comm_bcast(c, &id, sizeof id, MPI_BYTE, 0);
     ncclCheck(ncclCommInitRank(&n->comm, c->size, id, c->rank));
-    cudaRtCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
-    cudaRtCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
-    cudaRtCheck(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
+    cudaCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    cudaCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
     return n;
 }
 
@@ -79,23 +66,23 @@ static void wait_done(nccl_comm_t *n, int64_t count) {
 
 void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
     // One event serves every bucket: a stream waits for the record made just before its wait.
-    cudaRtCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
-    cudaRtCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
     ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
 }
 
 void nccl_allreduce_wait(nccl_comm_t *n, int64_t total) {
-    cudaRtCheck(cudaEventRecord(n->done, n->stream));
-    cudaRtCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
+    cudaCheck(cudaEventRecord(n->done, n->stream));
+    cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
     wait_done(n, total);
 }
 
 void nccl_comm_destroy(nccl_comm_t *n) {
     if (!n) return;
-    cudaRtCheck(cudaStreamSynchronize(n->stream));
+    cudaCheck(cudaStreamSynchronize(n->stream));
     ncclCheck(ncclCommDestroy(n->comm));
-    cudaRtCheck(cudaEventDestroy(n->ready));
-    cudaRtCheck(cudaEventDestroy(n->done));
-    cudaRtCheck(cudaStreamDestroy(n->stream));
+    cudaCheck(cudaEventDestroy(n->ready));
+    cudaCheck(cudaEventDestroy(n->done));
+    cudaCheck(cudaStreamDestroy(n->stream));
     free(n);
 }

@@ -1,4 +1,5 @@
-// Failure reporting for every foreign call (MPI, HDF5, malloc, stdio) and for bad input.
+// Failure reporting for every foreign call (MPI, HDF5, CUDA, cuDNN, cuBLAS, NCCL, malloc, stdio)
+// and for bad input.
 // Two kinds of failure:
 //   spk_die(code, ...)    one rank found a problem: print "[rank r] file:line: sentence" and
 //                         MPI_Abort the whole job, so no other rank waits forever.
@@ -25,9 +26,17 @@ enum spk_exit {
 #define SPK_PRINTF(a, b)
 #endif
 
-_Noreturn void spk_die_at(const char *file, int line, int code, const char *fmt, ...) SPK_PRINTF(4, 5);
-_Noreturn void spk_fail_all(int code, const char *fmt, ...) SPK_PRINTF(2, 3);
-_Noreturn void spk_exit_all(int code);  // every rank: finalize MPI and exit quietly
+// The CUDA kernels (C++) report their failures through spk_die_at too.
+#ifdef __cplusplus
+#define SPK_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define SPK_NORETURN _Noreturn
+#endif
+
+SPK_NORETURN void spk_die_at(const char *file, int line, int code, const char *fmt, ...) SPK_PRINTF(4, 5);
+SPK_NORETURN void spk_fail_all(int code, const char *fmt, ...) SPK_PRINTF(2, 3);
+SPK_NORETURN void spk_exit_all(int code);  // every rank: finalize MPI and exit quietly
 void spk_warn(const char *fmt, ...) SPK_PRINTF(1, 2);       // any rank, prefixed with the rank
 void printf0(const char *fmt, ...) SPK_PRINTF(1, 2);        // rank 0 only, flushed
 int spk_rank(void);   // world rank, 0 before MPI_Init
@@ -41,7 +50,7 @@ int spk_world(void);  // world size, 1 before MPI_Init
         int mpi_rc_ = (call);                                                         \
         if (mpi_rc_ != 0) spk_mpi_fail(__FILE__, __LINE__, #call, mpi_rc_);          \
     } while (0)
-_Noreturn void spk_mpi_fail(const char *file, int line, const char *call, int rc);
+SPK_NORETURN void spk_mpi_fail(const char *file, int line, const char *call, int rc);
 
 // HDF5: negative return values (herr_t/hid_t/htri_t) are failures. `what` names the file or
 // object so the message says what could not be done to which thing.
@@ -56,3 +65,7 @@ void *spk_malloc_at(const char *file, int line, size_t bytes);
 void *spk_calloc_at(const char *file, int line, size_t count, size_t size);
 #define mallocCheck(bytes) spk_malloc_at(__FILE__, __LINE__, (bytes))
 #define callocCheck(n, size) spk_calloc_at(__FILE__, __LINE__, (n), (size))
+
+#ifdef __cplusplus
+}
+#endif

@@ -44,12 +44,7 @@ void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* runnin
         }
         const double var = ss / (double)N;  // biased
         const float rs = spk_bn_rstd((float)var, eps);
-        mean[c] = muf;
-        rstd[c] = rs;
-        if (running_mean) running_mean[c] = spk_ema(running_mean[c], muf, momentum);
-        if (running_var)
-            running_var[c] =
-                spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)), momentum);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, N, momentum);
         const float wc = weight ? weight[c] : 1.0f;
         const float bc = bias ? bias[c] : 0.0f;
         const float sc = spk_bn_scale(rs, wc);

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "kernels/elementwise_math.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/rows.h"
 
 #define PAR_MIN 32768
 
@@ -159,16 +159,7 @@ void softmax_time_forward(float* y, const float* x, int B, int C, int T) {
         float mx = r[0];
 #pragma omp simd reduction(max : mx)
         for (int t = 0; t < T; t++) mx = r[t] > mx ? r[t] : mx;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int t = 0; t < T; t++) {
-            const float e = spk_expf(r[t] - mx);
-            o[t] = e;
-            s += e;
-        }
-        const float inv = 1.0f / s;
-#pragma omp simd
-        for (int t = 0; t < T; t++) o[t] *= inv;
+        spk_softmax_row(o, r, T, mx);
     }
 }
 

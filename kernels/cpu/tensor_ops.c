@@ -75,11 +75,6 @@ void batch_transpose(float* y, const float* x, int B, int R, int C) {
         }
 }
 
-void vec_add(float* y, const float* a, const float* b, size_t n) {
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-}
-
 void vec_acc(float* y, const float* a, size_t n) {
 #pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += a[i];

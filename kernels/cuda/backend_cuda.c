@@ -1,7 +1,9 @@
-// The CUDA backend: the `_cuda` siblings of kernels/cuda on device memory. Every op queues on
-// spk_cuda_stream(); upload and download wait for it.
+// The CUDA backend: the `_cuda` siblings of kernels/cuda (declared in kernels/cuda/ops.h with the
+// CPU functions' types) on device memory. Every op queues on spk_cuda_stream(); upload and
+// download wait for it.
 #include "kernels/backend.h"
-#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/ops.h"
 
 static void* device_alloc(size_t bytes) {
     void* p = spk_cuda_malloc(bytes ? bytes : 1);

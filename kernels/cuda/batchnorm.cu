@@ -6,8 +6,7 @@
 // Training and backward: one block per channel over its N = B*T positions; each thread sums
 // a fixed strided subset in double, then a fixed tree (deterministic, no atomics). Statistics
 // are two-pass like the CPU: mean, then squared deviations from the float mean.
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -35,14 +34,8 @@ __global__ void bn_train_kernel(float* y, float* mean, float* rstd, float* runni
     // After this reduction every thread has finished reading x, so y may alias x below.
     const double var = spk_block_sum(ss, sh) / (double)N;  // biased
     const float rs = spk_bn_rstd((float)var, eps);
-    if (threadIdx.x == 0) {
-        mean[c] = muf;
-        rstd[c] = rs;
-        if (running_mean) running_mean[c] = spk_ema(running_mean[c], muf, momentum);
-        if (running_var)
-            running_var[c] =
-                spk_ema(running_var[c], (float)(var * (double)N / (double)(N - 1)), momentum);
-    }
+    if (threadIdx.x == 0)
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, N, momentum);
     const float wc = weight ? weight[c] : 1.0f;
     const float bc = bias ? bias[c] : 0.0f;
     const float sc = spk_bn_scale(rs, wc);
@@ -101,11 +94,10 @@ extern "C" void batchnorm1d_forward_train_cuda(float* y, float* mean, float* rst
                                                const float* bias, int B, int C, int T, float eps,
                                                float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    SPK_ASSERT((size_t)B * T >
-               1);  // PyTorch: "Expected more than 1 value per channel when training"
-    bn_train_kernel<<<spk_rows_grid((size_t)C), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
-        y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum);
-    SPK_CUDA_LAUNCHED();
+    // PyTorch: "Expected more than 1 value per channel when training"
+    SPK_ASSERT((size_t)B * T > 1);
+    SPK_LAUNCH(bn_train_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean, running_var,
+               x, weight, bias, B, C, T, eps, momentum);
 }
 
 extern "C" void batchnorm1d_forward_infer_cuda(float* y, const float* x, const float* running_mean,
@@ -113,9 +105,8 @@ extern "C" void batchnorm1d_forward_infer_cuda(float* y, const float* x, const f
                                                const float* bias, int B, int C, int T, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
-    bn_infer_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
-        y, x, running_mean, running_var, weight, bias, n, C, T, eps);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(bn_infer_kernel, spk_grid(n), y, x, running_mean, running_var, weight, bias, n, C, T,
+               eps);
 }
 
 extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbias, const float* dy,
@@ -123,8 +114,6 @@ extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbia
                                           const float* rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !dweight && !dbias) return;
-    bn_backward_kernel<<<spk_rows_grid((size_t)C), SPK_CUDA_THREADS, 0,
-                         spk_cuda_stream_checked()>>>(dx, dweight, dbias, dy, x, weight, mean, rstd,
-                                                      B, C, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(bn_backward_kernel, spk_rows_grid((size_t)C), dx, dweight, dbias, dy, x, weight, mean,
+               rstd, B, C, T);
 }

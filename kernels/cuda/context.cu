@@ -1,6 +1,8 @@
-// The library context: one stream, one cuDNN and one cuBLAS handle bound to it, a cuBLAS
-// workspace of our own (bitwise-reproducible GEMMs, see docs/cuda.md), a growable scratch
-// buffer, and the memory helpers of kernels/cuda/kernels_cuda.h.
+// The library context (kernels/cuda/context.h): one stream, one cuDNN and one cuBLAS handle
+// bound to it, a cuBLAS workspace of our own (bitwise-reproducible GEMMs, see docs/cuda.md), a
+// growable scratch buffer, and the device memory helpers.
+#include "kernels/cuda/context.h"
+
 #include "kernels/cuda/cuda_check.h"
 
 namespace {
@@ -21,12 +23,8 @@ struct Context {
 Context g_ctx;
 
 void require_init(const char* what) {
-    if (!g_ctx.initialised) {
-        fprintf(stderr, "spkddp: %s was used before spk_cuda_init() selected a CUDA device\n",
-                what);
-        fflush(stderr);
-        abort();
-    }
+    if (!g_ctx.initialised)
+        spk_die(SPK_EXIT_FAILURE, "%s was used before spk_cuda_init() selected a CUDA device", what);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 // workspace = [ padded x / padded dx: B*Cin*(T+2p) floats, rounded up to 64 ] [ cuDNN ]
 #include <string.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -294,16 +294,13 @@ extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, co
                                     float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     const Plan& pl = get_plan(B, Cin, Cout, T, K, dilation);
-    cudaStream_t st = spk_cuda_stream_checked();
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
     const float one = 1.0f, zero = 0.0f;
     const float* xin = x;
     if (p > 0) {
         const size_t rows = (size_t)B * Cin;
-        reflect_pad_kernel<<<spk_grid(rows * (T + 2 * p)), SPK_CUDA_THREADS, 0, st>>>(workspace, x,
-                                                                                      rows, T, p);
-        SPK_CUDA_LAUNCHED();
+        SPK_LAUNCH(reflect_pad_kernel, spk_grid(rows * (T + 2 * p)), workspace, x, rows, T, p);
         xin = workspace;
     }
     float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
@@ -312,8 +309,7 @@ extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, co
                                        pl.yd, y));
     if (bias) {
         const size_t rows = (size_t)B * Cout;
-        add_bias_kernel<<<spk_grid(rows * T), SPK_CUDA_THREADS, 0, st>>>(y, bias, rows, Cout, T);
-        SPK_CUDA_LAUNCHED();
+        SPK_LAUNCH(add_bias_kernel, spk_grid(rows * T), y, bias, rows, Cout, T);
     }
 }
 
@@ -323,7 +319,6 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
     const Plan& pl = get_plan(B, Cin, Cout, T, K, dilation);
-    cudaStream_t st = spk_cuda_stream_checked();
     cudnnHandle_t h = spk_cudnn_handle();
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
@@ -340,17 +335,13 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
             cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[kBwdData],
                                                     pl.bwd_data, cws_or_null, pl.ws_bytes, &zero,
                                                     pl.xd, workspace));
-            reflect_fold_add_kernel<<<spk_grid(rows * T), SPK_CUDA_THREADS, 0, st>>>(dx, workspace,
-                                                                                     rows, T, p);
-            SPK_CUDA_LAUNCHED();
+            SPK_LAUNCH(reflect_fold_add_kernel, spk_grid(rows * T), dx, workspace, rows, T, p);
         }
     }
     if (dw) {
         const float* xin = x;
         if (p > 0) {  // the padded-gradient buffer is free again (same stream, in order)
-            reflect_pad_kernel<<<spk_grid(rows * (T + 2 * p)), SPK_CUDA_THREADS, 0, st>>>(
-                workspace, x, rows, T, p);
-            SPK_CUDA_LAUNCHED();
+            SPK_LAUNCH(reflect_pad_kernel, spk_grid(rows * (T + 2 * p)), workspace, x, rows, T, p);
             xin = workspace;
         }
         cudnnCheck(cudnnConvolutionBackwardFilter(h, &one, pl.xd, xin, pl.yd, dy, pl.cd[kBwdFilter],
@@ -358,8 +349,6 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
                                                   pl.wd, dw));
     }
     if (dbias) {
-        bias_grad_kernel<<<spk_rows_grid((size_t)Cout), SPK_CUDA_THREADS, 0, st>>>(dbias, dy, B,
-                                                                                   Cout, T);
-        SPK_CUDA_LAUNCHED();
+        SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)Cout), dbias, dy, B, Cout, T);
     }
 }

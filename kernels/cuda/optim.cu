@@ -1,10 +1,7 @@
 // Optimizer steps on device (kernels/optim.h): the host forms the float constants from the
 // double hyperparameters exactly as kernels/cpu/optim.c does; each element then runs the shared
 // SPK_HD update (spk_sgd_update / spk_adam_update in kernels/elementwise_math.h).
-#include <math.h>
-
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -60,9 +57,7 @@ void adam_common(float* params, const float* grads, float* exp_avg, float* exp_a
     k.decay = (float)(1.0 - lr * decoupled_wd);
     k.has_coupled = coupled_wd != 0.0;
     k.has_decoupled = decoupled_wd != 0.0;
-    adam_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
-        params, grads, exp_avg, exp_avg_sq, n, k);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(adam_kernel, spk_grid(n), params, grads, exp_avg, exp_avg_sq, n, k);
 }
 
 }  // namespace
@@ -78,10 +73,8 @@ extern "C" void sgd_step_cuda(float* params, const float* grads, float* momentum
     const int first = step == 1;
     // momentum == 0: no buffer is read or written (the CPU passes momentum 0, nesterov 0)
     const int use_buf = momentum != 0.0;
-    sgd_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
-        params, grads, use_buf ? momentum_buf : nullptr, n, neg_lr,
-        use_buf ? (float)momentum : 0.0f, omd, wd, use_buf ? nesterov : 0, first);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(sgd_kernel, spk_grid(n), params, grads, use_buf ? momentum_buf : nullptr, n, neg_lr,
+               use_buf ? (float)momentum : 0.0f, omd, wd, use_buf ? nesterov : 0, first);
 }
 
 extern "C" void adam_step_cuda(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,

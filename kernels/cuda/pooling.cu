@@ -1,8 +1,7 @@
 // Time pooling and reweighting over (B, C, T) (kernels/pooling.h). Row reductions run one block
 // per (b, c) row: each thread sums a fixed strided subset of the T positions in double, then a
 // fixed tree (deterministic, no atomics); results are rounded to float like the CPU's.
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -10,7 +9,7 @@ __global__ void time_mean_fwd_kernel(float* m, const float* x, int T) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const float* r = x + (size_t)blockIdx.x * T;
     double acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += r[t];
+    SPK_ROW_LOOP(t, T) acc += r[t];
     const double s = spk_block_sum(acc, sh);
     if (threadIdx.x == 0) m[blockIdx.x] = (float)s / (float)T;
 }
@@ -33,14 +32,14 @@ __global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, 
     if (ds) {
         const float* r = x + row * T;
         double acc = 0.0;
-        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += g[t] * r[t];
+        SPK_ROW_LOOP(t, T) acc += g[t] * r[t];
         const double tot = spk_block_sum(acc, sh);
         if (threadIdx.x == 0) ds[row] += (float)tot;
     }
     if (dx) {
         const float sc = s[row];
         float* o = dx + row * T;
-        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] += g[t] * sc;
+        SPK_ROW_LOOP(t, T) o[t] += g[t] * sc;
     }
 }
 
@@ -54,10 +53,10 @@ __global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const
     const float* wr = w ? w + row * T : nullptr;
     const float wu = 1.0f / (float)T;
     double acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += (wr ? wr[t] : wu) * xr[t];
+    SPK_ROW_LOOP(t, T) acc += (wr ? wr[t] : wu) * xr[t];
     const float mu = (float)spk_block_sum(acc, sh);
     acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+    SPK_ROW_LOOP(t, T) {
         const float d = xr[t] - mu;
         acc += (wr ? wr[t] : wu) * d * d;
     }
@@ -83,7 +82,7 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
     const float wu = 1.0f / (float)T;
     const float mu = mean[o];
     double av = 0.0, a1 = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+    SPK_ROW_LOOP(t, T) {
         const float wt = wr ? wr[t] : wu, d = xr[t] - mu;
         av += wt * d * d;
         a1 += wt * d;
@@ -95,14 +94,14 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
     const float a = gm - 2.0f * gv * s1;
     if (dx) {
         float* r = dx + row * T;
-        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+        SPK_ROW_LOOP(t, T) {
             const float wt = wr ? wr[t] : wu;
             r[t] += wt * (a + 2.0f * gv * (xr[t] - mu));
         }
     }
     if (dw) {
         float* r = dw + row * T;
-        for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
+        SPK_ROW_LOOP(t, T) {
             const float d = xr[t] - mu;
             r[t] += xr[t] * a + gv * d * d;
         }
@@ -115,19 +114,10 @@ __global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
     __shared__ double shd[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const float* r = x + row * T;
-    float* o = y + row * T;
     float mx = -INFINITY;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) mx = fmaxf(mx, r[t]);
+    SPK_ROW_LOOP(t, T) mx = fmaxf(mx, r[t]);
     mx = spk_block_max(mx, shf);
-    // Each thread reads and writes only its own positions from here on.
-    double acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) {
-        const float e = spk_expf(r[t] - mx);
-        o[t] = e;
-        acc += e;
-    }
-    const float inv = 1.0f / (float)spk_block_sum(acc, shd);
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] *= inv;
+    spk_block_softmax_row(y + row * T, r, T, mx, shd);
 }
 
 // dx += y (dy - sum_t dy y)
@@ -137,53 +127,43 @@ __global__ void softmax_time_bwd_kernel(float* dx, const float* dy, const float*
     const float* g = dy + row * T;
     const float* p = y + row * T;
     double acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += g[t] * p[t];
+    SPK_ROW_LOOP(t, T) acc += g[t] * p[t];
     const float s = (float)spk_block_sum(acc, sh);
     float* o = dx + row * T;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) o[t] += p[t] * (g[t] - s);
+    SPK_ROW_LOOP(t, T) o[t] += p[t] * (g[t] - s);
 }
 
 }  // namespace
 
 extern "C" void time_mean_forward_cuda(float* m, const float* x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    time_mean_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                           spk_cuda_stream_checked()>>>(m, x, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(time_mean_fwd_kernel, spk_rows_grid((size_t)B * C), m, x, T);
 }
 
 extern "C" void time_mean_backward_cuda(float* dx, const float* dm, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
-    time_mean_bwd_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(dx, dm, n,
-                                                                                          T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(time_mean_bwd_kernel, spk_grid(n), dx, dm, n, T);
 }
 
 extern "C" void channel_scale_forward_cuda(float* y, const float* x, const float* s, int B, int C,
                                            int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
-    channel_scale_fwd_kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(
-        y, x, s, n, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(channel_scale_fwd_kernel, spk_grid(n), y, x, s, n, T);
 }
 
 extern "C" void channel_scale_backward_cuda(float* dx, float* ds, const float* dy, const float* x,
                                             const float* s, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !ds) return;
-    channel_scale_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                               spk_cuda_stream_checked()>>>(dx, ds, dy, x, s, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(channel_scale_bwd_kernel, spk_rows_grid((size_t)B * C), dx, ds, dy, x, s, T);
 }
 
 extern "C" void weighted_stats_forward_cuda(float* mean, float* std, const float* x, const float* w,
                                             int B, int C, int T, int ld, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
-    wstats_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                        spk_cuda_stream_checked()>>>(mean, std, x, w, C, T, ld, eps);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(wstats_fwd_kernel, spk_rows_grid((size_t)B * C), mean, std, x, w, C, T, ld, eps);
 }
 
 extern "C" void weighted_stats_backward_cuda(float* dx, float* dw, const float* dmean,
@@ -193,23 +173,17 @@ extern "C" void weighted_stats_backward_cuda(float* dx, float* dw, const float* 
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     SPK_ASSERT(w != NULL || dw == NULL);
     if (!dx && !dw) return;
-    wstats_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                        spk_cuda_stream_checked()>>>(dx, dw, dmean, dstd, x, w, mean, std, C, T, ld,
-                                                     eps);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(wstats_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dw, dmean, dstd, x, w, mean,
+               std, C, T, ld, eps);
 }
 
 extern "C" void softmax_time_forward_cuda(float* y, const float* x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    softmax_time_fwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                              spk_cuda_stream_checked()>>>(y, x, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(softmax_time_fwd_kernel, spk_rows_grid((size_t)B * C), y, x, T);
 }
 
 extern "C" void softmax_time_backward_cuda(float* dx, const float* dy, const float* y, int B, int C,
                                            int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    softmax_time_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                              spk_cuda_stream_checked()>>>(dx, dy, y, T);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(softmax_time_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dy, y, T);
 }

@@ -1,11 +1,12 @@
 // AAM-softmax head: forward loss / correct count vs a double reference of SpeechBrain's
 // formula (both margin branches), margin 0 == plain scaled-cosine softmax cross-entropy,
-// finite-difference d emb and d W, accumulation, finite gradients at cos = 1.
+// finite-difference d emb and d W, accumulation, finite gradients at cos = 1; then every
+// backend against the CPU kernels (tests/kernels/backends.h).
 #include <omp.h>
 
+#include "backends.h"
 #include "kernels/aam_softmax.h"
 #include "kernels/xent.h"
-#include "test_common.h"
 
 typedef struct {
     int B, E, S;
@@ -46,7 +47,7 @@ static double reference(const aam_ctx* c, int* correct, double* cosd) {
         }
         ok += am == c->y[b];
         double mx = -INFINITY, sum = 0, zy = 0;
-        double* z = malloc(sizeof(double) * S);
+        double* z = alloc_d(S);
         for (int j = 0; j < S; j++) {
             const double cs = cosd[(size_t)b * S + j];
             double v = cs;
@@ -61,7 +62,6 @@ static double reference(const aam_ctx* c, int* correct, double* cosd) {
         }
         for (int j = 0; j < S; j++) sum += exp(z[j] - mx);
         total += mx + log(sum) - zy;
-        free(z);
     }
     *correct = ok;
     return total / B;
@@ -77,16 +77,9 @@ static aam_ctx make(int B, int E, int S, float m, float s) {
                  rand_f((size_t)S * E, -1, 1),
                  alloc_f(aam_softmax_cache_floats(B, E, S)),
                  alloc_f(aam_softmax_workspace_floats(B, E, S)),
-                 malloc(sizeof(int) * B)};
+                 alloc_i(B)};
     for (int b = 0; b < B; b++) c.y[b] = rng_int(S);
     return c;
-}
-static void release(aam_ctx* c) {
-    free(c->emb);
-    free(c->w);
-    free(c->cache);
-    free(c->ws);
-    free(c->y);
 }
 
 static void run_case(int B, int E, int S, float m, float s, int special_rows) {
@@ -104,7 +97,7 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
     float loss;
     int correct;
     aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
-    double* cosd = malloc(sizeof(double) * B * S);
+    double* cosd = alloc_d((size_t)B * S);
     int wc;
     const double want = reference(&c, &wc, cosd);
     snprintf(buf, sizeof buf, "aam loss %s", nm);
@@ -136,8 +129,6 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
         check_true(fabsf(loss1 - loss) <= 1e-5f * fabsf(loss) && correct1 == correct, buf);
         check_close(buf, de1, de, ne, 1e-5, 1e-5 * max_abs(de, ne));
         check_close(buf, dw1, dw, nw, 1e-5, 1e-5 * max_abs(dw, nw));
-        free(de1);
-        free(dw1);
     }
     aam_loss(&c);
     float *pe = rand_f(ne, -1, 1), *pw = rand_f(nw, -1, 1), *ae = copy_f(pe, ne),
@@ -152,15 +143,7 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
     for (size_t i = 0; i < ne; i++) de[i] *= 3.0f;
     snprintf(buf, sizeof buf, "aam dloss scaling %s", nm);
     check_close(buf, de3, de, ne, 1e-4, 1e-7 * max_abs(de, ne));
-    free(cosd);
-    free(de);
-    free(dw);
-    free(pe);
-    free(pw);
-    free(ae);
-    free(aw);
-    free(de3);
-    release(&c);
+    test_release();
 }
 
 // margin 0: the head is softmax cross-entropy over s * cos
@@ -171,7 +154,7 @@ static void margin_zero(void) {
     float loss;
     int correct;
     aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, 0.0f, s, c.ws);
-    double* cosd = malloc(sizeof(double) * B * S);
+    double* cosd = alloc_d((size_t)B * S);
     int wc;
     reference(&c, &wc, cosd);
     float *z = alloc_f((size_t)B * S), *p = alloc_f((size_t)B * S);
@@ -186,11 +169,7 @@ static void margin_zero(void) {
     float* de = zeros_f((size_t)B * E);
     aam_softmax_backward(de, NULL, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, 0.0f, s, c.ws);
     fd_check("aam m=0 fd demb", c.emb, de, (size_t)B * E, aam_loss, &c, 2e-3f, 2e-2, 3e-3, 100);
-    free(cosd);
-    free(z);
-    free(p);
-    free(de);
-    release(&c);
+    test_release();
 }
 
 // embedding exactly along its class: cos rounds to ~1, gradients must stay finite
@@ -206,13 +185,10 @@ static void cos_one(void) {
     for (int i = 0; i < B * E; i++) finite &= isfinite(de[i]);
     for (int i = 0; i < S * E; i++) finite &= isfinite(dw[i]);
     check_true(finite, "aam gradients finite at cos = 1");
-    free(de);
-    free(dw);
-    release(&c);
+    test_release();
 }
 
-int main(void) {
-    rng_seed(11);
+static void cpu_checks(void) {
     margin_zero();
     cos_one();
     run_case(4, 16, 10, 0.2f, 30.0f, 1);
@@ -220,5 +196,48 @@ int main(void) {
     run_case(3, 12, 6, 0.35f, 10.0f, 1);
     run_case(7, 24, 40, 0.2f, 30.0f, 0);
     run_case(40, 32, 300, 0.2f, 30.0f, 0);  // threaded rows
-    return test_finish("test_aam_softmax");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(int B, int E, int S) {
+    const float margin = 0.2f, scale = 30.0f;
+    aam_ctx c = make(B, E, S, margin, scale);
+    for (int b = 0; b < B; b += 2)  // close to its class weight: a likely hit
+        for (int e = 0; e < E; e++)
+            c.emb[(size_t)b * E + e] = c.w[(size_t)c.y[b] * E + e] + 0.3f * c.emb[(size_t)b * E + e];
+    const size_t ne = (size_t)B * E, nw = (size_t)S * E;
+    float loss;
+    int correct;
+    aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws);
+    float *demb = dev_f(c.emb, ne), *dw = dev_f(c.w, nw), *dloss = dev_f(NULL, 1);
+    float* dcache = dev_f(NULL, g_be->aam_softmax_cache_floats(B, E, S));
+    float* dws = dev_f(NULL, g_be->aam_softmax_workspace_floats(B, E, S));
+    int *dlabels = dev_i(c.y, B), *dcorrect = dev_i(&correct, 1);
+    g_be->aam_softmax_forward(dloss, dcorrect, dcache, demb, dw, dlabels, B, E, S, margin, scale,
+                              dws);
+    cmp_scalar(cname("aam loss B%d E%d S%d", B, E, S), dloss, loss, TOL_GEMM);
+    cmp_int(cname("aam correct B%d E%d S%d", B, E, S), dcorrect, correct);
+    cmp(cname("aam probs B%d E%d S%d", B, E, S), dcache, c.cache, (size_t)B * S, TOL_GEMM);
+
+    grads_t g = grads_prefill(2, (size_t[]){ne, nw});
+    aam_softmax_backward(g.cpu[0], g.cpu[1], 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale,
+                         c.ws);
+    g_be->aam_softmax_backward(g.dev[0], g.dev[1], 1.0f, dcache, demb, dw, dlabels, B, E, S,
+                               margin, scale, dws);
+    g_be->aam_softmax_backward(g.dev2[0], g.dev2[1], 1.0f, dcache, demb, dw, dlabels, B, E, S,
+                               margin, scale, dws);
+    char tag[48];
+    snprintf(tag, sizeof tag, "B%d E%d S%d", B, E, S);
+    grads_check(&g, "aam", tag, (const char*[]){"demb", "dw"}, (double[]){TOL_GEMM, TOL_GEMM});
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_case(19, 40, 300);
+    backend_case(6, 7, 5);
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_aam_softmax", 11, cpu_checks, backend_checks);
 }

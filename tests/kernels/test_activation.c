@@ -1,8 +1,9 @@
 // Activations: forward values vs double libm, spk_expf accuracy, finite-difference backward
-// (through the forward output), accumulation, in-place forward, the in-place ReLU mask.
+// (through the forward output), accumulation, in-place forward, the in-place ReLU mask; then
+// every backend against the CPU kernels (tests/kernels/backends.h).
+#include "backends.h"
 #include "kernels/activation.h"
 #include "kernels/elementwise_math.h"
-#include "test_common.h"
 
 typedef void (*fwd_fn)(float*, const float*, size_t);
 typedef void (*bwd_fn)(float*, const float*, const float*, size_t);
@@ -31,7 +32,7 @@ static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
         for (size_t i = 0; i < n; i++)
             if (fabsf(c.x[i]) < 0.05f) c.x[i] += 0.1f;
     f(c.y, c.x, n);
-    double* want = malloc(sizeof(double) * n);
+    double* want = alloc_d(n);
     for (size_t i = 0; i < n; i++) want[i] = ref(c.x[i]);
     snprintf(nm, sizeof nm, "%s forward", name);
     check_close_d(nm, c.y, want, n, 4e-7, 1e-7);
@@ -50,14 +51,7 @@ static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
     b(acc, c.r, c.y, n);
     snprintf(nm, sizeof nm, "%s dx accumulates", name);
     check_accumulated(nm, acc, pre, dx, n);
-    free(c.x);
-    free(c.y);
-    free(c.r);
-    free(want);
-    free(xin);
-    free(dx);
-    free(pre);
-    free(acc);
+    test_release();
 }
 
 // relu_mask(g, y) must leave in g what relu_backward(0, g, y) accumulates into zeros, with
@@ -75,10 +69,7 @@ static void relu_mask_check(size_t n) {
     relu_mask(g, y, n);
     snprintf(nm, sizeof nm, "relu_mask n %zu", n);
     check_close(nm, g, want, n, 0, 0);
-    free(x);
-    free(y);
-    free(g);
-    free(want);
+    test_release();
 }
 
 static void exp_accuracy(void) {
@@ -102,8 +93,7 @@ static void exp_accuracy(void) {
     check_true(isfinite(spk_expf(1000.0f)), "spk_expf large input stays finite");
 }
 
-int main(void) {
-    rng_seed(99);
+static void cpu_checks(void) {
     exp_accuracy();
     run("relu", relu_forward, relu_backward, ref_relu, 1000, 300);
     run("sigmoid", sigmoid_forward, sigmoid_backward, ref_sigmoid, 1000, 300);
@@ -113,5 +103,48 @@ int main(void) {
     run("tanh large", tanh_forward, tanh_backward, ref_tanh, 100000, 10);
     relu_mask_check(1000);
     relu_mask_check(100000);  // threaded path
-    return test_finish("test_activation");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_activation(const char* name, fwd_fn f, fwd_fn fb, bwd_fn b, bwd_fn bb) {
+    const size_t n = 10007;
+    float *x = rand_f(n, -4, 4), *y = alloc_f(n);
+    f(y, x, n);
+    float *dx = dev_f(x, n), *dy = dev_f(NULL, n);
+    fb(dy, dx, n);
+    cmp(cname("%s forward", name), dy, y, n, TOL);
+    fb(dx, dx, n);
+    cmp(cname("%s forward in place", name), dx, y, n, TOL);
+    float *gy = rand_f(n, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
+    b(gx, gy, y, n);
+    float *dgy = dev_f(gy, n), *dgx = dev_f(gx0, n);
+    bb(dgx, dgy, dy, n);
+    cmp(cname("%s backward", name), dgx, gx, n, TOL);
+    dev_release();
+    test_release();
+}
+
+// ReLU backward in place: g = y > 0 ? g : 0, y the forward output (with exact zeros)
+static void backend_relu_mask(void) {
+    const size_t n = 10007;
+    float *x = rand_f(n, -4, 4), *y = alloc_f(n), *g = rand_f(n, -1, 1);
+    relu_forward(y, x, n);
+    float *dyd = dev_f(y, n), *dgd = dev_f(g, n);
+    relu_mask(g, y, n);
+    g_be->relu_mask(dgd, dyd, n);
+    cmp("relu_mask", dgd, g, n, 0.0);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_activation("relu", relu_forward, g_be->relu_forward, relu_backward, g_be->relu_backward);
+    backend_activation("sigmoid", sigmoid_forward, g_be->sigmoid_forward, sigmoid_backward,
+                       g_be->sigmoid_backward);
+    backend_activation("tanh", tanh_forward, g_be->tanh_forward, tanh_backward, g_be->tanh_backward);
+    backend_relu_mask();
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_activation", 99, cpu_checks, backend_checks);
 }

@@ -1,8 +1,9 @@
 // batchnorm1d: training forward vs a double reference, running-statistics update values
 // (unbiased running variance), inference mode, finite-difference gradients, accumulation,
-// T = 1 ((B, C) inputs), in-place forward.
+// T = 1 ((B, C) inputs), in-place forward; then every backend against the CPU kernels
+// (tests/kernels/backends.h).
+#include "backends.h"
 #include "kernels/batchnorm.h"
-#include "test_common.h"
 
 typedef struct {
     int B, C, T;
@@ -36,9 +37,8 @@ static void run_case(int B, int C, int T, int affine) {
 
     batchnorm1d_forward_train(c.y, c.mean, c.rstd, rm, rv, c.x, c.w, c.b, B, C, T, eps, mom);
     // reference in double
-    double* yref = malloc(sizeof(double) * n);
-    double *mref = malloc(sizeof(double) * C), *sref = malloc(sizeof(double) * C);
-    double *rmref = malloc(sizeof(double) * C), *rvref = malloc(sizeof(double) * C);
+    double *yref = alloc_d(n), *mref = alloc_d(C), *sref = alloc_d(C);
+    double *rmref = alloc_d(C), *rvref = alloc_d(C);
     const double N = (double)B * T;
     for (int ch = 0; ch < C; ch++) {
         double s = 0, ss = 0;
@@ -118,34 +118,7 @@ static void run_case(int B, int C, int T, int affine) {
     }
     snprintf(nm, sizeof nm, "bn dx accumulates B%d C%d T%d", B, C, T);
     check_accumulated(nm, ax, px, dx, n);
-
-    free(c.x);
-    free(c.w);
-    free(c.b);
-    free(c.y);
-    free(c.mean);
-    free(c.rstd);
-    free(c.r);
-    free(rm);
-    free(rv);
-    free(rm0);
-    free(rv0);
-    free(yref);
-    free(mref);
-    free(sref);
-    free(rmref);
-    free(rvref);
-    free(xin);
-    free(yi);
-    free(dx);
-    free(dw);
-    free(db);
-    free(px);
-    free(pw);
-    free(pb);
-    free(ax);
-    free(aw);
-    free(ab);
+    test_release();
 }
 
 // Hand-computed running statistics for one channel: x = {1, 2, 3, 6} (B = 2, T = 2):
@@ -161,13 +134,62 @@ static void hand_case(void) {
     check_scalar("bn hand y[3]", y[3], 3.0 / sqrt(3.5 + 1e-5), 1e-6, 0);
 }
 
-int main(void) {
-    rng_seed(42);
+static void cpu_checks(void) {
     hand_case();
     run_case(4, 3, 5, 1);
     run_case(3, 6, 17, 1);
     run_case(2, 4, 9, 0);
     run_case(16, 10, 1, 1);  // (B, C) input
     run_case(5, 7, 1, 0);
-    return test_finish("test_batchnorm");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(int B, int C, int T, int affine) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "B%d C%d T%d%s", B, C, T, affine ? " affine" : "");
+    const size_t n = (size_t)B * C * T;
+    const float eps = 1e-5f, momentum = 0.1f;
+    float* x = rand_f(n, -2, 3);
+    float* wt = affine ? rand_f(C, 0.5f, 1.5f) : NULL;
+    float* bs = affine ? rand_f(C, -1, 1) : NULL;
+    float *rm = rand_f(C, -1, 1), *rv = rand_f(C, 0.5f, 2);
+    float *dx = dev_f(x, n), *dwt = affine ? dev_f(wt, C) : NULL, *dbs = affine ? dev_f(bs, C) : NULL;
+    float *drm = dev_f(rm, C), *drv = dev_f(rv, C);
+    float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C);
+    batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, wt, bs, B, C, T, eps, momentum);
+    float *dy = dev_f(x, n), *dmean = dev_f(NULL, C), *drstd = dev_f(NULL, C);
+    // in place (y == x is allowed)
+    g_be->batchnorm1d_forward_train(dy, dmean, drstd, drm, drv, dy, dwt, dbs, B, C, T, eps,
+                                    momentum);
+    cmp(cname("bn train y (in place) %s", tag), dy, y, n, TOL);
+    cmp(cname("bn train mean %s", tag), dmean, mean, C, TOL);
+    cmp(cname("bn train rstd %s", tag), drstd, rstd, C, TOL);
+    cmp(cname("bn running_mean %s", tag), drm, rm, C, TOL);
+    cmp(cname("bn running_var %s", tag), drv, rv, C, TOL);
+
+    // inference with the updated running statistics
+    float* yi = alloc_f(n);
+    batchnorm1d_forward_infer(yi, x, rm, rv, wt, bs, B, C, T, eps);
+    g_be->batchnorm1d_forward_infer(dy, dx, drm, drv, dwt, dbs, B, C, T, eps);
+    cmp(cname("bn infer y %s", tag), dy, yi, n, TOL);
+
+    float *gy = rand_f(n, -1, 1), *dgy = dev_f(gy, n);
+    grads_t g = grads_prefill(3, (size_t[]){n, C, C});
+    batchnorm1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, wt, mean, rstd, B, C, T);
+    g_be->batchnorm1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dwt, dmean, drstd, B, C, T);
+    g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dwt, dmean, drstd, B, C,
+                               T);
+    grads_check(&g, "bn", tag, (const char*[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_case(4, 6, 23, 1);
+    backend_case(3, 5, 200, 0);
+    backend_case(8, 5, 1, 1);  // (B, C) input
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_batchnorm", 42, cpu_checks, backend_checks);
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the kernel unit tests: a seeded RNG, buffer helpers, closeness checks and
-// central finite-difference gradient checks. Each test counts failures and exits non-zero.
+// Helpers shared by the kernel unit tests: a seeded RNG, buffers, closeness checks and central
+// finite-difference gradient checks. Each test counts failures and exits non-zero.
 #pragma once
 #include <math.h>
 #include <omp.h>
@@ -28,14 +28,32 @@ static float rng_uniform(float lo, float hi) {  // [lo, hi)
 }
 static int rng_int(int n) { return (int)(rng_u64() % (uint64_t)n); }
 
-static float* alloc_f(size_t n) {
-    float* p = (float*)malloc(sizeof(float) * (n ? n : 1));
-    if (!p) {
+// ---- buffers --------------------------------------------------------------------------------
+// Every buffer a test takes from here lives until test_release(), which each case calls when
+// it is done with them, so cases need no free lists.
+static void** g_bufs = NULL;
+static size_t g_nbufs = 0, g_cap_bufs = 0;
+
+static void* test_alloc(size_t bytes) {
+    void* p = malloc(bytes ? bytes : 1);
+    if (p && g_nbufs == g_cap_bufs) {
+        g_cap_bufs = g_cap_bufs ? 2 * g_cap_bufs : 64;
+        g_bufs = (void**)realloc(g_bufs, sizeof(void*) * g_cap_bufs);
+    }
+    if (!p || !g_bufs) {
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
+    g_bufs[g_nbufs++] = p;
     return p;
 }
+static void test_release(void) {
+    for (size_t i = 0; i < g_nbufs; i++) free(g_bufs[i]);
+    g_nbufs = 0;
+}
+static float* alloc_f(size_t n) { return (float*)test_alloc(sizeof(float) * n); }
+static double* alloc_d(size_t n) { return (double*)test_alloc(sizeof(double) * n); }
+static int* alloc_i(size_t n) { return (int*)test_alloc(sizeof(int) * n); }
 static float* rand_f(size_t n, float lo, float hi) {
     float* p = alloc_f(n);
     for (size_t i = 0; i < n; i++) p[i] = rng_uniform(lo, hi);
@@ -49,6 +67,11 @@ static float* copy_f(const float* src, size_t n) {
 static float* zeros_f(size_t n) {
     float* p = alloc_f(n);
     memset(p, 0, sizeof(float) * n);
+    return p;
+}
+static double* zeros_d(size_t n) {
+    double* p = alloc_d(n);
+    memset(p, 0, sizeof(double) * n);
     return p;
 }
 static void fill_nan(float* p, size_t n) {
@@ -102,6 +125,13 @@ static void check_scalar(const char* name, double got, double want, double rtol,
         printf("FAIL %s: got %.10g want %.10g\n", name, got, want);
         g_failures++;
     }
+}
+
+static int first_argmax(const float* z, int n) {
+    int am = 0;
+    for (int j = 1; j < n; j++)
+        if (z[j] > z[am]) am = j;
+    return am;
 }
 
 static double max_abs(const float* p, size_t n) {

@@ -1,11 +1,12 @@
 // conv1d: GEMM path vs a direct reference (several K, dilation, T down to pad + 1, several
-// chunkings of the batch), gradients by finite differences, accumulation, NULL outputs.
+// chunkings of the batch), gradients by finite differences, accumulation, NULL outputs; then
+// every backend against the CPU kernels (tests/kernels/backends.h).
 #include <stdio.h>
 #include <string.h>
 
+#include "backends.h"
 #include "kernels/conv1d.h"
 #include "kernels/gemm.h"
-#include "test_common.h"
 
 #define GUARD 4096
 
@@ -75,8 +76,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     float* yref_nb = alloc_f(ny);
     conv1d_forward_reference(yref, c.x, c.w, c.bias, B, Cin, Cout, T, K, d);
     conv1d_forward_reference(yref_nb, c.x, c.w, NULL, B, Cin, Cout, T, K, d);
-    double *dxr = calloc(nx, sizeof(double)), *dwr = calloc(nw, sizeof(double)),
-           *dbr = calloc(Cout, sizeof(double));
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
     conv_backward_reference(dxr, dwr, dbr, c.r, c.x, c.w, B, Cin, Cout, T, K, d);
     float *dx = alloc_f(nx), *dw = alloc_f(nw), *db = alloc_f(Cout);
     float *ax = alloc_f(nx), *aw = alloc_f(nw), *ab = alloc_f(Cout);
@@ -156,29 +156,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K,
              d);
     check_true(guard_ok, gm);
-    free(c.x);
-    free(c.w);
-    free(c.bias);
-    free(c.y);
-    free(c.r);
-    free(c.ws);
-    free(yref);
-    free(yref_nb);
-    free(dx);
-    free(dw);
-    free(db);
-    free(dxr);
-    free(dwr);
-    free(dbr);
-    free(px);
-    free(pw);
-    free(pb);
-    free(ax);
-    free(aw);
-    free(ab);
-    free(ox);
-    free(ow);
-    free(ob);
+    test_release();
 }
 
 static void run_all(void) {
@@ -203,11 +181,53 @@ static void run_all(void) {
     run_case(2, 512, 683, 4, 3, 1, 0);
 }
 
-int main(void) {
-    rng_seed(1234);
+static void cpu_checks(void) {
     g_default_backend = spk_gemm_get_backend();
     run_all();
     spk_gemm_set_backend(g_default_backend);
     conv1d_set_algo(CONV1D_AUTO);
-    return test_finish("test_conv1d");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
+    char tag[96];
+    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d,
+             with_bias ? " bias" : "");
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
+    float* bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    float* ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
+    float* dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *db = with_bias ? dev_f(bias, Cout) : NULL;
+    float* dy = dev_f(NULL, ny);
+    g_be->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, dws);
+    cmp(cname("conv1d forward %s", tag), dy, y, ny, TOL_GEMM);
+
+    // backward into prefilled gradients, twice, then dw alone (dx and dbias NULL)
+    float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
+    grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
+    const float* gw0 = copy_f(g.cpu[1], nw);
+    conv1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
+    g_be->conv1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    g_be->conv1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    grads_check(&g, "conv1d", tag, (const char*[]){"dx", "dw", "dbias"},
+                (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    dev_set(g.dev2[1], gw0, nw);
+    g_be->conv1d_backward(NULL, g.dev2[1], NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    same_bits(cname("conv1d dw alone %s", tag), g.dev[1], g.dev2[1], nw);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_case(3, 5, 7, 20, 3, 1, 1);
+    backend_case(2, 8, 6, 17, 5, 3, 0);   // pad 6 of T 17
+    backend_case(2, 4, 4, 5, 3, 2, 1);    // pad 2 of T 5: most positions reflect
+    backend_case(4, 16, 12, 9, 1, 1, 1);  // K = 1: no padding, dx accumulated by cuDNN
+    backend_case(4, 32, 24, 64, 3, 4, 1);
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_conv1d", 1234, cpu_checks, backend_checks);
 }

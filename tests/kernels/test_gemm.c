@@ -1,7 +1,8 @@
 // spk_sgemm: all transpose combinations, leading dimensions larger than the rows, beta = 0
-// ignoring NaN in C, beta = 1 accumulation, on every compiled-in backend.
+// ignoring NaN in C, beta = 1 accumulation, on every compiled-in GEMM library; then every
+// backend against the CPU kernels (tests/kernels/backends.h).
+#include "backends.h"
 #include "kernels/gemm.h"
-#include "test_common.h"
 
 static void run_case(char ta, char tb, int M, int N, int K, float alpha, float beta) {
     const int lda = (ta == 'N' ? K : M) + 3, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 5;
@@ -9,7 +10,7 @@ static void run_case(char ta, char tb, int M, int N, int K, float alpha, float b
     float* A = rand_f((size_t)arows * lda, -1, 1);
     float* B = rand_f((size_t)brows * ldb, -1, 1);
     float* C = rand_f((size_t)M * ldc, -1, 1);
-    double* want = (double*)malloc(sizeof(double) * (size_t)M * ldc);
+    double* want = alloc_d((size_t)M * ldc);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < ldc; j++) {
             double acc = 0.0;
@@ -32,10 +33,7 @@ static void run_case(char ta, char tb, int M, int N, int K, float alpha, float b
     char nm[128];
     snprintf(nm, sizeof nm, "sgemm %c%c M%d N%d K%d beta %g", ta, tb, M, N, K, beta);
     check_close_d(nm, C, want, (size_t)M * ldc, 1e-5, 1e-5 * (1 + K / 16.0));
-    free(A);
-    free(B);
-    free(C);
-    free(want);
+    test_release();
 }
 
 // The batch is each item's GEMM (a shared A with stride 0, padded row strides).
@@ -46,18 +44,14 @@ static void run_batched(char ta, char tb) {
     float* A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
     float* B = rand_f((size_t)(sb * batch), -1, 1);
     float* C = rand_f((size_t)(sc * batch), -1, 1);
-    float* want = (float*)malloc(sizeof(float) * (size_t)(sc * batch));
-    memcpy(want, C, sizeof(float) * (size_t)(sc * batch));
+    float* want = copy_f(C, (size_t)(sc * batch));
     for (int i = 0; i < batch; i++)
         spk_sgemm(ta, tb, M, N, K, 0.5f, A + i * sa, lda, B + i * sb, ldb, 1.0f, want + i * sc, ldc);
     spk_sgemm_batched(ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, 1.0f, C, ldc, sc, batch);
     char nm[64];
     snprintf(nm, sizeof nm, "sgemm_batched %c%c, shared A", ta, tb);
     check_close(nm, C, want, (size_t)(sc * batch), 0.0, 0.0);
-    free(A);
-    free(B);
-    free(C);
-    free(want);
+    test_release();
 }
 
 static void run_all(void) {
@@ -72,8 +66,8 @@ static void run_all(void) {
         }
 }
 
-int main(void) {
-    rng_seed(7);
+static void cpu_checks(void) {
+    const spk_gemm_backend library = spk_gemm_get_backend();
     check_true(spk_gemm_set_backend(SPK_GEMM_BLAS) == 0, "BLAS backend available");
     run_all();
     // oneDNN when the library was built with it (SPK_USE_DNNL)
@@ -81,5 +75,46 @@ int main(void) {
         printf("test_gemm: also checking the oneDNN backend\n");
         run_all();
     }
-    return test_finish("test_gemm");
+    spk_gemm_set_backend(library);
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(char ta, char tb) {
+    const int M = 37, N = 29, K = 53;
+    const int lda = (ta == 'N' ? K : M) + 3, rows_a = ta == 'N' ? M : K;
+    const int ldb = (tb == 'N' ? N : K) + 2, rows_b = tb == 'N' ? K : N;
+    const int ldc = N + 5;
+    const size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb, nc = (size_t)M * ldc;
+    float *A = rand_f(na, -1, 1), *B = rand_f(nb, -1, 1), *C = rand_f(nc, -1, 1);
+    float *dA = dev_f(A, na), *dB = dev_f(B, nb), *dC = dev_f(C, nc);
+    spk_sgemm(ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C, ldc);
+    g_be->spk_sgemm(ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
+    cmp(cname("sgemm %c%c, strided, beta 0.3", ta, tb), dC, C, nc, TOL_GEMM);
+    // beta = 0: C is not read (NaN stays out)
+    fill_nan(C, (size_t)M * N);
+    dev_set(dC, C, (size_t)M * N);
+    spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+    g_be->spk_sgemm(ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N);
+    cmp(cname("sgemm %c%c, beta 0 over NaN", ta, tb), dC, C, (size_t)M * N, TOL_GEMM);
+    // a batch of 4 with a shared A (stride 0), as the attentive pooling uses it
+    const int batch = 4;
+    const int64_t sb = (int64_t)nb, sc = (int64_t)nc;
+    float *Bb = rand_f(nb * batch, -1, 1), *Cb = rand_f(nc * batch, -1, 1);
+    float *dBb = dev_f(Bb, nb * batch), *dCb = dev_f(Cb, nc * batch);
+    spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 1.0f, Cb, ldc, sc, batch);
+    g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 1.0f, dCb, ldc, sc,
+                            batch);
+    cmp(cname("sgemm_batched %c%c, shared A", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    const char ops[2] = {'N', 'T'};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) backend_case(ops[a], ops[b]);
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_gemm", 7, cpu_checks, backend_checks);
 }

@@ -1,6 +1,7 @@
-// Dense layer: forward vs naive loops, finite-difference dx/dw/db, accumulation, NULL outputs.
+// Dense layer: forward vs naive loops, finite-difference dx/dw/db, accumulation, NULL outputs;
+// then every backend against the CPU kernels (tests/kernels/backends.h).
+#include "backends.h"
 #include "kernels/linear.h"
-#include "test_common.h"
 
 typedef struct {
     int B, In, Out;
@@ -28,7 +29,7 @@ static void run_case(int B, int In, int Out) {
         const float* bias = pass ? NULL : c.b;
         fill_nan(c.y, ny);
         linear_forward(c.y, c.x, c.w, bias, B, In, Out);
-        double* want = malloc(sizeof(double) * ny);
+        double* want = alloc_d(ny);
         for (int i = 0; i < B; i++)
             for (int o = 0; o < Out; o++) {
                 double s = bias ? bias[o] : 0;
@@ -38,7 +39,6 @@ static void run_case(int B, int In, int Out) {
             }
         snprintf(nm, sizeof nm, "linear fwd%s B%d In%d Out%d", pass ? " nobias" : "", B, In, Out);
         check_close_d(nm, c.y, want, ny, 1e-5, 1e-5 * (1 + In / 16.0));
-        free(want);
     }
     float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Out);
     linear_backward(dx, dw, db, c.r, c.x, c.w, B, In, Out);
@@ -61,28 +61,44 @@ static void run_case(int B, int In, int Out) {
     linear_backward(NULL, ow, NULL, c.r, c.x, c.w, B, In, Out);
     snprintf(nm, sizeof nm, "linear dw-only B%d In%d Out%d", B, In, Out);
     check_close(nm, ow, dw, nw, 0, 0);
-    free(c.x);
-    free(c.w);
-    free(c.b);
-    free(c.y);
-    free(c.r);
-    free(dx);
-    free(dw);
-    free(db);
-    free(px);
-    free(pw);
-    free(pb);
-    free(ax);
-    free(aw);
-    free(ab);
-    free(ow);
+    test_release();
 }
 
-int main(void) {
-    rng_seed(3);
+static void cpu_checks(void) {
     run_case(1, 5, 3);
     run_case(4, 13, 7);
     run_case(32, 96, 40);
     run_case(33, 200, 129);
-    return test_finish("test_linear");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(int with_bias) {
+    const char* tag = with_bias ? "bias" : "no bias";
+    const int B = 13, In = 70, Out = 33;
+    const size_t nx = (size_t)B * In, ny = (size_t)B * Out, nw = (size_t)Out * In;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -1, 1), *y = alloc_f(ny);
+    float* b = with_bias ? rand_f(Out, -1, 1) : NULL;
+    linear_forward(y, x, w, b, B, In, Out);
+    float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *db = b ? dev_f(b, Out) : NULL;
+    float* dy = dev_f(NULL, ny);
+    g_be->linear_forward(dy, dx, dw, db, B, In, Out);
+    cmp(cname("linear forward %s", tag), dy, y, ny, TOL_GEMM);
+    float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
+    grads_t g = grads_prefill(3, (size_t[]){nx, nw, Out});
+    linear_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, In, Out);
+    g_be->linear_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, In, Out);
+    g_be->linear_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, In, Out);
+    grads_check(&g, "linear", tag, (const char*[]){"dx", "dw", "db"},
+                (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_case(1);
+    backend_case(0);
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_linear", 3, cpu_checks, backend_checks);
 }

@@ -1,8 +1,9 @@
 // Time pooling ops: time mean, channel scale, weighted statistics (explicit and uniform
 // weights, packed and [mean | std] strided outputs, clamp), softmax over time. Forward vs
-// double references, finite-difference backward for every input, accumulation.
+// double references, finite-difference backward for every input, accumulation; then every
+// backend against the CPU kernels (tests/kernels/backends.h).
+#include "backends.h"
 #include "kernels/pooling.h"
-#include "test_common.h"
 
 enum { OP_MEAN, OP_SCALE, OP_STATS, OP_STATS_UNIFORM, OP_SOFTMAX };
 
@@ -51,7 +52,7 @@ static void test_mean_scale(int B, int C, int T) {
                   rand_f(n, -1, 1),
                   NULL};
     pool_loss(&c);
-    double* want = malloc(sizeof(double) * n);
+    double* want = alloc_d(n);
     for (size_t i = 0; i < nbc; i++) {
         double s = 0;
         for (int t = 0; t < T; t++) s += c.x[i * T + t];
@@ -90,20 +91,7 @@ static void test_mean_scale(int B, int C, int T) {
     channel_scale_forward(inpl, inpl, c.s, B, C, T);
     snprintf(nm, sizeof nm, "channel_scale in place T%d", T);
     check_close(nm, inpl, c.out1, n, 0, 0);
-    free(c.x);
-    free(c.s);
-    free(c.out1);
-    free(c.r1);
-    free(want);
-    free(dx);
-    free(pre);
-    free(acc);
-    free(dx2);
-    free(ds);
-    free(pds);
-    free(ads);
-    free(adx);
-    free(inpl);
+    test_release();
 }
 
 // weights: positive rows summing to ~1 (softmax of random logits), or arbitrary positive
@@ -134,15 +122,19 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
         else
             for (int t = 0; t < T; t++) c.w[i * T + t] *= 0.5f / T;
     }
-    // a constant row exercises the clamp (variance 0 < eps)
-    for (int t = 0; t < T; t++) c.x[t] = 0.75f;
+    // A constant row exercises the clamp (variance 0 < eps). Zeros (a silent channel after mean
+    // normalisation) have a float mean of exactly 0 in any summation order; another constant's
+    // float mean is off by rounding that depends on the order the compiler sums in (vectorised
+    // or not), e.g. 0.75 summed one term after the other over 250 frames gives a mean 1.25e-6
+    // off and a variance above eps.
+    for (int t = 0; t < T; t++) c.x[t] = 0.0f;
     // the probes must not touch the padding columns of strided outputs
     for (int b = 0; b < B; b++)
         for (int j = C; j < ld; j++) c.r1[(size_t)b * ld + j] = c.r2[(size_t)b * ld + j] = 0;
     fill_nan(c.out1, no);
     fill_nan(c.out2, no);
     pool_loss(&c);
-    double *wm = malloc(sizeof(double) * no), *ws = malloc(sizeof(double) * no);
+    double *wm = alloc_d(no), *ws = alloc_d(no);
     for (int b = 0; b < B; b++)
         for (int ch = 0; ch < C; ch++) {
             const size_t row = ((size_t)b * C + ch) * T;
@@ -199,22 +191,7 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
         snprintf(buf, sizeof buf, "stats dw accumulates %s", nm);
         check_accumulated(buf, aw, pw, dw, n);
     }
-    free(c.x);
-    free(c.w);
-    free(c.out1);
-    free(c.out2);
-    free(c.r1);
-    free(c.r2);
-    free(wm);
-    free(ws);
-    free(dx);
-    free(dw);
-    free(dxm);
-    free(dxs);
-    free(px);
-    free(pw);
-    free(ax);
-    free(aw);
+    test_release();
 }
 
 static void test_softmax(int B, int C, int T, float range) {
@@ -224,7 +201,7 @@ static void test_softmax(int B, int C, int T, float range) {
         OP_SOFTMAX,       B,   C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
         rand_f(n, -1, 1), NULL};
     pool_loss(&c);
-    double* want = malloc(sizeof(double) * n);
+    double* want = alloc_d(n);
     for (size_t i = 0; i < (size_t)B * C; i++) {
         double mx = -INFINITY, s = 0;
         for (int t = 0; t < T; t++) mx = fmax(mx, c.x[i * T + t]);
@@ -246,18 +223,10 @@ static void test_softmax(int B, int C, int T, float range) {
     softmax_time_backward(acc, c.r1, c.out1, B, C, T);
     snprintf(nm, sizeof nm, "softmax_time dx accumulates T%d", T);
     check_accumulated(nm, acc, pre, dx, n);
-    free(c.x);
-    free(c.out1);
-    free(c.r1);
-    free(want);
-    free(inpl);
-    free(dx);
-    free(pre);
-    free(acc);
+    test_release();
 }
 
-int main(void) {
-    rng_seed(2024);
+static void cpu_checks(void) {
     test_mean_scale(2, 3, 7);
     test_mean_scale(3, 5, 1);
     test_mean_scale(4, 40, 250);  // threaded path
@@ -270,5 +239,109 @@ int main(void) {
     test_softmax(2, 3, 9, 3);
     test_softmax(2, 2, 5, 40);  // large logits
     test_softmax(4, 40, 250, 5);
-    return test_finish("test_pooling");
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_mean_scale(void) {
+    const int B = 3, C = 5, T = 300;  // T > the CUDA block size: strided loops
+    const size_t n = (size_t)B * C * T, r = (size_t)B * C;
+    float *x = rand_f(n, -1, 1), *m = alloc_f(r);
+    float *dxd = dev_f(x, n), *dmd = dev_f(NULL, r);
+    time_mean_forward(m, x, B, C, T);
+    g_be->time_mean_forward(dmd, dxd, B, C, T);
+    cmp("time_mean forward", dmd, m, r, TOL);
+    float *gm = rand_f(r, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
+    float *dgm = dev_f(gm, r), *dgx = dev_f(gx0, n);
+    time_mean_backward(gx, gm, B, C, T);
+    g_be->time_mean_backward(dgx, dgm, B, C, T);
+    cmp("time_mean backward", dgx, gx, n, TOL);
+
+    float *s = rand_f(r, -2, 2), *y = alloc_f(n);
+    float *dsd = dev_f(s, r), *dyd = dev_f(x, n);
+    channel_scale_forward(y, x, s, B, C, T);
+    g_be->channel_scale_forward(dyd, dyd, dsd, B, C, T);  // in place
+    cmp("channel_scale forward (in place)", dyd, y, n, TOL);
+    float *gy = rand_f(n, -1, 1), *gs0 = rand_f(r, -1, 1), *gs = copy_f(gs0, r);
+    memcpy(gx, gx0, sizeof(float) * n);
+    channel_scale_backward(gx, gs, gy, x, s, B, C, T);
+    float *dgy = dev_f(gy, n), *dgs = dev_f(gs0, r);
+    dev_set(dgx, gx0, n);
+    g_be->channel_scale_backward(dgx, dgs, dgy, dxd, dsd, B, C, T);
+    cmp("channel_scale dx", dgx, gx, n, TOL);
+    cmp("channel_scale ds", dgs, gs, r, TOL);
+    dev_release();
+    test_release();
+}
+
+// weights = NULL (uniform) or rows of a softmax; ld = 2C with std = mean + C ([mean | std]) or
+// ld = C with separate buffers; row 0 constant (eps clamp active).
+static void backend_weighted_stats(int uniform) {
+    const char* tag = uniform ? "uniform" : "weighted";
+    const int B = 4, C = 6, T = 270;
+    const float eps = 1e-12f;
+    const int ld = uniform ? C : 2 * C;
+    const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
+    float* x = rand_f(n, -1, 2);
+    for (int t = 0; t < T; t++) x[t] = 0.0f;
+    float* w = NULL;
+    if (!uniform) {
+        w = rand_f(n, -3, 3);
+        softmax_time_forward(w, w, B, C, T);
+    }
+    float* ms = zeros_f(2 * no);
+    float *mean = ms, *std = uniform ? ms + no : ms + C;
+    weighted_stats_forward(mean, std, x, w, B, C, T, ld, eps);
+    float *dxd = dev_f(x, n), *dwd = w ? dev_f(w, n) : NULL, *dms = dev_f(NULL, 2 * no);
+    float *dmean = dms, *dstd = uniform ? dms + no : dms + C;
+    g_be->weighted_stats_forward(dmean, dstd, dxd, dwd, B, C, T, ld, eps);
+    cmp(cname("weighted_stats forward %s", tag), dms, ms, 2 * no, TOL);
+
+    float* gms = rand_f(2 * no, -1, 1);
+    float *gmean = gms, *gstd = uniform ? gms + no : gms + C;
+    float *dgms = dev_f(gms, 2 * no), *dgmean = dgms, *dgstd = uniform ? dgms + no : dgms + C;
+    // dx and dw (weighted) or dx alone (uniform); then dx through dstd only
+    grads_t g = grads_prefill(w ? 2 : 1, (size_t[]){n, n});
+    const float* gx0 = copy_f(g.cpu[0], n);
+    weighted_stats_backward(g.cpu[0], g.cpu[1], gmean, gstd, x, w, mean, std, B, C, T, ld, eps);
+    g_be->weighted_stats_backward(g.dev[0], g.dev[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B, C,
+                                  T, ld, eps);
+    g_be->weighted_stats_backward(g.dev2[0], g.dev2[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B,
+                                  C, T, ld, eps);
+    grads_check(&g, "weighted_stats", tag, (const char*[]){"dx", "dw"}, (double[]){TOL, TOL});
+    float* gx = copy_f(gx0, n);
+    weighted_stats_backward(gx, NULL, NULL, gstd, x, w, mean, std, B, C, T, ld, eps);
+    dev_set(g.dev[0], gx0, n);
+    g_be->weighted_stats_backward(g.dev[0], NULL, NULL, dgstd, dxd, dwd, dmean, dstd, B, C, T, ld,
+                                  eps);
+    cmp(cname("weighted_stats dx from dstd only %s", tag), g.dev[0], gx, n, TOL);
+    dev_release();
+    test_release();
+}
+
+static void backend_softmax_time(void) {
+    const int B = 3, C = 7, T = 301;
+    const size_t n = (size_t)B * C * T;
+    float *x = rand_f(n, -6, 6), *y = alloc_f(n);
+    softmax_time_forward(y, x, B, C, T);
+    float* dyd = dev_f(x, n);
+    g_be->softmax_time_forward(dyd, dyd, B, C, T);  // in place
+    cmp("softmax_time forward (in place)", dyd, y, n, TOL);
+    float *gy = rand_f(n, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
+    softmax_time_backward(gx, gy, y, B, C, T);
+    float *dgy = dev_f(gy, n), *dgx = dev_f(gx0, n);
+    g_be->softmax_time_backward(dgx, dgy, dyd, B, C, T);
+    cmp("softmax_time backward", dgx, gx, n, TOL);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_mean_scale();
+    backend_weighted_stats(0);
+    backend_weighted_stats(1);
+    backend_softmax_time();
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_pooling", 2024, cpu_checks, backend_checks);
 }

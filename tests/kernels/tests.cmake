@@ -1,13 +1,25 @@
-# Kernel unit tests; include()d from tests/CMakeLists.txt. Each test is a plain executable
-# that exits non-zero on a mismatch.
+# Kernel tests; include()d from tests/CMakeLists.txt. One binary per op (tests/kernels/test_<op>.c
+# for kernels/cpu/<op>.c and kernels/cuda/<op>.cu), run twice: kernel_<op> checks the CPU kernels
+# and the cpu and cpu-staged backends, kernel_<op>_cuda the CUDA backend against the CPU kernels
+# (skipped, exit 77, without a usable device). Each exits non-zero on a mismatch.
 set(SPK_KERNEL_TESTS
-  gemm conv1d batchnorm activation pooling tensor_ops aam_softmax xent linear optim)
+  backend gemm conv1d batchnorm activation pooling tensor_ops aam_softmax xent linear optim)
 foreach(_t IN LISTS SPK_KERNEL_TESTS)
   add_executable(test_kernel_${_t} ${CMAKE_CURRENT_LIST_DIR}/test_${_t}.c)
   target_link_libraries(test_kernel_${_t} spk_kernels)
-  add_test(NAME kernel_${_t} COMMAND test_kernel_${_t})
+  add_test(NAME kernel_${_t} COMMAND test_kernel_${_t} cpu cpu-staged)
   set_tests_properties(kernel_${_t} PROPERTIES LABELS unit)
+  add_test(NAME kernel_${_t}_cuda COMMAND test_kernel_${_t} cuda)
+  set_tests_properties(kernel_${_t}_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
+
+# The CUDA error path (kernels/cuda/cuda_check.h); runs without a GPU.
+if(SPKDDP_CUDA)
+  add_executable(test_kernel_cuda_check ${CMAKE_CURRENT_LIST_DIR}/test_cuda_check.c)
+  target_link_libraries(test_kernel_cuda_check spk_kernels)
+  add_test(NAME kernel_cuda_check COMMAND test_kernel_cuda_check)
+  set_tests_properties(kernel_cuda_check PROPERTIES LABELS unit)
+endif()
 
 # Convolution benchmark (not a test). With oneDNN installed it also times oneDNN's own
 # convolution primitives for comparison.

@@ -1,36 +1,10 @@
-// Elementwise and layout kernels: activations (kernels/activation.h) and tensor_ops.h. The
-// activation math is the shared SPK_HD helpers of kernels/elementwise_math.h; everything is a
-// grid-stride loop, except time_repeat_backward (one block per (b, c) row, fixed-order sum)
-// and batch_transpose (grid-stride over 32x32 tiles staged in shared memory).
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/elementwise_math.h"
+// Layout helpers over (B, C, T) tensors (kernels/tensor_ops.h): grid-stride loops, except
+// time_repeat_backward (one block per (b, c) row, fixed-order sum) and batch_transpose
+// (grid-stride over 32x32 tiles staged in shared memory).
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
-// ---- activations ----------------------------------------------------------------------------
-__global__ void relu_fwd_kernel(float* y, const float* x, size_t n) {
-    SPK_GRID_LOOP(i, n) y[i] = spk_relu(x[i]);
-}
-__global__ void relu_bwd_kernel(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_GRID_LOOP(i, n) dx[i] += spk_relu_grad(dy[i], y[i]);
-}
-__global__ void relu_mask_kernel(float* g, const float* y, size_t n) {
-    SPK_GRID_LOOP(i, n) g[i] = spk_relu_grad(g[i], y[i]);
-}
-__global__ void sigmoid_fwd_kernel(float* y, const float* x, size_t n) {
-    SPK_GRID_LOOP(i, n) y[i] = spk_sigmoid(x[i]);
-}
-__global__ void sigmoid_bwd_kernel(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_GRID_LOOP(i, n) dx[i] += spk_sigmoid_grad(dy[i], y[i]);
-}
-__global__ void tanh_fwd_kernel(float* y, const float* x, size_t n) {
-    SPK_GRID_LOOP(i, n) y[i] = spk_tanh(x[i]);
-}
-__global__ void tanh_bwd_kernel(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_GRID_LOOP(i, n) dx[i] += spk_tanh_grad(dy[i], y[i]);
-}
-
-// ---- tensor ops -----------------------------------------------------------------------------
 // dst[b * dst_channels * T + j] (=|+=) src[b * src_channels * T + j] for j < C*T
 template <int kAdd>
 __global__ void slice_kernel(float* dst, int dst_channels, const float* src, int src_channels,
@@ -64,7 +38,7 @@ __global__ void time_repeat_bwd_kernel(float* ds, int ld, const float* dy, int d
     const size_t b = blockIdx.x / C, c = blockIdx.x - b * C;
     const float* r = dy + (b * dy_channels + c) * T;
     double acc = 0.0;
-    for (int t = threadIdx.x; t < T; t += SPK_CUDA_THREADS) acc += r[t];
+    SPK_ROW_LOOP(t, T) acc += r[t];
     const double s = spk_block_sum(acc, sh);
     if (threadIdx.x == 0) ds[b * ld + c] += (float)s;
 }
@@ -98,50 +72,18 @@ __global__ void batch_transpose_kernel(float* y, const float* x, int R, int C, s
     }
 }
 
-__global__ void vec_add_kernel(float* y, const float* a, const float* b, size_t n) {
-    SPK_GRID_LOOP(i, n) y[i] = a[i] + b[i];
-}
 __global__ void vec_acc_kernel(float* y, const float* a, size_t n) {
     SPK_GRID_LOOP(i, n) y[i] += a[i];
 }
 
 }  // namespace
 
-#define SPK_ELEMENTWISE_LAUNCH(kernel, n, ...)                                                \
-    do {                                                                                      \
-        if ((n) == 0) break;                                                                  \
-        kernel<<<spk_grid(n), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(__VA_ARGS__); \
-        SPK_CUDA_LAUNCHED();                                                                  \
-    } while (0)
-
-extern "C" void relu_forward_cuda(float* y, const float* x, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(relu_fwd_kernel, n, y, x, n);
-}
-extern "C" void relu_backward_cuda(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(relu_bwd_kernel, n, dx, dy, y, n);
-}
-extern "C" void relu_mask_cuda(float* g, const float* y, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(relu_mask_kernel, n, g, y, n);
-}
-extern "C" void sigmoid_forward_cuda(float* y, const float* x, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(sigmoid_fwd_kernel, n, y, x, n);
-}
-extern "C" void sigmoid_backward_cuda(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(sigmoid_bwd_kernel, n, dx, dy, y, n);
-}
-extern "C" void tanh_forward_cuda(float* y, const float* x, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(tanh_fwd_kernel, n, y, x, n);
-}
-extern "C" void tanh_backward_cuda(float* dx, const float* dy, const float* y, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(tanh_bwd_kernel, n, dx, dy, y, n);
-}
-
 extern "C" void channel_slice_copy_cuda(float* dst, int dst_channels, const float* src,
                                         int src_channels, int B, int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     SPK_ASSERT(B >= 0 && C >= 0 && T >= 0);
     const size_t n = (size_t)B * C * T;
-    SPK_ELEMENTWISE_LAUNCH(slice_kernel<0>, n, dst, dst_channels, src, src_channels, B, C, T);
+    if (n) SPK_LAUNCH(slice_kernel<0>, spk_grid(n), dst, dst_channels, src, src_channels, B, C, T);
 }
 
 extern "C" void channel_slice_add_cuda(float* dst, int dst_channels, const float* src,
@@ -149,7 +91,7 @@ extern "C" void channel_slice_add_cuda(float* dst, int dst_channels, const float
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     SPK_ASSERT(B >= 0 && C >= 0 && T >= 0);
     const size_t n = (size_t)B * C * T;
-    SPK_ELEMENTWISE_LAUNCH(slice_kernel<1>, n, dst, dst_channels, src, src_channels, B, C, T);
+    if (n) SPK_LAUNCH(slice_kernel<1>, spk_grid(n), dst, dst_channels, src, src_channels, B, C, T);
 }
 
 extern "C" void time_repeat_forward_cuda(float* y, int y_channels, const float* s, int ld, int B,
@@ -157,17 +99,15 @@ extern "C" void time_repeat_forward_cuda(float* y, int y_channels, const float* 
     SPK_ASSERT(C <= y_channels && (ld == 0 || C <= ld));  // ld = 0: one s for every sample
     SPK_ASSERT(B >= 0 && C >= 0 && T >= 0);
     const size_t n = (size_t)B * C * T;
-    SPK_ELEMENTWISE_LAUNCH(time_repeat_fwd_kernel, n, y, y_channels, s, ld, B, C, T);
+    if (n) SPK_LAUNCH(time_repeat_fwd_kernel, spk_grid(n), y, y_channels, s, ld, B, C, T);
 }
 
 extern "C" void time_repeat_backward_cuda(float* ds, int ld, const float* dy, int dy_channels,
                                           int B, int C, int T) {
     SPK_ASSERT(C <= dy_channels && C <= ld);
     SPK_ASSERT(B >= 0 && C >= 0 && T >= 0);
-    if ((size_t)B * C == 0) return;
-    time_repeat_bwd_kernel<<<spk_rows_grid((size_t)B * C), SPK_CUDA_THREADS, 0,
-                             spk_cuda_stream_checked()>>>(ds, ld, dy, dy_channels, C, T);
-    SPK_CUDA_LAUNCHED();
+    const size_t rows = (size_t)B * C;
+    if (rows) SPK_LAUNCH(time_repeat_bwd_kernel, spk_rows_grid(rows), ds, ld, dy, dy_channels, C, T);
 }
 
 extern "C" void batch_transpose_cuda(float* y, const float* x, int B, int R, int C) {
@@ -175,16 +115,11 @@ extern "C" void batch_transpose_cuda(float* y, const float* x, int B, int R, int
     const size_t tiles = (size_t)B * ((R + kTile - 1) / kTile) * (size_t)((C + kTile - 1) / kTile);
     if (tiles == 0) return;
     const unsigned blocks = tiles < SPK_CUDA_MAX_BLOCKS ? (unsigned)tiles : SPK_CUDA_MAX_BLOCKS;
-    batch_transpose_kernel<<<blocks, SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(y, x, R, C,
-                                                                                       tiles);
-    SPK_CUDA_LAUNCHED();
+    SPK_LAUNCH(batch_transpose_kernel, blocks, y, x, R, C, tiles);
 }
 
-extern "C" void vec_add_cuda(float* y, const float* a, const float* b, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(vec_add_kernel, n, y, a, b, n);
-}
 extern "C" void vec_acc_cuda(float* y, const float* a, size_t n) {
-    SPK_ELEMENTWISE_LAUNCH(vec_acc_kernel, n, y, a, n);
+    if (n) SPK_LAUNCH(vec_acc_kernel, spk_grid(n), y, a, n);
 }
 extern "C" void vec_zero_cuda(float* y, size_t n) { spk_cuda_memset0(y, n * sizeof(float)); }
 extern "C" void vec_copy_cuda(float* y, const float* a, size_t n) {

@@ -1,0 +1,58 @@
+// Row helpers of the CPU softmaxes and loss heads (xent.c, aam_softmax.c, pooling.c), as
+// kernels/cuda/rows.cuh and launch.cuh are on the GPU.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/elementwise_math.h"
+
+// First index of the maximum of z[0..n).
+static inline int spk_row_argmax(const float* z, int n) {
+    int am = 0;
+    for (int j = 1; j < n; j++)
+        if (z[j] > z[am]) am = j;
+    return am;
+}
+
+// p = softmax(z) over n positions given the row's maximum mx: p[j] = exp(z[j] - mx) / s with
+// s = sum_j exp(z[j] - mx), returned (logsumexp(z) = mx + log(s)). p may alias z.
+static inline float spk_softmax_row(float* p, const float* z, int n, float mx) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; j++) {
+        const float e = spk_expf(z[j] - mx);
+        p[j] = e;
+        s += e;
+    }
+    const float inv = 1.0f / s;
+#pragma omp simd
+    for (int j = 0; j < n; j++) p[j] *= inv;
+    return s;
+}
+
+// ---- the batch loss of a row-wise loss head -------------------------------------------------
+typedef struct {
+    float loss;  // the row's loss
+    int ok;      // 1 when the row's prediction is its label
+} spk_row_loss_t;
+
+// *loss = mean over the B rows of row(ctx, b).loss, *correct = the rows that are ok. Rows run
+// in parallel (when B * row_floats is worth the threads); their results are summed in row
+// order, through blocks of a fixed-size buffer, so the sum does not depend on the thread count.
+#define SPK_ROW_BLOCK 256
+static inline void spk_row_losses(float* loss, int* correct, int B, size_t row_floats,
+                                  spk_row_loss_t (*row)(void* ctx, int b), void* ctx) {
+    double total = 0.0;
+    int ncorrect = 0;
+    for (int b0 = 0; b0 < B; b0 += SPK_ROW_BLOCK) {
+        const int nb = B - b0 < SPK_ROW_BLOCK ? B - b0 : SPK_ROW_BLOCK;
+        spk_row_loss_t r[SPK_ROW_BLOCK];
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)nb * row_floats >= 32768)
+        for (int i = 0; i < nb; i++) r[i] = row(ctx, b0 + i);
+        for (int i = 0; i < nb; i++) {
+            total += r[i].loss;
+            ncorrect += r[i].ok;
+        }
+    }
+    *loss = (float)(total / B);
+    *correct = ncorrect;
+}

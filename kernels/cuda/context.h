@@ -1,0 +1,54 @@
+// The CUDA library context (kernels/cuda/context.cu): the device, one stream, the cuDNN and
+// cuBLAS handles bound to it, device memory helpers. Built with SPKDDP_CUDA only
+// (SPKDDP_HAVE_CUDA is defined then). The ops themselves are reached through the backend table
+// (kernels/backend.h, spk_backend_cuda()).
+//
+// Call spk_cuda_init() once before anything else and use the library from one host thread
+// (the stream, the handles and the convolution plan cache are process-wide and unlocked).
+// Everything queues on spk_cuda_stream(); upload, download and sync wait for it.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;  // cudaStream_t is `struct CUstream_st *`
+
+// Selects `device`, creates the stream and the cuDNN/cuBLAS handles. Returns 0 on success (also
+// when already initialised on the same device), -1 with a sentence on stderr otherwise.
+int spk_cuda_init(int device);
+// Waits for the stream, then releases the handles, cached plans, scratch and the stream.
+void spk_cuda_shutdown(void);
+// The stream every CUDA op runs on.
+struct CUstream_st* spk_cuda_stream(void);
+
+void* spk_cuda_malloc(size_t bytes);                               // cudaMalloc; NULL for 0
+void spk_cuda_free(void* p);                                       // NULL is fine
+void spk_cuda_memset0(void* p, size_t bytes);                      // on the stream
+void spk_cuda_upload(void* dst, const void* src, size_t bytes);    // host -> device, blocking
+void spk_cuda_download(void* dst, const void* src, size_t bytes);  // device -> host, blocking
+void spk_cuda_sync(void);                                          // waits for the stream
+size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on the device)
+// Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
+// fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
+void spk_cuda_set_tf32(int allow);
+
+#ifdef __cplusplus
+}
+
+// ---- for kernels/cuda/*.cu ------------------------------------------------------------------
+// Each ends the job with a sentence when spk_cuda_init() has not been called.
+#include <cublas_v2.h>
+#include <cudnn.h>
+cudaStream_t spk_cuda_stream_checked(void);
+cudnnHandle_t spk_cudnn_handle(void);
+cublasHandle_t spk_cublas_handle(void);
+// Library-owned device scratch of at least `bytes`, valid until the next call (same stream, so
+// reuse is ordered). Grows as needed.
+void* spk_cuda_scratch(size_t bytes);
+// The convolution plan cache (kernels/cuda/conv1d.cu): released by spk_cuda_shutdown, re-planned
+// when the TF32 permission changes.
+void spk_conv1d_cuda_release_plans(void);
+void spk_conv1d_cuda_set_tf32(int allow);
+#endif

@@ -1,0 +1,132 @@
+// How the kernels of kernels/cuda/*.cu are launched and how their blocks reduce: blocks of
+// SPK_CUDA_THREADS threads on the library stream, grid-stride loops or one block per row, and
+// fixed-order block reductions (bitwise reproducible run to run).
+#pragma once
+#include <math.h>
+
+#include "kernels/base/spk_assert.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/elementwise_math.h"
+
+// ---- launch shapes --------------------------------------------------------------------------
+// Every kernel uses blocks of SPK_CUDA_THREADS threads; the block reductions below rely on it.
+#define SPK_CUDA_THREADS 256
+#define SPK_CUDA_MAX_BLOCKS 4096  // grid-stride loops cover the rest
+
+// Blocks for a grid-stride loop over n elements (at least 1).
+static inline unsigned spk_grid(size_t n) {
+    size_t b = (n + SPK_CUDA_THREADS - 1) / SPK_CUDA_THREADS;
+    if (b < 1) b = 1;
+    if (b > SPK_CUDA_MAX_BLOCKS) b = SPK_CUDA_MAX_BLOCKS;
+    return (unsigned)b;
+}
+// Blocks for one-block-per-row kernels.
+static inline unsigned spk_rows_grid(size_t rows) {
+    SPK_ASSERT(rows > 0 && rows <= 0x7fffffffu);
+    return (unsigned)rows;
+}
+
+// Queues `kernel` on `blocks` blocks on the library stream and checks the launch.
+#define SPK_LAUNCH(kernel, blocks, ...)                                                   \
+    do {                                                                                  \
+        kernel<<<(blocks), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(__VA_ARGS__); \
+        SPK_CUDA_LAUNCHED();                                                              \
+    } while (0)
+
+// Grid-stride loop over [0, n).
+#define SPK_GRID_LOOP(i, n)                                                         \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); \
+         i += (size_t)blockDim.x * gridDim.x)
+
+// Loop of one thread over its positions of a row of n, when a block works on the row.
+#define SPK_ROW_LOOP(j, n) for (int j = threadIdx.x; j < (n); j += SPK_CUDA_THREADS)
+
+// ---- fixed-order block reductions -----------------------------------------------------------
+// All threads of a block of SPK_CUDA_THREADS call these with their partial value; every thread
+// gets the block total. The tree (pairs at distance 128, 64, ..., 1) is the same on every run,
+// so with each thread's partial built in a fixed order the result is bitwise reproducible.
+// `sh` is shared memory of SPK_CUDA_THREADS elements; it may be reused right after the call.
+template <typename V>
+__device__ __forceinline__ V spk_block_sum(V v, V* sh) {
+    const int tid = threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = SPK_CUDA_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = sh[tid] + sh[tid + s];
+        __syncthreads();
+    }
+    const V r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ float spk_block_max(float v, float* sh) {
+    const int tid = threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = SPK_CUDA_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = fmaxf(sh[tid], sh[tid + s]);
+        __syncthreads();
+    }
+    const float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// First index of the maximum: threads pass their own (value, index) with index = -1 when they
+// saw no element; larger value wins, equal values go to the smaller index.
+__device__ __forceinline__ int spk_block_argmax(float v, int idx, float* shv, int* shi) {
+    const int tid = threadIdx.x;
+    shv[tid] = v;
+    shi[tid] = idx;
+    __syncthreads();
+    for (int s = SPK_CUDA_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            const float ov = shv[tid + s];
+            const int oi = shi[tid + s];
+            const int mine = shi[tid];
+            const int take =
+                oi >= 0 && (mine < 0 || ov > shv[tid] || (ov == shv[tid] && oi < mine));
+            if (take) {
+                shv[tid] = ov;
+                shi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    const int r = shi[0];
+    __syncthreads();
+    return r;
+}
+
+// First index of the maximum of a row of n, by the whole block.
+__device__ __forceinline__ int spk_block_row_argmax(const float* z, int n, float* shv, int* shi) {
+    float mv = -INFINITY;
+    int mi = -1;
+    SPK_ROW_LOOP(j, n) {
+        if (mi < 0 || z[j] > mv) {
+            mv = z[j];
+            mi = j;
+        }
+    }
+    return spk_block_argmax(mv, mi, shv, shi);
+}
+
+// The softmax of a row of n given its maximum mx, by the whole block: p[j] = exp(z[j] - mx) / s
+// with s = sum_j exp(z[j] - mx) (summed in double), which every thread gets back. Each thread
+// reads and writes only its own positions, so p may alias z.
+__device__ __forceinline__ float spk_block_softmax_row(float* p, const float* z, int n, float mx,
+                                                       double* sh) {
+    double acc = 0.0;
+    SPK_ROW_LOOP(j, n) {
+        const float e = spk_expf(z[j] - mx);
+        p[j] = e;
+        acc += e;
+    }
+    const float s = (float)spk_block_sum(acc, sh);
+    const float inv = 1.0f / s;
+    SPK_ROW_LOOP(j, n) p[j] *= inv;
+    return s;
+}

@@ -1,0 +1,58 @@
+// Every math op a backend implements (kernels/backend.h), in one list: the backend struct, each
+// backend's table and the declarations of the CUDA siblings (kernels/cuda/ops.h) expand it.
+#pragma once
+
+#include "kernels/aam_softmax.h"
+#include "kernels/activation.h"
+#include "kernels/batchnorm.h"
+#include "kernels/conv1d.h"
+#include "kernels/gemm.h"
+#include "kernels/linear.h"
+#include "kernels/optim.h"
+#include "kernels/pooling.h"
+#include "kernels/tensor_ops.h"
+#include "kernels/xent.h"
+
+#define SPK_BACKEND_OPS(X)                \
+    X(spk_sgemm) \
+    X(spk_sgemm_batched) \
+    X(conv1d_workspace_floats) \
+    X(conv1d_forward) \
+    X(conv1d_backward) \
+    X(batchnorm1d_forward_train) \
+    X(batchnorm1d_forward_infer) \
+    X(batchnorm1d_backward) \
+    X(relu_forward) \
+    X(relu_backward) \
+    X(relu_mask) \
+    X(sigmoid_forward) \
+    X(sigmoid_backward) \
+    X(tanh_forward) \
+    X(tanh_backward) \
+    X(time_mean_forward) \
+    X(time_mean_backward) \
+    X(channel_scale_forward) \
+    X(channel_scale_backward) \
+    X(weighted_stats_forward) \
+    X(weighted_stats_backward) \
+    X(softmax_time_forward) \
+    X(softmax_time_backward) \
+    X(channel_slice_copy) \
+    X(channel_slice_add) \
+    X(time_repeat_forward) \
+    X(time_repeat_backward) \
+    X(batch_transpose) \
+    X(vec_acc) \
+    X(vec_copy) \
+    X(vec_zero) \
+    X(aam_softmax_cache_floats) \
+    X(aam_softmax_workspace_floats) \
+    X(aam_softmax_forward) \
+    X(aam_softmax_backward) \
+    X(xent_forward) \
+    X(xent_backward) \
+    X(linear_forward) \
+    X(linear_backward) \
+    X(sgd_step) \
+    X(adam_step) \
+    X(adamw_step)
