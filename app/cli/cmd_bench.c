@@ -26,21 +26,19 @@ typedef struct {
     int tf32;
 } bench_opts_t;
 
-#define F(field) offsetof(bench_opts_t, field)
-static const opt_t opts[] = {
-    {"model", OPT_STR, F(model), 0, 0, "linear|ecapa", "model"},
-    {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
-    {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "per-rank batch"},
-    {"frames", OPT_INT, F(frames), 8, 1e6, NULL, "frames per sample T"},
-    {"feat", OPT_INT, F(feat), 1, 4096, NULL, "feature dimension F"},
-    {"classes", OPT_INT, F(classes), 2, 1e7, NULL, "speakers in the AAM head"},
-    {"steps", OPT_INT, F(steps), 1, 1e6, NULL, "timed steps"},
-    {"warmup", OPT_INT, F(warmup), 0, 1e6, NULL, "untimed steps first"},
-    {"tf32", OPT_FLAG, F(tf32), 0, 0, NULL, "CUDA: allow TF32 tensor-core math (default plain fp32)"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
+static const opt_t rows[] = {
+    OPT_CHOICE(bench_opts_t, model, "model", "linear|ecapa", "model"),
+    OPT_CHANNELS(bench_opts_t, channels),
+    OPT_BATCH(bench_opts_t, batch),
+    OPT_INTEGER(bench_opts_t, frames, "frames", 8, 1e6, "frames per sample T"),
+    OPT_INTEGER(bench_opts_t, feat, "feat", 1, 4096, "feature dimension F"),
+    OPT_INTEGER(bench_opts_t, classes, "classes", 2, 1e7, "speakers in the AAM head"),
+    OPT_INTEGER(bench_opts_t, steps, "steps", 1, 1e6, "timed steps"),
+    OPT_INTEGER(bench_opts_t, warmup, "warmup", 0, 1e6, "untimed steps first"),
+    OPT_TF32(bench_opts_t, tf32),
+    OPT_DEVICE(bench_opts_t, device),
 };
-static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
-                                  (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table = OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
 
 // Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
 // SE and embedding layers once.

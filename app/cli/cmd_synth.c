@@ -15,25 +15,24 @@ typedef struct {
     double separation;
 } synth_opts_t;
 
-#define F(field) offsetof(synth_opts_t, field)
-static const opt_t opts[] = {
-    {"out", OPT_STR, F(out), 0, 0, NULL, "output dataset (HDF5)"},
-    {"kind", OPT_STR, F(kind), 0, 0, "toy|speakers", "toy: the seed job's data; speakers: variable-length utterances"},
-    {"val-out", OPT_STR, F(val_out), 0, 0, NULL, "speakers: also write held-out utterances of the same speakers here"},
-    {"seed", OPT_INT, F(seed), 0, 9e15, NULL, "random seed"},
-    {"samples", OPT_INT, F(samples), 1, 1e9, NULL, "toy: samples"},
-    {"dim", OPT_INT, F(dim), 1, 1024, NULL, "feature dimension (toy default 64, speakers default 80)"},
-    {"classes", OPT_INT, F(classes), 2, 1e6, NULL, "toy: classes"},
-    {"separation", OPT_REAL, F(separation), 0, 100, NULL, "toy: class-mean shift (0 = pure noise, as the seed job)"},
-    {"speakers", OPT_INT, F(speakers), 2, 1e6, NULL, "speakers: number of speakers"},
-    {"first-speaker", OPT_INT, F(first_speaker), 0, 1e9, NULL, "speakers: first voice index (disjoint ranges = unseen speakers)"},
-    {"utts-per-speaker", OPT_INT, F(utts), 1, 1e6, NULL, "speakers: training utterances per speaker"},
-    {"val-utts-per-speaker", OPT_INT, F(val_utts), 1, 1e6, NULL, "speakers: held-out utterances per speaker"},
-    {"visual-dim", OPT_INT, F(visual_dim), 0, 4096, NULL, "speakers: add a /visual stream (25 frames/s) of this dimension"},
-    {"min-frames", OPT_INT, F(min_frames), 1, 1e6, NULL, "speakers: shortest utterance"},
-    {"max-frames", OPT_INT, F(max_frames), 1, 1e6, NULL, "speakers: longest utterance"},
+static const opt_t rows[] = {
+    OPT_TEXT(synth_opts_t, out, "out", OPT_REQUIRED, "output dataset (HDF5)"),
+    OPT_CHOICE(synth_opts_t, kind, "kind", "toy|speakers", "toy: the seed job's data; speakers: variable-length utterances"),
+    OPT_TEXT(synth_opts_t, val_out, "val-out", OPT_OPTIONAL, "speakers: also write held-out utterances of the same speakers here"),
+    OPT_SEED(synth_opts_t, seed, "random seed"),
+    OPT_INTEGER(synth_opts_t, samples, "samples", 1, 1e9, "toy: samples"),
+    OPT_INTEGER(synth_opts_t, dim, "dim", 1, 1024, "feature dimension (toy default 64, speakers default 80)"),
+    OPT_INTEGER(synth_opts_t, classes, "classes", 2, 1e6, "toy: classes"),
+    OPT_NUMBER(synth_opts_t, separation, "separation", 0, 100, "toy: class-mean shift (0 = pure noise, as the seed job)"),
+    OPT_INTEGER(synth_opts_t, speakers, "speakers", 2, 1e6, "speakers: number of speakers"),
+    OPT_INTEGER(synth_opts_t, first_speaker, "first-speaker", 0, 1e9, "speakers: first voice index (disjoint ranges = unseen speakers)"),
+    OPT_INTEGER(synth_opts_t, utts, "utts-per-speaker", 1, 1e6, "speakers: training utterances per speaker"),
+    OPT_INTEGER(synth_opts_t, val_utts, "val-utts-per-speaker", 1, 1e6, "speakers: held-out utterances per speaker"),
+    OPT_INTEGER(synth_opts_t, visual_dim, "visual-dim", 0, 4096, "speakers: add a /visual stream (25 frames/s) of this dimension"),
+    OPT_INTEGER(synth_opts_t, min_frames, "min-frames", 1, 1e6, "speakers: shortest utterance"),
+    OPT_INTEGER(synth_opts_t, max_frames, "max-frames", 1, 1e6, "speakers: longest utterance"),
 };
-static const opt_table_t table = {"synth", "Write a synthetic feature dataset.", opts, (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table = OPT_TABLE("synth", "Write a synthetic feature dataset.", rows);
 
 int cmd_synth(const comm_t *comm, int argc, char **argv) {
     synth_config_t d = synth_defaults();
@@ -42,7 +41,6 @@ int cmd_synth(const comm_t *comm, int argc, char **argv) {
                       .min_frames = d.min_frames, .max_frames = d.max_frames, .separation = d.toy_separation};
     strcpy(o.kind, "toy");
     opt_parse(&table, &o, argc, argv, NULL, 0);
-    if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "synth: --out is required");
     if (o.min_frames > o.max_frames) spk_fail_all(SPK_EXIT_USAGE, "synth: --min-frames exceeds --max-frames");
     synth_config_t c = d;
     c.seed = (uint64_t)o.seed;

@@ -64,6 +64,23 @@ static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const cha
     }
 }
 
+// Required strings left empty: one line naming them all ("--a, --b and --c are required").
+static void check_required(const opt_table_t *t, const void *cfg) {
+    const char *missing[32];
+    int n = 0;
+    for (int i = 0; i < t->count && n < 32; i++) {
+        const opt_t *o = &t->opts[i];
+        if (o->type == OPT_STR && o->min >= 1 && !((const char *)cfg + o->offset)[0]) missing[n++] = o->name;
+    }
+    if (n == 0) return;
+    char list[1024] = "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s--%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", missing[i]);
+    }
+    spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s required (see %s --help)", t->command, list, n > 1 ? "are" : "is", t->command);
+}
+
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional) {
     int npos = 0;
     for (int i = 0; i < argc; i++) {
@@ -92,6 +109,7 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
         if (!v) spk_fail_all(SPK_EXIT_USAGE, "%s: --%s needs a value", t->command, o->name);
         set_value(t, o, cfg, v);
     }
+    check_required(t, cfg);
     return npos;
 }
 
@@ -105,6 +123,7 @@ void opt_print_help(const opt_table_t *t) {
         snprintf(left, sizeof left, "--%s%s", o->name, arg);
         printf("  %-24s %s", left, o->help);
         if (o->choices) printf(" (%s)", o->choices);
+        if (o->type == OPT_STR && o->min >= 1) printf(" (required)");
         printf("\n");
     }
     fflush(stdout);

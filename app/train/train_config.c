@@ -32,14 +32,12 @@ train_config_t train_config_defaults(void) {
 }
 
 void train_config_finalize(train_config_t *c, int world) {
-    if (!c->data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --data is required (make one with: spkddp synth --out toy.h5)");
     if (c->global_batch > 0) {
         if (c->global_batch % world != 0)
             spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks",
                          (long long)c->global_batch, world);
         c->batch = c->global_batch / world;
     }
-    if (c->batch <= 0) spk_fail_all(SPK_EXIT_USAGE, "train: --batch must be at least 1");
     c->global_batch = c->batch * world;
     if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
