@@ -21,18 +21,20 @@ struct nccl_comm {
     int rank, size;
 };
 
-#define ncclCheck(call)                                                                                        \
-    do {                                                                                                       \
-        ncclResult_t nccl_rc_ = (call);                                                                        \
-        if (nccl_rc_ != ncclSuccess)                                                                           \
-            spk_die(SPK_EXIT_FAILURE, "NCCL call %s failed: %s", #call, ncclGetErrorString(nccl_rc_));        \
+// NCCL and CUDA runtime calls: a failure names the call and the library's reason, and ends
+// the job (spk_die).
+static void lib_check(int failed, const char *lib, const char *call, const char *why, const char *file, int line) {
+    if (failed) spk_die_at(file, line, SPK_EXIT_FAILURE, "%s call %s failed: %s", lib, call, why);
+}
+#define ncclCheck(call)                                                                                   \
+    do {                                                                                                  \
+        ncclResult_t rc_ = (call);                                                                        \
+        lib_check(rc_ != ncclSuccess, "NCCL", #call, ncclGetErrorString(rc_), __FILE__, __LINE__);       \
     } while (0)
-
-#define cudaRtCheck(call)                                                                                      \
-    do {                                                                                                       \
-        cudaError_t cuda_rc_ = (call);                                                                         \
-        if (cuda_rc_ != cudaSuccess)                                                                           \
-            spk_die(SPK_EXIT_FAILURE, "CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_rc_));        \
+#define cudaRtCheck(call)                                                                                 \
+    do {                                                                                                  \
+        cudaError_t rc_ = (call);                                                                         \
+        lib_check(rc_ != cudaSuccess, "CUDA", #call, cudaGetErrorString(rc_), __FILE__, __LINE__);       \
     } while (0)
 
 nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
