@@ -3,7 +3,7 @@
 // figure is for the whole job.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
-#include "app/cli/train_options.h"
+#include "app/cli/options.h"
 #include "app/dist/device_select.h"
 #include "app/dist/grad_sync.h"
 #include "app/model/model.h"
@@ -62,18 +62,14 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     const int tf32 = device_set_tf32(be, o.tf32);
 
-    train_config_t cfg = train_config_defaults();
-    snprintf(cfg.model, sizeof cfg.model, "%s", o.model);
-    cfg.channels = o.channels;
-    cfg.frames = o.frames;
-    strcpy(cfg.optimizer, "adam");
-    cfg.lr = 1e-3;
-    model_config_t mc = train_config_model(&cfg);
+    model_config_t mc = model_config_defaults(o.model);
+    mc.channels = o.channels;
+    mc.frames = o.frames;
     model_t *m = model_create(&mc, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", o.model, m->min_batch);
     optimizer_t opt;
-    optimizer_init(&opt, &cfg, m->table.total, be);
+    optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
     grad_sync_init(&gs, comm, be, m->table.total);
 

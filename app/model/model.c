@@ -43,6 +43,13 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
+model_config_t model_config_defaults(const char *name) {
+    model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128, .visual_channels = 256,
+                        .margin = 0.2, .scale = 30, .seed = 1234};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    return c;
+}
+
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);

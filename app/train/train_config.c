@@ -9,15 +9,17 @@ train_config_t train_config_defaults(void) {
     train_config_t c;
     memset(&c, 0, sizeof c);
     // The seed job: linear classifier, batch 16 per rank, SGD lr 0.05, 3 epochs.
-    strcpy(c.model, "linear");
+    const model_config_t m = model_config_defaults("linear");
+    snprintf(c.model, sizeof c.model, "%s", m.name);
     snprintf(c.device, sizeof c.device, "%s", device_default());
-    c.channels = 512;
-    c.emb_dim = 192;
-    c.att_channels = 128;
-    c.se_channels = 128;
-    c.visual_channels = 256;
-    c.margin = 0.2;
-    c.scale = 30;
+    c.channels = m.channels;
+    c.emb_dim = m.emb_dim;
+    c.att_channels = m.att_channels;
+    c.se_channels = m.se_channels;
+    c.visual_channels = m.visual_channels;
+    c.margin = m.margin;
+    c.scale = m.scale;
+    c.seed = (int64_t)m.seed;
     c.epochs = 3;
     c.batch = 16;
     strcpy(c.optimizer, "sgd");
@@ -25,7 +27,6 @@ train_config_t train_config_defaults(void) {
     strcpy(c.lr_schedule, "constant");
     c.lr_decay = 1.0;
     c.cycle_steps = 1000;
-    c.seed = 1234;
     c.keep = 3;
     c.progress = 30;
     return c;
@@ -58,4 +59,15 @@ model_config_t train_config_model(const train_config_t *c) {
                         .margin_warmup_end = c->margin_warmup_end, .frames = c->frames, .seed = (uint64_t)c->seed};
     snprintf(m.name, sizeof m.name, "%.31s", c->model);
     return m;
+}
+
+optimizer_config_t train_config_optimizer(const train_config_t *c) {
+    return (optimizer_config_t){.kind = optimizer_kind_parse(c->optimizer), .momentum = c->momentum,
+                                .weight_decay = c->weight_decay, .nesterov = c->nesterov};
+}
+
+lr_schedule_t train_config_lr_schedule(const train_config_t *c, int64_t steps_per_epoch) {
+    return (lr_schedule_t){.kind = lr_kind_parse(c->lr_schedule), .lr = c->lr, .lr_min = c->lr_min, .decay = c->lr_decay,
+                           .warmup_steps = c->warmup_steps, .cycle_steps = c->cycle_steps,
+                           .steps_per_epoch = steps_per_epoch, .total_steps = steps_per_epoch * c->epochs};
 }

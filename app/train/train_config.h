@@ -1,8 +1,12 @@
-// The training configuration: every `spkddp train` flag, its default, its range, and the
-// cross-field checks. The whole config is stored in every checkpoint.
+// The training configuration: every `spkddp train` flag, its default and the cross-field
+// checks (the flags' ranges and help are app/cli/train_options.c). The whole config is
+// stored in every checkpoint. The modules it drives get only their part of it: the model
+// (model_config_t), the optimizer (optimizer_config_t), the learning-rate schedule.
 #pragma once
 
 #include "app/model/model_config.h"
+#include "app/train/lr_schedule.h"
+#include "app/train/optimizer.h"
 
 #include <stdint.h>
 
@@ -53,5 +57,7 @@ typedef struct {
 train_config_t train_config_defaults(void);
 // Cross-field validation that needs the world size (batch vs global batch).
 void train_config_finalize(train_config_t *c, int world);
-// The model's part of the config.
+// The parts of the config each module needs.
 model_config_t train_config_model(const train_config_t *c);
+optimizer_config_t train_config_optimizer(const train_config_t *c);
+lr_schedule_t train_config_lr_schedule(const train_config_t *c, int64_t steps_per_epoch);

@@ -356,7 +356,8 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
     comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
     model_upload(m);
-    optimizer_init(&t->opt, cfg, m->table.total, be);
+    optimizer_config_t oc = train_config_optimizer(cfg);
+    optimizer_init(&t->opt, &oc, m->table.total, be);
     grad_sync_init(&t->grad_sync, comm, be, m->table.total);
     t->scratch = mallocCheck((size_t)m->table.total * sizeof(float));
     t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
@@ -378,9 +379,7 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
                 (long long)tail, cfg->model, (long long)tail * comm->size,
                 cfg->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
-    t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
-                               .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,
-                               .steps_per_epoch = steps, .total_steps = steps * cfg->epochs};
+    t->sched = train_config_lr_schedule(cfg, steps);
     t->lr = lr_at(&t->sched, 0);
     t->steps = steps;
 
