@@ -9,16 +9,15 @@
 #include "app/model/model.h"
 #include "app/train/optimizer.h"
 #include "io/rng.h"
+#include "kernels/base/clock.h"
 #ifdef SPKDDP_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
-#include "kernels/base/clock.h"
 #endif
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 typedef struct {
     char model[OPT_STR_MAX], device[OPT_STR_MAX];
@@ -54,6 +53,71 @@ static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
     return f;
 }
 
+// A fixed random batch of B samples of T frames x F features, drawn per rank.
+static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int64_t classes) {
+    batch_t b = {.n = B, .feature_dim = F};
+    b.frame_off = mallocCheck((size_t)(B + 1) * sizeof(int64_t));
+    b.labels = mallocCheck((size_t)B * sizeof(int32_t));
+    b.x = mallocCheck((size_t)(B * T * F) * sizeof(float));
+    rng_t r = rng_init(1, RNG_PURPOSE_SYNTH, (uint64_t)comm->rank, 7);
+    for (int i = 0; i <= B; i++) b.frame_off[i] = i * T;
+    for (int i = 0; i < B; i++) b.labels[i] = (int32_t)rng_below(&r, (uint64_t)classes);
+    for (int64_t i = 0; i < B * T * F; i++) b.x[i] = (float)rng_normal(&r);
+    return b;
+}
+
+// Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
+// after `warmup` untimed ones.
+static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64_t warmup, int64_t steps) {
+    const spk_backend_t *be = m->be;
+    optimizer_t opt;
+    optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
+    grad_sync_t gs;
+    grad_sync_init(&gs, comm, be, m->table.total);
+    double t0 = 0;
+    for (int64_t s = 0; s < warmup + steps; s++) {
+        if (s == warmup) {
+            be->sync();
+            comm_barrier(comm);
+            t0 = spk_seconds();
+        }
+        be->vec_zero(m->grads, (size_t)m->table.total);
+        grad_sync_begin(&gs, m);
+        m->ops->train_step(m, b);
+        grad_sync_finish(&gs);
+        grad_sync_wait(&gs);
+        step_stats_t st = {0};  // read like training does (it waits for the step)
+        m->ops->read_stats(m, &st);
+        optimizer_step(&opt, m->params, m->grads, 1e-3);
+    }
+    be->sync();
+    comm_barrier(comm);
+    const double dt = spk_seconds() - t0;
+    grad_sync_free(&gs);
+    optimizer_free(&opt);
+    return dt;
+}
+
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, int tf32, double dt) {
+    const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", o->model, (long long)o->channels, (int)o->batch,
+            comm->size, (long long)o->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
+    if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
+    printf0(": %.2f samples/s", sps);
+    if (strcmp(o->model, "ecapa") == 0) {
+        double fwd = ecapa_forward_flop(o->feat, o->channels, o->frames);
+        printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
+                3.0 * fwd * sps * 1e-9);
+    }
+    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
+#endif
+    printf0("\n");
+}
+
 int cmd_bench(const comm_t *comm, int argc, char **argv) {
     bench_opts_t o = {.channels = 512, .batch = 32, .frames = 200, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     strcpy(o.model, "ecapa");
@@ -68,64 +132,12 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     model_t *m = model_create(&mc, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", o.model, m->min_batch);
-    optimizer_t opt;
-    optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
-    grad_sync_t gs;
-    grad_sync_init(&gs, comm, be, m->table.total);
-
-    // A fixed random batch: B samples of T frames.
-    const int B = (int)o.batch;
-    const int64_t T = o.frames, Fd = o.feat;
-    batch_t b = {.n = B, .feature_dim = Fd};
-    b.frame_off = mallocCheck((size_t)(B + 1) * sizeof(int64_t));
-    b.labels = mallocCheck((size_t)B * sizeof(int32_t));
-    b.x = mallocCheck((size_t)(B * T * Fd) * sizeof(float));
-    rng_t r = rng_init(1, RNG_PURPOSE_SYNTH, (uint64_t)comm->rank, 7);
-    for (int i = 0; i <= B; i++) b.frame_off[i] = i * T;
-    for (int i = 0; i < B; i++) b.labels[i] = (int32_t)rng_below(&r, (uint64_t)o.classes);
-    for (int64_t i = 0; i < B * T * Fd; i++) b.x[i] = (float)rng_normal(&r);
-
-    double t0 = 0;
-    for (int64_t s = 0; s < o.warmup + o.steps; s++) {
-        if (s == o.warmup) {
-            be->sync();
-            comm_barrier(comm);
-            t0 = spk_seconds();
-        }
-        be->vec_zero(m->grads, (size_t)m->table.total);
-        grad_sync_begin(&gs, m);
-        m->ops->train_step(m, &b);
-        grad_sync_finish(&gs);
-        grad_sync_wait(&gs);
-        step_stats_t st = {0};  // read like training does (it waits for the step)
-        m->ops->read_stats(m, &st);
-        optimizer_step(&opt, m->params, m->grads, 1e-3);
-    }
-    be->sync();
-    comm_barrier(comm);
-    double dt = spk_seconds() - t0;
-    double sps = (double)o.steps * B * comm->size / dt;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", o.model, (long long)o.channels, B, comm->size,
-            (long long)T, (long long)Fd, be->name, tf32 ? " tf32" : "");
-    if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
-    printf0(": %.2f samples/s", sps);
-    if (strcmp(o.model, "ecapa") == 0) {
-        double fwd = ecapa_forward_flop(Fd, o.channels, T);
-        printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
-                3.0 * fwd * sps * 1e-9);
-    }
-    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o.steps, (double)ru.ru_maxrss / 1024.0);
-#ifdef SPKDDP_HAVE_CUDA
-    if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
-#endif
-    printf0("\n");
+    batch_t b = random_batch(comm, (int)o.batch, o.frames, o.feat, o.classes);
+    const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
+    report(comm, &o, be, tf32, dt);
     free(b.frame_off);
     free(b.labels);
     free(b.x);
-    grad_sync_free(&gs);
-    optimizer_free(&opt);
     model_free(m);
     device_release(be);
     return SPK_EXIT_OK;
