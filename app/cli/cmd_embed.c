@@ -1,5 +1,5 @@
 // `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
-// sharded across ranks (app/embedder.h) and written in utterance order by rank 0.
+// sharded across ranks (app/eval/embedder.h) and written in utterance order by rank 0.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/train_options.h"

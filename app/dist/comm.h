@@ -1,5 +1,5 @@
 // Communication: MPI set-up, broadcasts, reductions, replica checks (gradient averaging,
-// which may also run on NCCL, is app/grad_sync.h).
+// which may also run on NCCL, is app/dist/grad_sync.h).
 // Waits use nonblocking calls polled with a short sleep when the node is oversubscribed
 // (more ranks than cores), so waiting ranks do not steal cycles from working ones.
 #pragma once
@@ -11,7 +11,7 @@ typedef struct {
     int rank, size;
     int local_rank, local_size;  // within this node (MPI_COMM_TYPE_SHARED)
     int sleepy_wait;             // poll with nanosleep instead of spinning
-    int threads;                 // compute threads of this rank (app/threads.h)
+    int threads;                 // compute threads of this rank (app/dist/threads.h)
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);

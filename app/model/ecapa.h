@@ -5,7 +5,7 @@
 // (m->be) and every op goes through it, so the same code trains on the CPU and on a GPU.
 // Parameter names follow SpeechBrain's state_dict, so its checkpoints map one to one.
 #pragma once
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>

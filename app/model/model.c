@@ -1,4 +1,4 @@
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 
 #include "kernels/base/check.h"
 
@@ -60,7 +60,7 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->visual_ratio = data->visual_ratio;
     if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
     else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
-    else spk_fail_all(SPK_EXIT_USAGE, "train: unknown --model '%s'", cfg->name);
+    else spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     model_upload(m);
     return m;
 }

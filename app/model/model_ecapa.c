@@ -371,14 +371,14 @@ static const model_ops_t ecapa_ops = {train_step, read_stats, eval_step, embed, 
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     ecapa_t *e = callocCheck(1, sizeof *e);
     if (cfg->channels % ECAPA_SCALE != 0)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --channels %lld must be a multiple of %d (Res2Net scale)", (long long)cfg->channels,
-                     ECAPA_SCALE);
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --channels %lld must be a multiple of %d (Res2Net scale)", cfg->name,
+                     (long long)cfg->channels, ECAPA_SCALE);
     e->d = (ecapa_dims_t){.feat = m->feature_dim, .channels = cfg->channels, .att = cfg->att_channels,
                           .se = cfg->se_channels, .emb = cfg->emb_dim, .classes = m->num_classes};
     e->has_visual = strcmp(cfg->name, "ecapa-av") == 0;
     if (e->has_visual) {
         if (m->visual_dim <= 0)
-            spk_fail_all(SPK_EXIT_DATA, "train: --model ecapa-av needs a dataset with a /visual stream (%s has none)",
+            spk_fail_all(SPK_EXIT_DATA, "--model ecapa-av needs a dataset with a /visual stream (%s has none)",
                          data->source ? data->source : "the dataset");
         e->d.vfeat = m->visual_dim;
         e->d.vchannels = cfg->visual_channels;
@@ -398,8 +398,8 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     m->input = (loader_spec_t){.crop = crop - crop % r, .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
                                .cmn = 1, .visual = e->has_visual};
     if (m->input.crop < m->input.min_frames)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --frames %lld is too short for %s (at least %lld)", (long long)cfg->frames,
-                     cfg->name, (long long)m->input.min_frames);
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name, (long long)cfg->frames,
+                     (long long)m->input.min_frames);
     m->emb_dim = cfg->emb_dim;
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m);

@@ -2,7 +2,7 @@
 //   pooled (B, F) = mean over time of the frames; logits (B, S) = pooled W^T + b
 // Parameters (reverse execution order): fc.weight (S, F), fc.bias (S).
 #include "kernels/base/check.h"
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 #include "io/rng.h"
 
 #include <math.h>
