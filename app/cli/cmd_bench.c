@@ -20,16 +20,17 @@
 #include <sys/resource.h>
 
 typedef struct {
-    char model[OPT_STR_MAX], device[OPT_STR_MAX];
-    int64_t channels, batch, frames, feat, classes, steps, warmup;
+    model_config_t model;  // --model, --channels, --frames (T)
+    char device[OPT_STR_MAX];
+    int64_t batch, feat, classes, steps, warmup;
     int tf32;
 } bench_opts_t;
 
 static const opt_t rows[] = {
-    OPT_CHOICE(bench_opts_t, model, "model", "linear|ecapa", "model"),
-    OPT_CHANNELS(bench_opts_t, channels),
+    OPT_CHOICE(bench_opts_t, model.name, "model", "linear|ecapa", "model"),
+    OPT_CHANNELS(bench_opts_t, model.channels),
     OPT_BATCH(bench_opts_t, batch),
-    OPT_INTEGER(bench_opts_t, frames, "frames", 8, 1e6, "frames per sample T"),
+    OPT_INTEGER(bench_opts_t, model.frames, "frames", 8, 1e6, "frames per sample T"),
     OPT_INTEGER(bench_opts_t, feat, "feat", 1, 4096, "feature dimension F"),
     OPT_INTEGER(bench_opts_t, classes, "classes", 2, 1e7, "speakers in the AAM head"),
     OPT_INTEGER(bench_opts_t, steps, "steps", 1, 1e6, "timed steps"),
@@ -102,12 +103,13 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", o->model, (long long)o->channels, (int)o->batch,
-            comm->size, (long long)o->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
+    const model_config_t *mc = &o->model;
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", mc->name, (long long)mc->channels, (int)o->batch,
+            comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
-    if (strcmp(o->model, "ecapa") == 0) {
-        double fwd = ecapa_forward_flop(o->feat, o->channels, o->frames);
+    if (strcmp(mc->name, "ecapa") == 0) {
+        double fwd = ecapa_forward_flop(o->feat, mc->channels, mc->frames);
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }
@@ -119,20 +121,17 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
 }
 
 int cmd_bench(const comm_t *comm, int argc, char **argv) {
-    bench_opts_t o = {.channels = 512, .batch = 32, .frames = 200, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
-    strcpy(o.model, "ecapa");
+    bench_opts_t o = {.model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
+    o.model.frames = 200;
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     const int tf32 = device_set_tf32(be, o.tf32);
 
-    model_config_t mc = model_config_defaults(o.model);
-    mc.channels = o.channels;
-    mc.frames = o.frames;
-    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
+    model_t *m = model_create(&o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
     if (o.batch < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", o.model, m->min_batch);
-    batch_t b = random_batch(comm, (int)o.batch, o.frames, o.feat, o.classes);
+        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name, m->min_batch);
+    batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
     const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
     report(comm, &o, be, tf32, dt);
     free(b.frame_off);

@@ -51,13 +51,15 @@ static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const cha
         *(double *)field = x;
         break;
     }
-    case OPT_STR:
-        if (strlen(v) >= OPT_STR_MAX)
-            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s value is longer than %d characters", t->command, o->name, OPT_STR_MAX - 1);
+    case OPT_STR: {
+        const size_t cap = o->max > 0 ? (size_t)o->max : OPT_STR_MAX;
+        if (strlen(v) >= cap)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s value is longer than %zu characters", t->command, o->name, cap - 1);
         if (o->choices && !in_choices(o->choices, v))
             spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be one of %s, got '%s'", t->command, o->name, o->choices, v);
-        snprintf(field, OPT_STR_MAX, "%s", v);
+        snprintf(field, cap, "%s", v);
         break;
+    }
     case OPT_FLAG:
         *(int *)field = 1;
         break;

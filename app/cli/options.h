@@ -3,7 +3,7 @@
 // struct it parses into and one row per flag, with the row macros below; flags that several
 // commands share (--device, --tf32, --batch, --channels, --seed) have one row each, here:
 //
-//   typedef struct { char data[OPT_STR_MAX]; int64_t batch; } embed_opts_t;
+//   typedef struct { char data[OPT_STR_MAX]; int64_t batch; } embed_opts_t;  // or nested structs
 //   static const opt_t rows[] = {
 //       OPT_TEXT(embed_opts_t, data, "data", OPT_REQUIRED, "dataset to embed"),
 //       OPT_BATCH(embed_opts_t, batch),
@@ -20,9 +20,10 @@ typedef enum { OPT_INT, OPT_REAL, OPT_STR, OPT_FLAG } opt_type_t;
 typedef struct {
     const char *name;     // without the leading "--"
     opt_type_t type;
-    size_t offset;        // offsetof(config struct, field): int64_t, double, char[OPT_STR_MAX], int
-    double min, max;      // numbers: inclusive range (min == DBL_MIN means "> 0");
-                          // strings: min 1 (OPT_REQUIRED) means the flag must be given
+    size_t offset;        // offsetof(config struct, field): int64_t, double, char[], int
+    double min, max;      // numbers: inclusive range (min == DBL_MIN means "> 0"); strings:
+                          // min 1 (OPT_REQUIRED): the flag must be given; max: sizeof the
+                          // char array (0: OPT_STR_MAX)
     const char *choices;  // "a|b|c" for strings with a fixed set of values, or NULL
     const char *help;
 } opt_t;
@@ -37,13 +38,14 @@ typedef struct {
 // ---- rows ---------------------------------------------------------------------------------
 // The field's offset in T; a compile error when its type is not what the row stores there.
 #define OPT_FIELD(T, field, ctype) (offsetof(T, field) + 0 * sizeof(char[_Generic(((T *)0)->field, ctype: 1)]))
-#define OPT_STR_FIELD(T, field) \
-    (OPT_FIELD(T, field, char *) + 0 * sizeof(char[sizeof(((T *)0)->field) == OPT_STR_MAX ? 1 : -1]))
+#define OPT_SIZEOF(T, field) sizeof(((T *)0)->field)
 #define OPT_REQUIRED 1  // for OPT_TEXT / OPT_CHOICE
 #define OPT_OPTIONAL 0
 
-#define OPT_TEXT(T, field, name, required, help) {name, OPT_STR, OPT_STR_FIELD(T, field), required, 0, NULL, help}
-#define OPT_CHOICE(T, field, name, choices, help) {name, OPT_STR, OPT_STR_FIELD(T, field), 0, 0, choices, help}
+#define OPT_TEXT(T, field, name, required, help) \
+    {name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help}
+#define OPT_CHOICE(T, field, name, choices, help) \
+    {name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help}
 #define OPT_INTEGER(T, field, name, lo, hi, help) {name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help}
 #define OPT_NUMBER(T, field, name, lo, hi, help) {name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help}
 #define OPT_SWITCH(T, field, name, help) {name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help}

@@ -9,17 +9,9 @@ train_config_t train_config_defaults(void) {
     train_config_t c;
     memset(&c, 0, sizeof c);
     // The seed job: linear classifier, batch 16 per rank, SGD lr 0.05, 3 epochs.
-    const model_config_t m = model_config_defaults("linear");
-    snprintf(c.model, sizeof c.model, "%s", m.name);
+    c.model = model_config_defaults("linear");
+    c.seed = (int64_t)c.model.seed;
     snprintf(c.device, sizeof c.device, "%s", device_default());
-    c.channels = m.channels;
-    c.emb_dim = m.emb_dim;
-    c.att_channels = m.att_channels;
-    c.se_channels = m.se_channels;
-    c.visual_channels = m.visual_channels;
-    c.margin = m.margin;
-    c.scale = m.scale;
-    c.seed = (int64_t)m.seed;
     c.epochs = 3;
     c.batch = 16;
     strcpy(c.optimizer, "sgd");
@@ -42,7 +34,7 @@ void train_config_finalize(train_config_t *c, int world) {
     c->global_batch = c->batch * world;
     if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
-    if (c->margin_warmup_end < c->margin_warmup_start)
+    if (c->model.margin_warmup_end < c->model.margin_warmup_start)
         spk_fail_all(SPK_EXIT_USAGE, "train: --margin-warmup-end must not be before --margin-warmup-start");
     if (c->val_trials[0] && !c->val_data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --val-trials needs --val-data");
     if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
@@ -53,11 +45,8 @@ void train_config_finalize(train_config_t *c, int world) {
 }
 
 model_config_t train_config_model(const train_config_t *c) {
-    model_config_t m = {.channels = c->channels, .emb_dim = c->emb_dim, .att_channels = c->att_channels,
-                        .se_channels = c->se_channels, .visual_channels = c->visual_channels, .margin = c->margin,
-                        .scale = c->scale, .margin_warmup_start = c->margin_warmup_start,
-                        .margin_warmup_end = c->margin_warmup_end, .frames = c->frames, .seed = (uint64_t)c->seed};
-    snprintf(m.name, sizeof m.name, "%.31s", c->model);
+    model_config_t m = c->model;
+    m.seed = (uint64_t)c->seed;
     return m;
 }
 

@@ -66,7 +66,7 @@ static ckpt_tensors_t tensors_of(trainer_t *t) {
 
 // The checkpoint's header: what was trained on what, and where the run stands.
 static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
-    snprintf(m->model, sizeof m->model, "%.63s", t->cfg->model);
+    snprintf(m->model, sizeof m->model, "%.63s", t->cfg->model.name);
     snprintf(m->optimizer, sizeof m->optimizer, "%.31s", t->cfg->optimizer);
     m->epoch = t->epoch;
     m->samples_in_epoch = t->samples_in_epoch;
@@ -134,7 +134,7 @@ static int resume(trainer_t *t) {
         }
         if (r.found) {
             ckpt_tensors_t ts = tensors_of(t);
-            r.code = ckpt_load(r.path, c->model, m, &ts, r.err, sizeof r.err);
+            r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
         }
     }
     comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
@@ -407,13 +407,13 @@ static void plan_epochs(trainer_t *t) {
     const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
     if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
-                     "samples per rank and epoch)", c->model, m->min_batch, (long long)c->batch,
+                     "samples per rank and epoch)", c->model.name, m->min_batch, (long long)c->batch,
                      (long long)t->sampler.per_rank);
     if (tail < m->min_batch) {
         steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
         printf0("note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
                 "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
-                (long long)tail, c->model, (long long)tail * t->comm->size,
+                (long long)tail, c->model.name, (long long)tail * t->comm->size,
                 c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
     t->steps = steps;
@@ -443,7 +443,7 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     create_optimizer(t);
     plan_epochs(t);
     printf0("spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, %lld steps/epoch\n",
-            cfg->model, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
+            cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
             (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
     return t;
