@@ -3,7 +3,7 @@
 // figure is for the whole job.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
-#include "app/cli/options.h"
+#include "app/cli/common_options.h"
 #include "app/dist/device_select.h"
 #include "app/dist/grad_sync.h"
 #include "app/model/model.h"

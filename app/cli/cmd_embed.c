@@ -2,6 +2,7 @@
 // sharded across ranks (app/eval/embedder.h) and written in utterance order by rank 0.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
+#include "app/cli/common_options.h"
 #include "app/cli/train_options.h"
 #include "app/dist/device_select.h"
 #include "app/eval/embedder.h"

@@ -3,7 +3,7 @@
 // the seed. Rank 0 writes it.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
-#include "app/cli/options.h"
+#include "app/cli/common_options.h"
 #include "io/embeddings.h"
 #include "io/rng.h"
 

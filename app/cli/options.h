@@ -1,7 +1,8 @@
 // Table-driven command-line options: one table per subcommand gives parsing, range checks,
 // --help text and the key=value serialisation stored in checkpoints. A command declares the
 // struct it parses into and one row per flag, with the row macros below; flags that several
-// commands share (--device, --tf32, --batch, --channels, --seed) have one row each, here:
+// commands share (--device, --tf32, --batch, --channels, --seed) have one row each in
+// app/cli/common_options.h:
 //
 //   typedef struct { char data[OPT_STR_MAX]; int64_t batch; } embed_opts_t;  // or nested structs
 //   static const opt_t rows[] = {
@@ -52,19 +53,6 @@ typedef struct {
 
 // A command's table from its array of rows.
 #define OPT_TABLE(command, summary, rows) {command, summary, rows, (int)(sizeof rows / sizeof rows[0])}
-
-// ---- the shared rows: one meaning, range and help text wherever they appear ----------------
-#define OPT_DEVICE(T, field)                                                                          \
-    OPT_CHOICE(T, field, "device", "cpu|cuda|auto|cpu-staged",                                        \
-               "where to compute (auto: a GPU when every rank has one, else the CPU; cpu-staged: the " \
-               "GPU code path on the CPU, for tests; default $SPKDDP_DEVICE or auto)")
-#define OPT_TF32(T, field)                                                                                    \
-    OPT_SWITCH(T, field, "tf32",                                                                              \
-               "CUDA: allow TF32 tensor-core math in convolutions and GEMMs (faster on Ampere and newer; inputs " \
-               "rounded to a 10-bit mantissa; default plain fp32)")
-#define OPT_BATCH(T, field) OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples each rank takes per step")
-#define OPT_CHANNELS(T, field) OPT_INTEGER(T, field, "channels", 8, 4096, "ECAPA channels C")
-#define OPT_SEED(T, field, help) OPT_INTEGER(T, field, "seed", 0, 9e15, help)
 
 // ---- parsing ------------------------------------------------------------------------------
 // Parses "--name value" / "--name=value" / "--flag" into cfg. Positional arguments are

@@ -3,6 +3,8 @@
 // order and names of its rows are part of the checkpoint format: append new rows at the end.
 #include "app/cli/train_options.h"
 
+#include "app/cli/common_options.h"
+
 #include <float.h>
 
 #define BIG 9.0e15
