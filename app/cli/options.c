@@ -66,6 +66,22 @@ static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const cha
     }
 }
 
+static void opt_print_help(const opt_table_t *t) {
+    if (spk_rank() != 0) return;
+    printf("usage: spkddp %s [options]\n%s\n\noptions:\n", t->command, t->summary);
+    for (int i = 0; i < t->count; i++) {
+        const opt_t *o = &t->opts[i];
+        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_REAL ? " X" : o->type == OPT_STR ? " S" : "";
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", o->name, arg);
+        printf("  %-24s %s", left, o->help);
+        if (o->choices) printf(" (%s)", o->choices);
+        if (o->type == OPT_STR && o->min >= 1) printf(" (required)");
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
 // Required strings left empty: one line naming them all ("--a, --b and --c are required").
 static void check_required(const opt_table_t *t, const void *cfg) {
     const char *missing[32];
@@ -115,22 +131,6 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
     return npos;
 }
 
-void opt_print_help(const opt_table_t *t) {
-    if (spk_rank() != 0) return;
-    printf("usage: spkddp %s [options]\n%s\n\noptions:\n", t->command, t->summary);
-    for (int i = 0; i < t->count; i++) {
-        const opt_t *o = &t->opts[i];
-        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_REAL ? " X" : o->type == OPT_STR ? " S" : "";
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s", o->name, arg);
-        printf("  %-24s %s", left, o->help);
-        if (o->choices) printf(" (%s)", o->choices);
-        if (o->type == OPT_STR && o->min >= 1) printf(" (required)");
-        printf("\n");
-    }
-    fflush(stdout);
-}
-
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap) {
     size_t n = 0;
     for (int i = 0; i < t->count && n < cap; i++) {
@@ -149,7 +149,8 @@ size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t ca
     return n < cap ? n : cap;
 }
 
-int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
+// Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
+static int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
     size_t len = strlen(name);
     for (const char *p = text; p && *p;) {
         const char *nl = strchr(p, '\n');

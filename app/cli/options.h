@@ -16,7 +16,7 @@
 
 typedef enum { OPT_INT, OPT_REAL, OPT_STR, OPT_FLAG } opt_type_t;
 
-#define OPT_STR_MAX 512
+#define OPT_STR_MAX 512  // path fields, and the longest value opt_deserialize reads
 
 typedef struct {
     const char *name;     // without the leading "--"
@@ -40,7 +40,7 @@ typedef struct {
 // The field's offset in T; a compile error when its type is not what the row stores there.
 #define OPT_FIELD(T, field, ctype) (offsetof(T, field) + 0 * sizeof(char[_Generic(((T *)0)->field, ctype: 1)]))
 #define OPT_SIZEOF(T, field) sizeof(((T *)0)->field)
-#define OPT_REQUIRED 1  // for OPT_TEXT / OPT_CHOICE
+#define OPT_REQUIRED 1  // for OPT_TEXT
 #define OPT_OPTIONAL 0
 
 #define OPT_TEXT(T, field, name, required, help) \
@@ -60,11 +60,8 @@ typedef struct {
 // out: one line naming the flag, every rank exits with SPK_EXIT_USAGE. "--help" prints the
 // table and exits 0.
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional);
-void opt_print_help(const opt_table_t *t);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
 // Sets every option found in a serialised text (the rest keep their values). A value out of
 // the table's range stops every rank as a bad flag would.
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);
-// Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
-int opt_lookup(const char *text, const char *name, char *out, size_t cap);

@@ -15,7 +15,6 @@ typedef struct {
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
-void comm_finalize(comm_t *c);
 // Waits for a request; spins or sleeps according to c->sleepy_wait.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);

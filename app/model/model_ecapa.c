@@ -15,7 +15,8 @@ static const int dilations[3] = {2, 3, 4};
 
 // ---- parameters ----------------------------------------------------------------------------
 
-void ecapa_register(ecapa_t *e, model_t *m) {
+// Registers every tensor (reverse execution order) into m->table / m->state_table.
+static void ecapa_register(ecapa_t *e, model_t *m) {
     const int F = (int)e->d.feat, C = (int)e->d.channels, A = (int)e->d.att, E = (int)e->d.emb;
     const int64_t S = e->d.classes, P = e->pooled_dim;
     // Reverse execution order: the head's gradients are ready first.
@@ -42,7 +43,8 @@ void ecapa_register(ecapa_t *e, model_t *m) {
     tdnn_register(&e->block0, m, "blocks.0", F, C, 5, 1);
 }
 
-void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
+// Initialises parameters like PyTorch's defaults from the seed.
+static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
     // PyTorch defaults: Conv1d weight and bias uniform in +-1/sqrt(fan_in) (kaiming_uniform
     // with a = sqrt(5)); BatchNorm weight 1, bias 0, running mean 0 / var 1; the AAM class
     // weights xavier-uniform (SpeechBrain's Classifier).
@@ -77,7 +79,7 @@ void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
 
 // ---- activations ---------------------------------------------------------------------------
 
-void ecapa_free_acts(ecapa_t *e, const model_t *m) {
+static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     tdnn_free(&e->block0, m);
     for (int i = 0; i < 3; i++) seres_free(&e->blocks[i], m);
     tdnn_free(&e->mfa, m);
