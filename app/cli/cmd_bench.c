@@ -1,7 +1,6 @@
 // `spkddp bench`: throughput of the training step (forward, backward, gradient averaging,
 // optimizer update) on random data, no I/O. Under mpiexec every rank takes part and the
 // figure is for the whole job.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "app/dist/device_select.h"
@@ -9,6 +8,7 @@
 #include "app/model/model.h"
 #include "app/train/optimizer.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #ifdef SPKDDP_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
@@ -38,7 +38,8 @@ static const opt_t rows[] = {
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
 };
-static const opt_table_t table = OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
+static const opt_table_t table =
+    OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
 
 // Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
 // SE and embedding layers once.
@@ -104,8 +105,8 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const model_config_t *mc = &o->model;
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", mc->name, (long long)mc->channels, (int)o->batch,
-            comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", mc->name, (long long)mc->channels,
+            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
     if (strcmp(mc->name, "ecapa") == 0) {
@@ -121,16 +122,19 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
 }
 
 int cmd_bench(const comm_t *comm, int argc, char **argv) {
-    bench_opts_t o = {.model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
+    bench_opts_t o = {
+        .model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     o.model.frames = 200;
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     const int tf32 = device_set_tf32(be, o.tf32);
 
-    model_t *m = model_create(&o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
+    model_t *m = model_create(
+        &o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
     if (o.batch < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name, m->min_batch);
+        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
+                     m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
     const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
     report(comm, &o, be, tf32, dt);

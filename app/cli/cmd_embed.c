@@ -1,6 +1,5 @@
 // `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
 // sharded across ranks (app/eval/embedder.h) and written in utterance order by rank 0.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "app/cli/train_options.h"
@@ -11,6 +10,7 @@
 #include "io/dataset.h"
 #include "io/embeddings.h"
 #include "io/h5util.h"
+#include "kernels/base/check.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -28,7 +28,8 @@ static const opt_t rows[] = {
     OPT_BATCH(embed_opts_t, batch),
     OPT_DEVICE(embed_opts_t, device),
 };
-static const opt_table_t table = OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
+static const opt_table_t table =
+    OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
 
 // Rank 0 reads the checkpoint's header; everyone builds the same model from its config.
 static model_t *load_model(const comm_t *comm, const char *path, const spk_backend_t *be) {

@@ -17,7 +17,8 @@ typedef struct {
 static const opt_t rows[] = {
     OPT_SWITCH(inspect_opts_t, params, "params", "checkpoints: list every parameter tensor"),
 };
-static const opt_table_t table = OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", rows);
+static const opt_table_t table =
+    OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", rows);
 
 static void inspect_dataset(const comm_t *comm, const char *path) {
     dataset_t ds;

@@ -25,7 +25,8 @@ static const opt_t rows[] = {
     OPT_INTEGER(score_opts_t, top, "top", 1, 1e7, "AS-norm: top cohort scores per side"),
     OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [asnorm_score] label' lines here"),
 };
-static const opt_table_t table = OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", rows);
+static const opt_table_t table =
+    OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", rows);
 
 static void load(const char *path, embeddings_t *e) {
     char err[1024];

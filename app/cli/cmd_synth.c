@@ -1,8 +1,8 @@
 // `spkddp synth`: writes a synthetic dataset (rank 0 only when started under MPI).
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "io/synth.h"
+#include "kernels/base/check.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -11,25 +11,32 @@ typedef struct {
     char out[OPT_STR_MAX];
     char val_out[OPT_STR_MAX];
     char kind[OPT_STR_MAX];
-    int64_t seed;       // synth_config_t's is unsigned
-    int64_t dim;        // 0: the kind's default
-    synth_config_t c;   // the rest, as the generator takes it
+    int64_t seed;      // synth_config_t's is unsigned
+    int64_t dim;       // 0: the kind's default
+    synth_config_t c;  // the rest, as the generator takes it
 } synth_opts_t;
 
 static const opt_t rows[] = {
     OPT_TEXT(synth_opts_t, out, "out", OPT_REQUIRED, "output dataset (HDF5)"),
-    OPT_CHOICE(synth_opts_t, kind, "kind", "toy|speakers", "toy: the seed job's data; speakers: variable-length utterances"),
-    OPT_TEXT(synth_opts_t, val_out, "val-out", OPT_OPTIONAL, "speakers: also write held-out utterances of the same speakers here"),
+    OPT_CHOICE(synth_opts_t, kind, "kind", "toy|speakers",
+               "toy: the seed job's data; speakers: variable-length utterances"),
+    OPT_TEXT(synth_opts_t, val_out, "val-out", OPT_OPTIONAL,
+             "speakers: also write held-out utterances of the same speakers here"),
     OPT_SEED(synth_opts_t, seed, "random seed"),
     OPT_INTEGER(synth_opts_t, c.toy_samples, "samples", 1, 1e9, "toy: samples"),
     OPT_INTEGER(synth_opts_t, dim, "dim", 1, 1024, "feature dimension (toy default 64, speakers default 80)"),
     OPT_INTEGER(synth_opts_t, c.toy_classes, "classes", 2, 1e6, "toy: classes"),
-    OPT_NUMBER(synth_opts_t, c.toy_separation, "separation", 0, 100, "toy: class-mean shift (0 = pure noise, as the seed job)"),
+    OPT_NUMBER(synth_opts_t, c.toy_separation, "separation", 0, 100,
+               "toy: class-mean shift (0 = pure noise, as the seed job)"),
     OPT_INTEGER(synth_opts_t, c.speakers, "speakers", 2, 1e6, "speakers: number of speakers"),
-    OPT_INTEGER(synth_opts_t, c.first_speaker, "first-speaker", 0, 1e9, "speakers: first voice index (disjoint ranges = unseen speakers)"),
-    OPT_INTEGER(synth_opts_t, c.utts_per_speaker, "utts-per-speaker", 1, 1e6, "speakers: training utterances per speaker"),
-    OPT_INTEGER(synth_opts_t, c.val_utts_per_speaker, "val-utts-per-speaker", 1, 1e6, "speakers: held-out utterances per speaker"),
-    OPT_INTEGER(synth_opts_t, c.visual_dim, "visual-dim", 0, 4096, "speakers: add a /visual stream (25 frames/s) of this dimension"),
+    OPT_INTEGER(synth_opts_t, c.first_speaker, "first-speaker", 0, 1e9,
+                "speakers: first voice index (disjoint ranges = unseen speakers)"),
+    OPT_INTEGER(synth_opts_t, c.utts_per_speaker, "utts-per-speaker", 1, 1e6,
+                "speakers: training utterances per speaker"),
+    OPT_INTEGER(synth_opts_t, c.val_utts_per_speaker, "val-utts-per-speaker", 1, 1e6,
+                "speakers: held-out utterances per speaker"),
+    OPT_INTEGER(synth_opts_t, c.visual_dim, "visual-dim", 0, 4096,
+                "speakers: add a /visual stream (25 frames/s) of this dimension"),
     OPT_INTEGER(synth_opts_t, c.min_frames, "min-frames", 1, 1e6, "speakers: shortest utterance"),
     OPT_INTEGER(synth_opts_t, c.max_frames, "max-frames", 1, 1e6, "speakers: longest utterance"),
 };

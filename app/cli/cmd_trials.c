@@ -1,11 +1,11 @@
 // `spkddp trials`: makes a verification trial list from the speaker labels of an embeddings
 // file: for every utterance, some same-speaker and some other-speaker partners, drawn from
 // the seed. Rank 0 writes it.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "io/embeddings.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -24,7 +24,8 @@ static const opt_t rows[] = {
     OPT_INTEGER(trials_opts_t, nontargets, "nontargets", 0, 1e6, "other-speaker trials per utterance"),
     OPT_SEED(trials_opts_t, seed, "random seed"),
 };
-static const opt_table_t table = OPT_TABLE("trials", "Make a trial list from the speaker labels of an embeddings file.", rows);
+static const opt_table_t table =
+    OPT_TABLE("trials", "Make a trial list from the speaker labels of an embeddings file.", rows);
 
 int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};

@@ -96,7 +96,8 @@ static void check_required(const opt_table_t *t, const void *cfg) {
         size_t len = strlen(list);
         snprintf(list + len, sizeof list - len, "%s--%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", missing[i]);
     }
-    spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s required (see %s --help)", t->command, list, n > 1 ? "are" : "is", t->command);
+    spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s required (see %s --help)", t->command, list, n > 1 ? "are" : "is",
+                 t->command);
 }
 
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional) {

@@ -38,21 +38,25 @@ typedef struct {
 
 // ---- rows ---------------------------------------------------------------------------------
 // The field's offset in T; a compile error when its type is not what the row stores there.
-#define OPT_FIELD(T, field, ctype) (offsetof(T, field) + 0 * sizeof(char[_Generic(((T *)0)->field, ctype: 1)]))
-#define OPT_SIZEOF(T, field) sizeof(((T *)0)->field)
-#define OPT_REQUIRED 1  // for OPT_TEXT
-#define OPT_OPTIONAL 0
+#define OPT_FIELD(T, field, ctype) (offsetof(T, field) + 0 * sizeof(char[_Generic(((T *)0)->field, ctype : 1)]))
+#define OPT_SIZEOF(T, field)       sizeof(((T *)0)->field)
+#define OPT_REQUIRED               1  // for OPT_TEXT
+#define OPT_OPTIONAL               0
 
 #define OPT_TEXT(T, field, name, required, help) \
-    {name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help}
+    { name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help }
 #define OPT_CHOICE(T, field, name, choices, help) \
-    {name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help}
-#define OPT_INTEGER(T, field, name, lo, hi, help) {name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help}
-#define OPT_NUMBER(T, field, name, lo, hi, help) {name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help}
-#define OPT_SWITCH(T, field, name, help) {name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help}
+    { name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help }
+#define OPT_INTEGER(T, field, name, lo, hi, help) \
+    { name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help }
+#define OPT_NUMBER(T, field, name, lo, hi, help) \
+    { name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help }
+#define OPT_SWITCH(T, field, name, help) \
+    { name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help }
 
 // A command's table from its array of rows.
-#define OPT_TABLE(command, summary, rows) {command, summary, rows, (int)(sizeof rows / sizeof rows[0])}
+#define OPT_TABLE(command, summary, rows) \
+    { command, summary, rows, (int)(sizeof rows / sizeof rows[0]) }
 
 // ---- parsing ------------------------------------------------------------------------------
 // Parses "--name value" / "--name=value" / "--flag" into cfg. Positional arguments are

@@ -26,15 +26,15 @@ struct nccl_comm {
 static void lib_check(int failed, const char *lib, const char *call, const char *why, const char *file, int line) {
     if (failed) spk_die_at(file, line, SPK_EXIT_FAILURE, "%s call %s failed: %s", lib, call, why);
 }
-#define ncclCheck(call)                                                                                   \
-    do {                                                                                                  \
-        ncclResult_t rc_ = (call);                                                                        \
-        lib_check(rc_ != ncclSuccess, "NCCL", #call, ncclGetErrorString(rc_), __FILE__, __LINE__);       \
+#define ncclCheck(call)                                                                            \
+    do {                                                                                           \
+        ncclResult_t rc_ = (call);                                                                 \
+        lib_check(rc_ != ncclSuccess, "NCCL", #call, ncclGetErrorString(rc_), __FILE__, __LINE__); \
     } while (0)
-#define cudaRtCheck(call)                                                                                 \
-    do {                                                                                                  \
-        cudaError_t rc_ = (call);                                                                         \
-        lib_check(rc_ != cudaSuccess, "CUDA", #call, cudaGetErrorString(rc_), __FILE__, __LINE__);       \
+#define cudaRtCheck(call)                                                                          \
+    do {                                                                                           \
+        cudaError_t rc_ = (call);                                                                  \
+        lib_check(rc_ != cudaSuccess, "CUDA", #call, cudaGetErrorString(rc_), __FILE__, __LINE__); \
     } while (0)
 
 nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {

@@ -44,8 +44,14 @@ void model_download(model_t *m) {
 }
 
 model_config_t model_config_defaults(const char *name) {
-    model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128, .visual_channels = 256,
-                        .margin = 0.2, .scale = 30, .seed = 1234};
+    model_config_t c = {.channels = 512,
+                        .emb_dim = 192,
+                        .att_channels = 128,
+                        .se_channels = 128,
+                        .visual_channels = 256,
+                        .margin = 0.2,
+                        .scale = 30,
+                        .seed = 1234};
     snprintf(c.name, sizeof c.name, "%s", name);
     return c;
 }
@@ -60,7 +66,8 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->visual_ratio = data->visual_ratio;
     if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
     else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
-    else spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
+    else
+        spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     model_upload(m);
     return m;
 }

@@ -400,8 +400,8 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     m->input = (loader_spec_t){.crop = crop - crop % r, .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
                                .cmn = 1, .visual = e->has_visual};
     if (m->input.crop < m->input.min_frames)
-        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name, (long long)cfg->frames,
-                     (long long)m->input.min_frames);
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
+                     (long long)cfg->frames, (long long)m->input.min_frames);
     m->emb_dim = cfg->emb_dim;
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m);

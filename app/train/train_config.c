@@ -51,12 +51,19 @@ model_config_t train_config_model(const train_config_t *c) {
 }
 
 optimizer_config_t train_config_optimizer(const train_config_t *c) {
-    return (optimizer_config_t){.kind = optimizer_kind_parse(c->optimizer), .momentum = c->momentum,
-                                .weight_decay = c->weight_decay, .nesterov = c->nesterov};
+    return (optimizer_config_t){.kind = optimizer_kind_parse(c->optimizer),
+                                .momentum = c->momentum,
+                                .weight_decay = c->weight_decay,
+                                .nesterov = c->nesterov};
 }
 
 lr_schedule_t train_config_lr_schedule(const train_config_t *c, int64_t steps_per_epoch) {
-    return (lr_schedule_t){.kind = lr_kind_parse(c->lr_schedule), .lr = c->lr, .lr_min = c->lr_min, .decay = c->lr_decay,
-                           .warmup_steps = c->warmup_steps, .cycle_steps = c->cycle_steps,
-                           .steps_per_epoch = steps_per_epoch, .total_steps = steps_per_epoch * c->epochs};
+    return (lr_schedule_t){.kind = lr_kind_parse(c->lr_schedule),
+                           .lr = c->lr,
+                           .lr_min = c->lr_min,
+                           .decay = c->lr_decay,
+                           .warmup_steps = c->warmup_steps,
+                           .cycle_steps = c->cycle_steps,
+                           .steps_per_epoch = steps_per_epoch,
+                           .total_steps = steps_per_epoch * c->epochs};
 }

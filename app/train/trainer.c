@@ -3,15 +3,15 @@
 // finish (last replica check, FINISHED marker, exit code) -> trainer_free.
 #include "app/train/trainer.h"
 
+#include "app/dist/device_select.h"
+#include "app/dist/grad_sync.h"
+#include "app/eval/embedder.h"
+#include "app/eval/scoring.h"
+#include "app/model/model.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/signals.h"
-#include "app/eval/embedder.h"
-#include "app/eval/scoring.h"
-#include "app/dist/device_select.h"
-#include "app/dist/grad_sync.h"
-#include "app/model/model.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
@@ -241,15 +241,20 @@ typedef struct {
 // Needs host_params downloaded.
 static epoch_summary_t summarise_epoch(trainer_t *t) {
     model_t *m = t->model;
-    epoch_summary_t s = {.loss = t->ep_loss_sum / (double)t->ep_count, .acc = (double)t->ep_correct / (double)t->ep_count,
+    epoch_summary_t s = {.loss = t->ep_loss_sum / (double)t->ep_count,
+                         .acc = (double)t->ep_correct / (double)t->ep_count,
                          .samples_per_s = (double)t->ep_count / t->ep_seconds,
-                         .val_loss = NAN, .val_acc = NAN, .ver = {NAN, NAN, NAN}};
+                         .val_loss = NAN,
+                         .val_acc = NAN,
+                         .ver = {NAN, NAN, NAN}};
     s.divergence = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     if (t->has_val) {
         comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
         model_upload(m);
-        if (t->trials.n) verify(t, s.ver);
-        else evaluate(t, &s.val_loss, &s.val_acc);
+        if (t->trials.n)
+            verify(t, s.ver);
+        else
+            evaluate(t, &s.val_loss, &s.val_acc);
     }
     return s;
 }
@@ -259,7 +264,8 @@ static void print_epoch(const trainer_t *t, const epoch_summary_t *s) {
             (long long)t->global_step, s->loss, s->acc);
     if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", s->val_loss, s->val_acc);
     if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * s->ver[0], s->ver[1]);
-    printf0("  lr %.6g  %.1f samples/s  %.2f s  divergence %g\n", t->lr, s->samples_per_s, t->ep_seconds, s->divergence);
+    printf0("  lr %.6g  %.1f samples/s  %.2f s  divergence %g\n", t->lr, s->samples_per_s, t->ep_seconds,
+            s->divergence);
 }
 
 // One JSON line per epoch in --metrics (rank 0).
@@ -379,7 +385,8 @@ static void open_data(trainer_t *t) {
 static void create_model(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_config_t mc = train_config_model(c);
-    const model_data_t md = {t->data.feature_dim, t->data.num_speakers, t->data.visual.dim, t->data.visual_ratio, c->data};
+    const model_data_t md = {t->data.feature_dim, t->data.num_speakers, t->data.visual.dim, t->data.visual_ratio,
+                             c->data};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
@@ -398,7 +405,8 @@ static void create_optimizer(trainer_t *t) {
 static void plan_epochs(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;
-    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle, c->drop_last);
+    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
+                 c->drop_last);
     loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed);
     t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
@@ -406,15 +414,17 @@ static void plan_epochs(trainer_t *t) {
     int64_t steps = sampler_steps(&t->sampler, c->batch);
     const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
     if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
-                     "samples per rank and epoch)", c->model.name, m->min_batch, (long long)c->batch,
-                     (long long)t->sampler.per_rank);
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
+                     "samples per rank and epoch)",
+                     c->model.name, m->min_batch, (long long)c->batch, (long long)t->sampler.per_rank);
     if (tail < m->min_batch) {
         steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
-        printf0("note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
-                "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
-                (long long)tail, c->model.name, (long long)tail * t->comm->size,
-                c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
+        printf0(
+            "note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
+            "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
+            (long long)tail, c->model.name, (long long)tail * t->comm->size,
+            c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
     t->steps = steps;
     t->sched = train_config_lr_schedule(c, steps);
@@ -426,8 +436,10 @@ static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int resumed = resume(t);
     if (c->metrics[0] && t->comm->rank == 0) {
-        if (resumed) metrics_truncate_from(c->metrics, t->epoch + 1);
-        else metrics_truncate_from(c->metrics, 1);  // a fresh run starts a fresh file
+        if (resumed)
+            metrics_truncate_from(c->metrics, t->epoch + 1);
+        else
+            metrics_truncate_from(c->metrics, 1);  // a fresh run starts a fresh file
     }
 }
 
@@ -442,9 +454,11 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     create_model(t);
     create_optimizer(t);
     plan_epochs(t);
-    printf0("spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, %lld steps/epoch\n",
-            cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
-            (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
+    printf0(
+        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, "
+        "%lld steps/epoch\n",
+        cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
+        (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
     return t;
 }
@@ -497,8 +511,9 @@ static int finish(trainer_t *t, int stopped) {
     const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
-        printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
-                c->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
+        printf0(
+            "received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
+            c->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
         if (rc == SPK_EXIT_OK) rc = c->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
     } else if (stopped && t->epoch < c->epochs) {
         printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);
