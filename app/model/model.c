@@ -44,14 +44,11 @@ void model_download(model_t *m) {
 }
 
 model_config_t model_config_defaults(const char *name) {
-    model_config_t c = {.channels = 512,
-                        .emb_dim = 192,
-                        .att_channels = 128,
-                        .se_channels = 128,
-                        .visual_channels = 256,
-                        .margin = 0.2,
-                        .scale = 30,
-                        .seed = 1234};
+    // SpeechBrain's ECAPA-TDNN widths; the AAM-softmax of its VoxCeleb recipe.
+    model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128};
+    c.visual_channels = 256;
+    c.margin = 0.2, c.scale = 30;
+    c.seed = 1234;
     snprintf(c.name, sizeof c.name, "%s", name);
     return c;
 }
