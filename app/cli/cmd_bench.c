@@ -1,14 +1,14 @@
 // `spkddp bench`: throughput of the training step (forward, backward, gradient averaging,
 // optimizer update) on random data, no I/O. Under mpiexec every rank takes part and the
 // figure is for the whole job.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
-#include "app/cli/train_options.h"
+#include "app/cli/common_options.h"
 #include "app/dist/device_select.h"
 #include "app/dist/grad_sync.h"
 #include "app/model/model.h"
 #include "app/train/optimizer.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #ifdef SPKDDP_HAVE_CUDA
 #include "kernels/cuda/context.h"
@@ -18,29 +18,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 typedef struct {
-    char model[OPT_STR_MAX], device[OPT_STR_MAX];
-    int64_t channels, batch, frames, feat, classes, steps, warmup;
+    model_config_t model;  // --model, --channels, --frames (T)
+    char device[OPT_STR_MAX];
+    int64_t batch, feat, classes, steps, warmup;
     int tf32;
 } bench_opts_t;
 
-#define F(field) offsetof(bench_opts_t, field)
-static const opt_t opts[] = {
-    {"model", OPT_STR, F(model), 0, 0, "linear|ecapa", "model"},
-    {"channels", OPT_INT, F(channels), 8, 4096, NULL, "ECAPA channels C"},
-    {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "per-rank batch"},
-    {"frames", OPT_INT, F(frames), 8, 1e6, NULL, "frames per sample T"},
-    {"feat", OPT_INT, F(feat), 1, 4096, NULL, "feature dimension F"},
-    {"classes", OPT_INT, F(classes), 2, 1e7, NULL, "speakers in the AAM head"},
-    {"steps", OPT_INT, F(steps), 1, 1e6, NULL, "timed steps"},
-    {"warmup", OPT_INT, F(warmup), 0, 1e6, NULL, "untimed steps first"},
-    {"tf32", OPT_FLAG, F(tf32), 0, 0, NULL, "CUDA: allow TF32 tensor-core math (default plain fp32)"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
+static const opt_t rows[] = {
+    OPT_CHOICE(bench_opts_t, model.name, "model", "linear|ecapa", "model"),
+    OPT_CHANNELS(bench_opts_t, model.channels),
+    OPT_BATCH(bench_opts_t, batch),
+    OPT_INTEGER(bench_opts_t, model.frames, "frames", 8, 1e6, "frames per sample T"),
+    OPT_INTEGER(bench_opts_t, feat, "feat", 1, 4096, "feature dimension F"),
+    OPT_INTEGER(bench_opts_t, classes, "classes", 2, 1e7, "speakers in the AAM head"),
+    OPT_INTEGER(bench_opts_t, steps, "steps", 1, 1e6, "timed steps"),
+    OPT_INTEGER(bench_opts_t, warmup, "warmup", 0, 1e6, "untimed steps first"),
+    OPT_TF32(bench_opts_t, tf32),
+    OPT_DEVICE(bench_opts_t, device),
 };
-static const opt_table_t table = {"bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", opts,
-                                  (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table =
+    OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
 
 // Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
 // SE and embedding layers once.
@@ -56,51 +55,37 @@ static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
     return f;
 }
 
-int cmd_bench(const comm_t *comm, int argc, char **argv) {
-    bench_opts_t o = {.channels = 512, .batch = 32, .frames = 200, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
-    strcpy(o.model, "ecapa");
-    snprintf(o.device, sizeof o.device, "%s", device_default());
-    opt_parse(&table, &o, argc, argv, NULL, 0);
-    const spk_backend_t *be = device_select(comm, o.device, "bench");
-    const int tf32 = device_set_tf32(be, o.tf32);
-
-    train_config_t cfg = train_config_defaults();
-    snprintf(cfg.model, sizeof cfg.model, "%s", o.model);
-    cfg.channels = o.channels;
-    cfg.frames = o.frames;
-    strcpy(cfg.optimizer, "adam");
-    cfg.lr = 1e-3;
-    model_config_t mc = train_config_model(&cfg);
-    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
-    if (o.batch < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", o.model, m->min_batch);
-    optimizer_t opt;
-    optimizer_init(&opt, &cfg, m->table.total, be);
-    grad_sync_t gs;
-    grad_sync_init(&gs, comm, be, m->table.total);
-
-    // A fixed random batch: B samples of T frames.
-    const int B = (int)o.batch;
-    const int64_t T = o.frames, Fd = o.feat;
-    batch_t b = {.n = B, .feature_dim = Fd};
+// A fixed random batch of B samples of T frames x F features, drawn per rank.
+static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int64_t classes) {
+    batch_t b = {.n = B, .feature_dim = F};
     b.frame_off = mallocCheck((size_t)(B + 1) * sizeof(int64_t));
     b.labels = mallocCheck((size_t)B * sizeof(int32_t));
-    b.x = mallocCheck((size_t)(B * T * Fd) * sizeof(float));
+    b.x = mallocCheck((size_t)(B * T * F) * sizeof(float));
     rng_t r = rng_init(1, RNG_PURPOSE_SYNTH, (uint64_t)comm->rank, 7);
     for (int i = 0; i <= B; i++) b.frame_off[i] = i * T;
-    for (int i = 0; i < B; i++) b.labels[i] = (int32_t)rng_below(&r, (uint64_t)o.classes);
-    for (int64_t i = 0; i < B * T * Fd; i++) b.x[i] = (float)rng_normal(&r);
+    for (int i = 0; i < B; i++) b.labels[i] = (int32_t)rng_below(&r, (uint64_t)classes);
+    for (int64_t i = 0; i < B * T * F; i++) b.x[i] = (float)rng_normal(&r);
+    return b;
+}
 
+// Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
+// after `warmup` untimed ones.
+static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64_t warmup, int64_t steps) {
+    const spk_backend_t *be = m->be;
+    optimizer_t opt;
+    optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
+    grad_sync_t gs;
+    grad_sync_init(&gs, comm, be, m->table.total);
     double t0 = 0;
-    for (int64_t s = 0; s < o.warmup + o.steps; s++) {
-        if (s == o.warmup) {
+    for (int64_t s = 0; s < warmup + steps; s++) {
+        if (s == warmup) {
             be->sync();
             comm_barrier(comm);
             t0 = spk_seconds();
         }
         be->vec_zero(m->grads, (size_t)m->table.total);
         grad_sync_begin(&gs, m);
-        m->ops->train_step(m, &b);
+        m->ops->train_step(m, b);
         grad_sync_finish(&gs);
         grad_sync_wait(&gs);
         step_stats_t st = {0};  // read like training does (it waits for the step)
@@ -109,29 +94,53 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     }
     be->sync();
     comm_barrier(comm);
-    double dt = spk_seconds() - t0;
-    double sps = (double)o.steps * B * comm->size / dt;
+    const double dt = spk_seconds() - t0;
+    grad_sync_free(&gs);
+    optimizer_free(&opt);
+    return dt;
+}
+
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, int tf32, double dt) {
+    const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", o.model, (long long)o.channels, B, comm->size,
-            (long long)T, (long long)Fd, be->name, tf32 ? " tf32" : "");
+    const model_config_t *mc = &o->model;
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", mc->name, (long long)mc->channels,
+            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
-    if (strcmp(o.model, "ecapa") == 0) {
-        double fwd = ecapa_forward_flop(Fd, o.channels, T);
+    if (strcmp(mc->name, "ecapa") == 0) {
+        double fwd = ecapa_forward_flop(o->feat, mc->channels, mc->frames);
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }
-    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o.steps, (double)ru.ru_maxrss / 1024.0);
+    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
 #endif
     printf0("\n");
+}
+
+int cmd_bench(const comm_t *comm, int argc, char **argv) {
+    bench_opts_t o = {
+        .model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
+    o.model.frames = 200;
+    snprintf(o.device, sizeof o.device, "%s", device_default());
+    opt_parse(&table, &o, argc, argv, NULL, 0);
+    const spk_backend_t *be = device_select(comm, o.device, "bench");
+    const int tf32 = device_set_tf32(be, o.tf32);
+
+    model_t *m = model_create(
+        &o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
+    if (o.batch < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
+                     m->min_batch);
+    batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
+    const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
+    report(comm, &o, be, tf32, dt);
     free(b.frame_off);
     free(b.labels);
     free(b.x);
-    grad_sync_free(&gs);
-    optimizer_free(&opt);
     model_free(m);
     device_release(be);
     return SPK_EXIT_OK;

@@ -13,11 +13,12 @@ typedef struct {
     double rtol;
 } diff_opts_t;
 
-static const opt_t opts[] = {
-    {"rtol", OPT_REAL, offsetof(diff_opts_t, rtol), 0, 1, NULL,
-     "largest accepted ||a-b|| / ||a|| per buffer (default 0: bitwise equal)"},
+static const opt_t rows[] = {
+    OPT_NUMBER(diff_opts_t, rtol, "rtol", 0, 1,
+               "largest accepted ||a-b|| / ||a|| per buffer (default 0: bitwise equal)"),
 };
-static const opt_table_t table = {"diff", "usage: spkddp diff A.h5 B.h5 [--rtol X] -- compare two checkpoints.", opts, 1};
+static const opt_table_t table =
+    OPT_TABLE("diff", "usage: spkddp diff A.h5 B.h5 [--rtol X] -- compare two checkpoints.", rows);
 
 typedef struct {
     param_table_t p, s;

@@ -1,7 +1,7 @@
 // `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
-// sharded across ranks (app/embedder.h) and written in utterance order by rank 0.
-#include "kernels/base/check.h"
+// sharded across ranks (app/eval/embedder.h) and written in utterance order by rank 0.
 #include "app/cli/commands.h"
+#include "app/cli/common_options.h"
 #include "app/cli/train_options.h"
 #include "app/dist/device_select.h"
 #include "app/eval/embedder.h"
@@ -10,6 +10,7 @@
 #include "io/dataset.h"
 #include "io/embeddings.h"
 #include "io/h5util.h"
+#include "kernels/base/check.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -20,16 +21,15 @@ typedef struct {
     int64_t batch;
 } embed_opts_t;
 
-#define F(field) offsetof(embed_opts_t, field)
-static const opt_t opts[] = {
-    {"ckpt", OPT_STR, F(ckpt), 0, 0, NULL, "checkpoint of a trained model"},
-    {"data", OPT_STR, F(data), 0, 0, NULL, "dataset to embed (HDF5 features)"},
-    {"out", OPT_STR, F(out), 0, 0, NULL, "embeddings file to write (HDF5)"},
-    {"batch", OPT_INT, F(batch), 1, 1e6, NULL, "utterances read per step per rank"},
-    {"device", OPT_STR, F(device), 0, 0, "cpu|cuda|auto|cpu-staged", "where to run the model (auto: a GPU when every rank has one; default $SPKDDP_DEVICE or auto)"},
+static const opt_t rows[] = {
+    OPT_TEXT(embed_opts_t, ckpt, "ckpt", OPT_REQUIRED, "checkpoint of a trained model"),
+    OPT_TEXT(embed_opts_t, data, "data", OPT_REQUIRED, "dataset to embed (HDF5 features)"),
+    OPT_TEXT(embed_opts_t, out, "out", OPT_REQUIRED, "embeddings file to write (HDF5)"),
+    OPT_BATCH(embed_opts_t, batch),
+    OPT_DEVICE(embed_opts_t, device),
 };
-static const opt_table_t table = {"embed", "Embed every utterance of a dataset with a trained model (inference mode).", opts,
-                                  (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table =
+    OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
 
 // Rank 0 reads the checkpoint's header; everyone builds the same model from its config.
 static model_t *load_model(const comm_t *comm, const char *path, const spk_backend_t *be) {
@@ -69,7 +69,6 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
     embed_opts_t o = {.batch = 16};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
-    if (!o.ckpt[0] || !o.data[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "embed: --ckpt, --data and --out are required");
     const spk_backend_t *be = device_select(comm, o.device, "embed");
     model_t *m = load_model(comm, o.ckpt, be);
     dataset_t ds;

@@ -14,10 +14,11 @@ typedef struct {
     int params;
 } inspect_opts_t;
 
-static const opt_t opts[] = {
-    {"params", OPT_FLAG, 0, 0, 0, NULL, "checkpoints: list every parameter tensor"},
+static const opt_t rows[] = {
+    OPT_SWITCH(inspect_opts_t, params, "params", "checkpoints: list every parameter tensor"),
 };
-static const opt_table_t table = {"inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", opts, 1};
+static const opt_table_t table =
+    OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", rows);
 
 static void inspect_dataset(const comm_t *comm, const char *path) {
     dataset_t ds;

@@ -18,16 +18,15 @@ typedef struct {
     int64_t top;
 } score_opts_t;
 
-#define F(field) offsetof(score_opts_t, field)
-static const opt_t opts[] = {
-    {"emb", OPT_STR, F(emb), 0, 0, NULL, "embeddings (spkddp embed)"},
-    {"trials", OPT_STR, F(trials), 0, 0, NULL, "trials: lines 'utt1 utt2 target|nontarget'"},
-    {"cohort", OPT_STR, F(cohort), 0, 0, NULL, "cohort embeddings for AS-norm (optional)"},
-    {"top", OPT_INT, F(top), 1, 1e7, NULL, "AS-norm: top cohort scores per side"},
-    {"out", OPT_STR, F(out), 0, 0, NULL, "write 'utt1 utt2 score [asnorm_score] label' lines here"},
+static const opt_t rows[] = {
+    OPT_TEXT(score_opts_t, emb, "emb", OPT_REQUIRED, "embeddings (spkddp embed)"),
+    OPT_TEXT(score_opts_t, trials, "trials", OPT_REQUIRED, "trials: lines 'utt1 utt2 target|nontarget'"),
+    OPT_TEXT(score_opts_t, cohort, "cohort", OPT_OPTIONAL, "cohort embeddings for AS-norm"),
+    OPT_INTEGER(score_opts_t, top, "top", 1, 1e7, "AS-norm: top cohort scores per side"),
+    OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [asnorm_score] label' lines here"),
 };
-static const opt_table_t table = {"score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", opts,
-                                  (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table =
+    OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", rows);
 
 static void load(const char *path, embeddings_t *e) {
     char err[1024];
@@ -61,7 +60,6 @@ static void report(const char *name, const float *s, const uint8_t *t, int64_t n
 int cmd_score(const comm_t *comm, int argc, char **argv) {
     score_opts_t o = {.top = 300};
     opt_parse(&table, &o, argc, argv, NULL, 0);
-    if (!o.emb[0] || !o.trials[0]) spk_fail_all(SPK_EXIT_USAGE, "score: --emb and --trials are required");
     embeddings_t e, c = {0};
     load(o.emb, &e);
     trials_t t = {0};

@@ -1,11 +1,11 @@
 // `spkddp trials`: makes a verification trial list from the speaker labels of an embeddings
 // file: for every utterance, some same-speaker and some other-speaker partners, drawn from
 // the seed. Rank 0 writes it.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
-#include "app/cli/options.h"
+#include "app/cli/common_options.h"
 #include "io/embeddings.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -17,21 +17,19 @@ typedef struct {
     int64_t targets, nontargets, seed;
 } trials_opts_t;
 
-#define F(field) offsetof(trials_opts_t, field)
-static const opt_t opts[] = {
-    {"emb", OPT_STR, F(emb), 0, 0, NULL, "embeddings file (its /labels give the speakers)"},
-    {"out", OPT_STR, F(out), 0, 0, NULL, "trial list to write"},
-    {"targets", OPT_INT, F(targets), 0, 1e6, NULL, "same-speaker trials per utterance"},
-    {"nontargets", OPT_INT, F(nontargets), 0, 1e6, NULL, "other-speaker trials per utterance"},
-    {"seed", OPT_INT, F(seed), 0, 9e15, NULL, "random seed"},
+static const opt_t rows[] = {
+    OPT_TEXT(trials_opts_t, emb, "emb", OPT_REQUIRED, "embeddings file (its /labels give the speakers)"),
+    OPT_TEXT(trials_opts_t, out, "out", OPT_REQUIRED, "trial list to write"),
+    OPT_INTEGER(trials_opts_t, targets, "targets", 0, 1e6, "same-speaker trials per utterance"),
+    OPT_INTEGER(trials_opts_t, nontargets, "nontargets", 0, 1e6, "other-speaker trials per utterance"),
+    OPT_SEED(trials_opts_t, seed, "random seed"),
 };
-static const opt_table_t table = {"trials", "Make a trial list from the speaker labels of an embeddings file.", opts,
-                                  (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table =
+    OPT_TABLE("trials", "Make a trial list from the speaker labels of an embeddings file.", rows);
 
 int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
     opt_parse(&table, &o, argc, argv, NULL, 0);
-    if (!o.emb[0] || !o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "trials: --emb and --out are required");
     embeddings_t e;
     char err[1024];
     int rc = embeddings_read(o.emb, &e, err, sizeof err);

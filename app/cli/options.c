@@ -51,17 +51,53 @@ static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const cha
         *(double *)field = x;
         break;
     }
-    case OPT_STR:
-        if (strlen(v) >= OPT_STR_MAX)
-            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s value is longer than %d characters", t->command, o->name, OPT_STR_MAX - 1);
+    case OPT_STR: {
+        const size_t cap = o->max > 0 ? (size_t)o->max : OPT_STR_MAX;
+        if (strlen(v) >= cap)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: --%s value is longer than %zu characters", t->command, o->name, cap - 1);
         if (o->choices && !in_choices(o->choices, v))
             spk_fail_all(SPK_EXIT_USAGE, "%s: --%s must be one of %s, got '%s'", t->command, o->name, o->choices, v);
-        snprintf(field, OPT_STR_MAX, "%s", v);
+        snprintf(field, cap, "%s", v);
         break;
+    }
     case OPT_FLAG:
         *(int *)field = 1;
         break;
     }
+}
+
+static void opt_print_help(const opt_table_t *t) {
+    if (spk_rank() != 0) return;
+    printf("usage: spkddp %s [options]\n%s\n\noptions:\n", t->command, t->summary);
+    for (int i = 0; i < t->count; i++) {
+        const opt_t *o = &t->opts[i];
+        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_REAL ? " X" : o->type == OPT_STR ? " S" : "";
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", o->name, arg);
+        printf("  %-24s %s", left, o->help);
+        if (o->choices) printf(" (%s)", o->choices);
+        if (o->type == OPT_STR && o->min >= 1) printf(" (required)");
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+// Required strings left empty: one line naming them all ("--a, --b and --c are required").
+static void check_required(const opt_table_t *t, const void *cfg) {
+    const char *missing[32];
+    int n = 0;
+    for (int i = 0; i < t->count && n < 32; i++) {
+        const opt_t *o = &t->opts[i];
+        if (o->type == OPT_STR && o->min >= 1 && !((const char *)cfg + o->offset)[0]) missing[n++] = o->name;
+    }
+    if (n == 0) return;
+    char list[1024] = "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s--%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", missing[i]);
+    }
+    spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s required (see %s --help)", t->command, list, n > 1 ? "are" : "is",
+                 t->command);
 }
 
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional) {
@@ -92,22 +128,8 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
         if (!v) spk_fail_all(SPK_EXIT_USAGE, "%s: --%s needs a value", t->command, o->name);
         set_value(t, o, cfg, v);
     }
+    check_required(t, cfg);
     return npos;
-}
-
-void opt_print_help(const opt_table_t *t) {
-    if (spk_rank() != 0) return;
-    printf("usage: spkddp %s [options]\n%s\n\noptions:\n", t->command, t->summary);
-    for (int i = 0; i < t->count; i++) {
-        const opt_t *o = &t->opts[i];
-        const char *arg = o->type == OPT_INT ? " N" : o->type == OPT_REAL ? " X" : o->type == OPT_STR ? " S" : "";
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s", o->name, arg);
-        printf("  %-24s %s", left, o->help);
-        if (o->choices) printf(" (%s)", o->choices);
-        printf("\n");
-    }
-    fflush(stdout);
 }
 
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap) {
@@ -128,7 +150,8 @@ size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t ca
     return n < cap ? n : cap;
 }
 
-int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
+// Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
+static int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
     size_t len = strlen(name);
     for (const char *p = text; p && *p;) {
         const char *nl = strchr(p, '\n');

@@ -1,18 +1,30 @@
 // Table-driven command-line options: one table per subcommand gives parsing, range checks,
-// --help text and the key=value serialisation stored in checkpoints.
+// --help text and the key=value serialisation stored in checkpoints. A command declares the
+// struct it parses into and one row per flag, with the row macros below; flags that several
+// commands share (--device, --tf32, --batch, --channels, --seed) have one row each in
+// app/cli/common_options.h:
+//
+//   typedef struct { char data[OPT_STR_MAX]; int64_t batch; } embed_opts_t;  // or nested structs
+//   static const opt_t rows[] = {
+//       OPT_TEXT(embed_opts_t, data, "data", OPT_REQUIRED, "dataset to embed"),
+//       OPT_BATCH(embed_opts_t, batch),
+//   };
+//   static const opt_table_t table = OPT_TABLE("embed", "Embed every utterance ...", rows);
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
 
 typedef enum { OPT_INT, OPT_REAL, OPT_STR, OPT_FLAG } opt_type_t;
 
-#define OPT_STR_MAX 512
+#define OPT_STR_MAX 512  // path fields, and the longest value opt_deserialize reads
 
 typedef struct {
     const char *name;     // without the leading "--"
     opt_type_t type;
-    size_t offset;        // offsetof(config struct, field): int64_t, double, char[OPT_STR_MAX], int
-    double min, max;      // inclusive range for numbers; min == DBL_MIN means "> 0"
+    size_t offset;        // offsetof(config struct, field): int64_t, double, char[], int
+    double min, max;      // numbers: inclusive range (min == DBL_MIN means "> 0"); strings:
+                          // min 1 (OPT_REQUIRED): the flag must be given; max: sizeof the
+                          // char array (0: OPT_STR_MAX)
     const char *choices;  // "a|b|c" for strings with a fixed set of values, or NULL
     const char *help;
 } opt_t;
@@ -24,14 +36,36 @@ typedef struct {
     int count;
 } opt_table_t;
 
+// ---- rows ---------------------------------------------------------------------------------
+// The field's offset in T; a compile error when its type is not what the row stores there.
+#define OPT_FIELD(T, field, ctype) (offsetof(T, field) + 0 * sizeof(char[_Generic(((T *)0)->field, ctype : 1)]))
+#define OPT_SIZEOF(T, field)       sizeof(((T *)0)->field)
+#define OPT_REQUIRED               1  // for OPT_TEXT
+#define OPT_OPTIONAL               0
+
+#define OPT_TEXT(T, field, name, required, help) \
+    { name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help }
+#define OPT_CHOICE(T, field, name, choices, help) \
+    { name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help }
+#define OPT_INTEGER(T, field, name, lo, hi, help) \
+    { name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help }
+#define OPT_NUMBER(T, field, name, lo, hi, help) \
+    { name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help }
+#define OPT_SWITCH(T, field, name, help) \
+    { name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help }
+
+// A command's table from its array of rows.
+#define OPT_TABLE(command, summary, rows) \
+    { command, summary, rows, (int)(sizeof rows / sizeof rows[0]) }
+
+// ---- parsing ------------------------------------------------------------------------------
 // Parses "--name value" / "--name=value" / "--flag" into cfg. Positional arguments are
-// returned through positional[] (up to max_positional). Bad input: one line naming the flag,
-// every rank exits with SPK_EXIT_USAGE. "--help" prints the table and exits 0.
+// returned through positional[] (up to max_positional). Bad input, or a required flag left
+// out: one line naming the flag, every rank exits with SPK_EXIT_USAGE. "--help" prints the
+// table and exits 0.
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional);
-void opt_print_help(const opt_table_t *t);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
-// Sets every option found in a serialised text (the rest keep their values).
+// Sets every option found in a serialised text (the rest keep their values). A value out of
+// the table's range stops every rank as a bad flag would.
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);
-// Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
-int opt_lookup(const char *text, const char *name, char *out, size_t cap);

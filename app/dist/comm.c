@@ -44,11 +44,6 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     c->threads = threads_configure(c->local_size);
 }
 
-void comm_finalize(comm_t *c) {
-    (void)c;
-    MPI_Finalize();
-}
-
 void comm_wait(const comm_t *c, MPI_Request *req) {
     if (!c->sleepy_wait) {
         mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));

@@ -1,5 +1,5 @@
 // Communication: MPI set-up, broadcasts, reductions, replica checks (gradient averaging,
-// which may also run on NCCL, is app/grad_sync.h).
+// which may also run on NCCL, is app/dist/grad_sync.h).
 // Waits use nonblocking calls polled with a short sleep when the node is oversubscribed
 // (more ranks than cores), so waiting ranks do not steal cycles from working ones.
 #pragma once
@@ -11,11 +11,10 @@ typedef struct {
     int rank, size;
     int local_rank, local_size;  // within this node (MPI_COMM_TYPE_SHARED)
     int sleepy_wait;             // poll with nanosleep instead of spinning
-    int threads;                 // compute threads of this rank (app/threads.h)
+    int threads;                 // compute threads of this rank (app/dist/threads.h)
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
-void comm_finalize(comm_t *c);
 // Waits for a request; spins or sleeps according to c->sleepy_wait.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);

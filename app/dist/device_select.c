@@ -72,8 +72,8 @@ const char *device_default(void) {
 
 const spk_backend_t *device_select(const comm_t *c, const char *device, const char *command) {
     if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0 && strcmp(device, "auto") != 0 &&
-        strcmp(device, "cpu-staged") != 0)
-        spk_fail_all(SPK_EXIT_USAGE, "%s: device '%s' (from SPKDDP_DEVICE) must be one of cpu|cuda|auto|cpu-staged", command,
+        strcmp(device, "cpu-staged") != 0)  // the option table checked --device: this came from SPKDDP_DEVICE
+        spk_fail_all(SPK_EXIT_USAGE, "%s: device '%s' (from SPKDDP_DEVICE) must be one of " DEVICE_CHOICES, command,
                      device);
     if (strcmp(device, "cpu") == 0) return &spk_backend_cpu;
     if (strcmp(device, "cpu-staged") == 0) {

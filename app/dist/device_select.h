@@ -5,6 +5,8 @@
 #include "app/dist/comm.h"
 #include "kernels/backend.h"
 
+#define DEVICE_CHOICES "cpu|cuda|auto|cpu-staged"
+
 // The default of --device: $SPKDDP_DEVICE when set (a site or test setting), else "auto".
 const char *device_default(void);
 // Collective. `command` names the caller in messages ("train", "bench", "embed").

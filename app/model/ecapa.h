@@ -5,7 +5,7 @@
 // (m->be) and every op goes through it, so the same code trains on the CPU and on a GPU.
 // Parameter names follow SpeechBrain's state_dict, so its checkpoints map one to one.
 #pragma once
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -113,13 +113,8 @@ typedef struct {
     int last_n;              // samples of the last train_step
 } ecapa_t;
 
-// Registers every tensor (reverse execution order) into m->table / m->state_table.
-void ecapa_register(ecapa_t *e, model_t *m);
-// Initialises parameters like PyTorch's defaults from the seed.
-void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed);
 // Makes room for B samples of T frames (grows the buffers when needed, never shrinks).
 void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T);
-void ecapa_free_acts(ecapa_t *e, const model_t *m);
 
 // Encoder forward on frames (B, T, F) time-major (and, for ecapa-av, visual frames
 // (B, T / vratio, Fv)), both in backend memory: fills e->emb. train = 1 uses batch statistics and updates running

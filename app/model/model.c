@@ -1,4 +1,4 @@
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 
 #include "kernels/base/check.h"
 
@@ -43,6 +43,16 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
+model_config_t model_config_defaults(const char *name) {
+    // SpeechBrain's ECAPA-TDNN widths; the AAM-softmax of its VoxCeleb recipe.
+    model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128};
+    c.visual_channels = 256;
+    c.margin = 0.2, c.scale = 30;
+    c.seed = 1234;
+    snprintf(c.name, sizeof c.name, "%s", name);
+    return c;
+}
+
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
@@ -53,7 +63,8 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->visual_ratio = data->visual_ratio;
     if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
     else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
-    else spk_fail_all(SPK_EXIT_USAGE, "train: unknown --model '%s'", cfg->name);
+    else
+        spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     model_upload(m);
     return m;
 }

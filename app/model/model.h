@@ -70,24 +70,6 @@ struct model {
 // cfg->seed (on the host, then uploaded).
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be);
 void model_free(model_t *m);
-// Allocates params/grads/state and the host copies after the tables are complete (used by
-// model builders).
-void model_alloc_buffers(model_t *m);
 // host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
 void model_upload(model_t *m);
 void model_download(model_t *m);
-
-static inline void model_grads_ready(model_t *m, int64_t upto) {
-    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
-}
-
-// Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
-float *model_buf(const model_t *m, size_t n);
-void model_buf_free(const model_t *m, float **p);
-// Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
-// uploaded into `dev` (which holds at least `bytes`).
-const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);
-
-// Builders, one per model file.
-void model_linear_build(model_t *m, const model_config_t *cfg);
-void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data);

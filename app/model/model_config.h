@@ -16,6 +16,10 @@ typedef struct {
     uint64_t seed;            // parameter initialisation
 } model_config_t;
 
+// Model `name` with the default hyperparameters (SpeechBrain's ECAPA-TDNN: C=512, attention
+// and squeeze-excitation 128, embedding 192; AAM-softmax m=0.2, s=30; seed 1234).
+model_config_t model_config_defaults(const char *name);
+
 typedef struct {
     int64_t feature_dim;   // F
     int64_t num_classes;   // speakers

@@ -15,7 +15,8 @@ static const int dilations[3] = {2, 3, 4};
 
 // ---- parameters ----------------------------------------------------------------------------
 
-void ecapa_register(ecapa_t *e, model_t *m) {
+// Registers every tensor (reverse execution order) into m->table / m->state_table.
+static void ecapa_register(ecapa_t *e, model_t *m) {
     const int F = (int)e->d.feat, C = (int)e->d.channels, A = (int)e->d.att, E = (int)e->d.emb;
     const int64_t S = e->d.classes, P = e->pooled_dim;
     // Reverse execution order: the head's gradients are ready first.
@@ -42,7 +43,8 @@ void ecapa_register(ecapa_t *e, model_t *m) {
     tdnn_register(&e->block0, m, "blocks.0", F, C, 5, 1);
 }
 
-void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
+// Initialises parameters like PyTorch's defaults from the seed.
+static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
     // PyTorch defaults: Conv1d weight and bias uniform in +-1/sqrt(fan_in) (kaiming_uniform
     // with a = sqrt(5)); BatchNorm weight 1, bias 0, running mean 0 / var 1; the AAM class
     // weights xavier-uniform (SpeechBrain's Classifier).
@@ -77,7 +79,7 @@ void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
 
 // ---- activations ---------------------------------------------------------------------------
 
-void ecapa_free_acts(ecapa_t *e, const model_t *m) {
+static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     tdnn_free(&e->block0, m);
     for (int i = 0; i < 3; i++) seres_free(&e->blocks[i], m);
     tdnn_free(&e->mfa, m);
@@ -371,14 +373,14 @@ static const model_ops_t ecapa_ops = {train_step, read_stats, eval_step, embed, 
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     ecapa_t *e = callocCheck(1, sizeof *e);
     if (cfg->channels % ECAPA_SCALE != 0)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --channels %lld must be a multiple of %d (Res2Net scale)", (long long)cfg->channels,
-                     ECAPA_SCALE);
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --channels %lld must be a multiple of %d (Res2Net scale)", cfg->name,
+                     (long long)cfg->channels, ECAPA_SCALE);
     e->d = (ecapa_dims_t){.feat = m->feature_dim, .channels = cfg->channels, .att = cfg->att_channels,
                           .se = cfg->se_channels, .emb = cfg->emb_dim, .classes = m->num_classes};
     e->has_visual = strcmp(cfg->name, "ecapa-av") == 0;
     if (e->has_visual) {
         if (m->visual_dim <= 0)
-            spk_fail_all(SPK_EXIT_DATA, "train: --model ecapa-av needs a dataset with a /visual stream (%s has none)",
+            spk_fail_all(SPK_EXIT_DATA, "--model ecapa-av needs a dataset with a /visual stream (%s has none)",
                          data->source ? data->source : "the dataset");
         e->d.vfeat = m->visual_dim;
         e->d.vchannels = cfg->visual_channels;
@@ -398,8 +400,8 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     m->input = (loader_spec_t){.crop = crop - crop % r, .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
                                .cmn = 1, .visual = e->has_visual};
     if (m->input.crop < m->input.min_frames)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --frames %lld is too short for %s (at least %lld)", (long long)cfg->frames,
-                     cfg->name, (long long)m->input.min_frames);
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
+                     (long long)cfg->frames, (long long)m->input.min_frames);
     m->emb_dim = cfg->emb_dim;
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m);

@@ -1,9 +1,9 @@
 // The seed job's model: a linear classifier over the utterance's mean frame.
 //   pooled (B, F) = mean over time of the frames; logits (B, S) = pooled W^T + b
 // Parameters (reverse execution order): fc.weight (S, F), fc.bias (S).
-#include "kernels/base/check.h"
-#include "app/model/model.h"
+#include "app/model/model_impl.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 
 #include <math.h>
 #include <stdlib.h>

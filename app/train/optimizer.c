@@ -7,9 +7,15 @@
 
 static size_t state_bytes(const optimizer_t *o) { return (size_t)o->slots * (size_t)o->n * sizeof(float); }
 
-void optimizer_init(optimizer_t *o, const train_config_t *cfg, int64_t n, const spk_backend_t *be) {
+optim_kind_t optimizer_kind_parse(const char *name) {
+    if (strcmp(name, "adam") == 0) return OPTIM_ADAM;
+    if (strcmp(name, "adamw") == 0) return OPTIM_ADAMW;
+    return OPTIM_SGD;
+}
+
+void optimizer_init(optimizer_t *o, const optimizer_config_t *cfg, int64_t n, const spk_backend_t *be) {
     memset(o, 0, sizeof *o);
-    o->kind = strcmp(cfg->optimizer, "adam") == 0 ? OPTIM_ADAM : strcmp(cfg->optimizer, "adamw") == 0 ? OPTIM_ADAMW : OPTIM_SGD;
+    o->kind = cfg->kind;
     o->be = be;
     o->slots = o->kind == OPTIM_SGD ? (cfg->momentum > 0 ? 1 : 0) : 2;
     o->n = n;

@@ -3,12 +3,22 @@
 // slots * num_params floats on the model's backend, checkpointed as they are through a host
 // copy (host_state, the same buffer on a host-memory backend).
 #pragma once
-#include "app/train/train_config.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>
 
 typedef enum { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW } optim_kind_t;
+
+// What an optimizer is built from (Adam's betas and epsilon are PyTorch's defaults; the
+// learning rate comes with every step).
+typedef struct {
+    optim_kind_t kind;
+    double momentum;      // SGD: 0 is plain SGD (no slot)
+    double weight_decay;  // SGD, Adam: L2 added to the gradient; AdamW: decoupled
+    int nesterov;         // SGD with momentum
+} optimizer_config_t;
+
+optim_kind_t optimizer_kind_parse(const char *name);  // sgd | adam | adamw, validated by the option table
 
 typedef struct {
     optim_kind_t kind;
@@ -22,7 +32,7 @@ typedef struct {
     int nesterov;
 } optimizer_t;
 
-void optimizer_init(optimizer_t *o, const train_config_t *cfg, int64_t n, const spk_backend_t *be);
+void optimizer_init(optimizer_t *o, const optimizer_config_t *cfg, int64_t n, const spk_backend_t *be);
 // params and grads are on the backend.
 void optimizer_step(optimizer_t *o, float *params, const float *grads, double lr);
 // host_state -> state, and back (nothing to do on a host-memory backend).

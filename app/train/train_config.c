@@ -9,15 +9,9 @@ train_config_t train_config_defaults(void) {
     train_config_t c;
     memset(&c, 0, sizeof c);
     // The seed job: linear classifier, batch 16 per rank, SGD lr 0.05, 3 epochs.
-    strcpy(c.model, "linear");
+    c.model = model_config_defaults("linear");
+    c.seed = (int64_t)c.model.seed;
     snprintf(c.device, sizeof c.device, "%s", device_default());
-    c.channels = 512;
-    c.emb_dim = 192;
-    c.att_channels = 128;
-    c.se_channels = 128;
-    c.visual_channels = 256;
-    c.margin = 0.2;
-    c.scale = 30;
     c.epochs = 3;
     c.batch = 16;
     strcpy(c.optimizer, "sgd");
@@ -25,25 +19,22 @@ train_config_t train_config_defaults(void) {
     strcpy(c.lr_schedule, "constant");
     c.lr_decay = 1.0;
     c.cycle_steps = 1000;
-    c.seed = 1234;
     c.keep = 3;
     c.progress = 30;
     return c;
 }
 
 void train_config_finalize(train_config_t *c, int world) {
-    if (!c->data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --data is required (make one with: spkddp synth --out toy.h5)");
     if (c->global_batch > 0) {
         if (c->global_batch % world != 0)
             spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks",
                          (long long)c->global_batch, world);
         c->batch = c->global_batch / world;
     }
-    if (c->batch <= 0) spk_fail_all(SPK_EXIT_USAGE, "train: --batch must be at least 1");
     c->global_batch = c->batch * world;
     if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
-    if (c->margin_warmup_end < c->margin_warmup_start)
+    if (c->model.margin_warmup_end < c->model.margin_warmup_start)
         spk_fail_all(SPK_EXIT_USAGE, "train: --margin-warmup-end must not be before --margin-warmup-start");
     if (c->val_trials[0] && !c->val_data[0]) spk_fail_all(SPK_EXIT_USAGE, "train: --val-trials needs --val-data");
     if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
@@ -54,10 +45,25 @@ void train_config_finalize(train_config_t *c, int world) {
 }
 
 model_config_t train_config_model(const train_config_t *c) {
-    model_config_t m = {.channels = c->channels, .emb_dim = c->emb_dim, .att_channels = c->att_channels,
-                        .se_channels = c->se_channels, .visual_channels = c->visual_channels, .margin = c->margin,
-                        .scale = c->scale, .margin_warmup_start = c->margin_warmup_start,
-                        .margin_warmup_end = c->margin_warmup_end, .frames = c->frames, .seed = (uint64_t)c->seed};
-    snprintf(m.name, sizeof m.name, "%.31s", c->model);
+    model_config_t m = c->model;
+    m.seed = (uint64_t)c->seed;
     return m;
+}
+
+optimizer_config_t train_config_optimizer(const train_config_t *c) {
+    return (optimizer_config_t){.kind = optimizer_kind_parse(c->optimizer),
+                                .momentum = c->momentum,
+                                .weight_decay = c->weight_decay,
+                                .nesterov = c->nesterov};
+}
+
+lr_schedule_t train_config_lr_schedule(const train_config_t *c, int64_t steps_per_epoch) {
+    return (lr_schedule_t){.kind = lr_kind_parse(c->lr_schedule),
+                           .lr = c->lr,
+                           .lr_min = c->lr_min,
+                           .decay = c->lr_decay,
+                           .warmup_steps = c->warmup_steps,
+                           .cycle_steps = c->cycle_steps,
+                           .steps_per_epoch = steps_per_epoch,
+                           .total_steps = steps_per_epoch * c->epochs};
 }

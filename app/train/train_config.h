@@ -1,8 +1,12 @@
-// The training configuration: every `spkddp train` flag, its default, its range, and the
-// cross-field checks. The whole config is stored in every checkpoint.
+// The training configuration: every `spkddp train` flag, its default and the cross-field
+// checks (the flags' ranges and help are app/cli/train_options.c). The whole config is
+// stored in every checkpoint. The modules it drives get only their part of it: the model
+// (model_config_t), the optimizer (optimizer_config_t), the learning-rate schedule.
 #pragma once
 
 #include "app/model/model_config.h"
+#include "app/train/lr_schedule.h"
+#include "app/train/optimizer.h"
 
 #include <stdint.h>
 
@@ -13,20 +17,13 @@ typedef struct {
     char data[TRAIN_STR_MAX];
     char val_data[TRAIN_STR_MAX];
     char val_trials[TRAIN_STR_MAX];  // with it, --val-data is a verification set (EER, minDCF)
-    int64_t frames;        // crop length for models that train on crops (0 = whole utterance)
     int drop_last;
     int no_shuffle;
     char device[TRAIN_STR_MAX];  // cpu | cuda | auto | cpu-staged
     int tf32;                  // CUDA: allow TF32 tensor-core math
-    // model
-    char model[TRAIN_STR_MAX];  // linear | ecapa
-    int64_t channels;         // ECAPA width C
-    int64_t emb_dim;          // ECAPA embedding size
-    int64_t att_channels;     // ECAPA attention channels
-    int64_t se_channels;      // ECAPA squeeze-excitation bottleneck
-    int64_t visual_channels;  // ecapa-av visual TDNN channels
-    double margin, scale;     // AAM-softmax
-    int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
+    // --model, --frames and the model's hyperparameters, as the model takes them; its
+    // seed is --seed (train_config_model fills it in)
+    model_config_t model;
     // optimisation
     int64_t epochs;
     int64_t batch;         // per-rank batch
@@ -53,5 +50,7 @@ typedef struct {
 train_config_t train_config_defaults(void);
 // Cross-field validation that needs the world size (batch vs global batch).
 void train_config_finalize(train_config_t *c, int world);
-// The model's part of the config.
+// The parts of the config each module needs (the model's: c->model with the seed).
 model_config_t train_config_model(const train_config_t *c);
+optimizer_config_t train_config_optimizer(const train_config_t *c);
+lr_schedule_t train_config_lr_schedule(const train_config_t *c, int64_t steps_per_epoch);

@@ -1,12 +1,14 @@
+// The training loop, read from the bottom: trainer_run = trainer_setup (device, data, model,
+// optimizer, sampler and schedule, resume) -> run_epochs (steps, checkpoints, signals) ->
+// finish (last replica check, FINISHED marker, exit code) -> trainer_free.
 #include "app/train/trainer.h"
 
-#include "kernels/base/check.h"
 #include "app/dist/device_select.h"
-#include "app/eval/embedder.h"
 #include "app/dist/grad_sync.h"
+#include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
-#include "app/train/lr_schedule.h"
 #include "app/model/model.h"
+#include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/signals.h"
@@ -16,17 +18,18 @@
 #include "io/loader.h"
 #include "io/metrics.h"
 #include "io/sampler.h"
+#include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct {
     const comm_t *comm;
     const train_config_t *cfg;
     const char *config_text;  // the flags as key=value lines, stored in checkpoints
+    const spk_backend_t *be;  // where the model computes (--device)
     dataset_t data, val;
     int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
     trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
@@ -47,7 +50,7 @@ typedef struct {
     int64_t global_step;
     // metrics of the epoch in progress (global, identical on every rank)
     double ep_loss_sum, ep_seconds;
-    double ep_data_wait;   // seconds this rank waited for batches (timing; not in checkpoints)
+    double ep_data_wait;  // seconds this rank waited for batches (timing; not in checkpoints)
     int64_t ep_correct, ep_count;
     double lr;
     int stop_signal;  // a signal every rank agreed to stop on (0: none)
@@ -61,28 +64,46 @@ static ckpt_tensors_t tensors_of(trainer_t *t) {
                             t->opt.slots, t->opt.host_state};
 }
 
+// The checkpoint's header: what was trained on what, and where the run stands.
+static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
+    snprintf(m->model, sizeof m->model, "%.63s", t->cfg->model.name);
+    snprintf(m->optimizer, sizeof m->optimizer, "%.31s", t->cfg->optimizer);
+    m->epoch = t->epoch;
+    m->samples_in_epoch = t->samples_in_epoch;
+    m->step_in_epoch = t->step_in_epoch;
+    m->global_step = t->global_step;
+    m->opt_step = t->opt.step;
+    m->world_size = t->comm->size;
+    m->seed = t->cfg->seed;
+    m->feature_dim = t->model->feature_dim;
+    m->num_classes = t->model->num_classes;
+    m->visual_dim = t->model->visual_dim;
+    m->visual_ratio = t->model->visual_ratio;
+    m->ep_loss_sum = t->ep_loss_sum;
+    m->ep_correct = t->ep_correct;
+    m->ep_count = t->ep_count;
+    m->ep_seconds = t->ep_seconds;
+    snprintf(m->config, sizeof m->config, "%s", t->config_text);
+}
+
+// Where a resumed run continues: the checkpoint's position and the metrics of its epoch.
+static void restore_position(trainer_t *t, const ckpt_meta_t *m) {
+    t->epoch = m->epoch;
+    t->samples_in_epoch = m->samples_in_epoch;
+    t->step_in_epoch = m->samples_in_epoch / t->cfg->global_batch;
+    t->global_step = m->global_step;
+    t->opt.step = m->opt_step;
+    t->ep_loss_sum = m->ep_loss_sum;
+    t->ep_correct = m->ep_correct;
+    t->ep_count = m->ep_count;
+    t->ep_seconds = m->ep_seconds;
+}
+
 static void save_checkpoint(trainer_t *t) {
     if (!t->cfg->ckpt_dir[0]) return;
     if (t->comm->rank == 0) {
         ckpt_meta_t *m = callocCheck(1, sizeof *m);
-        snprintf(m->model, sizeof m->model, "%.63s", t->cfg->model);
-        snprintf(m->optimizer, sizeof m->optimizer, "%.31s", t->cfg->optimizer);
-        m->epoch = t->epoch;
-        m->samples_in_epoch = t->samples_in_epoch;
-        m->step_in_epoch = t->step_in_epoch;
-        m->global_step = t->global_step;
-        m->opt_step = t->opt.step;
-        m->world_size = t->comm->size;
-        m->seed = t->cfg->seed;
-        m->feature_dim = t->model->feature_dim;
-        m->num_classes = t->model->num_classes;
-        m->visual_dim = t->model->visual_dim;
-        m->visual_ratio = t->model->visual_ratio;
-        m->ep_loss_sum = t->ep_loss_sum;
-        m->ep_correct = t->ep_correct;
-        m->ep_count = t->ep_count;
-        m->ep_seconds = t->ep_seconds;
-        snprintf(m->config, sizeof m->config, "%s", t->config_text);
+        fill_meta(t, m);
         model_download(t->model);
         optimizer_download(&t->opt);
         ckpt_tensors_t ts = tensors_of(t);
@@ -113,7 +134,7 @@ static int resume(trainer_t *t) {
         }
         if (r.found) {
             ckpt_tensors_t ts = tensors_of(t);
-            r.code = ckpt_load(r.path, c->model, m, &ts, r.err, sizeof r.err);
+            r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
         }
     }
     comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
@@ -135,15 +156,7 @@ static int resume(trainer_t *t) {
     if (m->samples_in_epoch % c->global_batch != 0)
         spk_fail_all(SPK_EXIT_CKPT, "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume with the original global batch",
                      r.path, (long long)m->samples_in_epoch, (long long)m->epoch + 1, (long long)c->global_batch);
-    t->epoch = m->epoch;
-    t->samples_in_epoch = m->samples_in_epoch;
-    t->step_in_epoch = m->samples_in_epoch / c->global_batch;
-    t->global_step = m->global_step;
-    t->opt.step = m->opt_step;
-    t->ep_loss_sum = m->ep_loss_sum;
-    t->ep_correct = m->ep_correct;
-    t->ep_count = m->ep_count;
-    t->ep_seconds = m->ep_seconds;
+    restore_position(t, m);
     printf0("resumed from %s: epoch %lld, step %lld, %lld samples into the epoch (written by %lld ranks, now %d)\n",
             r.path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,
             (long long)m->world_size, t->comm->size);
@@ -203,7 +216,7 @@ static void verify(trainer_t *t, double out[3]) {
     free(emb);
 }
 
-// ---- the loop ------------------------------------------------------------------------------
+// ---- one step, one epoch's end ------------------------------------------------------------
 
 // A finite loss does not prove finite parameters (the last update may overflow), and NaN
 // parameters would otherwise surface as "replicas diverged". Needs host_params downloaded.
@@ -218,54 +231,81 @@ static void check_finite(trainer_t *t) {
                      bad, (long long)t->epoch + 1);
 }
 
-static void end_epoch(trainer_t *t) {
-    const train_config_t *c = t->cfg;
+// An epoch's figures, global and the same on every rank.
+typedef struct {
+    double loss, acc, samples_per_s, divergence;
+    double val_loss, val_acc;  // held-out set of the training speakers (NAN: none)
+    double ver[3];             // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
+} epoch_summary_t;
+
+// Needs host_params downloaded.
+static epoch_summary_t summarise_epoch(trainer_t *t) {
     model_t *m = t->model;
-    model_download(m);
-    check_finite(t);
-    double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
-    double loss = t->ep_loss_sum / (double)t->ep_count, acc = (double)t->ep_correct / (double)t->ep_count;
-    double sps = (double)t->ep_count / t->ep_seconds;
-    double vloss = NAN, vacc = NAN, ver[3] = {NAN, NAN, NAN};
+    epoch_summary_t s = {.loss = t->ep_loss_sum / (double)t->ep_count,
+                         .acc = (double)t->ep_correct / (double)t->ep_count,
+                         .samples_per_s = (double)t->ep_count / t->ep_seconds,
+                         .val_loss = NAN,
+                         .val_acc = NAN,
+                         .ver = {NAN, NAN, NAN}};
+    s.divergence = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     if (t->has_val) {
         comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
         model_upload(m);
-        if (t->trials.n) verify(t, ver);
-        else evaluate(t, &vloss, &vacc);
+        if (t->trials.n)
+            verify(t, s.ver);
+        else
+            evaluate(t, &s.val_loss, &s.val_acc);
     }
-    printf0("epoch %lld/%lld  step %lld  loss %.6f  acc %.4f", (long long)t->epoch + 1, (long long)c->epochs,
-            (long long)t->global_step, loss, acc);
-    if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", vloss, vacc);
-    if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * ver[0], ver[1]);
-    printf0("  lr %.6g  %.1f samples/s  %.2f s  data wait %.3f s  divergence %g\n", t->lr, sps, t->ep_seconds,
-            t->ep_data_wait, div);
-    if (c->metrics[0] && t->comm->rank == 0) {
-        json_line_t j;
-        json_begin(&j);
-        json_int(&j, "epoch", t->epoch + 1);
-        json_int(&j, "global_step", t->global_step);
-        json_num(&j, "loss", loss);
-        json_num(&j, "accuracy", acc);
-        if (t->has_val && !t->trials.n) {
-            json_num(&j, "val_loss", vloss);
-            json_num(&j, "val_accuracy", vacc);
-        }
-        if (t->trials.n) {
-            json_num(&j, "val_eer", ver[0]);
-            json_num(&j, "val_mindcf_0.01", ver[1]);
-            json_num(&j, "val_mindcf_0.05", ver[2]);
-        }
-        json_num(&j, "lr", t->lr);
-        json_num(&j, "samples_per_s", sps);
-        json_num(&j, "epoch_seconds", t->ep_seconds);
-        json_num(&j, "data_wait_s", t->ep_data_wait);
-        json_num(&j, "divergence", div);
-        json_int(&j, "world_size", t->comm->size);
-        json_end(&j);
-        metrics_append(c->metrics, &j);
+    return s;
+}
+
+static void print_epoch(const trainer_t *t, const epoch_summary_t *s) {
+    printf0("epoch %lld/%lld  step %lld  loss %.6f  acc %.4f", (long long)t->epoch + 1, (long long)t->cfg->epochs,
+            (long long)t->global_step, s->loss, s->acc);
+    if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", s->val_loss, s->val_acc);
+    if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * s->ver[0], s->ver[1]);
+    printf0("  lr %.6g  %.1f samples/s  %.2f s  data wait %.3f s  divergence %g\n", t->lr, s->samples_per_s,
+            t->ep_seconds, t->ep_data_wait,
+            s->divergence);
+}
+
+// One JSON line per epoch in --metrics (rank 0).
+static void append_metrics(const trainer_t *t, const epoch_summary_t *s) {
+    json_line_t j;
+    json_begin(&j);
+    json_int(&j, "epoch", t->epoch + 1);
+    json_int(&j, "global_step", t->global_step);
+    json_num(&j, "loss", s->loss);
+    json_num(&j, "accuracy", s->acc);
+    if (t->has_val && !t->trials.n) {
+        json_num(&j, "val_loss", s->val_loss);
+        json_num(&j, "val_accuracy", s->val_acc);
     }
-    if (div != 0.0)
-        spk_fail_all(SPK_EXIT_NUMERIC, "replicas diverged: max |theta_r - theta_0| = %g after epoch %lld", div,
+    if (t->trials.n) {
+        json_num(&j, "val_eer", s->ver[0]);
+        json_num(&j, "val_mindcf_0.01", s->ver[1]);
+        json_num(&j, "val_mindcf_0.05", s->ver[2]);
+    }
+    json_num(&j, "lr", t->lr);
+    json_num(&j, "samples_per_s", s->samples_per_s);
+    json_num(&j, "epoch_seconds", t->ep_seconds);
+    json_num(&j, "data_wait_s", t->ep_data_wait);
+    json_num(&j, "divergence", s->divergence);
+    json_int(&j, "world_size", t->comm->size);
+    json_end(&j);
+    metrics_append(t->cfg->metrics, &j);
+}
+
+// After an epoch's last step: replica and finiteness checks, validation, the epoch line and
+// metrics; then the position moves to the next epoch.
+static void end_epoch(trainer_t *t) {
+    model_download(t->model);
+    check_finite(t);
+    const epoch_summary_t s = summarise_epoch(t);
+    print_epoch(t, &s);
+    if (t->cfg->metrics[0] && t->comm->rank == 0) append_metrics(t, &s);
+    if (s.divergence != 0.0)
+        spk_fail_all(SPK_EXIT_NUMERIC, "replicas diverged: max |theta_r - theta_0| = %g after epoch %lld", s.divergence,
                      (long long)t->epoch + 1);
     t->epoch++;
     t->samples_in_epoch = t->step_in_epoch = t->prefetched = 0;
@@ -323,6 +363,8 @@ static double train_step(trainer_t *t, int64_t step) {
     return v[0] / v[2];
 }
 
+// ---- setup ---------------------------------------------------------------------------------
+
 static void open_data(trainer_t *t) {
     const train_config_t *c = t->cfg;
     dataset_open(&t->data, c->data, t->comm->world);
@@ -347,102 +389,150 @@ static void open_data(trainer_t *t) {
     }
 }
 
-int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
+// Identical replicas from the start: rank 0's initialisation is everyone's.
+static void create_model(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const model_config_t mc = train_config_model(c);
+    const model_data_t md = {t->data.feature_dim, t->data.num_speakers, t->data.visual.dim, t->data.visual_ratio,
+                             c->data};
+    model_t *m = t->model = model_create(&mc, &md, t->be);
+    comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+    model_upload(m);
+}
+
+static void create_optimizer(trainer_t *t) {
+    const int64_t n = t->model->table.total;
+    const optimizer_config_t oc = train_config_optimizer(t->cfg);
+    optimizer_init(&t->opt, &oc, n, t->be);
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n);
+    t->scratch = mallocCheck((size_t)n * sizeof(float));
+}
+
+// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
+static void plan_epochs(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const model_t *m = t->model;
+    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
+                 c->drop_last);
+    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
+    int64_t steps = sampler_steps(&t->sampler, c->batch);
+    const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
+    if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
+                     "samples per rank and epoch)",
+                     c->model.name, m->min_batch, (long long)c->batch, (long long)t->sampler.per_rank);
+    if (tail < m->min_batch) {
+        steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
+        printf0(
+            "note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
+            "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
+            (long long)tail, c->model.name, (long long)tail * t->comm->size,
+            c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
+    }
+    t->steps = steps;
+    t->sched = train_config_lr_schedule(c, steps);
+    t->lr = lr_at(&t->sched, 0);
+}
+
+// Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file.
+static void choose_start(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int resumed = resume(t);
+    if (c->metrics[0] && t->comm->rank == 0) {
+        if (resumed)
+            metrics_truncate_from(c->metrics, t->epoch + 1);
+        else
+            metrics_truncate_from(c->metrics, 1);  // a fresh run starts a fresh file
+    }
+}
+
+static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
     trainer_t *t = callocCheck(1, sizeof *t);
     t->comm = comm;
     t->cfg = cfg;
     t->config_text = config_text;
-    const spk_backend_t *be = device_select(comm, cfg->device, "train");
-    device_set_tf32(be, cfg->tf32);
+    t->be = device_select(comm, cfg->device, "train");
+    device_set_tf32(t->be, cfg->tf32);
     open_data(t);
+    create_model(t);
+    create_optimizer(t);
+    plan_epochs(t);
+    printf0(
+        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, "
+        "%lld steps/epoch\n",
+        cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
+        (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
+    choose_start(t);
+    return t;
+}
 
-    model_config_t mc = train_config_model(cfg);
-    t->model = model_create(&mc, &(model_data_t){t->data.feature_dim, t->data.num_speakers, t->data.visual.dim,
-                                                 t->data.visual_ratio, cfg->data}, be);
+// ---- the loop ------------------------------------------------------------------------------
+
+static int at_max_steps(const trainer_t *t) { return t->cfg->max_steps > 0 && t->global_step >= t->cfg->max_steps; }
+
+// The rest of the current epoch (all of it, or what a resumed run has left). Returns 1 when
+// the run stops: --max-steps reached or a signal agreed, with a checkpoint either way.
+static int run_epoch(trainer_t *t) {
+    const train_config_t *c = t->cfg;
     model_t *m = t->model;
-    // Identical replicas from the start: rank 0's initialisation is everyone's.
-    comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
-    comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
-    model_upload(m);
-    optimizer_init(&t->opt, cfg, m->table.total, be);
-    grad_sync_init(&t->grad_sync, comm, be, m->table.total);
-    t->scratch = mallocCheck((size_t)m->table.total * sizeof(float));
-    t->idx = mallocCheck((size_t)cfg->batch * sizeof(int64_t));
-
-    sampler_init(&t->sampler, t->data.num_utts, comm->size, comm->rank, (uint64_t)cfg->seed, !cfg->no_shuffle, cfg->drop_last);
-    loader_init(&t->loader, &t->data, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
-    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)cfg->batch, &m->input, (uint64_t)cfg->seed, -1);
-    int64_t steps = sampler_steps(&t->sampler, cfg->batch);
-    const int64_t tail = t->sampler.per_rank - (steps - 1) * cfg->batch;  // samples of the last step
-    if (cfg->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
-                     "samples per rank and epoch)", cfg->model, m->min_batch, (long long)cfg->batch,
-                     (long long)t->sampler.per_rank);
-    if (tail < m->min_batch) {
-        steps--;  // as in PyTorch, BatchNorm cannot train on a batch of one: skip that step
-        printf0("note: the last step of each epoch would have %lld sample per rank, too few for %s's BatchNorm; it is "
-                "skipped (%lld samples per epoch unused%s; another --batch avoids this)\n",
-                (long long)tail, cfg->model, (long long)tail * comm->size,
-                cfg->no_shuffle ? ", always the same ones with --no-shuffle" : "");
+    sampler_set_epoch(&t->sampler, t->epoch);
+    if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
+    while (t->step_in_epoch < t->steps) {
+        const double t0 = spk_seconds();
+        const int64_t before = t->ep_count;
+        const double loss = train_step(t, t->step_in_epoch);
+        t->ep_seconds += spk_seconds() - t0;
+        progress_step(&t->progress, t->ep_count - before, loss, t->epoch, c->epochs, t->step_in_epoch, t->steps);
+        if (t->step_in_epoch >= t->steps) break;  // the epoch end checkpoints
+        const int stop = at_max_steps(t) || t->stop_signal;
+        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) save_checkpoint(t);
+        if (stop) return 1;
     }
-    t->sched = (lr_schedule_t){.kind = lr_kind_parse(cfg->lr_schedule), .lr = cfg->lr, .lr_min = cfg->lr_min,
-                               .decay = cfg->lr_decay, .warmup_steps = cfg->warmup_steps, .cycle_steps = cfg->cycle_steps,
-                               .steps_per_epoch = steps, .total_steps = steps * cfg->epochs};
-    t->lr = lr_at(&t->sched, 0);
-    t->steps = steps;
+    progress_end_epoch(&t->progress);
+    end_epoch(t);
+    save_checkpoint(t);
+    return at_max_steps(t) || t->stop_signal;
+}
 
-    printf0("spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, %lld steps/epoch\n",
-            cfg->model, (long long)m->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
-            (long long)cfg->batch, (long long)cfg->global_batch, (long long)steps);
-    int resumed = resume(t);
-    if (cfg->metrics[0] && comm->rank == 0) {
-        if (resumed) metrics_truncate_from(cfg->metrics, t->epoch + 1);
-        else metrics_truncate_from(cfg->metrics, 1);  // a fresh run starts a fresh file
-    }
-
+// Epochs until the last one, --max-steps or an agreed signal. Returns 1 when stopped early.
+static int run_epochs(trainer_t *t) {
     signals_install();
-    progress_init(&t->progress, (double)cfg->progress, comm->rank);
-    int stopped = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
-    while (t->epoch < cfg->epochs && !stopped) {
-        sampler_set_epoch(&t->sampler, t->epoch);
-        if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
-        while (t->step_in_epoch < steps) {
-            double t0 = spk_seconds();
-            int64_t before = t->ep_count;
-            double loss = train_step(t, t->step_in_epoch);
-            t->ep_seconds += spk_seconds() - t0;
-            progress_step(&t->progress, t->ep_count - before, loss, t->epoch, cfg->epochs, t->step_in_epoch, steps);
-            int at_max = cfg->max_steps > 0 && t->global_step >= cfg->max_steps;
-            if (t->step_in_epoch >= steps) break;  // the epoch end checkpoints
-            if (at_max || t->stop_signal || (cfg->ckpt_every > 0 && t->global_step % cfg->ckpt_every == 0))
-                save_checkpoint(t);
-            if (at_max || t->stop_signal) {
-                stopped = 1;
-                break;
-            }
-        }
-        if (t->step_in_epoch >= steps) {
-            progress_end_epoch(&t->progress);
-            end_epoch(t);
-            save_checkpoint(t);
-            if ((cfg->max_steps > 0 && t->global_step >= cfg->max_steps) || t->stop_signal) stopped = 1;
-        }
-    }
+    progress_init(&t->progress, (double)t->cfg->progress, t->comm->rank);
+    int stopped = at_max_steps(t);
+    while (t->epoch < t->cfg->epochs && !stopped) stopped = run_epoch(t);
+    return stopped;
+}
+
+// ---- teardown ------------------------------------------------------------------------------
+
+// The replicas' last check and how the run ended: finished (ckpt_dir/FINISHED), stopped at
+// --max-steps, or stopped on a signal (exit 75: requeue me). Returns the exit code.
+static int finish(trainer_t *t, int stopped) {
+    const train_config_t *c = t->cfg;
+    model_t *m = t->model;
     model_download(m);
-    double div = comm_divergence(comm, m->host_params, m->table.total, t->scratch);
+    const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
-        printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
-                cfg->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
-        if (rc == SPK_EXIT_OK) rc = cfg->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
-    } else if (stopped && t->epoch < cfg->epochs) {
+        printf0(
+            "received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
+            c->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
+        if (rc == SPK_EXIT_OK) rc = c->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
+    } else if (stopped && t->epoch < c->epochs) {
         printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);
-    } else if (cfg->ckpt_dir[0] && comm->rank == 0) {
-        mark_finished(cfg->ckpt_dir, t->global_step);
+    } else if (c->ckpt_dir[0] && t->comm->rank == 0) {
+        mark_finished(c->ckpt_dir, t->global_step);
     }
     printf0("cross-rank weight difference max |theta_r - theta_0| = %g (%s)\n", div,
             div == 0.0 ? "replicas identical" : "REPLICAS DIFFER");
+    return rc;
+}
 
+static void trainer_free(trainer_t *t) {
     loader_free(&t->loader);
     if (t->has_val) {
         loader_free(&t->val_loader);
@@ -453,10 +543,17 @@ int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *confi
     dataset_close(&t->data);
     grad_sync_free(&t->grad_sync);
     optimizer_free(&t->opt);
-    model_free(m);
-    device_release(be);
+    model_free(t->model);
+    device_release(t->be);  // after everything that lived on it
     free(t->scratch);
     free(t->idx);
     free(t);
+}
+
+int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
+    trainer_t *t = trainer_setup(comm, cfg, config_text);
+    const int stopped = run_epochs(t);
+    const int rc = finish(t, stopped);
+    trainer_free(t);
     return rc;
 }

@@ -4,7 +4,6 @@
 // Tolerance: normwise relative error ||ours - ref|| / ||ref|| <= 5e-5 per tensor (measured
 // worst: 1.3e-5). Our path is float32 end to end (sums over up to 9C*K terms, a softmax over time and an AAM head with
 // scale 30 amplify rounding), measured errors are reported so regressions show.
-#include "app/train/train_config.h"
 #include "app/model/ecapa.h"
 #include "app/model/model.h"
 #include "io/h5util.h"
@@ -80,11 +79,9 @@ int main(int argc, char **argv) {
     h5_attr_read_f64(f, "margin", &margin);
     h5_attr_read_f64(f, "scale", &scale);
 
-    train_config_t cfg = train_config_defaults();
-    strcpy(cfg.model, "ecapa");
-    cfg.channels = C, cfg.att_channels = A, cfg.se_channels = SE, cfg.emb_dim = E;
-    cfg.margin = margin, cfg.scale = scale;
-    model_config_t mc = train_config_model(&cfg);
+    model_config_t mc = model_config_defaults("ecapa");
+    mc.channels = C, mc.att_channels = A, mc.se_channels = SE, mc.emb_dim = E;
+    mc.margin = margin, mc.scale = scale;
     model_t *m = model_create(&mc, &(model_data_t){.feature_dim = F, .num_classes = S}, &spk_backend_cpu);
     ecapa_t *e = m->impl;
     load_table(f, "params", &m->table, m->params);

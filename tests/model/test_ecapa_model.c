@@ -4,7 +4,6 @@
 // and one for the input, against the analytic gradient. ReLU kinks and float32 rounding
 // limit this check to about 1% (tolerance 2%); test_ecapa_golden is the precise one (float64
 // PyTorch reference, 5e-5).
-#include "app/train/train_config.h"
 #include "app/model/ecapa.h"
 #include "app/model/model.h"
 #include "io/rng.h"
@@ -16,10 +15,8 @@
 #include <string.h>
 
 static int64_t encoder_params(int64_t C) {
-    train_config_t cfg = train_config_defaults();
-    strcpy(cfg.model, "ecapa");
-    cfg.channels = C;
-    model_config_t mc = train_config_model(&cfg);
+    model_config_t mc = model_config_defaults("ecapa");
+    mc.channels = C;
     model_t *m = model_create(&mc, &(model_data_t){.feature_dim = 80, .num_classes = 1000}, &spk_backend_cpu);
     int64_t n = m->table.total;
     for (int i = 0; i < m->table.count; i++)
@@ -43,12 +40,10 @@ static double loss_at(model_t *m, const float *x, const float *v, const int32_t 
 static void gradcheck(const char *model) {
     // Tiny network in double-checkable territory: a small scale keeps the loss smooth.
     enum { B = 8, T = 24, F = 5, S = 3, FV = 4, R = 4 };
-    train_config_t cfg = train_config_defaults();
-    snprintf(cfg.model, sizeof cfg.model, "%s", model);
-    cfg.channels = 32, cfg.att_channels = 8, cfg.se_channels = 8, cfg.emb_dim = 6, cfg.visual_channels = 8;
-    cfg.margin = 0.2, cfg.scale = 4;
+    model_config_t mc = model_config_defaults(model);
+    mc.channels = 32, mc.att_channels = 8, mc.se_channels = 8, mc.emb_dim = 6, mc.visual_channels = 8;
+    mc.margin = 0.2, mc.scale = 4;
     int av = strcmp(model, "ecapa-av") == 0;
-    model_config_t mc = train_config_model(&cfg);
     model_t *m = model_create(&mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0,
                                                     .visual_ratio = R}, &spk_backend_cpu);
     ecapa_t *e = m->impl;

@@ -1,0 +1,18 @@
+// The rows of flags that several commands share: one meaning, range and help text wherever
+// they appear (T is the command's options struct, field the member the flag sets).
+#pragma once
+#include "app/cli/options.h"
+#include "app/dist/device_select.h"
+
+// app/dist/device_select.h gives it its meaning; the default is device_default().
+#define OPT_DEVICE(T, field)                                                                           \
+    OPT_CHOICE(T, field, "device", DEVICE_CHOICES,                                                     \
+               "where to compute (auto: a GPU when every rank has one, else the CPU; cpu-staged: the " \
+               "GPU code path on the CPU, for tests; default $SPKDDP_DEVICE or auto)")
+#define OPT_TF32(T, field)                                                                                        \
+    OPT_SWITCH(T, field, "tf32",                                                                                  \
+               "CUDA: allow TF32 tensor-core math in convolutions and GEMMs (faster on Ampere and newer; inputs " \
+               "rounded to a 10-bit mantissa; default plain fp32)")
+#define OPT_BATCH(T, field)      OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples per rank and step")
+#define OPT_CHANNELS(T, field)   OPT_INTEGER(T, field, "channels", 8, 4096, "ECAPA channels C")
+#define OPT_SEED(T, field, help) OPT_INTEGER(T, field, "seed", 0, 9e15, help)

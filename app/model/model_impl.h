@@ -1,0 +1,25 @@
+// For the files that implement a model (model_linear.c, model_ecapa.c and its blocks), not
+// for its callers: buffers on the model's backend, staging of host input, the backward's
+// progress report, and the builders model_create dispatches to.
+#pragma once
+#include "app/model/model.h"
+
+// Allocates params/grads/state and the host copies once the tables are complete.
+void model_alloc_buffers(model_t *m);
+
+// Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
+float *model_buf(const model_t *m, size_t n);
+void model_buf_free(const model_t *m, float **p);
+// Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
+// uploaded into `dev` (which holds at least `bytes`).
+const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);
+
+// Called by a backward pass as gradients become final: grads[0, upto) will not change again
+// this step (model_t.grads_ready).
+static inline void model_grads_ready(model_t *m, int64_t upto) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
+}
+
+// Builders, one per model file.
+void model_linear_build(model_t *m, const model_config_t *cfg);
+void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data);
