@@ -21,8 +21,9 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/gemm.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
+#include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
 #define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread
@@ -197,7 +198,8 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilati
 }
 
 static void forward_per_sample(float* y, const float* x, const float* w, const float* bias, int B,
-                               int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+                               int Cin, int Cout, int T, int K, int dilation, float* workspace,
+                               spk_gemm_fn* gemm) {
     const int CK = Cin * K;
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
 #pragma omp parallel num_threads(nt)
@@ -214,7 +216,85 @@ static void forward_per_sample(float* y, const float* x, const float* w, const f
             if (bias)
                 for (int co = 0; co < Cout; co++)
                     for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = bias[co];
-            spk_sgemm_serial('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+            gemm('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+        }
+    }
+}
+
+static void input_grad_per_sample(float* dx, const float* dy, const float* w, int B, int Cin,
+                                  int Cout, int T, int K, int dilation, float* workspace,
+                                  spk_gemm_fn* gemm) {
+    const int CK = Cin * K;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+    // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
+    const int big = big_weight(Cin, Cout, K);
+    float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
+    if (big) transpose_weight(wt, w, Cout, CK);
+    const char ta = big ? 'N' : 'T';
+    const float* a = big ? wt : w;
+    const int lda = big ? Cout : CK;
+#pragma omp parallel num_threads(nt)
+    {
+        float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < B; b++) {
+            const float* dyb = dy + (size_t)b * Cout * T;
+            float* dxb = dx + (size_t)b * Cin * T;
+            if (K == 1) {
+                gemm(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
+            } else {
+                gemm(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
+                col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
+            }
+        }
+    }
+}
+
+// dW is cut into `nblocks` blocks, each owned by whichever thread takes it and summing the
+// samples in order, so the result does not depend on the schedule. Blocks are column ranges
+// (input channels: im2col is then done once per block), or row ranges (output channels) for
+// K = 1 with Cout > Cin, keeping each block's GEMM wide. Without exact sums (xdw empty) the
+// samples accumulate in dw; with them each sample's block is computed into dw and added to xdw.
+static void weight_grad_blocks(float* dw, xsum_t xdw, const float* dy, const float* x, int B,
+                               int Cin, int Cout, int T, int K, int dilation, float* workspace,
+                               int nt, int nblocks, spk_gemm_fn* gemm) {
+    const int CK = Cin * K;
+    const int by_rows = K == 1 && Cout > Cin;
+    const int extent = by_rows ? Cout : Cin;
+    const int exact = !xsum_empty(xdw);
+    const float beta = exact ? 0.0f : 1.0f;
+    if (nblocks > extent) nblocks = extent;
+#pragma omp parallel num_threads(nt)
+    {
+        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < nblocks; blk++) {
+            const int e0 = (int)((long)extent * blk / nblocks);
+            const int e1 = (int)((long)extent * (blk + 1) / nblocks);
+            for (int b = 0; b < B; b++) {
+                const float* dyb = dy + (size_t)b * Cout * T;
+                const float* xb = x + (size_t)b * Cin * T;
+                if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
+                    gemm('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T, xb, T, beta,
+                         dw + (size_t)e0 * CK, CK);
+                    if (exact)
+                        xsum_add_row(xsum_at(xdw, (int64_t)e0 * CK), dw + (size_t)e0 * CK, (int64_t)(e1 - e0) * CK);
+                    continue;
+                }
+                const float* src;  // rows e0*K .. e1*K of col_b
+                if (K == 1) {
+                    src = xb + (size_t)e0 * T;
+                } else {
+                    im2col_sample(col, xb, e0, e1, T, K, dilation);
+                    src = col;
+                }
+                gemm('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, beta, dw + (size_t)e0 * K, CK);
+                if (exact)
+                    for (int co = 0; co < Cout; co++) {
+                        const size_t o = (size_t)co * CK + (size_t)e0 * K;
+                        xsum_add_row(xsum_at(xdw, (int64_t)o), dw + o, (int64_t)(e1 - e0) * K);
+                    }
+            }
         }
     }
 }
@@ -222,73 +302,16 @@ static void forward_per_sample(float* y, const float* x, const float* w, const f
 static void backward_per_sample(float* dx, float* dw, const float* dy, const float* x,
                                 const float* w, int B, int Cin, int Cout, int T, int K,
                                 int dilation, float* workspace) {
-    const int CK = Cin * K;
+    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
+    if (!dw) return;
+    // Block count: a multiple of the thread count (balanced when the cores are free), up to 4
+    // per thread (a thread slowed by other load hands blocks to the others), >= 64
+    // rows/columns each.
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
-    if (dx) {
-        // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
-        const int big = big_weight(Cin, Cout, K);
-        float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
-        if (big) transpose_weight(wt, w, Cout, CK);
-        const char ta = big ? 'N' : 'T';
-        const float* a = big ? wt : w;
-        const int lda = big ? Cout : CK;
-#pragma omp parallel num_threads(nt)
-        {
-            float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
-#pragma omp for schedule(dynamic, 1)
-            for (int b = 0; b < B; b++) {
-                const float* dyb = dy + (size_t)b * Cout * T;
-                float* dxb = dx + (size_t)b * Cin * T;
-                if (K == 1) {
-                    spk_sgemm_serial(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
-                } else {
-                    spk_sgemm_serial(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
-                    col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
-                }
-            }
-        }
-    }
-    if (dw) {
-        // dW is cut into blocks, each owned by whichever thread takes it and summing the
-        // samples in order, so the result does not depend on the schedule. Blocks are column
-        // ranges (input channels: im2col is then done once per block), or row ranges (output
-        // channels) for K = 1 with Cout > Cin, keeping each block's GEMM wide. Block count: a
-        // multiple of the thread count (balanced when the cores are free), up to 4 per thread
-        // (a thread slowed by other load hands blocks to the others), >= 64 rows/columns each.
-        const int by_rows = K == 1 && Cout > Cin;
-        const int extent = by_rows ? Cout : Cin;
-        int per = (by_rows ? Cout : CK) / (64 * nt);
-        per = per < 1 ? 1 : (per > 4 ? 4 : per);
-        int nblocks = nt * per;
-        if (nblocks > extent) nblocks = extent;
-#pragma omp parallel num_threads(nt)
-        {
-            float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
-#pragma omp for schedule(dynamic, 1)
-            for (int blk = 0; blk < nblocks; blk++) {
-                const int e0 = (int)((long)extent * blk / nblocks);
-                const int e1 = (int)((long)extent * (blk + 1) / nblocks);
-                for (int b = 0; b < B; b++) {
-                    const float* dyb = dy + (size_t)b * Cout * T;
-                    const float* xb = x + (size_t)b * Cin * T;
-                    if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                        spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T,
-                                         xb, T, 1.0f, dw + (size_t)e0 * CK, CK);
-                        continue;
-                    }
-                    const float* src;  // rows e0*K .. e1*K of col_b
-                    if (K == 1) {
-                        src = xb + (size_t)e0 * T;
-                    } else {
-                        im2col_sample(col, xb, e0, e1, T, K, dilation);
-                        src = col;
-                    }
-                    spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
-                                     dw + (size_t)e0 * K, CK);
-                }
-            }
-        }
-    }
+    int per = (K == 1 && Cout > Cin ? Cout : Cin * K) / (64 * nt);
+    per = per < 1 ? 1 : (per > 4 ? 4 : per);
+    weight_grad_blocks(dw, xsum_none(), dy, x, B, Cin, Cout, T, K, dilation, workspace, nt, nt * per,
+                       spk_sgemm_serial);
 }
 
 static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
@@ -374,7 +397,7 @@ void conv1d_forward(float* y, const float* x, const float* w, const float* bias,
                     int Cout, int T, int K, int dilation, float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (use_per_sample())
-        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
     else
         forward_folded(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
@@ -396,6 +419,48 @@ void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const 
     } else {
         backward_folded(dx, dw, dbias, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
     }
+}
+
+// ---- the world-size-invariant mode ----------------------------------------------------------
+
+size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
+}
+
+void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
+                          int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+}
+
+// Blocks of the exact weight gradient: about 16K floats each (a block and its sums stay in L2
+// while every sample is added), from the shapes only.
+static int exact_weight_blocks(int Cin, int Cout, int K) {
+    const long n = (long)Cout * Cin * K;
+    return (int)((n + 16383) / 16384);
+}
+
+void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
+                           const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
+                           int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+    if (!xsum_empty(dw)) {
+        SPK_ASSERT(dw_tmp != NULL);
+        weight_grad_blocks(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
+                           per_sample_threads(B, Cin, Cout, T, K, dilation), exact_weight_blocks(Cin, Cout, K),
+                           spk_sgemm_fixed);
+    }
+    if (xsum_empty(dbias)) return;
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+    for (int co = 0; co < Cout; co++)
+        for (int b = 0; b < B; b++) {  // each sample's sum over time is one term
+            const float* src = dy + ((size_t)b * Cout + co) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) s += src[t];
+            xsum_add_one(xsum_at(dbias, co), s);
+        }
 }
 
 void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,

@@ -4,11 +4,13 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
 
 #ifdef SPK_USE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -84,4 +86,69 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
     cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans,
                 transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
+}
+
+// ---- the world-size-invariant mode --------------------------------------------------------------
+
+#define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
+
+void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                     int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    // Both libraries read the thread count they may use from this task's OpenMP ICV at every
+    // call: 1 makes them plan (and run) the GEMM on this thread, whatever the context.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    omp_set_num_threads(threads);
+}
+
+// Row i of op(A): row i of A, or column i of A when transposed.
+static const float* op_row(char trans, const float* A, int lda, int i) {
+    return trans == 'N' ? A + (size_t)i * lda : A + i;
+}
+
+void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < M; i++)
+        spk_sgemm_fixed(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
+                        C + (size_t)i * ldc, ldc);
+}
+
+void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha,
+                             const float* A, int lda, int64_t strideA, const float* B, int ldb,
+                             int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
+                             int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < batch; i++)
+        spk_sgemm_fixed(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+                        C + i * strideC, ldc);
+}
+
+// Rows of C per block of spk_sgemm_batched_exact: a block of about 16K floats (with its sums,
+// ~280 KiB) stays in L2 while every item is added to it. From the shapes only.
+static int exact_block_rows(int M, int N) {
+    int rows = 16384 / (N > 0 ? N : 1);
+    rows = rows < 8 ? 8 : rows & ~7;
+    return rows < M ? rows : M;
+}
+
+void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
+                             int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
+                             float* tmp, xsum_t C, int ldc, int batch) {
+    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N);
+    if (M == 0 || N == 0 || batch == 0) return;
+    const int rows = exact_block_rows(M, N), blocks = (M + rows - 1) / rows;
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int m0 = blk * rows, m1 = m0 + rows < M ? m0 + rows : M;
+        float* t = tmp + (size_t)m0 * ldc;
+        for (int i = 0; i < batch; i++) {
+            spk_sgemm_fixed(transa, transb, m1 - m0, N, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
+                            B + i * strideB, ldb, 0.0f, t, ldc);
+            for (int m = m0; m < m1; m++)
+                xsum_add_row(xsum_at(C, (int64_t)m * ldc), tmp + (size_t)m * ldc, N);
+        }
+    }
 }

@@ -7,6 +7,7 @@
 // a fixed strided subset in double, then a fixed tree (deterministic, no atomics). Statistics
 // are two-pass like the CPU: mean, then squared deviations from the float mean.
 #include "kernels/cuda/launch.cuh"
+#include "kernels/exact_sum_math.h"
 
 namespace {
 
@@ -116,4 +117,135 @@ extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbia
     if (!dx && !dweight && !dbias) return;
     SPK_LAUNCH(bn_backward_kernel, spk_rows_grid((size_t)C), dx, dweight, dbias, dy, x, weight, mean,
                rstd, B, C, T);
+}
+
+// ---- the world-size-invariant mode (kernels/batchnorm.h) ----------------------------------------
+// One block per channel; each sample's sums over time by the block's fixed tree (in double),
+// added to the exact sums by thread 0 in sample order (the order does not matter to them).
+
+namespace {
+
+__device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
+    int J = s.bin[i];
+    xsum_deposit(&J, &s.hi[i], &s.lo[i], v);
+    s.bin[i] = (int8_t)J;
+}
+
+__global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float* shift, int B,
+                                        int C, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const double sft = shift ? shift[c] : 0.0f;
+    for (int b = 0; b < B; b++) {
+        const float* r = x + ((size_t)b * C + c) * T;
+        double s1 = 0.0, s2 = 0.0;
+        SPK_ROW_LOOP(t, T) {
+            const double d = (double)r[t] - sft;
+            s1 += d;
+            s2 += d * d;
+        }
+        const double t1 = spk_block_sum(s1, sh);
+        const double t2 = spk_block_sum(s2, sh);
+        if (threadIdx.x == 0) {
+            add_one(sums, c, t1);
+            add_one(sums, C + c, t2);
+        }
+    }
+}
+
+__global__ void bn_forward_global_kernel(float* y, float* mean, float* rstd, float* running_mean,
+                                         float* running_var, const float* x, const float* weight,
+                                         const float* bias, xsum_t sums, int64_t N, int B, int C,
+                                         int T, float eps, float momentum) {
+    const int c = blockIdx.x;
+    double mu, var;
+    spk_bn_stats_of_sums(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]),
+                         xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]),
+                         running_mean ? running_mean[c] : 0.0f, (double)N, &mu, &var);
+    const float muf = (float)mu;
+    const float rs = spk_bn_rstd((float)var, eps);
+    __syncthreads();  // every thread has read running_mean[c] before thread 0 updates it
+    if (threadIdx.x == 0)
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
+    const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+    const float bc = bias ? bias[c] : 0.0f;
+    for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        y[o] = spk_bn_apply(x[o], muf, sc, bc);
+    }
+}
+
+__global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t dbias,
+                                           const float* dy, const float* x, const float* mean,
+                                           const float* rstd, int B, int C, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const float mu = mean[c], rs = rstd[c];
+    for (int b = 0; b < B; b++) {
+        const size_t base = ((size_t)b * C + c) * T;
+        double s1 = 0.0, s2 = 0.0;
+        SPK_ROW_LOOP(t, T) {
+            const float g = dy[base + t];
+            s1 += g;
+            s2 += g * ((x[base + t] - mu) * rs);
+        }
+        const double t1 = spk_block_sum(s1, sh);
+        const double t2 = spk_block_sum(s2, sh);
+        if (threadIdx.x == 0) {
+            add_one(sums, c, t1);
+            add_one(sums, C + c, t2);
+            if (!xsum_empty(dbias)) add_one(dbias, c, t1);
+            if (!xsum_empty(dweight)) add_one(dweight, c, t2);
+        }
+    }
+}
+
+__global__ void bn_backward_global_kernel(float* dx, const float* dy, const float* x,
+                                          const float* weight, const float* mean, const float* rstd,
+                                          xsum_t sums, int64_t N, int B, int C, int T) {
+    const int c = blockIdx.x;
+    const float mu = mean[c], rs = rstd[c];
+    const float wc = weight ? weight[c] : 1.0f;
+    const float mdy = (float)(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]) / (double)N);
+    const float mdyx = (float)(xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]) / (double)N);
+    for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);
+    }
+}
+
+}  // namespace
+
+extern "C" void batchnorm1d_stats_partial_cuda(xsum_t sums, const float* x, const float* shift,
+                                               int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    SPK_LAUNCH(bn_stats_partial_kernel, spk_rows_grid((size_t)C), sums, x, shift, B, C, T);
+}
+
+extern "C" void batchnorm1d_forward_global_cuda(float* y, float* mean, float* rstd,
+                                                float* running_mean, float* running_var,
+                                                const float* x, const float* weight,
+                                                const float* bias, xsum_t sums, int64_t N, int B,
+                                                int C, int T, float eps, float momentum) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
+    SPK_LAUNCH(bn_forward_global_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean,
+               running_var, x, weight, bias, sums, N, B, C, T, eps, momentum);
+}
+
+extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias,
+                                                  const float* dy, const float* x,
+                                                  const float* mean, const float* rstd, int B,
+                                                  int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+    SPK_LAUNCH(bn_backward_partial_kernel, spk_rows_grid((size_t)C), sums, dweight, dbias, dy, x,
+               mean, rstd, B, C, T);
+}
+
+extern "C" void batchnorm1d_backward_global_cuda(float* dx, const float* dy, const float* x,
+                                                 const float* weight, const float* mean,
+                                                 const float* rstd, xsum_t sums, int64_t N, int B,
+                                                 int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
+    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, dy, x, weight, mean, rstd,
+               sums, N, B, C, T);
 }
