@@ -4,6 +4,7 @@
 #include "kernels/base/clock.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/exact_sum_stream.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -69,6 +70,22 @@ void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
     cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
     cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
     ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
+}
+
+void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count) {
+    cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    ncclCheck(ncclAllReduce(s.bin, max, (size_t)count, ncclInt8, ncclMax, n->comm, n->stream));
+    xsum_raise_to_cuda_stream(n->stream, s, max, count);
+    ncclCheck(ncclGroupStart());
+    ncclCheck(ncclAllReduce(s.hi, s.hi, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
+    ncclCheck(ncclAllReduce(s.lo, s.lo, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
+    ncclCheck(ncclGroupEnd());
+}
+
+void nccl_join(nccl_comm_t *n) {
+    cudaCheck(cudaEventRecord(n->done, n->stream));
+    cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
 }
 
 void nccl_allreduce_wait(nccl_comm_t *n, int64_t total) {

@@ -6,6 +6,7 @@
 // (a dead or stuck peer), the communicator is aborted and the whole job ends with a sentence.
 #pragma once
 #include "app/dist/comm.h"
+#include "kernels/exact_sum.h"
 
 #include <stdint.h>
 
@@ -19,4 +20,12 @@ void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count);
 // Makes the kernels' stream wait for every queued allreduce and waits for them on the host
 // with the deadline. `total` (floats) is for the message.
 void nccl_allreduce_wait(nccl_comm_t *n, int64_t total);
+// The world-size-invariant mode (app/dist/exact_reduce.h): queues, after the kernels queued so
+// far, s (count exact sums in device memory) <- their sums over ranks: the bins' maximum into
+// max (count bytes of device memory; ncclInt8, ncclMax), every sum raised to it (a kernel on
+// NCCL's stream), the limbs' sums (ncclInt64, ncclSum) in place. Returns at once;
+// nccl_allreduce_wait waits for it with the rest.
+void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count);
+// Makes the kernels' stream wait for everything queued on NCCL's stream (no host wait).
+void nccl_join(nccl_comm_t *n);
 void nccl_comm_destroy(nccl_comm_t *n);

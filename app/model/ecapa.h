@@ -110,6 +110,7 @@ typedef struct {
     float *in_x, *in_vx;     // (B, T, F), (B, Tv, Fv) frames as the loader gives them
     int *in_labels;          // (B)
     float *scalars;          // [loss, correct (an int)] of the last forward
+    float *row_loss;         // (B) invariant mode: each sample's loss of the last forward
     int last_n;              // samples of the last train_step
 } ecapa_t;
 

@@ -18,10 +18,22 @@ const void *model_stage(const model_t *m, void *dev, const void *host, size_t by
     return dev;
 }
 
+xsum_t model_xsum(const model_t *m, int64_t n) { return xsum_layout(m->be->alloc(xsum_bytes(n)), n); }
+
+void model_xsum_free(const model_t *m, xsum_t *s) {
+    if (s->bin) m->be->free(s->bin);
+    *s = xsum_none();
+}
+
 void model_alloc_buffers(model_t *m) {
     m->params = model_buf(m, (size_t)m->table.total);
     m->grads = model_buf(m, (size_t)m->table.total);
     m->state = model_buf(m, (size_t)m->state_table.total);
+    if (m->invariant) {
+        m->xgrads = model_xsum(m, m->table.total);
+        m->xcells = model_xsum(m, 2);
+        m->fcells = model_buf(m, 1);
+    }
     if (m->be->separate_memory) {
         m->host_params = callocCheck((size_t)m->table.total + 1, sizeof(float));
         m->host_state = callocCheck((size_t)m->state_table.total + 1, sizeof(float));
@@ -43,6 +55,11 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
+void model_zero_grads(model_t *m) {
+    m->be->vec_zero(m->grads, (size_t)m->table.total);
+    if (m->invariant) m->be->xsum_zero(m->xgrads, m->table.total);
+}
+
 model_config_t model_config_defaults(const char *name) {
     // SpeechBrain's ECAPA-TDNN widths; the AAM-softmax of its VoxCeleb recipe.
     model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128};
@@ -56,7 +73,8 @@ model_config_t model_config_defaults(const char *name) {
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
-    m->be = be;
+    m->invariant = cfg->invariant;
+    m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;
     m->visual_dim = data->visual_dim;
@@ -81,5 +99,9 @@ void model_free(model_t *m) {
     model_buf_free(m, &m->params);
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
+    model_xsum_free(m, &m->xgrads);
+    model_xsum_free(m, &m->xcells);
+    model_xsum_free(m, &m->xstats);
+    model_buf_free(m, &m->fcells);
     free(m);
 }

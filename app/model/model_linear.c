@@ -18,7 +18,7 @@ typedef struct {
     float *probs;       // (cap, S) softmax, kept for backward
     float *dlogits;     // (cap, S)
     int *labels;        // (cap) staging (backends with memory of their own)
-    float *scalars;     // [loss, correct (an int)]
+    float *scalars;     // [loss, correct (an int)]; invariant mode: (cap, 2), one pair per sample
     step_stats_t last;  // of the last train_step
 } linear_t;
 
@@ -41,7 +41,7 @@ static void ensure(model_t *m, linear_t *l, int n) {
     l->dlogits = model_buf(m, (size_t)n * S);
     l->probs = model_buf(m, (size_t)n * S);
     l->labels = (int *)model_buf(m, (size_t)n);
-    l->scalars = model_buf(m, 2);
+    l->scalars = model_buf(m, 2 * (size_t)n);
 }
 
 static void pool(const batch_t *b, float *pooled) {
@@ -67,14 +67,27 @@ static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
     model_stage(m, l->pooled, l->host_pooled, (size_t)b->n * F * sizeof(float));
     const int *labels = model_stage(m, l->labels, b->labels, (size_t)b->n * sizeof(int));
     K->linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, F, S);
-    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, labels, b->n, S);
-    float v[2];
-    int correct;
-    K->download(v, l->scalars, sizeof v);
-    memcpy(&correct, &v[1], sizeof correct);
-    st->loss_sum += (double)v[0] * b->n;
-    st->correct += correct;
+    // The invariant mode needs each sample's loss: the mean of one row is its loss.
+    const int calls = m->invariant ? b->n : 1, rows = m->invariant ? 1 : b->n;
+    for (int i = 0; i < calls; i++)
+        K->xent_forward(l->scalars + 2 * i, (int *)(l->scalars + 2 * i + 1), l->probs + (size_t)i * S,
+                        l->logits + (size_t)i * S, labels + i, rows, S);
+    float *v = mallocCheck(2 * (size_t)calls * sizeof(float));
+    K->download(v, l->scalars, 2 * (size_t)calls * sizeof(float));
+    for (int i = 0; i < calls; i++) {
+        int correct;
+        memcpy(&correct, &v[2 * i + 1], sizeof correct);
+        st->correct += correct;
+        if (!m->invariant) st->loss_sum += (double)v[0] * b->n;
+    }
+    if (m->invariant) {  // the losses, every second float of the scalars
+        for (int i = 0; i < calls; i++) v[i] = v[2 * i];
+        K->upload(l->dlogits, v, (size_t)calls * sizeof(float));
+        model_sum_losses(m, l->dlogits, calls);
+        model_read_losses(m, st);
+    }
     st->count += b->n;
+    free(v);
     return labels;
 }
 
@@ -82,11 +95,16 @@ static void train_step(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
     l->last = (step_stats_t){0};
+    const int64_t global = model_begin_step(m, b->n);
     const int *labels = forward(m, b, &l->last);
-    K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
-    K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, (int)m->num_classes);
-    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
-                       (int)m->feature_dim, (int)m->num_classes);
+    const int S = (int)m->num_classes;
+    K->vec_zero(l->dlogits, (size_t)b->n * S);
+    if (m->invariant)  // the mean over the global batch: row by row, each weighing 1 / global
+        for (int i = 0; i < b->n; i++)
+            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, labels + i, 1, S);
+    else
+        K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, S);
+    model_linear_backward(m, NULL, l->w, l->b, l->dlogits, l->pooled, b->n, (int)m->feature_dim, S);
 }
 
 static void read_stats(model_t *m, step_stats_t *st) {
@@ -94,6 +112,8 @@ static void read_stats(model_t *m, step_stats_t *st) {
     st->loss_sum += l->last.loss_sum;
     st->correct += l->last.correct;
     st->count += l->last.count;
+    xsum_cell_t loss = l->last.loss_exact;
+    xsum_merge(xsum_cell(&st->loss_exact), xsum_cell(&loss), 1);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
