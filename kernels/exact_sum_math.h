@@ -52,27 +52,30 @@ SPK_HD double xsum_pow2(int e) {
 // 2^(240 - 40 J): a magnitude of bin <= J times this is below 2^80, in units of the grid.
 SPK_HD double xsum_grid_scale(int J) { return xsum_pow2(240 - 40 * J); }
 
-// Adds v (a float or double term) to the sum (J, hi, lo): branch-free, so loops vectorize.
-// Limbs are updated in unsigned arithmetic (wraparound, never undefined); they only matter
-// while the bin is finite, and then they stay within XSUM_MAX_TERMS digits.
+// Adds the digits of v, whose magnitude is in a bin <= J, at the grid of bin J to hi and lo:
+// s = |v| 2^(240 - 40 J) < 2^80 (exact) is cut into dh 2^40 + dl + a fraction below the grid.
+// Limbs are updated in unsigned arithmetic (wraparound, never undefined); they stay within
+// XSUM_MAX_TERMS digits while the bin is finite, and do not matter once it is not.
+SPK_HD void xsum_add_digits(int J, int64_t* hi, int64_t* lo, double v) {
+    const double s = fabs(v) * xsum_grid_scale(J);
+    const int64_t dh = (int64_t)(s * 0x1p-40);              // < 2^40
+    const int64_t dl = (int64_t)(s - (double)dh * 0x1p40);  // an exact difference, < 2^40
+    const uint64_t neg = v < 0.0 ? ~(uint64_t)0 : 0;        // (x ^ neg) - neg = -x
+    *hi = (int64_t)((uint64_t)*hi + (((uint64_t)dh ^ neg) - neg));
+    *lo = (int64_t)((uint64_t)*lo + (((uint64_t)dl ^ neg) - neg));
+}
+
+// Adds v (a float or double term) to the sum (J, hi, lo), raising the bin when v needs it:
+// branch-free, so loops vectorize.
 SPK_HD void xsum_deposit(int* J, int64_t* hi, int64_t* lo, double v) {
-    double a = fabs(v);
-    const int finite = a <= 1.7976931348623157e308;  // false for Inf and NaN
-    a = finite ? a : 0.0;
-    const int b = xsum_bin_of(a);
-    const int j0 = *J;
+    const int finite = fabs(v) <= 1.7976931348623157e308;  // false for Inf and NaN
+    const int j0 = *J, b = xsum_bin_of(finite ? fabs(v) : 0.0);
     const int j1 = finite ? (b > j0 ? b : j0) : XSUM_BIN_NONFINITE;
     // Raising the bin drops the lowest limb: by one bin lo <- hi, by more both are empty.
-    const int64_t h0 = j1 == j0 ? *hi : 0;
-    const int64_t l0 = j1 == j0 ? *lo : (j1 == j0 + 1 ? *hi : 0);
-    const double s = a * xsum_grid_scale(j1 < XSUM_BIN_NONFINITE ? j1 : 0);  // < 2^80, exact
-    // The two digits, truncated (s >= 0): s = dh 2^40 + dl + a fraction below the grid.
-    const int64_t dh = (int64_t)(s * 0x1p-40);         // < 2^40
-    const int64_t dl = (int64_t)(s - (double)dh * 0x1p40);  // exact difference, < 2^40
-    const uint64_t uh = (uint64_t)dh, ul = (uint64_t)dl;
-    const uint64_t neg = v < 0.0 ? ~(uint64_t)0 : 0;  // two's complement: (x ^ neg) - neg = -x
-    *hi = (int64_t)((uint64_t)h0 + ((uh ^ neg) - neg));
-    *lo = (int64_t)((uint64_t)l0 + ((ul ^ neg) - neg));
+    const int64_t h0 = *hi;
+    *lo = j1 == j0 ? *lo : (j1 == j0 + 1 ? h0 : 0);
+    *hi = j1 == j0 ? h0 : 0;
+    xsum_add_digits(j1 < XSUM_BIN_NONFINITE ? j1 : 0, hi, lo, finite ? v : 0.0);
     *J = j1;
 }
 
@@ -85,35 +88,22 @@ SPK_HD void xsum_raise(int* J, int64_t* hi, int64_t* lo, int to) {
     *J = to;
 }
 
-#ifdef __CUDA_ARCH__
-#define XSUM_CLZ64(x) __clzll((long long)(x))
-#else
-#define XSUM_CLZ64(x) __builtin_clzll(x)
-#endif
-
-// The sum's value, correctly rounded to double (NaN when a term was not finite).
+// The sum's value in double: hi 2^40 + lo rounded once (exactly so while |hi| and |lo| are below
+// 2^53, i.e. for fewer than 2^13 terms of the largest size; beyond that within a few ulp), then
+// scaled by the grid (exact). NaN when a term was not finite. Branch-free.
 SPK_HD double xsum_value(int J, int64_t hi, int64_t lo) {
-    if (J == XSUM_BIN_NONFINITE) return NAN;
-    // Carry lo into hi so that 0 <= lo < 2^40; then value = (hi 2^40 + lo) grid, |.| < 2^103.
-    const int64_t mask = ((int64_t)1 << XSUM_BIN_BITS) - 1;
-    const int64_t carry = (lo - (lo & mask)) / ((int64_t)1 << XSUM_BIN_BITS);
-    lo &= mask;
-    hi += carry;
-    const int neg = hi < 0;
-    uint64_t mh = (uint64_t)hi, ml = (uint64_t)lo;  // magnitude = mh 2^40 + ml, ml < 2^40
-    if (neg) {
-        mh = ml ? ~mh : (uint64_t)0 - mh;  // -(hi + 1) or -hi
-        ml = ml ? ((uint64_t)1 << XSUM_BIN_BITS) - ml : 0;
-    }
-    const uint64_t H = mh >> 24, L = (mh << 40) | ml;  // magnitude = H 2^64 + L, H < 2^39
-    double d;
-    if (H == 0) {
-        d = (double)L;
-    } else {  // the top 64 bits, with a sticky bit for what is below them: one rounding
-        const int lz = XSUM_CLZ64(H);  // >= 25
-        const uint64_t top = (H << lz) | (L >> (64 - lz)) | (uint64_t)((L << lz) != 0);
-        d = (double)top * xsum_pow2(64 - lz);
-    }
-    d *= xsum_pow2(XSUM_BIN_BITS * (J - 1) - 200);  // exact (an overflow gives Inf)
-    return neg ? -d : d;
+    const double d = (double)hi * 0x1p40 + (double)lo;
+    return J == XSUM_BIN_NONFINITE ? NAN : d * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - 200);
 }
+
+// ---- float terms, for the CPU's vectorized fast path ----------------------------------------
+// The bin of a float from its bits, as xsum_bin_of((double)x) (a float's double exponent is its
+// own + 896, and (v * 205) >> 13 == v / 40 for 0 <= v < 1024), but 1 for float subnormals, which
+// are in bin 1 or 0: never below the true bin, so a bin test with it never misses a raise.
+SPK_HD int xsum_float_bin_bound(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const int b = ((int)((u >> 23) & 0xff) + 73) * 205 >> 13;
+    return (u & 0x7fffffffu) ? b : 0;
+}
+

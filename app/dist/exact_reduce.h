@@ -1,14 +1,15 @@
 // Cross-rank exact sums (kernels/exact_sum.h) for the world-size-invariant mode: every rank's
-// partial sums s become their sums over all ranks, in two integer collectives: the maximum of
-// the bins (int8 MAX), every sum raised to it, then the sum of the limbs (int64 SUM). Integer
-// addition is associative, so the result does not depend on the collective's algorithm, the
-// number of ranks or how the sums are cut into buckets.
-//   host memory             MPI, on communicators of its own (one for the bins, one for the
-//                           limbs, one for exact_reduce_now), so collectives started at
-//                           different moments on different ranks still match in order
-//   CUDA device memory      NCCL: MAX, the raise kernel and the SUMs queued on NCCL's stream
+// partial sums s become their sums over all ranks. Merging two partial sums raises both to the
+// larger bin and adds the limbs, integer addition, exact: associative and commutative, so the
+// result does not depend on the collective's algorithm, the number of ranks or how the sums are
+// cut into buckets.
+//   host memory             one MPI_Iallreduce with a user reduction doing that merge, on the
+//                           sums packed bin and limbs together (17 bytes each)
+//   CUDA device memory      NCCL, which has no user reductions: the bins' maximum (ncclInt8
+//                           MAX), a kernel raising every sum to it, the limbs' sums (ncclInt64
+//                           SUM), all queued on NCCL's stream (17 bytes a sum)
 //   other separate memory   through host copies and MPI (cpu-staged; ranks sharing a GPU)
-// Payload per sum: 1 byte of bin and 16 of limbs (a float allreduce moves 4).
+// A float allreduce moves 4 bytes a number.
 #pragma once
 #include "app/dist/comm.h"
 #include "kernels/backend.h"

@@ -253,16 +253,12 @@ static void input_grad_per_sample(float* dx, const float* dy, const float* w, in
 // dW is cut into `nblocks` blocks, each owned by whichever thread takes it and summing the
 // samples in order, so the result does not depend on the schedule. Blocks are column ranges
 // (input channels: im2col is then done once per block), or row ranges (output channels) for
-// K = 1 with Cout > Cin, keeping each block's GEMM wide. Without exact sums (xdw empty) the
-// samples accumulate in dw; with them each sample's block is computed into dw and added to xdw.
-static void weight_grad_blocks(float* dw, xsum_t xdw, const float* dy, const float* x, int B,
-                               int Cin, int Cout, int T, int K, int dilation, float* workspace,
-                               int nt, int nblocks, spk_gemm_fn* gemm) {
+// K = 1 with Cout > Cin, keeping each block's GEMM wide.
+static void weight_grad_blocks(float* dw, const float* dy, const float* x, int B, int Cin, int Cout,
+                               int T, int K, int dilation, float* workspace, int nt, int nblocks) {
     const int CK = Cin * K;
     const int by_rows = K == 1 && Cout > Cin;
     const int extent = by_rows ? Cout : Cin;
-    const int exact = !xsum_empty(xdw);
-    const float beta = exact ? 0.0f : 1.0f;
     if (nblocks > extent) nblocks = extent;
 #pragma omp parallel num_threads(nt)
     {
@@ -275,10 +271,8 @@ static void weight_grad_blocks(float* dw, xsum_t xdw, const float* dy, const flo
                 const float* dyb = dy + (size_t)b * Cout * T;
                 const float* xb = x + (size_t)b * Cin * T;
                 if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                    gemm('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T, xb, T, beta,
-                         dw + (size_t)e0 * CK, CK);
-                    if (exact)
-                        xsum_add_row(xsum_at(xdw, (int64_t)e0 * CK), dw + (size_t)e0 * CK, (int64_t)(e1 - e0) * CK);
+                    spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T, xb, T, 1.0f,
+                                     dw + (size_t)e0 * CK, CK);
                     continue;
                 }
                 const float* src;  // rows e0*K .. e1*K of col_b
@@ -288,12 +282,8 @@ static void weight_grad_blocks(float* dw, xsum_t xdw, const float* dy, const flo
                     im2col_sample(col, xb, e0, e1, T, K, dilation);
                     src = col;
                 }
-                gemm('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, beta, dw + (size_t)e0 * K, CK);
-                if (exact)
-                    for (int co = 0; co < Cout; co++) {
-                        const size_t o = (size_t)co * CK + (size_t)e0 * K;
-                        xsum_add_row(xsum_at(xdw, (int64_t)o), dw + o, (int64_t)(e1 - e0) * K);
-                    }
+                spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
+                                 dw + (size_t)e0 * K, CK);
             }
         }
     }
@@ -310,8 +300,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
     int per = (K == 1 && Cout > Cin ? Cout : Cin * K) / (64 * nt);
     per = per < 1 ? 1 : (per > 4 ? 4 : per);
-    weight_grad_blocks(dw, xsum_none(), dy, x, B, Cin, Cout, T, K, dilation, workspace, nt, nt * per,
-                       spk_sgemm_serial);
+    weight_grad_blocks(dw, dy, x, B, Cin, Cout, T, K, dilation, workspace, nt, nt * per);
 }
 
 static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
@@ -433,11 +422,44 @@ void conv1d_forward_fixed(float* y, const float* x, const float* w, const float*
     forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
 }
 
-// Blocks of the exact weight gradient: about 16K floats each (a block and its sums stay in L2
-// while every sample is added), from the shapes only.
-static int exact_weight_blocks(int Cin, int Cout, int K) {
-    const long n = (long)Cout * Cin * K;
-    return (int)((n + 16383) / 16384);
+// The exact weight gradient by blocks of output channels x input channels, set by the shapes
+// only: rows of up to 256 floats (whole input channels), 32K floats a block. Each block is owned
+// by one thread, which computes every sample's part of it into dw_tmp and adds it to the sums:
+// the block and its sums stay in cache while the samples go by.
+#define EXACT_BLOCK_COLS 256
+#define EXACT_BLOCK_FLOATS 32768
+
+static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const float* x, int B, int Cin,
+                              int Cout, int T, int K, int dilation, float* workspace, int nt) {
+    const int CK = Cin * K;
+    int cols = EXACT_BLOCK_COLS / K;  // input channels per block
+    cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
+    int rows = EXACT_BLOCK_FLOATS / (cols * K);
+    rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
+    const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
+#pragma omp parallel num_threads(nt)
+    {
+        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < ncol * nrow; blk++) {
+            const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
+            const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
+            const int n = (c1 - c0) * K;
+            for (int b = 0; b < B; b++) {
+                const float* xb = x + (size_t)b * Cin * T;
+                const float* src = xb + (size_t)c0 * T;  // rows c0*K .. c1*K of col_b
+                if (K > 1) {
+                    im2col_sample(col, xb, c0, c1, T, K, dilation);
+                    src = col;
+                }
+                float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
+                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T, 0.0f,
+                                t, CK);
+                for (int o = o0; o < o1; o++)
+                    xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
+            }
+        }
+    }
 }
 
 void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
@@ -447,9 +469,8 @@ void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, co
     if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
-        weight_grad_blocks(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
-                           per_sample_threads(B, Cin, Cout, T, K, dilation), exact_weight_blocks(Cin, Cout, K),
-                           spk_sgemm_fixed);
+        weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
+                          per_sample_threads(B, Cin, Cout, T, K, dilation));
     }
     if (xsum_empty(dbias)) return;
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)

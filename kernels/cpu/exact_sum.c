@@ -46,7 +46,7 @@ void xsum_add_doubles(xsum_t s, const double* v, int64_t n) {
 }
 
 void xsum_to_float(float* y, xsum_t s, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 

@@ -126,29 +126,30 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
                         C + i * strideC, ldc);
 }
 
-// Rows of C per block of spk_sgemm_batched_exact: a block of about 16K floats (with its sums,
-// ~280 KiB) stays in L2 while every item is added to it. From the shapes only.
-static int exact_block_rows(int M, int N) {
-    int rows = 16384 / (N > 0 ? N : 1);
-    rows = rows < 8 ? 8 : rows & ~7;
-    return rows < M ? rows : M;
-}
+// Blocks of C for spk_sgemm_batched_exact, set by the shapes only: up to 128 rows by 256
+// columns (wide enough GEMMs; a block and its sums, ~700 KiB, stay in cache while every item is
+// added to them).
+#define EXACT_BLOCK_ROWS 128
+#define EXACT_BLOCK_COLS 256
 
 void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
                              int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
                              float* tmp, xsum_t C, int ldc, int batch) {
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N);
     if (M == 0 || N == 0 || batch == 0) return;
-    const int rows = exact_block_rows(M, N), blocks = (M + rows - 1) / rows;
-#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
-    for (int blk = 0; blk < blocks; blk++) {
-        const int m0 = blk * rows, m1 = m0 + rows < M ? m0 + rows : M;
-        float* t = tmp + (size_t)m0 * ldc;
+    const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS, ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
+#pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int blk = 0; blk < nrow * ncol; blk++) {
+        const int m0 = blk / ncol * EXACT_BLOCK_ROWS, m1 = m0 + EXACT_BLOCK_ROWS < M ? m0 + EXACT_BLOCK_ROWS : M;
+        const int n0 = blk % ncol * EXACT_BLOCK_COLS, n1 = n0 + EXACT_BLOCK_COLS < N ? n0 + EXACT_BLOCK_COLS : N;
+        float* t = tmp + (size_t)m0 * ldc + n0;
         for (int i = 0; i < batch; i++) {
-            spk_sgemm_fixed(transa, transb, m1 - m0, N, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
-                            B + i * strideB, ldb, 0.0f, t, ldc);
+            // op(B)'s columns n0.. are B's columns (N) or rows (T) n0..
+            const float* Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
+            spk_sgemm_fixed(transa, transb, m1 - m0, n1 - n0, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
+                            Bi, ldb, 0.0f, t, ldc);
             for (int m = m0; m < m1; m++)
-                xsum_add_row(xsum_at(C, (int64_t)m * ldc), tmp + (size_t)m * ldc, N);
+                xsum_add_row(xsum_at(C, (int64_t)m * ldc + n0), tmp + (size_t)m * ldc + n0, n1 - n0);
         }
     }
 }
