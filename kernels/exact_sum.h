@@ -47,8 +47,9 @@ SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL; }
 
 // ---- backend ops (every backend implements these on its own memory) ------------------------
 void xsum_zero(xsum_t s, int64_t n);
-// s[i] += x[r * n + i] for every row r < rows, each term on its own.
-void xsum_add(xsum_t s, const float* x, int rows, int64_t n);
+// s[i] += x[r * n + i] for every row r < rows: each group of `group` consecutive rows (rows is a
+// multiple) is summed in float, in row order, and that sum is one term (group 1: every row).
+void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group);
 // y[i] = the value of s[i], rounded to float (NaN when a term was not finite).
 void xsum_to_float(float* y, xsum_t s, int64_t n);
 

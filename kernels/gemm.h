@@ -50,11 +50,11 @@ void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alph
 //                            rows in parallel: a sample's row does not depend on the batch
 //   spk_sgemm_batched_fixed  spk_sgemm_batched's contract, each item one fixed GEMM, items in
 //                            parallel
-//   spk_sgemm_batched_exact  C += sum_i op(A_i) op(B_i) with every product computed by fixed
-//                            GEMMs on row blocks of a size set by the shapes (into tmp, the
-//                            layout of C: (M, ldc) floats of scratch) and added to the exact
-//                            sums C (kernels/exact_sum.h): the sum over i does not depend on
-//                            which items this call gets
+//   spk_sgemm_batched_exact  C += sum_i op(A_i) op(B_i), with the products of each group of
+//                            `group` consecutive items (batch is a multiple) summed by fixed GEMMs
+//                            on blocks of C set by the shapes (into tmp, the layout of C: (M, ldc)
+//                            floats of scratch) and added to the exact sums C (kernels/exact_sum.h)
+//                            as one term: the sum does not depend on which groups a call gets
 void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float* A,
                      int lda, const float* B, int ldb, float beta, float* C, int ldc);
 void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float* A,
@@ -65,7 +65,7 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
                              int batch);
 void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
                              int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
-                             float* tmp, xsum_t C, int ldc, int batch);
+                             float* tmp, xsum_t C, int ldc, int batch, int group);
 
 // Selects the backend for later spk_sgemm calls (process-wide). Returns 0 on success,
 // -1 when that backend was not compiled in. The default is DNNL when compiled in, else BLAS.

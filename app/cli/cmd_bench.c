@@ -38,6 +38,7 @@ static const opt_t rows[] = {
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
     OPT_INVARIANT(bench_opts_t, model.invariant),
+    OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
 };
 static const opt_table_t table =
     OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);

@@ -62,6 +62,7 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, progress, "progress", 0, BIG,
                 "seconds between progress lines (0: epoch lines only; a live bar on terminals)"),
     OPT_INVARIANT(train_config_t, model.invariant),
+    OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
 };
 
 const opt_table_t train_options =

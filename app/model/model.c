@@ -66,6 +66,7 @@ model_config_t model_config_defaults(const char *name) {
     c.visual_channels = 256;
     c.margin = 0.2, c.scale = 30;
     c.seed = 1234;
+    c.invariant_group = 1;
     snprintf(c.name, sizeof c.name, "%s", name);
     return c;
 }
@@ -74,6 +75,7 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
     m->invariant = cfg->invariant;
+    m->group = cfg->invariant && cfg->invariant_group > 1 ? (int)cfg->invariant_group : 1;
     m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;

@@ -73,6 +73,7 @@ struct model {
     void *grads_ready_ctx;
     // The world-size-invariant mode.
     int invariant;
+    int group;                  // samples per exact term of train_step (model_config_t.invariant_group)
     xsum_t xgrads;              // (table.total,) on be: exact gradient sums of this rank's samples
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank

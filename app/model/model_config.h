@@ -16,6 +16,8 @@ typedef struct {
     uint64_t seed;            // parameter initialisation
     int invariant;            // the world-size-invariant mode (docs/invariant.md): BatchNorm over
                               // the global batch, every per-sample contribution summed exactly
+    int64_t invariant_group;  // invariant mode: samples per exact term (a divisor of every per-rank
+                              // batch the run will see; 1: each sample on its own)
 } model_config_t;
 
 // Model `name` with the default hyperparameters (SpeechBrain's ECAPA-TDNN: C=512, attention

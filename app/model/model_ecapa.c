@@ -299,7 +299,7 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
     }
     K->aam_softmax_forward_rows(e->row_loss, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
                                 e->margin, e->scale, e->work);
-    model_sum_losses(m, e->row_loss, B);
+    model_sum_losses(m, e->row_loss, B, train ? m->group : 1);
     return labels;
 }
 
@@ -326,7 +326,7 @@ static void train_step(model_t *m, const batch_t *b) {
     if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
         K->aam_softmax_backward_exact(e->g_emb, m->grads + e->cls_w, xsum_at(m->xgrads, e->cls_w), 1.0f / (float)global,
                                       e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n, E, S, e->margin,
-                                      e->scale, e->work);
+                                      e->scale, e->work, m->group);
     else
         K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels,
                                 b->n, E, S, e->margin, e->scale, e->work);

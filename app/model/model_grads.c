@@ -5,6 +5,8 @@
 // over all ranks through m->exact_allreduce.
 #include "app/model/model_impl.h"
 
+#include "kernels/base/spk_assert.h"
+
 // Sums over all ranks (nothing to do on one rank).
 static void allreduce(model_t *m, xsum_t s, int64_t n) {
     if (m->exact_allreduce) m->exact_allreduce(m->exact_ctx, s, n);
@@ -21,21 +23,22 @@ static xsum_cell_t read_cell(const model_t *m, xsum_t s) {
 int64_t model_begin_step(model_t *m, int B) {
     m->global_batch = B;
     if (!m->invariant) return B;
+    SPK_ASSERT(B % m->group == 0);
     const float n = (float)B;
     const xsum_t s = xsum_at(m->xcells, 0);
     m->be->upload(m->fcells, &n, sizeof n);
     m->be->xsum_zero(s, 1);
-    m->be->xsum_add(s, m->fcells, 1, 1);
+    m->be->xsum_add(s, m->fcells, 1, 1, 1);
     allreduce(m, s, 1);
     xsum_cell_t c = read_cell(m, s);
     m->global_batch = (int64_t)xsum_value_of(xsum_cell(&c), 0);
     return m->global_batch;
 }
 
-void model_sum_losses(model_t *m, const float *row_loss, int B) {
+void model_sum_losses(model_t *m, const float *row_loss, int B, int group) {
     const xsum_t s = xsum_at(m->xcells, 1);
     m->be->xsum_zero(s, 1);
-    m->be->xsum_add(s, row_loss, B, 1);
+    m->be->xsum_add(s, row_loss, B, 1, group);
 }
 
 void model_read_losses(model_t *m, step_stats_t *st) {
@@ -55,7 +58,7 @@ void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
         m->be->conv1d_backward(dx, gr + w, b < 0 ? NULL : gr + b, dy, x, p + w, B, Cin, Cout, T, K, dilation, work);
     else
         m->be->conv1d_backward_exact(dx, gr + w, xgrad(m, w), xgrad(m, b), dy, x, p + w, B, Cin, Cout, T, K, dilation,
-                                     work);
+                                     work, m->group);
 }
 
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
@@ -69,18 +72,18 @@ void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
     }
     if (dx) K->spk_sgemm('N', 'N', B, In, Out, 1.0f, dy, Out, p + w, In, 1.0f, dx, In);  // row by row
     // dW += dy_i^T x_i for every sample i (outer products), db += dy_i
-    K->spk_sgemm_batched_exact('T', 'N', Out, In, 1, dy, Out, Out, x, In, In, gr + w, xgrad(m, w), In, B);
-    if (b >= 0) K->xsum_add(xgrad(m, b), dy, B, Out);
+    K->spk_sgemm_batched_exact('T', 'N', Out, In, 1, dy, Out, Out, x, In, In, gr + w, xgrad(m, w), In, B, m->group);
+    if (b >= 0) K->xsum_add(xgrad(m, b), dy, B, Out, m->group);
 }
 
 void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const float *A, int lda,
                            int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch) {
     m->be->spk_sgemm_batched_exact(transa, transb, M, N, K, A, lda, strideA, Bm, ldb, strideB, m->grads + c,
-                                   xgrad(m, c), ldc, batch);
+                                   xgrad(m, c), ldc, batch, m->group);
 }
 
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n) {
-    m->be->xsum_add(xgrad(m, c), x, rows, n);
+    m->be->xsum_add(xgrad(m, c), x, rows, n, m->group);
 }
 
 // ---- BatchNorm --------------------------------------------------------------------------------
@@ -106,7 +109,7 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
         return;
     }
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm1d_stats_partial(s, x, rm, B, C, T);
+    K->batchnorm1d_stats_partial(s, x, rm, B, C, T, m->group);
     allreduce(m, s, 2 * (int64_t)C);
     K->batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, p + w, p + b, s, m->global_batch * T, B, C, T, eps,
                                   momentum);
@@ -122,7 +125,7 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
         return;
     }
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm1d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, x, mean, rstd, B, C, T);
+    K->batchnorm1d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, x, mean, rstd, B, C, T, m->group);
     allreduce(m, s, 2 * (int64_t)C);
     if (dx) K->batchnorm1d_backward_global(dx, dy, x, p + w, mean, rstd, s, m->global_batch * T, B, C, T);
 }

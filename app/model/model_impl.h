@@ -47,8 +47,9 @@ void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, i
                            int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch);
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n);
 // Invariant mode: the step's loss is the exact sum of the B per-sample losses row_loss (on the
-// backend); model_read_losses adds it to st->loss_exact.
-void model_sum_losses(model_t *m, const float *row_loss, int B);
+// backend), in terms of `group` samples (m->group in training, 1 in evaluation, whose batches
+// do not follow the groups); model_read_losses adds it to st->loss_exact.
+void model_sum_losses(model_t *m, const float *row_loss, int B, int group);
 void model_read_losses(model_t *m, step_stats_t *st);
 
 // Builders, one per model file.

@@ -57,8 +57,9 @@ static void pool(const batch_t *b, float *pooled) {
     }
 }
 
-// Forward and loss; adds the batch's loss and accuracy to st. Returns the labels on the backend.
-static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
+// Forward and loss; adds the batch's loss and accuracy to st (invariant mode: the losses in
+// terms of `group` samples). Returns the labels on the backend.
+static const int *forward(model_t *m, const batch_t *b, step_stats_t *st, int group) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
     const int F = (int)m->feature_dim, S = (int)m->num_classes;
@@ -83,7 +84,7 @@ static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
     if (m->invariant) {  // the losses, every second float of the scalars
         for (int i = 0; i < calls; i++) v[i] = v[2 * i];
         K->upload(l->dlogits, v, (size_t)calls * sizeof(float));
-        model_sum_losses(m, l->dlogits, calls);
+        model_sum_losses(m, l->dlogits, calls, group);
         model_read_losses(m, st);
     }
     st->count += b->n;
@@ -96,7 +97,7 @@ static void train_step(model_t *m, const batch_t *b) {
     const spk_backend_t *K = m->be;
     l->last = (step_stats_t){0};
     const int64_t global = model_begin_step(m, b->n);
-    const int *labels = forward(m, b, &l->last);
+    const int *labels = forward(m, b, &l->last, m->group);
     const int S = (int)m->num_classes;
     K->vec_zero(l->dlogits, (size_t)b->n * S);
     if (m->invariant)  // the mean over the global batch: row by row, each weighing 1 / global
@@ -117,7 +118,7 @@ static void read_stats(model_t *m, step_stats_t *st) {
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
-    forward(m, b, st);
+    forward(m, b, st, 1);
 }
 
 // The linear model's "embedding" is the input to its classifier: the mean frame.

@@ -340,7 +340,8 @@ static void end_epoch(trainer_t *t) {
 // Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
 static void prefetch_until(trainer_t *t, int64_t upto) {
     for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
-        int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+        int n = t->model->invariant ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
+                                    : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
         loader_prefetch(&t->loader, t->epoch, t->idx, n);
     }
 }
@@ -460,7 +461,7 @@ static int64_t default_steps(const trainer_t *t) {
 
 // Steps per epoch in the invariant mode: whole global batches of the epoch order only, so the
 // steps and their samples are the same on any number of ranks (padding to a multiple of the
-// ranks would not be). BatchNorm's statistics are over the global batch.
+// ranks would not be); each rank takes a contiguous slice of them (sampler_batch_slice).
 static int64_t invariant_steps(const trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
@@ -468,6 +469,12 @@ static int64_t invariant_steps(const trainer_t *t) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
                      c->model.name, t->model->min_batch, (long long)c->global_batch);
+    if (c->batch % c->model.invariant_group != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
+                     "the groups of samples must stay whole on any world size you use",
+                     (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch,
+                     t->comm->size);
     if (rest)
         printf0("note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
                 "used%s\n",

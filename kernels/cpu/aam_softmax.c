@@ -164,10 +164,10 @@ static int class_block_rows(int S, int E) {
 void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dloss,
                                 const float* cache, const float* emb, const float* w,
                                 const int* labels, int B, int E, int S, float margin, float scale,
-                                float* workspace) {
+                                float* workspace, int group) {
     (void)emb;
     (void)w;
-    SPK_ASSERT(B > 0 && E > 0 && S > 0);
+    SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
     const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const spk_aam_margin_t mc = spk_aam_margin(margin);
@@ -179,7 +179,8 @@ void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dlo
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);
     // Each sample's (S, E) gradient: dwhat_b = dcos_b^T ehat_b through the normalisation of
-    // the class weights, row by row (ws.dwhat holds dwhat_b), then added to the sums.
+    // the class weights, row by row (ws.dwhat holds dwhat_b), a group's summed in dw_tmp, then
+    // added to the sums.
     const int rows = class_block_rows(S, E), blocks = (S + rows - 1) / rows;
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S * E >= 32768)
     for (int blk = 0; blk < blocks; blk++) {
@@ -191,11 +192,12 @@ void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dlo
                 float *g = ws.dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;
                 for (int e = 0; e < E; e++) {
                     g[e] = gs * eh[e];
-                    d[e] = 0.0f;
+                    if (b % group == 0) d[e] = 0.0f;
                 }
                 normalize_row_backward(d, g, c.what + (size_t)s * E, c.wnorm[s], E);
             }
-            xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
+            if (b % group == group - 1)
+                xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
         }
     }
 }

@@ -116,11 +116,21 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
-void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, int B, int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+// Adds the group sums of a channel: g1/g2 collect the samples of a group, in order.
+static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double* g1, double* g2) {
+    *g1 = b % group ? *g1 + s1 : s1;
+    *g2 = b % group ? *g2 + s2 : s2;
+    if (b % group != group - 1) return;
+    xsum_add_one(xsum_at(sums, c), *g1);
+    xsum_add_one(xsum_at(sums, C + c), *g2);
+}
+
+void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, int B, int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const double sh = shift ? shift[c] : 0.0f;
+        double g1 = 0.0, g2 = 0.0;
         for (int b = 0; b < B; b++) {
             const float* r = x + ((size_t)b * C + c) * T;
             double s1 = 0.0, s2 = 0.0;
@@ -130,8 +140,7 @@ void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, 
                 s1 += d;
                 s2 += d * d;
             }
-            xsum_add_one(xsum_at(sums, c), s1);
-            xsum_add_one(xsum_at(sums, C + c), s2);
+            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
         }
     }
 }
@@ -162,11 +171,12 @@ void batchnorm1d_forward_global(float* y, float* mean, float* rstd, float* runni
 
 void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float* dy,
                                   const float* x, const float* mean, const float* rstd, int B,
-                                  int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+                                  int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
+        double g1 = 0.0, g2 = 0.0;
         for (int b = 0; b < B; b++) {
             const float* g = dy + ((size_t)b * C + c) * T;
             const float* r = x + ((size_t)b * C + c) * T;
@@ -176,10 +186,10 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
                 s1 += g[t];
                 s2 += g[t] * ((r[t] - mu) * rs);
             }
-            xsum_add_one(xsum_at(sums, c), s1);
-            xsum_add_one(xsum_at(sums, C + c), s2);
-            if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), s1);
-            if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), s2);
+            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
+            if (b % group != group - 1) continue;
+            if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), g1);
+            if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), g2);
         }
     }
 }

@@ -430,7 +430,7 @@ void conv1d_forward_fixed(float* y, const float* x, const float* w, const float*
 #define EXACT_BLOCK_FLOATS 32768
 
 static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const float* x, int B, int Cin,
-                              int Cout, int T, int K, int dilation, float* workspace, int nt) {
+                              int Cout, int T, int K, int dilation, float* workspace, int nt, int group) {
     const int CK = Cin * K;
     int cols = EXACT_BLOCK_COLS / K;  // input channels per block
     cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
@@ -453,10 +453,11 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
                     src = col;
                 }
                 float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
-                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T, 0.0f,
-                                t, CK);
-                for (int o = o0; o < o1; o++)
-                    xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
+                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T,
+                                b % group ? 1.0f : 0.0f, t, CK);  // the group's samples add up in t
+                if (b % group == group - 1)
+                    for (int o = o0; o < o1; o++)
+                        xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
             }
         }
     }
@@ -464,24 +465,28 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
 
 void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
                            const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
-                           int dilation, float* workspace) {
+                           int dilation, float* workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
     if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
-                          per_sample_threads(B, Cin, Cout, T, K, dilation));
+                          per_sample_threads(B, Cin, Cout, T, K, dilation), group);
     }
     if (xsum_empty(dbias)) return;
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
-    for (int co = 0; co < Cout; co++)
-        for (int b = 0; b < B; b++) {  // each sample's sum over time is one term
+    for (int co = 0; co < Cout; co++) {
+        float g = 0.0f;  // a group's samples' sums over time, in order: one term
+        for (int b = 0; b < B; b++) {
             const float* src = dy + ((size_t)b * Cout + co) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) s += src[t];
-            xsum_add_one(xsum_at(dbias, co), s);
+            g = b % group ? g + s : s;
+            if (b % group == group - 1) xsum_add_one(xsum_at(dbias, co), g);
         }
+    }
 }
 
 void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,

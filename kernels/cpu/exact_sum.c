@@ -31,13 +31,23 @@ void xsum_zero(xsum_t s, int64_t n) {
 // loop over the sums, not an outer one).
 #define BLOCK 512
 
-void xsum_add(xsum_t s, const float* x, int rows, int64_t n) {
-    SPK_ASSERT(n >= 0 && rows >= 0);
+void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group) {
+    SPK_ASSERT(n >= 0 && rows >= 0 && group > 0 && rows % group == 0);
     const int64_t blocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static) if (n * rows >= PAR_MIN)
     for (int64_t k = 0; k < blocks; k++) {
         const int64_t i0 = k * BLOCK, len = i0 + BLOCK < n ? BLOCK : n - i0;
-        for (int r = 0; r < rows; r++) xsum_add_row(xsum_at(s, i0), x + (size_t)r * n + i0, len);
+        float sum[BLOCK];
+        for (int r = 0; r < rows; r += group) {
+            const float* xr = x + (size_t)r * n + i0;
+            if (group > 1) {  // the group's rows, added in order
+                for (int64_t i = 0; i < len; i++) sum[i] = xr[i];
+                for (int g = 1; g < group; g++)
+                    for (int64_t i = 0; i < len; i++) sum[i] += xr[(size_t)g * n + i];
+                xr = sum;
+            }
+            xsum_add_row(xsum_at(s, i0), xr, len);
+        }
     }
 }
 

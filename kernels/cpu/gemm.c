@@ -134,8 +134,8 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
 
 void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
                              int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
-                             float* tmp, xsum_t C, int ldc, int batch) {
-    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N);
+                             float* tmp, xsum_t C, int ldc, int batch, int group) {
+    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || batch == 0) return;
     const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS, ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
 #pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
@@ -147,9 +147,10 @@ void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, cons
             // op(B)'s columns n0.. are B's columns (N) or rows (T) n0..
             const float* Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
             spk_sgemm_fixed(transa, transb, m1 - m0, n1 - n0, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
-                            Bi, ldb, 0.0f, t, ldc);
-            for (int m = m0; m < m1; m++)
-                xsum_add_row(xsum_at(C, (int64_t)m * ldc + n0), tmp + (size_t)m * ldc + n0, n1 - n0);
+                            Bi, ldb, i % group ? 1.0f : 0.0f, t, ldc);  // the group's items add up in t
+            if (i % group == group - 1)
+                for (int m = m0; m < m1; m++)
+                    xsum_add_row(xsum_at(C, (int64_t)m * ldc + n0), tmp + (size_t)m * ldc + n0, n1 - n0);
         }
     }
 }

@@ -140,11 +140,11 @@ extern "C" void aam_softmax_backward_cuda(float* demb, float* dw, float dloss, c
 
 namespace {
 
-// Sample b's gradient of the class weights, one block per class row s, into dw_tmp:
-// dwhat[s] = dcos[b, s] ehat_b through the normalisation of row s (normalize_rows_bwd_kernel's
-// math, from zero).
+// Sample b's gradient of the class weights, one block per class row s, into dw_tmp (added to it
+// when `add`, else from zero): dwhat[s] = dcos[b, s] ehat_b through the normalisation of row s
+// (normalize_rows_bwd_kernel's math).
 __global__ void aam_sample_dw_kernel(float* dw_tmp, const float* dcos_b, const float* ehat_b,
-                                     const float* what, const float* wnorm, int E) {
+                                     const float* what, const float* wnorm, int E, int add) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const size_t s = blockIdx.x;
     const float gs = dcos_b[s];
@@ -156,9 +156,9 @@ __global__ void aam_sample_dw_kernel(float* dw_tmp, const float* dcos_b, const f
         SPK_ROW_LOOP(e, E) acc += yr[e] * (gs * ehat_b[e]);
         const float dot = (float)spk_block_sum(acc, sh);
         const float inv = 1.0f / n;
-        SPK_ROW_LOOP(e, E) d[e] = (gs * ehat_b[e] - yr[e] * dot) * inv;
+        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + (gs * ehat_b[e] - yr[e] * dot) * inv;
     } else {
-        SPK_ROW_LOOP(e, E) d[e] = gs * ehat_b[e] / kNormEps;
+        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + gs * ehat_b[e] / kNormEps;
     }
 }
 
@@ -184,10 +184,10 @@ extern "C" void aam_softmax_backward_exact_cuda(float* demb, float* dw_tmp, xsum
                                                 const float* cache, const float* emb,
                                                 const float* w, const int* labels, int B, int E,
                                                 int S, float margin, float scale,
-                                                float* workspace) {
+                                                float* workspace, int group) {
     (void)emb;
     (void)w;
-    SPK_ASSERT(B > 0 && E > 0 && S > 0);
+    SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
     const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const size_t n = (size_t)B * S;
@@ -200,9 +200,9 @@ extern "C" void aam_softmax_backward_exact_cuda(float* demb, float* dw_tmp, xsum
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != nullptr);
-    for (int b = 0; b < B; b++) {
+    for (int b = 0; b < B; b++) {  // a group's gradients add up in dw_tmp, then one term
         SPK_LAUNCH(aam_sample_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, ws.dcos + (size_t)b * S,
-                   c.ehat + (size_t)b * E, c.what, c.wnorm, E);
-        xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E);
+                   c.ehat + (size_t)b * E, c.what, c.wnorm, E, b % group != 0);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
     }
 }

@@ -132,10 +132,11 @@ __device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
 }
 
 __global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float* shift, int B,
-                                        int C, int T) {
+                                        int C, int T, int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     const double sft = shift ? shift[c] : 0.0f;
+    double g1 = 0.0, g2 = 0.0;  // a group's sums, samples in order (thread 0's)
     for (int b = 0; b < B; b++) {
         const float* r = x + ((size_t)b * C + c) * T;
         double s1 = 0.0, s2 = 0.0;
@@ -146,9 +147,11 @@ __global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float
         }
         const double t1 = spk_block_sum(s1, sh);
         const double t2 = spk_block_sum(s2, sh);
-        if (threadIdx.x == 0) {
-            add_one(sums, c, t1);
-            add_one(sums, C + c, t2);
+        g1 = b % group ? g1 + t1 : t1;
+        g2 = b % group ? g2 + t2 : t2;
+        if (threadIdx.x == 0 && b % group == group - 1) {
+            add_one(sums, c, g1);
+            add_one(sums, C + c, g2);
         }
     }
 }
@@ -177,10 +180,11 @@ __global__ void bn_forward_global_kernel(float* y, float* mean, float* rstd, flo
 
 __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t dbias,
                                            const float* dy, const float* x, const float* mean,
-                                           const float* rstd, int B, int C, int T) {
+                                           const float* rstd, int B, int C, int T, int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     const float mu = mean[c], rs = rstd[c];
+    double g1 = 0.0, g2 = 0.0;
     for (int b = 0; b < B; b++) {
         const size_t base = ((size_t)b * C + c) * T;
         double s1 = 0.0, s2 = 0.0;
@@ -191,11 +195,13 @@ __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t d
         }
         const double t1 = spk_block_sum(s1, sh);
         const double t2 = spk_block_sum(s2, sh);
-        if (threadIdx.x == 0) {
-            add_one(sums, c, t1);
-            add_one(sums, C + c, t2);
-            if (!xsum_empty(dbias)) add_one(dbias, c, t1);
-            if (!xsum_empty(dweight)) add_one(dweight, c, t2);
+        g1 = b % group ? g1 + t1 : t1;
+        g2 = b % group ? g2 + t2 : t2;
+        if (threadIdx.x == 0 && b % group == group - 1) {
+            add_one(sums, c, g1);
+            add_one(sums, C + c, g2);
+            if (!xsum_empty(dbias)) add_one(dbias, c, g1);
+            if (!xsum_empty(dweight)) add_one(dweight, c, g2);
         }
     }
 }
@@ -217,9 +223,9 @@ __global__ void bn_backward_global_kernel(float* dx, const float* dy, const floa
 }  // namespace
 
 extern "C" void batchnorm1d_stats_partial_cuda(xsum_t sums, const float* x, const float* shift,
-                                               int B, int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    SPK_LAUNCH(bn_stats_partial_kernel, spk_rows_grid((size_t)C), sums, x, shift, B, C, T);
+                                               int B, int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
+    SPK_LAUNCH(bn_stats_partial_kernel, spk_rows_grid((size_t)C), sums, x, shift, B, C, T, group);
 }
 
 extern "C" void batchnorm1d_forward_global_cuda(float* y, float* mean, float* rstd,
@@ -235,10 +241,10 @@ extern "C" void batchnorm1d_forward_global_cuda(float* y, float* mean, float* rs
 extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias,
                                                   const float* dy, const float* x,
                                                   const float* mean, const float* rstd, int B,
-                                                  int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
+                                                  int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
     SPK_LAUNCH(bn_backward_partial_kernel, spk_rows_grid((size_t)C), sums, dweight, dbias, dy, x,
-               mean, rstd, B, C, T);
+               mean, rstd, B, C, T, group);
 }
 
 extern "C" void batchnorm1d_backward_global_cuda(float* dx, const float* dy, const float* x,

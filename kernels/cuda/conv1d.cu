@@ -389,8 +389,9 @@ extern "C" void conv1d_forward_fixed_cuda(float* y, const float* x, const float*
 extern "C" void conv1d_backward_exact_cuda(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias,
                                            const float* dy, const float* x, const float* w, int B,
                                            int Cin, int Cout, int T, int K, int dilation,
-                                           float* workspace) {
+                                           float* workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
     const size_t nw = (size_t)Cout * Cin * K;
     for (int b = 0; b < B; b++) {
         const float* dyb = dy + (size_t)b * Cout * T;
@@ -399,12 +400,13 @@ extern "C" void conv1d_backward_exact_cuda(float* dx, float* dw_tmp, xsum_t dw, 
                                      T, K, dilation, workspace);
         if (xsum_empty(dw)) continue;
         SPK_ASSERT(dw_tmp != nullptr);
-        spk_cuda_memset0(dw_tmp, nw * sizeof(float));  // the sample's own gradient, then its sum
+        // the group's samples' gradients, accumulated in order, then one term
+        if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
         conv1d_backward_cuda(nullptr, dw_tmp, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation, workspace);
-        xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (xsum_empty(dbias)) return;
     float* part = (float*)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)
     SPK_LAUNCH(sample_bias_sums_kernel, spk_rows_grid((size_t)B * Cout), part, dy, T);
-    xsum_add_cuda(dbias, part, B, Cout);
+    xsum_add_cuda(dbias, part, B, Cout, group);
 }

@@ -15,11 +15,15 @@ __global__ void xsum_zero_kernel(xsum_t s, int64_t n) {
     }
 }
 
-__global__ void xsum_add_kernel(xsum_t s, const float* x, int rows, int64_t n) {
+__global__ void xsum_add_kernel(xsum_t s, const float* x, int rows, int64_t n, int group) {
     SPK_GRID_LOOP(i, n) {
         int J = s.bin[i];
         int64_t hi = s.hi[i], lo = s.lo[i];
-        for (int r = 0; r < rows; r++) xsum_deposit(&J, &hi, &lo, (double)x[(size_t)r * n + i]);
+        for (int r = 0; r < rows; r += group) {
+            float g = x[(size_t)r * n + i];  // the group's rows, added in order: one term
+            for (int k = 1; k < group; k++) g += x[(size_t)(r + k) * n + i];
+            xsum_deposit(&J, &hi, &lo, (double)g);
+        }
         s.bin[i] = (int8_t)J;
         s.hi[i] = hi;
         s.lo[i] = lo;
@@ -48,9 +52,9 @@ extern "C" void xsum_zero_cuda(xsum_t s, int64_t n) {
     if (n > 0) SPK_LAUNCH(xsum_zero_kernel, spk_grid((size_t)n), s, n);
 }
 
-extern "C" void xsum_add_cuda(xsum_t s, const float* x, int rows, int64_t n) {
-    SPK_ASSERT(n >= 0 && rows >= 0);
-    if (n > 0 && rows > 0) SPK_LAUNCH(xsum_add_kernel, spk_grid((size_t)n), s, x, rows, n);
+extern "C" void xsum_add_cuda(xsum_t s, const float* x, int rows, int64_t n, int group) {
+    SPK_ASSERT(n >= 0 && rows >= 0 && group > 0 && rows % group == 0);
+    if (n > 0 && rows > 0) SPK_LAUNCH(xsum_add_kernel, spk_grid((size_t)n), s, x, rows, n, group);
 }
 
 extern "C" void xsum_to_float_cuda(float* y, xsum_t s, int64_t n) {

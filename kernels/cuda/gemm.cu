@@ -95,12 +95,12 @@ extern "C" void spk_sgemm_batched_fixed_cuda(char transa, char transb, int M, in
 extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K,
                                              const float* A, int lda, int64_t strideA,
                                              const float* B, int ldb, int64_t strideB, float* tmp,
-                                             xsum_t C, int ldc, int batch) {
-    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N);
+                                             xsum_t C, int ldc, int batch, int group) {
+    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || K == 0) return;
-    for (int i = 0; i < batch; i++) {
+    for (int i = 0; i < batch; i++) {  // a group's products add up in tmp, then one term
         spk_sgemm_cuda(transa, transb, M, N, K, 1.0f, A + i * strideA, lda, B + i * strideB, ldb,
-                       0.0f, tmp, ldc);
-        SPK_LAUNCH(add_block_kernel, spk_grid((size_t)M * N), C, tmp, M, N, ldc);
+                       i % group ? 1.0f : 0.0f, tmp, ldc);
+        if (i % group == group - 1) SPK_LAUNCH(add_block_kernel, spk_grid((size_t)M * N), C, tmp, M, N, ldc);
     }
 }

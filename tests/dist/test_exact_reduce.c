@@ -46,7 +46,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     xsum_t all = host_sums(N);  // every sample, on this rank alone
     for (int s = 0; s < SAMPLES; s++) {
         sample_terms(s, x);
-        xsum_add(all, x, 1, N);
+        xsum_add(all, x, 1, N, 1);
     }
     // This rank's samples, twice: for the bucketed reduction and for exact_reduce_now.
     xsum_t mine[2];
@@ -56,7 +56,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
         for (int s = c->rank; s < SAMPLES; s += c->size) {
             sample_terms(s, x);
             be->upload(dx, x, sizeof(float) * N);
-            be->xsum_add(mine[k], dx, 1, N);
+            be->xsum_add(mine[k], dx, 1, N, 1);
         }
     }
     exact_reduce_t *r = exact_reduce_create(c, be, NULL, N);
@@ -78,7 +78,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     // exact_allreduce_host, and a NaN on the last rank only
     xsum_t h = host_sums(3);
     const float v[3] = {1.0f, ldexpf(1.0f, -60), c->rank == c->size - 1 ? NAN : 2.0f};
-    xsum_add(h, v, 1, 3);
+    xsum_add(h, v, 1, 3, 1);
     exact_allreduce_host(c, h, 3);
     EXPECT(xsum_value_of(h, 0) == c->size && xsum_value_of(h, 1) == ldexp(c->size, -60) && isnan(xsum_value_of(h, 2)),
            "rank %d of %d: exact_allreduce_host gave %g %g %g", c->rank, c->size, xsum_value_of(h, 0),

@@ -4,7 +4,7 @@
 # checkpoint (8 ranks on a shorter run) and the same metrics, held-out loss and accuracy included,
 # but for timings; a run stopped at step 7 on 2 ranks and resumed on 4 equals the uninterrupted
 # 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
-# changes nothing. The linear model and ecapa-av on 1, 2 and 4 ranks likewise. With a plain float
+# changes nothing; groups of 2 samples per exact term (--invariant-group) agree on 1, 2 and 8 ranks. The linear model and ecapa-av on 1, 2 and 4 ranks likewise. With a plain float
 # allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
 # rank: the comparison can fail.
 . "$(dirname "$0")/lib.sh" "$@"
@@ -54,6 +54,17 @@ run 2 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --device cpu-staged --ckpt-d
 same th1/ckpt-000000000004.h5 th2/ckpt-000000000004.h5 "ecapa: 1 rank, 1 thread == 2 threads (bitwise)"
 same th1/ckpt-000000000004.h5 th22/ckpt-000000000004.h5 "ecapa: 2 ranks x 2 threads == 1 rank x 1 thread (bitwise)"
 same th1/ckpt-000000000004.h5 st/ckpt-000000000004.h5 "ecapa: 2 ranks on cpu-staged == 1 rank on cpu (bitwise)"
+
+# Groups of 2 samples per exact term: the same on 1, 2 and 8 ranks (8 x 2 keeps the groups whole);
+# a group that does not divide the per-rank batch is refused.
+for k in 1 2 8; do
+    run $k $SPKDDP train $ecapa --invariant-group 2 --epochs 1 --max-steps 3 --ckpt-dir g$k >/dev/null 2>&1 \
+        || fail "groups of 2 on $k ranks"
+done
+for k in 2 8; do
+    same g1/ckpt-000000000003.h5 g$k/ckpt-000000000003.h5 "ecapa, groups of 2: $k ranks == 1 rank (bitwise)"
+done
+expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
 
 # The linear model and ecapa-av.
 for k in 1 2 4; do

@@ -200,7 +200,7 @@ static void rows_pass(const aam_ctx* c, int b0, int b1, float dloss, float* row_
     const float* emb = c->emb + (size_t)b0 * c->E;
     aam_softmax_forward_rows(row_loss + b0, correct, cache, emb, c->w, c->y + b0, n, c->E, c->S, c->m, c->s, ws);
     aam_softmax_backward_exact(demb + (size_t)b0 * c->E, dw_tmp, dw, dloss, cache, emb, c->w, c->y + b0, n, c->E, c->S,
-                               c->m, c->s, ws);
+                               c->m, c->s, ws, 1);
     with_threads(before);
 }
 
@@ -229,6 +229,25 @@ static void invariant_case(int B, int E, int S) {
     check_close(cname("aam exact B%d E%d S%d demb vs backward", B, E, S), demb2, demb, ne, 1e-4, 1e-6);
     check_close(cname("aam exact B%d E%d S%d dw vs backward", B, E, S), sums_to_floats(dw2, (int64_t)nw), dw, nw, 1e-4,
                 1e-6);
+    // groups of 3 samples (B a multiple): whole, or split along the groups
+    const int gb = B / 3 * 3, first = gb / 3 / 2 * 3;  // B >= 6: both parts hold whole groups
+    if (gb < 6) {
+        test_release();
+        return;
+    }
+    float *cache = alloc_f(aam_softmax_cache_floats(gb, E, S)), *ws = alloc_f(aam_softmax_workspace_floats(gb, E, S));
+    float* de = zeros_f(ne);
+    xsum_t g3 = host_sums((int64_t)nw), g3split = host_sums((int64_t)nw);
+    aam_softmax_forward_rows(loss2, &correct, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws);
+    aam_softmax_backward_exact(de, tmp, g3, 1.0f / gb, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws, 3);
+    for (int k = 0; k < 2; k++) {
+        const int b0 = k ? first : 0, b1 = k ? gb : first;
+        aam_softmax_forward_rows(loss2, &correct, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E, S, c.m, c.s,
+                                 ws);
+        aam_softmax_backward_exact(de, tmp, g3split, 1.0f / gb, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E,
+                                   S, c.m, c.s, ws, 3);
+    }
+    check_true(same_sums(g3, g3split, (int64_t)nw), cname("aam exact B%d groups of 3: a split along the groups", gb));
     test_release();
 }
 
@@ -284,8 +303,8 @@ static void backend_case(int B, int E, int S) {
     g_be->aam_softmax_forward_rows(drl, dcorrect, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
     cmp(cname("aam row losses %s", tag), drl, rl, B, TOL_GEMM);
     cmp_int(cname("aam rows correct %s", tag), dcorrect, correct);
-    aam_softmax_backward_exact(hde, tmp, hs, 0.25f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws);
-    g_be->aam_softmax_backward_exact(dde, dtmp, ds, 0.25f, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
+    aam_softmax_backward_exact(hde, tmp, hs, 0.25f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws, 1);
+    g_be->aam_softmax_backward_exact(dde, dtmp, ds, 0.25f, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws, 1);
     cmp(cname("aam exact demb %s", tag), dde, hde, ne, TOL_GEMM);
     g_be->xsum_to_float(dsw, ds, (int64_t)nw);
     cmp(cname("aam exact dw %s", tag), dsw, sums_to_floats(hs, (int64_t)nw), nw, TOL_GEMM);

@@ -186,9 +186,9 @@ static void run_all(void) {
 }
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
-static void invariant_case(int B, int Cin, int Cout, int T, int K, int d) {
+static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int group) {
     char tag[96];
-    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K, d);
+    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d group %d", B, Cin, Cout, T, K, d, group);
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
     float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *tmp = alloc_f(nw);
@@ -205,13 +205,13 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d) {
 
     float *dx2 = zeros_f(nx), *dx1 = zeros_f(nx);
     xsum_t dw2 = host_sums((int64_t)nw), db2 = host_sums(Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(Cout);
-    const int first = (B + 1) / 2;
+    const int first = (B / group + 1) / 2 * group;  // whole groups in both calls
     before = with_threads(2);
-    conv1d_backward_exact(dx2, tmp, dw2, db2, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    conv1d_backward_exact(dx2, tmp, dw2, db2, gy, x, w, B, Cin, Cout, T, K, d, ws, group);
     with_threads(1);  // the batch in two calls, the second first
     conv1d_backward_exact(dx1 + (size_t)first * Cin * T, tmp, dw1, db1, gy + (size_t)first * Cout * T,
-                          x + (size_t)first * Cin * T, w, B - first, Cin, Cout, T, K, d, ws);
-    conv1d_backward_exact(dx1, tmp, dw1, db1, gy, x, w, first, Cin, Cout, T, K, d, ws);
+                          x + (size_t)first * Cin * T, w, B - first, Cin, Cout, T, K, d, ws, group);
+    conv1d_backward_exact(dx1, tmp, dw1, db1, gy, x, w, first, Cin, Cout, T, K, d, ws, group);
     with_threads(before);
     check_true(memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, Cout),
                cname("conv1d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
@@ -227,10 +227,11 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d) {
 
 static void cpu_checks(void) {
     g_default_backend = spk_gemm_get_backend();
-    invariant_case(6, 32, 48, 40, 3, 2);
-    invariant_case(5, 64, 40, 30, 1, 1);
-    invariant_case(4, 200, 300, 12, 3, 1);  // 3 x 3 blocks of the exact weight gradient
-    invariant_case(2, 1024, 1024, 3, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
+    invariant_case(6, 32, 48, 40, 3, 2, 1);
+    invariant_case(6, 32, 48, 40, 3, 2, 3);
+    invariant_case(5, 64, 40, 30, 1, 1, 1);
+    invariant_case(4, 200, 300, 12, 3, 1, 2);  // 3 x 3 blocks of the exact weight gradient
+    invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
     run_all();
     spk_gemm_set_backend(g_default_backend);
     conv1d_set_algo(CONV1D_AUTO);
@@ -274,8 +275,8 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     float *hx = zeros_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
     xsum_t hw = host_sums((int64_t)nw), hb = host_sums(Cout);
     xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw), xb = xsum_layout(dev_alloc(xsum_bytes(Cout)), Cout);
-    conv1d_backward_exact(hx, hdw, hw, with_bias ? hb : xsum_none(), gy, x, w, B, Cin, Cout, T, K, d, ws);
-    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws);
+    conv1d_backward_exact(hx, hdw, hw, with_bias ? hb : xsum_none(), gy, x, w, B, Cin, Cout, T, K, d, ws, 1);
+    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws, 1);
     cmp(cname("conv1d_backward_exact dx %s", tag), ddx, hx, nx, TOL_GEMM);
     float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, Cout);
     g_be->xsum_to_float(ww, xw, (int64_t)nw);

@@ -39,13 +39,13 @@ static void order_and_partition(void) {
     const int64_t n = 1031;
     const float* x = terms(rows, n);
     xsum_t all = host_sums(n);
-    xsum_add(all, x, rows, n);
+    xsum_add(all, x, rows, n, 1);
     xsum_t rev = host_sums(n);  // rows one by one, last first
-    for (int r = rows - 1; r >= 0; r--) xsum_add(rev, x + (size_t)r * n, 1, n);
+    for (int r = rows - 1; r >= 0; r--) xsum_add(rev, x + (size_t)r * n, 1, n, 1);
     check_true(same_sums(all, rev, n), "rows in reverse order: the same sums, bit for bit");
     for (int trial = 0; trial < 4; trial++) {  // rows dealt at random to 3 partial sums
         xsum_t part[3] = {host_sums(n), host_sums(n), host_sums(n)};
-        for (int r = 0; r < rows; r++) xsum_add(part[rng_int(3)], x + (size_t)r * n, 1, n);
+        for (int r = 0; r < rows; r++) xsum_add(part[rng_int(3)], x + (size_t)r * n, 1, n, 1);
         if (trial % 2) {
             xsum_merge(part[2], part[0], n);
             xsum_merge(part[2], part[1], n);
@@ -70,7 +70,7 @@ static void precision(void) {
     for (size_t k = 0; k < (size_t)rows * n; k++)
         x[k] = ldexpf((float)(rng_int(1 << 24) - (1 << 23)), rng_int(51) - 30 - 23);
     xsum_t s = host_sums(n);
-    xsum_add(s, x, rows, n);
+    xsum_add(s, x, rows, n, 1);
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         __int128 exact = 0;
@@ -92,10 +92,10 @@ static void raise_order(void) {
     float* small = rand_f((size_t)3 * n, -1e-9f, 1e-9f);
     float* big = rand_f(n, -1e6f, 1e6f);
     xsum_t a = host_sums(n), b = host_sums(n);
-    xsum_add(a, small, 3, n);
-    xsum_add(a, big, 1, n);
-    xsum_add(b, big, 1, n);
-    xsum_add(b, small, 3, n);
+    xsum_add(a, small, 3, n, 1);
+    xsum_add(a, big, 1, n, 1);
+    xsum_add(b, big, 1, n, 1);
+    xsum_add(b, small, 3, n, 1);
     check_true(same_sums(a, b, n), "a large term after small ones: the sums it would be before them");
 }
 
@@ -103,12 +103,12 @@ static void nonfinite(void) {
     const int64_t n = 4;
     float x[2 * 4] = {1.0f, INFINITY, 2.0f, -3.0f, 5.0f, 6.0f, NAN, 1e-30f};
     xsum_t s = host_sums(n);
-    xsum_add(s, x, 2, n);
+    xsum_add(s, x, 2, n, 1);
     float y[4];
     xsum_to_float(y, s, n);
     check_true(y[0] == 6.0f && isnan(y[1]) && isnan(y[2]) && y[3] == -3.0f, "Inf and NaN terms make the sum NaN");
     xsum_t t = host_sums(n);
-    xsum_add(t, x, 1, n);
+    xsum_add(t, x, 1, n, 1);
     xsum_merge(t, s, n);
     xsum_to_float(y, t, n);
     check_true(isnan(y[1]) && isnan(y[2]) && y[0] == 7.0f, "merging keeps a NaN sum NaN");
@@ -125,7 +125,7 @@ static void headroom(void) {
     float* x = alloc_f(n);
     for (int64_t i = 0; i < n; i++) x[i] = v;
     xsum_t s = host_sums(1);
-    for (int64_t r = 0; r < reps; r++) xsum_add(s, x, (int)n, 1);
+    for (int64_t r = 0; r < reps; r++) xsum_add(s, x, (int)n, 1, 1);
     check_true(xsum_value_of(s, 0) == (double)v * XSUM_MAX_TERMS, "2^22 terms of the largest digits add up exactly");
 }
 
@@ -155,7 +155,26 @@ static void value_rounding(void) {
     check_true(xsum_value(0, 0, 0) == 0.0, "all-zero memory is the empty sum");
 }
 
+// Groups of rows: each group's float sum, in row order, is one term.
+static void groups(void) {
+    const int rows = 12, group = 4;
+    const int64_t n = 700;
+    const float* x = terms(rows, n);
+    float* sums = alloc_f((size_t)rows / group * n);
+    for (int g = 0; g < rows / group; g++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[(size_t)g * group * n + i];
+            for (int k = 1; k < group; k++) v += x[(size_t)(g * group + k) * n + i];
+            sums[(size_t)g * n + i] = v;
+        }
+    xsum_t a = host_sums(n), b = host_sums(n);
+    xsum_add(a, x, rows, n, group);
+    xsum_add(b, sums, rows / group, n, 1);
+    check_true(same_sums(a, b, n), "groups of 4 rows: each group's float sum is one term");
+}
+
 static void cpu_checks(void) {
+    groups();
     order_and_partition();
     precision();
     raise_order();
@@ -171,14 +190,14 @@ static void backend_checks(void) {
     const int64_t n = 3001;
     const float* x = terms(rows, n);
     xsum_t want = host_sums(n);
-    xsum_add(want, x, rows, n);
+    xsum_add(want, x, rows, n, 1);
     float* wantf = alloc_f(n);
     xsum_to_float(wantf, want, n);
 
     xsum_t d = xsum_layout(dev_alloc(xsum_bytes(n)), n);
     float* dx = dev_f(x, (size_t)rows * n);
-    g_be->xsum_add(d, dx, rows / 2, n);
-    g_be->xsum_add(d, dx + (size_t)rows / 2 * n, rows - rows / 2, n);
+    g_be->xsum_add(d, dx, rows / 2, n, 1);
+    g_be->xsum_add(d, dx + (size_t)rows / 2 * n, rows - rows / 2, n, 1);
     xsum_t got = host_sums(n);
     g_be->download(got.bin, d.bin, (size_t)n);
     g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
@@ -191,6 +210,13 @@ static void backend_checks(void) {
     g_be->xsum_zero(d, n);
     g_be->xsum_to_float(df, d, n);
     check_true(max_abs(dev_get(df, n), n) == 0.0, cname("[%s] xsum_zero: empty sums", g_be->name));
+    xsum_t want3 = host_sums(n);
+    xsum_add(want3, x, rows, n, 3);
+    g_be->xsum_add(d, dx, rows, n, 3);
+    g_be->download(got.bin, d.bin, (size_t)n);
+    g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
+    g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
+    check_true(same_sums(got, want3, n), cname("[%s] xsum_add in groups of 3: the CPU's sums", g_be->name));
 }
 
 int main(int argc, char** argv) {

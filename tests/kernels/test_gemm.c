@@ -107,15 +107,23 @@ static void invariant_batched(char ta, char tb) {
     const int64_t n = (int64_t)M * ldc;
     xsum_t whole = host_sums(n), split = host_sums(n), one = host_sums(n);
     const int before = with_threads(2);
-    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, whole, ldc, batch);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, whole, ldc, batch, 1);
+    xsum_t g2 = host_sums(n), g2split = host_sums(n);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2, ldc, batch, 2);
     with_threads(1);
-    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, split, ldc, 2);
-    spk_sgemm_batched_exact(ta, tb, M, N, K, A + 2 * sa, lda, sa, B + 2 * sb, ldb, sb, tmp, split, ldc, batch - 2);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, split, ldc, 2, 1);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A + 2 * sa, lda, sa, B + 2 * sb, ldb, sb, tmp, split, ldc, batch - 2, 1);
     for (int i = batch - 1; i >= 0; i--)
-        spk_sgemm_batched_exact(ta, tb, M, N, K, A + i * sa, lda, sa, B + i * sb, ldb, sb, tmp, one, ldc, 1);
+        spk_sgemm_batched_exact(ta, tb, M, N, K, A + i * sa, lda, sa, B + i * sb, ldb, sb, tmp, one, ldc, 1, 1);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A + 4 * sa, lda, sa, B + 4 * sb, ldb, sb, tmp, g2split, ldc, 2, 2);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2split, ldc, 4, 2);
     with_threads(before);
     check_true(same_sums(whole, split, n) && same_sums(whole, one, n),
                cname("sgemm_batched_exact %c%c: the same sums for a batch split, item by item, on 1 or 2 threads", ta, tb));
+    check_true(same_sums(g2, g2split, n),
+               cname("sgemm_batched_exact %c%c, groups of 2: the same sums for a split along the groups", ta, tb));
+    check_close(cname("sgemm_batched_exact %c%c groups of 2 vs single items", ta, tb), sums_to_floats(g2, n),
+                sums_to_floats(whole, n), (size_t)n, 1e-5, 1e-5 * K);
     double* want = alloc_d((size_t)n);
     for (int64_t k = 0; k < n; k++) want[k] = 0.0;
     for (int i = 0; i < batch; i++)
