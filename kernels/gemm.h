@@ -55,10 +55,8 @@ void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alph
 //                            on blocks of C set by the shapes (into tmp, the layout of C: (M, ldc)
 //                            floats of scratch) and added to the exact sums C (kernels/exact_sum.h)
 //                            as one term: the sum does not depend on which groups a call gets
-void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                     int lda, const float* B, int ldb, float beta, float* C, int ldc);
-void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                    int lda, const float* B, int ldb, float beta, float* C, int ldc);
+spk_gemm_fn spk_sgemm_fixed;
+spk_gemm_fn spk_sgemm_rows;
 void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha,
                              const float* A, int lda, int64_t strideA, const float* B, int ldb,
                              int64_t strideB, float beta, float* C, int ldc, int64_t strideC,

@@ -16,6 +16,11 @@
 //   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
 //   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
+//
+// The world-size-invariant mode (conv1d_forward_fixed, conv1d_backward_exact): the per-sample
+// forward and input gradient with GEMMs planned for one thread, and the weight and bias
+// gradients as exact sums of every sample's (or group's) contribution, by blocks set by the
+// shapes, so nothing depends on B or on the thread count.
 #include "kernels/conv1d.h"
 
 #include <omp.h>
@@ -197,6 +202,8 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilati
     return nt;
 }
 
+// `gemm` (here and in input_grad_per_sample): spk_sgemm_serial, or in the world-size-invariant
+// mode spk_sgemm_fixed, planned for one thread whatever the thread count.
 static void forward_per_sample(float* y, const float* x, const float* w, const float* bias, int B,
                                int Cin, int Cout, int T, int K, int dilation, float* workspace,
                                spk_gemm_fn* gemm) {
@@ -250,57 +257,53 @@ static void input_grad_per_sample(float* dx, const float* dy, const float* w, in
     }
 }
 
-// dW is cut into `nblocks` blocks, each owned by whichever thread takes it and summing the
-// samples in order, so the result does not depend on the schedule. Blocks are column ranges
-// (input channels: im2col is then done once per block), or row ranges (output channels) for
-// K = 1 with Cout > Cin, keeping each block's GEMM wide.
-static void weight_grad_blocks(float* dw, const float* dy, const float* x, int B, int Cin, int Cout,
-                               int T, int K, int dilation, float* workspace, int nt, int nblocks) {
-    const int CK = Cin * K;
-    const int by_rows = K == 1 && Cout > Cin;
-    const int extent = by_rows ? Cout : Cin;
-    if (nblocks > extent) nblocks = extent;
-#pragma omp parallel num_threads(nt)
-    {
-        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
-#pragma omp for schedule(dynamic, 1)
-        for (int blk = 0; blk < nblocks; blk++) {
-            const int e0 = (int)((long)extent * blk / nblocks);
-            const int e1 = (int)((long)extent * (blk + 1) / nblocks);
-            for (int b = 0; b < B; b++) {
-                const float* dyb = dy + (size_t)b * Cout * T;
-                const float* xb = x + (size_t)b * Cin * T;
-                if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                    spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T, xb, T, 1.0f,
-                                     dw + (size_t)e0 * CK, CK);
-                    continue;
-                }
-                const float* src;  // rows e0*K .. e1*K of col_b
-                if (K == 1) {
-                    src = xb + (size_t)e0 * T;
-                } else {
-                    im2col_sample(col, xb, e0, e1, T, K, dilation);
-                    src = col;
-                }
-                spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
-                                 dw + (size_t)e0 * K, CK);
-            }
-        }
-    }
-}
-
 static void backward_per_sample(float* dx, float* dw, const float* dy, const float* x,
                                 const float* w, int B, int Cin, int Cout, int T, int K,
                                 int dilation, float* workspace) {
-    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
-    if (!dw) return;
-    // Block count: a multiple of the thread count (balanced when the cores are free), up to 4
-    // per thread (a thread slowed by other load hands blocks to the others), >= 64
-    // rows/columns each.
+    const int CK = Cin * K;
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
-    int per = (K == 1 && Cout > Cin ? Cout : Cin * K) / (64 * nt);
-    per = per < 1 ? 1 : (per > 4 ? 4 : per);
-    weight_grad_blocks(dw, dy, x, B, Cin, Cout, T, K, dilation, workspace, nt, nt * per);
+    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
+    if (dw) {
+        // dW is cut into blocks, each owned by whichever thread takes it and summing the
+        // samples in order, so the result does not depend on the schedule. Blocks are column
+        // ranges (input channels: im2col is then done once per block), or row ranges (output
+        // channels) for K = 1 with Cout > Cin, keeping each block's GEMM wide. Block count: a
+        // multiple of the thread count (balanced when the cores are free), up to 4 per thread
+        // (a thread slowed by other load hands blocks to the others), >= 64 rows/columns each.
+        const int by_rows = K == 1 && Cout > Cin;
+        const int extent = by_rows ? Cout : Cin;
+        int per = (by_rows ? Cout : CK) / (64 * nt);
+        per = per < 1 ? 1 : (per > 4 ? 4 : per);
+        int nblocks = nt * per;
+        if (nblocks > extent) nblocks = extent;
+#pragma omp parallel num_threads(nt)
+        {
+            float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+            for (int blk = 0; blk < nblocks; blk++) {
+                const int e0 = (int)((long)extent * blk / nblocks);
+                const int e1 = (int)((long)extent * (blk + 1) / nblocks);
+                for (int b = 0; b < B; b++) {
+                    const float* dyb = dy + (size_t)b * Cout * T;
+                    const float* xb = x + (size_t)b * Cin * T;
+                    if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
+                        spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T,
+                                         xb, T, 1.0f, dw + (size_t)e0 * CK, CK);
+                        continue;
+                    }
+                    const float* src;  // rows e0*K .. e1*K of col_b
+                    if (K == 1) {
+                        src = xb + (size_t)e0 * T;
+                    } else {
+                        im2col_sample(col, xb, e0, e1, T, K, dilation);
+                        src = col;
+                    }
+                    spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
+                                     dw + (size_t)e0 * K, CK);
+                }
+            }
+        }
+    }
 }
 
 static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {

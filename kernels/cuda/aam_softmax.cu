@@ -180,17 +180,16 @@ extern "C" void aam_softmax_forward_rows_cuda(float* row_loss, int* correct, flo
     spk_row_losses_cuda(unused, correct, row_loss, row_ok, B);
 }
 
+// emb and w: their normalized copies and norms are in the cache.
 extern "C" void aam_softmax_backward_exact_cuda(float* demb, float* dw_tmp, xsum_t dw, float dloss,
-                                                const float* cache, const float* emb,
-                                                const float* w, const int* labels, int B, int E,
+                                                const float* cache, const float* /*emb*/,
+                                                const float* /*w*/, const int* labels, int B, int E,
                                                 int S, float margin, float scale,
                                                 float* workspace, int group) {
-    (void)emb;
-    (void)w;
     SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
-    const aam_cache_t c = aam_cache_view(cache, B, E, S);
-    const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const size_t n = (size_t)B * S;
+    const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
     SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, dloss * scale, n,
                S, spk_aam_margin(margin));  // a sum over samples: no 1/B
     if (demb) {

@@ -131,6 +131,19 @@ __device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
     s.bin[i] = (int8_t)J;
 }
 
+// Sample b's block sums s1, s2 of channel c: collected into g1, g2 over its group, which thread 0
+// adds to sums[c], sums[C + c] at the group's last sample. Returns whether it did.
+__device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2,
+                                          double* g1, double* g2, double* sh) {
+    const double t1 = spk_block_sum(s1, sh), t2 = spk_block_sum(s2, sh);
+    *g1 = b % group ? *g1 + t1 : t1;
+    *g2 = b % group ? *g2 + t2 : t2;
+    if (threadIdx.x != 0 || b % group != group - 1) return false;
+    add_one(sums, c, *g1);
+    add_one(sums, C + c, *g2);
+    return true;
+}
+
 __global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float* shift, int B,
                                         int C, int T, int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
@@ -145,14 +158,7 @@ __global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float
             s1 += d;
             s2 += d * d;
         }
-        const double t1 = spk_block_sum(s1, sh);
-        const double t2 = spk_block_sum(s2, sh);
-        g1 = b % group ? g1 + t1 : t1;
-        g2 = b % group ? g2 + t2 : t2;
-        if (threadIdx.x == 0 && b % group == group - 1) {
-            add_one(sums, c, g1);
-            add_one(sums, C + c, g2);
-        }
+        add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh);
     }
 }
 
@@ -193,13 +199,7 @@ __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t d
             s1 += g;
             s2 += g * ((x[base + t] - mu) * rs);
         }
-        const double t1 = spk_block_sum(s1, sh);
-        const double t2 = spk_block_sum(s2, sh);
-        g1 = b % group ? g1 + t1 : t1;
-        g2 = b % group ? g2 + t2 : t2;
-        if (threadIdx.x == 0 && b % group == group - 1) {
-            add_one(sums, c, g1);
-            add_one(sums, C + c, g2);
+        if (add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh)) {
             if (!xsum_empty(dbias)) add_one(dbias, c, g1);
             if (!xsum_empty(dweight)) add_one(dweight, c, g2);
         }

@@ -22,6 +22,13 @@ static float* terms(int rows, int64_t n) {
     return x;
 }
 
+// The sums of rows x n terms, all in one call.
+static xsum_t summed(const float* x, int rows, int64_t n) {
+    xsum_t s = host_sums(n);
+    xsum_add(s, x, rows, n, 1);
+    return s;
+}
+
 // How ranks merge partial sums: raise both to the larger bin, add the limbs.
 static void merge_as_ranks(xsum_t a, xsum_t b, int64_t n) {
     int8_t* max = (int8_t*)test_alloc((size_t)n);
@@ -38,8 +45,7 @@ static void order_and_partition(void) {
     const int rows = 40;
     const int64_t n = 1031;
     const float* x = terms(rows, n);
-    xsum_t all = host_sums(n);
-    xsum_add(all, x, rows, n, 1);
+    const xsum_t all = summed(x, rows, n);
     xsum_t rev = host_sums(n);  // rows one by one, last first
     for (int r = rows - 1; r >= 0; r--) xsum_add(rev, x + (size_t)r * n, 1, n, 1);
     check_true(same_sums(all, rev, n), "rows in reverse order: the same sums, bit for bit");
@@ -189,8 +195,7 @@ static void backend_checks(void) {
     const int rows = 12;
     const int64_t n = 3001;
     const float* x = terms(rows, n);
-    xsum_t want = host_sums(n);
-    xsum_add(want, x, rows, n, 1);
+    const xsum_t want = summed(x, rows, n);
     float* wantf = alloc_f(n);
     xsum_to_float(wantf, want, n);
 
