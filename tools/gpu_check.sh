@@ -2,7 +2,7 @@
 # Every GPU check in one go, for a machine with a GPU (run from the repository root):
 #   tools/gpu_check.sh [BUILD_DIR]        builds BUILD_DIR (default build) first if needed
 # 1. ctest -L gpu: device discovery, every CUDA kernel against the CPU one, and training,
-#    cross-device resume and embeddings on the GPU against the CPU (tests/e2e_device.sh)
+#    cross-device resume and embeddings on the GPU against the CPU (tests/e2e/e2e_device.sh)
 # 2. spkddp bench --device cuda: ECAPA C=1024, batch 128, T=200 (the figure) and
 #    C=512, batch 32 (the CPU table's shape), in fp32 and with --tf32
 # 3. PyTorch's same step on the same GPU, when a CUDA-enabled torch is installed
