@@ -177,10 +177,14 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// The workspace only has to be device memory of that size: the loops need none.
+// The workspace only has to be device memory of that size: the loops need none, so its pages
+// are given back (it is cuBLAS's alone).
 cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes) {
     if (!g_handles.count(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (bytes) require_range(workspace, bytes, "cublasSetWorkspace");
+    if (bytes) {
+        require_range(workspace, bytes, "cublasSetWorkspace");
+        device_discard(workspace, bytes);
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 

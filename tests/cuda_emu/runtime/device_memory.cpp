@@ -177,6 +177,12 @@ bool device_free(void* p) {
     return true;
 }
 
+void device_discard(void* p, size_t bytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t from = ((uintptr_t)p + page - 1) & ~(page - 1), to = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (to > from) madvise((void*)from, to - from, MADV_DONTNEED);
+}
+
 size_t device_bytes_in_use() { return g_arena.in_use; }
 size_t device_bytes_total() { return kArenaBytes; }
 

@@ -31,6 +31,9 @@ const Allocation* find_allocation(const void* p);
 const Allocation* find_range(const void* p, size_t bytes, char* why, size_t cap);
 // As find_range, but a failure ends the process: "<what>: <why>".
 const Allocation& require_range(const void* p, size_t bytes, const char* what);
+// Gives the whole pages inside [p, p + bytes) back to the system (they read as zeros after):
+// for scratch only a library reads, so that protecting device memory stays cheap.
+void device_discard(void* p, size_t bytes);
 // Fails naming `after` if device work wrote into the redzone behind `a`.
 void check_redzone(const Allocation& a, const char* after);
 
