@@ -35,6 +35,8 @@ namespace spk_emu {
 namespace {
 
 std::set<ncclComm*> g_comms;
+// Aborted and destroyed communicators: kept, as queued operations may still name them.
+std::set<ncclComm*>& g_retired = *new std::set<ncclComm*>;
 long g_allreduces = 0;  // of this process, for the fault injection
 
 struct Fault {
@@ -192,7 +194,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     if (!g_comms.count(comm)) return ncclInvalidArgument;
     comm->aborted = true;  // queued all-reduces complete without communicating
-    g_comms.erase(comm);   // the handle is gone; the struct stays for the queued operations
+    g_comms.erase(comm);
+    g_retired.insert(comm);
     return ncclSuccess;
 }
 
@@ -202,6 +205,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     synchronize_device();  // finishes its queued all-reduces (every rank destroys it)
     MPI_Comm_free(&comm->mpi);
     g_comms.erase(comm);
+    g_retired.insert(comm);
     comm->aborted = true;
     return ncclSuccess;
 }

@@ -29,10 +29,11 @@ struct CUevent_st {
 namespace spk_emu {
 namespace {
 
-// Streams and events are never freed: a stale handle stays recognisable as destroyed.
-std::set<CUstream_st*> g_streams;
-std::set<CUstream_st*> g_destroyed_streams;
-std::set<CUevent_st*> g_events;
+// Streams are never freed (an event may still name one) and neither are these sets, so the
+// streams stay reachable for leak checkers after static destructors ran.
+std::set<CUstream_st*>& g_streams = *new std::set<CUstream_st*>;
+std::set<CUstream_st*>& g_destroyed_streams = *new std::set<CUstream_st*>;
+std::set<CUevent_st*>& g_events = *new std::set<CUevent_st*>;
 CUstream_st g_legacy_stream = [] {
     CUstream_st s;
     s.legacy = true;
@@ -162,7 +163,10 @@ CUevent_st* event_create() {
 
 bool event_valid(cudaEvent_t e) { return e && g_events.count(e); }
 
-void event_destroy(CUevent_st* e) { g_events.erase(e); }
+void event_destroy(CUevent_st* e) {
+    g_events.erase(e);
+    delete e;
+}
 
 void event_record(CUevent_st* e, CUstream_st* s) {
     add_implicit_waits(s);
