@@ -67,6 +67,12 @@ bool valid(const D* d) {
     return d && g_descriptors.count((void*)d) && d->set;
 }
 
+cudnnStatus_t max_count(cudnnHandle_t h, int* count, int n) {
+    if (!g_handles.count(h) || !count) return CUDNN_STATUS_BAD_PARAM;
+    *count = n;
+    return CUDNN_STATUS_SUCCESS;
+}
+
 int out_dim(int in, int pad, int stride, int dil, int taps) { return (in + 2 * pad - (dil * (taps - 1) + 1)) / stride + 1; }
 
 // The shape of a convolution from its descriptors, with cuDNN's consistency checks.
@@ -326,19 +332,13 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(cudnnConvolutionDescriptor_t
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t h, int* count) {
-    if (!g_handles.count(h) || !count) return CUDNN_STATUS_BAD_PARAM;
-    *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-    return CUDNN_STATUS_SUCCESS;
+    return max_count(h, count, CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t h, int* count) {
-    if (!g_handles.count(h) || !count) return CUDNN_STATUS_BAD_PARAM;
-    *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-    return CUDNN_STATUS_SUCCESS;
+    return max_count(h, count, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t h, int* count) {
-    if (!g_handles.count(h) || !count) return CUDNN_STATUS_BAD_PARAM;
-    *count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-    return CUDNN_STATUS_SUCCESS;
+    return max_count(h, count, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, cudnnTensorDescriptor_t x,
