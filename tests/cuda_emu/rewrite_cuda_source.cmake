@@ -3,8 +3,9 @@
 # Three rewrites, each within a line so that line numbers stay (a #line directive keeps the
 # original file name for diagnostics and __FILE__):
 #   name<<<grid, block[, shared[, stream]]>>>(args)
-#     -> name * SPK_EMU_LAUNCH("name", grid, block[, shared[, stream]])(args)
-#        (a launch is a call; cuda_emu/device_language.h's operator* joins kernel and call)
+#     -> SPK_EMU_KERNEL(name) * SPK_EMU_LAUNCH("name", grid, block[, shared[, stream]])(args)
+#        (cuda_emu/device_language.h: the arguments are kept at the launch, and a lambda calls
+#        the kernel with them in every thread; `(expr)<<<` becomes `(expr) * SPK_EMU_LAUNCH`)
 #   extern __shared__ T name[];  ->  static ::spk_emu::DynamicShared<T> name;
 #   __shared__ T name[dims];     ->  __shared__ T name[dims]; SPK_EMU_SHARED(name);
 #        (fills the array with garbage when a block starts, like fresh shared memory; a
@@ -14,7 +15,8 @@ file(READ "${IN}" text)
 
 string(REGEX MATCHALL "<<<" opens "${text}")
 list(LENGTH opens n_opens)
-string(REGEX REPLACE "([A-Za-z_][A-Za-z0-9_]*(<[^<>;\n]*>)?)([ \t]*)<<<" "\\1\\3 * SPK_EMU_LAUNCH(\"\\1\", " text "${text}")
+string(REGEX REPLACE "([A-Za-z_][A-Za-z0-9_:]*(<[^<>;\n]*>)?)([ \t]*)<<<"
+       "SPK_EMU_KERNEL(\\1)\\3 * SPK_EMU_LAUNCH(\"\\1\", " text "${text}")
 string(REPLACE "<<<" " * SPK_EMU_LAUNCH(\"(kernel)\", " text "${text}")
 string(REGEX MATCHALL ">>>[ \t\r\n]*\\(" closes "${text}")
 list(LENGTH closes n_closes)

@@ -2,11 +2,13 @@
 // includes it under __CUDACC__). tests/cuda_emu/rewrite_cuda_source.cmake has turned
 //   kernel<<<grid, block, shared_bytes, stream>>>(args)
 // into
-//   kernel * SPK_EMU_LAUNCH("kernel", grid, block, shared_bytes, stream)(args)
-// (the call binds first, so the launch configuration and arguments meet the kernel in the
-// operator* below), appended SPK_EMU_SHARED(name) to every static __shared__ declaration and
-// turned `extern __shared__ T name[];` into a DynamicShared<T>. Kernels are plain functions;
-// the runtime runs each block's threads as fibers that switch at __syncthreads.
+//   SPK_EMU_KERNEL(kernel) * SPK_EMU_LAUNCH("kernel", grid, block, shared_bytes, stream)(args)
+// The call binds first: the arguments are evaluated at the launch and kept; operator* below
+// joins them with a lambda that calls the kernel with them, so template arguments are deduced
+// and arguments converted exactly as in a call. It also appended SPK_EMU_SHARED(name) to every
+// static __shared__ declaration and turned `extern __shared__ T name[];` into a
+// DynamicShared<T>. Kernels are plain functions; the runtime runs each block's threads as
+// fibers that switch at __syncthreads.
 #pragma once
 #include <math.h>  // CUDA C++ has the C math functions (fmaxf, expf, ...) in scope
 
@@ -71,16 +73,15 @@ void* dynamic_shared_memory();
 // as a new block's shared memory holds whatever the last one left there.
 void shared_block_start(void* p, size_t bytes, unsigned long long* block_serial);
 
-template <typename... P>
+template <typename K, typename... A>
 class KernelCall final : public KernelBody {
 public:
-    KernelCall(void (*kernel)(P...), std::tuple<std::decay_t<P>...> args)
-        : kernel_(kernel), args_(std::move(args)) {}
+    KernelCall(K kernel, std::tuple<A...> args) : kernel_(kernel), args_(std::move(args)) {}
     void run_thread() const override { std::apply(kernel_, args_); }  // by value: per thread
 
 private:
-    void (*kernel_)(P...);
-    std::tuple<std::decay_t<P>...> args_;
+    K kernel_;
+    std::tuple<A...> args_;
 };
 
 template <typename... A>
@@ -108,37 +109,24 @@ inline Launcher launcher(const char* kernel, const char* file, int line, dim3 gr
     return {{kernel, file, line}, grid, block, shared_bytes, stream};
 }
 
-// An argument converted to its parameter's type as a call would; a literal 0 / NULL for a
-// pointer parameter arrives here as an integer.
-template <typename P, typename A>
-std::decay_t<P> to_parameter(const A& a) {
-    using T = std::decay_t<P>;
-    if constexpr (std::is_pointer_v<T> && std::is_integral_v<A>) {
-        return a == 0 ? nullptr : reinterpret_cast<T>(static_cast<uintptr_t>(a));
-    } else {
-        return static_cast<T>(a);
-    }
-}
-
 template <typename T>
 void collect_pointer(const T& v, int position, PointerArgument* out, int* n) {
     if constexpr (std::is_pointer_v<T>) out[(*n)++] = {position, (const void*)v};
 }
 
-template <typename... P, typename... A, size_t... I>
-void launch_with(void (*kernel)(P...), PendingLaunch<A...>& l, std::index_sequence<I...>) {
-    std::tuple<std::decay_t<P>...> args(to_parameter<P>(std::get<I>(l.args))...);
-    PointerArgument pointers[sizeof...(P) + 1];
+template <typename K, typename... A, size_t... I>
+void launch_with(K kernel, PendingLaunch<A...>& l, std::index_sequence<I...>) {
+    PointerArgument pointers[sizeof...(A) + 1];
     int n = 0;
-    (collect_pointer(std::get<I>(args), (int)I, pointers, &n), ...);
+    (collect_pointer(std::get<I>(l.args), (int)I, pointers, &n), ...);
     launch_kernel(l.site, l.grid, l.block, l.shared_bytes, l.stream,
-                  new KernelCall<P...>(kernel, std::move(args)), pointers, n);
+                  new KernelCall<K, A...>(kernel, std::move(l.args)), pointers, n);
 }
 
-template <typename... P, typename... A>
-void operator*(void (*kernel)(P...), PendingLaunch<A...>&& l) {
-    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
-    launch_with(kernel, l, std::index_sequence_for<P...>{});
+// K: the lambda of SPK_EMU_KERNEL (or a kernel's address).
+template <typename K, typename... A>
+void operator*(K kernel, PendingLaunch<A...>&& l) {
+    launch_with(kernel, l, std::index_sequence_for<A...>{});
 }
 
 // `extern __shared__ T name[];`: the block's dynamic shared memory, as a T array.
@@ -160,6 +148,7 @@ struct SharedTouch {
 #define gridDim (static_cast<const dim3&>(::spk_emu::g_coords.grid_dim))
 #define __syncthreads() ::spk_emu::sync_threads(__FILE__, __LINE__)
 
+#define SPK_EMU_KERNEL(...) [](const auto&... spk_emu_args) { __VA_ARGS__(spk_emu_args...); }
 #define SPK_EMU_LAUNCH(kernel_name, ...) ::spk_emu::launcher(kernel_name, __FILE__, __LINE__, __VA_ARGS__)
 #define SPK_EMU_SHARED(name)                        \
     static unsigned long long spk_emu_serial_##name; \
