@@ -35,7 +35,9 @@ if(text MATCHES "extern[ \t\n]+__shared__")
                       "extend tests/cuda_emu/rewrite_cuda_source.cmake")
 endif()
 
-string(REGEX REPLACE "__shared__([^;{}()\n]*[^A-Za-z0-9_;{}()\n])(${name})([ \t]*\\[[^;\n]*\\])?[ \t]*;"
+# (the dimensions group always takes part in the match: CMake rejects a reference to one that
+# did not, as for a scalar)
+string(REGEX REPLACE "__shared__([^;{}()\n]*[^A-Za-z0-9_;{}()\n])(${name})([ \t]*\\[[^;\n]*\\]|[ \t]*);"
        "__shared__\\1\\2\\3; SPK_EMU_SHARED(\\2);" text "${text}")
 
 file(WRITE "${OUT}" "#line 1 \"${IN}\"\n${text}")

@@ -6,19 +6,31 @@ if(NOT SPKDDP_CUDA_EMU)
 endif()
 include(${CMAKE_CURRENT_LIST_DIR}/cuda_emu.cmake)
 
-# A GPU test program on the stand-in: NAME_emu from SOURCES (paths under tests/), run by
-# run_both_orders.sh forward and reverse; both runs must pass and hand the host the same bytes.
+# A GPU test program on the stand-in: NAME_emu from SOURCES (paths under tests/), run with
+# ARGS by run_both_orders.sh forward and reverse; both runs must pass and hand the host the
+# same bytes.
 function(spk_cuda_emu_kernel_test name)
-  list(TRANSFORM ARGN PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
-  add_executable(${name}_emu ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "" "SOURCES;ARGS")
+  list(TRANSFORM T_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+  add_executable(${name}_emu ${T_SOURCES})
   target_link_libraries(${name}_emu PRIVATE spk_kernels_emu)
   add_test(NAME cuda_emu_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/run_both_orders.sh
-                   ${CMAKE_CURRENT_BINARY_DIR}/work/cuda_emu_${name} $<TARGET_FILE:${name}_emu>)
+                   ${CMAKE_CURRENT_BINARY_DIR}/work/cuda_emu_${name} $<TARGET_FILE:${name}_emu> ${T_ARGS})
   set_tests_properties(cuda_emu_${name} PROPERTIES LABELS cuda-emu TIMEOUT 600)
 endfunction()
 
-spk_cuda_emu_kernel_test(test_gpu_kernels gpu/test_gpu_kernels.c)
+# The CUDA kernel tests: one binary per op that checks the backends named on its command line
+# (tests/kernels/tests.cmake sets SPK_KERNEL_TESTS), or, in the layout before the per-op
+# split, tests/gpu/test_gpu_kernels.c for every op at once.
+if(DEFINED SPK_KERNEL_TESTS)
+  foreach(t IN LISTS SPK_KERNEL_TESTS)
+    spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
+  endforeach()
+  spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
+else()
+  spk_cuda_emu_kernel_test(test_gpu_kernels SOURCES gpu/test_gpu_kernels.c)
+endif()
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
 spk_emu_cuda_library(spk_cuda_emu_selftest ${CMAKE_CURRENT_LIST_DIR}/test_emu_detects.cu)

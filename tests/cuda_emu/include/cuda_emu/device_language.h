@@ -5,7 +5,8 @@
 //   SPK_EMU_KERNEL(kernel) * SPK_EMU_LAUNCH("kernel", grid, block, shared_bytes, stream)(args)
 // The call binds first: the arguments are evaluated at the launch and kept; operator* below
 // joins them with a lambda that calls the kernel with them, so template arguments are deduced
-// and arguments converted exactly as in a call. It also appended SPK_EMU_SHARED(name) to every
+// and arguments converted as in a call (but for 0 or NULL as a pointer: kept as an integer
+// first, it no longer converts; write nullptr). It also appended SPK_EMU_SHARED(name) to every
 // static __shared__ declaration and turned `extern __shared__ T name[];` into a
 // DynamicShared<T>. Kernels are plain functions; the runtime runs each block's threads as
 // fibers that switch at __syncthreads.
