@@ -2,6 +2,7 @@
 // orders, and each misuse it promises to catch is caught. `test_emu_detects CASE` runs one
 // case; tests.cmake says what each must print.
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,14 @@ __global__ void early_exit(float* out) {
     sh[threadIdx.x] = 1.0f;
     __syncthreads();
     out[threadIdx.x] = sh[0];
+}
+
+// Only block 0 writes the shared array; every block reads it.
+__global__ void shared_from_block0(float* out) {
+    __shared__ float sh[kThreads];
+    if (blockIdx.x == 0) sh[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[blockIdx.x * kThreads + threadIdx.x] = sh[threadIdx.x];
 }
 
 __global__ void fill(float* out, int n, float v) {
@@ -141,6 +150,37 @@ int run_missing_wait() {
     return 0;
 }
 
+// A convolution with a dilation the FFT algorithm refuses, and with too small a workspace.
+int run_cudnn_misuse() {
+    cudnnHandle_t h;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t c;
+    cudnnCreate(&h);
+    cudnnCreateTensorDescriptor(&x);
+    cudnnCreateTensorDescriptor(&y);
+    cudnnCreateFilterDescriptor(&w);
+    cudnnCreateConvolutionDescriptor(&c);
+    cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 2, 1, 10);
+    cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 3, 2, 1, 3);
+    cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 2, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH);
+    cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 3, 1, 6);
+    float *dx = device_floats(nullptr, 20), *dw = device_floats(nullptr, 18), *dy = device_floats(nullptr, 18);
+    const float one = 1.0f, zero = 0.0f;
+    size_t need = 0;
+    cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need);
+    float* ws = device_floats(nullptr, 64);
+    const cudnnStatus_t fft = cudnnConvolutionForward(h, &one, x, dx, w, dw, c, CUDNN_CONVOLUTION_FWD_ALGO_FFT, ws,
+                                                      256, &zero, y, dy);
+    const cudnnStatus_t small = cudnnConvolutionForward(h, &one, x, dx, w, dw, c,
+                                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need - 4,
+                                                        &zero, y, dy);
+    printf("dilated FFT: %s, workspace %zu of %zu bytes: %s\n", cudnnGetErrorString(fft), need - 4, need,
+           cudnnGetErrorString(small));
+    return fft == CUDNN_STATUS_NOT_SUPPORTED && small == CUDNN_STATUS_BAD_PARAM ? 0 : 1;
+}
+
 }  // namespace
 
 extern "C" int emu_selftest(const char* what) {
@@ -171,6 +211,22 @@ extern "C" int emu_selftest(const char* what) {
         download(out, d, 100, nullptr);
         return 0;
     }
+    if (!strcmp(what, "fresh_memory")) {  // cudaMalloc'd memory nobody wrote reads as garbage
+        float* d = device_floats(nullptr, 4);
+        float out[4];
+        download(out, d, 4, nullptr);
+        printf("fresh device memory reads %g\n", out[0]);
+        return 0;
+    }
+    if (!strcmp(what, "fresh_shared")) {  // a block does not see the shared memory of the last one
+        float* d = device_floats(nullptr, 2 * kThreads);
+        shared_from_block0<<<2, kThreads>>>(d);
+        float out[2 * kThreads];
+        download(out, d, 2 * kThreads, nullptr);
+        printf("block 0 reads %g, block 1 reads %g\n", out[0], out[kThreads]);
+        return 0;
+    }
+    if (!strcmp(what, "cudnn_misuse")) return run_cudnn_misuse();
     if (!strcmp(what, "bad_config")) {
         float* d = device_floats(nullptr, 16);
         fill<<<1, 2048>>>(d, 15, 1.0f);

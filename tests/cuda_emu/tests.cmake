@@ -20,16 +20,16 @@ function(spk_cuda_emu_kernel_test name)
   set_tests_properties(cuda_emu_${name} PROPERTIES LABELS cuda-emu TIMEOUT 600)
 endfunction()
 
-# The CUDA kernel tests: one binary per op that checks the backends named on its command line
-# (tests/kernels/tests.cmake sets SPK_KERNEL_TESTS), or, in the layout before the per-op
-# split, tests/gpu/test_gpu_kernels.c for every op at once.
-if(DEFINED SPK_KERNEL_TESTS)
+# The CUDA kernel tests: tests/gpu/test_gpu_kernels.c for every op at once, or, after the
+# per-op split, each tests/kernels/test_<op>.c with its cuda backend (the ops are
+# tests/kernels/tests.cmake's SPK_KERNEL_TESTS) and the TF32 test.
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu_kernels.c)
+  spk_cuda_emu_kernel_test(test_gpu_kernels SOURCES gpu/test_gpu_kernels.c)
+else()
   foreach(t IN LISTS SPK_KERNEL_TESTS)
     spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
   endforeach()
   spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
-else()
-  spk_cuda_emu_kernel_test(test_gpu_kernels SOURCES gpu/test_gpu_kernels.c)
 endif()
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
@@ -50,7 +50,10 @@ set(_spk_emu_expect
   "host_access|host code accessed device memory at 0x[0-9a-f]+ \\(12 bytes into the 64-byte allocation"
   "divergent_barrier|64 of 128 threads exited while thread 0 waits at __syncthreads"
   "overrun|wrote past the end of the 400-byte allocation"
-  "bad_config|2048 threads per block: cudaErrorInvalidConfiguration")
+  "bad_config|2048 threads per block: cudaErrorInvalidConfiguration"
+  "fresh_memory|fresh device memory reads -?nan"
+  "fresh_shared|block 0 reads 1, block 1 reads -?nan"
+  "cudnn_misuse|dilated FFT: CUDNN_STATUS_NOT_SUPPORTED, workspace [0-9]+ of [0-9]+ bytes: CUDNN_STATUS_BAD_PARAM")
 foreach(e ${_spk_emu_expect})
   string(REPLACE "|" ";" e "${e}")
   list(GET e 0 c)
