@@ -1,0 +1,36 @@
+#include "config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "diag.h"
+
+namespace spk_emu {
+namespace {
+
+Config read_config() {
+    Config c{false, 1, true};
+    if (const char* o = getenv("SPKDDP_CUDA_EMU_ORDER"); o && o[0]) {
+        if (strcmp(o, "reverse") == 0)
+            c.reverse = true;
+        else if (strcmp(o, "forward") != 0)
+            fail("SPKDDP_CUDA_EMU_ORDER='%s' must be forward or reverse", o);
+    }
+    if (const char* d = getenv("SPKDDP_CUDA_EMU_DEVICES"); d && d[0]) {
+        char* end = nullptr;
+        const long n = strtol(d, &end, 10);
+        if (*end || n < 0 || n > 64) fail("SPKDDP_CUDA_EMU_DEVICES='%s' must be a count from 0 to 64", d);
+        c.devices = (int)n;
+    }
+    if (const char* p = getenv("SPKDDP_CUDA_EMU_PROTECT"); p && strcmp(p, "0") == 0) c.protect = false;
+    return c;
+}
+
+}  // namespace
+
+const Config& config() {
+    static const Config c = read_config();
+    return c;
+}
+
+}  // namespace spk_emu
