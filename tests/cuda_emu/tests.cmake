@@ -20,17 +20,12 @@ function(spk_cuda_emu_kernel_test name)
   set_tests_properties(cuda_emu_${name} PROPERTIES LABELS cuda-emu TIMEOUT 600)
 endfunction()
 
-# The CUDA kernel tests: tests/gpu/test_gpu_kernels.c for every op at once, or, after the
-# per-op split, each tests/kernels/test_<op>.c with its cuda backend (the ops are
+# The CUDA kernel tests: each tests/kernels/test_<op>.c with its cuda backend (the ops are
 # tests/kernels/tests.cmake's SPK_KERNEL_TESTS) and the TF32 test.
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu_kernels.c)
-  spk_cuda_emu_kernel_test(test_gpu_kernels SOURCES gpu/test_gpu_kernels.c)
-else()
-  foreach(t IN LISTS SPK_KERNEL_TESTS)
-    spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
-  endforeach()
-  spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
-endif()
+foreach(t IN LISTS SPK_KERNEL_TESTS)
+  spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
+endforeach()
+spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
 spk_emu_cuda_library(spk_cuda_emu_selftest ${CMAKE_CURRENT_LIST_DIR}/test_emu_detects.cu)
