@@ -9,9 +9,9 @@
 #include "app/model/model.h"
 #include "app/train/optimizer.h"
 #include "io/rng.h"
+#include "kernels/base/clock.h"
 #ifdef SPKDDP_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
-#include "kernels/base/clock.h"
 #endif
 
 #include <stddef.h>
