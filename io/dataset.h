@@ -8,6 +8,11 @@
 #define DATASET_FORMAT "features"
 #define DATASET_VERSION 1
 #define DATASET_AUDIO_RATE 100  // audio frames per second unless the root attribute frame_rate says otherwise
+// Limits of the contract (docs/dataset-format.md): beyond them a classifier head or a frame
+// no longer fits a training node, and such values come from damaged files, not data.
+#define DATASET_MAX_DIM 65536                   // feature_dim of either stream
+#define DATASET_MAX_SPEAKERS ((int64_t)1 << 24)  // num_speakers
+#define DATASET_MAX_UTTS (((int64_t)1 << 31) - 2)
 
 // A run of frames of one utterance: frames [start, start+count) of utterance `utt`.
 typedef struct {

@@ -3,3 +3,5 @@ spk_unit_test(io test_sampler)
 spk_test_binary(io test_dataset_read)
 spk_mpi_test(test_dataset_read 1 2 4)
 spk_unit_test(io test_fbank ${CMAKE_CURRENT_SOURCE_DIR}/golden/fbank_golden.h5)
+# Checkpoints: format, checksum coverage, layouts, format 1 fixtures, rotation, atomic writes.
+spk_unit_test(io test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/v1)
