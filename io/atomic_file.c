@@ -1,8 +1,11 @@
 #include "io/atomic_file.h"
 
+#include "kernels/base/check.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,4 +93,20 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
         return -1;
     }
     return 0;
+}
+
+void atomic_text_open(atomic_text_t *t) {
+    t->buf = NULL;
+    t->n = 0;
+    t->f = open_memstream(&t->buf, &t->n);
+    if (!t->f) spk_die(SPK_EXIT_FAILURE, "out of memory for an output file");
+}
+
+int atomic_text_commit(atomic_text_t *t, const char *path, char *err, size_t cap) {
+    int rc = -1;
+    if (fclose(t->f) != 0) snprintf(err, cap, "%s: out of memory assembling the file", path);
+    else rc = atomic_write_file(path, t->buf, t->n, ATOMIC_REPLACE, err, cap);
+    free(t->buf);
+    memset(t, 0, sizeof *t);
+    return rc;
 }

@@ -4,6 +4,7 @@
 // a read-only directory) the temp file is removed and nothing at the target changes.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum {
     ATOMIC_REPLACE,     // an existing file at the target is replaced
@@ -15,3 +16,13 @@ typedef enum {
 int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t mode, char *err, size_t cap);
 // The temp name atomic_write_file uses for path ("d/x.h5" -> "d/.x.h5.tmp").
 void atomic_temp_path(const char *path, char *out, size_t cap);
+
+// A text file assembled in memory, then written with atomic_write_file (replacing).
+typedef struct {
+    FILE *f;  // write the text here
+    char *buf;
+    size_t n;
+} atomic_text_t;
+void atomic_text_open(atomic_text_t *t);
+// 0, or -1 with a sentence in err; either way t is released.
+int atomic_text_commit(atomic_text_t *t, const char *path, char *err, size_t cap);

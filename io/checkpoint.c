@@ -310,7 +310,7 @@ static int open_ckpt(const char *path, ckpt_meta_t *meta, opened_t *o, char *err
 }
 
 // The floats into t (whose layout matches the file's), and format 1's checksum.
-static int read_tensors(const opened_t *o, const char *path, const ckpt_tensors_t *t, char *err, size_t errcap) {
+static int read_stored(const opened_t *o, const char *path, const ckpt_tensors_t *t, char *err, size_t errcap) {
     if (t->opt_slots > 0 && o->slots != t->opt_slots)
         FAIL(SPK_EXIT_CKPT, "%s: the checkpoint has %d optimizer slots ('%s'), this run's optimizer needs %d", path, o->slots,
              o->meta->optimizer, t->opt_slots);
@@ -335,6 +335,29 @@ static int read_tensors(const opened_t *o, const char *path, const ckpt_tensors_
     return 0;
 }
 
+// NaN or Inf in a stored buffer: a checkpoint of a run that had diverged, which the trainer
+// never writes; loading it would only feed NaN to the model. Names the tensor.
+static int find_nonfinite(const char *path, const char *what, const param_table_t *p, const float *x, int64_t n, char *err,
+                          size_t errcap) {
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(x[i])) continue;
+        const int64_t j = i % (p->total ? p->total : 1);
+        int k = 0;
+        while (k + 1 < p->count && p->t[k + 1].offset <= j) k++;
+        FAIL(SPK_EXIT_CKPT, "%s: dataset '%s' holds NaN or Inf (tensor '%s', value %lld)", path, what, p->count ? p->t[k].name : "?",
+             (long long)(j - (p->count ? p->t[k].offset : 0)));
+    }
+    return 0;
+}
+
+// read_stored, and every value finite.
+static int read_tensors(const opened_t *o, const char *path, const ckpt_tensors_t *t, char *err, size_t errcap) {
+    int rc = read_stored(o, path, t, err, errcap);
+    if (rc == 0) rc = find_nonfinite(path, "params", t->params, t->param_data, t->params->total, err, errcap);
+    if (rc == 0) rc = find_nonfinite(path, "state", t->state, t->state_data, t->state->total, err, errcap);
+    if (rc == 0) rc = find_nonfinite(path, "optimizer_slots", t->params, t->opt_data, (int64_t)t->opt_slots * t->params->total, err, errcap);
+    return rc;
+}
 static int table_mismatch(const char *path, const char *what, const param_table_t *have, const param_table_t *want,
                           char *err, size_t errcap) {
     for (int i = 0; i < want->count && i < have->count; i++) {

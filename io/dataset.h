@@ -49,9 +49,34 @@ typedef struct {
     int64_t order_cap;
 } dataset_t;
 
-// Collective. Validates the contract (format, version, shapes, offsets, labels) and stops
-// every rank with a one-line error naming the file and field when it does not hold.
+// Collective. Validates the contract (dataset_check on rank 0) and stops every rank with a
+// one-line error naming the file and field when it does not hold.
 void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm);
+
+// What dataset_check finds: the shapes, and the small arrays it read and checked.
+typedef struct {
+    int variable;  // [rows, F] with offsets, else [N, T, F]
+    int64_t dim, rows, fixed_frames;
+} dataset_shape_t;
+
+typedef struct {
+    int64_t num_utts, num_speakers, visual_ratio;
+    int has_visual;
+    dataset_shape_t audio, visual;
+    int32_t *labels;     // (num_utts,)
+    int64_t *offsets;    // (num_utts + 1,)
+    int64_t *voffsets;   // (num_utts + 1,) with the visual stream
+} dataset_header_t;
+
+// The serial half of dataset_open (and what the fuzzer drives): checks the whole contract of
+// docs/dataset-format.md on an open file -- attributes, shapes, types, stored sizes, offsets,
+// labels, utterance ids -- and reads the small arrays. Returns 0 (free h with
+// dataset_header_free), or SPK_EXIT_DATA with one sentence naming the file and field in err.
+int dataset_check(hid_t f, const char *path, dataset_header_t *h, char *err, size_t cap);
+void dataset_header_free(dataset_header_t *h);
+// A hash of what decides a training trajectory besides the frames themselves: sizes,
+// offsets and labels (checkpoints record it so a resume can tell the data changed).
+uint64_t dataset_fingerprint(const dataset_t *ds);
 static inline int64_t stream_frames(const stream_t *s, int64_t utt) { return s->offsets[utt + 1] - s->offsets[utt]; }
 static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) { return stream_frames(&ds->audio, utt); }
 // Collective: every rank calls it the same number of times, with n >= 0 segments. Writes

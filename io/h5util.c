@@ -171,6 +171,33 @@ void h5_read_array(hid_t loc, const char *name, hid_t type, void *out, const cha
     H5Dclose(d);
 }
 
+// Unwritten space reads back as the fill value: for features, labels or parameters that is
+// never data, and declared but unstored sizes are how a small file claims to hold terabytes.
+// (H5Dget_space_status alone will not do: HDF5 1.10 calls a chunked dataset whose edge
+// chunks overhang its extent partly allocated.)
+static int all_stored(hid_t d, const h5_info_t *info) {
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0) return 0;
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    int stored = 0;
+    if (layout == H5D_COMPACT) {
+        stored = 1;
+    } else if (layout == H5D_CONTIGUOUS) {
+        H5D_space_status_t st;
+        stored = H5Dget_space_status(d, &st) >= 0 && st == H5D_SPACE_STATUS_ALLOCATED;
+    } else if (layout == H5D_CHUNKED) {
+        hsize_t chunk[H5U_MAX_RANK], want = 1, have = 0;
+        if (H5Pget_chunk(dcpl, H5U_MAX_RANK, chunk) == info->rank) {
+            for (int i = 0; i < info->rank; i++) want *= chunk[i] ? (info->dims[i] + chunk[i] - 1) / chunk[i] : 0;
+            hid_t sp = H5Dget_space(d);  // (1.10 does not take H5S_ALL here)
+            stored = want > 0 && sp >= 0 && H5Dget_num_chunks(d, sp, &have) >= 0 && have == want;
+            if (sp >= 0) H5Sclose(sp);
+        }
+    }
+    H5Pclose(dcpl);
+    return stored;
+}
+
 int h5_dataset_info(hid_t loc, const char *name, h5_info_t *info) {
     memset(info, 0, sizeof *info);
     if (!h5_exists(loc, name)) return H5U_MISSING;
@@ -192,11 +219,7 @@ int h5_dataset_info(hid_t loc, const char *name, h5_info_t *info) {
         info->type_size = H5Tget_size(ft);
         hssize_t np = H5Sget_simple_extent_npoints(sp);
         info->npoints = np > 0 ? (hsize_t)np : 0;
-        H5D_space_status_t st = H5D_SPACE_STATUS_ERROR;
-        // Unwritten space reads back as the fill value: for features, labels or parameters
-        // that is never data, and declared but unstored sizes are how a small file claims to
-        // hold terabytes.
-        info->stored = info->npoints == 0 || (H5Dget_space_status(d, &st) >= 0 && st == H5D_SPACE_STATUS_ALLOCATED);
+        info->stored = info->npoints == 0 || all_stored(d, info);
     }
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);

@@ -11,6 +11,7 @@
 #include "tests/test_util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,11 @@ static void test_bad_layouts(void) {
     copy_file(path, bad);
     edit(bad, "params", H5T_NATIVE_FLOAT, 1, (hsize_t[]){13}, more);
     expect_refused(bad, "dataset 'params' is missing or is not the 12 stored floats", "params longer than the layout");
+
+    float nan_at_3[12] = {0, 0, 0, NAN};
+    copy_file(path, bad);
+    edit(bad, "params", H5T_NATIVE_FLOAT, 1, (hsize_t[]){12}, nan_at_3);
+    expect_refused(bad, "dataset 'params' holds NaN or Inf (tensor 'fc.weight', value 3)", "a NaN parameter");
 
     copy_file(path, bad);
     hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);

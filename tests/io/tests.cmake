@@ -5,3 +5,7 @@ spk_mpi_test(test_dataset_read 1 2 4)
 spk_unit_test(io test_fbank ${CMAKE_CURRENT_SOURCE_DIR}/golden/fbank_golden.h5)
 # Checkpoints: format, checksum coverage, layouts, format 1 fixtures, rotation, atomic writes.
 spk_unit_test(io test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/v1)
+# Trial lists and utterance ids: accepted forms and each kind of bad list.
+spk_unit_test(io test_trials)
+# Files written by h5py (variable-length UTF-8 strings, int64 labels) read like our own.
+spk_unit_test(io test_h5py_strings)
