@@ -272,14 +272,8 @@ static void close_ckpt(opened_t *o) {
     o->f = -1;
 }
 
-static int open_ckpt(const char *path, ckpt_meta_t *meta, opened_t *o, char *err, size_t errcap) {
-    memset(o, 0, sizeof *o);
-    o->f = -1;
-    o->meta = meta;
-    h5_quiet();
-    if (access(path, R_OK) != 0) FAIL(SPK_EXIT_CKPT, "%s: cannot read the checkpoint (%s)", path, strerror(errno));
-    o->f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
-    if (o->f < 0) FAIL(SPK_EXIT_CKPT, "%s: not an HDF5 file (or a truncated one)", path);
+// Everything but the floats of the open file o->f.
+static int check_ckpt(opened_t *o, const char *path, char *err, size_t errcap) {
     int rc = read_format(o->f, path, o->meta, err, errcap);
     if (rc == 0 && o->meta->version >= 2) {  // checksum first: what follows parses verified bytes
         int64_t stored;
@@ -307,6 +301,17 @@ static int open_ckpt(const char *path, ckpt_meta_t *meta, opened_t *o, char *err
              CKPT_MAX_SLOTS, (long long)o->params.total);
     o->slots = (int)oi.dims[0];
     return 0;
+}
+
+static int open_ckpt(const char *path, ckpt_meta_t *meta, opened_t *o, char *err, size_t errcap) {
+    memset(o, 0, sizeof *o);
+    o->f = -1;
+    o->meta = meta;
+    h5_quiet();
+    if (access(path, R_OK) != 0) FAIL(SPK_EXIT_CKPT, "%s: cannot read the checkpoint (%s)", path, strerror(errno));
+    o->f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    if (o->f < 0) FAIL(SPK_EXIT_CKPT, "%s: not an HDF5 file (or a truncated one)", path);
+    return check_ckpt(o, path, err, errcap);
 }
 
 // The floats into t (whose layout matches the file's), and format 1's checksum.
@@ -405,21 +410,34 @@ int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_
     return rc;
 }
 
+// The floats of a checked checkpoint into buffers of its own layout.
+static int read_own_layout(opened_t *o, const char *path, char *err, size_t errcap) {
+    float *pd = mallocCheck(((size_t)o->params.total + 1) * sizeof(float));
+    float *sd = mallocCheck(((size_t)o->state.total + 1) * sizeof(float));
+    float *od = mallocCheck(((size_t)o->slots * (size_t)o->params.total + 1) * sizeof(float));
+    ckpt_tensors_t t = {&o->params, pd, &o->state, sd, o->slots, od};
+    int rc = read_tensors(o, path, &t, err, errcap);
+    free(pd);
+    free(sd);
+    free(od);
+    return rc;
+}
+
 int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap) {
     ckpt_meta_t *m = meta ? meta : mallocCheck(sizeof *m);
     opened_t o;
     int rc = open_ckpt(path, m, &o, err, errcap);
-    if (rc == 0) {
-        float *pd = mallocCheck(((size_t)o.params.total + 1) * sizeof(float));
-        float *sd = mallocCheck(((size_t)o.state.total + 1) * sizeof(float));
-        float *od = mallocCheck(((size_t)o.slots * (size_t)o.params.total + 1) * sizeof(float));
-        ckpt_tensors_t t = {&o.params, pd, &o.state, sd, o.slots, od};
-        rc = read_tensors(&o, path, &t, err, errcap);
-        free(pd);
-        free(sd);
-        free(od);
-    }
+    if (rc == 0) rc = read_own_layout(&o, path, err, errcap);
     close_ckpt(&o);
     if (m != meta) free(m);
+    return rc;
+}
+
+int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap) {
+    opened_t o = {.f = f, .meta = meta};
+    int rc = check_ckpt(&o, path, err, errcap);
+    if (rc == 0) rc = read_own_layout(&o, path, err, errcap);
+    param_table_free(&o.params);
+    param_table_free(&o.state);
     return rc;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include "io/params.h"
 
+#include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,6 +77,8 @@ int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_
 // Loads path into buffers of its own layout: 0 when it is a complete checkpoint with a valid
 // checksum, else an spk_exit code and the reason in err. meta may be NULL.
 int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
+// ckpt_verify of a file already open (an HDF5 file id; what the fuzzer drives). f stays open.
+int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
 // A fresh run identifier (never 0).
 uint64_t ckpt_new_run_id(void);
 // Newest checkpoint in dir that verifies: 1 and its path. 0: dir holds no checkpoint. -1: it
