@@ -379,6 +379,19 @@ static int table_mismatch(const char *path, const char *what, const param_table_
     return 0;
 }
 
+// What this process last loaded for training, for ckpt_save (ckpt_last_loaded).
+static struct {
+    int loaded;
+    uint64_t run_id;
+    int64_t step;
+} last_loaded;
+
+int ckpt_last_loaded(uint64_t *run_id, int64_t *step) {
+    *run_id = last_loaded.run_id;
+    *step = last_loaded.step;
+    return last_loaded.loaded;
+}
+
 int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, const ckpt_tensors_t *t, char *err,
               size_t errcap) {
     opened_t o;
@@ -392,6 +405,11 @@ int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, con
     if (rc == 0) rc = table_mismatch(path, "state", &o.state, t->state, err, errcap);
     if (rc == 0) rc = read_tensors(&o, path, t, err, errcap);
     close_ckpt(&o);
+    if (rc == 0) {
+        last_loaded.loaded = 1;
+        last_loaded.run_id = meta->run_id;
+        last_loaded.step = meta->global_step;
+    }
     return rc;
 }
 

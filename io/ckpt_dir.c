@@ -137,11 +137,27 @@ void ckpt_keeper_free(ckpt_keeper_t *k) {
     memset(k, 0, sizeof *k);
 }
 
-// Until the trainer keeps its own keeper (adopting its past on resume), ckpt_save rotates
-// what this process wrote.
+// One run per process: its id, and its keeper, which adopts the resumed run's past at the
+// first save.
+static struct {
+    uint64_t run_id;
+    ckpt_keeper_t keeper;
+} run;
+
 void ckpt_save(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, int keep, char *path_out, size_t cap) {
-    static ckpt_keeper_t written;
-    ckpt_write(dir, meta, t, path_out, cap);
-    written.keep = keep;
-    ckpt_keeper_add(&written, path_out);
+    if (!run.run_id) {
+        uint64_t resumed_id = 0;
+        int64_t resumed_step = 0;
+        int resumed = ckpt_last_loaded(&resumed_id, &resumed_step);
+        run.run_id = meta->run_id ? meta->run_id : resumed && resumed_id ? resumed_id : ckpt_new_run_id();
+        ckpt_keeper_init(&run.keeper, keep);
+        if (resumed) ckpt_keeper_adopt(&run.keeper, dir, run.run_id, resumed_step);
+    }
+    ckpt_meta_t *m = mallocCheck(sizeof *m);
+    *m = *meta;
+    m->run_id = run.run_id;
+    ckpt_write(dir, m, t, path_out, cap);
+    free(m);
+    run.keeper.keep = keep;
+    ckpt_keeper_add(&run.keeper, path_out);
 }

@@ -7,7 +7,7 @@
 # usage: run_battery.sh SPKDDP MPIEXEC WORKDIR MAKE_BAD_INPUTS NP CASES GOLDEN_DIR FIXTURES_DIR
 set -u
 SPKDDP=$1 MPIEXEC=$2 WORK=$3 MAKER=$4 NP=$5 CASES=$6 GOLDEN=$7 FIXTURES=$8
-JOBS=${SPKDDP_BATTERY_JOBS:-4}   # cases at a time: mostly process start-up, little CPU
+JOBS=${SPKDDP_BATTERY_JOBS:-6}   # cases at a time: mostly process start-up, little CPU
 LIMIT=${SPKDDP_BATTERY_TIMEOUT:-120}
 rm -rf "$WORK" && mkdir -p "$WORK/in" "$WORK/out" "$WORK/res" && cd "$WORK" || exit 1
 D=$WORK/in

@@ -11,3 +11,8 @@ spk_unit_test(io test_trials)
 spk_unit_test(io test_h5py_strings)
 # Kaldi lists (wav.scp, utt2spk, spk2id) and their join into labels.
 spk_unit_test(io test_kaldi_lists)
+# Checkpoint directories end to end: rotation across a requeue, foreign and corrupt files,
+# resuming an older checkpoint, a full disk, format 1 checkpoints resumed.
+add_test(NAME ckpt_dir COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ckpt_dir.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC}
+  ${CMAKE_CURRENT_BINARY_DIR}/work/ckpt_dir ${CMAKE_CURRENT_LIST_DIR}/../fixtures/v1)
+set_tests_properties(ckpt_dir PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
