@@ -57,14 +57,21 @@ else
 fi
 
 # Format 1 checkpoints (3490411): they load and resume to where the uninterrupted run ended.
+# That run was computed by a gcc build on another machine: bitwise equal there, here within
+# the rounding of other kernels and compilers (a clang sanitizer build: linear 5e-8, ECAPA+Adam
+# 6.5e-4 after 4 steps; a lost optimizer state or position is far outside).
 E="--model ecapa --channels 8 --emb-dim 8 --attention-channels 8 --se-channels 4 --frames 20 --global-batch 8 --optimizer adam --lr 1e-3 --epochs 2 --seed 7"
 L="--model linear --global-batch 8 --optimizer sgd --momentum 0.9 --lr 0.05 --epochs 2 --seed 7"
 for m in ecapa_adam linear_sgd; do
-    args=$E && [ $m = linear_sgd ] && args=$L
+    args=$E rtol=1e-2
+    [ $m = linear_sgd ] && args=$L rtol=1e-5
     mkdir -p v1_$m && cp "$FIX/${m}_step2.h5" v1_$m/ckpt-000000000002.h5
     run_quiet run 2 $SPKDDP train --data "$FIX/speakers.h5" $args --ckpt-dir v1_$m --resume auto || fail "resume the format 1 $m checkpoint"
-    # rtol: the run that never stopped was computed by 3490411's kernels.
-    $SPKDDP diff v1_$m/ckpt-000000000006.h5 "$FIX/${m}_step6.h5" --rtol 1e-6 >diff_$m || { cat diff_$m; fail "format 1 $m resume"; }
-    echo "ok  format 1 $m checkpoint resumed: $(grep params diff_$m)"
+    if $SPKDDP diff v1_$m/ckpt-000000000006.h5 "$FIX/${m}_step6.h5" --rtol $rtol >diff_$m; then
+        echo "ok  format 1 $m checkpoint resumed to the uninterrupted end: $(grep params diff_$m)"
+    else
+        cat diff_$m
+        fail "format 1 $m resume"
+    fi
 done
 finish
