@@ -6,7 +6,6 @@
 #include "io/checkpoint.h"
 #include "io/ckpt_checksum.h"
 #include "io/dataset.h"
-#include "io/h5util.h"
 #include "tests/fuzz/fuzz_build.h"
 
 #include <math.h>
@@ -120,11 +119,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_REQUIRE(strncmp(err, "fuzz.h5: ", 9) == 0 && strlen(err) > 10);
     }
     H5Fclose(f);
-    return 0;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    h5_quiet();
     return 0;
 }
