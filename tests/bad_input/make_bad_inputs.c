@@ -551,7 +551,7 @@ static void write_other_files(void) {
         {"ls_wav_empty.scp", ""},
         {"ls_wav_one_word.scp", "a\n"},
         {"ls_wav_dup.scp", "a WAV\na WAV\n"},
-        {"ls_wav_pipe.scp", "a sox WAV -t wav - |\n"},
+        {"ls_wav_pipe.scp", "a false |\n"},
         {"ls_wav_blank_line.scp", "a WAV\n\nb WAV\n"},
         {"ls_wav_missing_audio.scp", "a /nonexistent/a.wav\n"},
         {"ls_wav_not_audio.scp", "a TEXT\n"},

@@ -1,10 +1,14 @@
 # libFuzzer targets (-DSPKDDP_FUZZ=ON, clang): the dataset and checkpoint readers on files
-# built from the input, utterance ids and trial lists, Kaldi lists. Each runs as a ctest
+# built from the input, utterance ids and trial lists, Kaldi data lists. Each runs as a ctest
 # (label fuzz) for SPKDDP_FUZZ_SECONDS from the committed seeds in corpus/<target>; any crash,
 # sanitizer report or broken reader promise fails it and leaves the input in the work folder.
 if(SPKDDP_FUZZ)
   set(SPKDDP_FUZZ_SECONDS 60 CACHE STRING "seconds each fuzz target runs under ctest")
-  foreach(target fuzz_dataset fuzz_checkpoint fuzz_trials fuzz_kaldi_lists)
+  set(spk_fuzz_targets fuzz_dataset fuzz_checkpoint fuzz_trials)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/io/kaldi_data.h)  # the Kaldi list reader of the streaming prepare
+    list(APPEND spk_fuzz_targets fuzz_kaldi_data)
+  endif()
+  foreach(target ${spk_fuzz_targets})
     add_executable(${target} ${CMAKE_CURRENT_LIST_DIR}/${target}.c)
     target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
     target_link_options(${target} PRIVATE -fsanitize=fuzzer)

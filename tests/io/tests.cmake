@@ -9,8 +9,6 @@ spk_unit_test(io test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/v1)
 spk_unit_test(io test_trials)
 # Files written by h5py (variable-length UTF-8 strings, int64 labels) read like our own.
 spk_unit_test(io test_h5py_strings)
-# Kaldi lists (wav.scp, utt2spk, spk2id) and their join into labels.
-spk_unit_test(io test_kaldi_lists)
 # Checkpoint directories end to end: rotation across a requeue, foreign and corrupt files,
 # resuming an older checkpoint, a full disk, format 1 checkpoints resumed.
 add_test(NAME ckpt_dir COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ckpt_dir.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC}
