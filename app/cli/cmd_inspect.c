@@ -58,7 +58,7 @@ static void inspect_checkpoint(const char *path, int list) {
     char err[1024];
     int rc = ckpt_peek(path, m, &p, &s, &slots, err, sizeof err);
     if (rc) spk_fail_all(rc, "%s", err);
-    printf("%s: spkddp checkpoint v%d\n", path, CKPT_VERSION);
+    printf("%s: spkddp checkpoint v%lld\n", path, (long long)m->version);
     printf("  model         %s, %lld parameters in %d tensors, %lld state values\n", m->model, (long long)p.total,
            p.count, (long long)s.total);
     printf("  optimizer     %s (%d slots, step %lld)\n", m->optimizer, slots, (long long)m->opt_step);
