@@ -6,3 +6,8 @@ spk_unit_test(io test_fbank ${CMAKE_CURRENT_SOURCE_DIR}/golden/fbank_golden.h5)
 # Random-crop reads against the chunk layout (a benchmark, not a test: docs/dataset-format.md).
 add_executable(bench_chunks ${CMAKE_CURRENT_SOURCE_DIR}/../tools/bench_chunks.c)
 target_link_libraries(bench_chunks PRIVATE spk_io)
+# Augmentation: the signal processing and the flags (test_augment), and the loader's
+# augmented samples on 1 and 2 ranks against a lone reader (test_augment_loader).
+spk_unit_test(io test_augment)
+spk_test_binary(io test_augment_loader)
+spk_mpi_test(test_augment_loader 1 2)
