@@ -6,9 +6,11 @@
 //       harmonic tones changing every few hundred ms ("music"), 3-6 s each;
 //       DIR/rir.scp, DIR/rir.utt2cat: synthetic room impulse responses (exponentially
 //       decaying noise after a direct path and early reflections), "small" rooms (RT60
-//       0.15-0.35 s) and "large" ones (0.5-0.9 s).
-//   make_aug_data corrupt IN.scp DIR SEED SNR_LO SNR_HI
-//       every file of IN.scp reverberated by a room of its own and mixed with noise of its own
+//       0.15-0.35 s, direct-to-reverberant ratio 2-10 dB) and "large" ones (0.5-0.9 s,
+//       -3-5 dB).
+//   make_aug_data corrupt IN.scp DIR SEED SNR_LO SNR_HI DRR_LO DRR_HI
+//       every file of IN.scp reverberated by a room of its own (RT60 0.3-0.9 s, direct-to-
+//       reverberant ratio uniform in [DRR_LO, DRR_HI] dB) and mixed with noise of its own
 //       (pink, brown or tones, SNR uniform in [SNR_LO, SNR_HI] dB): DIR/wav.scp.
 //
 // Babble comes from speech of other speakers (tests/e2e/make_speech_corpus.sh).
@@ -87,15 +89,24 @@ static void noise_of_kind(rng_t *g, int kind, float *x, int64_t n) {
 }
 
 // A room: silence before the direct path, the direct path, 4-8 early reflections in the next
-// 20 ms, and a noise tail decaying by 60 dB over rt60 seconds.
-static int64_t room(rng_t *g, double rt60, float *h, int64_t cap) {
+// 20 ms, and a noise tail decaying by 60 dB over rt60 seconds, scaled to a direct-to-
+// reverberant energy ratio of drr_db.
+static int64_t room(rng_t *g, double rt60, double drr_db, float *h, int64_t cap) {
     int64_t n = (int64_t)(rt60 * RATE), d0 = (int64_t)rng_below(g, 80);
     if (n > cap) n = cap;
     memset(h, 0, (size_t)n * sizeof(float));
     h[d0] = 1.0f;
     int refl = 4 + (int)rng_below(g, 5);
-    for (int k = 0; k < refl; k++) h[d0 + 16 + rng_below(g, 320)] += (float)((rng_uniform(g) < 0.5 ? -1 : 1) * (0.2 + 0.5 * rng_uniform(g)));
-    for (int64_t j = d0 + 80; j < n; j++) h[j] += (float)(0.3 * rng_normal(g) * exp(-6.9 * (double)(j - d0) / (rt60 * RATE)));
+    for (int k = 0; k < refl; k++) h[d0 + 16 + rng_below(g, 320)] += (float)((rng_uniform(g) < 0.5 ? -1 : 1) * (0.1 + 0.4 * rng_uniform(g)));
+    double tail = 0;
+    float *t = calloc((size_t)n, sizeof(float));
+    for (int64_t j = d0 + 80; j < n; j++) {
+        t[j] = (float)(rng_normal(g) * exp(-6.9 * (double)(j - d0) / (rt60 * RATE)));
+        tail += (double)t[j] * t[j];
+    }
+    const double g_tail = sqrt(pow(10.0, -drr_db / 10.0) / tail);
+    for (int64_t j = 0; j < n; j++) h[j] += (float)(g_tail * t[j]);
+    free(t);
     return n;
 }
 
@@ -132,7 +143,8 @@ static void make_banks(const char *dir, uint64_t seed) {
     for (int k = 0; k < 12; k++) {
         rng_t g = rng_init(seed, 200, (uint64_t)k, 0);
         const int large = k % 2;
-        int64_t n = room(&g, large ? 0.5 + 0.4 * rng_uniform(&g) : 0.15 + 0.2 * rng_uniform(&g), x, 6 * RATE);
+        const double rt60 = large ? 0.5 + 0.4 * rng_uniform(&g) : 0.15 + 0.2 * rng_uniform(&g);
+        int64_t n = room(&g, rt60, large ? -3 + 8 * rng_uniform(&g) : 2 + 8 * rng_uniform(&g), x, 6 * RATE);
         snprintf(path, sizeof path, "%s/wav/room%02d.wav", dir, k);
         write_wav(path, x, n, 0.9);
         fprintf(scp, "room%02d %s\n", k, path);
@@ -143,7 +155,7 @@ static void make_banks(const char *dir, uint64_t seed) {
     free(x);
 }
 
-static void corrupt(const char *in_scp, const char *dir, uint64_t seed, double snr_lo, double snr_hi) {
+static void corrupt(const char *in_scp, const char *dir, uint64_t seed, const double snr[2], const double drr[2]) {
     char path[4096], id[512], src[4096], err[1024];
     snprintf(path, sizeof path, "%s/wav", dir);
     mkdir(dir, 0755);
@@ -158,11 +170,12 @@ static void corrupt(const char *in_scp, const char *dir, uint64_t seed, double s
         audio_t a;
         if (audio_read(src, RATE, 0, &a, err, sizeof err) != 0) die(err);
         rng_t g = rng_init(seed, 300, k, 0);
-        int64_t m = room(&g, 0.3 + 0.6 * rng_uniform(&g), h, RATE);
+        const double rt60 = 0.3 + 0.6 * rng_uniform(&g);
+        int64_t m = room(&g, rt60, drr[0] + (drr[1] - drr[0]) * rng_uniform(&g), h, RATE);
         augment_reverb(fft, a.samples, a.n, h, m, a.samples);
         float *noise = malloc((size_t)a.n * sizeof(float));
         noise_of_kind(&g, (int)rng_below(&g, 3), noise, a.n);
-        augment_add_noise(a.samples, noise, a.n, snr_lo + (snr_hi - snr_lo) * rng_uniform(&g));
+        augment_add_noise(a.samples, noise, a.n, snr[0] + (snr[1] - snr[0]) * rng_uniform(&g));
         snprintf(path, sizeof path, "%s/wav/%s.wav", dir, id);
         write_wav(path, a.samples, a.n, 0.3);
         fprintf(out, "%s %s\n", id, path);
@@ -177,10 +190,11 @@ static void corrupt(const char *in_scp, const char *dir, uint64_t seed, double s
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "banks") == 0) make_banks(argv[2], strtoull(argv[3], NULL, 10));
-    else if (argc == 7 && strcmp(argv[1], "corrupt") == 0)
-        corrupt(argv[2], argv[3], strtoull(argv[4], NULL, 10), atof(argv[5]), atof(argv[6]));
+    else if (argc == 9 && strcmp(argv[1], "corrupt") == 0)
+        corrupt(argv[2], argv[3], strtoull(argv[4], NULL, 10), (double[2]){atof(argv[5]), atof(argv[6])},
+                (double[2]){atof(argv[7]), atof(argv[8])});
     else {
-        fprintf(stderr, "usage: make_aug_data banks DIR SEED | corrupt IN.scp DIR SEED SNR_LO SNR_HI\n");
+        fprintf(stderr, "usage: make_aug_data banks DIR SEED | corrupt IN.scp DIR SEED SNR_LO SNR_HI DRR_LO DRR_HI\n");
         return 2;
     }
     return 0;
