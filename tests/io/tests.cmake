@@ -11,3 +11,6 @@ target_link_libraries(bench_chunks PRIVATE spk_io)
 spk_unit_test(io test_augment)
 spk_test_binary(io test_augment_loader)
 spk_mpi_test(test_augment_loader 1 2)
+# Augmented samples per second on one core (a benchmark: tools/bench_augment.sh).
+add_executable(bench_augment ${CMAKE_CURRENT_SOURCE_DIR}/../tools/bench_augment.c)
+target_link_libraries(bench_augment PRIVATE spk_io)
