@@ -4,12 +4,7 @@
 # an audio dataset without and with every kind of augmentation (samples/s, data wait as a
 # fraction of the step).
 #   bash tools/bench_augment.sh [BUILD=build] [WORK=/tmp/spkddp_bench_augment]
-set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
-WORK=${2:-/tmp/spkddp_bench_augment}
-HERE=$(cd "$(dirname "$0")" && pwd)
-S=$BUILD/app/spkddp
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+. "$(dirname "$0")/bench_setup.sh" "${1:-build}" "${2:-/tmp/spkddp_bench_augment}"
 bash "$HERE/../tests/e2e/make_speech_corpus.sh" corpus 16 8 1 >/dev/null
 bash "$HERE/../tests/e2e/make_speech_corpus.sh" babble 8 2 9 >/dev/null
 # Crops of 2 s need longer utterances than the corpus's 1-2 s: each is joined with the next
@@ -45,9 +40,5 @@ for run in plain augmented; do
     [ $run = augmented ] && extra=$aug
     OMP_WAIT_POLICY=passive mpiexec -n 2 "$S" train --model ecapa --data audio.h5 --global-batch 32 --frames 200 --epochs 2 \
         --optimizer adam --lr 1e-3 --metrics m_$run.jsonl --progress 0 $extra >log_$run
-    tail -1 m_$run.jsonl | awk -v d=$run '{
-        match($0, /"samples_per_s": [0-9.e+-]*/); sps = substr($0, RSTART + 17, RLENGTH - 17)
-        match($0, /"epoch_seconds": [0-9.e+-]*/); es = substr($0, RSTART + 17, RLENGTH - 17)
-        match($0, /"data_wait_s": [0-9.e+-]*/); dw = substr($0, RSTART + 15, RLENGTH - 15)
-        printf "%-9s epoch 2: %.2f samples/s, epoch %.1f s, data wait %.3f s = %.2f%% of the steps\n", d, sps, es, dw, 100 * dw / es }'
+    tail -1 m_$run.jsonl | awk -v d=$run -f "$HERE/last_epoch.awk"
 done
