@@ -29,8 +29,8 @@ struct augment {
     augment_config_t cfg;
     augment_spec_t spec;
     uint64_t seed;
-    int waveform;         // the training set holds audio (speed, reverb and noise possible)
-    int rate;             // its sample rate
+    int waveform;  // the training set holds audio (speed, reverb and noise possible)
+    int rate;      // its sample rate
     int64_t num_speakers;
     int64_t frame_length, frame_shift;
     int in_rate[AUGMENT_MAX_SPEEDS];  // speed factor k: samples read as sampled at this rate
@@ -43,11 +43,11 @@ struct augment {
 // One sample's draws, and where its bank reads land.
 typedef struct {
     int64_t epoch, u;
-    int on;                  // augmented at all
-    int speed;               // factor index
-    int64_t len, skip;       // samples augment_wave gives; resampled samples dropped before them
-    int64_t rir_at, rir_len; // in rir_raw (rir_len 0: no reverberation)
-    int sources;             // noise entries summed (0: no noise; > 1: babble)
+    int on;                   // augmented at all
+    int speed;                // factor index
+    int64_t len, skip;        // samples augment_wave gives; resampled samples dropped before them
+    int64_t rir_at, rir_len;  // in rir_raw (rir_len 0: no reverberation)
+    int sources;              // noise entries summed (0: no noise; > 1: babble)
     double snr_db;
     int64_t src_at[AUGMENT_MAX_SOURCES], src_len[AUGMENT_MAX_SOURCES];  // in noise_raw
 } draw_t;
@@ -85,8 +85,10 @@ static void bank_open(bank_t *b, const char *path, const char *kind, const char 
     b->open = 1;
     char have[32] = "";
     if (h5_attr_read_str(b->ds.file, "bank", have, sizeof have) != 0 || strcmp(have, kind) != 0)
-        spk_fail_all(SPK_EXIT_USAGE, "train: %s %s: not a %s bank (root attribute 'bank' is '%s'; make one with spkddp prepare --kind %s)",
-                     flag, path, kind, have, kind);
+        spk_fail_all(
+            SPK_EXIT_USAGE,
+            "train: %s %s: not a %s bank (root attribute 'bank' is '%s'; make one with spkddp prepare --kind %s)", flag,
+            path, kind, have, kind);
     if (b->ds.sample_rate != speech->sample_rate)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s %s holds %lld Hz audio, the training set %s %lld Hz", flag, path,
                      (long long)b->ds.sample_rate, speech->path, (long long)speech->sample_rate);
@@ -126,8 +128,8 @@ static void match_categories(augment_t *a) {
         for (int64_t c = 0; c < b->num_cats; c++)
             if (cat_size(b, c) > 0)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", b->names[c]);
-        spk_fail_all(SPK_EXIT_USAGE, "train: --noise-snr names category '%s', which %s does not have (it has: %s)", name,
-                     a->cfg.noise_bank, list);
+        spk_fail_all(SPK_EXIT_USAGE, "train: --noise-snr names category '%s', which %s does not have (it has: %s)",
+                     name, a->cfg.noise_bank, list);
     }
 }
 
@@ -145,16 +147,21 @@ augment_t *augment_open(const augment_config_t *c, const dataset_t *speech, MPI_
     a->num_speakers = speech->num_speakers;
     a->frame_length = speech->frame_length;
     a->frame_shift = speech->frame_shift;
-    const char *needs = c->noise_bank[0] ? "--noise-bank" : c->rir_bank[0] ? "--rir-bank" : spec.num_speeds ? "--speed-perturb" : NULL;
+    const char *needs = c->noise_bank[0]  ? "--noise-bank"
+                        : c->rir_bank[0]  ? "--rir-bank"
+                        : spec.num_speeds ? "--speed-perturb"
+                                          : NULL;
     if (needs && !a->waveform)
-        spk_fail_all(SPK_EXIT_USAGE, "train: %s works on waveforms, and %s holds features; prepare it with --store audio "
-                     "(SpecAugment's --spec-* masks work on either)", needs, speech->path);
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: %s works on waveforms, and %s holds features; prepare it with --store audio "
+                     "(SpecAugment's --spec-* masks work on either)",
+                     needs, speech->path);
     for (int k = 0; k < spec.num_speeds; k++) {
         a->in_rate[k] = (int)lround(spec.speed[k] * a->rate);
         for (int j = 0; j < k; j++)
             if (a->in_rate[j] == a->in_rate[k])
-                spk_fail_all(SPK_EXIT_USAGE, "train: --speed-perturb factors %g and %g are the same at %d Hz", spec.speed[j],
-                             spec.speed[k], a->rate);
+                spk_fail_all(SPK_EXIT_USAGE, "train: --speed-perturb factors %g and %g are the same at %d Hz",
+                             spec.speed[j], spec.speed[k], a->rate);
     }
     if (c->noise_bank[0]) {
         bank_open(&a->noise, c->noise_bank, "noise", "--noise-bank", speech, comm);

@@ -24,22 +24,22 @@
 
 // The training flags (app/cli/train_options.c binds one row to each field).
 typedef struct {
-    char noise_bank[512];  // --noise-bank: prepare --kind noise
-    char rir_bank[512];    // --rir-bank: prepare --kind rir
-    double prob;           // --aug-prob: a sample is augmented at all (reverb, noise, masks)
-    double reverb_prob;    // --reverb-prob: an augmented sample is reverberated
-    double noise_prob;     // --noise-prob: an augmented sample gets additive noise
-    char noise_snr[256];   // --noise-snr "CAT=LO:HI,...": categories used as noise, SNR in dB
-    char babble[64];       // --babble "CAT=MIN:MAX": entries of CAT summed (0 entries: "")
-    char speed[64];        // --speed-perturb "1.0,0.9,1.1": factors ("" off)
+    char noise_bank[512];            // --noise-bank: prepare --kind noise
+    char rir_bank[512];              // --rir-bank: prepare --kind rir
+    double prob;                     // --aug-prob: a sample is augmented at all (reverb, noise, masks)
+    double reverb_prob;              // --reverb-prob: an augmented sample is reverberated
+    double noise_prob;               // --noise-prob: an augmented sample gets additive noise
+    char noise_snr[256];             // --noise-snr "CAT=LO:HI,...": categories used as noise, SNR in dB
+    char babble[64];                 // --babble "CAT=MIN:MAX": entries of CAT summed (0 entries: "")
+    char speed[64];                  // --speed-perturb "1.0,0.9,1.1": factors ("" off)
     int64_t time_masks, time_width;  // --spec-time-masks N, --spec-time-width W (frames)
     int64_t freq_masks, freq_width;  // --spec-freq-masks N, --spec-freq-width W (mel bins)
 } augment_config_t;
 
-#define AUGMENT_MAX_KINDS 8    // categories in --noise-snr
-#define AUGMENT_MAX_SPEEDS 8   // factors in --speed-perturb
-#define AUGMENT_MAX_SOURCES 16 // entries in one babble
-#define AUGMENT_MAX_MASKS 16   // masks of each direction
+#define AUGMENT_MAX_KINDS   8   // categories in --noise-snr
+#define AUGMENT_MAX_SPEEDS  8   // factors in --speed-perturb
+#define AUGMENT_MAX_SOURCES 16  // entries in one babble
+#define AUGMENT_MAX_MASKS   16  // masks of each direction
 
 // One --noise-snr item: a noise bank category and its SNR range in dB.
 typedef struct {
@@ -51,9 +51,9 @@ typedef struct {
 typedef struct {
     int num_kinds;
     augment_noise_kind_t kind[AUGMENT_MAX_KINDS];
-    int babble;                 // index into kind[] of the babble category, -1: none
-    int babble_lo, babble_hi;   // entries summed
-    int num_speeds;             // 0: no speed perturbation
+    int babble;                // index into kind[] of the babble category, -1: none
+    int babble_lo, babble_hi;  // entries summed
+    int num_speeds;            // 0: no speed perturbation
     double speed[AUGMENT_MAX_SPEEDS];
 } augment_spec_t;
 
@@ -67,8 +67,8 @@ int augment_parse(const augment_config_t *c, augment_spec_t *s, char *err, size_
 // s + k num_speakers.
 int augment_classes_per_speaker(const augment_config_t *c);
 
-typedef struct augment augment_t;              // the parsed flags and the opened banks
-typedef struct augment_batch augment_batch_t;  // a batch's draws and the bank reads they need
+typedef struct augment augment_t;                  // the parsed flags and the opened banks
+typedef struct augment_batch augment_batch_t;      // a batch's draws and the bank reads they need
 typedef struct augment_scratch augment_scratch_t;  // one thread's buffers and FFT plans
 
 // Collective over comm. NULL when the flags ask for nothing. Opens and checks the banks

@@ -83,12 +83,14 @@ static int parse_babble(const char *text, augment_spec_t *s, char *err, size_t c
     double lo, hi;
     if (parse_item(text, name, sizeof name, &lo, &hi) != 0 || lo < 1 || hi > AUGMENT_MAX_SOURCES || lo != floor(lo) ||
         hi != floor(hi))
-        return fail(err, cap, "--babble '%s' is not CATEGORY=MIN:MAX with 1 <= MIN <= MAX <= %d entries, e.g. speech=3:7",
-                    text, AUGMENT_MAX_SOURCES);
+        return fail(err, cap,
+                    "--babble '%s' is not CATEGORY=MIN:MAX with 1 <= MIN <= MAX <= %d entries, e.g. speech=3:7", text,
+                    AUGMENT_MAX_SOURCES);
     for (int j = 0; j < s->num_kinds; j++)
         if (strcmp(s->kind[j].category, name) == 0) s->babble = j;
     if (s->babble < 0)
-        return fail(err, cap, "--babble names category '%s', which --noise-snr does not list (its SNR range comes from there)",
+        return fail(err, cap,
+                    "--babble names category '%s', which --noise-snr does not list (its SNR range comes from there)",
                     name);
     s->babble_lo = (int)lo;
     s->babble_hi = (int)hi;
@@ -115,7 +117,8 @@ static int parse_speed(const char *text, augment_spec_t *s, char *err, size_t ca
 
 int augment_parse(const augment_config_t *c, augment_spec_t *s, char *err, size_t cap) {
     memset(s, 0, sizeof *s);
-    if (parse_noise(c->noise_snr, s, err, cap) || parse_babble(c->babble, s, err, cap) || parse_speed(c->speed, s, err, cap))
+    if (parse_noise(c->noise_snr, s, err, cap) || parse_babble(c->babble, s, err, cap) ||
+        parse_speed(c->speed, s, err, cap))
         return -1;
     if (c->noise_bank[0] && s->num_kinds == 0)
         return fail(err, cap, "--noise-bank needs at least one category in --noise-snr");

@@ -13,7 +13,7 @@
 // One size: forward and inverse plans over their own (SIMD-aligned) buffers.
 typedef struct {
     fftwf_plan fwd, inv;
-    float *real;          // (N,)
+    float *real;           // (N,)
     fftwf_complex *a, *b;  // (N / 2 + 1,)
 } fft_size_t;
 
@@ -46,7 +46,8 @@ static fft_size_t *fft_size(augment_fft_t *f, int k) {
     s->real = fftwf_malloc((size_t)N * sizeof(float));
     s->a = fftwf_malloc((size_t)(N / 2 + 1) * sizeof(fftwf_complex));
     s->b = fftwf_malloc((size_t)(N / 2 + 1) * sizeof(fftwf_complex));
-    if (!s->real || !s->a || !s->b) spk_die(SPK_EXIT_FAILURE, "out of memory for a %lld-point convolution", (long long)N);
+    if (!s->real || !s->a || !s->b)
+        spk_die(SPK_EXIT_FAILURE, "out of memory for a %lld-point convolution", (long long)N);
     fft_plan_lock();
     s->fwd = fftwf_plan_dft_r2c_1d((int)N, s->real, s->a, FFTW_ESTIMATE);
     s->inv = fftwf_plan_dft_c2r_1d((int)N, s->a, s->real, FFTW_ESTIMATE);

@@ -19,8 +19,8 @@ struct loader_slot {
     void *raw;                  // crops as read: frames (float) or samples (int16)
     float *vraw;
     int64_t raw_cap, vraw_cap, x_cap, vx_cap;  // bytes
-    int64_t *wave_len;        // (max_batch,) audio datasets: samples into each crop's fbank
-    augment_batch_t *aug;     // the batch's augmentation draws and bank reads
+    int64_t *wave_len;                         // (max_batch,) audio datasets: samples into each crop's fbank
+    augment_batch_t *aug;                      // the batch's augmentation draws and bank reads
     int next;       // next sample to hand out
     int remaining;  // samples not yet computed
 };
@@ -276,8 +276,8 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
             s->wsegs[i] = dataset_frames_to_samples(ds, seg);
             *raw += s->wsegs[i].count;
             const int64_t need = crop > 0 ? (crop - 1) * ds->frame_shift + ds->frame_length : 0;
-            s->wave_len[i] = l->aug ? augment_plan(l->aug, s->aug, i, s->epoch, u, k, s->wsegs[i].count, need)
-                                    : s->wsegs[i].count;
+            s->wave_len[i] =
+                l->aug ? augment_plan(l->aug, s->aug, i, s->epoch, u, k, s->wsegs[i].count, need) : s->wsegs[i].count;
             have = fbank_frames_of(s->wave_len[i], ds->frame_length, ds->frame_shift);
         } else {
             *raw += seg.count * ds->feature_dim;

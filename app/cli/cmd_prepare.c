@@ -68,8 +68,9 @@ static const opt_t opts[] = {
     {"skip-bad", OPT_FLAG, F(skip_bad), 0, 0, NULL, "leave unreadable entries out (listed in OUT.bad) instead of failing"},
     {"buffer-mb", OPT_INT, F(buffer_mb), 1, 1 << 20, NULL, "rows a rank holds before a collective write, MiB (default 64)"},
     {"progress", OPT_REAL, F(progress), 0, 1e6, NULL, "seconds between progress lines (default 10; 0: none)"},
-    {"kind", OPT_STR, F(kind), 0, 0, "speech|noise|rir", "speech: a training/test set (default); noise, rir: an "
-     "augmentation bank of waveforms (utt2spk gives each entry's category; docs/augmentation.md)"},
+    {"kind", OPT_STR, F(kind), 0, 0, "speech|noise|rir",
+     "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
+     "entry's category; docs/augmentation.md)"},
 };
 static const opt_table_t table = {"prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.",
                                   opts, (int)(sizeof opts / sizeof opts[0])};
@@ -464,9 +465,9 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     if (p->comm->rank == 0) {
         const int K = p->comm->size;
         const int bank = strcmp(p->o.kind, "speech") != 0;
-        printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out, (long long)pl->kept,
-               bank ? "entries" : "utterances", secs, (long long)n_resampled, (long long)p->o.sample_rate, (long long)p->S,
-               bank ? "categories" : "speakers");
+        printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out,
+               (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
+               (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
         if (p->audio)
             printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)", (long long)total,
                    (long long)mn, (long long)mx, (long long)p->o.num_bins);

@@ -68,7 +68,8 @@ static const opt_t rows[] = {
              "reverberation: impulse responses made by spkddp prepare --kind rir (audio datasets only)"),
     OPT_NUMBER(train_config_t, aug.prob, "aug-prob", 0, 1,
                "probability that a sample is augmented at all (reverberation, noise, SpecAugment)"),
-    OPT_NUMBER(train_config_t, aug.reverb_prob, "reverb-prob", 0, 1, "probability that an augmented sample is reverberated"),
+    OPT_NUMBER(train_config_t, aug.reverb_prob, "reverb-prob", 0, 1,
+               "probability that an augmented sample is reverberated"),
     OPT_NUMBER(train_config_t, aug.noise_prob, "noise-prob", 0, 1, "probability that an augmented sample gets noise"),
     OPT_TEXT(train_config_t, aug.noise_snr, "noise-snr", OPT_OPTIONAL,
              "noise categories of --noise-bank drawn uniformly, each with its SNR range in dB: CAT=LO:HI,..."),
@@ -82,7 +83,8 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, aug.time_width, "spec-time-width", 1, 1000, "SpecAugment: widest time mask, frames"),
     OPT_INTEGER(train_config_t, aug.freq_masks, "spec-freq-masks", 0, AUGMENT_MAX_MASKS,
                 "SpecAugment: frequency masks per augmented sample"),
-    OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000, "SpecAugment: widest frequency mask, mel bins"),
+    OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000,
+                "SpecAugment: widest frequency mask, mel bins"),
 };
 
 const opt_table_t train_options =

@@ -137,7 +137,8 @@ static int resume(trainer_t *t) {
             ckpt_tensors_t ts = tensors_of(t);
             r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
             if (r.code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
-                snprintf(r.err, sizeof r.err, "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
+                snprintf(r.err, sizeof r.err,
+                         "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
                          "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
                          r.path, (long long)m->num_classes, (long long)t->model->num_classes,
                          (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 
 #define RATE 16000
-#define PI 3.14159265358979
+#define PI   3.14159265358979
 
 static void die(const char *what) {
     fprintf(stderr, "make_aug_data: %s\n", what);
@@ -83,9 +83,12 @@ static void tones(rng_t *g, float *x, int64_t n) {
 }
 
 static void noise_of_kind(rng_t *g, int kind, float *x, int64_t n) {
-    if (kind == 0) pink(g, x, n);
-    else if (kind == 1) brown(g, x, n);
-    else tones(g, x, n);
+    if (kind == 0)
+        pink(g, x, n);
+    else if (kind == 1)
+        brown(g, x, n);
+    else
+        tones(g, x, n);
 }
 
 // A room: silence before the direct path, the direct path, 4-8 early reflections in the next
@@ -97,7 +100,8 @@ static int64_t room(rng_t *g, double rt60, double drr_db, float *h, int64_t cap)
     memset(h, 0, (size_t)n * sizeof(float));
     h[d0] = 1.0f;
     int refl = 4 + (int)rng_below(g, 5);
-    for (int k = 0; k < refl; k++) h[d0 + 16 + rng_below(g, 320)] += (float)((rng_uniform(g) < 0.5 ? -1 : 1) * (0.1 + 0.4 * rng_uniform(g)));
+    for (int k = 0; k < refl; k++)
+        h[d0 + 16 + rng_below(g, 320)] += (float)((rng_uniform(g) < 0.5 ? -1 : 1) * (0.1 + 0.4 * rng_uniform(g)));
     double tail = 0;
     float *t = calloc((size_t)n, sizeof(float));
     for (int64_t j = d0 + 80; j < n; j++) {
@@ -189,7 +193,8 @@ static void corrupt(const char *in_scp, const char *dir, uint64_t seed, const do
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "banks") == 0) make_banks(argv[2], strtoull(argv[3], NULL, 10));
+    if (argc == 4 && strcmp(argv[1], "banks") == 0)
+        make_banks(argv[2], strtoull(argv[3], NULL, 10));
     else if (argc == 9 && strcmp(argv[1], "corrupt") == 0)
         corrupt(argv[2], argv[3], strtoull(argv[4], NULL, 10), (double[2]){atof(argv[5]), atof(argv[6])},
                 (double[2]){atof(argv[7]), atof(argv[8])});

@@ -104,7 +104,7 @@ static void test_masks(void) {
     float x[20 * 6];
     for (int j = 0; j < 120; j++) x[j] = 1;
     augment_mask_time(x, 20, 6, 3, 4);
-    augment_mask_freq(x, 20, 6, 4, 5);  // clipped to bins 4, 5
+    augment_mask_freq(x, 20, 6, 4, 5);   // clipped to bins 4, 5
     augment_mask_time(x, 20, 6, 18, 9);  // clipped to frames 18, 19
     for (int t = 0; t < 20; t++)
         for (int j = 0; j < 6; j++) {
@@ -136,29 +136,39 @@ static void test_parse(void) {
     char err[512];
     EXPECT(augment_parse(&c, &s, err, sizeof err) == 0, "defaults: %s", err);
     EXPECT(s.num_kinds == 3 && s.babble == 2 && s.babble_lo == 3 && s.babble_hi == 7 && s.kind[1].snr_lo == 5 &&
-               s.kind[1].snr_hi == 15 && s.num_speeds == 0, "the MUSAN defaults");
+               s.kind[1].snr_hi == 15 && s.num_speeds == 0,
+           "the MUSAN defaults");
     EXPECT(augment_classes_per_speaker(&c) == 1, "no speed factors, one class per speaker");
     snprintf(c.speed, sizeof c.speed, "1.0,0.9,1.1");
     snprintf(c.noise_snr, sizeof c.noise_snr, "hum=7,speech=13:20");
-    EXPECT(augment_parse(&c, &s, err, sizeof err) == 0 && s.num_speeds == 3 && s.speed[2] == 1.1 && s.kind[0].snr_lo == 7 &&
-               s.kind[0].snr_hi == 7 && s.babble == 1, "lists: %s", err);
+    EXPECT(augment_parse(&c, &s, err, sizeof err) == 0 && s.num_speeds == 3 && s.speed[2] == 1.1 &&
+               s.kind[0].snr_lo == 7 && s.kind[0].snr_hi == 7 && s.babble == 1,
+           "lists: %s", err);
     EXPECT(augment_classes_per_speaker(&c) == 3, "three factors, three classes per speaker");
     const struct {
         const char *field, *value, *says;
     } bad[] = {
-        {"snr", "noise=5:1", "--noise-snr item 'noise=5:1'"}, {"snr", "noise", "--noise-snr item 'noise'"},
-        {"snr", "=1:2", "--noise-snr item '=1:2'"},          {"snr", "a=1,a=2", "names category 'a' twice"},
-        {"snr", "noise=1:2x", "--noise-snr item"},          {"babble", "speech=0:3", "--babble 'speech=0:3'"},
-        {"babble", "hum=2:3", "--babble names category 'hum'"}, {"speed", "1.0,3", "factor '3'"},
-        {"speed", "1.0,1.0", "factor 1 twice"},             {"speed", "0.9,x", "factor 'x'"},
+        {"snr", "noise=5:1", "--noise-snr item 'noise=5:1'"},
+        {"snr", "noise", "--noise-snr item 'noise'"},
+        {"snr", "=1:2", "--noise-snr item '=1:2'"},
+        {"snr", "a=1,a=2", "names category 'a' twice"},
+        {"snr", "noise=1:2x", "--noise-snr item"},
+        {"babble", "speech=0:3", "--babble 'speech=0:3'"},
+        {"babble", "hum=2:3", "--babble names category 'hum'"},
+        {"speed", "1.0,3", "factor '3'"},
+        {"speed", "1.0,1.0", "factor 1 twice"},
+        {"speed", "0.9,x", "factor 'x'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         augment_config_t b = augment_config_defaults();
-        char *f = strcmp(bad[k].field, "snr") == 0 ? b.noise_snr : strcmp(bad[k].field, "babble") == 0 ? b.babble : b.speed;
+        char *f = strcmp(bad[k].field, "snr") == 0      ? b.noise_snr
+                  : strcmp(bad[k].field, "babble") == 0 ? b.babble
+                                                        : b.speed;
         if (strcmp(bad[k].field, "snr") == 0) b.babble[0] = 0;
         strcpy(f, bad[k].value);
         err[0] = 0;
-        EXPECT(augment_parse(&b, &s, err, sizeof err) == -1 && strstr(err, bad[k].says), "'%s' gives '%s'", bad[k].value, err);
+        EXPECT(augment_parse(&b, &s, err, sizeof err) == -1 && strstr(err, bad[k].says), "'%s' gives '%s'",
+               bad[k].value, err);
     }
 }
 

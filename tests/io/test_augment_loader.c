@@ -17,25 +17,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S 3       // speakers
-#define N 10      // utterances
-#define CROP 30   // frames
+#define S    3   // speakers
+#define N    10  // utterances
+#define CROP 30  // frames
 
 // An audio dataset of n entries of lens[i] samples: tones with noise (kind 0), noise (1), or
 // decaying noise after an impulse (2, impulse responses). bank: "" or "noise"/"rir".
 static void write_audio(const char *path, int64_t n, const int64_t *lens, const int32_t *labels, int64_t classes,
                         const char *const *names, const char *bank, int kind) {
     dataset_writer_t w;
-    dataset_writer_create(&w, path, MPI_COMM_SELF,
-                          &(dataset_layout_t){.num_utts = n, .num_speakers = classes, .feature_dim = 23, .lengths = lens,
-                                              .sample_rate = 16000});
+    dataset_writer_create(
+        &w, path, MPI_COMM_SELF,
+        &(dataset_layout_t){
+            .num_utts = n, .num_speakers = classes, .feature_dim = 23, .lengths = lens, .sample_rate = 16000});
     for (int64_t i = 0; i < n; i++) {
         rng_t g = rng_init(5, 50 + (uint64_t)kind, (uint64_t)i, 0);
         int16_t *pcm = malloc((size_t)lens[i] * sizeof(int16_t));
         for (int64_t j = 0; j < lens[i]; j++) {
-            double v = kind == 0 ? 0.3 * sin(0.05 * (double)(labels[i] + 1) * (double)j) + 0.01 * rng_normal(&g)
-                     : kind == 1 ? 0.2 * rng_normal(&g)
-                                 : (j == 40 ? 0.9 : 0.1 * rng_normal(&g) * exp(-(double)j / 600.0));
+            double v = kind == 0   ? 0.3 * sin(0.05 * (double)(labels[i] + 1) * (double)j) + 0.01 * rng_normal(&g)
+                       : kind == 1 ? 0.2 * rng_normal(&g)
+                                   : (j == 40 ? 0.9 : 0.1 * rng_normal(&g) * exp(-(double)j / 600.0));
             pcm[j] = (int16_t)lrint(32767 * fmax(-1, fmin(1, v)));
         }
         dataset_writer_put(&w, i, pcm);
@@ -111,15 +112,18 @@ int main(int argc, char **argv) {
                 EXPECT(memcmp(x, b->x, CROP * F * sizeof(float)) == 0 && a->labels[i] == b->labels[0],
                        "epoch %lld utterance %lld: %d ranks x 2 threads differ from a lone reader", (long long)epoch,
                        (long long)idx[i], world);
-                EXPECT(a->labels[i] % S == ds.labels[idx[i]] && a->labels[i] < 3 * S, "label %d of speaker %d", a->labels[i],
-                       ds.labels[idx[i]]);
+                EXPECT(a->labels[i] % S == ds.labels[idx[i]] && a->labels[i] < 3 * S, "label %d of speaker %d",
+                       a->labels[i], ds.labels[idx[i]]);
                 moved += a->labels[i] >= S;
                 const batch_t *p = loader_load(&lplain, epoch, &idx[i], 1);
                 changed += memcmp(x, p->x, CROP * F * sizeof(float)) != 0;
                 float *keep = first + idx[i] * CROP * F;
-                if (epoch == 0) memcpy(keep, x, CROP * F * sizeof(float));
-                else epoch_differs += memcmp(keep, x, CROP * F * sizeof(float)) != 0;
-                for (int64_t j = 0; j < CROP * F; j++) EXPECT(isfinite(x[j]), "frame value %lld is not finite", (long long)j);
+                if (epoch == 0)
+                    memcpy(keep, x, CROP * F * sizeof(float));
+                else
+                    epoch_differs += memcmp(keep, x, CROP * F * sizeof(float)) != 0;
+                for (int64_t j = 0; j < CROP * F; j++)
+                    EXPECT(isfinite(x[j]), "frame value %lld is not finite", (long long)j);
                 seen++;
             }
         }
