@@ -21,6 +21,8 @@
 #define N    10  // utterances
 #define CROP 30  // frames
 
+static char speech_h5[64], noise_h5[64], rir_h5[64];  // named by world size: runs may overlap
+
 // An audio dataset of n entries of lens[i] samples: tones with noise (kind 0), noise (1), or
 // decaying noise after an impulse (2, impulse responses). bank: "" or "noise"/"rir".
 static void write_audio(const char *path, int64_t n, const int64_t *lens, const int32_t *labels, int64_t classes,
@@ -51,21 +53,21 @@ static void write_files(void) {
     int32_t labels[N];
     for (int i = 0; i < N; i++) lens[i] = 2000 + 700 * i, labels[i] = i % S;  // 11..51 frames: short ones repeat
     const char *spk[S] = {"a", "b", "c"};
-    write_audio("aug_speech.h5", N, lens, labels, S, spk, "", 0);
+    write_audio(speech_h5, N, lens, labels, S, spk, "", 0);
     const int64_t nlens[7] = {3000, 9000, 500, 6000, 7000, 8000, 4000};
     const int32_t ncat[7] = {0, 0, 1, 2, 2, 2, 2};
     const char *ncats[3] = {"noise", "music", "speech"};
-    write_audio("aug_noise.h5", 7, nlens, ncat, 3, ncats, "noise", 1);
+    write_audio(noise_h5, 7, nlens, ncat, 3, ncats, "noise", 1);
     const int64_t rlens[3] = {1200, 800, 2400};
     const int32_t rcat[3] = {0, 1, 1};
     const char *rcats[2] = {"small", "large"};
-    write_audio("aug_rir.h5", 3, rlens, rcat, 2, rcats, "rir", 2);
+    write_audio(rir_h5, 3, rlens, rcat, 2, rcats, "rir", 2);
 }
 
 static augment_config_t config(void) {
     augment_config_t c = augment_config_defaults();
-    strcpy(c.noise_bank, "aug_noise.h5");
-    strcpy(c.rir_bank, "aug_rir.h5");
+    strcpy(c.noise_bank, noise_h5);
+    strcpy(c.rir_bank, rir_h5);
     strcpy(c.speed, "1.0,0.9,1.1");
     strcpy(c.babble, "speech=2:3");
     c.prob = 0.8;
@@ -80,11 +82,14 @@ int main(int argc, char **argv) {
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    snprintf(speech_h5, sizeof speech_h5, "aug_speech_%d.h5", world);
+    snprintf(noise_h5, sizeof noise_h5, "aug_noise_%d.h5", world);
+    snprintf(rir_h5, sizeof rir_h5, "aug_rir_%d.h5", world);
     if (rank == 0) write_files();
     MPI_Barrier(MPI_COMM_WORLD);
     dataset_t ds, self;
-    dataset_open(&ds, "aug_speech.h5", MPI_COMM_WORLD);
-    dataset_open(&self, "aug_speech.h5", MPI_COMM_SELF);
+    dataset_open(&ds, speech_h5, MPI_COMM_WORLD);
+    dataset_open(&self, speech_h5, MPI_COMM_SELF);
     const augment_config_t c = config();
     augment_t *aw = augment_open(&c, &ds, MPI_COMM_WORLD, 42), *as = augment_open(&c, &self, MPI_COMM_SELF, 42);
     const int64_t F = ds.feature_dim;
@@ -145,7 +150,11 @@ int main(int argc, char **argv) {
     int fails = test_failures, total = 0;
     MPI_Allreduce(&fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) remove("aug_speech.h5"), remove("aug_noise.h5"), remove("aug_rir.h5");
+    if (rank == 0) {
+        remove(speech_h5);
+        remove(noise_h5);
+        remove(rir_h5);
+    }
     MPI_Finalize();
     test_failures = rank == 0 ? total : fails;
     return test_report("test_augment_loader");
