@@ -61,6 +61,30 @@ static const opt_t rows[] = {
                 "stop cleanly with a checkpoint after this global step"),
     OPT_INTEGER(train_config_t, progress, "progress", 0, BIG,
                 "seconds between progress lines (0: epoch lines only; a live bar on terminals)"),
+    // augmentation (docs/augmentation.md)
+    OPT_TEXT(train_config_t, aug.noise_bank, "noise-bank", OPT_OPTIONAL,
+             "additive noise: a bank made by spkddp prepare --kind noise (audio datasets only)"),
+    OPT_TEXT(train_config_t, aug.rir_bank, "rir-bank", OPT_OPTIONAL,
+             "reverberation: impulse responses made by spkddp prepare --kind rir (audio datasets only)"),
+    OPT_NUMBER(train_config_t, aug.prob, "aug-prob", 0, 1,
+               "probability that a sample is augmented at all (reverberation, noise, SpecAugment)"),
+    OPT_NUMBER(train_config_t, aug.reverb_prob, "reverb-prob", 0, 1,
+               "probability that an augmented sample is reverberated"),
+    OPT_NUMBER(train_config_t, aug.noise_prob, "noise-prob", 0, 1, "probability that an augmented sample gets noise"),
+    OPT_TEXT(train_config_t, aug.noise_snr, "noise-snr", OPT_OPTIONAL,
+             "noise categories of --noise-bank drawn uniformly, each with its SNR range in dB: CAT=LO:HI,..."),
+    OPT_TEXT(train_config_t, aug.babble, "babble", OPT_OPTIONAL,
+             "CAT=MIN:MAX: a noise of category CAT is the sum of MIN..MAX entries at unit power (\"\": none)"),
+    OPT_TEXT(train_config_t, aug.speed, "speed-perturb", OPT_OPTIONAL,
+             "speed factors drawn uniformly per sample (e.g. 1.0,0.9,1.1); factor k's copies are new speakers: "
+             "the classifier has speakers x factors classes"),
+    OPT_INTEGER(train_config_t, aug.time_masks, "spec-time-masks", 0, AUGMENT_MAX_MASKS,
+                "SpecAugment: time masks per augmented sample"),
+    OPT_INTEGER(train_config_t, aug.time_width, "spec-time-width", 1, 1000, "SpecAugment: widest time mask, frames"),
+    OPT_INTEGER(train_config_t, aug.freq_masks, "spec-freq-masks", 0, AUGMENT_MAX_MASKS,
+                "SpecAugment: frequency masks per augmented sample"),
+    OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000,
+                "SpecAugment: widest frequency mask, mel bins"),
 };
 
 const opt_table_t train_options =

@@ -35,6 +35,7 @@ typedef struct {
     trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
     sampler_t sampler;
     loader_t loader, val_loader;
+    augment_t *aug;    // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
     grad_sync_t grad_sync;
@@ -135,6 +136,12 @@ static int resume(trainer_t *t) {
         if (r.found) {
             ckpt_tensors_t ts = tensors_of(t);
             r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
+            if (r.code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
+                snprintf(r.err, sizeof r.err,
+                         "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
+                         "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
+                         r.path, (long long)m->num_classes, (long long)t->model->num_classes,
+                         (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);
         }
     }
     comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
@@ -368,6 +375,12 @@ static double train_step(trainer_t *t, int64_t step) {
 static void open_data(trainer_t *t) {
     const train_config_t *c = t->cfg;
     dataset_open(&t->data, c->data, t->comm->world);
+    t->aug = augment_open(&c->aug, &t->data, t->comm->world, (uint64_t)c->seed);
+    if (t->aug) {
+        char line[2048];
+        augment_describe(t->aug, line, sizeof line);
+        printf0("%s\n", line);
+    }
     if (c->global_batch > t->data.num_utts)
         spk_fail_all(SPK_EXIT_USAGE, "train: the global batch %lld (%lld per rank x %d ranks) is larger than the %lld utterances of %s",
                      (long long)c->global_batch, (long long)c->batch, t->comm->size, (long long)t->data.num_utts, c->data);
@@ -393,8 +406,9 @@ static void open_data(trainer_t *t) {
 static void create_model(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_config_t mc = train_config_model(c);
-    const model_data_t md = {t->data.feature_dim, t->data.num_speakers, t->data.visual.dim, t->data.visual_ratio,
-                             c->data};
+    // Speed perturbation makes each factor's copies of a speaker a class of their own.
+    const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
+    const model_data_t md = {t->data.feature_dim, classes, t->data.visual.dim, t->data.visual_ratio, c->data};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
@@ -416,6 +430,7 @@ static void plan_epochs(trainer_t *t) {
     sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
                  c->drop_last);
     loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    loader_set_augment(&t->loader, t->aug);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
     int64_t steps = sampler_steps(&t->sampler, c->batch);
@@ -534,6 +549,7 @@ static int finish(trainer_t *t, int stopped) {
 
 static void trainer_free(trainer_t *t) {
     loader_free(&t->loader);
+    augment_close(t->aug);
     if (t->has_val) {
         loader_free(&t->val_loader);
         dataset_close(&t->val);

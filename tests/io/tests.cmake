@@ -17,3 +17,11 @@ spk_unit_test(io test_h5py_strings)
 add_test(NAME ckpt_dir COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ckpt_dir.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC}
   ${CMAKE_CURRENT_BINARY_DIR}/work/ckpt_dir ${CMAKE_CURRENT_LIST_DIR}/../fixtures/v1)
 set_tests_properties(ckpt_dir PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
+# Augmentation: the signal processing and the flags (test_augment), and the loader's
+# augmented samples on 1 and 2 ranks against a lone reader (test_augment_loader).
+spk_unit_test(io test_augment)
+spk_test_binary(io test_augment_loader)
+spk_mpi_test(test_augment_loader 1 2)
+# Augmented samples per second on one core (a benchmark: tools/bench_augment.sh).
+add_executable(bench_augment ${CMAKE_CURRENT_SOURCE_DIR}/../tools/bench_augment.c)
+target_link_libraries(bench_augment PRIVATE spk_io)
