@@ -12,7 +12,8 @@
 // is summed over the same ranks whatever the bucket size; whether the rounding is the same
 // is up to the library (MPICH: bitwise the same on 2-4 ranks, tested; NCCL picks its
 // algorithm by message size).
-// A world of one rank has nothing to average.
+// A world of one rank has nothing to average, unless SPKDDP_NCCL=1 on a GPU (NCCL over one
+// rank, to exercise it on a one-GPU machine).
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
@@ -28,6 +29,7 @@ typedef struct {
     float *host;             // staging for a separate-memory backend without NCCL
     int64_t n;               // floats of the gradient buffer
     int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
+    int active;              // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
     int overlap;             // start buckets during the backward (off: all after it)
     // between begin and mean
     model_t *model;

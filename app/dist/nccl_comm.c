@@ -44,10 +44,15 @@ static void wait_done(nccl_comm_t *n, int64_t count) {
     for (;;) {
         cudaError_t q = cudaEventQuery(n->done);
         if (q == cudaSuccess) return;
-        if (q != cudaErrorNotReady)
-            spk_die(SPK_EXIT_FAILURE, "the gradient allreduce failed on the GPU: %s", cudaGetErrorString(q));
         ncclResult_t async = ncclSuccess;
         ncclCheck(ncclCommGetAsyncError(n->comm, &async));
+        if (q != cudaErrorNotReady && (async == ncclSuccess || async == ncclInProgress))
+            // CUDA errors are sticky: this is the first failed kernel of the step, most likely
+            // not NCCL's (it reports no error).
+            spk_die(SPK_EXIT_FAILURE,
+                    "a CUDA kernel of this training step failed: %s (%s); a device-side assertion printed above "
+                    "names the kernel and the condition (e.g. a label outside [0, classes))",
+                    cudaGetErrorString(q), cudaGetErrorName(q));
         if (async != ncclSuccess && async != ncclInProgress) {
             ncclCommAbort(n->comm);
             spk_die(SPK_EXIT_FAILURE, "NCCL gradient allreduce failed (%s: %s); is a peer rank gone?",
