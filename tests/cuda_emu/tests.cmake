@@ -63,6 +63,15 @@ add_test(NAME cuda_emu_e2e_train
                  ${_spk_emu_work}/cuda_emu_e2e_train)
 set_tests_properties(cuda_emu_e2e_train PROPERTIES TIMEOUT 600)
 
+# The GPU end-to-end test itself (gpu_e2e_cuda, tests/e2e/e2e_device.sh, with its tolerance) on
+# two stand-in GPUs, with a smaller ECAPA than on a GPU.
+add_test(NAME cuda_emu_e2e_device
+         COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CUDA_EMU_DEVICES=2
+                 "E2E_DEVICE_MODEL=--channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24"
+                 bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_device.sh $<TARGET_FILE:spkddp_emu> ${SPK_MPIEXEC}
+                 ${_spk_emu_work}/cuda_emu_e2e_device $<TARGET_FILE:make_bad_data> cuda 1e-5)
+set_tests_properties(cuda_emu_e2e_device PROPERTIES TIMEOUT 600)
+
 get_property(_spk_tests DIRECTORY PROPERTY TESTS)
 foreach(t ${_spk_tests})
   if(t MATCHES "^cuda_emu_")

@@ -13,4 +13,4 @@ target_link_libraries(test_gpu_tf32 PRIVATE spk_kernels)
 add_test(NAME test_gpu_tf32 COMMAND test_gpu_tf32)
 set_tests_properties(test_gpu_tf32 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 
-spk_device_test(gpu_e2e_cuda cuda 1e-3 "gpu;mpi")
+spk_device_test(gpu_e2e_cuda cuda 1e-5 "gpu;mpi")
