@@ -26,6 +26,14 @@ foreach(t IN LISTS SPK_KERNEL_TESTS)
   spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
 endforeach()
 spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
+spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c)
+# A cuDNN that reports fp32 kernels as CUDNN_DEFAULT_MATH and its backward tensor-core kernels as
+# non-deterministic: the heuristics' choices are still taken (the fallback would say "reported
+# FMA") and TF32 still reaches every convolution pass. One order: those kernels are not
+# deterministic.
+add_test(NAME cuda_emu_test_gpu_tf32_default_report
+         COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CUDA_EMU_CUDNN_REPORT=default $<TARGET_FILE:test_gpu_tf32_emu>)
+set_tests_properties(cuda_emu_test_gpu_tf32_default_report PROPERTIES FAIL_REGULAR_EXPRESSION "reported FMA")
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
 spk_emu_cuda_library(spk_cuda_emu_selftest ${CMAKE_CURRENT_LIST_DIR}/test_emu_detects.cu)

@@ -2,8 +2,9 @@
 # (tests/kernels/tests.cmake). Without a visible device these print SKIPPED and exit 77, which
 # ctest reports as skipped (never as passed). On a GPU machine:
 #   ctest -L gpu --output-on-failure      (or tools/gpu_check.sh)
-# test_gpu_device: discovery; test_gpu_tf32: --tf32 math; gpu_e2e_cuda: training, cross-device
-# resume and embeddings against the CPU (tests/e2e/e2e_device.sh).
+# test_gpu_device: discovery; test_gpu_tf32: --tf32 math reaches every convolution pass;
+# test_gpu_conv_plans: the cuDNN plan cache; gpu_e2e_cuda: training, cross-device resume and
+# embeddings against the CPU (tests/e2e/e2e_device.sh).
 spk_test_binary(gpu test_gpu_device)
 add_test(NAME test_gpu_device COMMAND test_gpu_device)
 set_tests_properties(test_gpu_device PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
@@ -12,5 +13,10 @@ add_executable(test_gpu_tf32 ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tf32.c)
 target_link_libraries(test_gpu_tf32 PRIVATE spk_kernels)
 add_test(NAME test_gpu_tf32 COMMAND test_gpu_tf32)
 set_tests_properties(test_gpu_tf32 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+add_executable(test_gpu_conv_plans ${CMAKE_CURRENT_LIST_DIR}/test_gpu_conv_plans.c)
+target_link_libraries(test_gpu_conv_plans PRIVATE spk_kernels)
+add_test(NAME test_gpu_conv_plans COMMAND test_gpu_conv_plans)
+set_tests_properties(test_gpu_conv_plans PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 
 spk_device_test(gpu_e2e_cuda cuda 1e-5 "gpu;mpi")
