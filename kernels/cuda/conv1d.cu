@@ -2,11 +2,11 @@
 // algorithms and math types: kernels/cuda/conv_plans.cuh), with the reflect padding done by
 // our own kernel into the caller's workspace, and its adjoint (folding the gradient of padded
 // positions back onto their sources) after the backward-data call. Bias and its gradient are
-// our own kernels.
+// our own kernels (the gradient: channel sums of kernels/cuda/channel_sums.cuh).
 //
 // workspace = [ padded x / padded dx: B*Cin*(T+2p) floats, rounded up to 64 ] [ cuDNN ]
+#include "kernels/cuda/channel_sums.cuh"
 #include "kernels/cuda/conv_plans.cuh"
-#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -66,18 +66,14 @@ __global__ void add_bias_kernel(float* y, const float* bias, size_t rows, int Co
     SPK_GRID_LOOP(i, rows * (size_t)T) y[i] += bias[(i / T) % Cout];
 }
 
-// dbias[o] += sum_{b,t} dy[b, o, t]; one block per output channel.
-__global__ void bias_grad_kernel(float* dbias, const float* dy, int B, int Cout, int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
-    const int o = blockIdx.x;
-    const size_t n = (size_t)B * T;
-    double acc = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += SPK_CUDA_THREADS) {
-        const size_t b = i / T, t = i - b * T;
-        acc += dy[(b * Cout + o) * T + t];
-    }
-    const double s = spk_block_sum(acc, sh);
-    if (threadIdx.x == 0) dbias[o] += (float)s;
+// dbias[o] += sum_{b,t} dy[b, o, t], in two stages (kernels/cuda/channel_sums.cuh).
+__global__ void bias_grad_sum_kernel(spk_fsum* sums, const float* dy, int B, int Cout, int T) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    spk_channel_partial<1>(sums, B, Cout, T, spk_value_term{dy}, sh);
+}
+
+__global__ void bias_grad_add_kernel(float* dbias, const spk_fsum* sums, int Cout, int S) {
+    SPK_GRID_LOOP(o, (size_t)Cout) dbias[o] += spk_fsum_value(spk_channel_total(sums, (int)o, S, 1, 0));
 }
 
 float* cudnn_workspace(float* workspace, int B, int Cin, int T, int K, int dilation) {
@@ -155,6 +151,9 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
                                                   pl.wd, dw));
     }
     if (dbias) {
-        SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)Cout), dbias, dy, B, Cout, T);
+        const int S = spk_channel_splits(B, Cout, T);
+        spk_fsum* sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
+        SPK_LAUNCH(bias_grad_sum_kernel, spk_channel_grid(Cout, S), sums, dy, B, Cout, T);
+        SPK_LAUNCH(bias_grad_add_kernel, spk_grid((size_t)Cout), dbias, sums, Cout, S);
     }
 }
