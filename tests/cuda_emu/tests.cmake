@@ -56,7 +56,9 @@ set(_spk_emu_expect
   "bad_config|2048 threads per block: cudaErrorInvalidConfiguration"
   "fresh_memory|fresh device memory reads -?nan"
   "fresh_shared|block 0 reads 1, block 1 reads -?nan"
-  "cudnn_misuse|dilated FFT: CUDNN_STATUS_NOT_SUPPORTED, workspace [0-9]+ of [0-9]+ bytes: CUDNN_STATUS_BAD_PARAM")
+  "cudnn_misuse|dilated FFT: CUDNN_STATUS_NOT_SUPPORTED, workspace [0-9]+ of [0-9]+ bytes: CUDNN_STATUS_BAD_PARAM"
+  "pinned_overwrite|host code wrote pinned host memory at 0x[0-9a-f]+ \\(20 bytes into the 256-byte pinned block #1\\) while a queued cudaMemcpyAsync still reads it"
+  "pinned_early_read|host code accessed pinned host memory at 0x[0-9a-f]+ \\(20 bytes into the 256-byte pinned block #1\\) while a queued cudaMemcpyAsync has yet to write it")
 foreach(e ${_spk_emu_expect})
   string(REPLACE "|" ";" e "${e}")
   list(GET e 0 c)
