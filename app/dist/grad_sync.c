@@ -124,7 +124,7 @@ void grad_sync_wait(grad_sync_t *g) {
     SPK_ASSERT(g->started == g->n);
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
-        nccl_allreduce_wait(g->nccl, g->n);
+        nccl_allreduce_end(g->nccl, g->n);
         return;
     }
 #endif
@@ -133,6 +133,14 @@ void grad_sync_wait(grad_sync_t *g) {
     const float inv = 1.0f / (float)g->comm->size;
     for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
     if (g->host) g->be->upload(m->grads, g->host, (size_t)g->n * sizeof(float));
+}
+
+void grad_sync_drain(grad_sync_t *g) {
+#ifdef SPKDDP_HAVE_CUDA
+    if (g->nccl) nccl_allreduce_drain(g->nccl, g->n);
+#else
+    (void)g;
+#endif
 }
 
 void grad_sync_free(grad_sync_t *g) {
