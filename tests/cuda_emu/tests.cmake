@@ -27,6 +27,8 @@ foreach(t IN LISTS SPK_KERNEL_TESTS)
 endforeach()
 spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
 spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c)
+# The production-shape test's code, at shapes the stand-in affords (C=32, batch 4, T=24).
+spk_cuda_emu_kernel_test(test_gpu_shapes SOURCES gpu/test_gpu_shapes.c ARGS 32 4 24)
 # A cuDNN that reports fp32 kernels as CUDNN_DEFAULT_MATH and its backward tensor-core kernels as
 # non-deterministic: the heuristics' choices are still taken (the fallback would say "reported
 # FMA") and TF32 still reaches every convolution pass. One order: those kernels are not
