@@ -142,6 +142,12 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
     const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
     report(comm, &o, be, tf32, dt);
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda() && comm->rank == 0) {
+        printf("cuDNN's choices (rank 0):\n");
+        spk_cuda_print_conv_plans();
+    }
+#endif
     free(b.frame_off);
     free(b.labels);
     free(b.x);

@@ -82,15 +82,19 @@ const char* math_name(cudnnMathType_t m) {
     return "?";
 }
 
-// "fwd IMPLICIT_PRECOMP_GEMM (TENSOR_OP, runs TENSOR_OP, 1.5 MiB)" into buf.
+// "fwd IMPLICIT_PRECOMP_GEMM (reported TENSOR_OP, runs TENSOR_OP, 1.50 MiB)" into buf.
 void describe_pass(char* buf, size_t cap, const spk_conv_plan_t& pl, int pass) {
     static const char* const pass_names[] = {"fwd", "bwd-data", "bwd-filter"};
     const spk_conv_pass_t& p = pl.pass[pass];
     cudnnMathType_t runs = CUDNN_FMA_MATH;
     cudnnCheck(cudnnGetConvolutionMathType(pl.cd[pass], &runs));
-    snprintf(buf, cap, "%s %s (reported %s, runs %s%s, %.2f MiB)", pass_names[pass], algo_name(pass, p.algo),
-             math_name(p.reported), math_name(runs), p.deterministic ? "" : ", NON-DETERMINISTIC",
-             (double)p.ws_bytes / (1 << 20));
+    if (p.fallback)
+        snprintf(buf, cap, "%s %s (fallback: no heuristic result qualified, runs %s, %.2f MiB)", pass_names[pass],
+                 algo_name(pass, p.algo), math_name(runs), (double)p.ws_bytes / (1 << 20));
+    else
+        snprintf(buf, cap, "%s %s (reported %s, runs %s%s, %.2f MiB)", pass_names[pass], algo_name(pass, p.algo),
+                 math_name(p.reported), math_name(runs), p.deterministic ? "" : ", NON-DETERMINISTIC",
+                 (double)p.ws_bytes / (1 << 20));
 }
 
 void print_plan(FILE* f, const spk_conv_plan_t& pl) {
@@ -128,11 +132,12 @@ void pick(spk_conv_pass_t* out, const Perf* perf, int n, cudnnConvolutionDescrip
             out->algo = (int)perf[i].algo;
             out->reported = perf[i].mathType;
             out->deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+            out->fallback = 0;
             return;
         }
     cudnnCheck(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
     cudnnCheck(ws_of(fallback, &out->ws_bytes));
-    *out = spk_conv_pass_t{(int)fallback, CUDNN_FMA_MATH, 1, out->ws_bytes};
+    *out = spk_conv_pass_t{(int)fallback, CUDNN_FMA_MATH, 1, 1, out->ws_bytes};
 }
 
 // cuDNN's query of one pass's workspace for `algo` at the descriptors' current shape.

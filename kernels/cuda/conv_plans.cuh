@@ -21,6 +21,7 @@ struct spk_conv_pass_t {
     int algo;                    // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
     cudnnMathType_t reported;    // the heuristics' math type for it
     int deterministic;           // as the heuristics report (the fallback: 1)
+    int fallback;                // no heuristic result qualified: the classic algorithm
     size_t ws_bytes;             // at the plan's current T
 };
 
