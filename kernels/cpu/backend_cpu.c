@@ -28,10 +28,8 @@ static void host_sync(void) {}
     {                                                                                    \
         .name = label, .separate_memory = separate, .alloc = host_alloc, .free = free,   \
         .upload = host_copy, .download = host_copy, .sync = host_sync,                   \
-        .staging_create = create, .staging_free = spk_cpu_staging_free,                  \
-        .staging_begin = spk_cpu_staging_begin, .staging_put = spk_cpu_staging_put,      \
-        .staging_ready = spk_cpu_staging_ready, .staging_fetch = spk_cpu_staging_fetch,  \
-        .staging_fetched = spk_cpu_staging_fetched, SPK_BACKEND_OPS(SPK_CPU_OP)          \
+        .staging_create = create, SPK_STAGING_MEMBERS(spk_cpu_staging),                  \
+        SPK_BACKEND_OPS(SPK_CPU_OP)                                                      \
     }
 
 const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0, spk_cpu_staging_create);

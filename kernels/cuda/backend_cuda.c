@@ -23,12 +23,7 @@ static const spk_backend_t cuda_backend = {
     .download = spk_cuda_download,
     .sync = spk_cuda_sync,
     .staging_create = spk_cuda_staging_create,
-    .staging_free = spk_cuda_staging_free,
-    .staging_begin = spk_cuda_staging_begin,
-    .staging_put = spk_cuda_staging_put,
-    .staging_ready = spk_cuda_staging_ready,
-    .staging_fetch = spk_cuda_staging_fetch,
-    .staging_fetched = spk_cuda_staging_fetched,
+    SPK_STAGING_MEMBERS(spk_cuda_staging),
     SPK_BACKEND_OPS(SPK_CUDA_OP)
 };
 

@@ -156,38 +156,42 @@ cudnnStatus_t pass_workspace(const spk_conv_plan_t& pl, int pass, int algo, size
     }
 }
 
+// One pass's choice: the heuristics' results (count(&n) says how many it has, query(want, &n,
+// perf) gives them), then pick().
+template <typename Perf, typename Algo, typename Count, typename Query>
+void choose_pass(spk_conv_plan_t& pl, int pass, Algo fallback, Count count, Query query) {
+    Perf perf[kMaxPerf];
+    int want = 0, n = 0;
+    cudnnCheck(count(&want));
+    cudnnCheck(query(want < kMaxPerf ? want : kMaxPerf, &n, perf));
+    pick(&pl.pass[pass], perf, n, pl.cd[pass], fallback,
+         [&](Algo a, size_t* bytes) { return pass_workspace(pl, pass, (int)a, bytes); });
+}
+
+// BWD_FILTER_ALGO_0 and _3 sum with atomics: tier() excludes them unless fast or TF32 needs them.
 void choose_all(spk_conv_plan_t& pl) {
     cudnnHandle_t h = spk_cudnn_handle();
     g_selections++;
-    int want = 0, n = 0;
-    {
-        cudnnConvolutionFwdAlgoPerf_t perf[kMaxPerf];
-        cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &want));
-        cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd[SPK_CONV_FWD], pl.yd,
-                                                          want < kMaxPerf ? want : kMaxPerf, &n, perf));
-        pick(&pl.pass[SPK_CONV_FWD], perf, n, pl.cd[SPK_CONV_FWD], CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-             [&](cudnnConvolutionFwdAlgo_t a, size_t* b) { return pass_workspace(pl, SPK_CONV_FWD, (int)a, b); });
-    }
-    {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxPerf];
-        cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &want));
-        cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd[SPK_CONV_BWD_DATA], pl.xd,
-                                                               want < kMaxPerf ? want : kMaxPerf, &n, perf));
-        pick(&pl.pass[SPK_CONV_BWD_DATA], perf, n, pl.cd[SPK_CONV_BWD_DATA], CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-             [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
-                 return pass_workspace(pl, SPK_CONV_BWD_DATA, (int)a, b);
-             });
-    }
-    {  // BWD_FILTER_ALGO_0 and _3 sum with atomics: tier() excludes them unless fast or TF32 needs them
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxPerf];
-        cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &want));
-        cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd[SPK_CONV_BWD_FILTER], pl.wd,
-                                                                 want < kMaxPerf ? want : kMaxPerf, &n, perf));
-        pick(&pl.pass[SPK_CONV_BWD_FILTER], perf, n, pl.cd[SPK_CONV_BWD_FILTER], CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-             [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* b) {
-                 return pass_workspace(pl, SPK_CONV_BWD_FILTER, (int)a, b);
-             });
-    }
+    choose_pass<cudnnConvolutionFwdAlgoPerf_t>(
+        pl, SPK_CONV_FWD, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+        [&](int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); },
+        [&](int want, int* n, cudnnConvolutionFwdAlgoPerf_t* perf) {
+            return cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd[SPK_CONV_FWD], pl.yd, want, n, perf);
+        });
+    choose_pass<cudnnConvolutionBwdDataAlgoPerf_t>(
+        pl, SPK_CONV_BWD_DATA, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+        [&](int* n) { return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n); },
+        [&](int want, int* n, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd[SPK_CONV_BWD_DATA], pl.xd, want,
+                                                               n, perf);
+        });
+    choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        pl, SPK_CONV_BWD_FILTER, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+        [&](int* n) { return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n); },
+        [&](int want, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd[SPK_CONV_BWD_FILTER], pl.wd,
+                                                                 want, n, perf);
+        });
 }
 
 // ---- descriptors ----------------------------------------------------------------------------

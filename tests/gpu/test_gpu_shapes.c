@@ -225,6 +225,5 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s: C must be a multiple of 8, B >= 2, T >= 8\n", argv[0]);
         return 2;
     }
-    char* cuda_only[] = {argv[0], "cuda"};
-    return test_main(2, cuda_only, "test_gpu_shapes", 20251111, NULL, shape_checks);
+    return test_main_cuda(argv[0], "test_gpu_shapes", 20251111, shape_checks);
 }
