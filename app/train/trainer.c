@@ -363,15 +363,16 @@ static void account_step(trainer_t *t) {
     prefetch_until(t, t->step_in_epoch + 2);
     t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
+    const int64_t later = t->model->stats_pending;  // steps queued after this one
     if (!isfinite(v[0]))
-        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, around global step %lld; lower --lr or check the data",
-                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step);
+        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)(t->global_step - later));
     t->samples_in_epoch += (int64_t)v[2];
     t->ep_loss_sum += v[0];
     t->ep_correct += (int64_t)v[1];
     t->ep_count += (int64_t)v[2];
-    const int64_t done = t->step_in_epoch - t->model->stats_pending;  // steps of the epoch up to this one
-    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, done, t->steps);
+    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
+                  t->steps);
 }
 
 // Brings the host up to date with the device: the averaging finished (with its deadline) and
