@@ -113,6 +113,14 @@ static void pooling_case(void) {
                             3 * C, 0, B);
     grads_check(&gw, "attention weight gradient", "(summed over the batch)", (const char* const[]){"dW"},
                 (const double[]){TOL_GEMM});
+    grads_t gh = grads_prefill(1, &n);  // dh_b += W_h^T g_b
+    spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, gg, T, (int64_t)A * T, 1.0f, gh.cpu[0], T, (int64_t)C * T, B);
+    g_be->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, dW, 3 * C, 0, dgg, T, (int64_t)A * T, 1.0f, gh.dev[0], T,
+                            (int64_t)C * T, B);
+    g_be->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, dW, 3 * C, 0, dgg, T, (int64_t)A * T, 1.0f, gh.dev2[0], T,
+                            (int64_t)C * T, B);
+    grads_check(&gh, "attention input gradient", "(B x (C x T x A))", (const char* const[]){"dh"},
+                (const double[]){TOL_GEMM});
     dev_release();
     test_release();
 }
@@ -126,6 +134,35 @@ static void elementwise_case(void) {
     relu_forward(y, x, n);
     g_be->relu_forward(dy, dx, n);
     cmp("relu forward (B, C, T)", dy, y, n, TOL);
+    // the elementwise backward ops and copies over (B, C, T), accumulating into prefilled outputs
+    grads_t e = grads_prefill(1, &n);
+    relu_backward(e.cpu[0], g, y, n);
+    g_be->relu_backward(e.dev[0], dg, dy, n);
+    g_be->relu_backward(e.dev2[0], dg, dy, n);
+    grads_check(&e, "relu", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    e = grads_prefill(1, &n);
+    sigmoid_backward(e.cpu[0], g, y, n);
+    g_be->sigmoid_backward(e.dev[0], dg, dy, n);
+    g_be->sigmoid_backward(e.dev2[0], dg, dy, n);
+    grads_check(&e, "sigmoid", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    e = grads_prefill(1, &n);
+    time_mean_backward(e.cpu[0], s, B, C, T);
+    g_be->time_mean_backward(e.dev[0], ds, B, C, T);
+    g_be->time_mean_backward(e.dev2[0], ds, B, C, T);
+    grads_check(&e, "time mean", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    e = grads_prefill(1, &n);
+    channel_slice_add(e.cpu[0], C, g, C, B, C / 2, T);
+    g_be->channel_slice_add(e.dev[0], C, dg, C, B, C / 2, T);
+    g_be->channel_slice_add(e.dev2[0], C, dg, C, B, C / 2, T);
+    grads_check(&e, "channel slice add", "(B, C/2 of C, T)", (const char* const[]){"dst"}, (const double[]){TOL});
+    e = grads_prefill(1, &n);
+    vec_acc(e.cpu[0], g, n);
+    g_be->vec_acc(e.dev[0], dg, n);
+    g_be->vec_acc(e.dev2[0], dg, n);
+    grads_check(&e, "vec_acc", "(B, C, T)", (const char* const[]){"y"}, (const double[]){TOL});
+    sigmoid_forward(m, s, nb);
+    g_be->sigmoid_forward(dm, ds, nb);
+    cmp("sigmoid forward (B, C)", dm, m, nb, TOL);
     time_mean_forward(m, x, B, C, T);
     g_be->time_mean_forward(dm, dx, B, C, T);
     cmp("time mean (B, C, T)", dm, m, nb, TOL);
@@ -142,6 +179,15 @@ static void elementwise_case(void) {
     tanh_forward(t, xa, na);
     g_be->tanh_forward(dt, dxa, na);
     cmp("tanh forward (B, A, T)", dt, t, na, TOL);
+    grads_t ta = grads_prefill(1, &na);
+    tanh_backward(ta.cpu[0], xa, t, na);
+    g_be->tanh_backward(ta.dev[0], dxa, dt, na);
+    g_be->tanh_backward(ta.dev2[0], dxa, dt, na);
+    grads_check(&ta, "tanh", "(B, A, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    const int Cr = A < C ? A : C;  // a (B, Cr) slice of s repeated over time
+    time_repeat_forward(t, Cr, s, C, B, Cr, T);
+    g_be->time_repeat_forward(dt, Cr, ds, C, B, Cr, T);
+    cmp("time repeat forward (B, A, T)", dt, t, (size_t)B * Cr * T, TOL);
     const size_t nr = (size_t)B * A;
     grads_t r = grads_prefill(1, &nr);
     time_repeat_backward(r.cpu[0], A, xa, A, B, A, T);
@@ -194,6 +240,25 @@ static void head_case(void) {
     g_be->aam_softmax_backward(a.dev2[0], a.dev2[1], 1.0f, dcache, demb, dcw, dl, B, E, S, 0.2f, 30.0f, dws);
     grads_check(&a, "aam softmax", "(B, E) x S", (const char* const[]){"demb", "dw"},
                 (const double[]){TOL_GEMM, TOL_GEMM});
+    const size_t nz = (size_t)B * S;
+    float *z = rand_f(nz, -5, 5), *probs = alloc_f(nz), *dz = dev_f(z, nz), *dprobs = dev_f(NULL, nz);
+    xent_forward(&loss, &correct, probs, z, labels, B, S);
+    g_be->xent_forward(dloss, (int*)(dloss + 1), dprobs, dz, dl, B, S);
+    cmp_scalar("xent loss (B, S)", dloss, loss, TOL);
+    cmp_int("xent correct (B, S)", (int*)(dloss + 1), correct);
+    grads_t xz = grads_prefill(1, &nz);
+    xent_backward(xz.cpu[0], 1.0f, probs, labels, B, S);
+    g_be->xent_backward(xz.dev[0], 1.0f, dprobs, dl, B, S);
+    g_be->xent_backward(xz.dev2[0], 1.0f, dprobs, dl, B, S);
+    grads_check(&xz, "xent", "(B, S)", (const char* const[]){"dlogits"}, (const double[]){TOL});
+    // Adam over the classifier's weights (the update each parameter gets)
+    const size_t np = (size_t)S * E;
+    float *gp = rand_f(np, -1, 1), *m1 = rand_f(np, -0.1f, 0.1f), *m2 = rand_f(np, 0, 0.1f);
+    float *dgp = dev_f(gp, np), *dm1 = dev_f(m1, np), *dm2 = dev_f(m2, np);
+    adam_step(cw, gp, m1, m2, np, 1e-3, 0.9, 0.999, 1e-8, 2e-5, 7);
+    g_be->adam_step(dcw, dgp, dm1, dm2, np, 1e-3, 0.9, 0.999, 1e-8, 2e-5, 7);
+    cmp("adam step: params", dcw, cw, np, TOL);
+    cmp("adam step: second moments", dm2, m2, np, TOL);
     dev_release();
     test_release();
 }
