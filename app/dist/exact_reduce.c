@@ -205,7 +205,7 @@ void exact_reduce_progress(exact_reduce_t *r) {
 void exact_reduce_wait(exact_reduce_t *r) {
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        nccl_allreduce_wait(r->nccl, r->n);
+        nccl_allreduce_end(r->nccl, r->n);
         return;
     }
 #endif

@@ -17,6 +17,15 @@ static double nccl_timeout(void) {
     double t = s ? atof(s) : 0.0;
     return t > 0.0 ? t : 600.0;
 }
+
+// SPKDDP_NCCL=1: average through NCCL even in a world of one rank (the mean of one is the
+// gradient itself), so that a one-GPU machine runs the NCCL setup, events, deadline and abort.
+static int nccl_forced(const spk_backend_t *be) {
+    const char *s = getenv("SPKDDP_NCCL");
+    return be == spk_backend_cuda() && s && strcmp(s, "1") == 0;
+}
+#else
+static int nccl_forced(const spk_backend_t *be) { return (void)be, 0; }
 #endif
 
 static int64_t bucket_floats(void) {
@@ -39,7 +48,8 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->n = n;
     g->bucket = bucket_floats();
     g->exact = exact;
-    if (c->size == 1) return;
+    if (c->size == 1 && !nccl_forced(be)) return;
+    g->active = 1;
     comm_bcast(c, &g->bucket, 1, MPI_INT64_T, 0);  // ranks must start the same collectives
     g->overlap = 1;
     g->cap_req = (int)(n / g->bucket + 2);
@@ -49,6 +59,8 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
         if (be == spk_backend_cuda()) {
             if (!device_gpu_shared()) {
                 g->nccl = nccl_comm_create(c, nccl_timeout());
+                printf0("gradients: %s by NCCL over %d GPU%s\n", exact ? "summed exactly" : "averaged", c->size,
+                        c->size > 1 ? "s" : "");
             } else {
                 // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads
                 // wait for every queued kernel, so a bucket taken mid-backward would stall the
@@ -132,7 +144,7 @@ void grad_sync_finish(grad_sync_t *g) {
     m->grads_ready_ctx = NULL;
     m->exact_allreduce = NULL;
     m->exact_ctx = NULL;
-    if (g->comm->size == 1) return;
+    if (!g->active) return;
     if (g->exact_as_float) g->be->xsum_to_float(m->grads, m->xgrads, g->n);  // each rank's sums, rounded
     while (g->started < g->n) {  // the rest, in buckets (MPI counts are ints)
         const int64_t to = g->n - g->started > g->bucket ? g->started + g->bucket : g->n;
@@ -148,11 +160,11 @@ void grad_sync_wait(grad_sync_t *g) {
         g->be->xsum_to_float(m->grads, m->xgrads, g->n);
         return;
     }
-    if (g->comm->size == 1) return;
+    if (!g->active) return;
     SPK_ASSERT(g->started == g->n);
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
-        nccl_allreduce_wait(g->nccl, g->n);
+        nccl_allreduce_end(g->nccl, g->n);
         return;
     }
 #endif
@@ -170,6 +182,14 @@ int64_t grad_sync_take_bytes(grad_sync_t *g) {
     if (g->xr) b += exact_reduce_take_bytes(g->xr);
     g->bytes = 0;
     return b;
+}
+
+void grad_sync_drain(grad_sync_t *g) {
+#ifdef SPKDDP_HAVE_CUDA
+    if (g->nccl) nccl_allreduce_drain(g->nccl, g->n);
+#else
+    (void)g;
+#endif
 }
 
 void grad_sync_free(grad_sync_t *g) {

@@ -13,9 +13,15 @@ void model_buf_free(const model_t *m, float **p);
 // n exact sums on the model's backend, and release (the empty view is fine).
 xsum_t model_xsum(const model_t *m, int64_t n);
 void model_xsum_free(const model_t *m, xsum_t *s);
-// Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
-// uploaded into `dev` (which holds at least `bytes`).
-const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);
+// Host input for the model's kernels, through the backend's staging (kernels/backend.h): begin
+// with the total bytes of up to 4 pieces, stage each piece (the result is where the kernels
+// find it: `host` itself on a host-memory backend), then ready before queueing the kernels.
+void model_stage_begin(model_t *m, size_t bytes);
+const void *model_stage(model_t *m, const void *host, size_t bytes);
+void model_stage_ready(model_t *m);
+// After queueing a loss op that wrote [loss, correct (an int)] to `scalars` (backend memory)
+// for n samples: fetches them back without waiting (model_read_stats reads them).
+void model_stats_fetch(model_t *m, const float *scalars, int n);
 
 // Called by a backward pass as gradients become final: grads[0, upto) will not change again
 // this step (model_t.grads_ready).
@@ -48,9 +54,10 @@ void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, i
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n);
 // Invariant mode: the step's loss is the exact sum of the B per-sample losses row_loss (on the
 // backend), in terms of `group` samples (m->group in training, 1 in evaluation, whose batches
-// do not follow the groups); model_read_losses adds it to st->loss_exact.
+// do not follow the groups); model_loss_sum reads it back (model_stats_fetch does, for
+// model_read_stats to add it to step_stats_t.loss_exact).
 void model_sum_losses(model_t *m, const float *row_loss, int B, int group);
-void model_read_losses(model_t *m, step_stats_t *st);
+xsum_cell_t model_loss_sum(const model_t *m);
 
 // Builders, one per model file.
 void model_linear_build(model_t *m, const model_config_t *cfg);

@@ -13,20 +13,16 @@ typedef struct {
     int64_t w, b;       // offsets of fc.weight, fc.bias
     int cap;            // batch capacity of the buffers below
     float *host_pooled; // (cap, F) pooling runs on the host, as part of reading the batch
-    float *pooled;      // (cap, F) on the backend
     float *logits;      // (cap, S)
     float *probs;       // (cap, S) softmax, kept for backward
     float *dlogits;     // (cap, S)
-    int *labels;        // (cap) staging (backends with memory of their own)
     float *scalars;     // [loss, correct (an int)]; invariant mode: (cap, 2), one pair per sample
-    step_stats_t last;  // of the last train_step
 } linear_t;
 
 static void release(model_t *m, linear_t *l) {
-    if (l->pooled == l->host_pooled) l->pooled = NULL;  // one buffer on a host-memory backend
     free(l->host_pooled);
     l->host_pooled = NULL;
-    float **bufs[] = {&l->pooled, &l->logits, &l->dlogits, &l->probs, (float **)&l->labels, &l->scalars};
+    float **bufs[] = {&l->logits, &l->dlogits, &l->probs, &l->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
 }
 
@@ -36,11 +32,9 @@ static void ensure(model_t *m, linear_t *l, int n) {
     const size_t F = (size_t)m->feature_dim, S = (size_t)m->num_classes;
     l->cap = n;
     l->host_pooled = mallocCheck((size_t)n * F * sizeof(float));
-    l->pooled = m->be->separate_memory ? model_buf(m, (size_t)n * F) : l->host_pooled;
     l->logits = model_buf(m, (size_t)n * S);
     l->dlogits = model_buf(m, (size_t)n * S);
     l->probs = model_buf(m, (size_t)n * S);
-    l->labels = (int *)model_buf(m, (size_t)n);
     l->scalars = model_buf(m, 2 * (size_t)n);
 }
 
@@ -57,68 +51,77 @@ static void pool(const batch_t *b, float *pooled) {
     }
 }
 
-// Forward and loss; adds the batch's loss and accuracy to st (invariant mode: the losses in
-// terms of `group` samples). Returns the labels on the backend.
-static const int *forward(model_t *m, const batch_t *b, step_stats_t *st, int group) {
+typedef struct {
+    const float *pooled;  // (n, F) on the backend
+    const int *labels;    // (n)
+} staged_t;
+
+// The invariant mode needs each sample's loss: xent_forward row by row (the mean of one row is
+// its loss), the losses summed exactly in terms of `group` samples (model_sum_losses), and the
+// correct count into scalars[1] for model_stats_fetch. The host waits for the forward here.
+static void sample_losses(model_t *m, linear_t *l, const int *labels, int n, int group) {
+    const spk_backend_t *K = m->be;
+    const int S = (int)m->num_classes;
+    for (int i = 0; i < n; i++)
+        K->xent_forward(l->scalars + 2 * i, (int *)(l->scalars + 2 * i + 1), l->probs + (size_t)i * S,
+                        l->logits + (size_t)i * S, labels + i, 1, S);
+    float *v = mallocCheck(2 * (size_t)n * sizeof(float));
+    K->download(v, l->scalars, 2 * (size_t)n * sizeof(float));
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        int c;
+        memcpy(&c, &v[2 * i + 1], sizeof c);
+        correct += c;
+        v[i] = v[2 * i];  // the losses, packed
+    }
+    K->upload(l->dlogits, v, (size_t)n * sizeof(float));  // scratch until the backward zeroes it
+    model_sum_losses(m, l->dlogits, n, group);
+    memcpy(&v[1], &correct, sizeof correct);
+    K->upload(l->scalars, v, 2 * sizeof(float));  // [unused, correct]
+    free(v);
+}
+
+// Forward and loss (invariant mode: the losses in terms of `group` samples); the loss and
+// accuracy are fetched back without waiting (model_read_stats). Returns the pooled batch and
+// the labels on the backend.
+static staged_t forward(model_t *m, const batch_t *b, int group) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
     const int F = (int)m->feature_dim, S = (int)m->num_classes;
     ensure(m, l, b->n);
-    pool(b, l->host_pooled);
-    model_stage(m, l->pooled, l->host_pooled, (size_t)b->n * F * sizeof(float));
-    const int *labels = model_stage(m, l->labels, b->labels, (size_t)b->n * sizeof(int));
-    K->linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, F, S);
-    // The invariant mode needs each sample's loss: the mean of one row is its loss.
-    const int calls = m->invariant ? b->n : 1, rows = m->invariant ? 1 : b->n;
-    for (int i = 0; i < calls; i++)
-        K->xent_forward(l->scalars + 2 * i, (int *)(l->scalars + 2 * i + 1), l->probs + (size_t)i * S,
-                        l->logits + (size_t)i * S, labels + i, rows, S);
-    float *v = mallocCheck(2 * (size_t)calls * sizeof(float));
-    K->download(v, l->scalars, 2 * (size_t)calls * sizeof(float));
-    for (int i = 0; i < calls; i++) {
-        int correct;
-        memcpy(&correct, &v[2 * i + 1], sizeof correct);
-        st->correct += correct;
-        if (!m->invariant) st->loss_sum += (double)v[0] * b->n;
-    }
-    if (m->invariant) {  // the losses, every second float of the scalars
-        for (int i = 0; i < calls; i++) v[i] = v[2 * i];
-        K->upload(l->dlogits, v, (size_t)calls * sizeof(float));
-        model_sum_losses(m, l->dlogits, calls, group);
-        model_read_losses(m, st);
-    }
-    st->count += b->n;
-    free(v);
-    return labels;
+    pool(b, l->host_pooled);  // staging copies it (or, on the CPU, uses it within this step)
+    const size_t pb = (size_t)b->n * F * sizeof(float), lb = (size_t)b->n * sizeof(int);
+    model_stage_begin(m, pb + lb);
+    const staged_t in = {model_stage(m, l->host_pooled, pb), model_stage(m, b->labels, lb)};
+    model_stage_ready(m);
+    K->linear_forward(l->logits, in.pooled, m->params + l->w, m->params + l->b, b->n, F, S);
+    if (m->invariant)
+        sample_losses(m, l, in.labels, b->n, group);
+    else
+        K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, in.labels, b->n, S);
+    model_stats_fetch(m, l->scalars, b->n);
+    return in;
 }
 
 static void train_step(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
-    l->last = (step_stats_t){0};
     const int64_t global = model_begin_step(m, b->n);
-    const int *labels = forward(m, b, &l->last, m->group);
+    const staged_t in = forward(m, b, m->group);
     const int S = (int)m->num_classes;
     K->vec_zero(l->dlogits, (size_t)b->n * S);
     if (m->invariant)  // the mean over the global batch: row by row, each weighing 1 / global
         for (int i = 0; i < b->n; i++)
-            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, labels + i, 1, S);
+            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, in.labels + i, 1,
+                             S);
     else
-        K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, S);
-    model_linear_backward(m, NULL, l->w, l->b, l->dlogits, l->pooled, b->n, (int)m->feature_dim, S);
-}
-
-static void read_stats(model_t *m, step_stats_t *st) {
-    const linear_t *l = m->impl;
-    st->loss_sum += l->last.loss_sum;
-    st->correct += l->last.correct;
-    st->count += l->last.count;
-    xsum_cell_t loss = l->last.loss_exact;
-    xsum_merge(xsum_cell(&st->loss_exact), xsum_cell(&loss), 1);
+        K->xent_backward(l->dlogits, 1.0f, l->probs, in.labels, b->n, S);
+    model_linear_backward(m, NULL, l->w, l->b, l->dlogits, in.pooled, b->n, (int)m->feature_dim, S);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
-    forward(m, b, st, 1);
+    forward(m, b, 1);
+    model_read_stats(m, st);
 }
 
 // The linear model's "embedding" is the input to its classifier: the mean frame.
@@ -133,7 +136,7 @@ static void free_impl(model_t *m) {
     free(l);
 }
 
-static const model_ops_t linear_ops = {train_step, read_stats, eval_step, embed, NULL, free_impl};
+static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const model_config_t *cfg) {
     linear_t *l = callocCheck(1, sizeof *l);

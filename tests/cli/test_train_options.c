@@ -2,7 +2,8 @@
 // embed and --resume read old checkpoints back through the same option table. The golden file
 // holds what spkddp wrote for three command lines before the option tables were rebuilt; the
 // table must keep writing it byte for byte, followed only by the rows appended since (at their
-// defaults, as these command lines do not set them), and read it back to the same config.
+// defaults, which these command lines do not change), and an old text must read back to
+// exactly that.
 // Usage: test_train_options tests/cli/train_config_golden.txt
 #include "app/cli/train_options.h"
 #include "io/checkpoint.h"
@@ -44,7 +45,7 @@ static void check(char *flags, const char *want) {
     train_config_t back = train_config_defaults();
     opt_deserialize(&train_options, &back, want);
     char *again = serialize(&back);
-    EXPECT(strcmp(again, written) == 0, "%s: reads back as\n%s", argv[1], again);
+    EXPECT(strcmp(again, written) == 0, "%s: reads back as\n%s\ninstead of\n%s", argv[1], again, written);
     const model_config_t m = train_config_model(&back), m_want = train_config_model(&c);
     EXPECT(memcmp(&m, &m_want, sizeof m) == 0, "%s: the model config read back differs", argv[1]);
     free(written);

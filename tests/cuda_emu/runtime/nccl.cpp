@@ -1,0 +1,270 @@
+// NCCL (nccl.h) over MPI: a communicator is an MPI communicator split from MPI_COMM_WORLD by
+// the unique id; an all-reduce is a collective operation on its stream that runs, when
+// something waits for it, as MPI_Reduce to rank 0 and MPI_Bcast (every rank gets the same
+// bits, as from NCCL's ring). Checks NCCL makes are made: ranks on one GPU ("Duplicate GPU"),
+// buffers of another device, an aborted communicator.
+//
+// SPKDDP_CUDA_EMU_NCCL_FAULT=error:N or hang:N makes the N-th all-reduce of every rank never
+// complete, with an asynchronous error (ncclRemoteError) or without one, to exercise a
+// caller's error and timeout handling.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "device_memory.h"
+#include "diag.h"
+#include "nccl.h"
+#include "runtime_state.h"
+#include "streams.h"
+
+struct ncclComm {
+    MPI_Comm mpi = MPI_COMM_NULL;
+    int rank = 0, nranks = 0, device = 0;
+    bool aborted = false;
+    ncclResult_t async_error = ncclSuccess;
+};
+
+namespace spk_emu {
+namespace {
+
+std::set<ncclComm*> g_comms;
+// Aborted and destroyed communicators: kept, as queued operations may still name them.
+std::set<ncclComm*>& g_retired = *new std::set<ncclComm*>;
+long g_allreduces = 0;  // of this process, for the fault injection
+
+struct Fault {
+    bool error = false;
+    long at = 0;  // 0: none
+};
+
+Fault fault() {
+    static const Fault f = [] {
+        Fault r;
+        const char* s = getenv("SPKDDP_CUDA_EMU_NCCL_FAULT");
+        if (!s || !s[0]) return r;
+        char kind[16] = "";
+        if (sscanf(s, "%15[a-z]:%ld", kind, &r.at) != 2 || r.at < 1 ||
+            (strcmp(kind, "error") != 0 && strcmp(kind, "hang") != 0))
+            fail("SPKDDP_CUDA_EMU_NCCL_FAULT='%s' must be error:N or hang:N (N >= 1)", s);
+        r.error = strcmp(kind, "error") == 0;
+        return r;
+    }();
+    return f;
+}
+
+ncclResult_t usage(const char* why) {
+    note("%s", why);
+    return ncclInvalidUsage;
+}
+
+uint32_t hash_id(const ncclUniqueId& id) {
+    uint32_t h = 2166136261u;  // FNV-1a
+    for (char c : id.internal) h = (h ^ (unsigned char)c) * 16777619u;
+    return h & 0x7fffffff;
+}
+
+// What an all-reduce adds up: MPI's name for it, its size, and whether NCCL averages.
+struct Reduction {
+    MPI_Datatype type;
+    MPI_Op op;
+    size_t size;
+    bool average;
+};
+
+class AllReduceOp final : public Operation {
+public:
+    AllReduceOp(ncclComm* comm, const void* send, void* recv, size_t count, Reduction red, bool injected)
+        : comm_(comm), send_(send), recv_((char*)recv), count_(count), red_(red), injected_(injected) {}
+
+    bool collective() const override { return true; }
+
+    bool stalled() override {
+        if (injected_ && fault().error && comm_->async_error == ncclSuccess) {
+            comm_->async_error = ncclRemoteError;
+            note("injected failure (SPKDDP_CUDA_EMU_NCCL_FAULT): all-reduce %ld of this rank never completes",
+                 fault().at);
+        }
+        return injected_ && !comm_->aborted;
+    }
+
+    void run() override {
+        if (comm_->aborted) return;  // ncclCommAbort dropped it
+        if (send_ != recv_) memcpy(recv_, send_, count_ * red_.size);
+        const int root = 0;
+        for (size_t off = 0; off < count_;) {
+            const int n = (int)(count_ - off < (size_t)1 << 30 ? count_ - off : (size_t)1 << 30);
+            char* p = recv_ + off * red_.size;
+            if (comm_->rank == root)
+                mpi(MPI_Reduce(MPI_IN_PLACE, p, n, red_.type, red_.op, root, comm_->mpi));
+            else
+                mpi(MPI_Reduce(p, nullptr, n, red_.type, red_.op, root, comm_->mpi));
+            mpi(MPI_Bcast(p, n, red_.type, root, comm_->mpi));
+            off += (size_t)n;
+        }
+        if (red_.average) {
+            float* f = (float*)recv_;
+            const float inv = 1.0f / (float)comm_->nranks;
+            for (size_t i = 0; i < count_; i++) f[i] *= inv;
+        }
+    }
+
+private:
+    static void mpi(int rc) {
+        if (rc != MPI_SUCCESS) fail("MPI failed (code %d) inside the all-reduce", rc);
+    }
+    ncclComm* comm_;
+    const void* send_;
+    char* recv_;
+    size_t count_;
+    Reduction red_;
+    bool injected_;
+};
+
+// The emulated combinations: float sum and average, int8 max, int64 sum.
+bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
+    if (t == ncclFloat && (op == ncclSum || op == ncclAvg)) *r = {MPI_FLOAT, MPI_SUM, sizeof(float), op == ncclAvg};
+    else if (t == ncclInt8 && op == ncclMax) *r = {MPI_INT8_T, MPI_MAX, 1, false};
+    else if (t == ncclInt64 && op == ncclSum) *r = {MPI_INT64_T, MPI_SUM, sizeof(int64_t), false};
+    else return false;
+    return true;
+}
+
+int g_group_depth = 0;
+
+}  // namespace
+}  // namespace spk_emu
+
+using namespace spk_emu;
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t r) {
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    }
+    return "unknown result code";
+}
+
+const char* ncclGetLastError(ncclComm_t) { return last_note(); }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    if (!id) return ncclInvalidArgument;
+    memset(id, 0, sizeof *id);
+    static unsigned counter = 0;
+    snprintf(id->internal, sizeof id->internal, "cuda-emu %d %u %lx", (int)getpid(), ++counter,
+             (unsigned long)(uintptr_t)id);
+    return ncclSuccess;
+}
+
+// Collective over MPI_COMM_WORLD (every rank of the job must call it, as spkddp's do).
+ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+    int mpi_up = 0;
+    MPI_Initialized(&mpi_up);
+    if (!out) return ncclInvalidArgument;
+    if (!mpi_up) return usage("the stand-in's NCCL runs over MPI: MPI_Init first");
+    if (nranks < 1 || rank < 0 || rank >= nranks) return usage("ncclCommInitRank: rank out of range");
+    ncclComm* c = new ncclComm;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->device = current_device();
+    MPI_Comm_split(MPI_COMM_WORLD, (int)hash_id(id), rank, &c->mpi);
+    int size = 0, me = 0;
+    MPI_Comm_size(c->mpi, &size);
+    MPI_Comm_rank(c->mpi, &me);
+    if (size != nranks || me != rank) {
+        MPI_Comm_free(&c->mpi);
+        delete c;
+        return usage("ncclCommInitRank: the ranks that share this unique id are not nranks ranks");
+    }
+    std::vector<int> devices(nranks);
+    MPI_Allgather(&c->device, 1, MPI_INT, devices.data(), 1, MPI_INT, c->mpi);
+    for (int r = 0; r < nranks; r++)
+        if (r != rank && devices[r] == c->device) {
+            // NCCL: "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device ..."
+            note("Duplicate GPU detected : rank %d and rank %d both on CUDA device %d", rank, r, c->device);
+            MPI_Comm_free(&c->mpi);
+            delete c;
+            return ncclInvalidUsage;
+        }
+    g_comms.insert(c);
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+    if (!g_comms.count(comm) || !async_error) return ncclInvalidArgument;
+    *async_error = comm->async_error;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    if (!g_comms.count(comm)) return ncclInvalidArgument;
+    comm->aborted = true;  // queued all-reduces complete without communicating
+    g_comms.erase(comm);
+    g_retired.insert(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    if (!g_comms.count(comm)) return ncclInvalidArgument;
+    synchronize_device();  // finishes its queued all-reduces (every rank destroys it)
+    MPI_Comm_free(&comm->mpi);
+    g_comms.erase(comm);
+    g_retired.insert(comm);
+    comm->aborted = true;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    if (!g_comms.count(comm)) return usage("ncclAllReduce: not a communicator (aborted or destroyed?)");
+    Reduction red;
+    if (!reduction_of(datatype, op, &red)) {
+        note("ncclAllReduce: only float sum and average, int8 max and int64 sum are emulated");
+        return ncclInvalidArgument;
+    }
+    CUstream_st* s = stream_from_handle(stream);
+    if (!s) return usage("ncclAllReduce: not a stream");
+    if (count == 0) return ncclSuccess;
+    for (const void* p : {(const void*)sendbuff, (const void*)recvbuff}) {
+        char why[256];
+        const Allocation* a = find_range(p, count * red.size, why, sizeof why);
+        if (!a) {
+            note("ncclAllReduce: %s", why);
+            return ncclInvalidArgument;
+        }
+        if (a->device != comm->device) return usage("ncclAllReduce: a buffer is memory of another device");
+    }
+    const bool injected = fault().at == ++g_allreduces;
+    enqueue(s, std::make_unique<AllReduceOp>(comm, sendbuff, recvbuff, count, red, injected));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+    g_group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (g_group_depth == 0) return usage("ncclGroupEnd without ncclGroupStart");
+    g_group_depth--;
+    return ncclSuccess;
+}
+
+}  // extern "C"
