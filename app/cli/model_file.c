@@ -42,8 +42,9 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
     const model_data_t md = {h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim, h->meta.visual_ratio, path};
     model_t *m = model_create(&mc, &md, be);
     if (comm->rank == 0) {
-        if (h->is_safetensors) {
-            h->code = init_from_copy(m, &wf, path, 1, h->err, sizeof h->err);
+        if (h->is_safetensors) {  // a file without a classifier leaves the model's fresh one
+            const int keep_head = weights_file_find(&wf, "classifier.weight") != NULL;
+            h->code = init_from_copy(m, &wf, path, keep_head, h->err, sizeof h->err);
         } else {
             ckpt_tensors_t t = {&m->table, m->host_params, &m->state_table, m->host_state, 0, NULL};
             h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);

@@ -1,7 +1,7 @@
 // The model in a trained file, built on every rank: an spkddp checkpoint (its stored config
 // builds the model), or a safetensors file written by `spkddp export` or
-// tools/speechbrain_to_safetensors.py (its metadata carries the same config). What embed and
-// export start from.
+// tools/speechbrain_to_safetensors.py (its metadata carries the same config; a file without
+// "classifier.weight" gets the model's fresh classifier). What embed and export start from.
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
