@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors stores little-endian values as they are in memory");
 
@@ -198,17 +199,32 @@ static int parse_header(safetensors_t *st, const char *text, size_t len, int64_t
 static int read_file(const char *path, unsigned char **buf, size_t *len, char *err, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) FAIL("%s: cannot read the file (%s)", path, strerror(errno));
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
-        FAIL("%s: cannot read the file (not a regular file?)", path);
+        FAIL("%s: cannot read the file (not a regular file)", path);
     }
-    *buf = mallocCheck((size_t)size + 1);
-    size_t got = fread(*buf, 1, (size_t)size, f);
+    *buf = mallocCheck((size_t)sb.st_size + 1);
+    size_t got = fread(*buf, 1, (size_t)sb.st_size, f);
     fclose(f);
-    if (got != (size_t)size) FAIL("%s: cannot read the file (short read)", path);
-    *len = (size_t)size;
+    if (got != (size_t)sb.st_size) FAIL("%s: cannot read the file (short read)", path);
+    *len = got;
     return 0;
+}
+
+int safetensors_parse(const unsigned char *buf, size_t len, const char *path, safetensors_t *st, char *err, size_t cap) {
+    memset(st, 0, sizeof *st);
+    uint64_t hl = 0;
+    if (len >= 8) memcpy(&hl, buf, 8);
+    if (len < 10 || hl < 2 || hl > ST_HEADER_MAX || hl > len - 8 || buf[8] != '{')
+        FAIL("%s: not a safetensors file (the first 8 bytes must give the length of a JSON header that follows)", path);
+    // The data section in a buffer of its own: aligned, whatever the header length.
+    const size_t data_len = len - 8 - (size_t)hl;
+    st->image = mallocCheck(data_len + 1);
+    memcpy(st->image, buf + 8 + hl, data_len);
+    int rc = parse_header(st, (const char *)buf + 8, (size_t)hl, (int64_t)data_len, path, err, cap);
+    if (rc) safetensors_free(st);
+    return rc;
 }
 
 int safetensors_read(const char *path, safetensors_t *st, char *err, size_t cap) {
@@ -216,21 +232,8 @@ int safetensors_read(const char *path, safetensors_t *st, char *err, size_t cap)
     unsigned char *buf = NULL;
     size_t len = 0;
     int rc = read_file(path, &buf, &len, err, cap);
-    uint64_t hl = 0;
-    if (rc == 0 && len >= 8) memcpy(&hl, buf, 8);
-    if (rc == 0 && (len < 10 || hl < 2 || hl > ST_HEADER_MAX || hl > len - 8 || buf[8] != '{')) {
-        snprintf(err, cap, "%s: not a safetensors file (the first 8 bytes must give the length of a JSON header that follows)", path);
-        rc = SPK_EXIT_CKPT;
-    }
-    if (rc == 0) {
-        // The data section in a buffer of its own: aligned, whatever the header length.
-        const size_t data_len = len - 8 - (size_t)hl;
-        st->image = mallocCheck(data_len + 1);
-        memcpy(st->image, buf + 8 + hl, data_len);
-        rc = parse_header(st, (const char *)buf + 8, (size_t)hl, (int64_t)data_len, path, err, cap);
-    }
+    if (rc == 0) rc = safetensors_parse(buf, len, path, st, err, cap);
     free(buf);
-    if (rc) safetensors_free(st);
     return rc;
 }
 

@@ -47,6 +47,8 @@ typedef struct {
 
 // 0, or SPK_EXIT_CKPT with one sentence naming the file and the field in err.
 int safetensors_read(const char *path, safetensors_t *st, char *err, size_t cap);
+// The same on a file's bytes already in memory (len of them); path names it in messages.
+int safetensors_parse(const unsigned char *buf, size_t len, const char *path, safetensors_t *st, char *err, size_t cap);
 // 1 when the file starts like a safetensors file (a plausible header length and '{').
 int safetensors_sniff(const char *path);
 const st_tensor_t *safetensors_find(const safetensors_t *st, const char *name);
