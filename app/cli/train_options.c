@@ -93,6 +93,8 @@ static const opt_t rows[] = {
     OPT_CHOICE(train_config_t, init_head, "init-head", "keep|drop",
                "--init-from: keep the file's classifier (the same speakers) or drop it (a new speaker set: a fresh "
                "AAM-softmax head)"),
+    OPT_INVARIANT(train_config_t, model.invariant),
+    OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
 };
 
 const opt_table_t train_options =
