@@ -13,6 +13,7 @@
 #include "app/train/progress.h"
 #include "app/train/signals.h"
 #include "io/checkpoint.h"
+#include "io/config_yaml.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
 #include "io/loader.h"
@@ -29,6 +30,7 @@ typedef struct {
     const comm_t *comm;
     const train_config_t *cfg;
     const char *config_text;  // the flags as key=value lines, stored in checkpoints
+    const char *config_yaml;  // the same as YAML for ckpt_dir/config.yaml (NULL: written, or none)
     const spk_backend_t *be;  // where the model computes (--device)
     dataset_t data, val;
     int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
@@ -100,6 +102,16 @@ static void restore_position(trainer_t *t, const ckpt_meta_t *m) {
     t->ep_seconds = m->ep_seconds;
 }
 
+// ckpt_dir/config.yaml: this run's flags and --config file merged, to read or rerun (each
+// checkpoint keeps the same config). Written with the run's first checkpoint, so a run that
+// fails before it leaves the directory as it was; a failure costs only this copy: a warning.
+static void save_effective_config(trainer_t *t) {
+    char err[4400];
+    if (t->config_yaml && config_yaml_save(t->cfg->ckpt_dir, "config.yaml", t->config_yaml, err, sizeof err) != 0)
+        spk_warn("%s", err);
+    t->config_yaml = NULL;  // once
+}
+
 static void save_checkpoint(trainer_t *t) {
     if (!t->cfg->ckpt_dir[0]) return;
     if (t->comm->rank == 0) {
@@ -110,6 +122,7 @@ static void save_checkpoint(trainer_t *t) {
         ckpt_tensors_t ts = tensors_of(t);
         char path[4200];
         ckpt_save(t->cfg->ckpt_dir, m, &ts, (int)t->cfg->keep, path, sizeof path);
+        save_effective_config(t);
         if (t->samples_in_epoch == 0)
             printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch, (long long)t->global_step);
         else
@@ -465,11 +478,13 @@ static void choose_start(trainer_t *t) {
     }
 }
 
-static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
+static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, const char *config_text,
+                                const char *config_yaml) {
     trainer_t *t = callocCheck(1, sizeof *t);
     t->comm = comm;
     t->cfg = cfg;
     t->config_text = config_text;
+    t->config_yaml = config_yaml;
     t->be = device_select(comm, cfg->device, "train");
     device_set_tf32(t->be, cfg->tf32);
     open_data(t);
@@ -566,8 +581,8 @@ static void trainer_free(trainer_t *t) {
     free(t);
 }
 
-int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
-    trainer_t *t = trainer_setup(comm, cfg, config_text);
+int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text, const char *config_yaml) {
+    trainer_t *t = trainer_setup(comm, cfg, config_text, config_yaml);
     const int stopped = run_epochs(t);
     const int rc = finish(t, stopped);
     trainer_free(t);

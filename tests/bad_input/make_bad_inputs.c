@@ -547,6 +547,15 @@ static void write_other_files(void) {
     for (int i = 0; i < 64; i++) bin[i] = (unsigned char)(0x80 + (i * 7) % 0x7f);
     write_text("tr_binary.txt", (const char *)bin, sizeof bin);
 
+    const char *configs[][2] = {
+        {"cf_unknown_key.yaml", "data: in/base.h5\nlrr: 0.1\n"},
+        {"cf_bad_value.yaml", "data: in/base.h5\n# the run\nepochs: 0\n"},
+        {"cf_syntax.yaml", "data: in/base.h5\n  epochs: 2\n"},
+        {"cf_nested.yaml", "data: in/base.h5\nmodel:\n  name: ecapa\n"},
+        {"cf_score_key.yaml", "emb: in/good_emb.h5\ntrials: in/good_trials.txt\nlr: 0.1\n"},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) write_text(configs[i][0], configs[i][1], strlen(configs[i][1]));
+
     const char *lists[][2] = {
         {"ls_wav_empty.scp", ""},
         {"ls_wav_one_word.scp", "a\n"},
