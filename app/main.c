@@ -17,7 +17,8 @@ static const struct {
     {"diff", cmd_diff, "compare two checkpoints value by value"},
     {"embed", cmd_embed, "embed every utterance of a dataset with a trained model"},
     {"trials", cmd_trials, "make a verification trial list from speaker labels"},
-    {"score", cmd_score, "score trials: cosine, EER, minDCF, optional AS-norm"},
+    {"score", cmd_score, "score trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm"},
+    {"calibrate", cmd_calibrate, "fit or apply a calibration of scores to log-likelihood ratios (Cllr, minCllr)"},
     {"bench", cmd_bench, "time training steps on random data (samples/s, GFLOP/s)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])

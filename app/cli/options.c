@@ -250,8 +250,7 @@ size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t ca
     return n < cap ? n : cap;
 }
 
-// The shortest %g form of x that reads back as x (0.2, not 0.20000000000000001; 30, not 3e+01).
-static void shortest_real(double x, char *out, size_t cap) {
+void opt_format_real(double x, char *out, size_t cap) {
     if (x == floor(x) && fabs(x) < 1e15) {
         snprintf(out, cap, "%.0f", x);
         return;
@@ -274,7 +273,7 @@ char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
         switch (o->type) {
         case OPT_INT: fprintf(f, "%s=%lld\n", o->name, (long long)*(const int64_t *)field); break;
         case OPT_REAL:
-            shortest_real(*(const double *)field, num, sizeof num);
+            opt_format_real(*(const double *)field, num, sizeof num);
             fprintf(f, "%s=%s\n", o->name, num);
             break;
         case OPT_STR: fprintf(f, "%s=%s\n", o->name, field); break;

@@ -73,6 +73,8 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
 int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err, size_t cap);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
+// The shortest %g form of x that reads back as x (0.2, not 0.20000000000000001; 30, not 3e+01).
+void opt_format_real(double x, char *out, size_t cap);
 // The options as a YAML document that --config reads back to the same values (reals in their
 // shortest exact form, switches true/false), under `header` as a comment (may be NULL).
 // malloc'ed; NULL when a value cannot be written as YAML (not UTF-8).
