@@ -12,6 +12,8 @@
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/signals.h"
+#include "app/train/step_controls.h"
+#include "app/train/memory_peaks.h"
 #include "io/checkpoint.h"
 #include "io/config_yaml.h"
 #include "io/dataset.h"
@@ -42,9 +44,11 @@ typedef struct {
     optimizer_t opt;
     grad_sync_t grad_sync;
     lr_schedule_t sched;
-    int64_t *idx;          // (batch,) this step's sample indices
-    int64_t steps;         // per epoch
-    int64_t prefetched;    // steps of this epoch whose batches were handed to the loader
+    step_controls_t controls;  // gradient norm, clipping, skips, step log
+    int64_t *idx;          // (batch,) a micro-batch's sample indices
+    int64_t steps;         // optimizer updates per epoch
+    int64_t micro_steps;   // micro-batches per epoch (steps x --grad-accum, the last update may have fewer)
+    int64_t prefetched;    // micro-batches of this epoch handed to the loader
     float *scratch;        // (num_params,) divergence check
     // position
     int64_t epoch;             // epoch in progress
@@ -86,6 +90,7 @@ static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
     m->ep_correct = t->ep_correct;
     m->ep_count = t->ep_count;
     m->ep_seconds = t->ep_seconds;
+    step_controls_save(&t->controls, m);
     snprintf(m->config, sizeof m->config, "%s", t->config_text);
 }
 
@@ -100,6 +105,7 @@ static void restore_position(trainer_t *t, const ckpt_meta_t *m) {
     t->ep_correct = m->ep_correct;
     t->ep_count = m->ep_count;
     t->ep_seconds = m->ep_seconds;
+    step_controls_restore(&t->controls, m);
 }
 
 // ckpt_dir/config.yaml: this run's flags and --config file merged, to read or rerun (each
@@ -254,6 +260,8 @@ static void check_finite(trainer_t *t) {
 // An epoch's figures, global and the same on every rank.
 typedef struct {
     double loss, acc, samples_per_s, divergence;
+    double grad_norm, grad_norm_max;  // over the epoch's applied updates, before clipping
+    double rss_mib, device_mib;       // memory peaks (app/train/memory_peaks.h)
     double val_loss, val_acc;  // held-out set of the training speakers (NAN: none)
     double ver[3];             // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
 } epoch_summary_t;
@@ -264,9 +272,12 @@ static epoch_summary_t summarise_epoch(trainer_t *t) {
     epoch_summary_t s = {.loss = t->ep_loss_sum / (double)t->ep_count,
                          .acc = (double)t->ep_correct / (double)t->ep_count,
                          .samples_per_s = (double)t->ep_count / t->ep_seconds,
+                         .grad_norm = step_controls_epoch_norm(&t->controls, t->steps),
+                         .grad_norm_max = t->controls.ep_norm_max,
                          .val_loss = NAN,
                          .val_acc = NAN,
                          .ver = {NAN, NAN, NAN}};
+    memory_peaks(t->comm, t->be, &s.rss_mib, &s.device_mib);
     s.divergence = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     if (t->has_val) {
         comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
@@ -284,9 +295,10 @@ static void print_epoch(const trainer_t *t, const epoch_summary_t *s) {
             (long long)t->global_step, s->loss, s->acc);
     if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", s->val_loss, s->val_acc);
     if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * s->ver[0], s->ver[1]);
-    printf0("  lr %.6g  %.1f samples/s  %.2f s  data wait %.3f s  divergence %g\n", t->lr, s->samples_per_s,
-            t->ep_seconds, t->ep_data_wait,
-            s->divergence);
+    printf0("  lr %.6g  grad norm %.4g", t->lr, s->grad_norm);
+    if (t->controls.ep_skipped) printf0("  %lld skipped", (long long)t->controls.ep_skipped);
+    printf0("  %.1f samples/s  %.2f s  data wait %.3f s  peak RSS %.0f MiB  divergence %g\n", s->samples_per_s,
+            t->ep_seconds, t->ep_data_wait, s->rss_mib, s->divergence);
 }
 
 // One JSON line per epoch in --metrics (rank 0).
@@ -307,9 +319,14 @@ static void append_metrics(const trainer_t *t, const epoch_summary_t *s) {
         json_num(&j, "val_mindcf_0.05", s->ver[2]);
     }
     json_num(&j, "lr", t->lr);
+    json_num(&j, "grad_norm", s->grad_norm);
+    json_num(&j, "grad_norm_max", s->grad_norm_max);
+    json_int(&j, "skipped_steps", t->controls.ep_skipped);
     json_num(&j, "samples_per_s", s->samples_per_s);
     json_num(&j, "epoch_seconds", t->ep_seconds);
     json_num(&j, "data_wait_s", t->ep_data_wait);
+    json_num(&j, "peak_rss_mib", s->rss_mib);
+    if (!isnan(s->device_mib)) json_num(&j, "device_mem_mib", s->device_mib);
     json_num(&j, "divergence", s->divergence);
     json_int(&j, "world_size", t->comm->size);
     json_end(&j);
@@ -331,56 +348,88 @@ static void end_epoch(trainer_t *t) {
     t->samples_in_epoch = t->step_in_epoch = t->prefetched = 0;
     t->ep_loss_sum = t->ep_seconds = t->ep_data_wait = 0.0;
     t->ep_correct = t->ep_count = 0;
+    step_controls_new_epoch(&t->controls);
 }
 
-// Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
+// Hands the loader this epoch's micro-batches before `upto` not yet handed over.
 static void prefetch_until(trainer_t *t, int64_t upto) {
-    for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
+    for (; t->prefetched < upto && t->prefetched < t->micro_steps; t->prefetched++) {
         int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
         loader_prefetch(&t->loader, t->epoch, t->idx, n);
     }
 }
 
-// One synchronous data-parallel step. Returns the global mean loss of the step.
-static double train_step(trainer_t *t, int64_t step) {
+// Samples of this rank's micro-batch u (the last of an epoch may be short; equal on every rank).
+static int64_t micro_batch_size(const trainer_t *t, int64_t u) {
+    const int64_t left = t->sampler.per_rank - u * t->cfg->batch;
+    return left < t->cfg->batch ? left : t->cfg->batch;
+}
+
+// The forward/backward passes of update `step`: its --grad-accum micro-batches, gradients
+// accumulated so that they end as the mean over all the update's samples. Averaging across
+// ranks overlaps the last backward. Returns this rank's loss statistics.
+static step_stats_t accumulate(trainer_t *t, int64_t step) {
     model_t *m = t->model;
-    // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
-    double w0 = spk_seconds();
-    if (t->prefetched < step) t->prefetched = step;  // resumed mid-epoch
-    prefetch_until(t, step + 2);
-    const batch_t *b = loader_wait(&t->loader);
-    t->ep_data_wait += spk_seconds() - w0;
-    m->be->vec_zero(m->grads, (size_t)m->table.total);
-    grad_sync_begin(&t->grad_sync, m);
-    m->ops->train_step(m, b);
+    const int64_t first = step * t->cfg->grad_accum, total = (int64_t)m->table.total;
+    const int64_t last = (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
+    step_stats_t st = {0};
+    int64_t n_prev = 0, n_all = 0;
+    m->be->vec_zero(m->grads, (size_t)total);
+    if (t->prefetched < first) t->prefetched = first;  // resumed mid-epoch
+    for (int64_t u = first; u <= last; u++) {
+        // Batches are read two ahead; the loader's threads compute their frames meanwhile.
+        const double w0 = spk_seconds();
+        prefetch_until(t, u + 2);
+        const batch_t *b = loader_wait(&t->loader);
+        t->ep_data_wait += spk_seconds() - w0;
+        // Each backward adds its batch's mean gradient. A micro-batch of another size (an
+        // epoch's last) first rescales the sum so far, which then weighs each by its samples.
+        const int64_t n = micro_batch_size(t, u);
+        if (n_prev && n != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n), (size_t)total);
+        n_prev = n;
+        n_all += n;
+        if (u == last) grad_sync_begin(&t->grad_sync, m);
+        m->ops->train_step(m, b);
+        if (u < last) m->ops->read_stats(m, &st);
+    }
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
-    step_stats_t st = {0};
     m->ops->read_stats(m, &st);
+    if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
+    return st;
+}
+
+// One synchronous data-parallel update. Returns the global mean loss of the update.
+static double train_step(trainer_t *t, int64_t step) {
+    model_t *m = t->model;
+    const double t0 = spk_seconds(), wait0 = t->ep_data_wait;
+    step_stats_t st = accumulate(t, step);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
-    // Every rank has just left the allreduce, so the collective read of step + 2's crops
-    // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
-    w0 = spk_seconds();
-    prefetch_until(t, step + 3);
+    // Every rank has just left the allreduce, so the collective read of the next update's
+    // second micro-batch costs only its I/O here (before it, a rank would wait for the slowest).
+    const double w0 = spk_seconds();
+    prefetch_until(t, (step + 1) * t->cfg->grad_accum + 2);
     t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
-    if (!isfinite(v[0]))
-        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
-                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
+    step_report_t r = {.loss = v[0] / v[2], .accuracy = v[1] / v[2]};
     t->lr = lr_at(&t->sched, t->global_step);
-    optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    if (step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step)) {
+        optimizer_step(&t->opt, m->params, m->grads, t->lr);
+        t->ep_loss_sum += v[0];
+        t->ep_correct += (int64_t)v[1];
+        t->ep_count += (int64_t)v[2];
+    }
+    step_controls_log(&t->controls, &r, t->epoch, t->global_step, t->lr, (int64_t)v[2], spk_seconds() - t0,
+                      t->ep_data_wait - wait0);
     t->global_step++;
     t->step_in_epoch++;
     t->samples_in_epoch += (int64_t)v[2];
-    t->ep_loss_sum += v[0];
-    t->ep_correct += (int64_t)v[1];
-    t->ep_count += (int64_t)v[2];
-    return v[0] / v[2];
+    return r.loss;
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -432,6 +481,7 @@ static void create_optimizer(trainer_t *t) {
     const int64_t n = t->model->table.total;
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
+    step_controls_init(&t->controls, t->cfg, t->be);
     grad_sync_init(&t->grad_sync, t->comm, t->be, n);
     t->scratch = mallocCheck((size_t)n * sizeof(float));
 }
@@ -446,8 +496,8 @@ static void plan_epochs(trainer_t *t) {
     loader_set_augment(&t->loader, t->aug);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
-    int64_t steps = sampler_steps(&t->sampler, c->batch);
-    const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
+    int64_t steps = sampler_steps(&t->sampler, c->batch);  // micro-batches, from here on
+    const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last one
     if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: %s's BatchNorm needs at least %d samples per rank and step (--batch %lld, %lld "
@@ -461,8 +511,9 @@ static void plan_epochs(trainer_t *t) {
             (long long)tail, c->model.name, (long long)tail * t->comm->size,
             c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
-    t->steps = steps;
-    t->sched = train_config_lr_schedule(c, steps);
+    t->micro_steps = steps;
+    t->steps = (steps + c->grad_accum - 1) / c->grad_accum;
+    t->sched = train_config_lr_schedule(c, t->steps);
     t->lr = lr_at(&t->sched, 0);
 }
 
@@ -470,6 +521,7 @@ static void plan_epochs(trainer_t *t) {
 static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int resumed = resume(t);
+    step_controls_resume_log(&t->controls, resumed ? t->global_step : 0);  // a fresh run: a fresh step log
     if (c->metrics[0] && t->comm->rank == 0) {
         if (resumed)
             metrics_truncate_from(c->metrics, t->epoch + 1);
@@ -491,11 +543,13 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     create_model(t);
     create_optimizer(t);
     plan_epochs(t);
+    char accum[48] = "";
+    if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
     printf0(
-        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, "
-        "%lld steps/epoch\n",
+        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld%s = global batch "
+        "%lld, %lld steps/epoch\n",
         cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
-        (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
+        (long long)cfg->batch, accum, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
     return t;
 }
@@ -574,6 +628,7 @@ static void trainer_free(trainer_t *t) {
     dataset_close(&t->data);
     grad_sync_free(&t->grad_sync);
     optimizer_free(&t->opt);
+    step_controls_free(&t->controls);
     model_free(t->model);
     device_release(t->be);  // after everything that lived on it
     free(t->scratch);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Training controls (app/train/step_controls.h, --grad-accum in the trainer):
+#   --grad-accum  the linear model (no BatchNorm: where the math allows it) trained with
+#                 micro-batches equals the large batch, also when the epoch ends in a short
+#                 micro-batch, on 1 and 2 ranks (relative 1e-6); a run stopped mid-epoch and
+#                 resumed equals the uninterrupted one bitwise, metrics (with the gradient
+#                 norms) and the per-step log included, each step logged once;
+#   --clip-grad-norm  every logged update above the bound is scaled to it, and it changes
+#                 the result;
+#   --skip-nonfinite  one utterance whose logits overflow: the default stops at that step,
+#                 one allowed skip finishes the epoch, a second occurrence stops the run.
+. "$(dirname "$0")/lib.sh" "$@"
+$SPKDDP synth --kind toy --out toy.h5 --separation 0.5 >/dev/null || fail "synth toy"
+common="--data toy.h5 --epochs 2 --optimizer adam --lr 0.01 --weight-decay 1e-4 --progress 0"
+final=ckpt-000000000022.h5  # 64 samples per rank in updates of 6: 11 per epoch
+
+run 2 $SPKDDP train $common --batch 6 --ckpt-dir big >log_big || fail "large batch"
+run 2 $SPKDDP train $common --batch 3 --grad-accum 2 --ckpt-dir acc2 >log_acc2 || fail "2 ranks x 3 x 2 micro-batches"
+run 1 $SPKDDP train $common --global-batch 12 --grad-accum 3 --ckpt-dir acc3 >log_acc3 || fail "1 rank x 4 x 3 micro-batches"
+grep -q "2 ranks x batch 3 x 2 micro-batches = global batch 12, 11 steps/epoch" log_acc2 || fail "start line: $(grep 'spkddp train' log_acc2)"
+for d in acc2 acc3; do
+    if $SPKDDP diff big/$final $d/$final --rtol 1e-6 >diff_$d; then echo "ok  $d == one batch of 12 ($(grep params diff_$d))"
+    else cat diff_$d; fail "$d differs from the large batch"; fi
+done
+
+# Resume mid-epoch with micro-batches: bitwise, metrics and step log included.
+acc="$common --batch 3 --grad-accum 2 --log-every 1"
+run 2 $SPKDDP train $acc --ckpt-dir full --metrics full.jsonl --step-log full_steps.jsonl >/dev/null || fail "uninterrupted"
+run 2 $SPKDDP train $acc --ckpt-dir part --metrics part.jsonl --step-log part_steps.jsonl --max-steps 15 --ckpt-every 5 \
+    >/dev/null || fail "first leg"
+run 2 $SPKDDP train $acc --ckpt-dir part --metrics part.jsonl --step-log part_steps.jsonl --resume auto >log_b || fail "second leg"
+grep -q "resumed from part/ckpt-000000000015.h5" log_b || fail "did not resume from step 15"
+$SPKDDP diff full/$final part/$final >diff_resume || { cat diff_resume; fail "resumed run differs"; }
+strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|step_seconds|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
+diff <(strip full.jsonl) <(strip part.jsonl) >/dev/null || fail "metrics differ after resume"
+diff <(strip full_steps.jsonl) <(strip part_steps.jsonl) >/dev/null || fail "step logs differ after resume"
+[ "$(grep -c . part_steps.jsonl)" -eq 22 ] && grep -q '"grad_norm": [0-9]' part.jsonl || fail "22 step lines, grad_norm in the metrics"
+echo "ok  resume with micro-batches: bitwise, metrics with gradient norms and the step log equal"
+
+# Clipping: each update whose norm exceeds 0.05 is scaled to it.
+run 2 $SPKDDP train $common --batch 6 --clip-grad-norm 0.05 --log-every 1 --step-log clip.jsonl --ckpt-dir clip >/dev/null ||
+    fail "clipped run"
+awk -F'"grad_norm": |, "clip_scale": |, "skipped"' '{ n = $2; s = $3; want = n > 0.05 ? 0.05 / (n + 1e-6) : 1
+    if (s - want > 1e-6 || want - s > 1e-6) { print "step " NR ": norm " n " scale " s " want " want; bad = 1 } }
+    END { exit bad }' clip.jsonl || fail "clip scales"
+grep -q '"clip_scale": 0\.' clip.jsonl || fail "no update was clipped"
+$SPKDDP diff big/$final clip/$final --rtol 1e-6 >/dev/null && fail "clipping changed nothing"
+echo "ok  clipping to norm 0.05: $(grep -c '"clip_scale": 0\.' clip.jsonl) of 22 updates scaled"
+
+# Non-finite steps: utterance 5's features overflow its logits.
+$MAKE_BAD_DATA one-huge-utterance huge.h5 || fail "make_bad_data"
+expect_error 5 "loss is NaN at epoch 1, global step [0-9]+; lower --lr" -- run 1 $SPKDDP train --data huge.h5 --batch 2 --epochs 1
+run 1 $SPKDDP train --data huge.h5 --batch 2 --epochs 1 --skip-nonfinite 1 --metrics skip.jsonl >log_skip || fail "one skip allowed"
+grep -q "update skipped (1 of at most 1)" log_skip && grep -q '"skipped_steps": 1' skip.jsonl || fail "the skip is not logged"
+expect_error 5 "the updates --skip-nonfinite allows are used up" -- run 2 $SPKDDP train --data huge.h5 --batch 1 --epochs 2 --skip-nonfinite 1
+expect_error 2 "--global-batch 10 is not divisible by the 2 ranks x --grad-accum" -- run 2 $SPKDDP train --data toy.h5 --global-batch 10 --grad-accum 2
+finish
