@@ -8,6 +8,7 @@
 
 void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk_backend_t *be) {
     *c = (step_controls_t){.cfg = cfg, .be = be, .ep_norm_max = 0};
+    c->measure = cfg->clip_grad_norm > 0 || cfg->skip_nonfinite > 0 || cfg->log_every > 0 || !be->separate_memory;
     c->dev_norm = be->alloc(sizeof(double));
 }
 
@@ -112,5 +113,5 @@ void step_controls_new_epoch(step_controls_t *c) {
 
 double step_controls_epoch_norm(const step_controls_t *c, int64_t updates) {
     const int64_t applied = updates - c->ep_skipped;
-    return applied > 0 ? c->ep_norm_sum / (double)applied : NAN;
+    return c->measure && applied > 0 ? c->ep_norm_sum / (double)applied : NAN;
 }

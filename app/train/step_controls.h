@@ -13,6 +13,10 @@
 //   --log-every N     one JSON line every N updates (--step-log FILE, else rank 0's stdout).
 // The epoch's gradient-norm figures ride in checkpoints, so a resumed epoch reports what an
 // uninterrupted one would.
+// Measuring: the norm and the loss are needed before the update, so the host waits for the
+// device at every update. That costs nothing on the CPU backend, which measures always; on a
+// device (separate memory) only a run with one of the three flags measures, and the others
+// keep the host a step ahead of the device and leave the gradient norm out of the metrics.
 #pragma once
 #include "app/dist/comm.h"
 #include "app/train/train_config.h"
@@ -25,6 +29,7 @@ typedef struct {
     const train_config_t *cfg;
     const spk_backend_t *be;
     double *dev_norm;   // one double on the backend: vec_sum_squares' output
+    int measure;        // every update's norm and loss are read before it (see above)
     int64_t skipped;    // updates skipped in this run
     // the epoch in progress (checkpointed)
     double ep_norm_sum, ep_norm_max;  // over its applied updates, before clipping
@@ -57,6 +62,6 @@ void step_controls_resume_log(const step_controls_t *c, int64_t global_step);
 void step_controls_save(const step_controls_t *c, ckpt_meta_t *m);
 void step_controls_restore(step_controls_t *c, const ckpt_meta_t *m);
 void step_controls_new_epoch(step_controls_t *c);
-// The mean gradient norm of the epoch's applied updates (NAN when none); ep_norm_max is the
-// largest.
+// The mean gradient norm of the epoch's applied updates (NAN when none or not measured);
+// ep_norm_max is the largest.
 double step_controls_epoch_norm(const step_controls_t *c, int64_t updates);

@@ -23,6 +23,7 @@
 #include "io/sampler.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/spk_assert.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -49,6 +50,9 @@ typedef struct {
     int64_t steps;         // optimizer updates per epoch
     int64_t micro_steps;   // micro-batches per epoch (steps x --grad-accum, the last update may have fewer)
     int64_t prefetched;    // micro-batches of this epoch handed to the loader
+    int64_t unaccounted;   // updates queued whose statistics were not accounted for yet
+    step_stats_t partial;  // this rank's statistics of the oldest such update's micro-batches read so far
+    double last_update[3]; // the last accounted update's global loss sum, correct and count
     float *scratch;        // (num_params,) divergence check
     // position
     int64_t epoch;             // epoch in progress
@@ -295,7 +299,8 @@ static void print_epoch(const trainer_t *t, const epoch_summary_t *s) {
             (long long)t->global_step, s->loss, s->acc);
     if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", s->val_loss, s->val_acc);
     if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * s->ver[0], s->ver[1]);
-    printf0("  lr %.6g  grad norm %.4g", t->lr, s->grad_norm);
+    printf0("  lr %.6g", t->lr);
+    if (!isnan(s->grad_norm)) printf0("  grad norm %.4g", s->grad_norm);
     if (t->controls.ep_skipped) printf0("  %lld skipped", (long long)t->controls.ep_skipped);
     printf0("  %.1f samples/s  %.2f s  data wait %.3f s  peak RSS %.0f MiB  divergence %g\n", s->samples_per_s,
             t->ep_seconds, t->ep_data_wait, s->rss_mib, s->divergence);
@@ -319,8 +324,10 @@ static void append_metrics(const trainer_t *t, const epoch_summary_t *s) {
         json_num(&j, "val_mindcf_0.05", s->ver[2]);
     }
     json_num(&j, "lr", t->lr);
-    json_num(&j, "grad_norm", s->grad_norm);
-    json_num(&j, "grad_norm_max", s->grad_norm_max);
+    if (!isnan(s->grad_norm)) {
+        json_num(&j, "grad_norm", s->grad_norm);
+        json_num(&j, "grad_norm_max", s->grad_norm_max);
+    }
     json_int(&j, "skipped_steps", t->controls.ep_skipped);
     json_num(&j, "samples_per_s", s->samples_per_s);
     json_num(&j, "epoch_seconds", t->ep_seconds);
@@ -365,14 +372,66 @@ static int64_t micro_batch_size(const trainer_t *t, int64_t u) {
     return left < t->cfg->batch ? left : t->cfg->batch;
 }
 
+// An accounted update's global figures (loss sum, correct, count) into the epoch's; a skipped
+// update's samples count as seen, its loss and accuracy do not.
+static void count_update(trainer_t *t, const double v[3], int applied) {
+    const int64_t later = t->unaccounted;  // updates queued after this one
+    t->samples_in_epoch += (int64_t)v[2];
+    if (applied) {
+        t->ep_loss_sum += v[0];
+        t->ep_correct += (int64_t)v[1];
+        t->ep_count += (int64_t)v[2];
+    }
+    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
+                  t->steps);
+}
+
+// Reads the statistics of the oldest update not yet accounted for (global: summed over
+// ranks) and checks them; without step controls also adds them to the epoch's figures and
+// reports progress (with them queue_step does, once it has decided on the update).
+static void account_step(trainer_t *t) {
+    step_stats_t st = t->partial;  // its micro-batches read before
+    t->partial = (step_stats_t){0};
+    const int pending = model_read_stats(t->model, &st);
+    SPK_ASSERT(pending && t->unaccounted > 0);
+    t->unaccounted--;
+    // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
+    // different moments still stop after the same step.
+    double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
+    comm_allreduce_max_f64(t->comm, v + 3, 1);
+    comm_allreduce_sum_f64(t->comm, v, 3);
+    t->stop_signal = (int)v[3];
+    // Every rank has just left the allreduce, so the collective read of a later update's
+    // micro-batches costs only its I/O here (before it, a rank would wait for the slowest).
+    const double w0 = spk_seconds();
+    prefetch_until(t, t->step_in_epoch * t->cfg->grad_accum + 2);
+    t->ep_data_wait += spk_seconds() - w0;
+    if (t->stop_signal) signals_agreed();
+    memcpy(t->last_update, v, sizeof t->last_update);
+    if (t->controls.measure) return;  // step_controls_apply judges a non-finite loss
+    if (!isfinite(v[0]))
+        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1,
+                     (long long)(t->global_step - t->unaccounted));
+    count_update(t, v, 1);
+}
+
+// Brings the host up to date with the device: the averaging finished (with its deadline) and
+// every update's statistics accounted for. Before checkpoints, epoch ends and the run's end.
+static void settle(trainer_t *t) {
+    grad_sync_drain(&t->grad_sync);
+    while (t->model->stats_pending > 0) account_step(t);
+}
+
 // The forward/backward passes of update `step`: its --grad-accum micro-batches, gradients
-// accumulated so that they end as the mean over all the update's samples. Averaging across
-// ranks overlaps the last backward. Returns this rank's loss statistics.
-static step_stats_t accumulate(trainer_t *t, int64_t step) {
+// accumulated so that they end as the mean over all the update's samples, then averaged
+// across ranks (overlapping the last backward). At most one micro-batch's statistics may wait
+// unread when the next is queued: the previous update's are accounted for after this one's
+// first micro-batch, and every micro-batch but the last is read into t->partial at once.
+static void accumulate(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     const int64_t first = step * t->cfg->grad_accum, total = (int64_t)m->table.total;
     const int64_t last = (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
-    step_stats_t st = {0};
     int64_t n_prev = 0, n_all = 0;
     m->be->vec_zero(m->grads, (size_t)total);
     if (t->prefetched < first) t->prefetched = first;  // resumed mid-epoch
@@ -390,46 +449,41 @@ static step_stats_t accumulate(trainer_t *t, int64_t step) {
         n_all += n;
         if (u == last) grad_sync_begin(&t->grad_sync, m);
         m->ops->train_step(m, b);
-        if (u < last) m->ops->read_stats(m, &st);
+        if (u < last) {
+            if (m->stats_pending > 1) account_step(t);  // the previous update's last micro-batch
+            model_read_stats(m, &t->partial);
+        }
     }
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
-    m->ops->read_stats(m, &st);
     if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
-    return st;
 }
 
-// One synchronous data-parallel update. Returns the global mean loss of the update.
-static double train_step(trainer_t *t, int64_t step) {
+// Queues one synchronous data-parallel update: micro-batches, averaging, step controls and
+// the optimizer's update. Without controls that need the update's figures first, nothing here
+// waits for a device (its statistics are read at the next update, the averaging's deadline
+// covers the update before), so the host prepares update s + 1 while the device computes s.
+// With them (app/train/step_controls.h) the update waits for its loss and gradient norm.
+static void queue_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     const double t0 = spk_seconds(), wait0 = t->ep_data_wait;
-    step_stats_t st = accumulate(t, step);
-    // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
-    // different moments still stop after the same step.
-    double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
-    comm_allreduce_max_f64(t->comm, v + 3, 1);
-    comm_allreduce_sum_f64(t->comm, v, 3);
-    t->stop_signal = (int)v[3];
-    // Every rank has just left the allreduce, so the collective read of the next update's
-    // second micro-batch costs only its I/O here (before it, a rank would wait for the slowest).
-    const double w0 = spk_seconds();
-    prefetch_until(t, (step + 1) * t->cfg->grad_accum + 2);
-    t->ep_data_wait += spk_seconds() - w0;
-    if (t->stop_signal) signals_agreed();
-    step_report_t r = {.loss = v[0] / v[2], .accuracy = v[1] / v[2]};
+    accumulate(t, step);
     t->lr = lr_at(&t->sched, t->global_step);
-    if (step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step)) {
-        optimizer_step(&t->opt, m->params, m->grads, t->lr);
-        t->ep_loss_sum += v[0];
-        t->ep_correct += (int64_t)v[1];
-        t->ep_count += (int64_t)v[2];
-    }
-    step_controls_log(&t->controls, &r, t->epoch, t->global_step, t->lr, (int64_t)v[2], spk_seconds() - t0,
-                      t->ep_data_wait - wait0);
     t->global_step++;
     t->step_in_epoch++;
-    t->samples_in_epoch += (int64_t)v[2];
-    return r.loss;
+    t->unaccounted++;
+    if (!t->controls.measure) {
+        optimizer_step(&t->opt, m->params, m->grads, t->lr);
+        return;
+    }
+    grad_sync_drain(&t->grad_sync);  // the norm's download waits for the device: with the deadline first
+    while (m->stats_pending > 0) account_step(t);
+    step_report_t r = {.loss = t->last_update[0] / t->last_update[2], .accuracy = t->last_update[1] / t->last_update[2]};
+    const int apply = step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step - 1);
+    if (apply) optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    count_update(t, t->last_update, apply);
+    step_controls_log(&t->controls, &r, t->epoch, t->global_step - 1, t->lr, (int64_t)t->last_update[2],
+                      spk_seconds() - t0, t->ep_data_wait - wait0);
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -567,15 +621,20 @@ static int run_epoch(trainer_t *t) {
     if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
     while (t->step_in_epoch < t->steps) {
         const double t0 = spk_seconds();
-        const int64_t before = t->ep_count;
-        const double loss = train_step(t, t->step_in_epoch);
+        queue_step(t, t->step_in_epoch);
+        if (m->stats_pending > 1) account_step(t);  // the step before this one: one step late
         t->ep_seconds += spk_seconds() - t0;
-        progress_step(&t->progress, t->ep_count - before, loss, t->epoch, c->epochs, t->step_in_epoch, t->steps);
         if (t->step_in_epoch >= t->steps) break;  // the epoch end checkpoints
         const int stop = at_max_steps(t) || t->stop_signal;
-        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) save_checkpoint(t);
+        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) {
+            settle(t);
+            save_checkpoint(t);
+        }
         if (stop) return 1;
     }
+    const double t0 = spk_seconds();
+    settle(t);
+    t->ep_seconds += spk_seconds() - t0;
     progress_end_epoch(&t->progress);
     end_epoch(t);
     save_checkpoint(t);
@@ -598,6 +657,7 @@ static int run_epochs(trainer_t *t) {
 static int finish(trainer_t *t, int stopped) {
     const train_config_t *c = t->cfg;
     model_t *m = t->model;
+    settle(t);
     model_download(m);
     const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;

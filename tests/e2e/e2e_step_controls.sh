@@ -3,10 +3,11 @@
 #   --grad-accum  the linear model (no BatchNorm: where the math allows it) trained with
 #                 micro-batches equals the large batch (relative 1e-6), also when the epoch
 #                 ends in a short micro-batch (2 ranks) or in an update of fewer micro-batches
-#                 (1 rank); a run stopped mid-epoch and resumed equals the uninterrupted one
-#                 bitwise, metrics (with the gradient norms) and the per-step log included:
-#                 resumed from a checkpoint older than the log's last line, the log is cut
-#                 back to it and each step is logged once;
+#                 (1 rank), and so do the epoch's loss and accuracy, also on the device path
+#                 (cpu-staged: statistics read an update late); a run stopped mid-epoch and
+#                 resumed equals the uninterrupted one bitwise, metrics (with the gradient
+#                 norms) and the per-step log included: resumed from a checkpoint older than
+#                 the log's last line, the log is cut back to it and each step is logged once;
 #   --clip-grad-norm  every logged update above the bound is scaled to it, those below are
 #                 untouched, and it changes the result;
 #   --skip-nonfinite  one utterance whose logits overflow: the default stops at that step,
@@ -16,14 +17,29 @@ $SPKDDP synth --kind toy --out toy.h5 --separation 0.5 >/dev/null || fail "synth
 common="--data toy.h5 --epochs 2 --optimizer adam --lr 0.01 --weight-decay 1e-4 --progress 0"
 final=ckpt-000000000022.h5  # 64 samples per rank in updates of 6: 11 per epoch
 
-run 2 $SPKDDP train $common --batch 6 --ckpt-dir big >log_big || fail "large batch"
-run 2 $SPKDDP train $common --batch 3 --grad-accum 2 --ckpt-dir acc2 >log_acc2 || fail "2 ranks x 3 x 2 micro-batches"
+run 2 $SPKDDP train $common --batch 6 --ckpt-dir big --metrics big.jsonl >log_big || fail "large batch"
+run 2 $SPKDDP train $common --batch 3 --grad-accum 2 --ckpt-dir acc2 --metrics acc2.jsonl >log_acc2 || fail "2 ranks x 3 x 2 micro-batches"
 run 1 $SPKDDP train $common --global-batch 12 --grad-accum 3 --ckpt-dir acc3 >log_acc3 || fail "1 rank x 4 x 3 micro-batches"
 grep -q "2 ranks x batch 3 x 2 micro-batches = global batch 12, 11 steps/epoch" log_acc2 || fail "start line: $(grep 'spkddp train' log_acc2)"
 for d in acc2 acc3; do
     if $SPKDDP diff big/$final $d/$final --rtol 1e-6 >diff_$d; then echo "ok  $d == one batch of 12 ($(grep params diff_$d))"
     else cat diff_$d; fail "$d differs from the large batch"; fi
 done
+
+# The epoch's loss and accuracy with micro-batches are the large batch's (each update's
+# statistics gathered from its micro-batches), on the CPU and on the device path (cpu-staged:
+# separate memory, statistics read an update late, no gradient norm unless a control asks),
+# whose parameters are also bitwise the CPU's.
+run 2 $SPKDDP train $common --batch 3 --grad-accum 2 --metrics staged.jsonl --ckpt-dir staged --device cpu-staged \
+    >/dev/null || fail "cpu-staged"
+$SPKDDP diff acc2/$final staged/$final >/dev/null || fail "cpu-staged with micro-batches differs from the CPU"
+figures() { sed -E 's/.*"loss": ([^,]*), "accuracy": ([^,]*),.*/\1 \2/' "$1"; }
+for f in acc2 staged; do
+    paste -d' ' <(figures big.jsonl) <(figures $f.jsonl) | awk 'NF != 4 || $2 != $4 || ($1 - $3) ^ 2 > 1e-12 * $1 ^ 2 { bad = 1 }
+        END { exit bad || NR != 2 }' || fail "$f's epoch loss/accuracy $(figures $f.jsonl | tr '\n' ' ')differ from $(figures big.jsonl)"
+done
+grep -q grad_norm staged.jsonl && fail "cpu-staged measured the gradient norm without a control asking for it"
+echo "ok  epoch loss and accuracy with micro-batches equal the large batch's, on cpu and cpu-staged (bitwise the CPU)"
 
 # Resume mid-epoch with micro-batches: bitwise, metrics and step log included. The first leg
 # logs 17 steps but the second resumes from step 15's checkpoint (as after a crash between
