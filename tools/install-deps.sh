@@ -6,6 +6,6 @@ extra=()
 [ "${1:-}" = --sanitize ] && extra=(clang libclang-rt-14-dev libomp-dev)
 exec bash "$(dirname "$0")/apt-install-missing.sh" \
     build-essential cmake pkg-config mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
-    libopenblas-dev libopenblas-openmp-dev libdnnl-dev libsndfile1-dev libfftw3-dev libsoxr-dev libxxhash-dev \
+    libopenblas-dev libopenblas-openmp-dev libdnnl-dev libsndfile1-dev libfftw3-dev libsoxr-dev libxxhash-dev libyaml-dev \
     libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg gnuplot-nox \
     "${extra[@]}"
