@@ -96,6 +96,14 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, log_every, "log-every", 0, BIG, "a JSON line of step figures every N updates (0: none)"),
     OPT_TEXT(train_config_t, step_log, "step-log", OPT_OPTIONAL,
              "--log-every's lines go to this file (default: standard output)"),
+    // fine-tuning (docs/interop.md)
+    OPT_TEXT(train_config_t, init_from, "init-from", OPT_OPTIONAL,
+             "start from the weights and BatchNorm statistics of a checkpoint or a safetensors file with SpeechBrain's "
+             "names (spkddp export, tools/speechbrain_to_safetensors.py); the optimizer and schedule start fresh; "
+             "ignored once --resume finds a checkpoint"),
+    OPT_CHOICE(train_config_t, init_head, "init-head", "keep|drop",
+               "--init-from: keep the file's classifier (the same speakers) or drop it (a new speaker set: a fresh "
+               "AAM-softmax head)"),
 };
 
 const opt_table_t train_options =

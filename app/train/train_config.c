@@ -23,6 +23,7 @@ train_config_t train_config_defaults(void) {
     c.progress = 30;
     c.aug = augment_config_defaults();
     c.grad_accum = 1;
+    strcpy(c.init_head, "keep");
     return c;
 }
 

@@ -56,6 +56,9 @@ typedef struct {
     int64_t grad_accum;      // micro-batches per update (global batch = ranks x batch x grad_accum)
     int64_t log_every;       // updates between per-step JSON lines (0: none)
     char step_log[TRAIN_STR_MAX];  // their file ("": rank 0's stdout)
+    // start from another run's weights (app/train/init_from.h)
+    char init_from[TRAIN_STR_MAX];  // "" | a checkpoint or safetensors file
+    char init_head[TRAIN_STR_MAX];  // keep | drop: the classifier from the file, or fresh
 } train_config_t;
 
 train_config_t train_config_defaults(void);
