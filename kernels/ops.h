@@ -10,6 +10,7 @@
 #include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
+#include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pooling.h"
 #include "kernels/tensor_ops.h"
@@ -47,6 +48,8 @@
     X(vec_acc) \
     X(vec_copy) \
     X(vec_zero) \
+    X(vec_sum_squares) \
+    X(vec_scale) \
     X(aam_softmax_cache_floats) \
     X(aam_softmax_workspace_floats) \
     X(aam_softmax_forward) \

@@ -22,18 +22,20 @@ train_config_t train_config_defaults(void) {
     c.keep = 3;
     c.progress = 30;
     c.aug = augment_config_defaults();
+    c.grad_accum = 1;
     strcpy(c.init_head, "keep");
     return c;
 }
 
 void train_config_finalize(train_config_t *c, int world) {
+    const int64_t per_update = world * c->grad_accum;  // forward/backward passes per update
     if (c->global_batch > 0) {
-        if (c->global_batch % world != 0)
-            spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks",
-                         (long long)c->global_batch, world);
-        c->batch = c->global_batch / world;
+        if (c->global_batch % per_update != 0)
+            spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks%s",
+                         (long long)c->global_batch, world, c->grad_accum > 1 ? " x --grad-accum" : "");
+        c->batch = c->global_batch / per_update;
     }
-    c->global_batch = c->batch * world;
+    c->global_batch = c->batch * per_update;
     if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
     if (c->model.margin_warmup_end < c->model.margin_warmup_start)
