@@ -50,8 +50,11 @@ static model_t *load_model(const comm_t *comm, const char *path, const spk_backe
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
-    model_t *m = model_create(&mc, &(model_data_t){h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim,
-                                                   h->meta.visual_ratio, path}, be);
+    model_t *m = model_create(&mc,
+                              &(model_data_t){.feature_dim = h->meta.feature_dim, .num_classes = h->meta.num_classes,
+                                              .visual_dim = h->meta.visual_dim, .visual_ratio = h->meta.visual_ratio,
+                                              .source = path, .ranks_per_node = comm->local_size},
+                              be);
     if (comm->rank == 0) {
         ckpt_tensors_t t = {&m->table, m->host_params, &m->state_table, m->host_state, 0, NULL};
         h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);

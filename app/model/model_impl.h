@@ -5,7 +5,7 @@
 #include "app/model/model.h"
 
 // Allocates params/grads/state and the host copies once the tables are complete.
-void model_alloc_buffers(model_t *m);
+void model_alloc_buffers(model_t *m, const model_data_t *data);
 
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);
@@ -21,5 +21,5 @@ static inline void model_grads_ready(model_t *m, int64_t upto) {
 }
 
 // Builders, one per model file.
-void model_linear_build(model_t *m, const model_config_t *cfg);
+void model_linear_build(model_t *m, const model_config_t *cfg, const model_data_t *data);
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data);

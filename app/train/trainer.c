@@ -408,7 +408,10 @@ static void create_model(trainer_t *t) {
     const model_config_t mc = train_config_model(c);
     // Speed perturbation makes each factor's copies of a speaker a class of their own.
     const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
-    const model_data_t md = {t->data.feature_dim, classes, t->data.visual.dim, t->data.visual_ratio, c->data};
+    const optimizer_config_t oc = train_config_optimizer(c);
+    const model_data_t md = {.feature_dim = t->data.feature_dim, .num_classes = classes,
+                             .visual_dim = t->data.visual.dim, .visual_ratio = t->data.visual_ratio, .source = c->data,
+                             .param_copies = 2 + optimizer_slots(&oc), .ranks_per_node = t->comm->local_size};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);

@@ -165,6 +165,7 @@ static void ds_feature_dim_huge(hid_t f) { h5_attr_write_i64(f, "feature_dim", 1
 static void ds_no_num_speakers(hid_t f) { del(f, "num_speakers"); }
 static void ds_num_speakers_0(hid_t f) { h5_attr_write_i64(f, "num_speakers", 0, "x"); }
 static void ds_num_speakers_int32max(hid_t f) { h5_attr_write_i64(f, "num_speakers", INT32_MAX, "x"); }
+static void ds_num_speakers_2_24(hid_t f) { h5_attr_write_i64(f, "num_speakers", DATASET_MAX_SPEAKERS, "x"); }
 static void ds_num_speakers_u64(hid_t f) { set_u64(f, "num_speakers", (1ull << 63) + 5); }
 static void ds_frame_rate_neg(hid_t f) { h5_attr_write_f64(f, "frame_rate", -100, "x"); }
 static void ds_no_features(hid_t f) { del(f, "features"); }
@@ -479,7 +480,7 @@ static const mutation_t MUTATIONS[] = {
     M("base.h5", ds_no_format), M("base.h5", ds_format_wrong), M("base.h5", ds_format_int), M("base.h5", ds_no_version),
     M("base.h5", ds_version_2), M("base.h5", ds_version_str), M("base.h5", ds_no_feature_dim), M("base.h5", ds_feature_dim_0),
     M("base.h5", ds_feature_dim_float), M("base.h5", ds_feature_dim_huge), M("base.h5", ds_no_num_speakers),
-    M("base.h5", ds_num_speakers_0), M("base.h5", ds_num_speakers_int32max), M("base.h5", ds_num_speakers_u64),
+    M("base.h5", ds_num_speakers_0), M("base.h5", ds_num_speakers_int32max), M("base.h5", ds_num_speakers_2_24), M("base.h5", ds_num_speakers_u64),
     M("base.h5", ds_frame_rate_neg), M("base.h5", ds_no_features), M("base.h5", ds_features_group),
     M("base.h5", ds_features_1d), M("base.h5", ds_features_4d), M("base.h5", ds_features_int),
     M("base.h5", ds_features_dim_mismatch), M("base.h5", ds_features_unstored), M("base6.h5", ds_fixed_zero_frames),
