@@ -168,11 +168,27 @@ static int opt_lookup(const char *text, const char *name, char *out, size_t cap)
     return -1;
 }
 
+// The field already holds the value text spells: a default no flag can spell (--frames'
+// 0, "the model's own") stays what it is.
+static int holds(const opt_t *o, const void *cfg, const char *v) {
+    const char *field = (const char *)cfg + o->offset;
+    char *end = NULL;
+    if (o->type == OPT_INT) {
+        long long x = strtoll(v, &end, 10);
+        return end && !*end && end != v && x == *(const int64_t *)field;
+    }
+    if (o->type == OPT_REAL) {
+        double x = strtod(v, &end);
+        return end && !*end && end != v && x == *(const double *)field;
+    }
+    return 0;
+}
+
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text) {
     char v[OPT_STR_MAX];
     for (int i = 0; i < t->count; i++) {
         const opt_t *o = &t->opts[i];
-        if (opt_lookup(text, o->name, v, sizeof v) != 0) continue;
+        if (opt_lookup(text, o->name, v, sizeof v) != 0 || holds(o, cfg, v)) continue;
         if (o->type == OPT_FLAG) *(int *)((char *)cfg + o->offset) = atoi(v);
         else if (o->type != OPT_STR || v[0]) set_value(t, o, cfg, v);
         else ((char *)cfg + o->offset)[0] = 0;

@@ -67,5 +67,6 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
 // Sets every option found in a serialised text (the rest keep their values). A value out of
-// the table's range stops every rank as a bad flag would.
+// the table's range stops every rank as a bad flag would, unless the field already holds it
+// (a default that no flag can spell, like --frames 0: the model's own crop length).
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);
