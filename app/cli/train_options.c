@@ -85,6 +85,13 @@ static const opt_t rows[] = {
                 "SpecAugment: frequency masks per augmented sample"),
     OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000,
                 "SpecAugment: widest frequency mask, mel bins"),
+    // resume policy (docs/checkpoints.md)
+    OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
+             "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "
+             "(lr, epochs, ...); anything else that differs from the checkpoint is refused"),
+    OPT_SWITCH(train_config_t, set_aside_newer, "set-aside-newer",
+               "resuming an older checkpoint: move --ckpt-dir's newer checkpoints into abandoned-after-<step>/ "
+               "instead of refusing"),
 };
 
 const opt_table_t train_options =

@@ -422,6 +422,12 @@ static void ck_config_not_string(hid_t f) {
     sealed_i64(f, "config", 1);
 }
 static void ck_soft_link(hid_t f) { H5Lcreate_soft("/params", f, "alias", H5P_DEFAULT, H5P_DEFAULT); }
+// A valid dataset of the same shape with other labels: resuming good_ckpt.h5 on it is refused.
+static void ck_other_data(hid_t f) {
+    int32_t l[N];
+    for (int i = 0; i < N; i++) l[i] = (lab[i] + 1) % S;
+    put(f, "labels", H5T_NATIVE_INT32, 1, (hsize_t[]){N}, l);
+}
 
 // Embeddings (from good_emb.h5: N rows of the linear model's 2-dim embedding, ids u0..u7).
 static void em_no_format(hid_t f) { del(f, "spkddp_format"); }
@@ -506,6 +512,7 @@ static const mutation_t MUTATIONS[] = {
     M("good_ckpt.h5", ck_world_size_0), M("good_ckpt.h5", ck_ep_correct_gt_count), M("good_ckpt.h5", ck_num_classes_huge),
     M("good_ckpt.h5", ck_feature_dim_0), M("good_ckpt.h5", ck_negative_step), M("good_ckpt.h5", ck_model_empty),
     M("good_ckpt.h5", ck_config_not_string), M("good_ckpt.h5", ck_soft_link), M("v1_ckpt.h5", ck_v1_param_flip),
+    M("base.h5", ck_other_data),
 
     M("good_emb.h5", em_no_format), M("good_emb.h5", em_version_2), M("good_emb.h5", em_no_embeddings), M("good_emb.h5", em_1d),
     M("good_emb.h5", em_int), M("good_emb.h5", em_nan_row), M("good_emb.h5", em_inf_row), M("good_emb.h5", em_no_utt_ids),

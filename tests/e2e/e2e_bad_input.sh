@@ -60,7 +60,7 @@ head -c 3000 "$ck" >truncated.h5
 expect_error 4 "truncated.h5: not an HDF5 file"                 -- run 2 $SPKDDP train --data toy.h5 --resume truncated.h5
 # --resume auto skips the corrupt one and takes the newest complete checkpoint.
 mkdir -p mixed && cp "$ck" mixed/ckpt-000000000004.h5 && cp corrupt.h5 mixed/ckpt-000000000009.h5
-out=$(run 1 $SPKDDP train --data toy.h5 --epochs 1 --ckpt-dir mixed --resume auto 2>&1)
+out=$(run 1 $SPKDDP train --data toy.h5 --epochs 1 --global-batch 32 --ckpt-dir mixed --resume auto 2>&1)
 grep -q "resumed from mixed/ckpt-000000000004.h5" <<<"$out" || fail "auto did not skip the corrupt checkpoint: $out"
 grep -q "skipping mixed/ckpt-000000000009.h5" <<<"$out" || fail "auto did not say it skipped the corrupt checkpoint"
 echo "ok  --resume auto skips a corrupt checkpoint"
