@@ -4,7 +4,7 @@
 // launcher that sees no process die never ends the job. A thread checks once a second that
 // the step in progress is younger than SPKDDP_STEP_TIMEOUT seconds (default 600, like
 // SPKDDP_NCCL_TIMEOUT; 0 turns it off); otherwise this rank exits 1 with one line and the
-// launcher ends the others. The step itself pays two clock reads and two stores.
+// launcher ends the others. A step pays four clock reads and four stores.
 #pragma once
 #include <stdint.h>
 

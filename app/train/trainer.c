@@ -23,6 +23,7 @@
 #include "io/sampler.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/spk_assert.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -353,8 +354,11 @@ static void prefetch_until(trainer_t *t, int64_t upto) {
     }
 }
 
-// One synchronous data-parallel step. Returns the global mean loss of the step.
-static double train_step(trainer_t *t, int64_t step) {
+// Queues one synchronous data-parallel step: forward, backward, averaging and update. On a
+// device nothing here waits for the device (its statistics are read at the next step, the
+// averaging's deadline covers the step before), so the host prepares step s + 1 while the
+// device computes step s.
+static void queue_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     step_watchdog_arm(t->global_step);
     // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
@@ -368,34 +372,51 @@ static double train_step(trainer_t *t, int64_t step) {
     m->ops->train_step(m, b);
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
+    t->lr = lr_at(&t->sched, t->global_step);
+    optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    t->global_step++;
+    t->step_in_epoch++;
+    t->started = 1;
+    step_watchdog_disarm();
+}
+
+// Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
+// adds them to the epoch's figures, checks them and reports progress.
+static void account_step(trainer_t *t) {
+    step_watchdog_arm(t->global_step - t->model->stats_pending);
     step_stats_t st = {0};
-    m->ops->read_stats(m, &st);
+    const int pending = model_read_stats(t->model, &st);
+    SPK_ASSERT(pending);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
-    // Every rank has just left the allreduce, so the collective read of step + 2's crops
+    // Every rank has just left the allreduce, so the collective read of a later step's crops
     // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
-    w0 = spk_seconds();
-    prefetch_until(t, step + 3);
+    const double w0 = spk_seconds();
+    prefetch_until(t, t->step_in_epoch + 2);
     t->ep_data_wait += spk_seconds() - w0;
     signals_progress();
+    const int64_t later = t->model->stats_pending;  // steps queued after this one
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
-                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
-    t->lr = lr_at(&t->sched, t->global_step);
-    optimizer_step(&t->opt, m->params, m->grads, t->lr);
-    t->global_step++;
-    t->step_in_epoch++;
-    t->started = 1;
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)(t->global_step - later));
     t->samples_in_epoch += (int64_t)v[2];
     t->ep_loss_sum += v[0];
     t->ep_correct += (int64_t)v[1];
     t->ep_count += (int64_t)v[2];
     step_watchdog_disarm();
-    return v[0] / v[2];
+    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
+                  t->steps);
+}
+
+// Brings the host up to date with the device: the averaging finished (with its deadline) and
+// every step's statistics accounted for. Before checkpoints, epoch ends and the run's end.
+static void settle(trainer_t *t) {
+    grad_sync_drain(&t->grad_sync);
+    while (t->model->stats_pending > 0) account_step(t);
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -538,15 +559,20 @@ static int run_epoch(trainer_t *t) {
     if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
     while (t->step_in_epoch < t->steps) {
         const double t0 = spk_seconds();
-        const int64_t before = t->ep_count;
-        const double loss = train_step(t, t->step_in_epoch);
+        queue_step(t, t->step_in_epoch);
+        if (m->stats_pending > 1) account_step(t);  // the step before this one: one step late
         t->ep_seconds += spk_seconds() - t0;
-        progress_step(&t->progress, t->ep_count - before, loss, t->epoch, c->epochs, t->step_in_epoch, t->steps);
         if (t->step_in_epoch >= t->steps) break;  // the epoch end checkpoints
         const int stop = at_max_steps(t) || t->stop_signal;
-        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) save_checkpoint(t);
+        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) {
+            settle(t);
+            save_checkpoint(t);
+        }
         if (stop) return 1;
     }
+    const double t0 = spk_seconds();
+    settle(t);
+    t->ep_seconds += spk_seconds() - t0;
     progress_end_epoch(&t->progress);
     end_epoch(t);
     save_checkpoint(t);
@@ -576,6 +602,7 @@ static int run_epochs(trainer_t *t) {
 static int finish(trainer_t *t, int stopped) {
     const train_config_t *c = t->cfg;
     model_t *m = t->model;
+    settle(t);
     model_download(m);
     const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;

@@ -6,6 +6,7 @@
 #   - bitwise the same in the forward and the reverse scheduling order;
 #   - resumed from its step-1 checkpoint, bitwise the same as the run that never stopped;
 #   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
+#   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -52,7 +53,19 @@ gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-di
 grep -q "ranks share a GPU" log_shared || fail "one GPU for two ranks did not take the host path"
 same forward/$ckpt shared/$ckpt 0 "one shared GPU (MPI on the host) vs NCCL"
 
+# One rank on one GPU: SPKDDP_NCCL=1 averages through NCCL anyway (a mean over one rank), which
+# changes nothing, and its deadline still ends a hung all-reduce.
+gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir one >log_one 2>&1 \
+    || { cat log_one; fail "one-rank run"; }
+SPKDDP_NCCL=1 gpus 1 reverse run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir one_nccl \
+    >log_one_nccl 2>&1 || { cat log_one_nccl; fail "one-rank run with SPKDDP_NCCL=1"; }
+grep -q "averaged by NCCL over 1 GPU" log_one_nccl || fail "SPKDDP_NCCL=1 did not use NCCL in a world of one"
+! grep -q "averaged by NCCL" log_one || fail "a world of one used NCCL without SPKDDP_NCCL=1"
+same one/$ckpt one_nccl/$ckpt 0 "one rank: NCCL over one GPU vs no averaging"
+
 export SPKDDP_NCCL_TIMEOUT=1
+SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \
+    gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
 SPKDDP_CUDA_EMU_NCCL_FAULT=error:1 expect_error 1 "NCCL gradient allreduce failed .*injected" -- \
     gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:1 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \

@@ -89,8 +89,31 @@ void download(float* host, const float* dev, int n, cudaStream_t s) {
     CHECK(cudaStreamSynchronize(s));
 }
 
-// A correct program: reductions with static and dynamic shared memory, and a second stream
-// that waits for the first through an event.
+// Pinned host memory: an asynchronous upload, a kernel, an asynchronous download, then the host
+// waits for the download's event before it reads (and before it writes the source again).
+void pinned_round_trip(cudaStream_t s) {
+    const int n = 256;
+    float *h_in = nullptr, *h_out = nullptr;
+    CHECK(cudaMallocHost((void**)&h_in, sizeof(float) * n));
+    CHECK(cudaMallocHost((void**)&h_out, sizeof(float) * n));
+    float* d = device_floats(nullptr, n);
+    cudaEvent_t back;
+    CHECK(cudaEventCreateWithFlags(&back, cudaEventDisableTiming));
+    for (int i = 0; i < n; i++) h_in[i] = (float)i;
+    CHECK(cudaMemcpyAsync(d, h_in, sizeof(float) * n, cudaMemcpyHostToDevice, s));
+    scale<<<2, 64, 0, s>>>(d, d, n, 3.0f);
+    CHECK(cudaMemcpyAsync(h_out, d, sizeof(float) * n, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaEventRecord(back, s));
+    CHECK(cudaEventSynchronize(back));
+    h_in[0] = -1.0f;  // the upload is done: the source may change
+    printf("pinned round trip: %g %g\n", h_out[1], h_out[n - 1]);
+    CHECK(cudaFree(d));
+    CHECK(cudaFreeHost(h_in));
+    CHECK(cudaFreeHost(h_out));
+}
+
+// A correct program: reductions with static and dynamic shared memory, a second stream that
+// waits for the first through an event, and a pinned round trip.
 int run_ok() {
     const int blocks = 5, n = 1000;
     float* in = (float*)malloc(sizeof(float) * blocks * n);
@@ -111,6 +134,7 @@ int run_ok() {
     float out[blocks];
     download(out, d_scaled, blocks, b);
     for (int k = 0; k < blocks; k++) printf("block %d: %.6f\n", k, out[k]);
+    pinned_round_trip(a);
     CHECK(cudaFree(d_in));
     CHECK(cudaFree(d_out));
     CHECK(cudaFree(d_scaled));
@@ -227,6 +251,23 @@ extern "C" int emu_selftest(const char* what) {
         return 0;
     }
     if (!strcmp(what, "cudnn_misuse")) return run_cudnn_misuse();
+    if (!strcmp(what, "pinned_overwrite") || !strcmp(what, "pinned_early_read")) {
+        float* h = nullptr;
+        CHECK(cudaMallocHost((void**)&h, sizeof(float) * 64));
+        float* d = device_floats(nullptr, 64);
+        cudaStream_t s;
+        CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        h[5] = 1.0f;
+        if (!strcmp(what, "pinned_overwrite")) {  // the next batch written before the upload ran
+            CHECK(cudaMemcpyAsync(d, h, sizeof(float) * 64, cudaMemcpyHostToDevice, s));
+            h[5] = 2.0f;
+        } else {  // a result read before the download ran
+            CHECK(cudaMemcpyAsync(h, d, sizeof(float) * 64, cudaMemcpyDeviceToHost, s));
+            printf("%g\n", h[5]);
+        }
+        CHECK(cudaStreamSynchronize(s));
+        return 0;
+    }
     if (!strcmp(what, "bad_config")) {
         float* d = device_floats(nullptr, 16);
         fill<<<1, 2048>>>(d, 15, 1.0f);

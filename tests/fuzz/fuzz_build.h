@@ -29,8 +29,9 @@ static inline int64_t fz_int(fz_t *in, int64_t valid) {
     static const int64_t odd[] = {0, -1, 1, 2, 3, INT32_MAX, (int64_t)1 << 31, (int64_t)1 << 40, INT64_MAX, INT64_MIN, 65536, 65537, (int64_t)1 << 24};
     int k = fz_pick(in, 24);
     if (k < 8) return valid;
-    if (k == 8) return valid + 1;
-    if (k == 9) return valid - 1;
+    // Wrapping on purpose: valid may itself be an extreme drawn earlier.
+    if (k == 8) return (int64_t)((uint64_t)valid + 1);
+    if (k == 9) return (int64_t)((uint64_t)valid - 1);
     if (k == 10) return (int64_t)fz_u8(in) - 8;
     return odd[(k - 11) % (int)(sizeof odd / sizeof odd[0])];
 }

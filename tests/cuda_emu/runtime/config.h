@@ -10,6 +10,10 @@
 //     r % N == r' % N.
 //   SPKDDP_CUDA_EMU_PROTECT=0   leaves device memory readable by host code between device
 //     operations (default: any host access to it faults with a message).
+//   SPKDDP_CUDA_EMU_CUDNN_REPORT=fma|default   how the cuDNN heuristics describe their results
+//     (which real cuDNN versions do is not settled): fma (default) reports fp32 kernels as
+//     CUDNN_FMA_MATH; default reports them as CUDNN_DEFAULT_MATH and the backward passes'
+//     tensor-core kernels as non-deterministic.
 #pragma once
 
 namespace spk_emu {
@@ -18,6 +22,7 @@ struct Config {
     bool reverse;
     int devices;
     bool protect;
+    bool cudnn_reports_default;
 };
 
 const Config& config();

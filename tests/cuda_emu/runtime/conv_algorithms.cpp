@@ -1,5 +1,7 @@
 #include "conv_algorithms.h"
 
+#include "config.h"
+
 namespace spk_emu {
 namespace {
 
@@ -40,18 +42,26 @@ std::vector<ConvOffer> conv_offers(ConvPass pass, const ConvShape& g, cudnnMathT
         break;
     }
     case ConvPass::backward_data:
-        if (tensor) v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, CUDNN_TENSOR_OP_MATH, 2 * krs + 64));
+        if (tensor)
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, !config().cudnn_reports_default, CUDNN_TENSOR_OP_MATH,
+                              2 * krs + 64));
         v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, CUDNN_FMA_MATH, 0));
         v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, CUDNN_FMA_MATH, krs + 16));
         break;
     case ConvPass::backward_filter:
-        if (tensor) v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, CUDNN_TENSOR_OP_MATH, 2 * krs * g.c + 64));
+        if (tensor)
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, !config().cudnn_reports_default,
+                              CUDNN_TENSOR_OP_MATH, 2 * krs * g.c + 64));
         v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, CUDNN_FMA_MATH, 0));
         v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false, CUDNN_FMA_MATH, (size_t)g.n * 64));
         v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, CUDNN_FMA_MATH, krs * g.c + 128));
         break;
     }
     return v;
+}
+
+cudnnMathType_t conv_reported_math(const ConvOffer& o) {
+    return o.math == CUDNN_FMA_MATH && config().cudnn_reports_default ? CUDNN_DEFAULT_MATH : o.math;
 }
 
 bool conv_offer_for(ConvPass pass, const ConvShape& g, cudnnMathType_t descriptor_math, int algo, ConvOffer* out) {

@@ -20,11 +20,13 @@ struct ConvOffer {
     int algo;
     cudnnStatus_t status;  // CUDNN_STATUS_NOT_SUPPORTED for a shape it cannot do
     bool deterministic;
-    cudnnMathType_t math;  // CUDNN_FMA_MATH: plain fp32; otherwise TF32 inputs
+    cudnnMathType_t math;  // the kernel's: CUDNN_FMA_MATH plain fp32; otherwise TF32 inputs
     size_t workspace_bytes;
 };
 
 std::vector<ConvOffer> conv_offers(ConvPass pass, const ConvShape& g, cudnnMathType_t permitted);
+// The math type the heuristics report for an offer (SPKDDP_CUDA_EMU_CUDNN_REPORT, config.h).
+cudnnMathType_t conv_reported_math(const ConvOffer& o);
 // The offer that runs `algo` under a descriptor's math type (tensor-op offers first where the
 // math type permits them), or nullptr when the algorithm is not available that way.
 bool conv_offer_for(ConvPass pass, const ConvShape& g, cudnnMathType_t descriptor_math, int algo, ConvOffer* out);

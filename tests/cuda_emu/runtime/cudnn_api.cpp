@@ -109,7 +109,7 @@ cudnnStatus_t heuristics(ConvPass pass, cudnnHandle_t h, cudnnTensorDescriptor_t
         p.time = (float)n;
         p.memory = o.workspace_bytes;
         p.determinism = o.deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
-        p.mathType = o.math;
+        p.mathType = conv_reported_math(o);
     }
     *returned = n;
     return CUDNN_STATUS_SUCCESS;

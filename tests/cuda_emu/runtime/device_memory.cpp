@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "diag.h"
+#include "pinned_memory.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -37,6 +38,7 @@ struct Arena {
     uint64_t serial = 0;
     int access_depth = 0;
     struct sigaction previous_segv;
+    bool handler_installed = false;
 };
 Arena g_arena;
 
@@ -61,14 +63,20 @@ void describe_address(const void* p, char* out, size_t cap) {
 }
 
 void on_segv(int sig, siginfo_t* info, void* ctx) {
+    char msg[600];
+    int n = 0;
     if (in_arena(info->si_addr) && g_arena.access_depth == 0) {
-        char where[160], msg[400];
+        char where[160];
         describe_address(info->si_addr, where, sizeof where);
-        const int n = snprintf(msg, sizeof msg,
-                               "cuda-emu: error: host code accessed device memory at %p (%s); on a GPU "
-                               "this is an invalid access too: copy it with cudaMemcpy first\n",
-                               info->si_addr, where);
-        if (n > 0) (void)!write(2, msg, (size_t)n);
+        n = snprintf(msg, sizeof msg,
+                     "cuda-emu: error: host code accessed device memory at %p (%s); on a GPU "
+                     "this is an invalid access too: copy it with cudaMemcpy first\n",
+                     info->si_addr, where);
+    } else if (pinned_fault_message(info->si_addr, msg, sizeof msg)) {
+        n = (int)strlen(msg);
+    }
+    if (n > 0) {
+        (void)!write(2, msg, (size_t)n);
         signal(SIGABRT, SIG_DFL);
         abort();
     }
@@ -93,12 +101,7 @@ void reserve_arena() {
         if (mprotect(p, kArenaBytes, PROT_READ | PROT_WRITE) != 0) fail("mprotect failed: %s", strerror(errno));
         return;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_segv;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &g_arena.previous_segv);
+    install_fault_handler();
 }
 
 // First fit among freed blocks, else from the high-water mark.
@@ -134,6 +137,17 @@ void give_back(size_t off, size_t span) {
 }
 
 }  // namespace
+
+void install_fault_handler() {
+    if (!config().protect || g_arena.handler_installed) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_arena.previous_segv);
+    g_arena.handler_installed = true;
+}
 
 void* device_alloc(size_t bytes, int device) {
     if (!g_arena.base) reserve_arena();

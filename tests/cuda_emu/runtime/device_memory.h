@@ -34,6 +34,9 @@ const Allocation& require_range(const void* p, size_t bytes, const char* what);
 // Gives the whole pages inside [p, p + bytes) back to the system (they read as zeros after):
 // for scratch only a library reads, so that protecting device memory stays cheap.
 void device_discard(void* p, size_t bytes);
+// The SIGSEGV handler that turns host accesses to protected memory (device memory, pinned
+// memory a queued copy holds) into a message; installed once, when protection is on.
+void install_fault_handler();
 // Fails naming `after` if device work wrote into the redzone behind `a`.
 void check_redzone(const Allocation& a, const char* after);
 

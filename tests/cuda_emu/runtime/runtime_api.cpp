@@ -1,6 +1,8 @@
 // The CUDA runtime API calls (cuda_runtime.h): devices, errors, memory, copies, streams, events.
-// Copies follow CUDA's rules for pageable host memory: host-to-device takes the source at the
-// call, device-to-host returns when the copy (and the work queued before it) is done.
+// Copies follow CUDA's rules: with pageable host memory, host-to-device takes the source at the
+// call and device-to-host returns when the copy (and the work queued before it) is done; with
+// pinned memory (cudaMallocHost) both are asynchronous and touch the host memory when they run
+// (pinned_memory.h guards it meanwhile).
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "device_memory.h"
 #include "diag.h"
 #include "digest.h"
+#include "pinned_memory.h"
 #include "runtime_state.h"
 #include "streams.h"
 
@@ -41,6 +44,28 @@ public:
     }
 
 private:
+    void* dst_;
+    const void* src_;
+    size_t bytes_;
+    bool to_host_;
+};
+
+// Between pinned host memory and the device: the host side is touched when the copy runs.
+class PinnedCopy final : public Operation {
+public:
+    PinnedCopy(void* dst, const void* src, size_t bytes, bool to_host)
+        : dst_(dst), src_(src), bytes_(bytes), to_host_(to_host) {
+        pinned_hold(host(), to_host_);
+    }
+    void run() override {
+        PinnedAccess access(host());
+        memcpy(dst_, src_, bytes_);
+        if (to_host_) digest_add(dst_, bytes_);
+        pinned_release(host(), to_host_);
+    }
+
+private:
+    const void* host() const { return to_host_ ? dst_ : src_; }
     void* dst_;
     const void* src_;
     size_t bytes_;
@@ -178,6 +203,23 @@ cudaError_t cudaFree(void* ptr) {
     return cudaSuccess;
 }
 
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+    if (!ptr) return report(cudaErrorInvalidValue);
+    *ptr = pinned_alloc(bytes);
+    return *ptr ? cudaSuccess : report(cudaErrorMemoryAllocation);
+}
+
+// Like CUDA, waits for all queued work first.
+cudaError_t cudaFreeHost(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    synchronize_device();
+    if (!pinned_free(ptr)) {
+        note("cudaFreeHost(%p): not the start of a block from cudaMallocHost", ptr);
+        return report(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     if (!free_bytes || !total_bytes) return report(cudaErrorInvalidValue);
     *total_bytes = device_bytes_total();
@@ -207,6 +249,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaM
     if (kind == cudaMemcpyHostToHost) {
         synchronize(s);
         memmove(dst, src, bytes);
+    } else if (kind == cudaMemcpyHostToDevice && is_pinned(src, bytes)) {
+        enqueue(s, std::make_unique<PinnedCopy>(dst, src, bytes, false));
+    } else if (kind == cudaMemcpyDeviceToHost && is_pinned(dst, bytes)) {
+        enqueue(s, std::make_unique<PinnedCopy>(dst, src, bytes, true));
     } else if (kind == cudaMemcpyHostToDevice) {
         enqueue(s, std::make_unique<HostToDevice>(dst, src, bytes));
     } else {
@@ -277,6 +323,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!event_valid(event)) return report(cudaErrorInvalidResourceHandle);
     return event_query(event) ? cudaSuccess : cudaErrorNotReady;  // not ready is no error
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (!event_valid(event)) return report(cudaErrorInvalidResourceHandle);
+    event_synchronize(event);
+    return cudaSuccess;
 }
 
 }  // extern "C"

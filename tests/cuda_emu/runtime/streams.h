@@ -56,6 +56,9 @@ void event_record(CUevent_st* e, CUstream_st* s);
 // cudaEventQuery: a pending record answers "not ready" once, then the host's patience makes
 // it run (a GPU would get there by itself).
 bool event_query(CUevent_st* e);
+// cudaEventSynchronize: runs what the event's latest record needs; ends the process with a
+// message when that would wait forever behind a stalled operation.
+void event_synchronize(CUevent_st* e);
 Marker event_marker(CUevent_st* e);  // {nullptr, 0} when never recorded
 
 }  // namespace spk_emu

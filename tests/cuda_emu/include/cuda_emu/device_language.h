@@ -143,6 +143,12 @@ struct SharedTouch {
 
 }  // namespace spk_emu
 
+// Round-to-nearest float addition and subtraction that are never contracted into an FMA or
+// reassociated: defined out of line (runtime/device_math.cpp), so that the host compiler
+// cannot fuse them with a multiplication around the call, as nvcc does not.
+float __fadd_rn(float a, float b);
+float __fsub_rn(float a, float b);
+
 #define threadIdx (static_cast<const uint3&>(::spk_emu::g_coords.thread_idx))
 #define blockIdx (static_cast<const uint3&>(::spk_emu::g_coords.block_idx))
 #define blockDim (static_cast<const dim3&>(::spk_emu::g_coords.block_dim))
