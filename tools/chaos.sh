@@ -17,7 +17,7 @@ KILLS=${1:-20} MODEL=${2:-linear}
 SPKDDP=$(realpath "${SPKDDP:-build/app/spkddp}") MPIEXEC=${MPIEXEC:-mpiexec} NP=${NP:-2}
 SEED=${SEED:-1} CKPT_EVERY=${CKPT_EVERY:-2}
 WORK=${WORK:-$(mktemp -d /tmp/spkddp-chaos.XXXXXX)}
-mkdir -p "$WORK" && cd "$WORK" || exit 1
+mkdir -p "$WORK" && cd "$WORK" && WORK=$PWD || exit 1
 rm -rf ref ref.out t[0-9]* data.h5  # a previous run's (only what this script names)
 RANDOM=$SEED
 
@@ -33,10 +33,11 @@ TRAIN="train --data data.h5 $ARGS --ckpt-every $CKPT_EVERY --progress 0"
 
 now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
-# The pid of rank R of the run whose --ckpt-dir is D (hydra puts PMI_RANK in each rank's environment).
+# The pid of rank R of the run with --ckpt-dir $WORK/D (hydra puts PMI_RANK in each rank's
+# environment; the absolute directory tells these runs from any others on the machine).
 rank_pid() {
     local p
-    for p in $(pgrep -f "$SPKDDP train .*--ckpt-dir $2( |$)"); do
+    for p in $(pgrep -f "$SPKDDP train .*--ckpt-dir $WORK/$2( |$)"); do
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" && { echo "$p"; return; }
     done
 }
@@ -51,13 +52,14 @@ printf '%-5s %-5s %-9s %-8s %-6s %-7s %-6s %-8s %s\n' trial rank kill_at end_s e
 
 ends=() bad_loads=0 not_bitwise=0 no_end=0 missed=0 failed=0 tmps=0
 i=0
-# A kill that comes after the run ended (runs vary under load) does not count; KILLS kills
-# that landed are made, within 2 x KILLS tries.
+# A kill that comes after the run ended (runs vary under load) does not count, and later
+# moments are drawn within that run's length; KILLS kills that landed are made, within
+# 2 x KILLS tries.
 while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
     i=$((i + 1)) d=t$i rank=$((RANDOM % NP))
     at=$(awk -v r=$RANDOM -v l="$LENGTH" 'BEGIN { printf "%.3f", 0.05 + 0.9 * l * r / 32767 }')
     t0=$(now)
-    "$MPIEXEC" -n "$NP" "$SPKDDP" $TRAIN --ckpt-dir $d >$d.out 2>$d.err &
+    "$MPIEXEC" -n "$NP" "$SPKDDP" $TRAIN --ckpt-dir "$WORK/$d" >$d.out 2>$d.err &
     m=$!
     sleep "$at"
     p=""
@@ -66,6 +68,8 @@ while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
     if [ -z "$p" ] || ! kill -KILL "$p" 2>/dev/null; then
         wait $m
         missed=$((missed + 1))
+        # Runs vary under load: later moments are drawn within this shorter run.
+        LENGTH=$(awk -v l="$LENGTH" -v r="$(sub "$(now)" "$t0")" 'BEGIN { printf "%.3f", r < l ? r : l }')
         printf '%-5s %-5s %-9s %s\n' $i $rank "$killed_at" "(the run had ended: no kill)"
         continue
     fi

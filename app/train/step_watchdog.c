@@ -13,7 +13,7 @@
 
 static struct {
     double timeout_s;
-    _Atomic double since;   // when the step in progress began (0: none)
+    _Atomic double met;     // when the ranks last met
     _Atomic int64_t step;
     pthread_mutex_t lock;   // guards stop; the thread naps on wake
     pthread_cond_t wake;
@@ -37,15 +37,15 @@ static int nap(void) {
 static void *watch(void *arg) {
     (void)arg;
     while (!nap()) {
-        const double since = atomic_load(&w.since);
-        if (since > 0 && spk_seconds() - since > w.timeout_s) {
+        const double since = spk_seconds() - atomic_load(&w.met);
+        if (since > w.timeout_s) {
             // Not spk_die: MPI belongs to the main thread, which is the one stuck. The
             // launcher sees this rank exit and ends the job.
             char msg[320];
             int n = snprintf(msg, sizeof msg,
-                             "spkddp: error: [rank %d] training step %lld has not finished after %.0f s: a peer rank is "
-                             "silent (host unreachable or process stopped); exiting (SPKDDP_STEP_TIMEOUT)\n",
-                             spk_rank(), (long long)atomic_load(&w.step) + 1, w.timeout_s);
+                             "spkddp: error: [rank %d] the ranks have not met for %.0f s (global step %lld): a peer "
+                             "rank is silent (host unreachable or process stopped); exiting (SPKDDP_STEP_TIMEOUT)\n",
+                             spk_rank(), since, (long long)atomic_load(&w.step));
             ssize_t r = write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
             (void)r;
             _exit(SPK_EXIT_FAILURE);
@@ -57,7 +57,7 @@ static void *watch(void *arg) {
 void step_watchdog_start(void) {
     const char *s = getenv("SPKDDP_STEP_TIMEOUT");
     w.timeout_s = s ? atof(s) : 600.0;
-    atomic_store(&w.since, 0.0);
+    atomic_store(&w.met, spk_seconds());
     w.stop = 0;
     if (!(w.timeout_s > 0)) return;
     if (pthread_create(&w.thread, NULL, watch, NULL) != 0)
@@ -65,12 +65,9 @@ void step_watchdog_start(void) {
     w.running = 1;
 }
 
-void step_watchdog_arm(int64_t step) {
-    atomic_store(&w.step, step);
-    atomic_store(&w.since, spk_seconds());
-}
+void step_watchdog_met(void) { atomic_store(&w.met, spk_seconds()); }
 
-void step_watchdog_disarm(void) { atomic_store(&w.since, 0.0); }
+void step_watchdog_at_step(int64_t step) { atomic_store(&w.step, step); }
 
 void step_watchdog_stop(void) {
     if (!w.running) return;

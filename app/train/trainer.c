@@ -65,6 +65,13 @@ typedef struct {
     ckpt_policy_t ckpt;  // what this run may write and delete in --ckpt-dir
 } trainer_t;
 
+// The ranks have just met (an allreduce, a collective read, a barrier): a stop in progress
+// gets a fresh grace period, the step deadline starts again.
+static void met(void) {
+    signals_progress();
+    step_watchdog_met();
+}
+
 // ---- checkpoints --------------------------------------------------------------------------
 
 static ckpt_tensors_t tensors_of(trainer_t *t) {
@@ -127,7 +134,7 @@ static void save_checkpoint(trainer_t *t) {
         free(m);
     }
     comm_barrier(t->comm);  // nobody runs ahead while the file is not yet in place
-    signals_progress();
+    met();
 }
 
 // What rank 0 found at --resume, for every rank.
@@ -221,7 +228,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
             if (pos < s.num_samples) t->idx[n++] = s.order[pos];  // padding duplicates are skipped
         }
         const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);  // collective: every rank met
-        signals_progress();
+        met();
         if (n > 0) t->model->ops->eval_step(t->model, b, &st);
     }
     sampler_free(&s);
@@ -235,7 +242,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
 // utterances, rank 0 scores.
 static void verify(trainer_t *t, double out[3]) {
     model_t *m = t->model;
-    float *emb = embed_dataset(t->comm, m, &t->val, t->cfg->batch);
+    float *emb = embed_dataset(t->comm, m, &t->val, t->cfg->batch, met);
     if (t->comm->rank == 0) {
         score_l2_normalise(emb, t->val.num_utts, m->emb_dim);
         float *s = mallocCheck((size_t)t->trials.n * sizeof(float));
@@ -335,6 +342,7 @@ static void end_epoch(trainer_t *t) {
     model_download(t->model);
     check_finite(t);
     const epoch_summary_t s = summarise_epoch(t);
+    met();
     print_epoch(t, &s);
     if (t->cfg->metrics[0] && t->comm->rank == 0) append_metrics(t, &s);
     if (s.divergence != 0.0)
@@ -360,7 +368,6 @@ static void prefetch_until(trainer_t *t, int64_t upto) {
 // device computes step s.
 static void queue_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
-    step_watchdog_arm(t->global_step);
     // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
     double w0 = spk_seconds();
     if (t->prefetched < step) t->prefetched = step;  // resumed mid-epoch
@@ -372,18 +379,18 @@ static void queue_step(trainer_t *t, int64_t step) {
     m->ops->train_step(m, b);
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
+    met();
     t->lr = lr_at(&t->sched, t->global_step);
     optimizer_step(&t->opt, m->params, m->grads, t->lr);
     t->global_step++;
     t->step_in_epoch++;
     t->started = 1;
-    step_watchdog_disarm();
+    step_watchdog_at_step(t->global_step);
 }
 
 // Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
 // adds them to the epoch's figures, checks them and reports progress.
 static void account_step(trainer_t *t) {
-    step_watchdog_arm(t->global_step - t->model->stats_pending);
     step_stats_t st = {0};
     const int pending = model_read_stats(t->model, &st);
     SPK_ASSERT(pending);
@@ -398,7 +405,7 @@ static void account_step(trainer_t *t) {
     const double w0 = spk_seconds();
     prefetch_until(t, t->step_in_epoch + 2);
     t->ep_data_wait += spk_seconds() - w0;
-    signals_progress();
+    met();
     const int64_t later = t->model->stats_pending;  // steps queued after this one
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
@@ -407,7 +414,6 @@ static void account_step(trainer_t *t) {
     t->ep_loss_sum += v[0];
     t->ep_correct += (int64_t)v[1];
     t->ep_count += (int64_t)v[2];
-    step_watchdog_disarm();
     progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
                   t->steps);
 }
@@ -645,6 +651,7 @@ static void trainer_free(trainer_t *t) {
 int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
     trainer_t *t = trainer_setup(comm, cfg, config_text);
     step_watchdog_start();
+    step_watchdog_at_step(t->global_step);
     const int stopped = run_epochs(t);
     step_watchdog_stop();
     const int rc = finish(t, stopped);

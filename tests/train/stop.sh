@@ -4,29 +4,31 @@
 #     handlers were installed only after the data was opened and the resume done);
 #   - SIGUSR1 with a stopped peer: exit 1 after the grace period, one line (SIGUSR1 did not
 #     arm the grace timer: the job hung);
-#   - a silent peer (stopped, no signal): exit 1 after SPKDDP_STEP_TIMEOUT, one line;
+#   - a silent peer (stopped, no signal; in a step, an epoch's end or a checkpoint's barrier,
+#     wherever the stop lands): exit 1 after SPKDDP_STEP_TIMEOUT, one line;
 #   - SIGUSR1 in a healthy run: a checkpoint at an agreed step, exit 75, and it resumes.
 # usage: stop.sh SPKDDP MPIEXEC WORKDIR
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
 
 $SPKDDP synth --kind speakers --dim 8 --speakers 4 --utts-per-speaker 50 --min-frames 20 --max-frames 40 --out d.h5 >/dev/null
 T="train --data d.h5 --epochs 100000 --global-batch 4"
-# The pid of rank R of a running `spkddp train` (MPICH puts PMI_RANK in each rank's environment).
+# The pid of rank R of the run with --ckpt-dir $PWD/DIR (MPICH puts PMI_RANK in each rank's
+# environment). The absolute directory tells this script's runs from other tests' running beside.
 rank_pid() {
     local p
-    for p in $(pgrep -f "$SPKDDP train"); do
+    for p in $(pgrep -f "$SPKDDP train .*--ckpt-dir $PWD/$2( |$)"); do
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" && { echo "$p"; return; }
     done
 }
-wait_pid() { local p=""; for _ in $(seq 1 3000); do p=$(rank_pid "$1"); [ -n "$p" ] && break; sleep 0.01; done; echo "$p"; }
+wait_pid() { local p=""; for _ in $(seq 1 3000); do p=$(rank_pid "$1" "$2"); [ -n "$p" ] && break; sleep 0.01; done; echo "$p"; }
 # Whether process P catches SIGUSR1 (bit 10 of SigCgt).
 catches_usr1() { (( 0x$(awk '/^SigCgt/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0) & 0x200 )); }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # 1. A signal during start-up.
-"$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir early >early.out 2>early.err &
+"$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir "$PWD/early" >early.out 2>early.err &
 m=$!
-p=$(wait_pid 0)
+p=$(wait_pid 0 early)
 for _ in $(seq 1 2000); do catches_usr1 "$p" && break; sleep 0.002; done
 grep -q "spkddp train:" early.out && fail "the handler came only after the start-up (the header was already printed)"
 kill -USR1 "$p"
@@ -41,12 +43,12 @@ rc=$?
 # one error line matching PATTERN; sets took (seconds from the stop to the end).
 stopped_peer() {
     local name=$1 sig=$2 pattern=$3 env=$4 m r1 t0 rc
-    timeout -k 5 60 "$MPIEXEC" -n 2 env $env $SPKDDP $T --ckpt-dir "$name" >"$name.out" 2>"$name.err" &
+    timeout -k 5 60 "$MPIEXEC" -n 2 env $env $SPKDDP $T --ckpt-dir "$PWD/$name" >"$name.out" 2>"$name.err" &
     m=$!
     sleep 2
-    r1=$(wait_pid 1)
+    r1=$(wait_pid 1 "$name")
     kill -STOP "$r1"
-    [ "$sig" = - ] || kill -"$sig" "$(wait_pid 0)"
+    [ "$sig" = - ] || kill -"$sig" "$(wait_pid 0 "$name")"
     t0=$(date +%s.%N)
     wait $m
     rc=$? took=$(since "$t0")
@@ -60,14 +62,14 @@ stopped_peer grace USR1 "after SIGUSR1 the ranks did not meet within the grace p
     && echo "ok  SIGUSR1 with a stopped peer: exit 1 after $took s (grace 3 s)"
 
 # 3. A silent peer without any signal: the step deadline.
-stopped_peer silent - "has not finished after 3 s: a peer rank is silent" SPKDDP_STEP_TIMEOUT=3 \
+stopped_peer silent - "the ranks have not met for [0-9]* s (global step [0-9]*): a peer rank is silent" SPKDDP_STEP_TIMEOUT=3 \
     && echo "ok  a silent peer: exit 1 after $took s (SPKDDP_STEP_TIMEOUT=3)"
 
 # 4. SIGUSR1 in a healthy run: checkpoint, exit 75, resume.
-"$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir healthy >healthy.out 2>healthy.err &
+"$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir "$PWD/healthy" >healthy.out 2>healthy.err &
 m=$!
 sleep 2
-kill -USR1 "$(wait_pid 1)"
+kill -USR1 "$(wait_pid 1 healthy)"
 wait $m
 rc=$?
 step=$(grep -o 'received SIGUSR1: stopped at global step [0-9]*' healthy.out | grep -o '[0-9]*$')
