@@ -46,8 +46,18 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
         }
         int64_t used = 0;
         for (int64_t s = 0; per_spk && s < ds.num_speakers; s++) used += per_spk[s] > 0;
-        printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
-        printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets" : "fixed length: /features [N, T, F]");
+        if (ds.sample_rate > 0) {
+            const int64_t samples = ds.wave.offsets[ds.num_utts];
+            printf("%s: spkddp audio dataset v%d\n", path, DATASET_VERSION);
+            printf("  layout        waveforms: /audio [total_samples] int16 + /offsets in samples\n");
+            printf("  audio         %lld samples at %lld Hz (%.2f h); fbank window %lld, hop %lld samples\n",
+                   (long long)samples, (long long)ds.sample_rate, (double)samples / (double)ds.sample_rate / 3600.0,
+                   (long long)ds.frame_length, (long long)ds.frame_shift);
+        } else {
+            printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
+            printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets"
+                                                              : "fixed length: /features [N, T, F]");
+        }
         printf("  utterances    %lld\n", (long long)ds.num_utts);
         printf("  feature_dim   %lld\n", (long long)ds.feature_dim);
         printf("  speakers      %lld (%lld with utterances)\n", (long long)ds.num_speakers, (long long)used);

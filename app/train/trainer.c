@@ -9,12 +9,12 @@
 #include "app/eval/scoring.h"
 #include "app/model/model.h"
 #include "app/train/ckpt_policy.h"
+#include "app/train/init_from.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/resume.h"
 #include "app/train/signals.h"
-#include "app/train/step_watchdog.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
@@ -66,11 +66,8 @@ typedef struct {
 } trainer_t;
 
 // The ranks have just met (an allreduce, a collective read, a barrier): a stop in progress
-// gets a fresh grace period, the step deadline starts again.
-static void met(void) {
-    signals_progress();
-    step_watchdog_met();
-}
+// gets a fresh grace period. (A silent peer without a signal is SPKDDP_MPI_TIMEOUT's.)
+static void met(void) { signals_progress(); }
 
 // ---- checkpoints --------------------------------------------------------------------------
 
@@ -385,7 +382,6 @@ static void queue_step(trainer_t *t, int64_t step) {
     t->global_step++;
     t->step_in_epoch++;
     t->started = 1;
-    step_watchdog_at_step(t->global_step);
 }
 
 // Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
@@ -512,14 +508,15 @@ static void plan_epochs(trainer_t *t) {
     t->lr = lr_at(&t->sched, 0);
 }
 
-// Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file;
-// and what the run may do in --ckpt-dir from there.
+// Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file
+// (from --init-from's weights when given); and what the run may do in --ckpt-dir from there.
 static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     ckpt_meta_t *m = callocCheck(1, sizeof *m);
     const int resumed = resume(t, m);
     ckpt_policy_start(&t->ckpt, t->comm, c, resumed ? m : NULL);
     free(m);
+    if (!resumed && c->init_from[0]) init_from_start(t->comm, t->model, c->init_from, c->init_head);
     if (c->metrics[0] && t->comm->rank == 0) {
         if (resumed)
             metrics_truncate_from(c->metrics, t->epoch + 1);
@@ -650,10 +647,7 @@ static void trainer_free(trainer_t *t) {
 
 int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
     trainer_t *t = trainer_setup(comm, cfg, config_text);
-    step_watchdog_start();
-    step_watchdog_at_step(t->global_step);
     const int stopped = run_epochs(t);
-    step_watchdog_stop();
     const int rc = finish(t, stopped);
     trainer_free(t);
     return rc;

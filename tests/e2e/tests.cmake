@@ -33,6 +33,7 @@ function(spk_device_test name device rtol labels)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600 SKIP_RETURN_CODE 77)
 endfunction()
 spk_device_test(e2e_device_staged cpu-staged 0 "e2e;mpi")
+spk_e2e_test(e2e_init_from)
 
 # tools/chaos.sh kept working: two random SIGKILLs, each followed by a bitwise resume (the
 # measured runs, 20+ kills, are in docs/hardening.md).

@@ -10,6 +10,8 @@
 #                              # (sbatch, srun, squeue, scontrol, ...) then run on the login node
 #   cluster_on NODE cmd...     # runs cmd on NODE (login, node1, ...) in the current directory
 #   cluster_kill_node NODE     # SIGKILLs every process of NODE: the node is lost
+#   cluster_cut_link NODE      # NODE's link goes down: it is lost without closing a connection
+#   cluster_pids NODE PATTERN  # pids of NODE's processes whose command line matches PATTERN
 #   cluster_switch_bytes       # bytes the nodes have sent into the bridge so far
 #   cluster_stop               # cancels jobs, stops the daemons, removes the namespaces
 #
@@ -167,6 +169,20 @@ cluster_kill_node() {
         sleep 0.05
     done
     return 1
+}
+
+# cluster_cut_link NODE: the bridge's end of NODE's link goes down. Its processes live on but
+# nothing reaches them and no connection is closed: a switch port or cable failure, or a node
+# that loses power, as its peers see it.
+cluster_cut_link() {
+    ip -n "${CLUSTER_NS}login" link set "v$1" down
+}
+
+cluster_pids() {
+    local pid
+    for pid in $(ip netns pids "$CLUSTER_NS$1"); do
+        grep -qE -- "$2" <(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) && echo "$pid"
+    done
 }
 
 # cluster_switch_bytes: bytes received by the bridge from all nodes (each node-to-node byte
