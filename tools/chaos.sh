@@ -46,21 +46,26 @@ rank_pid() {
 t0=$(now)
 "$MPIEXEC" -n "$NP" "$SPKDDP" $TRAIN --ckpt-dir ref --keep 1 >ref.out 2>&1 || { cat ref.out; exit 1; }
 LENGTH=$(sub "$(now)" "$t0")
+SAVES=$(grep -c '^checkpoint ' ref.out)
 FINAL=$(cd ref && ls ckpt-*.h5 | tail -1)
 echo "chaos: $MODEL on $NP ranks, $(grep -o '[0-9]* steps/epoch' ref.out), final $FINAL, an uninterrupted run takes $LENGTH s; $KILLS kills, seed $SEED, in $WORK, load average $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-5s %-5s %-9s %-8s %-6s %-7s %-6s %-8s %s\n' trial rank kill_at end_s exit ckpts tmp resumed verdict
 
 ends=() bad_loads=0 not_bitwise=0 no_end=0 missed=0 failed=0 tmps=0
 i=0
-# A kill that comes after the run ended (runs vary under load) does not count, and later
-# moments are drawn within that run's length; KILLS kills that landed are made, within
-# 2 x KILLS tries.
+# A kill that comes after the run ended does not count; KILLS kills that landed are made,
+# within 2 x KILLS tries.
 while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
     i=$((i + 1)) d=t$i rank=$((RANDOM % NP))
-    at=$(awk -v r=$RANDOM -v l="$LENGTH" 'BEGIN { printf "%.3f", 0.05 + 0.9 * l * r / 32767 }')
+    # The moment: after a random number of the run's checkpoints (0: during the start-up),
+    # then a random part of the time between two of them. Counting checkpoints, not seconds,
+    # keeps the kills inside the run however loaded the machine is.
+    after=$((RANDOM % SAVES))
+    at=$(awk -v r=$RANDOM -v l="$LENGTH" -v n="$SAVES" 'BEGIN { printf "%.3f", l / (n + 1) * r / 32767 }')
     t0=$(now)
     "$MPIEXEC" -n "$NP" "$SPKDDP" $TRAIN --ckpt-dir "$WORK/$d" >$d.out 2>$d.err &
     m=$!
+    while [ "$(grep -c '^checkpoint ' $d.out 2>/dev/null)" -lt "$after" ] && kill -0 $m 2>/dev/null; do sleep 0.01; done
     sleep "$at"
     p=""
     while [ -z "$p" ] && kill -0 $m 2>/dev/null; do p=$(rank_pid $rank $d); done
@@ -68,8 +73,6 @@ while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
     if [ -z "$p" ] || ! kill -KILL "$p" 2>/dev/null; then
         wait $m
         missed=$((missed + 1))
-        # Runs vary under load: later moments are drawn within this shorter run.
-        LENGTH=$(awk -v l="$LENGTH" -v r="$(sub "$(now)" "$t0")" 'BEGIN { printf "%.3f", r < l ? r : l }')
         printf '%-5s %-5s %-9s %s\n' $i $rank "$killed_at" "(the run had ended: no kill)"
         continue
     fi
