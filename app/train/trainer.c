@@ -15,6 +15,7 @@
 #include "app/train/progress.h"
 #include "app/train/resume.h"
 #include "app/train/signals.h"
+#include "app/train/step_watchdog.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
@@ -66,8 +67,11 @@ typedef struct {
 } trainer_t;
 
 // The ranks have just met (an allreduce, a collective read, a barrier): a stop in progress
-// gets a fresh grace period. (A silent peer without a signal is SPKDDP_MPI_TIMEOUT's.)
-static void met(void) { signals_progress(); }
+// gets a fresh grace period, the watchdog's clock starts again.
+static void met(void) {
+    signals_progress();
+    step_watchdog_met();
+}
 
 // ---- checkpoints --------------------------------------------------------------------------
 
@@ -382,6 +386,7 @@ static void queue_step(trainer_t *t, int64_t step) {
     t->global_step++;
     t->step_in_epoch++;
     t->started = 1;
+    step_watchdog_at_step(t->global_step);
 }
 
 // Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
@@ -647,7 +652,10 @@ static void trainer_free(trainer_t *t) {
 
 int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
     trainer_t *t = trainer_setup(comm, cfg, config_text);
+    step_watchdog_start(comm->wait_timeout_s);
+    step_watchdog_at_step(t->global_step);
     const int stopped = run_epochs(t);
+    step_watchdog_stop();
     const int rc = finish(t, stopped);
     trainer_free(t);
     return rc;

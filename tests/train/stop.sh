@@ -4,6 +4,9 @@
 #     handlers were installed only after the data was opened and the resume done);
 #   - SIGUSR1 with a stopped peer: exit 1 after the grace period, one line (SIGUSR1 did not
 #     arm the grace timer: the job hung);
+#   - a silent peer (stopped, no signal), wherever the others wait (an allreduce, a
+#     checkpoint's barrier, a collective read): exit 1 with one line, SPKDDP_MPI_TIMEOUT (3 s)
+#     or the watchdog's twice that (app/train/step_watchdog.h);
 #   - SIGUSR1 in a healthy run: a checkpoint at an agreed step, exit 75, and it resumes.
 # usage: stop.sh SPKDDP MPIEXEC WORKDIR
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -37,7 +40,7 @@ rc=$?
 [ $rc -eq 75 ] && echo "ok  SIGUSR1 during start-up: exit 75 ($(grep -o 'stopped at global step.*' early.out))"
 
 # stopped_peer NAME SIGNAL PATTERN ENV: a 2-rank run (environment ENV) whose rank 1 is
-# stopped after 2 s, then rank 0 gets SIGNAL. It must exit 1 within 15 s with
+# stopped after 2 s, then rank 0 gets SIGNAL ("-": none). It must exit 1 within 15 s with
 # one error line matching PATTERN; sets took (seconds from the stop to the end).
 stopped_peer() {
     local name=$1 sig=$2 pattern=$3 env=$4 m r1 t0 rc
@@ -46,12 +49,12 @@ stopped_peer() {
     sleep 2
     r1=$(wait_pid 1 "$name")
     kill -STOP "$r1"
-    kill -"$sig" "$(wait_pid 0 "$name")"
+    [ "$sig" = - ] || kill -"$sig" "$(wait_pid 0 "$name")"
     t0=$(date +%s.%N)
     wait $m
     rc=$? took=$(since "$t0")
     kill -KILL "$r1" 2>/dev/null
-    [ $rc -eq 1 ] && [ "$(grep -c '^spkddp: error:' "$name.err")" -eq 1 ] && grep -q "$pattern" "$name.err" \
+    [ $rc -eq 1 ] && [ "$(grep -c '^spkddp: error:' "$name.err")" -eq 1 ] && grep -qE "$pattern" "$name.err" \
         && awk -v t="$took" 'BEGIN { exit !(t < 15) }' || { fail "$name: exit $rc after $took s: $(cat "$name.err")"; return 1; }
 }
 
@@ -59,7 +62,11 @@ stopped_peer() {
 stopped_peer grace USR1 "after SIGUSR1 the ranks did not meet within the grace period" SPKDDP_STOP_GRACE=3 \
     && echo "ok  SIGUSR1 with a stopped peer: exit 1 after $took s (grace 3 s)"
 
-# 3. SIGUSR1 in a healthy run: checkpoint, exit 75, resume.
+# 3. A silent peer without any signal.
+stopped_peer silent - "an MPI collective has waited 3 s|the ranks have not met for [0-9]+ s" SPKDDP_MPI_TIMEOUT=3 \
+    && echo "ok  a silent peer: exit 1 after $took s (SPKDDP_MPI_TIMEOUT=3): $(grep -oE 'waited 3 s|not met for [0-9]* s' silent.err)"
+
+# 4. SIGUSR1 in a healthy run: checkpoint, exit 75, resume.
 "$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir "$PWD/healthy" >healthy.out 2>healthy.err &
 m=$!
 sleep 2

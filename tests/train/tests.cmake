@@ -1,6 +1,6 @@
 # train/: learning-rate schedules.
 spk_unit_test(train test_lr_schedule)
-# How a run stops: signals at start-up, with a stopped peer, in a healthy run.
+# How a run stops: signals at start-up, with a stopped peer, a silent peer, in a healthy run.
 add_test(NAME train_stop COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/stop.sh $<TARGET_FILE:spkddp> ${SPK_MPIEXEC}
   ${CMAKE_CURRENT_BINARY_DIR}/work/train_stop)
 set_tests_properties(train_stop PROPERTIES LABELS "e2e;mpi" TIMEOUT 300)
