@@ -138,6 +138,10 @@ int resume_check(const ckpt_meta_t *m, const char *path, const train_config_t *c
         add(note, note_cap, "%s%s", note[0] ? ", " : "", "global-batch");
     }
     if (strcmp(m->optimizer, c->optimizer) != 0) {
+        if (strcmp(m->optimizer, "none") == 0 && !listed(c->resume_allow, "optimizer"))
+            REFUSE("%s: holds no optimizer state (--optimizer none: an average or an export); start from its weights "
+                   "with --init-from, or resume with a fresh optimizer with --resume-allow optimizer",
+                   path);
         if (!listed(c->resume_allow, "optimizer"))
             REFUSE("%s: trained with --optimizer %s, this run has --optimizer %s: the checkpoint's optimizer state "
                    "would be dropped; resume with --optimizer %s, or start a fresh one with --resume-allow optimizer",
