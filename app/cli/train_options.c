@@ -93,6 +93,8 @@ static const opt_t rows[] = {
     OPT_CHOICE(train_config_t, init_head, "init-head", "keep|drop",
                "--init-from: keep the file's classifier (the same speakers) or drop it (a new speaker set: a fresh "
                "AAM-softmax head)"),
+    OPT_INVARIANT(train_config_t, model.invariant),
+    OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -4,6 +4,7 @@
 #include "app/train/trainer.h"
 
 #include "app/dist/device_select.h"
+#include "app/dist/exact_reduce.h"
 #include "app/dist/grad_sync.h"
 #include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
@@ -49,7 +50,7 @@ typedef struct {
     int64_t *idx;          // (batch,) this step's sample indices
     int64_t steps;         // per epoch
     int64_t prefetched;    // steps of this epoch whose batches were handed to the loader
-    float *scratch;        // (num_params,) divergence check
+    float *scratch;        // (max(num_params, num_state),) divergence check
     // position
     int64_t epoch;             // epoch in progress
     int64_t samples_in_epoch;  // global samples done in it
@@ -215,6 +216,13 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
 
 // ---- evaluation -------------------------------------------------------------------------------
 
+// The invariant mode's loss sum: the exact sum of every sample's loss over all ranks.
+static double global_loss(const trainer_t *t, step_stats_t *st) {
+    const xsum_t s = xsum_cell(&st->loss_exact);
+    exact_allreduce_host(t->comm, s, 1);
+    return xsum_value_of(s, 0);
+}
+
 // Loss and accuracy over the whole held-out set, sharded without duplicates.
 static void evaluate(trainer_t *t, double *loss, double *acc) {
     sampler_t s;
@@ -235,6 +243,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
     sampler_free(&s);
     double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
     comm_allreduce_sum_f64(t->comm, v, 3);
+    if (t->model->invariant) v[0] = global_loss(t, &st);
     *loss = v[0] / v[2];
     *acc = v[1] / v[2];
 }
@@ -279,6 +288,19 @@ typedef struct {
     double ver[3];             // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
 } epoch_summary_t;
 
+// max |theta_r - theta_0| over ranks and parameters; in the invariant mode over the running
+// statistics too, which come out the same on every rank without a broadcast. Needs the host
+// copies downloaded.
+static double replica_divergence(trainer_t *t) {
+    const model_t *m = t->model;
+    double d = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    if (m->invariant) {
+        const double ds = comm_divergence(t->comm, m->host_state, m->state_table.total, t->scratch);
+        if (!(ds <= d)) d = ds;
+    }
+    return d;
+}
+
 // Needs host_params downloaded.
 static epoch_summary_t summarise_epoch(trainer_t *t) {
     model_t *m = t->model;
@@ -288,10 +310,12 @@ static epoch_summary_t summarise_epoch(trainer_t *t) {
                          .val_loss = NAN,
                          .val_acc = NAN,
                          .ver = {NAN, NAN, NAN}};
-    s.divergence = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    s.divergence = replica_divergence(t);
     if (t->has_val) {
-        comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
-        model_upload(m);
+        if (!m->invariant) {  // rank 0's running stats rule
+            comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+            model_upload(m);
+        }
         if (t->trials.n)
             verify(t, s.ver);
         else
@@ -358,7 +382,8 @@ static void end_epoch(trainer_t *t) {
 // Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
 static void prefetch_until(trainer_t *t, int64_t upto) {
     for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
-        int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+        int n = t->model->invariant ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
+                                    : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
         loader_prefetch(&t->loader, t->epoch, t->idx, n);
     }
 }
@@ -375,7 +400,7 @@ static void queue_step(trainer_t *t, int64_t step) {
     prefetch_until(t, step + 2);
     const batch_t *b = loader_wait(&t->loader);
     t->ep_data_wait += spk_seconds() - w0;
-    m->be->vec_zero(m->grads, (size_t)m->table.total);
+    model_zero_grads(m);
     grad_sync_begin(&t->grad_sync, m);
     m->ops->train_step(m, b);
     grad_sync_finish(&t->grad_sync);
@@ -400,6 +425,7 @@ static void account_step(trainer_t *t) {
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
+    if (t->model->invariant) v[0] = global_loss(t, &st);
     t->stop_signal = (int)v[3];
     // Every rank has just left the allreduce, so the collective read of a later step's crops
     // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
@@ -479,20 +505,16 @@ static void create_optimizer(trainer_t *t) {
     const int64_t n = t->model->table.total;
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
-    grad_sync_init(&t->grad_sync, t->comm, t->be, n);
-    t->scratch = mallocCheck((size_t)n * sizeof(float));
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n, t->model->invariant);
+    const int64_t ns = t->model->state_table.total;
+    t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
 }
 
-// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
-static void plan_epochs(trainer_t *t) {
+// Steps per epoch, PyTorch's way: every rank takes ceil(N / K) positions of the padded order
+// (or floor with --drop-last) in steps of --batch; a last step too small for BatchNorm is left out.
+static int64_t default_steps(const trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;
-    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
-                 c->drop_last);
-    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
-    loader_set_augment(&t->loader, t->aug);
-    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
-    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
     int64_t steps = sampler_steps(&t->sampler, c->batch);
     const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
     if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
@@ -508,8 +530,44 @@ static void plan_epochs(trainer_t *t) {
             (long long)tail, c->model.name, (long long)tail * t->comm->size,
             c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
-    t->steps = steps;
-    t->sched = train_config_lr_schedule(c, steps);
+    return steps;
+}
+
+// Steps per epoch in the invariant mode: whole global batches of the epoch order only, so the
+// steps and their samples are the same on any number of ranks (padding to a multiple of the
+// ranks would not be); each rank takes a contiguous slice of them (sampler_batch_slice).
+static int64_t invariant_steps(const trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
+    if (c->global_batch < t->model->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
+                     c->model.name, t->model->min_batch, (long long)c->global_batch);
+    if (c->batch % c->model.invariant_group != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
+                     "the groups of samples must stay whole on any world size you use",
+                     (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch,
+                     t->comm->size);
+    if (rest)
+        printf0("note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
+                "used%s\n",
+                (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
+    return steps;
+}
+
+// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
+static void plan_epochs(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const model_t *m = t->model;
+    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
+                 c->drop_last);
+    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    loader_set_augment(&t->loader, t->aug);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
+    t->steps = m->invariant ? invariant_steps(t) : default_steps(t);
+    t->sched = train_config_lr_schedule(c, t->steps);
     t->lr = lr_at(&t->sched, 0);
 }
 
@@ -612,7 +670,7 @@ static int finish(trainer_t *t, int stopped) {
     model_t *m = t->model;
     settle(t);
     model_download(m);
-    const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    const double div = replica_divergence(t);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
         printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,

@@ -16,13 +16,19 @@
 //   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
 //   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
+//
+// The world-size-invariant mode (conv1d_forward_fixed, conv1d_backward_exact): the per-sample
+// forward and input gradient with GEMMs planned for one thread, and the weight and bias
+// gradients as exact sums of every sample's (or group's) contribution, by blocks set by the
+// shapes, so nothing depends on B or on the thread count.
 #include "kernels/conv1d.h"
 
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/gemm.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
+#include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
 #define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread
@@ -196,8 +202,11 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilati
     return nt;
 }
 
+// `gemm` (here and in input_grad_per_sample): spk_sgemm_serial, or in the world-size-invariant
+// mode spk_sgemm_fixed, planned for one thread whatever the thread count.
 static void forward_per_sample(float* y, const float* x, const float* w, const float* bias, int B,
-                               int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+                               int Cin, int Cout, int T, int K, int dilation, float* workspace,
+                               spk_gemm_fn* gemm) {
     const int CK = Cin * K;
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
 #pragma omp parallel num_threads(nt)
@@ -214,7 +223,36 @@ static void forward_per_sample(float* y, const float* x, const float* w, const f
             if (bias)
                 for (int co = 0; co < Cout; co++)
                     for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = bias[co];
-            spk_sgemm_serial('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+            gemm('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+        }
+    }
+}
+
+static void input_grad_per_sample(float* dx, const float* dy, const float* w, int B, int Cin,
+                                  int Cout, int T, int K, int dilation, float* workspace,
+                                  spk_gemm_fn* gemm) {
+    const int CK = Cin * K;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+    // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
+    const int big = big_weight(Cin, Cout, K);
+    float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
+    if (big) transpose_weight(wt, w, Cout, CK);
+    const char ta = big ? 'N' : 'T';
+    const float* a = big ? wt : w;
+    const int lda = big ? Cout : CK;
+#pragma omp parallel num_threads(nt)
+    {
+        float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < B; b++) {
+            const float* dyb = dy + (size_t)b * Cout * T;
+            float* dxb = dx + (size_t)b * Cin * T;
+            if (K == 1) {
+                gemm(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
+            } else {
+                gemm(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
+                col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
+            }
         }
     }
 }
@@ -224,30 +262,7 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
                                 int dilation, float* workspace) {
     const int CK = Cin * K;
     const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
-    if (dx) {
-        // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
-        const int big = big_weight(Cin, Cout, K);
-        float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
-        if (big) transpose_weight(wt, w, Cout, CK);
-        const char ta = big ? 'N' : 'T';
-        const float* a = big ? wt : w;
-        const int lda = big ? Cout : CK;
-#pragma omp parallel num_threads(nt)
-        {
-            float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
-#pragma omp for schedule(dynamic, 1)
-            for (int b = 0; b < B; b++) {
-                const float* dyb = dy + (size_t)b * Cout * T;
-                float* dxb = dx + (size_t)b * Cin * T;
-                if (K == 1) {
-                    spk_sgemm_serial(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
-                } else {
-                    spk_sgemm_serial(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
-                    col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
-                }
-            }
-        }
-    }
+    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
     if (dw) {
         // dW is cut into blocks, each owned by whichever thread takes it and summing the
         // samples in order, so the result does not depend on the schedule. Blocks are column
@@ -374,7 +389,7 @@ void conv1d_forward(float* y, const float* x, const float* w, const float* bias,
                     int Cout, int T, int K, int dilation, float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (use_per_sample())
-        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
     else
         forward_folded(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
@@ -395,6 +410,85 @@ void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const 
         backward_per_sample(dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
     } else {
         backward_folded(dx, dw, dbias, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
+    }
+}
+
+// ---- the world-size-invariant mode ----------------------------------------------------------
+
+size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
+}
+
+void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
+                          int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+}
+
+// The exact weight gradient by blocks of output channels x input channels, set by the shapes
+// only: rows of up to 256 floats (whole input channels), 32K floats a block. Each block is owned
+// by one thread, which computes every sample's part of it into dw_tmp and adds it to the sums:
+// the block and its sums stay in cache while the samples go by.
+#define EXACT_BLOCK_COLS 256
+#define EXACT_BLOCK_FLOATS 32768
+
+static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const float* x, int B, int Cin,
+                              int Cout, int T, int K, int dilation, float* workspace, int nt, int group) {
+    const int CK = Cin * K;
+    int cols = EXACT_BLOCK_COLS / K;  // input channels per block
+    cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
+    int rows = EXACT_BLOCK_FLOATS / (cols * K);
+    rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
+    const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
+#pragma omp parallel num_threads(nt)
+    {
+        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < ncol * nrow; blk++) {
+            const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
+            const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
+            const int n = (c1 - c0) * K;
+            for (int b = 0; b < B; b++) {
+                const float* xb = x + (size_t)b * Cin * T;
+                const float* src = xb + (size_t)c0 * T;  // rows c0*K .. c1*K of col_b
+                if (K > 1) {
+                    im2col_sample(col, xb, c0, c1, T, K, dilation);
+                    src = col;
+                }
+                float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
+                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T,
+                                b % group ? 1.0f : 0.0f, t, CK);  // the group's samples add up in t
+                if (b % group == group - 1)
+                    for (int o = o0; o < o1; o++)
+                        xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
+            }
+        }
+    }
+}
+
+void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
+                           const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
+                           int dilation, float* workspace, int group) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+    if (!xsum_empty(dw)) {
+        SPK_ASSERT(dw_tmp != NULL);
+        weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
+                          per_sample_threads(B, Cin, Cout, T, K, dilation), group);
+    }
+    if (xsum_empty(dbias)) return;
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+    for (int co = 0; co < Cout; co++) {
+        float g = 0.0f;  // a group's samples' sums over time, in order: one term
+        for (int b = 0; b < B; b++) {
+            const float* src = dy + ((size_t)b * Cout + co) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) s += src[t];
+            g = b % group ? g + s : s;
+            if (b % group == group - 1) xsum_add_one(xsum_at(dbias, co), g);
+        }
     }
 }
 
