@@ -2,6 +2,7 @@
 #include "kernels/base/check.h"
 #include "app/dist/comm.h"
 #include "app/cli/commands.h"
+#include "app/train/signals.h"
 
 #include <string.h>
 
@@ -32,6 +33,8 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    // Training stops cleanly on SIGUSR1/SIGTERM from its very start (app/train/signals.h).
+    if (argc > 1 && strcmp(argv[1], "train") == 0) signals_install();
     comm_t comm;
     comm_init(&comm, &argc, &argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -40,7 +40,7 @@ static int write_all(int fd, const char *p, size_t n) {
 
 // rename(2) that never replaces: renameat2 where the file system has it, else link + unlink
 // (link fails on an existing target).
-static int rename_no_replace(const char *from, const char *to) {
+int atomic_rename_no_replace(const char *from, const char *to) {
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
     if (errno != EINVAL && errno != ENOSYS) return -1;
     if (link(from, to) != 0) return -1;
@@ -77,7 +77,7 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
         step = "cannot close";
         e = errno;
     }
-    if (!step && (mode == ATOMIC_NO_REPLACE ? rename_no_replace(tmp, path) : rename(tmp, path)) != 0) {
+    if (!step && (mode == ATOMIC_NO_REPLACE ? atomic_rename_no_replace(tmp, path) : rename(tmp, path)) != 0) {
         step = "cannot rename the temp file into place";
         e = errno;
     }

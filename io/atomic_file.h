@@ -14,6 +14,8 @@ typedef enum {
 // 0, or -1 with one sentence in err naming the target and the reason, and errno set
 // (EEXIST: the target exists and mode was ATOMIC_NO_REPLACE).
 int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t mode, char *err, size_t cap);
+// rename(2) that never replaces an existing target: 0, or -1 with errno (EEXIST).
+int atomic_rename_no_replace(const char *from, const char *to);
 // The temp name atomic_write_file uses for path ("d/x.h5" -> "d/.x.h5.tmp").
 void atomic_temp_path(const char *path, char *out, size_t cap);
 

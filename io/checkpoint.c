@@ -125,6 +125,23 @@ uint64_t ckpt_new_run_id(void) {
     return id ? id : 1;
 }
 
+int ckpt_config_value(const char *config, const char *key, char *out, size_t cap) {
+    const size_t len = strlen(key);
+    for (const char *p = config; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        const size_t line = nl ? (size_t)(nl - p) : strlen(p);
+        if (line > len && strncmp(p, key, len) == 0 && p[len] == '=') {
+            size_t vlen = line - len - 1;
+            if (vlen >= cap) vlen = cap - 1;
+            memcpy(out, p + len + 1, vlen);
+            out[vlen] = 0;
+            return 0;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
 // ---- read ---------------------------------------------------------------------------------
 
 #define FAIL(code, ...)                     \
@@ -404,19 +421,6 @@ static int table_mismatch(const char *path, const char *what, const param_table_
     return 0;
 }
 
-// What this process last loaded for training, for ckpt_save (ckpt_last_loaded).
-static struct {
-    int loaded;
-    uint64_t run_id;
-    int64_t step;
-} last_loaded;
-
-int ckpt_last_loaded(uint64_t *run_id, int64_t *step) {
-    *run_id = last_loaded.run_id;
-    *step = last_loaded.step;
-    return last_loaded.loaded;
-}
-
 int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, const ckpt_tensors_t *t, char *err,
               size_t errcap) {
     opened_t o;
@@ -430,11 +434,6 @@ int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, con
     if (rc == 0) rc = table_mismatch(path, "state", &o.state, t->state, err, errcap);
     if (rc == 0) rc = read_tensors(&o, path, t, err, errcap);
     close_ckpt(&o);
-    if (rc == 0) {
-        last_loaded.loaded = 1;
-        last_loaded.run_id = meta->run_id;
-        last_loaded.step = meta->global_step;
-    }
     return rc;
 }
 

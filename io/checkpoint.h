@@ -6,7 +6,8 @@
 // epoch in progress, the full config, format/version attributes and a checksum over every
 // dataset and attribute (io/ckpt_checksum.h). Format 1 files (written before the checksum
 // covered everything) still load; their own, narrower checksum is verified.
-// Which checkpoints a run may delete: io/ckpt_dir.h.
+// Which checkpoints a run may delete: io/ckpt_dir.h (the trainer keeps its own record,
+// app/train/ckpt_policy.h).
 #pragma once
 #include "io/params.h"
 
@@ -66,12 +67,6 @@ void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *
 // The same file at exactly `path`, replacing what is there (spkddp average --out); failures
 // end the job as ckpt_write's do.
 void ckpt_write_path(const char *path, const ckpt_meta_t *meta, const ckpt_tensors_t *t);
-// ckpt_write, then deletes the oldest checkpoints of this run beyond the newest `keep` (0: keep
-// all): those this process wrote, and -- when it resumed (ckpt_load) -- the verified ones of
-// the run it resumed, at or before the step it resumed from (io/ckpt_dir.h). A meta->run_id of
-// 0 is filled in: the resumed run's id, or a fresh one.
-void ckpt_save(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, int keep,
-               char *path_out, size_t cap);
 
 // Reads and verifies a checkpoint into the caller's buffers (rank 0 only). Returns 0, or
 // an spk_exit code with a one-line message naming the file and field in `err`.
@@ -87,8 +82,8 @@ int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
 // ckpt_verify of a file already open (an HDF5 file id; what the fuzzer drives). f stays open.
 int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
 // A checkpoint read whole into buffers of its own layout, for the tools that need no model
-// (diff, average, export, --init-from). Unlike ckpt_load, it leaves ckpt_last_loaded alone:
-// reading another run's weights never makes its checkpoints this run's to rotate.
+// (diff, average, export, --init-from). Reading another run's weights never makes its
+// checkpoints this run's to rotate (only the trainer's resume does: app/train/ckpt_policy.h).
 typedef struct {
     ckpt_meta_t *meta;
     param_table_t params, state;
@@ -102,9 +97,9 @@ int ckpt_image_load(const char *path, ckpt_image_t *img, char *err, size_t errca
 void ckpt_image_free(ckpt_image_t *img);
 // A fresh run identifier (never 0).
 uint64_t ckpt_new_run_id(void);
-// The run id and step of the checkpoint this process last loaded with ckpt_load: 1, or 0
-// when it loaded none (what ckpt_save continues).
-int ckpt_last_loaded(uint64_t *run_id, int64_t *step);
+// The value of `key` in a checkpoint's config (key=value lines): 0 and the value in out
+// (truncated to cap), or -1 when the key is absent.
+int ckpt_config_value(const char *config, const char *key, char *out, size_t cap);
 // Newest checkpoint in dir that verifies: 1 and its path. 0: dir holds no checkpoint. -1: it
 // holds some but none verifies (each is named in a warning); path_out is then the newest,
 // so loading it reports why. (io/ckpt_dir.c, with the rest of the directory logic.)

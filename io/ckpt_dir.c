@@ -1,5 +1,6 @@
 #include "io/ckpt_dir.h"
 
+#include "io/atomic_file.h"
 #include "kernels/base/check.h"
 
 #include <dirent.h>
@@ -76,7 +77,7 @@ int ckpt_dir_set_aside(const char *dir, int64_t step, const char *subdir, char *
             break;
         }
         snprintf(to, sizeof to, "%s/%s", to_dir, strrchr(list[i].path, '/') + 1);
-        if (rename(list[i].path, to) != 0) {
+        if (atomic_rename_no_replace(list[i].path, to) != 0) {
             snprintf(err, cap, "%s: cannot move it to %s (%s)", list[i].path, to_dir, strerror(errno));
             moved = -1;
             break;
@@ -135,29 +136,4 @@ void ckpt_keeper_add(ckpt_keeper_t *k, const char *path) {
 void ckpt_keeper_free(ckpt_keeper_t *k) {
     free(k->path);
     memset(k, 0, sizeof *k);
-}
-
-// One run per process: its id, and its keeper, which adopts the resumed run's past at the
-// first save.
-static struct {
-    uint64_t run_id;
-    ckpt_keeper_t keeper;
-} run;
-
-void ckpt_save(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, int keep, char *path_out, size_t cap) {
-    if (!run.run_id) {
-        uint64_t resumed_id = 0;
-        int64_t resumed_step = 0;
-        int resumed = ckpt_last_loaded(&resumed_id, &resumed_step);
-        run.run_id = meta->run_id ? meta->run_id : resumed && resumed_id ? resumed_id : ckpt_new_run_id();
-        ckpt_keeper_init(&run.keeper, keep);
-        if (resumed) ckpt_keeper_adopt(&run.keeper, dir, run.run_id, resumed_step);
-    }
-    ckpt_meta_t *m = mallocCheck(sizeof *m);
-    *m = *meta;
-    m->run_id = run.run_id;
-    ckpt_write(dir, m, t, path_out, cap);
-    free(m);
-    run.keeper.keep = keep;
-    ckpt_keeper_add(&run.keeper, path_out);
 }

@@ -20,7 +20,7 @@ typedef struct {
 int ckpt_dir_list(const char *dir, ckpt_entry_t **out);
 
 // Moves every checkpoint of dir whose step is above `step` into dir/<subdir>/ (created),
-// never deleting anything; they no longer take part in --resume auto. Returns the number
+// never deleting or replacing anything; they no longer take part in --resume auto. Returns the number
 // moved, or -1 with a sentence in err.
 int ckpt_dir_set_aside(const char *dir, int64_t step, const char *subdir, char *err, size_t cap);
 

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
 
 // Chunks of about 256 KiB along the rows: a rank reading random crops drags in little it
 // does not need, and the chunk index stays small (docs/dataset-format.md has the measurements).
@@ -56,6 +59,77 @@ static int64_t *offsets_of(int64_t n, int64_t fixed, const int64_t *lengths) {
     return off;
 }
 
+// ---- failures ---------------------------------------------------------------------------
+
+// spk_die's cleanup while the writer exists: the temp file must not stay behind. HDF5 is
+// left alone (a file whose close failed cannot be closed again; spk_die skips the library's
+// shutdown).
+static void remove_temp(void *ctx) { unlink(((const dataset_writer_t *)ctx)->tmp_path); }
+
+static void close_objects(dataset_writer_t *w) {
+    if (w->vfeatures > 0) H5Dclose(w->vfeatures);
+    if (w->dxpl > 0) H5Pclose(w->dxpl);
+    if (w->rows > 0) H5Dclose(w->rows);
+    w->vfeatures = w->dxpl = w->rows = 0;
+}
+
+static void release(dataset_writer_t *w) {
+    spk_on_die(NULL, NULL);
+    free(w->offsets);
+    free(w->voffsets);
+    memset(w, 0, sizeof *w);
+}
+
+void dataset_writer_abandon(dataset_writer_t *w) {
+    close_objects(w);
+    h5Check(H5Fclose(w->file), "%s: cannot close the dataset file", w->tmp_path);
+    mpiCheck(MPI_Barrier(w->comm));  // nobody still writes into it
+    if (w->rank == 0) unlink(w->tmp_path);
+    release(w);
+}
+
+// A write failed on this rank (a full disk, a quota, an I/O error): the others may be stuck
+// inside the same collective HDF5 call, so only ending the job frees them. Ranks other than
+// 0 give rank 0 a second to report the same failure first, so the job ends with one line.
+_Noreturn static void write_failed(const dataset_writer_t *w, const char *doing) {
+    char why[256];
+    h5_error_reason(why, sizeof why);  // before any other HDF5 call replaces the error stack
+    if (w->rank != 0) nanosleep(&(struct timespec){1, 0}, NULL);
+    spk_die(SPK_EXIT_FAILURE, "%s: cannot %s (%s); the partial file %s is removed", w->path, doing, why, w->tmp_path);
+}
+
+// ---- writing ----------------------------------------------------------------------------
+
+static double mib(double bytes) { return bytes / 1048576.0; }
+
+// A file system too small for the whole file is refused before anything is written: a full
+// disk met inside a collective HDF5 call can leave the ranks out of step in HDF5's own
+// collectives (one flushing, another closing), and nothing but the scheduler ends that job.
+// Compressed rows take less than their raw size: then the space is not known in advance.
+static void check_space(const dataset_writer_t *w, int64_t elem_bytes) {
+    if (w->lay.deflate > 0) return;
+    char dir[sizeof w->path];
+    snprintf(dir, sizeof dir, "%s", w->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+    else snprintf(dir, sizeof dir, ".");
+    const double need = (double)w->offsets[w->lay.num_utts] * (double)w->row_width * (double)elem_bytes +
+                        64.0 * (double)w->lay.num_utts + 65536.0;  // rows, then ids, labels, offsets, headers
+    double have = -1;
+    struct statvfs fs;
+    if (w->rank == 0 && statvfs(dir, &fs) == 0) have = (double)fs.f_bavail * (double)fs.f_frsize;
+    mpiCheck(MPI_Bcast(&have, 1, MPI_DOUBLE, 0, w->comm));
+    if (have < 0 || need <= have) return;
+    int comm_size, world;
+    mpiCheck(MPI_Comm_size(w->comm, &comm_size));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    if (comm_size == world)
+        spk_fail_all(SPK_EXIT_FAILURE, "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
+                     w->path, mib(need), dir, mib(have));
+    spk_die(SPK_EXIT_FAILURE, "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
+            w->path, mib(need), dir, mib(have));
+}
+
 void dataset_writer_create(dataset_writer_t *w, const char *path, MPI_Comm comm, const dataset_layout_t *lay) {
     memset(w, 0, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s", path);
@@ -69,24 +143,29 @@ void dataset_writer_create(dataset_writer_t *w, const char *path, MPI_Comm comm,
     w->offsets = offsets_of(lay->num_utts, lay->fixed_frames, lay->lengths);
     w->row_width = audio ? 1 : lay->feature_dim;
     w->mem_type = audio ? H5T_NATIVE_INT16 : H5T_NATIVE_FLOAT;
+    check_space(w, audio ? 2 : 4);
 
     h5_quiet();
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS), "%s: cannot create file access properties", w->tmp_path);
     h5Check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "%s: cannot select the MPI-IO driver", w->tmp_path);
     w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    spk_on_die(remove_temp, w);
+    if (w->file < 0) write_failed(w, "create the dataset file");
     H5Pclose(fapl);
-    if (w->file < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot create the dataset file", w->tmp_path);
     w->rows = audio ? create_rows(w->file, "audio", path, H5T_STD_I16LE, lay->num_utts, 0, w->offsets[lay->num_utts], 0,
                                   lay->chunk_bytes, lay->deflate)
                     : create_rows(w->file, "features", path, H5T_IEEE_F32LE, lay->num_utts, lay->fixed_frames,
                                   w->offsets[lay->num_utts], lay->feature_dim, lay->chunk_bytes, lay->deflate);
     w->dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER), "%s: cannot create transfer properties", path);
     h5Check(H5Pset_dxpl_mpio(w->dxpl, H5FD_MPIO_COLLECTIVE), "%s: cannot request collective I/O", path);
+    // The headers and chunk index on disk now (chunks are allocated at creation), so the
+    // collective close at the end has no metadata left to write and cannot fail half-way.
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) write_failed(w, "create the dataset file");
 }
 
 // Rows [row0, row0 + rows) of a (rows, width) or (N, T, F) dataset; an empty selection
 // when rows is 0 (the call stays collective).
-static void write_rows(const dataset_writer_t *w, hid_t d, hid_t mem_type, int64_t row0, int64_t rows, int64_t width,
+static void write_rows(dataset_writer_t *w, hid_t d, hid_t mem_type, int64_t row0, int64_t rows, int64_t width,
                        int fixed_frames, const void *data) {
     hid_t fspace = h5Check(H5Dget_space(d), "%s: cannot get a dataspace", w->path);
     hsize_t m = (hsize_t)(rows > 0 ? rows * width : 1);
@@ -103,8 +182,11 @@ static void write_rows(const dataset_writer_t *w, hid_t d, hid_t mem_type, int64
         hsize_t off[2] = {(hsize_t)row0, 0}, cnt[2] = {(hsize_t)rows, (hsize_t)width};
         h5Check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL), "%s: cannot select rows", w->path);
     }
-    h5Check(H5Dwrite(d, mem_type, mspace, fspace, w->dxpl, data), "%s: cannot write rows %lld..%lld", w->path,
-            (long long)row0, (long long)(row0 + rows));
+    if (H5Dwrite(d, mem_type, mspace, fspace, w->dxpl, data) < 0) {
+        char doing[96];
+        snprintf(doing, sizeof doing, "write rows %lld..%lld", (long long)row0, (long long)(row0 + rows));
+        write_failed(w, doing);
+    }
     H5Sclose(mspace);
     H5Sclose(fspace);
 }
@@ -177,20 +259,18 @@ static void write_metadata(const dataset_writer_t *w, hid_t f, const int32_t *la
 
 void dataset_writer_finish(dataset_writer_t *w, const int32_t *labels, const char *const *utt_ids,
                            const char *const *speakers) {
-    if (w->visual_dim > 0) H5Dclose(w->vfeatures);
-    H5Pclose(w->dxpl);
-    H5Dclose(w->rows);
-    h5Check(H5Fclose(w->file), "%s: cannot close the dataset file", w->tmp_path);
+    close_objects(w);
+    if (H5Fclose(w->file) < 0) write_failed(w, "write the rows");  // collective: the last rows reach the disk
+    // Rank 0 alone; a failure in the metadata helpers goes through spk_die, whose cleanup
+    // (remove_temp) removes the file.
     if (w->rank == 0) {
         hid_t f = H5Fopen(w->tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
-        if (f < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot reopen the dataset file to finish it", w->tmp_path);
+        if (f < 0) write_failed(w, "reopen the dataset file to finish it");
         write_metadata(w, f, labels, utt_ids, speakers);
-        h5Check(H5Fclose(f), "%s: cannot close the dataset file", w->tmp_path);
+        if (H5Fclose(f) < 0) write_failed(w, "write the metadata");
         if (rename(w->tmp_path, w->path) != 0)
             spk_die(SPK_EXIT_FAILURE, "%s: cannot rename into place (%s)", w->path, strerror(errno));
     }
     mpiCheck(MPI_Barrier(w->comm));  // nobody opens PATH before it is in place
-    free(w->offsets);
-    free(w->voffsets);
-    memset(w, 0, sizeof *w);
+    release(w);
 }

@@ -2,7 +2,8 @@
 // MPI_COMM_SELF) and `prepare` (all ranks, collective rounds). The file is created through
 // MPI-IO as PATH.tmp; dataset_writer_finish adds the metadata on rank 0 (variable-length
 // strings cannot be written through MPI-IO) and renames it into place, so a reader never
-// sees a half-written dataset.
+// sees a half-written dataset. A write that fails (a full disk, a quota) ends the job with
+// one line naming the file and the reason, exit 1, and the temp file removed.
 #pragma once
 #include <hdf5.h>
 #include <mpi.h>
@@ -69,3 +70,5 @@ void dataset_writer_note_f64(dataset_writer_t *w, const char *name, double value
 // rank 0 only); closes and renames.
 void dataset_writer_finish(dataset_writer_t *w, const int32_t *labels, const char *const *utt_ids,
                            const char *const *speakers);
+// Collective: closes PATH.tmp and removes it, for a run that fails after creating the writer.
+void dataset_writer_abandon(dataset_writer_t *w);

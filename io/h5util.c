@@ -10,6 +10,24 @@ void h5_quiet(void) {
     if (!(dbg && dbg[0] == '1')) H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+static herr_t innermost(unsigned n, const H5E_error2_t *e, void *out) {
+    (void)n;
+    if (e->desc) snprintf(out, 512, "%s", e->desc);
+    return 0;
+}
+
+void h5_error_reason(char *out, size_t cap) {
+    char desc[512] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, desc);  // the last one visited is the deepest
+    const char *best = NULL;
+    for (int e = 1; e < 134; e++) {  // the errno strings, longest match first (EIO is in many)
+        const char *s = strerror(e);
+        if (strstr(desc, s) && (!best || strlen(s) > strlen(best))) best = s;
+    }
+    if (best) snprintf(out, cap, "%s", best);
+    else snprintf(out, cap, "%s", desc[0] ? desc : "HDF5 gave no reason");
+}
+
 int h5_exists(hid_t loc, const char *name) {
     return H5Lexists(loc, name, H5P_DEFAULT) > 0;
 }

@@ -7,6 +7,10 @@
 #include <stdint.h>
 
 void h5_quiet(void);  // silence HDF5's own error-stack printing (SPKDDP_H5_DEBUG=1 keeps it)
+// Why the last HDF5 call failed, from its error stack: the system's words when the stack
+// holds them ("No space left on device", from MPI-IO or the file driver), else the innermost
+// description. Call it before any other HDF5 call replaces the stack.
+void h5_error_reason(char *out, size_t cap);
 
 int h5_exists(hid_t loc, const char *name);  // link or attribute-free object exists
 int h5_attr_exists(hid_t loc, const char *name);

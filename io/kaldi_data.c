@@ -205,7 +205,7 @@ static int parse_lists(kaldi_data_t *L, const char *wav_scp, const char *segment
         L->span[i] = (kaldi_span_t){ul->e[i].value, 0.0, -1.0, ul->e[i].line};
         if (has_seg && parse_segment(&ul->e[i], segments, ws, L->wav.n, &L->span[i], v)) goto out;
     }
-    if (spk2id[0]) {
+    if (spk2id && spk2id[0]) {
         if (read_list(spk2id, "spk2id", "SPEAKER-ID INDEX", 1, &L->s2i, v)) goto out;
         kaldi_entry_t **ss = sorted_keys(&L->s2i, "speaker id", v);
         if (!ss) goto out;

@@ -74,7 +74,7 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
 
     const int64_t N = ds.num_utts, E = m->emb_dim;
     embeddings_t out = {.n = N, .dim = E};
-    out.emb = embed_dataset(comm, m, &ds, o.batch);
+    out.emb = embed_dataset(comm, m, &ds, o.batch, NULL);
     if (comm->rank == 0) {
         out.labels = ds.labels;
         out.utt_ids = h5_read_strings(ds.file, "utt_ids", N);

@@ -261,16 +261,17 @@ static char *gather_bad(prep_t *p, int64_t *total_bad) {
     return all;
 }
 
-// fatal: the entries failed while computing, after rows were planned for them, so they can
-// no longer be left out.
-static void settle_bad(prep_t *p, int fatal) {
+// w (the output being written, or NULL): the entries failed while computing, after rows were
+// planned for them, so they can no longer be left out.
+static void settle_bad(prep_t *p, dataset_writer_t *w) {
+    const int fatal = w != NULL;
     int64_t total = 0;
     char *all = gather_bad(p, &total);
     if (total == 0) return;
     if (fatal || !p->o.skip_bad) {
         const char *one = "";
+        if (w) dataset_writer_abandon(w);
         if (p->comm->rank == 0) {
-            unlink(p->tmp_path);
             if (total == 1 && !fatal) {
                 all[strlen(all) - 1] = 0;
                 one = all;
@@ -427,7 +428,7 @@ static void compute_write(prep_t *p, dataset_writer_t *w, const plan_t *pl, doub
     }
     audio_span_free(&r);
     free(b.buf);
-    settle_bad(p, 1);
+    settle_bad(p, w);
 }
 
 // ---- 7. metadata -------------------------------------------------------------------------------
@@ -513,7 +514,7 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     read_lists(p);
     share_work(p);
     scan(p);
-    settle_bad(p, 0);
+    settle_bad(p, NULL);
     dataset_writer_t *w = callocCheck(1, sizeof *w);
     plan_t pl = plan_rows(p, w);
     double audio_s = 0;

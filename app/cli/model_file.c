@@ -39,7 +39,9 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
-    const model_data_t md = {h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim, h->meta.visual_ratio, path};
+    const model_data_t md = {.feature_dim = h->meta.feature_dim, .num_classes = h->meta.num_classes,
+                             .visual_dim = h->meta.visual_dim, .visual_ratio = h->meta.visual_ratio, .source = path,
+                             .ranks_per_node = comm->local_size};
     model_t *m = model_create(&mc, &md, be);
     if (comm->rank == 0) {
         if (h->is_safetensors) {  // a file without a classifier leaves the model's fresh one

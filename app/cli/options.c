@@ -1,5 +1,6 @@
 #include "app/cli/options.h"
 
+#include "io/checkpoint.h"
 #include "kernels/base/check.h"
 
 #include <mpi.h>
@@ -293,29 +294,27 @@ char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
     return yaml;
 }
 
-// Finds the value of `name` in a serialised text; returns 0 and copies it, or -1.
-static int opt_lookup(const char *text, const char *name, char *out, size_t cap) {
-    size_t len = strlen(name);
-    for (const char *p = text; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t line = nl ? (size_t)(nl - p) : strlen(p);
-        if (line > len && strncmp(p, name, len) == 0 && p[len] == '=') {
-            size_t vlen = line - len - 1;
-            if (vlen >= cap) vlen = cap - 1;
-            memcpy(out, p + len + 1, vlen);
-            out[vlen] = 0;
-            return 0;
-        }
-        p = nl ? nl + 1 : NULL;
+// The field already holds the value text spells: a default no flag can spell (--frames'
+// 0, "the model's own") stays what it is.
+static int holds(const opt_t *o, const void *cfg, const char *v) {
+    const char *field = (const char *)cfg + o->offset;
+    char *end = NULL;
+    if (o->type == OPT_INT) {
+        long long x = strtoll(v, &end, 10);
+        return end && !*end && end != v && x == *(const int64_t *)field;
     }
-    return -1;
+    if (o->type == OPT_REAL) {
+        double x = strtod(v, &end);
+        return end && !*end && end != v && x == *(const double *)field;
+    }
+    return 0;
 }
 
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text) {
     char v[OPT_STR_MAX];
     for (int i = 0; i < t->count; i++) {
         const opt_t *o = &t->opts[i];
-        if (opt_lookup(text, o->name, v, sizeof v) != 0) continue;
+        if (ckpt_config_value(text, o->name, v, sizeof v) != 0 || holds(o, cfg, v)) continue;
         if (o->type == OPT_FLAG) *(int *)((char *)cfg + o->offset) = atoi(v);
         else if (o->type != OPT_STR || v[0]) set_value(t, o, cfg, v);
         else ((char *)cfg + o->offset)[0] = 0;

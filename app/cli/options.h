@@ -80,5 +80,6 @@ void opt_format_real(double x, char *out, size_t cap);
 // malloc'ed; NULL when a value cannot be written as YAML (not UTF-8).
 char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header);
 // Sets every option found in a serialised text (the rest keep their values). A value out of
-// the table's range stops every rank as a bad flag would.
+// the table's range stops every rank as a bad flag would, unless the field already holds it
+// (a default that no flag can spell, like --frames 0: the model's own crop length).
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);

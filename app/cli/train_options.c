@@ -16,7 +16,7 @@ static const opt_t rows[] = {
              "held-out dataset with the same speakers: per-epoch loss/accuracy"),
     OPT_TEXT(train_config_t, val_trials, "val-trials", OPT_OPTIONAL,
              "trials over --val-data utterances: per-epoch EER and minDCF (speakers may be unseen)"),
-    OPT_INTEGER(train_config_t, model.frames, "frames", 0, 100000,
+    OPT_INTEGER(train_config_t, model.frames, "frames", 1, 100000,
                 "training crop length in frames (ecapa: default 200; linear: whole utterances)"),
     OPT_SWITCH(train_config_t, drop_last, "drop-last", "drop the tail instead of padding to a multiple of the ranks"),
     OPT_SWITCH(train_config_t, no_shuffle, "no-shuffle", "keep dataset order (no per-epoch shuffle)"),
@@ -106,6 +106,13 @@ static const opt_t rows[] = {
                "AAM-softmax head)"),
     OPT_INVARIANT(train_config_t, model.invariant),
     OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
+    // resume policy (docs/checkpoints.md)
+    OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
+             "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "
+             "(lr, epochs, ...); anything else that differs from the checkpoint is refused"),
+    OPT_SWITCH(train_config_t, set_aside_newer, "set-aside-newer",
+               "resuming an older checkpoint: move --ckpt-dir's newer checkpoints into abandoned-after-<step>/ "
+               "instead of refusing"),
 };
 
 const opt_table_t train_options =

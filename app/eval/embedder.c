@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batch) {
+float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batch, void (*met)(void)) {
     const int64_t N = ds->num_utts, K = comm->size, E = m->emb_dim;
     int *counts = mallocCheck((size_t)K * sizeof(int)), *displs = mallocCheck((size_t)K * sizeof(int));
     for (int r = 0; r < K; r++) {
@@ -26,6 +26,7 @@ float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batc
         int64_t first = lo + s * batch;
         for (int64_t u = first; u < hi && n < batch; u++) idx[n++] = u;
         const batch_t *b = loader_load(&l, 0, idx, n);
+        if (met) met();
         if (n > 0) m->ops->embed(m, b, all + first * E);
     }
     loader_free(&l);

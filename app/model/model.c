@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 float *model_buf(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(float)); }
 
@@ -60,7 +61,34 @@ void model_xsum_free(const model_t *m, xsum_t *s) {
     *s = xsum_none();
 }
 
-void model_alloc_buffers(model_t *m) {
+// This node's memory: physical memory, or the cgroup's limit when that is lower.
+static double node_memory_bytes(void) {
+    double bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");  // "max" when unlimited
+    double limit;
+    if (f && fscanf(f, "%lf", &limit) == 1 && limit > 0 && limit < bytes) bytes = limit;
+    if (f) fclose(f);
+    return bytes;
+}
+
+// With overcommit a too-large calloc succeeds and the kernel kills the rank when the
+// initialisation touches the pages, without a word. Every rank reaches the same verdict.
+static void check_param_memory(const model_t *m, const model_data_t *d) {
+    const double copies = (double)(d->param_copies > 0 ? d->param_copies : 2);
+    const double ranks = (double)(d->ranks_per_node > 0 ? d->ranks_per_node : 1);
+    const double need = (double)m->table.total * sizeof(float) * copies * ranks, have = node_memory_bytes();
+    if (need <= have) return;
+    const param_tensor_t *big = &m->table.t[0];
+    for (int i = 1; i < m->table.count; i++) big = m->table.t[i].numel > big->numel ? &m->table.t[i] : big;
+    spk_fail_all(SPK_EXIT_FAILURE,
+                 "model %s: %lld parameters (the largest, '%s', %lld for %lld speakers of %s) need %.1f GiB as %.0f "
+                 "copies (parameters, gradients, optimizer) for each of %.0f rank(s) on this node, which has %.1f GiB",
+                 m->name, (long long)m->table.total, big->name, (long long)big->numel, (long long)m->num_classes,
+                 d->source ? d->source : "the data", need / 1073741824.0, copies, ranks, have / 1073741824.0);
+}
+
+void model_alloc_buffers(model_t *m, const model_data_t *data) {
+    check_param_memory(m, data);
     m->params = model_buf(m, (size_t)m->table.total);
     m->grads = model_buf(m, (size_t)m->table.total);
     m->state = model_buf(m, (size_t)m->state_table.total);
@@ -117,7 +145,7 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->visual_dim = data->visual_dim;
     m->visual_ratio = data->visual_ratio;
     m->staging = be->staging_create();
-    if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
+    if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg, data);
     else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
     else
         spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);

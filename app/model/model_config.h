@@ -30,4 +30,8 @@ typedef struct {
     int64_t visual_dim;    // Fv of the /visual stream, 0 without one
     int64_t visual_ratio;  // audio frames per visual frame
     const char *source;    // the dataset's file name, for messages (may be NULL)
+    // Memory the parameters will take on this node, checked before anything is allocated:
+    int64_t param_copies;  // buffers of num_params floats per rank: parameters, gradients and
+                           // the optimizer's slots (0: 2, parameters and gradients)
+    int64_t ranks_per_node;  // ranks sharing this node's memory (0: 1)
 } model_data_t;

@@ -399,6 +399,6 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
                      (long long)cfg->frames, (long long)m->input.min_frames);
     m->emb_dim = cfg->emb_dim;
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
-    model_alloc_buffers(m);
+    model_alloc_buffers(m, data);
     ecapa_init_params(e, m, cfg->seed);
 }

@@ -5,7 +5,7 @@
 #include "app/model/model.h"
 
 // Allocates params/grads/state and the host copies once the tables are complete.
-void model_alloc_buffers(model_t *m);
+void model_alloc_buffers(model_t *m, const model_data_t *data);
 
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);
@@ -60,5 +60,5 @@ void model_sum_losses(model_t *m, const float *row_loss, int B, int group);
 xsum_cell_t model_loss_sum(const model_t *m);
 
 // Builders, one per model file.
-void model_linear_build(model_t *m, const model_config_t *cfg);
+void model_linear_build(model_t *m, const model_config_t *cfg, const model_data_t *data);
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data);

@@ -138,7 +138,7 @@ static void free_impl(model_t *m) {
 
 static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
 
-void model_linear_build(model_t *m, const model_config_t *cfg) {
+void model_linear_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     linear_t *l = callocCheck(1, sizeof *l);
     int64_t F = m->feature_dim, S = m->num_classes;
     l->w = param_table_add(&m->table, "fc.weight", 2, (int64_t[]){S, F});
@@ -148,7 +148,7 @@ void model_linear_build(model_t *m, const model_config_t *cfg) {
     m->input = (loader_spec_t){.crop = 0, .min_frames = 1, .cmn = 0, .visual = 0};  // whole utterances, mean-pooled
     m->emb_dim = F;
     m->min_batch = 1;
-    model_alloc_buffers(m);
+    model_alloc_buffers(m, data);
     // PyTorch nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in).
     float bound = 1.0f / sqrtf((float)F);
     rng_t r = rng_init(cfg->seed, RNG_PURPOSE_INIT, 0, 0);

@@ -13,11 +13,13 @@ optim_kind_t optimizer_kind_parse(const char *name) {
     return OPTIM_SGD;
 }
 
+int optimizer_slots(const optimizer_config_t *cfg) { return cfg->kind == OPTIM_SGD ? (cfg->momentum > 0 ? 1 : 0) : 2; }
+
 void optimizer_init(optimizer_t *o, const optimizer_config_t *cfg, int64_t n, const spk_backend_t *be) {
     memset(o, 0, sizeof *o);
     o->kind = cfg->kind;
     o->be = be;
-    o->slots = o->kind == OPTIM_SGD ? (cfg->momentum > 0 ? 1 : 0) : 2;
+    o->slots = optimizer_slots(cfg);
     o->n = n;
     o->momentum = cfg->momentum;
     o->weight_decay = cfg->weight_decay;

@@ -32,6 +32,8 @@ typedef struct {
     int nesterov;
 } optimizer_t;
 
+// Buffers of n floats the optimizer keeps: 0 (plain SGD), 1 (momentum), 2 (Adam m, v).
+int optimizer_slots(const optimizer_config_t *cfg);
 void optimizer_init(optimizer_t *o, const optimizer_config_t *cfg, int64_t n, const spk_backend_t *be);
 // params and grads are on the backend.
 void optimizer_step(optimizer_t *o, float *params, const float *grads, double lr);

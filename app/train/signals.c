@@ -8,18 +8,21 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t pending = 0;
-static unsigned grace = 25;  // seconds from SIGTERM to the agreed checkpoint (Slurm's KillWait is 30)
+static unsigned grace = 25;  // seconds without progress after a stop signal (Slurm's KillWait is 30)
 
 static void say(const char *msg) {
     ssize_t r = write(STDERR_FILENO, msg, strlen(msg));
     (void)r;
 }
 
-// A rank stuck in a collective (its peer died) never reaches the step boundary: the grace
-// timer, or a second signal, ends it instead of leaving the job to the scheduler's SIGKILL.
+// A rank stuck in a collective (its peer died or stopped) never reaches the next meeting: the
+// grace timer, or a second signal, ends it instead of leaving the job to the scheduler.
 static void on_signal(int sig) {
     if (sig == SIGALRM) {
-        say("spkddp: error: no checkpoint within the grace period after SIGTERM (a rank is gone or stuck); exiting\n");
+        say(pending == SIGUSR1 ? "spkddp: error: after SIGUSR1 the ranks did not meet within the grace period (a rank is "
+                                 "gone or stuck; SPKDDP_STOP_GRACE); exiting\n"
+                               : "spkddp: error: after SIGTERM the ranks did not meet within the grace period (a rank is "
+                                 "gone or stuck; SPKDDP_STOP_GRACE); exiting\n");
         _exit(SPK_EXIT_FAILURE);
     }
     if (pending) {
@@ -27,7 +30,7 @@ static void on_signal(int sig) {
         _exit(SPK_EXIT_FAILURE);
     }
     pending = sig;
-    if (sig == SIGTERM) alarm(grace);
+    alarm(grace);
 }
 
 void signals_install(void) {
@@ -45,7 +48,9 @@ void signals_install(void) {
 
 int signals_pending(void) { return pending; }
 
-void signals_agreed(void) { alarm(0); }
+void signals_progress(void) {
+    if (pending) alarm(grace);
+}
 
 const char *signals_name(int sig) {
     return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal";

@@ -2,6 +2,7 @@
 
 #include "kernels/base/check.h"
 #include "app/dist/device_select.h"
+#include "app/train/resume.h"
 
 #include <string.h>
 
@@ -44,6 +45,11 @@ void train_config_finalize(train_config_t *c, int world) {
     if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
     if (c->resume[0] && strcmp(c->resume, "auto") == 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --resume auto needs --ckpt-dir");
+    char why[2048];
+    if (resume_allow_check(c->resume_allow, why, sizeof why) != 0) spk_fail_all(SPK_EXIT_USAGE, "%s", why);
+    if ((c->resume_allow[0] || c->set_aside_newer) && !c->resume[0])
+        spk_fail_all(SPK_EXIT_USAGE, "train: --%s applies to a resume: it needs --resume",
+                     c->resume_allow[0] ? "resume-allow" : "set-aside-newer");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

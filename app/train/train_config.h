@@ -46,6 +46,8 @@ typedef struct {
     int64_t keep;         // checkpoints kept
     char metrics[TRAIN_STR_MAX];
     char resume[TRAIN_STR_MAX];  // "" | auto | PATH
+    char resume_allow[TRAIN_STR_MAX];  // what a resume may change: comma-separated names (app/train/resume.h)
+    int set_aside_newer;  // resuming an older checkpoint: move the directory's newer ones aside (app/train/ckpt_policy.h)
     int64_t max_steps;    // stop after this global step (0: no limit)
     int64_t progress;     // seconds between progress lines (0: per epoch only)
     // on-the-fly augmentation of the training samples (io/augment.h)

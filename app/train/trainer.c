@@ -9,13 +9,16 @@
 #include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
 #include "app/model/model.h"
+#include "app/train/ckpt_policy.h"
 #include "app/train/init_from.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
+#include "app/train/resume.h"
 #include "app/train/signals.h"
 #include "app/train/step_controls.h"
 #include "app/train/memory_peaks.h"
+#include "app/train/step_watchdog.h"
 #include "io/checkpoint.h"
 #include "io/config_yaml.h"
 #include "io/dataset.h"
@@ -38,6 +41,7 @@ typedef struct {
     const char *config_yaml;  // the same as YAML for ckpt_dir/config.yaml (NULL: written, or none)
     const spk_backend_t *be;  // where the model computes (--device)
     dataset_t data, val;
+    uint64_t data_fingerprint;  // of the training data (checkpoints record it)
     int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
     trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
     sampler_t sampler;
@@ -67,8 +71,17 @@ typedef struct {
     int64_t ep_correct, ep_count;
     double lr;
     int stop_signal;  // a signal every rank agreed to stop on (0: none)
+    int started;      // a step was taken (a stop before the first one has nothing new to save)
     progress_t progress;
+    ckpt_policy_t ckpt;  // what this run may write and delete in --ckpt-dir
 } trainer_t;
+
+// The ranks have just met (an allreduce, a collective read, a barrier): a stop in progress
+// gets a fresh grace period, the watchdog's clock starts again.
+static void met(void) {
+    signals_progress();
+    step_watchdog_met();
+}
 
 // ---- checkpoints --------------------------------------------------------------------------
 
@@ -97,6 +110,8 @@ static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
     m->ep_count = t->ep_count;
     m->ep_seconds = t->ep_seconds;
     step_controls_save(&t->controls, m);
+    m->global_batch = t->cfg->global_batch;
+    m->data_fingerprint = t->data_fingerprint;
     snprintf(m->config, sizeof m->config, "%s", t->config_text);
 }
 
@@ -132,8 +147,8 @@ static void save_checkpoint(trainer_t *t) {
         model_download(t->model);
         optimizer_download(&t->opt);
         ckpt_tensors_t ts = tensors_of(t);
-        char path[4200];
-        ckpt_save(t->cfg->ckpt_dir, m, &ts, (int)t->cfg->keep, path, sizeof path);
+        char path[CKPT_PATH_MAX];
+        ckpt_policy_save(&t->ckpt, m, &ts, path, sizeof path);
         save_effective_config(t);
         if (t->samples_in_epoch == 0)
             printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch, (long long)t->global_step);
@@ -143,66 +158,82 @@ static void save_checkpoint(trainer_t *t) {
         free(m);
     }
     comm_barrier(t->comm);  // nobody runs ahead while the file is not yet in place
+    met();
 }
 
-// Loads --resume into every rank (rank 0 reads, everyone receives). Returns 1 if resumed.
-static int resume(trainer_t *t) {
+// What rank 0 found at --resume, for every rank.
+typedef struct {
+    int code, found;
+    int keep_optimizer;  // the checkpoint's optimizer state carries over
+    char path[CKPT_PATH_MAX];
+    char err[1536];
+    char note[512];  // changes --resume-allow let through
+} resume_t;
+
+// Rank 0: the checkpoint into the model (and the optimizer, when its state carries over),
+// then checked against this run (app/train/resume.h).
+static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
+    const train_config_t *c = t->cfg;
+    param_table_t params, state;
+    int slots = 0;
+    if ((r->code = ckpt_peek(r->path, m, &params, &state, &slots, r->err, sizeof r->err)) != 0) return;
+    param_table_free(&params);
+    param_table_free(&state);
+    r->keep_optimizer = resume_keeps_optimizer(m, slots, c, t->opt.slots);
+    ckpt_tensors_t ts = tensors_of(t);
+    if (!r->keep_optimizer) ts.opt_slots = 0, ts.opt_data = NULL;
+    r->code = ckpt_load(r->path, c->model.name, m, &ts, r->err, sizeof r->err);
+    if (r->code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
+        snprintf(r->err, sizeof r->err,
+                 "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
+                 "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
+                 r->path, (long long)m->num_classes, (long long)t->model->num_classes,
+                 (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);
+    if (!r->code)
+        r->code = resume_check(m, r->path, c, t->config_text, t->data_fingerprint, r->err, sizeof r->err, r->note,
+                               sizeof r->note);
+}
+
+// Loads --resume into every rank (rank 0 reads, everyone receives). Returns 1 and the
+// checkpoint's header in m if resumed.
+static int resume(trainer_t *t, ckpt_meta_t *m) {
     const train_config_t *c = t->cfg;
     if (!c->resume[0]) return 0;
-    struct { int code; int found; char path[4200]; char err[1024]; } r;
-    memset(&r, 0, sizeof r);
-    ckpt_meta_t *m = callocCheck(1, sizeof *m);
+    resume_t *r = callocCheck(1, sizeof *r);
     if (t->comm->rank == 0) {
-        if (strcmp(c->resume, "auto") == 0) r.found = ckpt_find_latest(c->ckpt_dir, r.path, sizeof r.path);
+        if (strcmp(c->resume, "auto") == 0) r->found = ckpt_find_latest(c->ckpt_dir, r->path, sizeof r->path);
         else {
-            r.found = 1;
-            snprintf(r.path, sizeof r.path, "%s", c->resume);
+            r->found = 1;
+            snprintf(r->path, sizeof r->path, "%s", c->resume);
         }
-        if (r.found) {
-            ckpt_tensors_t ts = tensors_of(t);
-            r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
-            if (r.code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
-                snprintf(r.err, sizeof r.err,
-                         "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
-                         "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
-                         r.path, (long long)m->num_classes, (long long)t->model->num_classes,
-                         (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);
-        }
+        if (r->found) load_resume_point(t, r, m);
     }
-    comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
-    if (r.code) spk_fail_all(r.code, "%s", r.err);
-    if (!r.found) {
+    comm_bcast(t->comm, r, sizeof *r, MPI_BYTE, 0);
+    if (r->code) spk_fail_all(r->code, "%s", r->err);
+    if (!r->found) {
         printf0("resume: no checkpoint in %s yet, starting from scratch\n", c->ckpt_dir);
-        free(m);
+        free(r);
         return 0;
     }
     comm_bcast(t->comm, m, sizeof *m, MPI_BYTE, 0);
     comm_bcast(t->comm, t->model->host_params, t->model->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, t->model->host_state, t->model->state_table.total, MPI_FLOAT, 0);
-    comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    if (r->keep_optimizer) comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    else m->opt_step = 0;  // a fresh optimizer state: Adam's bias correction starts over too
     model_upload(t->model);
     optimizer_upload(&t->opt);
-    if (m->seed != c->seed)
-        spk_fail_all(SPK_EXIT_CKPT, "%s: written with --seed %lld, this run has --seed %lld; the sample order would not continue",
-                     r.path, (long long)m->seed, (long long)c->seed);
     if (m->samples_in_epoch % c->global_batch != 0)
         spk_fail_all(SPK_EXIT_CKPT, "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume with the original global batch",
-                     r.path, (long long)m->samples_in_epoch, (long long)m->epoch + 1, (long long)c->global_batch);
+                     r->path, (long long)m->samples_in_epoch, (long long)m->epoch + 1, (long long)c->global_batch);
+    if (r->note[0]) printf0("resume: changed from the checkpoint, as --resume-allow lets it: %s\n", r->note);
+    if (!r->keep_optimizer && m->optimizer[0])
+        printf0("resume: the optimizer state starts afresh (the checkpoint's is %s's)\n", m->optimizer);
     restore_position(t, m);
     printf0("resumed from %s: epoch %lld, step %lld, %lld samples into the epoch (written by %lld ranks, now %d)\n",
-            r.path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,
+            r->path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,
             (long long)m->world_size, t->comm->size);
-    free(m);
+    free(r);
     return 1;
-}
-
-// A finished run leaves ckpt_dir/FINISHED, so job scripts do not requeue it.
-static void mark_finished(const char *dir, int64_t step) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/FINISHED", dir);
-    FILE *f = fopen(path, "w");
-    if (!f || fprintf(f, "finished at global step %lld\n", (long long)step) < 0 || fclose(f) != 0)
-        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the finished marker", path);
 }
 
 // ---- evaluation -------------------------------------------------------------------------------
@@ -227,7 +258,8 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
             int64_t pos = t->comm->rank + (int64_t)t->comm->size * j;
             if (pos < s.num_samples) t->idx[n++] = s.order[pos];  // padding duplicates are skipped
         }
-        const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);
+        const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);  // collective: every rank met
+        met();
         if (n > 0) t->model->ops->eval_step(t->model, b, &st);
     }
     sampler_free(&s);
@@ -242,7 +274,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
 // utterances, rank 0 scores.
 static void verify(trainer_t *t, double out[3]) {
     model_t *m = t->model;
-    float *emb = embed_dataset(t->comm, m, &t->val, t->cfg->batch);
+    float *emb = embed_dataset(t->comm, m, &t->val, t->cfg->batch, met);
     if (t->comm->rank == 0) {
         score_l2_normalise(emb, t->val.num_utts, m->emb_dim);
         float *s = mallocCheck((size_t)t->trials.n * sizeof(float));
@@ -371,6 +403,7 @@ static void end_epoch(trainer_t *t) {
     model_download(t->model);
     check_finite(t);
     const epoch_summary_t s = summarise_epoch(t);
+    met();
     print_epoch(t, &s);
     if (t->cfg->metrics[0] && t->comm->rank == 0) append_metrics(t, &s);
     if (s.divergence != 0.0)
@@ -433,7 +466,7 @@ static void account_step(trainer_t *t) {
     const double w0 = spk_seconds();
     prefetch_until(t, t->step_in_epoch * t->cfg->grad_accum + 2);
     t->ep_data_wait += spk_seconds() - w0;
-    if (t->stop_signal) signals_agreed();
+    met();
     memcpy(t->last_update, v, sizeof t->last_update);
     if (t->controls.measure) return;  // step_controls_apply judges a non-finite loss
     if (!isfinite(v[0]))
@@ -483,6 +516,7 @@ static void accumulate(trainer_t *t, int64_t step) {
     }
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
+    met();
     if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
 }
 
@@ -499,6 +533,8 @@ static void queue_step(trainer_t *t, int64_t step) {
     t->global_step++;
     t->step_in_epoch++;
     t->unaccounted++;
+    t->started = 1;
+    step_watchdog_at_step(t->global_step);
     if (!t->controls.measure) {
         optimizer_step(&t->opt, m->params, m->grads, t->lr);
         return;
@@ -518,6 +554,7 @@ static void queue_step(trainer_t *t, int64_t step) {
 static void open_data(trainer_t *t) {
     const train_config_t *c = t->cfg;
     dataset_open(&t->data, c->data, t->comm->world);
+    t->data_fingerprint = dataset_fingerprint(&t->data);
     t->aug = augment_open(&c->aug, &t->data, t->comm->world, (uint64_t)c->seed);
     if (t->aug) {
         char line[2048];
@@ -551,7 +588,10 @@ static void create_model(trainer_t *t) {
     const model_config_t mc = train_config_model(c);
     // Speed perturbation makes each factor's copies of a speaker a class of their own.
     const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
-    const model_data_t md = {t->data.feature_dim, classes, t->data.visual.dim, t->data.visual_ratio, c->data};
+    const optimizer_config_t oc = train_config_optimizer(c);
+    const model_data_t md = {.feature_dim = t->data.feature_dim, .num_classes = classes,
+                             .visual_dim = t->data.visual.dim, .visual_ratio = t->data.visual_ratio, .source = c->data,
+                             .param_copies = 2 + optimizer_slots(&oc), .ranks_per_node = t->comm->local_size};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
@@ -636,10 +676,13 @@ static void plan_epochs(trainer_t *t) {
 }
 
 // Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file
-// (from --init-from's weights when given).
+// (from --init-from's weights when given); and what the run may do in --ckpt-dir from there.
 static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
-    const int resumed = resume(t);
+    ckpt_meta_t *m = callocCheck(1, sizeof *m);
+    const int resumed = resume(t, m);
+    ckpt_policy_start(&t->ckpt, t->comm, c, resumed ? m : NULL);
+    free(m);
     step_controls_resume_log(&t->controls, resumed ? t->global_step : 0);  // a fresh run: a fresh step log
     if (!resumed && c->init_from[0]) init_from_start(t->comm, t->model, c->init_from, c->init_head);
     if (c->metrics[0] && t->comm->rank == 0) {
@@ -659,10 +702,13 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     t->config_yaml = config_yaml;
     t->be = device_select(comm, cfg->device, "train");
     device_set_tf32(t->be, cfg->tf32);
+    ckpt_policy_check_dir(comm, cfg->ckpt_dir);  // before minutes of loading, not at the first checkpoint
     open_data(t);
+    signals_progress();
     create_model(t);
     create_optimizer(t);
     plan_epochs(t);
+    signals_progress();
     char accum[48] = "";
     if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
     printf0(
@@ -671,6 +717,7 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
         cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
         (long long)cfg->batch, accum, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
+    signals_progress();
     return t;
 }
 
@@ -707,11 +754,18 @@ static int run_epoch(trainer_t *t) {
     return at_max_steps(t) || t->stop_signal;
 }
 
+// A signal that came while the run was starting: every rank learns of it before any step.
+static int stopped_before_start(trainer_t *t) {
+    double s = (double)signals_pending();
+    comm_allreduce_max_f64(t->comm, &s, 1);
+    t->stop_signal = (int)s;
+    return t->stop_signal != 0;
+}
+
 // Epochs until the last one, --max-steps or an agreed signal. Returns 1 when stopped early.
 static int run_epochs(trainer_t *t) {
-    signals_install();
     progress_init(&t->progress, (double)t->cfg->progress, t->comm->rank);
-    int stopped = at_max_steps(t);
+    int stopped = at_max_steps(t) || stopped_before_start(t);
     while (t->epoch < t->cfg->epochs && !stopped) stopped = run_epoch(t);
     return stopped;
 }
@@ -728,14 +782,15 @@ static int finish(trainer_t *t, int stopped) {
     const double div = replica_divergence(t);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
-        printf0(
-            "received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
-            c->ckpt_dir[0] ? " with a checkpoint; resume with --resume auto" : ", no --ckpt-dir so nothing was saved");
+        printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
+                !c->ckpt_dir[0] ? ", no --ckpt-dir so nothing was saved"
+                : t->started   ? " with a checkpoint; resume with --resume auto"
+                               : " before its first step; resume with --resume auto");
         if (rc == SPK_EXIT_OK) rc = c->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
     } else if (stopped && t->epoch < c->epochs) {
         printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);
     } else if (c->ckpt_dir[0] && t->comm->rank == 0) {
-        mark_finished(c->ckpt_dir, t->global_step);
+        ckpt_policy_mark_finished(&t->ckpt, t->global_step);
     }
     printf0("cross-rank weight difference max |theta_r - theta_0| = %g (%s)\n", div,
             div == 0.0 ? "replicas identical" : "REPLICAS DIFFER");
@@ -757,6 +812,7 @@ static void trainer_free(trainer_t *t) {
     step_controls_free(&t->controls);
     model_free(t->model);
     device_release(t->be);  // after everything that lived on it
+    ckpt_policy_free(&t->ckpt);
     free(t->scratch);
     free(t->idx);
     free(t);
@@ -764,7 +820,10 @@ static void trainer_free(trainer_t *t) {
 
 int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text, const char *config_yaml) {
     trainer_t *t = trainer_setup(comm, cfg, config_text, config_yaml);
+    step_watchdog_start(comm->wait_timeout_s);
+    step_watchdog_at_step(t->global_step);
     const int stopped = run_epochs(t);
+    step_watchdog_stop();
     const int rc = finish(t, stopped);
     trainer_free(t);
     return rc;

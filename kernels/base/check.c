@@ -28,13 +28,32 @@ int spk_world(void) {
     return n;
 }
 
+static void (*g_on_die)(void *);
+static void *g_on_die_ctx;
+
+void spk_on_die(void (*fn)(void *ctx), void *ctx) {
+    g_on_die = fn;
+    g_on_die_ctx = ctx;
+}
+
+static int g_abort_code;
+static void leave_now(void) { _exit(g_abort_code); }
+
 _Noreturn static void abort_job(int code) {
+    void (*cleanup)(void *) = g_on_die;
+    g_on_die = NULL;  // once, even if the cleanup itself dies
+    if (cleanup) cleanup(g_on_die_ctx);
     fflush(stdout);
     fflush(stderr);
     if (mpi_ready()) {
         // The launcher forwards our stderr through a pipe; MPI_Abort makes it kill every
         // process, sometimes before that last line got through. Give it a moment.
         if (spk_world() > 1) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+        // MPI_Abort leaves through exit(), whose handlers would run the libraries' shutdown:
+        // HDF5 closing a file whose MPI-IO handle is gone (SIGSEGV). Handlers run newest
+        // first, so this one ends the process before theirs.
+        g_abort_code = code;
+        atexit(leave_now);
         MPI_Abort(MPI_COMM_WORLD, code);
     }
     exit(code);

@@ -43,6 +43,9 @@ int spk_rank(void);   // world rank, 0 before MPI_Init
 int spk_world(void);  // world size, 1 before MPI_Init
 
 #define spk_die(code, ...) spk_die_at(__FILE__, __LINE__, (code), __VA_ARGS__)
+// A cleanup spk_die runs once, after its line and before it ends the job: removing a temp
+// file that would otherwise stay behind. One at a time; fn NULL clears it.
+void spk_on_die(void (*fn)(void *ctx), void *ctx);
 
 // MPI: the error handler is set to MPI_ERRORS_RETURN so every call can be checked here.
 #define mpiCheck(call)                                                                \

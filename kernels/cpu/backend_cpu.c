@@ -1,6 +1,7 @@
 // The CPU backends: the kernels of kernels/cpu on host memory ("cpu"), and the same kernels
 // behind explicit copies ("cpu-staged"), so the device code path runs without a device.
 #include "kernels/backend.h"
+#include "kernels/base/check.h"
 #include "kernels/cpu/staging.h"
 
 #include "kernels/base/spk_assert.h"
@@ -11,10 +12,7 @@
 
 static void* host_alloc(size_t bytes) {
     void* p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "spkddp: out of memory allocating %zu bytes for model buffers\n", bytes);
-        abort();
-    }
+    if (!p) spk_die(SPK_EXIT_FAILURE, "out of memory allocating %zu bytes for model buffers", bytes);
     return p;
 }
 

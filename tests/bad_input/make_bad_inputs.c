@@ -165,6 +165,7 @@ static void ds_feature_dim_huge(hid_t f) { h5_attr_write_i64(f, "feature_dim", 1
 static void ds_no_num_speakers(hid_t f) { del(f, "num_speakers"); }
 static void ds_num_speakers_0(hid_t f) { h5_attr_write_i64(f, "num_speakers", 0, "x"); }
 static void ds_num_speakers_int32max(hid_t f) { h5_attr_write_i64(f, "num_speakers", INT32_MAX, "x"); }
+static void ds_num_speakers_2_24(hid_t f) { h5_attr_write_i64(f, "num_speakers", DATASET_MAX_SPEAKERS, "x"); }
 static void ds_num_speakers_u64(hid_t f) { set_u64(f, "num_speakers", (1ull << 63) + 5); }
 static void ds_frame_rate_neg(hid_t f) { h5_attr_write_f64(f, "frame_rate", -100, "x"); }
 static void ds_no_features(hid_t f) { del(f, "features"); }
@@ -421,6 +422,12 @@ static void ck_config_not_string(hid_t f) {
     sealed_i64(f, "config", 1);
 }
 static void ck_soft_link(hid_t f) { H5Lcreate_soft("/params", f, "alias", H5P_DEFAULT, H5P_DEFAULT); }
+// A valid dataset of the same shape with other labels: resuming good_ckpt.h5 on it is refused.
+static void ck_other_data(hid_t f) {
+    int32_t l[N];
+    for (int i = 0; i < N; i++) l[i] = (lab[i] + 1) % S;
+    put(f, "labels", H5T_NATIVE_INT32, 1, (hsize_t[]){N}, l);
+}
 
 // Embeddings (from good_emb.h5: N rows of the linear model's 2-dim embedding, ids u0..u7).
 static void em_no_format(hid_t f) { del(f, "spkddp_format"); }
@@ -479,7 +486,7 @@ static const mutation_t MUTATIONS[] = {
     M("base.h5", ds_no_format), M("base.h5", ds_format_wrong), M("base.h5", ds_format_int), M("base.h5", ds_no_version),
     M("base.h5", ds_version_2), M("base.h5", ds_version_str), M("base.h5", ds_no_feature_dim), M("base.h5", ds_feature_dim_0),
     M("base.h5", ds_feature_dim_float), M("base.h5", ds_feature_dim_huge), M("base.h5", ds_no_num_speakers),
-    M("base.h5", ds_num_speakers_0), M("base.h5", ds_num_speakers_int32max), M("base.h5", ds_num_speakers_u64),
+    M("base.h5", ds_num_speakers_0), M("base.h5", ds_num_speakers_int32max), M("base.h5", ds_num_speakers_2_24), M("base.h5", ds_num_speakers_u64),
     M("base.h5", ds_frame_rate_neg), M("base.h5", ds_no_features), M("base.h5", ds_features_group),
     M("base.h5", ds_features_1d), M("base.h5", ds_features_4d), M("base.h5", ds_features_int),
     M("base.h5", ds_features_dim_mismatch), M("base.h5", ds_features_unstored), M("base6.h5", ds_fixed_zero_frames),
@@ -505,6 +512,7 @@ static const mutation_t MUTATIONS[] = {
     M("good_ckpt.h5", ck_world_size_0), M("good_ckpt.h5", ck_ep_correct_gt_count), M("good_ckpt.h5", ck_num_classes_huge),
     M("good_ckpt.h5", ck_feature_dim_0), M("good_ckpt.h5", ck_negative_step), M("good_ckpt.h5", ck_model_empty),
     M("good_ckpt.h5", ck_config_not_string), M("good_ckpt.h5", ck_soft_link), M("v1_ckpt.h5", ck_v1_param_flip),
+    M("base.h5", ck_other_data),
 
     M("good_emb.h5", em_no_format), M("good_emb.h5", em_version_2), M("good_emb.h5", em_no_embeddings), M("good_emb.h5", em_1d),
     M("good_emb.h5", em_int), M("good_emb.h5", em_nan_row), M("good_emb.h5", em_inf_row), M("good_emb.h5", em_no_utt_ids),

@@ -25,10 +25,12 @@ sed -i "s|WAV|$GOLDEN/chirp_noise_16k.wav|g; s|TEXT|$D/ds_text.h5|g" "$D"/ls_*.s
 printf 'a %s\n' "$GOLDEN/chirp_noise_16k.wav" >"$D/ls_wav_ok.scp"
 mkdir -p "$D/ds_directory"
 # Cases that start from a checkpoint folder: its contents must be untouched afterwards.
-mkdir -p "$D/ck_auto_only_corrupt.dir" "$D/ck_names_longer_auto.dir" "$D/ck_taken_name.dir"
+mkdir -p "$D/ck_auto_only_corrupt.dir" "$D/ck_names_longer_auto.dir" "$D/ck_taken_name.dir" "$D/ck_older_into_newer.dir"
 cp "$D/ck_param_flip.h5" "$D/ck_auto_only_corrupt.dir/ckpt-000000000009.h5"
 cp "$D/ck_names_longer.h5" "$D/ck_names_longer_auto.dir/ckpt-000000000009.h5"
 cp "$D/v1_ckpt.h5" "$D/ck_taken_name.dir/ckpt-000000000002.h5"
+cp "$D/good_ckpt.h5" "$D/ck_older_into_newer.dir/ckpt-000000000002.h5"
+cp "$D/good_ckpt.h5" "$D/ck_older_into_newer.dir/ckpt-000000000009.h5"
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
 

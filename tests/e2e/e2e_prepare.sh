@@ -100,4 +100,23 @@ expect_error 3 "two_bad.scp:12: utterance 'spk02-utt06'" -- run 2 $P --wav-scp t
 
 expect_error 2 "prepare: --wav-scp is required" -- run 2 $SPKDDP prepare --utt2spk corpus/utt2spk --out bad.h5
 expect_error 2 "prepare: --num-mel-bins must be in" -- run 2 $P --wav-scp $W --out bad.h5 --num-mel-bins 1
+
+# A full disk (a 64 KiB tmpfs in a private mount namespace; skipped without unshare): one
+# error line with the reason, exit 1, nothing left in the folder (was: SIGSEGV at 1 rank in
+# HDF5's shutdown inside MPI_Abort, one line per rank at 2, the temp file left behind).
+if unshare -rm true 2>/dev/null; then
+    for np in 1 2; do
+        mkdir -p full$np
+        unshare -rm bash -c "mount -t tmpfs -o size=64k tmpfs full$np && $MPIEXEC -n $np $P --wav-scp $W --out full$np/f.h5 \
+            >full$np.out 2>full$np.err; echo \$? >full$np.rc; ls -A full$np >full$np.ls"
+        [ "$(cat full$np.rc)" = 1 ] || fail "full disk, $np rank(s): exit $(cat full$np.rc), want 1: $(cat full$np.err)"
+        [ "$(grep -c '^spkddp: error:' full$np.err)" = 1 ] && grep -q "full$np/f.h5: cannot write the dataset (No space left on device)" full$np.err \
+            || fail "full disk, $np rank(s): $(cat full$np.err)"
+        [ -s full$np.ls ] && fail "full disk, $np rank(s): left $(cat full$np.ls)"
+        grep -qiE 'sanitizer|segmentation|signal' full$np.err && fail "full disk, $np rank(s): $(cat full$np.err)"
+    done
+    echo "ok  a full disk: one error line naming the reason, exit 1, nothing left behind (1 and 2 ranks)"
+else
+    echo "--  no unshare: the full-disk check is skipped"
+fi
 finish

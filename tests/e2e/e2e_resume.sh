@@ -32,16 +32,26 @@ diff <(strip full.jsonl) <(strip part.jsonl) >/dev/null || fail "metrics differ 
 [ "$(grep -c . part.jsonl)" -eq 3 ] || fail "resumed metrics does not have each epoch exactly once"
 echo "ok  metrics identical but for timings, each epoch once"
 
-# Resume from the step-10 checkpoint on 4 ranks with the same global batch.
+# Resume from the step-10 checkpoint on 4 ranks with the same global batch. The directory
+# also holds step 13, the future this resume abandons: it is moved aside, not deleted.
 [ -f four/ckpt-000000000010.h5 ] || fail "step-10 checkpoint kept"
-run 4 $SPKDDP train $common --ckpt-dir four --resume four/ckpt-000000000010.h5 >log_four || fail "resume on 4 ranks"
+run 4 $SPKDDP train $common --ckpt-dir four --resume four/ckpt-000000000010.h5 --set-aside-newer >log_four || fail "resume on 4 ranks"
 grep -q "written by 2 ranks, now 4" log_four || fail "world-size change not reported"
+[ -f four/abandoned-after-000000000010/ckpt-000000000013.h5 ] || fail "step 13 was not set aside: $(ls -R four)"
 if $SPKDDP diff full/$final four/$final --rtol 1e-6 >diff_four; then
     echo "ok  resume on 4 ranks continues the 2-rank run ($(grep params diff_four))"
 else
     cat diff_four
     fail "4-rank resume diverged from the 2-rank run"
 fi
+
+# What a resume refuses by default (the battery's ck_*_changed cases) goes through when
+# --resume-allow names it, and the run says what changed.
+run 2 $SPKDDP train ${common/adamw/adam} --global-batch 16 --ckpt-dir allow --resume full/ckpt-000000000010.h5 \
+    --resume-allow global-batch,optimizer --max-steps 12 >log_allow || fail "resume with --resume-allow"
+grep -q "changed from the checkpoint, as --resume-allow lets it: global-batch, optimizer" log_allow \
+    && grep -q "the optimizer state starts afresh (the checkpoint's is adamw's)" log_allow || fail "allowed changes not reported: $(cat log_allow)"
+echo "ok  --resume-allow global-batch,optimizer resumes and says so"
 
 # --resume auto with an empty directory starts from scratch.
 run 1 $SPKDDP train --data sp.h5 --epochs 1 --batch 8 --ckpt-dir empty --resume auto >log_empty || fail "auto without checkpoint"

@@ -37,3 +37,9 @@ spk_device_test(e2e_device_staged cpu-staged 0 "e2e;mpi")
 spk_e2e_test(e2e_recipes)
 spk_e2e_test(e2e_step_controls)
 spk_e2e_test(e2e_init_from)
+
+# tools/chaos.sh kept working: two random SIGKILLs, each followed by a bitwise resume (the
+# measured runs, 20+ kills, are in docs/hardening.md).
+add_test(NAME e2e_chaos COMMAND env SPKDDP=$<TARGET_FILE:spkddp> MPIEXEC=${SPK_MPIEXEC}
+  WORK=${CMAKE_CURRENT_BINARY_DIR}/work/e2e_chaos bash ${CMAKE_SOURCE_DIR}/tools/chaos.sh 2 linear)
+set_tests_properties(e2e_chaos PROPERTIES LABELS "e2e;mpi" TIMEOUT 300)

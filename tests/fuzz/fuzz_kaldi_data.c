@@ -36,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     kaldi_data_t d;
     kaldi_verdict_t v = {0};
-    // Absent lists as "", as cmd_prepare passes them (a NULL spk2id is dereferenced).
-    const char *spk2id = parts > 2 && len[2] ? path[2] : "", *segments = parts > 3 && len[3] ? path[3] : "";
+    // Absent lists as "" (as cmd_prepare passes them) or NULL, both of which the header allows.
+    const char *absent = size & 1 ? NULL : "";
+    const char *spk2id = parts > 2 && len[2] ? path[2] : absent, *segments = parts > 3 && len[3] ? path[3] : absent;
     if (kaldi_data_read(&d, path[0], segments, path[1], spk2id, &v) == 0) {
         FZ_REQUIRE(d.n >= 1 && d.num_speakers >= 1);
         for (int64_t i = 0; i < d.n; i++) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checkpoint directories end to end: --keep across a requeue (the resumed run adopts its own
-# past, nothing else); resuming an older checkpoint never deletes or overwrites the newer ones;
-# a corrupt file is never counted or deleted; a full disk leaves the previous checkpoints, no
-# temp file and one error line (exit 1); format 1 checkpoints load and resume to the same end.
+# past, nothing else); another run's and corrupt files are never counted or deleted; a fresh
+# run into a used directory, and resuming an older checkpoint beside newer ones, are refused
+# (or the newer ones set aside whole); an unusable --ckpt-dir is refused at the start; a full
+# disk leaves the previous checkpoints, no temp file and one error line (exit 1); format 1
+# checkpoints load and resume to the same end.
 # usage: ckpt_dir.sh SPKDDP MPIEXEC WORKDIR FIXTURES_DIR
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
 FIX=$4
@@ -17,27 +19,66 @@ run_quiet run 2 $SPKDDP $T --keep 2 --ckpt-dir rq --resume auto || fail "second 
 [ "$(ls rq/ckpt-*.h5 | wc -l)" -eq 2 ] && [ -f rq/ckpt-000000000016.h5 ] || fail "--keep 2 across a requeue kept: $(ls rq)"
 clean_since 0 && echo "ok  --keep holds across a requeue"
 
-# Another run's checkpoint and a corrupt file in the directory are never touched.
+# Another run's checkpoint and a corrupt file in the directory are never deleted or counted:
+# a run resumed there (its own step-15 checkpoint) keeps 1 of its own and nothing else.
 f0=$FAILS
-mkdir -p mixed && cp rq/ckpt-000000000015.h5 mixed/ckpt-000000000050.h5
-printf 'corrupt' >mixed/ckpt-000000000099.h5
-sums=$(md5sum mixed/*)
-out=$(run 2 $SPKDDP $T --keep 1 --ckpt-dir mixed 2>&1) || fail "run into a mixed directory: $out"
-[ "$(md5sum mixed/ckpt-000000000050.h5 mixed/ckpt-000000000099.h5)" = "$sums" ] || fail "another run's or a corrupt checkpoint changed"
-[ "$(ls mixed/ckpt-*.h5 | tr '\n' ' ')" = "mixed/ckpt-000000000016.h5 mixed/ckpt-000000000050.h5 mixed/ckpt-000000000099.h5 " ] \
+run_quiet run 2 $SPKDDP $T --keep 100 --ckpt-dir other --max-steps 3 || fail "another run"
+mkdir -p mixed && cp other/ckpt-000000000003.h5 mixed/ && cp rq/ckpt-000000000015.h5 mixed/
+printf 'corrupt' >mixed/ckpt-000000000005.h5
+sums=$(md5sum mixed/ckpt-000000000003.h5 mixed/ckpt-000000000005.h5)
+out=$(run 2 $SPKDDP $T --epochs 5 --keep 1 --ckpt-dir mixed --resume mixed/ckpt-000000000015.h5 2>&1) || fail "resume into a mixed directory: $out"
+[ "$(md5sum mixed/ckpt-000000000003.h5 mixed/ckpt-000000000005.h5)" = "$sums" ] || fail "another run's or a corrupt checkpoint changed"
+[ "$(cd mixed && ls ckpt-*.h5 | tr '\n' ' ')" = "ckpt-000000000003.h5 ckpt-000000000005.h5 ckpt-000000000020.h5 " ] \
     || fail "--keep 1 beside foreign files kept: $(ls mixed)"
-clean_since "$f0" && echo "ok  another run's and a corrupt checkpoint are neither deleted nor counted"
+clean_since "$f0" && echo "ok  another run's and a corrupt checkpoint are neither deleted nor counted; the adopted past rotates"
 
-# Resuming an older checkpoint into a directory with newer ones: nothing newer is deleted or
-# written over; the run stops at the first name that is taken (exit 4), before writing.
+# A fresh run into a directory that holds checkpoints (or FINISHED) is refused before it
+# starts: its checkpoints would mix with them, and --resume auto would continue the newest.
+f0=$FAILS
+sums=$(md5sum mixed/*)
+expect_error 4 "mixed already holds 3 checkpoint\(s\) \(ckpt-000000000003.h5 ... ckpt-000000000020.h5\) and a FINISHED marker of another run" -- \
+    run 2 $SPKDDP $T --ckpt-dir mixed
+mkdir -p done && echo "finished at global step 7" >done/FINISHED
+expect_error 4 "done already holds a FINISHED marker of another run" -- run 2 $SPKDDP $T --ckpt-dir done
+[ "$(md5sum mixed/*)" = "$sums" ] || fail "a refused fresh run changed the directory"
+clean_since "$f0" && echo "ok  a fresh run into a directory with checkpoints or FINISHED is refused"
+
+# Resuming an older checkpoint into a directory with newer ones: refused before anything is
+# written (they are the future the resume abandons); with --set-aside-newer they move, whole,
+# into abandoned-after-<step>/ and the run continues, deleting only its own past.
 f0=$FAILS
 run_quiet run 2 $SPKDDP $T --keep 100 --ckpt-dir old --max-steps 8 || fail "making newer checkpoints"
-sums=$(md5sum old/ckpt-*.h5)
-expect_error 4 "old/ckpt-000000000005.h5: already exists, and is left as it is" -- \
+sums=$(cd old && md5sum ckpt-*.h5)
+expect_error 4 "old holds 4 checkpoint\(s\) newer than step 4, where this run resumes \(ckpt-000000000005.h5 ... ckpt-000000000008.h5\)" -- \
     run 2 $SPKDDP $T --keep 1 --ckpt-dir old --resume old/ckpt-000000000004.h5
-[ "$(md5sum old/ckpt-*.h5)" = "$sums" ] || fail "resuming an older checkpoint changed or deleted the newer ones"
+[ "$(cd old && md5sum ckpt-*.h5)" = "$sums" ] || fail "a refused resume changed or deleted checkpoints"
+out=$(run 2 $SPKDDP $T --keep 1 --ckpt-dir old --resume old/ckpt-000000000004.h5 --max-steps 6 --set-aside-newer 2>&1) \
+    || fail "resume with --set-aside-newer: $out"
+grep -q "set aside 4 checkpoint(s) newer than step 4 into old/abandoned-after-000000000004/" <<<"$out" || fail "no set-aside line: $out"
+[ "$(cd old/abandoned-after-000000000004 && md5sum ckpt-*.h5)" = "$(grep -E '0[5-8].h5' <<<"$sums")" ] \
+    || fail "the set-aside checkpoints changed: $(ls old/abandoned-after-000000000004)"
+[ "$(cd old && ls ckpt-*.h5 | tr '\n' ' ')" = "ckpt-000000000006.h5 " ] || fail "--keep 1 after the set-aside kept: $(ls old)"
 ls -A old | grep -q '\.tmp$' && fail "a temp file stayed behind"
-clean_since "$f0" && echo "ok  resuming an older checkpoint leaves the newer ones as they were"
+out=$(run 2 $SPKDDP $T --keep 1 --ckpt-dir old --resume auto --max-steps 7 2>&1) || fail "--resume auto after a set-aside: $out"
+grep -q "resumed from old/ckpt-000000000006.h5" <<<"$out" || fail "--resume auto did not continue the new future: $out"
+clean_since "$f0" && echo "ok  resuming an older checkpoint: refused, or the newer ones set aside whole"
+
+# --ckpt-dir is checked at the start, with the reason: a regular file; a read-only file system
+# (a read-only bind mount in a private mount namespace; skipped without unshare).
+f0=$FAILS
+touch afile
+expect_error 2 "train: --ckpt-dir afile: checkpoints cannot be written there \(Not a directory\)" -- run 2 $SPKDDP $T --ckpt-dir afile
+if unshare -rm true 2>/dev/null; then
+    mkdir -p ro
+    unshare -rm bash -c "mount --bind ro ro && mount -o remount,bind,ro ro && $MPIEXEC -n 2 $SPKDDP $T --ckpt-dir ro/ck \
+        >ro.out 2>ro.err; echo \$? >ro.rc"
+    [ "$(cat ro.rc)" = 2 ] && grep -q "train: --ckpt-dir ro/ck: checkpoints cannot be written there (Read-only file system)" ro.err \
+        || fail "read-only --ckpt-dir: exit $(cat ro.rc): $(cat ro.err)"
+    grep -q "epoch 1" ro.out && fail "read-only --ckpt-dir: it trained first"
+else
+    echo "--  no unshare: the read-only check is skipped"
+fi
+clean_since "$f0" && echo "ok  an unusable --ckpt-dir is refused at the start with the reason"
 
 # A full disk: a small tmpfs in a private mount namespace (needs unshare; skipped without).
 if unshare -rm true 2>/dev/null; then
@@ -57,6 +98,8 @@ else
 fi
 
 # Format 1 checkpoints (3490411): they load and resume to where the uninterrupted run ended.
+# They have no run id, so rotation never deletes them: --keep 1 keeps the format 1 file and
+# the newest of the resumed run's own.
 # That run was computed by a gcc build on another machine: bitwise equal there, here within
 # the rounding of other kernels and compilers (a clang sanitizer build: linear 5e-8, ECAPA+Adam
 # 6.5e-4 after 4 steps; a lost optimizer state or position is far outside).
@@ -66,7 +109,9 @@ for m in ecapa_adam linear_sgd; do
     args=$E rtol=1e-2
     [ $m = linear_sgd ] && args=$L rtol=1e-5
     mkdir -p v1_$m && cp "$FIX/${m}_step2.h5" v1_$m/ckpt-000000000002.h5
-    run_quiet run 2 $SPKDDP train --data "$FIX/speakers.h5" $args --ckpt-dir v1_$m --resume auto || fail "resume the format 1 $m checkpoint"
+    run_quiet run 2 $SPKDDP train --data "$FIX/speakers.h5" $args --ckpt-dir v1_$m --keep 1 --resume auto || fail "resume the format 1 $m checkpoint"
+    [ "$(cd v1_$m && ls ckpt-*.h5 | tr '\n' ' ')" = "ckpt-000000000002.h5 ckpt-000000000006.h5 " ] \
+        || fail "format 1 $m: --keep 1 kept $(ls v1_$m)"
     if $SPKDDP diff v1_$m/ckpt-000000000006.h5 "$FIX/${m}_step6.h5" --rtol $rtol >diff_$m; then
         echo "ok  format 1 $m checkpoint resumed to the uninterrupted end: $(grep params diff_$m)"
     else

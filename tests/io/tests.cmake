@@ -10,6 +10,8 @@ target_link_libraries(bench_chunks PRIVATE spk_io)
 spk_unit_test(io test_checkpoint ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/v1)
 # Trial lists and utterance ids: accepted forms and each kind of bad list.
 spk_unit_test(io test_trials)
+# Kaldi lists: the optional ones given as NULL or "".
+spk_unit_test(io test_kaldi_data)
 # Files written by h5py (variable-length UTF-8 strings, int64 labels) read like our own.
 spk_unit_test(io test_h5py_strings)
 # Checkpoint directories end to end: rotation across a requeue, foreign and corrupt files,
