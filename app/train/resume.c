@@ -14,6 +14,7 @@ static const char *const TRAJECTORY[] = {
     "lr-schedule",     "warmup-steps", "lr-decay",    "lr-min",      "cycle-steps",     "noise-bank",
     "rir-bank",        "aug-prob",    "reverb-prob",  "noise-prob",  "noise-snr",       "babble",
     "speed-perturb",   "spec-time-masks", "spec-time-width", "spec-freq-masks", "spec-freq-width",
+    "invariant",       "invariant-group", "grad-accum", "clip-grad-norm",
 };
 // Checked from the checkpoint's header rather than its config text.
 static const char *const HEADER[] = {"global-batch", "optimizer", "data"};
@@ -24,6 +25,7 @@ static const char *const HEADER[] = {"global-batch", "optimizer", "data"};
 static int matters(const char *key, const train_config_t *c) {
     if (strcmp(key, "epochs") == 0) return strcmp(c->lr_schedule, "cosine") == 0;
     if (strcmp(key, "frames") == 0) return strcmp(c->model.name, "linear") != 0;
+    if (strcmp(key, "invariant-group") == 0) return c->model.invariant;
     return 1;
 }
 

@@ -21,7 +21,7 @@ ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-cha
 same() {
     if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
 }
-strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|world_size)": [^,}]*//g' "$1"; }
+strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|world_size|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
 
 # 160 utterances / 16 = 10 steps per epoch: 2 epochs are the 20 steps.
 for k in 1 2 4; do
@@ -65,6 +65,10 @@ for k in 2 8; do
     same g1/ckpt-000000000003.h5 g$k/ckpt-000000000003.h5 "ecapa, groups of 2: $k ranks == 1 rank (bitwise)"
 done
 expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
+# A resume leaving the mode would not continue the checkpoint's trajectory: refused.
+plain=${ecapa/--invariant /}
+expect_error 4 "written with --invariant 1, this run has --invariant 0" -- \
+    run 1 $SPKDDP train $plain --epochs 3 --resume ck1/ckpt-000000000010.h5 --ckpt-dir leave
 
 # The linear model and ecapa-av.
 for k in 1 2 4; do

@@ -50,7 +50,7 @@ run 2 $SPKDDP train $acc --ckpt-dir part --metrics part.jsonl --step-log part_st
     >/dev/null || fail "first leg"
 [ "$(grep -c . part_steps.jsonl)" -eq 17 ] || fail "the first leg logged $(grep -c . part_steps.jsonl) steps, not 17"
 run 2 $SPKDDP train $acc --ckpt-dir part --metrics part.jsonl --step-log part_steps.jsonl \
-    --resume part/ckpt-000000000015.h5 >log_b || fail "second leg"
+    --resume part/ckpt-000000000015.h5 --set-aside-newer >log_b || fail "second leg"
 grep -q "resumed from part/ckpt-000000000015.h5" log_b || fail "did not resume from step 15"
 [ "$(grep -o '"global_step": [0-9]*' part_steps.jsonl | cut -d' ' -f2 | tr '\n' ' ')" = "$(seq -s ' ' 1 22) " ] ||
     fail "the step log does not hold steps 1..22 once each, in order"
