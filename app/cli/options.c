@@ -262,6 +262,12 @@ void opt_format_real(double x, char *out, size_t cap) {
     }
 }
 
+// Whether a number is one the flag accepts. A default outside the range (--frames' 0, "the
+// model's own") is left out of a written configuration, so reading it back keeps the default.
+static int in_range(const opt_t *o, double x) {
+    return (o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max;
+}
+
 char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
     char *kv = NULL, *yaml = NULL;
     size_t kv_len = 0, yaml_len = 0;
@@ -272,8 +278,12 @@ char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
         const char *field = (const char *)cfg + o->offset;
         char num[64];
         switch (o->type) {
-        case OPT_INT: fprintf(f, "%s=%lld\n", o->name, (long long)*(const int64_t *)field); break;
+        case OPT_INT:
+            if (!in_range(o, (double)*(const int64_t *)field)) break;  // a default no flag can spell
+            fprintf(f, "%s=%lld\n", o->name, (long long)*(const int64_t *)field);
+            break;
         case OPT_REAL:
+            if (!in_range(o, *(const double *)field)) break;
             opt_format_real(*(const double *)field, num, sizeof num);
             fprintf(f, "%s=%s\n", o->name, num);
             break;

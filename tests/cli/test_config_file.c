@@ -8,6 +8,7 @@
 #include "kernels/base/check.h"
 #include "tests/test_util.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -145,6 +146,21 @@ static void check_flags_override(const char *dir) {
 
 // Configs whose YAML must read back exactly: numbers that need all 17 digits, strings that
 // look like other YAML types or need quoting.
+
+// Numbers holding a default outside their flag's range (--frames' 0): the YAML leaves them out.
+static int unspellable_defaults(const train_config_t *c) {
+    int n = 0;
+    for (int i = 0; i < train_options.count; i++) {
+        const opt_t *o = &train_options.opts[i];
+        const char *field = (const char *)c + o->offset;
+        double x = o->type == OPT_INT ? (double)*(const int64_t *)field : o->type == OPT_REAL ? *(const double *)field : 0;
+        if ((o->type == OPT_INT || o->type == OPT_REAL) &&
+            !((o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max))
+            n++;
+    }
+    return n;
+}
+
 static void check_round_trip(void) {
     const char *strings[] = {"",       "null",        "~",           "true",      "0.5",      "a: b",  "#x",
                              " lead",  "trail ",      "it's",        "\"q\"",     "[x]",      "{y}",   "- z",
@@ -171,7 +187,8 @@ static void check_round_trip(void) {
                "'%s': the written YAML is refused: %s", strings[i], err);
         char *want = serialize(&c), *got = serialize(&back);
         EXPECT(strcmp(want, got) == 0, "'%s': reads back as\n%s\ninstead of\n%s", strings[i], got, want);
-        EXPECT(e.n == train_options.count, "'%s': %d keys written, the table has %d", strings[i], e.n, train_options.count);
+        EXPECT(e.n == train_options.count - unspellable_defaults(&c), "'%s': %d keys written, the table has %d",
+               strings[i], e.n, train_options.count);
         free(want);
         free(got);
         free(yaml);
