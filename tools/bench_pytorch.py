@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """The `spkddp bench` step in PyTorch: ECAPA-TDNN (SpeechBrain topology, the same module
 definitions as tests/golden/make_ecapa_golden.py) + AAM-softmax, forward, backward and an
-Adam update on a fixed random batch, float32, on the CPU or a GPU. Prints samples/s.
+Adam update on a fixed random batch, on the CPU or a GPU. Prints samples/s.
 
 usage: bench_pytorch.py [--channels 512] [--batch 32] [--frames 200] [--feat 80]
                         [--classes 1000] [--steps 5] [--warmup 2] [--threads N]
-                        [--device cpu|cuda] [--tf32] [--cudnn-benchmark]
-On CUDA, TF32 is off unless --tf32 (spkddp runs plain fp32), and cuDNN picks its own
-algorithms (--cudnn-benchmark lets it time them, like torch.backends.cudnn.benchmark).
+                        [--device cpu|cuda] [--precision fp32|tf32|bf16] [--cudnn-benchmark]
+fp32: float32 throughout (on CUDA with TF32 off, as spkddp's fp32). tf32: CUDA TF32 tensor
+cores (--tf32 is the same). bf16: torch.autocast(dtype=torch.bfloat16) around the forward and
+the loss, the mixed precision a PyTorch user turns on (weights, gradients and Adam stay
+float32). cuDNN picks its own algorithms (--cudnn-benchmark lets it time them).
 """
 import argparse
 import os
@@ -32,15 +34,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
+    ap.add_argument("--tf32", action="store_true", help="same as --precision tf32")
     ap.add_argument("--cudnn-benchmark", action="store_true")
     ap.add_argument("--model", default="ecapa", choices=["ecapa"])  # spkddp bench's flags pass through
     a = ap.parse_args()
+    if a.tf32:
+        a.precision = "tf32"
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     if a.device == "cuda":
-        torch.backends.cudnn.allow_tf32 = a.tf32
-        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
         torch.backends.cudnn.benchmark = a.cudnn_benchmark
     torch.manual_seed(0)
     model = build_ecapa(a.feat, a.channels, 128, 128, 192).to(dev)
@@ -60,16 +65,18 @@ def main():
             sync()
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        emb = model(x).squeeze(1)
-        logits, _ = aam_logits(emb, head, y, 0.2, 30.0)
-        F.cross_entropy(logits, y).backward()
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            emb = model(x).squeeze(1)
+            logits, _ = aam_logits(emb, head, y, 0.2, 30.0)
+            loss = F.cross_entropy(logits, y)
+        loss.backward()
         opt.step()
     sync()
     dt = time.perf_counter() - t0
     where = f"{a.threads} threads" if a.device == "cpu" else \
-        f"{torch.cuda.get_device_name()}, tf32 {'on' if a.tf32 else 'off'}, cudnn.benchmark {a.cudnn_benchmark}"
+        f"{torch.cuda.get_device_name()}, cudnn.benchmark {a.cudnn_benchmark}"
     print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
-          f"{where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
+          f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@
 #include <sys/resource.h>
 
 typedef struct {
-    model_config_t model;  // --model, --channels, --frames (T)
+    model_config_t model;  // --model, --channels, --frames (T), --precision
     char device[OPT_STR_MAX];
     int64_t batch, feat, classes, steps, warmup;
     int tf32;
@@ -35,6 +35,7 @@ static const opt_t rows[] = {
     OPT_INTEGER(bench_opts_t, classes, "classes", 2, 1e7, "speakers in the AAM head"),
     OPT_INTEGER(bench_opts_t, steps, "steps", 1, 1e6, "timed steps"),
     OPT_INTEGER(bench_opts_t, warmup, "warmup", 0, 1e6, "untimed steps first"),
+    OPT_PRECISION(bench_opts_t, model.precision),
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
 };
@@ -100,13 +101,13 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
     return dt;
 }
 
-static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, int tf32, double dt) {
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt) {
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const model_config_t *mc = &o->model;
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s", mc->name, (long long)mc->channels,
-            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "");
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s", mc->name, (long long)mc->channels,
+            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision);
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
     if (strcmp(mc->name, "ecapa") == 0) {
@@ -127,8 +128,10 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     o.model.frames = 200;
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    if (model_config_apply_tf32(&o.model, o.tf32) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
     const spk_backend_t *be = device_select(comm, o.device, "bench");
-    const int tf32 = device_set_tf32(be, o.tf32);
+    device_set_precision(comm, be, o.model.precision);
 
     model_t *m = model_create(
         &o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
@@ -137,7 +140,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
                      m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
     const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
-    report(comm, &o, be, tf32, dt);
+    report(comm, &o, be, dt);
     free(b.frame_off);
     free(b.labels);
     free(b.x);

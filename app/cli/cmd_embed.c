@@ -18,6 +18,7 @@
 
 typedef struct {
     char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX], device[OPT_STR_MAX];
+    char precision[8];  // of this run, whatever the training's was
     int64_t batch;
 } embed_opts_t;
 
@@ -27,12 +28,14 @@ static const opt_t rows[] = {
     OPT_TEXT(embed_opts_t, out, "out", OPT_REQUIRED, "embeddings file to write (HDF5)"),
     OPT_BATCH(embed_opts_t, batch),
     OPT_DEVICE(embed_opts_t, device),
+    OPT_PRECISION(embed_opts_t, precision),
 };
 static const opt_table_t table =
     OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
 
-// Rank 0 reads the checkpoint's header; everyone builds the same model from its config.
-static model_t *load_model(const comm_t *comm, const char *path, const spk_backend_t *be) {
+// Rank 0 reads the checkpoint's header; everyone builds the same model from its config, in
+// `precision`.
+static model_t *load_model(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision) {
     struct {
         int code;
         char err[1024];
@@ -50,6 +53,7 @@ static model_t *load_model(const comm_t *comm, const char *path, const spk_backe
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
+    snprintf(mc.precision, sizeof mc.precision, "%s", precision);
     model_t *m = model_create(&mc, &(model_data_t){h->meta.feature_dim, h->meta.num_classes, h->meta.visual_dim,
                                                    h->meta.visual_ratio, path}, be);
     if (comm->rank == 0) {
@@ -66,11 +70,12 @@ static model_t *load_model(const comm_t *comm, const char *path, const spk_backe
 }
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
-    embed_opts_t o = {.batch = 16};
+    embed_opts_t o = {.batch = 16, .precision = "fp32"};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "embed");
-    model_t *m = load_model(comm, o.ckpt, be);
+    device_set_precision(comm, be, o.precision);
+    model_t *m = load_model(comm, o.ckpt, be, o.precision);
     dataset_t ds;
     dataset_open(&ds, o.data, comm->world);
     if (ds.feature_dim != m->feature_dim)

@@ -61,6 +61,7 @@ static const opt_t rows[] = {
                 "stop cleanly with a checkpoint after this global step"),
     OPT_INTEGER(train_config_t, progress, "progress", 0, BIG,
                 "seconds between progress lines (0: epoch lines only; a live bar on terminals)"),
+    OPT_PRECISION(train_config_t, model.precision),
 };
 
 const opt_table_t train_options =

@@ -12,6 +12,17 @@ void model_buf_free(const model_t *m, float **p) {
     *p = NULL;
 }
 
+spk_bf16 *model_buf_bf16(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(spk_bf16)); }
+
+void model_buf_bf16_free(const model_t *m, spk_bf16 **p) {
+    m->be->free(*p);
+    *p = NULL;
+}
+
+void model_round_params(model_t *m) {
+    if (m->bf16) m->be->bf16_from_f32(m->params_bf16, m->params, (size_t)m->table.total);
+}
+
 const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes) {
     if (!m->be->separate_memory) return host;
     m->be->upload(dev, host, bytes);
@@ -22,6 +33,7 @@ void model_alloc_buffers(model_t *m) {
     m->params = model_buf(m, (size_t)m->table.total);
     m->grads = model_buf(m, (size_t)m->table.total);
     m->state = model_buf(m, (size_t)m->state_table.total);
+    if (m->bf16) m->params_bf16 = model_buf_bf16(m, (size_t)m->table.total);
     if (m->be->separate_memory) {
         m->host_params = callocCheck((size_t)m->table.total + 1, sizeof(float));
         m->host_state = callocCheck((size_t)m->state_table.total + 1, sizeof(float));
@@ -50,13 +62,22 @@ model_config_t model_config_defaults(const char *name) {
     c.margin = 0.2, c.scale = 30;
     c.seed = 1234;
     snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.precision, sizeof c.precision, "fp32");
     return c;
+}
+
+int model_config_apply_tf32(model_config_t *c, int tf32) {
+    if (!tf32) return 0;
+    if (strcmp(c->precision, "bf16") == 0) return -1;
+    snprintf(c->precision, sizeof c->precision, "tf32");
+    return 0;
 }
 
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
     m->be = be;
+    m->bf16 = strcmp(cfg->precision, "bf16") == 0;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;
     m->visual_dim = data->visual_dim;
@@ -81,5 +102,6 @@ void model_free(model_t *m) {
     model_buf_free(m, &m->params);
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
+    model_buf_bf16_free(m, &m->params_bf16);
     free(m);
 }

@@ -290,6 +290,7 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
     const float *vx = NULL;
     if (e->has_visual) vx = model_stage(m, e->in_vx, b->vx, (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float));
     const int *labels = model_stage(m, e->in_labels, b->labels, (size_t)B * sizeof(int));
+    model_round_params(m);
     ecapa_forward(e, m, x, vx, B, T, train);
     K->aam_softmax_forward(e->scalars, (int *)(e->scalars + 1), e->aam_cache, e->emb, m->params + e->cls_w, labels, B,
                            (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
@@ -333,6 +334,7 @@ static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
 static void embed(model_t *m, const batch_t *b, float *out) {
     ecapa_t *e = m->impl;
     const int64_t E = e->d.emb, F = e->d.feat, Fv = e->d.vfeat;
+    model_round_params(m);
     int i = 0;
     while (i < b->n) {
         int64_t T = b->frame_off[i + 1] - b->frame_off[i];

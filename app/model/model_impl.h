@@ -10,6 +10,11 @@ void model_alloc_buffers(model_t *m);
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);
 void model_buf_free(const model_t *m, float **p);
+spk_bf16 *model_buf_bf16(const model_t *m, size_t n);
+void model_buf_bf16_free(const model_t *m, spk_bf16 **p);
+// params -> params_bf16 (bf16 models; nothing otherwise): at the start of every forward, since
+// the optimizer changed params after the last one.
+void model_round_params(model_t *m);
 // Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
 // uploaded into `dev` (which holds at least `bytes`).
 const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);

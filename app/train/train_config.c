@@ -40,6 +40,9 @@ void train_config_finalize(train_config_t *c, int world) {
     if (c->lr_min > c->lr) spk_fail_all(SPK_EXIT_USAGE, "train: --lr-min must not exceed --lr");
     if (c->resume[0] && strcmp(c->resume, "auto") == 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --resume auto needs --ckpt-dir");
+    model_config_t m = c->model;
+    if (model_config_apply_tf32(&m, c->tf32) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
 }
@@ -47,6 +50,7 @@ void train_config_finalize(train_config_t *c, int world) {
 model_config_t train_config_model(const train_config_t *c) {
     model_config_t m = c->model;
     m.seed = (uint64_t)c->seed;
+    model_config_apply_tf32(&m, c->tf32);  // a conflict stopped train_config_finalize
     return m;
 }
 

@@ -456,7 +456,7 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     t->cfg = cfg;
     t->config_text = config_text;
     t->be = device_select(comm, cfg->device, "train");
-    device_set_tf32(t->be, cfg->tf32);
+    device_set_precision(comm, t->be, train_config_model(cfg).precision);
     open_data(t);
     create_model(t);
     create_optimizer(t);
