@@ -64,6 +64,7 @@ def main():
         if s == a.warmup:
             sync()
             t0 = time.perf_counter()
+            c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             emb = model(x).squeeze(1)
@@ -73,10 +74,12 @@ def main():
         opt.step()
     sync()
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     where = f"{a.threads} threads" if a.device == "cpu" else \
         f"{torch.cuda.get_device_name()}, cudnn.benchmark {a.cudnn_benchmark}"
     print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
-          f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step")
+          f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step, "
+          f"CPU {cpu / a.steps:.3f} s/step")
 
 
 if __name__ == "__main__":

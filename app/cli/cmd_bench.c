@@ -69,9 +69,17 @@ static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int
     return b;
 }
 
+// The CPU seconds this process has used, all its threads together.
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
-// after `warmup` untimed ones.
-static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64_t warmup, int64_t steps) {
+// after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
+// shared with other jobs, CPU time per step moves far less than wall time).
+static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64_t warmup, int64_t steps, double *cpu) {
     const spk_backend_t *be = m->be;
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
@@ -83,6 +91,7 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
             be->sync();
             comm_barrier(comm);
             t0 = spk_seconds();
+            *cpu = cpu_seconds();
         }
         be->vec_zero(m->grads, (size_t)m->table.total);
         grad_sync_begin(&gs, m);
@@ -96,12 +105,13 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
     be->sync();
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
+    *cpu = cpu_seconds() - *cpu;
     grad_sync_free(&gs);
     optimizer_free(&opt);
     return dt;
 }
 
-static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt) {
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt, double cpu) {
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -115,7 +125,8 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }
-    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
+    printf0(", %.3f s/step, rank 0 CPU %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps,
+            cpu / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
 #endif
@@ -139,8 +150,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
-    const double dt = time_steps(comm, m, &b, o.warmup, o.steps);
-    report(comm, &o, be, dt);
+    double cpu = 0;
+    const double dt = time_steps(comm, m, &b, o.warmup, o.steps, &cpu);
+    report(comm, &o, be, dt, cpu);
     free(b.frame_off);
     free(b.labels);
     free(b.x);

@@ -18,6 +18,7 @@ spk_e2e_test(e2e_prepare)
 spk_e2e_test(e2e_prepare_inputs)
 spk_e2e_test(e2e_audio_dataset)
 spk_e2e_test(e2e_audio_verify)
+spk_e2e_test(e2e_bf16)
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
 # machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.

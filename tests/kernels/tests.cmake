@@ -33,3 +33,7 @@ if(SPK_BENCH_DNNL_LIB AND SPK_BENCH_DNNL_INCLUDE)
   target_include_directories(bench_kernels PRIVATE ${SPK_BENCH_DNNL_INCLUDE})
   target_link_libraries(bench_kernels ${SPK_BENCH_DNNL_LIB})
 endif()
+
+# The machine's float32 and bf16 arithmetic peaks (not a test), for tools/bench.sh.
+add_executable(bench_peak ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_peak.c)
+target_link_libraries(bench_peak OpenMP::OpenMP_C)
