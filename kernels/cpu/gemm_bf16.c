@@ -3,7 +3,7 @@
 // oneDNN 2.x has no public bf16 GEMM function, only the matmul primitive, which is built for
 // one shape (dimensions, strides, post-ops) and then executed on any pointers. Primitives
 // are cached per shape (a training step uses a few dozen shapes, all created in the first
-// step). Each thread executes on a stream and a scratchpad of its own (user scratchpad mode),
+// step; the least recently used ones make room for new shapes). Each thread executes on a stream and a scratchpad of its own (user scratchpad mode),
 // so two threads may run the same primitive at once. A primitive executed inside an OpenMP
 // parallel region runs on the calling thread (oneDNN does not nest its parallel loops).
 #include "kernels/gemm_bf16.h"
@@ -59,14 +59,18 @@ static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16* A, 
 // One matmul shape. Batched shapes have batch > 0; plain ones batch = 0.
 typedef struct {
     int64_t key[13];  // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta
-    dnnl_primitive_t prim;
+    dnnl_primitive_t prim;  // NULL: a free slot
     dnnl_memory_desc_t a, b, c, scratch;
     size_t scratch_bytes;
+    int users;           // threads executing it now: it is not evicted while > 0
+    uint64_t last_used;  // for evicting the least recently used
 } plan_t;
 
+// Training uses a few dozen shapes; inference on utterances of many lengths makes new ones
+// for every length, so the cache evicts the least recently used shape nobody is running.
 #define MAX_PLANS 256
 static plan_t g_plans[MAX_PLANS];
-static int g_nplans;
+static uint64_t g_clock;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t g_engine;
 
@@ -129,22 +133,33 @@ static void plan_create(plan_t* p, const int64_t* k) {
     memcpy(p->key, k, sizeof p->key);
 }
 
-// The plan of a shape, created on first use. Plans are never freed or moved, so the pointer
-// stays valid while other threads add plans.
-static const plan_t* plan_get(const int64_t* key) {
+// The plan of a shape, created on first use, held (users) until plan_release.
+static plan_t* plan_acquire(const int64_t* key) {
     pthread_mutex_lock(&g_lock);
-    plan_t* p = NULL;
-    for (int i = 0; i < g_nplans && !p; i++)
-        if (memcmp(g_plans[i].key, key, sizeof g_plans[i].key) == 0) p = &g_plans[i];
-    if (!p) {
-        if (g_nplans == MAX_PLANS)
-            spk_die(SPK_EXIT_FAILURE, "more than %d bf16 GEMM shapes in one process", MAX_PLANS);
-        p = &g_plans[g_nplans];
-        plan_create(p, key);
-        g_nplans++;
+    plan_t *p = NULL, *victim = NULL;
+    for (int i = 0; i < MAX_PLANS && !p; i++) {
+        plan_t* q = &g_plans[i];
+        if (q->prim && memcmp(q->key, key, sizeof q->key) == 0) p = q;
+        else if (!q->prim || q->users == 0)
+            if (!victim || !q->prim || (victim->prim && q->last_used < victim->last_used)) victim = q;
     }
+    if (!p) {
+        if (!victim) spk_die(SPK_EXIT_FAILURE, "all %d bf16 GEMM shapes are in use at once", MAX_PLANS);
+        if (victim->prim) dnnlCheck(dnnl_primitive_destroy(victim->prim));
+        victim->prim = NULL;
+        plan_create(victim, key);
+        p = victim;
+    }
+    p->users++;
+    p->last_used = ++g_clock;
     pthread_mutex_unlock(&g_lock);
     return p;
+}
+
+static void plan_release(plan_t* p) {
+    pthread_mutex_lock(&g_lock);
+    p->users--;
+    pthread_mutex_unlock(&g_lock);
 }
 
 static dnnl_memory_t memory(const dnnl_memory_desc_t* md, const void* ptr) {
@@ -172,7 +187,9 @@ static void plan_run(const plan_t* p, const void* A, const void* B, float* C) {
 static void gemm_native(char ta, char tb, int M, int N, int K, const spk_bf16* A, int lda, int64_t sA,
                         const spk_bf16* B, int ldb, int64_t sB, float beta, float* C, int ldc, int64_t sC, int batch) {
     const int64_t key[13] = {ta, tb, M, N, K, lda, ldb, ldc, sA, sB, sC, batch, beta != 0.0f};
-    plan_run(plan_get(key), A, B, C);
+    plan_t* p = plan_acquire(key);
+    plan_run(p, A, B, C);
+    plan_release(p);
 }
 #else
 int spk_gemm_bf16_native(void) { return 0; }

@@ -103,6 +103,24 @@ static void run_batched(const char* path, char ta, char tb) {
     test_release();
 }
 
+// More shapes than the primitive cache holds (inference on utterances of many lengths): the
+// least recently used ones make room, and every result stays right.
+static void run_many_shapes(const char* path) {
+    const int M = 8, K = 16, shapes = 300;
+    spk_bf16 *A = rand_h((size_t)M * K), *B = rand_h((size_t)K * shapes);
+    float* C = alloc_f((size_t)M * shapes);
+    int bad = 0;
+    for (int n = 1; n <= shapes; n++) {
+        spk_gemm_bf16('N', 'N', M, n, K, A, K, B, n, 0.0f, C, n);
+        const double* want = reference('N', 'N', M, n, K, A, K, B, n, 0.0f, C, n);
+        for (int i = 0; i < M * n; i++) bad += fabs(C[i] - want[i]) > 1e-5 * (1 + K / 16.0);
+    }
+    char nm[96];
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16 over %d shapes", path, shapes);
+    check_true(bad == 0, nm);
+    test_release();
+}
+
 static void run_all(const char* path) {
     const char tr[2] = {'N', 'T'};
     for (int a = 0; a < 2; a++)
@@ -114,6 +132,7 @@ static void run_all(const char* path) {
             run_batched(path, tr[a], tr[b]);
         }
     run_vs_f32(path);
+    run_many_shapes(path);
 }
 
 static void cpu_checks(void) {
