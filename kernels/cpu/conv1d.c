@@ -39,7 +39,7 @@ static void sgemm_operands(char ta, char tb, int M, int N, int K, const void* A,
     spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands};
+const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
 
 // Element i of an operand array of `elem`-byte elements.
 static inline const char* elem_at(const void* p, size_t i, size_t elem) { return (const char*)p + i * elem; }
@@ -400,7 +400,7 @@ void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, flo
     }
     // For weights beyond L2 the per-sample weight gradient re-reads its dW block for every
     // sample; the folded GEMM (K = ~2048 columns per call) measured ~20% faster there.
-    if (dw && big_weight(Cin, Cout, K)) {
+    if (dw && (op->folded_dw || big_weight(Cin, Cout, K))) {
         backward_folded(op, NULL, dw, dy_op, x, w, B, Cin, Cout, T, K, dilation, scratch);
         dw = NULL;
     }

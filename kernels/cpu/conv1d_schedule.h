@@ -12,6 +12,7 @@ typedef struct {
     size_t elem;  // bytes per element of x, w and dy as the GEMMs read them
     void (*gemm)(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, float beta,
                  float* C, int ldc);
+    int folded_dw;  // the weight gradient always on the folded schedule (else only for big weights)
 } conv_operands_t;
 
 extern const conv_operands_t conv_operands_f32;
@@ -23,7 +24,7 @@ size_t conv_schedule_bytes(const conv_operands_t* op, int B, int Cin, int Cout, 
 void conv_schedule_forward(const conv_operands_t* op, float* y, const void* x, const void* w, const float* bias,
                            int B, int Cin, int Cout, int T, int K, int dilation, void* scratch);
 // dx += , dw += , dbias += (each may be NULL); dy_op is dy in op's element type (the GEMMs read
-// it), dy the float32 gradient (the bias gradient sums it).
+// it), dy the float32 gradient (the bias gradient sums it; dy may be NULL without dbias).
 void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, float* dbias, const float* dy,
                             const void* dy_op, const void* x, const void* w, int B, int Cin, int Cout, int T, int K,
                             int dilation, void* scratch);
