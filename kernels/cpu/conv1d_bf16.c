@@ -1,6 +1,9 @@
 // Conv1d with bf16 operands (kernels/conv1d_bf16.h): the float32 convolution's schedule
-// (kernels/cpu/conv1d.c) over bf16 operands and spk_gemm_bf16. The output gradient is rounded
-// once per backward, into the head of the workspace; the schedule's scratch follows.
+// (kernels/cpu/conv1d.c) over bf16 operands and spk_gemm_bf16. The input (into xh) and the
+// output gradient (into the head of the workspace, once per backward; the schedule's scratch
+// follows) are rounded into the layout with the batch folded into time, (C, B*T): the
+// per-sample GEMMs read a sample as a column block of it, and the weight gradient's GEMM reads
+// it in place, with no gathering copy.
 #include "kernels/conv1d_bf16.h"
 
 #include "kernels/cpu/conv1d_schedule.h"
@@ -14,9 +17,9 @@ static void gemm_operands(char ta, char tb, int M, int N, int K, const void* A, 
     spk_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-// The weight gradient on the folded schedule: its GEMMs sum ~2000 columns per call instead of
-// T per sample, which measured 1.1-2x faster for every ECAPA shape but 128 -> 1536 with bf16
-// operands (docs/kernels.md).
+// The folded schedule by default: with the operands folded already, it copies nothing for K = 1
+// and its GEMMs take ~2000 columns per call instead of T per sample; with bf16 operands it
+// measured faster than the per-sample schedule overall (docs/kernels.md).
 static const conv_operands_t operands = {sizeof(spk_bf16), gemm_operands, 1};
 
 // Bytes of the rounded output gradient (B, Cout, T), rounded up to a cache line.
@@ -29,21 +32,15 @@ size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int 
     return (bytes + sizeof(float) - 1) / sizeof(float);
 }
 
-void conv1d_bf16_forward(float* y, spk_bf16* xh, const float* x, const spk_bf16* w, const float* bias, int B,
-                         int Cin, int Cout, int T, int K, int dilation, float* workspace) {
-    conv_check_shape(B, Cin, Cout, T, K, dilation);
-    if (x) bf16_from_f32(xh, x, (size_t)B * Cin * T);
-    conv_schedule_forward(&operands, y, xh, w, bias, B, Cin, Cout, T, K, dilation, workspace);
-}
-
-// dyh = bf16(dy) and dbias += its float32 sums over samples and time, in one pass over dy
-static void round_dy(spk_bf16* dyh, float* dbias, const float* dy, int B, int Cout, int T) {
-#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN)
-    for (int co = 0; co < Cout; co++) {
+// y (C, B*T) = bf16(x (B, C, T)), the batch folded into time; and, when dbias is not NULL,
+// dbias += the float32 sums of x over samples and time. One pass over x.
+static void round_folded(spk_bf16* y, float* dbias, const float* x, int B, int C, int T) {
+#pragma omp parallel for schedule(static) if ((size_t)B * C * T >= PAR_MIN)
+    for (int c = 0; c < C; c++) {
         float acc = 0.0f;
         for (int b = 0; b < B; b++) {
-            const float* src = dy + ((size_t)b * Cout + co) * T;
-            spk_bf16* dst = dyh + ((size_t)b * Cout + co) * T;
+            const float* src = x + ((size_t)b * C + c) * T;
+            spk_bf16* dst = y + ((size_t)c * B + b) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
@@ -52,17 +49,27 @@ static void round_dy(spk_bf16* dyh, float* dbias, const float* dy, int B, int Co
             }
             acc += s;
         }
-        if (dbias) dbias[co] += acc;
+        if (dbias) dbias[c] += acc;
     }
+}
+
+// The folded layout as the schedule sees it.
+static conv_tensor_t folded(const spk_bf16* p, int B, int T) { return (conv_tensor_t){p, (size_t)T, (size_t)B * T}; }
+
+void conv1d_bf16_forward(float* y, spk_bf16* xh, const float* x, const spk_bf16* w, const float* bias, int B,
+                         int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (x) round_folded(xh, NULL, x, B, Cin, T);
+    conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
 void conv1d_bf16_backward(float* dx, float* dw, float* dbias, const float* dy, const spk_bf16* xh, const spk_bf16* w,
                           int B, int Cin, int Cout, int T, int K, int dilation, float* workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
-    spk_bf16* dyh = (spk_bf16*)workspace;  // (B, Cout, T)
-    round_dy(dyh, dbias, dy, B, Cout, T);
+    spk_bf16* dyh = (spk_bf16*)workspace;  // (Cout, B*T)
+    round_folded(dyh, dbias, dy, B, Cout, T);
     if (dx || dw)
-        conv_schedule_backward(&operands, dx, dw, NULL, NULL, dyh, xh, w, B, Cin, Cout, T, K, dilation,
+        conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
                                (char*)workspace + dy_bytes(B, Cout, T));
 }

@@ -1,10 +1,11 @@
 // Conv1d with bf16 operands (kernels/conv1d_bf16.h) as im2col + cuBLAS bf16 GEMMs
-// (spk_gemm_bf16*_cuda: bf16 inputs, float32 accumulation and output, tensor cores):
-//   forward      y_b = W col_b for every sample in one strided-batched GEMM (col_b = x_b for
-//                K = 1), then the bias;
-//   backward     dy rounded into the folded layout dyf (Cout, B*T), then one GEMM each:
-//                dW += dyf colf^T with colf (Cin*K, B*T) the im2col of the whole batch, and
-//                dcol = W^T dyf, gathered back onto dx (the reflect padding's adjoint).
+// (spk_gemm_bf16*_cuda: bf16 inputs, float32 accumulation and output, tensor cores). x and dy
+// are rounded into the folded layout (C, B*T) (xh is the contract's; dyf the workspace's):
+//   forward      y_b = W col_b for every sample in one strided-batched GEMM (col_b is sample b's
+//                column block of xh for K = 1), then the bias;
+//   backward     one GEMM each: dW += dyf colf^T with colf (Cin*K, B*T) the im2col of the
+//                whole batch (xh itself for K = 1), and dcol = W^T dyf, gathered back onto dx
+//                (the reflect padding's adjoint).
 // Every output element is summed by one thread or one GEMM in a fixed order: no atomics.
 //
 // workspace = [ col: Cin*K*B*T bf16 ][ dyf: Cout*B*T bf16 ][ dcol: Cin*K*B*T float32 ], each
@@ -43,8 +44,8 @@ Regions regions(float* workspace, int B, int Cin, int Cout, int T, int K) {
     return r;
 }
 
-// col[b * sb + (ci*K + k) * sr + t] = x[b, ci, r(t + k*d - p)]: per sample (sb = Cin*K*T,
-// sr = T) or folded (sb = T, sr = B*T).
+// col[b * sb + (ci*K + k) * sr + t] = x[ci, b*T + r(t + k*d - p)] from the folded x: per sample
+// (sb = Cin*K*T, sr = T) or folded (sb = T, sr = B*T).
 __global__ void im2col_kernel(spk_bf16* col, const spk_bf16* x, int B, int Cin, int T, int K, int d, size_t sb,
                               size_t sr) {
     const int p = d * (K - 1) / 2;
@@ -56,15 +57,15 @@ __global__ void im2col_kernel(spk_bf16* col, const spk_bf16* x, int B, int Cin, 
         const size_t ci = rest % Cin, b = rest / Cin;
         int u = t + k * d - p;
         u = u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u);
-        col[b * sb + (ci * K + k) * sr + t] = x[(b * Cin + ci) * T + u];
+        col[b * sb + (ci * K + k) * sr + t] = x[(ci * B + b) * T + u];
     }
 }
 
-// dyf[co, b*T + t] = bf16(dy[b, co, t])
-__global__ void fold_dy_kernel(spk_bf16* dyf, const float* dy, int B, int Cout, int T) {
-    SPK_GRID_LOOP(i, (size_t)B * Cout * T) {
-        const size_t t = i % T, bc = i / T, co = bc % Cout, b = bc / Cout;
-        dyf[co * ((size_t)B * T) + b * T + t] = spk_bf16_round(dy[i]);
+// y[c, b*T + t] = bf16(x[b, c, t])
+__global__ void fold_round_kernel(spk_bf16* y, const float* x, int B, int C, int T) {
+    SPK_GRID_LOOP(i, (size_t)B * C * T) {
+        const size_t t = i % T, bc = i / T, c = bc % C, b = bc / C;
+        y[(c * B + b) * T + t] = spk_bf16_round(x[i]);
     }
 }
 
@@ -105,18 +106,20 @@ extern "C" void conv1d_bf16_forward_cuda(float* y, spk_bf16* xh, const float* x,
                                          const float* bias, int B, int Cin, int Cout, int T, int K, int dilation,
                                          float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    const size_t nx = (size_t)B * Cin * T;
-    if (x) bf16_from_f32_cuda(xh, x, nx);
+    if (x) SPK_LAUNCH(fold_round_kernel, spk_grid((size_t)B * Cin * T), xh, x, B, Cin, T);
     const int CK = Cin * K;
-    const spk_bf16* src = xh;
+    const spk_bf16* src = xh;  // sample b: columns b*T.. of the folded xh
+    int ld = B * T;
+    int64_t stride = T;
     if (K > 1) {
         const Regions r = regions(workspace, B, Cin, Cout, T, K);
         SPK_LAUNCH(im2col_kernel, spk_grid((size_t)CK * B * T), r.col, xh, B, Cin, T, K, dilation, (size_t)CK * T,
                    (size_t)T);
         src = r.col;
+        ld = T;
+        stride = (int64_t)CK * T;
     }
-    spk_gemm_bf16_batched_cuda('N', 'N', Cout, T, CK, w, CK, 0, src, T, (int64_t)CK * T, 0.0f, y, T,
-                               (int64_t)Cout * T, B);
+    spk_gemm_bf16_batched_cuda('N', 'N', Cout, T, CK, w, CK, 0, src, ld, stride, 0.0f, y, T, (int64_t)Cout * T, B);
     if (bias) {
         const size_t rows = (size_t)B * Cout;
         SPK_LAUNCH(add_bias_kernel, spk_grid(rows * T), y, bias, rows, Cout, T);
@@ -131,11 +134,15 @@ extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, co
     if (!dx && !dw) return;
     const Regions r = regions(workspace, B, Cin, Cout, T, K);
     const int CK = Cin * K, BT = B * T;
-    SPK_LAUNCH(fold_dy_kernel, spk_grid((size_t)B * Cout * T), r.dyf, dy, B, Cout, T);
+    SPK_LAUNCH(fold_round_kernel, spk_grid((size_t)B * Cout * T), r.dyf, dy, B, Cout, T);
     if (dw) {
-        SPK_LAUNCH(im2col_kernel, spk_grid((size_t)CK * BT), r.col, xh, B, Cin, T, K, dilation, (size_t)T,
-                   (size_t)BT);
-        spk_gemm_bf16_cuda('N', 'T', Cout, CK, BT, r.dyf, BT, r.col, BT, 1.0f, dw, CK);
+        const spk_bf16* colf = xh;  // K = 1: the folded input is the im2col
+        if (K > 1) {
+            SPK_LAUNCH(im2col_kernel, spk_grid((size_t)CK * BT), r.col, xh, B, Cin, T, K, dilation, (size_t)T,
+                       (size_t)BT);
+            colf = r.col;
+        }
+        spk_gemm_bf16_cuda('N', 'T', Cout, CK, BT, r.dyf, BT, colf, BT, 1.0f, dw, CK);
     }
     if (dx) {
         spk_gemm_bf16_cuda('T', 'N', CK, BT, Cout, w, CK, r.dyf, BT, 0.0f, r.dcol, BT);

@@ -1,7 +1,7 @@
 // conv1d_bf16: forward and backward against the double references of the float32 convolution
 // (tests/kernels/conv_reference.h) evaluated on the bf16-rounded x, w and dy (products are
 // exact in float32, so only float32 summation error is allowed), against the float32 kernel on
-// the unrounded operands at bf16 tolerance, the rounded input it stores, accumulation, NULL
+// the unrounded operands at bf16 tolerance, the rounded input it stores (folded), accumulation, NULL
 // outputs, the advertised workspace, same bits twice; on both schedules and on the native and
 // widened bf16 GEMMs. Then every backend against the CPU kernels.
 #include <stdio.h>
@@ -66,8 +66,11 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
     float* ws = alloc_f(nws + GUARD);
     for (size_t i = 0; i < GUARD; i++) ws[nws + i] = 1234.5f;
     float *y = alloc_f(ny), *y2 = alloc_f(ny);
-    spk_bf16 *xh = alloc_h(nx), *xh_want = alloc_h(nx);
-    bf16_from_f32(xh_want, x, nx);
+    spk_bf16 *xh = alloc_h(nx), *xh_want = alloc_h(nx);  // (Cin, B*T): the batch folded into time
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < Cin; c++)
+            for (int t = 0; t < T; t++)
+                xh_want[((size_t)c * B + b) * T + t] = spk_bf16_round(x[((size_t)b * Cin + c) * T + t]);
     float *dx = alloc_f(nx), *dw = alloc_f(nw), *db = alloc_f(Cout);
     float *ax = alloc_f(nx), *aw = alloc_f(nw), *ab = alloc_f(Cout);
     float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(Cout, -1, 1);
@@ -90,7 +93,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
         conv1d_bf16_forward(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, ws);
         snprintf(nm, sizeof nm, "conv_bf16 fwd vs reference on rounded operands %s", tag);
         check_close(nm, y, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
-        snprintf(nm, sizeof nm, "conv_bf16 stores bf16(x) %s", tag);
+        snprintf(nm, sizeof nm, "conv_bf16 stores bf16(x), folded %s", tag);
         check_true(memcmp(xh, xh_want, nx * sizeof(spk_bf16)) == 0, nm);
         snprintf(nm, sizeof nm, "conv_bf16 fwd within bf16 tolerance of fp32 (%.1e) %s", rel_err(y, y32, ny), tag);
         check_true(rel_err(y, y32, ny) < 1e-2, nm);
