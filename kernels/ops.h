@@ -29,6 +29,7 @@
     X(conv1d_bf16_backward) \
     X(bf16_from_f32) \
     X(bf16_to_f32) \
+    X(bf16_fold_from_f32) \
     X(batchnorm1d_forward_train) \
     X(batchnorm1d_forward_infer) \
     X(batchnorm1d_backward) \

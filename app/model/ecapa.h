@@ -29,7 +29,7 @@ typedef struct {
     int cin, cout, k, dil;
     int64_t w, b, bn_w, bn_b;  // params: conv.conv.weight (cout, cin, k), conv.conv.bias (cout), norm.norm.weight/bias (cout)
     int64_t run_mean, run_var; // state: norm.norm.running_mean/var (cout)
-    spk_bf16 *xh;              // (B, cin, T) the conv input rounded to bf16 (bf16 models)
+    spk_bf16 *xh;              // (cin, B*T) the conv input rounded to bf16, batch folded into time (bf16 models)
     float *a;                  // (B, cout, T) relu(conv(x))
     float *y;                  // (B, cout, T) output
     float *mean, *rstd;        // (cout) batch statistics for backward
@@ -56,9 +56,9 @@ typedef struct {
     int cin, att;
     tdnn_t tdnn;               // <prefix>.tdnn: TDNN(3 cin -> att, k=1) over [h, mean, std]
     int64_t conv_w, conv_b;    // <prefix>.conv.conv.weight (cin, att, 1), bias (cin)
-    spk_bf16 *hh;              // (B, cin, T) h rounded to bf16 (bf16 models)
-    spk_bf16 *attn_th;         // (B, att, T) attn_t rounded to bf16 (bf16 models)
-    spk_bf16 *gh;              // (B, att, T) backward: the TDNN output gradient in bf16 (bf16 models)
+    spk_bf16 *hh;              // (cin, B*T) h rounded to bf16, batch folded into time (bf16 models)
+    spk_bf16 *attn_th;         // (att, B*T) attn_t rounded to bf16 (bf16 models)
+    spk_bf16 *gh;              // (att, B*T) backward: the TDNN output gradient in bf16 (bf16 models)
     float *gstats;             // (B, 2 cin) uniform-weight [mean | std]
     float *ctx;                // (B, att) the statistics' part of the TDNN's convolution, with its bias
     float *attn_t;             // (B, att, T) tanh

@@ -74,9 +74,9 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     K->time_repeat_forward(a->tdnn.a, A, a->ctx, A, B, A, T);
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
-        K->bf16_from_f32(a->hh, h, (size_t)B * C * T);
-        K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, T, (int64_t)C * T, 1.0f, a->tdnn.a, T,
-                                 (int64_t)A * T, B);
+        K->bf16_fold_from_f32(a->hh, NULL, h, B, C, T);  // sample b: columns b*T.. of (C, B*T)
+        K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, B * T, T, 1.0f, a->tdnn.a, T, (int64_t)A * T,
+                                 B);
     } else {
         K->spk_sgemm_batched('N', 'N', A, T, C, 1.0f, W, 3 * C, 0, h, T, (int64_t)C * T, 1.0f, a->tdnn.a, T,
                              (int64_t)A * T, B);
@@ -118,12 +118,9 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     // The statistics part through ctx.
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
-        K->bf16_from_f32(a->gh, g, ba);
-        for (int b = 0; b < B; b++)
-            K->spk_gemm_bf16('N', 'T', A, C, T, a->gh + (size_t)b * A * T, T, a->hh + (size_t)b * C * T, T, 1.0f, dW,
-                             3 * C);
-        K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, T, (int64_t)A * T, 1.0f, dh, T,
-                                 (int64_t)C * T, B);
+        K->bf16_fold_from_f32(a->gh, NULL, g, B, A, T);
+        K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);  // one GEMM over the batch
+        K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
     } else {
         for (int b = 0; b < B; b++)
             K->spk_sgemm('N', 'T', A, C, T, 1.0f, g + (size_t)b * A * T, T, h + (size_t)b * C * T, T, 1.0f, dW, 3 * C);

@@ -10,7 +10,6 @@
 #include "kernels/gemm_bf16.h"
 
 #define ALIGN 64
-#define PAR_MIN 32768  // elements: below this, one thread
 
 static void gemm_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
                           float beta, float* C, int ldc) {
@@ -32,34 +31,13 @@ size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int 
     return (bytes + sizeof(float) - 1) / sizeof(float);
 }
 
-// y (C, B*T) = bf16(x (B, C, T)), the batch folded into time; and, when dbias is not NULL,
-// dbias += the float32 sums of x over samples and time. One pass over x.
-static void round_folded(spk_bf16* y, float* dbias, const float* x, int B, int C, int T) {
-#pragma omp parallel for schedule(static) if ((size_t)B * C * T >= PAR_MIN)
-    for (int c = 0; c < C; c++) {
-        float acc = 0.0f;
-        for (int b = 0; b < B; b++) {
-            const float* src = x + ((size_t)b * C + c) * T;
-            spk_bf16* dst = y + ((size_t)c * B + b) * T;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int t = 0; t < T; t++) {
-                dst[t] = spk_bf16_round(src[t]);
-                s += src[t];
-            }
-            acc += s;
-        }
-        if (dbias) dbias[c] += acc;
-    }
-}
-
 // The folded layout as the schedule sees it.
 static conv_tensor_t folded(const spk_bf16* p, int B, int T) { return (conv_tensor_t){p, (size_t)T, (size_t)B * T}; }
 
 void conv1d_bf16_forward(float* y, spk_bf16* xh, const float* x, const spk_bf16* w, const float* bias, int B,
                          int Cin, int Cout, int T, int K, int dilation, float* workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    if (x) round_folded(xh, NULL, x, B, Cin, T);
+    if (x) bf16_fold_from_f32(xh, NULL, x, B, Cin, T);
     conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
@@ -68,7 +46,7 @@ void conv1d_bf16_backward(float* dx, float* dw, float* dbias, const float* dy, c
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
     spk_bf16* dyh = (spk_bf16*)workspace;  // (Cout, B*T)
-    round_folded(dyh, dbias, dy, B, Cout, T);
+    bf16_fold_from_f32(dyh, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
     if (dx || dw)
         conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
                                (char*)workspace + dy_bytes(B, Cout, T));

@@ -61,14 +61,6 @@ __global__ void im2col_kernel(spk_bf16* col, const spk_bf16* x, int B, int Cin, 
     }
 }
 
-// y[c, b*T + t] = bf16(x[b, c, t])
-__global__ void fold_round_kernel(spk_bf16* y, const float* x, int B, int C, int T) {
-    SPK_GRID_LOOP(i, (size_t)B * C * T) {
-        const size_t t = i % T, bc = i / T, c = bc % C, b = bc / C;
-        y[(c * B + b) * T + t] = spk_bf16_round(x[i]);
-    }
-}
-
 // dx[b, ci, u] += sum over (k, t) with r(t + k*d - p) = u of dcol[ci*K + k, b*T + t]: for each k
 // the direct source t = u - off, the left reflection (t + off = -u) and the right one
 // (t + off = 2(T-1) - u), each taken when it lies inside the row. One thread per element of
@@ -106,7 +98,7 @@ extern "C" void conv1d_bf16_forward_cuda(float* y, spk_bf16* xh, const float* x,
                                          const float* bias, int B, int Cin, int Cout, int T, int K, int dilation,
                                          float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    if (x) SPK_LAUNCH(fold_round_kernel, spk_grid((size_t)B * Cin * T), xh, x, B, Cin, T);
+    if (x) bf16_fold_from_f32_cuda(xh, NULL, x, B, Cin, T);
     const int CK = Cin * K;
     const spk_bf16* src = xh;  // sample b: columns b*T.. of the folded xh
     int ld = B * T;
@@ -130,11 +122,13 @@ extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, co
                                           const spk_bf16* w, int B, int Cin, int Cout, int T, int K, int dilation,
                                           float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    if (dbias) SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)Cout), dbias, dy, B, Cout, T);
-    if (!dx && !dw) return;
+    if (!dx && !dw) {
+        if (dbias) SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)Cout), dbias, dy, B, Cout, T);
+        return;
+    }
     const Regions r = regions(workspace, B, Cin, Cout, T, K);
     const int CK = Cin * K, BT = B * T;
-    SPK_LAUNCH(fold_round_kernel, spk_grid((size_t)B * Cout * T), r.dyf, dy, B, Cout, T);
+    bf16_fold_from_f32_cuda(r.dyf, dbias, dy, B, Cout, T);
     if (dw) {
         const spk_bf16* colf = xh;  // K = 1: the folded input is the im2col
         if (K > 1) {

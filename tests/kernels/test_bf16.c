@@ -63,6 +63,26 @@ static void cpu_checks(void) {
     int bad = 0;
     for (size_t i = 0; i < n; i++) bad += h[i] != spk_bf16_round(x[i]) || spk_bf16_round(back[i]) != h[i];
     check_true(bad == 0, "bf16_from_f32 / bf16_to_f32 over an array");
+    // folding: (B, C, T) -> (C, B*T), with and without the sums over b and t (accumulated)
+    const int B = 5, C = 37, T = 211;
+    float* xb = rand_f((size_t)B * C * T, -2, 2);
+    spk_bf16* f = (spk_bf16*)test_alloc((size_t)B * C * T * sizeof(spk_bf16));
+    float *sums = rand_f(C, -1, 1), *sums0 = copy_f(sums, C);
+    double* want = zeros_d(C);
+    bf16_fold_from_f32(f, sums, xb, B, C, T);
+    bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++) {
+                bad += f[((size_t)c * B + b) * T + t] != spk_bf16_round(xb[((size_t)b * C + c) * T + t]);
+                want[c] += xb[((size_t)b * C + c) * T + t];
+            }
+    check_true(bad == 0, "bf16_fold_from_f32 puts x[b, c, t] at [c, b*T + t], rounded");
+    for (int c = 0; c < C; c++) want[c] += sums0[c];
+    check_close_d("bf16_fold_from_f32 sums", sums, want, C, 1e-5, 1e-4);
+    memset(f, 0, (size_t)B * C * T * sizeof(spk_bf16));
+    bf16_fold_from_f32(f, NULL, xb, B, C, T);
+    check_true(f[(size_t)C * B * T - 1] == spk_bf16_round(xb[(size_t)B * C * T - 1]), "bf16_fold_from_f32 without sums");
 }
 
 static void backend_checks(void) {
@@ -91,6 +111,18 @@ static void backend_checks(void) {
         printf("FAIL [%s] bf16_to_f32 differs from the CPU's\n", g_be->name);
         g_failures++;
     }
+    const int B = 3, C = 19, T = 1000;  // n >= B * C * T
+    float* sums = rand_f(C, -1, 1);
+    float* dsums = dev_f(sums, C);
+    bf16_fold_from_f32(want, sums, x, B, C, T);
+    g_be->bf16_fold_from_f32(dh, dsums, dx, B, C, T);
+    g_be->download(got, dh, (size_t)B * C * T * sizeof(spk_bf16));
+    g_be_checks++;
+    if (memcmp(got, want, (size_t)B * C * T * sizeof(spk_bf16)) != 0) {
+        printf("FAIL [%s] bf16_fold_from_f32 differs from the CPU's\n", g_be->name);
+        g_failures++;
+    }
+    cmp("bf16_fold_from_f32 sums", dsums, sums, C, TOL);
     dev_release();
     test_release();
 }
