@@ -17,6 +17,10 @@
 # model's FLOPs per sample, forward + backward = 3x forward) is given as a fraction of the
 # machine's fp32 and bf16 peaks (tools/bench_peak.c), and the machine's load before and after
 # the runs (figures taken while other jobs share the cores are not fair ones: rerun then).
+# Beside each wall-clock rate it gives the CPU-time rate, samples per CPU second of the process
+# times the thread count: what the run would reach with its cores to itself. It moves far less
+# than wall time when other jobs share the cores; it is exact for THREADS=1 and an upper bound
+# otherwise (threads that spin while waiting count, so set OMP_WAIT_POLICY=passive).
 set -euo pipefail
 build=${1:-build}
 shift || true
@@ -43,6 +47,12 @@ pin=()
 if [ "$threads" -lt "$(nproc)" ] && command -v taskset >/dev/null; then pin=(taskset -c "0-$((threads - 1))"); fi
 common=(--steps "$steps" --warmup 2 "$@")
 rate() { sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' <<<"$1"; }
+# samples per CPU second x threads, from the "<wall> s/step" and "CPU <cpu> s/step" of a run
+cpu_rate() {
+    awk -v r="$(rate "$1")" -v t="$threads" \
+        -v w="$(sed -nE 's/.* ([0-9.]+) s\/step.*CPU.*/\1/p' <<<"$1")" \
+        -v c="$(sed -nE 's/.*CPU ([0-9.]+) s\/step.*/\1/p' <<<"$1")" 'BEGIN { printf "%.2f", r * w / c * t }'
+}
 
 echo "machine: $(lscpu | sed -nE 's/^Model name: *//p'), $(nproc) cores; $threads threads per side"
 echo "pytorch: $("$py" -c 'import torch; print(torch.__version__, "from", torch.__file__.rsplit("/", 2)[0])')"
@@ -52,21 +62,24 @@ echo "$peaks"
 peak_fp32=$(sed -nE 's/^peak fp32 ([0-9.]+).*/\1/p' <<<"$peaks")
 peak_bf16=$(sed -nE 's/^peak bf16 ([0-9.]+).*/\1/p' <<<"$peaks")
 
-declare -A runs  # "<precision> <side>" -> the samples/s of every round
+declare -A runs cpu_runs  # "<precision> <side>" -> the samples/s (wall, CPU time) of every round
 flop=""
 for ((r = 1; r <= rounds; r++)); do
     for p in $precisions; do
         out=$(SPKDDP_THREADS=$threads "${pin[@]}" "$build/app/spkddp" bench --device cpu --precision "$p" "${common[@]}")
         echo "round $r: $out"
         runs["$p spkddp"]+=" $(rate "$out")"
+        cpu_runs["$p spkddp"]+=" $(cpu_rate "$out")"
         flop=$(sed -nE 's/.*forward ([0-9.]+) GFLOP\/sample.*/\1/p' <<<"$out")
         out=$("${pin[@]}" "$py" "$here/bench_pytorch.py" --threads "$threads" --precision "$p" "${common[@]}")
         echo "round $r: $out (as installed)"
         runs["$p stock"]+=" $(rate "$out")"
+        cpu_runs["$p stock"]+=" $(cpu_rate "$out")"
         out=$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 "${pin[@]}" \
             "$py" "$here/bench_pytorch.py" --threads "$threads" --precision "$p" "${common[@]}")
         echo "round $r: $out (malloc tuned)"
         runs["$p tuned"]+=" $(rate "$out")"
+        cpu_runs["$p tuned"]+=" $(cpu_rate "$out")"
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -84,11 +97,15 @@ summary() {
 }
 best() { tr ' ' '\n' <<<"$1" | sort -g | tail -1; }
 echo
-echo "best of $rounds interleaved rounds (forward+backward = 3 x ${flop:-?} GFLOP/sample):"
+echo "best of $rounds interleaved rounds, wall-clock and CPU-time rates (forward+backward = 3 x ${flop:-?} GFLOP/sample):"
 for p in $precisions; do
-    printf '%s spkddp:            %s\n' "$p" "$(summary "${runs["$p spkddp"]}")"
-    printf '%s pytorch stock:     %s\n' "$p" "$(summary "${runs["$p stock"]}")"
-    printf '%s pytorch malloc:    %s\n' "$p" "$(summary "${runs["$p tuned"]}")"
-    awk -v a="$(best "${runs["$p spkddp"]}")" -v b="$(best "${runs["$p stock"]} ${runs["$p tuned"]}")" -v p="$p" \
-        'BEGIN { printf "%s ratio spkddp / best pytorch: %.2fx\n", p, a / b }'
+    for clock in wall cpu; do
+        [ $clock = wall ] && declare -n list=runs || declare -n list=cpu_runs
+        printf '%s %-4s spkddp:          %s\n' "$p" $clock "$(summary "${list["$p spkddp"]}")"
+        printf '%s %-4s pytorch stock:   %s\n' "$p" $clock "$(summary "${list["$p stock"]}")"
+        printf '%s %-4s pytorch malloc:  %s\n' "$p" $clock "$(summary "${list["$p tuned"]}")"
+        awk -v a="$(best "${list["$p spkddp"]}")" -v b="$(best "${list["$p stock"]} ${list["$p tuned"]}")" \
+            -v p="$p" -v c=$clock 'BEGIN { printf "%s %-4s ratio spkddp / best pytorch: %.2fx\n", p, c, a / b }'
+        unset -n list
+    done
 done
