@@ -1,18 +1,25 @@
-// Checkpoints: one HDF5 file per save, written by rank 0 as a hidden temp file, fsynced,
-// renamed into place, and the directory fsynced -- a checkpoint either exists whole or not
-// at all. Contents: parameters, non-trainable state (BatchNorm running statistics),
-// optimizer slots, the training position, metric accumulators of the epoch in progress, the
-// full config, format/version attributes and an FNV-1a checksum over all of it.
+// Checkpoints: one HDF5 file per save. The file is built in memory, checksummed, and written
+// by rank 0 through io/atomic_file.h (temp file, fsync, rename without replacing, directory
+// fsync): a checkpoint either exists whole or not at all, and a failed write (a full disk)
+// leaves the directory as it was. Contents: parameters, non-trainable state (BatchNorm
+// running statistics), optimizer slots, the training position, metric accumulators of the
+// epoch in progress, the full config, format/version attributes and a checksum over every
+// dataset and attribute (io/ckpt_checksum.h). Format 1 files (written before the checksum
+// covered everything) still load; their own, narrower checksum is verified.
+// Which checkpoints a run may delete: io/ckpt_dir.h.
 #pragma once
 #include "io/params.h"
 
+#include <hdf5.h>
 #include <stddef.h>
-
 #include <stdint.h>
 
 #define CKPT_FORMAT "checkpoint"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2         // what ckpt_write writes
+#define CKPT_VERSION_OLDEST 1  // the oldest format still read
 #define CKPT_CONFIG_MAX 16384
+#define CKPT_MAX_SLOTS 8       // optimizer buffers per parameter
+#define CKPT_PATH_MAX 4200
 
 typedef struct {
     char model[64];
@@ -32,6 +39,11 @@ typedef struct {
     double ep_loss_sum;
     int64_t ep_correct, ep_count;
     double ep_seconds;
+    // Format 2 (0 = not recorded, and always 0 when read from format 1):
+    uint64_t run_id;            // the training run, the same across its resumes (ckpt_new_run_id)
+    int64_t global_batch;       // samples per optimizer step
+    uint64_t data_fingerprint;  // dataset_fingerprint() of the training data
+    int64_t version;            // format of the file read (ckpt_load/ckpt_peek fill it)
     char config[CKPT_CONFIG_MAX];  // key=value lines
 } ckpt_meta_t;
 
@@ -45,15 +57,36 @@ typedef struct {
     float *opt_data;              // (opt_slots, params->total)
 } ckpt_tensors_t;
 
-// Rank 0 only. Returns the path written in `path_out`. Removes all but the newest `keep`.
+// Rank 0 only. Writes dir/ckpt-<global_step>.h5 (the path in path_out), never over an
+// existing file. A failure leaves the directory as it was, prints one line and ends the job:
+// exit 1 for a system failure (full disk, read-only directory), 4 when the name is taken.
+void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, char *path_out, size_t cap);
+// ckpt_write, then deletes the oldest checkpoints of this run beyond the newest `keep` (0: keep
+// all): those this process wrote, and -- when it resumed (ckpt_load) -- the verified ones of
+// the run it resumed, at or before the step it resumed from (io/ckpt_dir.h). A meta->run_id of
+// 0 is filled in: the resumed run's id, or a fresh one.
 void ckpt_save(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, int keep,
                char *path_out, size_t cap);
+
 // Reads and verifies a checkpoint into the caller's buffers (rank 0 only). Returns 0, or
 // an spk_exit code with a one-line message naming the file and field in `err`.
 int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, const ckpt_tensors_t *t,
               char *err, size_t errcap);
-// Newest complete, checksum-valid checkpoint in dir: 1 and its path, or 0 when none.
-int ckpt_find_latest(const char *dir, char *path_out, size_t cap);
-// Reads only the metadata and layout (for `spkddp inspect`); 0 or an spk_exit code.
+// Reads and checks the metadata and layout (for `spkddp inspect`, and to build a model before
+// ckpt_load); format 2 files are checksummed first. 0 or an spk_exit code.
 int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_table_t *state,
               int *opt_slots, char *err, size_t errcap);
+// Loads path into buffers of its own layout: 0 when it is a complete checkpoint with a valid
+// checksum, else an spk_exit code and the reason in err. meta may be NULL.
+int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
+// ckpt_verify of a file already open (an HDF5 file id; what the fuzzer drives). f stays open.
+int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
+// A fresh run identifier (never 0).
+uint64_t ckpt_new_run_id(void);
+// The run id and step of the checkpoint this process last loaded with ckpt_load: 1, or 0
+// when it loaded none (what ckpt_save continues).
+int ckpt_last_loaded(uint64_t *run_id, int64_t *step);
+// Newest checkpoint in dir that verifies: 1 and its path. 0: dir holds no checkpoint. -1: it
+// holds some but none verifies (each is named in a warning); path_out is then the newest,
+// so loading it reports why. (io/ckpt_dir.c, with the rest of the directory logic.)
+int ckpt_find_latest(const char *dir, char *path_out, size_t cap);

@@ -12,6 +12,11 @@
 #define DATASET_FORMAT_AUDIO "audio"
 #define DATASET_VERSION 1
 #define DATASET_AUDIO_RATE 100  // audio frames per second unless the root attribute frame_rate says otherwise
+// Limits of the contract (docs/dataset-format.md): beyond them a classifier head or a frame
+// no longer fits a training node, and such values come from damaged files, not data.
+#define DATASET_MAX_DIM 65536                   // feature_dim of either stream
+#define DATASET_MAX_SPEAKERS ((int64_t)1 << 24)  // num_speakers
+#define DATASET_MAX_UTTS (((int64_t)1 << 31) - 2)
 
 // A run of frames of one utterance: frames [start, start+count) of utterance `utt`.
 typedef struct {
@@ -56,9 +61,37 @@ typedef struct {
     int64_t order_cap;
 } dataset_t;
 
-// Collective. Validates the contract (format, version, shapes, offsets, labels) and stops
-// every rank with a one-line error naming the file and field when it does not hold.
+// Collective. Validates the contract (dataset_check on rank 0) and stops every rank with a
+// one-line error naming the file and field when it does not hold.
 void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm);
+
+// What dataset_check finds: the shapes, and the small arrays it read and checked.
+typedef struct {
+    int variable;  // [rows, F] with offsets, else [N, T, F]
+    int64_t dim, rows, fixed_frames;
+} dataset_shape_t;
+
+typedef struct {
+    int64_t num_utts, num_speakers, visual_ratio;
+    int has_visual;
+    dataset_shape_t audio, visual;
+    int64_t sample_rate, frame_length, frame_shift;  // audio datasets (sample_rate 0: features)
+    double frame_length_ms, frame_shift_ms;
+    int32_t *labels;     // (num_utts,)
+    int64_t *offsets;    // (num_utts + 1,) frames (an audio dataset's: the fbank frames of its samples)
+    int64_t *voffsets;   // (num_utts + 1,) with the visual stream
+    int64_t *woffsets;   // (num_utts + 1,) samples, in an audio dataset
+} dataset_header_t;
+
+// The serial half of dataset_open (and what the fuzzer drives): checks the whole contract of
+// docs/dataset-format.md on an open file -- attributes, shapes, types, stored sizes, offsets,
+// labels, utterance ids -- and reads the small arrays. Returns 0 (free h with
+// dataset_header_free), or SPK_EXIT_DATA with one sentence naming the file and field in err.
+int dataset_check(hid_t f, const char *path, dataset_header_t *h, char *err, size_t cap);
+void dataset_header_free(dataset_header_t *h);
+// A hash of what decides a training trajectory besides the frames themselves: sizes,
+// offsets and labels (checkpoints record it so a resume can tell the data changed).
+uint64_t dataset_fingerprint(const dataset_t *ds);
 static inline int64_t stream_frames(const stream_t *s, int64_t utt) { return s->offsets[utt + 1] - s->offsets[utt]; }
 static inline int64_t dataset_frames(const dataset_t *ds, int64_t utt) { return stream_frames(&ds->audio, utt); }
 // Collective: every rank calls it the same number of times, with n >= 0 segments. Writes

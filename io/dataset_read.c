@@ -74,7 +74,7 @@ void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *seg
     // of the same utterance (padding duplicates), read the runs, then copy each segment out.
     for (int i = 0; i < n; i++) ds->order[i] = i;
     sort_segs = segs;
-    qsort(ds->order, (size_t)n, sizeof(int64_t), cmp_seg);
+    if (n > 0) qsort(ds->order, (size_t)n, sizeof(int64_t), cmp_seg);  // order is NULL before the first segment
 
     hid_t fspace = h5Check(H5Dget_space(st->features), "%s: cannot get the dataspace of '%s'", ds->path, st->name);
     int64_t staged = 0;  // frames in the stage buffer

@@ -1,18 +1,15 @@
 #include "io/fbank.h"
 
+#include "io/fft_plan_lock.h"
 #include "io/rng.h"
 
 #include <fftw3.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-// FFTW's planner (and plan destruction) share global state: one lock for the process.
-static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // Stream purpose for dither noise in io/rng.h terms (kept apart from the trainer's purposes).
 #define RNG_PURPOSE_DITHER 0x64697468ull
@@ -141,9 +138,9 @@ int fbank_init_opts(fbank_t *fb, int sample_rate, const fbank_opts_t *opts, char
         return fail(err, errcap, "out of memory for a %d-point FFT", N);
     }
     memset(fb->fft_in, 0, (size_t)N * sizeof(float));
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fb->plan = fftwf_plan_dft_r2c_1d(N, fb->fft_in, (fftwf_complex *)fb->fft_out, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     if (!fb->plan) {
         fbank_free(fb);
         return fail(err, errcap, "FFTW could not plan a %d-point real FFT", N);
@@ -221,9 +218,9 @@ void fbank_compute(fbank_t *fb, const float *x, int64_t n, float *out) {
 void fbank_free(fbank_t *fb) {
     if (!fb) return;
     if (fb->plan) {
-        pthread_mutex_lock(&plan_lock);
+        fft_plan_lock();
         fftwf_destroy_plan((fftwf_plan)fb->plan);
-        pthread_mutex_unlock(&plan_lock);
+        fft_plan_unlock();
     }
     if (fb->fft_in) fftwf_free(fb->fft_in);
     if (fb->fft_out) fftwf_free(fb->fft_out);

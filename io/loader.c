@@ -19,6 +19,8 @@ struct loader_slot {
     void *raw;                  // crops as read: frames (float) or samples (int16)
     float *vraw;
     int64_t raw_cap, vraw_cap, x_cap, vx_cap;  // bytes
+    int64_t *wave_len;                         // (max_batch,) audio datasets: samples into each crop's fbank
+    augment_batch_t *aug;                      // the batch's augmentation draws and bank reads
     int next;       // next sample to hand out
     int remaining;  // samples not yet computed
 };
@@ -30,6 +32,7 @@ typedef struct {
     float *frames;   // (frames_cap,) its fbank
     int64_t wave_cap, frames_cap;  // bytes
     double *mean;    // (max(F, Fv),) CMN accumulator
+    augment_scratch_t *aug;
 } scratch_t;
 
 struct loader_pool {
@@ -66,14 +69,18 @@ static void place(float *dst, const float *src, int64_t want, int64_t have, int6
         for (int64_t j = 0; j < F; j++) dst[t * F + j] -= (float)mean[j];
 }
 
-// The fbank of a crop of 16-bit samples (v / 32768, as audio_read gives 16-bit files).
-static const float *crop_fbank(scratch_t *w, const int16_t *pcm, int64_t samples, int64_t frames, int64_t F) {
+// The fbank of sample i's crop of 16-bit samples (v / 32768, as audio_read gives 16-bit
+// files), augmented in between when asked. Returns the frames and their count.
+static const float *crop_fbank(const loader_t *l, scratch_t *w, const loader_slot_t *s, int i, int64_t *frames) {
+    const dataset_t *ds = l->ds;
+    const int16_t *pcm = (const int16_t *)s->raw + s->raw_at[i];
+    const int64_t samples = s->wsegs[i].count;
     w->wave = ensure(w->wave, &w->wave_cap, samples * (int64_t)sizeof(float));
-    w->frames = ensure(w->frames, &w->frames_cap, frames * F * (int64_t)sizeof(float));
     for (int64_t j = 0; j < samples; j++) w->wave[j] = (float)pcm[j] / 32768.0f;
-    // Waveform transforms (augmentation) belong here, between the crop and its fbank, keyed
-    // on (seed, epoch, sample index) like the crop itself.
-    fbank_compute(&w->fb, w->wave, samples, w->frames);
+    const float *wave = l->aug ? augment_wave(l->aug, s->aug, i, w->aug, w->wave, samples) : w->wave;
+    *frames = fbank_frames_of(s->wave_len[i], ds->frame_length, ds->frame_shift);
+    w->frames = ensure(w->frames, &w->frames_cap, *frames * ds->feature_dim * (int64_t)sizeof(float));
+    fbank_compute(&w->fb, wave, s->wave_len[i], w->frames);
     return w->frames;
 }
 
@@ -81,14 +88,18 @@ static const float *crop_fbank(scratch_t *w, const int16_t *pcm, int64_t samples
 static void sample_compute(const loader_t *l, scratch_t *w, loader_slot_t *s, int i) {
     const dataset_t *ds = l->ds;
     batch_t *b = &s->batch;
-    const int64_t F = ds->feature_dim, count = s->segs[i].count;
+    const int64_t F = ds->feature_dim;
+    int64_t count = s->segs[i].count;
     const float *frames;
     if (ds->sample_rate > 0) {
-        frames = crop_fbank(w, (const int16_t *)s->raw + s->raw_at[i], s->wsegs[i].count, count, F);
+        frames = crop_fbank(l, w, s, i, &count);
     } else {
         frames = (const float *)s->raw + s->raw_at[i];
     }
-    place(b->x + b->frame_off[i] * F, frames, b->frame_off[i + 1] - b->frame_off[i], count, F, l->spec.cmn, w->mean);
+    float *x = b->x + b->frame_off[i] * F;
+    const int64_t T = b->frame_off[i + 1] - b->frame_off[i];
+    place(x, frames, T, count, F, l->spec.cmn, w->mean);
+    if (l->aug) augment_frames(l->aug, s->aug, i, x, T, F);
     if (l->spec.visual) {
         const int64_t Fv = ds->visual.dim;
         place(b->vx + b->vframe_off[i] * Fv, s->vraw + s->vraw_at[i], b->vframe_off[i + 1] - b->vframe_off[i],
@@ -140,6 +151,7 @@ static void scratch_init(scratch_t *w, const dataset_t *ds) {
     memset(w, 0, sizeof *w);
     int64_t dim = ds->feature_dim > ds->visual.dim ? ds->feature_dim : ds->visual.dim;
     w->mean = mallocCheck((size_t)dim * sizeof(double));
+    w->aug = augment_scratch_new();
     if (ds->sample_rate <= 0) return;
     fbank_opts_t o = fbank_default_opts();  // dither off, as prepare's default
     o.num_bins = (int)ds->feature_dim;
@@ -155,6 +167,7 @@ static void scratch_free(scratch_t *w) {
     free(w->wave);
     free(w->frames);
     free(w->mean);
+    augment_scratch_free(w->aug);
 }
 
 static int threads_from_env(void) {
@@ -224,11 +237,19 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
         s->wsegs = mallocCheck((size_t)max_batch * sizeof(segment_t));
         s->raw_at = mallocCheck((size_t)max_batch * sizeof(int64_t));
         s->vraw_at = mallocCheck((size_t)max_batch * sizeof(int64_t));
+        s->wave_len = mallocCheck((size_t)max_batch * sizeof(int64_t));
+        s->aug = augment_batch_new();
     }
     pool_start(l);
 }
 
+void loader_set_augment(loader_t *l, augment_t *aug) {
+    SPK_ASSERT(l->queued == 0);
+    l->aug = aug;
+}
+
 // The crops of a batch: frames per sample, where each starts, and the segments to read.
+// With augmentation, a sample's speed factor sets how much to read and its class.
 static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int n, int64_t *raw, int64_t *vraw) {
     const dataset_t *ds = l->ds;
     const int64_t r = l->spec.visual ? ds->visual_ratio : 1, crop = l->spec.crop;
@@ -236,26 +257,35 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
     b->n = n;
     b->frame_off[0] = b->vframe_off[0] = 0;
     *raw = *vraw = 0;
+    if (l->aug) augment_batch_begin(s->aug, n);
     for (int i = 0; i < n; i++) {
         int64_t u = index[i], len = dataset_frames(ds, u);
+        const int k = l->aug ? augment_speed_of(l->aug, s->epoch, u) : 0;
+        const int64_t read = l->aug ? augment_source_frames(l->aug, k, crop) : crop;  // frames to read
         segment_t seg = {u, 0, len};
-        int64_t want = crop > 0 ? crop : len;
-        if (want < l->spec.min_frames) want = l->spec.min_frames;
-        want = (want + r - 1) / r * r;  // whole visual frames
-        if (crop > 0 && len >= crop) {
+        if (crop > 0 && len >= read) {
             // Crop starts on visual frame boundaries (r = 1 without the visual stream).
             rng_t g = rng_init(l->seed, RNG_PURPOSE_CROP, (uint64_t)s->epoch, (uint64_t)u);
-            seg.start = r * (int64_t)rng_below(&g, (uint64_t)((len - crop) / r + 1));
-            seg.count = crop;
+            seg.start = r * (int64_t)rng_below(&g, (uint64_t)((len - read) / r + 1));
+            seg.count = read;
         }
         s->segs[i] = seg;
         s->raw_at[i] = *raw;
+        int64_t have = seg.count;  // frames the sample ends up with
         if (ds->sample_rate > 0) {
             s->wsegs[i] = dataset_frames_to_samples(ds, seg);
             *raw += s->wsegs[i].count;
+            const int64_t need = crop > 0 ? (crop - 1) * ds->frame_shift + ds->frame_length : 0;
+            s->wave_len[i] =
+                l->aug ? augment_plan(l->aug, s->aug, i, s->epoch, u, k, s->wsegs[i].count, need) : s->wsegs[i].count;
+            have = fbank_frames_of(s->wave_len[i], ds->frame_length, ds->frame_shift);
         } else {
             *raw += seg.count * ds->feature_dim;
+            if (l->aug) augment_plan(l->aug, s->aug, i, s->epoch, u, k, 0, 0);
         }
+        int64_t want = crop > 0 ? crop : have;
+        if (want < l->spec.min_frames) want = l->spec.min_frames;
+        want = (want + r - 1) / r * r;  // whole visual frames
         b->frame_off[i + 1] = b->frame_off[i] + want;
         if (l->spec.visual) {
             int64_t vlen = stream_frames(&ds->visual, u), vcount = seg.count / r;
@@ -266,7 +296,7 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
             *vraw += vcount * ds->visual.dim;
             b->vframe_off[i + 1] = b->vframe_off[i] + want / r;
         }
-        b->labels[i] = ds->labels[u];
+        b->labels[i] = ds->labels[u] + (int32_t)(k * ds->num_speakers);
         b->index[i] = u;
     }
 }
@@ -291,6 +321,7 @@ void loader_prefetch(loader_t *l, int64_t epoch, const int64_t *index, int n) {
     if (ds->sample_rate > 0) {
         s->raw = ensure(s->raw, &s->raw_cap, raw * (int64_t)sizeof(int16_t));
         dataset_read(ds, &ds->wave, n, s->wsegs, s->raw);
+        if (l->aug) augment_read(l->aug, s->aug);
     } else {
         s->raw = ensure(s->raw, &s->raw_cap, raw * (int64_t)sizeof(float));
         dataset_read(ds, &ds->audio, n, s->segs, s->raw);
@@ -354,6 +385,8 @@ void loader_free(loader_t *l) {
         free(s->wsegs);
         free(s->raw_at);
         free(s->vraw_at);
+        free(s->wave_len);
+        augment_batch_free(s->aug);
         free(s->raw);
         free(s->vraw);
     }

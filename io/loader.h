@@ -16,7 +16,11 @@
 // frames (fbank, repetition, CMN) while the caller computes. loader_wait returns the oldest
 // batch in flight, helping the workers with what is left. Every sample is computed by one
 // thread from its own crop, so results do not depend on the number of threads.
+//
+// Augmentation (io/augment.h, loader_set_augment) happens there too: the draws and the bank
+// reads beside the crops' read, the waveform and frame transforms on the workers.
 #pragma once
+#include "io/augment.h"
 #include "io/dataset.h"
 
 #include <stdint.h>
@@ -57,10 +61,14 @@ typedef struct {
     int queued;
     int in_use;                   // slot of the batch last returned, -1: none
     loader_pool_t *pool;
+    augment_t *aug;               // NULL: samples as stored
 } loader_t;
 
 // threads < 0: SPKDDP_LOADER_THREADS, else 1.
 void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t *spec, uint64_t seed, int threads);
+// Augments every sample from now on (before the first loader_prefetch; NULL: none). The
+// loader does not own `aug`. Labels become label + k num_speakers at speed factor k.
+void loader_set_augment(loader_t *l, augment_t *aug);
 // Collective (dataset_read): reads the crops of samples index[0..n) of `epoch` and queues
 // them for the workers. The batch last returned by loader_wait stays valid until the next
 // loader_prefetch or loader_wait.

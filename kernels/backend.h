@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "kernels/ops.h"
+#include "kernels/staging.h"
 
 #define SPK_BACKEND_OP(name) __typeof__(name)* name;
 
@@ -23,6 +24,23 @@ typedef struct spk_backend {
     void (*upload)(void* dst, const void* src, size_t bytes);    // host -> backend, blocking
     void (*download)(void* dst, const void* src, size_t bytes);  // backend -> host, blocking
     void (*sync)(void);                                          // queued work is done
+
+    // Staging. staging_begin opens the next slot for up to `bytes` of input (pieces padded to
+    // SPK_STAGING_ALIGN), waiting on the host only until the slot's use two batches ago is over;
+    // staging_put copies host data into it and returns where the kernels will find it;
+    // staging_ready makes the kernels queued from then on see all of it. staging_fetch queues
+    // a copy of up to SPK_STAGING_FETCH_BYTES of backend memory, written by the work queued so
+    // far, into the open slot; staging_fetched(s, age) waits for the fetch of the slot opened
+    // `age` (0 or 1) begins ago, only for it, and returns its host copy. CUDA: pinned host
+    // memory, the upload on a stream of its own, ordered by events; CPU: immediate copies
+    // (cpu hands out the host data itself).
+    spk_staging_t *(*staging_create)(void);
+    void (*staging_free)(spk_staging_t *s);
+    void (*staging_begin)(spk_staging_t *s, size_t bytes);
+    const void *(*staging_put)(spk_staging_t *s, const void *host, size_t bytes);
+    void (*staging_ready)(spk_staging_t *s);
+    void (*staging_fetch)(spk_staging_t *s, const void *src, size_t bytes);
+    const void *(*staging_fetched)(spk_staging_t *s, int age);
 
     SPK_BACKEND_OPS(SPK_BACKEND_OP)
 } spk_backend_t;

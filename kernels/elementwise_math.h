@@ -30,7 +30,7 @@ SPK_HD float spk_expf(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const int32_t e = ((int32_t)n + 127) << 23;
+    const int32_t e = ((int32_t)(n == n ? n : 0.0f) + 127) << 23;  // NaN in, NaN out (p), no shift of INT_MIN
     float s;
     memcpy(&s, &e, sizeof s);
     const float out = p * s;

@@ -26,9 +26,11 @@ void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha
 
 // `batch` independent GEMMs of one shape: C_i = alpha op(A_i) op(B_i) + beta C_i, where
 // X_i = X + i * strideX floats (a stride of 0 shares one matrix, e.g. a weight, across the
-// batch). Each C_i must be distinct. The CPU runs them one after the other (one serial GEMM
-// per thread over the batch measured the same: 29 vs 31 ms for ECAPA's attention GEMMs at
-// C=512, B=32); on the GPU it is one cuBLAS strided-batched call instead of `batch` launches.
+// batch). Either each C_i is distinct, or strideC = 0 sums the batch into one matrix:
+// C = alpha sum_i op(A_i) op(B_i) + beta C (a weight gradient summed over samples). The CPU
+// runs them one after the other (one serial GEMM per thread over the batch measured the same:
+// 29 vs 31 ms for ECAPA's attention GEMMs at C=512, B=32); on the GPU it is one cuBLAS
+// strided-batched call instead of `batch` launches (plus a sum over the batch for strideC = 0).
 void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha,
                        const float* A, int lda, int64_t strideA, const float* B, int ldb,
                        int64_t strideB, float beta, float* C, int ldc, int64_t strideC,

@@ -3,12 +3,7 @@
 # corpus, then ECAPA C=512 training from an audio dataset vs the fbank dataset of the same
 # audio (samples/s, data wait as a fraction of the step).
 #   bash tools/bench_data.sh [BUILD=build] [WORK=/tmp/spkddp_bench_data]
-set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
-WORK=${2:-/tmp/spkddp_bench_data}
-HERE=$(cd "$(dirname "$0")" && pwd)
-S=$BUILD/app/spkddp
-rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"
+. "$(dirname "$0")/bench_setup.sh" "${1:-build}" "${2:-/tmp/spkddp_bench_data}"
 bash "$HERE/../tests/e2e/make_speech_corpus.sh" corpus 16 8 1 >/dev/null  # 128 utterances of 1-2 s
 # Bigger corpora list the same files again under new ids (decoding and fbank cost the same).
 repeat() {  # repeat N NAME
@@ -39,9 +34,5 @@ for d in fbank audio; do
     uptime
     OMP_WAIT_POLICY=passive mpiexec -n 2 "$S" train --model ecapa --data $d.h5 --global-batch 32 --frames 200 --epochs 2 \
         --optimizer adam --lr 1e-3 --metrics m_$d.jsonl --progress 0 >log_$d
-    tail -1 m_$d.jsonl | awk -v d=$d '{
-        match($0, /"samples_per_s": [0-9.e+-]*/); sps = substr($0, RSTART + 17, RLENGTH - 17)
-        match($0, /"epoch_seconds": [0-9.e+-]*/); es = substr($0, RSTART + 17, RLENGTH - 17)
-        match($0, /"data_wait_s": [0-9.e+-]*/); dw = substr($0, RSTART + 15, RLENGTH - 15)
-        printf "%-6s epoch 2: %.2f samples/s, epoch %.1f s, data wait %.3f s = %.2f%% of the steps\n", d, sps, es, dw, 100 * dw / es }'
+    tail -1 m_$d.jsonl | awk -v d=$d -f "$HERE/last_epoch.awk"
 done

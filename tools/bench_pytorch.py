@@ -9,7 +9,9 @@ usage: bench_pytorch.py [--channels 512] [--batch 32] [--frames 200] [--feat 80]
 fp32: float32 throughout (on CUDA with TF32 off, as spkddp's fp32). tf32: CUDA TF32 tensor
 cores (--tf32 is the same). bf16: torch.autocast(dtype=torch.bfloat16) around the forward and
 the loss, the mixed precision a PyTorch user turns on (weights, gradients and Adam stay
-float32). cuDNN picks its own algorithms (--cudnn-benchmark lets it time them).
+float32; on CUDA PyTorch's own TF32 defaults for what stays fp32). cuDNN picks its own
+algorithms (--cudnn-benchmark lets it time them). On CUDA it also prints the peak memory
+PyTorch's allocator held.
 """
 import argparse
 import os
@@ -35,7 +37,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
-    ap.add_argument("--tf32", action="store_true", help="same as --precision tf32")
+    ap.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     ap.add_argument("--cudnn-benchmark", action="store_true")
     ap.add_argument("--model", default="ecapa", choices=["ecapa"])  # spkddp bench's flags pass through
     a = ap.parse_args()
@@ -44,8 +46,9 @@ def main():
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     if a.device == "cuda":
-        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        if a.precision != "bf16":
+            torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
         torch.backends.cudnn.benchmark = a.cudnn_benchmark
     torch.manual_seed(0)
     model = build_ecapa(a.feat, a.channels, 128, 128, 192).to(dev)
@@ -77,9 +80,10 @@ def main():
     cpu = time.process_time() - c0
     where = f"{a.threads} threads" if a.device == "cpu" else \
         f"{torch.cuda.get_device_name()}, cudnn.benchmark {a.cudnn_benchmark}"
+    mem = f", peak memory {torch.cuda.max_memory_reserved() / 2**20:.0f} MiB" if a.device == "cuda" else ""
     print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
           f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step, "
-          f"CPU {cpu / a.steps:.3f} s/step")
+          f"CPU {cpu / a.steps:.3f} s/step{mem}")
 
 
 if __name__ == "__main__":

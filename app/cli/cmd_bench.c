@@ -98,9 +98,13 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
         m->ops->train_step(m, b);
         grad_sync_finish(&gs);
         grad_sync_wait(&gs);
-        step_stats_t st = {0};  // read like training does (it waits for the step)
-        m->ops->read_stats(m, &st);
         optimizer_step(&opt, m->params, m->grads, 1e-3);
+        step_stats_t st = {0};  // read like training does: the step before's, one step late
+        if (m->stats_pending > 1) model_read_stats(m, &st);
+    }
+    grad_sync_drain(&gs);
+    step_stats_t st = {0};
+    while (model_read_stats(m, &st)) {
     }
     be->sync();
     comm_barrier(comm);
@@ -153,6 +157,12 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     double cpu = 0;
     const double dt = time_steps(comm, m, &b, o.warmup, o.steps, &cpu);
     report(comm, &o, be, dt, cpu);
+#ifdef SPKDDP_HAVE_CUDA
+    if (be == spk_backend_cuda() && comm->rank == 0) {
+        printf("cuDNN's choices (rank 0):\n");
+        spk_cuda_print_conv_plans();
+    }
+#endif
     free(b.frame_off);
     free(b.labels);
     free(b.x);

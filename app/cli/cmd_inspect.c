@@ -20,6 +20,18 @@ static const opt_t rows[] = {
 static const opt_table_t table =
     OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", rows);
 
+// An augmentation bank (prepare --kind noise|rir): its kind and entries per category.
+static void print_bank(const dataset_t *ds, const int64_t *per_cat) {
+    char kind[32];
+    if (h5_attr_read_str(ds->file, "bank", kind, sizeof kind) != 0 || !per_cat) return;
+    char **names = h5_read_strings(ds->file, "speakers", ds->num_speakers);
+    printf("  bank          %s:", kind);
+    for (int64_t c = 0; c < ds->num_speakers; c++)
+        printf("%s %s (%lld)", c ? "," : "", names ? names[c] : "?", (long long)per_cat[c]);
+    printf("\n");
+    if (names) h5_free_strings(names, ds->num_speakers);
+}
+
 static void inspect_dataset(const comm_t *comm, const char *path) {
     dataset_t ds;
     dataset_open(&ds, path, comm->world);
@@ -34,8 +46,18 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
         }
         int64_t used = 0;
         for (int64_t s = 0; per_spk && s < ds.num_speakers; s++) used += per_spk[s] > 0;
-        printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
-        printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets" : "fixed length: /features [N, T, F]");
+        if (ds.sample_rate > 0) {
+            const int64_t samples = ds.wave.offsets[ds.num_utts];
+            printf("%s: spkddp audio dataset v%d\n", path, DATASET_VERSION);
+            printf("  layout        waveforms: /audio [total_samples] int16 + /offsets in samples\n");
+            printf("  audio         %lld samples at %lld Hz (%.2f h); fbank window %lld, hop %lld samples\n",
+                   (long long)samples, (long long)ds.sample_rate, (double)samples / (double)ds.sample_rate / 3600.0,
+                   (long long)ds.frame_length, (long long)ds.frame_shift);
+        } else {
+            printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
+            printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets"
+                                                              : "fixed length: /features [N, T, F]");
+        }
         printf("  utterances    %lld\n", (long long)ds.num_utts);
         printf("  feature_dim   %lld\n", (long long)ds.feature_dim);
         printf("  speakers      %lld (%lld with utterances)\n", (long long)ds.num_speakers, (long long)used);
@@ -46,6 +68,7 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
                    (long long)ds.visual.offsets[ds.num_utts], (long long)ds.visual.dim, (long long)ds.visual_ratio);
         else
             printf("  visual stream none\n");
+        print_bank(&ds, per_spk);
         free(per_spk);
     }
     dataset_close(&ds);
@@ -58,13 +81,14 @@ static void inspect_checkpoint(const char *path, int list) {
     char err[1024];
     int rc = ckpt_peek(path, m, &p, &s, &slots, err, sizeof err);
     if (rc) spk_fail_all(rc, "%s", err);
-    printf("%s: spkddp checkpoint v%d\n", path, CKPT_VERSION);
+    printf("%s: spkddp checkpoint v%lld\n", path, (long long)m->version);
     printf("  model         %s, %lld parameters in %d tensors, %lld state values\n", m->model, (long long)p.total,
            p.count, (long long)s.total);
     printf("  optimizer     %s (%d slots, step %lld)\n", m->optimizer, slots, (long long)m->opt_step);
     printf("  position      epoch %lld, %lld samples into it (step %lld of the epoch), global step %lld\n",
            (long long)m->epoch + 1, (long long)m->samples_in_epoch, (long long)m->step_in_epoch, (long long)m->global_step);
     printf("  written by    %lld ranks, seed %lld\n", (long long)m->world_size, (long long)m->seed);
+    printf("  trained on    feature_dim %lld, %lld classes\n", (long long)m->feature_dim, (long long)m->num_classes);
     if (list)
         for (int i = 0; i < p.count; i++) {
             printf("  %-40s [", p.t[i].name);

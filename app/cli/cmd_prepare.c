@@ -15,6 +15,11 @@
 //                    writes it in collective rounds until every rank is done;
 //   7. finish        rank 0 adds /offsets, /labels, /utt_ids, /speakers and the attributes,
 //                    and renames OUT.tmp to OUT.
+//
+// --kind noise|rir writes an augmentation bank (io/augment.h) the same way: waveforms, with
+// utt2spk's second column as each entry's category (noise, music, speech; room types);
+// impulse responses are scaled to full scale before rounding to 16 bits (augmentation
+// normalises their energy, so only the rounding error changes).
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
@@ -41,6 +46,7 @@ typedef struct {
     char spk2id[OPT_STR_MAX];
     char out[OPT_STR_MAX];
     char store[OPT_STR_MAX];
+    char kind[OPT_STR_MAX];
     int64_t num_bins, sample_rate, channel, seed, buffer_mb;
     double dither, progress;
     int skip_bad;
@@ -52,7 +58,7 @@ static const opt_t opts[] = {
     {"segments", OPT_STR, F(segments), 0, 0, NULL, "Kaldi segments: 'UTTERANCE-ID RECORDING-ID START END' (seconds) per line"},
     {"utt2spk", OPT_STR, F(utt2spk), 0, 0, NULL, "Kaldi utt2spk: 'UTTERANCE-ID SPEAKER-ID' per line"},
     {"out", OPT_STR, F(out), 0, 0, NULL, "output dataset (HDF5, written as OUT.tmp then renamed)"},
-    {"store", OPT_STR, F(store), 0, 0, "fbank|audio", "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training"},
+    {"store", OPT_STR, F(store), 0, 0, "fbank|audio", "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training (banks: always)"},
     {"num-mel-bins", OPT_INT, F(num_bins), 3, 1024, NULL, "mel filterbank bins = feature_dim (default 80)"},
     {"spk2id", OPT_STR, F(spk2id), 0, 0, NULL, "'SPEAKER-ID INDEX' per line, indices 0..S-1 (default: sorted speaker names)"},
     {"sample-rate", OPT_INT, F(sample_rate), 1000, 384000, NULL, "resample audio to this rate (default 16000)"},
@@ -62,6 +68,9 @@ static const opt_t opts[] = {
     {"skip-bad", OPT_FLAG, F(skip_bad), 0, 0, NULL, "leave unreadable entries out (listed in OUT.bad) instead of failing"},
     {"buffer-mb", OPT_INT, F(buffer_mb), 1, 1 << 20, NULL, "rows a rank holds before a collective write, MiB (default 64)"},
     {"progress", OPT_REAL, F(progress), 0, 1e6, NULL, "seconds between progress lines (default 10; 0: none)"},
+    {"kind", OPT_STR, F(kind), 0, 0, "speech|noise|rir",
+     "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
+     "entry's category; docs/augmentation.md)"},
 };
 static const opt_table_t table = {"prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.",
                                   opts, (int)(sizeof opts / sizeof opts[0])};
@@ -70,7 +79,8 @@ static const opt_table_t table = {"prepare", "Compute log mel filterbanks (or ke
 typedef struct {
     prepare_opts_t o;
     const comm_t *comm;
-    int audio;            // --store audio
+    int audio;            // --store audio, or a bank
+    int rir;              // --kind rir: entries scaled to full scale
     fbank_t fb;           // frame geometry (and the fbank itself for --store fbank)
     char tmp_path[OPT_STR_MAX + 8];
     kaldi_data_t lists;   // rank 0 only
@@ -358,8 +368,14 @@ static int compute_one(prep_t *p, audio_span_reader_t *r, int64_t j, char *dst, 
     }
     if (p->audio) {
         int16_t *s = (int16_t *)dst;
-        for (int64_t k = 0; k < n; k++) {  // 16-bit sources come back exactly (v / 32768 * 32768)
-            double v = nearbyint((double)x[k] * 32768.0);
+        double scale = 32768.0;  // 16-bit sources come back exactly (v / 32768 * 32768)
+        if (p->rir) {
+            float peak = 0;
+            for (int64_t k = 0; k < n; k++) peak = fabsf(x[k]) > peak ? fabsf(x[k]) : peak;
+            if (peak > 0) scale = 32767.0 / peak;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            double v = nearbyint((double)x[k] * scale);
             s[k] = (int16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
         }
     } else {
@@ -429,6 +445,7 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     dataset_writer_note_f64(w, "frame_length_ms", p->fb.opts.frame_length_ms);
     dataset_writer_note_f64(w, "frame_shift_ms", p->fb.opts.frame_shift_ms);
     dataset_writer_note_f64(w, "dither", p->audio ? 0.0 : p->fb.opts.dither);
+    if (strcmp(p->o.kind, "speech") != 0) dataset_writer_note_str(w, "bank", p->o.kind);
     int32_t *labels = NULL;
     char **ids = NULL;
     int64_t mn = INT64_MAX, mx = 0, total = 0;
@@ -447,8 +464,10 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     dataset_writer_finish(w, labels, (const char *const *)ids, (const char *const *)p->lists.speakers);
     if (p->comm->rank == 0) {
         const int K = p->comm->size;
-        printf("wrote %s: %lld utterances (%.1f s of audio, %lld resampled to %lld Hz), %lld speakers, ", p->o.out,
-               (long long)pl->kept, secs, (long long)n_resampled, (long long)p->o.sample_rate, (long long)p->S);
+        const int bank = strcmp(p->o.kind, "speech") != 0;
+        printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out,
+               (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
+               (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
         if (p->audio)
             printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)", (long long)total,
                    (long long)mn, (long long)mx, (long long)p->o.num_bins);
@@ -467,13 +486,18 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
 int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     prep_t *p = callocCheck(1, sizeof *p);
     p->o = (prepare_opts_t){.num_bins = 80, .sample_rate = 16000, .channel = 0, .buffer_mb = 64, .progress = 10};
-    strcpy(p->o.store, "fbank");
+    strcpy(p->o.kind, "speech");
     opt_parse(&table, &p->o, argc, argv, NULL, 0);
+    const int bank = strcmp(p->o.kind, "speech") != 0;
+    if (bank && strcmp(p->o.store, "fbank") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "prepare: --kind %s keeps waveforms; leave out --store fbank", p->o.kind);
+    if (!p->o.store[0]) strcpy(p->o.store, bank ? "audio" : "fbank");
     if (!p->o.wav_scp[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --wav-scp is required");
     if (!p->o.utt2spk[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --utt2spk is required");
     if (!p->o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
     p->comm = comm;
     p->audio = strcmp(p->o.store, "audio") == 0;
+    p->rir = strcmp(p->o.kind, "rir") == 0;
     if (p->audio && p->o.dither > 0) spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
     p->t0 = p->last_print = spk_seconds();
     snprintf(p->tmp_path, sizeof p->tmp_path, "%s.tmp", p->o.out);

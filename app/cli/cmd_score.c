@@ -5,9 +5,9 @@
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "app/eval/scoring.h"
+#include "io/atomic_file.h"
 #include "io/embeddings.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -86,14 +86,15 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     report("cosine", raw, t.target, t.n);
     if (norm) report("as-norm", norm, t.target, t.n);
     if (o.out[0] && comm->rank == 0) {
-        FILE *f = fopen(o.out, "w");
-        if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot write the scores (%s)", o.out, strerror(errno));
+        atomic_text_t out;
+        atomic_text_open(&out);
         for (int64_t i = 0; i < t.n; i++) {
-            fprintf(f, "%s %s %.6f", e.utt_ids[t.a[i]], e.utt_ids[t.b[i]], raw[i]);
-            if (norm) fprintf(f, " %.6f", norm[i]);
-            fprintf(f, " %s\n", t.target[i] ? "target" : "nontarget");
+            fprintf(out.f, "%s %s %.6f", e.utt_ids[t.a[i]], e.utt_ids[t.b[i]], raw[i]);
+            if (norm) fprintf(out.f, " %.6f", norm[i]);
+            fprintf(out.f, " %s\n", t.target[i] ? "target" : "nontarget");
         }
-        if (fclose(f) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot write the scores", o.out);
+        char err[1024];
+        if (atomic_text_commit(&out, o.out, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
     }
     free(raw);
     free(norm);

@@ -3,11 +3,11 @@
 // the seed. Rank 0 writes it.
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
+#include "io/atomic_file.h"
 #include "io/embeddings.h"
 #include "io/rng.h"
 #include "kernels/base/check.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,18 +34,24 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
     char err[1024];
     int rc = embeddings_read(o.emb, &e, err, sizeof err);
     if (rc) spk_fail_all(rc, "%s", err);
+    if (!e.has_labels) spk_fail_all(SPK_EXIT_DATA, "%s: dataset '/labels' is missing: trials are made from speaker labels", o.emb);
     if (comm->rank == 0) {
-        FILE *f = fopen(o.out, "w");
-        if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot write (%s)", o.out, strerror(errno));
-        int64_t nt = 0, nn = 0;
+        atomic_text_t out;
+        atomic_text_open(&out);
+        FILE *f = out.f;
+        int64_t nt = 0, nn = 0, *taken = mallocCheck((size_t)(o.targets + o.nontargets + 1) * sizeof(int64_t));
         for (int64_t i = 0; i < e.n; i++) {
             rng_t r = rng_init((uint64_t)o.seed, RNG_PURPOSE_SYNTH, 9, (uint64_t)i);
-            // Partners after i only, so no pair appears twice; bounded tries keep it finite.
-            int64_t want_t = o.targets, want_n = o.nontargets;
+            // Partners after i only, each once, so no pair appears twice; bounded tries keep
+            // it finite.
+            int64_t want_t = o.targets, want_n = o.nontargets, ntaken = 0;
             for (int tries = 0; (want_t > 0 || want_n > 0) && tries < 64 * (int)(o.targets + o.nontargets + 1); tries++) {
                 if (i + 1 >= e.n) break;
-                int64_t j = i + 1 + (int64_t)rng_below(&r, (uint64_t)(e.n - i - 1));
+                int64_t j = i + 1 + (int64_t)rng_below(&r, (uint64_t)(e.n - i - 1)), k = 0;
+                while (k < ntaken && taken[k] != j) k++;
+                if (k < ntaken) continue;
                 int same = e.labels[i] == e.labels[j];
+                if ((same && want_t > 0) || (!same && want_n > 0)) taken[ntaken++] = j;
                 if (same && want_t > 0) {
                     fprintf(f, "%s %s target\n", e.utt_ids[i], e.utt_ids[j]);
                     want_t--;
@@ -57,7 +63,12 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
                 }
             }
         }
-        if (fclose(f) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot write", o.out);
+        free(taken);
+        // A list without both kinds cannot be scored (and is not written).
+        if ((nt == 0 && o.targets > 0) || (nn == 0 && o.nontargets > 0))
+            spk_die(SPK_EXIT_DATA, "%s: no %s trials could be made from its '/labels' (%s)", o.emb, nt == 0 ? "target" : "nontarget",
+                    nt == 0 ? "too few utterances per speaker" : "too few speakers");
+        if (atomic_text_commit(&out, o.out, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
         printf("wrote %s: %lld target and %lld nontarget trials\n", o.out, (long long)nt, (long long)nn);
     }
     embeddings_free(&e);

@@ -1,6 +1,7 @@
 #include "app/dist/comm.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/clock.h"
 #include "app/dist/threads.h"
 
 #include <math.h>
@@ -42,19 +43,27 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     else if (w && strcmp(w, "sleep") == 0) c->sleepy_wait = 1;
     else c->sleepy_wait = cores > 0 && c->local_size > cores;
     c->threads = threads_configure(c->local_size);
+    const char *t = getenv("SPKDDP_MPI_TIMEOUT");
+    c->wait_timeout_s = t ? atof(t) : 600.0;
 }
 
 void comm_wait(const comm_t *c, MPI_Request *req) {
-    if (!c->sleepy_wait) {
+    if (!c->sleepy_wait && c->wait_timeout_s <= 0) {
         mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
         return;
     }
-    int done = 0;
+    const double deadline = spk_seconds() + c->wait_timeout_s;
     const struct timespec nap = {0, 50 * 1000};  // 50 us
-    for (;;) {
+    for (unsigned polls = 1;; polls++) {
+        int done = 0;
         mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) return;
-        nanosleep(&nap, NULL);
+        if (c->sleepy_wait) nanosleep(&nap, NULL);
+        if (c->wait_timeout_s > 0 && polls % 1024 == 0 && spk_seconds() > deadline)
+            spk_die(SPK_EXIT_FAILURE,
+                    "an MPI collective has waited %.0f s for the other ranks: one of them is dead, stuck or "
+                    "unreachable (SPKDDP_MPI_TIMEOUT sets the limit in seconds; 0 waits forever)",
+                    c->wait_timeout_s);
     }
 }
 

@@ -11,11 +11,15 @@ typedef struct {
     int rank, size;
     int local_rank, local_size;  // within this node (MPI_COMM_TYPE_SHARED)
     int sleepy_wait;             // poll with nanosleep instead of spinning
+    double wait_timeout_s;       // a wait longer than this ends the job (SPKDDP_MPI_TIMEOUT; 0: none)
     int threads;                 // compute threads of this rank (app/dist/threads.h)
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
-// Waits for a request; spins or sleeps according to c->sleepy_wait.
+// Waits for a request; spins or sleeps according to c->sleepy_wait. MPICH over TCP has no
+// fault detection: a peer whose host vanished without closing its connections (power, link)
+// leaves the others waiting forever, and only Slurm notices lost nodes. So a wait that
+// outlasts c->wait_timeout_s ends the job with a message, as the NCCL path's deadline does.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);
 void comm_allreduce_sum_f64(const comm_t *c, double *v, int n);

@@ -16,6 +16,15 @@ static double nccl_timeout(void) {
     double t = s ? atof(s) : 0.0;
     return t > 0.0 ? t : 600.0;
 }
+
+// SPKDDP_NCCL=1: average through NCCL even in a world of one rank (the mean of one is the
+// gradient itself), so that a one-GPU machine runs the NCCL setup, events, deadline and abort.
+static int nccl_forced(const spk_backend_t *be) {
+    const char *s = getenv("SPKDDP_NCCL");
+    return be == spk_backend_cuda() && s && strcmp(s, "1") == 0;
+}
+#else
+static int nccl_forced(const spk_backend_t *be) { return (void)be, 0; }
 #endif
 
 static int64_t bucket_floats(void) {
@@ -31,7 +40,8 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->be = be;
     g->n = n;
     g->bucket = bucket_floats();
-    if (c->size == 1) return;
+    if (c->size == 1 && !nccl_forced(be)) return;
+    g->active = 1;
     comm_bcast(c, &g->bucket, 1, MPI_INT64_T, 0);  // ranks must start the same collectives
     g->overlap = 1;
     g->cap_req = (int)(n / g->bucket + 2);
@@ -41,6 +51,7 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     if (be == spk_backend_cuda()) {
         if (!device_gpu_shared()) {
             g->nccl = nccl_comm_create(c, nccl_timeout());
+            printf0("gradients: averaged by NCCL over %d GPU%s\n", c->size, c->size > 1 ? "s" : "");
             return;
         }
         // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads wait
@@ -99,7 +110,7 @@ void grad_sync_finish(grad_sync_t *g) {
     model_t *m = g->model;
     m->grads_ready = NULL;
     m->grads_ready_ctx = NULL;
-    if (g->comm->size == 1) return;
+    if (!g->active) return;
     while (g->started < g->n) {  // the rest, in buckets (MPI counts are ints)
         const int64_t to = g->n - g->started > g->bucket ? g->started + g->bucket : g->n;
         start(g, g->started, to);
@@ -109,11 +120,11 @@ void grad_sync_finish(grad_sync_t *g) {
 
 void grad_sync_wait(grad_sync_t *g) {
     model_t *m = g->model;
-    if (g->comm->size == 1) return;
+    if (!g->active) return;
     SPK_ASSERT(g->started == g->n);
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
-        nccl_allreduce_wait(g->nccl, g->n);
+        nccl_allreduce_end(g->nccl, g->n);
         return;
     }
 #endif
@@ -122,6 +133,14 @@ void grad_sync_wait(grad_sync_t *g) {
     const float inv = 1.0f / (float)g->comm->size;
     for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
     if (g->host) g->be->upload(m->grads, g->host, (size_t)g->n * sizeof(float));
+}
+
+void grad_sync_drain(grad_sync_t *g) {
+#ifdef SPKDDP_HAVE_CUDA
+    if (g->nccl) nccl_allreduce_drain(g->nccl, g->n);
+#else
+    (void)g;
+#endif
 }
 
 void grad_sync_free(grad_sync_t *g) {

@@ -8,11 +8,14 @@
 // order, so that is a growing prefix), and each full bucket of SPKDDP_BUCKET_MB (default 4,
 // rank 0's value) starts averaging at once while the backward goes on (NCCL runs beside it;
 // MPI progresses it at the backward's later reports). grad_sync_finish starts the rest,
-// grad_sync_wait waits for all of it (the caller may do host work in between). Each element
+// grad_sync_wait orders what follows after all of it (the caller may do host work in between):
+// MPI waits for it; with NCCL the kernels' stream waits for it and the host, with the
+// deadline, only for the previous step's (grad_sync_drain: for all of it). Each element
 // is summed over the same ranks whatever the bucket size; whether the rounding is the same
 // is up to the library (MPICH: bitwise the same on 2-4 ranks, tested; NCCL picks its
 // algorithm by message size).
-// A world of one rank has nothing to average.
+// A world of one rank has nothing to average, unless SPKDDP_NCCL=1 on a GPU (NCCL over one
+// rank, to exercise it on a one-GPU machine).
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
@@ -28,6 +31,7 @@ typedef struct {
     float *host;             // staging for a separate-memory backend without NCCL
     int64_t n;               // floats of the gradient buffer
     int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
+    int active;              // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
     int overlap;             // start buckets during the backward (off: all after it)
     // between begin and mean
     model_t *model;
@@ -42,6 +46,10 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
 void grad_sync_begin(grad_sync_t *g, model_t *m);
 // After it: starts averaging what is left and unhooks. Returns without waiting.
 void grad_sync_finish(grad_sync_t *g);
-// Waits for every bucket: then m->grads holds the mean.
+// Work queued from now on sees the mean in m->grads (on the host too with MPI; with NCCL the
+// host has only waited for the previous step's).
 void grad_sync_wait(grad_sync_t *g);
+// Waits on the host for every averaging started (NCCL: with the deadline). Before anything that
+// waits for the device (downloads, checkpoints, the end of a run).
+void grad_sync_drain(grad_sync_t *g);
 void grad_sync_free(grad_sync_t *g);

@@ -17,7 +17,9 @@
 struct nccl_comm {
     ncclComm_t comm;
     cudaStream_t stream;       // NCCL's own
-    cudaEvent_t ready, done;   // kernels' stream -> NCCL stream -> kernels' stream
+    cudaEvent_t ready;         // kernels' stream -> NCCL stream
+    cudaEvent_t done[2];       // NCCL stream -> kernels' stream, for the last two steps in turn
+    int cur;                   // done[cur] follows the latest step's allreduces
     double timeout_s;
     int rank, size;
 };
@@ -33,21 +35,26 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     ncclCheck(ncclCommInitRank(&n->comm, c->size, id, c->rank));
     cudaCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
-    cudaCheck(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
+    for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&n->done[i], cudaEventDisableTiming));
     return n;
 }
 
-// Waits for the allreduce with a deadline, watching for NCCL's asynchronous errors.
-static void wait_done(nccl_comm_t *n, int64_t count) {
+// Waits for `done` with a deadline, watching for NCCL's asynchronous errors.
+static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count) {
     const double deadline = spk_seconds() + n->timeout_s;
     const struct timespec nap = {0, 20 * 1000};  // 20 us
     for (;;) {
-        cudaError_t q = cudaEventQuery(n->done);
+        cudaError_t q = cudaEventQuery(done);
         if (q == cudaSuccess) return;
-        if (q != cudaErrorNotReady)
-            spk_die(SPK_EXIT_FAILURE, "the gradient allreduce failed on the GPU: %s", cudaGetErrorString(q));
         ncclResult_t async = ncclSuccess;
         ncclCheck(ncclCommGetAsyncError(n->comm, &async));
+        if (q != cudaErrorNotReady && (async == ncclSuccess || async == ncclInProgress))
+            // CUDA errors are sticky: this is the first failed kernel of the step, most likely
+            // not NCCL's (it reports no error).
+            spk_die(SPK_EXIT_FAILURE,
+                    "a CUDA kernel of this training step failed: %s (%s); a device-side assertion printed above "
+                    "names the kernel and the condition (e.g. a label outside [0, classes))",
+                    cudaGetErrorString(q), cudaGetErrorName(q));
         if (async != ncclSuccess && async != ncclInProgress) {
             ncclCommAbort(n->comm);
             spk_die(SPK_EXIT_FAILURE, "NCCL gradient allreduce failed (%s: %s); is a peer rank gone?",
@@ -71,18 +78,21 @@ void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
     ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
 }
 
-void nccl_allreduce_wait(nccl_comm_t *n, int64_t total) {
-    cudaCheck(cudaEventRecord(n->done, n->stream));
-    cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done, 0));
-    wait_done(n, total);
+void nccl_allreduce_end(nccl_comm_t *n, int64_t total) {
+    n->cur ^= 1;
+    cudaCheck(cudaEventRecord(n->done[n->cur], n->stream));
+    cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done[n->cur], 0));
+    wait_done(n, n->done[n->cur ^ 1], total);  // the step before's: long done, unless a peer is gone
 }
+
+void nccl_allreduce_drain(nccl_comm_t *n, int64_t total) { wait_done(n, n->done[n->cur], total); }
 
 void nccl_comm_destroy(nccl_comm_t *n) {
     if (!n) return;
     cudaCheck(cudaStreamSynchronize(n->stream));
     ncclCheck(ncclCommDestroy(n->comm));
     cudaCheck(cudaEventDestroy(n->ready));
-    cudaCheck(cudaEventDestroy(n->done));
+    for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(n->done[i]));
     cudaCheck(cudaStreamDestroy(n->stream));
     free(n);
 }

@@ -1,9 +1,10 @@
 // NCCL for gradient averaging on GPUs (built with SPKDDP_CUDA only). MPI sets it up: rank 0
 // makes the unique id and MPI_Bcast shares it. Allreduces run on a stream of their own, each
 // ordered after the work queued so far on the kernels' stream by an event, so a bucket of
-// gradients is averaged while the backward pass computes the next ones. NCCL has no timeout of its own, so the host
-// waits by polling with a deadline: on an asynchronous NCCL error or when the deadline passes
-// (a dead or stuck peer), the communicator is aborted and the whole job ends with a sentence.
+// gradients is averaged while the backward pass computes the next ones. NCCL has no timeout of
+// its own, so the host waits by polling with a deadline, one step late: on an asynchronous NCCL
+// error or when the deadline passes (a dead or stuck peer), the communicator is aborted and the
+// whole job ends with a sentence.
 #pragma once
 #include "app/dist/comm.h"
 
@@ -16,7 +17,11 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s);
 // Queues buf (count floats of device memory) <- its mean over ranks (ncclAvg), in place, to
 // run once the kernels queued so far on spk_cuda_stream() are done. Returns at once.
 void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count);
-// Makes the kernels' stream wait for every queued allreduce and waits for them on the host
-// with the deadline. `total` (floats) is for the message.
-void nccl_allreduce_wait(nccl_comm_t *n, int64_t total);
+// After a step's last allreduce: makes the kernels' stream wait for the step's allreduces, and
+// waits on the host, with the deadline, for the previous step's only, so the device has this
+// step's work queued while the host waits. `total` (floats) is for the message.
+void nccl_allreduce_end(nccl_comm_t *n, int64_t total);
+// Waits on the host, with the deadline, for every allreduce queued (before anything that waits
+// for the kernels' stream, which would wait for them without a deadline).
+void nccl_allreduce_drain(nccl_comm_t *n, int64_t total);
 void nccl_comm_destroy(nccl_comm_t *n);

@@ -22,7 +22,7 @@ static int cmp_score(const void *a, const void *b) {
 // The detection error trade-off: thresholds walk from below the lowest score upwards,
 // everything below a threshold is rejected, tied scores are stepped over together. Returns
 // the number of operating points (Pmiss, Pfa), from (0, 1) to (1, 0); 0 when either class is
-// empty. pm and pf are malloc'ed.
+// empty or a score is NaN. pm and pf are malloc'ed.
 static int64_t det_curve(const float *scores, const uint8_t *target, int64_t n, double **pm, double **pf) {
     scored_t *v = mallocCheck((size_t)(n ? n : 1) * sizeof *v);
     int64_t nt = 0;
@@ -30,10 +30,11 @@ static int64_t det_curve(const float *scores, const uint8_t *target, int64_t n, 
         v[i] = (scored_t){scores[i], target[i] ? 1 : 0};
         nt += v[i].t;
     }
-    int64_t nn = n - nt, points = 0, miss = 0, fa_rejected = 0;
+    int64_t nn = n - nt, points = 0, miss = 0, fa_rejected = 0, nan = 0;
+    for (int64_t i = 0; i < n; i++) nan += isnan(v[i].s);
     *pm = mallocCheck((size_t)(n + 1) * sizeof(double));
     *pf = mallocCheck((size_t)(n + 1) * sizeof(double));
-    if (nt > 0 && nn > 0) {
+    if (nt > 0 && nn > 0 && nan == 0) {  // a NaN never equals itself: no threshold steps over it
         qsort(v, (size_t)n, sizeof *v, cmp_score);
         for (int64_t k = 0;;) {
             (*pm)[points] = (double)miss / (double)nt;
@@ -127,70 +128,17 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
 
 // ---- trials ----------------------------------------------------------------------------------
 
-typedef struct {
-    const char *id;
-    int64_t index;
-} utt_ref_t;
-
-static int cmp_ref(const void *a, const void *b) {
-    return strcmp(((const utt_ref_t *)a)->id, ((const utt_ref_t *)b)->id);
-}
-
-static int64_t find_utt(const utt_ref_t *refs, int64_t n, const char *id) {
-    utt_ref_t key = {id, 0};
-    const utt_ref_t *hit = bsearch(&key, refs, (size_t)n, sizeof key, cmp_ref);
-    return hit ? hit->index : -1;
-}
-
-static void trials_push(trials_t *t, int64_t a, int64_t b, uint8_t target) {
-    if (t->n == t->cap) {
-        t->cap = t->cap ? 2 * t->cap : 1024;
-        t->a = realloc(t->a, (size_t)t->cap * sizeof(int64_t));
-        t->b = realloc(t->b, (size_t)t->cap * sizeof(int64_t));
-        t->target = realloc(t->target, (size_t)t->cap);
-        if (!t->a || !t->b || !t->target) spk_die(SPK_EXIT_FAILURE, "out of memory reading trials");
-    }
-    t->a[t->n] = a;
-    t->b[t->n] = b;
-    t->target[t->n++] = target;
-}
-
 void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, trials_t *t) {
-    memset(t, 0, sizeof *t);
-    utt_ref_t *refs = mallocCheck((size_t)(n_utts ? n_utts : 1) * sizeof *refs);
-    for (int64_t i = 0; i < n_utts; i++) refs[i] = (utt_ref_t){utt_ids[i], i};
-    qsort(refs, (size_t)n_utts, sizeof *refs, cmp_ref);
+    utt_index_t ix;
+    char err[1024];
+    int rc = utt_index_build(&ix, utt_ids, n_utts, "utterance ids", err, sizeof err);
+    if (rc) spk_fail_all(rc, "%s", err);
     FILE *f = fopen(path, "r");
     if (!f) spk_fail_all(SPK_EXIT_DATA, "%s: cannot read the trials (%s)", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t lineno = 0;
-    while (getline(&line, &cap, f) > 0) {
-        lineno++;
-        char u1[512], u2[512], lab[64], extra[8];
-        int k = sscanf(line, "%511s %511s %63s %7s", u1, u2, lab, extra);
-        if (k <= 0) continue;  // blank line
-        if (k != 3) spk_fail_all(SPK_EXIT_DATA, "%s:%lld: expected 'utt1 utt2 target|nontarget'", path, (long long)lineno);
-        int is_t = strcmp(lab, "target") == 0, is_n = strcmp(lab, "nontarget") == 0;
-        if (!is_t && !is_n)
-            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: label '%s' must be 'target' or 'nontarget'", path, (long long)lineno, lab);
-        int64_t a = find_utt(refs, n_utts, u1), b = find_utt(refs, n_utts, u2);
-        if (a < 0 || b < 0)
-            spk_fail_all(SPK_EXIT_DATA, "%s:%lld: utterance '%s' is not in the embeddings", path, (long long)lineno,
-                         a < 0 ? u1 : u2);
-        trials_push(t, a, b, (uint8_t)is_t);
-    }
-    free(line);
+    rc = trials_parse(f, path, &ix, t, err, sizeof err);
     fclose(f);
-    free(refs);
-    if (t->n == 0) spk_fail_all(SPK_EXIT_DATA, "%s: no trials", path);
-}
-
-void trials_free(trials_t *t) {
-    free(t->a);
-    free(t->b);
-    free(t->target);
-    memset(t, 0, sizeof *t);
+    utt_index_free(&ix);
+    if (rc) spk_fail_all(rc, "%s", err);
 }
 
 void trials_score(const trials_t *t, const float *emb, int64_t d, float *scores) {

@@ -110,11 +110,7 @@ typedef struct {
     float *g_emb;            // (B, E)
     float *work;             // conv / AAM workspace
     size_t work_floats;
-    // the batch on the backend (unused when it works in host memory)
-    float *in_x, *in_vx;     // (B, T, F), (B, Tv, Fv) frames as the loader gives them
-    int *in_labels;          // (B)
     float *scalars;          // [loss, correct (an int)] of the last forward
-    int last_n;              // samples of the last train_step
 } ecapa_t;
 
 // Makes room for B samples of T frames (grows the buffers when needed, never shrinks).

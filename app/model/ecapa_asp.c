@@ -114,18 +114,17 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);
     float *g = a->g_t;  // (B, A, T) gradient at the TDNN's convolution output
     tdnn_post_backward(&a->tdnn, m, a->g_a, g, B, T);
-    // The h part: dW_h += sum_b g_b h_b^T (one output: a loop), dh_b += W_h^T g_b (a batch).
-    // The statistics part through ctx.
+    // The h part: dW_h += sum_b g_b h_b^T (bf16: one GEMM over the folded batch; fp32: a batch
+    // summed into one output), dh_b += W_h^T g_b (a batch). The statistics part through ctx.
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         K->bf16_fold_from_f32(a->gh, NULL, g, B, A, T);
-        K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);  // one GEMM over the batch
+        K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);
         K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
     } else {
-        for (int b = 0; b < B; b++)
-            K->spk_sgemm('N', 'T', A, C, T, 1.0f, g + (size_t)b * A * T, T, h + (size_t)b * C * T, T, 1.0f, dW, 3 * C);
-        K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T,
+        K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0,
                              B);
+        K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
     }
     K->vec_zero(a->g_ctx, (size_t)B * A);
     K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);                      // g_ctx[b] = sum_t g_b

@@ -1,6 +1,7 @@
 #include "app/model/model_impl.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,37 @@ void model_round_params(model_t *m) {
     if (m->bf16) m->be->bf16_from_f32(m->params_bf16, m->params, (size_t)m->table.total);
 }
 
-const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes) {
-    if (!m->be->separate_memory) return host;
-    m->be->upload(dev, host, bytes);
-    return dev;
+void model_stage_begin(model_t *m, size_t bytes) {
+    SPK_ASSERT(m->stats_pending <= 1);  // the older pending step's slot is about to be reused
+    m->be->staging_begin(m->staging, bytes + 4 * SPK_STAGING_ALIGN);
+}
+
+const void *model_stage(model_t *m, const void *host, size_t bytes) {
+    return m->be->staging_put(m->staging, host, bytes);
+}
+
+void model_stage_ready(model_t *m) { m->be->staging_ready(m->staging); }
+
+_Static_assert(sizeof(int) == sizeof(float), "the correct count shares the loss's float buffer");
+
+void model_stats_fetch(model_t *m, const float *scalars, int n) {
+    SPK_ASSERT(m->stats_pending <= 1);
+    m->be->staging_fetch(m->staging, scalars, 2 * sizeof(float));
+    m->stats_n[m->stats_pending++] = n;
+}
+
+int model_read_stats(model_t *m, step_stats_t *st) {
+    if (m->stats_pending == 0) return 0;
+    const float *v = m->be->staging_fetched(m->staging, m->stats_pending - 1);
+    int correct;
+    memcpy(&correct, &v[1], sizeof correct);
+    const int n = m->stats_n[0];
+    st->loss_sum += (double)v[0] * n;
+    st->correct += correct;
+    st->count += n;
+    m->stats_n[0] = m->stats_n[1];
+    m->stats_pending--;
+    return 1;
 }
 
 void model_alloc_buffers(model_t *m) {
@@ -82,6 +110,7 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->num_classes = data->num_classes;
     m->visual_dim = data->visual_dim;
     m->visual_ratio = data->visual_ratio;
+    m->staging = be->staging_create();
     if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg);
     else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
     else
@@ -103,5 +132,6 @@ void model_free(model_t *m) {
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
     model_buf_bf16_free(m, &m->params_bf16);
+    m->be->staging_free(m->staging);
     free(m);
 }

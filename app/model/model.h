@@ -32,12 +32,10 @@ typedef struct model model_t;
 
 typedef struct {
     // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
-    // the mean. Accumulates into m->grads. On a device the work is only queued: the call
-    // returns once `b` has been copied to the backend (so the caller may load the next batch
-    // into it while the device computes); read_stats waits for the results.
+    // the mean. Accumulates into m->grads. On a device the work is only queued, nothing waits
+    // for it: the call returns once `b` is in pinned staging memory (so the caller may load
+    // the next batch into it while the device computes); model_read_stats gets the loss.
     void (*train_step)(model_t *m, const batch_t *b);
-    // Adds the loss and accuracy of the last train_step to st.
-    void (*read_stats)(model_t *m, step_stats_t *st);
     // Forward only, inference mode (running statistics), no state change.
     void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
     // Inference-mode embeddings of every sample: out (n, emb_dim) in HOST memory. Samples may
@@ -72,6 +70,9 @@ struct model {
     // again this step (tensors are in reverse execution order). NULL: nobody listens.
     void (*grads_ready)(void *ctx, int64_t upto);
     void *grads_ready_ctx;
+    spk_staging_t *staging;     // batches to the backend, statistics back (kernels/backend.h)
+    int stats_pending;          // train_steps whose statistics were not read yet (at most 2)
+    int stats_n[2];             // their samples, oldest first
     void *impl;
 };
 
@@ -82,3 +83,8 @@ void model_free(model_t *m);
 // host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
 void model_upload(model_t *m);
 void model_download(model_t *m);
+// Adds the loss and accuracy of the oldest train_step not read yet to st, waiting for them
+// only (not for later work). Returns 0 when every step's statistics were read. A caller reads
+// step s after queueing step s + 1, so the device never idles while the host waits. At most
+// one step may be pending when train_step, eval_step or embed is called (two staging slots).
+int model_read_stats(model_t *m, step_stats_t *st);

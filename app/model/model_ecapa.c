@@ -94,7 +94,7 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
                             &e->emb,     &e->aam_cache, &e->g3[0], &e->g3[1],     &e->gblk[0], &e->gblk[1],
                             &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->g_emb,   &e->work,
-                            &e->in_x,    &e->in_vx,   &e->scalars, (float **)&e->in_labels};
+                            &e->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     e->cap_b = 0;
     e->cap_bt = 0;
@@ -164,11 +164,6 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->g_emb = model_buf(m, (size_t)B * E);
     e->work = model_buf(m, w);
     e->scalars = model_buf(m, 2);
-    if (m->be->separate_memory) {  // staging for the loader's host batch
-        e->in_x = model_buf(m, bt * F);
-        e->in_vx = model_buf(m, bv * (size_t)e->d.vfeat);
-        e->in_labels = (int *)model_buf(m, (size_t)B);
-    }
     e->work_floats = w;
     e->cap_b = B;
     e->cap_bt = bt;
@@ -277,34 +272,26 @@ static int batch_frames(const batch_t *b) {
     return T;
 }
 
-_Static_assert(sizeof(int) == sizeof(float), "labels and the correct-count share float buffers");
-
-// Forward and AAM loss of a batch; the loss and the correct count stay in e->scalars (on the
-// backend) until read_stats, so a training step queues its backward before the host waits.
+// Forward and AAM loss of a batch; the loss and the correct count are fetched back without
+// waiting (model_read_stats), so a training step queues its backward before the host waits.
 // Returns the labels as the backend sees them.
 static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
     const spk_backend_t *K = m->be;
     const int T = batch_frames(b), B = b->n;
     ecapa_reserve(e, m, B, T);
-    const float *x = model_stage(m, e->in_x, b->x, (size_t)B * T * e->d.feat * sizeof(float));
-    const float *vx = NULL;
-    if (e->has_visual) vx = model_stage(m, e->in_vx, b->vx, (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float));
-    const int *labels = model_stage(m, e->in_labels, b->labels, (size_t)B * sizeof(int));
+    const size_t xb = (size_t)B * T * e->d.feat * sizeof(float), lb = (size_t)B * sizeof(int);
+    const size_t vb = e->has_visual ? (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float) : 0;
+    model_stage_begin(m, xb + vb + lb);
+    const float *x = model_stage(m, b->x, xb);
+    const float *vx = e->has_visual ? model_stage(m, b->vx, vb) : NULL;
+    const int *labels = model_stage(m, b->labels, lb);
+    model_stage_ready(m);
     model_round_params(m);
     ecapa_forward(e, m, x, vx, B, T, train);
     K->aam_softmax_forward(e->scalars, (int *)(e->scalars + 1), e->aam_cache, e->emb, m->params + e->cls_w, labels, B,
                            (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
+    model_stats_fetch(m, e->scalars, B);
     return labels;
-}
-
-static void add_stats(ecapa_t *e, model_t *m, int n, step_stats_t *st) {
-    float v[2];
-    m->be->download(v, e->scalars, sizeof v);
-    int correct;
-    memcpy(&correct, &v[1], sizeof correct);
-    st->loss_sum += (double)v[0] * n;
-    st->correct += correct;
-    st->count += n;
 }
 
 static void train_step(model_t *m, const batch_t *b) {
@@ -317,17 +304,11 @@ static void train_step(model_t *m, const batch_t *b) {
                             E, S, e->margin, e->scale, e->work);
     model_grads_ready(m, e->cls_w + (int64_t)S * E);
     ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
-    e->last_n = b->n;
-}
-
-static void read_stats(model_t *m, step_stats_t *st) {
-    ecapa_t *e = m->impl;
-    add_stats(e, m, e->last_n, st);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
     forward_loss(m->impl, m, b, 0);
-    add_stats(m->impl, m, b->n, st);
+    model_read_stats(m, st);
 }
 
 // Inference-mode embeddings; samples of equal length go through together, others one by one.
@@ -341,12 +322,13 @@ static void embed(model_t *m, const batch_t *b, float *out) {
         int j = i + 1;
         while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
         ecapa_reserve(e, m, j - i, (int)T);
-        const float *x = model_stage(m, e->in_x, b->x + b->frame_off[i] * F, (size_t)((j - i) * T * F) * sizeof(float));
-        const float *vx = NULL;
-        if (e->has_visual) {
-            const int64_t Tv = b->vframe_off[i + 1] - b->vframe_off[i];
-            vx = model_stage(m, e->in_vx, b->vx + b->vframe_off[i] * Fv, (size_t)((j - i) * Tv * Fv) * sizeof(float));
-        }
+        const size_t xb = (size_t)((j - i) * T * F) * sizeof(float);
+        const int64_t Tv = e->has_visual ? b->vframe_off[i + 1] - b->vframe_off[i] : 0;
+        const size_t vb = (size_t)((j - i) * Tv * Fv) * sizeof(float);
+        model_stage_begin(m, xb + vb);
+        const float *x = model_stage(m, b->x + b->frame_off[i] * F, xb);
+        const float *vx = e->has_visual ? model_stage(m, b->vx + b->vframe_off[i] * Fv, vb) : NULL;
+        model_stage_ready(m);
         ecapa_forward(e, m, x, vx, j - i, (int)T, 0);
         m->be->download(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
         i = j;
@@ -370,7 +352,7 @@ static void free_impl(model_t *m) {
     free(e);
 }
 
-static const model_ops_t ecapa_ops = {train_step, read_stats, eval_step, embed, set_epoch, free_impl};
+static const model_ops_t ecapa_ops = {train_step, eval_step, embed, set_epoch, free_impl};
 
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     ecapa_t *e = callocCheck(1, sizeof *e);

@@ -15,9 +15,15 @@ void model_buf_bf16_free(const model_t *m, spk_bf16 **p);
 // params -> params_bf16 (bf16 models; nothing otherwise): at the start of every forward, since
 // the optimizer changed params after the last one.
 void model_round_params(model_t *m);
-// Host input for the model's kernels: `host` itself on a host-memory backend, else its copy
-// uploaded into `dev` (which holds at least `bytes`).
-const void *model_stage(const model_t *m, void *dev, const void *host, size_t bytes);
+// Host input for the model's kernels, through the backend's staging (kernels/backend.h): begin
+// with the total bytes of up to 4 pieces, stage each piece (the result is where the kernels
+// find it: `host` itself on a host-memory backend), then ready before queueing the kernels.
+void model_stage_begin(model_t *m, size_t bytes);
+const void *model_stage(model_t *m, const void *host, size_t bytes);
+void model_stage_ready(model_t *m);
+// After queueing a loss op that wrote [loss, correct (an int)] to `scalars` (backend memory)
+// for n samples: fetches them back without waiting (model_read_stats reads them).
+void model_stats_fetch(model_t *m, const float *scalars, int n);
 
 // Called by a backward pass as gradients become final: grads[0, upto) will not change again
 // this step (model_t.grads_ready).

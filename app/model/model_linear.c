@@ -7,26 +7,21 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct {
     int64_t w, b;       // offsets of fc.weight, fc.bias
     int cap;            // batch capacity of the buffers below
     float *host_pooled; // (cap, F) pooling runs on the host, as part of reading the batch
-    float *pooled;      // (cap, F) on the backend
     float *logits;      // (cap, S)
     float *probs;       // (cap, S) softmax, kept for backward
     float *dlogits;     // (cap, S)
-    int *labels;        // (cap) staging (backends with memory of their own)
     float *scalars;     // [loss, correct (an int)]
-    step_stats_t last;  // of the last train_step
 } linear_t;
 
 static void release(model_t *m, linear_t *l) {
-    if (l->pooled == l->host_pooled) l->pooled = NULL;  // one buffer on a host-memory backend
     free(l->host_pooled);
     l->host_pooled = NULL;
-    float **bufs[] = {&l->pooled, &l->logits, &l->dlogits, &l->probs, (float **)&l->labels, &l->scalars};
+    float **bufs[] = {&l->logits, &l->dlogits, &l->probs, &l->scalars};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
 }
 
@@ -36,11 +31,9 @@ static void ensure(model_t *m, linear_t *l, int n) {
     const size_t F = (size_t)m->feature_dim, S = (size_t)m->num_classes;
     l->cap = n;
     l->host_pooled = mallocCheck((size_t)n * F * sizeof(float));
-    l->pooled = m->be->separate_memory ? model_buf(m, (size_t)n * F) : l->host_pooled;
     l->logits = model_buf(m, (size_t)n * S);
     l->dlogits = model_buf(m, (size_t)n * S);
     l->probs = model_buf(m, (size_t)n * S);
-    l->labels = (int *)model_buf(m, (size_t)n);
     l->scalars = model_buf(m, 2);
 }
 
@@ -57,47 +50,42 @@ static void pool(const batch_t *b, float *pooled) {
     }
 }
 
-// Forward and loss; adds the batch's loss and accuracy to st. Returns the labels on the backend.
-static const int *forward(model_t *m, const batch_t *b, step_stats_t *st) {
+typedef struct {
+    const float *pooled;  // (n, F) on the backend
+    const int *labels;    // (n)
+} staged_t;
+
+// Forward and loss; the loss and accuracy are fetched back without waiting
+// (model_read_stats). Returns the pooled batch and the labels on the backend.
+static staged_t forward(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
     const int F = (int)m->feature_dim, S = (int)m->num_classes;
     ensure(m, l, b->n);
-    pool(b, l->host_pooled);
-    model_stage(m, l->pooled, l->host_pooled, (size_t)b->n * F * sizeof(float));
-    const int *labels = model_stage(m, l->labels, b->labels, (size_t)b->n * sizeof(int));
-    K->linear_forward(l->logits, l->pooled, m->params + l->w, m->params + l->b, b->n, F, S);
-    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, labels, b->n, S);
-    float v[2];
-    int correct;
-    K->download(v, l->scalars, sizeof v);
-    memcpy(&correct, &v[1], sizeof correct);
-    st->loss_sum += (double)v[0] * b->n;
-    st->correct += correct;
-    st->count += b->n;
-    return labels;
+    pool(b, l->host_pooled);  // staging copies it (or, on the CPU, uses it within this step)
+    const size_t pb = (size_t)b->n * F * sizeof(float), lb = (size_t)b->n * sizeof(int);
+    model_stage_begin(m, pb + lb);
+    const staged_t in = {model_stage(m, l->host_pooled, pb), model_stage(m, b->labels, lb)};
+    model_stage_ready(m);
+    K->linear_forward(l->logits, in.pooled, m->params + l->w, m->params + l->b, b->n, F, S);
+    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, in.labels, b->n, S);
+    model_stats_fetch(m, l->scalars, b->n);
+    return in;
 }
 
 static void train_step(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
-    l->last = (step_stats_t){0};
-    const int *labels = forward(m, b, &l->last);
+    const staged_t in = forward(m, b);
     K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
-    K->xent_backward(l->dlogits, 1.0f, l->probs, labels, b->n, (int)m->num_classes);
-    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, l->pooled, m->params + l->w, b->n,
+    K->xent_backward(l->dlogits, 1.0f, l->probs, in.labels, b->n, (int)m->num_classes);
+    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, in.pooled, m->params + l->w, b->n,
                        (int)m->feature_dim, (int)m->num_classes);
 }
 
-static void read_stats(model_t *m, step_stats_t *st) {
-    const linear_t *l = m->impl;
-    st->loss_sum += l->last.loss_sum;
-    st->correct += l->last.correct;
-    st->count += l->last.count;
-}
-
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
-    forward(m, b, st);
+    forward(m, b);
+    model_read_stats(m, st);
 }
 
 // The linear model's "embedding" is the input to its classifier: the mean frame.
@@ -112,7 +100,7 @@ static void free_impl(model_t *m) {
     free(l);
 }
 
-static const model_ops_t linear_ops = {train_step, read_stats, eval_step, embed, NULL, free_impl};
+static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
 
 void model_linear_build(model_t *m, const model_config_t *cfg) {
     linear_t *l = callocCheck(1, sizeof *l);

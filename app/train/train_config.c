@@ -21,6 +21,7 @@ train_config_t train_config_defaults(void) {
     c.cycle_steps = 1000;
     c.keep = 3;
     c.progress = 30;
+    c.aug = augment_config_defaults();
     return c;
 }
 
@@ -45,6 +46,9 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
+    augment_spec_t spec;
+    char err[512];
+    if (augment_parse(&c->aug, &spec, err, sizeof err) != 0) spk_fail_all(SPK_EXIT_USAGE, "train: %s", err);
 }
 
 model_config_t train_config_model(const train_config_t *c) {

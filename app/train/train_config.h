@@ -1,12 +1,14 @@
 // The training configuration: every `spkddp train` flag, its default and the cross-field
 // checks (the flags' ranges and help are app/cli/train_options.c). The whole config is
 // stored in every checkpoint. The modules it drives get only their part of it: the model
-// (model_config_t), the optimizer (optimizer_config_t), the learning-rate schedule.
+// (model_config_t), the optimizer (optimizer_config_t), the learning-rate schedule, the
+// loader's augmentation (augment_config_t).
 #pragma once
 
 #include "app/model/model_config.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
+#include "io/augment.h"
 
 #include <stdint.h>
 
@@ -45,6 +47,8 @@ typedef struct {
     char resume[TRAIN_STR_MAX];  // "" | auto | PATH
     int64_t max_steps;    // stop after this global step (0: no limit)
     int64_t progress;     // seconds between progress lines (0: per epoch only)
+    // on-the-fly augmentation of the training samples (io/augment.h)
+    augment_config_t aug;
 } train_config_t;
 
 train_config_t train_config_defaults(void);

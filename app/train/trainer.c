@@ -20,6 +20,7 @@
 #include "io/sampler.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/spk_assert.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ typedef struct {
     trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
     sampler_t sampler;
     loader_t loader, val_loader;
+    augment_t *aug;    // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
     grad_sync_t grad_sync;
@@ -135,6 +137,12 @@ static int resume(trainer_t *t) {
         if (r.found) {
             ckpt_tensors_t ts = tensors_of(t);
             r.code = ckpt_load(r.path, c->model.name, m, &ts, r.err, sizeof r.err);
+            if (r.code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
+                snprintf(r.err, sizeof r.err,
+                         "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
+                         "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
+                         r.path, (long long)m->num_classes, (long long)t->model->num_classes,
+                         (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);
         }
     }
     comm_bcast(t->comm, &r, sizeof r, MPI_BYTE, 0);
@@ -321,8 +329,11 @@ static void prefetch_until(trainer_t *t, int64_t upto) {
     }
 }
 
-// One synchronous data-parallel step. Returns the global mean loss of the step.
-static double train_step(trainer_t *t, int64_t step) {
+// Queues one synchronous data-parallel step: forward, backward, averaging and update. On a
+// device nothing here waits for the device (its statistics are read at the next step, the
+// averaging's deadline covers the step before), so the host prepares step s + 1 while the
+// device computes step s.
+static void queue_step(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
     double w0 = spk_seconds();
@@ -335,32 +346,47 @@ static double train_step(trainer_t *t, int64_t step) {
     m->ops->train_step(m, b);
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
+    t->lr = lr_at(&t->sched, t->global_step);
+    optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    t->global_step++;
+    t->step_in_epoch++;
+}
+
+// Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
+// adds them to the epoch's figures, checks them and reports progress.
+static void account_step(trainer_t *t) {
     step_stats_t st = {0};
-    m->ops->read_stats(m, &st);
+    const int pending = model_read_stats(t->model, &st);
+    SPK_ASSERT(pending);
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     t->stop_signal = (int)v[3];
-    // Every rank has just left the allreduce, so the collective read of step + 2's crops
+    // Every rank has just left the allreduce, so the collective read of a later step's crops
     // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
-    w0 = spk_seconds();
-    prefetch_until(t, step + 3);
+    const double w0 = spk_seconds();
+    prefetch_until(t, t->step_in_epoch + 2);
     t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
+    const int64_t later = t->model->stats_pending;  // steps queued after this one
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
-                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)t->global_step + 1);
-    t->lr = lr_at(&t->sched, t->global_step);
-    optimizer_step(&t->opt, m->params, m->grads, t->lr);
-    t->global_step++;
-    t->step_in_epoch++;
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)(t->global_step - later));
     t->samples_in_epoch += (int64_t)v[2];
     t->ep_loss_sum += v[0];
     t->ep_correct += (int64_t)v[1];
     t->ep_count += (int64_t)v[2];
-    return v[0] / v[2];
+    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
+                  t->steps);
+}
+
+// Brings the host up to date with the device: the averaging finished (with its deadline) and
+// every step's statistics accounted for. Before checkpoints, epoch ends and the run's end.
+static void settle(trainer_t *t) {
+    grad_sync_drain(&t->grad_sync);
+    while (t->model->stats_pending > 0) account_step(t);
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -368,6 +394,12 @@ static double train_step(trainer_t *t, int64_t step) {
 static void open_data(trainer_t *t) {
     const train_config_t *c = t->cfg;
     dataset_open(&t->data, c->data, t->comm->world);
+    t->aug = augment_open(&c->aug, &t->data, t->comm->world, (uint64_t)c->seed);
+    if (t->aug) {
+        char line[2048];
+        augment_describe(t->aug, line, sizeof line);
+        printf0("%s\n", line);
+    }
     if (c->global_batch > t->data.num_utts)
         spk_fail_all(SPK_EXIT_USAGE, "train: the global batch %lld (%lld per rank x %d ranks) is larger than the %lld utterances of %s",
                      (long long)c->global_batch, (long long)c->batch, t->comm->size, (long long)t->data.num_utts, c->data);
@@ -393,8 +425,9 @@ static void open_data(trainer_t *t) {
 static void create_model(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_config_t mc = train_config_model(c);
-    const model_data_t md = {t->data.feature_dim, t->data.num_speakers, t->data.visual.dim, t->data.visual_ratio,
-                             c->data};
+    // Speed perturbation makes each factor's copies of a speaker a class of their own.
+    const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
+    const model_data_t md = {t->data.feature_dim, classes, t->data.visual.dim, t->data.visual_ratio, c->data};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
@@ -416,6 +449,7 @@ static void plan_epochs(trainer_t *t) {
     sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
                  c->drop_last);
     loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    loader_set_augment(&t->loader, t->aug);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
     int64_t steps = sampler_steps(&t->sampler, c->batch);
@@ -483,15 +517,20 @@ static int run_epoch(trainer_t *t) {
     if (m->ops->set_epoch) m->ops->set_epoch(m, t->epoch);
     while (t->step_in_epoch < t->steps) {
         const double t0 = spk_seconds();
-        const int64_t before = t->ep_count;
-        const double loss = train_step(t, t->step_in_epoch);
+        queue_step(t, t->step_in_epoch);
+        if (m->stats_pending > 1) account_step(t);  // the step before this one: one step late
         t->ep_seconds += spk_seconds() - t0;
-        progress_step(&t->progress, t->ep_count - before, loss, t->epoch, c->epochs, t->step_in_epoch, t->steps);
         if (t->step_in_epoch >= t->steps) break;  // the epoch end checkpoints
         const int stop = at_max_steps(t) || t->stop_signal;
-        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) save_checkpoint(t);
+        if (stop || (c->ckpt_every > 0 && t->global_step % c->ckpt_every == 0)) {
+            settle(t);
+            save_checkpoint(t);
+        }
         if (stop) return 1;
     }
+    const double t0 = spk_seconds();
+    settle(t);
+    t->ep_seconds += spk_seconds() - t0;
     progress_end_epoch(&t->progress);
     end_epoch(t);
     save_checkpoint(t);
@@ -514,6 +553,7 @@ static int run_epochs(trainer_t *t) {
 static int finish(trainer_t *t, int stopped) {
     const train_config_t *c = t->cfg;
     model_t *m = t->model;
+    settle(t);
     model_download(m);
     const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
@@ -534,6 +574,7 @@ static int finish(trainer_t *t, int stopped) {
 
 static void trainer_free(trainer_t *t) {
     loader_free(&t->loader);
+    augment_close(t->aug);
     if (t->has_val) {
         loader_free(&t->val_loader);
         dataset_close(&t->val);

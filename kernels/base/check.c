@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int mpi_ready(void) {
     int init = 0, fin = 0;
@@ -62,10 +64,42 @@ void spk_fail_all(int code, const char *fmt, ...) {
     spk_exit_all(code);
 }
 
+// MPI_Finalize may never return in a job that spans nodes: Debian 12's MPICH 4.0.2 closes its
+// UCX endpoints with a flush that, over TCP, waits for the peer's acknowledgement, while a peer
+// that finished closing first already waits in the PMI barrier and acknowledges nothing (MPICH
+// 4.2 puts that barrier before the closes). Everything is written by then, so a rank still in
+// MPI_Finalize after SPKDDP_FINALIZE_TIMEOUT seconds (default 30) leaves with its exit code.
+static volatile sig_atomic_t g_exit_code;
+static char g_timeout_msg[160];
+
+static void on_finalize_timeout(int sig) {
+    (void)sig;
+    ssize_t r = write(STDERR_FILENO, g_timeout_msg, strlen(g_timeout_msg));
+    (void)r;
+    _exit(g_exit_code);
+}
+
+static void finalize_or_leave(int code) {
+    const char *t = getenv("SPKDDP_FINALIZE_TIMEOUT");
+    const unsigned secs = t && atoi(t) > 0 ? (unsigned)atoi(t) : 30;
+    g_exit_code = code;
+    snprintf(g_timeout_msg, sizeof g_timeout_msg,
+             "spkddp: warning: [rank %d] MPI_Finalize has not returned after %u s; exiting with code %d\n", spk_rank(),
+             secs, code);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_finalize_timeout;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(secs);
+    MPI_Finalize();
+    alarm(0);
+}
+
 void spk_exit_all(int code) {
     fflush(stdout);
     fflush(stderr);
-    if (mpi_ready()) MPI_Finalize();
+    if (mpi_ready()) finalize_or_leave(code);
     exit(code);
 }
 

@@ -1,6 +1,7 @@
 // The CPU backends: the kernels of kernels/cpu on host memory ("cpu"), and the same kernels
 // behind explicit copies ("cpu-staged"), so the device code path runs without a device.
 #include "kernels/backend.h"
+#include "kernels/cpu/staging.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,15 +24,16 @@ static void host_sync(void) {}
 
 #define SPK_CPU_OP(name) .name = name,
 // The two differ only in whether models must treat the buffers as memory of their own.
-#define SPK_CPU_BACKEND(label, separate)                                               \
-    {                                                                                  \
-        .name = label, .separate_memory = separate, .alloc = host_alloc, .free = free, \
-        .upload = host_copy, .download = host_copy, .sync = host_sync,                 \
-        SPK_BACKEND_OPS(SPK_CPU_OP)                                                    \
+#define SPK_CPU_BACKEND(label, separate, create)                                         \
+    {                                                                                    \
+        .name = label, .separate_memory = separate, .alloc = host_alloc, .free = free,   \
+        .upload = host_copy, .download = host_copy, .sync = host_sync,                   \
+        .staging_create = create, SPK_STAGING_MEMBERS(spk_cpu_staging),                  \
+        SPK_BACKEND_OPS(SPK_CPU_OP)                                                      \
     }
 
-const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0);
-const spk_backend_t spk_backend_cpu_staged = SPK_CPU_BACKEND("cpu-staged", 1);
+const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0, spk_cpu_staging_create);
+const spk_backend_t spk_backend_cpu_staged = SPK_CPU_BACKEND("cpu-staged", 1, spk_cpu_staging_create_separate);
 
 #ifndef SPKDDP_HAVE_CUDA
 const spk_backend_t* spk_backend_cuda(void) { return NULL; }

@@ -55,10 +55,10 @@ void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alph
                        const float* A, int lda, int64_t strideA, const float* B, int ldb,
                        int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
                        int batch) {
-    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
-    for (int i = 0; i < batch; i++)
+    SPK_ASSERT(batch >= 0);
+    for (int i = 0; i < batch; i++)  // strideC = 0: the later items add onto the first
         spk_sgemm(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
-                  beta, C + i * strideC, ldc);
+                  strideC == 0 && i > 0 ? 1.0f : beta, C + i * strideC, ldc);
 }
 
 void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A, int lda,

@@ -12,13 +12,13 @@ const float kNormEps = 1e-12f;  // F.normalize default
 
 // out = in / max(|in|, eps) row by row; norm = |in| (unclamped). One block per row.
 __global__ void normalize_rows_kernel(float* out, float* norm, const float* in, int E) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t r = blockIdx.x;
     const float* x = in + r * E;
     float* y = out + r * E;
-    double acc = 0.0;
-    SPK_ROW_LOOP(e, E) acc += (double)x[e] * x[e];
-    const float n = (float)sqrt(spk_block_sum(acc, sh));
+    spk_fsum acc = spk_fsum_zero();
+    SPK_ROW_LOOP(e, E) spk_fsum_add(&acc, x[e] * x[e]);
+    const float n = sqrtf(spk_fsum_value(spk_block_sum(acc, sh)));
     if (threadIdx.x == 0) norm[r] = n;
     const float inv = 1.0f / (n > kNormEps ? n : kNormEps);
     SPK_ROW_LOOP(e, E) y[e] = x[e] * inv;
@@ -27,16 +27,16 @@ __global__ void normalize_rows_kernel(float* out, float* norm, const float* in, 
 // Backward of normalize_rows_kernel: dx += (g - y (y.g)) / |x| where |x| > eps, else g / eps.
 __global__ void normalize_rows_bwd_kernel(float* dx, const float* g, const float* y,
                                           const float* norm, int E) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t r = blockIdx.x;
     const float* gr = g + r * E;
     const float* yr = y + r * E;
     float* d = dx + r * E;
     const float n = norm[r];  // the same for the whole block, so the branch is uniform
     if (n > kNormEps) {
-        double acc = 0.0;
-        SPK_ROW_LOOP(e, E) acc += yr[e] * gr[e];
-        const float dot = (float)spk_block_sum(acc, sh);
+        spk_fsum acc = spk_fsum_zero();
+        SPK_ROW_LOOP(e, E) spk_fsum_add(&acc, yr[e] * gr[e]);
+        const float dot = spk_fsum_value(spk_block_sum(acc, sh));
         const float inv = 1.0f / n;
         SPK_ROW_LOOP(e, E) d[e] += (gr[e] - yr[e] * dot) * inv;
     } else {

@@ -4,6 +4,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/staging.h"
 
 static void* device_alloc(size_t bytes) {
     void* p = spk_cuda_malloc(bytes ? bytes : 1);
@@ -21,6 +22,8 @@ static const spk_backend_t cuda_backend = {
     .upload = spk_cuda_upload,
     .download = spk_cuda_download,
     .sync = spk_cuda_sync,
+    .staging_create = spk_cuda_staging_create,
+    SPK_STAGING_MEMBERS(spk_cuda_staging),
     SPK_BACKEND_OPS(SPK_CUDA_OP)
 };
 

@@ -3,45 +3,67 @@
 // variance is the unbiased one, weight/bias may be NULL and the backward accumulates. The
 // per-element math is the shared SPK_HD helpers of kernels/elementwise_math.h.
 //
-// Training and backward: one block per channel over its N = B*T positions; each thread sums
-// a fixed strided subset in double, then a fixed tree (deterministic, no atomics). Statistics
-// are two-pass like the CPU: mean, then squared deviations from the float mean.
-#include "kernels/cuda/launch.cuh"
+// Channel sums run in two deterministic stages (kernels/cuda/channel_sums.cuh), compensated
+// fp32. Statistics are two-pass like the CPU: the mean, then squared deviations from the float
+// mean; a per-channel kernel finishes them, an elementwise one applies them.
+#include "kernels/cuda/channel_sums.cuh"
 
 namespace {
 
-// Offset of position i (in [0, B*T)) of channel c.
-__device__ __forceinline__ size_t bn_offset(size_t i, int c, int C, int T) {
-    const size_t b = i / T, t = i - b * T;
-    return (b * C + c) * T + t;
+struct dev_term {  // (x - mean)^2 with the mean from the first pass's partials
+    const float* x;
+    float mu;
+    __device__ void operator()(size_t o, float* v) const {
+        const float d = x[o] - mu;
+        v[0] = d * d;
+    }
+};
+
+struct grad_term {  // dy, dy * xhat
+    const float *dy, *x;
+    float mu, rs;
+    __device__ void operator()(size_t o, float* v) const {
+        v[0] = dy[o];
+        v[1] = dy[o] * ((x[o] - mu) * rs);
+    }
+};
+
+// The channel's mean as the CPU forms it: the sum over N, rounded to float once.
+__device__ __forceinline__ float channel_mean(const spk_fsum* sums, int c, int S, size_t N) {
+    return (float)(spk_fsum_double(spk_channel_total(sums, c, S, 1, 0)) / (double)N);
 }
 
-__global__ void bn_train_kernel(float* y, float* mean, float* rstd, float* running_mean,
-                                float* running_var, const float* x, const float* weight,
-                                const float* bias, int B, int C, int T, float eps, float momentum) {
-    __shared__ double sh[SPK_CUDA_THREADS];
-    const int c = blockIdx.x;
-    const size_t N = (size_t)B * T;
-    double s = 0.0;
-    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) s += x[bn_offset(i, c, C, T)];
-    const double mu = spk_block_sum(s, sh) / (double)N;
-    const float muf = (float)mu;
-    double ss = 0.0;
-    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
-        const float d = x[bn_offset(i, c, C, T)] - muf;
-        ss += d * d;
+__global__ void bn_sum_kernel(spk_fsum* sums, const float* x, int B, int C, int T) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    spk_channel_partial<1>(sums, B, C, T, spk_value_term{x}, sh);
+}
+
+__global__ void bn_dev_kernel(spk_fsum* devs, const spk_fsum* sums, const float* x, int B, int C, int T) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    const float mu = channel_mean(sums, blockIdx.x, gridDim.y, (size_t)B * T);
+    spk_channel_partial<1>(devs, B, C, T, dev_term{x, mu}, sh);
+}
+
+// One thread per channel: the statistics, saved and folded into the running ones.
+__global__ void bn_stats_kernel(float* mean, float* rstd, float* running_mean, float* running_var,
+                                const spk_fsum* sums, const spk_fsum* devs, int C, int S, size_t N, float eps,
+                                float momentum) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        const float mu = channel_mean(sums, (int)c, S, N);
+        const double var = spk_fsum_double(spk_channel_total(devs, (int)c, S, 1, 0)) / (double)N;  // biased
+        const float rs = spk_bn_rstd((float)var, eps);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, (int)c, mu, rs, var, N, momentum);
     }
-    // After this reduction every thread has finished reading x, so y may alias x below.
-    const double var = spk_block_sum(ss, sh) / (double)N;  // biased
-    const float rs = spk_bn_rstd((float)var, eps);
-    if (threadIdx.x == 0)
-        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, N, momentum);
-    const float wc = weight ? weight[c] : 1.0f;
-    const float bc = bias ? bias[c] : 0.0f;
-    const float sc = spk_bn_scale(rs, wc);
-    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
-        const size_t o = bn_offset(i, c, C, T);
-        y[o] = spk_bn_apply(x[o], muf, sc, bc);
+}
+
+// y may alias x: each element is read, then written, by one thread.
+__global__ void bn_apply_kernel(float* y, const float* x, const float* mean, const float* rstd,
+                                const float* weight, const float* bias, size_t n, int C, int T) {
+    SPK_GRID_LOOP(i, n) {
+        const int c = (int)((i / T) % C);
+        const float wc = weight ? weight[c] : 1.0f;
+        const float bc = bias ? bias[c] : 0.0f;
+        y[i] = spk_bn_apply(x[i], mean[c], spk_bn_scale(rstd[c], wc), bc);
     }
 }
 
@@ -57,32 +79,32 @@ __global__ void bn_infer_kernel(float* y, const float* x, const float* running_m
     }
 }
 
-__global__ void bn_backward_kernel(float* dx, float* dweight, float* dbias, const float* dy,
-                                   const float* x, const float* weight, const float* mean,
+__global__ void bn_grad_sum_kernel(spk_fsum* sums, const float* dy, const float* x, const float* mean,
                                    const float* rstd, int B, int C, int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
-    const size_t N = (size_t)B * T;
-    const float mu = mean[c], rs = rstd[c];
-    double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
-    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
-        const size_t o = bn_offset(i, c, C, T);
-        const float g = dy[o];
-        s1 += g;
-        s2 += g * ((x[o] - mu) * rs);
-    }
-    const double sdy = spk_block_sum(s1, sh);
-    const double sdyx = spk_block_sum(s2, sh);
-    if (threadIdx.x == 0) {
+    spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
+}
+
+// One thread per channel: dbias += sum dy, dweight += sum dy xhat, and their means for dx.
+__global__ void bn_grad_finish_kernel(float* dweight, float* dbias, float* means, const spk_fsum* sums, int C,
+                                      int S, size_t N) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        const double sdy = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 0));
+        const double sdyx = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 1));
         if (dbias) dbias[c] += (float)sdy;
         if (dweight) dweight[c] += (float)sdyx;
+        means[2 * c] = (float)(sdy / (double)N);
+        means[2 * c + 1] = (float)(sdyx / (double)N);
     }
-    if (!dx) return;
-    const float wc = weight ? weight[c] : 1.0f;
-    const float mdy = (float)(sdy / (double)N), mdyx = (float)(sdyx / (double)N);
-    for (size_t i = threadIdx.x; i < N; i += SPK_CUDA_THREADS) {
-        const size_t o = bn_offset(i, c, C, T);
-        dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);
+}
+
+__global__ void bn_dx_kernel(float* dx, const float* dy, const float* x, const float* weight, const float* mean,
+                             const float* rstd, const float* means, size_t n, int C, int T) {
+    SPK_GRID_LOOP(i, n) {
+        const int c = (int)((i / T) % C);
+        const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
+        dx[i] += spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
     }
 }
 
@@ -96,8 +118,15 @@ extern "C" void batchnorm1d_forward_train_cuda(float* y, float* mean, float* rst
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     // PyTorch: "Expected more than 1 value per channel when training"
     SPK_ASSERT((size_t)B * T > 1);
-    SPK_LAUNCH(bn_train_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean, running_var,
-               x, weight, bias, B, C, T, eps, momentum);
+    const int S = spk_channel_splits(B, C, T);
+    spk_fsum* sums = spk_channel_scratch(C, S, 2, 0, nullptr);
+    spk_fsum* devs = sums + (size_t)C * S;
+    const size_t n = (size_t)B * C * T;
+    SPK_LAUNCH(bn_sum_kernel, spk_channel_grid(C, S), sums, x, B, C, T);
+    SPK_LAUNCH(bn_dev_kernel, spk_channel_grid(C, S), devs, sums, x, B, C, T);
+    SPK_LAUNCH(bn_stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, sums, devs, C, S,
+               (size_t)B * T, eps, momentum);
+    SPK_LAUNCH(bn_apply_kernel, spk_grid(n), y, x, mean, rstd, weight, bias, n, C, T);
 }
 
 extern "C" void batchnorm1d_forward_infer_cuda(float* y, const float* x, const float* running_mean,
@@ -114,6 +143,11 @@ extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbia
                                           const float* rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !dweight && !dbias) return;
-    SPK_LAUNCH(bn_backward_kernel, spk_rows_grid((size_t)C), dx, dweight, dbias, dy, x, weight, mean,
-               rstd, B, C, T);
+    const int S = spk_channel_splits(B, C, T);
+    float* means = nullptr;  // (C, 2): mean dy, mean dy * xhat
+    spk_fsum* sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
+    const size_t n = (size_t)B * C * T;
+    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
+    SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, sums, C, S, (size_t)B * T);
+    if (dx) SPK_LAUNCH(bn_dx_kernel, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
 }

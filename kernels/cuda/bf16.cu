@@ -1,5 +1,5 @@
 // bf16 conversions (kernels/bf16.h): grid-stride loops over the same SPK_HD rounding as the CPU.
-#include "kernels/cuda/conv1d_bias.cuh"
+#include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace {
@@ -33,5 +33,5 @@ extern "C" void bf16_to_f32_cuda(float* y, const spk_bf16* x, size_t n) {
 extern "C" void bf16_fold_from_f32_cuda(spk_bf16* y, float* sums, const float* x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     SPK_LAUNCH(fold_kernel, spk_grid((size_t)B * C * T), y, x, B, C, T);
-    if (sums) SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)C), sums, x, B, C, T);  // the bias gradient's sum
+    if (sums) conv_bias_backward(sums, x, B, C, T);  // the bias gradient's sum
 }

@@ -33,6 +33,12 @@ size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on t
 // Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
 // fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
 void spk_cuda_set_tf32(int allow);
+// Prints the cuDNN algorithms chosen so far, one line per convolution shape (stdout).
+void spk_cuda_print_conv_plans(void);
+// Convolution plans made and algorithm choices made so far (for tests of the plan cache).
+void spk_cuda_conv_plan_counts(long long* made, long long* selections);
+// Drops every cached convolution plan (spk_cuda_shutdown does; tests start afresh with it).
+void spk_conv1d_cuda_release_plans(void);
 
 #ifdef __cplusplus
 }
@@ -47,8 +53,7 @@ cublasHandle_t spk_cublas_handle(void);
 // Library-owned device scratch of at least `bytes`, valid until the next call (same stream, so
 // reuse is ordered). Grows as needed.
 void* spk_cuda_scratch(size_t bytes);
-// The convolution plan cache (kernels/cuda/conv1d.cu): released by spk_cuda_shutdown, re-planned
-// when the TF32 permission changes.
-void spk_conv1d_cuda_release_plans(void);
+// The convolution plans (kernels/cuda/conv_plans.cu) are made anew when the TF32 permission
+// changes.
 void spk_conv1d_cuda_set_tf32(int allow);
 #endif

@@ -10,19 +10,15 @@
 //
 // workspace = [ col: Cin*K*B*T bf16 ][ dyf: Cout*B*T bf16 ][ dcol: Cin*K*B*T float32 ], each
 // region rounded up to 256 bytes.
-#include "kernels/cuda/conv1d_bias.cuh"
+#include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace {
 
-int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
-
 size_t round256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
-    SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
-    SPK_ASSERT(K > 0 && K % 2 == 1 && dilation > 0);
-    SPK_ASSERT(T > conv_pad(K, dilation));
+    conv_check_contract(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT((size_t)B * T < 0x7fffffffu && (size_t)Cin * K < 0x7fffffffu);  // cuBLAS dimensions are int
 }
 
@@ -112,10 +108,7 @@ extern "C" void conv1d_bf16_forward_cuda(float* y, spk_bf16* xh, const float* x,
         stride = (int64_t)CK * T;
     }
     spk_gemm_bf16_batched_cuda('N', 'N', Cout, T, CK, w, CK, 0, src, ld, stride, 0.0f, y, T, (int64_t)Cout * T, B);
-    if (bias) {
-        const size_t rows = (size_t)B * Cout;
-        SPK_LAUNCH(add_bias_kernel, spk_grid(rows * T), y, bias, rows, Cout, T);
-    }
+    if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
 extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, const float* dy, const spk_bf16* xh,
@@ -123,7 +116,7 @@ extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, co
                                           float* workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw) {
-        if (dbias) SPK_LAUNCH(bias_grad_kernel, spk_rows_grid((size_t)Cout), dbias, dy, B, Cout, T);
+        if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
         return;
     }
     const Regions r = regions(workspace, B, Cin, Cout, T, K);

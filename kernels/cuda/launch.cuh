@@ -43,6 +43,36 @@ static inline unsigned spk_rows_grid(size_t rows) {
 // Loop of one thread over its positions of a row of n, when a block works on the row.
 #define SPK_ROW_LOOP(j, n) for (int j = threadIdx.x; j < (n); j += SPK_CUDA_THREADS)
 
+// ---- compensated float sums ------------------------------------------------------------------
+// Reductions accumulate in fp32 with the rounding error of every addition carried along
+// (Neumaier's compensated sum): as accurate as a double accumulator for the sums here (the
+// error stays near one rounding of the result instead of growing with the count), at fp32
+// speed on GPUs whose fp64 rate is 1/64 of fp32 (L40S, A10). A fixed order of additions gives
+// the same bits every run. __fadd_rn/__fsub_rn are never contracted or reassociated.
+struct spk_fsum {
+    float s, c;  // running sum, accumulated rounding errors
+};
+
+__device__ __forceinline__ spk_fsum spk_fsum_zero() { return spk_fsum{0.0f, 0.0f}; }
+
+__device__ __forceinline__ void spk_fsum_add(spk_fsum* a, float x) {
+    const float t = __fadd_rn(a->s, x);
+    // the part of the smaller operand that t lost
+    const float e = fabsf(a->s) >= fabsf(x) ? __fadd_rn(__fsub_rn(a->s, t), x) : __fadd_rn(__fsub_rn(x, t), a->s);
+    a->s = t;
+    a->c = __fadd_rn(a->c, e);
+}
+
+__device__ __forceinline__ spk_fsum operator+(spk_fsum a, spk_fsum b) {
+    spk_fsum_add(&a, b.s);
+    a.c = __fadd_rn(a.c, b.c);
+    return a;
+}
+
+__device__ __forceinline__ float spk_fsum_value(spk_fsum a) { return __fadd_rn(a.s, a.c); }
+// The sum in double, for per-channel finishing arithmetic done once (not in a loop).
+__device__ __forceinline__ double spk_fsum_double(spk_fsum a) { return (double)a.s + (double)a.c; }
+
 // ---- fixed-order block reductions -----------------------------------------------------------
 // All threads of a block of SPK_CUDA_THREADS call these with their partial value; every thread
 // gets the block total. The tree (pairs at distance 128, 64, ..., 1) is the same on every run,
@@ -115,17 +145,17 @@ __device__ __forceinline__ int spk_block_row_argmax(const float* z, int n, float
 }
 
 // The softmax of a row of n given its maximum mx, by the whole block: p[j] = exp(z[j] - mx) / s
-// with s = sum_j exp(z[j] - mx) (summed in double), which every thread gets back. Each thread
+// with s = sum_j exp(z[j] - mx) (a compensated sum), which every thread gets back. Each thread
 // reads and writes only its own positions, so p may alias z.
 __device__ __forceinline__ float spk_block_softmax_row(float* p, const float* z, int n, float mx,
-                                                       double* sh) {
-    double acc = 0.0;
+                                                       spk_fsum* sh) {
+    spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(j, n) {
         const float e = spk_expf(z[j] - mx);
         p[j] = e;
-        acc += e;
+        spk_fsum_add(&acc, e);
     }
-    const float s = (float)spk_block_sum(acc, sh);
+    const float s = spk_fsum_value(spk_block_sum(acc, sh));
     const float inv = 1.0f / s;
     SPK_ROW_LOOP(j, n) p[j] *= inv;
     return s;

@@ -12,9 +12,9 @@ __global__ void fill_rows_kernel(float* y, const float* b, size_t n, int Out) {
 // db[o] += sum_i dy[i, o]: one thread per column, rows summed in order (deterministic).
 __global__ void column_sum_kernel(float* db, const float* dy, int B, int Out) {
     SPK_GRID_LOOP(o, (size_t)Out) {
-        double acc = 0.0;
-        for (int i = 0; i < B; i++) acc += dy[(size_t)i * Out + o];
-        db[o] += (float)acc;
+        spk_fsum acc = spk_fsum_zero();
+        for (int i = 0; i < B; i++) spk_fsum_add(&acc, dy[(size_t)i * Out + o]);
+        db[o] += spk_fsum_value(acc);
     }
 }
 

@@ -1,17 +1,18 @@
 // Time pooling and reweighting over (B, C, T) (kernels/pooling.h). Row reductions run one block
-// per (b, c) row: each thread sums a fixed strided subset of the T positions in double, then a
+// per (b, c) row: each thread sums a fixed strided subset of the T positions (compensated fp32,
+// launch.cuh), then a
 // fixed tree (deterministic, no atomics); results are rounded to float like the CPU's.
 #include "kernels/cuda/launch.cuh"
 
 namespace {
 
 __global__ void time_mean_fwd_kernel(float* m, const float* x, int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const float* r = x + (size_t)blockIdx.x * T;
-    double acc = 0.0;
-    SPK_ROW_LOOP(t, T) acc += r[t];
-    const double s = spk_block_sum(acc, sh);
-    if (threadIdx.x == 0) m[blockIdx.x] = (float)s / (float)T;
+    spk_fsum acc = spk_fsum_zero();
+    SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, r[t]);
+    const float s = spk_fsum_value(spk_block_sum(acc, sh));
+    if (threadIdx.x == 0) m[blockIdx.x] = s / (float)T;
 }
 
 __global__ void time_mean_bwd_kernel(float* dx, const float* dm, size_t n, int T) {
@@ -26,15 +27,15 @@ __global__ void channel_scale_fwd_kernel(float* y, const float* x, const float* 
 // one block per row: ds[row] += sum_t dy * x; dx += dy * s
 __global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, const float* x,
                                          const float* s, int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const float* g = dy + row * T;
     if (ds) {
         const float* r = x + row * T;
-        double acc = 0.0;
-        SPK_ROW_LOOP(t, T) acc += g[t] * r[t];
-        const double tot = spk_block_sum(acc, sh);
-        if (threadIdx.x == 0) ds[row] += (float)tot;
+        spk_fsum acc = spk_fsum_zero();
+        SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * r[t]);
+        const float tot = spk_fsum_value(spk_block_sum(acc, sh));
+        if (threadIdx.x == 0) ds[row] += tot;
     }
     if (dx) {
         const float sc = s[row];
@@ -46,21 +47,21 @@ __global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, 
 // mean = sum_t w x, std = sqrt(max(sum_t w (x - mean)^2, eps)); w == NULL: w = 1/T.
 __global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const float* w, int C,
                                   int T, int ld, float eps) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const size_t b = row / C, c = row - b * C;
     const float* xr = x + row * T;
     const float* wr = w ? w + row * T : nullptr;
     const float wu = 1.0f / (float)T;
-    double acc = 0.0;
-    SPK_ROW_LOOP(t, T) acc += (wr ? wr[t] : wu) * xr[t];
-    const float mu = (float)spk_block_sum(acc, sh);
-    acc = 0.0;
+    spk_fsum acc = spk_fsum_zero();
+    SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, (wr ? wr[t] : wu) * xr[t]);
+    const float mu = spk_fsum_value(spk_block_sum(acc, sh));
+    acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) {
         const float d = xr[t] - mu;
-        acc += (wr ? wr[t] : wu) * d * d;
+        spk_fsum_add(&acc, (wr ? wr[t] : wu) * d * d);
     }
-    const float var = (float)spk_block_sum(acc, sh);
+    const float var = spk_fsum_value(spk_block_sum(acc, sh));
     if (threadIdx.x == 0) {
         mean[b * ld + c] = mu;
         std[b * ld + c] = sqrtf(var > eps ? var : eps);
@@ -73,7 +74,7 @@ __global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const
 __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, const float* dstd,
                                   const float* x, const float* w, const float* mean,
                                   const float* std, int C, int T, int ld, float eps) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const size_t b = row / C, c = row - b * C;
     const size_t o = b * ld + c;
@@ -81,14 +82,14 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
     const float* wr = w ? w + row * T : nullptr;
     const float wu = 1.0f / (float)T;
     const float mu = mean[o];
-    double av = 0.0, a1 = 0.0;
+    spk_fsum av = spk_fsum_zero(), a1 = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) {
         const float wt = wr ? wr[t] : wu, d = xr[t] - mu;
-        av += wt * d * d;
-        a1 += wt * d;
+        spk_fsum_add(&av, wt * d * d);
+        spk_fsum_add(&a1, wt * d);
     }
-    const float var = (float)spk_block_sum(av, sh);
-    const float s1 = (float)spk_block_sum(a1, sh);
+    const float var = spk_fsum_value(spk_block_sum(av, sh));
+    const float s1 = spk_fsum_value(spk_block_sum(a1, sh));
     const float gm = dmean ? dmean[o] : 0.0f;
     const float gv = (dstd && var >= eps) ? dstd[o] * 0.5f / std[o] : 0.0f;
     const float a = gm - 2.0f * gv * s1;
@@ -111,7 +112,7 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
 // y = softmax over the row; y may alias x (all reads of x end before the first write).
 __global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
     __shared__ float shf[SPK_CUDA_THREADS];
-    __shared__ double shd[SPK_CUDA_THREADS];
+    __shared__ spk_fsum shd[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const float* r = x + row * T;
     float mx = -INFINITY;
@@ -122,13 +123,13 @@ __global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
 
 // dx += y (dy - sum_t dy y)
 __global__ void softmax_time_bwd_kernel(float* dx, const float* dy, const float* y, int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const float* g = dy + row * T;
     const float* p = y + row * T;
-    double acc = 0.0;
-    SPK_ROW_LOOP(t, T) acc += g[t] * p[t];
-    const float s = (float)spk_block_sum(acc, sh);
+    spk_fsum acc = spk_fsum_zero();
+    SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * p[t]);
+    const float s = spk_fsum_value(spk_block_sum(acc, sh));
     float* o = dx + row * T;
     SPK_ROW_LOOP(t, T) o[t] += p[t] * (g[t] - s);
 }

@@ -17,21 +17,21 @@ __device__ __forceinline__ void spk_check_label(int y, int n) { assert(y >= 0 &&
 struct spk_row_shared_t {
     float f[SPK_CUDA_THREADS];
     int i[SPK_CUDA_THREADS];
-    double d[SPK_CUDA_THREADS];
+    spk_fsum d[SPK_CUDA_THREADS];
 };
 
 // loss = mean of the B row losses, correct = number of hits; one block.
 static __global__ void spk_row_losses_kernel(float* loss, int* correct, const float* row_loss,
                                              const int* row_ok, int B) {
-    __shared__ double shd[SPK_CUDA_THREADS];
+    __shared__ spk_fsum shd[SPK_CUDA_THREADS];
     __shared__ int shi[SPK_CUDA_THREADS];
-    double acc = 0.0;
+    spk_fsum acc = spk_fsum_zero();
     int ok = 0;
     SPK_ROW_LOOP(b, B) {
-        acc += row_loss[b];
+        spk_fsum_add(&acc, row_loss[b]);
         ok += row_ok[b];
     }
-    const double total = spk_block_sum(acc, shd);
+    const double total = spk_fsum_double(spk_block_sum(acc, shd));
     const int hits = spk_block_sum(ok, shi);
     if (threadIdx.x == 0) {
         *loss = (float)(total / B);

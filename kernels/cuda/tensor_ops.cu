@@ -34,13 +34,13 @@ __global__ void time_repeat_fwd_kernel(float* y, int y_channels, const float* s,
 // ds[b * ld + c] += sum_t dy[(b * dy_channels + c) * T + t]; one block per (b, c)
 __global__ void time_repeat_bwd_kernel(float* ds, int ld, const float* dy, int dy_channels, int C,
                                        int T) {
-    __shared__ double sh[SPK_CUDA_THREADS];
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t b = blockIdx.x / C, c = blockIdx.x - b * C;
     const float* r = dy + (b * dy_channels + c) * T;
-    double acc = 0.0;
-    SPK_ROW_LOOP(t, T) acc += r[t];
-    const double s = spk_block_sum(acc, sh);
-    if (threadIdx.x == 0) ds[b * ld + c] += (float)s;
+    spk_fsum acc = spk_fsum_zero();
+    SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, r[t]);
+    const float s = spk_fsum_value(spk_block_sum(acc, sh));
+    if (threadIdx.x == 0) ds[b * ld + c] += s;
 }
 
 // y[(b * C + c) * R + r] = x[(b * R + r) * C + c]. A block loads a 32x32 tile of x with

@@ -14,8 +14,10 @@ grep -q "int16 samples" audio.log && echo "ok  $(cut -c1-150 audio.log)" || fail
 [ "$(h5dump -a /spkddp_format audio.h5 | grep -c '"audio"')" = 1 ] || fail "spkddp_format is not \"audio\""
 h5dump -H -d /audio audio.h5 | grep -q H5T_STD_I16LE || fail "/audio is not int16"
 $SPKDDP inspect audio.h5 >inspect_a && $SPKDDP inspect fbank.h5 >inspect_f
-[ "$(grep frames inspect_a)" = "$(grep frames inspect_f)" ] && echo "ok  the audio dataset has the fbank dataset's frame counts" \
-    || fail "frame counts differ: $(grep frames inspect_a) vs $(grep frames inspect_f)"
+[ "$(grep "^  frames" inspect_a)" = "$(grep "^  frames" inspect_f)" ] && echo "ok  the audio dataset has the fbank dataset's frame counts" \
+    || fail "frame counts differ: $(grep "^  frames" inspect_a) vs $(grep "^  frames" inspect_f)"
+grep -q "spkddp audio dataset" inspect_a && grep -q "at 16000 Hz" inspect_a && grep -q "spkddp feature dataset" inspect_f \
+    || fail "inspect does not tell the audio dataset from the feature dataset: $(head -3 inspect_a)"
 
 # ECAPA crops (--frames 40) and whole utterances (embed): fbank dataset vs audio dataset
 small="--model ecapa --channels 16 --attention-channels 8 --se-channels 8 --emb-dim 8 --frames 40 --global-batch 8

@@ -79,4 +79,21 @@ if pgrep -f "spkddp train --data big.h5" >/dev/null; then
 else
     echo "ok  killing one rank ended the job in $(( $(date +%s) - start )) s"
 fi
+
+# A rank that stops (SIGSTOP: no exit the launcher could see) ends the job too: the others'
+# wait in the gradient allreduce outlasts SPKDDP_MPI_TIMEOUT and they end it with a message.
+start=$(date +%s)
+( SPKDDP_MPI_TIMEOUT=3 run 2 $SPKDDP train --data big.h5 --ckpt-dir stopped --epochs 100000 --batch 4 >stopped.out 2>&1 ) &
+for i in $(seq 1 100); do [ -s stopped/metrics.jsonl ] && break; sleep 0.1; done
+victim=$(pgrep -f "^$SPKDDP train --data big.h5 --ckpt-dir stopped " | tail -1)
+[ -n "$victim" ] && kill -STOP "$victim"
+while pgrep -f "^$SPKDDP train --data big.h5 --ckpt-dir stopped " >/dev/null && [ $(( $(date +%s) - start )) -lt 60 ]; do sleep 0.5; done
+if pgrep -f "^$SPKDDP train --data big.h5 --ckpt-dir stopped " >/dev/null; then
+    fail "the job kept running 60 s after a rank was stopped"
+    pkill -9 -f "^$SPKDDP train --data big.h5 --ckpt-dir stopped "
+elif ! grep -q "an MPI collective has waited 3 s for the other ranks" stopped.out; then
+    fail "a stopped rank ended the job without the deadline's message: $(tail -3 stopped.out)"
+else
+    echo "ok  a stopped rank ended the job in $(( $(date +%s) - start )) s: $(grep -m1 -o 'rank [0-9]*.*waited 3 s' stopped.out)"
+fi
 finish

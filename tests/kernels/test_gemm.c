@@ -51,6 +51,14 @@ static void run_batched(char ta, char tb) {
     char nm[64];
     snprintf(nm, sizeof nm, "sgemm_batched %c%c, shared A", ta, tb);
     check_close(nm, C, want, (size_t)(sc * batch), 0.0, 0.0);
+    // strideC = 0: the batch summed into one C, as the loop of accumulating GEMMs gives it
+    float* S = rand_f((size_t)M * ldc, -1, 1);
+    float* want_sum = copy_f(S, (size_t)M * ldc);
+    for (int i = 0; i < batch; i++)
+        spk_sgemm(ta, tb, M, N, K, 0.5f, A + i * sa, lda, B + i * sb, ldb, i ? 1.0f : 0.25f, want_sum, ldc);
+    spk_sgemm_batched(ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, 0.25f, S, ldc, 0, batch);
+    snprintf(nm, sizeof nm, "sgemm_batched %c%c, summed over the batch", ta, tb);
+    check_close(nm, S, want_sum, (size_t)M * ldc, 0.0, 0.0);
     test_release();
 }
 
@@ -105,6 +113,17 @@ static void backend_case(char ta, char tb) {
     g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 1.0f, dCb, ldc, sc,
                             batch);
     cmp(cname("sgemm_batched %c%c, shared A", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
+    // strideC = 0: the batch summed into C (beta 0.5), and with beta 0 (C not read: NaN stays out)
+    float* Cs = rand_f(nc, -1, 1);
+    float* dCs = dev_f(Cs, nc);
+    spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 0.5f, Cs, ldc, 0, batch);
+    g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 0.5f, dCs, ldc, 0, batch);
+    cmp(cname("sgemm_batched %c%c, summed, beta 0.5", ta, tb), dCs, Cs, nc, TOL_GEMM);
+    fill_nan(Cs, (size_t)M * N);
+    dev_set(dCs, Cs, (size_t)M * N);
+    spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 0.0f, Cs, N, 0, batch);
+    g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 0.0f, dCs, N, 0, batch);
+    cmp(cname("sgemm_batched %c%c, summed, beta 0", ta, tb), dCs, Cs, (size_t)M * N, TOL_GEMM);
     dev_release();
     test_release();
 }

@@ -45,11 +45,6 @@ grep -qE 'Terminating StepId|CANCELLED|Force Terminated' "$log" || fail "no sign
 grep -q 'not requeueing' "$log" || fail "the script did not report the failure"
 grep -q 'requeueing job' "$log" && fail "the script requeued after a killed task"
 [ -f "$WORK/job/FINISHED" ] && fail "FINISHED after a killed task"
-last=$(slurm_newest_ckpt "$WORK/job")
-if [ -n "$last" ] && "$SPKDDP" inspect "$last" >/dev/null 2>&1; then
-    echo "ok  last checkpoint $(basename "$last") still loadable"
-else
-    fail "no loadable checkpoint left (${last:-none})"
-fi
+slurm_check_last_ckpt "$WORK/job"
 echo "total $(slurm_elapsed) s"
 finish

@@ -1,0 +1,70 @@
+// Per-channel sums over the N = B*T positions of (B, C, T) tensors (BatchNorm statistics and
+// gradients, convolution bias gradients) in two deterministic stages, so that narrow layers
+// still fill the GPU (one block per channel gave 128 blocks for 132 SMs, each reading 25,600
+// values two or three times):
+//   stage 1: C x S blocks; block (c, s) sums channel c over samples [s B / S, (s + 1) B / S) in
+//            a fixed per-thread order and the fixed block tree (launch.cuh), and stores the
+//            partial (compensated) sum;
+//   stage 2: the caller's finishing kernel adds channel c's S partials in order
+//            (spk_channel_total).
+// S depends on the shape only (~1024 blocks in all, >= 2048 values each, at most B), so the
+// sums are the same on every GPU model.
+#pragma once
+#include "kernels/cuda/launch.cuh"
+
+// Splits per channel for (B, C, T).
+static inline int spk_channel_splits(int B, int C, int T) {
+    const size_t N = (size_t)B * T;
+    size_t s = (1024 + (size_t)C - 1) / (size_t)C;
+    if (s > N / 2048) s = N / 2048;
+    if (s > (size_t)B) s = (size_t)B;
+    return s < 1 ? 1 : (int)s;
+}
+
+static inline dim3 spk_channel_grid(int C, int S) {
+    SPK_ASSERT(C > 0 && S > 0 && S <= 65535);
+    return dim3((unsigned)C, (unsigned)S);
+}
+
+// Stage 1, called by every thread of block (c, s) of a spk_channel_grid launch: sums NV values
+// per position, term(offset of (b, c, t), v) giving them, into part[(c * S + s) * NV + k].
+template <int NV, typename Term>
+__device__ __forceinline__ void spk_channel_partial(spk_fsum* part, int B, int C, int T, const Term& term,
+                                                    spk_fsum* sh) {
+    const int c = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+    const size_t b0 = (size_t)B * s / S, b1 = (size_t)B * (s + 1) / S;
+    spk_fsum acc[NV];
+    for (int k = 0; k < NV; k++) acc[k] = spk_fsum_zero();
+    for (size_t i = b0 * T + threadIdx.x; i < b1 * T; i += SPK_CUDA_THREADS) {
+        const size_t b = i / T, t = i - b * T;
+        float v[NV];
+        term((b * C + c) * T + t, v);
+        for (int k = 0; k < NV; k++) spk_fsum_add(&acc[k], v[k]);
+    }
+    for (int k = 0; k < NV; k++) {
+        const spk_fsum tot = spk_block_sum(acc[k], sh);
+        if (threadIdx.x == 0) part[((size_t)c * S + s) * NV + k] = tot;
+    }
+}
+
+// The term of plain sums: the tensor's values.
+struct spk_value_term {
+    const float* x;
+    __device__ void operator()(size_t o, float* v) const { v[0] = x[o]; }
+};
+
+// Stage 2: channel c's k-th sum from its S partials, added in order.
+__device__ __forceinline__ spk_fsum spk_channel_total(const spk_fsum* part, int c, int S, int NV, int k) {
+    spk_fsum t = spk_fsum_zero();
+    for (int s = 0; s < S; s++) t = t + part[((size_t)c * S + s) * NV + k];
+    return t;
+}
+
+// Device scratch for the partials of NV sums per channel, followed by `extra` floats (the
+// library scratch: one call per op, whose use ends in stream order before the next op's).
+static inline spk_fsum* spk_channel_scratch(int C, int S, int NV, size_t extra, float** extra_out) {
+    const size_t part = sizeof(spk_fsum) * (size_t)C * S * NV;
+    char* p = (char*)spk_cuda_scratch(part + sizeof(float) * extra);
+    if (extra_out) *extra_out = (float*)(p + part);
+    return (spk_fsum*)p;
+}

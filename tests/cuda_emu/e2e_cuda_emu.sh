@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU training path on the CUDA stand-in: e2e_cuda_emu.sh SPKDDP_EMU MPIEXEC WORKDIR
+# 2-rank ECAPA training, 2 steps, gradients averaged by NCCL in ~20 buckets during the
+# backward (two emulated GPUs, so the ranks do not share one):
+#   - equals the CPU path within rounding (different summation orders), replicas identical;
+#   - bitwise the same in the forward and the reverse scheduling order;
+#   - resumed from its step-1 checkpoint, bitwise the same as the run that never stopped;
+#   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
+#   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
+#   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
+# Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
+. "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
+RTOL=1e-4
+ckpt=ckpt-000000000002.h5
+
+$SPKDDP synth --kind speakers --out sp.h5 --dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 20 \
+    --max-frames 40 >/dev/null || fail "synth"
+common="--data sp.h5 --model ecapa --channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24
+        --epochs 1 --global-batch 8 --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0"
+gpus() {  # gpus N ORDER command...: on the stand-in with N GPUs, small gradient buckets
+    local n=$1 order=$2
+    shift 2
+    SPKDDP_CUDA_EMU_DEVICES=$n SPKDDP_CUDA_EMU_ORDER=$order SPKDDP_BUCKET_MB=0.002 "$@"
+}
+same() {  # same A B RTOL WHAT
+    if $SPKDDP diff "$1" "$2" --rtol "$3" >"diff_$4"; then
+        echo "ok  $4 ($(grep params "diff_$4"))"
+    else
+        cat "diff_$4"
+        fail "$4: $1 and $2 differ beyond rtol $3"
+    fi
+}
+
+run 2 $SPKDDP train $common --max-steps 2 --device cpu --ckpt-dir cpu >log_cpu 2>&1 || { cat log_cpu; fail "cpu run"; }
+for order in forward reverse; do
+    gpus 2 $order run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir $order >log_$order 2>&1 \
+        || { cat log_$order; fail "cuda run ($order order)"; }
+    grep -q "replicas identical" log_$order || fail "$order: replicas differ"
+    ! grep -q "ranks share a GPU" log_$order || fail "$order: the ranks share a GPU, NCCL was not used"
+done
+same cpu/$ckpt forward/$ckpt $RTOL "2 steps on the stand-in vs cpu"
+same forward/$ckpt reverse/$ckpt 0 "forward vs reverse scheduling order"
+
+gpus 2 reverse run 2 $SPKDDP train $common --max-steps 1 --device cuda --ckpt-dir resumed >log_r1 2>&1 \
+    || { cat log_r1; fail "first leg"; }
+gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir resumed --resume auto >log_r2 2>&1 \
+    || { cat log_r2; fail "resumed leg"; }
+grep -q "resumed from resumed/ckpt-000000000001.h5" log_r2 || fail "the second leg did not resume step 1"
+same forward/$ckpt resumed/$ckpt 0 "resumed at step 1 vs uninterrupted"
+
+gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir shared >log_shared 2>&1 \
+    || { cat log_shared; fail "shared-GPU run"; }
+grep -q "ranks share a GPU" log_shared || fail "one GPU for two ranks did not take the host path"
+same forward/$ckpt shared/$ckpt 0 "one shared GPU (MPI on the host) vs NCCL"
+
+# One rank on one GPU: SPKDDP_NCCL=1 averages through NCCL anyway (a mean over one rank), which
+# changes nothing, and its deadline still ends a hung all-reduce.
+gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir one >log_one 2>&1 \
+    || { cat log_one; fail "one-rank run"; }
+SPKDDP_NCCL=1 gpus 1 reverse run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir one_nccl \
+    >log_one_nccl 2>&1 || { cat log_one_nccl; fail "one-rank run with SPKDDP_NCCL=1"; }
+grep -q "averaged by NCCL over 1 GPU" log_one_nccl || fail "SPKDDP_NCCL=1 did not use NCCL in a world of one"
+! grep -q "averaged by NCCL" log_one || fail "a world of one used NCCL without SPKDDP_NCCL=1"
+same one/$ckpt one_nccl/$ckpt 0 "one rank: NCCL over one GPU vs no averaging"
+
+export SPKDDP_NCCL_TIMEOUT=1
+SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \
+    gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
+SPKDDP_CUDA_EMU_NCCL_FAULT=error:1 expect_error 1 "NCCL gradient allreduce failed .*injected" -- \
+    gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
+SPKDDP_CUDA_EMU_NCCL_FAULT=hang:1 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \
+    gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
+finish

@@ -1,0 +1,72 @@
+// The cuDNN plan cache (kernels/cuda/conv_plans.cu): lengths share plans by bucket, the
+// algorithms of a bucket do not depend on which of its lengths came first, and a stream of
+// one-off inference lengths evicts other inference plans but never a plan training keeps
+// using. GPU only (or the CUDA stand-in); without a CUDA device it reports SKIPPED (exit 77).
+#include "../kernels/backends.h"
+
+#ifdef SPKDDP_HAVE_CUDA
+static long long plans_made(void) {
+    long long made, chosen;
+    spk_cuda_conv_plan_counts(&made, &chosen);
+    return made;
+}
+static long long selections(void) {
+    long long made, chosen;
+    spk_cuda_conv_plan_counts(&made, &chosen);
+    return chosen;
+}
+
+// y = conv(x) at length T for inference-like shapes (B = 1, K = 3, d = 2): a host copy.
+static const float* conv_at(int T, const float* x, const float* dw) {
+    const int Cin = 8, Cout = 8;
+    float* dx = dev_f(x, (size_t)Cin * T);
+    float* dy = dev_f(NULL, (size_t)Cout * T);
+    float* ws = dev_f(NULL, g_be->conv1d_workspace_floats(1, Cin, Cout, T, 3, 2));
+    g_be->conv1d_forward(dy, dx, dw, NULL, 1, Cin, Cout, T, 3, 2, ws);
+    return dev_get(dy, (size_t)Cout * T);
+}
+
+static void plan_checks(void) {
+    // A training shape, used every step.
+    for (int step = 0; step < 10; step++) g_be->conv1d_workspace_floats(16, 32, 32, 200, 3, 2);
+    const long long made0 = plans_made(), chosen0 = selections();
+
+    // 251 inference lengths, one batch of one each: 150..400 frames fall into 12 buckets.
+    for (int T = 150; T <= 400; T++) g_be->conv1d_workspace_floats(1, 32, 32, T, 3, 2);
+    const long long chosen = selections() - chosen0;
+    printf("251 lengths (150..400 frames): %lld algorithm choices\n", chosen);
+    check_true(chosen == 12, "lengths 150..400 share 12 bucket plans");
+
+    // More one-off shapes than the cache holds: they evict each other, not the training plan.
+    for (int B = 1; B <= 3; B++)
+        for (int T = 100; T <= 3000; T = T * 9 / 8 + 1) g_be->conv1d_workspace_floats(B, 32, 32, T, 3, 2);
+    printf("%lld plans made in all\n", plans_made());
+    check_true(plans_made() - made0 > 64, "more inference plans were made than the cache holds");
+    const long long before = plans_made();
+    g_be->conv1d_workspace_floats(16, 32, 32, 200, 3, 2);
+    check_true(plans_made() == before, "the training plan survived them");
+
+    // A bucket's algorithms are chosen for its largest length, whichever length comes first:
+    // the same result for T = 170 planned first or after 165 in a fresh cache.
+    const int Tmax = 200;
+    const float* x = rand_f((size_t)8 * Tmax, -1, 1);
+    const float* w = rand_f(8 * 8 * 3, -0.5f, 0.5f);
+    float* dw = dev_f(w, 8 * 8 * 3);
+    spk_conv1d_cuda_release_plans();
+    const float* first = conv_at(170, x, dw);
+    spk_conv1d_cuda_release_plans();
+    conv_at(165, x, dw);
+    const float* after = conv_at(170, x, dw);
+    check_true(memcmp(first, after, sizeof(float) * 8 * 170) == 0,
+               "T=170 gives the same bits planned first or after T=165 of its bucket");
+    dev_release();
+    test_release();
+}
+#else
+static void plan_checks(void) {}  // never runs: without CUDA the test is skipped
+#endif
+
+int main(int argc, char** argv) {
+    (void)argc;
+    return test_main_cuda(argv[0], "test_gpu_conv_plans", 20250101, plan_checks);
+}
