@@ -199,13 +199,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     test_release();
 }
 
-static void backend_checks(void) {
-    backend_case(3, 5, 7, 20, 3, 1, 1);
-    backend_case(2, 8, 6, 17, 5, 3, 0);   // pad 6 of T 17
-    backend_case(2, 4, 4, 5, 3, 2, 1);    // pad 2 of T 5: most positions reflect
-    backend_case(4, 16, 12, 9, 1, 1, 1);  // K = 1
-    backend_case(4, 32, 24, 64, 3, 4, 1);
-}
+static void backend_checks(void) { conv_backend_checks(backend_case); }
 
 int main(int argc, char** argv) {
     return test_main(argc, argv, "test_conv1d_bf16", 4321, cpu_checks, backend_checks);
