@@ -16,6 +16,8 @@ static const struct {
     {"inspect", cmd_inspect, "summarise a dataset or a checkpoint"},
     {"diff", cmd_diff, "compare two checkpoints value by value"},
     {"embed", cmd_embed, "embed every utterance of a dataset with a trained model"},
+    {"export", cmd_export, "write a trained model as safetensors (SpeechBrain names) or ONNX"},
+    {"average", cmd_average, "average the weights of checkpoints of one model"},
     {"trials", cmd_trials, "make a verification trial list from speaker labels"},
     {"score", cmd_score, "score trials: cosine, EER, minDCF, optional AS-norm"},
     {"bench", cmd_bench, "time training steps on random data (samples/s, GFLOP/s)"},

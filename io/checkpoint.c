@@ -70,11 +70,9 @@ static void write_meta(hid_t f, const ckpt_meta_t *m, const char *what) {
     h5_attr_write_str(f, "config", m->config, what);
 }
 
-void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, char *path_out, size_t cap) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        spk_die(SPK_EXIT_FAILURE, "%s: cannot create the checkpoint directory (%s)", dir, strerror(errno));
-    snprintf(path_out, cap, "%s/ckpt-%012lld.h5", dir, (long long)meta->global_step);
-    // Built in memory, so HDF5 never holds a half-written file on disk.
+// The whole file built in memory, so HDF5 never holds a half-written file on disk, and
+// written atomically to path_out.
+static void write_file(const char *path_out, const ckpt_meta_t *meta, const ckpt_tensors_t *t, atomic_mode_t mode) {
     h5_quiet();
     hid_t f = h5_mem_create(path_out);
     hsize_t n = (hsize_t)t->params->total;
@@ -100,11 +98,22 @@ void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *
     size_t bytes;
     if (h5_mem_image(f, &image, &bytes) != 0) spk_die(SPK_EXIT_FAILURE, "%s: HDF5 cannot hand over the file built in memory", path_out);
     h5Check(H5Fclose(f), "%s: cannot close the file built in memory", path_out);
-    int rc = atomic_write_file(path_out, image, bytes, ATOMIC_NO_REPLACE, err, sizeof err);
+    int rc = atomic_write_file(path_out, image, bytes, mode, err, sizeof err);
     free(image);
     if (rc != 0 && errno == EEXIST)
         spk_die(SPK_EXIT_CKPT, "%s; this run did not write it (is the directory another run's, or one resumed from an older checkpoint?)", err);
     if (rc != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
+}
+
+void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, char *path_out, size_t cap) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot create the checkpoint directory (%s)", dir, strerror(errno));
+    snprintf(path_out, cap, "%s/ckpt-%012lld.h5", dir, (long long)meta->global_step);
+    write_file(path_out, meta, t, ATOMIC_NO_REPLACE);
+}
+
+void ckpt_write_path(const char *path, const ckpt_meta_t *meta, const ckpt_tensors_t *t) {
+    write_file(path, meta, t, ATOMIC_REPLACE);
 }
 
 uint64_t ckpt_new_run_id(void) {
@@ -428,24 +437,52 @@ int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_
     return rc;
 }
 
-// The floats of a checked checkpoint into buffers of its own layout.
-static int read_own_layout(opened_t *o, const char *path, char *err, size_t errcap) {
+// The floats of a checked checkpoint into buffers of its own layout: kept in img (which then
+// owns o's tables), or dropped when img is NULL.
+static int read_own_layout(opened_t *o, const char *path, char *err, size_t errcap, ckpt_image_t *img) {
     float *pd = mallocCheck(((size_t)o->params.total + 1) * sizeof(float));
     float *sd = mallocCheck(((size_t)o->state.total + 1) * sizeof(float));
     float *od = mallocCheck(((size_t)o->slots * (size_t)o->params.total + 1) * sizeof(float));
     ckpt_tensors_t t = {&o->params, pd, &o->state, sd, o->slots, od};
     int rc = read_tensors(o, path, &t, err, errcap);
+    if (rc == 0 && img) {
+        *img = (ckpt_image_t){o->meta, o->params, o->state, o->slots, pd, sd, od};
+        memset(&o->params, 0, sizeof o->params);
+        memset(&o->state, 0, sizeof o->state);
+        return 0;
+    }
     free(pd);
     free(sd);
     free(od);
     return rc;
 }
 
+int ckpt_image_load(const char *path, ckpt_image_t *img, char *err, size_t errcap) {
+    memset(img, 0, sizeof *img);
+    ckpt_meta_t *meta = callocCheck(1, sizeof *meta);
+    opened_t o;
+    int rc = open_ckpt(path, meta, &o, err, errcap);
+    if (rc == 0) rc = read_own_layout(&o, path, err, errcap, img);
+    close_ckpt(&o);
+    if (rc) free(meta);
+    return rc;
+}
+
+void ckpt_image_free(ckpt_image_t *img) {
+    param_table_free(&img->params);
+    param_table_free(&img->state);
+    free(img->param_data);
+    free(img->state_data);
+    free(img->opt_data);
+    free(img->meta);
+    memset(img, 0, sizeof *img);
+}
+
 int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap) {
     ckpt_meta_t *m = meta ? meta : mallocCheck(sizeof *m);
     opened_t o;
     int rc = open_ckpt(path, m, &o, err, errcap);
-    if (rc == 0) rc = read_own_layout(&o, path, err, errcap);
+    if (rc == 0) rc = read_own_layout(&o, path, err, errcap, NULL);
     close_ckpt(&o);
     if (m != meta) free(m);
     return rc;
@@ -454,7 +491,7 @@ int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap) {
 int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap) {
     opened_t o = {.f = f, .meta = meta};
     int rc = check_ckpt(&o, path, err, errcap);
-    if (rc == 0) rc = read_own_layout(&o, path, err, errcap);
+    if (rc == 0) rc = read_own_layout(&o, path, err, errcap, NULL);
     param_table_free(&o.params);
     param_table_free(&o.state);
     return rc;

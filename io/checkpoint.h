@@ -61,6 +61,9 @@ typedef struct {
 // existing file. A failure leaves the directory as it was, prints one line and ends the job:
 // exit 1 for a system failure (full disk, read-only directory), 4 when the name is taken.
 void ckpt_write(const char *dir, const ckpt_meta_t *meta, const ckpt_tensors_t *t, char *path_out, size_t cap);
+// The same file at exactly `path`, replacing what is there (spkddp average --out); failures
+// end the job as ckpt_write's do.
+void ckpt_write_path(const char *path, const ckpt_meta_t *meta, const ckpt_tensors_t *t);
 // ckpt_write, then deletes the oldest checkpoints of this run beyond the newest `keep` (0: keep
 // all): those this process wrote, and -- when it resumed (ckpt_load) -- the verified ones of
 // the run it resumed, at or before the step it resumed from (io/ckpt_dir.h). A meta->run_id of
@@ -81,6 +84,20 @@ int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_
 int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
 // ckpt_verify of a file already open (an HDF5 file id; what the fuzzer drives). f stays open.
 int ckpt_verify_file(hid_t f, const char *path, ckpt_meta_t *meta, char *err, size_t errcap);
+// A checkpoint read whole into buffers of its own layout, for the tools that need no model
+// (diff, average, export, --init-from). Unlike ckpt_load, it leaves ckpt_last_loaded alone:
+// reading another run's weights never makes its checkpoints this run's to rotate.
+typedef struct {
+    ckpt_meta_t *meta;
+    param_table_t params, state;
+    int slots;
+    float *param_data;  // (params.total,)
+    float *state_data;  // (state.total,)
+    float *opt_data;    // (slots, params.total)
+} ckpt_image_t;
+// 0, or an spk_exit code with a one-line message naming the file and field in err.
+int ckpt_image_load(const char *path, ckpt_image_t *img, char *err, size_t errcap);
+void ckpt_image_free(ckpt_image_t *img);
 // A fresh run identifier (never 0).
 uint64_t ckpt_new_run_id(void);
 // The run id and step of the checkpoint this process last loaded with ckpt_load: 1, or 0

@@ -20,23 +20,9 @@ static const opt_t rows[] = {
 static const opt_table_t table =
     OPT_TABLE("diff", "usage: spkddp diff A.h5 B.h5 [--rtol X] -- compare two checkpoints.", rows);
 
-typedef struct {
-    param_table_t p, s;
-    int slots;
-    float *pd, *sd, *od;
-    ckpt_meta_t *meta;
-} loaded_t;
-
-static void load(const char *path, loaded_t *l) {
+static void load(const char *path, ckpt_image_t *img) {
     char err[1024];
-    l->meta = callocCheck(1, sizeof *l->meta);
-    int rc = ckpt_peek(path, l->meta, &l->p, &l->s, &l->slots, err, sizeof err);
-    if (rc) spk_die(rc, "%s", err);
-    l->pd = callocCheck((size_t)l->p.total, sizeof(float));
-    l->sd = callocCheck((size_t)l->s.total, sizeof(float));
-    l->od = callocCheck((size_t)l->slots * (size_t)l->p.total, sizeof(float));
-    ckpt_tensors_t t = {&l->p, l->pd, &l->s, l->sd, l->slots, l->od};
-    rc = ckpt_load(path, l->meta->model, l->meta, &t, err, sizeof err);
+    int rc = ckpt_image_load(path, img, err, sizeof err);
     if (rc) spk_die(rc, "%s", err);
 }
 
@@ -61,29 +47,22 @@ int cmd_diff(const comm_t *comm, int argc, char **argv) {
     char *pos[2];
     if (opt_parse(&table, &o, argc, argv, pos, 2) != 2) spk_fail_all(SPK_EXIT_USAGE, "diff: usage: spkddp diff A.h5 B.h5 [--rtol X]");
     if (comm->rank != 0) return SPK_EXIT_OK;
-    loaded_t a = {0}, b = {0};
+    ckpt_image_t a, b;
     load(pos[0], &a);
     load(pos[1], &b);
-    if (!param_table_equal(&a.p, &b.p) || !param_table_equal(&a.s, &b.s))
+    if (!param_table_equal(&a.params, &b.params) || !param_table_equal(&a.state, &b.state))
         spk_die(SPK_EXIT_CKPT, "%s and %s hold different models", pos[0], pos[1]);
     double abs_p, abs_s, abs_o = 0;
-    double rp = rel_diff(a.pd, b.pd, a.p.total, &abs_p);
-    double rs = rel_diff(a.sd, b.sd, a.s.total, &abs_s);
-    double ro = a.slots == b.slots ? rel_diff(a.od, b.od, (int64_t)a.slots * a.p.total, &abs_o) : INFINITY;
+    double rp = rel_diff(a.param_data, b.param_data, a.params.total, &abs_p);
+    double rs = rel_diff(a.state_data, b.state_data, a.state.total, &abs_s);
+    double ro = a.slots == b.slots ? rel_diff(a.opt_data, b.opt_data, (int64_t)a.slots * a.params.total, &abs_o) : INFINITY;
     printf("params     max |a-b| %.3g  rel %.3g\n", abs_p, rp);
     printf("state      max |a-b| %.3g  rel %.3g\n", abs_s, rs);
     printf("optimizer  max |a-b| %.3g  rel %.3g\n", abs_o, ro);
     printf("position   step %lld vs %lld\n", (long long)a.meta->global_step, (long long)b.meta->global_step);
     int same = rp <= o.rtol && rs <= o.rtol && ro <= o.rtol;
     printf("%s\n", same ? (o.rtol == 0 ? "identical" : "within tolerance") : "DIFFERENT");
-    loaded_t *ls[2] = {&a, &b};
-    for (int i = 0; i < 2; i++) {
-        param_table_free(&ls[i]->p);
-        param_table_free(&ls[i]->s);
-        free(ls[i]->pd);
-        free(ls[i]->sd);
-        free(ls[i]->od);
-        free(ls[i]->meta);
-    }
+    ckpt_image_free(&a);
+    ckpt_image_free(&b);
     return same ? SPK_EXIT_OK : SPK_EXIT_FAILURE;
 }

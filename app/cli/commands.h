@@ -11,3 +11,5 @@ int cmd_embed(const comm_t *comm, int argc, char **argv);
 int cmd_score(const comm_t *comm, int argc, char **argv);
 int cmd_trials(const comm_t *comm, int argc, char **argv);
 int cmd_bench(const comm_t *comm, int argc, char **argv);
+int cmd_export(const comm_t *comm, int argc, char **argv);
+int cmd_average(const comm_t *comm, int argc, char **argv);

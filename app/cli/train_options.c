@@ -85,6 +85,14 @@ static const opt_t rows[] = {
                 "SpecAugment: frequency masks per augmented sample"),
     OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000,
                 "SpecAugment: widest frequency mask, mel bins"),
+    // fine-tuning (docs/interop.md)
+    OPT_TEXT(train_config_t, init_from, "init-from", OPT_OPTIONAL,
+             "start from the weights and BatchNorm statistics of a checkpoint or a safetensors file with SpeechBrain's "
+             "names (spkddp export, tools/speechbrain_to_safetensors.py); the optimizer and schedule start fresh; "
+             "ignored once --resume finds a checkpoint"),
+    OPT_CHOICE(train_config_t, init_head, "init-head", "keep|drop",
+               "--init-from: keep the file's classifier (the same speakers) or drop it (a new speaker set: a fresh "
+               "AAM-softmax head)"),
     OPT_PRECISION(train_config_t, model.precision),
 };
 

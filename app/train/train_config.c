@@ -22,6 +22,7 @@ train_config_t train_config_defaults(void) {
     c.keep = 3;
     c.progress = 30;
     c.aug = augment_config_defaults();
+    strcpy(c.init_head, "keep");
     return c;
 }
 

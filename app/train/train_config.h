@@ -49,6 +49,9 @@ typedef struct {
     int64_t progress;     // seconds between progress lines (0: per epoch only)
     // on-the-fly augmentation of the training samples (io/augment.h)
     augment_config_t aug;
+    // start from another run's weights (app/train/init_from.h)
+    char init_from[TRAIN_STR_MAX];  // "" | a checkpoint or safetensors file
+    char init_head[TRAIN_STR_MAX];  // keep | drop: the classifier from the file, or fresh
 } train_config_t;
 
 train_config_t train_config_defaults(void);

@@ -8,6 +8,7 @@
 #include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
 #include "app/model/model.h"
+#include "app/train/init_from.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
@@ -472,10 +473,12 @@ static void plan_epochs(trainer_t *t) {
     t->lr = lr_at(&t->sched, 0);
 }
 
-// Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file.
+// Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file
+// (from --init-from's weights when given).
 static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int resumed = resume(t);
+    if (!resumed && c->init_from[0]) init_from_start(t->comm, t->model, c->init_from, c->init_head);
     if (c->metrics[0] && t->comm->rank == 0) {
         if (resumed)
             metrics_truncate_from(c->metrics, t->epoch + 1);

@@ -7,7 +7,9 @@
 set -u
 TARGET=$1 SEEDS=$2 WORK=$3 SECONDS_=$4
 rm -rf "$WORK" && mkdir -p "$WORK/corpus" || exit 1
-"$TARGET" -max_total_time="$SECONDS_" -seed="${SPKDDP_FUZZ_SEED:-1}" -timeout=20 -rss_limit_mb=3072 -max_len=4096 -print_final_stats=1 \
+dict=()  # a libFuzzer dictionary beside the seeds (corpus/TARGET.dict), where the format has tokens
+[ -f "$SEEDS.dict" ] && dict=(-dict="$SEEDS.dict")
+"$TARGET" "${dict[@]}" -max_total_time="$SECONDS_" -seed="${SPKDDP_FUZZ_SEED:-1}" -timeout=20 -rss_limit_mb=3072 -max_len=4096 -print_final_stats=1 \
     -artifact_prefix="$WORK/" "$WORK/corpus" "$SEEDS" >"$WORK/log" 2>&1
 rc=$?
 grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|ERROR|SUMMARY|reader accepted' "$WORK/log"

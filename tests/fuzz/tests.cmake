@@ -1,10 +1,10 @@
 # libFuzzer targets (-DSPKDDP_FUZZ=ON, clang): the dataset and checkpoint readers on files
-# built from the input, utterance ids and trial lists, Kaldi data lists. Each runs as a ctest
+# built from the input, utterance ids and trial lists, Kaldi data lists, safetensors files. Each runs as a ctest
 # (label fuzz) for SPKDDP_FUZZ_SECONDS from the committed seeds in corpus/<target>; any crash,
 # sanitizer report or broken reader promise fails it and leaves the input in the work folder.
 if(SPKDDP_FUZZ)
   set(SPKDDP_FUZZ_SECONDS 60 CACHE STRING "seconds each fuzz target runs under ctest")
-  set(spk_fuzz_targets fuzz_dataset fuzz_checkpoint fuzz_trials)
+  set(spk_fuzz_targets fuzz_dataset fuzz_checkpoint fuzz_trials fuzz_safetensors)
   if(EXISTS ${CMAKE_SOURCE_DIR}/io/kaldi_data.h)  # the Kaldi list reader of the streaming prepare
     list(APPEND spk_fuzz_targets fuzz_kaldi_data)
   endif()

@@ -25,3 +25,9 @@ spk_mpi_test(test_augment_loader 1 2)
 # Augmented samples per second on one core (a benchmark: tools/bench_augment.sh).
 add_executable(bench_augment ${CMAKE_CURRENT_SOURCE_DIR}/../tools/bench_augment.c)
 target_link_libraries(bench_augment PRIVATE spk_io)
+# Export formats: safetensors layout and readers of malformed files; the ONNX builder's
+# protobuf read back; checkpoint averaging on known numbers; npy and Kaldi ark bytes.
+spk_unit_test(io test_safetensors)
+spk_unit_test(io test_onnx_builder)
+spk_unit_test(io test_ckpt_average)
+spk_unit_test(io test_emb_formats)

@@ -1,0 +1,15 @@
+// The model in a trained file, built on every rank: an spkddp checkpoint (its stored config
+// builds the model), or a safetensors file written by `spkddp export` or
+// tools/speechbrain_to_safetensors.py (its metadata carries the same config; a file without
+// "classifier.weight" gets the model's fresh classifier). What embed and export start from.
+#pragma once
+#include "app/dist/comm.h"
+#include "app/model/model.h"
+#include "io/checkpoint.h"
+
+// Collective. precision (fp32|tf32|bf16) is the model's math, or NULL for the one the file's
+// config stored. meta (may be NULL) receives the file's header: a checkpoint's, or for a
+// safetensors file the model, config, data sizes and global step of its metadata. A file
+// that cannot give a model ends every rank with one line (exit 4).
+model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision,
+                         ckpt_meta_t *meta);

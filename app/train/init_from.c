@@ -1,0 +1,100 @@
+#include "app/train/init_from.h"
+
+#include "kernels/base/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(...)                        \
+    do {                                 \
+        snprintf(err, cap, __VA_ARGS__); \
+        return SPK_EXIT_CKPT;            \
+    } while (0)
+
+static int is_head(const char *name) { return strncmp(name, "classifier.", 11) == 0; }
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+static void shape_str(const int64_t *shape, int ndim, char *out, size_t cap) {
+    int at = snprintf(out, cap, "[");
+    for (int d = 0; d < ndim && at < (int)cap; d++) at += snprintf(out + at, cap - (size_t)at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < (int)cap) snprintf(out + at, cap - (size_t)at, "]");
+}
+
+// One tensor of the model from the file: present, float32, the same shape, finite.
+static int copy_tensor(const param_tensor_t *t, float *dst, const weights_file_t *wf, const model_t *m, const char *path,
+                       char *err, size_t cap) {
+    const weight_t *w = weights_file_find(wf, t->name);
+    char want[96], have[96];
+    shape_str(t->shape, t->ndim, want, sizeof want);
+    if (!w) FAIL("%s: has no tensor '%s' %s, which model %s needs (was it written for another --model or --channels?)", path, t->name, want, m->name);
+    shape_str(w->shape, w->ndim, have, sizeof have);
+    int same = w->ndim == t->ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = w->shape[d] == t->shape[d];
+    if (!same && is_head(t->name))
+        FAIL("%s: tensor '%s' is %s, this run's classifier is %s (%lld classes); for a new speaker set use --init-head drop",
+             path, t->name, have, want, (long long)m->num_classes);
+    if (!same) FAIL("%s: tensor '%s' is %s, model %s has it as %s (another --channels, --emb-dim or feature_dim?)", path, t->name, have, m->name, want);
+    if (!w->data) FAIL("%s: tensor '%s' is not float32", path, t->name);
+    for (int64_t i = 0; i < w->numel; i++)
+        if (!isfinite(w->data[i])) FAIL("%s: tensor '%s' holds NaN or Inf (value %lld)", path, t->name, (long long)i);
+    memcpy(dst + t->offset, w->data, (size_t)t->numel * sizeof(float));
+    return 0;
+}
+
+static int in_table(const param_table_t *p, const char *name) {
+    for (int i = 0; i < p->count; i++)
+        if (strcmp(p->t[i].name, name) == 0) return 1;
+    return 0;
+}
+
+int init_from_copy(model_t *m, const weights_file_t *wf, const char *path, int keep_head, char *err, size_t cap) {
+    const struct {
+        const param_table_t *table;
+        float *data;
+    } parts[2] = {{&m->table, m->host_params}, {&m->state_table, m->host_state}};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < parts[k].table->count; i++) {
+            const param_tensor_t *t = &parts[k].table->t[i];
+            if (!keep_head && is_head(t->name)) continue;
+            int rc = copy_tensor(t, parts[k].data, wf, m, path, err, cap);
+            if (rc) return rc;
+        }
+    for (int i = 0; i < wf->count; i++) {
+        const char *name = wf->w[i].name;
+        if (ends_with(name, ".num_batches_tracked") || (!keep_head && is_head(name))) continue;
+        if (!in_table(&m->table, name) && !in_table(&m->state_table, name))
+            FAIL("%s: holds tensor '%s', for which model %s has no place (was it written for another model?)", path, name, m->name);
+    }
+    return 0;
+}
+
+void init_from_apply(const comm_t *comm, model_t *m, const char *path, int keep_head) {
+    struct {
+        int code;
+        char err[1024];
+    } r = {0};
+    if (comm->rank == 0) {
+        weights_file_t wf;
+        r.code = weights_file_read(path, &wf, r.err, sizeof r.err);
+        if (r.code == 0) r.code = init_from_copy(m, &wf, path, keep_head, r.err, sizeof r.err);
+        weights_file_free(&wf);
+    }
+    comm_bcast(comm, &r, sizeof r, MPI_BYTE, 0);
+    if (r.code) spk_fail_all(r.code, "%s", r.err);
+    comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+    model_upload(m);
+}
+
+void init_from_start(const comm_t *comm, model_t *m, const char *path, const char *head) {
+    const int keep = strcmp(head, "drop") != 0;
+    init_from_apply(comm, m, path, keep);
+    printf0("initialised from %s: %s, classifier %s; optimizer and learning-rate schedule start fresh\n", path,
+            "weights and BatchNorm statistics", keep ? "kept" : "dropped (fresh for this run's classes)");
+}

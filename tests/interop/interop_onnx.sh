@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# ONNX export (tests/interop/onnx_check.py): the graph passes onnx.checker's full check and
+# ONNX Runtime gives spkddp embed's embeddings to a relative 1e-4 from the raw frames, for
+# utterances of 5 to 400 frames, one at a time and in batches of equal lengths (dynamic batch and frame axes).
+. "$(dirname "$0")/lib.sh" "$@"
+need_python onnx onnxruntime h5py numpy
+train_small_ecapa
+$SPKDDP synth --kind speakers --out lengths.h5 --dim 24 --speakers 6 --first-speaker 40 --utts-per-speaker 6 \
+    --min-frames 5 --max-frames 12 >/dev/null || fail "synth short"
+$SPKDDP synth --kind speakers --out long.h5 --dim 24 --speakers 3 --first-speaker 60 --utts-per-speaker 3 \
+    --min-frames 400 --max-frames 400 >/dev/null || fail "synth long"
+$SPKDDP export --ckpt "$CKPT" --format onnx --out ecapa.onnx || fail "export"
+for d in train lengths long; do
+    run 2 $SPKDDP embed --ckpt "$CKPT" --data $d.h5 --out ${d}_emb.h5 >/dev/null || fail "embed $d"
+    $PY "$HERE/onnx_check.py" ecapa.onnx $d.h5 ${d}_emb.h5 || fail "ONNX Runtime differs from spkddp on $d.h5"
+done
+$SPKDDP train --data lengths.h5 --epochs 1 --batch 4 --ckpt-dir lin --progress 0 >/dev/null || fail "train linear"
+expect_error 2 "the ONNX export covers --model ecapa; this checkpoint holds model linear" -- \
+    $SPKDDP export --ckpt "$(ls lin/ckpt-*.h5 | tail -1)" --format onnx --out lin.onnx
+[ ! -e lin.onnx ] || fail "a refused export left a file"
+finish
