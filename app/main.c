@@ -19,7 +19,8 @@ static const struct {
     {"export", cmd_export, "write a trained model as safetensors (SpeechBrain names) or ONNX"},
     {"average", cmd_average, "average the weights of checkpoints of one model"},
     {"trials", cmd_trials, "make a verification trial list from speaker labels"},
-    {"score", cmd_score, "score trials: cosine, EER, minDCF, optional AS-norm"},
+    {"score", cmd_score, "score trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm"},
+    {"calibrate", cmd_calibrate, "fit or apply a calibration of scores to log-likelihood ratios (Cllr, minCllr)"},
     {"bench", cmd_bench, "time training steps on random data (samples/s, GFLOP/s)"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])

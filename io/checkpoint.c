@@ -67,6 +67,9 @@ static void write_meta(hid_t f, const ckpt_meta_t *m, const char *what) {
         h5_attr_write_i64(f, INT_FIELDS_V2[i].name, *field((ckpt_meta_t *)m, &INT_FIELDS_V2[i]), what);
     h5_attr_write_f64(f, "ep_loss_sum", m->ep_loss_sum, what);
     h5_attr_write_f64(f, "ep_seconds", m->ep_seconds, what);
+    h5_attr_write_f64(f, "ep_grad_norm_sum", m->ep_grad_norm_sum, what);
+    h5_attr_write_f64(f, "ep_grad_norm_max", m->ep_grad_norm_max, what);
+    h5_attr_write_i64(f, "ep_skipped", m->ep_skipped, what);
     h5_attr_write_str(f, "config", m->config, what);
 }
 
@@ -150,6 +153,7 @@ static int check_meta(const ckpt_meta_t *m, const char *path, char *err, size_t 
         {"ep_count", m->ep_count, 0, INT64_MAX / 2},
         {"ep_correct", m->ep_correct, 0, m->ep_count},
         {"global_batch", m->global_batch, 0, INT64_MAX / 2},
+        {"ep_skipped", m->ep_skipped, 0, INT64_MAX / 2},
     };
     for (size_t i = 0; i < COUNT(r); i++)
         if (r[i].v < r[i].lo || r[i].v > r[i].hi)
@@ -158,6 +162,8 @@ static int check_meta(const ckpt_meta_t *m, const char *path, char *err, size_t 
     if (!isfinite(m->ep_loss_sum)) FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_loss_sum' is not a finite number", path);
     if (!(m->ep_seconds >= 0 && isfinite(m->ep_seconds)))
         FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_seconds' is not a finite number of seconds", path);
+    if (!(m->ep_grad_norm_sum >= 0 && isfinite(m->ep_grad_norm_sum)) || !(m->ep_grad_norm_max >= 0 && isfinite(m->ep_grad_norm_max)))
+        FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_grad_norm_sum' or 'ep_grad_norm_max' is not a finite norm", path);
     if (!m->model[0]) FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'model' is empty", path);
     return 0;
 }
@@ -192,6 +198,16 @@ static int read_meta(hid_t f, const char *path, ckpt_meta_t *m, char *err, size_
     for (size_t i = 0; i < COUNT(reals); i++)
         if ((rc = h5_attr_read_f64(f, reals[i].name, reals[i].v)) != 0)
             FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (a number)", path, reals[i].name, h5_status_str(rc));
+    // Added later within format 2: absent from older files, which read as 0.
+    const struct {
+        const char *name;
+        double *v;
+    } optional[] = {{"ep_grad_norm_sum", &m->ep_grad_norm_sum}, {"ep_grad_norm_max", &m->ep_grad_norm_max}};
+    for (size_t i = 0; i < COUNT(optional); i++)
+        if ((rc = h5_attr_read_f64(f, optional[i].name, optional[i].v)) != 0 && rc != H5U_MISSING)
+            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (a number)", path, optional[i].name, h5_status_str(rc));
+    if ((rc = h5_attr_read_i64(f, "ep_skipped", &m->ep_skipped)) != 0 && rc != H5U_MISSING)
+        FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_skipped' %s (an integer)", path, h5_status_str(rc));
     const struct {
         const char *name;
         char *v;

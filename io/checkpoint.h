@@ -39,6 +39,8 @@ typedef struct {
     double ep_loss_sum;
     int64_t ep_correct, ep_count;
     double ep_seconds;
+    double ep_grad_norm_sum, ep_grad_norm_max;  // over the epoch's applied updates (optional
+    int64_t ep_skipped;                         // attributes: 0 when absent); updates skipped
     // Format 2 (0 = not recorded, and always 0 when read from format 1):
     uint64_t run_id;            // the training run, the same across its resumes (ckpt_new_run_id)
     int64_t global_batch;       // samples per optimizer step

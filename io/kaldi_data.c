@@ -87,6 +87,15 @@ static int read_list(const char *path, const char *what, const char *form, int t
     return 0;
 }
 
+int kaldi_list_read(const char *path, const char *what, const char *form, kaldi_list_t *l, kaldi_verdict_t *v) {
+    memset(v, 0, sizeof *v);
+    if (read_list(path, what, form, 1, l, v) == 0) return 0;
+    list_free(l);
+    return -1;
+}
+
+void kaldi_list_free(kaldi_list_t *l) { list_free(l); }
+
 static int cmp_key(const void *a, const void *b) {
     const kaldi_entry_t *x = *(kaldi_entry_t *const *)a, *y = *(kaldi_entry_t *const *)b;
     int c = strcmp(x->key, y->key);

@@ -48,6 +48,11 @@ typedef struct {
 int kaldi_data_read(kaldi_data_t *d, const char *wav_scp, const char *segments, const char *utt2spk, const char *spk2id,
                     kaldi_verdict_t *v);
 void kaldi_data_free(kaldi_data_t *d);
+// One list on its own, "KEY VALUE" lines with VALUE one word (utt2dur, ...), checked as
+// kaldi_data_read checks utt2spk (`what` and `form` name the list and its line in messages).
+// Returns 0, or -1 with the verdict filled.
+int kaldi_list_read(const char *path, const char *what, const char *form, kaldi_list_t *l, kaldi_verdict_t *v);
+void kaldi_list_free(kaldi_list_t *l);
 // A wav.scp value that is a command (`cmd |`): the command without the pipe, in buf.
 // Returns NULL for a path.
 const char *kaldi_pipe_command(const char *source, char *buf, size_t cap);

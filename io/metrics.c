@@ -46,12 +46,16 @@ void metrics_append(const char *path, const json_line_t *j) {
     fclose(f);
 }
 
-static int64_t line_epoch(const char *line) {
-    const char *p = strstr(line, "\"epoch\":");
-    return p ? strtoll(p + 8, NULL, 10) : -1;
+// The integer value of "key" in a JSON line, or -1.
+static int64_t line_value(const char *line, const char *key) {
+    char pattern[64];
+    const int n = snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(line, pattern);
+    return p ? strtoll(p + n, NULL, 10) : -1;
 }
 
-void metrics_truncate_from(const char *path, int64_t epoch) {
+// Keeps the whole lines whose "key" is in [0, limit) (atomic rewrite).
+static void keep_below(const char *path, const char *key, int64_t limit) {
     FILE *in = fopen(path, "r");
     if (!in) return;
     char tmp[4200];
@@ -62,8 +66,8 @@ void metrics_truncate_from(const char *path, int64_t epoch) {
     size_t cap = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, in)) > 0) {
-        int64_t e = line_epoch(line);
-        if (e >= 0 && e < epoch && line[n - 1] == '\n') fputs(line, out);  // whole lines of earlier epochs
+        int64_t v = line_value(line, key);
+        if (v >= 0 && v < limit && line[n - 1] == '\n') fputs(line, out);
     }
     free(line);
     fclose(in);
@@ -71,4 +75,10 @@ void metrics_truncate_from(const char *path, int64_t epoch) {
         spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)", tmp, strerror(errno));
     fclose(out);
     if (rename(tmp, path) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot replace the metrics file (%s)", path, strerror(errno));
+}
+
+void metrics_truncate_from(const char *path, int64_t epoch) { keep_below(path, "epoch", epoch); }
+
+void metrics_truncate_after_step(const char *path, int64_t global_step) {
+    keep_below(path, "global_step", global_step + 1);
 }

@@ -1,6 +1,7 @@
-// Per-epoch metrics as JSON lines: one object per epoch, appended by rank 0 and flushed to
-// disk, so a job killed at any moment leaves whole lines. On resume, lines of epochs that
-// will be trained again are dropped first, so every epoch appears exactly once.
+// Per-epoch metrics as JSON lines: one object per epoch (and, in a file of their own, per
+// step), appended by rank 0 and flushed to disk, so a job killed at any moment leaves whole
+// lines. On resume, lines of epochs (steps) that will be trained again are dropped first, so
+// every epoch (step) appears exactly once.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -18,3 +19,5 @@ void json_end(json_line_t *j);
 void metrics_append(const char *path, const json_line_t *j);
 // Keeps only lines whose "epoch" is below `epoch` (atomic rewrite). No file: nothing to do.
 void metrics_truncate_from(const char *path, int64_t epoch);
+// The same for per-step lines: keeps those whose "global_step" is at most global_step.
+void metrics_truncate_after_step(const char *path, int64_t global_step);

@@ -52,6 +52,14 @@ int sampler_batch(const sampler_t *s, int64_t step, int64_t batch, int64_t *out)
     return n;
 }
 
+int sampler_batch_slice(const sampler_t *s, int64_t step, int64_t batch, int64_t *out) {
+    SPK_ASSERT(s->epoch >= 0 && batch > 0);
+    const int64_t begin = (step * s->world + s->rank) * batch;
+    SPK_ASSERT((step + 1) * s->world * batch <= s->total);
+    for (int64_t j = 0; j < batch; j++) out[j] = s->order[begin + j];
+    return (int)batch;
+}
+
 void sampler_free(sampler_t *s) {
     free(s->order);
     s->order = NULL;

@@ -36,4 +36,9 @@ static inline int64_t sampler_local(const sampler_t *s, int64_t j) {
 // Samples this rank takes in step `step` with per-rank batch B: writes up to B indices,
 // returns how many (equal on every rank).
 int sampler_batch(const sampler_t *s, int64_t step, int64_t batch, int64_t *out);
+// The world-size-invariant mode's partition (docs/invariant.md): the same global batches, each
+// cut into contiguous slices, rank r taking order positions [step K B + r B, step K B + (r + 1) B),
+// so a group of consecutive positions stays on one rank whatever K (when it divides B). Only
+// whole global batches: (step + 1) K B <= total. Writes B indices, returns B.
+int sampler_batch_slice(const sampler_t *s, int64_t step, int64_t batch, int64_t *out);
 void sampler_free(sampler_t *s);

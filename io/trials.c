@@ -74,26 +74,44 @@ static int find_repeat(const trials_t *t, const int64_t *lines, const char *path
         goto done;                         \
     } while (0)
 
+// The two line formats; a list keeps to one.
+enum { FORMAT_LABEL_LAST = 1, FORMAT_VOXCELEB = 2 };
+static const char *format_name(int format) {
+    return format == FORMAT_VOXCELEB ? "VoxCeleb's '1|0 utt1 utt2'" : "'utt1 utt2 target|nontarget'";
+}
+
 int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, char *err, size_t cap) {
     memset(t, 0, sizeof *t);
     char *line = NULL;
     size_t linecap = 0;
     ssize_t len;
-    int64_t lineno = 0, *lines = NULL, targets = 0;
-    int rc = 0;
+    int64_t lineno = 0, *lines = NULL, targets = 0, format_line = 0;
+    int rc = 0, format = 0;
     while ((len = getline(&line, &linecap, f)) > 0) {
         lineno++;
         if ((size_t)len != strlen(line)) FAIL("%s:%lld: holds a NUL byte (not a text trial list)", path, (long long)lineno);
         char *w[3];
         int k = split(line, w, 3);
         if (k == 0) continue;
-        if (k != 3) FAIL("%s:%lld: expected 'utt1 utt2 target|nontarget', got %s", path, (long long)lineno, k > 3 ? "more words" : "fewer words");
+        if (k != 3)
+            FAIL("%s:%lld: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got %s", path, (long long)lineno,
+                 k > 3 ? "more words" : "fewer words");
         int is_t = strcmp(w[2], "target") == 0, is_n = strcmp(w[2], "nontarget") == 0;
-        if (!is_t && !is_n) FAIL("%s:%lld: label '%.64s' must be 'target' or 'nontarget'", path, (long long)lineno, w[2]);
-        int64_t a = utt_index_find(ix, w[0]), b = utt_index_find(ix, w[1]);
+        const int vox = !is_t && !is_n && (strcmp(w[0], "1") == 0 || strcmp(w[0], "0") == 0);
+        if (!is_t && !is_n && !vox)
+            FAIL("%s:%lld: label '%.64s' must be 'target' or 'nontarget' (or the line VoxCeleb's '1|0 utt1 utt2')", path,
+                 (long long)lineno, w[2]);
+        const int line_format = vox ? FORMAT_VOXCELEB : FORMAT_LABEL_LAST;
+        if (format && line_format != format)
+            FAIL("%s:%lld: a line in %s format after line %lld in %s format; one format per list", path, (long long)lineno,
+                 format_name(line_format), (long long)format_line, format_name(format));
+        if (!format) format = line_format, format_line = lineno;
+        if (vox) is_t = w[0][0] == '1';
+        const char *ua = vox ? w[1] : w[0], *ub = vox ? w[2] : w[1];
+        int64_t a = utt_index_find(ix, ua), b = utt_index_find(ix, ub);
         if (a < 0 || b < 0)
-            FAIL("%s:%lld: utterance '%.200s' is not in the embeddings", path, (long long)lineno, a < 0 ? w[0] : w[1]);
-        if (a == b) FAIL("%s:%lld: utterance '%.200s' is tried against itself", path, (long long)lineno, w[0]);
+            FAIL("%s:%lld: utterance '%.200s' is not in the embeddings", path, (long long)lineno, a < 0 ? ua : ub);
+        if (a == b) FAIL("%s:%lld: utterance '%.200s' is tried against itself", path, (long long)lineno, ua);
         push(t, &lines, a, b, (uint8_t)is_t, lineno);
         targets += is_t;
     }

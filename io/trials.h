@@ -1,5 +1,8 @@
-// Verification trial lists: one trial per line, 'utt1 utt2 target|nontarget', ids separated by
-// whitespace; blank lines are skipped.
+// Verification trial lists: one trial per line, ids separated by whitespace, in one of two
+// formats (blank lines are skipped):
+//   utt1 utt2 target|nontarget    Kaldi's and spkddp trials' format
+//   1|0 utt1 utt2                 VoxCeleb's official lists (veri_test2.txt, list_test_hard2.txt):
+//                                 1 for a target trial, 0 for a nontarget one
 #pragma once
 #include "io/utt_ids.h"
 
@@ -14,7 +17,7 @@ typedef struct {
 
 // Reads a trial list from f (called path in messages) against the utterances of ix. Refused,
 // with one sentence naming path:line: a line that is not three words, a label other than
-// target/nontarget, an id not in ix, an utterance tried against itself, a pair listed twice,
+// target/nontarget (or 1/0 first), lines of both formats in one list, an id not in ix, an utterance tried against itself, a pair listed twice,
 // a NUL byte; and a list without both kinds of trial (EER and minDCF need both). Returns 0,
 // or SPK_EXIT_DATA with the sentence in err.
 int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, char *err, size_t cap);

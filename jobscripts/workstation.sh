@@ -5,6 +5,7 @@
 #
 #   DATA=train.h5 EXTRA="--epochs 40 --global-batch 128" NP=4 jobscripts/workstation.sh
 #   NP=2 RERUN=1 jobscripts/workstation.sh --lr 1e-3        # args go to spkddp
+#   CONFIG=jobscripts/recipes/synthetic/train.yaml NP=2 jobscripts/workstation.sh   # a recipe
 #
 # Checkpoint on demand: `kill -USR1 <pid of this script>`; it signals the ranks, which agree
 # on a step, write a checkpoint and exit 75. With RERUN=1 the script then starts again from that
@@ -15,6 +16,7 @@
 #   SPKDDP     spkddp binary                      (default: spkddp on PATH)
 #   MPIEXEC    MPI launcher                       (default: mpiexec)
 #   NP         ranks                              (default: 2)
+#   CONFIG     a recipe (spkddp train --config); DATA and EXTRA then default to nothing
 #   DATA       training dataset                   (default: train.h5)
 #   CKPT_DIR   checkpoint directory               (default: ./ckpt)
 #   METRICS    per-epoch metrics file             (default: $CKPT_DIR/metrics.jsonl)
@@ -33,10 +35,18 @@ set -u
 SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-2}
-DATA=${DATA:-train.h5}
+CONFIG=${CONFIG:-}
+# With a recipe its own data and settings rule; DATA and EXTRA then only override them.
+if [ -n "$CONFIG" ]; then
+    DATA=${DATA:-} EXTRA=${EXTRA:-}
+else
+    DATA=${DATA:-train.h5} EXTRA=${EXTRA:---epochs 40 --progress 60}
+fi
+RECIPE=()
+[ -n "$CONFIG" ] && RECIPE+=(--config "$CONFIG")
+[ -n "$DATA" ] && RECIPE+=(--data "$DATA")
 CKPT_DIR=${CKPT_DIR:-ckpt}
 METRICS=${METRICS:-$CKPT_DIR/metrics.jsonl}
-EXTRA=${EXTRA:---epochs 40 --progress 60}
 RERUN=${RERUN:-0}
 MAX_RERUNS=${MAX_RERUNS:-20}
 
@@ -88,7 +98,7 @@ while :; do
     mkdir -p "$CKPT_DIR" || exit 1
     echo "=== spkddp start $runs at $(date -Is): $NP ranks, ckpt dir $CKPT_DIR"
     # shellcheck disable=SC2086  # EXTRA is a list of flags
-    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$DATA" --ckpt-dir "$CKPT_DIR" --metrics "$METRICS" \
+    "$MPIEXEC" -n "$NP" "$SPKDDP" train "${RECIPE[@]}" --ckpt-dir "$CKPT_DIR" --metrics "$METRICS" \
         --resume auto $EXTRA "$@" &
     pid=$!
     while :; do

@@ -11,6 +11,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "kernels/exact_sum.h"
+
 size_t aam_softmax_cache_floats(int B, int E, int S);      // forward -> backward state
 size_t aam_softmax_workspace_floats(int B, int E, int S);  // scratch for either call
 
@@ -34,3 +36,21 @@ void aam_softmax_backward(float* demb,  // (B, E) +=
                           const int* labels,   // (B)
                           int B, int E, int S, float margin, float scale,
                           float* workspace);  // (aam_softmax_workspace_floats)
+
+// The world-size-invariant mode. aam_softmax_forward_rows: the forward with every row computed
+// on its own (GEMM rows of M = 1), giving each sample's loss in row_loss (B) instead of the
+// mean. aam_softmax_backward_exact: the gradient of dloss * (sum of the B losses) (a sum: the
+// caller scales by 1 / global batch), demb += as usual, and dw the exact sums to which every
+// group of `group` consecutive samples (B is a multiple) adds its (S, E) contribution as one term
+// (dw_tmp: (S, E) floats of scratch, undefined afterwards). Results per sample depend neither on
+// B nor on the thread count. Same cache and workspace.
+void aam_softmax_forward_rows(float* row_loss,  // (B) out
+                              int* correct, float* cache, const float* emb, const float* w,
+                              const int* labels, int B, int E, int S, float margin, float scale,
+                              float* workspace);
+void aam_softmax_backward_exact(float* demb,    // (B, E) +=, or NULL
+                                float* dw_tmp,  // (S, E) scratch
+                                xsum_t dw,      // (S, E) +=
+                                float dloss, const float* cache, const float* emb, const float* w,
+                                const int* labels, int B, int E, int S, float margin, float scale,
+                                float* workspace, int group);

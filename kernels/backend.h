@@ -17,6 +17,7 @@
 typedef struct spk_backend {
     const char* name;     // "cpu", "cpu-staged", "cuda"
     int separate_memory;  // buffers are not the host's: inputs are uploaded, results downloaded
+    int invariant;        // the world-size-invariant twin (spk_backend_invariant)
 
     // memory: zero-filled allocation in bytes (aborts with a sentence when out of memory)
     void* (*alloc)(size_t bytes);
@@ -52,3 +53,12 @@ extern const spk_backend_t spk_backend_cpu;
 extern const spk_backend_t spk_backend_cpu_staged;
 // The CUDA kernels on the device spk_cuda_init selected; NULL when built without CUDA.
 const spk_backend_t* spk_backend_cuda(void);
+
+// The world-size-invariant mode's twin of a backend: the same memory and the same ops, but for
+// those of SPK_INVARIANT_OPS (kernels/ops.h), which it replaces by versions whose result for a
+// sample depends neither on the batch size nor on the thread count (models reach it through
+// model_t.be; the exact-sum ops that the mode's backward uses are in every table). A twin is
+// its own twin.
+const spk_backend_t* spk_backend_invariant(const spk_backend_t* be);
+// The CUDA backend's twin (NULL without CUDA); spk_backend_invariant finds it.
+const spk_backend_t* spk_backend_cuda_invariant(void);

@@ -7,6 +7,9 @@
 // mean and rstd = 1/sqrt(var + eps) are saved for backward. Inference uses the running stats.
 // weight/bias may be NULL (affine = False: w = 1, b = 0). y may alias x.
 #pragma once
+#include <stdint.h>
+
+#include "kernels/exact_sum.h"
 
 void batchnorm1d_forward_train(float* y,             // (B, C, T)
                                float* mean,          // (C) out, saved for backward
@@ -37,3 +40,40 @@ void batchnorm1d_backward(float* dx,            // (B, C, T) +=
                           const float* mean,    // (C) from forward
                           const float* rstd,    // (C) from forward
                           int B, int C, int T);
+
+// ---- the world-size-invariant mode: BatchNorm over the global batch ------------------------
+// Training statistics of every rank's samples together (synchronized BatchNorm), from exact
+// sums (kernels/exact_sum.h) that the caller reduces across ranks between the two calls of
+// each pass. Every group of `group` consecutive samples (B is a multiple) adds its sums over
+// time (in double, samples in order) as one term, so the statistics do not depend on how the
+// groups are split between ranks or threads, and the running statistics come out the same on
+// every rank.
+//   forward:  batchnorm1d_stats_partial adds each group's sums of (x - shift) and
+//             (x - shift)^2 to sums[0, C) and sums[C, 2C) (shift = running_mean, identical on
+//             every rank, or 0 when NULL; it only keeps the variance from cancelling);
+//             batchnorm1d_forward_global normalises with the mean and biased variance of the
+//             reduced sums over N positions (N = samples of the global batch * T), saves
+//             mean/rstd and updates the running statistics as batchnorm1d_forward_train does.
+//   backward: batchnorm1d_backward_partial adds each group's sums of dy and dy * xhat to
+//             sums[0, C) and sums[C, 2C) and, unless empty, to dbias and dweight (the same
+//             terms: those gradients are these sums); batchnorm1d_backward_global then adds
+//             the input gradient with the reduced sums to dx.
+void batchnorm1d_stats_partial(xsum_t sums,          // (2C) +=
+                               const float* x,       // (B, C, T)
+                               const float* shift,   // (C) or NULL
+                               int B, int C, int T, int group);
+void batchnorm1d_forward_global(float* y, float* mean, float* rstd, float* running_mean,
+                                float* running_var, const float* x, const float* weight,
+                                const float* bias,
+                                xsum_t sums,  // (2C) reduced, from batchnorm1d_stats_partial
+                                int64_t N, int B, int C, int T, float eps, float momentum);
+void batchnorm1d_backward_partial(xsum_t sums,     // (2C) +=
+                                  xsum_t dweight,  // (C) += , or empty
+                                  xsum_t dbias,    // (C) += , or empty
+                                  const float* dy, const float* x, const float* mean,
+                                  const float* rstd, int B, int C, int T, int group);
+void batchnorm1d_backward_global(float* dx,  // (B, C, T) +=
+                                 const float* dy, const float* x, const float* weight,
+                                 const float* mean, const float* rstd,
+                                 xsum_t sums,  // (2C) reduced, from batchnorm1d_backward_partial
+                                 int64_t N, int B, int C, int T);

@@ -14,6 +14,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "kernels/exact_sum.h"
+
 size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
 
 void conv1d_forward(float* y,           // (B, Cout, T)
@@ -31,6 +33,29 @@ void conv1d_backward(float* dx,        // (B, Cin, T) += ; or NULL
                      const float* w,   // (Cout, Cin, K)
                      int B, int Cin, int Cout, int T, int K, int dilation,
                      float* workspace);  // (conv1d_workspace_floats)
+
+// The world-size-invariant mode (kernels/backend.h). conv1d_forward_fixed: conv1d_forward with
+// each sample's GEMMs planned for one thread, so a sample's output depends on neither B nor the
+// thread count. conv1d_backward_exact: dx += as conv1d_backward (computed the same way), and dw,
+// dbias are exact sums (kernels/exact_sum.h) to which every group of `group` consecutive samples
+// (B is a multiple) adds its contribution as one term (dw: the group's GEMMs over time, summed in
+// order, by blocks set by the shapes; dbias: its samples' float sums over time), so they do not
+// depend on which groups this call gets. dw_tmp: (Cout, Cin, K) floats of scratch, undefined
+// afterwards (needed with dw). Either sum may be empty (xsum_none()).
+// Their workspace: conv1d_workspace_floats_fixed (the CPU's is conv1d_workspace_floats's).
+size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
+void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
+                          int Cin, int Cout, int T, int K, int dilation, float* workspace);
+void conv1d_backward_exact(float* dx,        // (B, Cin, T) += ; or NULL
+                           float* dw_tmp,    // (Cout, Cin, K) scratch
+                           xsum_t dw,        // (Cout, Cin, K) +=
+                           xsum_t dbias,     // (Cout) +=
+                           const float* dy,  // (B, Cout, T)
+                           const float* x,   // (B, Cin, T)
+                           const float* w,   // (Cout, Cin, K)
+                           int B, int Cin, int Cout, int T, int K, int dilation,
+                           float* workspace,  // (conv1d_workspace_floats)
+                           int group);
 
 // Schedule selection (process-wide; for tuning and tests; conv1d_bf16 too). AUTO is what
 // measured fastest: PER_SAMPLE for float32 operands on both GEMM backends, FOLDED for bf16 ones;

@@ -78,6 +78,14 @@ SPK_HD void spk_bn_save_stats(float* mean, float* rstd, float* running_mean, flo
         running_var[c] = spk_ema(running_var[c], unbiased, momentum);
     }
 }
+// Synchronized BatchNorm (the world-size-invariant mode): the mean and BIASED variance of N
+// values from their sums s1 = sum (x - shift), s2 = sum (x - shift)^2 (shift: a value near
+// the mean, which keeps s2 - s1^2 / N from cancelling).
+SPK_HD void spk_bn_stats_of_sums(double s1, double s2, float shift, double N, double* mean, double* var) {
+    const double m1 = s1 / N, v = s2 / N - m1 * m1;
+    *mean = (double)shift + m1;
+    *var = v > 0.0 ? v : 0.0;
+}
 
 // ---- additive angular margin --------------------------------------------------------------
 // sin(theta) from cos(theta) as SpeechBrain: sqrt(clamp(1 - cos^2, 0, 1)).

@@ -1,5 +1,6 @@
 // Every math op a backend implements (kernels/backend.h), in one list: the backend struct, each
-// backend's table and the declarations of the CUDA siblings (kernels/cuda/ops.h) expand it.
+// backend's table and the declarations of the CUDA siblings (kernels/cuda/ops.h) expand it. The
+// exact-sum ops at the end serve the world-size-invariant mode.
 #pragma once
 
 #include "kernels/aam_softmax.h"
@@ -8,9 +9,11 @@
 #include "kernels/bf16.h"
 #include "kernels/conv1d.h"
 #include "kernels/conv1d_bf16.h"
+#include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
+#include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pooling.h"
 #include "kernels/tensor_ops.h"
@@ -56,6 +59,8 @@
     X(vec_acc) \
     X(vec_copy) \
     X(vec_zero) \
+    X(vec_sum_squares) \
+    X(vec_scale) \
     X(aam_softmax_cache_floats) \
     X(aam_softmax_workspace_floats) \
     X(aam_softmax_forward) \
@@ -66,4 +71,25 @@
     X(linear_backward) \
     X(sgd_step) \
     X(adam_step) \
-    X(adamw_step)
+    X(adamw_step) \
+    X(xsum_zero) \
+    X(xsum_add) \
+    X(xsum_to_float) \
+    X(spk_sgemm_batched_exact) \
+    X(conv1d_backward_exact) \
+    X(batchnorm1d_stats_partial) \
+    X(batchnorm1d_forward_global) \
+    X(batchnorm1d_backward_partial) \
+    X(batchnorm1d_backward_global) \
+    X(aam_softmax_forward_rows) \
+    X(aam_softmax_backward_exact)
+
+// The world-size-invariant mode's replacements (kernels/backend.h, spk_backend_invariant):
+// X(op, replacement), each replacement with op's contract and type, but per-sample results that
+// depend neither on the batch size nor on the thread count.
+#define SPK_INVARIANT_OPS(X)                     \
+    X(spk_sgemm, spk_sgemm_rows)                 \
+    X(spk_sgemm_batched, spk_sgemm_batched_fixed) \
+    X(conv1d_workspace_floats, conv1d_workspace_floats_fixed) \
+    X(conv1d_forward, conv1d_forward_fixed)      \
+    X(linear_forward, linear_forward_rows)

@@ -38,6 +38,8 @@ static const opt_t rows[] = {
     OPT_PRECISION(bench_opts_t, model.precision),
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
+    OPT_INVARIANT(bench_opts_t, model.invariant),
+    OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
 };
 static const opt_table_t table =
     OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
@@ -78,13 +80,14 @@ static double cpu_seconds(void) {
 
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
 // after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
-// shared with other jobs, CPU time per step moves far less than wall time).
-static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64_t warmup, int64_t steps, double *cpu) {
-    const spk_backend_t *be = m->be;
+// shared with other jobs, CPU time per step moves far less than wall time); *bytes: payload
+// bytes rank 0 sent per timed step.
+static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m, const batch_t *b, int64_t warmup,
+                         int64_t steps, double *cpu, double *bytes) {
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
-    grad_sync_init(&gs, comm, be, m->table.total);
+    grad_sync_init(&gs, comm, be, m->table.total, m->invariant);
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
@@ -92,8 +95,9 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
             comm_barrier(comm);
             t0 = spk_seconds();
             *cpu = cpu_seconds();
+            grad_sync_take_bytes(&gs);
         }
-        be->vec_zero(m->grads, (size_t)m->table.total);
+        model_zero_grads(m);
         grad_sync_begin(&gs, m);
         m->ops->train_step(m, b);
         grad_sync_finish(&gs);
@@ -110,18 +114,21 @@ static double time_steps(const comm_t *comm, model_t *m, const batch_t *b, int64
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
     *cpu = cpu_seconds() - *cpu;
+    *bytes = (double)grad_sync_take_bytes(&gs) / (double)steps;
     grad_sync_free(&gs);
     optimizer_free(&opt);
     return dt;
 }
 
-static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt, double cpu) {
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt, double cpu,
+                   double bytes) {
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const model_config_t *mc = &o->model;
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s", mc->name, (long long)mc->channels,
-            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision);
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s%s", mc->name, (long long)mc->channels,
+            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision,
+            mc->invariant ? " invariant" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
     if (strcmp(mc->name, "ecapa") == 0) {
@@ -131,6 +138,7 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     }
     printf0(", %.3f s/step, rank 0 CPU %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps,
             cpu / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
+    if (comm->size > 1) printf0(", %.2f MB sent per rank and step", bytes * 1e-6);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
 #endif
@@ -145,6 +153,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     opt_parse(&table, &o, argc, argv, NULL, 0);
     if (model_config_apply_tf32(&o.model, o.tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
+    if (o.model.invariant && strcmp(o.model.precision, "bf16") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: --invariant cannot be combined with --precision bf16 (its exact sums "
+                                     "and fixed kernels are float32 only)");
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     device_set_precision(comm, be, o.model.precision);
 
@@ -154,9 +165,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
-    double cpu = 0;
-    const double dt = time_steps(comm, m, &b, o.warmup, o.steps, &cpu);
-    report(comm, &o, be, dt, cpu);
+    double cpu = 0, bytes = 0;
+    const double dt = time_steps(comm, be, m, &b, o.warmup, o.steps, &cpu, &bytes);
+    report(comm, &o, be, dt, cpu, bytes);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda() && comm->rank == 0) {
         printf("cuDNN's choices (rank 0):\n");

@@ -1,9 +1,12 @@
-// `spkddp score`: cosine scoring of verification trials, EER and minDCF, optional AS-norm
-// against a cohort. Every rank reads the (small) embeddings and trials; the cohort
-// statistics, the expensive part, are computed in blocks across ranks.
+// `spkddp score`: cosine scoring of verification trials as published results are computed:
+// EER, minDCF at each --p-target, the miss rate at fixed false-alarm rates (the DET table),
+// optional S-norm or AS-norm against a cohort, optional DET plot. Every rank reads the (small)
+// embeddings and trials; the cohort statistics, the expensive part, are computed in blocks
+// across ranks.
 #include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
+#include "app/eval/det_plot.h"
 #include "app/eval/scoring.h"
 #include "io/atomic_file.h"
 #include "io/embeddings.h"
@@ -14,19 +17,49 @@
 #include <string.h>
 
 typedef struct {
-    char emb[OPT_STR_MAX], trials[OPT_STR_MAX], cohort[OPT_STR_MAX], out[OPT_STR_MAX];
+    char emb[OPT_STR_MAX], trials[OPT_STR_MAX], cohort[OPT_STR_MAX], out[OPT_STR_MAX], det[OPT_STR_MAX];
+    char norm[16], p_target[OPT_STR_MAX];
     int64_t top;
 } score_opts_t;
 
 static const opt_t rows[] = {
     OPT_TEXT(score_opts_t, emb, "emb", OPT_REQUIRED, "embeddings (spkddp embed)"),
-    OPT_TEXT(score_opts_t, trials, "trials", OPT_REQUIRED, "trials: lines 'utt1 utt2 target|nontarget'"),
-    OPT_TEXT(score_opts_t, cohort, "cohort", OPT_OPTIONAL, "cohort embeddings for AS-norm"),
+    OPT_TEXT(score_opts_t, trials, "trials", OPT_REQUIRED,
+             "trials: lines 'utt1 utt2 target|nontarget', or VoxCeleb's official '1|0 utt1 utt2'"),
+    OPT_TEXT(score_opts_t, cohort, "cohort", OPT_OPTIONAL, "cohort embeddings for score normalisation"),
+    OPT_CHOICE(score_opts_t, norm, "norm", "as-norm|s-norm",
+               "with --cohort: as-norm (each side's --top best cohort scores) or s-norm (the whole cohort)"),
     OPT_INTEGER(score_opts_t, top, "top", 1, 1e7, "AS-norm: top cohort scores per side"),
-    OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [asnorm_score] label' lines here"),
+    OPT_TEXT(score_opts_t, p_target, "p-target", OPT_OPTIONAL,
+             "target priors of the minDCFs, comma-separated (C_miss = C_fa = 1; VoxSRC: 0.05, NIST SRE: 0.01)"),
+    OPT_TEXT(score_opts_t, det, "det", OPT_OPTIONAL,
+             "draw the DET curves into this PNG (gnuplot) and write their points beside it (.txt)"),
+    OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [normalised_score] label' lines here"),
 };
-static const opt_table_t table =
-    OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, optional AS-norm.", rows);
+static const opt_table_t table = OPT_TABLE(
+    "score", "Score verification trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm.", rows);
+
+#define MAX_PRIORS 8
+// The miss rates of the DET table are read at these false-alarm rates.
+static const double DET_PFA[] = {0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2};
+#define DET_ROWS (int)(sizeof DET_PFA / sizeof DET_PFA[0])
+
+// --p-target "0.01,0.05" -> priors; the count.
+static int parse_priors(const char *text, double *p) {
+    int n = 0;
+    char buf[OPT_STR_MAX];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end = NULL;
+        const double x = strtod(tok, &end);
+        if (end == tok || *end || !(x > 0 && x < 1) || n == MAX_PRIORS)
+            spk_fail_all(SPK_EXIT_USAGE, "score: --p-target expects up to %d priors in (0, 1) separated by commas, got '%s'",
+                         MAX_PRIORS, text);
+        p[n++] = x;
+    }
+    if (n == 0) spk_fail_all(SPK_EXIT_USAGE, "score: --p-target expects at least one prior in (0, 1)");
+    return n;
+}
 
 static void load(const char *path, embeddings_t *e) {
     char err[1024];
@@ -52,27 +85,64 @@ static void cohort_stats(const comm_t *comm, const embeddings_t *e, const embedd
     free(displs);
 }
 
-static void report(const char *name, const float *s, const uint8_t *t, int64_t n) {
-    printf0("  %-8s  EER %6.2f%%   minDCF(0.01) %.4f   minDCF(0.05) %.4f\n", name, 100.0 * score_eer(s, t, n),
-            score_min_dcf(s, t, n, 0.01), score_min_dcf(s, t, n, 0.05));
+// One system's figures: EER and a minDCF per prior; its DET curve for the table and plot.
+typedef struct {
+    const char *name;
+    const float *s;
+    double *pm, *pf;
+    int64_t points;
+} system_t;
+
+static void report(const system_t *sys, const trials_t *t, const double *priors, int np) {
+    printf0("  %-8s  EER %6.2f%%", sys->name, 100.0 * score_eer(sys->s, t->target, t->n));
+    for (int i = 0; i < np; i++) printf0("   minDCF(%g) %.4f", priors[i], score_min_dcf(sys->s, t->target, t->n, priors[i]));
+    printf0("\n");
+}
+
+// The DET table: miss rates at fixed false-alarm rates, one column per system.
+static void report_det(const system_t *sys, int n) {
+    printf0("  %-8s ", "Pfa");
+    for (int k = 0; k < n; k++) printf0("  %8s", sys[k].name);
+    printf0("   (miss rate at each false-alarm rate)\n");
+    for (int r = 0; r < DET_ROWS; r++) {
+        printf0("  %7.1f%% ", 100.0 * DET_PFA[r]);
+        for (int k = 0; k < n; k++) printf0("  %7.2f%%", 100.0 * score_pmiss_at_pfa(sys[k].pm, sys[k].pf, sys[k].points, DET_PFA[r]));
+        printf0("\n");
+    }
+}
+
+static void write_scores(const score_opts_t *o, const embeddings_t *e, const trials_t *t, const float *raw,
+                         const float *norm) {
+    atomic_text_t out;
+    atomic_text_open(&out);
+    for (int64_t i = 0; i < t->n; i++) {
+        fprintf(out.f, "%s %s %.6f", e->utt_ids[t->a[i]], e->utt_ids[t->b[i]], raw[i]);
+        if (norm) fprintf(out.f, " %.6f", norm[i]);
+        fprintf(out.f, " %s\n", t->target[i] ? "target" : "nontarget");
+    }
+    char err[1024];
+    if (atomic_text_commit(&out, o->out, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
 }
 
 int cmd_score(const comm_t *comm, int argc, char **argv) {
-    score_opts_t o = {.top = 300};
+    score_opts_t o = {.top = 300, .norm = "as-norm", .p_target = "0.01,0.05"};
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    double priors[MAX_PRIORS];
+    const int np = parse_priors(o.p_target, priors);
     embeddings_t e, c = {0};
     load(o.emb, &e);
     trials_t t = {0};
     trials_read(o.trials, e.utt_ids, e.n, &t);
     float *raw = mallocCheck((size_t)t.n * sizeof(float)), *norm = NULL;
     trials_score(&t, e.emb, e.dim, raw);
+    const int snorm = strcmp(o.norm, "s-norm") == 0;
     if (o.cohort[0]) {
         load(o.cohort, &c);
         if (c.dim != e.dim)
             spk_fail_all(SPK_EXIT_DATA, "%s: cohort embeddings have dimension %lld, %s has %lld", o.cohort, (long long)c.dim,
                          o.emb, (long long)e.dim);
         float *mean = mallocCheck((size_t)e.n * sizeof(float)), *std = mallocCheck((size_t)e.n * sizeof(float));
-        cohort_stats(comm, &e, &c, o.top, mean, std);
+        cohort_stats(comm, &e, &c, snorm ? c.n : o.top, mean, std);  // S-norm: the whole cohort
         norm = mallocCheck((size_t)t.n * sizeof(float));
         for (int64_t i = 0; i < t.n; i++)
             norm[i] = score_asnorm(raw[i], mean[t.a[i]], std[t.a[i]], mean[t.b[i]], std[t.b[i]]);
@@ -83,18 +153,27 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     for (int64_t i = 0; i < t.n; i++) targets += t.target[i];
     printf0("%s: %lld trials (%lld target, %lld nontarget), %lld embeddings of dimension %lld\n", o.trials, (long long)t.n,
             (long long)targets, (long long)(t.n - targets), (long long)e.n, (long long)e.dim);
-    report("cosine", raw, t.target, t.n);
-    if (norm) report("as-norm", norm, t.target, t.n);
-    if (o.out[0] && comm->rank == 0) {
-        atomic_text_t out;
-        atomic_text_open(&out);
-        for (int64_t i = 0; i < t.n; i++) {
-            fprintf(out.f, "%s %s %.6f", e.utt_ids[t.a[i]], e.utt_ids[t.b[i]], raw[i]);
-            if (norm) fprintf(out.f, " %.6f", norm[i]);
-            fprintf(out.f, " %s\n", t.target[i] ? "target" : "nontarget");
-        }
-        char err[1024];
-        if (atomic_text_commit(&out, o.out, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
+    system_t sys[2] = {{"cosine", raw, NULL, NULL, 0}, {o.norm, norm, NULL, NULL, 0}};
+    const int ns = norm ? 2 : 1;
+    for (int k = 0; k < ns; k++) {
+        sys[k].points = score_det_curve(sys[k].s, t.target, t.n, &sys[k].pm, &sys[k].pf);
+        report(&sys[k], &t, priors, np);
+    }
+    report_det(sys, ns);
+    if (o.out[0] && comm->rank == 0) write_scores(&o, &e, &t, raw, norm);
+    if (o.det[0] && comm->rank == 0) {
+        det_series_t series[2];
+        for (int k = 0; k < ns; k++) series[k] = (det_series_t){sys[k].name, sys[k].pm, sys[k].pf, sys[k].points};
+        char err[8600];
+        if (det_plot(o.det, o.trials, series, ns, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
+        char tab[4200];
+        det_table_path(o.det, tab, sizeof tab);
+        printf("DET curves in %s, their points in %s\n", o.det, tab);
+    }
+    comm_barrier(comm);
+    for (int k = 0; k < ns; k++) {
+        free(sys[k].pm);
+        free(sys[k].pf);
     }
     free(raw);
     free(norm);

@@ -1,4 +1,4 @@
-// `spkddp train`: parse the flags, check them against the world size, run the trainer.
+// `spkddp train`: parse the flags (and --config), check them against the world size, run the trainer.
 #include "app/cli/commands.h"
 #include "app/cli/train_options.h"
 #include "app/train/trainer.h"
@@ -13,7 +13,11 @@ int cmd_train(const comm_t *comm, int argc, char **argv) {
     train_config_finalize(&cfg, comm->size);
     char *text = callocCheck(1, CKPT_CONFIG_MAX);
     opt_serialize(&train_options, &cfg, text, CKPT_CONFIG_MAX);
-    int rc = trainer_run(comm, &cfg, text);
+    char *yaml = opt_yaml(&train_options, &cfg,
+                          "spkddp train: the effective configuration of the run writing this directory (flags\n"
+                          "and --config merged). Rerun or continue it with: spkddp train --config config.yaml");
+    int rc = trainer_run(comm, &cfg, text, yaml);
+    free(yaml);
     free(text);
     return rc;
 }

@@ -9,6 +9,7 @@ int cmd_inspect(const comm_t *comm, int argc, char **argv);
 int cmd_diff(const comm_t *comm, int argc, char **argv);
 int cmd_embed(const comm_t *comm, int argc, char **argv);
 int cmd_score(const comm_t *comm, int argc, char **argv);
+int cmd_calibrate(const comm_t *comm, int argc, char **argv);
 int cmd_trials(const comm_t *comm, int argc, char **argv);
 int cmd_bench(const comm_t *comm, int argc, char **argv);
 int cmd_export(const comm_t *comm, int argc, char **argv);

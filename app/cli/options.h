@@ -11,6 +11,8 @@
 //   };
 //   static const opt_table_t table = OPT_TABLE("embed", "Embed every utterance ...", rows);
 #pragma once
+#include "io/config_yaml.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,13 +61,24 @@ typedef struct {
     { command, summary, rows, (int)(sizeof rows / sizeof rows[0]) }
 
 // ---- parsing ------------------------------------------------------------------------------
-// Parses "--name value" / "--name=value" / "--flag" into cfg. Positional arguments are
-// returned through positional[] (up to max_positional). Bad input, or a required flag left
-// out: one line naming the flag, every rank exits with SPK_EXIT_USAGE. "--help" prints the
-// table and exits 0.
+// Parses "--name value" / "--name=value" / "--flag" (or "--flag=false") into cfg. Positional
+// arguments are returned through positional[] (up to max_positional). "--config F" (every
+// command) first sets options from a YAML file whose keys are the flag names (io/config_yaml.h);
+// the flags then override it. Rank 0 reads the file and every rank applies the same text.
+// Bad input, or a required flag left out: one line naming the flag (or the file, line and
+// key), every rank exits with SPK_EXIT_USAGE. "--help" prints the table and exits 0.
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional);
+// Sets the options of a parsed config file (path names it in messages). Returns 0, or
+// SPK_EXIT_USAGE with "path:line: ..." in err for an unknown key or a bad value.
+int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err, size_t cap);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
+// The shortest %g form of x that reads back as x (0.2, not 0.20000000000000001; 30, not 3e+01).
+void opt_format_real(double x, char *out, size_t cap);
+// The options as a YAML document that --config reads back to the same values (reals in their
+// shortest exact form, switches true/false), under `header` as a comment (may be NULL).
+// malloc'ed; NULL when a value cannot be written as YAML (not UTF-8).
+char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header);
 // Sets every option found in a serialised text (the rest keep their values). A value out of
 // the table's range stops every rank as a bad flag would.
 void opt_deserialize(const opt_table_t *t, void *cfg, const char *text);

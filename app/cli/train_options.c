@@ -38,7 +38,7 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, epochs, "epochs", 1, 1e9, "epochs to train"),
     OPT_BATCH(train_config_t, batch),
     OPT_INTEGER(train_config_t, global_batch, "global-batch", 0, 1e9,
-                "global batch (per-rank = global / ranks); overrides --batch"),
+                "global batch (per-rank = global / (ranks x grad-accum)); overrides --batch"),
     OPT_CHOICE(train_config_t, optimizer, "optimizer", "sgd|adam|adamw", "optimizer"),
     OPT_NUMBER(train_config_t, lr, "lr", DBL_MIN, 1e3, "learning rate"),
     OPT_NUMBER(train_config_t, momentum, "momentum", 0, 0.999999, "SGD momentum (Adam: beta1 is 0.9)"),
@@ -85,6 +85,17 @@ static const opt_t rows[] = {
                 "SpecAugment: frequency masks per augmented sample"),
     OPT_INTEGER(train_config_t, aug.freq_width, "spec-freq-width", 1, 1000,
                 "SpecAugment: widest frequency mask, mel bins"),
+    // step controls (app/train/step_controls.h)
+    OPT_NUMBER(train_config_t, clip_grad_norm, "clip-grad-norm", 0, 1e9,
+               "scale the averaged gradient down to this L2 norm when it is larger (0: no clipping)"),
+    OPT_INTEGER(train_config_t, skip_nonfinite, "skip-nonfinite", 0, BIG,
+                "skip (and log) at most this many updates whose loss or gradient is NaN/Inf, instead of stopping at "
+                "the first"),
+    OPT_INTEGER(train_config_t, grad_accum, "grad-accum", 1, 1e6,
+                "micro-batches of --batch per update: the global batch is ranks x batch x grad-accum"),
+    OPT_INTEGER(train_config_t, log_every, "log-every", 0, BIG, "a JSON line of step figures every N updates (0: none)"),
+    OPT_TEXT(train_config_t, step_log, "step-log", OPT_OPTIONAL,
+             "--log-every's lines go to this file (default: standard output)"),
     // fine-tuning (docs/interop.md)
     OPT_TEXT(train_config_t, init_from, "init-from", OPT_OPTIONAL,
              "start from the weights and BatchNorm statistics of a checkpoint or a safetensors file with SpeechBrain's "
@@ -93,6 +104,8 @@ static const opt_t rows[] = {
     OPT_CHOICE(train_config_t, init_head, "init-head", "keep|drop",
                "--init-from: keep the file's classifier (the same speakers) or drop it (a new speaker set: a fresh "
                "AAM-softmax head)"),
+    OPT_INVARIANT(train_config_t, model.invariant),
+    OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
     OPT_PRECISION(train_config_t, model.precision),
 };
 

@@ -1,5 +1,6 @@
 #include "app/dist/grad_sync.h"
 
+#include "app/dist/exact_reduce.h"
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
@@ -34,40 +35,58 @@ static int64_t bucket_floats(void) {
     return f < 1 ? 1 : f > (1 << 28) ? (1 << 28) : f;  // MPI counts are ints
 }
 
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n) {
+// SPKDDP_EXACT_ALLREDUCE=float: the invariance tests' check that they can fail.
+static int exact_as_float(void) {
+    const char *s = getenv("SPKDDP_EXACT_ALLREDUCE");
+    return s && strcmp(s, "float") == 0;
+}
+
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int exact) {
     memset(g, 0, sizeof *g);
     g->comm = c;
     g->be = be;
     g->n = n;
     g->bucket = bucket_floats();
+    g->exact = exact;
     if (c->size == 1 && !nccl_forced(be)) return;
     g->active = 1;
     comm_bcast(c, &g->bucket, 1, MPI_INT64_T, 0);  // ranks must start the same collectives
     g->overlap = 1;
     g->cap_req = (int)(n / g->bucket + 2);
     g->reqs = mallocCheck((size_t)g->cap_req * sizeof(MPI_Request));
-    if (!be->separate_memory) return;
+    if (be->separate_memory) {
 #ifdef SPKDDP_HAVE_CUDA
-    if (be == spk_backend_cuda()) {
-        if (!device_gpu_shared()) {
-            g->nccl = nccl_comm_create(c, nccl_timeout());
-            printf0("gradients: averaged by NCCL over %d GPU%s\n", c->size, c->size > 1 ? "s" : "");
-            return;
+        if (be == spk_backend_cuda()) {
+            if (!device_gpu_shared()) {
+                g->nccl = nccl_comm_create(c, nccl_timeout());
+                printf0("gradients: %s by NCCL over %d GPU%s\n", exact ? "summed exactly" : "averaged", c->size,
+                        c->size > 1 ? "s" : "");
+            } else {
+                // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads
+                // wait for every queued kernel, so a bucket taken mid-backward would stall the
+                // queueing of the rest: one bucket, after the backward.
+                printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
+                g->overlap = 0;
+            }
         }
-        // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads wait
-        // for every queued kernel, so a bucket taken mid-backward would stall the queueing of
-        // the rest: one bucket, after the backward.
-        printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
-        g->overlap = 0;
-    }
 #endif
-    g->host = mallocCheck((size_t)n * sizeof(float) + 1);
+        if (!g->nccl) g->host = mallocCheck((size_t)n * sizeof(float) + 1);
+    }
+    if (!exact) return;
+    g->xr = exact_reduce_create(c, be, g->nccl, n);
+    g->exact_as_float = exact_as_float() && !g->nccl;  // (NCCL would average: not the check's sum)
+    if (g->exact_as_float) g->overlap = 0;  // each rank's sums are rounded after the backward
 }
 
-// Starts averaging grads[from, to).
+// Starts averaging grads[from, to) (xgrads in the invariant mode).
 static void start(grad_sync_t *g, int64_t from, int64_t to) {
+    if (g->exact && !g->exact_as_float) {
+        exact_reduce_start(g->xr, g->model->xgrads, from, to);
+        return;
+    }
     float *grads = g->model->grads;
     const int64_t count = to - from;
+    g->bytes += count * (int64_t)sizeof(float);
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
         nccl_allreduce_start(g->nccl, grads + from, count);
@@ -91,16 +110,29 @@ static void on_grads_ready(void *ctx, int64_t upto) {
         start(g, g->started, g->started + g->bucket);
         g->started += g->bucket;
     }
-    if (g->nreq > 0) {  // MPI moves nonblocking collectives only inside MPI calls
+    if (g->exact) {
+        exact_reduce_progress(g->xr);
+    } else if (g->nreq > 0) {  // MPI moves nonblocking collectives only inside MPI calls
         int done;
         mpiCheck(MPI_Test(&g->reqs[g->nreq - 1], &done, MPI_STATUS_IGNORE));
     }
 }
 
+// The model's BatchNorm sums and global batch size, over all ranks.
+static void exact_allreduce(void *ctx, xsum_t s, int64_t n) {
+    grad_sync_t *g = ctx;
+    exact_reduce_now(g->xr, s, n);
+}
+
 void grad_sync_begin(grad_sync_t *g, model_t *m) {
+    SPK_ASSERT(m->invariant == g->exact);
     g->model = m;
     g->started = 0;
     g->nreq = 0;
+    if (g->xr) {
+        m->exact_allreduce = exact_allreduce;
+        m->exact_ctx = g;
+    }
     if (!g->overlap) return;
     m->grads_ready = on_grads_ready;
     m->grads_ready_ctx = g;
@@ -110,7 +142,10 @@ void grad_sync_finish(grad_sync_t *g) {
     model_t *m = g->model;
     m->grads_ready = NULL;
     m->grads_ready_ctx = NULL;
+    m->exact_allreduce = NULL;
+    m->exact_ctx = NULL;
     if (!g->active) return;
+    if (g->exact_as_float) g->be->xsum_to_float(m->grads, m->xgrads, g->n);  // each rank's sums, rounded
     while (g->started < g->n) {  // the rest, in buckets (MPI counts are ints)
         const int64_t to = g->n - g->started > g->bucket ? g->started + g->bucket : g->n;
         start(g, g->started, to);
@@ -120,6 +155,11 @@ void grad_sync_finish(grad_sync_t *g) {
 
 void grad_sync_wait(grad_sync_t *g) {
     model_t *m = g->model;
+    if (g->exact && !g->exact_as_float) {  // the sums of every sample over all ranks, rounded once
+        if (g->xr) exact_reduce_wait(g->xr);
+        g->be->xsum_to_float(m->grads, m->xgrads, g->n);
+        return;
+    }
     if (!g->active) return;
     SPK_ASSERT(g->started == g->n);
 #ifdef SPKDDP_HAVE_CUDA
@@ -130,9 +170,18 @@ void grad_sync_wait(grad_sync_t *g) {
 #endif
     for (int i = 0; i < g->nreq; i++) comm_wait(g->comm, &g->reqs[i]);
     float *sum = g->host ? g->host : m->grads;
-    const float inv = 1.0f / (float)g->comm->size;
-    for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
+    if (!g->exact) {  // the invariant mode's gradients are sums already scaled by 1 / global batch
+        const float inv = 1.0f / (float)g->comm->size;
+        for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
+    }
     if (g->host) g->be->upload(m->grads, g->host, (size_t)g->n * sizeof(float));
+}
+
+int64_t grad_sync_take_bytes(grad_sync_t *g) {
+    int64_t b = g->bytes;
+    if (g->xr) b += exact_reduce_take_bytes(g->xr);
+    g->bytes = 0;
+    return b;
 }
 
 void grad_sync_drain(grad_sync_t *g) {
@@ -147,6 +196,7 @@ void grad_sync_free(grad_sync_t *g) {
 #ifdef SPKDDP_HAVE_CUDA
     nccl_comm_destroy(g->nccl);
 #endif
+    exact_reduce_free(g->xr);
     free(g->host);
     free(g->reqs);
     memset(g, 0, sizeof *g);

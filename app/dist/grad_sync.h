@@ -16,6 +16,14 @@
 // algorithm by message size).
 // A world of one rank has nothing to average, unless SPKDDP_NCCL=1 on a GPU (NCCL over one
 // rank, to exercise it on a one-GPU machine).
+//
+// The world-size-invariant mode (exact = 1, model_t.invariant): the model adds every sample's
+// gradient to the exact sums model_t.xgrads, already scaled by 1 / global batch; the buckets of
+// those sums are reduced across ranks exactly (app/dist/exact_reduce.h), with the same overlap,
+// and grad_sync_wait rounds the totals into grads once. Between begin and finish the model also
+// gets model_t.exact_allreduce, for BatchNorm over the global batch. SPKDDP_EXACT_ALLREDUCE=float
+// (a check that the invariance tests can fail) rounds each rank's sums first and adds them with
+// a plain float allreduce instead.
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
@@ -23,6 +31,7 @@
 #include <stdint.h>
 
 struct nccl_comm;
+struct exact_reduce;
 
 typedef struct {
     const comm_t *comm;
@@ -33,6 +42,10 @@ typedef struct {
     int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
     int active;              // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
     int overlap;             // start buckets during the backward (off: all after it)
+    int exact;               // the world-size-invariant mode: xgrads reduced exactly
+    int exact_as_float;      // SPKDDP_EXACT_ALLREDUCE=float (the check above)
+    struct exact_reduce *xr; // exact: the cross-rank reduction (NULL on one rank)
+    int64_t bytes;           // payload bytes this rank sent since grad_sync_take_bytes
     // between begin and mean
     model_t *model;
     int64_t started;         // grads[0, started) are being averaged
@@ -40,8 +53,8 @@ typedef struct {
     int nreq, cap_req;
 } grad_sync_t;
 
-// Collective: every rank calls it with the same backend and n.
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n);
+// Collective: every rank calls it with the same backend, n and exact.
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int exact);
 // Before the model's train_step: hooks the backward's progress to start buckets early.
 void grad_sync_begin(grad_sync_t *g, model_t *m);
 // After it: starts averaging what is left and unhooks. Returns without waiting.
@@ -49,6 +62,9 @@ void grad_sync_finish(grad_sync_t *g);
 // Work queued from now on sees the mean in m->grads (on the host too with MPI; with NCCL the
 // host has only waited for the previous step's).
 void grad_sync_wait(grad_sync_t *g);
+// Payload bytes this rank sent (gradients, and in the invariant mode BatchNorm's sums) since
+// the last call.
+int64_t grad_sync_take_bytes(grad_sync_t *g);
 // Waits on the host for every averaging started (NCCL: with the deadline). Before anything that
 // waits for the device (downloads, checkpoints, the end of a run).
 void grad_sync_drain(grad_sync_t *g);

@@ -4,6 +4,7 @@
 #include "kernels/base/clock.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/exact_sum_stream.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -19,6 +20,7 @@ struct nccl_comm {
     cudaStream_t stream;       // NCCL's own
     cudaEvent_t ready;         // kernels' stream -> NCCL stream
     cudaEvent_t done[2];       // NCCL stream -> kernels' stream, for the last two steps in turn
+    cudaEvent_t joined;        // NCCL stream -> kernels' stream within a step (nccl_join)
     int cur;                   // done[cur] follows the latest step's allreduces
     double timeout_s;
     int rank, size;
@@ -36,6 +38,7 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     cudaCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&n->done[i], cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&n->joined, cudaEventDisableTiming));
     return n;
 }
 
@@ -78,6 +81,22 @@ void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
     ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
 }
 
+void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count) {
+    cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    ncclCheck(ncclAllReduce(s.bin, max, (size_t)count, ncclInt8, ncclMax, n->comm, n->stream));
+    xsum_raise_to_cuda_stream(n->stream, s, max, count);
+    ncclCheck(ncclGroupStart());
+    ncclCheck(ncclAllReduce(s.hi, s.hi, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
+    ncclCheck(ncclAllReduce(s.lo, s.lo, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
+    ncclCheck(ncclGroupEnd());
+}
+
+void nccl_join(nccl_comm_t *n) {
+    cudaCheck(cudaEventRecord(n->joined, n->stream));
+    cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->joined, 0));
+}
+
 void nccl_allreduce_end(nccl_comm_t *n, int64_t total) {
     n->cur ^= 1;
     cudaCheck(cudaEventRecord(n->done[n->cur], n->stream));
@@ -93,6 +112,7 @@ void nccl_comm_destroy(nccl_comm_t *n) {
     ncclCheck(ncclCommDestroy(n->comm));
     cudaCheck(cudaEventDestroy(n->ready));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(n->done[i]));
+    cudaCheck(cudaEventDestroy(n->joined));
     cudaCheck(cudaStreamDestroy(n->stream));
     free(n);
 }

@@ -7,6 +7,7 @@
 // whole job ends with a sentence.
 #pragma once
 #include "app/dist/comm.h"
+#include "kernels/exact_sum.h"
 
 #include <stdint.h>
 
@@ -24,4 +25,12 @@ void nccl_allreduce_end(nccl_comm_t *n, int64_t total);
 // Waits on the host, with the deadline, for every allreduce queued (before anything that waits
 // for the kernels' stream, which would wait for them without a deadline).
 void nccl_allreduce_drain(nccl_comm_t *n, int64_t total);
+// The world-size-invariant mode (app/dist/exact_reduce.h): queues, after the kernels queued so
+// far, s (count exact sums in device memory) <- their sums over ranks: the bins' maximum into
+// max (count bytes of device memory; ncclInt8, ncclMax), every sum raised to it (a kernel on
+// NCCL's stream), the limbs' sums (ncclInt64, ncclSum) in place. Returns at once;
+// nccl_allreduce_end waits for it with the rest.
+void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count);
+// Makes the kernels' stream wait for everything queued on NCCL's stream (no host wait).
+void nccl_join(nccl_comm_t *n);
 void nccl_comm_destroy(nccl_comm_t *n);

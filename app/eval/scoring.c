@@ -19,11 +19,7 @@ static int cmp_score(const void *a, const void *b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-// The detection error trade-off: thresholds walk from below the lowest score upwards,
-// everything below a threshold is rejected, tied scores are stepped over together. Returns
-// the number of operating points (Pmiss, Pfa), from (0, 1) to (1, 0); 0 when either class is
-// empty or a score is NaN. pm and pf are malloc'ed.
-static int64_t det_curve(const float *scores, const uint8_t *target, int64_t n, double **pm, double **pf) {
+int64_t score_det_curve(const float *scores, const uint8_t *target, int64_t n, double **pm, double **pf) {
     scored_t *v = mallocCheck((size_t)(n ? n : 1) * sizeof *v);
     int64_t nt = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -54,7 +50,7 @@ static int64_t det_curve(const float *scores, const uint8_t *target, int64_t n, 
 // Where Pmiss first reaches Pfa, interpolated linearly from the point before.
 double score_eer(const float *scores, const uint8_t *target, int64_t n) {
     double *pm, *pf, eer = NAN;
-    int64_t points = det_curve(scores, target, n, &pm, &pf);
+    int64_t points = score_det_curve(scores, target, n, &pm, &pf);
     for (int64_t k = 1; k < points; k++) {
         if (pm[k] >= pf[k]) {
             double d = (pm[k] - pm[k - 1]) - (pf[k] - pf[k - 1]);
@@ -70,7 +66,7 @@ double score_eer(const float *scores, const uint8_t *target, int64_t n) {
 
 double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, double p) {
     double *pm, *pf, best = INFINITY;
-    int64_t points = det_curve(scores, target, n, &pm, &pf);
+    int64_t points = score_det_curve(scores, target, n, &pm, &pf);
     for (int64_t k = 0; k < points; k++) {
         double c = p * pm[k] + (1.0 - p) * pf[k];
         if (c < best) best = c;
@@ -78,6 +74,13 @@ double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, doub
     free(pm);
     free(pf);
     return points ? best / fmin(p, 1.0 - p) : NAN;
+}
+
+double score_pmiss_at_pfa(const double *pm, const double *pf, int64_t points, double pfa) {
+    double best = NAN;
+    for (int64_t k = 0; k < points; k++)
+        if (pf[k] <= pfa && !(pm[k] >= best)) best = pm[k];
+    return best;
 }
 
 float score_cosine(const float *a, const float *b, int64_t d) {

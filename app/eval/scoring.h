@@ -1,10 +1,18 @@
-// Speaker-verification scoring: cosine scores, equal error rate, minimum detection cost,
-// adaptive score normalisation (AS-norm).
+// Speaker-verification scoring: cosine scores, the DET curve, equal error rate, minimum
+// detection cost, symmetric and adaptive symmetric score normalisation (S-norm, AS-norm).
 #pragma once
 #include "io/trials.h"
 
 #include <stdint.h>
 
+// The detection error trade-off: thresholds walk from below the lowest score upwards,
+// everything below a threshold is rejected, tied scores are stepped over together. Returns
+// the number of operating points (Pmiss, Pfa), from (0, 1) to (1, 0); 0 when either class is
+// empty or a score is NaN. pm and pf are malloc'ed (points + 1 each, whatever the count).
+int64_t score_det_curve(const float *scores, const uint8_t *target, int64_t n, double **pm, double **pf);
+// The lowest miss rate at a false-alarm rate of at most pfa, over a DET curve's points (NaN
+// for an empty curve).
+double score_pmiss_at_pfa(const double *pm, const double *pf, int64_t points, double pfa);
 // Equal error rate in [0, 1] of scores with target flags (1 target, 0 nontarget), linearly
 // interpolated between the two thresholds where miss and false-alarm rates cross. NaN when
 // a class is empty or a score is NaN (a diverged model), as for score_min_dcf.
@@ -14,13 +22,15 @@ double score_eer(const float *scores, const uint8_t *target, int64_t n);
 double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, double p_target);
 // Cosine similarity of two vectors of length d.
 float score_cosine(const float *a, const float *b, int64_t d);
-// For each of n embeddings (n, d): mean and std of its top_k cosine scores against the cohort
-// (m, d) -- the statistics AS-norm needs. Rows must be L2-normalised.
+// For each of n embeddings (n, d): mean and std (population) of its top_k cosine scores
+// against the cohort (m, d) -- the statistics AS-norm needs; top_k >= m gives S-norm's, over
+// the whole cohort. Rows must be L2-normalised.
 void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_t m, int64_t d, int64_t top_k,
                         float *mean, float *std);
-// Symmetric AS-norm: 0.5 * ((s - mu_e) / sd_e + (s - mu_t) / sd_t).
+// Symmetric normalisation with each side's cohort statistics (S-norm or AS-norm):
+// 0.5 * ((s - mu_e) / sd_e + (s - mu_t) / sd_t).
 static inline float score_asnorm(float s, float mu_e, float sd_e, float mu_t, float sd_t) {
-    return 0.5f * ((s - mu_e) / sd_e + (s - mu_t) / sd_t);
+    return (float)(0.5 * (((double)s - mu_e) / sd_e + ((double)s - mu_t) / sd_t));
 }
 // Reads a trial list (io/trials.h) against utt_ids (n_utts). Every rank calls it and reaches
 // the same verdict: a bad list stops every rank with the file and line named (exit 3).

@@ -111,6 +111,7 @@ typedef struct {
     float *work;             // conv / AAM workspace
     size_t work_floats;
     float *scalars;          // [loss, correct (an int)] of the last forward
+    float *row_loss;         // (B) invariant mode: each sample's loss of the last forward
 } ecapa_t;
 
 // Makes room for B samples of T frames (grows the buffers when needed, never shrinks).

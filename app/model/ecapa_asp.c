@@ -104,32 +104,36 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     K->vec_zero(a->g_logit, bc);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
     K->vec_zero(a->g_t, ba);
-    if (m->bf16)
-        K->conv1d_bf16_backward(a->g_t, gr + a->conv_w, gr + a->conv_b, a->g_logit, a->attn_th,
-                                m->params_bf16 + a->conv_w, B, A, C, T, 1, 1, work);
-    else
-        K->conv1d_backward(a->g_t, gr + a->conv_w, gr + a->conv_b, a->g_logit, a->attn_t, p + a->conv_w, B, A, C, T, 1,
-                           1, work);
+    model_conv1d_backward(m, a->g_t, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1, work);
     K->vec_zero(a->g_a, ba);
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);
     float *g = a->g_t;  // (B, A, T) gradient at the TDNN's convolution output
     tdnn_post_backward(&a->tdnn, m, a->g_a, g, B, T);
     // The h part: dW_h += sum_b g_b h_b^T (bf16: one GEMM over the folded batch; fp32: a batch
     // summed into one output), dh_b += W_h^T g_b (a batch). The statistics part through ctx.
+    // (The invariant mode, fp32 only, adds each sample's terms exactly.)
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         K->bf16_fold_from_f32(a->gh, NULL, g, B, A, T);
         K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);
         K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
     } else {
-        K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0,
-                             B);
+        if (m->invariant)
+            model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C, B);
+        else
+            K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0,
+                                 B);
         K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
     }
     K->vec_zero(a->g_ctx, (size_t)B * A);
-    K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);                      // g_ctx[b] = sum_t g_b
-    K->linear_backward(NULL, NULL, dbias, a->g_ctx, NULL, NULL, B, 1, A);     // dbias += sum_b g_ctx[b]
-    K->spk_sgemm('T', 'N', A, 2 * C, B, 1.0f, a->g_ctx, A, a->gstats, 2 * C, 1.0f, dW + C, 3 * C);
+    K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);  // g_ctx[b] = sum_t g_b
+    if (m->invariant) {  // dbias += sum_b g_ctx[b], dW_stats += sum_b g_ctx[b]^T gstats[b]
+        model_rows_grad_exact(m, a->tdnn.b, a->g_ctx, B, A);
+        model_gemm_grad_exact(m, 'T', 'N', A, 2 * C, 1, a->g_ctx, A, A, a->gstats, 2 * C, 2 * C, a->tdnn.w + C, 3 * C, B);
+    } else {
+        K->linear_backward(NULL, NULL, dbias, a->g_ctx, NULL, NULL, B, 1, A);
+        K->spk_sgemm('T', 'N', A, 2 * C, B, 1.0f, a->g_ctx, A, a->gstats, 2 * C, 1.0f, dW + C, 3 * C);
+    }
     K->spk_sgemm('N', 'N', B, 2 * C, A, 1.0f, a->g_ctx, A, W + C, 3 * C, 0.0f, a->g_gstats, 2 * C);
     K->weighted_stats_backward(dh, NULL, a->g_gstats, a->g_gstats + C, h, NULL, a->gstats, a->gstats + C, B, C, T, 2 * C,
                                STATS_EPS);

@@ -72,8 +72,8 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
     size_t n = n_of(B, l->cout, T);
     K->relu_forward(l->a, l->a, n);
     if (train)
-        K->batchnorm1d_forward_train(l->y, l->mean, l->rstd, st + l->run_mean, st + l->run_var, l->a, p + l->bn_w,
-                                     p + l->bn_b, B, l->cout, T, BN_EPS, BN_MOMENTUM);
+        model_batchnorm_train(m, l->y, l->mean, l->rstd, l->run_mean, l->run_var, l->a, l->bn_w, l->bn_b, B, l->cout, T,
+                              BN_EPS, BN_MOMENTUM);
     else
         K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B, l->cout,
                                      T, BN_EPS);
@@ -81,22 +81,15 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
 
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work) {
-    const float *p = m->params;
     tdnn_post_backward(l, m, dy, g, B, T);
-    if (m->bf16)  // the forward's rounded input stands in for x
-        m->be->conv1d_bf16_backward(dx, m->grads + l->w, m->grads + l->b, g, l->xh, m->params_bf16 + l->w, B, l->cin,
-                                    l->cout, T, l->k, l->dil, work);
-    else
-        m->be->conv1d_backward(dx, m->grads + l->w, m->grads + l->b, g, x, p + l->w, B, l->cin, l->cout, T, l->k,
-                               l->dil, work);
+    model_conv1d_backward(m, dx, l->w, l->b, g, x, l->xh, B, l->cin, l->cout, T, l->k, l->dil, work);
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
     const spk_backend_t *K = m->be;
     size_t n = n_of(B, l->cout, T);
     K->vec_zero(g, n);
-    K->batchnorm1d_backward(g, m->grads + l->bn_w, m->grads + l->bn_b, dy, l->a, m->params + l->bn_w, l->mean, l->rstd,
-                            B, l->cout, T);
+    model_batchnorm_backward(m, g, l->bn_w, l->bn_b, dy, l->a, l->mean, l->rstd, B, l->cout, T);
     // ReLU backward in place: a is the ReLU output, so a > 0 marks where the gradient passes.
     K->relu_mask(g, l->a, n);
 }
@@ -182,8 +175,6 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
 void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B,
                     int T, float *const g[4], float *work) {
     const spk_backend_t *K = m->be;
-    const float *p = m->params;
-    float *gr = m->grads;
     const int c = C / ECAPA_SCALE;
     const size_t n = n_of(B, C, T), nc = n_of(B, c, T);
     float *d_t2 = g[0], *d_res = g[1], *d_t1 = g[2], *tmp = g[3];
@@ -199,9 +190,9 @@ void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const 
     K->sigmoid_backward(ds2, ds, s->s, (size_t)B * C);
     float *ds1r = ds2 + (size_t)B * C;  // gradient at the ReLU output (B, se)
     K->vec_zero(ds1r, (size_t)B * se);
-    K->linear_backward(ds1r, gr + s->se2_w, gr + s->se2_b, ds2, s->s1, p + s->se2_w, B, se, C);
+    model_linear_backward(m, ds1r, s->se2_w, s->se2_b, ds2, s->s1, B, se, C);
     K->relu_backward(ds1, ds1r, s->s1, (size_t)B * se);
-    K->linear_backward(ds0, gr + s->se1_w, gr + s->se1_b, ds1, s->s0, p + s->se1_w, B, C, se);
+    model_linear_backward(m, ds0, s->se1_w, s->se1_b, ds1, s->s0, B, C, se);
     K->time_mean_backward(d_t2, ds0, B, C, T);
 
     K->vec_zero(d_res, n);

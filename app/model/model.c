@@ -40,6 +40,9 @@ _Static_assert(sizeof(int) == sizeof(float), "the correct count shares the loss'
 void model_stats_fetch(model_t *m, const float *scalars, int n) {
     SPK_ASSERT(m->stats_pending <= 1);
     m->be->staging_fetch(m->staging, scalars, 2 * sizeof(float));
+    // The invariant mode's loss is the exact sum model_sum_losses left, read now (the mode
+    // waits for the device within every step anyway), before the next step overwrites it.
+    if (m->invariant) m->stats_loss[m->stats_pending] = model_loss_sum(m);
     m->stats_n[m->stats_pending++] = n;
 }
 
@@ -49,12 +52,23 @@ int model_read_stats(model_t *m, step_stats_t *st) {
     int correct;
     memcpy(&correct, &v[1], sizeof correct);
     const int n = m->stats_n[0];
-    st->loss_sum += (double)v[0] * n;
+    if (m->invariant)
+        xsum_merge(xsum_cell(&st->loss_exact), xsum_cell(&m->stats_loss[0]), 1);
+    else
+        st->loss_sum += (double)v[0] * n;
     st->correct += correct;
     st->count += n;
     m->stats_n[0] = m->stats_n[1];
+    m->stats_loss[0] = m->stats_loss[1];
     m->stats_pending--;
     return 1;
+}
+
+xsum_t model_xsum(const model_t *m, int64_t n) { return xsum_layout(m->be->alloc(xsum_bytes(n)), n); }
+
+void model_xsum_free(const model_t *m, xsum_t *s) {
+    if (s->bin) m->be->free(s->bin);
+    *s = xsum_none();
 }
 
 void model_alloc_buffers(model_t *m) {
@@ -62,6 +76,11 @@ void model_alloc_buffers(model_t *m) {
     m->grads = model_buf(m, (size_t)m->table.total);
     m->state = model_buf(m, (size_t)m->state_table.total);
     if (m->bf16) m->params_bf16 = model_buf_bf16(m, (size_t)m->table.total);
+    if (m->invariant) {
+        m->xgrads = model_xsum(m, m->table.total);
+        m->xcells = model_xsum(m, 2);
+        m->fcells = model_buf(m, 1);
+    }
     if (m->be->separate_memory) {
         m->host_params = callocCheck((size_t)m->table.total + 1, sizeof(float));
         m->host_state = callocCheck((size_t)m->state_table.total + 1, sizeof(float));
@@ -83,12 +102,18 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
+void model_zero_grads(model_t *m) {
+    m->be->vec_zero(m->grads, (size_t)m->table.total);
+    if (m->invariant) m->be->xsum_zero(m->xgrads, m->table.total);
+}
+
 model_config_t model_config_defaults(const char *name) {
     // SpeechBrain's ECAPA-TDNN widths; the AAM-softmax of its VoxCeleb recipe.
     model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128};
     c.visual_channels = 256;
     c.margin = 0.2, c.scale = 30;
     c.seed = 1234;
+    c.invariant_group = 1;
     snprintf(c.name, sizeof c.name, "%s", name);
     snprintf(c.precision, sizeof c.precision, "fp32");
     return c;
@@ -104,8 +129,11 @@ int model_config_apply_tf32(model_config_t *c, int tf32) {
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
-    m->be = be;
     m->bf16 = strcmp(cfg->precision, "bf16") == 0;
+    m->invariant = cfg->invariant;
+    SPK_ASSERT(!(m->bf16 && m->invariant));  // refused as a usage error (app/cli/train_options.c)
+    m->group = cfg->invariant && cfg->invariant_group > 1 ? (int)cfg->invariant_group : 1;
+    m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;
     m->visual_dim = data->visual_dim;
@@ -132,6 +160,10 @@ void model_free(model_t *m) {
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
     model_buf_bf16_free(m, &m->params_bf16);
+    model_xsum_free(m, &m->xgrads);
+    model_xsum_free(m, &m->xcells);
+    model_xsum_free(m, &m->xstats);
+    model_buf_free(m, &m->fcells);
     m->be->staging_free(m->staging);
     free(m);
 }

@@ -15,6 +15,10 @@ typedef struct {
     int64_t frames;           // training crop length (0: the model's default)
     char precision[8];        // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
     uint64_t seed;            // parameter initialisation
+    int invariant;            // the world-size-invariant mode (docs/invariant.md): BatchNorm over
+                              // the global batch, every per-sample contribution summed exactly
+    int64_t invariant_group;  // invariant mode: samples per exact term (a divisor of every per-rank
+                              // batch the run will see; 1: each sample on its own)
 } model_config_t;
 
 // Model `name` with the default hyperparameters (SpeechBrain's ECAPA-TDNN: C=512, attention

@@ -94,7 +94,7 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
                             &e->emb,     &e->aam_cache, &e->g3[0], &e->g3[1],     &e->gblk[0], &e->gblk[1],
                             &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->g_emb,   &e->work,
-                            &e->scalars};
+                            &e->scalars, &e->row_loss};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     e->cap_b = 0;
     e->cap_bt = 0;
@@ -164,6 +164,7 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->g_emb = model_buf(m, (size_t)B * E);
     e->work = model_buf(m, w);
     e->scalars = model_buf(m, 2);
+    e->row_loss = model_buf(m, (size_t)B);
     e->work_floats = w;
     e->cap_b = B;
     e->cap_bt = bt;
@@ -196,8 +197,8 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
         asp_forward(&v->asp, m, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, train, e->work);
     }
     if (train)
-        K->batchnorm1d_forward_train(e->pooled_bn, e->bn_mean, e->bn_rstd, st + e->asp_bn_mean, st + e->asp_bn_var,
-                                     e->pooled, p + e->asp_bn_w, p + e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
+        model_batchnorm_train(m, e->pooled_bn, e->bn_mean, e->bn_rstd, e->asp_bn_mean, e->asp_bn_var, e->pooled,
+                              e->asp_bn_w, e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
     else
         K->batchnorm1d_forward_infer(e->pooled_bn, e->pooled, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
                                      p + e->asp_bn_b, B, P, 1, 1e-5f);
@@ -219,18 +220,16 @@ static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B
 void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, int B, int T) {
     const spk_backend_t *K = m->be;
     const int F = (int)e->d.feat, C = (int)e->d.channels, E = (int)e->d.emb, se = (int)e->d.se, P = (int)e->pooled_dim;
-    const float *p = m->params;
-    float *gr = m->grads;
     const size_t bt = (size_t)B * T;
     float *d_pooled_bn = e->gvec[0], *d_pooled = e->gvec[1];
     float *dh = e->g3[0], *d_cat = e->g3[1];
 
     K->vec_zero(d_pooled_bn, (size_t)B * P);
-    K->linear_backward(d_pooled_bn, gr + e->fc_w, gr + e->fc_b, g_emb, e->pooled_bn, p + e->fc_w, B, P, E);
+    model_linear_backward(m, d_pooled_bn, e->fc_w, e->fc_b, g_emb, e->pooled_bn, B, P, E);
     model_grads_ready(m, e->fc_b + E);
     K->vec_zero(d_pooled, (size_t)B * P);
-    K->batchnorm1d_backward(d_pooled, gr + e->asp_bn_w, gr + e->asp_bn_b, d_pooled_bn, e->pooled, p + e->asp_bn_w,
-                            e->bn_mean, e->bn_rstd, B, P, 1);
+    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->pooled, e->bn_mean, e->bn_rstd, B, P,
+                             1);
     model_grads_ready(m, e->asp_bn_b + P);
     if (e->has_visual) {
         visual_backward(e, m, d_pooled, B, T);
@@ -288,8 +287,16 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
     model_stage_ready(m);
     model_round_params(m);
     ecapa_forward(e, m, x, vx, B, T, train);
-    K->aam_softmax_forward(e->scalars, (int *)(e->scalars + 1), e->aam_cache, e->emb, m->params + e->cls_w, labels, B,
-                           (int)e->d.emb, (int)e->d.classes, e->margin, e->scale, e->work);
+    const int E = (int)e->d.emb, S = (int)e->d.classes;
+    int *correct = (int *)(e->scalars + 1);
+    if (!m->invariant) {
+        K->aam_softmax_forward(e->scalars, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S, e->margin,
+                               e->scale, e->work);
+    } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; e->scalars[0] is unused)
+        K->aam_softmax_forward_rows(e->row_loss, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
+                                    e->margin, e->scale, e->work);
+        model_sum_losses(m, e->row_loss, B, train ? m->group : 1);
+    }
     model_stats_fetch(m, e->scalars, B);
     return labels;
 }
@@ -297,11 +304,17 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
 static void train_step(model_t *m, const batch_t *b) {
     ecapa_t *e = m->impl;
     const spk_backend_t *K = m->be;
+    const int64_t global = model_begin_step(m, b->n);
     const int *labels = forward_loss(e, m, b, 1);
     const int E = (int)e->d.emb, S = (int)e->d.classes;
     K->vec_zero(e->g_emb, (size_t)b->n * E);
-    K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n,
-                            E, S, e->margin, e->scale, e->work);
+    if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
+        K->aam_softmax_backward_exact(e->g_emb, m->grads + e->cls_w, xsum_at(m->xgrads, e->cls_w), 1.0f / (float)global,
+                                      e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n, E, S, e->margin,
+                                      e->scale, e->work, m->group);
+    else
+        K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels,
+                                b->n, E, S, e->margin, e->scale, e->work);
     model_grads_ready(m, e->cls_w + (int64_t)S * E);
     ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
 }

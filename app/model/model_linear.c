@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     int64_t w, b;       // offsets of fc.weight, fc.bias
@@ -15,7 +16,7 @@ typedef struct {
     float *logits;      // (cap, S)
     float *probs;       // (cap, S) softmax, kept for backward
     float *dlogits;     // (cap, S)
-    float *scalars;     // [loss, correct (an int)]
+    float *scalars;     // [loss, correct (an int)]; invariant mode: (cap, 2), one pair per sample
 } linear_t;
 
 static void release(model_t *m, linear_t *l) {
@@ -34,7 +35,7 @@ static void ensure(model_t *m, linear_t *l, int n) {
     l->logits = model_buf(m, (size_t)n * S);
     l->dlogits = model_buf(m, (size_t)n * S);
     l->probs = model_buf(m, (size_t)n * S);
-    l->scalars = model_buf(m, 2);
+    l->scalars = model_buf(m, 2 * (size_t)n);
 }
 
 static void pool(const batch_t *b, float *pooled) {
@@ -55,9 +56,35 @@ typedef struct {
     const int *labels;    // (n)
 } staged_t;
 
-// Forward and loss; the loss and accuracy are fetched back without waiting
-// (model_read_stats). Returns the pooled batch and the labels on the backend.
-static staged_t forward(model_t *m, const batch_t *b) {
+// The invariant mode needs each sample's loss: xent_forward row by row (the mean of one row is
+// its loss), the losses summed exactly in terms of `group` samples (model_sum_losses), and the
+// correct count into scalars[1] for model_stats_fetch. The host waits for the forward here.
+static void sample_losses(model_t *m, linear_t *l, const int *labels, int n, int group) {
+    const spk_backend_t *K = m->be;
+    const int S = (int)m->num_classes;
+    for (int i = 0; i < n; i++)
+        K->xent_forward(l->scalars + 2 * i, (int *)(l->scalars + 2 * i + 1), l->probs + (size_t)i * S,
+                        l->logits + (size_t)i * S, labels + i, 1, S);
+    float *v = mallocCheck(2 * (size_t)n * sizeof(float));
+    K->download(v, l->scalars, 2 * (size_t)n * sizeof(float));
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        int c;
+        memcpy(&c, &v[2 * i + 1], sizeof c);
+        correct += c;
+        v[i] = v[2 * i];  // the losses, packed
+    }
+    K->upload(l->dlogits, v, (size_t)n * sizeof(float));  // scratch until the backward zeroes it
+    model_sum_losses(m, l->dlogits, n, group);
+    memcpy(&v[1], &correct, sizeof correct);
+    K->upload(l->scalars, v, 2 * sizeof(float));  // [unused, correct]
+    free(v);
+}
+
+// Forward and loss (invariant mode: the losses in terms of `group` samples); the loss and
+// accuracy are fetched back without waiting (model_read_stats). Returns the pooled batch and
+// the labels on the backend.
+static staged_t forward(model_t *m, const batch_t *b, int group) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
     const int F = (int)m->feature_dim, S = (int)m->num_classes;
@@ -68,7 +95,10 @@ static staged_t forward(model_t *m, const batch_t *b) {
     const staged_t in = {model_stage(m, l->host_pooled, pb), model_stage(m, b->labels, lb)};
     model_stage_ready(m);
     K->linear_forward(l->logits, in.pooled, m->params + l->w, m->params + l->b, b->n, F, S);
-    K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, in.labels, b->n, S);
+    if (m->invariant)
+        sample_losses(m, l, in.labels, b->n, group);
+    else
+        K->xent_forward(l->scalars, (int *)(l->scalars + 1), l->probs, l->logits, in.labels, b->n, S);
     model_stats_fetch(m, l->scalars, b->n);
     return in;
 }
@@ -76,15 +106,21 @@ static staged_t forward(model_t *m, const batch_t *b) {
 static void train_step(model_t *m, const batch_t *b) {
     linear_t *l = m->impl;
     const spk_backend_t *K = m->be;
-    const staged_t in = forward(m, b);
-    K->vec_zero(l->dlogits, (size_t)(b->n * m->num_classes));
-    K->xent_backward(l->dlogits, 1.0f, l->probs, in.labels, b->n, (int)m->num_classes);
-    K->linear_backward(NULL, m->grads + l->w, m->grads + l->b, l->dlogits, in.pooled, m->params + l->w, b->n,
-                       (int)m->feature_dim, (int)m->num_classes);
+    const int64_t global = model_begin_step(m, b->n);
+    const staged_t in = forward(m, b, m->group);
+    const int S = (int)m->num_classes;
+    K->vec_zero(l->dlogits, (size_t)b->n * S);
+    if (m->invariant)  // the mean over the global batch: row by row, each weighing 1 / global
+        for (int i = 0; i < b->n; i++)
+            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, in.labels + i, 1,
+                             S);
+    else
+        K->xent_backward(l->dlogits, 1.0f, l->probs, in.labels, b->n, S);
+    model_linear_backward(m, NULL, l->w, l->b, l->dlogits, in.pooled, b->n, (int)m->feature_dim, S);
 }
 
 static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
-    forward(m, b);
+    forward(m, b, 1);
     model_read_stats(m, st);
 }
 

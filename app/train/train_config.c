@@ -22,18 +22,20 @@ train_config_t train_config_defaults(void) {
     c.keep = 3;
     c.progress = 30;
     c.aug = augment_config_defaults();
+    c.grad_accum = 1;
     strcpy(c.init_head, "keep");
     return c;
 }
 
 void train_config_finalize(train_config_t *c, int world) {
+    const int64_t per_update = world * c->grad_accum;  // forward/backward passes per update
     if (c->global_batch > 0) {
-        if (c->global_batch % world != 0)
-            spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks",
-                         (long long)c->global_batch, world);
-        c->batch = c->global_batch / world;
+        if (c->global_batch % per_update != 0)
+            spk_fail_all(SPK_EXIT_USAGE, "train: --global-batch %lld is not divisible by the %d ranks%s",
+                         (long long)c->global_batch, world, c->grad_accum > 1 ? " x --grad-accum" : "");
+        c->batch = c->global_batch / per_update;
     }
-    c->global_batch = c->batch * world;
+    c->global_batch = c->batch * per_update;
     if (c->nesterov && (strcmp(c->optimizer, "sgd") != 0 || c->momentum <= 0))
         spk_fail_all(SPK_EXIT_USAGE, "train: --nesterov needs --optimizer sgd and --momentum > 0");
     if (c->model.margin_warmup_end < c->model.margin_warmup_start)
@@ -45,6 +47,10 @@ void train_config_finalize(train_config_t *c, int world) {
     model_config_t m = c->model;
     if (model_config_apply_tf32(&m, c->tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
+    // The invariant mode's kernels are float32 ones planned for fixed results (docs/precision.md).
+    if (m.invariant && strcmp(m.precision, "bf16") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --invariant cannot be combined with --precision bf16 (its exact sums "
+                                     "and fixed kernels are float32 only)");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

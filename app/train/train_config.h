@@ -28,8 +28,9 @@ typedef struct {
     model_config_t model;
     // optimisation
     int64_t epochs;
-    int64_t batch;         // per-rank batch
-    int64_t global_batch;  // alternative: per-rank = global / ranks
+    int64_t batch;         // per-rank batch of one forward/backward (a micro-batch with --grad-accum)
+    int64_t global_batch;  // alternative: per-rank = global / (ranks x grad_accum); after finalize,
+                           // the samples of one optimizer update
     char optimizer[TRAIN_STR_MAX];  // sgd | adam | adamw
     double lr, momentum, weight_decay;
     int nesterov;
@@ -49,6 +50,12 @@ typedef struct {
     int64_t progress;     // seconds between progress lines (0: per epoch only)
     // on-the-fly augmentation of the training samples (io/augment.h)
     augment_config_t aug;
+    // step controls (app/train/step_controls.h)
+    double clip_grad_norm;   // 0: no clipping
+    int64_t skip_nonfinite;  // non-finite steps skipped before the run stops
+    int64_t grad_accum;      // micro-batches per update (global batch = ranks x batch x grad_accum)
+    int64_t log_every;       // updates between per-step JSON lines (0: none)
+    char step_log[TRAIN_STR_MAX];  // their file ("": rank 0's stdout)
     // start from another run's weights (app/train/init_from.h)
     char init_from[TRAIN_STR_MAX];  // "" | a checkpoint or safetensors file
     char init_head[TRAIN_STR_MAX];  // keep | drop: the classifier from the file, or fresh

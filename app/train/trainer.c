@@ -4,6 +4,7 @@
 #include "app/train/trainer.h"
 
 #include "app/dist/device_select.h"
+#include "app/dist/exact_reduce.h"
 #include "app/dist/grad_sync.h"
 #include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
@@ -13,7 +14,10 @@
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/signals.h"
+#include "app/train/step_controls.h"
+#include "app/train/memory_peaks.h"
 #include "io/checkpoint.h"
+#include "io/config_yaml.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
 #include "io/loader.h"
@@ -31,6 +35,7 @@ typedef struct {
     const comm_t *comm;
     const train_config_t *cfg;
     const char *config_text;  // the flags as key=value lines, stored in checkpoints
+    const char *config_yaml;  // the same as YAML for ckpt_dir/config.yaml (NULL: written, or none)
     const spk_backend_t *be;  // where the model computes (--device)
     dataset_t data, val;
     int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
@@ -42,10 +47,15 @@ typedef struct {
     optimizer_t opt;
     grad_sync_t grad_sync;
     lr_schedule_t sched;
-    int64_t *idx;          // (batch,) this step's sample indices
-    int64_t steps;         // per epoch
-    int64_t prefetched;    // steps of this epoch whose batches were handed to the loader
-    float *scratch;        // (num_params,) divergence check
+    step_controls_t controls;  // gradient norm, clipping, skips, step log
+    int64_t *idx;          // (batch,) a micro-batch's sample indices
+    int64_t steps;         // optimizer updates per epoch
+    int64_t micro_steps;   // micro-batches per epoch (steps x --grad-accum, the last update may have fewer)
+    int64_t prefetched;    // micro-batches of this epoch handed to the loader
+    int64_t unaccounted;   // updates queued whose statistics were not accounted for yet
+    step_stats_t partial;  // this rank's statistics of the oldest such update's micro-batches read so far
+    double last_update[3]; // the last accounted update's global loss sum, correct and count
+    float *scratch;        // (max(num_params, num_state),) divergence check
     // position
     int64_t epoch;             // epoch in progress
     int64_t samples_in_epoch;  // global samples done in it
@@ -86,6 +96,7 @@ static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
     m->ep_correct = t->ep_correct;
     m->ep_count = t->ep_count;
     m->ep_seconds = t->ep_seconds;
+    step_controls_save(&t->controls, m);
     snprintf(m->config, sizeof m->config, "%s", t->config_text);
 }
 
@@ -100,6 +111,17 @@ static void restore_position(trainer_t *t, const ckpt_meta_t *m) {
     t->ep_correct = m->ep_correct;
     t->ep_count = m->ep_count;
     t->ep_seconds = m->ep_seconds;
+    step_controls_restore(&t->controls, m);
+}
+
+// ckpt_dir/config.yaml: this run's flags and --config file merged, to read or rerun (each
+// checkpoint keeps the same config). Written with the run's first checkpoint, so a run that
+// fails before it leaves the directory as it was; a failure costs only this copy: a warning.
+static void save_effective_config(trainer_t *t) {
+    char err[4400];
+    if (t->config_yaml && config_yaml_save(t->cfg->ckpt_dir, "config.yaml", t->config_yaml, err, sizeof err) != 0)
+        spk_warn("%s", err);
+    t->config_yaml = NULL;  // once
 }
 
 static void save_checkpoint(trainer_t *t) {
@@ -112,6 +134,7 @@ static void save_checkpoint(trainer_t *t) {
         ckpt_tensors_t ts = tensors_of(t);
         char path[4200];
         ckpt_save(t->cfg->ckpt_dir, m, &ts, (int)t->cfg->keep, path, sizeof path);
+        save_effective_config(t);
         if (t->samples_in_epoch == 0)
             printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch, (long long)t->global_step);
         else
@@ -184,6 +207,13 @@ static void mark_finished(const char *dir, int64_t step) {
 
 // ---- evaluation -------------------------------------------------------------------------------
 
+// The invariant mode's loss sum: the exact sum of every sample's loss over all ranks.
+static double global_loss(const trainer_t *t, step_stats_t *st) {
+    const xsum_t s = xsum_cell(&st->loss_exact);
+    exact_allreduce_host(t->comm, s, 1);
+    return xsum_value_of(s, 0);
+}
+
 // Loss and accuracy over the whole held-out set, sharded without duplicates.
 static void evaluate(trainer_t *t, double *loss, double *acc) {
     sampler_t s;
@@ -203,6 +233,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
     sampler_free(&s);
     double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
     comm_allreduce_sum_f64(t->comm, v, 3);
+    if (t->model->invariant) v[0] = global_loss(t, &st);
     *loss = v[0] / v[2];
     *acc = v[1] / v[2];
 }
@@ -243,9 +274,24 @@ static void check_finite(trainer_t *t) {
 // An epoch's figures, global and the same on every rank.
 typedef struct {
     double loss, acc, samples_per_s, divergence;
+    double grad_norm, grad_norm_max;  // over the epoch's applied updates, before clipping
+    double rss_mib, device_mib;       // memory peaks (app/train/memory_peaks.h)
     double val_loss, val_acc;  // held-out set of the training speakers (NAN: none)
     double ver[3];             // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
 } epoch_summary_t;
+
+// max |theta_r - theta_0| over ranks and parameters; in the invariant mode over the running
+// statistics too, which come out the same on every rank without a broadcast. Needs the host
+// copies downloaded.
+static double replica_divergence(trainer_t *t) {
+    const model_t *m = t->model;
+    double d = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    if (m->invariant) {
+        const double ds = comm_divergence(t->comm, m->host_state, m->state_table.total, t->scratch);
+        if (!(ds <= d)) d = ds;
+    }
+    return d;
+}
 
 // Needs host_params downloaded.
 static epoch_summary_t summarise_epoch(trainer_t *t) {
@@ -253,13 +299,18 @@ static epoch_summary_t summarise_epoch(trainer_t *t) {
     epoch_summary_t s = {.loss = t->ep_loss_sum / (double)t->ep_count,
                          .acc = (double)t->ep_correct / (double)t->ep_count,
                          .samples_per_s = (double)t->ep_count / t->ep_seconds,
+                         .grad_norm = step_controls_epoch_norm(&t->controls, t->steps),
+                         .grad_norm_max = t->controls.ep_norm_max,
                          .val_loss = NAN,
                          .val_acc = NAN,
                          .ver = {NAN, NAN, NAN}};
-    s.divergence = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    memory_peaks(t->comm, t->be, &s.rss_mib, &s.device_mib);
+    s.divergence = replica_divergence(t);
     if (t->has_val) {
-        comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);  // rank 0's running stats rule
-        model_upload(m);
+        if (!m->invariant) {  // rank 0's running stats rule
+            comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
+            model_upload(m);
+        }
         if (t->trials.n)
             verify(t, s.ver);
         else
@@ -273,9 +324,11 @@ static void print_epoch(const trainer_t *t, const epoch_summary_t *s) {
             (long long)t->global_step, s->loss, s->acc);
     if (t->has_val && !t->trials.n) printf0("  val_loss %.6f  val_acc %.4f", s->val_loss, s->val_acc);
     if (t->trials.n) printf0("  val_eer %.2f%%  minDCF(0.01) %.4f", 100.0 * s->ver[0], s->ver[1]);
-    printf0("  lr %.6g  %.1f samples/s  %.2f s  data wait %.3f s  divergence %g\n", t->lr, s->samples_per_s,
-            t->ep_seconds, t->ep_data_wait,
-            s->divergence);
+    printf0("  lr %.6g", t->lr);
+    if (!isnan(s->grad_norm)) printf0("  grad norm %.4g", s->grad_norm);
+    if (t->controls.ep_skipped) printf0("  %lld skipped", (long long)t->controls.ep_skipped);
+    printf0("  %.1f samples/s  %.2f s  data wait %.3f s  peak RSS %.0f MiB  divergence %g\n", s->samples_per_s,
+            t->ep_seconds, t->ep_data_wait, s->rss_mib, s->divergence);
 }
 
 // One JSON line per epoch in --metrics (rank 0).
@@ -296,9 +349,16 @@ static void append_metrics(const trainer_t *t, const epoch_summary_t *s) {
         json_num(&j, "val_mindcf_0.05", s->ver[2]);
     }
     json_num(&j, "lr", t->lr);
+    if (!isnan(s->grad_norm)) {
+        json_num(&j, "grad_norm", s->grad_norm);
+        json_num(&j, "grad_norm_max", s->grad_norm_max);
+    }
+    json_int(&j, "skipped_steps", t->controls.ep_skipped);
     json_num(&j, "samples_per_s", s->samples_per_s);
     json_num(&j, "epoch_seconds", t->ep_seconds);
     json_num(&j, "data_wait_s", t->ep_data_wait);
+    json_num(&j, "peak_rss_mib", s->rss_mib);
+    if (!isnan(s->device_mib)) json_num(&j, "device_mem_mib", s->device_mib);
     json_num(&j, "divergence", s->divergence);
     json_int(&j, "world_size", t->comm->size);
     json_end(&j);
@@ -320,74 +380,137 @@ static void end_epoch(trainer_t *t) {
     t->samples_in_epoch = t->step_in_epoch = t->prefetched = 0;
     t->ep_loss_sum = t->ep_seconds = t->ep_data_wait = 0.0;
     t->ep_correct = t->ep_count = 0;
+    step_controls_new_epoch(&t->controls);
 }
 
-// Hands the loader the batches of this epoch's steps before `upto` not yet handed over.
+// Hands the loader this epoch's micro-batches before `upto` not yet handed over.
 static void prefetch_until(trainer_t *t, int64_t upto) {
-    for (; t->prefetched < upto && t->prefetched < t->steps; t->prefetched++) {
-        int n = sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+    for (; t->prefetched < upto && t->prefetched < t->micro_steps; t->prefetched++) {
+        int n = t->model->invariant ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
+                                    : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
         loader_prefetch(&t->loader, t->epoch, t->idx, n);
     }
 }
 
-// Queues one synchronous data-parallel step: forward, backward, averaging and update. On a
-// device nothing here waits for the device (its statistics are read at the next step, the
-// averaging's deadline covers the step before), so the host prepares step s + 1 while the
-// device computes step s.
-static void queue_step(trainer_t *t, int64_t step) {
-    model_t *m = t->model;
-    // Batches are read two steps ahead; the loader's threads compute their frames meanwhile.
-    double w0 = spk_seconds();
-    if (t->prefetched < step) t->prefetched = step;  // resumed mid-epoch
-    prefetch_until(t, step + 2);
-    const batch_t *b = loader_wait(&t->loader);
-    t->ep_data_wait += spk_seconds() - w0;
-    m->be->vec_zero(m->grads, (size_t)m->table.total);
-    grad_sync_begin(&t->grad_sync, m);
-    m->ops->train_step(m, b);
-    grad_sync_finish(&t->grad_sync);
-    grad_sync_wait(&t->grad_sync);
-    t->lr = lr_at(&t->sched, t->global_step);
-    optimizer_step(&t->opt, m->params, m->grads, t->lr);
-    t->global_step++;
-    t->step_in_epoch++;
+// Samples of this rank's micro-batch u (the last of an epoch may be short; equal on every rank).
+static int64_t micro_batch_size(const trainer_t *t, int64_t u) {
+    const int64_t left = t->sampler.per_rank - u * t->cfg->batch;
+    return left < t->cfg->batch ? left : t->cfg->batch;
 }
 
-// Reads the statistics of the oldest step not yet accounted for (global: summed over ranks),
-// adds them to the epoch's figures, checks them and reports progress.
+// An accounted update's global figures (loss sum, correct, count) into the epoch's; a skipped
+// update's samples count as seen, its loss and accuracy do not.
+static void count_update(trainer_t *t, const double v[3], int applied) {
+    const int64_t later = t->unaccounted;  // updates queued after this one
+    t->samples_in_epoch += (int64_t)v[2];
+    if (applied) {
+        t->ep_loss_sum += v[0];
+        t->ep_correct += (int64_t)v[1];
+        t->ep_count += (int64_t)v[2];
+    }
+    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
+                  t->steps);
+}
+
+// Reads the statistics of the oldest update not yet accounted for (global: summed over
+// ranks) and checks them; without step controls also adds them to the epoch's figures and
+// reports progress (with them queue_step does, once it has decided on the update).
 static void account_step(trainer_t *t) {
-    step_stats_t st = {0};
+    step_stats_t st = t->partial;  // its micro-batches read before
+    t->partial = (step_stats_t){0};
     const int pending = model_read_stats(t->model, &st);
-    SPK_ASSERT(pending);
+    SPK_ASSERT(pending && t->unaccounted > 0);
+    t->unaccounted--;
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
     double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
+    if (t->model->invariant) v[0] = global_loss(t, &st);
     t->stop_signal = (int)v[3];
-    // Every rank has just left the allreduce, so the collective read of a later step's crops
-    // costs only its I/O here (before it, a rank would wait for the slowest to arrive).
+    // Every rank has just left the allreduce, so the collective read of a later update's
+    // micro-batches costs only its I/O here (before it, a rank would wait for the slowest).
     const double w0 = spk_seconds();
-    prefetch_until(t, t->step_in_epoch + 2);
+    prefetch_until(t, t->step_in_epoch * t->cfg->grad_accum + 2);
     t->ep_data_wait += spk_seconds() - w0;
     if (t->stop_signal) signals_agreed();
-    const int64_t later = t->model->stats_pending;  // steps queued after this one
+    memcpy(t->last_update, v, sizeof t->last_update);
+    if (t->controls.measure) return;  // step_controls_apply judges a non-finite loss
     if (!isfinite(v[0]))
         spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
-                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1, (long long)(t->global_step - later));
-    t->samples_in_epoch += (int64_t)v[2];
-    t->ep_loss_sum += v[0];
-    t->ep_correct += (int64_t)v[1];
-    t->ep_count += (int64_t)v[2];
-    progress_step(&t->progress, (int64_t)v[2], v[0] / v[2], t->epoch, t->cfg->epochs, t->step_in_epoch - later,
-                  t->steps);
+                     isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1,
+                     (long long)(t->global_step - t->unaccounted));
+    count_update(t, v, 1);
 }
 
 // Brings the host up to date with the device: the averaging finished (with its deadline) and
-// every step's statistics accounted for. Before checkpoints, epoch ends and the run's end.
+// every update's statistics accounted for. Before checkpoints, epoch ends and the run's end.
 static void settle(trainer_t *t) {
     grad_sync_drain(&t->grad_sync);
     while (t->model->stats_pending > 0) account_step(t);
+}
+
+// The forward/backward passes of update `step`: its --grad-accum micro-batches, gradients
+// accumulated so that they end as the mean over all the update's samples, then averaged
+// across ranks (overlapping the last backward). At most one micro-batch's statistics may wait
+// unread when the next is queued: the previous update's are accounted for after this one's
+// first micro-batch, and every micro-batch but the last is read into t->partial at once.
+static void accumulate(trainer_t *t, int64_t step) {
+    model_t *m = t->model;
+    const int64_t first = step * t->cfg->grad_accum, total = (int64_t)m->table.total;
+    const int64_t last = (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
+    int64_t n_prev = 0, n_all = 0;
+    model_zero_grads(m);  // (and the exact sums of the invariant mode)
+    if (t->prefetched < first) t->prefetched = first;  // resumed mid-epoch
+    for (int64_t u = first; u <= last; u++) {
+        // Batches are read two ahead; the loader's threads compute their frames meanwhile.
+        const double w0 = spk_seconds();
+        prefetch_until(t, u + 2);
+        const batch_t *b = loader_wait(&t->loader);
+        t->ep_data_wait += spk_seconds() - w0;
+        // Each backward adds its batch's mean gradient. A micro-batch of another size (an
+        // epoch's last) first rescales the sum so far, which then weighs each by its samples.
+        const int64_t n = micro_batch_size(t, u);
+        if (n_prev && n != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n), (size_t)total);
+        n_prev = n;
+        n_all += n;
+        if (u == last) grad_sync_begin(&t->grad_sync, m);
+        m->ops->train_step(m, b);
+        if (u < last) {
+            if (m->stats_pending > 1) account_step(t);  // the previous update's last micro-batch
+            model_read_stats(m, &t->partial);
+        }
+    }
+    grad_sync_finish(&t->grad_sync);
+    grad_sync_wait(&t->grad_sync);
+    if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
+}
+
+// Queues one synchronous data-parallel update: micro-batches, averaging, step controls and
+// the optimizer's update. Without controls that need the update's figures first, nothing here
+// waits for a device (its statistics are read at the next update, the averaging's deadline
+// covers the update before), so the host prepares update s + 1 while the device computes s.
+// With them (app/train/step_controls.h) the update waits for its loss and gradient norm.
+static void queue_step(trainer_t *t, int64_t step) {
+    model_t *m = t->model;
+    const double t0 = spk_seconds(), wait0 = t->ep_data_wait;
+    accumulate(t, step);
+    t->lr = lr_at(&t->sched, t->global_step);
+    t->global_step++;
+    t->step_in_epoch++;
+    t->unaccounted++;
+    if (!t->controls.measure) {
+        optimizer_step(&t->opt, m->params, m->grads, t->lr);
+        return;
+    }
+    grad_sync_drain(&t->grad_sync);  // the norm's download waits for the device: with the deadline first
+    while (m->stats_pending > 0) account_step(t);
+    step_report_t r = {.loss = t->last_update[0] / t->last_update[2], .accuracy = t->last_update[1] / t->last_update[2]};
+    const int apply = step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step - 1);
+    if (apply) optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    count_update(t, t->last_update, apply);
+    step_controls_log(&t->controls, &r, t->epoch, t->global_step - 1, t->lr, (int64_t)t->last_update[2],
+                      spk_seconds() - t0, t->ep_data_wait - wait0);
 }
 
 // ---- setup ---------------------------------------------------------------------------------
@@ -439,20 +562,17 @@ static void create_optimizer(trainer_t *t) {
     const int64_t n = t->model->table.total;
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
-    grad_sync_init(&t->grad_sync, t->comm, t->be, n);
-    t->scratch = mallocCheck((size_t)n * sizeof(float));
+    step_controls_init(&t->controls, t->cfg, t->be);
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n, t->model->invariant);
+    const int64_t ns = t->model->state_table.total;
+    t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
 }
 
-// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
-static void plan_epochs(trainer_t *t) {
+// Steps per epoch, PyTorch's way: every rank takes ceil(N / K) positions of the padded order
+// (or floor with --drop-last) in steps of --batch; a last step too small for BatchNorm is left out.
+static int64_t default_steps(const trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;
-    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
-                 c->drop_last);
-    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
-    loader_set_augment(&t->loader, t->aug);
-    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
-    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
     int64_t steps = sampler_steps(&t->sampler, c->batch);
     const int64_t tail = t->sampler.per_rank - (steps - 1) * c->batch;  // samples of the last step
     if (c->batch < m->min_batch || t->sampler.per_rank < m->min_batch)
@@ -468,8 +588,50 @@ static void plan_epochs(trainer_t *t) {
             (long long)tail, c->model.name, (long long)tail * t->comm->size,
             c->no_shuffle ? ", always the same ones with --no-shuffle" : "");
     }
-    t->steps = steps;
-    t->sched = train_config_lr_schedule(c, steps);
+    return steps;
+}
+
+// Steps per epoch in the invariant mode: whole global batches of the epoch order only, so the
+// steps and their samples are the same on any number of ranks (padding to a multiple of the
+// ranks would not be); each rank takes a contiguous slice of them (sampler_batch_slice).
+static int64_t invariant_steps(const trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
+    if (c->global_batch < t->model->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
+                     c->model.name, t->model->min_batch, (long long)c->global_batch);
+    if (c->batch % c->model.invariant_group != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
+                     "the groups of samples must stay whole on any world size you use",
+                     (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch,
+                     t->comm->size);
+    // Its exact sums are rounded once per update from one global batch; micro-batches would
+    // need them kept across backwards, which the mode does not do.
+    if (c->grad_accum > 1)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --grad-accum cannot be combined with --invariant (give the whole "
+                                     "global batch per update instead)");
+    if (rest)
+        printf0("note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
+                "used%s\n",
+                (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
+    return steps;
+}
+
+// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
+static void plan_epochs(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const model_t *m = t->model;
+    sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
+                 c->drop_last);
+    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    loader_set_augment(&t->loader, t->aug);
+    if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
+    t->micro_steps = m->invariant ? invariant_steps(t) : default_steps(t);
+    t->steps = (t->micro_steps + c->grad_accum - 1) / c->grad_accum;
+    t->sched = train_config_lr_schedule(c, t->steps);
     t->lr = lr_at(&t->sched, 0);
 }
 
@@ -478,6 +640,7 @@ static void plan_epochs(trainer_t *t) {
 static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int resumed = resume(t);
+    step_controls_resume_log(&t->controls, resumed ? t->global_step : 0);  // a fresh run: a fresh step log
     if (!resumed && c->init_from[0]) init_from_start(t->comm, t->model, c->init_from, c->init_head);
     if (c->metrics[0] && t->comm->rank == 0) {
         if (resumed)
@@ -487,22 +650,26 @@ static void choose_start(trainer_t *t) {
     }
 }
 
-static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
+static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, const char *config_text,
+                                const char *config_yaml) {
     trainer_t *t = callocCheck(1, sizeof *t);
     t->comm = comm;
     t->cfg = cfg;
     t->config_text = config_text;
+    t->config_yaml = config_yaml;
     t->be = device_select(comm, cfg->device, "train");
     device_set_precision(comm, t->be, train_config_model(cfg).precision);
     open_data(t);
     create_model(t);
     create_optimizer(t);
     plan_epochs(t);
+    char accum[48] = "";
+    if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
     printf0(
-        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld = global batch %lld, "
-        "%lld steps/epoch\n",
+        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld%s = global batch "
+        "%lld, %lld steps/epoch\n",
         cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
-        (long long)cfg->batch, (long long)cfg->global_batch, (long long)t->steps);
+        (long long)cfg->batch, accum, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
     return t;
 }
@@ -558,7 +725,7 @@ static int finish(trainer_t *t, int stopped) {
     model_t *m = t->model;
     settle(t);
     model_download(m);
-    const double div = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    const double div = replica_divergence(t);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
         printf0(
@@ -587,6 +754,7 @@ static void trainer_free(trainer_t *t) {
     dataset_close(&t->data);
     grad_sync_free(&t->grad_sync);
     optimizer_free(&t->opt);
+    step_controls_free(&t->controls);
     model_free(t->model);
     device_release(t->be);  // after everything that lived on it
     free(t->scratch);
@@ -594,8 +762,8 @@ static void trainer_free(trainer_t *t) {
     free(t);
 }
 
-int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text) {
-    trainer_t *t = trainer_setup(comm, cfg, config_text);
+int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text, const char *config_yaml) {
+    trainer_t *t = trainer_setup(comm, cfg, config_text, config_yaml);
     const int stopped = run_epochs(t);
     const int rc = finish(t, stopped);
     trainer_free(t);

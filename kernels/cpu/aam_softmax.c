@@ -6,6 +6,7 @@
 
 #include "kernels/aam_layout.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
@@ -31,24 +32,24 @@ static void normalize_rows(float* out, float* norm, const float* in, int rows, i
     }
 }
 
-// Backward of y = x / max(|x|, eps): dx += (g - y (y.g)) / |x| where |x| > eps, else g / eps.
+// Backward of y = x / max(|x|, eps) for one row: d += (g - y (y.g)) / |x| where |x| > eps,
+// else g / eps.
+static inline void normalize_row_backward(float* d, const float* g, const float* y, float n, int E) {
+    if (n > NORM_EPS) {
+        float dot = 0.0f;
+        for (int e = 0; e < E; e++) dot += y[e] * g[e];
+        const float inv = 1.0f / n;
+        for (int e = 0; e < E; e++) d[e] += (g[e] - y[e] * dot) * inv;
+    } else {
+        for (int e = 0; e < E; e++) d[e] += g[e] / NORM_EPS;
+    }
+}
+
 static void normalize_rows_backward(float* dx, const float* g, const float* y, const float* norm,
                                     int rows, int E) {
 #pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
-    for (int r = 0; r < rows; r++) {
-        const float* gr = g + (size_t)r * E;
-        const float* yr = y + (size_t)r * E;
-        float* d = dx + (size_t)r * E;
-        const float n = norm[r];
-        if (n > NORM_EPS) {
-            float dot = 0.0f;
-            for (int e = 0; e < E; e++) dot += yr[e] * gr[e];
-            const float inv = 1.0f / n;
-            for (int e = 0; e < E; e++) d[e] += (gr[e] - yr[e] * dot) * inv;
-        } else {
-            for (int e = 0; e < E; e++) d[e] += gr[e] / NORM_EPS;
-        }
-    }
+    for (int r = 0; r < rows; r++)
+        normalize_row_backward(dx + (size_t)r * E, g + (size_t)r * E, y + (size_t)r * E, norm[r], E);
 }
 
 typedef struct {
@@ -79,18 +80,39 @@ static spk_row_loss_t aam_row(void* ctx, int b) {
     return (spk_row_loss_t){mx + logf(s) - zy, am == y};
 }
 
-void aam_softmax_forward(float* loss, int* correct, float* cache, const float* emb, const float* w,
-                         const int* labels, int B, int E, int S, float margin, float scale,
-                         float* workspace) {
-    (void)workspace;  // forward needs no scratch; kept for a uniform interface
+// Normalized embeddings and class weights into the cache, and cos (B, S) into its probs slot
+// (by `gemm`: spk_sgemm, or spk_sgemm_rows in the world-size-invariant mode).
+static aam_cache_t cosines(float* cache, const float* emb, const float* w, int B, int E, int S, spk_gemm_fn* gemm) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     aam_cache_t c = aam_cache_view(cache, B, E, S);
     normalize_rows(c.ehat, c.enorm, emb, B, E);
     normalize_rows(c.what, c.wnorm, w, S, E);
-    // cos (B, S) computed into the probs slot, then turned into probabilities row by row
-    spk_sgemm('N', 'T', B, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
-    aam_rows r = {c, labels, S, scale, spk_aam_margin(margin)};
+    gemm('N', 'T', B, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
+    return c;
+}
+
+void aam_softmax_forward(float* loss, int* correct, float* cache, const float* emb, const float* w,
+                         const int* labels, int B, int E, int S, float margin, float scale,
+                         float* workspace) {
+    (void)workspace;  // forward needs no scratch; kept for a uniform interface
+    // cos turned into probabilities row by row in the probs slot
+    aam_rows r = {cosines(cache, emb, w, B, E, S, spk_sgemm), labels, S, scale, spk_aam_margin(margin)};
     spk_row_losses(loss, correct, B, (size_t)S, aam_row, &r);
+}
+
+// dcos (B, S) = d (g * loss_b) / d cos for every row: g times the softmax's gradient, and the
+// margin's derivative at the label.
+static void cos_grad(float* dcos, const aam_cache_t* c, const int* labels, int B, int S, float g,
+                     const spk_aam_margin_t* mc) {
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S >= 32768)
+    for (int b = 0; b < B; b++) {
+        const float* p = c->probs + (size_t)b * S;
+        float* d = dcos + (size_t)b * S;
+        const int y = labels[b];
+#pragma omp simd
+        for (int j = 0; j < S; j++) d[j] = g * p[j];
+        d[y] = g * (p[y] - 1.0f) * spk_aam_dphi(c->cos_target[b], *mc);
+    }
 }
 
 void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cache, const float* emb,
@@ -103,16 +125,8 @@ void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cach
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
     const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const spk_aam_margin_t mc = spk_aam_margin(margin);
-    const float g = dloss / (float)B * scale;  // d loss / d logit, times d logit / d cos
-#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S >= 32768)
-    for (int b = 0; b < B; b++) {
-        const float* p = c.probs + (size_t)b * S;
-        float* d = ws.dcos + (size_t)b * S;
-        const int y = labels[b];
-#pragma omp simd
-        for (int j = 0; j < S; j++) d[j] = g * p[j];
-        d[y] = g * (p[y] - 1.0f) * spk_aam_dphi(c.cos_target[b], mc);
-    }
+    // d loss / d logit, times d logit / d cos
+    cos_grad(ws.dcos, &c, labels, B, S, dloss / (float)B * scale, &mc);
     if (demb) {
         spk_sgemm('N', 'N', B, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
         normalize_rows_backward(demb, ws.dehat, c.ehat, c.enorm, B, E);
@@ -120,5 +134,70 @@ void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cach
     if (dw) {
         spk_sgemm('T', 'N', S, E, B, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
         normalize_rows_backward(dw, ws.dwhat, c.what, c.wnorm, S, E);
+    }
+}
+
+// ---- the world-size-invariant mode --------------------------------------------------------------
+
+void aam_softmax_forward_rows(float* row_loss, int* correct, float* cache, const float* emb,
+                              const float* w, const int* labels, int B, int E, int S, float margin,
+                              float scale, float* workspace) {
+    (void)workspace;
+    aam_rows r = {cosines(cache, emb, w, B, E, S, spk_sgemm_rows), labels, S, scale, spk_aam_margin(margin)};
+    int hits = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : hits) if ((size_t)B * S >= 32768)
+    for (int b = 0; b < B; b++) {
+        const spk_row_loss_t l = aam_row(&r, b);
+        row_loss[b] = l.loss;
+        hits += l.ok;
+    }
+    *correct = hits;
+}
+
+// Class rows of dW per block: about 16K floats (a block and its sums stay in L2 while every
+// sample is added), from the shapes only.
+static int class_block_rows(int S, int E) {
+    const int rows = 16384 / E;
+    return rows < 1 ? 1 : (rows < S ? rows : S);
+}
+
+void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dloss,
+                                const float* cache, const float* emb, const float* w,
+                                const int* labels, int B, int E, int S, float margin, float scale,
+                                float* workspace, int group) {
+    (void)emb;
+    (void)w;
+    SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
+    const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
+    const spk_aam_margin_t mc = spk_aam_margin(margin);
+    cos_grad(ws.dcos, &c, labels, B, S, dloss * scale, &mc);  // a sum over samples: no 1/B
+    if (demb) {
+        spk_sgemm_rows('N', 'N', B, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
+        normalize_rows_backward(demb, ws.dehat, c.ehat, c.enorm, B, E);
+    }
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != NULL);
+    // Each sample's (S, E) gradient: dwhat_b = dcos_b^T ehat_b through the normalisation of
+    // the class weights, row by row (ws.dwhat holds dwhat_b), a group's summed in dw_tmp, then
+    // added to the sums.
+    const int rows = class_block_rows(S, E), blocks = (S + rows - 1) / rows;
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S * E >= 32768)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int s0 = blk * rows, s1 = s0 + rows < S ? s0 + rows : S;
+        for (int b = 0; b < B; b++) {
+            const float* eh = c.ehat + (size_t)b * E;
+            for (int s = s0; s < s1; s++) {
+                const float gs = ws.dcos[(size_t)b * S + s];
+                float *g = ws.dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;
+                for (int e = 0; e < E; e++) {
+                    g[e] = gs * eh[e];
+                    if (b % group == 0) d[e] = 0.0f;
+                }
+                normalize_row_backward(d, g, c.what + (size_t)s * E, c.wnorm[s], E);
+            }
+            if (b % group == group - 1)
+                xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
+        }
     }
 }

@@ -3,6 +3,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/staging.h"
 
+#include "kernels/base/spk_assert.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,4 +39,26 @@ const spk_backend_t spk_backend_cpu_staged = SPK_CPU_BACKEND("cpu-staged", 1, sp
 
 #ifndef SPKDDP_HAVE_CUDA
 const spk_backend_t* spk_backend_cuda(void) { return NULL; }
+const spk_backend_t* spk_backend_cuda_invariant(void) { return NULL; }
 #endif
+
+// The twins are made on first use (from the thread that builds the models).
+#define SPK_CPU_REPLACE(name, replacement) twin.name = replacement;
+static const spk_backend_t* cpu_twin(const spk_backend_t* base, spk_backend_t* slot) {
+    if (!slot->invariant) {
+        spk_backend_t twin = *base;
+        twin.invariant = 1;
+        SPK_INVARIANT_OPS(SPK_CPU_REPLACE)
+        *slot = twin;
+    }
+    return slot;
+}
+
+const spk_backend_t* spk_backend_invariant(const spk_backend_t* be) {
+    static spk_backend_t cpu, staged;
+    if (be->invariant) return be;
+    if (be == &spk_backend_cpu) return cpu_twin(be, &cpu);
+    if (be == &spk_backend_cpu_staged) return cpu_twin(be, &staged);
+    SPK_ASSERT(be == spk_backend_cuda());
+    return spk_backend_cuda_invariant();
+}

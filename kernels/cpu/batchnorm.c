@@ -5,8 +5,9 @@
 
 #include <stddef.h>
 
-#include "kernels/elementwise_math.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
+#include "kernels/elementwise_math.h"
 
 // sum over the B rows of length T of channel c
 static double channel_sum(const float* x, int c, int B, int C, int T) {
@@ -109,6 +110,106 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
 #pragma omp simd
             for (int t = 0; t < T; t++)
                 o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+        }
+    }
+}
+
+// ---- the world-size-invariant mode --------------------------------------------------------------
+
+// Adds the group sums of a channel: g1/g2 collect the samples of a group, in order.
+static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double* g1, double* g2) {
+    *g1 = b % group ? *g1 + s1 : s1;
+    *g2 = b % group ? *g2 + s2 : s2;
+    if (b % group != group - 1) return;
+    xsum_add_one(xsum_at(sums, c), *g1);
+    xsum_add_one(xsum_at(sums, C + c), *g2);
+}
+
+void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, int B, int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int c = 0; c < C; c++) {
+        const double sh = shift ? shift[c] : 0.0f;
+        double g1 = 0.0, g2 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float* r = x + ((size_t)b * C + c) * T;
+            double s1 = 0.0, s2 = 0.0;
+#pragma omp simd reduction(+ : s1, s2)
+            for (int t = 0; t < T; t++) {
+                const double d = (double)r[t] - sh;
+                s1 += d;
+                s2 += d * d;
+            }
+            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
+        }
+    }
+}
+
+void batchnorm1d_forward_global(float* y, float* mean, float* rstd, float* running_mean,
+                                float* running_var, const float* x, const float* weight,
+                                const float* bias, xsum_t sums, int64_t N, int B, int C, int T,
+                                float eps, float momentum) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int c = 0; c < C; c++) {
+        double mu, var;
+        spk_bn_stats_of_sums(xsum_value_of(sums, c), xsum_value_of(sums, C + c),
+                             running_mean ? running_mean[c] : 0.0f, (double)N, &mu, &var);
+        const float muf = (float)mu;
+        const float rs = spk_bn_rstd((float)var, eps);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
+        const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+        const float bc = bias ? bias[c] : 0.0f;
+        for (int b = 0; b < B; b++) {
+            const float* r = x + ((size_t)b * C + c) * T;
+            float* o = y + ((size_t)b * C + c) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
+        }
+    }
+}
+
+void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float* dy,
+                                  const float* x, const float* mean, const float* rstd, int B,
+                                  int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int c = 0; c < C; c++) {
+        const float mu = mean[c], rs = rstd[c];
+        double g1 = 0.0, g2 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float* g = dy + ((size_t)b * C + c) * T;
+            const float* r = x + ((size_t)b * C + c) * T;
+            double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
+#pragma omp simd reduction(+ : s1, s2)
+            for (int t = 0; t < T; t++) {
+                s1 += g[t];
+                s2 += g[t] * ((r[t] - mu) * rs);
+            }
+            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
+            if (b % group != group - 1) continue;
+            if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), g1);
+            if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), g2);
+        }
+    }
+}
+
+void batchnorm1d_backward_global(float* dx, const float* dy, const float* x, const float* weight,
+                                 const float* mean, const float* rstd, xsum_t sums, int64_t N, int B,
+                                 int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int c = 0; c < C; c++) {
+        const float mu = mean[c], rs = rstd[c];
+        const float wc = weight ? weight[c] : 1.0f;
+        const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
+        const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
+        for (int b = 0; b < B; b++) {
+            const float* g = dy + ((size_t)b * C + c) * T;
+            const float* r = x + ((size_t)b * C + c) * T;
+            float* o = dx + ((size_t)b * C + c) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
         }
     }
 }

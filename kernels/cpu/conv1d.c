@@ -20,6 +20,11 @@
 // Both schedules take operands (x, w, dy) of either element type (conv1d_schedule.h): float32
 // here, bf16 for the mixed-precision entry points (kernels/cpu/conv1d_bf16.c). im2col copies
 // operands as they are; the GEMM outputs (y, dcol, dW) are float32 in both.
+//
+// The world-size-invariant mode (conv1d_forward_fixed, conv1d_backward_exact): the per-sample
+// forward and input gradient with GEMMs planned for one thread (float32 operands), and the
+// weight and bias gradients as exact sums of every sample's (or group's) contribution, by blocks
+// set by the shapes, so nothing depends on B or on the thread count.
 #include "kernels/conv1d.h"
 
 #include <omp.h>
@@ -27,6 +32,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv1d_schedule.h"
+#include "kernels/cpu/exact_rows.h"
 #include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
@@ -39,7 +45,14 @@ static void sgemm_operands(char ta, char tb, int M, int N, int K, const void* A,
     spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
+static void sgemm_fixed_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
+                                 float beta, float* C, int ldc) {
+    spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
 const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
+// The world-size-invariant mode's: every GEMM planned for one thread, whatever the thread count.
+static const conv_operands_t conv_operands_f32_fixed = {sizeof(float), sgemm_fixed_operands, 0};
 
 // Element i of an operand array of `elem`-byte elements.
 static inline const char* elem_at(const void* p, size_t i, size_t elem) { return (const char*)p + i * elem; }
@@ -257,35 +270,42 @@ static void forward_per_sample(const conv_operands_t* op, float* y, conv_tensor_
     }
 }
 
+// dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed).
+static void input_grad_per_sample(const conv_operands_t* op, float* dx, conv_tensor_t dy, const void* w, int B,
+                                  int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+    const int CK = Cin * K;
+    const size_t e = op->elem;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K);
+    // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
+    const int big = big_weight(Cin, Cout, K);
+    void* wt = (char*)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
+    if (big) transpose_weight(wt, w, Cout, CK, e);
+    const char ta = big ? 'N' : 'T';
+    const void* a = big ? wt : w;
+    const int lda = big ? Cout : CK;
+#pragma omp parallel num_threads(nt)
+    {
+        float* dcol = K > 1 ? (float*)((char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < B; b++) {
+            const void* dyb = row_at(dy, b, 0, e);
+            float* dxb = dx + (size_t)b * Cin * T;
+            if (K == 1) {
+                op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
+            } else {
+                op->gemm(ta, 'N', CK, T, Cout, a, lda, dyb, (int)dy.row, 0.0f, dcol, T);
+                col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
+            }
+        }
+    }
+}
+
 static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
                                 const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
-    if (dx) {
-        // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
-        const int big = big_weight(Cin, Cout, K);
-        void* wt = (char*)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
-        if (big) transpose_weight(wt, w, Cout, CK, e);
-        const char ta = big ? 'N' : 'T';
-        const void* a = big ? wt : w;
-        const int lda = big ? Cout : CK;
-#pragma omp parallel num_threads(nt)
-        {
-            float* dcol = K > 1 ? (float*)((char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
-#pragma omp for schedule(dynamic, 1)
-            for (int b = 0; b < B; b++) {
-                const void* dyb = row_at(dy, b, 0, e);
-                float* dxb = dx + (size_t)b * Cin * T;
-                if (K == 1) {
-                    op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
-                } else {
-                    op->gemm(ta, 'N', CK, T, Cout, a, lda, dyb, (int)dy.row, 0.0f, dcol, T);
-                    col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
-                }
-            }
-        }
-    }
+    if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (dw) {
         // dW is cut into blocks, each owned by whichever thread takes it and summing the
         // samples in order, so the result does not depend on the schedule. Blocks are column
@@ -461,6 +481,89 @@ void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const 
     if (!dx && !dw) return;
     const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T}, xt = {x, (size_t)Cin * T, (size_t)T};
     conv_schedule_backward(&conv_operands_f32, dx, dw, dyt, xt, w, B, Cin, Cout, T, K, dilation, workspace);
+}
+
+// ---- the world-size-invariant mode ----------------------------------------------------------
+
+size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
+}
+
+void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
+                          int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+    forward_per_sample(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+}
+
+// The exact weight gradient by blocks of output channels x input channels, set by the shapes
+// only: rows of up to 256 floats (whole input channels), 32K floats a block. Each block is owned
+// by one thread, which computes every sample's part of it into dw_tmp and adds it to the sums:
+// the block and its sums stay in cache while the samples go by.
+#define EXACT_BLOCK_COLS 256
+#define EXACT_BLOCK_FLOATS 32768
+
+static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const float* x, int B, int Cin,
+                              int Cout, int T, int K, int dilation, float* workspace, int nt, int group) {
+    const int CK = Cin * K;
+    int cols = EXACT_BLOCK_COLS / K;  // input channels per block
+    cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
+    int rows = EXACT_BLOCK_FLOATS / (cols * K);
+    rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
+    const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+#pragma omp parallel num_threads(nt)
+    {
+        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < ncol * nrow; blk++) {
+            const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
+            const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
+            const int n = (c1 - c0) * K;
+            for (int b = 0; b < B; b++) {
+                const float* src = x + ((size_t)b * Cin + c0) * T;  // rows c0*K .. c1*K of col_b
+                if (K > 1) {
+                    im2col_sample(col, xt, b, c0, c1, T, K, dilation, sizeof(float));
+                    src = col;
+                }
+                float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
+                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T,
+                                b % group ? 1.0f : 0.0f, t, CK);  // the group's samples add up in t
+                if (b % group == group - 1)
+                    for (int o = o0; o < o1; o++)
+                        xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
+            }
+        }
+    }
+}
+
+void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
+                           const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
+                           int dilation, float* workspace, int group) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    if (dx) {
+        const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T};
+        input_grad_per_sample(&conv_operands_f32_fixed, dx, dyt, w, B, Cin, Cout, T, K, dilation, workspace);
+    }
+    if (!xsum_empty(dw)) {
+        SPK_ASSERT(dw_tmp != NULL);
+        weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
+                          per_sample_threads(B, Cin, Cout, T, K), group);
+    }
+    if (xsum_empty(dbias)) return;
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+    for (int co = 0; co < Cout; co++) {
+        float g = 0.0f;  // a group's samples' sums over time, in order: one term
+        for (int b = 0; b < B; b++) {
+            const float* src = dy + ((size_t)b * Cout + co) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) s += src[t];
+            g = b % group ? g + s : s;
+            if (b % group == group - 1) xsum_add_one(xsum_at(dbias, co), g);
+        }
+    }
 }
 
 void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,

@@ -4,11 +4,13 @@
 #include "kernels/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
 
 #ifdef SPK_USE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -84,4 +86,71 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
     cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans,
                 transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
+}
+
+// ---- the world-size-invariant mode --------------------------------------------------------------
+
+#define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
+
+void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                     int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    // Both libraries read the thread count they may use from this task's OpenMP ICV at every
+    // call: 1 makes them plan (and run) the GEMM on this thread, whatever the context.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    omp_set_num_threads(threads);
+}
+
+// Row i of op(A): row i of A, or column i of A when transposed.
+static const float* op_row(char trans, const float* A, int lda, int i) {
+    return trans == 'N' ? A + (size_t)i * lda : A + i;
+}
+
+void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < M; i++)
+        spk_sgemm_fixed(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
+                        C + (size_t)i * ldc, ldc);
+}
+
+void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha,
+                             const float* A, int lda, int64_t strideA, const float* B, int ldb,
+                             int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
+                             int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < batch; i++)
+        spk_sgemm_fixed(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+                        C + i * strideC, ldc);
+}
+
+// Blocks of C for spk_sgemm_batched_exact, set by the shapes only: up to 128 rows by 256
+// columns (wide enough GEMMs; a block and its sums, ~700 KiB, stay in cache while every item is
+// added to them).
+#define EXACT_BLOCK_ROWS 128
+#define EXACT_BLOCK_COLS 256
+
+void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
+                             int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
+                             float* tmp, xsum_t C, int ldc, int batch, int group) {
+    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
+    if (M == 0 || N == 0 || batch == 0) return;
+    const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS, ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
+#pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int blk = 0; blk < nrow * ncol; blk++) {
+        const int m0 = blk / ncol * EXACT_BLOCK_ROWS, m1 = m0 + EXACT_BLOCK_ROWS < M ? m0 + EXACT_BLOCK_ROWS : M;
+        const int n0 = blk % ncol * EXACT_BLOCK_COLS, n1 = n0 + EXACT_BLOCK_COLS < N ? n0 + EXACT_BLOCK_COLS : N;
+        float* t = tmp + (size_t)m0 * ldc + n0;
+        for (int i = 0; i < batch; i++) {
+            // op(B)'s columns n0.. are B's columns (N) or rows (T) n0..
+            const float* Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
+            spk_sgemm_fixed(transa, transb, m1 - m0, n1 - n0, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
+                            Bi, ldb, i % group ? 1.0f : 0.0f, t, ldc);  // the group's items add up in t
+            if (i % group == group - 1)
+                for (int m = m0; m < m1; m++)
+                    xsum_add_row(xsum_at(C, (int64_t)m * ldc + n0), tmp + (size_t)m * ldc + n0, n1 - n0);
+        }
+    }
 }

@@ -6,14 +6,24 @@
 #include "kernels/gemm.h"
 #include "kernels/base/spk_assert.h"
 
-void linear_forward(float* y, const float* x, const float* w, const float* b, int B, int In,
-                    int Out) {
+static void forward(float* y, const float* x, const float* w, const float* b, int B, int In, int Out,
+                    spk_gemm_fn* gemm) {
     SPK_ASSERT(B > 0 && In > 0 && Out > 0);
     if (b) {
         for (int i = 0; i < B; i++)
             for (int o = 0; o < Out; o++) y[(size_t)i * Out + o] = b[o];
     }
-    spk_sgemm('N', 'T', B, Out, In, 1.0f, x, In, w, In, b ? 1.0f : 0.0f, y, Out);
+    gemm('N', 'T', B, Out, In, 1.0f, x, In, w, In, b ? 1.0f : 0.0f, y, Out);
+}
+
+void linear_forward(float* y, const float* x, const float* w, const float* b, int B, int In,
+                    int Out) {
+    forward(y, x, w, b, B, In, Out, spk_sgemm);
+}
+
+void linear_forward_rows(float* y, const float* x, const float* w, const float* b, int B, int In,
+                         int Out) {
+    forward(y, x, w, b, B, In, Out, spk_sgemm_rows);
 }
 
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,

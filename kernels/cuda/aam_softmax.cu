@@ -135,3 +135,73 @@ extern "C" void aam_softmax_backward_cuda(float* demb, float* dw, float dloss, c
                    c.wnorm, E);
     }
 }
+
+// ---- the world-size-invariant mode (kernels/aam_softmax.h) --------------------------------------
+
+namespace {
+
+// Sample b's gradient of the class weights, one block per class row s, into dw_tmp (added to it
+// when `add`, else from zero): dwhat[s] = dcos[b, s] ehat_b through the normalisation of row s
+// (normalize_rows_bwd_kernel's math).
+__global__ void aam_sample_dw_kernel(float* dw_tmp, const float* dcos_b, const float* ehat_b,
+                                     const float* what, const float* wnorm, int E, int add) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t s = blockIdx.x;
+    const float gs = dcos_b[s];
+    const float* yr = what + s * E;
+    float* d = dw_tmp + s * E;
+    const float n = wnorm[s];
+    if (n > kNormEps) {
+        double acc = 0.0;
+        SPK_ROW_LOOP(e, E) acc += yr[e] * (gs * ehat_b[e]);
+        const float dot = (float)spk_block_sum(acc, sh);
+        const float inv = 1.0f / n;
+        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + (gs * ehat_b[e] - yr[e] * dot) * inv;
+    } else {
+        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + gs * ehat_b[e] / kNormEps;
+    }
+}
+
+}  // namespace
+
+extern "C" void aam_softmax_forward_rows_cuda(float* row_loss, int* correct, float* cache,
+                                              const float* emb, const float* w, const int* labels,
+                                              int B, int E, int S, float margin, float scale,
+                                              float* workspace) {
+    SPK_ASSERT(B > 0 && E > 0 && S > 0);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)B), c.ehat, c.enorm, emb, E);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
+    spk_sgemm_rows_cuda('N', 'T', B, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
+    int* row_ok = (int*)workspace;
+    float* unused = workspace + B;  // the mean loss of spk_row_losses_kernel
+    SPK_LAUNCH(aam_row_kernel, spk_rows_grid((size_t)B), c.probs, c.cos_target, row_loss, row_ok,
+               labels, S, scale, spk_aam_margin(margin));
+    spk_row_losses_cuda(unused, correct, row_loss, row_ok, B);
+}
+
+// emb and w: their normalized copies and norms are in the cache.
+extern "C" void aam_softmax_backward_exact_cuda(float* demb, float* dw_tmp, xsum_t dw, float dloss,
+                                                const float* cache, const float* /*emb*/,
+                                                const float* /*w*/, const int* labels, int B, int E,
+                                                int S, float margin, float scale,
+                                                float* workspace, int group) {
+    SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
+    const size_t n = (size_t)B * S;
+    const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
+    const aam_cache_t c = aam_cache_view(cache, B, E, S);
+    SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, dloss * scale, n,
+               S, spk_aam_margin(margin));  // a sum over samples: no 1/B
+    if (demb) {
+        spk_sgemm_rows_cuda('N', 'N', B, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)B), demb, ws.dehat, c.ehat,
+                   c.enorm, E);
+    }
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != nullptr);
+    for (int b = 0; b < B; b++) {  // a group's gradients add up in dw_tmp, then one term
+        SPK_LAUNCH(aam_sample_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, ws.dcos + (size_t)b * S,
+                   c.ehat + (size_t)b * E, c.what, c.wnorm, E, b % group != 0);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
+    }
+}

@@ -28,3 +28,15 @@ static const spk_backend_t cuda_backend = {
 };
 
 const spk_backend_t* spk_backend_cuda(void) { return &cuda_backend; }
+
+#define SPK_CUDA_REPLACE(name, replacement) twin.name = replacement##_cuda;
+
+const spk_backend_t* spk_backend_cuda_invariant(void) {
+    static spk_backend_t twin;  // made on first use, from the thread that builds the models
+    if (!twin.invariant) {
+        twin = cuda_backend;
+        twin.invariant = 1;
+        SPK_INVARIANT_OPS(SPK_CUDA_REPLACE)
+    }
+    return &twin;
+}

@@ -6,7 +6,11 @@
 // Channel sums run in two deterministic stages (kernels/cuda/channel_sums.cuh), compensated
 // fp32. Statistics are two-pass like the CPU: the mean, then squared deviations from the float
 // mean; a per-channel kernel finishes them, an elementwise one applies them.
+// The world-size-invariant kernels (below) sum each sample in double by one block per channel
+// and add the per-sample sums to exact sums.
 #include "kernels/cuda/channel_sums.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/exact_sum_math.h"
 
 namespace {
 
@@ -150,4 +154,147 @@ extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbia
     SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
     SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, sums, C, S, (size_t)B * T);
     if (dx) SPK_LAUNCH(bn_dx_kernel, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
+}
+
+// ---- the world-size-invariant mode (kernels/batchnorm.h) ----------------------------------------
+// One block per channel; each sample's sums over time by the block's fixed tree (in double),
+// added to the exact sums by thread 0 in sample order (the order does not matter to them).
+
+namespace {
+
+// Flat position i of channel c's N = B*T -> its offset in (B, C, T).
+__device__ __forceinline__ size_t bn_offset(size_t i, int c, int C, int T) {
+    const size_t b = i / T, t = i - b * T;
+    return (b * C + c) * T + t;
+}
+
+__device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
+    int J = s.bin[i];
+    xsum_deposit(&J, &s.hi[i], &s.lo[i], v);
+    s.bin[i] = (int8_t)J;
+}
+
+// Sample b's block sums s1, s2 of channel c: collected into g1, g2 over its group, which thread 0
+// adds to sums[c], sums[C + c] at the group's last sample. Returns whether it did.
+__device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2,
+                                          double* g1, double* g2, double* sh) {
+    const double t1 = spk_block_sum(s1, sh), t2 = spk_block_sum(s2, sh);
+    *g1 = b % group ? *g1 + t1 : t1;
+    *g2 = b % group ? *g2 + t2 : t2;
+    if (threadIdx.x != 0 || b % group != group - 1) return false;
+    add_one(sums, c, *g1);
+    add_one(sums, C + c, *g2);
+    return true;
+}
+
+__global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float* shift, int B,
+                                        int C, int T, int group) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const double sft = shift ? shift[c] : 0.0f;
+    double g1 = 0.0, g2 = 0.0;  // a group's sums, samples in order (thread 0's)
+    for (int b = 0; b < B; b++) {
+        const float* r = x + ((size_t)b * C + c) * T;
+        double s1 = 0.0, s2 = 0.0;
+        SPK_ROW_LOOP(t, T) {
+            const double d = (double)r[t] - sft;
+            s1 += d;
+            s2 += d * d;
+        }
+        add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh);
+    }
+}
+
+__global__ void bn_forward_global_kernel(float* y, float* mean, float* rstd, float* running_mean,
+                                         float* running_var, const float* x, const float* weight,
+                                         const float* bias, xsum_t sums, int64_t N, int B, int C,
+                                         int T, float eps, float momentum) {
+    const int c = blockIdx.x;
+    double mu, var;
+    spk_bn_stats_of_sums(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]),
+                         xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]),
+                         running_mean ? running_mean[c] : 0.0f, (double)N, &mu, &var);
+    const float muf = (float)mu;
+    const float rs = spk_bn_rstd((float)var, eps);
+    __syncthreads();  // every thread has read running_mean[c] before thread 0 updates it
+    if (threadIdx.x == 0)
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
+    const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+    const float bc = bias ? bias[c] : 0.0f;
+    for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        y[o] = spk_bn_apply(x[o], muf, sc, bc);
+    }
+}
+
+__global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t dbias,
+                                           const float* dy, const float* x, const float* mean,
+                                           const float* rstd, int B, int C, int T, int group) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const float mu = mean[c], rs = rstd[c];
+    double g1 = 0.0, g2 = 0.0;
+    for (int b = 0; b < B; b++) {
+        const size_t base = ((size_t)b * C + c) * T;
+        double s1 = 0.0, s2 = 0.0;
+        SPK_ROW_LOOP(t, T) {
+            const float g = dy[base + t];
+            s1 += g;
+            s2 += g * ((x[base + t] - mu) * rs);
+        }
+        if (add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh)) {
+            if (!xsum_empty(dbias)) add_one(dbias, c, g1);
+            if (!xsum_empty(dweight)) add_one(dweight, c, g2);
+        }
+    }
+}
+
+__global__ void bn_backward_global_kernel(float* dx, const float* dy, const float* x,
+                                          const float* weight, const float* mean, const float* rstd,
+                                          xsum_t sums, int64_t N, int B, int C, int T) {
+    const int c = blockIdx.x;
+    const float mu = mean[c], rs = rstd[c];
+    const float wc = weight ? weight[c] : 1.0f;
+    const float mdy = (float)(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]) / (double)N);
+    const float mdyx = (float)(xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]) / (double)N);
+    for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
+        const size_t o = bn_offset(i, c, C, T);
+        dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);
+    }
+}
+
+}  // namespace
+
+extern "C" void batchnorm1d_stats_partial_cuda(xsum_t sums, const float* x, const float* shift,
+                                               int B, int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
+    SPK_LAUNCH(bn_stats_partial_kernel, spk_rows_grid((size_t)C), sums, x, shift, B, C, T, group);
+}
+
+extern "C" void batchnorm1d_forward_global_cuda(float* y, float* mean, float* rstd,
+                                                float* running_mean, float* running_var,
+                                                const float* x, const float* weight,
+                                                const float* bias, xsum_t sums, int64_t N, int B,
+                                                int C, int T, float eps, float momentum) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
+    SPK_LAUNCH(bn_forward_global_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean,
+               running_var, x, weight, bias, sums, N, B, C, T, eps, momentum);
+}
+
+extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias,
+                                                  const float* dy, const float* x,
+                                                  const float* mean, const float* rstd, int B,
+                                                  int C, int T, int group) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
+    SPK_LAUNCH(bn_backward_partial_kernel, spk_rows_grid((size_t)C), sums, dweight, dbias, dy, x,
+               mean, rstd, B, C, T, group);
+}
+
+extern "C" void batchnorm1d_backward_global_cuda(float* dx, const float* dy, const float* x,
+                                                 const float* weight, const float* mean,
+                                                 const float* rstd, xsum_t sums, int64_t N, int B,
+                                                 int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
+    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, dy, x, weight, mean, rstd,
+               sums, N, B, C, T);
 }

@@ -130,3 +130,61 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
     }
     if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
 }
+
+// ---- the world-size-invariant mode (kernels/conv1d.h) -------------------------------------------
+// cuDNN's algorithm and its rounding may depend on B: every sample gets calls of its own, with the
+// plan of B = 1 (one per shape, so the same for every batch).
+
+namespace {
+
+// part[b, o] = sum_t dy[b, o, t] in a fixed order: one block per (b, o).
+__global__ void sample_bias_sums_kernel(float* part, const float* dy, int T) {
+    __shared__ double sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    double acc = 0.0;
+    SPK_ROW_LOOP(t, T) acc += dy[row * T + t];
+    const double s = spk_block_sum(acc, sh);
+    if (threadIdx.x == 0) part[row] = (float)s;
+}
+
+}  // namespace
+
+extern "C" size_t conv1d_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K,
+                                                     int dilation) {
+    (void)B;
+    return conv1d_workspace_floats_cuda(1, Cin, Cout, T, K, dilation);
+}
+
+extern "C" void conv1d_forward_fixed_cuda(float* y, const float* x, const float* w,
+                                          const float* bias, int B, int Cin, int Cout, int T,
+                                          int K, int dilation, float* workspace) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    for (int b = 0; b < B; b++)
+        conv1d_forward_cuda(y + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout,
+                            T, K, dilation, workspace);
+}
+
+extern "C" void conv1d_backward_exact_cuda(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias,
+                                           const float* dy, const float* x, const float* w, int B,
+                                           int Cin, int Cout, int T, int K, int dilation,
+                                           float* workspace, int group) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    const size_t nw = (size_t)Cout * Cin * K;
+    for (int b = 0; b < B; b++) {
+        const float* dyb = dy + (size_t)b * Cout * T;
+        const float* xb = x + (size_t)b * Cin * T;
+        if (dx) conv1d_backward_cuda(dx + (size_t)b * Cin * T, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout,
+                                     T, K, dilation, workspace);
+        if (xsum_empty(dw)) continue;
+        SPK_ASSERT(dw_tmp != nullptr);
+        // the group's samples' gradients, accumulated in order, then one term
+        if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
+        conv1d_backward_cuda(nullptr, dw_tmp, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation, workspace);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
+    }
+    if (xsum_empty(dbias)) return;
+    float* part = (float*)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)
+    SPK_LAUNCH(sample_bias_sums_kernel, spk_rows_grid((size_t)B * Cout), part, dy, T);
+    xsum_add_cuda(dbias, part, B, Cout, group);
+}

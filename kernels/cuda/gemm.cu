@@ -7,6 +7,7 @@
 // column-major C^T = op(B)^T op(A)^T: call cuBLAS with the operands swapped (B first), the same
 // 'N'/'T' flags, and the dimensions (N, M, K).
 #include "kernels/cuda/launch.cuh"
+#include "kernels/exact_sum_math.h"
 
 namespace {
 
@@ -75,5 +76,63 @@ extern "C" void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, i
                                               ldb, strideB, A + q0 * strideA, lda, strideA, &zero, P, N,
                                               (long long)mn, n));
         SPK_LAUNCH(sum_stack_kernel, spk_grid(mn), C, ldc, P, M, N, n, beta, q0 == 0);
+    }
+}
+
+// ---- the world-size-invariant mode (kernels/gemm.h) ---------------------------------------------
+// cuBLAS is deterministic for one call's arguments, but may choose other kernels for other M or
+// batch counts: rows and batch items get calls of their own.
+
+namespace {
+
+// Row i of op(A): row i of A, or column i of A when transposed.
+const float* op_row(char t, const float* A, int lda, int i) {
+    return op_of(t) == CUBLAS_OP_N ? A + (size_t)i * lda : A + i;
+}
+
+// C (rows, N, row stride ldc) added to the exact sums s (same layout), one thread per column of
+// a row-major block: the deposit is the CPU's.
+__global__ void add_block_kernel(xsum_t s, const float* C, int rows, int N, int ldc) {
+    SPK_GRID_LOOP(k, (size_t)rows * N) {
+        const size_t r = k / N, o = r * ldc + (k - r * N);
+        int J = s.bin[o];
+        int64_t hi = s.hi[o], lo = s.lo[o];
+        xsum_deposit(&J, &hi, &lo, (double)C[o]);
+        s.bin[o] = (int8_t)J;
+        s.hi[o] = hi;
+        s.lo[o] = lo;
+    }
+}
+
+}  // namespace
+
+extern "C" void spk_sgemm_rows_cuda(char transa, char transb, int M, int N, int K, float alpha,
+                                    const float* A, int lda, const float* B, int ldb, float beta,
+                                    float* C, int ldc) {
+    for (int i = 0; i < M; i++)
+        spk_sgemm_cuda(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
+                       C + (size_t)i * ldc, ldc);
+}
+
+extern "C" void spk_sgemm_batched_fixed_cuda(char transa, char transb, int M, int N, int K,
+                                             float alpha, const float* A, int lda, int64_t strideA,
+                                             const float* B, int ldb, int64_t strideB, float beta,
+                                             float* C, int ldc, int64_t strideC, int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+    for (int i = 0; i < batch; i++)
+        spk_sgemm_cuda(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
+                       beta, C + i * strideC, ldc);
+}
+
+extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K,
+                                             const float* A, int lda, int64_t strideA,
+                                             const float* B, int ldb, int64_t strideB, float* tmp,
+                                             xsum_t C, int ldc, int batch, int group) {
+    SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
+    if (M == 0 || N == 0 || K == 0) return;
+    for (int i = 0; i < batch; i++) {  // a group's products add up in tmp, then one term
+        spk_sgemm_cuda(transa, transb, M, N, K, 1.0f, A + i * strideA, lda, B + i * strideB, ldb,
+                       i % group ? 1.0f : 0.0f, tmp, ldc);
+        if (i % group == group - 1) SPK_LAUNCH(add_block_kernel, spk_grid((size_t)M * N), C, tmp, M, N, ldc);
     }
 }

@@ -37,3 +37,14 @@ extern "C" void linear_backward_cuda(float* dx, float* dw, float* db, const floa
     if (dw) spk_sgemm_cuda('T', 'N', Out, In, B, 1.0f, dy, Out, x, In, 1.0f, dw, In);
     if (db) SPK_LAUNCH(column_sum_kernel, spk_grid((size_t)Out), db, dy, B, Out);
 }
+
+// The world-size-invariant mode: every row by its own GEMM (kernels/gemm.h, spk_sgemm_rows).
+extern "C" void linear_forward_rows_cuda(float* y, const float* x, const float* w, const float* b,
+                                         int B, int In, int Out) {
+    SPK_ASSERT(B > 0 && In > 0 && Out > 0);
+    if (b) {
+        const size_t n = (size_t)B * Out;
+        SPK_LAUNCH(fill_rows_kernel, spk_grid(n), y, b, n, Out);
+    }
+    spk_sgemm_rows_cuda('N', 'T', B, Out, In, 1.0f, x, In, w, In, b ? 1.0f : 0.0f, y, Out);
+}

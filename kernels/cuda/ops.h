@@ -11,8 +11,11 @@ extern "C" {
 #endif
 
 #define SPK_CUDA_SIBLING(name) __typeof__(name) name##_cuda;
+#define SPK_CUDA_REPLACEMENT(name, replacement) __typeof__(name) replacement##_cuda;
 SPK_BACKEND_OPS(SPK_CUDA_SIBLING)
+SPK_INVARIANT_OPS(SPK_CUDA_REPLACEMENT)
 #undef SPK_CUDA_SIBLING
+#undef SPK_CUDA_REPLACEMENT
 
 #ifdef __cplusplus
 }

@@ -536,6 +536,7 @@ static void write_other_files(void) {
         {"tr_self.txt", "u0 u2 target\nu1 u1 target\nu0 u1 nontarget\n"},
         {"tr_repeat_pair.txt", "u0 u2 target\nu0 u1 nontarget\nu2 u0 target\n"},
         {"tr_crlf_only_target.txt", "u0 u2 target\r\nu1 u3 target\r\n"},
+        {"tr_mixed_formats.txt", "u0 u2 target\n0 u0 u1\n"},
     };
     for (size_t i = 0; i < sizeof trials / sizeof trials[0]; i++) write_text(trials[i][0], trials[i][1], strlen(trials[i][1]));
     write_text("tr_nul_byte.txt", "u0 u2 target\nu0 u1 non\0target\n", 30);
@@ -546,6 +547,25 @@ static void write_other_files(void) {
     unsigned char bin[64];
     for (int i = 0; i < 64; i++) bin[i] = (unsigned char)(0x80 + (i * 7) % 0x7f);
     write_text("tr_binary.txt", (const char *)bin, sizeof bin);
+
+    const char *configs[][2] = {
+        {"cf_unknown_key.yaml", "data: in/base.h5\nlrr: 0.1\n"},
+        {"cf_bad_value.yaml", "data: in/base.h5\n# the run\nepochs: 0\n"},
+        {"cf_syntax.yaml", "data: in/base.h5\n  epochs: 2\n"},
+        {"cf_nested.yaml", "data: in/base.h5\nmodel:\n  name: ecapa\n"},
+        {"cf_score_key.yaml", "emb: in/good_emb.h5\ntrials: in/good_trials.txt\nlr: 0.1\n"},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) write_text(configs[i][0], configs[i][1], strlen(configs[i][1]));
+
+    const char *scores[][2] = {
+        {"sl_good.txt", "u0 u1 0.1 nontarget\nu0 u2 0.9 target\nu1 u3 0.7 target\nu2 u3 0.2 nontarget\n"},
+        {"sl_bad_number.txt", "u0 u1 0.1 nontarget\nu0 u2 x target\n"},
+        {"sl_mixed_labels.txt", "u0 u1 0.1 nontarget\nu0 u2 0.9\n"},
+        {"sl_one_class.txt", "u0 u1 0.1 target\nu0 u2 0.9 target\n"},
+        {"sl_utt2dur_short.txt", "u0 3.5\nu1 2.0\n"},
+        {"sl_bad_model.yaml", "format: spkddp-calibration\nversion: 1\noffset: 0.5\n"},
+    };
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) write_text(scores[i][0], scores[i][1], strlen(scores[i][1]));
 
     const char *lists[][2] = {
         {"ls_wav_empty.scp", ""},

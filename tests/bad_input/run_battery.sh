@@ -84,6 +84,6 @@ for id in "${ids[@]}"; do
     fi
 done
 summary=""
-for k in ds ck em tr ls fl; do summary+="${summary:+, }$k ${kinds[$k]:-0}"; done
+for k in ds ck em tr ls fl sl cf; do summary+="${summary:+, }$k ${kinds[$k]:-0}"; done
 echo "bad-input battery at $NP rank(s): ${#ids[@]} cases ($summary), $fails failed"
 [ "$fails" -eq 0 ]

@@ -27,7 +27,20 @@ static void check(char *flags, const char *want) {
     opt_parse(&train_options, &c, argc, argv, NULL, 0);
     train_config_finalize(&c, 2);
     char *written = serialize(&c);
-    EXPECT(strncmp(written, want, strlen(want)) == 0, "%s: writes\n%s\ninstead of\n%s", argv[1], written, want);
+    const size_t len = strlen(want);
+    EXPECT(strncmp(written, want, len) == 0, "%s: writes\n%s\ninstead of\n%s", argv[1], written, want);
+    if (strncmp(written, want, len) == 0) {
+        train_config_t d = train_config_defaults();
+        char *defaults = serialize(&d);
+        for (char *line = strtok(written + len, "\n"); line; line = strtok(NULL, "\n")) {
+            const char *at = strstr(defaults, line);
+            EXPECT(at && (at == defaults || at[-1] == '\n') && at[strlen(line)] == '\n',
+                   "%s: the appended row '%s' is not at its default", argv[1], line);
+        }
+        free(defaults);
+        free(written);
+        written = serialize(&c);
+    }
 
     train_config_t back = train_config_defaults();
     opt_deserialize(&train_options, &back, want);

@@ -7,6 +7,9 @@
 #   - resumed from its step-1 checkpoint, bitwise the same as the run that never stopped;
 #   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
+#   - with --invariant (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
+#     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
+#     (exact sums through MPI on the host) end bitwise equal;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -62,6 +65,17 @@ SPKDDP_NCCL=1 gpus 1 reverse run 1 $SPKDDP train $common --max-steps 2 --device 
 grep -q "averaged by NCCL over 1 GPU" log_one_nccl || fail "SPKDDP_NCCL=1 did not use NCCL in a world of one"
 ! grep -q "averaged by NCCL" log_one || fail "a world of one used NCCL without SPKDDP_NCCL=1"
 same one/$ckpt one_nccl/$ckpt 0 "one rank: NCCL over one GPU vs no averaging"
+
+# The world-size-invariant mode (docs/invariant.md): the same run on 1 and 2 ranks.
+gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv1 >log_inv1 2>&1 \
+    || { cat log_inv1; fail "invariant: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv2 >log_inv2 2>&1 \
+    || { cat log_inv2; fail "invariant: two GPUs"; }
+grep -q "summed exactly by NCCL over 2 GPUs" log_inv2 || fail "invariant: the exact sums did not go through NCCL"
+gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv_shared \
+    >log_inv_shared 2>&1 || { cat log_inv_shared; fail "invariant: two ranks sharing a GPU"; }
+same inv1/$ckpt inv2/$ckpt 0 "invariant: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+same inv1/$ckpt inv_shared/$ckpt 0 "invariant: 1 rank vs 2 ranks sharing a GPU (MPI on the host)"
 
 export SPKDDP_NCCL_TIMEOUT=1
 SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \

@@ -42,7 +42,7 @@ run 2 $SPKDDP train $common --ckpt-dir part --metrics part.jsonl --max-steps 13 
 run 2 $SPKDDP train $common --ckpt-dir part --metrics part.jsonl --resume auto >log_b 2>&1 || fail "second leg"
 grep -q "resumed from part/ckpt-000000000013.h5" log_b || fail "did not resume from step 13"
 same full/$final part/$final "bf16 stop at step 13 + resume == uninterrupted"
-strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s)": [^,}]*//g' "$1"; }
+strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
 diff <(strip full.jsonl) <(strip part.jsonl) >/dev/null && echo "ok  bf16 metrics identical after resume but for timings" \
     || fail "bf16 metrics differ after resume"
 
@@ -70,5 +70,7 @@ notes=$(grep -c "no native bf16" log_wide)
 grep -q "replicas identical" log_wide || fail "widened bf16 replicas differ"
 
 expect_error 2 "contradicts --precision bf16" -- run 1 $SPKDDP train $common --tf32
+expect_error 2 "--invariant cannot be combined with --precision bf16" -- run 1 $SPKDDP train $common --invariant
+expect_error 2 "--invariant cannot be combined with --precision bf16" -- run 1 $SPKDDP bench --precision bf16 --invariant
 expect_error 2 "--precision must be one of" -- run 1 $SPKDDP bench --precision fp16
 finish

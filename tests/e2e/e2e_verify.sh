@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Speaker verification end to end on synthetic features: train ECAPA on 2 ranks, embed
 # speakers never seen in training, make trials, score with cosine and AS-norm. The EER must
-# be far below chance (50%). Then the large-margin fine-tuning recipe (docs/interop.md) from
-# the trained run -- longer crops, a larger margin, a tenth of the learning rate -- must keep
-# or improve the cosine EER on the same trials.
+# be far below chance (50%). Then VoxCeleb's trial format, S-norm, the DET plot, and a
+# calibration fitted on half the trials that must lower Cllr on the other half. Last, the
+# large-margin fine-tuning recipe (docs/interop.md) from the trained run -- longer crops, a
+# larger margin, a tenth of the learning rate -- must keep or improve the cosine EER on the
+# same trials.
 . "$(dirname "$0")/lib.sh" "$@"
 
 $SPKDDP synth --kind speakers --out train.h5 --dim 16 --speakers 60 --utts-per-speaker 10 \
@@ -38,6 +40,30 @@ cat score.log
 eer=$(sed -nE 's/ *cosine +EER +([0-9.]+)%.*/\1/p' score.log)
 awk -v e="$eer" 'BEGIN { exit !(e < 30) }' || fail "EER $eer% on unseen speakers is not far below chance"
 [ "$(grep -c . scores.txt)" -eq "$(grep -c . trials.txt)" ] || fail "one score per trial"
+# VoxCeleb's official list format ('1|0 utt1 utt2') scores the same trials the same way.
+awk '{ print ($3 == "target" ? 1 : 0), $1, $2 }' trials.txt >vox_trials.txt
+$SPKDDP score --emb test_emb.h5 --trials vox_trials.txt >score_vox.log || fail "score a VoxCeleb-format list"
+[ "$(grep -E 'cosine +EER' score.log)" = "$(grep -E 'cosine +EER' score_vox.log)" ] || fail "VoxCeleb format scores differently"
+# S-norm, minDCF at chosen priors, the DET table and plot.
+run 2 $SPKDDP score --emb test_emb.h5 --trials trials.txt --cohort cohort.h5 --norm s-norm --p-target 0.05,0.001 \
+    --det det.png --out snorm.txt >score_s.log || { cat score_s.log; fail "score with s-norm and --det"; }
+grep -qE 's-norm +EER +[0-9.]+% +minDCF\(0.05\) [0-9.]+ +minDCF\(0.001\)' score_s.log || fail "s-norm line: $(cat score_s.log)"
+grep -qE '^ +1.0% +[0-9.]+% +[0-9.]+%' score_s.log || fail "no DET table row at 1% false alarms"
+[ "$(head -c 4 det.png | od -An -c | tr -d ' ')" = "211PNG" ] || fail "det.png is not a PNG"
+[ "$(grep -c '^# s-norm' det.txt)" -eq 1 ] && [ "$(grep -c '^# cosine' det.txt)" -eq 1 ] || fail "det.txt lacks a curve"
+echo "ok  VoxCeleb-format trials, s-norm, DET plot and table"
+# Calibration: fitted on half the trials, applied to the other half; quality measures from durations.
+awk 'NR % 2' scores.txt >dev_scores.txt
+awk '!(NR % 2)' scores.txt >eval_scores.txt
+awk '{ print $1; print $2 }' scores.txt | sort -u | awk '{ print $1, 1 + (NR % 7) * 0.5 }' >utt2dur
+$SPKDDP calibrate --scores dev_scores.txt --fit calib.yaml --utt2dur utt2dur >cal_fit.log || { cat cal_fit.log; fail "calibrate --fit"; }
+run 2 $SPKDDP calibrate --scores eval_scores.txt --apply calib.yaml --utt2dur utt2dur --out llr.txt >cal_apply.log \
+    || { cat cal_apply.log; fail "calibrate --apply"; }
+cat cal_apply.log
+cllr=$(sed -nE 's/ *calibrated +Cllr ([0-9.]+).*/\1/p' cal_apply.log)
+awk -v c="$cllr" 'BEGIN { exit !(c < 0.8) }' || fail "calibrated Cllr $cllr on held-out trials is not well below 1"
+[ "$(grep -c . llr.txt)" -eq "$(grep -c . eval_scores.txt)" ] || fail "one llr per trial"
+expect_error 2 "calib.yaml was fitted with durations; give --utt2dur" -- $SPKDDP calibrate --scores eval_scores.txt --apply calib.yaml
 run 2 $SPKDDP train --model ecapa --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 32 --data train.h5 \
     --init-from "$ck" --frames 96 --margin 0.4 --lr 0.0005 --epochs 3 --global-batch 32 --optimizer adam \
     --ckpt-dir ft --progress 0 >log_ft || { cat log_ft; fail "fine-tune"; }

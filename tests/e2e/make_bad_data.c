@@ -1,7 +1,7 @@
 // Writes deliberately broken feature datasets for the bad-input tests:
 //   make_bad_data KIND OUT.h5
 // KIND: no-features features-1d dim-mismatch offsets-not-increasing labels-out-of-range
-//       nan-features wrong-format missing-labels labels-length
+//       nan-features wrong-format missing-labels labels-length one-huge-utterance
 //   make_bad_data corrupt-ckpt CKPT.h5   changes one parameter in place, checksum untouched
 #include "io/dataset.h"
 #include "io/h5util.h"
@@ -51,6 +51,8 @@ int main(int argc, char **argv) {
     h5_attr_write_i64(f, "num_speakers", 2, path);
     hsize_t d2[2] = {N * T, F}, d1 = N * T * F, dn = N, dn1 = N + 1;
     if (strcmp(kind, "nan-features") == 0) x[5 * T * F + 3 * F + 2] = NAN;  // utterance 5, frame 3, dim 2
+    if (strcmp(kind, "one-huge-utterance") == 0)  // finite, but utterance 5's logits overflow: one bad step
+        for (int i = 5 * T * F; i < 6 * T * F; i++) x[i] = 3e38f;
     if (strcmp(kind, "features-1d") == 0) h5_write_array(f, "features", H5T_NATIVE_FLOAT, 1, &d1, x, path);
     else if (strcmp(kind, "no-features") != 0) h5_write_array(f, "features", H5T_NATIVE_FLOAT, 2, d2, x, path);
     if (strcmp(kind, "offsets-not-increasing") == 0) off[4] = off[3];

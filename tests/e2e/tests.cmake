@@ -24,6 +24,7 @@ spk_e2e_test(e2e_audio_verify)
 spk_e2e_test(e2e_bf16)
 spk_e2e_test(e2e_augment)
 spk_e2e_test(e2e_augment_verify)
+spk_e2e_test(e2e_invariant)
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
 # machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.
@@ -34,4 +35,6 @@ function(spk_device_test name device rtol labels)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600 SKIP_RETURN_CODE 77)
 endfunction()
 spk_device_test(e2e_device_staged cpu-staged 0 "e2e;mpi")
+spk_e2e_test(e2e_recipes)
+spk_e2e_test(e2e_step_controls)
 spk_e2e_test(e2e_init_from)

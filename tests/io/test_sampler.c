@@ -1,5 +1,6 @@
 // Sampler: disjoint, covering, equal counts, wrap padding, drop_last, per-epoch reshuffle,
-// and the same global order whatever the world size.
+// and the same global order whatever the world size; the invariant mode's contiguous slices of
+// the same global batches.
 #include "io/rng.h"
 #include "io/sampler.h"
 #include "tests/test_util.h"
@@ -53,7 +54,37 @@ static void check_epoch(int64_t N, int K, int drop_last, int64_t epoch) {
     sampler_free(&ref);
 }
 
+// Slices: step s's global batch is the same samples as the strided partition's, each rank
+// holding a contiguous run of the epoch order.
+static void check_slices(int64_t N, int K, int64_t B) {
+    const int64_t steps = N / (K * B);
+    for (int64_t st = 0; st < steps; st++) {
+        int64_t slices[64], strided[64];
+        for (int r = 0; r < K; r++) {
+            sampler_t s;
+            sampler_init(&s, N, K, r, 9, 1, 0);
+            sampler_set_epoch(&s, 2);
+            EXPECT(sampler_batch_slice(&s, st, B, slices + r * B) == B, "a slice holds B samples");
+            for (int64_t j = 0; j < B; j++)
+                EXPECT(slices[r * B + j] == s.order[st * K * B + r * B + j], "N=%lld K=%d slice of rank %d is contiguous",
+                       (long long)N, K, r);
+            sampler_batch(&s, st, B, strided + r * B);
+            sampler_free(&s);
+        }
+        int64_t a = 0, b = 0;  // the same set: equal sums of indices and of their squares
+        for (int64_t i = 0; i < K * B; i++) {
+            a += slices[i] * (slices[i] + 7) - strided[i] * (strided[i] + 7);
+            b += slices[i] - strided[i];
+        }
+        EXPECT(a == 0 && b == 0, "N=%lld K=%d step %lld: the slices are the global batch", (long long)N, K, (long long)st);
+    }
+}
+
 int main(void) {
+    check_slices(100, 1, 16);
+    check_slices(100, 2, 8);
+    check_slices(100, 4, 4);
+    check_slices(37, 3, 5);
     const int64_t Ns[] = {1, 2, 7, 16, 128, 1001};
     const int Ks[] = {1, 2, 3, 4, 8};
     for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)

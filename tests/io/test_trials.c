@@ -35,9 +35,23 @@ int main(void) {
            "good list: %s", err);
     trials_free(&t);
 
+    // VoxCeleb's official format: the label first, 1 or 0.
+    const char *vox = "1 a b\n0 c d\n\n0 d a\n";
+    EXPECT(parse(vox, strlen(vox), &t, err, sizeof err) == 0 && t.n == 3 && t.a[0] == 0 && t.b[0] == 1 && t.target[0] == 1 &&
+               t.a[2] == 3 && t.b[2] == 0 && t.target[1] == 0 && t.target[2] == 0,
+           "VoxCeleb list: %s", err);
+    trials_free(&t);
+    expect_bad("1 a b\nc d nontarget\n", 20, "t.txt:2: a line in 'utt1 utt2 target|nontarget' format after line 1 in VoxCeleb's");
+    expect_bad("a b target\n0 c d\n", 17, "t.txt:2: a line in VoxCeleb's '1|0 utt1 utt2' format after line 1");
+    expect_bad("2 a b\n", 6, "t.txt:1: label 'b' must be 'target' or 'nontarget' (or the line VoxCeleb's");
+    expect_bad("1 a zz\n0 a b\n", 14, "t.txt:1: utterance 'zz' is not in the embeddings");
+    expect_bad("1 a a\n0 a b\n", 13, "t.txt:1: utterance 'a' is tried against itself");
+    expect_bad("1 a b\n1 c d\n", 12, "all 2 trials are target");
+    expect_bad("1 a b\n0 b c\n0 b a\n", 18, "t.txt:3: the pair of line 1 again");
+
     expect_bad("", 0, "t.txt: no trials");
-    expect_bad("a b target\nc\n", 13, "t.txt:2: expected 'utt1 utt2 target|nontarget', got fewer words");
-    expect_bad("a b target extra\n", 17, "t.txt:1: expected 'utt1 utt2 target|nontarget', got more words");
+    expect_bad("a b target\nc\n", 13, "t.txt:2: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got fewer words");
+    expect_bad("a b target extra\n", 17, "t.txt:1: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got more words");
     expect_bad("a b tgt\n", 8, "t.txt:1: label 'tgt' must be 'target' or 'nontarget'");
     expect_bad("a zz target\n", 12, "t.txt:1: utterance 'zz' is not in the embeddings");
     expect_bad("a a target\nb c nontarget\n", 25, "t.txt:1: utterance 'a' is tried against itself");

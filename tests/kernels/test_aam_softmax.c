@@ -1,10 +1,13 @@
 // AAM-softmax head: forward loss / correct count vs a double reference of SpeechBrain's
 // formula (both margin branches), margin 0 == plain scaled-cosine softmax cross-entropy,
-// finite-difference d emb and d W, accumulation, finite gradients at cos = 1; then every
-// backend against the CPU kernels (tests/kernels/backends.h).
+// finite-difference d emb and d W, accumulation, finite gradients at cos = 1. The invariant
+// mode's: each row's loss and embedding gradient the same alone as in a batch and on 1 or 2
+// threads, the class-weight gradient sums the same for a batch split between calls, all close to
+// the default kernels. Then every backend against the CPU kernels (tests/kernels/backends.h).
 #include <omp.h>
 
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/aam_softmax.h"
 #include "kernels/xent.h"
 
@@ -188,7 +191,69 @@ static void cos_one(void) {
     test_release();
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+// Rows [b0, b1) of c through forward_rows and backward_exact (dloss per sample), on `threads`.
+static void rows_pass(const aam_ctx* c, int b0, int b1, float dloss, float* row_loss, int* correct, float* demb,
+                      float* dw_tmp, xsum_t dw, int threads) {
+    const int n = b1 - b0, before = with_threads(threads);
+    float *cache = alloc_f(aam_softmax_cache_floats(n, c->E, c->S)), *ws = alloc_f(aam_softmax_workspace_floats(n, c->E, c->S));
+    const float* emb = c->emb + (size_t)b0 * c->E;
+    aam_softmax_forward_rows(row_loss + b0, correct, cache, emb, c->w, c->y + b0, n, c->E, c->S, c->m, c->s, ws);
+    aam_softmax_backward_exact(demb + (size_t)b0 * c->E, dw_tmp, dw, dloss, cache, emb, c->w, c->y + b0, n, c->E, c->S,
+                               c->m, c->s, ws, 1);
+    with_threads(before);
+}
+
+static void invariant_case(int B, int E, int S) {
+    aam_ctx c = make(B, E, S, 0.2f, 30.0f);
+    const size_t ne = (size_t)B * E, nw = (size_t)S * E;
+    float *loss2 = alloc_f(B), *loss1 = alloc_f(B), *demb2 = zeros_f(ne), *demb1 = zeros_f(ne), *tmp = alloc_f(nw);
+    xsum_t dw2 = host_sums((int64_t)nw), dw1 = host_sums((int64_t)nw);
+    int correct2, correct1 = 0, part;
+    rows_pass(&c, 0, B, 1.0f / B, loss2, &correct2, demb2, tmp, dw2, 2);
+    for (int b = B - 1; b >= 0; b--) {  // one sample at a time, on one thread
+        rows_pass(&c, b, b + 1, 1.0f / B, loss1, &part, demb1, tmp, dw1, 1);
+        correct1 += part;
+    }
+    check_true(memcmp(loss1, loss2, 4 * (size_t)B) == 0 && memcmp(demb1, demb2, 4 * ne) == 0 && correct1 == correct2 &&
+                   same_sums(dw1, dw2, (int64_t)nw),
+               cname("aam rows B%d E%d S%d: each sample alone == in the batch (losses, gradients, sums)", B, E, S));
+    float loss, *demb = zeros_f(ne), *dw = zeros_f(nw);
+    int correct;
+    aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, c.m, c.s, c.ws);
+    aam_softmax_backward(demb, dw, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, c.m, c.s, c.ws);
+    double sum = 0;
+    for (int b = 0; b < B; b++) sum += loss2[b];
+    check_scalar(cname("aam rows B%d E%d S%d: mean of the row losses", B, E, S), sum / B, loss, 1e-5, 1e-6);
+    check_true(correct == correct2, "aam rows: the same hits");
+    check_close(cname("aam exact B%d E%d S%d demb vs backward", B, E, S), demb2, demb, ne, 1e-4, 1e-6);
+    check_close(cname("aam exact B%d E%d S%d dw vs backward", B, E, S), sums_to_floats(dw2, (int64_t)nw), dw, nw, 1e-4,
+                1e-6);
+    // groups of 3 samples (B a multiple): whole, or split along the groups
+    const int gb = B / 3 * 3, first = gb / 3 / 2 * 3;  // B >= 6: both parts hold whole groups
+    if (gb < 6) {
+        test_release();
+        return;
+    }
+    float *cache = alloc_f(aam_softmax_cache_floats(gb, E, S)), *ws = alloc_f(aam_softmax_workspace_floats(gb, E, S));
+    float* de = zeros_f(ne);
+    xsum_t g3 = host_sums((int64_t)nw), g3split = host_sums((int64_t)nw);
+    aam_softmax_forward_rows(loss2, &correct, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws);
+    aam_softmax_backward_exact(de, tmp, g3, 1.0f / gb, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws, 3);
+    for (int k = 0; k < 2; k++) {
+        const int b0 = k ? first : 0, b1 = k ? gb : first;
+        aam_softmax_forward_rows(loss2, &correct, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E, S, c.m, c.s,
+                                 ws);
+        aam_softmax_backward_exact(de, tmp, g3split, 1.0f / gb, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E,
+                                   S, c.m, c.s, ws, 3);
+    }
+    check_true(same_sums(g3, g3split, (int64_t)nw), cname("aam exact B%d groups of 3: a split along the groups", gb));
+    test_release();
+}
+
 static void cpu_checks(void) {
+    invariant_case(5, 16, 10);
+    invariant_case(33, 32, 300);  // threaded rows, several blocks of class rows
     margin_zero();
     cos_one();
     run_case(4, 16, 10, 0.2f, 30.0f, 1);
@@ -229,6 +294,20 @@ static void backend_case(int B, int E, int S) {
     char tag[48];
     snprintf(tag, sizeof tag, "B%d E%d S%d", B, E, S);
     grads_check(&g, "aam", tag, (const char*[]){"demb", "dw"}, (double[]){TOL_GEMM, TOL_GEMM});
+
+    // the invariant mode's row losses and exact class-weight gradient
+    float *rl = alloc_f(B), *hde = zeros_f(ne), *tmp = alloc_f(nw), *drl = dev_f(NULL, B), *dde = dev_f(NULL, ne);
+    float *dtmp = dev_f(NULL, nw), *dsw = dev_f(NULL, nw);
+    xsum_t hs = host_sums((int64_t)nw), ds = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw);
+    aam_softmax_forward_rows(rl, &correct, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws);
+    g_be->aam_softmax_forward_rows(drl, dcorrect, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
+    cmp(cname("aam row losses %s", tag), drl, rl, B, TOL_GEMM);
+    cmp_int(cname("aam rows correct %s", tag), dcorrect, correct);
+    aam_softmax_backward_exact(hde, tmp, hs, 0.25f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws, 1);
+    g_be->aam_softmax_backward_exact(dde, dtmp, ds, 0.25f, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws, 1);
+    cmp(cname("aam exact demb %s", tag), dde, hde, ne, TOL_GEMM);
+    g_be->xsum_to_float(dsw, ds, (int64_t)nw);
+    cmp(cname("aam exact dw %s", tag), dsw, sums_to_floats(hs, (int64_t)nw), nw, TOL_GEMM);
     dev_release();
     test_release();
 }

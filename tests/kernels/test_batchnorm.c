@@ -2,7 +2,12 @@
 // (unbiased running variance), inference mode, finite-difference gradients, accumulation,
 // T = 1 ((B, C) inputs), in-place forward; then every backend against the CPU kernels
 // (tests/kernels/backends.h).
+// The invariant mode's BatchNorm over the global batch: a batch split between two "ranks",
+// whose partial sums are merged, normalises each half exactly as the whole batch (outputs,
+// saved and running statistics, input and parameter gradients, on 1 or 2 threads), close to
+// batchnorm1d_forward_train / _backward on the whole batch.
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/batchnorm.h"
 
 typedef struct {
@@ -134,7 +139,72 @@ static void hand_case(void) {
     check_scalar("bn hand y[3]", y[3], 3.0 / sqrt(3.5 + 1e-5), 1e-6, 0);
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+typedef struct {
+    float *y, *mean, *rstd, *rm, *rv, *dx;
+    xsum_t dw, db;
+} bn_global_t;
+
+static void invariant_case(int B, int C, int T, int group) {
+    const size_t n = (size_t)B * C * T;
+    const int64_t N = (int64_t)B * T;
+    float *x = rand_f(n, 2, 4), *gy = rand_f(n, -1, 1), *w = rand_f(C, 0.5f, 1.5f), *bias = rand_f(C, -1, 1);
+    const float *rm0 = rand_f(C, 2.5f, 3.5f), *rv0 = rand_f(C, 0.5f, 2);
+    bn_global_t whole, split;
+    bn_global_t* both[2] = {&whole, &split};
+    for (int k = 0; k < 2; k++) {
+        bn_global_t* o = both[k];
+        *o = (bn_global_t){alloc_f(n), alloc_f(C), alloc_f(C), copy_f(rm0, C), copy_f(rv0, C), zeros_f(n),
+                           host_sums(C), host_sums(C)};
+    }
+    const int before = with_threads(2);
+    xsum_t fwd = host_sums(2 * C), bwd = host_sums(2 * C);
+    batchnorm1d_stats_partial(fwd, x, whole.rm, B, C, T, group);
+    batchnorm1d_forward_global(whole.y, whole.mean, whole.rstd, whole.rm, whole.rv, x, w, bias, fwd, N, B, C, T, 1e-5f,
+                               0.1f);
+    batchnorm1d_backward_partial(bwd, whole.dw, whole.db, gy, x, whole.mean, whole.rstd, B, C, T, group);
+    batchnorm1d_backward_global(whole.dx, gy, x, w, whole.mean, whole.rstd, bwd, N, B, C, T);
+    with_threads(1);  // two "ranks": halves [0, h) and [h, B), each with its own partial sums
+    const int h = B / group / 2 * group;  // whole groups on each rank
+    const size_t off = (size_t)h * C * T;
+    xsum_t f0 = host_sums(2 * C), f1 = host_sums(2 * C), g0 = host_sums(2 * C), g1 = host_sums(2 * C);
+    float *rm1 = copy_f(rm0, C), *rv1 = copy_f(rv0, C), *mean1 = alloc_f(C), *rstd1 = alloc_f(C), *y1 = alloc_f(n);
+    batchnorm1d_stats_partial(f1, x + off, rm1, B - h, C, T, group);
+    batchnorm1d_stats_partial(f0, x, split.rm, h, C, T, group);
+    xsum_merge(f0, f1, 2 * C);  // the reduction over ranks: both get these sums
+    batchnorm1d_forward_global(split.y, split.mean, split.rstd, split.rm, split.rv, x, w, bias, f0, N, h, C, T, 1e-5f, 0.1f);
+    batchnorm1d_forward_global(y1 + off, mean1, rstd1, rm1, rv1, x + off, w, bias, f0, N, B - h, C, T, 1e-5f, 0.1f);
+    memcpy(split.y + off, y1 + off, sizeof(float) * (n - off));
+    batchnorm1d_backward_partial(g0, split.dw, split.db, gy, x, split.mean, split.rstd, h, C, T, group);
+    batchnorm1d_backward_partial(g1, split.dw, split.db, gy + off, x + off, mean1, rstd1, B - h, C, T, group);
+    xsum_merge(g0, g1, 2 * C);
+    batchnorm1d_backward_global(split.dx, gy, x, w, split.mean, split.rstd, g0, N, h, C, T);
+    batchnorm1d_backward_global(split.dx + off, gy + off, x + off, w, mean1, rstd1, g0, N, B - h, C, T);
+    with_threads(before);
+    check_true(memcmp(split.y, whole.y, sizeof(float) * n) == 0 && memcmp(split.mean, whole.mean, 4 * C) == 0 &&
+                   memcmp(mean1, whole.mean, 4 * C) == 0 && memcmp(rstd1, whole.rstd, 4 * C) == 0 &&
+                   memcmp(split.rm, whole.rm, 4 * C) == 0 && memcmp(rv1, whole.rv, 4 * C) == 0,
+               cname("bn global B%d C%d T%d group %d: halves on two ranks normalise as the whole batch", B, C, T, group));
+    check_true(memcmp(split.dx, whole.dx, sizeof(float) * n) == 0 && same_sums(split.dw, whole.dw, C) &&
+                   same_sums(split.db, whole.db, C),
+               cname("bn global B%d C%d T%d group %d: the same input and parameter gradients", B, C, T, group));
+    float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *rm = copy_f(rm0, C), *rv = copy_f(rv0, C);
+    batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, w, bias, B, C, T, 1e-5f, 0.1f);
+    check_close(cname("bn global B%d C%d T%d y vs forward_train", B, C, T), whole.y, y, n, 1e-4, 1e-4);
+    check_close("bn global rstd vs forward_train", whole.rstd, rstd, C, 1e-5, 0);
+    check_close("bn global running var vs forward_train", whole.rv, rv, C, 1e-5, 0);
+    float *dx = zeros_f(n), *dw = zeros_f(C), *db = zeros_f(C);
+    batchnorm1d_backward(dx, dw, db, gy, x, w, mean, rstd, B, C, T);
+    check_close(cname("bn global B%d C%d T%d dx vs backward", B, C, T), whole.dx, dx, n, 1e-3, 1e-4);
+    check_close("bn global dweight vs backward", sums_to_floats(whole.dw, C), dw, C, 1e-4, 1e-4);
+    check_close("bn global dbias vs backward", sums_to_floats(whole.db, C), db, C, 1e-4, 1e-4);
+    test_release();
+}
+
 static void cpu_checks(void) {
+    invariant_case(5, 7, 30, 1);
+    invariant_case(8, 7, 30, 2);
+    invariant_case(6, 9, 1, 1);  // (B, C): the pooled statistics' BatchNorm
     hand_case();
     run_case(4, 3, 5, 1);
     run_case(3, 6, 17, 1);
@@ -180,6 +250,33 @@ static void backend_case(int B, int C, int T, int affine) {
     g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dwt, dmean, drstd, B, C,
                                T);
     grads_check(&g, "bn", tag, (const char*[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+
+    // the invariant mode's BatchNorm from (here unreduced) sums
+    const int64_t N = (int64_t)B * T;
+    xsum_t hf = host_sums(2 * C), hg = host_sums(2 * C), hw = host_sums(C), hb = host_sums(C);
+    xsum_t df = xsum_layout(dev_alloc(xsum_bytes(2 * C)), 2 * C), dg = xsum_layout(dev_alloc(xsum_bytes(2 * C)), 2 * C);
+    xsum_t dsw = xsum_layout(dev_alloc(xsum_bytes(C)), C), dsb = xsum_layout(dev_alloc(xsum_bytes(C)), C);
+    float *hdx = zeros_f(n), *ddx = dev_f(NULL, n), *sf = dev_f(NULL, 2 * C);
+    batchnorm1d_stats_partial(hf, x, rm, B, C, T, 1);
+    g_be->batchnorm1d_stats_partial(df, dx, drm, B, C, T, 1);
+    g_be->xsum_to_float(sf, df, 2 * C);
+    cmp(cname("bn stats_partial %s", tag), sf, sums_to_floats(hf, 2 * C), 2 * C, TOL);
+    batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, wt, bs, hf, N, B, C, T, eps, momentum);
+    g_be->batchnorm1d_forward_global(dy, dmean, drstd, drm, drv, dx, dwt, dbs, df, N, B, C, T, eps, momentum);
+    cmp(cname("bn forward_global y %s", tag), dy, y, n, TOL);
+    cmp(cname("bn forward_global running_var %s", tag), drv, rv, C, TOL);
+    batchnorm1d_backward_partial(hg, affine ? hw : xsum_none(), affine ? hb : xsum_none(), gy, x, mean, rstd, B, C, T, 1);
+    g_be->batchnorm1d_backward_partial(dg, affine ? dsw : xsum_none(), affine ? dsb : xsum_none(), dgy, dx, dmean, drstd,
+                                       B, C, T, 1);
+    g_be->xsum_to_float(sf, dg, 2 * C);
+    cmp(cname("bn backward_partial %s", tag), sf, sums_to_floats(hg, 2 * C), 2 * C, TOL);
+    if (affine) {
+        g_be->xsum_to_float(sf, dsw, C);
+        cmp(cname("bn backward_partial dweight %s", tag), sf, sums_to_floats(hw, C), C, TOL);
+    }
+    batchnorm1d_backward_global(hdx, gy, x, wt, mean, rstd, hg, N, B, C, T);
+    g_be->batchnorm1d_backward_global(ddx, dgy, dx, dwt, dmean, drstd, dg, N, B, C, T);
+    cmp(cname("bn backward_global dx %s", tag), ddx, hdx, n, TOL);
     dev_release();
     test_release();
 }

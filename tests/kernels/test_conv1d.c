@@ -1,11 +1,15 @@
 // conv1d: GEMM path vs a direct reference (several K, dilation, T down to pad + 1, several
-// chunkings of the batch), gradients by finite differences, accumulation, NULL outputs; then
-// every backend against the CPU kernels (tests/kernels/backends.h).
+// chunkings of the batch), gradients by finite differences, accumulation, NULL outputs. The
+// invariant mode's: a sample's output and input gradient the same alone as in a batch and on 1 or
+// 2 threads, the exact weight and bias gradient sums the same for a batch split between calls,
+// all close to the default kernels. Then every backend against the CPU kernels
+// (tests/kernels/backends.h).
 #include <stdio.h>
 #include <string.h>
 
 #include "backends.h"
 #include "conv_reference.h"
+#include "exact_check.h"
 #include "kernels/conv1d.h"
 #include "kernels/gemm.h"
 
@@ -159,8 +163,53 @@ static void run_all(void) {
     run_case(2, 512, 683, 4, 3, 1, 0);
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int group) {
+    char tag[96];
+    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d group %d", B, Cin, Cout, T, K, d, group);
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
+    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *tmp = alloc_f(nw);
+    float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *y = alloc_f(ny);
+    int before = with_threads(2);
+    conv1d_forward_fixed(y2, x, w, bias, B, Cin, Cout, T, K, d, ws);
+    with_threads(1);
+    for (int b = 0; b < B; b++)
+        conv1d_forward_fixed(y1 + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout, T, K, d, ws);
+    with_threads(before);
+    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0, cname("conv1d_forward_fixed %s: a sample alone == in the batch", tag));
+    conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
+    check_close(cname("conv1d_forward_fixed %s vs conv1d_forward", tag), y2, y, ny, 1e-5, 1e-4);
+
+    float *dx2 = zeros_f(nx), *dx1 = zeros_f(nx);
+    xsum_t dw2 = host_sums((int64_t)nw), db2 = host_sums(Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(Cout);
+    const int first = (B / group + 1) / 2 * group;  // whole groups in both calls
+    before = with_threads(2);
+    conv1d_backward_exact(dx2, tmp, dw2, db2, gy, x, w, B, Cin, Cout, T, K, d, ws, group);
+    with_threads(1);  // the batch in two calls, the second first
+    conv1d_backward_exact(dx1 + (size_t)first * Cin * T, tmp, dw1, db1, gy + (size_t)first * Cout * T,
+                          x + (size_t)first * Cin * T, w, B - first, Cin, Cout, T, K, d, ws, group);
+    conv1d_backward_exact(dx1, tmp, dw1, db1, gy, x, w, first, Cin, Cout, T, K, d, ws, group);
+    with_threads(before);
+    check_true(memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, Cout),
+               cname("conv1d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
+    float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Cout);
+    conv1d_backward(dx, dw, db, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    check_close(cname("conv1d_backward_exact %s dx vs conv1d_backward", tag), dx2, dx, nx, 1e-5, 1e-4);
+    check_close(cname("conv1d_backward_exact %s dw vs conv1d_backward", tag), sums_to_floats(dw2, (int64_t)nw), dw, nw,
+                1e-4, 1e-4);
+    check_close(cname("conv1d_backward_exact %s dbias vs conv1d_backward", tag), sums_to_floats(db2, Cout), db, Cout,
+                1e-4, 1e-4);
+    test_release();
+}
+
 static void cpu_checks(void) {
     g_default_backend = spk_gemm_get_backend();
+    invariant_case(6, 32, 48, 40, 3, 2, 1);
+    invariant_case(6, 32, 48, 40, 3, 2, 3);
+    invariant_case(5, 64, 40, 30, 1, 1, 1);
+    invariant_case(4, 200, 300, 12, 3, 1, 2);  // 3 x 3 blocks of the exact weight gradient
+    invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
     run_all();
     spk_gemm_set_backend(g_default_backend);
     conv1d_set_algo(CONV1D_AUTO);
@@ -194,6 +243,26 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     dev_set(g.dev2[1], gw0, nw);
     g_be->conv1d_backward(NULL, g.dev2[1], NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     same_bits(cname("conv1d dw alone %s", tag), g.dev[1], g.dev2[1], nw);
+
+    // the invariant mode's forward (the invariant table) and exact backward
+    const spk_backend_t* twin = spk_backend_invariant(g_be);
+    float* iws = dev_f(NULL, twin->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    conv1d_forward_fixed(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
+    twin->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, iws);
+    cmp(cname("conv1d_forward_fixed %s", tag), dy, y, ny, TOL_GEMM);
+    float *hx = zeros_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
+    xsum_t hw = host_sums((int64_t)nw), hb = host_sums(Cout);
+    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw), xb = xsum_layout(dev_alloc(xsum_bytes(Cout)), Cout);
+    conv1d_backward_exact(hx, hdw, hw, with_bias ? hb : xsum_none(), gy, x, w, B, Cin, Cout, T, K, d, ws, 1);
+    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws, 1);
+    cmp(cname("conv1d_backward_exact dx %s", tag), ddx, hx, nx, TOL_GEMM);
+    float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, Cout);
+    g_be->xsum_to_float(ww, xw, (int64_t)nw);
+    cmp(cname("conv1d_backward_exact dw %s", tag), ww, sums_to_floats(hw, (int64_t)nw), nw, TOL_GEMM);
+    if (with_bias) {
+        g_be->xsum_to_float(wb, xb, Cout);
+        cmp(cname("conv1d_backward_exact dbias %s", tag), wb, sums_to_floats(hb, Cout), Cout, TOL);
+    }
     dev_release();
     test_release();
 }

@@ -1,7 +1,11 @@
 // spk_sgemm: all transpose combinations, leading dimensions larger than the rows, beta = 0
-// ignoring NaN in C, beta = 1 accumulation, on every compiled-in GEMM library; then every
-// backend against the CPU kernels (tests/kernels/backends.h).
+// ignoring NaN in C, beta = 1 accumulation, on every compiled-in GEMM library. The invariant
+// mode's GEMMs: a row of spk_sgemm_rows is its own M = 1 GEMM whatever M and the thread count;
+// spk_sgemm_batched_fixed is the loop of fixed GEMMs; spk_sgemm_batched_exact's sums do not
+// change when the batch is split between calls or run on another thread count, and are close to
+// the double reference. Then every backend against the CPU kernels (tests/kernels/backends.h).
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/gemm.h"
 
 static void run_case(char ta, char tb, int M, int N, int K, float alpha, float beta) {
@@ -74,14 +78,97 @@ static void run_all(void) {
         }
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+static void invariant_rows(char ta, char tb) {
+    const int M = 12, N = 300, K = 700;  // big enough for the libraries to thread
+    const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
+    float* A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
+    float* B = rand_f((size_t)(tb == 'N' ? K : N) * ldb, -1, 1);
+    float *C2 = zeros_f((size_t)M * ldc), *C1 = zeros_f((size_t)M * ldc), *rows = zeros_f((size_t)M * ldc);
+    const int before = with_threads(2);
+    spk_sgemm_rows(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, C2, ldc);
+    with_threads(1);
+    spk_sgemm_rows(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, C1, ldc);
+    with_threads(before);
+    for (int i = 0; i < M; i++)  // each row alone, as a batch of one
+        spk_sgemm_rows(ta, tb, 1, N, K, 0.5f, ta == 'N' ? A + (size_t)i * lda : A + i, lda, B, ldb, 0.0f,
+                       rows + (size_t)i * ldc, ldc);
+    check_true(memcmp(C1, C2, sizeof(float) * M * ldc) == 0 && memcmp(C1, rows, sizeof(float) * M * ldc) == 0,
+               cname("sgemm_rows %c%c: a row is the same with 1 or 2 threads and alone", ta, tb));
+    float* ref = zeros_f((size_t)M * ldc);
+    spk_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, ref, ldc);
+    check_close(cname("sgemm_rows %c%c vs sgemm", ta, tb), C1, ref, (size_t)M * ldc, 1e-5, 1e-4);
+    test_release();
+}
+
+static void invariant_batched(char ta, char tb) {
+    const int M = 150, N = 300, K = 40, batch = 6;  // 2 x 2 blocks of C
+    const int lda = ta == 'N' ? K : M, ldb = tb == 'N' ? N : K, ldc = N + 7;
+    const int64_t sa = (int64_t)M * K, sb = (int64_t)K * N;
+    float *A = rand_f((size_t)sa * batch, -1, 1), *B = rand_f((size_t)sb * batch, -1, 1);
+    float *tmp = alloc_f((size_t)M * ldc), *fixed = zeros_f((size_t)M * ldc * batch), *loop = zeros_f((size_t)M * ldc * batch);
+    spk_sgemm_batched_fixed(ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, fixed, ldc, (int64_t)M * ldc, batch);
+    for (int i = 0; i < batch; i++)
+        spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A + i * sa, lda, B + i * sb, ldb, 0.0f, loop + (size_t)i * M * ldc, ldc);
+    check_true(memcmp(fixed, loop, sizeof(float) * M * ldc * batch) == 0,
+               cname("sgemm_batched_fixed %c%c is the loop of fixed GEMMs", ta, tb));
+    const int64_t n = (int64_t)M * ldc;
+    xsum_t whole = host_sums(n), split = host_sums(n), one = host_sums(n);
+    const int before = with_threads(2);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, whole, ldc, batch, 1);
+    xsum_t g2 = host_sums(n), g2split = host_sums(n);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2, ldc, batch, 2);
+    with_threads(1);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, split, ldc, 2, 1);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A + 2 * sa, lda, sa, B + 2 * sb, ldb, sb, tmp, split, ldc, batch - 2, 1);
+    for (int i = batch - 1; i >= 0; i--)
+        spk_sgemm_batched_exact(ta, tb, M, N, K, A + i * sa, lda, sa, B + i * sb, ldb, sb, tmp, one, ldc, 1, 1);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A + 4 * sa, lda, sa, B + 4 * sb, ldb, sb, tmp, g2split, ldc, 2, 2);
+    spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2split, ldc, 4, 2);
+    with_threads(before);
+    check_true(same_sums(whole, split, n) && same_sums(whole, one, n),
+               cname("sgemm_batched_exact %c%c: the same sums for a batch split, item by item, on 1 or 2 threads", ta, tb));
+    check_true(same_sums(g2, g2split, n),
+               cname("sgemm_batched_exact %c%c, groups of 2: the same sums for a split along the groups", ta, tb));
+    check_close(cname("sgemm_batched_exact %c%c groups of 2 vs single items", ta, tb), sums_to_floats(g2, n),
+                sums_to_floats(whole, n), (size_t)n, 1e-5, 1e-5 * K);
+    double* want = alloc_d((size_t)n);
+    for (int64_t k = 0; k < n; k++) want[k] = 0.0;
+    for (int i = 0; i < batch; i++)
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < N; c++) {
+                double acc = 0;
+                for (int k = 0; k < K; k++) {
+                    const double a = ta == 'N' ? A[i * sa + (size_t)r * lda + k] : A[i * sa + (size_t)k * lda + r];
+                    const double b = tb == 'N' ? B[i * sb + (size_t)k * ldb + c] : B[i * sb + (size_t)c * ldb + k];
+                    acc += a * b;
+                }
+                want[(size_t)r * ldc + c] += acc;
+            }
+    check_close_d(cname("sgemm_batched_exact %c%c vs double", ta, tb), sums_to_floats(whole, n), want, (size_t)n,
+                  1e-5, 1e-5 * K);
+    test_release();
+}
+
+static void invariant_checks(void) {
+    const char tr[2] = {'N', 'T'};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            invariant_rows(tr[a], tr[b]);
+            invariant_batched(tr[a], tr[b]);
+        }
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend library = spk_gemm_get_backend();
     check_true(spk_gemm_set_backend(SPK_GEMM_BLAS) == 0, "BLAS backend available");
     run_all();
+    invariant_checks();
     // oneDNN when the library was built with it (SPK_USE_DNNL)
     if (spk_gemm_set_backend(SPK_GEMM_DNNL) == 0) {
         printf("test_gemm: also checking the oneDNN backend\n");
         run_all();
+        invariant_checks();
     }
     spk_gemm_set_backend(library);
 }

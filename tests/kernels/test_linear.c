@@ -1,6 +1,8 @@
 // Dense layer: forward vs naive loops, finite-difference dx/dw/db, accumulation, NULL outputs;
-// then every backend against the CPU kernels (tests/kernels/backends.h).
+// the invariant mode's forward: a row the same alone as in a batch and on 1 or 2 threads, close
+// to linear_forward. Then every backend against the CPU kernels (tests/kernels/backends.h).
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/linear.h"
 
 typedef struct {
@@ -64,7 +66,24 @@ static void run_case(int B, int In, int Out) {
     test_release();
 }
 
+static void invariant_case(int B, int In, int Out) {
+    float *x = rand_f((size_t)B * In, -1, 1), *w = rand_f((size_t)Out * In, -1, 1), *b = rand_f(Out, -1, 1);
+    float *y2 = alloc_f((size_t)B * Out), *y1 = alloc_f((size_t)B * Out), *y = alloc_f((size_t)B * Out);
+    const int before = with_threads(2);
+    linear_forward_rows(y2, x, w, b, B, In, Out);
+    with_threads(1);
+    for (int i = 0; i < B; i++) linear_forward_rows(y1 + (size_t)i * Out, x + (size_t)i * In, w, b, 1, In, Out);
+    with_threads(before);
+    check_true(memcmp(y1, y2, sizeof(float) * B * Out) == 0,
+               cname("linear_forward_rows B%d In%d Out%d: a row alone == in the batch", B, In, Out));
+    linear_forward(y, x, w, b, B, In, Out);
+    check_close(cname("linear_forward_rows B%d In%d Out%d vs linear_forward", B, In, Out), y2, y, (size_t)B * Out, 1e-5,
+                1e-4);
+    test_release();
+}
+
 static void cpu_checks(void) {
+    invariant_case(16, 3072, 192);
     run_case(1, 5, 3);
     run_case(4, 13, 7);
     run_case(32, 96, 40);
@@ -83,6 +102,9 @@ static void backend_case(int with_bias) {
     float* dy = dev_f(NULL, ny);
     g_be->linear_forward(dy, dx, dw, db, B, In, Out);
     cmp(cname("linear forward %s", tag), dy, y, ny, TOL_GEMM);
+    linear_forward_rows(y, x, w, b, B, In, Out);
+    spk_backend_invariant(g_be)->linear_forward(dy, dx, dw, db, B, In, Out);
+    cmp(cname("linear forward rows %s", tag), dy, y, ny, TOL_GEMM);
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
     grads_t g = grads_prefill(3, (size_t[]){nx, nw, Out});
     linear_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, In, Out);

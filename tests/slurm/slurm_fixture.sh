@@ -364,7 +364,7 @@ slurm_check_last_ckpt() {
 }
 
 # metrics without timing fields, for comparing runs
-slurm_strip_metrics() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s)": [^,}]*//g' "$1"; }
+slurm_strip_metrics() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
 
 # slurm_check_metrics FILE REF [once]: every epoch exactly once, as in REF, and equal to REF
 # but for timings (unless `once`: runs on different world sizes differ in rounding).

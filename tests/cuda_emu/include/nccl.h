@@ -1,5 +1,6 @@
 // NCCL as spkddp uses it (tests/cuda_emu: the CPU stand-in): a communicator over MPI ranks,
-// float sum/average all-reduce queued on a stream, asynchronous errors and abort.
+// all-reduces queued on a stream (float sum and average; int8 max and int64 sum, which the
+// world-size-invariant mode's exact sums use), groups, asynchronous errors and abort.
 // The stand-in's version is the one spkddp is built against elsewhere (2.28).
 #pragma once
 #include <stddef.h>
@@ -37,8 +38,11 @@ typedef enum {
 
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
 typedef enum {
+    ncclInt8 = 0,
+    ncclChar = 0,
     ncclInt32 = 2,
     ncclInt = 2,
+    ncclInt64 = 4,
     ncclFloat32 = 7,
     ncclFloat = 7,
     ncclFloat64 = 8,
@@ -55,6 +59,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error);
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream);
+// Calls between them are queued in the order made, as they would run (every rank of the
+// stand-in issues its collectives in one order).
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
 
 #ifdef __cplusplus
 }

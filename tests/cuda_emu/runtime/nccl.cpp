@@ -70,10 +70,18 @@ uint32_t hash_id(const ncclUniqueId& id) {
     return h & 0x7fffffff;
 }
 
+// What an all-reduce adds up: MPI's name for it, its size, and whether NCCL averages.
+struct Reduction {
+    MPI_Datatype type;
+    MPI_Op op;
+    size_t size;
+    bool average;
+};
+
 class AllReduceOp final : public Operation {
 public:
-    AllReduceOp(ncclComm* comm, const float* send, float* recv, size_t count, bool average, bool injected)
-        : comm_(comm), send_(send), recv_(recv), count_(count), average_(average), injected_(injected) {}
+    AllReduceOp(ncclComm* comm, const void* send, void* recv, size_t count, Reduction red, bool injected)
+        : comm_(comm), send_(send), recv_((char*)recv), count_(count), red_(red), injected_(injected) {}
 
     bool collective() const override { return true; }
 
@@ -88,21 +96,22 @@ public:
 
     void run() override {
         if (comm_->aborted) return;  // ncclCommAbort dropped it
-        if (send_ != recv_) memcpy(recv_, send_, count_ * sizeof(float));
+        if (send_ != recv_) memcpy(recv_, send_, count_ * red_.size);
         const int root = 0;
         for (size_t off = 0; off < count_;) {
             const int n = (int)(count_ - off < (size_t)1 << 30 ? count_ - off : (size_t)1 << 30);
-            float* p = recv_ + off;
+            char* p = recv_ + off * red_.size;
             if (comm_->rank == root)
-                mpi(MPI_Reduce(MPI_IN_PLACE, p, n, MPI_FLOAT, MPI_SUM, root, comm_->mpi));
+                mpi(MPI_Reduce(MPI_IN_PLACE, p, n, red_.type, red_.op, root, comm_->mpi));
             else
-                mpi(MPI_Reduce(p, nullptr, n, MPI_FLOAT, MPI_SUM, root, comm_->mpi));
-            mpi(MPI_Bcast(p, n, MPI_FLOAT, root, comm_->mpi));
+                mpi(MPI_Reduce(p, nullptr, n, red_.type, red_.op, root, comm_->mpi));
+            mpi(MPI_Bcast(p, n, red_.type, root, comm_->mpi));
             off += (size_t)n;
         }
-        if (average_) {
+        if (red_.average) {
+            float* f = (float*)recv_;
             const float inv = 1.0f / (float)comm_->nranks;
-            for (size_t i = 0; i < count_; i++) recv_[i] *= inv;
+            for (size_t i = 0; i < count_; i++) f[i] *= inv;
         }
     }
 
@@ -111,11 +120,23 @@ private:
         if (rc != MPI_SUCCESS) fail("MPI failed (code %d) inside the all-reduce", rc);
     }
     ncclComm* comm_;
-    const float* send_;
-    float* recv_;
+    const void* send_;
+    char* recv_;
     size_t count_;
-    bool average_, injected_;
+    Reduction red_;
+    bool injected_;
 };
+
+// The emulated combinations: float sum and average, int8 max, int64 sum.
+bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
+    if (t == ncclFloat && (op == ncclSum || op == ncclAvg)) *r = {MPI_FLOAT, MPI_SUM, sizeof(float), op == ncclAvg};
+    else if (t == ncclInt8 && op == ncclMax) *r = {MPI_INT8_T, MPI_MAX, 1, false};
+    else if (t == ncclInt64 && op == ncclSum) *r = {MPI_INT64_T, MPI_SUM, sizeof(int64_t), false};
+    else return false;
+    return true;
+}
+
+int g_group_depth = 0;
 
 }  // namespace
 }  // namespace spk_emu
@@ -213,8 +234,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     if (!g_comms.count(comm)) return usage("ncclAllReduce: not a communicator (aborted or destroyed?)");
-    if (datatype != ncclFloat || (op != ncclSum && op != ncclAvg)) {
-        note("ncclAllReduce: only float sum and average are emulated");
+    Reduction red;
+    if (!reduction_of(datatype, op, &red)) {
+        note("ncclAllReduce: only float sum and average, int8 max and int64 sum are emulated");
         return ncclInvalidArgument;
     }
     CUstream_st* s = stream_from_handle(stream);
@@ -222,7 +244,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     if (count == 0) return ncclSuccess;
     for (const void* p : {(const void*)sendbuff, (const void*)recvbuff}) {
         char why[256];
-        const Allocation* a = find_range(p, count * sizeof(float), why, sizeof why);
+        const Allocation* a = find_range(p, count * red.size, why, sizeof why);
         if (!a) {
             note("ncclAllReduce: %s", why);
             return ncclInvalidArgument;
@@ -230,8 +252,18 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
         if (a->device != comm->device) return usage("ncclAllReduce: a buffer is memory of another device");
     }
     const bool injected = fault().at == ++g_allreduces;
-    enqueue(s, std::make_unique<AllReduceOp>(comm, (const float*)sendbuff, (float*)recvbuff, count, op == ncclAvg,
-                                             injected));
+    enqueue(s, std::make_unique<AllReduceOp>(comm, sendbuff, recvbuff, count, red, injected));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+    g_group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+    if (g_group_depth == 0) return usage("ncclGroupEnd without ncclGroupStart");
+    g_group_depth--;
     return ncclSuccess;
 }
 

@@ -1,0 +1,245 @@
+#include "app/dist/exact_reduce.h"
+
+#include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
+#include "kernels/exact_sum_math.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SPKDDP_HAVE_CUDA
+#include "app/dist/nccl_comm.h"
+#endif
+
+#define MAX_COUNT (1 << 28)  // MPI counts are ints
+
+// A sum as MPI moves it: hi, lo and the bin in 17 bytes (unaligned, read through memcpy),
+// merged by the reduction below (bin and limbs of one sum together, so MPI may cut a message
+// anywhere between sums).
+#define PACKED 17
+
+static void put(char *p, int bin, int64_t hi, int64_t lo) {
+    memcpy(p, &hi, 8);
+    memcpy(p + 8, &lo, 8);
+    p[16] = (char)bin;
+}
+
+// MPI's user reduction: inout[i] += in[i], both raised to the larger bin. Exact, so
+// associative and commutative whatever order MPI applies it in.
+static void merge_packed(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const char *a = in;
+    char *b = inout;
+    for (int i = 0; i < *len; i++, a += PACKED, b += PACKED) {
+        int ja = (int8_t)a[16], jb = (int8_t)b[16];
+        int64_t ahi, alo, bhi, blo;
+        memcpy(&ahi, a, 8);
+        memcpy(&alo, a + 8, 8);
+        memcpy(&bhi, b, 8);
+        memcpy(&blo, b + 8, 8);
+        const int to = ja > jb ? ja : jb;
+        xsum_raise(&ja, &ahi, &alo, to);
+        xsum_raise(&jb, &bhi, &blo, to);
+        put(b, to, (int64_t)((uint64_t)bhi + (uint64_t)ahi), (int64_t)((uint64_t)blo + (uint64_t)alo));
+    }
+}
+
+static void pack(char *p, xsum_t s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) put(p + PACKED * i, s.bin[i], s.hi[i], s.lo[i]);
+}
+
+static void unpack(xsum_t s, const char *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++, p += PACKED) {
+        memcpy(&s.hi[i], p, 8);
+        memcpy(&s.lo[i], p + 8, 8);
+        s.bin[i] = (int8_t)p[16];
+    }
+}
+
+static void copy_sums(const spk_backend_t *be, xsum_t dst, xsum_t src, int64_t n, int to_host) {
+    void (*copy)(void *, const void *, size_t) = to_host ? be->download : be->upload;
+    copy(dst.bin, src.bin, (size_t)n);
+    copy(dst.hi, src.hi, (size_t)n * sizeof(int64_t));
+    copy(dst.lo, src.lo, (size_t)n * sizeof(int64_t));
+}
+
+struct exact_reduce {
+    const comm_t *comm;
+    const spk_backend_t *be;
+    struct nccl_comm *nccl;
+    MPI_Comm world;        // a duplicate: these collectives keep to themselves
+    MPI_Datatype type;     // PACKED bytes
+    MPI_Op op;             // merge_packed
+    int64_t n;
+    xsum_t s;              // the sums of the bucketed reduction in progress (on the backend)
+    xsum_t host;           // (n) their host copy, separate memory without NCCL
+    char *packed;          // (n * PACKED) what MPI moves
+    int8_t *max;           // NCCL: (n) the bins' maximum, on the device
+    int64_t *from, *to;    // the buckets in flight, in start order
+    MPI_Request *reqs;
+    int nbuckets, cap;
+    void *now_buf;         // exact_reduce_now's buffers: packed (and host copy), or NCCL's maximum
+    int64_t now_cap;
+    int64_t bytes;
+};
+
+exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, struct nccl_comm *nccl, int64_t n) {
+    exact_reduce_t *r = callocCheck(1, sizeof *r);
+    r->comm = c;
+    r->be = be;
+    r->nccl = nccl;
+    r->n = n;
+    if (nccl) {
+        r->max = be->alloc((size_t)n + 1);  // device memory
+        return r;
+    }
+    mpiCheck(MPI_Comm_dup(c->world, &r->world));
+    mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &r->type));
+    mpiCheck(MPI_Type_commit(&r->type));
+    mpiCheck(MPI_Op_create(merge_packed, 1, &r->op));
+    r->packed = mallocCheck((size_t)n * PACKED + 1);
+    if (be->separate_memory) r->host = xsum_layout(callocCheck(1, xsum_bytes(n)), n);
+    return r;
+}
+
+// The host sums s over all ranks, blocking (p: n packed sums of scratch).
+static void host_allreduce(const comm_t *c, MPI_Comm world, MPI_Datatype type, MPI_Op op, xsum_t s, int64_t n,
+                           char *p) {
+    SPK_ASSERT(n <= MAX_COUNT);
+    pack(p, s, n);
+    MPI_Request req;
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, p, (int)n, type, op, world, &req));
+    comm_wait(c, &req);
+    unpack(s, p, n);
+}
+
+void exact_allreduce_host(const comm_t *c, xsum_t s, int64_t n) {
+    if (c->size == 1 || n == 0) return;
+    MPI_Datatype type;
+    MPI_Op op;
+    mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &type));
+    mpiCheck(MPI_Type_commit(&type));
+    mpiCheck(MPI_Op_create(merge_packed, 1, &op));
+    char *p = mallocCheck((size_t)n * PACKED);
+    host_allreduce(c, c->world, type, op, s, n, p);
+    free(p);
+    MPI_Op_free(&op);
+    MPI_Type_free(&type);
+}
+
+void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
+    if (r->comm->size == 1 || n == 0) return;
+    if (n > r->now_cap) {
+        if (r->nccl)
+            r->be->free(r->now_buf);
+        else
+            free(r->now_buf);
+        r->now_buf = r->nccl ? r->be->alloc((size_t)n) : mallocCheck((size_t)n * PACKED + 64 + xsum_bytes(n));
+        r->now_cap = n;
+    }
+#ifdef SPKDDP_HAVE_CUDA
+    if (r->nccl) {
+        r->bytes += n * (1 + 2 * (int64_t)sizeof(int64_t));
+        nccl_exact_allreduce_start(r->nccl, s, r->now_buf, n);
+        nccl_join(r->nccl);
+        return;
+    }
+#endif
+    r->bytes += n * PACKED;
+    char *p = r->now_buf;
+    if (!r->be->separate_memory) {
+        host_allreduce(r->comm, r->world, r->type, r->op, s, n, p);
+        return;
+    }
+    const xsum_t h = xsum_layout(p + ((size_t)n * PACKED + 63) / 64 * 64, n);
+    copy_sums(r->be, h, s, n, 1);
+    host_allreduce(r->comm, r->world, r->type, r->op, h, n, p);
+    copy_sums(r->be, s, h, n, 0);
+}
+
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
+    SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
+    const int64_t count = to - from;
+    r->s = s;
+#ifdef SPKDDP_HAVE_CUDA
+    if (r->nccl) {
+        r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
+        nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
+        return;
+    }
+#endif
+    r->bytes += count * PACKED;
+    xsum_t h = s;
+    if (r->be->separate_memory) {  // the bucket's sums, to the host first
+        h = r->host;
+        copy_sums(r->be, xsum_at(h, from), xsum_at(s, from), count, 1);
+    }
+    if (r->nbuckets == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 16;
+        int64_t *from2 = mallocCheck((size_t)r->cap * sizeof *from2), *to2 = mallocCheck((size_t)r->cap * sizeof *to2);
+        MPI_Request *reqs2 = mallocCheck((size_t)r->cap * sizeof *reqs2);
+        if (r->nbuckets) {
+            memcpy(from2, r->from, (size_t)r->nbuckets * sizeof *from2);
+            memcpy(to2, r->to, (size_t)r->nbuckets * sizeof *to2);
+            memcpy(reqs2, r->reqs, (size_t)r->nbuckets * sizeof *reqs2);
+        }
+        free(r->from);
+        free(r->to);
+        free(r->reqs);
+        r->from = from2, r->to = to2, r->reqs = reqs2;
+    }
+    const int b = r->nbuckets++;
+    r->from[b] = from;
+    r->to[b] = to;
+    pack(r->packed + PACKED * from, xsum_at(h, from), count);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, r->packed + PACKED * from, (int)count, r->type, r->op, r->world,
+                            &r->reqs[b]));
+}
+
+void exact_reduce_progress(exact_reduce_t *r) {
+    if (r->nbuckets == 0) return;
+    int done;  // MPI moves nonblocking collectives only inside MPI calls
+    mpiCheck(MPI_Test(&r->reqs[r->nbuckets - 1], &done, MPI_STATUS_IGNORE));
+}
+
+void exact_reduce_wait(exact_reduce_t *r) {
+#ifdef SPKDDP_HAVE_CUDA
+    if (r->nccl) {
+        nccl_allreduce_end(r->nccl, r->n);
+        return;
+    }
+#endif
+    const xsum_t h = r->be->separate_memory ? r->host : r->s;
+    for (int b = 0; b < r->nbuckets; b++) {
+        comm_wait(r->comm, &r->reqs[b]);
+        const int64_t count = r->to[b] - r->from[b];
+        unpack(xsum_at(h, r->from[b]), r->packed + PACKED * r->from[b], count);
+        if (r->be->separate_memory) copy_sums(r->be, xsum_at(r->s, r->from[b]), xsum_at(h, r->from[b]), count, 0);
+    }
+    r->nbuckets = 0;
+}
+
+int64_t exact_reduce_take_bytes(exact_reduce_t *r) {
+    const int64_t b = r->bytes;
+    r->bytes = 0;
+    return b;
+}
+
+void exact_reduce_free(exact_reduce_t *r) {
+    if (!r) return;
+    if (r->nccl) {
+        r->be->free(r->max);
+        r->be->free(r->now_buf);
+    } else {
+        MPI_Op_free(&r->op);
+        MPI_Type_free(&r->type);
+        MPI_Comm_free(&r->world);
+        free(r->now_buf);
+    }
+    free(r->packed);
+    free(r->host.bin);
+    free(r->from);
+    free(r->to);
+    free(r->reqs);
+    free(r);
+}

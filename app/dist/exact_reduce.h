@@ -1,0 +1,37 @@
+// Cross-rank exact sums (kernels/exact_sum.h) for the world-size-invariant mode: every rank's
+// partial sums s become their sums over all ranks. Merging two partial sums raises both to the
+// larger bin and adds the limbs, integer addition, exact: associative and commutative, so the
+// result does not depend on the collective's algorithm, the number of ranks or how the sums are
+// cut into buckets.
+//   host memory             one MPI_Iallreduce with a user reduction doing that merge, on the
+//                           sums packed bin and limbs together (17 bytes each)
+//   CUDA device memory      NCCL, which has no user reductions: the bins' maximum (ncclInt8
+//                           MAX), a kernel raising every sum to it, the limbs' sums (ncclInt64
+//                           SUM), all queued on NCCL's stream (17 bytes a sum)
+//   other separate memory   through host copies and MPI (cpu-staged; ranks sharing a GPU)
+// A float allreduce moves 4 bytes a number.
+#pragma once
+#include "app/dist/comm.h"
+#include "kernels/backend.h"
+
+#include <stdint.h>
+
+struct nccl_comm;
+typedef struct exact_reduce exact_reduce_t;
+
+// Collective. be: where the sums live; nccl: the NCCL communicator for CUDA memory (or NULL);
+// n: the most sums a bucketed reduction covers.
+exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, struct nccl_comm *nccl, int64_t n);
+// s (n sums on the backend) <- their sums over all ranks, before any later work on the backend
+// (the host waits for MPI; on NCCL the kernels' stream waits). Collective.
+void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n);
+// A bucketed reduction of the sums s: buckets [from, to) start in increasing order (every rank
+// the same buckets), progress moves them on, and wait returns when s holds the sums.
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to);
+void exact_reduce_progress(exact_reduce_t *r);
+void exact_reduce_wait(exact_reduce_t *r);
+// The same for n sums in host memory on c->world, for the trainer's loss sums. Collective.
+void exact_allreduce_host(const comm_t *c, xsum_t s, int64_t n);
+// Payload bytes this rank sent into reductions since the last call (then reset).
+int64_t exact_reduce_take_bytes(exact_reduce_t *r);
+void exact_reduce_free(exact_reduce_t *r);

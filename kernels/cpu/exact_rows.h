@@ -1,0 +1,43 @@
+// The CPU kernels' deposit loops into exact sums (kernels/exact_sum.h): one row of terms at a
+// time on the calling thread, vectorized (the deposit is branch-free). Kernels that compute
+// per-sample contributions (conv1d, gemm, batchnorm, aam_softmax) add them with these.
+#pragma once
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/exact_sum.h"
+#include "kernels/exact_sum_math.h"
+
+// s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised (or is not
+// finite), then the general deposit, or, as after a row's first terms, the digits alone (about 4
+// times faster: no bin to store or raise).
+static inline void xsum_add_row(xsum_t s, const float* x, int64_t n) {
+    int8_t* restrict bin = s.bin;
+    int64_t *restrict hi = s.hi, *restrict lo = s.lo;
+    const float* restrict xr = x;
+    int raise = 0;
+#pragma omp simd reduction(| : raise)
+    for (int64_t i = 0; i < n; i++)
+        raise |= (xsum_float_bin_bound(xr[i]) > bin[i]) | (bin[i] == XSUM_BIN_NONFINITE) | !(fabsf(xr[i]) <= 3.4028235e38f);
+    if (!raise) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) xsum_add_digits(bin[i], &hi[i], &lo[i], (double)xr[i]);
+        return;
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        int J = bin[i];
+        int64_t h = hi[i], l = lo[i];
+        xsum_deposit(&J, &h, &l, (double)xr[i]);
+        bin[i] = (int8_t)J;
+        hi[i] = h;
+        lo[i] = l;
+    }
+}
+
+// s[0] += v (one sum, one term).
+static inline void xsum_add_one(xsum_t s, double v) {
+    int J = s.bin[0];
+    xsum_deposit(&J, s.hi, s.lo, v);
+    s.bin[0] = (int8_t)J;
+}

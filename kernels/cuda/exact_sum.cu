@@ -1,0 +1,68 @@
+// Exact sums (kernels/exact_sum.h) on the GPU: one thread per sum, adding its terms in row order
+// with the CPU's deposit (kernels/exact_sum_math.h), so the sums, and the floats they round to,
+// are bitwise the CPU's. Also the raise to agreed bins on a caller's stream, for NCCL.
+#include "kernels/cuda/exact_sum_stream.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/exact_sum_math.h"
+
+namespace {
+
+__global__ void xsum_zero_kernel(xsum_t s, int64_t n) {
+    SPK_GRID_LOOP(i, n) {
+        s.bin[i] = 0;
+        s.hi[i] = 0;
+        s.lo[i] = 0;
+    }
+}
+
+__global__ void xsum_add_kernel(xsum_t s, const float* x, int rows, int64_t n, int group) {
+    SPK_GRID_LOOP(i, n) {
+        int J = s.bin[i];
+        int64_t hi = s.hi[i], lo = s.lo[i];
+        for (int r = 0; r < rows; r += group) {
+            float g = x[(size_t)r * n + i];  // the group's rows, added in order: one term
+            for (int k = 1; k < group; k++) g += x[(size_t)(r + k) * n + i];
+            xsum_deposit(&J, &hi, &lo, (double)g);
+        }
+        s.bin[i] = (int8_t)J;
+        s.hi[i] = hi;
+        s.lo[i] = lo;
+    }
+}
+
+__global__ void xsum_to_float_kernel(float* y, xsum_t s, int64_t n) {
+    SPK_GRID_LOOP(i, n) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
+}
+
+__global__ void xsum_raise_kernel(xsum_t s, const int8_t* bin, int64_t n) {
+    SPK_GRID_LOOP(i, n) {
+        int J = s.bin[i];
+        int64_t hi = s.hi[i], lo = s.lo[i];
+        xsum_raise(&J, &hi, &lo, bin[i]);
+        s.bin[i] = (int8_t)J;
+        s.hi[i] = hi;
+        s.lo[i] = lo;
+    }
+}
+
+}  // namespace
+
+extern "C" void xsum_zero_cuda(xsum_t s, int64_t n) {
+    SPK_ASSERT(n >= 0);
+    if (n > 0) SPK_LAUNCH(xsum_zero_kernel, spk_grid((size_t)n), s, n);
+}
+
+extern "C" void xsum_add_cuda(xsum_t s, const float* x, int rows, int64_t n, int group) {
+    SPK_ASSERT(n >= 0 && rows >= 0 && group > 0 && rows % group == 0);
+    if (n > 0 && rows > 0) SPK_LAUNCH(xsum_add_kernel, spk_grid((size_t)n), s, x, rows, n, group);
+}
+
+extern "C" void xsum_to_float_cuda(float* y, xsum_t s, int64_t n) {
+    if (n > 0) SPK_LAUNCH(xsum_to_float_kernel, spk_grid((size_t)n), y, s, n);
+}
+
+extern "C" void xsum_raise_to_cuda_stream(struct CUstream_st* stream, xsum_t s, const int8_t* bin, int64_t n) {
+    if (n <= 0) return;
+    xsum_raise_kernel<<<spk_grid((size_t)n), SPK_CUDA_THREADS, 0, stream>>>(s, bin, n);
+    SPK_CUDA_LAUNCHED();
+}

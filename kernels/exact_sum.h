@@ -1,0 +1,64 @@
+// Exact sums: n accumulators whose result does not depend on the order in which terms are
+// added, on how the terms are split into partial sums, or on how partial sums are merged (the
+// world-size-invariant mode sums every per-sample contribution this way). The representation
+// and its error bound are in kernels/exact_sum_math.h: a bin (int8) and two int64 limbs per
+// sum, all-zero memory being the empty sum.
+//
+// Partial sums on different ranks are merged in two integer collectives: the maximum of the
+// bins (int8 MAX), every sum raised to it (xsum_raise_to), then the sum of the limbs (int64 SUM).
+// Integer addition is associative, so MPI and NCCL give the same bits whatever their
+// algorithm, the number of ranks or the bucket sizes.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/spk_hd.h"
+
+typedef struct {
+    int8_t* bin;  // (n)
+    int64_t* hi;  // (n)
+    int64_t* lo;  // (n)
+} xsum_t;
+
+// One sum held by value, for host code (losses, test reductions).
+typedef struct {
+    int8_t bin;
+    int64_t hi, lo;
+} xsum_cell_t;
+
+// Bytes for n sums laid out by xsum_layout: [bin (n, padded to 64)][hi (n)][lo (n)].
+size_t xsum_bytes(int64_t n);
+xsum_t xsum_layout(void* buf, int64_t n);
+// The sums [off, off + n) of s.
+SPK_HD xsum_t xsum_at(xsum_t s, int64_t off) {
+    xsum_t v = {s.bin + off, s.hi + off, s.lo + off};
+    return v;
+}
+SPK_HD xsum_t xsum_cell(xsum_cell_t* c) {
+    xsum_t v = {&c->bin, &c->hi, &c->lo};
+    return v;
+}
+// The empty view (a gradient that is not wanted), and the test for it.
+SPK_HD xsum_t xsum_none(void) {
+    xsum_t s = {NULL, NULL, NULL};
+    return s;
+}
+SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL; }
+
+// ---- backend ops (every backend implements these on its own memory) ------------------------
+void xsum_zero(xsum_t s, int64_t n);
+// s[i] += x[r * n + i] for every row r < rows: each group of `group` consecutive rows (rows is a
+// multiple) is summed in float, in row order, and that sum is one term (group 1: every row).
+void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group);
+// y[i] = the value of s[i], rounded to float (NaN when a term was not finite).
+void xsum_to_float(float* y, xsum_t s, int64_t n);
+
+// ---- host memory only (the cross-rank reduction and its tests) -------------------------------
+// Raises s[i] to bin[i] (>= its own: the maximum over all partial sums).
+void xsum_raise_to(xsum_t s, const int8_t* bin, int64_t n);
+// dst[i] += src[i] (a merge of two partial sums).
+void xsum_merge(xsum_t dst, xsum_t src, int64_t n);
+// The value of one sum, correctly rounded to double.
+double xsum_value_of(xsum_t s, int64_t i);
+// s[i] += v[i] for doubles.
+void xsum_add_doubles(xsum_t s, const double* v, int64_t n);

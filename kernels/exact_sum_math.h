@@ -1,0 +1,109 @@
+// The per-element math of exact sums (kernels/exact_sum.h), shared by the CPU and CUDA kernels
+// and by the host code that reduces sums across ranks, so every place runs the same integer
+// expressions.
+//
+// A sum is three numbers: a bin J (int8) and two int64 limbs, hi and lo:
+//   value = hi * 2^(40 J - 200) + lo * 2^(40 (J - 1) - 200)
+// Bins are fixed slices of the exponent range, 40 bits wide: bin b holds the magnitudes in
+// [2^(40 b - 200), 2^(40 b - 160)) (bin 0 also everything smaller). J is the bin of the largest
+// term so far; every term t is cut at the grid 2^(40 (J - 1) - 200), toward zero, into two
+// 40-bit digits (hi and lo) that are added to the limbs. Because the grid of bin J + 1 is 2^40
+// times coarser and the digits are absolute (truncation of |t| at a power of two), raising J
+// by one is exact bookkeeping: lo <- hi, hi <- 0 gives what the terms would have deposited had
+// the larger bin been known from the start. So the sum does not depend on the order of the
+// terms, on how they were split between partial sums, or on when the bin was raised: partial
+// sums are merged by raising both to the larger bin and adding the limbs (integer addition,
+// associative). Precision: the largest term keeps at least 40 bits below its leading bit, so
+// the error of n terms is below n * 2^-40 of the largest (float inputs near the largest are
+// kept whole). Headroom: digits are < 2^40, so 2^22 terms (XSUM_MAX_TERMS) leave an int64 limb
+// below 2^62, with room for the carry when the value is read. A non-finite term makes the bin
+// XSUM_BIN_NONFINITE for good (the value is then NaN); merging keeps it, as bins merge by their
+// maximum.
+//
+// All-zero memory is the empty sum (J = 0, value 0).
+#pragma once
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/spk_hd.h"
+
+#define XSUM_BIN_BITS 40
+#define XSUM_BIN_NONFINITE 127
+#define XSUM_MAX_TERMS (1 << 22)  // per sum, over all partial sums merged into it
+
+// The bin of a finite magnitude a >= 0: floor((log2(a) + 200) / 40), 0 below 2^-200. From the
+// exponent bits, so it vectorizes (subnormals are far below 2^-200: bin 0).
+SPK_HD int xsum_bin_of(double a) {
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    const int e = (int)(bits >> 52);  // biased exponent; a >= 0 has no sign bit
+    return e < 823 ? 0 : (e - 823) / 40;  // 823 = 1023 - 200
+}
+
+// 2^e for -1022 <= e <= 1023, from the exponent bits.
+SPK_HD double xsum_pow2(int e) {
+    const uint64_t bits = (uint64_t)(1023 + e) << 52;
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+// 2^(240 - 40 J): a magnitude of bin <= J times this is below 2^80, in units of the grid.
+SPK_HD double xsum_grid_scale(int J) { return xsum_pow2(240 - 40 * J); }
+
+// Adds the digits of v, whose magnitude is in a bin <= J, at the grid of bin J to hi and lo:
+// s = |v| 2^(240 - 40 J) < 2^80 (exact) is cut into dh 2^40 + dl + a fraction below the grid.
+// Limbs are updated in unsigned arithmetic (wraparound, never undefined); they stay within
+// XSUM_MAX_TERMS digits while the bin is finite, and do not matter once it is not.
+SPK_HD void xsum_add_digits(int J, int64_t* hi, int64_t* lo, double v) {
+    const double s = fabs(v) * xsum_grid_scale(J);
+    const int64_t dh = (int64_t)(s * 0x1p-40);              // < 2^40
+    const int64_t dl = (int64_t)(s - (double)dh * 0x1p40);  // an exact difference, < 2^40
+    const uint64_t neg = v < 0.0 ? ~(uint64_t)0 : 0;        // (x ^ neg) - neg = -x
+    *hi = (int64_t)((uint64_t)*hi + (((uint64_t)dh ^ neg) - neg));
+    *lo = (int64_t)((uint64_t)*lo + (((uint64_t)dl ^ neg) - neg));
+}
+
+// Adds v (a float or double term) to the sum (J, hi, lo), raising the bin when v needs it:
+// branch-free, so loops vectorize.
+SPK_HD void xsum_deposit(int* J, int64_t* hi, int64_t* lo, double v) {
+    const int finite = fabs(v) <= 1.7976931348623157e308;  // false for Inf and NaN
+    const int j0 = *J, b = xsum_bin_of(finite ? fabs(v) : 0.0);
+    const int j1 = finite ? (b > j0 ? b : j0) : XSUM_BIN_NONFINITE;
+    // Raising the bin drops the lowest limb: by one bin lo <- hi, by more both are empty.
+    const int64_t h0 = *hi;
+    *lo = j1 == j0 ? *lo : (j1 == j0 + 1 ? h0 : 0);
+    *hi = j1 == j0 ? h0 : 0;
+    xsum_add_digits(j1 < XSUM_BIN_NONFINITE ? j1 : 0, hi, lo, finite ? v : 0.0);
+    *J = j1;
+}
+
+// Raises the sum (J, hi, lo) to bin `to` >= J (an agreed maximum): the lowest limbs drop.
+SPK_HD void xsum_raise(int* J, int64_t* hi, int64_t* lo, int to) {
+    const int j0 = *J;
+    if (to <= j0) return;
+    *lo = to == j0 + 1 && to != XSUM_BIN_NONFINITE ? *hi : 0;
+    *hi = 0;
+    *J = to;
+}
+
+// The sum's value in double: hi 2^40 + lo rounded once (exactly so while |hi| and |lo| are below
+// 2^53, i.e. for fewer than 2^13 terms of the largest size; beyond that within a few ulp), then
+// scaled by the grid (exact). NaN when a term was not finite. Branch-free.
+SPK_HD double xsum_value(int J, int64_t hi, int64_t lo) {
+    const double d = (double)hi * 0x1p40 + (double)lo;
+    return J == XSUM_BIN_NONFINITE ? NAN : d * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - 200);
+}
+
+// ---- float terms, for the CPU's vectorized fast path ----------------------------------------
+// The bin of a float from its bits, as xsum_bin_of((double)x) (a float's double exponent is its
+// own + 896, and (v * 205) >> 13 == v / 40 for 0 <= v < 1024), but 1 for float subnormals, which
+// are in bin 1 or 0: never below the true bin, so a bin test with it never misses a raise.
+SPK_HD int xsum_float_bin_bound(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const int b = ((int)((u >> 23) & 0xff) + 73) * 205 >> 13;
+    return (u & 0x7fffffffu) ? b : 0;
+}
+

@@ -1,0 +1,104 @@
+// Cross-rank exact sums (app/dist/exact_reduce.h), under mpiexec -n 1, 2, 4: a fixed set of 24
+// "samples" (each a vector of float terms drawn from its index) dealt to the ranks, each rank
+// adding its samples to its own sums; after the bucketed reduction (uneven buckets, progressed
+// while others start), exact_reduce_now and exact_allreduce_host, every rank holds bitwise the
+// sums of all 24 samples that it computes alone. On host memory and through cpu-staged copies; a
+// rank's NaN term makes that sum NaN everywhere.
+#include "app/dist/exact_reduce.h"
+#include "kernels/exact_sum.h"
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLES 24
+#define N 5000
+
+// Sample s's terms: magnitudes over 2^-40..2^40, both signs, some cancellation.
+static void sample_terms(int s, float *x) {
+    uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(s + 1);
+    for (int i = 0; i < N; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        const float m = (float)((r >> 40) & 0xffffff) / 16777216.0f + 0.5f;
+        x[i] = ldexpf(m, (int)((r >> 8) % 81) - 40) * ((r & 1) ? -1.0f : 1.0f);
+        if (s % 3 == 1) x[i] = -x[i] * (1.0f + ldexpf(1.0f, -18));  // near-cancels sample s - 1
+    }
+}
+
+static xsum_t host_sums(int64_t n) { return xsum_layout(calloc(1, xsum_bytes(n)), n); }
+
+static int same(xsum_t a, xsum_t b, int64_t n) {
+    return !memcmp(a.bin, b.bin, (size_t)n) && !memcmp(a.hi, b.hi, 8 * (size_t)n) && !memcmp(a.lo, b.lo, 8 * (size_t)n);
+}
+
+// This rank's sums of `be` (on the backend) -> host copy.
+static xsum_t download(const spk_backend_t *be, xsum_t d, int64_t n) {
+    xsum_t h = host_sums(n);
+    be->download(h.bin, d.bin, (size_t)n);
+    be->download(h.hi, d.hi, 8 * (size_t)n);
+    be->download(h.lo, d.lo, 8 * (size_t)n);
+    return h;
+}
+
+static void check_backend(const comm_t *c, const spk_backend_t *be) {
+    float *x = malloc(sizeof(float) * N);
+    xsum_t all = host_sums(N);  // every sample, on this rank alone
+    for (int s = 0; s < SAMPLES; s++) {
+        sample_terms(s, x);
+        xsum_add(all, x, 1, N, 1);
+    }
+    // This rank's samples, twice: for the bucketed reduction and for exact_reduce_now.
+    xsum_t mine[2];
+    float *dx = be->alloc(sizeof(float) * N);
+    for (int k = 0; k < 2; k++) {
+        mine[k] = xsum_layout(be->alloc(xsum_bytes(N)), N);
+        for (int s = c->rank; s < SAMPLES; s += c->size) {
+            sample_terms(s, x);
+            be->upload(dx, x, sizeof(float) * N);
+            be->xsum_add(mine[k], dx, 1, N, 1);
+        }
+    }
+    exact_reduce_t *r = exact_reduce_create(c, be, NULL, N);
+    const int64_t cuts[4] = {0, 1000, 3500, N};
+    for (int b = 0; b < 3; b++) {
+        exact_reduce_start(r, mine[0], cuts[b], cuts[b + 1]);
+        exact_reduce_progress(r);
+    }
+    exact_reduce_wait(r);
+    exact_reduce_now(r, mine[1], N);
+    EXPECT(same(download(be, mine[0], N), all, N), "[%s] rank %d of %d: bucketed reduction != all samples", be->name,
+           c->rank, c->size);
+    EXPECT(same(download(be, mine[1], N), all, N), "[%s] rank %d of %d: exact_reduce_now != all samples", be->name,
+           c->rank, c->size);
+    const int64_t bytes = exact_reduce_take_bytes(r);
+    EXPECT(c->size == 1 || bytes == 2 * N * 17, "[%s] payload %lld bytes, expected %d", be->name, (long long)bytes,
+           2 * N * 17);
+
+    // exact_allreduce_host, and a NaN on the last rank only
+    xsum_t h = host_sums(3);
+    const float v[3] = {1.0f, ldexpf(1.0f, -60), c->rank == c->size - 1 ? NAN : 2.0f};
+    xsum_add(h, v, 1, 3, 1);
+    exact_allreduce_host(c, h, 3);
+    EXPECT(xsum_value_of(h, 0) == c->size && xsum_value_of(h, 1) == ldexp(c->size, -60) && isnan(xsum_value_of(h, 2)),
+           "rank %d of %d: exact_allreduce_host gave %g %g %g", c->rank, c->size, xsum_value_of(h, 0),
+           xsum_value_of(h, 1), xsum_value_of(h, 2));
+    exact_reduce_free(r);
+    for (int k = 0; k < 2; k++) be->free(mine[k].bin);
+    be->free(dx);
+    free(all.bin);
+    free(h.bin);
+    free(x);
+}
+
+int main(int argc, char **argv) {
+    comm_t c;
+    comm_init(&c, &argc, &argv);
+    check_backend(&c, &spk_backend_cpu);
+    check_backend(&c, &spk_backend_cpu_staged);
+    double failures = test_failures;
+    comm_allreduce_max_f64(&c, &failures, 1);
+    const int rc = c.rank == 0 ? test_report("test_exact_reduce") : (failures > 0);
+    MPI_Finalize();
+    return rc || failures > 0;
+}

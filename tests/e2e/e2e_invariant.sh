@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# World-size-invariant training (--invariant, docs/invariant.md). ECAPA (C=64) on synthetic
+# speakers, 20 steps of Adam with a global batch of 16: 1, 2 and 4 ranks end with bitwise the same
+# checkpoint (8 ranks on a shorter run) and the same metrics, held-out loss and accuracy included,
+# but for timings; a run stopped at step 7 on 2 ranks and resumed on 4 equals the uninterrupted
+# 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
+# changes nothing; groups of 2 samples per exact term (--invariant-group) agree on 1, 2 and 8 ranks. The linear model and ecapa-av on 1, 2 and 4 ranks likewise. With a plain float
+# allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
+# rank: the comparison can fail.
+. "$(dirname "$0")/lib.sh" "$@"
+export OMP_WAIT_POLICY=passive  # 4 and 8 ranks on few cores
+
+$SPKDDP synth --kind speakers --out sp.h5 --val-out spv.h5 --dim 16 --speakers 10 --utts-per-speaker 16 \
+    --val-utts-per-speaker 3 --min-frames 40 --max-frames 80 >/dev/null || fail "synth"
+$SPKDDP synth --kind speakers --out av.h5 --dim 16 --visual-dim 12 --speakers 10 --utts-per-speaker 8 \
+    --min-frames 48 --max-frames 96 >/dev/null || fail "synth av"
+ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 40
+    --global-batch 16 --optimizer adam --lr 0.002 --invariant --progress 0"
+
+# same A B WHAT: the two checkpoints are bitwise equal.
+same() {
+    if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
+}
+strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|world_size|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
+
+# 160 utterances / 16 = 10 steps per epoch: 2 epochs are the 20 steps.
+for k in 1 2 4; do
+    run $k $SPKDDP train $ecapa --epochs 2 --val-data spv.h5 --ckpt-dir ck$k --metrics m$k.jsonl >log$k 2>&1 \
+        || { cat log$k; fail "$k ranks"; }
+done
+final=ckpt-000000000020.h5
+for k in 2 4; do
+    same ck1/$final ck$k/$final "ecapa: $k ranks x batch $((16 / k)) == 1 rank x batch 16 after 20 steps (bitwise)"
+    diff <(strip m1.jsonl) <(strip m$k.jsonl) >/dev/null && echo "ok  ecapa: $k-rank metrics == 1-rank metrics" \
+        || fail "ecapa: metrics of $k ranks differ from 1 rank's"
+done
+grep -q "replicas identical" log4 || fail "replicas differ on 4 ranks"
+
+run 8 $SPKDDP train $ecapa --epochs 1 --max-steps 3 --ckpt-dir ck8 >log8 2>&1 || { cat log8; fail "8 ranks"; }
+run 1 $SPKDDP train $ecapa --epochs 1 --max-steps 3 --ckpt-dir ck1s >/dev/null 2>&1 || fail "1 rank, 3 steps"
+same ck1s/ckpt-000000000003.h5 ck8/ckpt-000000000003.h5 "ecapa: 8 ranks x batch 2 == 1 rank x batch 16 after 3 steps (bitwise)"
+
+# Elastic resume: stopped at step 7 on 2 ranks, continued on 4.
+run 2 $SPKDDP train $ecapa --epochs 2 --max-steps 7 --ckpt-dir el >/dev/null 2>&1 || fail "first leg on 2 ranks"
+run 4 $SPKDDP train $ecapa --epochs 2 --ckpt-dir el --resume auto >log_el 2>&1 || { cat log_el; fail "resume on 4 ranks"; }
+grep -q "written by 2 ranks, now 4" log_el || fail "the resume did not start from the 2-rank checkpoint"
+same ck2/$final el/$final "ecapa: stopped at step 7 on 2 ranks, resumed on 4 == uninterrupted on 2 (bitwise)"
+
+# Threads per rank, and the device code path's data movement.
+SPKDDP_THREADS=1 run 1 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --ckpt-dir th1 >/dev/null 2>&1 || fail "1 thread"
+SPKDDP_THREADS=2 run 1 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --ckpt-dir th2 >/dev/null 2>&1 || fail "2 threads"
+SPKDDP_THREADS=2 run 2 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --ckpt-dir th22 >/dev/null 2>&1 || fail "2 x 2 threads"
+run 2 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --device cpu-staged --ckpt-dir st >/dev/null 2>&1 || fail "cpu-staged"
+same th1/ckpt-000000000004.h5 th2/ckpt-000000000004.h5 "ecapa: 1 rank, 1 thread == 2 threads (bitwise)"
+same th1/ckpt-000000000004.h5 th22/ckpt-000000000004.h5 "ecapa: 2 ranks x 2 threads == 1 rank x 1 thread (bitwise)"
+same th1/ckpt-000000000004.h5 st/ckpt-000000000004.h5 "ecapa: 2 ranks on cpu-staged == 1 rank on cpu (bitwise)"
+
+# Groups of 2 samples per exact term: the same on 1, 2 and 8 ranks (8 x 2 keeps the groups whole);
+# a group that does not divide the per-rank batch is refused.
+for k in 1 2 8; do
+    run $k $SPKDDP train $ecapa --invariant-group 2 --epochs 1 --max-steps 3 --ckpt-dir g$k >/dev/null 2>&1 \
+        || fail "groups of 2 on $k ranks"
+done
+for k in 2 8; do
+    same g1/ckpt-000000000003.h5 g$k/ckpt-000000000003.h5 "ecapa, groups of 2: $k ranks == 1 rank (bitwise)"
+done
+expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
+
+# The linear model and ecapa-av.
+for k in 1 2 4; do
+    run $k $SPKDDP train --data sp.h5 --epochs 2 --global-batch 16 --lr 0.05 --momentum 0.9 --invariant --progress 0 \
+        --ckpt-dir lin$k >/dev/null 2>&1 || fail "linear on $k ranks"
+    run $k $SPKDDP train --model ecapa-av --data av.h5 --channels 32 --attention-channels 16 --se-channels 16 \
+        --emb-dim 32 --visual-channels 16 --frames 48 --global-batch 16 --optimizer adam --lr 0.002 --invariant \
+        --progress 0 --epochs 1 --max-steps 4 --ckpt-dir av$k >/dev/null 2>&1 || fail "ecapa-av on $k ranks"
+done
+for k in 2 4; do
+    same lin1/ckpt-000000000020.h5 lin$k/ckpt-000000000020.h5 "linear: $k ranks == 1 rank (bitwise)"
+    same av1/ckpt-000000000004.h5 av$k/ckpt-000000000004.h5 "ecapa-av: $k ranks == 1 rank (bitwise)"
+done
+
+# The check that the comparisons can fail: a float allreduce of each rank's rounded sums.
+SPKDDP_EXACT_ALLREDUCE=float run 2 $SPKDDP train $ecapa --epochs 1 --max-steps 4 --ckpt-dir mut >/dev/null 2>&1 \
+    || fail "float allreduce run"
+if $SPKDDP diff th1/ckpt-000000000004.h5 mut/ckpt-000000000004.h5 >/dev/null; then
+    fail "a float allreduce in place of the exact one still gave 1 rank's bits: the comparison cannot fail"
+else
+    echo "ok  with a float allreduce instead of the exact one, 2 ranks differ from 1 rank"
+fi
+finish

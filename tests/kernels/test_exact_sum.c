@@ -1,0 +1,229 @@
+// Exact sums (kernels/exact_sum.h, kernels/exact_sum_math.h): the same bits whatever the order of
+// the terms, their split into partial sums and the order of the merges (as ranks merge them: the
+// bins' maximum, then the limbs' sums); within the stated error of the exact sum (an __int128
+// reference); a large term after small ones or before them alike; Inf and NaN make NaN; 2^22
+// terms of the largest digits without overflow; the float fast path's bin bound; the value's
+// rounding. Then every backend's xsum ops give the CPU's bits.
+#include "backends.h"
+#include "exact_check.h"
+#include "kernels/exact_sum_math.h"
+
+// rows x n float terms over 2^-30..2^30 with both signs, a third of them cancelling an earlier
+// row's term up to its last bits, and some exact zeros.
+static float* terms(int rows, int64_t n) {
+    float* x = alloc_f((size_t)rows * n);
+    for (int r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = ldexpf(rng_uniform(0.5f, 1.0f), rng_int(61) - 30) * (rng_int(2) ? 1.0f : -1.0f);
+            if (r > 0 && rng_int(3) == 0) v = -x[(size_t)(r - 1) * n + i] * (1.0f + ldexpf(1.0f, -20));
+            if (rng_int(17) == 0) v = 0.0f;
+            x[(size_t)r * n + i] = v;
+        }
+    return x;
+}
+
+// The sums of rows x n terms, all in one call.
+static xsum_t summed(const float* x, int rows, int64_t n) {
+    xsum_t s = host_sums(n);
+    xsum_add(s, x, rows, n, 1);
+    return s;
+}
+
+// How ranks merge partial sums: raise both to the larger bin, add the limbs.
+static void merge_as_ranks(xsum_t a, xsum_t b, int64_t n) {
+    int8_t* max = (int8_t*)test_alloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) max[i] = a.bin[i] > b.bin[i] ? a.bin[i] : b.bin[i];
+    xsum_raise_to(a, max, n);
+    xsum_raise_to(b, max, n);
+    for (int64_t i = 0; i < n; i++) {
+        a.hi[i] += b.hi[i];
+        a.lo[i] += b.lo[i];
+    }
+}
+
+static void order_and_partition(void) {
+    const int rows = 40;
+    const int64_t n = 1031;
+    const float* x = terms(rows, n);
+    const xsum_t all = summed(x, rows, n);
+    xsum_t rev = host_sums(n);  // rows one by one, last first
+    for (int r = rows - 1; r >= 0; r--) xsum_add(rev, x + (size_t)r * n, 1, n, 1);
+    check_true(same_sums(all, rev, n), "rows in reverse order: the same sums, bit for bit");
+    for (int trial = 0; trial < 4; trial++) {  // rows dealt at random to 3 partial sums
+        xsum_t part[3] = {host_sums(n), host_sums(n), host_sums(n)};
+        for (int r = 0; r < rows; r++) xsum_add(part[rng_int(3)], x + (size_t)r * n, 1, n, 1);
+        if (trial % 2) {
+            xsum_merge(part[2], part[0], n);
+            xsum_merge(part[2], part[1], n);
+            check_true(same_sums(all, part[2], n), "3 partial sums merged: the same sums");
+        } else {
+            merge_as_ranks(part[1], part[2], n);
+            merge_as_ranks(part[0], part[1], n);
+            check_true(same_sums(all, part[0], n), "3 partial sums merged as ranks do: the same sums");
+        }
+    }
+    float *y1 = alloc_f(n), *y2 = alloc_f(n);
+    xsum_to_float(y1, all, n);
+    for (int64_t i = 0; i < n; i++) y2[i] = (float)xsum_value_of(rev, i);
+    check_true(memcmp(y1, y2, sizeof(float) * n) == 0, "xsum_to_float is the value rounded to float");
+}
+
+// Terms m 2^e with |m| < 2^24, -30 <= e <= 20: exact in __int128 units of 2^-60.
+static void precision(void) {
+    const int rows = 64;
+    const int64_t n = 500;
+    float* x = alloc_f((size_t)rows * n);
+    for (size_t k = 0; k < (size_t)rows * n; k++)
+        x[k] = ldexpf((float)(rng_int(1 << 24) - (1 << 23)), rng_int(51) - 30 - 23);
+    xsum_t s = host_sums(n);
+    xsum_add(s, x, rows, n, 1);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        __int128 exact = 0;
+        double mx = 0;
+        for (int r = 0; r < rows; r++) {
+            const float v = x[(size_t)r * n + i];
+            exact += (__int128)ldexp((double)v, 60);
+            mx = fabs(v) > mx ? fabs(v) : mx;
+        }
+        const double want = ldexp((double)exact, -60), got = xsum_value_of(s, i);
+        const float gf = (float)got, wf = (float)want;
+        if (fabs(got - want) > rows * ldexp(mx, -40) || fabsf(gf - wf) > fabsf(nextafterf(wf, INFINITY) - wf)) bad++;
+    }
+    check_true(bad == 0, "every sum within (terms) 2^-40 of its largest term, and within one float ulp");
+}
+
+static void raise_order(void) {
+    const int64_t n = 64;
+    float* small = rand_f((size_t)3 * n, -1e-9f, 1e-9f);
+    float* big = rand_f(n, -1e6f, 1e6f);
+    xsum_t a = host_sums(n), b = host_sums(n);
+    xsum_add(a, small, 3, n, 1);
+    xsum_add(a, big, 1, n, 1);
+    xsum_add(b, big, 1, n, 1);
+    xsum_add(b, small, 3, n, 1);
+    check_true(same_sums(a, b, n), "a large term after small ones: the sums it would be before them");
+}
+
+static void nonfinite(void) {
+    const int64_t n = 4;
+    float x[2 * 4] = {1.0f, INFINITY, 2.0f, -3.0f, 5.0f, 6.0f, NAN, 1e-30f};
+    xsum_t s = host_sums(n);
+    xsum_add(s, x, 2, n, 1);
+    float y[4];
+    xsum_to_float(y, s, n);
+    check_true(y[0] == 6.0f && isnan(y[1]) && isnan(y[2]) && y[3] == -3.0f, "Inf and NaN terms make the sum NaN");
+    xsum_t t = host_sums(n);
+    xsum_add(t, x, 1, n, 1);
+    xsum_merge(t, s, n);
+    xsum_to_float(y, t, n);
+    check_true(isnan(y[1]) && isnan(y[2]) && y[0] == 7.0f, "merging keeps a NaN sum NaN");
+    const int8_t all_nan[4] = {XSUM_BIN_NONFINITE, XSUM_BIN_NONFINITE, XSUM_BIN_NONFINITE, XSUM_BIN_NONFINITE};
+    xsum_raise_to(t, all_nan, n);
+    xsum_to_float(y, t, n);
+    check_true(isnan(y[0]) && isnan(y[3]), "raising to the non-finite bin makes NaN");
+}
+
+// The largest digits (2^40 - 1 each) of a bin: XSUM_MAX_TERMS of them without overflow.
+static void headroom(void) {
+    const float v = -ldexpf(1.0f - ldexpf(1.0f, -24), -40);  // just below 2^-40: the top of bin 4
+    const int64_t n = 1 << 12, reps = XSUM_MAX_TERMS / n;
+    float* x = alloc_f(n);
+    for (int64_t i = 0; i < n; i++) x[i] = v;
+    xsum_t s = host_sums(1);
+    for (int64_t r = 0; r < reps; r++) xsum_add(s, x, (int)n, 1, 1);
+    check_true(xsum_value_of(s, 0) == (double)v * XSUM_MAX_TERMS, "2^22 terms of the largest digits add up exactly");
+}
+
+static void float_bins(void) {
+    int bad = 0;
+    for (int v = 0; v < 1024; v++) bad += (v * 205 >> 13) != v / 40;
+    for (uint32_t e = 0; e < 255; e++)
+        for (uint32_t m = 0; m < (1u << 23); m += 0x3fff) {
+            const uint32_t u = e << 23 | m;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            const int b = xsum_float_bin_bound(f), want = xsum_bin_of(fabs((double)f));
+            bad += b < want || (e > 0 && b != want);
+        }
+    check_true(bad == 0, "the float bin bound is the bin for normal floats and never below it");
+}
+
+static void value_rounding(void) {
+    int bad = 0;
+    for (int k = 0; k < 20000; k++) {
+        const int J = 1 + rng_int(30);
+        const int64_t hi = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51), lo = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51);
+        const double want = ldexp((double)((__int128)hi * ((__int128)1 << 40) + lo), 40 * (J - 1) - 200);
+        bad += xsum_value(J, hi, lo) != want;
+    }
+    check_true(bad == 0, "the value is hi 2^40 + lo rounded once to double, times the grid");
+    check_true(xsum_value(0, 0, 0) == 0.0, "all-zero memory is the empty sum");
+}
+
+// Groups of rows: each group's float sum, in row order, is one term.
+static void groups(void) {
+    const int rows = 12, group = 4;
+    const int64_t n = 700;
+    const float* x = terms(rows, n);
+    float* sums = alloc_f((size_t)rows / group * n);
+    for (int g = 0; g < rows / group; g++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[(size_t)g * group * n + i];
+            for (int k = 1; k < group; k++) v += x[(size_t)(g * group + k) * n + i];
+            sums[(size_t)g * n + i] = v;
+        }
+    xsum_t a = host_sums(n), b = host_sums(n);
+    xsum_add(a, x, rows, n, group);
+    xsum_add(b, sums, rows / group, n, 1);
+    check_true(same_sums(a, b, n), "groups of 4 rows: each group's float sum is one term");
+}
+
+static void cpu_checks(void) {
+    groups();
+    order_and_partition();
+    precision();
+    raise_order();
+    nonfinite();
+    headroom();
+    float_bins();
+    value_rounding();
+}
+
+// ---- every backend: the CPU's bits --------------------------------------------------------------
+static void backend_checks(void) {
+    const int rows = 12;
+    const int64_t n = 3001;
+    const float* x = terms(rows, n);
+    const xsum_t want = summed(x, rows, n);
+    float* wantf = alloc_f(n);
+    xsum_to_float(wantf, want, n);
+
+    xsum_t d = xsum_layout(dev_alloc(xsum_bytes(n)), n);
+    float* dx = dev_f(x, (size_t)rows * n);
+    g_be->xsum_add(d, dx, rows / 2, n, 1);
+    g_be->xsum_add(d, dx + (size_t)rows / 2 * n, rows - rows / 2, n, 1);
+    xsum_t got = host_sums(n);
+    g_be->download(got.bin, d.bin, (size_t)n);
+    g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
+    g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
+    check_true(same_sums(got, want, n), cname("[%s] xsum_add: the CPU's sums", g_be->name));
+    float* df = dev_f(NULL, n);
+    g_be->xsum_to_float(df, d, n);
+    const float* gotf = dev_get(df, n);
+    check_true(memcmp(gotf, wantf, sizeof(float) * n) == 0, cname("[%s] xsum_to_float: the CPU's floats", g_be->name));
+    g_be->xsum_zero(d, n);
+    g_be->xsum_to_float(df, d, n);
+    check_true(max_abs(dev_get(df, n), n) == 0.0, cname("[%s] xsum_zero: empty sums", g_be->name));
+    xsum_t want3 = host_sums(n);
+    xsum_add(want3, x, rows, n, 3);
+    g_be->xsum_add(d, dx, rows, n, 3);
+    g_be->download(got.bin, d.bin, (size_t)n);
+    g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
+    g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
+    check_true(same_sums(got, want3, n), cname("[%s] xsum_add in groups of 3: the CPU's sums", g_be->name));
+}
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_exact_sum", 17, cpu_checks, backend_checks);
+}
