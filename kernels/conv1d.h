@@ -57,8 +57,9 @@ void conv1d_backward_exact(float* dx,        // (B, Cin, T) += ; or NULL
                            float* workspace,  // (conv1d_workspace_floats)
                            int group);
 
-// Schedule selection (process-wide; for tuning and tests). AUTO = PER_SAMPLE, which measured
-// fastest on both GEMM backends; see kernels/cpu/conv1d.c and docs/kernels.md.
+// Schedule selection (process-wide; for tuning and tests; conv1d_bf16 too). AUTO is what
+// measured fastest: PER_SAMPLE for float32 operands on both GEMM backends, FOLDED for bf16 ones;
+// see kernels/cpu/conv1d.c and docs/kernels.md.
 typedef enum { CONV1D_AUTO = 0, CONV1D_FOLDED = 1, CONV1D_PER_SAMPLE = 2 } conv1d_algo;
 void conv1d_set_algo(conv1d_algo algo);
 

@@ -6,9 +6,12 @@
 #include "kernels/aam_softmax.h"
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
+#include "kernels/bf16.h"
 #include "kernels/conv1d.h"
+#include "kernels/conv1d_bf16.h"
 #include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/optim.h"
@@ -22,6 +25,14 @@
     X(conv1d_workspace_floats) \
     X(conv1d_forward) \
     X(conv1d_backward) \
+    X(spk_gemm_bf16) \
+    X(spk_gemm_bf16_batched) \
+    X(conv1d_bf16_workspace_floats) \
+    X(conv1d_bf16_forward) \
+    X(conv1d_bf16_backward) \
+    X(bf16_from_f32) \
+    X(bf16_to_f32) \
+    X(bf16_fold_from_f32) \
     X(batchnorm1d_forward_train) \
     X(batchnorm1d_forward_infer) \
     X(batchnorm1d_backward) \

@@ -1,17 +1,17 @@
 #!/usr/bin/python3
 """The `spkddp bench` step in PyTorch: ECAPA-TDNN (SpeechBrain topology, the same module
 definitions as tests/golden/make_ecapa_golden.py) + AAM-softmax, forward, backward and an
-Adam update on a fixed random batch, float32, on the CPU or a GPU. Prints samples/s.
+Adam update on a fixed random batch, on the CPU or a GPU. Prints samples/s.
 
 usage: bench_pytorch.py [--channels 512] [--batch 32] [--frames 200] [--feat 80]
                         [--classes 1000] [--steps 5] [--warmup 2] [--threads N]
-                        [--device cpu|cuda] [--precision fp32|tf32|bf16] [--tf32]
-                        [--cudnn-benchmark]
-On CUDA: fp32 (the default) turns TF32 off (spkddp runs plain fp32); tf32 (or --tf32) allows
-it in convolutions and matrix products; bf16 is automatic mixed precision (torch.autocast
-with bfloat16, PyTorch's own TF32 defaults for what stays fp32). cuDNN picks its own
-algorithms (--cudnn-benchmark lets it time them, like torch.backends.cudnn.benchmark). On
-CUDA it also prints the peak memory PyTorch's allocator held.
+                        [--device cpu|cuda] [--precision fp32|tf32|bf16] [--cudnn-benchmark]
+fp32: float32 throughout (on CUDA with TF32 off, as spkddp's fp32). tf32: CUDA TF32 tensor
+cores (--tf32 is the same). bf16: torch.autocast(dtype=torch.bfloat16) around the forward and
+the loss, the mixed precision a PyTorch user turns on (weights, gradients and Adam stay
+float32; on CUDA PyTorch's own TF32 defaults for what stays fp32). cuDNN picks its own
+algorithms (--cudnn-benchmark lets it time them). On CUDA it also prints the peak memory
+PyTorch's allocator held.
 """
 import argparse
 import os
@@ -67,6 +67,7 @@ def main():
         if s == a.warmup:
             sync()
             t0 = time.perf_counter()
+            c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             emb = model(x).squeeze(1)
@@ -76,11 +77,13 @@ def main():
         opt.step()
     sync()
     dt = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     where = f"{a.threads} threads" if a.device == "cpu" else \
-        f"{torch.cuda.get_device_name()}, {a.precision}, cudnn.benchmark {a.cudnn_benchmark}"
+        f"{torch.cuda.get_device_name()}, cudnn.benchmark {a.cudnn_benchmark}"
     mem = f", peak memory {torch.cuda.max_memory_reserved() / 2**20:.0f} MiB" if a.device == "cuda" else ""
     print(f"pytorch {torch.__version__}: ecapa C={a.channels} batch {a.batch}, T={a.frames}, F={a.feat}, "
-          f"{where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step{mem}")
+          f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step, "
+          f"CPU {cpu / a.steps:.3f} s/step{mem}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@
 #include <sys/resource.h>
 
 typedef struct {
-    model_config_t model;  // --model, --channels, --frames (T)
+    model_config_t model;  // --model, --channels, --frames (T), --precision
     char device[OPT_STR_MAX];
     int64_t batch, feat, classes, steps, warmup;
     int tf32;
@@ -35,6 +35,7 @@ static const opt_t rows[] = {
     OPT_INTEGER(bench_opts_t, classes, "classes", 2, 1e7, "speakers in the AAM head"),
     OPT_INTEGER(bench_opts_t, steps, "steps", 1, 1e6, "timed steps"),
     OPT_INTEGER(bench_opts_t, warmup, "warmup", 0, 1e6, "untimed steps first"),
+    OPT_PRECISION(bench_opts_t, model.precision),
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
     OPT_INVARIANT(bench_opts_t, model.invariant),
@@ -70,10 +71,19 @@ static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int
     return b;
 }
 
+// The CPU seconds this process has used, all its threads together.
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
-// after `warmup` untimed ones; *bytes: payload bytes rank 0 sent per timed step.
+// after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
+// shared with other jobs, CPU time per step moves far less than wall time); *bytes: payload
+// bytes rank 0 sent per timed step.
 static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m, const batch_t *b, int64_t warmup,
-                         int64_t steps, double *bytes) {
+                         int64_t steps, double *cpu, double *bytes) {
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
@@ -84,6 +94,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
             be->sync();
             comm_barrier(comm);
             t0 = spk_seconds();
+            *cpu = cpu_seconds();
             grad_sync_take_bytes(&gs);
         }
         model_zero_grads(m);
@@ -102,20 +113,21 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     be->sync();
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
+    *cpu = cpu_seconds() - *cpu;
     *bytes = (double)grad_sync_take_bytes(&gs) / (double)steps;
     grad_sync_free(&gs);
     optimizer_free(&opt);
     return dt;
 }
 
-static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, int tf32, double dt,
+static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt, double cpu,
                    double bytes) {
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const model_config_t *mc = &o->model;
-    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s%s%s", mc->name, (long long)mc->channels,
-            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, tf32 ? " tf32" : "",
+    printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s%s", mc->name, (long long)mc->channels,
+            (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision,
             mc->invariant ? " invariant" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
@@ -124,7 +136,8 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }
-    printf0(", %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
+    printf0(", %.3f s/step, rank 0 CPU %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps,
+            cpu / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
     if (comm->size > 1) printf0(", %.2f MB sent per rank and step", bytes * 1e-6);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
@@ -138,8 +151,13 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     o.model.frames = 200;
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    if (model_config_apply_tf32(&o.model, o.tf32) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
+    if (o.model.invariant && strcmp(o.model.precision, "bf16") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: --invariant cannot be combined with --precision bf16 (its exact sums "
+                                     "and fixed kernels are float32 only)");
     const spk_backend_t *be = device_select(comm, o.device, "bench");
-    const int tf32 = device_set_tf32(be, o.tf32);
+    device_set_precision(comm, be, o.model.precision);
 
     model_t *m = model_create(
         &o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
@@ -147,9 +165,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
-    double bytes;
-    const double dt = time_steps(comm, be, m, &b, o.warmup, o.steps, &bytes);
-    report(comm, &o, be, tf32, dt, bytes);
+    double cpu = 0, bytes = 0;
+    const double dt = time_steps(comm, be, m, &b, o.warmup, o.steps, &cpu, &bytes);
+    report(comm, &o, be, dt, cpu, bytes);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda() && comm->rank == 0) {
         printf("cuDNN's choices (rank 0):\n");

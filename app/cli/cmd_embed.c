@@ -19,6 +19,7 @@
 
 typedef struct {
     char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX], format[OPT_STR_MAX], device[OPT_STR_MAX];
+    char precision[8];  // of this run, whatever the training's was
     int64_t batch;
 } embed_opts_t;
 
@@ -32,6 +33,7 @@ static const opt_t rows[] = {
                "binary float vectors + STEM.scp"),
     OPT_BATCH(embed_opts_t, batch),
     OPT_DEVICE(embed_opts_t, device),
+    OPT_PRECISION(embed_opts_t, precision),
 };
 static const opt_table_t table =
     OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
@@ -61,11 +63,12 @@ static void write_embeddings(const embed_opts_t *o, const embeddings_t *e, const
 }
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
-    embed_opts_t o = {.batch = 16, .format = "hdf5"};
+    embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32"};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "embed");
-    model_t *m = model_file_load(comm, o.ckpt, be, NULL);
+    device_set_precision(comm, be, o.precision);
+    model_t *m = model_file_load(comm, o.ckpt, be, o.precision, NULL);
     dataset_t ds;
     dataset_open(&ds, o.data, comm->world);
     if (ds.feature_dim != m->feature_dim)

@@ -9,10 +9,12 @@
     OPT_CHOICE(T, field, "device", DEVICE_CHOICES,                                                     \
                "where to compute (auto: a GPU when every rank has one, else the CPU; cpu-staged: the " \
                "GPU code path on the CPU, for tests; default $SPKDDP_DEVICE or auto)")
-#define OPT_TF32(T, field)                                                                                        \
-    OPT_SWITCH(T, field, "tf32",                                                                                  \
-               "CUDA: allow TF32 tensor-core math in convolutions and GEMMs (faster on Ampere and newer; inputs " \
-               "rounded to a 10-bit mantissa; default plain fp32)")
+#define OPT_TF32(T, field) OPT_SWITCH(T, field, "tf32", "the same as --precision tf32 (kept for older command lines)")
+#define OPT_PRECISION(T, field)                                                                                       \
+    OPT_CHOICE(T, field, "precision", "fp32|tf32|bf16",                                                               \
+               "math of the convolutions and GEMMs: fp32 (default); tf32: CUDA TF32 tensor cores (inputs rounded to " \
+               "a 10-bit mantissa; fp32 on CPUs); bf16: bf16 operands, fp32 accumulation, weights, optimizer, "     \
+               "BatchNorm and loss (ECAPA models; native on AVX512-BF16/AMX CPUs and tensor-core GPUs)")
 #define OPT_INVARIANT(T, field)                                                                          \
     OPT_SWITCH(T, field, "invariant",                                                                     \
                "world-size-invariant training: the same parameters, bit for bit, on any number of ranks and " \

@@ -5,6 +5,7 @@
 #include "io/export/spkddp_meta.h"
 #include "kernels/base/check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,8 @@ static void read_header(const char *path, header_t *h, weights_file_t *wf) {
     param_table_free(&s);
 }
 
-model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, ckpt_meta_t *meta) {
+model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision,
+                         ckpt_meta_t *meta) {
     header_t *h = callocCheck(1, sizeof *h);
     weights_file_t wf = {0};
     if (comm->rank == 0) read_header(path, h, &wf);
@@ -39,6 +41,7 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
     train_config_t cfg = train_config_defaults();
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
+    if (precision) snprintf(mc.precision, sizeof mc.precision, "%s", precision);
     const model_data_t md = {.feature_dim = h->meta.feature_dim, .num_classes = h->meta.num_classes,
                              .visual_dim = h->meta.visual_dim, .visual_ratio = h->meta.visual_ratio, .source = path,
                              .ranks_per_node = comm->local_size};

@@ -7,7 +7,9 @@
 #include "app/model/model.h"
 #include "io/checkpoint.h"
 
-// Collective. meta (may be NULL) receives the file's header: a checkpoint's, or for a
+// Collective. precision (fp32|tf32|bf16) is the model's math, or NULL for the one the file's
+// config stored. meta (may be NULL) receives the file's header: a checkpoint's, or for a
 // safetensors file the model, config, data sizes and global step of its metadata. A file
 // that cannot give a model ends every rank with one line (exit 4).
-model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, ckpt_meta_t *meta);
+model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision,
+                         ckpt_meta_t *meta);

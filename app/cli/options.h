@@ -1,7 +1,7 @@
 // Table-driven command-line options: one table per subcommand gives parsing, range checks,
 // --help text and the key=value serialisation stored in checkpoints. A command declares the
 // struct it parses into and one row per flag, with the row macros below; flags that several
-// commands share (--device, --tf32, --batch, --channels, --seed) have one row each in
+// commands share (--device, --precision, --batch, --channels, --seed) have one row each in
 // app/cli/common_options.h:
 //
 //   typedef struct { char data[OPT_STR_MAX]; int64_t batch; } embed_opts_t;  // or nested structs

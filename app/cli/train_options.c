@@ -106,6 +106,7 @@ static const opt_t rows[] = {
                "AAM-softmax head)"),
     OPT_INVARIANT(train_config_t, model.invariant),
     OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
+    OPT_PRECISION(train_config_t, model.precision),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -94,17 +94,20 @@ const spk_backend_t *device_select(const comm_t *c, const char *device, const ch
     return &spk_backend_cpu;
 }
 
-int device_set_tf32(const spk_backend_t *be, int allow) {
-    if (!allow) return 0;
+void device_set_precision(const comm_t *c, const spk_backend_t *be, const char *precision) {
+    const int tf32 = strcmp(precision, "tf32") == 0, bf16 = strcmp(precision, "bf16") == 0;
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) {
-        spk_cuda_set_tf32(1);
-        printf0("device: TF32 tensor-core math allowed in convolutions and GEMMs\n");
-        return 1;
+        spk_cuda_set_tf32(tf32);
+        if (tf32) printf0("device: TF32 tensor-core math allowed in convolutions and GEMMs\n");
+        if (bf16) printf0("device: bf16 operands on tensor cores, fp32 accumulation\n");
+        return;
     }
 #endif
-    printf0("device: --tf32 does not apply on %s (it computes in fp32)\n", be->name);
-    return 0;
+    if (tf32) printf0("device: --precision tf32 does not apply on %s (it computes in fp32)\n", be->name);
+    if (bf16 && !min_over_ranks(c, spk_gemm_bf16_native()))
+        printf0("device: a rank's CPU has no native bf16 instructions (AVX512-BF16 or AMX, through oneDNN): its bf16 "
+                "GEMMs run widened to fp32, slower than --precision fp32\n");
 }
 
 void device_release(const spk_backend_t *be) {

@@ -29,6 +29,7 @@ typedef struct {
     int cin, cout, k, dil;
     int64_t w, b, bn_w, bn_b;  // params: conv.conv.weight (cout, cin, k), conv.conv.bias (cout), norm.norm.weight/bias (cout)
     int64_t run_mean, run_var; // state: norm.norm.running_mean/var (cout)
+    spk_bf16 *xh;              // (cin, B*T) the conv input rounded to bf16, batch folded into time (bf16 models)
     float *a;                  // (B, cout, T) relu(conv(x))
     float *y;                  // (B, cout, T) output
     float *mean, *rstd;        // (cout) batch statistics for backward
@@ -55,6 +56,9 @@ typedef struct {
     int cin, att;
     tdnn_t tdnn;               // <prefix>.tdnn: TDNN(3 cin -> att, k=1) over [h, mean, std]
     int64_t conv_w, conv_b;    // <prefix>.conv.conv.weight (cin, att, 1), bias (cin)
+    spk_bf16 *hh;              // (cin, B*T) h rounded to bf16, batch folded into time (bf16 models)
+    spk_bf16 *attn_th;         // (att, B*T) attn_t rounded to bf16 (bf16 models)
+    spk_bf16 *gh;              // (att, B*T) backward: the TDNN output gradient in bf16 (bf16 models)
     float *gstats;             // (B, 2 cin) uniform-weight [mean | std]
     float *ctx;                // (B, att) the statistics' part of the TDNN's convolution, with its bias
     float *attn_t;             // (B, att, T) tanh
@@ -124,6 +128,7 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
 // Blocks (app/ecapa_blocks.c, app/ecapa_asp.c)
 void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout, int k, int dil);
 void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt);  // activations for bt = B * T sample-frames
+void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt);  // the same but for the conv input
 void tdnn_free(tdnn_t *l, const model_t *m);
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);
 // dx += d(loss)/dx (dx may be NULL); dy is not modified. g: scratch of (B, cout, T).
@@ -133,7 +138,8 @@ size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T);
 // End of the block's parameters (it registers norm weight/bias, then conv weight/bias, last).
 static inline int64_t tdnn_end(const tdnn_t *l) { return l->b + l->cout; }
 // The block without its convolution: ReLU and BatchNorm of l->a (the conv output, filled by
-// the caller), and their backward into g (B, cout, T), the gradient at the conv output.
+// the caller), and their backward into g (B, cout, T), the gradient at the conv output. Such a
+// block takes tdnn_alloc_post.
 void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train);
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T);
 

@@ -5,6 +5,9 @@
 // its weight W = [W_h | W_m | W_s]: W_h h is a convolution over cin channels, and
 // W_m mean + W_s std + bias is one vector per sample (the statistics do not change in time).
 // That is a third of the FLOPs and no (B, 3 cin, T) tensor, forward or backward.
+// bf16 models run W_h h, its two gradients and the attention convolution on bf16 operands
+// (h, tanh output and the TDNN gradient rounded once each); the statistics, the small
+// per-sample GEMMs of the statistics part and the softmax stay float32.
 #include "app/model/ecapa.h"
 
 #include <stdio.h>
@@ -26,7 +29,12 @@ void asp_register(asp_t *a, model_t *m, const char *prefix, int cin, int att) {
 
 void asp_alloc(asp_t *a, const model_t *m, int B, size_t bt) {
     const size_t c = (size_t)a->cin, at = (size_t)a->att;
-    tdnn_alloc(&a->tdnn, m, bt);
+    tdnn_alloc_post(&a->tdnn, m, bt);
+    if (m->bf16) {
+        a->hh = model_buf_bf16(m, bt * c);
+        a->attn_th = model_buf_bf16(m, bt * at);
+        a->gh = model_buf_bf16(m, bt * at);
+    }
     a->gstats = model_buf(m, (size_t)B * 2 * c);
     a->ctx = model_buf(m, (size_t)B * at);
     a->attn_t = model_buf(m, bt * at);
@@ -41,12 +49,16 @@ void asp_alloc(asp_t *a, const model_t *m, int B, size_t bt) {
 
 void asp_free(asp_t *a, const model_t *m) {
     tdnn_free(&a->tdnn, m);
+    model_buf_bf16_free(m, &a->hh);
+    model_buf_bf16_free(m, &a->attn_th);
+    model_buf_bf16_free(m, &a->gh);
     float **bufs[] = {&a->gstats, &a->ctx, &a->attn_t, &a->attn_w, &a->g_w,
                       &a->g_logit, &a->g_t, &a->g_a,   &a->g_ctx,  &a->g_gstats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
 }
 
 size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T) {
+    if (m->bf16) return m->be->conv1d_bf16_workspace_floats(B, a->att, a->cin, T, 1, 1);
     return m->be->conv1d_workspace_floats(B, a->att, a->cin, T, 1, 1);
 }
 
@@ -60,10 +72,22 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     K->spk_sgemm('N', 'T', B, A, 2 * C, 1.0f, a->gstats, 2 * C, W + C, 3 * C, 1.0f, a->ctx, A);
     // conv (B, A, T): ctx_b repeated over time, + W_h h_b
     K->time_repeat_forward(a->tdnn.a, A, a->ctx, A, B, A, T);
-    K->spk_sgemm_batched('N', 'N', A, T, C, 1.0f, W, 3 * C, 0, h, T, (int64_t)C * T, 1.0f, a->tdnn.a, T, (int64_t)A * T, B);
+    if (m->bf16) {
+        const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
+        K->bf16_fold_from_f32(a->hh, NULL, h, B, C, T);  // sample b: columns b*T.. of (C, B*T)
+        K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, B * T, T, 1.0f, a->tdnn.a, T, (int64_t)A * T,
+                                 B);
+    } else {
+        K->spk_sgemm_batched('N', 'N', A, T, C, 1.0f, W, 3 * C, 0, h, T, (int64_t)C * T, 1.0f, a->tdnn.a, T,
+                             (int64_t)A * T, B);
+    }
     tdnn_post_forward(&a->tdnn, m, B, T, train);
     K->tanh_forward(a->attn_t, a->tdnn.y, (size_t)B * T * A);
-    K->conv1d_forward(a->attn_w, a->attn_t, p + a->conv_w, p + a->conv_b, B, A, C, T, 1, 1, work);
+    if (m->bf16)
+        K->conv1d_bf16_forward(a->attn_w, a->attn_th, a->attn_t, m->params_bf16 + a->conv_w, p + a->conv_b, B, A, C, T,
+                               1, 1, work);
+    else
+        K->conv1d_forward(a->attn_w, a->attn_t, p + a->conv_w, p + a->conv_b, B, A, C, T, 1, 1, work);
     K->softmax_time_forward(a->attn_w, a->attn_w, B, C, T);
     K->weighted_stats_forward(pooled, pooled + C, h, a->attn_w, B, C, T, ld, STATS_EPS);
 }
@@ -80,18 +104,27 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     K->vec_zero(a->g_logit, bc);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
     K->vec_zero(a->g_t, ba);
-    model_conv1d_backward(m, a->g_t, a->conv_w, a->conv_b, a->g_logit, a->attn_t, B, A, C, T, 1, 1, work);
+    model_conv1d_backward(m, a->g_t, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1, work);
     K->vec_zero(a->g_a, ba);
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);
     float *g = a->g_t;  // (B, A, T) gradient at the TDNN's convolution output
     tdnn_post_backward(&a->tdnn, m, a->g_a, g, B, T);
-    // The h part: dW_h += sum_b g_b h_b^T (a batch summed into one output), dh_b += W_h^T g_b
-    // (a batch). The statistics part through ctx. (The invariant mode adds each sample's terms exactly.)
-    if (m->invariant)
-        model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C, B);
-    else
-        K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0, B);
-    K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
+    // The h part: dW_h += sum_b g_b h_b^T (bf16: one GEMM over the folded batch; fp32: a batch
+    // summed into one output), dh_b += W_h^T g_b (a batch). The statistics part through ctx.
+    // (The invariant mode, fp32 only, adds each sample's terms exactly.)
+    if (m->bf16) {
+        const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
+        K->bf16_fold_from_f32(a->gh, NULL, g, B, A, T);
+        K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);
+        K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
+    } else {
+        if (m->invariant)
+            model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C, B);
+        else
+            K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0,
+                                 B);
+        K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
+    }
     K->vec_zero(a->g_ctx, (size_t)B * A);
     K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);  // g_ctx[b] = sum_t g_b
     if (m->invariant) {  // dbias += sum_b g_ctx[b], dW_stats += sum_b g_ctx[b]^T gstats[b]

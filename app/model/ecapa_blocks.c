@@ -30,14 +30,20 @@ void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout,
     l->run_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
 }
 
-void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt) {
+void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt) {
     l->a = model_buf(m, bt * (size_t)l->cout);
     l->y = model_buf(m, bt * (size_t)l->cout);
     l->mean = model_buf(m, (size_t)l->cout);
     l->rstd = model_buf(m, (size_t)l->cout);
 }
 
+void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt) {
+    tdnn_alloc_post(l, m, bt);
+    if (m->bf16) l->xh = model_buf_bf16(m, bt * (size_t)l->cin);
+}
+
 void tdnn_free(tdnn_t *l, const model_t *m) {
+    model_buf_bf16_free(m, &l->xh);
     model_buf_free(m, &l->a);
     model_buf_free(m, &l->y);
     model_buf_free(m, &l->mean);
@@ -45,12 +51,17 @@ void tdnn_free(tdnn_t *l, const model_t *m) {
 }
 
 size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T) {
+    if (m->bf16) return m->be->conv1d_bf16_workspace_floats(B, l->cin, l->cout, T, l->k, l->dil);
     return m->be->conv1d_workspace_floats(B, l->cin, l->cout, T, l->k, l->dil);
 }
 
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work) {
     const float *p = m->params;
-    m->be->conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
+    if (m->bf16)
+        m->be->conv1d_bf16_forward(l->a, l->xh, x, m->params_bf16 + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil,
+                                   work);
+    else
+        m->be->conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
     tdnn_post_forward(l, m, B, T, train);
 }
 
@@ -71,7 +82,7 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
                    float *work) {
     tdnn_post_backward(l, m, dy, g, B, T);
-    model_conv1d_backward(m, dx, l->w, l->b, g, x, B, l->cin, l->cout, T, l->k, l->dil, work);
+    model_conv1d_backward(m, dx, l->w, l->b, g, x, l->xh, B, l->cin, l->cout, T, l->k, l->dil, work);
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {

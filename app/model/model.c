@@ -14,6 +14,17 @@ void model_buf_free(const model_t *m, float **p) {
     *p = NULL;
 }
 
+spk_bf16 *model_buf_bf16(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(spk_bf16)); }
+
+void model_buf_bf16_free(const model_t *m, spk_bf16 **p) {
+    m->be->free(*p);
+    *p = NULL;
+}
+
+void model_round_params(model_t *m) {
+    if (m->bf16) m->be->bf16_from_f32(m->params_bf16, m->params, (size_t)m->table.total);
+}
+
 void model_stage_begin(model_t *m, size_t bytes) {
     SPK_ASSERT(m->stats_pending <= 1);  // the older pending step's slot is about to be reused
     m->be->staging_begin(m->staging, bytes + 4 * SPK_STAGING_ALIGN);
@@ -92,6 +103,7 @@ void model_alloc_buffers(model_t *m, const model_data_t *data) {
     m->params = model_buf(m, (size_t)m->table.total);
     m->grads = model_buf(m, (size_t)m->table.total);
     m->state = model_buf(m, (size_t)m->state_table.total);
+    if (m->bf16) m->params_bf16 = model_buf_bf16(m, (size_t)m->table.total);
     if (m->invariant) {
         m->xgrads = model_xsum(m, m->table.total);
         m->xcells = model_xsum(m, 2);
@@ -131,13 +143,23 @@ model_config_t model_config_defaults(const char *name) {
     c.seed = 1234;
     c.invariant_group = 1;
     snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.precision, sizeof c.precision, "fp32");
     return c;
+}
+
+int model_config_apply_tf32(model_config_t *c, int tf32) {
+    if (!tf32) return 0;
+    if (strcmp(c->precision, "bf16") == 0) return -1;
+    snprintf(c->precision, sizeof c->precision, "tf32");
+    return 0;
 }
 
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
+    m->bf16 = strcmp(cfg->precision, "bf16") == 0;
     m->invariant = cfg->invariant;
+    SPK_ASSERT(!(m->bf16 && m->invariant));  // refused as a usage error (app/cli/train_options.c)
     m->group = cfg->invariant && cfg->invariant_group > 1 ? (int)cfg->invariant_group : 1;
     m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
@@ -165,6 +187,7 @@ void model_free(model_t *m) {
     model_buf_free(m, &m->params);
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
+    model_buf_bf16_free(m, &m->params_bf16);
     model_xsum_free(m, &m->xgrads);
     model_xsum_free(m, &m->xcells);
     model_xsum_free(m, &m->xstats);

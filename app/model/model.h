@@ -3,6 +3,13 @@
 //   grads  (num_params,)  same layout; train_step ACCUMULATES into it (caller zeroes)
 //   state  (num_state,)   non-trainable buffers (BatchNorm running statistics); like PyTorch
 //                         DDP, rank 0's copy is authoritative (broadcast before checkpoints)
+//   params_bf16           with --precision bf16: params rounded to bf16 at the start of every
+//                         forward, the weights its convolutions and GEMMs read
+// Precision (model_config_t.precision): fp32 computes in float32 throughout; tf32 is fp32 on
+// the CPU and lets a GPU's tensor cores round GEMM inputs to TF32 (device_set_precision);
+// bf16 (ECAPA) gives the convolutions and the attention GEMMs bf16 operands with float32
+// accumulation (kernels/conv1d_bf16.h), while params, gradients, optimizer state, BatchNorm,
+// pooling statistics, softmax, the embedding layer and the AAM loss stay float32.
 // In the world-size-invariant mode (model_config_t.invariant, docs/invariant.md) train_step
 // adds its gradients to the exact sums xgrads instead (grads is its scratch; the caller turns
 // the cross-rank sums into grads), BatchNorm normalises over the global batch through
@@ -54,6 +61,8 @@ struct model {
     float *grads;               // (table.total,) on be
     param_table_t state_table;  // views into state
     float *state;               // (state_table.total,) on be
+    int bf16;                   // --precision bf16
+    spk_bf16 *params_bf16;      // (table.total,) on be; NULL unless bf16
     float *host_params;         // host copies (== params / state when be uses host memory)
     float *host_state;
     int64_t feature_dim;        // F of the input frames

@@ -13,6 +13,7 @@ typedef struct {
     double margin, scale;     // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
     int64_t frames;           // training crop length (0: the model's default)
+    char precision[8];        // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
     uint64_t seed;            // parameter initialisation
     int invariant;            // the world-size-invariant mode (docs/invariant.md): BatchNorm over
                               // the global batch, every per-sample contribution summed exactly
@@ -21,8 +22,11 @@ typedef struct {
 } model_config_t;
 
 // Model `name` with the default hyperparameters (SpeechBrain's ECAPA-TDNN: C=512, attention
-// and squeeze-excitation 128, embedding 192; AAM-softmax m=0.2, s=30; seed 1234).
+// and squeeze-excitation 128, embedding 192; AAM-softmax m=0.2, s=30; seed 1234; fp32).
 model_config_t model_config_defaults(const char *name);
+// The older --tf32 switch: with tf32 set, an fp32 config becomes tf32. Returns -1 (config
+// unchanged) when it already asks for bf16, 0 otherwise.
+int model_config_apply_tf32(model_config_t *c, int tf32);
 
 typedef struct {
     int64_t feature_dim;   // F

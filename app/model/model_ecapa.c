@@ -285,6 +285,7 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
     const float *vx = e->has_visual ? model_stage(m, b->vx, vb) : NULL;
     const int *labels = model_stage(m, b->labels, lb);
     model_stage_ready(m);
+    model_round_params(m);
     ecapa_forward(e, m, x, vx, B, T, train);
     const int E = (int)e->d.emb, S = (int)e->d.classes;
     int *correct = (int *)(e->scalars + 1);
@@ -327,6 +328,7 @@ static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
 static void embed(model_t *m, const batch_t *b, float *out) {
     ecapa_t *e = m->impl;
     const int64_t E = e->d.emb, F = e->d.feat, Fv = e->d.vfeat;
+    model_round_params(m);
     int i = 0;
     while (i < b->n) {
         int64_t T = b->frame_off[i + 1] - b->frame_off[i];

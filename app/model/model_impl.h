@@ -10,6 +10,11 @@ void model_alloc_buffers(model_t *m, const model_data_t *data);
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);
 void model_buf_free(const model_t *m, float **p);
+spk_bf16 *model_buf_bf16(const model_t *m, size_t n);
+void model_buf_bf16_free(const model_t *m, spk_bf16 **p);
+// params -> params_bf16 (bf16 models; nothing otherwise): at the start of every forward, since
+// the optimizer changed params after the last one.
+void model_round_params(model_t *m);
 // n exact sums on the model's backend, and release (the empty view is fine).
 xsum_t model_xsum(const model_t *m, int64_t n);
 void model_xsum_free(const model_t *m, xsum_t *s);
@@ -38,8 +43,10 @@ static inline void model_grads_ready(model_t *m, int64_t upto) {
 // The samples of the global batch of this train_step (one collective in the invariant mode;
 // B elsewhere), kept in m->global_batch.
 int64_t model_begin_step(model_t *m, int B);
-void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int Cin,
-                           int Cout, int T, int K, int dilation, float *work);
+// Conv1d weight and bias gradients (b < 0: none) and dx += : bf16 models on the forward's rounded
+// input xh (x unused), the invariant mode as exact sums, else conv1d_backward.
+void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                           const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation, float *work);
 // Dense layer y = x W^T + b: W (Out, In) at w.
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
                            int Out);

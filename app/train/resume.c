@@ -14,7 +14,7 @@ static const char *const TRAJECTORY[] = {
     "lr-schedule",     "warmup-steps", "lr-decay",    "lr-min",      "cycle-steps",     "noise-bank",
     "rir-bank",        "aug-prob",    "reverb-prob",  "noise-prob",  "noise-snr",       "babble",
     "speed-perturb",   "spec-time-masks", "spec-time-width", "spec-freq-masks", "spec-freq-width",
-    "invariant",       "invariant-group", "grad-accum", "clip-grad-norm",
+    "invariant",       "invariant-group", "grad-accum", "clip-grad-norm", "precision",
 };
 // Checked from the checkpoint's header rather than its config text.
 static const char *const HEADER[] = {"global-batch", "optimizer", "data"};

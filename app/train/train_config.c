@@ -50,6 +50,13 @@ void train_config_finalize(train_config_t *c, int world) {
     if ((c->resume_allow[0] || c->set_aside_newer) && !c->resume[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --%s applies to a resume: it needs --resume",
                      c->resume_allow[0] ? "resume-allow" : "set-aside-newer");
+    model_config_t m = c->model;
+    if (model_config_apply_tf32(&m, c->tf32) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
+    // The invariant mode's kernels are float32 ones planned for fixed results (docs/precision.md).
+    if (m.invariant && strcmp(m.precision, "bf16") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --invariant cannot be combined with --precision bf16 (its exact sums "
+                                     "and fixed kernels are float32 only)");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;
@@ -60,6 +67,7 @@ void train_config_finalize(train_config_t *c, int world) {
 model_config_t train_config_model(const train_config_t *c) {
     model_config_t m = c->model;
     m.seed = (uint64_t)c->seed;
+    model_config_apply_tf32(&m, c->tf32);  // a conflict stopped train_config_finalize
     return m;
 }
 

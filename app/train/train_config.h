@@ -22,7 +22,7 @@ typedef struct {
     int drop_last;
     int no_shuffle;
     char device[TRAIN_STR_MAX];  // cpu | cuda | auto | cpu-staged
-    int tf32;                  // CUDA: allow TF32 tensor-core math
+    int tf32;                  // the older --tf32: --precision tf32 (train_config_model)
     // --model, --frames and the model's hyperparameters, as the model takes them; its
     // seed is --seed (train_config_model fills it in)
     model_config_t model;

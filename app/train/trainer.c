@@ -701,7 +701,7 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     t->config_text = config_text;
     t->config_yaml = config_yaml;
     t->be = device_select(comm, cfg->device, "train");
-    device_set_tf32(t->be, cfg->tf32);
+    device_set_precision(comm, t->be, train_config_model(cfg).precision);
     ckpt_policy_check_dir(comm, cfg->ckpt_dir);  // before minutes of loading, not at the first checkpoint
     open_data(t);
     signals_progress();

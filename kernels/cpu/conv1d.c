@@ -17,24 +17,64 @@
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
 //   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
 //
+// Both schedules take operands (x, w, dy) of either element type (conv1d_schedule.h): float32
+// here, bf16 for the mixed-precision entry points (kernels/cpu/conv1d_bf16.c). im2col copies
+// operands as they are; the GEMM outputs (y, dcol, dW) are float32 in both.
+//
 // The world-size-invariant mode (conv1d_forward_fixed, conv1d_backward_exact): the per-sample
-// forward and input gradient with GEMMs planned for one thread, and the weight and bias
-// gradients as exact sums of every sample's (or group's) contribution, by blocks set by the
-// shapes, so nothing depends on B or on the thread count.
+// forward and input gradient with GEMMs planned for one thread (float32 operands), and the
+// weight and bias gradients as exact sums of every sample's (or group's) contribution, by blocks
+// set by the shapes, so nothing depends on B or on the thread count.
 #include "kernels/conv1d.h"
 
 #include <omp.h>
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
 #define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread
 #define PAR_MIN_FLOPS 4000000  // multiply-adds: below this, GEMM loops run on one thread
+#define ALIGN 64               // bytes: workspace regions start on cache lines
 
-static int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
+static void sgemm_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
+                           float beta, float* C, int ldc) {
+    spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void sgemm_fixed_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
+                                 float beta, float* C, int ldc) {
+    spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
+// The world-size-invariant mode's: every GEMM planned for one thread, whatever the thread count.
+static const conv_operands_t conv_operands_f32_fixed = {sizeof(float), sgemm_fixed_operands, 0};
+
+// Element i of an operand array of `elem`-byte elements.
+static inline const char* elem_at(const void* p, size_t i, size_t elem) { return (const char*)p + i * elem; }
+
+// Row c of sample b of an operand tensor.
+static inline const char* row_at(conv_tensor_t x, int b, int c, size_t elem) {
+    return elem_at(x.p, (size_t)b * x.sample + (size_t)c * x.row, elem);
+}
+
+// The B samples of the tensor follow each other along its rows: any run of samples is a run of
+// columns, which the folded schedule's GEMMs read in place.
+static inline int is_folded(conv_tensor_t x, int B, int T) { return x.sample == (size_t)T && x.row >= (size_t)B * T; }
+
+// One element of 2 or 4 bytes (the operand types), without a memcpy call per element.
+static inline void copy_elem(char* dst, const char* src, size_t elem) {
+    if (elem == 2)
+        memcpy(dst, src, 2);
+    else
+        memcpy(dst, src, 4);
+}
+
+static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 // Reflect index for u in (-T, 2T - 1): torch 'reflect' (edge sample not repeated).
 static inline int reflect_index(int u, int T) {
@@ -49,7 +89,7 @@ static int chunk_samples(int B, int T) {
     return (B + nchunks - 1) / nchunks;  // balance the chunks
 }
 
-static void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
+void conv_check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
     SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
     SPK_ASSERT(K > 0 && K % 2 == 1 && dilation > 0);
     SPK_ASSERT(T > conv_pad(K, dilation));  // reflect padding needs T > pad
@@ -59,7 +99,6 @@ static conv1d_algo g_algo = CONV1D_AUTO;
 
 void conv1d_set_algo(conv1d_algo algo) { g_algo = algo; }
 
-static int use_per_sample(void) { return g_algo != CONV1D_FOLDED; }
 
 // Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
 // W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
@@ -69,72 +108,84 @@ static int big_weight(int Cin, int Cout, int K) {
     return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS;
 }
 
-// Per-sample schedule: per-thread (Cin*K, T) slots for K > 1. The workspace holds at least
+// CONV1D_AUTO: the per-sample schedule for float32 operands and weights within L2; the folded
+// one for bf16 operands, and for weights beyond L2, which each per-sample GEMM would read from
+// L3 again (1536 -> 1536 measured ~10% faster folded, forward and input gradient).
+static int use_per_sample(const conv_operands_t* op, int Cin, int Cout, int K) {
+    if (g_algo != CONV1D_AUTO) return g_algo == CONV1D_PER_SAMPLE;
+    return !op->folded && !big_weight(Cin, Cout, K);
+}
+
+// Per-sample schedule: per-thread slots for K > 1, each an im2col (Cin*K, T) of operands or
+// the float32 GEMM output dcol of the same shape. The workspace holds at least
 // min(B, MIN_SLOTS) of them, so only more threads than that are capped.
 #define MIN_SLOTS 16
 
-// The folded schedule's part of the workspace
-static size_t folded_floats(int B, int Cin, int Cout, int T, int K) {
+static size_t slot_bytes(int Cin, int T, int K) { return (size_t)Cin * K * T * sizeof(float); }
+
+// The folded schedule's part of the workspace: col (Cin*K, nc), an im2col or the float32
+// dcol, then (Cout, nc), the float32 GEMM output or the gathered dy operand.
+static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
     const size_t nc = (size_t)chunk_samples(B, T) * T;
-    return ((size_t)Cin * K + Cout) * nc;
+    return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
 }
 
 // Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout), big weights only ]
-static size_t scratch_floats(int B, int Cin, int Cout, int T, int K) {
-    const size_t folded = folded_floats(B, Cin, Cout, T, K);
+static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
+    const size_t folded = folded_bytes(B, Cin, Cout, T, K);
     // per-sample slots are only used for K > 1 (im2col); K = 1 runs straight on the tensors
-    const size_t slots = K > 1 ? (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * Cin * K * T : 0;
-    return folded > slots ? folded : slots;
+    const size_t slots = K > 1 ? (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * slot_bytes(Cin, T, K) : 0;
+    return round_up(folded > slots ? folded : slots);
 }
 
-size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    return scratch_floats(B, Cin, Cout, T, K) +
-           (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout : 0);
+size_t conv_schedule_bytes(const conv_operands_t* op, int B, int Cin, int Cout, int T, int K, int dilation) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    return scratch_bytes(B, Cin, Cout, T, K) + (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout * op->elem : 0);
 }
 
 static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
-    const size_t n = scratch_floats(B, Cin, Cout, T, K) / ((size_t)Cin * K * T);
+    const size_t n = scratch_bytes(B, Cin, Cout, T, K) / slot_bytes(Cin, T, K);
     return n < (size_t)B ? (int)n : B;
 }
 
 // wt (CK, Cout) = w (Cout, CK)^T, in 32 x 32 tiles
-static void transpose_weight(float* wt, const float* w, int Cout, int CK) {
+static void transpose_weight(void* wt, const void* w, int Cout, int CK, size_t elem) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int o0 = 0; o0 < Cout; o0 += 32) {
         for (int i0 = 0; i0 < CK; i0 += 32) {
             const int o1 = o0 + 32 < Cout ? o0 + 32 : Cout, i1 = i0 + 32 < CK ? i0 + 32 : CK;
             for (int i = i0; i < i1; i++)
-                for (int o = o0; o < o1; o++) wt[(size_t)i * Cout + o] = w[(size_t)o * CK + i];
+                for (int o = o0; o < o1; o++)
+                    copy_elem((char*)wt + ((size_t)i * Cout + o) * elem, elem_at(w, (size_t)o * CK + i, elem), elem);
         }
     }
 }
 
+// One row of an im2col: dst[t] = xr[r(t + off)] for t < T
+static inline void im2col_row(char* dst, const char* xr, int off, int T, size_t elem) {
+    const int t_lo = off < 0 ? -off : 0;     // first t with t + off >= 0
+    const int t_hi = off > 0 ? T - off : T;  // first t with t + off >= T
+    for (int t = 0; t < t_lo; t++) copy_elem(dst + t * elem, xr + reflect_index(t + off, T) * elem, elem);
+    memcpy(dst + t_lo * elem, xr + (t_lo + off) * elem, elem * (size_t)(t_hi - t_lo));
+    for (int t = t_hi; t < T; t++) copy_elem(dst + t * elem, xr + reflect_index(t + off, T) * elem, elem);
+}
+
 // col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)]
-static void im2col(float* col, int ldc, const float* x, int b0, int nb, int Cin, int T, int K,
-                   int dilation) {
+static void im2col(void* col, int ldc, conv_tensor_t x, int b0, int nb, int Cin, int T, int K, int dilation,
+                   size_t elem) {
     const int p = conv_pad(K, dilation);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int ci = 0; ci < Cin; ci++) {
         for (int k = 0; k < K; k++) {
-            const int off = k * dilation - p;
-            const int t_lo = off < 0 ? -off : 0;     // first t with t + off >= 0
-            const int t_hi = off > 0 ? T - off : T;  // first t with t + off >= T
-            float* row = col + ((size_t)ci * K + k) * ldc;
-            for (int bi = 0; bi < nb; bi++) {
-                const float* xr = x + ((size_t)(b0 + bi) * Cin + ci) * T;
-                float* dst = row + (size_t)bi * T;
-                for (int t = 0; t < t_lo; t++) dst[t] = xr[reflect_index(t + off, T)];
-                memcpy(dst + t_lo, xr + t_lo + off, sizeof(float) * (size_t)(t_hi - t_lo));
-                for (int t = t_hi; t < T; t++) dst[t] = xr[reflect_index(t + off, T)];
-            }
+            char* row = (char*)col + ((size_t)ci * K + k) * ldc * elem;
+            for (int bi = 0; bi < nb; bi++)
+                im2col_row(row + (size_t)bi * T * elem, row_at(x, b0 + bi, ci, elem), k * dilation - p, T, elem);
         }
     }
 }
 
 // dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
-static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int Cin, int T, int K,
-                       int dilation) {
+static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation) {
     const int p = conv_pad(K, dilation);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int bi = 0; bi < nb; bi++) {
@@ -156,21 +207,13 @@ static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int
 
 // ---- per-sample schedule -------------------------------------------------------------------
 
-// col (rows c0*K .. c1*K of the im2col matrix of one sample, T columns) from x_b (Cin, T)
-static void im2col_sample(float* col, const float* xb, int c0, int c1, int T, int K, int dilation) {
+// col (rows c0*K .. c1*K of the im2col matrix of sample b, T columns)
+static void im2col_sample(void* col, conv_tensor_t x, int b, int c0, int c1, int T, int K, int dilation, size_t elem) {
     const int p = conv_pad(K, dilation);
-    for (int ci = c0; ci < c1; ci++) {
-        const float* xr = xb + (size_t)ci * T;
-        for (int k = 0; k < K; k++) {
-            const int off = k * dilation - p;
-            const int t_lo = off < 0 ? -off : 0;
-            const int t_hi = off > 0 ? T - off : T;
-            float* dst = col + ((size_t)(ci - c0) * K + k) * T;
-            for (int t = 0; t < t_lo; t++) dst[t] = xr[reflect_index(t + off, T)];
-            memcpy(dst + t_lo, xr + t_lo + off, sizeof(float) * (size_t)(t_hi - t_lo));
-            for (int t = t_hi; t < T; t++) dst[t] = xr[reflect_index(t + off, T)];
-        }
-    }
+    for (int ci = c0; ci < c1; ci++)
+        for (int k = 0; k < K; k++)
+            im2col_row((char*)col + ((size_t)(ci - c0) * K + k) * T * elem, row_at(x, b, ci, elem), k * dilation - p,
+                       T, elem);
 }
 
 // dx_b (Cin, T) += fold of dcol (Cin*K, T)
@@ -193,8 +236,7 @@ static void col2im_add_sample(float* dxb, const float* dcol, int Cin, int T, int
 
 // threads for the per-sample loops: all of them, capped by the workspace slots (K > 1) and by
 // the amount of work
-static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilation) {
-    (void)dilation;
+static int per_sample_threads(int B, int Cin, int Cout, int T, int K) {
     int nt = omp_get_max_threads();
     const int slots = slots_in_workspace(B, Cin, Cout, T, K);
     if (K > 1 && nt > slots) nt = slots;
@@ -202,67 +244,68 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K, int dilati
     return nt;
 }
 
-// `gemm` (here and in input_grad_per_sample): spk_sgemm_serial, or in the world-size-invariant
-// mode spk_sgemm_fixed, planned for one thread whatever the thread count.
-static void forward_per_sample(float* y, const float* x, const float* w, const float* bias, int B,
-                               int Cin, int Cout, int T, int K, int dilation, float* workspace,
-                               spk_gemm_fn* gemm) {
+static void forward_per_sample(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
+                               int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
     const int CK = Cin * K;
-    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+    const size_t e = op->elem;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K);
 #pragma omp parallel num_threads(nt)
     {
-        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;  // (CK, T)
+        char* col = K > 1 ? (char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;  // (CK, T)
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             float* yb = y + (size_t)b * Cout * T;
-            const float* src = x + (size_t)b * Cin * T;
+            const void* src = row_at(x, b, 0, e);
+            int ld = (int)x.row;
             if (K > 1) {
-                im2col_sample(col, src, 0, Cin, T, K, dilation);
+                im2col_sample(col, x, b, 0, Cin, T, K, dilation, e);
                 src = col;
+                ld = T;
             }
             if (bias)
                 for (int co = 0; co < Cout; co++)
                     for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = bias[co];
-            gemm('N', 'N', Cout, T, CK, 1.0f, w, CK, src, T, bias ? 1.0f : 0.0f, yb, T);
+            op->gemm('N', 'N', Cout, T, CK, w, CK, src, ld, bias ? 1.0f : 0.0f, yb, T);
         }
     }
 }
 
-static void input_grad_per_sample(float* dx, const float* dy, const float* w, int B, int Cin,
-                                  int Cout, int T, int K, int dilation, float* workspace,
-                                  spk_gemm_fn* gemm) {
+// dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed).
+static void input_grad_per_sample(const conv_operands_t* op, float* dx, conv_tensor_t dy, const void* w, int B,
+                                  int Cin, int Cout, int T, int K, int dilation, void* scratch) {
     const int CK = Cin * K;
-    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
+    const size_t e = op->elem;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K);
     // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
     const int big = big_weight(Cin, Cout, K);
-    float* wt = workspace + scratch_floats(B, Cin, Cout, T, K);  // (CK, Cout) if big
-    if (big) transpose_weight(wt, w, Cout, CK);
+    void* wt = (char*)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
+    if (big) transpose_weight(wt, w, Cout, CK, e);
     const char ta = big ? 'N' : 'T';
-    const float* a = big ? wt : w;
+    const void* a = big ? wt : w;
     const int lda = big ? Cout : CK;
 #pragma omp parallel num_threads(nt)
     {
-        float* dcol = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+        float* dcol = K > 1 ? (float*)((char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
-            const float* dyb = dy + (size_t)b * Cout * T;
+            const void* dyb = row_at(dy, b, 0, e);
             float* dxb = dx + (size_t)b * Cin * T;
             if (K == 1) {
-                gemm(ta, 'N', Cin, T, Cout, 1.0f, a, lda, dyb, T, 1.0f, dxb, T);
+                op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
             } else {
-                gemm(ta, 'N', CK, T, Cout, 1.0f, a, lda, dyb, T, 0.0f, dcol, T);
+                op->gemm(ta, 'N', CK, T, Cout, a, lda, dyb, (int)dy.row, 0.0f, dcol, T);
                 col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
             }
         }
     }
 }
 
-static void backward_per_sample(float* dx, float* dw, const float* dy, const float* x,
-                                const float* w, int B, int Cin, int Cout, int T, int K,
-                                int dilation, float* workspace) {
+static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
+                                const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
     const int CK = Cin * K;
-    const int nt = per_sample_threads(B, Cin, Cout, T, K, dilation);
-    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
+    const size_t e = op->elem;
+    const int nt = per_sample_threads(B, Cin, Cout, T, K);
+    if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (dw) {
         // dW is cut into blocks, each owned by whichever thread takes it and summing the
         // samples in order, so the result does not depend on the schedule. Blocks are column
@@ -278,33 +321,133 @@ static void backward_per_sample(float* dx, float* dw, const float* dy, const flo
         if (nblocks > extent) nblocks = extent;
 #pragma omp parallel num_threads(nt)
         {
-            float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+            char* col = K > 1 ? (char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
 #pragma omp for schedule(dynamic, 1)
             for (int blk = 0; blk < nblocks; blk++) {
                 const int e0 = (int)((long)extent * blk / nblocks);
                 const int e1 = (int)((long)extent * (blk + 1) / nblocks);
                 for (int b = 0; b < B; b++) {
-                    const float* dyb = dy + (size_t)b * Cout * T;
-                    const float* xb = x + (size_t)b * Cin * T;
                     if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                        spk_sgemm_serial('N', 'T', e1 - e0, CK, T, 1.0f, dyb + (size_t)e0 * T, T,
-                                         xb, T, 1.0f, dw + (size_t)e0 * CK, CK);
+                        op->gemm('N', 'T', e1 - e0, CK, T, row_at(dy, b, e0, e), (int)dy.row, row_at(x, b, 0, e),
+                                 (int)x.row, 1.0f, dw + (size_t)e0 * CK, CK);
                         continue;
                     }
-                    const float* src;  // rows e0*K .. e1*K of col_b
-                    if (K == 1) {
-                        src = xb + (size_t)e0 * T;
-                    } else {
-                        im2col_sample(col, xb, e0, e1, T, K, dilation);
+                    const void* src = row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
+                    int ld = (int)x.row;
+                    if (K > 1) {
+                        im2col_sample(col, x, b, e0, e1, T, K, dilation, e);
                         src = col;
+                        ld = T;
                     }
-                    spk_sgemm_serial('N', 'T', Cout, (e1 - e0) * K, T, 1.0f, dyb, T, src, T, 1.0f,
-                                     dw + (size_t)e0 * K, CK);
+                    op->gemm('N', 'T', Cout, (e1 - e0) * K, T, row_at(dy, b, 0, e), (int)dy.row, src, ld, 1.0f,
+                             dw + (size_t)e0 * K, CK);
                 }
             }
         }
     }
 }
+
+// ---- folded schedule ------------------------------------------------------------------------
+
+static void forward_folded(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
+                           int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+    const int nb_max = chunk_samples(B, T);
+    const int CK = Cin * K;
+    for (int b0 = 0; b0 < B; b0 += nb_max) {
+        const int nb = B - b0 < nb_max ? B - b0 : nb_max;
+        const int nc = nb * T;
+        void* col = scratch;                                                                      // (CK, nc)
+        float* yf = (float*)((char*)scratch + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
+        const void* src = row_at(x, b0, 0, op->elem);
+        int ld = (int)x.row;
+        if (K > 1 || !is_folded(x, B, T)) {
+            im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
+            src = col;
+            ld = nc;
+        }
+        op->gemm('N', 'N', Cout, nc, CK, w, CK, src, ld, 0.0f, yf, nc);
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
+        for (int bi = 0; bi < nb; bi++) {
+            for (int co = 0; co < Cout; co++) {
+                const float bv = bias ? bias[co] : 0.0f;
+                const float* s = yf + (size_t)co * nc + (size_t)bi * T;
+                float* dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
+#pragma omp simd
+                for (int t = 0; t < T; t++) dst[t] = s[t] + bv;
+            }
+        }
+    }
+}
+
+// Tensors that are folded already are read in place (dy always; x when K = 1), and with no
+// copy to bound, the weight gradient alone takes the whole batch in one GEMM.
+static void backward_folded(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
+                            const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+    const int CK = Cin * K;
+    const size_t e = op->elem;
+    const int dy_in_place = is_folded(dy, B, T), x_in_place = K == 1 && is_folded(x, B, T);
+    const int nb_max = !dx && dy_in_place && x_in_place ? B : chunk_samples(B, T);
+    for (int b0 = 0; b0 < B; b0 += nb_max) {
+        const int nb = B - b0 < nb_max ? B - b0 : nb_max;
+        const int nc = nb * T;
+        void* col = scratch;  // (CK, nc): im2col, then the float32 dcol
+        const void* dyf = row_at(dy, b0, 0, e);  // (Cout, nc)
+        int lddy = (int)dy.row;
+        if (!dy_in_place) {
+            char* copy = (char*)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
+            for (int co = 0; co < Cout; co++)
+                for (int bi = 0; bi < nb; bi++)
+                    memcpy(copy + ((size_t)co * nc + (size_t)bi * T) * e, row_at(dy, b0 + bi, co, e), e * (size_t)T);
+            dyf = copy;
+            lddy = nc;
+        }
+        if (dw) {
+            const void* src = row_at(x, b0, 0, e);
+            int ld = (int)x.row;
+            if (!x_in_place) {
+                im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
+                src = col;
+                ld = nc;
+            }
+            op->gemm('N', 'T', Cout, CK, nc, dyf, lddy, src, ld, 1.0f, dw, CK);
+        }
+        if (dx) {
+            op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float*)col, nc);
+            col2im_add(dx, (float*)col, nc, b0, nb, Cin, T, K, dilation);
+        }
+    }
+}
+
+// ---- the schedule's entry points --------------------------------------------------------------
+
+void conv_schedule_forward(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
+                           int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (use_per_sample(op, Cin, Cout, K))
+        forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
+    else
+        forward_folded(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
+}
+
+void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
+                            const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (!use_per_sample(op, Cin, Cout, K)) {
+        backward_folded(op, dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+        return;
+    }
+    // The per-sample weight gradient re-reads its dW block for every sample, and for K > 1
+    // builds the block's im2col for every sample again; the folded GEMM (K = ~2048 columns
+    // per call, one im2col) measured faster for weights beyond L2 (~20%) and for K > 1 (10-25%).
+    if (dw && (K > 1 || big_weight(Cin, Cout, K))) {
+        backward_folded(op, NULL, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+        dw = NULL;
+    }
+    if (dx || dw) backward_per_sample(op, dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+}
+
+// ---- float32 entry points (kernels/conv1d.h) --------------------------------------------------
 
 static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
@@ -321,96 +464,23 @@ static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
     }
 }
 
-// ---- folded schedule ------------------------------------------------------------------------
-
-static void forward_folded(float* y, const float* x, const float* w, const float* bias, int B,
-                           int Cin, int Cout, int T, int K, int dilation, float* workspace) {
-    const int nb_max = chunk_samples(B, T);
-    const int CK = Cin * K;
-    for (int b0 = 0; b0 < B; b0 += nb_max) {
-        const int nb = B - b0 < nb_max ? B - b0 : nb_max;
-        const int nc = nb * T;
-        float* col = workspace;                   // (CK, nc)
-        float* yf = workspace + (size_t)CK * nc;  // (Cout, nc)
-        im2col(col, nc, x, b0, nb, Cin, T, K, dilation);
-        spk_sgemm('N', 'N', Cout, nc, CK, 1.0f, w, CK, col, nc, 0.0f, yf, nc);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
-        for (int bi = 0; bi < nb; bi++) {
-            for (int co = 0; co < Cout; co++) {
-                const float bv = bias ? bias[co] : 0.0f;
-                const float* src = yf + (size_t)co * nc + (size_t)bi * T;
-                float* dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
-#pragma omp simd
-                for (int t = 0; t < T; t++) dst[t] = src[t] + bv;
-            }
-        }
-    }
+size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return (conv_schedule_bytes(&conv_operands_f32, B, Cin, Cout, T, K, dilation) + sizeof(float) - 1) / sizeof(float);
 }
 
-static void backward_folded(float* dx, float* dw, float* dbias, const float* dy, const float* x,
-                            const float* w, int B, int Cin, int Cout, int T, int K, int dilation,
-                            float* workspace) {
-    const int nb_max = chunk_samples(B, T);
-    const int CK = Cin * K;
-    for (int b0 = 0; b0 < B; b0 += nb_max) {
-        const int nb = B - b0 < nb_max ? B - b0 : nb_max;
-        const int nc = nb * T;
-        float* col = workspace;                    // (CK, nc): im2col, then dcol
-        float* dyf = workspace + (size_t)CK * nc;  // (Cout, nc)
-        const int need_dyf = dx != NULL || dw != NULL;
-#pragma omp parallel for schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
-        for (int co = 0; co < Cout; co++) {
-            float acc = 0.0f;
-            for (int bi = 0; bi < nb; bi++) {
-                const float* src = dy + ((size_t)(b0 + bi) * Cout + co) * T;
-                float* dst = dyf + (size_t)co * nc + (size_t)bi * T;
-                if (need_dyf) memcpy(dst, src, sizeof(float) * (size_t)T);
-                float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                for (int t = 0; t < T; t++) s += src[t];
-                acc += s;
-            }
-            if (dbias) dbias[co] += acc;
-        }
-        if (dw) {
-            im2col(col, nc, x, b0, nb, Cin, T, K, dilation);
-            spk_sgemm('N', 'T', Cout, CK, nc, 1.0f, dyf, nc, col, nc, 1.0f, dw, CK);
-        }
-        if (dx) {
-            spk_sgemm('T', 'N', CK, nc, Cout, 1.0f, w, CK, dyf, nc, 0.0f, col, nc);
-            col2im_add(dx, col, nc, b0, nb, Cin, T, K, dilation);
-        }
-    }
+void conv1d_forward(float* y, const float* x, const float* w, const float* bias, int B, int Cin, int Cout, int T,
+                    int K, int dilation, float* workspace) {
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+    conv_schedule_forward(&conv_operands_f32, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-// ---- entry points -----------------------------------------------------------------------------
-
-void conv1d_forward(float* y, const float* x, const float* w, const float* bias, int B, int Cin,
-                    int Cout, int T, int K, int dilation, float* workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    if (use_per_sample())
-        forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_serial);
-    else
-        forward_folded(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
-}
-
-void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x,
-                     const float* w, int B, int Cin, int Cout, int T, int K, int dilation,
-                     float* workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    if (!dx && !dw && !dbias) return;
-    if (use_per_sample()) {
-        if (dbias) bias_grad(dbias, dy, B, Cout, T);
-        // For weights beyond L2 the per-sample weight gradient re-reads its dW block for every
-        // sample; the folded GEMM (K = ~2048 columns per call) measured ~20% faster there.
-        if (dw && big_weight(Cin, Cout, K)) {
-            backward_folded(NULL, dw, NULL, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
-            dw = NULL;
-        }
-        backward_per_sample(dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
-    } else {
-        backward_folded(dx, dw, dbias, dy, x, w, B, Cin, Cout, T, K, dilation, workspace);
-    }
+void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w, int B,
+                     int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (dbias) bias_grad(dbias, dy, B, Cout, T);
+    if (!dx && !dw) return;
+    const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T}, xt = {x, (size_t)Cin * T, (size_t)T};
+    conv_schedule_backward(&conv_operands_f32, dx, dw, dyt, xt, w, B, Cin, Cout, T, K, dilation, workspace);
 }
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
@@ -421,8 +491,9 @@ size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int
 
 void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
                           int Cin, int Cout, int T, int K, int dilation, float* workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    forward_per_sample(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+    forward_per_sample(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
 // The exact weight gradient by blocks of output channels x input channels, set by the shapes
@@ -440,6 +511,7 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
     int rows = EXACT_BLOCK_FLOATS / (cols * K);
     rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
     const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
 #pragma omp parallel num_threads(nt)
     {
         float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
@@ -449,10 +521,9 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
             const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
             const int n = (c1 - c0) * K;
             for (int b = 0; b < B; b++) {
-                const float* xb = x + (size_t)b * Cin * T;
-                const float* src = xb + (size_t)c0 * T;  // rows c0*K .. c1*K of col_b
+                const float* src = x + ((size_t)b * Cin + c0) * T;  // rows c0*K .. c1*K of col_b
                 if (K > 1) {
-                    im2col_sample(col, xb, c0, c1, T, K, dilation);
+                    im2col_sample(col, xt, b, c0, c1, T, K, dilation, sizeof(float));
                     src = col;
                 }
                 float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
@@ -469,13 +540,16 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
 void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
                            const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
                            int dilation, float* workspace, int group) {
-    check_shape(B, Cin, Cout, T, K, dilation);
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
-    if (dx) input_grad_per_sample(dx, dy, w, B, Cin, Cout, T, K, dilation, workspace, spk_sgemm_fixed);
+    if (dx) {
+        const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T};
+        input_grad_per_sample(&conv_operands_f32_fixed, dx, dyt, w, B, Cin, Cout, T, K, dilation, workspace);
+    }
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
-                          per_sample_threads(B, Cin, Cout, T, K, dilation), group);
+                          per_sample_threads(B, Cin, Cout, T, K), group);
     }
     if (xsum_empty(dbias)) return;
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
@@ -494,7 +568,7 @@ void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, co
 
 void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,
                               int Cin, int Cout, int T, int K, int dilation) {
-    check_shape(B, Cin, Cout, T, K, dilation);
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
     const int p = conv_pad(K, dilation);
     for (int b = 0; b < B; b++)
         for (int co = 0; co < Cout; co++)

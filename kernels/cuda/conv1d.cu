@@ -5,19 +5,15 @@
 // our own kernels (the gradient: channel sums of kernels/cuda/channel_sums.cuh).
 //
 // workspace = [ padded x / padded dx: B*Cin*(T+2p) floats, rounded up to 64 ] [ cuDNN ]
-#include "kernels/cuda/channel_sums.cuh"
+#include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/conv_plans.cuh"
 
 namespace {
 
-int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
-
 size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
-    SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
-    SPK_ASSERT(K > 0 && K % 2 == 1 && dilation > 0);
-    SPK_ASSERT(T > conv_pad(K, dilation));  // reflect padding needs T > pad
+    conv_check_contract(B, Cin, Cout, T, K, dilation);
     const size_t tp = (size_t)T + 2 * (size_t)conv_pad(K, dilation);
     // cuDNN's legacy descriptors count elements in int
     SPK_ASSERT((size_t)B * Cin * tp < 0x7fffffffu && (size_t)B * Cout * T < 0x7fffffffu);
@@ -61,21 +57,6 @@ __global__ void reflect_fold_add_kernel(float* dx, const float* g, size_t rows, 
     }
 }
 
-// y[b, o, t] += bias[o]
-__global__ void add_bias_kernel(float* y, const float* bias, size_t rows, int Cout, int T) {
-    SPK_GRID_LOOP(i, rows * (size_t)T) y[i] += bias[(i / T) % Cout];
-}
-
-// dbias[o] += sum_{b,t} dy[b, o, t], in two stages (kernels/cuda/channel_sums.cuh).
-__global__ void bias_grad_sum_kernel(spk_fsum* sums, const float* dy, int B, int Cout, int T) {
-    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    spk_channel_partial<1>(sums, B, Cout, T, spk_value_term{dy}, sh);
-}
-
-__global__ void bias_grad_add_kernel(float* dbias, const spk_fsum* sums, int Cout, int S) {
-    SPK_GRID_LOOP(o, (size_t)Cout) dbias[o] += spk_fsum_value(spk_channel_total(sums, (int)o, S, 1, 0));
-}
-
 float* cudnn_workspace(float* workspace, int B, int Cin, int T, int K, int dilation) {
     return workspace + pad_floats(B, Cin, T, K, dilation);
 }
@@ -107,10 +88,7 @@ extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, co
     const auto fwd = (cudnnConvolutionFwdAlgo_t)pl.pass[SPK_CONV_FWD].algo;
     cudnnCheck(cudnnConvolutionForward(spk_cudnn_handle(), &one, pl.xd, xin, pl.wd, w, pl.cd[SPK_CONV_FWD], fwd,
                                        pl.ws_bytes ? cws : nullptr, pl.ws_bytes, &zero, pl.yd, y));
-    if (bias) {
-        const size_t rows = (size_t)B * Cout;
-        SPK_LAUNCH(add_bias_kernel, spk_grid(rows * T), y, bias, rows, Cout, T);
-    }
+    if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
 extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const float* dy,
@@ -150,12 +128,7 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
                                                   bwd_filter, cws_or_null, pl.ws_bytes, &one,
                                                   pl.wd, dw));
     }
-    if (dbias) {
-        const int S = spk_channel_splits(B, Cout, T);
-        spk_fsum* sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
-        SPK_LAUNCH(bias_grad_sum_kernel, spk_channel_grid(Cout, S), sums, dy, B, Cout, T);
-        SPK_LAUNCH(bias_grad_add_kernel, spk_grid((size_t)Cout), dbias, sums, Cout, S);
-    }
+    if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
 }
 
 // ---- the world-size-invariant mode (kernels/conv1d.h) -------------------------------------------

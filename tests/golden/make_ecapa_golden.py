@@ -12,7 +12,6 @@ import math
 import os
 import sys
 
-import h5py
 import numpy as np
 import torch
 import torch.nn as nn
@@ -208,6 +207,8 @@ def aam_logits(emb, weight, labels, margin, scale):
 
 # ---------------------------------------------------------------- main
 def main():
+    import h5py  # here, not at the top: tools/bench_pytorch.py imports the modules without it
+
     out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "ecapa_golden.h5")
 

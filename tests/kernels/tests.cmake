@@ -3,7 +3,8 @@
 # and the cpu and cpu-staged backends, kernel_<op>_cuda the CUDA backend against the CPU kernels
 # (skipped, exit 77, without a usable device). Each exits non-zero on a mismatch.
 set(SPK_KERNEL_TESTS
-  backend gemm conv1d batchnorm activation pooling tensor_ops aam_softmax xent linear optim exact_sum norm)
+  backend gemm conv1d batchnorm activation pooling tensor_ops aam_softmax xent linear optim
+  exact_sum norm bf16 gemm_bf16 conv1d_bf16)
 foreach(_t IN LISTS SPK_KERNEL_TESTS)
   add_executable(test_kernel_${_t} ${CMAKE_CURRENT_LIST_DIR}/test_${_t}.c)
   target_link_libraries(test_kernel_${_t} spk_kernels)
@@ -32,3 +33,7 @@ if(SPK_BENCH_DNNL_LIB AND SPK_BENCH_DNNL_INCLUDE)
   target_include_directories(bench_kernels PRIVATE ${SPK_BENCH_DNNL_INCLUDE})
   target_link_libraries(bench_kernels ${SPK_BENCH_DNNL_LIB})
 endif()
+
+# The machine's float32 and bf16 arithmetic peaks (not a test), for tools/bench.sh.
+add_executable(bench_peak ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_peak.c)
+target_link_libraries(bench_peak OpenMP::OpenMP_C)

@@ -1,10 +1,11 @@
-// cuBLAS (cublas_v2.h): handles with a stream, workspace and math mode; column-major SGEMM and
-// strided-batched SGEMM as plain loops with one fp32 accumulator per element, summed in k
+// cuBLAS (cublas_v2.h): handles with a stream, workspace and math mode; column-major SGEMM,
+// strided-batched SGEMM and their GemmEx forms with bf16 A and B as plain loops with one fp32 accumulator per element, summed in k
 // order (deterministic, like cuBLAS without atomics). The operands' extents are checked
 // against their allocations (cuBLAS does not, the GPU would read or write out of bounds), and
 // so is C against A and B (an in-place GEMM is undefined).
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <set>
 
@@ -26,9 +27,21 @@ namespace {
 std::set<cublasContext*> g_handles;
 
 struct Operand {
-    const float* p;
+    const void* p;
     int rows, cols, ld;  // as stored, column-major
     long long stride;
+    bool bf16 = false;  // bf16 elements (GemmEx), else float32
+
+    size_t elem() const { return bf16 ? sizeof(uint16_t) : sizeof(float); }
+    // element i of batch q, as float32 (a bf16 value is the upper half of its float32's bits)
+    float at(int q, size_t i) const {
+        const size_t o = (size_t)q * stride + i;
+        if (!bf16) return ((const float*)p)[o];
+        const uint32_t u = (uint32_t)((const uint16_t*)p)[o] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
 };
 
 struct Gemm {
@@ -45,15 +58,13 @@ public:
     void run() override {
         const Gemm& g = g_;
         for (int q = 0; q < g.batch; q++) {
-            const float* A = g.a.p + q * g.a.stride;
-            const float* B = g.b.p + q * g.b.stride;
-            float* C = const_cast<float*>(g.c.p) + q * g.c.stride;
+            float* C = (float*)const_cast<void*>(g.c.p) + q * g.c.stride;
             for (int j = 0; j < g.n; j++)
                 for (int i = 0; i < g.m; i++) {
                     float acc = 0.0f;
                     for (int l = 0; l < g.k; l++) {
-                        float x = g.ta == CUBLAS_OP_N ? A[i + (size_t)l * g.a.ld] : A[l + (size_t)i * g.a.ld];
-                        float y = g.tb == CUBLAS_OP_N ? B[l + (size_t)j * g.b.ld] : B[j + (size_t)l * g.b.ld];
+                        float x = g.a.at(q, g.ta == CUBLAS_OP_N ? i + (size_t)l * g.a.ld : l + (size_t)i * g.a.ld);
+                        float y = g.b.at(q, g.tb == CUBLAS_OP_N ? l + (size_t)j * g.b.ld : j + (size_t)l * g.b.ld);
                         if (g.tf32) x = round_tf32(x), y = round_tf32(y);
                         acc = std::fma(x, y, acc);
                     }
@@ -69,7 +80,7 @@ private:
 
 size_t extent_bytes(const Operand& o, int batch) {
     if (o.rows == 0 || o.cols == 0 || batch == 0) return 0;
-    return ((size_t)o.ld * (o.cols - 1) + o.rows + (size_t)o.stride * (batch - 1)) * sizeof(float);
+    return ((size_t)o.ld * (o.cols - 1) + o.rows + (size_t)o.stride * (batch - 1)) * o.elem();
 }
 
 void check_operand(const Operand& o, int batch, const char* name) {
@@ -89,15 +100,17 @@ cublasStatus_t invalid(const char* why) {
     return CUBLAS_STATUS_INVALID_VALUE;
 }
 
+// bf16: A and B hold bf16 elements (GemmEx), C float32.
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const float* alpha, const float* A, int lda, long long sa, const float* B, int ldb,
-                    long long sb, const float* beta, float* C, int ldc, long long sc, int batch) {
+                    const float* alpha, const void* A, int lda, long long sa, const void* B, int ldb,
+                    long long sb, const float* beta, float* C, int ldc, long long sc, int batch, bool bf16 = false) {
     if (!g_handles.count(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (ta == CUBLAS_OP_C || tb == CUBLAS_OP_C) return invalid("CUBLAS_OP_C is not emulated");
     if (m < 0 || n < 0 || k < 0 || batch < 0) return invalid("negative m, n, k or batch count");
     Gemm g{ta, tb, m, n, k, batch, 0.0f, 0.0f, {}, {}, {}, h->math == CUBLAS_TF32_TENSOR_OP_MATH};
-    g.a = {A, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, sa};
-    g.b = {B, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, sb};
+    g.a = {A, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, sa, bf16};
+    g.b = {B, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, sb, bf16};
+    if (bf16) g.tf32 = false;  // bf16 products are exact in float32
     g.c = {C, m, n, ldc, sc};
     if (lda < (g.a.rows > 1 ? g.a.rows : 1) || ldb < (g.b.rows > 1 ? g.b.rows : 1) || ldc < (m > 1 ? m : 1))
         return invalid("a leading dimension is smaller than its matrix's rows");
@@ -122,6 +135,19 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
         fail("cuBLAS SGEMM: the batches of C overlap (strideC %lld < one matrix)", sc);
     enqueue(s, std::make_unique<GemmOp>(g));
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// The GemmEx forms spkddp calls: bf16 A and B, float32 C, float32 compute.
+cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                       const void* alpha, const void* A, cudaDataType_t at, int lda, long long sa, const void* B,
+                       cudaDataType_t bt, int ldb, long long sb, const void* beta, void* C, cudaDataType_t ct,
+                       int ldc, long long sc, int batch, cublasComputeType_t compute) {
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
+        note("cuBLAS GemmEx: only bf16 A and B, float32 C and CUBLAS_COMPUTE_32F are emulated");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return gemm(h, ta, tb, m, n, k, (const float*)alpha, A, lda, sa, B, ldb, sb, (const float*)beta, (float*)C, ldc,
+                sc, batch, true);
 }
 
 }  // namespace
@@ -220,6 +246,26 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int batchCount) {
     return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
                 batchCount);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType_t Atype, int lda, const void* B,
+                            cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    (void)algo;  // one loop for every algorithm
+    return gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc,
+                   0, 1, computeType);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType_t Atype,
+                                          int lda, long long int strideA, const void* B, cudaDataType_t Btype, int ldb,
+                                          long long int strideB, const void* beta, void* C, cudaDataType_t Ctype,
+                                          int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    (void)algo;
+    return gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
+                   Ctype, ldc, strideC, batchCount, computeType);
 }
 
 }  // extern "C"

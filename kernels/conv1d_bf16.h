@@ -1,0 +1,37 @@
+// Conv1d with bf16 operands: the convolution of kernels/conv1d.h (stride 1, odd K, dilation,
+// reflect 'same' padding, bias) whose GEMMs take the input, the weight and the output gradient
+// rounded to bf16 (kernels/bf16.h) and accumulate in float32. Outputs, bias and every gradient
+// are float32; backward ACCUMULATES (+=) into dx, dw and dbias, any of which may be NULL.
+//
+// The forward rounds x into xh (the caller's buffer), which the backward reads instead of x:
+// the stored activation is half the bytes and needs no second rounding. xh has the batch
+// folded into time, xh[c, b*T + t] = bf16(x[b, c, t]), which the weight gradient's GEMM reads
+// in place. x may be NULL when xh already holds the rounded input. w is the bf16 copy of the
+// float32 weight.
+//
+// Scratch: `workspace` of conv1d_bf16_workspace_floats(...) floats (independent of the thread
+// count, contents do not carry over). Call from a serial region. Same bits on every run for a
+// given shape and thread count.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/bf16.h"
+
+size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
+
+void conv1d_bf16_forward(float* y,           // (B, Cout, T)
+                         spk_bf16* xh,       // (Cin, B*T) = bf16(x) folded, written unless x is NULL
+                         const float* x,     // (B, Cin, T) or NULL
+                         const spk_bf16* w,  // (Cout, Cin, K)
+                         const float* bias,  // (Cout) or NULL
+                         int B, int Cin, int Cout, int T, int K, int dilation,
+                         float* workspace);  // (conv1d_bf16_workspace_floats)
+
+void conv1d_bf16_backward(float* dx,          // (B, Cin, T) += ; or NULL
+                          float* dw,          // (Cout, Cin, K) += ; or NULL
+                          float* dbias,       // (Cout) += ; or NULL
+                          const float* dy,    // (B, Cout, T)
+                          const spk_bf16* xh, // (Cin, B*T) the forward's rounded input
+                          const spk_bf16* w,  // (Cout, Cin, K)
+                          int B, int Cin, int Cout, int T, int K, int dilation,
+                          float* workspace);  // (conv1d_bf16_workspace_floats)

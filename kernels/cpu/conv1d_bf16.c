@@ -1,0 +1,53 @@
+// Conv1d with bf16 operands (kernels/conv1d_bf16.h): the float32 convolution's schedule
+// (kernels/cpu/conv1d.c) over bf16 operands and spk_gemm_bf16. The input (into xh) and the
+// output gradient (into the head of the workspace, once per backward; the schedule's scratch
+// follows) are rounded into the layout with the batch folded into time, (C, B*T): the
+// per-sample GEMMs read a sample as a column block of it, and the weight gradient's GEMM reads
+// it in place, with no gathering copy.
+#include "kernels/conv1d_bf16.h"
+
+#include "kernels/cpu/conv1d_schedule.h"
+#include "kernels/gemm_bf16.h"
+
+#define ALIGN 64
+
+static void gemm_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
+                          float beta, float* C, int ldc) {
+    spk_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+// The folded schedule by default: with the operands folded already, it copies nothing for K = 1
+// and its GEMMs take ~2000 columns per call instead of T per sample; with bf16 operands it
+// measured faster than the per-sample schedule overall (docs/kernels.md).
+static const conv_operands_t operands = {sizeof(spk_bf16), gemm_operands, 1};
+
+// Bytes of the rounded output gradient (B, Cout, T), rounded up to a cache line.
+static size_t dy_bytes(int B, int Cout, int T) {
+    return ((size_t)B * Cout * T * sizeof(spk_bf16) + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
+    const size_t bytes = dy_bytes(B, Cout, T) + conv_schedule_bytes(&operands, B, Cin, Cout, T, K, dilation);
+    return (bytes + sizeof(float) - 1) / sizeof(float);
+}
+
+// The folded layout as the schedule sees it.
+static conv_tensor_t folded(const spk_bf16* p, int B, int T) { return (conv_tensor_t){p, (size_t)T, (size_t)B * T}; }
+
+void conv1d_bf16_forward(float* y, spk_bf16* xh, const float* x, const spk_bf16* w, const float* bias, int B,
+                         int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (x) bf16_fold_from_f32(xh, NULL, x, B, Cin, T);
+    conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
+}
+
+void conv1d_bf16_backward(float* dx, float* dw, float* dbias, const float* dy, const spk_bf16* xh, const spk_bf16* w,
+                          int B, int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (!dx && !dw && !dbias) return;
+    spk_bf16* dyh = (spk_bf16*)workspace;  // (Cout, B*T)
+    bf16_fold_from_f32(dyh, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
+    if (dx || dw)
+        conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
+                               (char*)workspace + dy_bytes(B, Cout, T));
+}

@@ -1,0 +1,206 @@
+// conv1d_bf16: forward and backward against the double references of the float32 convolution
+// (tests/kernels/conv_reference.h) evaluated on the bf16-rounded x, w and dy (products are
+// exact in float32, so only float32 summation error is allowed), against the float32 kernel on
+// the unrounded operands at bf16 tolerance, the rounded input it stores (folded), accumulation, NULL
+// outputs, the advertised workspace, same bits twice; on both schedules and on the native and
+// widened bf16 GEMMs. Then every backend against the CPU kernels.
+#include <stdio.h>
+#include <string.h>
+
+#include "backends.h"
+#include "conv_reference.h"
+#include "kernels/conv1d.h"
+#include "kernels/conv1d_bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+
+#define GUARD 4096
+
+static spk_bf16* alloc_h(size_t n) { return (spk_bf16*)test_alloc(n * sizeof(spk_bf16)); }
+
+// The floats of bf16(x): what the bf16 kernels multiply.
+static float* rounded(const float* x, size_t n) {
+    spk_bf16* h = alloc_h(n);
+    float* r = alloc_f(n);
+    bf16_from_f32(h, x, n);
+    bf16_to_f32(r, h, n);
+    return r;
+}
+
+// Normalised error ||got - want|| / ||want||
+static double rel_err(const float* got, const float* want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        den += (double)want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct {
+    const char* name;
+    conv1d_algo algo;
+    int widened;  // the float32 GEMM instead of the native bf16 one
+} config;
+
+static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *r = rand_f(ny, -1, 1);
+    float *xr = rounded(x, nx), *wr = rounded(w, nw), *rr = rounded(r, ny);
+    spk_bf16* wh = alloc_h(nw);
+    bf16_from_f32(wh, w, nw);
+    // references: the float32 convolution's own, on the rounded operands (double sums)
+    float* yref = alloc_f(ny);
+    conv1d_forward_reference(yref, xr, wr, bias, B, Cin, Cout, T, K, d);
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
+    conv_backward_reference(dxr, dwr, dbr, rr, xr, wr, B, Cin, Cout, T, K, d);
+    double* dbr_exact = zeros_d(Cout);  // the bias gradient sums the float32 dy, unrounded
+    for (int b = 0; b < B; b++)
+        for (int co = 0; co < Cout; co++)
+            for (int t = 0; t < T; t++) dbr_exact[co] += r[((size_t)b * Cout + co) * T + t];
+    // and the float32 kernel on the unrounded operands, for the bf16 tolerance check
+    float *y32 = alloc_f(ny), *ws32 = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    conv1d_forward(y32, x, w, bias, B, Cin, Cout, T, K, d, ws32);
+
+    const size_t nws = conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d);
+    float* ws = alloc_f(nws + GUARD);
+    for (size_t i = 0; i < GUARD; i++) ws[nws + i] = 1234.5f;
+    float *y = alloc_f(ny), *y2 = alloc_f(ny);
+    spk_bf16 *xh = alloc_h(nx), *xh_want = alloc_h(nx);  // (Cin, B*T): the batch folded into time
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < Cin; c++)
+            for (int t = 0; t < T; t++)
+                xh_want[((size_t)c * B + b) * T + t] = spk_bf16_round(x[((size_t)b * Cin + c) * T + t]);
+    float *dx = alloc_f(nx), *dw = alloc_f(nw), *db = alloc_f(Cout);
+    float *ax = alloc_f(nx), *aw = alloc_f(nw), *ab = alloc_f(Cout);
+    float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(Cout, -1, 1);
+    float *ox = alloc_f(nx), *ow = alloc_f(nw), *ob = alloc_f(Cout);
+
+    const spk_gemm_backend library = spk_gemm_get_backend();
+    const config configs[4] = {{"per-sample", CONV1D_PER_SAMPLE, 0},
+                               {"folded", CONV1D_FOLDED, 0},
+                               {"per-sample, widened", CONV1D_PER_SAMPLE, 1},
+                               {"folded, widened", CONV1D_FOLDED, 1}};
+    for (int c = 0; c < 4; c++) {
+        if (!configs[c].widened && !spk_gemm_bf16_native()) continue;  // no native bf16 here
+        spk_gemm_set_backend(configs[c].widened ? SPK_GEMM_BLAS : library);
+        conv1d_set_algo(configs[c].algo);
+        char tag[160], nm[260];
+        snprintf(tag, sizeof tag, "[%s] B%d Cin%d Cout%d T%d K%d d%d", configs[c].name, B, Cin, Cout, T, K, d);
+
+        fill_nan(y, ny);
+        memset(xh, 0xff, nx * sizeof(spk_bf16));
+        conv1d_bf16_forward(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv_bf16 fwd vs reference on rounded operands %s", tag);
+        check_close(nm, y, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
+        snprintf(nm, sizeof nm, "conv_bf16 stores bf16(x), folded %s", tag);
+        check_true(memcmp(xh, xh_want, nx * sizeof(spk_bf16)) == 0, nm);
+        snprintf(nm, sizeof nm, "conv_bf16 fwd within bf16 tolerance of fp32 (%.1e) %s", rel_err(y, y32, ny), tag);
+        check_true(rel_err(y, y32, ny) < 1e-2, nm);
+        fill_nan(y2, ny);
+        conv1d_bf16_forward(y2, xh, NULL, wh, bias, B, Cin, Cout, T, K, d, ws);  // x NULL: xh as it is
+        snprintf(nm, sizeof nm, "conv_bf16 fwd from stored xh, same bits %s", tag);
+        check_close(nm, y2, y, ny, 0, 0);
+
+        memset(dx, 0, sizeof(float) * nx);
+        memset(dw, 0, sizeof(float) * nw);
+        memset(db, 0, sizeof(float) * Cout);
+        conv1d_bf16_backward(dx, dw, db, r, xh, wh, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv_bf16 dx vs adjoint %s", tag);
+        check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + Cout * K));
+        snprintf(nm, sizeof nm, "conv_bf16 dw vs adjoint %s", tag);
+        check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + B * T));
+        snprintf(nm, sizeof nm, "conv_bf16 dbias vs float32 sum %s", tag);
+        check_close_d(nm, db, dbr_exact, Cout, 1e-4, 1e-5 * (1 + B * T));
+
+        memcpy(ax, px, sizeof(float) * nx);
+        memcpy(aw, pw, sizeof(float) * nw);
+        memcpy(ab, pb, sizeof(float) * Cout);
+        conv1d_bf16_backward(ax, aw, ab, r, xh, wh, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv_bf16 dx accumulates %s", tag);
+        check_accumulated(nm, ax, px, dx, nx);
+        snprintf(nm, sizeof nm, "conv_bf16 dw accumulates %s", tag);
+        check_accumulated(nm, aw, pw, dw, nw);
+        snprintf(nm, sizeof nm, "conv_bf16 dbias accumulates %s", tag);
+        check_accumulated(nm, ab, pb, db, Cout);
+
+        memset(ox, 0, sizeof(float) * nx);
+        conv1d_bf16_backward(ox, NULL, NULL, r, xh, wh, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv_bf16 dx-only, same bits %s", tag);
+        check_close(nm, ox, dx, nx, 0, 0);
+        memset(ow, 0, sizeof(float) * nw);
+        memset(ob, 0, sizeof(float) * Cout);
+        conv1d_bf16_backward(NULL, ow, ob, r, xh, wh, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv_bf16 dw-only, same bits %s", tag);
+        check_close(nm, ow, dw, nw, 0, 0);
+        snprintf(nm, sizeof nm, "conv_bf16 dbias-only, same bits %s", tag);
+        check_close(nm, ob, db, Cout, 0, 0);
+    }
+    spk_gemm_set_backend(library);
+    conv1d_set_algo(CONV1D_AUTO);
+    int guard_ok = 1;
+    for (size_t i = 0; i < GUARD; i++) guard_ok &= ws[nws + i] == 1234.5f;
+    char gm[160];
+    snprintf(gm, sizeof gm, "conv_bf16 workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K, d);
+    check_true(guard_ok, gm);
+    test_release();
+}
+
+static void cpu_checks(void) {
+    if (!spk_gemm_bf16_native()) printf("test_conv1d_bf16: no native bf16 GEMM here; the widened path only\n");
+    run_case(2, 3, 4, 7, 1, 1);
+    run_case(2, 3, 5, 2, 3, 1);  // pad 1, T = 2
+    run_case(3, 4, 3, 3, 3, 2);  // pad 2, T = 3
+    run_case(2, 4, 4, 5, 3, 4);  // pad 4, T = 5
+    run_case(2, 3, 4, 9, 5, 2);
+    run_case(3, 7, 5, 16, 3, 2);
+    run_case(9, 4, 3, 500, 3, 3);      // several chunks of the folded schedule
+    run_case(12, 32, 48, 96, 3, 2);    // threaded per-sample loops
+    run_case(8, 32, 160, 128, 1, 1);   // K = 1, Cout > Cin: dW split by rows
+    run_case(1, 1024, 1024, 3, 1, 1);  // >= 2^20 weights: transposed weight, folded weight gradient
+}
+
+// ---- every backend against the CPU kernels --------------------------------------------------
+static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
+    char tag[96];
+    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
+    float* bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    spk_bf16 *wh = alloc_h(nw), *xh = alloc_h(nx);
+    bf16_from_f32(wh, w, nw);
+    float* ws = alloc_f(conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
+    conv1d_bf16_forward(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, ws);
+    float* dws = dev_f(NULL, g_be->conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
+    float *dx = dev_f(x, nx), *db = with_bias ? dev_f(bias, Cout) : NULL, *dy = dev_f(NULL, ny);
+    spk_bf16 *dwh = (spk_bf16*)dev_alloc(nw * 2), *dxh = (spk_bf16*)dev_alloc(nx * 2);
+    g_be->upload(dwh, wh, nw * 2);
+    g_be->conv1d_bf16_forward(dy, dxh, dx, dwh, db, B, Cin, Cout, T, K, d, dws);
+    cmp(cname("conv1d_bf16 forward %s", tag), dy, y, ny, TOL_GEMM);
+    spk_bf16* got_xh = alloc_h(nx);
+    g_be->download(got_xh, dxh, nx * 2);
+    g_be_checks++;
+    if (memcmp(got_xh, xh, nx * 2) != 0) {
+        printf("FAIL [%s] conv1d_bf16 stored input differs %s\n", g_be->name, tag);
+        g_failures++;
+    }
+
+    float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
+    grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
+    const float* gw0 = copy_f(g.cpu[1], nw);
+    conv1d_bf16_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, xh, wh, B, Cin, Cout, T, K, d, ws);
+    g_be->conv1d_bf16_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
+    g_be->conv1d_bf16_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
+    grads_check(&g, "conv1d_bf16", tag, (const char*[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    dev_set(g.dev2[1], gw0, nw);
+    g_be->conv1d_bf16_backward(NULL, g.dev2[1], NULL, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
+    same_bits(cname("conv1d_bf16 dw alone %s", tag), g.dev[1], g.dev2[1], nw);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) { conv_backend_checks(backend_case); }
+
+int main(int argc, char** argv) {
+    return test_main(argc, argv, "test_conv1d_bf16", 4321, cpu_checks, backend_checks);
+}

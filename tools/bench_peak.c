@@ -1,0 +1,108 @@
+// The machine's arithmetic peaks, for expressing GEMM-heavy throughput as a fraction of them:
+// float32 FMA (AVX-512, else AVX2) and bf16 dot products (AVX512-BF16 vdpbf16ps: two
+// products per float32 lane and instruction), in register-only loops with enough independent
+// accumulators to cover the instructions' latency.
+//   usage: bench_peak [threads]      (default: OpenMP's thread count)
+// Prints one line per kind: "peak fp32 <GFLOP/s>" and "peak bf16 <GFLOP/s>" (or "n/a"), for
+// `threads` cores. Each thread times itself in thread CPU time, so other jobs on a shared
+// machine slow the run down without lowering the figure; the figure is the per-thread best
+// times the thread count. AMX tiles are not measured (on AMX CPUs oneDNN's bf16 GEMMs can
+// exceed the bf16 figure printed here).
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define ACC 16         // independent accumulators: latency x issue width, with margin
+#define ITERS 4000000  // per repetition: ~0.1-0.3 s
+
+static double thread_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Each loop returns the flops it did; the asm barrier keeps the multiplier opaque to the
+// compiler, and the returned sum keeps the accumulators alive.
+__attribute__((target("avx512f"))) static double fma512(double* sink) {
+    __m512 acc[ACC], a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-30f);
+    for (int j = 0; j < ACC; j++) acc[j] = _mm512_setzero_ps();
+    for (long i = 0; i < ITERS; i++) {
+#pragma GCC unroll 16
+        for (int j = 0; j < ACC; j++) acc[j] = _mm512_fmadd_ps(a, b, acc[j]);
+        __asm__ volatile("" : "+v"(a));
+    }
+    for (int j = 1; j < ACC; j++) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+    *sink += _mm512_reduce_add_ps(acc[0]);
+    return (double)ITERS * ACC * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) static double fma256(double* sink) {
+    __m256 acc[ACC], a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-30f);
+    for (int j = 0; j < ACC; j++) acc[j] = _mm256_setzero_ps();
+    for (long i = 0; i < ITERS; i++) {
+#pragma GCC unroll 16
+        for (int j = 0; j < ACC; j++) acc[j] = _mm256_fmadd_ps(a, b, acc[j]);
+        __asm__ volatile("" : "+x"(a));
+    }
+    float out[8];
+    for (int j = 1; j < ACC; j++) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+    _mm256_storeu_ps(out, acc[0]);
+    *sink += out[0];
+    return (double)ITERS * ACC * 8 * 2;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static double dpbf16(double* sink) {
+    __m512 acc[ACC];
+    __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x0001);
+    for (int j = 0; j < ACC; j++) acc[j] = _mm512_setzero_ps();
+    for (long i = 0; i < ITERS; i++) {
+#pragma GCC unroll 16
+        for (int j = 0; j < ACC; j++) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+        __asm__ volatile("" : "+v"(a));
+    }
+    for (int j = 1; j < ACC; j++) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+    *sink += _mm512_reduce_add_ps(acc[0]);
+    return (double)ITERS * ACC * 32 * 2;  // 16 lanes x 2 products, multiply + add
+}
+
+// GFLOP/s of `loop` on `threads` threads: each thread's best of `reps` in thread CPU time,
+// summed over threads.
+static double peak(double (*loop)(double*), int threads, int reps) {
+    double total = 0, sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total, sink)
+    {
+        double best = 0;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = thread_seconds();
+            const double flops = loop(&sink);
+            const double rate = flops / (thread_seconds() - t0) * 1e-9;
+            if (rate > best) best = rate;
+        }
+        total = best;
+    }
+    if (sink == 42.0) printf("\n");  // keeps the loops' results alive
+    return total;
+}
+
+int main(int argc, char** argv) {
+    const int threads = argc > 1 ? atoi(argv[1]) : omp_get_max_threads();
+    if (threads < 1) {
+        fprintf(stderr, "usage: bench_peak [threads]\n");
+        return 2;
+    }
+    __builtin_cpu_init();
+    const int avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512 || __builtin_cpu_supports("fma"))
+        printf("peak fp32 %.1f GFLOP/s (%s FMA, %d threads)\n", peak(avx512 ? fma512 : fma256, threads, 5),
+               avx512 ? "AVX-512" : "AVX2", threads);
+    else
+        printf("peak fp32 n/a (no FMA instructions)\n");
+    if (avx512 && __builtin_cpu_supports("avx512bf16"))
+        printf("peak bf16 %.1f GFLOP/s (AVX512-BF16 dot products, %d threads%s)\n", peak(dpbf16, threads, 5), threads,
+               __builtin_cpu_supports("amx-bf16") ? "; AMX tiles not measured" : "");
+    else
+        printf("peak bf16 n/a (no AVX512-BF16 instructions)\n");
+    return 0;
+}
