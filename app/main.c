@@ -1,8 +1,8 @@
 // spkddp: data-parallel training of speaker-embedding encoders under MPI.
-#include "kernels/base/check.h"
-#include "app/dist/comm.h"
 #include "app/cli/commands.h"
+#include "app/dist/comm.h"
 #include "app/train/signals.h"
+#include "kernels/base/check.h"
 
 #include <string.h>
 

@@ -12,15 +12,20 @@
 
 void atomic_temp_path(const char *path, char *out, size_t cap) {
     const char *slash = strrchr(path, '/');
-    if (slash) snprintf(out, cap, "%.*s/.%s.tmp", (int)(slash - path), path, slash + 1);
-    else snprintf(out, cap, ".%s.tmp", path);
+    if (slash)
+        snprintf(out, cap, "%.*s/.%s.tmp", (int)(slash - path), path, slash + 1);
+    else
+        snprintf(out, cap, ".%s.tmp", path);
 }
 
 static void dir_of(const char *path, char *out, size_t cap) {
     const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, cap, ".");
-    else if (slash == path) snprintf(out, cap, "/");
-    else snprintf(out, cap, "%.*s", (int)(slash - path), path);
+    if (!slash)
+        snprintf(out, cap, ".");
+    else if (slash == path)
+        snprintf(out, cap, "/");
+    else
+        snprintf(out, cap, "%.*s", (int)(slash - path), path);
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -70,8 +75,10 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
         return -1;
     }
     const char *step = NULL;
-    if (write_all(fd, buf, n) != 0) step = "cannot write";
-    else if (fsync(fd) != 0) step = "cannot flush to disk";
+    if (write_all(fd, buf, n) != 0)
+        step = "cannot write";
+    else if (fsync(fd) != 0)
+        step = "cannot flush to disk";
     int e = errno;
     if (close(fd) != 0 && !step) {
         step = "cannot close";
@@ -83,8 +90,11 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
     }
     if (step) {
         unlink(tmp);
-        if (e == EEXIST) snprintf(err, cap, "%s: already exists, and is left as it is", path);
-        else snprintf(err, cap, "%s: %s (%s); the temp file is removed, nothing at the target changed", path, step, strerror(e));
+        if (e == EEXIST)
+            snprintf(err, cap, "%s: already exists, and is left as it is", path);
+        else
+            snprintf(err, cap, "%s: %s (%s); the temp file is removed, nothing at the target changed", path, step,
+                     strerror(e));
         errno = e;
         return -1;
     }
@@ -104,8 +114,10 @@ void atomic_text_open(atomic_text_t *t) {
 
 int atomic_text_commit(atomic_text_t *t, const char *path, char *err, size_t cap) {
     int rc = -1;
-    if (fclose(t->f) != 0) snprintf(err, cap, "%s: out of memory assembling the file", path);
-    else rc = atomic_write_file(path, t->buf, t->n, ATOMIC_REPLACE, err, cap);
+    if (fclose(t->f) != 0)
+        snprintf(err, cap, "%s: out of memory assembling the file", path);
+    else
+        rc = atomic_write_file(path, t->buf, t->n, ATOMIC_REPLACE, err, cap);
     free(t->buf);
     memset(t, 0, sizeof *t);
     return rc;

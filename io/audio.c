@@ -65,7 +65,8 @@ int audio_resample(const float *x, int64_t n, int in_rate, int out_rate, float *
     soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
     soxr_runtime_spec_t rt = soxr_runtime_spec(1);
     size_t idone = 0, odone = 0;
-    soxr_error_t e = soxr_oneshot((double)in_rate, (double)out_rate, 1, x, (size_t)n, &idone, y, cap, &odone, &io, &q, &rt);
+    soxr_error_t e =
+        soxr_oneshot((double)in_rate, (double)out_rate, 1, x, (size_t)n, &idone, y, cap, &odone, &io, &q, &rt);
     if (e) {
         free(y);
         return audio_fail(err, errcap, -1, "libsoxr failed resampling %d Hz -> %d Hz: %s", in_rate, out_rate, e);
@@ -83,12 +84,13 @@ static int decode_sndfile(SNDFILE *sf, const SF_INFO *info, const char *name, in
         return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: the audio header declares %d channels at %d Hz", name,
                           info->channels, info->samplerate);
     if (channel >= info->channels)
-        return audio_fail(err, errcap, AUDIO_ERR_CHANNEL, "%s: channel %d asked for, but the file has %d channel%s", name,
-                          channel, info->channels, info->channels == 1 ? "" : "s");
+        return audio_fail(err, errcap, AUDIO_ERR_CHANNEL, "%s: channel %d asked for, but the file has %d channel%s",
+                          name, channel, info->channels, info->channels == 1 ? "" : "s");
     const int C = info->channels;
     const sf_count_t block = 65536;
     int64_t cap = info->frames > 0 && info->frames < ((int64_t)1 << 40) ? info->frames : block, n = 0;
-    float *inter = malloc((size_t)block * (size_t)C * sizeof(float)), *mono = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(float));
+    float *inter = malloc((size_t)block * (size_t)C * sizeof(float)),
+          *mono = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(float));
     int rc = AUDIO_OK;
     if (!inter || !mono) {
         rc = audio_fail(err, errcap, AUDIO_ERR_MEMORY, "%s: out of memory decoding %lld frames", name, (long long)cap);
@@ -101,7 +103,8 @@ static int decode_sndfile(SNDFILE *sf, const SF_INFO *info, const char *name, in
             int64_t ncap = cap * 2 > n + got ? cap * 2 : n + got;
             float *m = realloc(mono, (size_t)ncap * sizeof(float));
             if (!m) {
-                rc = audio_fail(err, errcap, AUDIO_ERR_MEMORY, "%s: out of memory decoding %lld frames", name, (long long)ncap);
+                rc = audio_fail(err, errcap, AUDIO_ERR_MEMORY, "%s: out of memory decoding %lld frames", name,
+                                (long long)ncap);
                 goto done;
             }
             mono = m;
@@ -109,7 +112,8 @@ static int decode_sndfile(SNDFILE *sf, const SF_INFO *info, const char *name, in
         }
         int64_t bad = audio_take_channel(inter, got, C, channel, mono + n);
         if (bad >= 0) {
-            rc = audio_fail(err, errcap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", name, (long long)(n + bad));
+            rc =
+                audio_fail(err, errcap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", name, (long long)(n + bad));
             goto done;
         }
         n += got;
@@ -160,11 +164,13 @@ static int to_rate(audio_t *a, int target_rate, const char *name, char *err, siz
 
 int audio_read(const char *path, int target_rate, int channel, audio_t *a, char *err, size_t errcap) {
     memset(a, 0, sizeof *a);
-    if (target_rate < 0) return audio_fail(err, errcap, AUDIO_ERR_ARG, "%s: sample rate %d asked for is negative", path, target_rate);
+    if (target_rate < 0)
+        return audio_fail(err, errcap, AUDIO_ERR_ARG, "%s: sample rate %d asked for is negative", path, target_rate);
     struct stat st;
     if (stat(path, &st) != 0)
         return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: cannot open the audio file (%s)", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: is a directory, not an audio file", path);
+    if (S_ISDIR(st.st_mode))
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: is a directory, not an audio file", path);
     if (S_ISREG(st.st_mode) && st.st_size == 0)
         return audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file is empty (0 bytes)", path);
     SF_INFO info;
@@ -180,8 +186,8 @@ int audio_read(const char *path, int target_rate, int channel, audio_t *a, char 
         snprintf(why, sizeof why, "%s", sf_strerror(NULL));
         rc = audio_ffmpeg_read(path, channel, a, ff, sizeof ff);
         if (rc == AUDIO_ERR_OPEN)
-            return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: cannot decode the audio file (libsndfile: %s; FFmpeg: %s)",
-                              path, why, ff);
+            return audio_fail(err, errcap, AUDIO_ERR_OPEN,
+                              "%s: cannot decode the audio file (libsndfile: %s; FFmpeg: %s)", path, why, ff);
         if (rc != AUDIO_OK) return audio_fail(err, errcap, rc, "%s", ff);
     }
     return rc == AUDIO_OK ? to_rate(a, target_rate, path, err, errcap) : rc;
@@ -206,7 +212,10 @@ static sf_count_t mem_read(void *ptr, sf_count_t count, void *u) {
     m->pos += count;
     return count;
 }
-static sf_count_t mem_write(const void *ptr, sf_count_t count, void *u) { (void)ptr, (void)count, (void)u; return 0; }
+static sf_count_t mem_write(const void *ptr, sf_count_t count, void *u) {
+    (void)ptr, (void)count, (void)u;
+    return 0;
+}
 static sf_count_t mem_tell(void *u) { return ((membuf_t *)u)->pos; }
 
 // Runs `cmd` through the shell and takes its whole stdout.
@@ -214,7 +223,8 @@ static int run_command(const char *cmd, unsigned char **out, size_t *len, char *
     *out = NULL;
     *len = 0;
     FILE *p = popen(cmd, "r");
-    if (!p) return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': cannot start the command (%s)", cmd, strerror(errno));
+    if (!p)
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': cannot start the command (%s)", cmd, strerror(errno));
     size_t cap = 1 << 20;
     unsigned char *buf = malloc(cap);
     for (;;) {
@@ -237,7 +247,8 @@ static int run_command(const char *cmd, unsigned char **out, size_t *len, char *
     if (status != 0) {
         free(buf);
         if (WIFEXITED(status))
-            return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': the command exited with status %d", cmd, WEXITSTATUS(status));
+            return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': the command exited with status %d", cmd,
+                              WEXITSTATUS(status));
         return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': the command was killed (status %d)", cmd, status);
     }
     if (*len == 0) {

@@ -23,11 +23,11 @@
 #define AUDIO_MIX (-1)
 
 typedef struct {
-    float *samples;    // (n,) mono, at `rate`
+    float *samples;  // (n,) mono, at `rate`
     int64_t n;
-    int rate;          // sample rate of `samples` (the rate asked for)
-    int file_rate;     // sample rate stored in the file
-    int channels;      // channels in the file
+    int rate;             // sample rate of `samples` (the rate asked for)
+    int file_rate;        // sample rate stored in the file
+    int channels;         // channels in the file
     int64_t file_frames;  // sample frames decoded from the file (before resampling)
 } audio_t;
 
@@ -41,7 +41,7 @@ enum audio_status {
     AUDIO_ERR_SAMPLES = 5,   // NaN or Inf samples (float files)
     AUDIO_ERR_RESAMPLE = 6,  // libsoxr failed
     AUDIO_ERR_MEMORY = 7,
-    AUDIO_ERR_ARG = 8,       // target_rate negative
+    AUDIO_ERR_ARG = 8,  // target_rate negative
 };
 
 // Reads `path` into a->samples (malloc'ed; release with audio_free). target_rate > 0 is the

@@ -13,9 +13,9 @@ typedef struct {
     SwrContext *swr;
     AVPacket *pkt;
     AVFrame *frame;
-    float *inter;       // (inter_cap,) one frame converted, interleaved
-    int inter_cap;      // frames
-    float *mono;        // (cap,)
+    float *inter;   // (inter_cap,) one frame converted, interleaved
+    int inter_cap;  // frames
+    float *mono;    // (cap,)
     int64_t n, cap;
     int channels, channel;
     int stream;  // index of the audio stream decoded
@@ -40,7 +40,8 @@ static int ff_error(char *err, size_t cap, int code, const char *what, int averr
 static int ff_open(ff_t *f, const char *path, char *err, size_t cap) {
     int rc = avformat_open_input(&f->fmt, path, NULL, NULL);
     if (rc < 0) return ff_error(err, cap, AUDIO_ERR_OPEN, "not a container FFmpeg knows", rc);
-    if ((rc = avformat_find_stream_info(f->fmt, NULL)) < 0) return ff_error(err, cap, AUDIO_ERR_OPEN, "no stream information", rc);
+    if ((rc = avformat_find_stream_info(f->fmt, NULL)) < 0)
+        return ff_error(err, cap, AUDIO_ERR_OPEN, "no stream information", rc);
     const AVCodec *codec = NULL;
     int s = av_find_best_stream(f->fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
     if (s < 0) return ff_error(err, cap, AUDIO_ERR_OPEN, "no audio stream FFmpeg can decode", s);
@@ -52,11 +53,13 @@ static int ff_open(ff_t *f, const char *path, char *err, size_t cap) {
         return ff_error(err, cap, AUDIO_ERR_OPEN, "cannot open the decoder", rc);
     f->channels = f->dec->ch_layout.nb_channels;
     if (f->channels < 1 || f->dec->sample_rate <= 0)
-        return audio_fail(err, cap, AUDIO_ERR_OPEN, "the stream declares %d channels at %d Hz", f->channels, f->dec->sample_rate);
+        return audio_fail(err, cap, AUDIO_ERR_OPEN, "the stream declares %d channels at %d Hz", f->channels,
+                          f->dec->sample_rate);
     // Interleaved float at the stream's own rate and channels; resampling stays with libsoxr.
     rc = swr_alloc_set_opts2(&f->swr, &f->dec->ch_layout, AV_SAMPLE_FMT_FLT, f->dec->sample_rate, &f->dec->ch_layout,
                              f->dec->sample_fmt, f->dec->sample_rate, 0, NULL);
-    if (rc < 0 || (rc = swr_init(f->swr)) < 0) return ff_error(err, cap, AUDIO_ERR_OPEN, "cannot set up the sample conversion", rc);
+    if (rc < 0 || (rc = swr_init(f->swr)) < 0)
+        return ff_error(err, cap, AUDIO_ERR_OPEN, "cannot set up the sample conversion", rc);
     f->pkt = av_packet_alloc();
     f->frame = av_frame_alloc();
     if (!f->pkt || !f->frame) return audio_fail(err, cap, AUDIO_ERR_MEMORY, "out of memory for packets");
@@ -78,12 +81,15 @@ static int ff_take(ff_t *f, const char *path, char *err, size_t cap) {
     if (f->n + got > f->cap) {
         int64_t ncap = f->cap * 2 > f->n + got ? f->cap * 2 : f->n + got + 65536;
         float *m = realloc(f->mono, (size_t)ncap * sizeof(float));
-        if (!m) return audio_fail(err, cap, AUDIO_ERR_MEMORY, "%s: out of memory decoding %lld samples", path, (long long)ncap);
+        if (!m)
+            return audio_fail(err, cap, AUDIO_ERR_MEMORY, "%s: out of memory decoding %lld samples", path,
+                              (long long)ncap);
         f->mono = m;
         f->cap = ncap;
     }
     int64_t bad = audio_take_channel(f->inter, got, f->channels, f->channel, f->mono + f->n);
-    if (bad >= 0) return audio_fail(err, cap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", path, (long long)(f->n + bad));
+    if (bad >= 0)
+        return audio_fail(err, cap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", path, (long long)(f->n + bad));
     f->n += got;
     return AUDIO_OK;
 }
@@ -125,7 +131,8 @@ int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size
         av_packet_unref(f.pkt);
     }
     if (rc == AUDIO_OK) rc = ff_decode(&f, NULL, path, err, errcap);
-    if (rc == AUDIO_OK && f.n == 0) rc = audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file holds no samples", path);
+    if (rc == AUDIO_OK && f.n == 0)
+        rc = audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file holds no samples", path);
     if (rc == AUDIO_OK) {
         a->samples = f.mono;
         f.mono = NULL;

@@ -45,8 +45,9 @@ static int cut(const kaldi_span_t *sp, int64_t total, int rate, int64_t *s0, int
         *s1 = total;
     }
     if (*s0 >= *s1)
-        return audio_fail(err, cap, AUDIO_ERR_EMPTY, "%s: the segment %g..%g s holds no samples (the recording has %.3f s)",
-                          sp->source, sp->start, sp->end, (double)total / rate);
+        return audio_fail(err, cap, AUDIO_ERR_EMPTY,
+                          "%s: the segment %g..%g s holds no samples (the recording has %.3f s)", sp->source, sp->start,
+                          sp->end, (double)total / rate);
     return AUDIO_OK;
 }
 

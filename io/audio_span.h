@@ -13,7 +13,7 @@ typedef struct {
     int rate;      // the rate it was read at (0: its own)
     int channel;
     audio_t a;
-    int rc;        // audio_status of that read
+    int rc;  // audio_status of that read
     char err[1024];
 } audio_span_reader_t;
 

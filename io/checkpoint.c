@@ -1,10 +1,10 @@
 #include "io/checkpoint.h"
 
-#include "kernels/base/check.h"
 #include "io/atomic_file.h"
 #include "io/ckpt_checksum.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,19 +16,21 @@
 #include <unistd.h>
 
 #define CKPT_MAX_TENSORS 65536
-#define CKPT_MAX_VALUES ((int64_t)1 << 40)  // per table; more than any node holds
-#define CKPT_MAX_DIM (((int64_t)1 << 31) - 1)
+#define CKPT_MAX_VALUES  ((int64_t)1 << 40)  // per table; more than any node holds
+#define CKPT_MAX_DIM     (((int64_t)1 << 31) - 1)
 
 // The integer attributes, in both formats, and those format 2 added.
 typedef struct {
     const char *name;
     size_t off;
 } field_t;
-#define FIELD(f) {#f, offsetof(ckpt_meta_t, f)}
+#define FIELD(f) \
+    { #f, offsetof(ckpt_meta_t, f) }
 static const field_t INT_FIELDS[] = {
-    FIELD(epoch),       FIELD(samples_in_epoch), FIELD(step_in_epoch), FIELD(global_step), FIELD(opt_step),
-    FIELD(world_size),  FIELD(seed),             FIELD(feature_dim),   FIELD(num_classes), FIELD(visual_dim),
-    FIELD(visual_ratio), FIELD(ep_correct),      FIELD(ep_count),
+    FIELD(epoch),       FIELD(samples_in_epoch), FIELD(step_in_epoch), FIELD(global_step),
+    FIELD(opt_step),    FIELD(world_size),       FIELD(seed),          FIELD(feature_dim),
+    FIELD(num_classes), FIELD(visual_dim),       FIELD(visual_ratio),  FIELD(ep_correct),
+    FIELD(ep_count),
 };
 static const field_t INT_FIELDS_V2[] = {FIELD(run_id), FIELD(global_batch), FIELD(data_fingerprint)};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -62,7 +64,8 @@ static void write_meta(hid_t f, const ckpt_meta_t *m, const char *what) {
     h5_attr_write_i64(f, "version", CKPT_VERSION, what);
     h5_attr_write_str(f, "model", m->model, what);
     h5_attr_write_str(f, "optimizer", m->optimizer, what);
-    for (size_t i = 0; i < COUNT(INT_FIELDS); i++) h5_attr_write_i64(f, INT_FIELDS[i].name, *field((ckpt_meta_t *)m, &INT_FIELDS[i]), what);
+    for (size_t i = 0; i < COUNT(INT_FIELDS); i++)
+        h5_attr_write_i64(f, INT_FIELDS[i].name, *field((ckpt_meta_t *)m, &INT_FIELDS[i]), what);
     for (size_t i = 0; i < COUNT(INT_FIELDS_V2); i++)
         h5_attr_write_i64(f, INT_FIELDS_V2[i].name, *field((ckpt_meta_t *)m, &INT_FIELDS_V2[i]), what);
     h5_attr_write_f64(f, "ep_loss_sum", m->ep_loss_sum, what);
@@ -93,18 +96,23 @@ static void write_file(const char *path_out, const ckpt_meta_t *meta, const ckpt
     write_meta(f, meta, path_out);
     char err[1024];
     uint64_t sum;
-    if (ckpt_checksum_v2(f, &sum, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot checksum: %s", path_out, err);
+    if (ckpt_checksum_v2(f, &sum, err, sizeof err) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot checksum: %s", path_out, err);
     int64_t s;
     memcpy(&s, &sum, sizeof s);
     h5_attr_write_i64(f, "checksum", s, path_out);
     void *image;
     size_t bytes;
-    if (h5_mem_image(f, &image, &bytes) != 0) spk_die(SPK_EXIT_FAILURE, "%s: HDF5 cannot hand over the file built in memory", path_out);
+    if (h5_mem_image(f, &image, &bytes) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: HDF5 cannot hand over the file built in memory", path_out);
     h5Check(H5Fclose(f), "%s: cannot close the file built in memory", path_out);
     int rc = atomic_write_file(path_out, image, bytes, mode, err, sizeof err);
     free(image);
     if (rc != 0 && errno == EEXIST)
-        spk_die(SPK_EXIT_CKPT, "%s; this run did not write it (is the directory another run's, or one resumed from an older checkpoint?)", err);
+        spk_die(
+            SPK_EXIT_CKPT,
+            "%s; this run did not write it (is the directory another run's, or one resumed from an older checkpoint?)",
+            err);
     if (rc != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
 }
 
@@ -121,7 +129,8 @@ void ckpt_write_path(const char *path, const ckpt_meta_t *meta, const ckpt_tenso
 
 uint64_t ckpt_new_run_id(void) {
     uint64_t id = 0;
-    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) id = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        id = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
     return id ? id : 1;
 }
 
@@ -176,11 +185,14 @@ static int check_meta(const ckpt_meta_t *m, const char *path, char *err, size_t 
         if (r[i].v < r[i].lo || r[i].v > r[i].hi)
             FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' = %lld is outside [%lld, %lld]", path, r[i].name,
                  (long long)r[i].v, (long long)r[i].lo, (long long)r[i].hi);
-    if (!isfinite(m->ep_loss_sum)) FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_loss_sum' is not a finite number", path);
+    if (!isfinite(m->ep_loss_sum))
+        FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_loss_sum' is not a finite number", path);
     if (!(m->ep_seconds >= 0 && isfinite(m->ep_seconds)))
         FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_seconds' is not a finite number of seconds", path);
-    if (!(m->ep_grad_norm_sum >= 0 && isfinite(m->ep_grad_norm_sum)) || !(m->ep_grad_norm_max >= 0 && isfinite(m->ep_grad_norm_max)))
-        FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_grad_norm_sum' or 'ep_grad_norm_max' is not a finite norm", path);
+    if (!(m->ep_grad_norm_sum >= 0 && isfinite(m->ep_grad_norm_sum)) ||
+        !(m->ep_grad_norm_max >= 0 && isfinite(m->ep_grad_norm_max)))
+        FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_grad_norm_sum' or 'ep_grad_norm_max' is not a finite norm",
+             path);
     if (!m->model[0]) FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'model' is empty", path);
     return 0;
 }
@@ -193,8 +205,9 @@ static int read_format(hid_t f, const char *path, ckpt_meta_t *m, char *err, siz
     if (h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) != 0 || strcmp(fmt, CKPT_FORMAT) != 0)
         FAIL(SPK_EXIT_CKPT, "%s: not an spkddp checkpoint (attribute 'spkddp_format')", path);
     if (h5_attr_read_i64(f, "version", &version) != 0 || version < CKPT_VERSION_OLDEST || version > CKPT_VERSION)
-        FAIL(SPK_EXIT_CKPT, "%s: checkpoint format version %lld, this spkddp reads versions %d to %d (attribute 'version')",
-             path, (long long)version, CKPT_VERSION_OLDEST, CKPT_VERSION);
+        FAIL(SPK_EXIT_CKPT,
+             "%s: checkpoint format version %lld, this spkddp reads versions %d to %d (attribute 'version')", path,
+             (long long)version, CKPT_VERSION_OLDEST, CKPT_VERSION);
     m->version = version;
     return 0;
 }
@@ -204,10 +217,12 @@ static int read_meta(hid_t f, const char *path, ckpt_meta_t *m, char *err, size_
     int rc;
     for (size_t i = 0; i < COUNT(INT_FIELDS); i++)
         if ((rc = h5_attr_read_i64(f, INT_FIELDS[i].name, field(m, &INT_FIELDS[i]))) != 0)
-            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (an integer)", path, INT_FIELDS[i].name, h5_status_str(rc));
+            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (an integer)", path, INT_FIELDS[i].name,
+                 h5_status_str(rc));
     for (size_t i = 0; version >= 2 && i < COUNT(INT_FIELDS_V2); i++)
         if ((rc = h5_attr_read_i64(f, INT_FIELDS_V2[i].name, field(m, &INT_FIELDS_V2[i]))) != 0)
-            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (an integer)", path, INT_FIELDS_V2[i].name, h5_status_str(rc));
+            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (an integer)", path, INT_FIELDS_V2[i].name,
+                 h5_status_str(rc));
     const struct {
         const char *name;
         double *v;
@@ -222,14 +237,16 @@ static int read_meta(hid_t f, const char *path, ckpt_meta_t *m, char *err, size_
     } optional[] = {{"ep_grad_norm_sum", &m->ep_grad_norm_sum}, {"ep_grad_norm_max", &m->ep_grad_norm_max}};
     for (size_t i = 0; i < COUNT(optional); i++)
         if ((rc = h5_attr_read_f64(f, optional[i].name, optional[i].v)) != 0 && rc != H5U_MISSING)
-            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (a number)", path, optional[i].name, h5_status_str(rc));
+            FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute '%s' %s (a number)", path, optional[i].name,
+                 h5_status_str(rc));
     if ((rc = h5_attr_read_i64(f, "ep_skipped", &m->ep_skipped)) != 0 && rc != H5U_MISSING)
         FAIL(SPK_EXIT_CKPT, "%s: checkpoint attribute 'ep_skipped' %s (an integer)", path, h5_status_str(rc));
     const struct {
         const char *name;
         char *v;
         size_t cap;
-    } strs[] = {{"model", m->model, sizeof m->model}, {"optimizer", m->optimizer, sizeof m->optimizer},
+    } strs[] = {{"model", m->model, sizeof m->model},
+                {"optimizer", m->optimizer, sizeof m->optimizer},
                 {"config", m->config, sizeof m->config}};
     for (size_t i = 0; i < COUNT(strs); i++)
         if ((rc = h5_attr_read_str(f, strs[i].name, strs[i].v, strs[i].cap)) != 0)
@@ -253,9 +270,10 @@ static int read_table(hid_t f, const char *path, const char *prefix, param_table
     if (nrc != H5U_OK || ni.rank != 1 || ni.cls != H5T_STRING)
         FAIL(SPK_EXIT_CKPT, "%s: dataset '%s' must hold one string per tensor", path, nname);
     if (ni.dims[0] != li.dims[0])
-        FAIL(SPK_EXIT_CKPT, "%s: '%s' names %llu tensors but '%s' lays out %llu", path, nname, (unsigned long long)ni.dims[0], lname,
-             (unsigned long long)li.dims[0]);
-    if (li.dims[0] > CKPT_MAX_TENSORS) FAIL(SPK_EXIT_CKPT, "%s: '%s' lays out more than %d tensors", path, lname, CKPT_MAX_TENSORS);
+        FAIL(SPK_EXIT_CKPT, "%s: '%s' names %llu tensors but '%s' lays out %llu", path, nname,
+             (unsigned long long)ni.dims[0], lname, (unsigned long long)li.dims[0]);
+    if (li.dims[0] > CKPT_MAX_TENSORS)
+        FAIL(SPK_EXIT_CKPT, "%s: '%s' lays out more than %d tensors", path, lname, CKPT_MAX_TENSORS);
     const int n = (int)li.dims[0];
     int64_t *layout = mallocCheck((size_t)n * 6 * sizeof(int64_t));
     char **names = h5_read_strings(f, nname, n);
@@ -267,13 +285,17 @@ static int read_table(hid_t f, const char *path, const char *prefix, param_table
     for (int i = 0; i < n && rc == 0; i++) {
         const int64_t *row = &layout[i * 6];
         int64_t numel = 1;
-        int ok = names[i][0] && strlen(names[i]) < PARAM_NAME_MAX && row[1] >= 1 && row[1] <= PARAM_MAX_DIMS && row[0] == p->total;
-        for (int d = 0; ok && d < row[1]; d++) ok = row[2 + d] >= 1 && row[2 + d] <= CKPT_MAX_DIM && !__builtin_mul_overflow(numel, row[2 + d], &numel);
+        int ok = names[i][0] && strlen(names[i]) < PARAM_NAME_MAX && row[1] >= 1 && row[1] <= PARAM_MAX_DIMS &&
+                 row[0] == p->total;
+        for (int d = 0; ok && d < row[1]; d++)
+            ok = row[2 + d] >= 1 && row[2 + d] <= CKPT_MAX_DIM && !__builtin_mul_overflow(numel, row[2 + d], &numel);
         if (ok) ok = numel <= CKPT_MAX_VALUES - p->total;
         if (!ok) {
-            snprintf(err, errcap, "%s: '%s' row %d (tensor '%.64s'): offset %lld, %lld dimensions, shape [%lld, %lld, %lld, %lld] is not a valid layout",
-                     path, lname, i, names[i], (long long)row[0], (long long)row[1], (long long)row[2], (long long)row[3],
-                     (long long)row[4], (long long)row[5]);
+            snprintf(err, errcap,
+                     "%s: '%s' row %d (tensor '%.64s'): offset %lld, %lld dimensions, shape [%lld, %lld, %lld, %lld] "
+                     "is not a valid layout",
+                     path, lname, i, names[i], (long long)row[0], (long long)row[1], (long long)row[2],
+                     (long long)row[3], (long long)row[4], (long long)row[5]);
             rc = SPK_EXIT_CKPT;
             break;
         }
@@ -321,20 +343,23 @@ static int check_ckpt(opened_t *o, const char *path, char *err, size_t errcap) {
         int64_t stored;
         uint64_t sum;
         char why[512];
-        if (h5_attr_read_i64(o->f, "checksum", &stored) != 0) FAIL(SPK_EXIT_CKPT, "%s: attribute 'checksum' is missing", path);
-        if (ckpt_checksum_v2(o->f, &sum, why, sizeof why) != 0) FAIL(SPK_EXIT_CKPT, "%s: cannot be checksummed: %s", path, why);
-        if (memcmp(&stored, &sum, sizeof sum) != 0) FAIL(SPK_EXIT_CKPT, "%s: checksum mismatch: the checkpoint is corrupt", path);
+        if (h5_attr_read_i64(o->f, "checksum", &stored) != 0)
+            FAIL(SPK_EXIT_CKPT, "%s: attribute 'checksum' is missing", path);
+        if (ckpt_checksum_v2(o->f, &sum, why, sizeof why) != 0)
+            FAIL(SPK_EXIT_CKPT, "%s: cannot be checksummed: %s", path, why);
+        if (memcmp(&stored, &sum, sizeof sum) != 0)
+            FAIL(SPK_EXIT_CKPT, "%s: checksum mismatch: the checkpoint is corrupt", path);
     }
     if (rc == 0) rc = read_meta(o->f, path, o->meta, err, errcap);
     if (rc == 0) rc = read_table(o->f, path, "param", &o->params, err, errcap);
     if (rc == 0) rc = read_table(o->f, path, "state", &o->state, err, errcap);
     if (rc) return rc;
     if (!float_dataset_fits(o->f, "params", (hsize_t)o->params.total, 0))
-        FAIL(SPK_EXIT_CKPT, "%s: dataset 'params' is missing or is not the %lld stored floats 'param_layout' lays out", path,
-             (long long)o->params.total);
+        FAIL(SPK_EXIT_CKPT, "%s: dataset 'params' is missing or is not the %lld stored floats 'param_layout' lays out",
+             path, (long long)o->params.total);
     if (o->state.total > 0 && !float_dataset_fits(o->f, "state", (hsize_t)o->state.total, 0))
-        FAIL(SPK_EXIT_CKPT, "%s: dataset 'state' is missing or is not the %lld stored floats 'state_layout' lays out", path,
-             (long long)o->state.total);
+        FAIL(SPK_EXIT_CKPT, "%s: dataset 'state' is missing or is not the %lld stored floats 'state_layout' lays out",
+             path, (long long)o->state.total);
     h5_info_t oi;
     if (h5_dataset_info(o->f, "optimizer_slots", &oi) == H5U_MISSING) return 0;
     if (oi.rank != 2 || oi.dims[0] < 1 || oi.dims[0] > CKPT_MAX_SLOTS ||
@@ -359,9 +384,10 @@ static int open_ckpt(const char *path, ckpt_meta_t *meta, opened_t *o, char *err
 // The floats into t (whose layout matches the file's), and format 1's checksum.
 static int read_stored(const opened_t *o, const char *path, const ckpt_tensors_t *t, char *err, size_t errcap) {
     if (t->opt_slots > 0 && o->slots != t->opt_slots)
-        FAIL(SPK_EXIT_CKPT, "%s: the checkpoint has %d optimizer slots ('%s'), this run's optimizer needs %d", path, o->slots,
-             o->meta->optimizer, t->opt_slots);
-    if (read_floats(o->f, "params", t->param_data) != 0 || (t->state->total > 0 && read_floats(o->f, "state", t->state_data) != 0))
+        FAIL(SPK_EXIT_CKPT, "%s: the checkpoint has %d optimizer slots ('%s'), this run's optimizer needs %d", path,
+             o->slots, o->meta->optimizer, t->opt_slots);
+    if (read_floats(o->f, "params", t->param_data) != 0 ||
+        (t->state->total > 0 && read_floats(o->f, "state", t->state_data) != 0))
         FAIL(SPK_EXIT_CKPT, "%s: datasets 'params'/'state' cannot be read", path);
     if (o->meta->version >= 2) {  // checksummed when opened
         if (t->opt_slots > 0 && read_floats(o->f, "optimizer_slots", t->opt_data) != 0)
@@ -377,22 +403,24 @@ static int read_stored(const opened_t *o, const char *path, const ckpt_tensors_t
     uint64_t want = ckpt_checksum_v1(o->meta, t, opt, opt_n);
     if (opt != t->opt_data) free(opt);
     if (rc) FAIL(SPK_EXIT_CKPT, "%s: dataset 'optimizer_slots' cannot be read", path);
-    if (h5_attr_read_i64(o->f, "checksum", &stored) != 0) FAIL(SPK_EXIT_CKPT, "%s: attribute 'checksum' is missing", path);
-    if (memcmp(&stored, &want, sizeof want) != 0) FAIL(SPK_EXIT_CKPT, "%s: checksum mismatch: the checkpoint is corrupt", path);
+    if (h5_attr_read_i64(o->f, "checksum", &stored) != 0)
+        FAIL(SPK_EXIT_CKPT, "%s: attribute 'checksum' is missing", path);
+    if (memcmp(&stored, &want, sizeof want) != 0)
+        FAIL(SPK_EXIT_CKPT, "%s: checksum mismatch: the checkpoint is corrupt", path);
     return 0;
 }
 
 // NaN or Inf in a stored buffer: a checkpoint of a run that had diverged, which the trainer
 // never writes; loading it would only feed NaN to the model. Names the tensor.
-static int find_nonfinite(const char *path, const char *what, const param_table_t *p, const float *x, int64_t n, char *err,
-                          size_t errcap) {
+static int find_nonfinite(const char *path, const char *what, const param_table_t *p, const float *x, int64_t n,
+                          char *err, size_t errcap) {
     for (int64_t i = 0; i < n; i++) {
         if (isfinite(x[i])) continue;
         const int64_t j = i % (p->total ? p->total : 1);
         int k = 0;
         while (k + 1 < p->count && p->t[k + 1].offset <= j) k++;
-        FAIL(SPK_EXIT_CKPT, "%s: dataset '%s' holds NaN or Inf (tensor '%s', value %lld)", path, what, p->count ? p->t[k].name : "?",
-             (long long)(j - (p->count ? p->t[k].offset : 0)));
+        FAIL(SPK_EXIT_CKPT, "%s: dataset '%s' holds NaN or Inf (tensor '%s', value %lld)", path, what,
+             p->count ? p->t[k].name : "?", (long long)(j - (p->count ? p->t[k].offset : 0)));
     }
     return 0;
 }
@@ -402,7 +430,9 @@ static int read_tensors(const opened_t *o, const char *path, const ckpt_tensors_
     int rc = read_stored(o, path, t, err, errcap);
     if (rc == 0) rc = find_nonfinite(path, "params", t->params, t->param_data, t->params->total, err, errcap);
     if (rc == 0) rc = find_nonfinite(path, "state", t->state, t->state_data, t->state->total, err, errcap);
-    if (rc == 0) rc = find_nonfinite(path, "optimizer_slots", t->params, t->opt_data, (int64_t)t->opt_slots * t->params->total, err, errcap);
+    if (rc == 0)
+        rc = find_nonfinite(path, "optimizer_slots", t->params, t->opt_data, (int64_t)t->opt_slots * t->params->total,
+                            err, errcap);
     return rc;
 }
 static int table_mismatch(const char *path, const char *what, const param_table_t *have, const param_table_t *want,
@@ -412,12 +442,13 @@ static int table_mismatch(const char *path, const char *what, const param_table_
         int same = strcmp(a->name, b->name) == 0 && a->ndim == b->ndim;
         for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
         if (!same)
-            FAIL(SPK_EXIT_CKPT, "%s: incompatible model: %s '%s' (%lld values) in the checkpoint, '%s' (%lld values) in this model",
+            FAIL(SPK_EXIT_CKPT,
+                 "%s: incompatible model: %s '%s' (%lld values) in the checkpoint, '%s' (%lld values) in this model",
                  path, what, a->name, (long long)a->numel, b->name, (long long)b->numel);
     }
     if (have->count != want->count)
-        FAIL(SPK_EXIT_CKPT, "%s: incompatible model: %d %s tensors in the checkpoint, %d in this model", path, have->count, what,
-             want->count);
+        FAIL(SPK_EXIT_CKPT, "%s: incompatible model: %d %s tensors in the checkpoint, %d in this model", path,
+             have->count, what, want->count);
     return 0;
 }
 

@@ -15,12 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_FORMAT "checkpoint"
-#define CKPT_VERSION 2         // what ckpt_write writes
+#define CKPT_FORMAT         "checkpoint"
+#define CKPT_VERSION        2  // what ckpt_write writes
 #define CKPT_VERSION_OLDEST 1  // the oldest format still read
-#define CKPT_CONFIG_MAX 16384
-#define CKPT_MAX_SLOTS 8       // optimizer buffers per parameter
-#define CKPT_PATH_MAX 4200
+#define CKPT_CONFIG_MAX     16384
+#define CKPT_MAX_SLOTS      8  // optimizer buffers per parameter
+#define CKPT_PATH_MAX       4200
 
 typedef struct {
     char model[64];
@@ -32,10 +32,10 @@ typedef struct {
     int64_t opt_step;          // optimizer's own step counter (Adam bias correction)
     int64_t world_size;        // ranks of the run that wrote it
     int64_t seed;
-    int64_t feature_dim;       // F of the training data
-    int64_t num_classes;       // speakers of the training data
-    int64_t visual_dim;        // Fv of the visual stream (0: none)
-    int64_t visual_ratio;      // audio frames per visual frame
+    int64_t feature_dim;   // F of the training data
+    int64_t num_classes;   // speakers of the training data
+    int64_t visual_dim;    // Fv of the visual stream (0: none)
+    int64_t visual_ratio;  // audio frames per visual frame
     // metrics of the epoch in progress, so a resumed epoch reports what an uninterrupted one would
     double ep_loss_sum;
     int64_t ep_correct, ep_count;
@@ -43,10 +43,10 @@ typedef struct {
     double ep_grad_norm_sum, ep_grad_norm_max;  // over the epoch's applied updates (optional
     int64_t ep_skipped;                         // attributes: 0 when absent); updates skipped
     // Format 2 (0 = not recorded, and always 0 when read from format 1):
-    uint64_t run_id;            // the training run, the same across its resumes (ckpt_new_run_id)
-    int64_t global_batch;       // samples per optimizer step
-    uint64_t data_fingerprint;  // dataset_fingerprint() of the training data
-    int64_t version;            // format of the file read (ckpt_load/ckpt_peek fill it)
+    uint64_t run_id;               // the training run, the same across its resumes (ckpt_new_run_id)
+    int64_t global_batch;          // samples per optimizer step
+    uint64_t data_fingerprint;     // dataset_fingerprint() of the training data
+    int64_t version;               // format of the file read (ckpt_load/ckpt_peek fill it)
     char config[CKPT_CONFIG_MAX];  // key=value lines
 } ckpt_meta_t;
 
@@ -70,12 +70,12 @@ void ckpt_write_path(const char *path, const ckpt_meta_t *meta, const ckpt_tenso
 
 // Reads and verifies a checkpoint into the caller's buffers (rank 0 only). Returns 0, or
 // an spk_exit code with a one-line message naming the file and field in `err`.
-int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, const ckpt_tensors_t *t,
-              char *err, size_t errcap);
+int ckpt_load(const char *path, const char *expect_model, ckpt_meta_t *meta, const ckpt_tensors_t *t, char *err,
+              size_t errcap);
 // Reads and checks the metadata and layout (for `spkddp inspect`, and to build a model before
 // ckpt_load); format 2 files are checksummed first. 0 or an spk_exit code.
-int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_table_t *state,
-              int *opt_slots, char *err, size_t errcap);
+int ckpt_peek(const char *path, ckpt_meta_t *meta, param_table_t *params, param_table_t *state, int *opt_slots,
+              char *err, size_t errcap);
 // Loads path into buffers of its own layout: 0 when it is a complete checkpoint with a valid
 // checksum, else an spk_exit code and the reason in err. meta may be NULL.
 int ckpt_verify(const char *path, ckpt_meta_t *meta, char *err, size_t errcap);

@@ -39,11 +39,14 @@ int ckpt_average(const char *const *paths, int n, const char *out, char *err, si
         const ckpt_meta_t *m = img.meta;
         if (strcmp(m->model, first.meta->model) != 0 || !param_table_equal(&img.params, &first.params) ||
             !param_table_equal(&img.state, &first.state))
-            FAIL("%s: holds another model than %s (model '%s' vs '%s', or other tensors); only checkpoints of one model average",
-                 paths[k], paths[0], m->model, first.meta->model);
+            FAIL(
+                "%s: holds another model than %s (model '%s' vs '%s', or other tensors); only checkpoints of one model "
+                "average",
+                paths[k], paths[0], m->model, first.meta->model);
         if (m->feature_dim != first.meta->feature_dim || m->num_classes != first.meta->num_classes)
-            FAIL("%s: trained on feature_dim %lld with %lld classes, %s on %lld with %lld", paths[k], (long long)m->feature_dim,
-                 (long long)m->num_classes, paths[0], (long long)first.meta->feature_dim, (long long)first.meta->num_classes);
+            FAIL("%s: trained on feature_dim %lld with %lld classes, %s on %lld with %lld", paths[k],
+                 (long long)m->feature_dim, (long long)m->num_classes, paths[0], (long long)first.meta->feature_dim,
+                 (long long)first.meta->num_classes);
         accumulate(psum, img.param_data, P);
         accumulate(ssum, img.state_data, S);
         if (m->global_step > meta->global_step) *meta = *m;

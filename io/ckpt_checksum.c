@@ -7,8 +7,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define ATTR_MAX_BYTES (1 << 20)         // attributes are small; a larger one is not ours
-#define BLOCK_BYTES ((size_t)8 << 20)     // datasets are hashed in blocks of rows
+#define ATTR_MAX_BYTES (1 << 20)          // attributes are small; a larger one is not ours
+#define BLOCK_BYTES    ((size_t)8 << 20)  // datasets are hashed in blocks of rows
 
 typedef struct {
     XXH3_state_t *h;
@@ -81,7 +81,8 @@ static int put_numbers(walk_t *w, hid_t obj, int is_attr, hid_t ft, const h5_inf
     if (rc == 0 && (is_attr || in->rank == 0)) {
         if ((is_attr ? H5Aread(obj, mt, buf) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) < 0)
             rc = fail(w, "'%s' cannot be read", name);
-        else XXH3_64bits_update(w->h, buf, total);
+        else
+            XXH3_64bits_update(w->h, buf, total);
     } else if (rc == 0) {
         hid_t fs = H5Dget_space(obj);
         for (hsize_t r0 = 0; rc == 0 && r0 < rows; r0 += per) {
@@ -92,7 +93,8 @@ static int put_numbers(walk_t *w, hid_t obj, int is_attr, hid_t ft, const h5_inf
             if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
                 H5Dread(obj, mt, ms, fs, H5P_DEFAULT, buf) < 0)
                 rc = fail(w, "'%s' cannot be read", name);
-            else XXH3_64bits_update(w->h, buf, cnt[0] * row);
+            else
+                XXH3_64bits_update(w->h, buf, cnt[0] * row);
             H5Sclose(ms);
         }
         H5Sclose(fs);
@@ -109,7 +111,8 @@ static int put_object(walk_t *w, char kind, hid_t obj, const char *name) {
     hid_t sp = is_attr ? H5Aget_space(obj) : H5Dget_space(obj);
     h5_info_t in = {0};
     in.rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    int rc = ft < 0 || in.rank < 0 || in.rank > H5U_MAX_RANK ? fail(w, "'%s' has an unreadable type or shape", name) : 0;
+    int rc =
+        ft < 0 || in.rank < 0 || in.rank > H5U_MAX_RANK ? fail(w, "'%s' has an unreadable type or shape", name) : 0;
     if (rc == 0) {
         H5Sget_simple_extent_dims(sp, in.dims, NULL);
         in.cls = H5Tget_class(ft);
@@ -122,9 +125,12 @@ static int put_object(walk_t *w, char kind, hid_t obj, const char *name) {
         put_u64(w, in.cls == H5T_INTEGER ? (uint64_t)H5Tget_sign(ft) : 0);
         put_u64(w, (uint64_t)in.rank);
         for (int d = 0; d < in.rank; d++) put_u64(w, in.dims[d]);
-        if (in.cls == H5T_STRING) rc = put_strings(w, obj, is_attr, ft, in.npoints, name);
-        else if (in.cls == H5T_INTEGER || in.cls == H5T_FLOAT) rc = put_numbers(w, obj, is_attr, ft, &in, name);
-        else rc = fail(w, "'%s' is neither numbers nor strings", name);
+        if (in.cls == H5T_STRING)
+            rc = put_strings(w, obj, is_attr, ft, in.npoints, name);
+        else if (in.cls == H5T_INTEGER || in.cls == H5T_FLOAT)
+            rc = put_numbers(w, obj, is_attr, ft, &in, name);
+        else
+            rc = fail(w, "'%s' is neither numbers nor strings", name);
     }
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);
@@ -167,8 +173,10 @@ static herr_t visit_link(hid_t root, const char *name, const H5L_info_t *info, v
     int rc = 0;
     if (oi.type == H5O_TYPE_DATASET) {
         h5_info_t in;
-        if (h5_dataset_info(root, name, &in) != H5U_OK || !in.stored) rc = fail(w, "dataset '%s' declares values it does not store", name);
-        else rc = put_object(w, 'D', obj, name);
+        if (h5_dataset_info(root, name, &in) != H5U_OK || !in.stored)
+            rc = fail(w, "dataset '%s' declares values it does not store", name);
+        else
+            rc = put_object(w, 'D', obj, name);
     } else if (oi.type == H5O_TYPE_GROUP) {
         put_u64(w, 'G');
         put_str(w, name);

@@ -54,8 +54,10 @@ int ckpt_find_latest(const char *dir, char *path_out, size_t cap) {
     char err[1024];
     for (int i = 0; i < n && !found; i++) {
         found = ckpt_verify(list[i].path, NULL, err, sizeof err) == 0;
-        if (found) snprintf(path_out, cap, "%s", list[i].path);
-        else spk_warn("skipping %s", err);
+        if (found)
+            snprintf(path_out, cap, "%s", list[i].path);
+        else
+            spk_warn("skipping %s", err);
     }
     if (!found && n > 0) {  // none verifies: the caller loads the newest and says why
         snprintf(path_out, cap, "%s", list[0].path);
@@ -128,7 +130,8 @@ void ckpt_keeper_add(ckpt_keeper_t *k, const char *path) {
     if (k->keep <= 0 || k->n <= k->keep) return;
     int drop = k->n - k->keep;
     for (int i = 0; i < drop; i++)
-        if (unlink(k->path[i]) != 0 && errno != ENOENT) spk_warn("%s: cannot remove an old checkpoint (%s)", k->path[i], strerror(errno));
+        if (unlink(k->path[i]) != 0 && errno != ENOENT)
+            spk_warn("%s: cannot remove an old checkpoint (%s)", k->path[i], strerror(errno));
     memmove(k->path, k->path + drop, (size_t)k->keep * sizeof *k->path);
     k->n = k->keep;
 }

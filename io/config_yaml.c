@@ -51,7 +51,8 @@ typedef struct {
 
 static int fail(reader_t *r, int64_t line, const char *fmt, ...) SPK_PRINTF(3, 4);
 static int fail(reader_t *r, int64_t line, const char *fmt, ...) {
-    int n = line > 0 ? snprintf(r->err, r->cap, "%s:%lld: ", r->path, (long long)line) : snprintf(r->err, r->cap, "%s: ", r->path);
+    int n = line > 0 ? snprintf(r->err, r->cap, "%s:%lld: ", r->path, (long long)line)
+                     : snprintf(r->err, r->cap, "%s: ", r->path);
     va_list ap;
     va_start(ap, fmt);
     if (n >= 0 && (size_t)n < r->cap) vsnprintf(r->err + n, r->cap - (size_t)n, fmt, ap);
@@ -72,7 +73,8 @@ static int64_t line_at(const reader_t *r, size_t offset) {
 static int next(reader_t *r, yaml_event_t *ev) {
     if (yaml_parser_parse(&r->parser, ev)) return 0;
     const yaml_parser_t *p = &r->parser;
-    const int64_t line = p->error == YAML_READER_ERROR ? line_at(r, p->problem_offset) : (int64_t)p->problem_mark.line + 1;
+    const int64_t line =
+        p->error == YAML_READER_ERROR ? line_at(r, p->problem_offset) : (int64_t)p->problem_mark.line + 1;
     return fail(r, line, "YAML syntax: %s%s%s", p->problem ? p->problem : "unknown error", p->context ? " " : "",
                 p->context ? p->context : "");
 }
@@ -90,7 +92,8 @@ static int scalar_text(reader_t *r, const yaml_event_t *ev, const char *what, ch
     for (size_t i = 0; i < n; i++) {
         const unsigned char ch = (unsigned char)v[i];
         if (ch == '\n') return fail(r, line_of(ev), "%s spans lines; values are one line", what);
-        if (ch < 0x20 || ch == 0x7f) return fail(r, line_of(ev), "%s holds a control character (byte 0x%02x)", what, ch);
+        if (ch < 0x20 || ch == 0x7f)
+            return fail(r, line_of(ev), "%s holds a control character (byte 0x%02x)", what, ch);
     }
     *out = is_null(ev) ? dup_text("", 0) : dup_text(v, n);
     return 0;
@@ -101,12 +104,16 @@ static int read_value(reader_t *r, const char *key, int64_t key_line, yaml_event
     char what[160];
     snprintf(what, sizeof what, "the value of '%.100s'", key);
     switch (ev->type) {
-    case YAML_SCALAR_EVENT: return scalar_text(r, ev, what, out);
-    case YAML_ALIAS_EVENT: return fail(r, line_of(ev), "'%s': aliases (*name) are not supported in config files", key);
-    case YAML_MAPPING_START_EVENT:
-        return fail(r, key_line, "'%s' has a mapping as its value; values are scalars or lists of scalars", key);
-    case YAML_SEQUENCE_START_EVENT: break;
-    default: return fail(r, line_of(ev), "'%s' has no value", key);
+        case YAML_SCALAR_EVENT:
+            return scalar_text(r, ev, what, out);
+        case YAML_ALIAS_EVENT:
+            return fail(r, line_of(ev), "'%s': aliases (*name) are not supported in config files", key);
+        case YAML_MAPPING_START_EVENT:
+            return fail(r, key_line, "'%s' has a mapping as its value; values are scalars or lists of scalars", key);
+        case YAML_SEQUENCE_START_EVENT:
+            break;
+        default:
+            return fail(r, line_of(ev), "'%s' has no value", key);
     }
     size_t len = 0, cap = 64;
     char *joined = callocCheck(1, cap);
@@ -171,7 +178,8 @@ static int read_mapping(reader_t *r, config_entries_t *out) {
         if (!rc && !key[0]) rc = fail(r, line, "an empty key");
         const int seen = rc ? -1 : find_key(out, key);
         if (seen >= 0)
-            rc = fail(r, line, "'%s' again (first on line %lld); each option is set once", key, (long long)out->e[seen].line);
+            rc = fail(r, line, "'%s' again (first on line %lld); each option is set once", key,
+                      (long long)out->e[seen].line);
         yaml_event_t v;
         if (!rc) rc = next(r, &v);
         if (rc) {
@@ -201,19 +209,22 @@ static int read_stream(reader_t *r, config_entries_t *out) {
         const int empty = type == YAML_SCALAR_EVENT && is_null(&ev);
         yaml_event_delete(&ev);
         switch (type) {
-        case YAML_STREAM_END_EVENT: return 0;
-        case YAML_STREAM_START_EVENT:
-        case YAML_DOCUMENT_END_EVENT: break;
-        case YAML_DOCUMENT_START_EVENT:
-            if (documents++) return fail(r, line, "a second YAML document; a config file holds one mapping");
-            break;
-        case YAML_MAPPING_START_EVENT:
-            if ((rc = read_mapping(r, out)) != 0) return rc;
-            break;
-        case YAML_SCALAR_EVENT:
-            if (empty) break;  // "---" and nothing else
-            /* fall through */
-        default: return fail(r, line, "expected a mapping of option names to values (key: value lines)");
+            case YAML_STREAM_END_EVENT:
+                return 0;
+            case YAML_STREAM_START_EVENT:
+            case YAML_DOCUMENT_END_EVENT:
+                break;
+            case YAML_DOCUMENT_START_EVENT:
+                if (documents++) return fail(r, line, "a second YAML document; a config file holds one mapping");
+                break;
+            case YAML_MAPPING_START_EVENT:
+                if ((rc = read_mapping(r, out)) != 0) return rc;
+                break;
+            case YAML_SCALAR_EVENT:
+                if (empty) break;  // "---" and nothing else
+                /* fall through */
+            default:
+                return fail(r, line, "expected a mapping of option names to values (key: value lines)");
         }
     }
 }
@@ -242,7 +253,9 @@ int config_yaml_read_file(const char *path, char **text, size_t *len, char *err,
         return SPK_EXIT_USAGE;
     }
     if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_YAML_MAX_BYTES) {
-        snprintf(err, cap, "%s: %s", path, S_ISREG(st.st_mode) ? "the config file is larger than 1 MiB" : "the config file is not a regular file");
+        snprintf(
+            err, cap, "%s: %s", path,
+            S_ISREG(st.st_mode) ? "the config file is larger than 1 MiB" : "the config file is not a regular file");
         fclose(f);
         return SPK_EXIT_USAGE;
     }

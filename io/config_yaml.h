@@ -23,7 +23,7 @@
 typedef struct {
     int64_t line;  // 1-based line of the key
     char *key;
-    char *value;   // a list's items joined with ','; "" for an empty or null value
+    char *value;  // a list's items joined with ','; "" for an empty or null value
 } config_entry_t;
 
 typedef struct {

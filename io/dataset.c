@@ -1,9 +1,9 @@
 #include "io/dataset.h"
 
-#include "kernels/base/check.h"
 #include "io/fbank.h"
 #include "io/h5util.h"
 #include "io/utt_ids.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -32,11 +32,16 @@ static int bad(const ctx_t *c, const char *fmt, ...) {
 }
 
 // An integer attribute of `where` ("root", "group '/visual'") in [lo, hi].
-static int int_attr(const ctx_t *c, hid_t loc, const char *where, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+static int int_attr(const ctx_t *c, hid_t loc, const char *where, const char *name, int64_t lo, int64_t hi,
+                    int64_t *out) {
     int rc = h5_attr_read_i64(loc, name, out);
     if (rc == H5U_WRONG_TYPE) return bad(c, "%s attribute '%s' must be one integer", where, name);
-    if (rc) return bad(c, "%s attribute '%s' %s (an integer in [%lld, %lld])", where, name, h5_status_str(rc), (long long)lo, (long long)hi);
-    if (*out < lo || *out > hi) return bad(c, "%s attribute '%s' = %lld is outside [%lld, %lld]", where, name, (long long)*out, (long long)lo, (long long)hi);
+    if (rc)
+        return bad(c, "%s attribute '%s' %s (an integer in [%lld, %lld])", where, name, h5_status_str(rc),
+                   (long long)lo, (long long)hi);
+    if (*out < lo || *out > hi)
+        return bad(c, "%s attribute '%s' = %lld is outside [%lld, %lld]", where, name, (long long)*out, (long long)lo,
+                   (long long)hi);
     return 0;
 }
 
@@ -44,25 +49,35 @@ static int int_attr(const ctx_t *c, hid_t loc, const char *where, const char *na
 static int rate_attr(const ctx_t *c, hid_t loc, const char *where, const char *name, double *out) {
     int rc = h5_attr_read_f64(loc, name, out);
     if (rc) return bad(c, "%s attribute '%s' %s (frames per second)", where, name, h5_status_str(rc));
-    if (!(isfinite(*out) && *out > 0)) return bad(c, "%s attribute '%s' = %g must be a positive number of frames per second", where, name, *out);
+    if (!(isfinite(*out) && *out > 0))
+        return bad(c, "%s attribute '%s' = %g must be a positive number of frames per second", where, name, *out);
     return 0;
 }
 
 // A dataset named `name` that exists, is stored, and has rank `rank` (0: 2 or 3) and class cls.
-static int dataset_of(const ctx_t *c, hid_t f, const char *name, int rank, H5T_class_t cls, const char *what, h5_info_t *in) {
+static int dataset_of(const ctx_t *c, hid_t f, const char *name, int rank, H5T_class_t cls, const char *what,
+                      h5_info_t *in) {
     int rc = h5_dataset_info(f, name, in);
     if (rc == H5U_MISSING) return bad(c, "dataset '/%s' is missing (%s)", name, what);
     if (rc) return bad(c, "'/%s' must be a dataset (%s)", name, what);
-    if (rank ? in->rank != rank : in->rank != 2 && in->rank != 3) return bad(c, "dataset '/%s' must have shape %s", name, what);
+    if (rank ? in->rank != rank : in->rank != 2 && in->rank != 3)
+        return bad(c, "dataset '/%s' must have shape %s", name, what);
     if (in->cls != cls)
-        return bad(c, "dataset '/%s' must hold %s (%s)", name, cls == H5T_FLOAT ? "floating-point values" : cls == H5T_INTEGER ? "integers" : "strings", what);
-    if (!in->stored) return bad(c, "dataset '/%s' declares %llu values but does not store them all (a truncated or unfinished file)", name, (unsigned long long)in->npoints);
+        return bad(c, "dataset '/%s' must hold %s (%s)", name,
+                   cls == H5T_FLOAT     ? "floating-point values"
+                   : cls == H5T_INTEGER ? "integers"
+                                        : "strings",
+                   what);
+    if (!in->stored)
+        return bad(c, "dataset '/%s' declares %llu values but does not store them all (a truncated or unfinished file)",
+                   name, (unsigned long long)in->npoints);
     return 0;
 }
 
 // <group>features (and <group>offsets when variable length). num_utts is filled when
 // *num_utts < 0, else checked.
-static int check_stream(const ctx_t *c, hid_t f, const char *group, int64_t dim, int64_t *num_utts, dataset_shape_t *sh) {
+static int check_stream(const ctx_t *c, hid_t f, const char *group, int64_t dim, int64_t *num_utts,
+                        dataset_shape_t *sh) {
     char name[64], oname[64];
     snprintf(name, sizeof name, "%sfeatures", group);
     snprintf(oname, sizeof oname, "%soffsets", group);
@@ -70,14 +85,18 @@ static int check_stream(const ctx_t *c, hid_t f, const char *group, int64_t dim,
     int rc = dataset_of(c, f, name, 0, H5T_FLOAT, "[N, T, F] or [total_frames, F]", &in);
     if (rc) return rc;
     if ((int64_t)in.dims[in.rank - 1] != dim)
-        return bad(c, "the last dimension of '/%s' (%llu) differs from attribute feature_dim (%lld)", name, (unsigned long long)in.dims[in.rank - 1], (long long)dim);
+        return bad(c, "the last dimension of '/%s' (%llu) differs from attribute feature_dim (%lld)", name,
+                   (unsigned long long)in.dims[in.rank - 1], (long long)dim);
     sh->dim = dim;
     sh->variable = in.rank == 2;
     int64_t n;
     if (sh->variable) {
         h5_info_t on;
-        if ((rc = dataset_of(c, f, oname, 1, H5T_INTEGER, "N+1 frame offsets of the variable-length features", &on))) return rc;
-        if (on.dims[0] < 2) return bad(c, "'/%s' has %llu entries: the dataset holds no utterances", oname, (unsigned long long)on.dims[0]);
+        if ((rc = dataset_of(c, f, oname, 1, H5T_INTEGER, "N+1 frame offsets of the variable-length features", &on)))
+            return rc;
+        if (on.dims[0] < 2)
+            return bad(c, "'/%s' has %llu entries: the dataset holds no utterances", oname,
+                       (unsigned long long)on.dims[0]);
         n = (int64_t)on.dims[0] - 1;
         sh->rows = (int64_t)in.dims[0];
     } else {
@@ -86,9 +105,13 @@ static int check_stream(const ctx_t *c, hid_t f, const char *group, int64_t dim,
         if (n < 1) return bad(c, "dataset '/%s' holds no utterances", name);
         if (sh->fixed_frames < 1) return bad(c, "dataset '/%s' has utterances of 0 frames", name);
     }
-    if (n > DATASET_MAX_UTTS) return bad(c, "'/%s' holds %lld utterances, more than the %lld spkddp reads", name, (long long)n, (long long)DATASET_MAX_UTTS);
-    if (*num_utts < 0) *num_utts = n;
-    else if (n != *num_utts) return bad(c, "'/%s' holds %lld utterances, '/features' %lld", name, (long long)n, (long long)*num_utts);
+    if (n > DATASET_MAX_UTTS)
+        return bad(c, "'/%s' holds %lld utterances, more than the %lld spkddp reads", name, (long long)n,
+                   (long long)DATASET_MAX_UTTS);
+    if (*num_utts < 0)
+        *num_utts = n;
+    else if (n != *num_utts)
+        return bad(c, "'/%s' holds %lld utterances, '/features' %lld", name, (long long)n, (long long)*num_utts);
     return 0;
 }
 
@@ -123,18 +146,22 @@ static int check_audio(const ctx_t *c, hid_t f, dataset_header_t *h) {
     if (!rc && h5_attr_exists(f, "frame_length_ms")) rc = rate_attr(c, f, "root", "frame_length_ms", &len_ms);
     if (!rc && h5_attr_exists(f, "frame_shift_ms")) rc = rate_attr(c, f, "root", "frame_shift_ms", &shift_ms);
     if (rc) return rc;
-    if (len_ms > 1000 || shift_ms > 1000) return bad(c, "audio dataset: frames of %g ms every %g ms are longer than a second", len_ms, shift_ms);
+    if (len_ms > 1000 || shift_ms > 1000)
+        return bad(c, "audio dataset: frames of %g ms every %g ms are longer than a second", len_ms, shift_ms);
     h->frame_length_ms = len_ms;
     h->frame_shift_ms = shift_ms;
     h->frame_length = fbank_samples_of_ms((int)h->sample_rate, len_ms);
     h->frame_shift = fbank_samples_of_ms((int)h->sample_rate, shift_ms);
     if (h->frame_length < 2 || h->frame_shift < 1)
-        return bad(c, "audio dataset: frames of %g ms every %g ms are too short at %lld Hz", len_ms, shift_ms, (long long)h->sample_rate);
+        return bad(c, "audio dataset: frames of %g ms every %g ms are too short at %lld Hz", len_ms, shift_ms,
+                   (long long)h->sample_rate);
     h5_info_t in, on;
     if ((rc = dataset_of(c, f, "audio", 1, H5T_INTEGER, "integer (int16) samples [total_samples]", &in))) return rc;
     if ((rc = dataset_of(c, f, "offsets", 1, H5T_INTEGER, "N+1 sample offsets of the audio", &on))) return rc;
-    if (on.dims[0] < 2) return bad(c, "'/offsets' has %llu entries: the dataset holds no utterances", (unsigned long long)on.dims[0]);
-    if ((int64_t)on.dims[0] - 1 > DATASET_MAX_UTTS) return bad(c, "'/offsets' holds more utterances than the %lld spkddp reads", (long long)DATASET_MAX_UTTS);
+    if (on.dims[0] < 2)
+        return bad(c, "'/offsets' has %llu entries: the dataset holds no utterances", (unsigned long long)on.dims[0]);
+    if ((int64_t)on.dims[0] - 1 > DATASET_MAX_UTTS)
+        return bad(c, "'/offsets' holds more utterances than the %lld spkddp reads", (long long)DATASET_MAX_UTTS);
     h->num_utts = (int64_t)on.dims[0] - 1;
     h->audio.variable = 1;
     h->audio.rows = (int64_t)in.dims[0];
@@ -145,7 +172,9 @@ static int check_header(const ctx_t *c, hid_t f, dataset_header_t *h) {
     char fmt[64];
     int64_t version;
     int rc = h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt);
-    if (rc) return bad(c, "root attribute 'spkddp_format' %s (must be the string \"features\" or \"audio\")", h5_status_str(rc));
+    if (rc)
+        return bad(c, "root attribute 'spkddp_format' %s (must be the string \"features\" or \"audio\")",
+                   h5_status_str(rc));
     const int audio = strcmp(fmt, DATASET_FORMAT_AUDIO) == 0;
     if (!audio && strcmp(fmt, DATASET_FORMAT) != 0)
         return bad(c, "root attribute 'spkddp_format' is \"%s\", must be the string \"features\" or \"audio\"", fmt);
@@ -161,7 +190,8 @@ static int check_header(const ctx_t *c, hid_t f, dataset_header_t *h) {
     h5_info_t in;
     if ((rc = dataset_of(c, f, "labels", 1, H5T_INTEGER, "integer speaker indices [N]", &in))) return rc;
     if ((int64_t)in.dims[0] != h->num_utts)
-        return bad(c, "'/labels' has a different length (%llu) than the number of utterances (%lld)", (unsigned long long)in.dims[0], (long long)h->num_utts);
+        return bad(c, "'/labels' has a different length (%llu) than the number of utterances (%lld)",
+                   (unsigned long long)in.dims[0], (long long)h->num_utts);
     if (audio && h5_exists(f, "visual")) return bad(c, "an audio dataset cannot have a '/visual' stream");
     return h5_exists(f, "visual") ? check_visual(c, f, h) : 0;
 }
@@ -171,8 +201,11 @@ static int check_offsets(const ctx_t *c, const char *name, const int64_t *off, i
     if (off[0] != 0) return bad(c, "'%s' must start at 0", name);
     for (int64_t i = 0; i < n; i++)
         if (off[i + 1] <= off[i])
-            return bad(c, "'%s' is not strictly increasing at index %lld (%lld -> %lld)", name, (long long)i, (long long)off[i], (long long)off[i + 1]);
-    if (off[n] != rows) return bad(c, "the last entry of '%s' (%lld) differs from the number of rows of its features (%lld)", name, (long long)off[n], (long long)rows);
+            return bad(c, "'%s' is not strictly increasing at index %lld (%lld -> %lld)", name, (long long)i,
+                       (long long)off[i], (long long)off[i + 1]);
+    if (off[n] != rows)
+        return bad(c, "the last entry of '%s' (%lld) differs from the number of rows of its features (%lld)", name,
+                   (long long)off[n], (long long)rows);
     return 0;
 }
 
@@ -200,8 +233,10 @@ static int check_utt_ids(const ctx_t *c, hid_t f, int64_t n) {
     utt_index_t ix;
     char why[600];
     rc = utt_index_build(&ix, ids, n, "'/utt_ids'", why, sizeof why);
-    if (rc) bad(c, "%s", why);
-    else utt_index_free(&ix);
+    if (rc)
+        bad(c, "%s", why);
+    else
+        utt_index_free(&ix);
     h5_free_strings(ids, n);
     return rc;
 }
@@ -216,9 +251,10 @@ static int audio_frames(const ctx_t *c, hid_t f, dataset_header_t *h) {
     for (int64_t i = 0; i < n && !rc; i++) {
         int64_t have = h->woffsets[i + 1] - h->woffsets[i], t = fbank_frames_of(have, h->frame_length, h->frame_shift);
         if (t < 1)
-            rc = bad(c, "utterance %lld has %lld samples, less than one %lld-sample frame", (long long)i, (long long)have,
-                     (long long)h->frame_length);
-        else h->offsets[i + 1] = h->offsets[i] + t;
+            rc = bad(c, "utterance %lld has %lld samples, less than one %lld-sample frame", (long long)i,
+                     (long long)have, (long long)h->frame_length);
+        else
+            h->offsets[i + 1] = h->offsets[i] + t;
     }
     return rc;
 }
@@ -230,18 +266,21 @@ static int check_arrays(const ctx_t *c, hid_t f, dataset_header_t *h) {
     if (rc) rc = bad(c, "'/labels' %s (integer speaker indices)", h5_status_str(rc));
     for (int64_t i = 0; i < n && !rc; i++) {
         if (lab[i] < 0 || lab[i] >= h->num_speakers)
-            rc = bad(c, "'/labels'[%lld] = %lld is outside [0, num_speakers=%lld)", (long long)i, (long long)lab[i], (long long)h->num_speakers);
+            rc = bad(c, "'/labels'[%lld] = %lld is outside [0, num_speakers=%lld)", (long long)i, (long long)lab[i],
+                     (long long)h->num_speakers);
         h->labels[i] = (int32_t)lab[i];
     }
     free(lab);
-    if (!rc && h->sample_rate > 0) rc = audio_frames(c, f, h);
-    else if (!rc) rc = read_offsets(c, f, "offsets", &h->audio, n, h->offsets);
+    if (!rc && h->sample_rate > 0)
+        rc = audio_frames(c, f, h);
+    else if (!rc)
+        rc = read_offsets(c, f, "offsets", &h->audio, n, h->offsets);
     if (!rc && h->has_visual) rc = read_offsets(c, f, "visual/offsets", &h->visual, n, h->voffsets);
     for (int64_t i = 0; i < n && h->has_visual && !rc; i++) {
         int64_t a = h->offsets[i + 1] - h->offsets[i], v = h->voffsets[i + 1] - h->voffsets[i];
         if (v < a / h->visual_ratio)
-            rc = bad(c, "utterance %lld has %lld visual frames, its %lld audio frames need %lld", (long long)i, (long long)v, (long long)a,
-                     (long long)(a / h->visual_ratio));
+            rc = bad(c, "utterance %lld has %lld visual frames, its %lld audio frames need %lld", (long long)i,
+                     (long long)v, (long long)a, (long long)(a / h->visual_ratio));
     }
     return rc ? rc : check_utt_ids(c, f, n);
 }

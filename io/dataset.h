@@ -8,15 +8,15 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#define DATASET_FORMAT "features"
+#define DATASET_FORMAT       "features"
 #define DATASET_FORMAT_AUDIO "audio"
-#define DATASET_VERSION 1
-#define DATASET_AUDIO_RATE 100  // audio frames per second unless the root attribute frame_rate says otherwise
+#define DATASET_VERSION      1
+#define DATASET_AUDIO_RATE   100  // audio frames per second unless the root attribute frame_rate says otherwise
 // Limits of the contract (docs/dataset-format.md): beyond them a classifier head or a frame
 // no longer fits a training node, and such values come from damaged files, not data.
-#define DATASET_MAX_DIM 65536                   // feature_dim of either stream
+#define DATASET_MAX_DIM      65536               // feature_dim of either stream
 #define DATASET_MAX_SPEAKERS ((int64_t)1 << 24)  // num_speakers
-#define DATASET_MAX_UTTS (((int64_t)1 << 31) - 2)
+#define DATASET_MAX_UTTS     (((int64_t)1 << 31) - 2)
 
 // A run of frames of one utterance: frames [start, start+count) of utterance `utt`.
 typedef struct {
@@ -50,14 +50,14 @@ typedef struct {
     int64_t frame_length;  // audio dataset: fbank window and hop in samples (400, 160 at 16 kHz)
     int64_t frame_shift;
     double frame_length_ms, frame_shift_ms;  // the same in milliseconds (25, 10)
-    stream_t visual;       // /visual/features (+ /visual/offsets); dim 0 when absent
-    int64_t visual_ratio;  // audio frames per visual frame (frame rates' ratio, an integer)
-    int64_t feature_dim;   // = audio.dim
+    stream_t visual;                         // /visual/features (+ /visual/offsets); dim 0 when absent
+    int64_t visual_ratio;                    // audio frames per visual frame (frame rates' ratio, an integer)
+    int64_t feature_dim;                     // = audio.dim
     // Reused read buffers (no per-step allocation after warm-up).
-    char *stage;           // (stage_cap,) bytes
+    char *stage;  // (stage_cap,) bytes
     int64_t stage_cap;
-    int64_t *order;        // (order_cap,) segment permutation sorted by file position
-    int64_t *stage_at;     // (order_cap,) where each segment starts in `stage`, in frames
+    int64_t *order;     // (order_cap,) segment permutation sorted by file position
+    int64_t *stage_at;  // (order_cap,) where each segment starts in `stage`, in frames
     int64_t order_cap;
 } dataset_t;
 
@@ -77,10 +77,10 @@ typedef struct {
     dataset_shape_t audio, visual;
     int64_t sample_rate, frame_length, frame_shift;  // audio datasets (sample_rate 0: features)
     double frame_length_ms, frame_shift_ms;
-    int32_t *labels;     // (num_utts,)
-    int64_t *offsets;    // (num_utts + 1,) frames (an audio dataset's: the fbank frames of its samples)
-    int64_t *voffsets;   // (num_utts + 1,) with the visual stream
-    int64_t *woffsets;   // (num_utts + 1,) samples, in an audio dataset
+    int32_t *labels;    // (num_utts,)
+    int64_t *offsets;   // (num_utts + 1,) frames (an audio dataset's: the fbank frames of its samples)
+    int64_t *voffsets;  // (num_utts + 1,) with the visual stream
+    int64_t *woffsets;  // (num_utts + 1,) samples, in an audio dataset
 } dataset_header_t;
 
 // The serial half of dataset_open (and what the fuzzer drives): checks the whole contract of
@@ -102,6 +102,7 @@ void dataset_read(dataset_t *ds, const stream_t *s, int n, const segment_t *segs
 // Audio dataset: the samples that frames [start, start + count) of an utterance are
 // computed from (snip edges: frame t covers samples [t S, t S + L)).
 static inline segment_t dataset_frames_to_samples(const dataset_t *ds, segment_t frames) {
-    return (segment_t){frames.utt, frames.start * ds->frame_shift, (frames.count - 1) * ds->frame_shift + ds->frame_length};
+    return (segment_t){frames.utt, frames.start * ds->frame_shift,
+                       (frames.count - 1) * ds->frame_shift + ds->frame_length};
 }
 void dataset_close(dataset_t *ds);

@@ -1,6 +1,6 @@
 // Collective reads of frame segments through MPI-IO.
-#include "kernels/base/check.h"
 #include "io/dataset.h"
+#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
 #include <math.h>
@@ -36,15 +36,18 @@ static void select_run(const dataset_t *ds, const stream_t *s, hid_t fspace, int
     H5S_seloper_t op = first ? H5S_SELECT_SET : H5S_SELECT_OR;
     if (s->samples) {
         hsize_t off = (hsize_t)(s->offsets[utt] + start), cnt = (hsize_t)count;
-        h5Check(H5Sselect_hyperslab(fspace, op, &off, NULL, &cnt, NULL), "%s: cannot select samples of '%s'", ds->path, s->name);
+        h5Check(H5Sselect_hyperslab(fspace, op, &off, NULL, &cnt, NULL), "%s: cannot select samples of '%s'", ds->path,
+                s->name);
     } else if (s->variable) {
         hsize_t off[2] = {(hsize_t)(s->offsets[utt] + start), 0};
         hsize_t cnt[2] = {(hsize_t)count, (hsize_t)s->dim};
-        h5Check(H5Sselect_hyperslab(fspace, op, off, NULL, cnt, NULL), "%s: cannot select frames of '%s'", ds->path, s->name);
+        h5Check(H5Sselect_hyperslab(fspace, op, off, NULL, cnt, NULL), "%s: cannot select frames of '%s'", ds->path,
+                s->name);
     } else {
         hsize_t off[3] = {(hsize_t)utt, (hsize_t)start, 0};
         hsize_t cnt[3] = {1, (hsize_t)count, (hsize_t)s->dim};
-        h5Check(H5Sselect_hyperslab(fspace, op, off, NULL, cnt, NULL), "%s: cannot select frames of '%s'", ds->path, s->name);
+        h5Check(H5Sselect_hyperslab(fspace, op, off, NULL, cnt, NULL), "%s: cannot select frames of '%s'", ds->path,
+                s->name);
     }
 }
 
@@ -53,8 +56,8 @@ static void check_finite(const dataset_t *ds, const stream_t *st, const segment_
     const int64_t F = st->dim;
     for (int64_t j = 0; j < m; j++)
         if (!isfinite(x[j]))
-            spk_die(SPK_EXIT_DATA, "%s: '%s' holds NaN or Inf in utterance %lld (frame %lld, dim %lld)", ds->path, st->name,
-                    (long long)s->utt, (long long)(s->start + j / F), (long long)(j % F));
+            spk_die(SPK_EXIT_DATA, "%s: '%s' holds NaN or Inf in utterance %lld (frame %lld, dim %lld)", ds->path,
+                    st->name, (long long)s->utt, (long long)(s->start + j / F), (long long)(j % F));
 }
 
 void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *segs, void *out) {
@@ -100,7 +103,8 @@ void dataset_read(dataset_t *ds, const stream_t *st, int n, const segment_t *seg
     }
     if (runs == 0) h5Check(H5Sselect_none(fspace), "%s: cannot select nothing", ds->path);
     hsize_t mdim = (hsize_t)(staged * F);
-    hid_t mspace = h5Check(H5Screate_simple(1, mdim ? &mdim : (hsize_t[]){1}, NULL), "%s: cannot create memory space", ds->path);
+    hid_t mspace =
+        h5Check(H5Screate_simple(1, mdim ? &mdim : (hsize_t[]){1}, NULL), "%s: cannot create memory space", ds->path);
     if (runs == 0) H5Sselect_none(mspace);
     h5Check(H5Dread(st->features, st->mem_type, mspace, fspace, ds->dxpl, ds->stage), "%s: reading '%s' failed",
             ds->path, st->name);

@@ -1,9 +1,9 @@
 #include "io/dataset_write.h"
 
-#include "kernels/base/check.h"
-#include "kernels/base/spk_assert.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
+#include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,13 +28,17 @@ static hid_t create_rows(hid_t loc, const char *name, const char *path, hid_t ty
     const hsize_t row_bytes = (hsize_t)(dim > 0 ? dim : 1) * H5Tget_size(type);
     if (fixed_frames > 0) {
         rank = 3;
-        dims[0] = (hsize_t)num_utts; dims[1] = (hsize_t)fixed_frames; dims[2] = (hsize_t)dim;
+        dims[0] = (hsize_t)num_utts;
+        dims[1] = (hsize_t)fixed_frames;
+        dims[2] = (hsize_t)dim;
         hsize_t utt_bytes = (hsize_t)fixed_frames * row_bytes;
         chunk[0] = utt_bytes >= target ? 1 : target / utt_bytes;
-        chunk[1] = dims[1]; chunk[2] = dims[2];
+        chunk[1] = dims[1];
+        chunk[2] = dims[2];
     } else {
         rank = dim > 0 ? 2 : 1;
-        dims[0] = (hsize_t)rows; dims[1] = (hsize_t)dim;
+        dims[0] = (hsize_t)rows;
+        dims[1] = (hsize_t)dim;
         chunk[0] = row_bytes >= target ? 1 : target / row_bytes;
         chunk[1] = dims[1];
     }
@@ -45,8 +49,8 @@ static hid_t create_rows(hid_t loc, const char *name, const char *path, hid_t ty
     h5Check(H5Pset_chunk(dcpl, rank, chunk), "%s: cannot set chunking", path);
     h5Check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "%s: cannot turn off fill values", path);
     if (deflate > 0) h5Check(H5Pset_deflate(dcpl, (unsigned)deflate), "%s: cannot set compression", path);
-    hid_t d = h5Check(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "%s: cannot create '%s'", path,
-                      name);
+    hid_t d = h5Check(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), "%s: cannot create '%s'",
+                      path, name);
     H5Pclose(dcpl);
     H5Sclose(space);
     return d;
@@ -111,8 +115,10 @@ static void check_space(const dataset_writer_t *w, int64_t elem_bytes) {
     char dir[sizeof w->path];
     snprintf(dir, sizeof dir, "%s", w->path);
     char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
     const double need = (double)w->offsets[w->lay.num_utts] * (double)w->row_width * (double)elem_bytes +
                         64.0 * (double)w->lay.num_utts + 65536.0;  // rows, then ids, labels, offsets, headers
     double have = -1;
@@ -124,9 +130,12 @@ static void check_space(const dataset_writer_t *w, int64_t elem_bytes) {
     mpiCheck(MPI_Comm_size(w->comm, &comm_size));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &world));
     if (comm_size == world)
-        spk_fail_all(SPK_EXIT_FAILURE, "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
-                     w->path, mib(need), dir, mib(have));
-    spk_die(SPK_EXIT_FAILURE, "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
+        spk_fail_all(
+            SPK_EXIT_FAILURE,
+            "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
+            w->path, mib(need), dir, mib(have));
+    spk_die(SPK_EXIT_FAILURE,
+            "%s: cannot write the dataset (No space left on device): it needs about %.1f MiB, %s has %.1f MiB free",
             w->path, mib(need), dir, mib(have));
 }
 
@@ -205,8 +214,8 @@ void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double f
     w->visual_dim = visual_dim;
     w->voffsets = offsets_of(w->lay.num_utts, 0, lengths);
     dataset_writer_note_f64(w, "frame_rate", audio_rate);
-    hid_t g = h5Check(H5Gcreate2(w->file, "visual", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "%s: cannot create '/visual'",
-                      w->path);
+    hid_t g = h5Check(H5Gcreate2(w->file, "visual", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      "%s: cannot create '/visual'", w->path);
     h5_attr_write_i64(g, "feature_dim", visual_dim, w->path);
     h5_attr_write_f64(g, "frame_rate", frame_rate, w->path);
     H5Gclose(g);
@@ -215,8 +224,8 @@ void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double f
 }
 
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames) {
-    write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt], w->visual_dim,
-               0, frames);
+    write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt],
+               w->visual_dim, 0, frames);
 }
 
 static dataset_attr_t *new_attr(dataset_writer_t *w, const char *name, char kind) {
@@ -230,8 +239,12 @@ static dataset_attr_t *new_attr(dataset_writer_t *w, const char *name, char kind
 void dataset_writer_note_str(dataset_writer_t *w, const char *name, const char *value) {
     snprintf(new_attr(w, name, 's')->str, sizeof w->attrs[0].str, "%s", value);
 }
-void dataset_writer_note_i64(dataset_writer_t *w, const char *name, int64_t value) { new_attr(w, name, 'i')->i64 = value; }
-void dataset_writer_note_f64(dataset_writer_t *w, const char *name, double value) { new_attr(w, name, 'f')->f64 = value; }
+void dataset_writer_note_i64(dataset_writer_t *w, const char *name, int64_t value) {
+    new_attr(w, name, 'i')->i64 = value;
+}
+void dataset_writer_note_f64(dataset_writer_t *w, const char *name, double value) {
+    new_attr(w, name, 'f')->f64 = value;
+}
 
 // Rank 0, on the file reopened serially: the contract's attributes and metadata arrays.
 static void write_metadata(const dataset_writer_t *w, hid_t f, const int32_t *labels, const char *const *utt_ids,
@@ -245,9 +258,12 @@ static void write_metadata(const dataset_writer_t *w, hid_t f, const int32_t *la
     if (l->sample_rate > 0) h5_attr_write_i64(f, "sample_rate", l->sample_rate, what);
     for (int i = 0; i < w->num_attrs; i++) {
         const dataset_attr_t *a = &w->attrs[i];
-        if (a->kind == 's') h5_attr_write_str(f, a->name, a->str, what);
-        else if (a->kind == 'i') h5_attr_write_i64(f, a->name, a->i64, what);
-        else h5_attr_write_f64(f, a->name, a->f64, what);
+        if (a->kind == 's')
+            h5_attr_write_str(f, a->name, a->str, what);
+        else if (a->kind == 'i')
+            h5_attr_write_i64(f, a->name, a->i64, what);
+        else
+            h5_attr_write_f64(f, a->name, a->f64, what);
     }
     hsize_t n = (hsize_t)l->num_utts, n1 = n + 1;
     h5_write_array(f, "labels", H5T_STD_I32LE, 1, &n, labels, what);

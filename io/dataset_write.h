@@ -25,7 +25,7 @@ typedef struct {
 
 typedef struct {
     char name[32];
-    char kind;     // 's', 'i' or 'f'
+    char kind;  // 's', 'i' or 'f'
     char str[64];
     int64_t i64;
     double f64;

@@ -51,7 +51,9 @@ int emb_write_npy(const char *npy, const char *ids, const embeddings_t *e, char 
 int emb_write_ark(const char *ark, const char *scp, const embeddings_t *e, char *err, size_t cap) {
     if (check_ids(e, ark, err, cap)) return SPK_EXIT_DATA;
     size_t total = 0;
-    for (int64_t i = 0; i < e->n; i++) total += strlen(e->utt_ids[i]) + 1 + 10 + (size_t)e->dim * sizeof(float);  // "ID " + "\0BFV \4" + int32 + floats
+    for (int64_t i = 0; i < e->n; i++)
+        total +=
+            strlen(e->utt_ids[i]) + 1 + 10 + (size_t)e->dim * sizeof(float);  // "ID " + "\0BFV \4" + int32 + floats
     unsigned char *buf = mallocCheck(total + 1), *p = buf;
     const int32_t dim = (int32_t)e->dim;
     atomic_text_t t;

@@ -1,10 +1,10 @@
 #include "io/embeddings.h"
 
-#include "kernels/base/check.h"
 #include "io/atomic_file.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
 #include "io/utt_ids.h"
+#include "kernels/base/check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,7 +26,8 @@ void embeddings_write(const char *path, const embeddings_t *e, const char *model
     h5_write_strings(f, "utt_ids", (const char *const *)e->utt_ids, e->n, path);
     void *image;
     size_t bytes;
-    if (h5_mem_image(f, &image, &bytes) != 0) spk_die(SPK_EXIT_FAILURE, "%s: HDF5 cannot hand over the file built in memory", path);
+    if (h5_mem_image(f, &image, &bytes) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: HDF5 cannot hand over the file built in memory", path);
     h5Check(H5Fclose(f), "%s: cannot close the file built in memory", path);
     char err[1024];
     int rc = atomic_write_file(path, image, bytes, ATOMIC_REPLACE, err, sizeof err);
@@ -46,14 +47,20 @@ static int check_header(hid_t f, const char *path, embeddings_t *e, char *err, s
     if (h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) != 0 || strcmp(fmt, EMB_FORMAT) != 0)
         FAIL("%s: not an spkddp embeddings file (attribute 'spkddp_format'; make one with spkddp embed)", path);
     if (h5_attr_read_i64(f, "version", &version) != 0 || version != EMB_VERSION)
-        FAIL("%s: attribute 'version' must be the integer %d (embeddings format version %d)", path, EMB_VERSION, EMB_VERSION);
+        FAIL("%s: attribute 'version' must be the integer %d (embeddings format version %d)", path, EMB_VERSION,
+             EMB_VERSION);
     h5_info_t in;
     int rc = h5_dataset_info(f, "embeddings", &in);
     if (rc == H5U_MISSING) FAIL("%s: dataset '/embeddings' (N, E) is missing", path);
-    if (rc || in.rank != 2 || in.cls != H5T_FLOAT) FAIL("%s: dataset '/embeddings' must hold floating-point values of shape (N, E)", path);
-    if (!in.stored) FAIL("%s: dataset '/embeddings' declares %llu values but does not store them all", path, (unsigned long long)in.npoints);
-    if (in.dims[0] < 1 || in.dims[0] > (hsize_t)DATASET_MAX_UTTS) FAIL("%s: dataset '/embeddings' holds %llu embeddings", path, (unsigned long long)in.dims[0]);
-    if (in.dims[1] < 1 || in.dims[1] > DATASET_MAX_DIM) FAIL("%s: dataset '/embeddings' has embeddings of dimension %llu", path, (unsigned long long)in.dims[1]);
+    if (rc || in.rank != 2 || in.cls != H5T_FLOAT)
+        FAIL("%s: dataset '/embeddings' must hold floating-point values of shape (N, E)", path);
+    if (!in.stored)
+        FAIL("%s: dataset '/embeddings' declares %llu values but does not store them all", path,
+             (unsigned long long)in.npoints);
+    if (in.dims[0] < 1 || in.dims[0] > (hsize_t)DATASET_MAX_UTTS)
+        FAIL("%s: dataset '/embeddings' holds %llu embeddings", path, (unsigned long long)in.dims[0]);
+    if (in.dims[1] < 1 || in.dims[1] > DATASET_MAX_DIM)
+        FAIL("%s: dataset '/embeddings' has embeddings of dimension %llu", path, (unsigned long long)in.dims[1]);
     e->n = (int64_t)in.dims[0];
     e->dim = (int64_t)in.dims[1];
     if (h5_attr_exists(f, "emb_dim") && (h5_attr_read_i64(f, "emb_dim", &dim) != 0 || dim != e->dim))
@@ -78,7 +85,8 @@ static int read_arrays(hid_t f, const char *path, embeddings_t *e, char *err, si
     if (!e->utt_ids) FAIL("%s: dataset '/utt_ids' cannot be read", path);
     for (int64_t i = 0; i < e->n * e->dim; i++)
         if (!isfinite(e->emb[i]))
-            FAIL("%s: '/embeddings' row %lld (utterance '%.200s') holds NaN or Inf", path, (long long)(i / e->dim), e->utt_ids[i / e->dim]);
+            FAIL("%s: '/embeddings' row %lld (utterance '%.200s') holds NaN or Inf", path, (long long)(i / e->dim),
+                 e->utt_ids[i / e->dim]);
     utt_index_t ix;
     char why[600];
     int rc = utt_index_build(&ix, e->utt_ids, e->n, "'/utt_ids'", why, sizeof why);

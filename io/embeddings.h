@@ -7,14 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EMB_FORMAT "embeddings"
+#define EMB_FORMAT  "embeddings"
 #define EMB_VERSION 1
 
 typedef struct {
     int64_t n, dim;
-    float *emb;      // (n, dim)
-    char **utt_ids;  // (n,)
-    int32_t *labels; // (n,) zeros when the file has none
+    float *emb;       // (n, dim)
+    char **utt_ids;   // (n,)
+    int32_t *labels;  // (n,) zeros when the file has none
     int has_labels;
 } embeddings_t;
 

@@ -84,9 +84,10 @@ static int make_banks(fbank_t *fb, char *err, size_t errcap) {
         }
         if (first < 0) {
             free(w);
-            return fail(err, errcap,
-                        "mel bin %d (%.1f..%.1f Hz) holds no FFT bin: %d mel bins are too many for a %d-point FFT at %d Hz",
-                        b, fbank_mel_inv(left), fbank_mel_inv(right), F, fb->fft_size, fb->sample_rate);
+            return fail(
+                err, errcap,
+                "mel bin %d (%.1f..%.1f Hz) holds no FFT bin: %d mel bins are too many for a %d-point FFT at %d Hz", b,
+                fbank_mel_inv(left), fbank_mel_inv(right), F, fb->fft_size, fb->sample_rate);
         }
         fb->bank_first[b] = first;
         fb->bank_len[b] = last - first + 1;
@@ -166,9 +167,7 @@ int64_t fbank_frames_of(int64_t n, int64_t frame_length, int64_t frame_shift) {
     return n < frame_length ? 0 : 1 + (n - frame_length) / frame_shift;
 }
 
-int64_t fbank_num_frames(const fbank_t *fb, int64_t n) {
-    return fbank_frames_of(n, fb->frame_length, fb->frame_shift);
-}
+int64_t fbank_num_frames(const fbank_t *fb, int64_t n) { return fbank_frames_of(n, fb->frame_length, fb->frame_shift); }
 
 float fbank_bank_weight(const fbank_t *fb, int b, int k) {
     if (b < 0 || b >= fb->num_bins) return 0.0f;

@@ -53,11 +53,11 @@ typedef struct {
     float *bank_weights;
     double *bank_center_hz;  // (F,) centre frequency of each triangle
     // FFTW buffers (fftwf_malloc'ed) and plan.
-    float *fft_in;      // (fft_size,)
-    void *fft_out;      // fftwf_complex (fft_size / 2 + 1,)
-    void *plan;         // fftwf_plan
-    float *power;       // (fft_size / 2 + 1,)
-    double *frame;      // (L,) scratch
+    float *fft_in;           // (fft_size,)
+    void *fft_out;           // fftwf_complex (fft_size / 2 + 1,)
+    void *plan;              // fftwf_plan
+    float *power;            // (fft_size / 2 + 1,)
+    double *frame;           // (L,) scratch
     uint64_t dither_stream;  // set per utterance by the caller when dither > 0
 } fbank_t;
 

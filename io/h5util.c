@@ -24,23 +24,21 @@ void h5_error_reason(char *out, size_t cap) {
         const char *s = strerror(e);
         if (strstr(desc, s) && (!best || strlen(s) > strlen(best))) best = s;
     }
-    if (best) snprintf(out, cap, "%s", best);
-    else snprintf(out, cap, "%s", desc[0] ? desc : "HDF5 gave no reason");
+    if (best)
+        snprintf(out, cap, "%s", best);
+    else
+        snprintf(out, cap, "%s", desc[0] ? desc : "HDF5 gave no reason");
 }
 
-int h5_exists(hid_t loc, const char *name) {
-    return H5Lexists(loc, name, H5P_DEFAULT) > 0;
-}
+int h5_exists(hid_t loc, const char *name) { return H5Lexists(loc, name, H5P_DEFAULT) > 0; }
 
-int h5_attr_exists(hid_t loc, const char *name) {
-    return H5Aexists(loc, name) > 0;
-}
+int h5_attr_exists(hid_t loc, const char *name) { return H5Aexists(loc, name) > 0; }
 
 static void attr_write(hid_t loc, const char *name, hid_t type, const void *value, const char *what) {
     hid_t space = h5Check(H5Screate(H5S_SCALAR), "%s: cannot create a dataspace", what);
     if (H5Aexists(loc, name) > 0) h5Check(H5Adelete(loc, name), "%s: cannot replace attribute '%s'", what, name);
-    hid_t a = h5Check(H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT),
-                      "%s: cannot create attribute '%s'", what, name);
+    hid_t a = h5Check(H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT), "%s: cannot create attribute '%s'",
+                      what, name);
     h5Check(H5Awrite(a, type, value), "%s: cannot write attribute '%s'", what, name);
     H5Aclose(a);
     H5Sclose(space);
@@ -64,11 +62,16 @@ void h5_attr_write_f64(hid_t loc, const char *name, double value, const char *wh
 
 const char *h5_status_str(int status) {
     switch (status) {
-    case H5U_OK: return "is fine";
-    case H5U_MISSING: return "is missing";
-    case H5U_WRONG_TYPE: return "has the wrong type";
-    case H5U_TOO_LONG: return "is too long";
-    default: return "is unreadable";
+        case H5U_OK:
+            return "is fine";
+        case H5U_MISSING:
+            return "is missing";
+        case H5U_WRONG_TYPE:
+            return "has the wrong type";
+        case H5U_TOO_LONG:
+            return "is too long";
+        default:
+            return "is unreadable";
     }
 }
 
@@ -105,16 +108,20 @@ int h5_attr_read_str(hid_t loc, const char *name, char *out, size_t cap) {
     if (H5Tget_class(ft) == H5T_STRING && H5Tis_variable_str(ft) > 0) {
         hid_t mt = mem_string_type(ft, H5T_VARIABLE);
         char *s = NULL;
-        if (H5Aread(a, mt, &s) < 0) rc = H5U_UNREADABLE;
-        else rc = s && strlen(s) >= cap ? H5U_TOO_LONG : (snprintf(out, cap, "%s", s ? s : ""), H5U_OK);
+        if (H5Aread(a, mt, &s) < 0)
+            rc = H5U_UNREADABLE;
+        else
+            rc = s && strlen(s) >= cap ? H5U_TOO_LONG : (snprintf(out, cap, "%s", s ? s : ""), H5U_OK);
         if (s) H5free_memory(s);
         H5Tclose(mt);
     } else if (H5Tget_class(ft) == H5T_STRING) {
         size_t n = H5Tget_size(ft);
         char *buf = calloc(n + 1, 1);
         hid_t mt = mem_string_type(ft, n + 1);
-        if (!buf || H5Aread(a, mt, buf) < 0) rc = H5U_UNREADABLE;
-        else rc = strlen(buf) >= cap ? H5U_TOO_LONG : (snprintf(out, cap, "%s", buf), H5U_OK);
+        if (!buf || H5Aread(a, mt, buf) < 0)
+            rc = H5U_UNREADABLE;
+        else
+            rc = strlen(buf) >= cap ? H5U_TOO_LONG : (snprintf(out, cap, "%s", buf), H5U_OK);
         H5Tclose(mt);
         free(buf);
     }
@@ -153,15 +160,17 @@ int h5_attr_read_f64(hid_t loc, const char *name, double *out) {
     if (rc) return rc;
     H5T_class_t cls = H5Tget_class(ft);
     double v = 0;
-    rc = cls != H5T_INTEGER && cls != H5T_FLOAT ? H5U_WRONG_TYPE : H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0 ? H5U_UNREADABLE : H5U_OK;
+    rc = cls != H5T_INTEGER && cls != H5T_FLOAT  ? H5U_WRONG_TYPE
+         : H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0 ? H5U_UNREADABLE
+                                                 : H5U_OK;
     if (rc == H5U_OK) *out = v;
     H5Tclose(ft);
     H5Aclose(a);
     return rc;
 }
 
-void h5_write_array(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims,
-                    const void *data, const char *what) {
+void h5_write_array(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
+                    const char *what) {
     hid_t space = h5Check(H5Screate_simple(rank, dims, NULL), "%s: cannot create dataspace for '%s'", what, name);
     hid_t d = h5Check(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                       "%s: cannot create dataset '%s'", what, name);
@@ -176,8 +185,10 @@ int h5_dataset_shape(hid_t loc, const char *name, hsize_t *dims, int max_rank) {
     if (d < 0) return -1;
     hid_t sp = H5Dget_space(d);
     int rank = H5Sget_simple_extent_ndims(sp);
-    if (rank > max_rank) rank = max_rank + 1;  // caller sees "too many dimensions"
-    else H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (rank > max_rank)
+        rank = max_rank + 1;  // caller sees "too many dimensions"
+    else
+        H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     H5Dclose(d);
     return rank;
@@ -315,7 +326,8 @@ void h5_free_strings(char **strs, int64_t n) {
 hid_t h5_mem_create(const char *what) {
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS), "%s: cannot create file access properties", what);
     h5Check(H5Pset_fapl_core(fapl, 1 << 20, 0), "%s: cannot select HDF5's in-memory driver", what);
-    hid_t f = h5Check(H5Fcreate("spkddp-in-memory.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "%s: cannot create the file in memory", what);
+    hid_t f = h5Check(H5Fcreate("spkddp-in-memory.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl),
+                      "%s: cannot create the file in memory", what);
     H5Pclose(fapl);
     return f;
 }

@@ -38,8 +38,8 @@ int h5_attr_read_i64(hid_t loc, const char *name, int64_t *out);
 int h5_attr_read_f64(hid_t loc, const char *name, double *out);
 
 // Create and fill a 1-D or N-D dataset of native type `type` in one call (serial files).
-void h5_write_array(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims,
-                    const void *data, const char *what);
+void h5_write_array(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
+                    const char *what);
 // Rank and dims of a dataset; returns rank, or -1 when it does not exist.
 int h5_dataset_shape(hid_t loc, const char *name, hsize_t *dims, int max_rank);
 // Read a whole dataset converting to `type` (independent I/O).
@@ -63,8 +63,7 @@ int h5_dataset_info(hid_t loc, const char *name, h5_info_t *info);
 int h5_read_i64s(hid_t loc, const char *name, int64_t *out, size_t n);
 
 // Variable-length string arrays.
-void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int64_t n,
-                      const char *what);
+void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int64_t n, const char *what);
 // Reads a 1-D string dataset of n entries (fixed or variable length, ASCII or UTF-8) into
 // malloc'ed strings (free with h5_free_strings); returns NULL when it is missing, of another
 // length, or not strings.

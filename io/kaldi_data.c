@@ -29,7 +29,8 @@ static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == 
 // Reads "KEY REST" lines (`form` names the two fields for messages). two_tokens: REST must
 // be one token (utt2spk, spk2id); otherwise REST is the rest of the line, trimmed (wav.scp
 // paths may hold spaces). Empty lines are errors.
-static int read_list(const char *path, const char *what, const char *form, int two_tokens, kaldi_list_t *l, kaldi_verdict_t *v) {
+static int read_list(const char *path, const char *what, const char *form, int two_tokens, kaldi_list_t *l,
+                     kaldi_verdict_t *v) {
     memset(l, 0, sizeof *l);
     l->path = path;
     FILE *f = fopen(path, "rb");
@@ -51,7 +52,8 @@ static int read_list(const char *path, const char *what, const char *form, int t
     fclose(f);
     if (rd_err) return reject(v, SPK_EXIT_DATA, "%s: read error in the %s", path, what);
     l->text[len] = 0;
-    if (memchr(l->text, 0, len)) return reject(v, SPK_EXIT_DATA, "%s: the %s holds NUL bytes (not a text file?)", path, what);
+    if (memchr(l->text, 0, len))
+        return reject(v, SPK_EXIT_DATA, "%s: the %s holds NUL bytes (not a text file?)", path, what);
     int64_t lines = 0;
     for (size_t i = 0; i < len; i++) lines += l->text[i] == '\n';
     l->e = mallocCheck((size_t)(lines + 1) * sizeof(kaldi_entry_t));
@@ -133,27 +135,31 @@ static kaldi_entry_t *find_key(kaldi_entry_t **sorted, int64_t n, const char *ke
         int64_t mid = lo + (hi - lo) / 2;
         int c = strcmp(sorted[mid]->key, key);
         if (c == 0) return sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
 
 // "RECORDING-ID START END" of a segments line: a recording of wav.scp, 0 <= START < END
 // seconds (END -1: to the end of the recording).
-static int parse_segment(const kaldi_entry_t *e, const char *path, kaldi_entry_t **recs, int64_t num_recs, kaldi_span_t *sp,
-                         kaldi_verdict_t *v) {
+static int parse_segment(const kaldi_entry_t *e, const char *path, kaldi_entry_t **recs, int64_t num_recs,
+                         kaldi_span_t *sp, kaldi_verdict_t *v) {
     char rec[512], tail;
     double start, end;
     if (sscanf(e->value, "%511s %lf %lf %c", rec, &start, &end, &tail) != 3)
         return reject(v, SPK_EXIT_DATA, "%s:%lld: expected 'UTTERANCE-ID RECORDING-ID START END', got '%s %s'", path,
                       (long long)e->line, e->key, e->value);
     const kaldi_entry_t *r = find_key(recs, num_recs, rec);
-    if (!r) return reject(v, SPK_EXIT_DATA, "%s:%lld: recording '%s' of utterance '%s' is not in the wav.scp", path,
-                          (long long)e->line, rec, e->key);
+    if (!r)
+        return reject(v, SPK_EXIT_DATA, "%s:%lld: recording '%s' of utterance '%s' is not in the wav.scp", path,
+                      (long long)e->line, rec, e->key);
     if (!(start >= 0.0) || !(end > start || end == -1.0))
-        return reject(v, SPK_EXIT_DATA, "%s:%lld: utterance '%s': start %g and end %g seconds are not 0 <= start < end (or end -1)",
-                      path, (long long)e->line, e->key, start, end);
+        return reject(v, SPK_EXIT_DATA,
+                      "%s:%lld: utterance '%s': start %g and end %g seconds are not 0 <= start < end (or end -1)", path,
+                      (long long)e->line, e->key, start, end);
     sp->source = r->value;
     sp->start = start;
     sp->end = end;
@@ -162,7 +168,8 @@ static int parse_segment(const kaldi_entry_t *e, const char *path, kaldi_entry_t
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int parse_lists(kaldi_data_t *L, const char *wav_scp, const char *segments, const char *utt2spk, const char *spk2id, kaldi_verdict_t *v) {
+static int parse_lists(kaldi_data_t *L, const char *wav_scp, const char *segments, const char *utt2spk,
+                       const char *spk2id, kaldi_verdict_t *v) {
     memset(L, 0, sizeof *L);
     if (read_list(wav_scp, "wav.scp", "UTTERANCE-ID PATH", 0, &L->wav, v)) return -1;
     const int has_seg = segments && segments[0];
@@ -217,15 +224,21 @@ static int parse_lists(kaldi_data_t *L, const char *wav_scp, const char *segment
             errno = 0;
             long long id = strtoll(e->value, &endp, 10);
             if (errno || !endp || *endp || id < 0 || id >= L->num_speakers) {
-                reject(v, SPK_EXIT_DATA, "%s:%lld: index '%s' of speaker '%s' is not an integer in [0, %lld) (the %lld speakers of the file)",
-                       spk2id, (long long)e->line, e->value, e->key, (long long)L->num_speakers, (long long)L->num_speakers);
+                reject(v, SPK_EXIT_DATA,
+                       "%s:%lld: index '%s' of speaker '%s' is not an integer in [0, %lld) (the %lld speakers of the "
+                       "file)",
+                       spk2id, (long long)e->line, e->value, e->key, (long long)L->num_speakers,
+                       (long long)L->num_speakers);
                 free(ss);
                 goto out;
             }
             if (L->speakers[id]) {
                 int64_t first = 0;
                 for (int64_t j = 0; j < i; j++)
-                    if (strtoll(L->s2i.e[j].value, NULL, 10) == id) { first = L->s2i.e[j].line; break; }
+                    if (strtoll(L->s2i.e[j].value, NULL, 10) == id) {
+                        first = L->s2i.e[j].line;
+                        break;
+                    }
                 reject(v, SPK_EXIT_DATA, "%s:%lld: index %lld of speaker '%s' is already used on line %lld", spk2id,
                        (long long)e->line, id, e->key, (long long)first);
                 free(ss);
@@ -273,7 +286,6 @@ out:
     free(us);
     return rc;
 }
-
 
 int kaldi_data_read(kaldi_data_t *d, const char *wav_scp, const char *segments, const char *utt2spk, const char *spk2id,
                     kaldi_verdict_t *v) {

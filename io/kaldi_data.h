@@ -38,7 +38,7 @@ typedef struct {
     kaldi_span_t *span;  // (n,)
     int32_t *label;      // (n,)
     int64_t num_speakers;
-    char **speakers;     // (num_speakers,) names by label
+    char **speakers;        // (num_speakers,) names by label
     const char *listed_in;  // the file whose lines `span[i].line` count (segments or wav.scp)
     kaldi_list_t wav, seg, u2s, s2i;
 } kaldi_data_t;

@@ -1,9 +1,9 @@
 #include "io/loader.h"
 
-#include "kernels/base/check.h"
-#include "kernels/base/spk_assert.h"
 #include "io/fbank.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,25 +13,25 @@
 struct loader_slot {
     batch_t batch;
     int64_t epoch;
-    segment_t *segs, *vsegs;  // (max_batch,) crops in frames (audio, visual)
-    segment_t *wsegs;         // (max_batch,) audio datasets: the samples under each crop
+    segment_t *segs, *vsegs;    // (max_batch,) crops in frames (audio, visual)
+    segment_t *wsegs;           // (max_batch,) audio datasets: the samples under each crop
     int64_t *raw_at, *vraw_at;  // (max_batch,) where sample i's crop starts in raw / vraw, in values
     void *raw;                  // crops as read: frames (float) or samples (int16)
     float *vraw;
     int64_t raw_cap, vraw_cap, x_cap, vx_cap;  // bytes
     int64_t *wave_len;                         // (max_batch,) audio datasets: samples into each crop's fbank
     augment_batch_t *aug;                      // the batch's augmentation draws and bank reads
-    int next;       // next sample to hand out
-    int remaining;  // samples not yet computed
+    int next;                                  // next sample to hand out
+    int remaining;                             // samples not yet computed
 };
 
 // What one thread needs to turn a crop into frames.
 typedef struct {
-    fbank_t fb;      // audio datasets only
-    float *wave;     // (wave_cap,) the crop's samples as floats
-    float *frames;   // (frames_cap,) its fbank
+    fbank_t fb;                    // audio datasets only
+    float *wave;                   // (wave_cap,) the crop's samples as floats
+    float *frames;                 // (frames_cap,) its fbank
     int64_t wave_cap, frames_cap;  // bytes
-    double *mean;    // (max(F, Fv),) CMN accumulator
+    double *mean;                  // (max(F, Fv),) CMN accumulator
     augment_scratch_t *aug;
 } scratch_t;
 
@@ -39,8 +39,8 @@ struct loader_pool {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     int stop;
-    pthread_t *threads;     // (n,)
-    scratch_t *scratch;     // (n + 1,): one per worker, the last for the caller
+    pthread_t *threads;  // (n,)
+    scratch_t *scratch;  // (n + 1,): one per worker, the last for the caller
     int n;
     loader_t *l;
 };
@@ -175,7 +175,8 @@ static int threads_from_env(void) {
     if (!e || !*e) return 1;
     char *end = NULL;
     long v = strtol(e, &end, 10);
-    if (*end || v < 0 || v > 64) spk_fail_all(SPK_EXIT_USAGE, "SPKDDP_LOADER_THREADS=%s is not a thread count in 0..64", e);
+    if (*end || v < 0 || v > 64)
+        spk_fail_all(SPK_EXIT_USAGE, "SPKDDP_LOADER_THREADS=%s is not a thread count in 0..64", e);
     return (int)v;
 }
 

@@ -26,15 +26,15 @@
 #include <stdint.h>
 
 typedef struct {
-    int n;                 // samples
-    int64_t feature_dim;   // F
-    int64_t *frame_off;    // (n+1,) sample i is frames [frame_off[i], frame_off[i+1])
-    float *x;              // (frame_off[n], F) time-major, as stored
-    int64_t visual_dim;    // Fv, 0 without the visual stream
-    int64_t *vframe_off;   // (n+1,) visual frames of sample i
-    float *vx;             // (vframe_off[n], Fv)
-    int32_t *labels;       // (n,)
-    int64_t *index;        // (n,) dataset indices
+    int n;                // samples
+    int64_t feature_dim;  // F
+    int64_t *frame_off;   // (n+1,) sample i is frames [frame_off[i], frame_off[i+1])
+    float *x;             // (frame_off[n], F) time-major, as stored
+    int64_t visual_dim;   // Fv, 0 without the visual stream
+    int64_t *vframe_off;  // (n+1,) visual frames of sample i
+    float *vx;            // (vframe_off[n], Fv)
+    int32_t *labels;      // (n,)
+    int64_t *index;       // (n,) dataset indices
 } batch_t;
 
 // What a model wants from the loader.
@@ -55,13 +55,13 @@ typedef struct {
     loader_spec_t spec;
     uint64_t seed;
     int max_batch;
-    int threads;                  // worker threads (0: the caller computes everything)
-    loader_slot_t *slots;         // (LOADER_SLOTS,)
-    int queue[LOADER_SLOTS];      // slots in flight, oldest first
+    int threads;              // worker threads (0: the caller computes everything)
+    loader_slot_t *slots;     // (LOADER_SLOTS,)
+    int queue[LOADER_SLOTS];  // slots in flight, oldest first
     int queued;
-    int in_use;                   // slot of the batch last returned, -1: none
+    int in_use;  // slot of the batch last returned, -1: none
     loader_pool_t *pool;
-    augment_t *aug;               // NULL: samples as stored
+    augment_t *aug;  // NULL: samples as stored
 } loader_t;
 
 // threads < 0: SPKDDP_LOADER_THREADS, else 1.

@@ -14,9 +14,7 @@ static void put(json_line_t *j, const char *fmt, const char *key, const char *va
     if (w > 0 && (size_t)w < sizeof j->buf - j->len) j->len += (size_t)w;
 }
 
-void json_begin(json_line_t *j) {
-    j->len = (size_t)snprintf(j->buf, sizeof j->buf, "{");
-}
+void json_begin(json_line_t *j) { j->len = (size_t)snprintf(j->buf, sizeof j->buf, "{"); }
 
 void json_int(json_line_t *j, const char *key, int64_t v) {
     char s[32];
@@ -26,8 +24,10 @@ void json_int(json_line_t *j, const char *key, int64_t v) {
 
 void json_num(json_line_t *j, const char *key, double v) {
     char s[32];
-    if (isfinite(v)) snprintf(s, sizeof s, "%.9g", v);
-    else snprintf(s, sizeof s, "null");
+    if (isfinite(v))
+        snprintf(s, sizeof s, "%.9g", v);
+    else
+        snprintf(s, sizeof s, "null");
     put(j, "%s\"%s\": %s", key, s);
 }
 
@@ -74,7 +74,8 @@ static void keep_below(const char *path, const char *key, int64_t limit) {
     if (fflush(out) != 0 || fsync(fileno(out)) != 0)
         spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)", tmp, strerror(errno));
     fclose(out);
-    if (rename(tmp, path) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot replace the metrics file (%s)", path, strerror(errno));
+    if (rename(tmp, path) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot replace the metrics file (%s)", path, strerror(errno));
 }
 
 void metrics_truncate_from(const char *path, int64_t epoch) { keep_below(path, "epoch", epoch); }

@@ -18,7 +18,7 @@ typedef struct {
 typedef struct {
     param_tensor_t *t;  // (count,)
     int count, cap;
-    int64_t total;      // floats in the buffer
+    int64_t total;  // floats in the buffer
 } param_table_t;
 
 // Registers a tensor and returns its offset. shape has ndim entries.

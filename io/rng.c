@@ -35,9 +35,7 @@ uint64_t rng_below(rng_t *r, uint64_t n) {
     return x % n;
 }
 
-double rng_uniform(rng_t *r) {
-    return (double)(rng_next_u64(r) >> 11) * 0x1.0p-53;
-}
+double rng_uniform(rng_t *r) { return (double)(rng_next_u64(r) >> 11) * 0x1.0p-53; }
 
 double rng_normal(rng_t *r) {
     double u1 = 1.0 - rng_uniform(r);  // (0, 1]: log is finite

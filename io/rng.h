@@ -25,7 +25,7 @@ enum rng_purpose {
     RNG_PURPOSE_SPECAUG = 9,  // SpecAugment masks
 };
 
-uint64_t rng_mix64(uint64_t z);                                   // the SplitMix64 finaliser
+uint64_t rng_mix64(uint64_t z);                                           // the SplitMix64 finaliser
 rng_t rng_init(uint64_t seed, uint64_t purpose, uint64_t a, uint64_t b);  // stream keyed on 4 words
 uint64_t rng_next_u64(rng_t *r);
 uint64_t rng_below(rng_t *r, uint64_t n);  // uniform in [0, n), unbiased (rejection)

@@ -1,16 +1,20 @@
 #include "io/sampler.h"
 
-#include "kernels/base/check.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
 #include <stdlib.h>
 
-void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64_t seed,
-                  int shuffle, int drop_last) {
+void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64_t seed, int shuffle, int drop_last) {
     SPK_ASSERT(num_samples > 0 && world > 0 && rank >= 0 && rank < world);
-    *s = (sampler_t){.num_samples = num_samples, .world = world, .rank = rank, .seed = seed,
-                     .shuffle = shuffle, .drop_last = drop_last, .epoch = -1};
+    *s = (sampler_t){.num_samples = num_samples,
+                     .world = world,
+                     .rank = rank,
+                     .seed = seed,
+                     .shuffle = shuffle,
+                     .drop_last = drop_last,
+                     .epoch = -1};
     if (drop_last) {
         s->total = num_samples / world * world;
     } else {

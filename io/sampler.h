@@ -24,8 +24,7 @@ typedef struct {
     int64_t *order;    // (total,) global sample order of this epoch
 } sampler_t;
 
-void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64_t seed,
-                  int shuffle, int drop_last);
+void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64_t seed, int shuffle, int drop_last);
 void sampler_set_epoch(sampler_t *s, int64_t epoch);
 // Number of steps per epoch with per-rank batch B (the last step may be short).
 int64_t sampler_steps(const sampler_t *s, int64_t batch);

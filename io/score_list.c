@@ -85,16 +85,20 @@ static int parse(score_list_t *l, const char *path, int field, size_t len, char 
         if (!first_line) first_line = lineno, l->labelled = labelled;
         if (labelled != l->labelled)
             return reject(err, cap, "%s:%lld: %s a label, but line %lld %s; label every line or none", path,
-                          (long long)lineno, labelled ? "has" : "lacks", (long long)first_line, labelled ? "has none" : "has one");
+                          (long long)lineno, labelled ? "has" : "lacks", (long long)first_line,
+                          labelled ? "has none" : "has one");
         const int numbers = k - 2 - labelled, f = field ? field : 2 + numbers;  // awk's field number
-        if (numbers < 1) return reject(err, cap, "%s:%lld: no score after the two utterance ids", path, (long long)lineno);
+        if (numbers < 1)
+            return reject(err, cap, "%s:%lld: no score after the two utterance ids", path, (long long)lineno);
         if (f > 2 + numbers)
-            return reject(err, cap, "%s:%lld: field %d is not a score (the line has %d)", path, (long long)lineno, f, numbers);
+            return reject(err, cap, "%s:%lld: field %d is not a score (the line has %d)", path, (long long)lineno, f,
+                          numbers);
         char *e = NULL;
         errno = 0;
         const double x = strtod(w[f - 1], &e);
         if (errno || e == w[f - 1] || *e || !isfinite(x))
-            return reject(err, cap, "%s:%lld: field %d '%.64s' is not a finite number", path, (long long)lineno, f, w[f - 1]);
+            return reject(err, cap, "%s:%lld: field %d '%.64s' is not a finite number", path, (long long)lineno, f,
+                          w[f - 1]);
         if (!l->n) l->field = f;
         grow(l, &alloc);
         l->a[l->n] = w[0];

@@ -9,12 +9,12 @@
 
 typedef struct {
     int64_t n;
-    char **a, **b;     // (n,) utterance ids, into text
-    double *score;     // (n,) the chosen column
-    uint8_t *target;   // (n,) 1 target, 0 nontarget (all 0 when unlabelled)
-    int labelled;      // the lines carry labels
-    int field;         // the awk field read (of the first line, when chosen by default)
-    char *text;        // owns the ids
+    char **a, **b;    // (n,) utterance ids, into text
+    double *score;    // (n,) the chosen column
+    uint8_t *target;  // (n,) 1 target, 0 nontarget (all 0 when unlabelled)
+    int labelled;     // the lines carry labels
+    int field;        // the awk field read (of the first line, when chosen by default)
+    char *text;       // owns the ids
 } score_list_t;
 
 // Reads path; field 0 picks the last number of each line. Returns 0, or SPK_EXIT_DATA with one

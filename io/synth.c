@@ -1,24 +1,32 @@
 #include "io/synth.h"
 
-#include "kernels/base/check.h"
 #include "io/dataset_write.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define PHONES 16       // shared "phone" inventory
-#define SEG_MIN 4       // phone segment length range, frames
-#define SEG_MAX 14
-#define VOICE_FACTORS 8  // dimensions of voice variation
+#define PHONES             16  // shared "phone" inventory
+#define SEG_MIN            4   // phone segment length range, frames
+#define SEG_MAX            14
+#define VOICE_FACTORS      8  // dimensions of voice variation
 #define SYNTH_VISUAL_RATIO 4  // 100 audio frames/s, 25 visual frames/s
 
 synth_config_t synth_defaults(void) {
     return (synth_config_t){
-        .seed = 1234, .toy_samples = 128, .toy_dim = 64, .toy_classes = 2, .toy_separation = 0.0,
-        .speakers = 40, .utts_per_speaker = 24, .val_utts_per_speaker = 6, .dim = 80,
-        .min_frames = 150, .max_frames = 400,
+        .seed = 1234,
+        .toy_samples = 128,
+        .toy_dim = 64,
+        .toy_classes = 2,
+        .toy_separation = 0.0,
+        .speakers = 40,
+        .utts_per_speaker = 24,
+        .val_utts_per_speaker = 6,
+        .dim = 80,
+        .min_frames = 150,
+        .max_frames = 400,
     };
 }
 
@@ -36,8 +44,9 @@ void synth_write_toy(const synth_config_t *c, const char *path) {
         }
     }
     dataset_writer_t w;
-    dataset_writer_create(&w, path, MPI_COMM_SELF,
-                          &(dataset_layout_t){.num_utts = n, .num_speakers = c->toy_classes, .feature_dim = f, .fixed_frames = 1});
+    dataset_writer_create(
+        &w, path, MPI_COMM_SELF,
+        &(dataset_layout_t){.num_utts = n, .num_speakers = c->toy_classes, .feature_dim = f, .fixed_frames = 1});
     for (int64_t i = 0; i < n; i++) dataset_writer_put(&w, i, x + i * f);
     dataset_writer_finish(&w, y, NULL, NULL);
     free(x);
@@ -45,17 +54,18 @@ void synth_write_toy(const synth_config_t *c, const char *path) {
 }
 
 // Speaker s: per-dimension gain (vocal tract), a static offset, and a personal deviation of
-// every phone (how this speaker pronounces it), all driven by VOICE_FACTORS latent factors. Identity lives mostly in the phone
-// deviations, which a frame-level encoder can model and a plain average blurs.
+// every phone (how this speaker pronounces it), all driven by VOICE_FACTORS latent factors.
+// Identity lives mostly in the phone deviations, which a frame-level encoder can model and a
+// plain average blurs.
 typedef struct {
     float *phones;  // (PHONES, F) shared inventory
     float *gain;    // (S, F)
     float *offset;  // (S, F)
     float *dev;     // (S, PHONES, F)
     // visual stream (visual_dim > 0): lip shapes per phone, rendered per speaker
-    float *visemes; // (PHONES, Fv) shared
-    float *lips;    // (S, Fv) speaker's resting lip shape
-    float *lip_gain;// (S, Fv) speaker's articulation strength
+    float *visemes;   // (PHONES, Fv) shared
+    float *lips;      // (S, Fv) speaker's resting lip shape
+    float *lip_gain;  // (S, Fv) speaker's articulation strength
 } voices_t;
 
 static voices_t voices_make(const synth_config_t *c) {
@@ -89,11 +99,16 @@ static voices_t voices_make(const synth_config_t *c) {
         for (int64_t j = 0; j < per_voice; j++) {
             double x = 0;
             for (int k = 0; k < VOICE_FACTORS; k++) x += z[k] * basis[k * per_voice + j];
-            if (j < F) v.gain[s * F + j] = (float)exp(0.15 * x);
-            else if (j < 2 * F) v.offset[s * F + j - F] = (float)(0.3 * x);
-            else if (j < 2 * F + PHONES * F) v.dev[s * PHONES * F + j - 2 * F] = (float)(0.5 * x);
-            else if (j < 2 * F + PHONES * F + Fv) v.lips[s * Fv + j - 2 * F - PHONES * F] = (float)(0.8 * x);
-            else v.lip_gain[s * Fv + j - 2 * F - PHONES * F - Fv] = (float)exp(0.3 * x);
+            if (j < F)
+                v.gain[s * F + j] = (float)exp(0.15 * x);
+            else if (j < 2 * F)
+                v.offset[s * F + j - F] = (float)(0.3 * x);
+            else if (j < 2 * F + PHONES * F)
+                v.dev[s * PHONES * F + j - 2 * F] = (float)(0.5 * x);
+            else if (j < 2 * F + PHONES * F + Fv)
+                v.lips[s * Fv + j - 2 * F - PHONES * F] = (float)(0.8 * x);
+            else
+                v.lip_gain[s * Fv + j - 2 * F - PHONES * F - Fv] = (float)exp(0.3 * x);
         }
     }
     free(basis);
@@ -131,18 +146,20 @@ static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, ui
         for (int64_t k = 0; k < seg && t < len; k++, t++) {
             if (vout && t % SYNTH_VISUAL_RATIO == 0)
                 for (int64_t j = 0, Fv = c->visual_dim; j < Fv; j++)
-                    vout[t / SYNTH_VISUAL_RATIO * Fv + j] =
-                        v->lips[spk * Fv + j] + v->lip_gain[spk * Fv + j] * v->visemes[ph * Fv + j] + (float)(0.8 * rng_normal(&r));
+                    vout[t / SYNTH_VISUAL_RATIO * Fv + j] = v->lips[spk * Fv + j] +
+                                                            v->lip_gain[spk * Fv + j] * v->visemes[ph * Fv + j] +
+                                                            (float)(0.8 * rng_normal(&r));
             for (int64_t j = 0; j < F; j++) {
                 float clean = v->phones[ph * F + j] + v->dev[(spk * PHONES + ph) * F + j];
-                out[t * F + j] = v->gain[spk * F + j] * clean + v->offset[spk * F + j] + channel[j] +
-                                 (float)(0.7 * rng_normal(&r));
+                out[t * F + j] =
+                    v->gain[spk * F + j] * clean + v->offset[spk * F + j] + channel[j] + (float)(0.7 * rng_normal(&r));
             }
         }
     }
 }
 
-static void write_split(const synth_config_t *c, const voices_t *v, const char *path, int64_t per_spk, uint64_t key_base) {
+static void write_split(const synth_config_t *c, const voices_t *v, const char *path, int64_t per_spk,
+                        uint64_t key_base) {
     int64_t S = c->speakers, N = S * per_spk;
     int64_t *len = mallocCheck((size_t)N * sizeof(int64_t));
     int32_t *lab = mallocCheck((size_t)N * sizeof(int32_t));
@@ -160,7 +177,8 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
                  (long long)(i / S));
     }
     dataset_writer_t w;
-    dataset_writer_create(&w, path, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = N, .num_speakers = S, .feature_dim = c->dim, .lengths = len});
+    dataset_writer_create(&w, path, MPI_COMM_SELF,
+                          &(dataset_layout_t){.num_utts = N, .num_speakers = S, .feature_dim = c->dim, .lengths = len});
     float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float)), *vbuf = NULL;
     if (c->visual_dim > 0) {
         int64_t *vlen = mallocCheck((size_t)N * sizeof(int64_t));

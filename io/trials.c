@@ -67,11 +67,11 @@ static int find_repeat(const trials_t *t, const int64_t *lines, const char *path
     return rc;
 }
 
-#define FAIL(...)                          \
-    do {                                   \
-        snprintf(err, cap, __VA_ARGS__);   \
-        rc = SPK_EXIT_DATA;                \
-        goto done;                         \
+#define FAIL(...)                        \
+    do {                                 \
+        snprintf(err, cap, __VA_ARGS__); \
+        rc = SPK_EXIT_DATA;              \
+        goto done;                       \
     } while (0)
 
 // The two line formats; a list keeps to one.
@@ -89,22 +89,23 @@ int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, 
     int rc = 0, format = 0;
     while ((len = getline(&line, &linecap, f)) > 0) {
         lineno++;
-        if ((size_t)len != strlen(line)) FAIL("%s:%lld: holds a NUL byte (not a text trial list)", path, (long long)lineno);
+        if ((size_t)len != strlen(line))
+            FAIL("%s:%lld: holds a NUL byte (not a text trial list)", path, (long long)lineno);
         char *w[3];
         int k = split(line, w, 3);
         if (k == 0) continue;
         if (k != 3)
-            FAIL("%s:%lld: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got %s", path, (long long)lineno,
-                 k > 3 ? "more words" : "fewer words");
+            FAIL("%s:%lld: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got %s", path,
+                 (long long)lineno, k > 3 ? "more words" : "fewer words");
         int is_t = strcmp(w[2], "target") == 0, is_n = strcmp(w[2], "nontarget") == 0;
         const int vox = !is_t && !is_n && (strcmp(w[0], "1") == 0 || strcmp(w[0], "0") == 0);
         if (!is_t && !is_n && !vox)
-            FAIL("%s:%lld: label '%.64s' must be 'target' or 'nontarget' (or the line VoxCeleb's '1|0 utt1 utt2')", path,
-                 (long long)lineno, w[2]);
+            FAIL("%s:%lld: label '%.64s' must be 'target' or 'nontarget' (or the line VoxCeleb's '1|0 utt1 utt2')",
+                 path, (long long)lineno, w[2]);
         const int line_format = vox ? FORMAT_VOXCELEB : FORMAT_LABEL_LAST;
         if (format && line_format != format)
-            FAIL("%s:%lld: a line in %s format after line %lld in %s format; one format per list", path, (long long)lineno,
-                 format_name(line_format), (long long)format_line, format_name(format));
+            FAIL("%s:%lld: a line in %s format after line %lld in %s format; one format per list", path,
+                 (long long)lineno, format_name(line_format), (long long)format_line, format_name(format));
         if (!format) format = line_format, format_line = lineno;
         if (vox) is_t = w[0][0] == '1';
         const char *ua = vox ? w[1] : w[0], *ub = vox ? w[2] : w[1];

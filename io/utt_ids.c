@@ -24,8 +24,8 @@ int utt_index_build(utt_index_t *ix, char *const *ids, int64_t n, const char *wh
     memset(ix, 0, sizeof *ix);
     for (int64_t i = 0; i < n; i++)
         if (!is_word(ids[i])) {
-            snprintf(err, cap, "%s[%lld] = \"%.64s\" is not a single word (empty, or holds whitespace)", where, (long long)i,
-                     ids[i] ? ids[i] : "");
+            snprintf(err, cap, "%s[%lld] = \"%.64s\" is not a single word (empty, or holds whitespace)", where,
+                     (long long)i, ids[i] ? ids[i] : "");
             return SPK_EXIT_DATA;
         }
     ix->n = n;
@@ -51,8 +51,10 @@ int64_t utt_index_find(const utt_index_t *ix, const char *id) {
         int64_t mid = lo + (hi - lo) / 2;
         int c = strcmp(ix->id[mid], id);
         if (c == 0) return ix->index[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return -1;
 }

@@ -14,9 +14,9 @@ static inline size_t aam_cache_floats(int B, int E, int S) {
     return (size_t)B * S + 2 * (size_t)B + S + (size_t)B * E + (size_t)S * E;
 }
 
-static inline aam_cache_t aam_cache_view(const float* cache, int B, int E, int S) {
+static inline aam_cache_t aam_cache_view(const float *cache, int B, int E, int S) {
     aam_cache_t c;
-    float* p = (float*)cache;
+    float *p = (float *)cache;
     c.probs = p;
     p += (size_t)B * S;
     c.cos_target = p;
@@ -31,15 +31,13 @@ static inline aam_cache_t aam_cache_view(const float* cache, int B, int E, int S
     return c;
 }
 
-static inline size_t aam_workspace_floats(int B, int E, int S) {
-    return (size_t)B * S + (size_t)B * E + (size_t)S * E;
-}
+static inline size_t aam_workspace_floats(int B, int E, int S) { return (size_t)B * S + (size_t)B * E + (size_t)S * E; }
 
 typedef struct {
     float *dcos, *dehat, *dwhat;
 } aam_workspace_t;
 
-static inline aam_workspace_t aam_workspace_view(float* workspace, int B, int E, int S) {
+static inline aam_workspace_t aam_workspace_view(float *workspace, int B, int E, int S) {
     aam_workspace_t w;
     w.dcos = workspace;
     w.dehat = w.dcos + (size_t)B * S;

@@ -16,26 +16,26 @@
 size_t aam_softmax_cache_floats(int B, int E, int S);      // forward -> backward state
 size_t aam_softmax_workspace_floats(int B, int E, int S);  // scratch for either call
 
-void aam_softmax_forward(float* loss,        // scalar out: mean CE
-                         int* correct,       // scalar out: # argmax(cos) == label
-                         float* cache,       // (aam_softmax_cache_floats) out
-                         const float* emb,   // (B, E)
-                         const float* w,     // (S, E) class weights
-                         const int* labels,  // (B) in [0, S)
+void aam_softmax_forward(float *loss,        // scalar out: mean CE
+                         int *correct,       // scalar out: # argmax(cos) == label
+                         float *cache,       // (aam_softmax_cache_floats) out
+                         const float *emb,   // (B, E)
+                         const float *w,     // (S, E) class weights
+                         const int *labels,  // (B) in [0, S)
                          int B, int E, int S, float margin, float scale,
-                         float* workspace);  // (aam_softmax_workspace_floats)
+                         float *workspace);  // (aam_softmax_workspace_floats)
 
 // Gradient of dloss * loss (dloss = 1 for plain training). ACCUMULATES into demb and dw
 // (either may be NULL).
-void aam_softmax_backward(float* demb,  // (B, E) +=
-                          float* dw,    // (S, E) +=
+void aam_softmax_backward(float *demb,  // (B, E) +=
+                          float *dw,    // (S, E) +=
                           float dloss,
-                          const float* cache,  // from aam_softmax_forward
-                          const float* emb,    // (B, E)
-                          const float* w,      // (S, E)
-                          const int* labels,   // (B)
+                          const float *cache,  // from aam_softmax_forward
+                          const float *emb,    // (B, E)
+                          const float *w,      // (S, E)
+                          const int *labels,   // (B)
                           int B, int E, int S, float margin, float scale,
-                          float* workspace);  // (aam_softmax_workspace_floats)
+                          float *workspace);  // (aam_softmax_workspace_floats)
 
 // The world-size-invariant mode. aam_softmax_forward_rows: the forward with every row computed
 // on its own (GEMM rows of M = 1), giving each sample's loss in row_loss (B) instead of the
@@ -44,13 +44,11 @@ void aam_softmax_backward(float* demb,  // (B, E) +=
 // group of `group` consecutive samples (B is a multiple) adds its (S, E) contribution as one term
 // (dw_tmp: (S, E) floats of scratch, undefined afterwards). Results per sample depend neither on
 // B nor on the thread count. Same cache and workspace.
-void aam_softmax_forward_rows(float* row_loss,  // (B) out
-                              int* correct, float* cache, const float* emb, const float* w,
-                              const int* labels, int B, int E, int S, float margin, float scale,
-                              float* workspace);
-void aam_softmax_backward_exact(float* demb,    // (B, E) +=, or NULL
-                                float* dw_tmp,  // (S, E) scratch
+void aam_softmax_forward_rows(float *row_loss,  // (B) out
+                              int *correct, float *cache, const float *emb, const float *w, const int *labels, int B,
+                              int E, int S, float margin, float scale, float *workspace);
+void aam_softmax_backward_exact(float *demb,    // (B, E) +=, or NULL
+                                float *dw_tmp,  // (S, E) scratch
                                 xsum_t dw,      // (S, E) +=
-                                float dloss, const float* cache, const float* emb, const float* w,
-                                const int* labels, int B, int E, int S, float margin, float scale,
-                                float* workspace, int group);
+                                float dloss, const float *cache, const float *emb, const float *w, const int *labels,
+                                int B, int E, int S, float margin, float scale, float *workspace, int group);

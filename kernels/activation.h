@@ -4,14 +4,14 @@
 #pragma once
 #include <stddef.h>
 
-void relu_forward(float* y, const float* x, size_t n);
-void relu_backward(float* dx, const float* dy, const float* y, size_t n);
+void relu_forward(float *y, const float *x, size_t n);
+void relu_backward(float *dx, const float *dy, const float *y, size_t n);
 // ReLU backward in place, when the incoming gradient already sits in g: g = y > 0 ? g : 0
 // (y the forward output). Overwrites g instead of accumulating.
-void relu_mask(float* g, const float* y, size_t n);
+void relu_mask(float *g, const float *y, size_t n);
 
-void sigmoid_forward(float* y, const float* x, size_t n);
-void sigmoid_backward(float* dx, const float* dy, const float* y, size_t n);
+void sigmoid_forward(float *y, const float *x, size_t n);
+void sigmoid_backward(float *dx, const float *dy, const float *y, size_t n);
 
-void tanh_forward(float* y, const float* x, size_t n);
-void tanh_backward(float* dx, const float* dy, const float* y, size_t n);
+void tanh_forward(float *y, const float *x, size_t n);
+void tanh_backward(float *dx, const float *dy, const float *y, size_t n);

@@ -12,18 +12,18 @@
 #include "kernels/ops.h"
 #include "kernels/staging.h"
 
-#define SPK_BACKEND_OP(name) __typeof__(name)* name;
+#define SPK_BACKEND_OP(name) __typeof__(name) *name;
 
 typedef struct spk_backend {
-    const char* name;     // "cpu", "cpu-staged", "cuda"
+    const char *name;     // "cpu", "cpu-staged", "cuda"
     int separate_memory;  // buffers are not the host's: inputs are uploaded, results downloaded
     int invariant;        // the world-size-invariant twin (spk_backend_invariant)
 
     // memory: zero-filled allocation in bytes (aborts with a sentence when out of memory)
-    void* (*alloc)(size_t bytes);
-    void (*free)(void* p);
-    void (*upload)(void* dst, const void* src, size_t bytes);    // host -> backend, blocking
-    void (*download)(void* dst, const void* src, size_t bytes);  // backend -> host, blocking
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*upload)(void *dst, const void *src, size_t bytes);    // host -> backend, blocking
+    void (*download)(void *dst, const void *src, size_t bytes);  // backend -> host, blocking
     void (*sync)(void);                                          // queued work is done
 
     // Staging. staging_begin opens the next slot for up to `bytes` of input (pieces padded to
@@ -52,13 +52,13 @@ extern const spk_backend_t spk_backend_cpu;
 // memory: runs the GPU path's data movement (and finds a missing copy) on any machine.
 extern const spk_backend_t spk_backend_cpu_staged;
 // The CUDA kernels on the device spk_cuda_init selected; NULL when built without CUDA.
-const spk_backend_t* spk_backend_cuda(void);
+const spk_backend_t *spk_backend_cuda(void);
 
 // The world-size-invariant mode's twin of a backend: the same memory and the same ops, but for
 // those of SPK_INVARIANT_OPS (kernels/ops.h), which it replaces by versions whose result for a
 // sample depends neither on the batch size nor on the thread count (models reach it through
 // model_t.be; the exact-sum ops that the mode's backward uses are in every table). A twin is
 // its own twin.
-const spk_backend_t* spk_backend_invariant(const spk_backend_t* be);
+const spk_backend_t *spk_backend_invariant(const spk_backend_t *be);
 // The CUDA backend's twin (NULL without CUDA); spk_backend_invariant finds it.
-const spk_backend_t* spk_backend_cuda_invariant(void);
+const spk_backend_t *spk_backend_cuda_invariant(void);

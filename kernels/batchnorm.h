@@ -11,34 +11,34 @@
 
 #include "kernels/exact_sum.h"
 
-void batchnorm1d_forward_train(float* y,             // (B, C, T)
-                               float* mean,          // (C) out, saved for backward
-                               float* rstd,          // (C) out, saved for backward
-                               float* running_mean,  // (C) updated, or NULL
-                               float* running_var,   // (C) updated, or NULL
-                               const float* x,       // (B, C, T)
-                               const float* weight,  // (C) or NULL
-                               const float* bias,    // (C) or NULL
+void batchnorm1d_forward_train(float *y,             // (B, C, T)
+                               float *mean,          // (C) out, saved for backward
+                               float *rstd,          // (C) out, saved for backward
+                               float *running_mean,  // (C) updated, or NULL
+                               float *running_var,   // (C) updated, or NULL
+                               const float *x,       // (B, C, T)
+                               const float *weight,  // (C) or NULL
+                               const float *bias,    // (C) or NULL
                                int B, int C, int T, float eps, float momentum);
 
-void batchnorm1d_forward_infer(float* y,                   // (B, C, T)
-                               const float* x,             // (B, C, T)
-                               const float* running_mean,  // (C)
-                               const float* running_var,   // (C)
-                               const float* weight,        // (C) or NULL
-                               const float* bias,          // (C) or NULL
+void batchnorm1d_forward_infer(float *y,                   // (B, C, T)
+                               const float *x,             // (B, C, T)
+                               const float *running_mean,  // (C)
+                               const float *running_var,   // (C)
+                               const float *weight,        // (C) or NULL
+                               const float *bias,          // (C) or NULL
                                int B, int C, int T, float eps);
 
 // Training-mode backward. ACCUMULATES into dx, dweight, dbias (each may be NULL).
 // dx must not alias dy or x.
-void batchnorm1d_backward(float* dx,            // (B, C, T) +=
-                          float* dweight,       // (C) +=
-                          float* dbias,         // (C) +=
-                          const float* dy,      // (B, C, T)
-                          const float* x,       // (B, C, T) forward input
-                          const float* weight,  // (C) or NULL
-                          const float* mean,    // (C) from forward
-                          const float* rstd,    // (C) from forward
+void batchnorm1d_backward(float *dx,            // (B, C, T) +=
+                          float *dweight,       // (C) +=
+                          float *dbias,         // (C) +=
+                          const float *dy,      // (B, C, T)
+                          const float *x,       // (B, C, T) forward input
+                          const float *weight,  // (C) or NULL
+                          const float *mean,    // (C) from forward
+                          const float *rstd,    // (C) from forward
                           int B, int C, int T);
 
 // ---- the world-size-invariant mode: BatchNorm over the global batch ------------------------
@@ -58,22 +58,21 @@ void batchnorm1d_backward(float* dx,            // (B, C, T) +=
 //             sums[0, C) and sums[C, 2C) and, unless empty, to dbias and dweight (the same
 //             terms: those gradients are these sums); batchnorm1d_backward_global then adds
 //             the input gradient with the reduced sums to dx.
-void batchnorm1d_stats_partial(xsum_t sums,          // (2C) +=
-                               const float* x,       // (B, C, T)
-                               const float* shift,   // (C) or NULL
+void batchnorm1d_stats_partial(xsum_t sums,         // (2C) +=
+                               const float *x,      // (B, C, T)
+                               const float *shift,  // (C) or NULL
                                int B, int C, int T, int group);
-void batchnorm1d_forward_global(float* y, float* mean, float* rstd, float* running_mean,
-                                float* running_var, const float* x, const float* weight,
-                                const float* bias,
+void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                const float *x, const float *weight, const float *bias,
                                 xsum_t sums,  // (2C) reduced, from batchnorm1d_stats_partial
                                 int64_t N, int B, int C, int T, float eps, float momentum);
 void batchnorm1d_backward_partial(xsum_t sums,     // (2C) +=
                                   xsum_t dweight,  // (C) += , or empty
                                   xsum_t dbias,    // (C) += , or empty
-                                  const float* dy, const float* x, const float* mean,
-                                  const float* rstd, int B, int C, int T, int group);
-void batchnorm1d_backward_global(float* dx,  // (B, C, T) +=
-                                 const float* dy, const float* x, const float* weight,
-                                 const float* mean, const float* rstd,
+                                  const float *dy, const float *x, const float *mean, const float *rstd, int B, int C,
+                                  int T, int group);
+void batchnorm1d_backward_global(float *dx,  // (B, C, T) +=
+                                 const float *dy, const float *x, const float *weight, const float *mean,
+                                 const float *rstd,
                                  xsum_t sums,  // (2C) reduced, from batchnorm1d_backward_partial
                                  int64_t N, int B, int C, int T);

@@ -19,7 +19,7 @@ SPK_HD spk_bf16 spk_bf16_round(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (spk_bf16)((u >> 16) | 0x40u);  // NaN: keep it quiet
-    u += 0x7fffu + ((u >> 16) & 1u);  // round half to even on bit 16
+    u += 0x7fffu + ((u >> 16) & 1u);                                            // round half to even on bit 16
     return (spk_bf16)(u >> 16);
 }
 
@@ -31,10 +31,10 @@ SPK_HD float spk_bf16_to_f32(spk_bf16 h) {
 }
 
 // y[i] = bf16(x[i]); y must not overlap x. Parallel, deterministic.
-void bf16_from_f32(spk_bf16* y, const float* x, size_t n);
+void bf16_from_f32(spk_bf16 *y, const float *x, size_t n);
 // y[i] = x[i] (exact). Parallel.
-void bf16_to_f32(float* y, const spk_bf16* x, size_t n);
+void bf16_to_f32(float *y, const spk_bf16 *x, size_t n);
 // The batch folded into time: y[c, b*T + t] = bf16(x[b, c, t]) for x (B, C, T), y (C, B*T), the
 // layout the bf16 GEMMs read with no gathering copy. When sums is not NULL, also
 // sums[c] += sum over b, t of x[b, c, t] in float32 (a bias gradient, in the same pass).
-void bf16_fold_from_f32(spk_bf16* y, float* sums, const float* x, int B, int C, int T);
+void bf16_fold_from_f32(spk_bf16 *y, float *sums, const float *x, int B, int C, int T);

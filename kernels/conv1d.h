@@ -18,21 +18,21 @@
 
 size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
 
-void conv1d_forward(float* y,           // (B, Cout, T)
-                    const float* x,     // (B, Cin, T)
-                    const float* w,     // (Cout, Cin, K)
-                    const float* bias,  // (Cout) or NULL
+void conv1d_forward(float *y,           // (B, Cout, T)
+                    const float *x,     // (B, Cin, T)
+                    const float *w,     // (Cout, Cin, K)
+                    const float *bias,  // (Cout) or NULL
                     int B, int Cin, int Cout, int T, int K, int dilation,
-                    float* workspace);  // (conv1d_workspace_floats)
+                    float *workspace);  // (conv1d_workspace_floats)
 
-void conv1d_backward(float* dx,        // (B, Cin, T) += ; or NULL
-                     float* dw,        // (Cout, Cin, K) += ; or NULL
-                     float* dbias,     // (Cout) += ; or NULL
-                     const float* dy,  // (B, Cout, T)
-                     const float* x,   // (B, Cin, T)
-                     const float* w,   // (Cout, Cin, K)
+void conv1d_backward(float *dx,        // (B, Cin, T) += ; or NULL
+                     float *dw,        // (Cout, Cin, K) += ; or NULL
+                     float *dbias,     // (Cout) += ; or NULL
+                     const float *dy,  // (B, Cout, T)
+                     const float *x,   // (B, Cin, T)
+                     const float *w,   // (Cout, Cin, K)
                      int B, int Cin, int Cout, int T, int K, int dilation,
-                     float* workspace);  // (conv1d_workspace_floats)
+                     float *workspace);  // (conv1d_workspace_floats)
 
 // The world-size-invariant mode (kernels/backend.h). conv1d_forward_fixed: conv1d_forward with
 // each sample's GEMMs planned for one thread, so a sample's output depends on neither B nor the
@@ -44,17 +44,17 @@ void conv1d_backward(float* dx,        // (B, Cin, T) += ; or NULL
 // afterwards (needed with dw). Either sum may be empty (xsum_none()).
 // Their workspace: conv1d_workspace_floats_fixed (the CPU's is conv1d_workspace_floats's).
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
-void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
-                          int Cin, int Cout, int T, int K, int dilation, float* workspace);
-void conv1d_backward_exact(float* dx,        // (B, Cin, T) += ; or NULL
-                           float* dw_tmp,    // (Cout, Cin, K) scratch
+void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
+                          int K, int dilation, float *workspace);
+void conv1d_backward_exact(float *dx,        // (B, Cin, T) += ; or NULL
+                           float *dw_tmp,    // (Cout, Cin, K) scratch
                            xsum_t dw,        // (Cout, Cin, K) +=
                            xsum_t dbias,     // (Cout) +=
-                           const float* dy,  // (B, Cout, T)
-                           const float* x,   // (B, Cin, T)
-                           const float* w,   // (Cout, Cin, K)
+                           const float *dy,  // (B, Cout, T)
+                           const float *x,   // (B, Cin, T)
+                           const float *w,   // (Cout, Cin, K)
                            int B, int Cin, int Cout, int T, int K, int dilation,
-                           float* workspace,  // (conv1d_workspace_floats)
+                           float *workspace,  // (conv1d_workspace_floats)
                            int group);
 
 // Schedule selection (process-wide; for tuning and tests; conv1d_bf16 too). AUTO is what
@@ -65,5 +65,5 @@ void conv1d_set_algo(conv1d_algo algo);
 
 // Plain reference (direct loops, explicit reflect indexing, double accumulation). Slow; for
 // tests and for checking other backends.
-void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,
-                              int Cin, int Cout, int T, int K, int dilation);
+void conv1d_forward_reference(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,
+                              int T, int K, int dilation);

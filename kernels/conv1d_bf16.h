@@ -19,19 +19,19 @@
 
 size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
 
-void conv1d_bf16_forward(float* y,           // (B, Cout, T)
-                         spk_bf16* xh,       // (Cin, B*T) = bf16(x) folded, written unless x is NULL
-                         const float* x,     // (B, Cin, T) or NULL
-                         const spk_bf16* w,  // (Cout, Cin, K)
-                         const float* bias,  // (Cout) or NULL
+void conv1d_bf16_forward(float *y,           // (B, Cout, T)
+                         spk_bf16 *xh,       // (Cin, B*T) = bf16(x) folded, written unless x is NULL
+                         const float *x,     // (B, Cin, T) or NULL
+                         const spk_bf16 *w,  // (Cout, Cin, K)
+                         const float *bias,  // (Cout) or NULL
                          int B, int Cin, int Cout, int T, int K, int dilation,
-                         float* workspace);  // (conv1d_bf16_workspace_floats)
+                         float *workspace);  // (conv1d_bf16_workspace_floats)
 
-void conv1d_bf16_backward(float* dx,          // (B, Cin, T) += ; or NULL
-                          float* dw,          // (Cout, Cin, K) += ; or NULL
-                          float* dbias,       // (Cout) += ; or NULL
-                          const float* dy,    // (B, Cout, T)
-                          const spk_bf16* xh, // (Cin, B*T) the forward's rounded input
-                          const spk_bf16* w,  // (Cout, Cin, K)
+void conv1d_bf16_backward(float *dx,           // (B, Cin, T) += ; or NULL
+                          float *dw,           // (Cout, Cin, K) += ; or NULL
+                          float *dbias,        // (Cout) += ; or NULL
+                          const float *dy,     // (B, Cout, T)
+                          const spk_bf16 *xh,  // (Cin, B*T) the forward's rounded input
+                          const spk_bf16 *w,   // (Cout, Cin, K)
                           int B, int Cin, int Cout, int T, int K, int dilation,
-                          float* workspace);  // (conv1d_bf16_workspace_floats)
+                          float *workspace);  // (conv1d_bf16_workspace_floats)

@@ -53,9 +53,7 @@ SPK_HD float spk_bn_rstd(float var, float eps) { return 1.0f / sqrtf(var + eps);
 // y = (x - mean) * rstd * w + b, computed as (x - mean) * scale + b with scale = rstd * w
 // (subtracting first keeps precision when |mean| >> std).
 SPK_HD float spk_bn_scale(float rstd, float w) { return rstd * w; }
-SPK_HD float spk_bn_apply(float x, float mean, float scale, float b) {
-    return (x - mean) * scale + b;
-}
+SPK_HD float spk_bn_apply(float x, float mean, float scale, float b) { return (x - mean) * scale + b; }
 // Input gradient of training-mode batch norm, with xhat = (x - mean) * rstd and the
 // per-channel means over the N = B*T positions: mdy = mean(dy), mdyx = mean(dy * xhat).
 SPK_HD float spk_bn_dx(float dy, float xhat, float w, float rstd, float mdy, float mdyx) {
@@ -68,8 +66,8 @@ SPK_HD float spk_ema(float running, float stat, float momentum) {
 // Channel c's statistics after a training batch with mean `mu` and BIASED variance `var` over
 // N values: mean and rstd saved for the backward; the running statistics (either pointer may
 // be NULL: not tracked) follow the mean and the UNBIASED variance var * N / (N - 1) (PyTorch).
-SPK_HD void spk_bn_save_stats(float* mean, float* rstd, float* running_mean, float* running_var,
-                              int c, float mu, float rs, double var, size_t N, float momentum) {
+SPK_HD void spk_bn_save_stats(float *mean, float *rstd, float *running_mean, float *running_var, int c, float mu,
+                              float rs, double var, size_t N, float momentum) {
     mean[c] = mu;
     rstd[c] = rs;
     if (running_mean) running_mean[c] = spk_ema(running_mean[c], mu, momentum);
@@ -81,7 +79,7 @@ SPK_HD void spk_bn_save_stats(float* mean, float* rstd, float* running_mean, flo
 // Synchronized BatchNorm (the world-size-invariant mode): the mean and BIASED variance of N
 // values from their sums s1 = sum (x - shift), s2 = sum (x - shift)^2 (shift: a value near
 // the mean, which keeps s2 - s1^2 / N from cancelling).
-SPK_HD void spk_bn_stats_of_sums(double s1, double s2, float shift, double N, double* mean, double* var) {
+SPK_HD void spk_bn_stats_of_sums(double s1, double s2, float shift, double N, double *mean, double *var) {
     const double m1 = s1 / N, v = s2 / N - m1 * m1;
     *mean = (double)shift + m1;
     *var = v > 0.0 ? v : 0.0;
@@ -135,8 +133,8 @@ SPK_HD float spk_aam_dphi(float c, spk_aam_margin_t m) {
 //
 // SGD: d = g + wd * p; buf = first ? d : momentum * buf + (1 - dampening) * d;
 // d = nesterov ? d + momentum * buf : buf (when momentum != 0); p = p + (-lr) * d.
-SPK_HD void spk_sgd_update(float* p, float* buf, float g, float neg_lr, float momentum,
-                           float one_minus_dampening, float weight_decay, int nesterov, int first) {
+SPK_HD void spk_sgd_update(float *p, float *buf, float g, float neg_lr, float momentum, float one_minus_dampening,
+                           float weight_decay, int nesterov, int first) {
     float d = g;
     if (weight_decay != 0.0f) d = d + weight_decay * *p;
     if (momentum != 0.0f) {
@@ -150,9 +148,8 @@ SPK_HD void spk_sgd_update(float* p, float* buf, float g, float neg_lr, float mo
 // p = p + (-step_size) * m / (sqrt(v) / bc2_sqrt + eps), with step_size = lr / (1 - beta1^t)
 // and bc2_sqrt = sqrt(1 - beta2^t). g already includes coupled weight decay (Adam); for AdamW
 // the caller has already multiplied p by (1 - lr * wd).
-SPK_HD void spk_adam_update(float* p, float* m, float* v, float g, float beta1,
-                            float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
-                            float neg_step_size, float bc2_sqrt) {
+SPK_HD void spk_adam_update(float *p, float *m, float *v, float g, float beta1, float one_minus_beta1, float beta2,
+                            float one_minus_beta2, float eps, float neg_step_size, float bc2_sqrt) {
     const float mn = *m * beta1 + one_minus_beta1 * g;
     const float vn = *v * beta2 + one_minus_beta2 * g * g;
     *m = mn;

@@ -15,9 +15,9 @@
 #include "kernels/spk_hd.h"
 
 typedef struct {
-    int8_t* bin;  // (n)
-    int64_t* hi;  // (n)
-    int64_t* lo;  // (n)
+    int8_t *bin;  // (n)
+    int64_t *hi;  // (n)
+    int64_t *lo;  // (n)
 } xsum_t;
 
 // One sum held by value, for host code (losses, test reductions).
@@ -28,13 +28,13 @@ typedef struct {
 
 // Bytes for n sums laid out by xsum_layout: [bin (n, padded to 64)][hi (n)][lo (n)].
 size_t xsum_bytes(int64_t n);
-xsum_t xsum_layout(void* buf, int64_t n);
+xsum_t xsum_layout(void *buf, int64_t n);
 // The sums [off, off + n) of s.
 SPK_HD xsum_t xsum_at(xsum_t s, int64_t off) {
     xsum_t v = {s.bin + off, s.hi + off, s.lo + off};
     return v;
 }
-SPK_HD xsum_t xsum_cell(xsum_cell_t* c) {
+SPK_HD xsum_t xsum_cell(xsum_cell_t *c) {
     xsum_t v = {&c->bin, &c->hi, &c->lo};
     return v;
 }
@@ -49,16 +49,16 @@ SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL; }
 void xsum_zero(xsum_t s, int64_t n);
 // s[i] += x[r * n + i] for every row r < rows: each group of `group` consecutive rows (rows is a
 // multiple) is summed in float, in row order, and that sum is one term (group 1: every row).
-void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group);
+void xsum_add(xsum_t s, const float *x, int rows, int64_t n, int group);
 // y[i] = the value of s[i], rounded to float (NaN when a term was not finite).
-void xsum_to_float(float* y, xsum_t s, int64_t n);
+void xsum_to_float(float *y, xsum_t s, int64_t n);
 
 // ---- host memory only (the cross-rank reduction and its tests) -------------------------------
 // Raises s[i] to bin[i] (>= its own: the maximum over all partial sums).
-void xsum_raise_to(xsum_t s, const int8_t* bin, int64_t n);
+void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n);
 // dst[i] += src[i] (a merge of two partial sums).
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n);
 // The value of one sum, correctly rounded to double.
 double xsum_value_of(xsum_t s, int64_t i);
 // s[i] += v[i] for doubles.
-void xsum_add_doubles(xsum_t s, const double* v, int64_t n);
+void xsum_add_doubles(xsum_t s, const double *v, int64_t n);

@@ -28,16 +28,16 @@
 
 #include "kernels/spk_hd.h"
 
-#define XSUM_BIN_BITS 40
+#define XSUM_BIN_BITS      40
 #define XSUM_BIN_NONFINITE 127
-#define XSUM_MAX_TERMS (1 << 22)  // per sum, over all partial sums merged into it
+#define XSUM_MAX_TERMS     (1 << 22)  // per sum, over all partial sums merged into it
 
 // The bin of a finite magnitude a >= 0: floor((log2(a) + 200) / 40), 0 below 2^-200. From the
 // exponent bits, so it vectorizes (subnormals are far below 2^-200: bin 0).
 SPK_HD int xsum_bin_of(double a) {
     uint64_t bits;
     memcpy(&bits, &a, sizeof bits);
-    const int e = (int)(bits >> 52);  // biased exponent; a >= 0 has no sign bit
+    const int e = (int)(bits >> 52);      // biased exponent; a >= 0 has no sign bit
     return e < 823 ? 0 : (e - 823) / 40;  // 823 = 1023 - 200
 }
 
@@ -56,7 +56,7 @@ SPK_HD double xsum_grid_scale(int J) { return xsum_pow2(240 - 40 * J); }
 // s = |v| 2^(240 - 40 J) < 2^80 (exact) is cut into dh 2^40 + dl + a fraction below the grid.
 // Limbs are updated in unsigned arithmetic (wraparound, never undefined); they stay within
 // XSUM_MAX_TERMS digits while the bin is finite, and do not matter once it is not.
-SPK_HD void xsum_add_digits(int J, int64_t* hi, int64_t* lo, double v) {
+SPK_HD void xsum_add_digits(int J, int64_t *hi, int64_t *lo, double v) {
     const double s = fabs(v) * xsum_grid_scale(J);
     const int64_t dh = (int64_t)(s * 0x1p-40);              // < 2^40
     const int64_t dl = (int64_t)(s - (double)dh * 0x1p40);  // an exact difference, < 2^40
@@ -67,7 +67,7 @@ SPK_HD void xsum_add_digits(int J, int64_t* hi, int64_t* lo, double v) {
 
 // Adds v (a float or double term) to the sum (J, hi, lo), raising the bin when v needs it:
 // branch-free, so loops vectorize.
-SPK_HD void xsum_deposit(int* J, int64_t* hi, int64_t* lo, double v) {
+SPK_HD void xsum_deposit(int *J, int64_t *hi, int64_t *lo, double v) {
     const int finite = fabs(v) <= 1.7976931348623157e308;  // false for Inf and NaN
     const int j0 = *J, b = xsum_bin_of(finite ? fabs(v) : 0.0);
     const int j1 = finite ? (b > j0 ? b : j0) : XSUM_BIN_NONFINITE;
@@ -80,7 +80,7 @@ SPK_HD void xsum_deposit(int* J, int64_t* hi, int64_t* lo, double v) {
 }
 
 // Raises the sum (J, hi, lo) to bin `to` >= J (an agreed maximum): the lowest limbs drop.
-SPK_HD void xsum_raise(int* J, int64_t* hi, int64_t* lo, int to) {
+SPK_HD void xsum_raise(int *J, int64_t *hi, int64_t *lo, int to) {
     const int j0 = *J;
     if (to <= j0) return;
     *lo = to == j0 + 1 && to != XSUM_BIN_NONFINITE ? *hi : 0;
@@ -106,4 +106,3 @@ SPK_HD int xsum_float_bin_bound(float x) {
     const int b = ((int)((u >> 23) & 0xff) + 73) * 205 >> 13;
     return (u & 0x7fffffffu) ? b : 0;
 }
-

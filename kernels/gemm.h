@@ -14,21 +14,21 @@ typedef enum {
     SPK_GEMM_DNNL = 1,  // dnnl_sgemm (oneDNN), available when built with SPK_USE_DNNL
 } spk_gemm_backend;
 
-void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A,
+void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float *A,
                int lda,                         // op(A): (M, K)
-               const float* B, int ldb,         // op(B): (K, N)
-               float beta, float* C, int ldc);  // (M, N)
+               const float *B, int ldb,         // op(B): (K, N)
+               float beta, float *C, int ldc);  // (M, N)
 
 // The type of spk_sgemm and its variants below, for kernels that run either.
-typedef void spk_gemm_fn(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                         int lda, const float* B, int ldb, float beta, float* C, int ldc);
+typedef void spk_gemm_fn(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc);
 
 // Same contract, but for use INSIDE an OpenMP parallel region: each call runs on the calling
 // thread only, so threads can run independent GEMMs concurrently. (oneDNN's sgemm and the
 // OpenMP build of OpenBLAS run sequentially when called from a parallel region; the pthread
 // build of OpenBLAS is thread-safe but would share its own thread pool.)
-void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                      int lda, const float* B, int ldb, float beta, float* C, int ldc);
+void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
 
 // `batch` independent GEMMs of one shape: C_i = alpha op(A_i) op(B_i) + beta C_i, where
 // X_i = X + i * strideX floats (a stride of 0 shares one matrix, e.g. a weight, across the
@@ -37,10 +37,9 @@ void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha
 // runs them one after the other (one serial GEMM per thread over the batch measured the same:
 // 29 vs 31 ms for ECAPA's attention GEMMs at C=512, B=32); on the GPU it is one cuBLAS
 // strided-batched call instead of `batch` launches (plus a sum over the batch for strideC = 0).
-void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha,
-                       const float* A, int lda, int64_t strideA, const float* B, int ldb,
-                       int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
-                       int batch);
+void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                       int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
+                       int64_t strideC, int batch);
 
 // ---- the world-size-invariant mode (kernels/backend.h's invariant tables) -----------------
 // Results that depend only on the operands and the shapes: never on the thread count, on the
@@ -59,13 +58,12 @@ void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alph
 //                            as one term: the sum does not depend on which groups a call gets
 spk_gemm_fn spk_sgemm_fixed;
 spk_gemm_fn spk_sgemm_rows;
-void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha,
-                             const float* A, int lda, int64_t strideA, const float* B, int ldb,
-                             int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
-                             int batch);
-void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
-                             int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
-                             float* tmp, xsum_t C, int ldc, int batch, int group);
+void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                             int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
+                             int64_t strideC, int batch);
+void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float *A, int lda, int64_t strideA,
+                             const float *B, int ldb, int64_t strideB, float *tmp, xsum_t C, int ldc, int batch,
+                             int group);
 
 // Selects the backend for later spk_sgemm calls (process-wide). Returns 0 on success,
 // -1 when that backend was not compiled in. The default is DNNL when compiled in, else BLAS.

@@ -16,18 +16,16 @@
 
 #include "kernels/bf16.h"
 
-void spk_gemm_bf16(char transa, char transb, int M, int N, int K,
-                   const spk_bf16* A, int lda,         // op(A): (M, K)
-                   const spk_bf16* B, int ldb,         // op(B): (K, N)
-                   float beta, float* C, int ldc);     // (M, N)
+void spk_gemm_bf16(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,  // op(A): (M, K)
+                   const spk_bf16 *B, int ldb,                                                 // op(B): (K, N)
+                   float beta, float *C, int ldc);                                             // (M, N)
 
 // `batch` GEMMs of one shape, X_i = X + i * strideX elements (stride 0 shares one matrix, e.g.
 // a weight, across the batch); each C_i distinct. One threaded call on the CPU, one cuBLAS
 // strided-batched call on the GPU. Call from a serial region.
-void spk_gemm_bf16_batched(char transa, char transb, int M, int N, int K,
-                           const spk_bf16* A, int lda, int64_t strideA,
-                           const spk_bf16* B, int ldb, int64_t strideB,
-                           float beta, float* C, int ldc, int64_t strideC, int batch);
+void spk_gemm_bf16_batched(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, int64_t strideA,
+                           const spk_bf16 *B, int ldb, int64_t strideB, float beta, float *C, int ldc, int64_t strideC,
+                           int batch);
 
 // 1 when the CPU's bf16 GEMMs run on native bf16 instructions, 0 when they widen to float32
 // (no AVX512-BF16/AMX, no oneDNN, or the BLAS backend selected).

@@ -10,6 +10,6 @@
 #define NORM_BLOCK 4096
 
 // *out = sum_i x[i]^2 (n floats; out is one double in backend memory).
-void vec_sum_squares(double* out, const float* x, size_t n);
+void vec_sum_squares(double *out, const float *x, size_t n);
 // y *= a.
-void vec_scale(float* y, float a, size_t n);
+void vec_scale(float *y, float a, size_t n);

@@ -19,77 +19,77 @@
 #include "kernels/tensor_ops.h"
 #include "kernels/xent.h"
 
-#define SPK_BACKEND_OPS(X)                \
-    X(spk_sgemm) \
-    X(spk_sgemm_batched) \
-    X(conv1d_workspace_floats) \
-    X(conv1d_forward) \
-    X(conv1d_backward) \
-    X(spk_gemm_bf16) \
-    X(spk_gemm_bf16_batched) \
+#define SPK_BACKEND_OPS(X)          \
+    X(spk_sgemm)                    \
+    X(spk_sgemm_batched)            \
+    X(conv1d_workspace_floats)      \
+    X(conv1d_forward)               \
+    X(conv1d_backward)              \
+    X(spk_gemm_bf16)                \
+    X(spk_gemm_bf16_batched)        \
     X(conv1d_bf16_workspace_floats) \
-    X(conv1d_bf16_forward) \
-    X(conv1d_bf16_backward) \
-    X(bf16_from_f32) \
-    X(bf16_to_f32) \
-    X(bf16_fold_from_f32) \
-    X(batchnorm1d_forward_train) \
-    X(batchnorm1d_forward_infer) \
-    X(batchnorm1d_backward) \
-    X(relu_forward) \
-    X(relu_backward) \
-    X(relu_mask) \
-    X(sigmoid_forward) \
-    X(sigmoid_backward) \
-    X(tanh_forward) \
-    X(tanh_backward) \
-    X(time_mean_forward) \
-    X(time_mean_backward) \
-    X(channel_scale_forward) \
-    X(channel_scale_backward) \
-    X(weighted_stats_forward) \
-    X(weighted_stats_backward) \
-    X(softmax_time_forward) \
-    X(softmax_time_backward) \
-    X(channel_slice_copy) \
-    X(channel_slice_add) \
-    X(time_repeat_forward) \
-    X(time_repeat_backward) \
-    X(batch_transpose) \
-    X(vec_acc) \
-    X(vec_copy) \
-    X(vec_zero) \
-    X(vec_sum_squares) \
-    X(vec_scale) \
-    X(aam_softmax_cache_floats) \
+    X(conv1d_bf16_forward)          \
+    X(conv1d_bf16_backward)         \
+    X(bf16_from_f32)                \
+    X(bf16_to_f32)                  \
+    X(bf16_fold_from_f32)           \
+    X(batchnorm1d_forward_train)    \
+    X(batchnorm1d_forward_infer)    \
+    X(batchnorm1d_backward)         \
+    X(relu_forward)                 \
+    X(relu_backward)                \
+    X(relu_mask)                    \
+    X(sigmoid_forward)              \
+    X(sigmoid_backward)             \
+    X(tanh_forward)                 \
+    X(tanh_backward)                \
+    X(time_mean_forward)            \
+    X(time_mean_backward)           \
+    X(channel_scale_forward)        \
+    X(channel_scale_backward)       \
+    X(weighted_stats_forward)       \
+    X(weighted_stats_backward)      \
+    X(softmax_time_forward)         \
+    X(softmax_time_backward)        \
+    X(channel_slice_copy)           \
+    X(channel_slice_add)            \
+    X(time_repeat_forward)          \
+    X(time_repeat_backward)         \
+    X(batch_transpose)              \
+    X(vec_acc)                      \
+    X(vec_copy)                     \
+    X(vec_zero)                     \
+    X(vec_sum_squares)              \
+    X(vec_scale)                    \
+    X(aam_softmax_cache_floats)     \
     X(aam_softmax_workspace_floats) \
-    X(aam_softmax_forward) \
-    X(aam_softmax_backward) \
-    X(xent_forward) \
-    X(xent_backward) \
-    X(linear_forward) \
-    X(linear_backward) \
-    X(sgd_step) \
-    X(adam_step) \
-    X(adamw_step) \
-    X(xsum_zero) \
-    X(xsum_add) \
-    X(xsum_to_float) \
-    X(spk_sgemm_batched_exact) \
-    X(conv1d_backward_exact) \
-    X(batchnorm1d_stats_partial) \
-    X(batchnorm1d_forward_global) \
+    X(aam_softmax_forward)          \
+    X(aam_softmax_backward)         \
+    X(xent_forward)                 \
+    X(xent_backward)                \
+    X(linear_forward)               \
+    X(linear_backward)              \
+    X(sgd_step)                     \
+    X(adam_step)                    \
+    X(adamw_step)                   \
+    X(xsum_zero)                    \
+    X(xsum_add)                     \
+    X(xsum_to_float)                \
+    X(spk_sgemm_batched_exact)      \
+    X(conv1d_backward_exact)        \
+    X(batchnorm1d_stats_partial)    \
+    X(batchnorm1d_forward_global)   \
     X(batchnorm1d_backward_partial) \
-    X(batchnorm1d_backward_global) \
-    X(aam_softmax_forward_rows) \
+    X(batchnorm1d_backward_global)  \
+    X(aam_softmax_forward_rows)     \
     X(aam_softmax_backward_exact)
 
 // The world-size-invariant mode's replacements (kernels/backend.h, spk_backend_invariant):
 // X(op, replacement), each replacement with op's contract and type, but per-sample results that
 // depend neither on the batch size nor on the thread count.
-#define SPK_INVARIANT_OPS(X)                     \
-    X(spk_sgemm, spk_sgemm_rows)                 \
-    X(spk_sgemm_batched, spk_sgemm_batched_fixed) \
+#define SPK_INVARIANT_OPS(X)                                  \
+    X(spk_sgemm, spk_sgemm_rows)                              \
+    X(spk_sgemm_batched, spk_sgemm_batched_fixed)             \
     X(conv1d_workspace_floats, conv1d_workspace_floats_fixed) \
-    X(conv1d_forward, conv1d_forward_fixed)      \
+    X(conv1d_forward, conv1d_forward_fixed)                   \
     X(linear_forward, linear_forward_rows)

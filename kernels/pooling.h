@@ -3,24 +3,24 @@
 #pragma once
 
 // ---- time mean: m[b,c] = mean_t x[b,c,t] ---------------------------------------------------
-void time_mean_forward(float* m,        // (B, C)
-                       const float* x,  // (B, C, T)
+void time_mean_forward(float *m,        // (B, C)
+                       const float *x,  // (B, C, T)
                        int B, int C, int T);
-void time_mean_backward(float* dx,        // (B, C, T) += dm[b,c] / T
-                        const float* dm,  // (B, C)
+void time_mean_backward(float *dx,        // (B, C, T) += dm[b,c] / T
+                        const float *dm,  // (B, C)
                         int B, int C, int T);
 
 // ---- channel scale: y[b,c,t] = x[b,c,t] * s[b,c]  (squeeze-excitation output) -------------
 // y may alias x in forward.
-void channel_scale_forward(float* y,        // (B, C, T)
-                           const float* x,  // (B, C, T)
-                           const float* s,  // (B, C)
+void channel_scale_forward(float *y,        // (B, C, T)
+                           const float *x,  // (B, C, T)
+                           const float *s,  // (B, C)
                            int B, int C, int T);
-void channel_scale_backward(float* dx,        // (B, C, T) += dy * s
-                            float* ds,        // (B, C) += sum_t dy * x
-                            const float* dy,  // (B, C, T)
-                            const float* x,   // (B, C, T)
-                            const float* s,   // (B, C)
+void channel_scale_backward(float *dx,        // (B, C, T) += dy * s
+                            float *ds,        // (B, C) += sum_t dy * x
+                            const float *dy,  // (B, C, T)
+                            const float *x,   // (B, C, T)
+                            const float *s,   // (B, C)
                             int B, int C, int T);
 
 // ---- weighted statistics (attentive statistics pooling) ------------------------------------
@@ -30,25 +30,25 @@ void channel_scale_backward(float* dx,        // (B, C, T) += dy * s
 // rows sum to 1); where the clamp is active (variance < eps) no gradient flows through it.
 // mean/std/dmean/dstd are (B, C) blocks with row stride ld >= C (ld = C: packed; ld = 2C with
 // std = mean + C: the [mean | std] concatenation of attentive statistics pooling).
-void weighted_stats_forward(float* mean,     // (B, ld) first C of each row written
-                            float* std,      // (B, ld)
-                            const float* x,  // (B, C, T)
-                            const float* w,  // (B, C, T) or NULL
+void weighted_stats_forward(float *mean,     // (B, ld) first C of each row written
+                            float *std,      // (B, ld)
+                            const float *x,  // (B, C, T)
+                            const float *w,  // (B, C, T) or NULL
                             int B, int C, int T, int ld, float eps);
-void weighted_stats_backward(float* dx,           // (B, C, T) +=, or NULL
-                             float* dw,           // (B, C, T) +=, or NULL
-                             const float* dmean,  // (B, ld) or NULL (no gradient)
-                             const float* dstd,   // (B, ld) or NULL
-                             const float* x,      // (B, C, T)
-                             const float* w,      // (B, C, T) or NULL (uniform)
-                             const float* mean,   // (B, ld) from forward
-                             const float* std,    // (B, ld) from forward
+void weighted_stats_backward(float *dx,           // (B, C, T) +=, or NULL
+                             float *dw,           // (B, C, T) +=, or NULL
+                             const float *dmean,  // (B, ld) or NULL (no gradient)
+                             const float *dstd,   // (B, ld) or NULL
+                             const float *x,      // (B, C, T)
+                             const float *w,      // (B, C, T) or NULL (uniform)
+                             const float *mean,   // (B, ld) from forward
+                             const float *std,    // (B, ld) from forward
                              int B, int C, int T, int ld, float eps);
 
 // ---- softmax over time: y[b,c,:] = softmax(x[b,c,:]) --------------------------------------
 // y may alias x in forward. Backward uses the forward output: dx += y * (dy - sum_t dy*y).
-void softmax_time_forward(float* y, const float* x, int B, int C, int T);  // (B, C, T)
-void softmax_time_backward(float* dx,                                      // (B, C, T) +=
-                           const float* dy,                                // (B, C, T)
-                           const float* y,  // (B, C, T) forward output
+void softmax_time_forward(float *y, const float *x, int B, int C, int T);  // (B, C, T)
+void softmax_time_backward(float *dx,                                      // (B, C, T) +=
+                           const float *dy,                                // (B, C, T)
+                           const float *y,                                 // (B, C, T) forward output
                            int B, int C, int T);

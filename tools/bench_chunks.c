@@ -3,11 +3,11 @@
 // writes a synthetic fbank dataset and an audio dataset (1000 utterances of 3-7 s) with
 // chunks of 64 KiB .. 4 MiB, with and without gzip, and times the collective reads of a
 // training step (16 random 2 s crops per rank), as io/loader.c issues them.
-#include "kernels/base/check.h"
-#include "kernels/base/clock.h"
 #include "io/dataset.h"
 #include "io/dataset_write.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
+#include "kernels/base/clock.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -15,17 +15,22 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#define UTTS 1000
+#define UTTS  1000
 #define STEPS 40
 #define BATCH 16
-#define CROP 200  // frames
+#define CROP  200  // frames
 
 static void write_set(const char *path, int audio, int64_t chunk, int deflate, const int64_t *secs) {
     int64_t len[UTTS], F = 80;
     for (int i = 0; i < UTTS; i++) len[i] = audio ? secs[i] * 16000 : (secs[i] * 16000 - 400) / 160 + 1;
     dataset_writer_t w;
-    dataset_layout_t lay = {.num_utts = UTTS, .num_speakers = 10, .feature_dim = F, .lengths = len,
-                            .sample_rate = audio ? 16000 : 0, .chunk_bytes = chunk, .deflate = deflate};
+    dataset_layout_t lay = {.num_utts = UTTS,
+                            .num_speakers = 10,
+                            .feature_dim = F,
+                            .lengths = len,
+                            .sample_rate = audio ? 16000 : 0,
+                            .chunk_bytes = chunk,
+                            .deflate = deflate};
     dataset_writer_create(&w, path, MPI_COMM_SELF, &lay);
     int32_t lab[UTTS];
     void *buf = malloc((size_t)(6 * 16000 * 4 * F));
@@ -36,7 +41,8 @@ static void write_set(const char *path, int audio, int64_t chunk, int deflate, c
             if (audio) {  // a tone in noise, speech-like level
                 ((int16_t *)buf)[t] = (int16_t)(3000 * sin(0.05 * t) + 300 * rng_normal(&r));
             } else {
-                for (int64_t j = 0; j < F; j++) ((float *)buf)[t * F + j] = (float)(8 + 2 * sin(0.1 * t + j) + 0.5 * rng_normal(&r));
+                for (int64_t j = 0; j < F; j++)
+                    ((float *)buf)[t * F + j] = (float)(8 + 2 * sin(0.1 * t + j) + 0.5 * rng_normal(&r));
             }
         }
         dataset_writer_put(&w, i, buf);
@@ -86,8 +92,8 @@ int main(int argc, char **argv) {
             if (rank == 0) {
                 struct stat sb;
                 stat(path, &sb);
-                printf("%-6s %-9lld %-7s %10.1f %12.2f\n", audio ? "audio" : "fbank", (long long)chunk >> 10, deflate ? "1" : "-",
-                       (double)sb.st_size / 1e6, worst);
+                printf("%-6s %-9lld %-7s %10.1f %12.2f\n", audio ? "audio" : "fbank", (long long)chunk >> 10,
+                       deflate ? "1" : "-", (double)sb.st_size / 1e6, worst);
                 remove(path);
             }
             MPI_Barrier(MPI_COMM_WORLD);

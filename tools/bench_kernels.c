@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "kernels/activation.h"
-#include "kernels/batchnorm.h"
 #include "kernels/base/clock.h"
+#include "kernels/batchnorm.h"
 #include "kernels/conv1d.h"
 #include "kernels/conv1d_bf16.h"
 #include "kernels/gemm.h"
@@ -31,7 +31,7 @@
 static double now(void) {
     static int cpu = -1;
     if (cpu < 0) {
-        const char* c = getenv("SPKDDP_BENCH_CLOCK");
+        const char *c = getenv("SPKDDP_BENCH_CLOCK");
         cpu = c && strcmp(c, "cpu") == 0;
     }
     if (!cpu) return spk_seconds();
@@ -40,8 +40,8 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float* rnd(size_t n) {
-    float* p = (float*)malloc(sizeof(float) * n);
+static float *rnd(size_t n) {
+    float *p = (float *)malloc(sizeof(float) * n);
     if (!p) {
         fprintf(stderr, "out of memory\n");
         exit(1);
@@ -55,7 +55,7 @@ static float* rnd(size_t n) {
 }
 
 typedef struct {
-    const char* name;
+    const char *name;
     int cin, cout, k, d, need_dx, count;  // count: occurrences in ECAPA-TDNN (C = 512)
 } shape;
 
@@ -74,14 +74,14 @@ typedef struct {
     dnnl_stream_t st;
     dnnl_primitive_t fwd, bwd_data, bwd_w;
     dnnl_exec_arg_t fa[4], da[3], wa[4];
-    const char* impl[3];  // oneDNN's implementation names: fwd, bwd-data, bwd-weights
+    const char *impl[3];  // oneDNN's implementation names: fwd, bwd-data, bwd-weights
 } dnnl_conv;
 
 // A memory object of the primitive's choice of layout for `what`, on a buffer of its own
 // (contents are only timed).
-static dnnl_memory_t mem(dnnl_conv* c, const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
-    const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, what, 0);
-    void* h = calloc(1, dnnl_memory_desc_get_size(md) + 64);
+static dnnl_memory_t mem(dnnl_conv *c, const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+    void *h = calloc(1, dnnl_memory_desc_get_size(md) + 64);
     if (!h) {
         fprintf(stderr, "out of memory\n");
         exit(1);
@@ -94,8 +94,8 @@ static dnnl_memory_t mem(dnnl_conv* c, const_dnnl_primitive_desc_t pd, dnnl_quer
 // dt: the data type of src, weights and diff_dst (outputs and bias are float32); tag: the
 // activation layout (dnnl_ncw, or dnnl_format_tag_any: the primitive's own blocked layout,
 // weights included).
-static void dnnl_conv_init(dnnl_conv* c, dnnl_data_type_t dt, dnnl_format_tag_t tag, int B, int Cin, int Cout,
-                           int T, int K, int d) {
+static void dnnl_conv_init(dnnl_conv *c, dnnl_data_type_t dt, dnnl_format_tag_t tag, int B, int Cin, int Cout, int T,
+                           int K, int d) {
     const int p = d * (K - 1) / 2;
     CK(dnnl_engine_create(&c->eng, dnnl_cpu, 0));
     CK(dnnl_stream_create(&c->st, c->eng, dnnl_stream_default_flags));
@@ -107,19 +107,19 @@ static void dnnl_conv_init(dnnl_conv* c, dnnl_data_type_t dt, dnnl_format_tag_t 
     CK(dnnl_memory_desc_init_by_tag(&wmd, 3, wd, dt, wtag));
     CK(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x));
     CK(dnnl_memory_desc_init_by_tag(&dmd, 3, dd, dt, tag));
-    CK(dnnl_memory_desc_init_by_tag(&smd32, 3, sd, dnnl_f32, tag));    // diff_src
+    CK(dnnl_memory_desc_init_by_tag(&smd32, 3, sd, dnnl_f32, tag));   // diff_src
     CK(dnnl_memory_desc_init_by_tag(&wmd32, 3, wd, dnnl_f32, wtag));  // diff_weights
-    CK(dnnl_memory_desc_init_by_tag(&dmd32, 3, dd, dnnl_f32, tag));    // dst
+    CK(dnnl_memory_desc_init_by_tag(&dmd32, 3, dd, dnnl_f32, tag));   // dst
     dnnl_convolution_desc_t fd, bdd, bwd;
     dnnl_primitive_desc_t fpd, dpd, wpd;
-    CK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd,
-                                                  &bmd, &dmd32, str, dil, pad, pad));
+    CK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd, &bmd,
+                                                  &dmd32, str, dil, pad, pad));
     CK(dnnl_primitive_desc_create(&fpd, &fd, NULL, c->eng, NULL));
     CK(dnnl_dilated_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &smd32, &wmd, &dmd, str, dil,
                                                         pad, pad));
     CK(dnnl_primitive_desc_create(&dpd, &bdd, NULL, c->eng, fpd));
-    CK(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &smd, &wmd32, &bmd, &dmd,
-                                                           str, dil, pad, pad));
+    CK(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &smd, &wmd32, &bmd, &dmd, str,
+                                                           dil, pad, pad));
     CK(dnnl_primitive_desc_create(&wpd, &bwd, NULL, c->eng, fpd));
     CK(dnnl_primitive_create(&c->fwd, fpd));
     CK(dnnl_primitive_create(&c->bwd_data, dpd));
@@ -141,7 +141,7 @@ static void dnnl_conv_init(dnnl_conv* c, dnnl_data_type_t dt, dnnl_format_tag_t 
     c->wa[3] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, mem(c, wpd, dnnl_query_diff_dst_md)};
 }
 
-static void dnnl_run(dnnl_conv* c, int which) {
+static void dnnl_run(dnnl_conv *c, int which) {
     if (which == 0) CK(dnnl_primitive_execute(c->fwd, c->st, 4, c->fa));
     if (which == 1) CK(dnnl_primitive_execute(c->bwd_data, c->st, 3, c->da));
     if (which == 2) CK(dnnl_primitive_execute(c->bwd_w, c->st, 4, c->wa));
@@ -155,11 +155,11 @@ static void bench_elementwise(int reps) {
     const size_t n = (size_t)B * C * T, n3 = (size_t)B * C3 * T;
     float *x = rnd(n3), *y = rnd(n3), *dy = rnd(n3), *dx = rnd(n3), *w = rnd(n3);
     float *g = rnd(C3), *b = rnd(C3), *mean = rnd(C3), *rstd = rnd(C3), *rm = rnd(C3);
-    float* rv = rnd(C3);
+    float *rv = rnd(C3);
     float *st = rnd((size_t)B * 2 * C3), *dst = rnd((size_t)B * 2 * C3);
     for (size_t i = 0; i < n3; i++) w[i] = 1.0f / T;
     for (int i = 0; i < C3; i++) rv[i] = 1.0f;
-    const char* names[] = {"batchnorm fwd (B,512,T)",
+    const char *names[] = {"batchnorm fwd (B,512,T)",
                            "batchnorm bwd (B,512,T)",
                            "relu fwd (B,512,T)",
                            "relu bwd (B,512,T)",
@@ -195,8 +195,7 @@ static void bench_elementwise(int reps) {
                     weighted_stats_forward(st, st + C3, x, w, B, C3, T, 2 * C3, 1e-12f);
                     break;
                 default:
-                    weighted_stats_backward(dx, dy, dst, dst + C3, x, w, st, st + C3, B, C3, T,
-                                            2 * C3, 1e-12f);
+                    weighted_stats_backward(dx, dy, dst, dst + C3, x, w, st, st + C3, B, C3, T, 2 * C3, 1e-12f);
             }
             const double t = now() - t0;
             if (r > 0 && t < best) best = t;
@@ -222,7 +221,7 @@ static void bench_elementwise(int reps) {
 // or one of oneDNN's convolution primitives.
 typedef enum { CAND_F32, CAND_BF16, CAND_DNNL_CONV } cand_kind;
 typedef struct {
-    const char* name;
+    const char *name;
     cand_kind kind;
     spk_gemm_backend backend;
     conv1d_algo algo;
@@ -231,7 +230,7 @@ typedef struct {
 
 #define MAX_CANDS 12
 
-static int candidates(cand* c) {
+static int candidates(cand *c) {
     int n = 0;
     if (spk_gemm_set_backend(SPK_GEMM_DNNL) == 0) {
         c[n++] = (cand){"per-sample+dnnl", CAND_F32, SPK_GEMM_DNNL, CONV1D_PER_SAMPLE, 0, 0};
@@ -250,7 +249,7 @@ static int candidates(cand* c) {
     return n;
 }
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 5;
     const int B = 32, T = 200;
     const shape shapes[] = {
@@ -260,7 +259,7 @@ int main(int argc, char** argv) {
         {"1536->128 1x1", 1536, 128, 1, 1, 1, 1}, {"128->1536 1x1", 128, 1536, 1, 1, 1, 1},
     };
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
-    const char* what[3] = {"fwd", "bwd-data", "bwd-weights"};
+    const char *what[3] = {"fwd", "bwd-data", "bwd-weights"};
     cand cands[MAX_CANDS];
     const int nc = candidates(cands);
     printf("B=%d T=%d, GFLOP/s (2*B*T*Cout*Cin*K flops per pass) and ms, best of %d; bf16 GEMMs %s\n", B, T, reps,
@@ -269,18 +268,18 @@ int main(int argc, char** argv) {
     for (int c = 0; c < nc; c++) printf(" %18s", cands[c].name);
     printf("\n");
     double total[MAX_CANDS] = {0};
-    const char* filter = argc > 2 ? argv[2] : NULL;
+    const char *filter = argc > 2 ? argv[2] : NULL;
     for (int s = 0; s < nshapes; s++) {
-        const shape* sh = &shapes[s];
+        const shape *sh = &shapes[s];
         if (filter && !strstr(sh->name, filter)) continue;
         const size_t nx = (size_t)B * sh->cin * T, ny = (size_t)B * sh->cout * T;
         const size_t nw = (size_t)sh->cout * sh->cin * sh->k;
         float *x = rnd(nx), *w = rnd(nw), *bias = rnd(sh->cout), *y = rnd(ny), *dy = rnd(ny);
         float *dx = rnd(nx), *dw = rnd(nw), *db = rnd(sh->cout);
-        float* ws = rnd(conv1d_workspace_floats(B, sh->cin, sh->cout, T, sh->k, sh->d));
-        float* ws16 = rnd(conv1d_bf16_workspace_floats(B, sh->cin, sh->cout, T, sh->k, sh->d));
-        spk_bf16* xh = (spk_bf16*)rnd(nx / 2 + 1);
-        spk_bf16* wh = (spk_bf16*)rnd(nw / 2 + 1);
+        float *ws = rnd(conv1d_workspace_floats(B, sh->cin, sh->cout, T, sh->k, sh->d));
+        float *ws16 = rnd(conv1d_bf16_workspace_floats(B, sh->cin, sh->cout, T, sh->k, sh->d));
+        spk_bf16 *xh = (spk_bf16 *)rnd(nx / 2 + 1);
+        spk_bf16 *wh = (spk_bf16 *)rnd(nw / 2 + 1);
         bf16_from_f32(wh, w, nw);
         bf16_from_f32(xh, x, nx);
         const double flops = 2.0 * B * T * sh->cout * sh->cin * sh->k;
@@ -299,7 +298,7 @@ int main(int argc, char** argv) {
             for (int p = 0; p < 3; p++) {
                 if (p == 1 && !sh->need_dx) continue;
                 for (int c = 0, di = 0; c < nc; c++) {
-                    const cand* k = &cands[c];
+                    const cand *k = &cands[c];
                     spk_gemm_set_backend(k->backend);
                     conv1d_set_algo(k->algo);
                     const double t0 = now();
@@ -313,8 +312,8 @@ int main(int argc, char** argv) {
                         if (p == 0)
                             conv1d_bf16_forward(y, xh, x, wh, bias, B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
                         else
-                            conv1d_bf16_backward(p == 1 ? dx : NULL, p == 2 ? dw : NULL, p == 2 ? db : NULL, dy, xh,
-                                                 wh, B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
+                            conv1d_bf16_backward(p == 1 ? dx : NULL, p == 2 ? dw : NULL, p == 2 ? db : NULL, dy, xh, wh,
+                                                 B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
                     } else {
 #ifdef SPK_BENCH_DNNL
                         dnnl_run(&dc[di++], p);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define ACC 16         // independent accumulators: latency x issue width, with margin
+#define ACC   16       // independent accumulators: latency x issue width, with margin
 #define ITERS 4000000  // per repetition: ~0.1-0.3 s
 
 static double thread_seconds(void) {
@@ -25,7 +25,7 @@ static double thread_seconds(void) {
 
 // Each loop returns the flops it did; the asm barrier keeps the multiplier opaque to the
 // compiler, and the returned sum keeps the accumulators alive.
-__attribute__((target("avx512f"))) static double fma512(double* sink) {
+__attribute__((target("avx512f"))) static double fma512(double *sink) {
     __m512 acc[ACC], a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-30f);
     for (int j = 0; j < ACC; j++) acc[j] = _mm512_setzero_ps();
     for (long i = 0; i < ITERS; i++) {
@@ -38,7 +38,7 @@ __attribute__((target("avx512f"))) static double fma512(double* sink) {
     return (double)ITERS * ACC * 16 * 2;
 }
 
-__attribute__((target("avx2,fma"))) static double fma256(double* sink) {
+__attribute__((target("avx2,fma"))) static double fma256(double *sink) {
     __m256 acc[ACC], a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-30f);
     for (int j = 0; j < ACC; j++) acc[j] = _mm256_setzero_ps();
     for (long i = 0; i < ITERS; i++) {
@@ -53,7 +53,7 @@ __attribute__((target("avx2,fma"))) static double fma256(double* sink) {
     return (double)ITERS * ACC * 8 * 2;
 }
 
-__attribute__((target("avx512f,avx512bf16"))) static double dpbf16(double* sink) {
+__attribute__((target("avx512f,avx512bf16"))) static double dpbf16(double *sink) {
     __m512 acc[ACC];
     __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x0001);
     for (int j = 0; j < ACC; j++) acc[j] = _mm512_setzero_ps();
@@ -69,7 +69,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double dpbf16(double* sink)
 
 // GFLOP/s of `loop` on `threads` threads: each thread's best of `reps` in thread CPU time,
 // summed over threads.
-static double peak(double (*loop)(double*), int threads, int reps) {
+static double peak(double (*loop)(double *), int threads, int reps) {
     double total = 0, sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total, sink)
     {
@@ -86,7 +86,7 @@ static double peak(double (*loop)(double*), int threads, int reps) {
     return total;
 }
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : omp_get_max_threads();
     if (threads < 1) {
         fprintf(stderr, "usage: bench_peak [threads]\n");

@@ -17,11 +17,11 @@ typedef struct {
 static const opt_t rows[] = {
     OPT_TEXT(average_opts_t, out, "out", OPT_REQUIRED, "the averaged checkpoint to write (replaced if it exists)"),
 };
-static const opt_table_t table = OPT_TABLE(
-    "average",
-    "usage: spkddp average --out A.h5 CKPT... -- the mean of the parameters and BatchNorm statistics of checkpoints of one "
-    "model (no optimizer state: embed, export, or --init-from it).",
-    rows);
+static const opt_table_t table = OPT_TABLE("average",
+                                           "usage: spkddp average --out A.h5 CKPT... -- the mean of the parameters and "
+                                           "BatchNorm statistics of checkpoints of one "
+                                           "model (no optimizer state: embed, export, or --init-from it).",
+                                           rows);
 
 int cmd_average(const comm_t *comm, int argc, char **argv) {
     average_opts_t o = {0};

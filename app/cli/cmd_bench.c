@@ -48,13 +48,13 @@ static const opt_table_t table =
 // SE and embedding layers once.
 static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
     double c = (double)C, t = (double)T, f = 0;
-    f += 2.0 * F * c * 5 * t;                              // block 0
-    f += 3 * (2 * (2.0 * c * c * t) +                      // tdnn1, tdnn2
-              7 * 2.0 * (c / 8) * (c / 8) * 3 * t +         // Res2Net branches
-              2 * 2.0 * c * 128);                           // SE
-    f += 2.0 * 3 * c * 3 * c * t;                          // MFA
-    f += 2.0 * 9 * c * 128 * t + 2.0 * 128 * 3 * c * t;    // attention
-    f += 2.0 * 6 * c * 192;                                // embedding
+    f += 2.0 * F * c * 5 * t;                            // block 0
+    f += 3 * (2 * (2.0 * c * c * t) +                    // tdnn1, tdnn2
+              7 * 2.0 * (c / 8) * (c / 8) * 3 * t +      // Res2Net branches
+              2 * 2.0 * c * 128);                        // SE
+    f += 2.0 * 3 * c * 3 * c * t;                        // MFA
+    f += 2.0 * 9 * c * 128 * t + 2.0 * 128 * 3 * c * t;  // attention
+    f += 2.0 * 6 * c * 192;                              // embedding
     return f;
 }
 
@@ -108,8 +108,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     }
     grad_sync_drain(&gs);
     step_stats_t st = {0};
-    while (model_read_stats(m, &st)) {
-    }
+    while (model_read_stats(m, &st)) {}
     be->sync();
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
@@ -154,8 +153,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     if (model_config_apply_tf32(&o.model, o.tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
     if (o.model.invariant && strcmp(o.model.precision, "bf16") == 0)
-        spk_fail_all(SPK_EXIT_USAGE, "bench: --invariant cannot be combined with --precision bf16 (its exact sums "
-                                     "and fixed kernels are float32 only)");
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "bench: --invariant cannot be combined with --precision bf16 (its exact sums "
+                     "and fixed kernels are float32 only)");
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     device_set_precision(comm, be, o.model.precision);
 

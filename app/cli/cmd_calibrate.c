@@ -31,7 +31,8 @@ typedef struct {
 static const opt_t rows[] = {
     OPT_TEXT(calib_opts_t, scores, "scores", OPT_REQUIRED,
              "score list: 'utt1 utt2 score [score ...] [target|nontarget]' lines (spkddp score --out)"),
-    OPT_INTEGER(calib_opts_t, field, "field", 0, 16, "the score column, as awk counts fields (0: the last number of each line)"),
+    OPT_INTEGER(calib_opts_t, field, "field", 0, 16,
+                "the score column, as awk counts fields (0: the last number of each line)"),
     OPT_TEXT(calib_opts_t, fit, "fit", OPT_OPTIONAL, "fit on the (labelled) scores and write the model here (YAML)"),
     OPT_TEXT(calib_opts_t, apply, "apply", OPT_OPTIONAL, "apply this fitted model to the scores"),
     OPT_NUMBER(calib_opts_t, prior, "prior", 1e-6, 1 - 1e-6, "--fit: the effective target prior the fit weighs for"),
@@ -81,7 +82,8 @@ static double *quality_of(const score_list_t *s, const char *utt2dur, verdict_t 
         for (int64_t i = 0; i < s->n && !v->code; i++) {
             const int64_t a = utt_index_find(&ix, s->a[i]), b = utt_index_find(&ix, s->b[i]);
             if (a < 0 || b < 0) {
-                fail(v, SPK_EXIT_DATA, "%s: utterance '%.200s' of the scores has no duration", utt2dur, a < 0 ? s->a[i] : s->b[i]);
+                fail(v, SPK_EXIT_DATA, "%s: utterance '%.200s' of the scores has no duration", utt2dur,
+                     a < 0 ? s->a[i] : s->b[i]);
                 break;
             }
             q[2 * i] = log(fmin(dur[a], dur[b]));
@@ -114,10 +116,11 @@ static int save_model(const char *path, const calibration_t *c, int field, verdi
     }
     atomic_text_t out;
     atomic_text_open(&out);
-    config_yaml_write(out.f,
-                      "spkddp calibration: llr = offset + scale * score [+ log-min-duration * log(shorter side's seconds)\n"
-                      "+ log-max-duration * log(longer side's seconds)], score from awk field `field` of the score list",
-                      kv);
+    config_yaml_write(
+        out.f,
+        "spkddp calibration: llr = offset + scale * score [+ log-min-duration * log(shorter side's seconds)\n"
+        "+ log-max-duration * log(longer side's seconds)], score from awk field `field` of the score list",
+        kv);
     return atomic_text_commit(&out, path, v->err, sizeof v->err) ? (v->code = SPK_EXIT_FAILURE) : 0;
 }
 
@@ -134,23 +137,35 @@ static int load_model(const char *path, calibration_t *c, int *field, verdict_t 
         char *end = NULL;
         const double x = strtod(val, &end);
         const int number = end != val && !*end && isfinite(x);
-        if (!strcmp(k, "format")) format = !strcmp(val, "spkddp-calibration");
+        if (!strcmp(k, "format"))
+            format = !strcmp(val, "spkddp-calibration");
         else if (!strcmp(k, "version") && strcmp(val, "1"))
             rc = fail(v, SPK_EXIT_DATA, "%s:%lld: calibration format version '%s'; this spkddp reads version 1", path,
                       (long long)e.e[i].line, val);
-        else if (!strcmp(k, "version")) continue;
-        else if (!number) rc = fail(v, SPK_EXIT_DATA, "%s:%lld: '%s' must be a finite number", path, (long long)e.e[i].line, k);
-        else if (!strcmp(k, "offset")) c->offset = x, seen |= 1;
-        else if (!strcmp(k, "scale")) c->scale = x, seen |= 2;
-        else if (!strcmp(k, "prior")) c->prior = x, seen |= 4;
-        else if (!strcmp(k, "field")) *field = (int)x, seen |= 8;
-        else if (!strcmp(k, QUALITY_KEYS[0])) c->weight[0] = x, c->n_quality |= 1;
-        else if (!strcmp(k, QUALITY_KEYS[1])) c->weight[1] = x, c->n_quality |= 2;
-        else rc = fail(v, SPK_EXIT_DATA, "%s:%lld: unknown key '%s' in a calibration model", path, (long long)e.e[i].line, k);
+        else if (!strcmp(k, "version"))
+            continue;
+        else if (!number)
+            rc = fail(v, SPK_EXIT_DATA, "%s:%lld: '%s' must be a finite number", path, (long long)e.e[i].line, k);
+        else if (!strcmp(k, "offset"))
+            c->offset = x, seen |= 1;
+        else if (!strcmp(k, "scale"))
+            c->scale = x, seen |= 2;
+        else if (!strcmp(k, "prior"))
+            c->prior = x, seen |= 4;
+        else if (!strcmp(k, "field"))
+            *field = (int)x, seen |= 8;
+        else if (!strcmp(k, QUALITY_KEYS[0]))
+            c->weight[0] = x, c->n_quality |= 1;
+        else if (!strcmp(k, QUALITY_KEYS[1]))
+            c->weight[1] = x, c->n_quality |= 2;
+        else
+            rc = fail(v, SPK_EXIT_DATA, "%s:%lld: unknown key '%s' in a calibration model", path,
+                      (long long)e.e[i].line, k);
     }
     if (!rc && (!format || seen != 15 || (c->n_quality != 0 && c->n_quality != 3)))
-        rc = fail(v, SPK_EXIT_DATA, "%s: not an spkddp calibration model (format, version, field, prior, offset, scale%s)",
-                  path, c->n_quality ? " and both duration weights" : "");
+        rc = fail(v, SPK_EXIT_DATA,
+                  "%s: not an spkddp calibration model (format, version, field, prior, offset, scale%s)", path,
+                  c->n_quality ? " and both duration weights" : "");
     c->n_quality = c->n_quality ? CALIB_MAX_QUALITY : 0;
     free(text);
     config_entries_free(&e);
@@ -181,7 +196,8 @@ static int run(const calib_opts_t *o, verdict_t *v) {
     if (o->apply[0] && load_model(o->apply, &c, &field, v)) return v->code;
     if (o->field) field = (int)o->field;  // an explicit --field wins over the model's
     score_list_t s;
-    if (score_list_read(o->scores, o->apply[0] ? field : (int)o->field, &s, v->err, sizeof v->err)) return v->code = SPK_EXIT_DATA;
+    if (score_list_read(o->scores, o->apply[0] ? field : (int)o->field, &s, v->err, sizeof v->err))
+        return v->code = SPK_EXIT_DATA;
     int64_t nt = 0;
     for (int64_t i = 0; i < s.n; i++) nt += s.target[i];
     if (o->fit[0] && (!s.labelled || nt == 0 || nt == s.n))

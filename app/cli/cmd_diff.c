@@ -1,9 +1,9 @@
 // `spkddp diff A B`: compares two checkpoints' parameters, state and optimizer slots.
 // Exit 0 when every value is within the tolerance (default: bitwise equal), 1 otherwise.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "io/checkpoint.h"
+#include "kernels/base/check.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -45,7 +45,8 @@ static double rel_diff(const float *a, const float *b, int64_t n, double *max_ab
 int cmd_diff(const comm_t *comm, int argc, char **argv) {
     diff_opts_t o = {0};
     char *pos[2];
-    if (opt_parse(&table, &o, argc, argv, pos, 2) != 2) spk_fail_all(SPK_EXIT_USAGE, "diff: usage: spkddp diff A.h5 B.h5 [--rtol X]");
+    if (opt_parse(&table, &o, argc, argv, pos, 2) != 2)
+        spk_fail_all(SPK_EXIT_USAGE, "diff: usage: spkddp diff A.h5 B.h5 [--rtol X]");
     if (comm->rank != 0) return SPK_EXIT_OK;
     ckpt_image_t a, b;
     load(pos[0], &a);
@@ -55,7 +56,8 @@ int cmd_diff(const comm_t *comm, int argc, char **argv) {
     double abs_p, abs_s, abs_o = 0;
     double rp = rel_diff(a.param_data, b.param_data, a.params.total, &abs_p);
     double rs = rel_diff(a.state_data, b.state_data, a.state.total, &abs_s);
-    double ro = a.slots == b.slots ? rel_diff(a.opt_data, b.opt_data, (int64_t)a.slots * a.params.total, &abs_o) : INFINITY;
+    double ro =
+        a.slots == b.slots ? rel_diff(a.opt_data, b.opt_data, (int64_t)a.slots * a.params.total, &abs_o) : INFINITY;
     printf("params     max |a-b| %.3g  rel %.3g\n", abs_p, rp);
     printf("state      max |a-b| %.3g  rel %.3g\n", abs_s, rs);
     printf("optimizer  max |a-b| %.3g  rel %.3g\n", abs_o, ro);

@@ -25,7 +25,8 @@ typedef struct {
 
 static const opt_t rows[] = {
     OPT_TEXT(embed_opts_t, ckpt, "ckpt", OPT_REQUIRED,
-             "checkpoint of a trained model (or a safetensors file from spkddp export or tools/speechbrain_to_safetensors.py)"),
+             "checkpoint of a trained model (or a safetensors file from spkddp export or "
+             "tools/speechbrain_to_safetensors.py)"),
     OPT_TEXT(embed_opts_t, data, "data", OPT_REQUIRED, "dataset to embed (HDF5 features)"),
     OPT_TEXT(embed_opts_t, out, "out", OPT_REQUIRED, "embeddings file to write"),
     OPT_CHOICE(embed_opts_t, format, "format", "hdf5|npy|ark",

@@ -24,18 +24,21 @@ typedef struct {
 } export_opts_t;
 
 static const opt_t rows[] = {
-    OPT_TEXT(export_opts_t, ckpt, "ckpt", OPT_REQUIRED, "checkpoint of a trained model (or a safetensors file from export)"),
-    OPT_CHOICE(export_opts_t, format, "format", "safetensors|onnx",
-               "safetensors: every tensor under SpeechBrain's names; onnx: the encoder as an ONNX graph (--model ecapa)"),
+    OPT_TEXT(export_opts_t, ckpt, "ckpt", OPT_REQUIRED,
+             "checkpoint of a trained model (or a safetensors file from export)"),
+    OPT_CHOICE(
+        export_opts_t, format, "format", "safetensors|onnx",
+        "safetensors: every tensor under SpeechBrain's names; onnx: the encoder as an ONNX graph (--model ecapa)"),
     OPT_TEXT(export_opts_t, out, "out", OPT_REQUIRED, "file to write (replaced if it exists)"),
 };
 static const opt_table_t table =
     OPT_TABLE("export", "Export a trained model for PyTorch/SpeechBrain (safetensors) or ONNX Runtime (onnx).", rows);
 
 // What the features are: the model's input contract, for whoever feeds it.
-#define FEATURES_NOTE                                                                                                   \
-    "Kaldi log mel filterbank (compute-fbank-feats defaults, 25 ms windows every 10 ms, dither 0, 16-bit sample "     \
-    "scale; spkddp prepare, docs/features.md), feature_dim bins; each utterance mean-normalised over its frames before " \
+#define FEATURES_NOTE                                                                                             \
+    "Kaldi log mel filterbank (compute-fbank-feats defaults, 25 ms windows every 10 ms, dither 0, 16-bit sample " \
+    "scale; spkddp prepare, docs/features.md), feature_dim bins; each utterance mean-normalised over its frames " \
+    "before "                                                                                                     \
     "the encoder"
 
 static const char *SUFFIX = ".running_mean";
@@ -76,10 +79,14 @@ static int write_safetensors(const model_t *m, const ckpt_meta_t *meta, const ch
         spkddp_meta_add(&md, "speechbrain_classifier_args", cls);
     }
     spkddp_meta_add(&md, "features", FEATURES_NOTE);
-    spkddp_meta_add(&md, "num_batches_tracked", "the global step of the checkpoint (training forward passes of every BatchNorm)");
+    spkddp_meta_add(&md, "num_batches_tracked",
+                    "the global step of the checkpoint (training forward passes of every BatchNorm)");
     int rc = safetensors_write(path, t, n, md.kv, md.n, err, cap) ? SPK_EXIT_FAILURE : 0;
-    if (rc == 0) printf("wrote %s: %d tensors of model %s (SpeechBrain state-dict names, BatchNorm statistics, num_batches_tracked %lld)\n",
-                        path, n, m->name, (long long)steps);
+    if (rc == 0)
+        printf(
+            "wrote %s: %d tensors of model %s (SpeechBrain state-dict names, BatchNorm statistics, num_batches_tracked "
+            "%lld)\n",
+            path, n, m->name, (long long)steps);
     free(t);
     return rc;
 }
@@ -88,11 +95,17 @@ static int write_onnx(const model_t *m, const ckpt_meta_t *meta, const char *pat
     spkddp_meta_t md;
     spkddp_meta_fill(&md, meta);
     spkddp_meta_add(&md, "features", FEATURES_NOTE);
-    spkddp_meta_add(&md, "input", "fbank: (batch, frames, feature_dim) float32, raw features; the graph subtracts each utterance's mean");
-    spkddp_meta_add(&md, "output", "embedding: (batch, emb_dim) float32, as spkddp embed computes it (not length-normalised)");
+    spkddp_meta_add(
+        &md, "input",
+        "fbank: (batch, frames, feature_dim) float32, raw features; the graph subtracts each utterance's mean");
+    spkddp_meta_add(&md, "output",
+                    "embedding: (batch, emb_dim) float32, as spkddp embed computes it (not length-normalised)");
     int rc = model_onnx_write(m, path, md.kv, md.n, err, cap);
-    if (rc == 0) printf("wrote %s: ONNX opset 17 graph of the %s encoder (fbank (batch, frames, %lld) -> embedding (batch, %lld))\n",
-                        path, m->name, (long long)m->feature_dim, (long long)m->emb_dim);
+    if (rc == 0)
+        printf(
+            "wrote %s: ONNX opset 17 graph of the %s encoder (fbank (batch, frames, %lld) -> embedding (batch, "
+            "%lld))\n",
+            path, m->name, (long long)m->feature_dim, (long long)m->emb_dim);
     return rc;
 }
 
@@ -108,8 +121,10 @@ int cmd_export(const comm_t *comm, int argc, char **argv) {
         char err[1024];
     } r = {0};
     if (comm->rank == 0) {
-        if (strcmp(o.format, "onnx") == 0) r.code = write_onnx(m, meta, o.out, r.err, sizeof r.err);
-        else r.code = write_safetensors(m, meta, o.out, r.err, sizeof r.err);
+        if (strcmp(o.format, "onnx") == 0)
+            r.code = write_onnx(m, meta, o.out, r.err, sizeof r.err);
+        else
+            r.code = write_safetensors(m, meta, o.out, r.err, sizeof r.err);
     }
     comm_bcast(comm, &r, sizeof r, MPI_BYTE, 0);
     free(meta);

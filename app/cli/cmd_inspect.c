@@ -1,10 +1,10 @@
 // `spkddp inspect FILE`: a short summary of a dataset or a checkpoint (rank 0 prints).
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "io/checkpoint.h"
 #include "io/dataset.h"
 #include "io/h5util.h"
+#include "kernels/base/check.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +56,7 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
         } else {
             printf("%s: spkddp feature dataset v%d\n", path, DATASET_VERSION);
             printf("  layout        %s\n", ds.audio.variable ? "variable length: /features [total_frames, F] + /offsets"
-                                                              : "fixed length: /features [N, T, F]");
+                                                             : "fixed length: /features [N, T, F]");
         }
         printf("  utterances    %lld\n", (long long)ds.num_utts);
         printf("  feature_dim   %lld\n", (long long)ds.feature_dim);
@@ -86,7 +86,8 @@ static void inspect_checkpoint(const char *path, int list) {
            p.count, (long long)s.total);
     printf("  optimizer     %s (%d slots, step %lld)\n", m->optimizer, slots, (long long)m->opt_step);
     printf("  position      epoch %lld, %lld samples into it (step %lld of the epoch), global step %lld\n",
-           (long long)m->epoch + 1, (long long)m->samples_in_epoch, (long long)m->step_in_epoch, (long long)m->global_step);
+           (long long)m->epoch + 1, (long long)m->samples_in_epoch, (long long)m->step_in_epoch,
+           (long long)m->global_step);
     printf("  written by    %lld ranks, seed %lld\n", (long long)m->world_size, (long long)m->seed);
     printf("  trained on    feature_dim %lld, %lld classes\n", (long long)m->feature_dim, (long long)m->num_classes);
     if (list)
@@ -103,7 +104,8 @@ static void inspect_checkpoint(const char *path, int list) {
 int cmd_inspect(const comm_t *comm, int argc, char **argv) {
     inspect_opts_t o = {0};
     char *pos[1];
-    if (opt_parse(&table, &o, argc, argv, pos, 1) != 1) spk_fail_all(SPK_EXIT_USAGE, "inspect: which file? usage: spkddp inspect FILE");
+    if (opt_parse(&table, &o, argc, argv, pos, 1) != 1)
+        spk_fail_all(SPK_EXIT_USAGE, "inspect: which file? usage: spkddp inspect FILE");
     const char *path = pos[0];
     char fmt[64] = "";
     int is_ckpt = 0;

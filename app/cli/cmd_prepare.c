@@ -20,13 +20,13 @@
 // utt2spk's second column as each entry's category (noise, music, speech; room types);
 // impulse responses are scaled to full scale before rounding to 16 bits (augmentation
 // normalises their energy, so only the rounding error changes).
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "io/audio_span.h"
 #include "io/dataset_write.h"
 #include "io/fbank.h"
 #include "io/kaldi_data.h"
+#include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 
 #include <errno.h>
@@ -54,43 +54,51 @@ typedef struct {
 
 #define F(field) offsetof(prepare_opts_t, field)
 static const opt_t opts[] = {
-    {"wav-scp", OPT_STR, F(wav_scp), 0, 0, NULL, "Kaldi wav.scp: 'ID PATH' or 'ID COMMAND |' (stdout a WAV stream) per line"},
-    {"segments", OPT_STR, F(segments), 0, 0, NULL, "Kaldi segments: 'UTTERANCE-ID RECORDING-ID START END' (seconds) per line"},
+    {"wav-scp", OPT_STR, F(wav_scp), 0, 0, NULL,
+     "Kaldi wav.scp: 'ID PATH' or 'ID COMMAND |' (stdout a WAV stream) per line"},
+    {"segments", OPT_STR, F(segments), 0, 0, NULL,
+     "Kaldi segments: 'UTTERANCE-ID RECORDING-ID START END' (seconds) per line"},
     {"utt2spk", OPT_STR, F(utt2spk), 0, 0, NULL, "Kaldi utt2spk: 'UTTERANCE-ID SPEAKER-ID' per line"},
     {"out", OPT_STR, F(out), 0, 0, NULL, "output dataset (HDF5, written as OUT.tmp then renamed)"},
-    {"store", OPT_STR, F(store), 0, 0, "fbank|audio", "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training (banks: always)"},
+    {"store", OPT_STR, F(store), 0, 0, "fbank|audio",
+     "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training (banks: always)"},
     {"num-mel-bins", OPT_INT, F(num_bins), 3, 1024, NULL, "mel filterbank bins = feature_dim (default 80)"},
-    {"spk2id", OPT_STR, F(spk2id), 0, 0, NULL, "'SPEAKER-ID INDEX' per line, indices 0..S-1 (default: sorted speaker names)"},
+    {"spk2id", OPT_STR, F(spk2id), 0, 0, NULL,
+     "'SPEAKER-ID INDEX' per line, indices 0..S-1 (default: sorted speaker names)"},
     {"sample-rate", OPT_INT, F(sample_rate), 1000, 384000, NULL, "resample audio to this rate (default 16000)"},
-    {"channel", OPT_INT, F(channel), -1, 1023, NULL, "channel of multi-channel files (default 0, as Kaldi; -1 averages)"},
+    {"channel", OPT_INT, F(channel), -1, 1023, NULL,
+     "channel of multi-channel files (default 0, as Kaldi; -1 averages)"},
     {"dither", OPT_REAL, F(dither), 0, 1e6, NULL, "Gaussian dither in 16-bit sample units (default 0; Kaldi's is 1)"},
     {"seed", OPT_INT, F(seed), 0, 9e15, NULL, "dither seed (noise is keyed on seed and utterance index)"},
-    {"skip-bad", OPT_FLAG, F(skip_bad), 0, 0, NULL, "leave unreadable entries out (listed in OUT.bad) instead of failing"},
-    {"buffer-mb", OPT_INT, F(buffer_mb), 1, 1 << 20, NULL, "rows a rank holds before a collective write, MiB (default 64)"},
+    {"skip-bad", OPT_FLAG, F(skip_bad), 0, 0, NULL,
+     "leave unreadable entries out (listed in OUT.bad) instead of failing"},
+    {"buffer-mb", OPT_INT, F(buffer_mb), 1, 1 << 20, NULL,
+     "rows a rank holds before a collective write, MiB (default 64)"},
     {"progress", OPT_REAL, F(progress), 0, 1e6, NULL, "seconds between progress lines (default 10; 0: none)"},
     {"kind", OPT_STR, F(kind), 0, 0, "speech|noise|rir",
      "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
      "entry's category; docs/augmentation.md)"},
 };
-static const opt_table_t table = {"prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.",
-                                  opts, (int)(sizeof opts / sizeof opts[0])};
+static const opt_table_t table = {
+    "prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.", opts,
+    (int)(sizeof opts / sizeof opts[0])};
 
 // What every rank needs to know about the run.
 typedef struct {
     prepare_opts_t o;
     const comm_t *comm;
-    int audio;            // --store audio, or a bank
-    int rir;              // --kind rir: entries scaled to full scale
-    fbank_t fb;           // frame geometry (and the fbank itself for --store fbank)
+    int audio;   // --store audio, or a bank
+    int rir;     // --kind rir: entries scaled to full scale
+    fbank_t fb;  // frame geometry (and the fbank itself for --store fbank)
     char tmp_path[OPT_STR_MAX + 8];
-    kaldi_data_t lists;   // rank 0 only
-    int64_t N, S;         // utterances in the lists, speakers
-    int64_t lo, hi;       // this rank's block [lo, hi)
-    char **utt;           // (hi - lo,) ids of the block
-    kaldi_span_t *span;   // (hi - lo,)
-    char *text;           // owns the block's strings
-    int64_t *rows;        // (N,) rows of each utterance (frames, or samples); 0: left out
-    char *bad;            // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
+    kaldi_data_t lists;  // rank 0 only
+    int64_t N, S;        // utterances in the lists, speakers
+    int64_t lo, hi;      // this rank's block [lo, hi)
+    char **utt;          // (hi - lo,) ids of the block
+    kaldi_span_t *span;  // (hi - lo,)
+    char *text;          // owns the block's strings
+    int64_t *rows;       // (N,) rows of each utterance (frames, or samples); 0: left out
+    char *bad;           // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
     size_t bad_len, bad_cap;
     int64_t num_bad;
     double t0, last_print;
@@ -103,9 +111,9 @@ static void progress_line(prep_t *p, const char *phase, int64_t done, int64_t to
     if (p->o.progress <= 0 || p->comm->rank != 0 || now - p->last_print < p->o.progress) return;
     p->last_print = now;
     double el = now - p->t0, rate = done / (el > 0 ? el : 1e-9), eta = rate > 0 ? (double)(total - done) / rate : 0;
-    printf("prepare: %s %lld/%lld files%s (%.0f%%), %.1f files/s, %.2f h of audio/s, ETA %.0f s\n", phase, (long long)done,
-           (long long)total, scope_rank0 ? " of rank 0" : "", 100.0 * (double)done / (double)(total ? total : 1), rate,
-           audio_s / 3600.0 / (el > 0 ? el : 1e-9), eta);
+    printf("prepare: %s %lld/%lld files%s (%.0f%%), %.1f files/s, %.2f h of audio/s, ETA %.0f s\n", phase,
+           (long long)done, (long long)total, scope_rank0 ? " of rank 0" : "",
+           100.0 * (double)done / (double)(total ? total : 1), rate, audio_s / 3600.0 / (el > 0 ? el : 1e-9), eta);
     fflush(stdout);
 }
 
@@ -113,7 +121,8 @@ static void progress_line(prep_t *p, const char *phase, int64_t done, int64_t to
 
 static void read_lists(prep_t *p) {
     kaldi_verdict_t *v = callocCheck(1, sizeof *v);
-    if (p->comm->rank == 0 && kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0) {
+    if (p->comm->rank == 0 &&
+        kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0) {
         FILE *probe = fopen(p->tmp_path, "wb");
         if (!probe) {
             v->code = SPK_EXIT_FAILURE;
@@ -139,7 +148,8 @@ static void share_work(prep_t *p) {
     comm_bcast(p->comm, hdr, 2, MPI_INT64_T, 0);
     p->N = hdr[0];
     p->S = hdr[1];
-    if (p->N > INT_MAX) spk_fail_all(SPK_EXIT_DATA, "%s: %lld utterances are more than prepare handles", p->o.wav_scp, (long long)p->N);
+    if (p->N > INT_MAX)
+        spk_fail_all(SPK_EXIT_DATA, "%s: %lld utterances are more than prepare handles", p->o.wav_scp, (long long)p->N);
     p->lo = block_lo(p->N, K, me);
     p->hi = block_lo(p->N, K, me + 1);
     const int64_t mine = p->hi - p->lo;
@@ -153,7 +163,9 @@ static void share_work(prep_t *p) {
             displs[r] = (int)total;
             for (int64_t i = block_lo(p->N, K, r); i < block_lo(p->N, K, r + 1); i++)
                 total += (int64_t)(strlen(p->lists.utt[i]) + strlen(p->lists.span[i].source) + 2 + 3 * sizeof(double));
-            if (total > INT_MAX) spk_fail_all(SPK_EXIT_DATA, "%s: the lists are too long to share (%lld bytes)", p->o.wav_scp, (long long)total);
+            if (total > INT_MAX)
+                spk_fail_all(SPK_EXIT_DATA, "%s: the lists are too long to share (%lld bytes)", p->o.wav_scp,
+                             (long long)total);
             bytes[r] = (int)total - displs[r];
         }
         char *q = all = mallocCheck((size_t)(total ? total : 1));
@@ -193,7 +205,8 @@ static const char *listed_in(const prep_t *p) { return p->o.segments[0] ? p->o.s
 
 static void note_bad(prep_t *p, int64_t j, const char *why) {
     char line[2048];
-    int len = snprintf(line, sizeof line, "%s:%lld: utterance '%s': %s\n", listed_in(p), (long long)p->span[j].line, p->utt[j], why);
+    int len = snprintf(line, sizeof line, "%s:%lld: utterance '%s': %s\n", listed_in(p), (long long)p->span[j].line,
+                       p->utt[j], why);
     if (len >= (int)sizeof line) len = (int)sizeof line - 1;
     if (p->bad_len + (size_t)len + 1 > p->bad_cap) {
         p->bad_cap = (p->bad_cap + (size_t)len + 1) * 2;
@@ -281,19 +294,23 @@ static void settle_bad(prep_t *p, dataset_writer_t *w) {
             }
         }
         if (fatal)
-            spk_fail_all(SPK_EXIT_DATA, "%lld entr%s of %s failed after the scan had read them (listed above; changed files?)",
+            spk_fail_all(SPK_EXIT_DATA,
+                         "%lld entr%s of %s failed after the scan had read them (listed above; changed files?)",
                          (long long)total, total == 1 ? "y" : "ies", listed_in(p));
         if (total == 1) spk_fail_all(SPK_EXIT_DATA, "%s", one);
-        spk_fail_all(SPK_EXIT_DATA, "%lld of %lld entries of %s cannot be read (listed above); fix them, or pass --skip-bad to "
-                     "leave them out", (long long)total, (long long)p->N, listed_in(p));
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%lld of %lld entries of %s cannot be read (listed above); fix them, or pass --skip-bad to "
+                     "leave them out",
+                     (long long)total, (long long)p->N, listed_in(p));
     }
     if (p->comm->rank == 0) {
         char path[OPT_STR_MAX + 8];
         snprintf(path, sizeof path, "%s.bad", p->o.out);
         FILE *f = fopen(path, "w");
-        if (!f || fputs(all, f) < 0 || fclose(f) != 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot write the list of skipped entries", path);
-        printf("prepare: left out %lld unreadable entr%s of %lld (listed in %s)\n", (long long)total, total == 1 ? "y" : "ies",
-               (long long)p->N, path);
+        if (!f || fputs(all, f) < 0 || fclose(f) != 0)
+            spk_die(SPK_EXIT_FAILURE, "%s: cannot write the list of skipped entries", path);
+        printf("prepare: left out %lld unreadable entr%s of %lld (listed in %s)\n", (long long)total,
+               total == 1 ? "y" : "ies", (long long)p->N, path);
         fflush(stdout);
     }
     free(all);
@@ -319,7 +336,8 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
     mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts, displs, MPI_INT64_T, p->comm->world));
     free(counts);
     free(displs);
-    plan_t pl = {0, mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t)), mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t))};
+    plan_t pl = {0, mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t)),
+                 mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t))};
     int64_t row = 0;
     for (int64_t i = 0; i < p->N; i++) {
         pl.first[i] = row;
@@ -327,7 +345,10 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
         row += p->rows[i];
     }
     if (pl.kept == 0) spk_fail_all(SPK_EXIT_DATA, "%s: no readable utterance is left", listed_in(p));
-    dataset_layout_t lay = {.num_utts = pl.kept, .num_speakers = p->S, .feature_dim = p->o.num_bins, .lengths = pl.lengths,
+    dataset_layout_t lay = {.num_utts = pl.kept,
+                            .num_speakers = p->S,
+                            .feature_dim = p->o.num_bins,
+                            .lengths = pl.lengths,
                             .sample_rate = p->audio ? p->o.sample_rate : 0};
     dataset_writer_create(w, p->o.out, p->comm->world, &lay);
     return pl;
@@ -336,9 +357,9 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
 // ---- 6. compute and write ---------------------------------------------------------------------------
 
 typedef struct {
-    char *buf;        // (cap,) rows of whole utterances, in list order
-    int64_t cap, used;  // bytes
-    int64_t row0, rows; // rows the buffer holds, from row0
+    char *buf;           // (cap,) rows of whole utterances, in list order
+    int64_t cap, used;   // bytes
+    int64_t row0, rows;  // rows the buffer holds, from row0
 } rows_buf_t;
 
 // Round: every rank writes what it holds (maybe nothing), collectively. Returns whether any
@@ -356,15 +377,15 @@ static int write_round(prep_t *p, dataset_writer_t *w, rows_buf_t *b, double sta
 }
 
 // The rows of utterance j of the block into dst (fbank frames or int16 samples).
-static int compute_one(prep_t *p, audio_span_reader_t *r, int64_t j, char *dst, double *audio_s, int64_t *resampled, char *err,
-                       size_t cap) {
+static int compute_one(prep_t *p, audio_span_reader_t *r, int64_t j, char *dst, double *audio_s, int64_t *resampled,
+                       char *err, size_t cap) {
     const float *x;
     int64_t n;
     if (audio_span_read(r, &p->span[j], (int)p->o.sample_rate, &x, &n, err, cap) != AUDIO_OK) return -1;
     char why[256];
     if (rows_of(p, n, why, sizeof why) != p->rows[p->lo + j]) {
-        snprintf(err, cap, "%s: %lld samples at %lld Hz where the scan found %lld rows", p->span[j].source, (long long)n,
-                 (long long)p->o.sample_rate, (long long)p->rows[p->lo + j]);
+        snprintf(err, cap, "%s: %lld samples at %lld Hz where the scan found %lld rows", p->span[j].source,
+                 (long long)n, (long long)p->o.sample_rate, (long long)p->rows[p->lo + j]);
         return -1;
     }
     if (p->audio) {
@@ -389,7 +410,8 @@ static int compute_one(prep_t *p, audio_span_reader_t *r, int64_t j, char *dst, 
 }
 
 static void compute_write(prep_t *p, dataset_writer_t *w, const plan_t *pl, double *audio_s, int64_t *resampled) {
-    const int64_t mine = p->hi - p->lo, row_bytes = p->audio ? (int64_t)sizeof(int16_t) : p->o.num_bins * (int64_t)sizeof(float);
+    const int64_t mine = p->hi - p->lo,
+                  row_bytes = p->audio ? (int64_t)sizeof(int16_t) : p->o.num_bins * (int64_t)sizeof(float);
     rows_buf_t b = {NULL, p->o.buffer_mb << 20, 0, 0, 0};
     b.buf = mallocCheck((size_t)b.cap);
     for (int64_t j = 0; j < mine; j++)  // this rank's first kept row
@@ -470,8 +492,8 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
                (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
                (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
         if (p->audio)
-            printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)", (long long)total,
-                   (long long)mn, (long long)mx, (long long)p->o.num_bins);
+            printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)",
+                   (long long)total, (long long)mn, (long long)mx, (long long)p->o.num_bins);
         else
             printf("%lld frames x %lld log-mel (%lld..%lld per utterance)", (long long)total, (long long)p->o.num_bins,
                    (long long)mn, (long long)mx);
@@ -509,7 +531,8 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     fo.dither = p->o.dither;
     fo.dither_seed = (uint64_t)p->o.seed;
     char err[1024];
-    if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0) spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
+    if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
 
     read_lists(p);
     share_work(p);

@@ -3,13 +3,13 @@
 // optional S-norm or AS-norm against a cohort, optional DET plot. Every rank reads the (small)
 // embeddings and trials; the cohort statistics, the expensive part, are computed in blocks
 // across ranks.
-#include "kernels/base/check.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "app/eval/det_plot.h"
 #include "app/eval/scoring.h"
 #include "io/atomic_file.h"
 #include "io/embeddings.h"
+#include "kernels/base/check.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -36,8 +36,8 @@ static const opt_t rows[] = {
              "draw the DET curves into this PNG (gnuplot) and write their points beside it (.txt)"),
     OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [normalised_score] label' lines here"),
 };
-static const opt_table_t table = OPT_TABLE(
-    "score", "Score verification trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm.", rows);
+static const opt_table_t table =
+    OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm.", rows);
 
 #define MAX_PRIORS 8
 // The miss rates of the DET table are read at these false-alarm rates.
@@ -53,7 +53,8 @@ static int parse_priors(const char *text, double *p) {
         char *end = NULL;
         const double x = strtod(tok, &end);
         if (end == tok || *end || !(x > 0 && x < 1) || n == MAX_PRIORS)
-            spk_fail_all(SPK_EXIT_USAGE, "score: --p-target expects up to %d priors in (0, 1) separated by commas, got '%s'",
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "score: --p-target expects up to %d priors in (0, 1) separated by commas, got '%s'",
                          MAX_PRIORS, text);
         p[n++] = x;
     }
@@ -95,7 +96,8 @@ typedef struct {
 
 static void report(const system_t *sys, const trials_t *t, const double *priors, int np) {
     printf0("  %-8s  EER %6.2f%%", sys->name, 100.0 * score_eer(sys->s, t->target, t->n));
-    for (int i = 0; i < np; i++) printf0("   minDCF(%g) %.4f", priors[i], score_min_dcf(sys->s, t->target, t->n, priors[i]));
+    for (int i = 0; i < np; i++)
+        printf0("   minDCF(%g) %.4f", priors[i], score_min_dcf(sys->s, t->target, t->n, priors[i]));
     printf0("\n");
 }
 
@@ -106,7 +108,8 @@ static void report_det(const system_t *sys, int n) {
     printf0("   (miss rate at each false-alarm rate)\n");
     for (int r = 0; r < DET_ROWS; r++) {
         printf0("  %7.1f%% ", 100.0 * DET_PFA[r]);
-        for (int k = 0; k < n; k++) printf0("  %7.2f%%", 100.0 * score_pmiss_at_pfa(sys[k].pm, sys[k].pf, sys[k].points, DET_PFA[r]));
+        for (int k = 0; k < n; k++)
+            printf0("  %7.2f%%", 100.0 * score_pmiss_at_pfa(sys[k].pm, sys[k].pf, sys[k].points, DET_PFA[r]));
         printf0("\n");
     }
 }
@@ -139,8 +142,8 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     if (o.cohort[0]) {
         load(o.cohort, &c);
         if (c.dim != e.dim)
-            spk_fail_all(SPK_EXIT_DATA, "%s: cohort embeddings have dimension %lld, %s has %lld", o.cohort, (long long)c.dim,
-                         o.emb, (long long)e.dim);
+            spk_fail_all(SPK_EXIT_DATA, "%s: cohort embeddings have dimension %lld, %s has %lld", o.cohort,
+                         (long long)c.dim, o.emb, (long long)e.dim);
         float *mean = mallocCheck((size_t)e.n * sizeof(float)), *std = mallocCheck((size_t)e.n * sizeof(float));
         cohort_stats(comm, &e, &c, snorm ? c.n : o.top, mean, std);  // S-norm: the whole cohort
         norm = mallocCheck((size_t)t.n * sizeof(float));
@@ -151,8 +154,8 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     }
     int64_t targets = 0;
     for (int64_t i = 0; i < t.n; i++) targets += t.target[i];
-    printf0("%s: %lld trials (%lld target, %lld nontarget), %lld embeddings of dimension %lld\n", o.trials, (long long)t.n,
-            (long long)targets, (long long)(t.n - targets), (long long)e.n, (long long)e.dim);
+    printf0("%s: %lld trials (%lld target, %lld nontarget), %lld embeddings of dimension %lld\n", o.trials,
+            (long long)t.n, (long long)targets, (long long)(t.n - targets), (long long)e.n, (long long)e.dim);
     system_t sys[2] = {{"cosine", raw, NULL, NULL, 0}, {o.norm, norm, NULL, NULL, 0}};
     const int ns = norm ? 2 : 1;
     for (int k = 0; k < ns; k++) {

@@ -34,7 +34,8 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
     char err[1024];
     int rc = embeddings_read(o.emb, &e, err, sizeof err);
     if (rc) spk_fail_all(rc, "%s", err);
-    if (!e.has_labels) spk_fail_all(SPK_EXIT_DATA, "%s: dataset '/labels' is missing: trials are made from speaker labels", o.emb);
+    if (!e.has_labels)
+        spk_fail_all(SPK_EXIT_DATA, "%s: dataset '/labels' is missing: trials are made from speaker labels", o.emb);
     if (comm->rank == 0) {
         atomic_text_t out;
         atomic_text_open(&out);
@@ -45,7 +46,8 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
             // Partners after i only, each once, so no pair appears twice; bounded tries keep
             // it finite.
             int64_t want_t = o.targets, want_n = o.nontargets, ntaken = 0;
-            for (int tries = 0; (want_t > 0 || want_n > 0) && tries < 64 * (int)(o.targets + o.nontargets + 1); tries++) {
+            for (int tries = 0; (want_t > 0 || want_n > 0) && tries < 64 * (int)(o.targets + o.nontargets + 1);
+                 tries++) {
                 if (i + 1 >= e.n) break;
                 int64_t j = i + 1 + (int64_t)rng_below(&r, (uint64_t)(e.n - i - 1)), k = 0;
                 while (k < ntaken && taken[k] != j) k++;
@@ -66,8 +68,8 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
         free(taken);
         // A list without both kinds cannot be scored (and is not written).
         if ((nt == 0 && o.targets > 0) || (nn == 0 && o.nontargets > 0))
-            spk_die(SPK_EXIT_DATA, "%s: no %s trials could be made from its '/labels' (%s)", o.emb, nt == 0 ? "target" : "nontarget",
-                    nt == 0 ? "too few utterances per speaker" : "too few speakers");
+            spk_die(SPK_EXIT_DATA, "%s: no %s trials could be made from its '/labels' (%s)", o.emb,
+                    nt == 0 ? "target" : "nontarget", nt == 0 ? "too few utterances per speaker" : "too few speakers");
         if (atomic_text_commit(&out, o.out, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
         printf("wrote %s: %lld target and %lld nontarget trials\n", o.out, (long long)nt, (long long)nn);
     }

@@ -13,14 +13,14 @@
 #define OPT_PRECISION(T, field)                                                                                       \
     OPT_CHOICE(T, field, "precision", "fp32|tf32|bf16",                                                               \
                "math of the convolutions and GEMMs: fp32 (default); tf32: CUDA TF32 tensor cores (inputs rounded to " \
-               "a 10-bit mantissa; fp32 on CPUs); bf16: bf16 operands, fp32 accumulation, weights, optimizer, "     \
+               "a 10-bit mantissa; fp32 on CPUs); bf16: bf16 operands, fp32 accumulation, weights, optimizer, "       \
                "BatchNorm and loss (ECAPA models; native on AVX512-BF16/AMX CPUs and tensor-core GPUs)")
-#define OPT_INVARIANT(T, field)                                                                          \
-    OPT_SWITCH(T, field, "invariant",                                                                     \
+#define OPT_INVARIANT(T, field)                                                                               \
+    OPT_SWITCH(T, field, "invariant",                                                                         \
                "world-size-invariant training: the same parameters, bit for bit, on any number of ranks and " \
                "threads for a given --global-batch (BatchNorm over the global batch, exact sums; docs/invariant.md)")
-#define OPT_INVARIANT_GROUP(T, field)                                                                     \
-    OPT_INTEGER(T, field, "invariant-group", 1, 1e6,                                                      \
+#define OPT_INVARIANT_GROUP(T, field)                                                                           \
+    OPT_INTEGER(T, field, "invariant-group", 1, 1e6,                                                            \
                 "--invariant: consecutive samples summed in float before their exact sum (faster; must divide " \
                 "the per-rank batch of every world size the run uses; part of the result)")
 #define OPT_BATCH(T, field)      OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples per rank and step")

@@ -42,8 +42,11 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
     if (precision) snprintf(mc.precision, sizeof mc.precision, "%s", precision);
-    const model_data_t md = {.feature_dim = h->meta.feature_dim, .num_classes = h->meta.num_classes,
-                             .visual_dim = h->meta.visual_dim, .visual_ratio = h->meta.visual_ratio, .source = path,
+    const model_data_t md = {.feature_dim = h->meta.feature_dim,
+                             .num_classes = h->meta.num_classes,
+                             .visual_dim = h->meta.visual_dim,
+                             .visual_ratio = h->meta.visual_ratio,
+                             .source = path,
                              .ranks_per_node = comm->local_size};
     model_t *m = model_create(&mc, &md, be);
     if (comm->rank == 0) {

@@ -47,35 +47,38 @@ static int store_value(const opt_t *o, void *cfg, const char *v, char *why, size
     char *end = NULL;
     errno = 0;
     switch (o->type) {
-    case OPT_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (errno || !end || *end || end == v) return snprintf(why, cap, "expects an integer, got '%s'", v), -1;
-        if ((double)x < o->min || (double)x > o->max)
-            return snprintf(why, cap, "must be in [%.17g, %.17g], got %s", o->min, o->max, v), -1;
-        *(int64_t *)field = x;
-        return 0;
-    }
-    case OPT_REAL: {
-        double x = strtod(v, &end);
-        if (errno || !end || *end || end == v || !isfinite(x))
-            return snprintf(why, cap, "expects a finite number, got '%s'", v), -1;
-        if (o->min == DBL_MIN && (x <= 0 || x > o->max))
-            return snprintf(why, cap, "must be positive and at most %g, got %s", o->max, v), -1;
-        if (x < o->min || x > o->max) return snprintf(why, cap, "must be in [%g, %g], got %s", o->min, o->max, v), -1;
-        *(double *)field = x;
-        return 0;
-    }
-    case OPT_STR: {
-        const size_t cap_field = o->max > 0 ? (size_t)o->max : OPT_STR_MAX;
-        if (strlen(v) >= cap_field) return snprintf(why, cap, "value is longer than %zu characters", cap_field - 1), -1;
-        if (o->choices && !in_choices(o->choices, v))
-            return snprintf(why, cap, "must be one of %s, got '%s'", o->choices, v), -1;
-        snprintf(field, cap_field, "%s", v);
-        return 0;
-    }
-    case OPT_FLAG:
-        if (parse_switch(v, (int *)field) != 0) return snprintf(why, cap, "is a switch: true or false, got '%s'", v), -1;
-        return 0;
+        case OPT_INT: {
+            long long x = strtoll(v, &end, 10);
+            if (errno || !end || *end || end == v) return snprintf(why, cap, "expects an integer, got '%s'", v), -1;
+            if ((double)x < o->min || (double)x > o->max)
+                return snprintf(why, cap, "must be in [%.17g, %.17g], got %s", o->min, o->max, v), -1;
+            *(int64_t *)field = x;
+            return 0;
+        }
+        case OPT_REAL: {
+            double x = strtod(v, &end);
+            if (errno || !end || *end || end == v || !isfinite(x))
+                return snprintf(why, cap, "expects a finite number, got '%s'", v), -1;
+            if (o->min == DBL_MIN && (x <= 0 || x > o->max))
+                return snprintf(why, cap, "must be positive and at most %g, got %s", o->max, v), -1;
+            if (x < o->min || x > o->max)
+                return snprintf(why, cap, "must be in [%g, %g], got %s", o->min, o->max, v), -1;
+            *(double *)field = x;
+            return 0;
+        }
+        case OPT_STR: {
+            const size_t cap_field = o->max > 0 ? (size_t)o->max : OPT_STR_MAX;
+            if (strlen(v) >= cap_field)
+                return snprintf(why, cap, "value is longer than %zu characters", cap_field - 1), -1;
+            if (o->choices && !in_choices(o->choices, v))
+                return snprintf(why, cap, "must be one of %s, got '%s'", o->choices, v), -1;
+            snprintf(field, cap_field, "%s", v);
+            return 0;
+        }
+        case OPT_FLAG:
+            if (parse_switch(v, (int *)field) != 0)
+                return snprintf(why, cap, "is a switch: true or false, got '%s'", v), -1;
+            return 0;
     }
     return 0;
 }
@@ -83,7 +86,8 @@ static int store_value(const opt_t *o, void *cfg, const char *v, char *why, size
 // A flag's value: a bad one stops every rank with the flag named.
 static void set_value(const opt_table_t *t, const opt_t *o, void *cfg, const char *v) {
     char why[OPT_STR_MAX + 256];
-    if (store_value(o, cfg, v, why, sizeof why) != 0) spk_fail_all(SPK_EXIT_USAGE, "%s: --%s %s", t->command, o->name, why);
+    if (store_value(o, cfg, v, why, sizeof why) != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --%s %s", t->command, o->name, why);
 }
 
 static void opt_print_help(const opt_table_t *t) {
@@ -122,13 +126,15 @@ static void check_required(const opt_table_t *t, const void *cfg) {
                  t->command);
 }
 
-int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err, size_t cap) {
+int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err,
+                     size_t cap) {
     for (int i = 0; i < c->n; i++) {
         const config_entry_t *e = &c->e[i];
         const opt_t *o = find(t, e->key, strlen(e->key));
         if (!o) {
-            snprintf(err, cap, "%s:%lld: unknown key '%.100s': spkddp %s has no --%.100s (spkddp %s --help lists the keys)",
-                     path, (long long)e->line, e->key, t->command, e->key, t->command);
+            snprintf(err, cap,
+                     "%s:%lld: unknown key '%.100s': spkddp %s has no --%.100s (spkddp %s --help lists the keys)", path,
+                     (long long)e->line, e->key, t->command, e->key, t->command);
             return SPK_EXIT_USAGE;
         }
         char why[OPT_STR_MAX + 256];
@@ -220,7 +226,9 @@ int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **pos
             continue;
         }
         const opt_t *o = find(t, name, len);
-        if (!o) spk_fail_all(SPK_EXIT_USAGE, "%s: unknown option '%.*s' (see %s --help)", t->command, (int)len + 2, a, t->command);
+        if (!o)
+            spk_fail_all(SPK_EXIT_USAGE, "%s: unknown option '%.*s' (see %s --help)", t->command, (int)len + 2, a,
+                         t->command);
         if (o->type == OPT_FLAG) {
             set_value(t, o, cfg, eq ? eq + 1 : "1");  // --flag, or --flag=false against a config file
             continue;
@@ -240,10 +248,18 @@ size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t ca
         const char *field = (const char *)cfg + o->offset;
         int w = 0;
         switch (o->type) {
-        case OPT_INT: w = snprintf(out + n, cap - n, "%s=%lld\n", o->name, (long long)*(const int64_t *)field); break;
-        case OPT_REAL: w = snprintf(out + n, cap - n, "%s=%.17g\n", o->name, *(const double *)field); break;
-        case OPT_STR: w = snprintf(out + n, cap - n, "%s=%s\n", o->name, field); break;
-        case OPT_FLAG: w = snprintf(out + n, cap - n, "%s=%d\n", o->name, *(const int *)field); break;
+            case OPT_INT:
+                w = snprintf(out + n, cap - n, "%s=%lld\n", o->name, (long long)*(const int64_t *)field);
+                break;
+            case OPT_REAL:
+                w = snprintf(out + n, cap - n, "%s=%.17g\n", o->name, *(const double *)field);
+                break;
+            case OPT_STR:
+                w = snprintf(out + n, cap - n, "%s=%s\n", o->name, field);
+                break;
+            case OPT_FLAG:
+                w = snprintf(out + n, cap - n, "%s=%d\n", o->name, *(const int *)field);
+                break;
         }
         if (w < 0) break;
         n += (size_t)w;
@@ -264,9 +280,7 @@ void opt_format_real(double x, char *out, size_t cap) {
 
 // Whether a number is one the flag accepts. A default outside the range (--frames' 0, "the
 // model's own") is left out of a written configuration, so reading it back keeps the default.
-static int in_range(const opt_t *o, double x) {
-    return (o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max;
-}
+static int in_range(const opt_t *o, double x) { return (o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max; }
 
 char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
     char *kv = NULL, *yaml = NULL;
@@ -278,17 +292,21 @@ char *opt_yaml(const opt_table_t *t, const void *cfg, const char *header) {
         const char *field = (const char *)cfg + o->offset;
         char num[64];
         switch (o->type) {
-        case OPT_INT:
-            if (!in_range(o, (double)*(const int64_t *)field)) break;  // a default no flag can spell
-            fprintf(f, "%s=%lld\n", o->name, (long long)*(const int64_t *)field);
-            break;
-        case OPT_REAL:
-            if (!in_range(o, *(const double *)field)) break;
-            opt_format_real(*(const double *)field, num, sizeof num);
-            fprintf(f, "%s=%s\n", o->name, num);
-            break;
-        case OPT_STR: fprintf(f, "%s=%s\n", o->name, field); break;
-        case OPT_FLAG: fprintf(f, "%s=%s\n", o->name, *(const int *)field ? "true" : "false"); break;
+            case OPT_INT:
+                if (!in_range(o, (double)*(const int64_t *)field)) break;  // a default no flag can spell
+                fprintf(f, "%s=%lld\n", o->name, (long long)*(const int64_t *)field);
+                break;
+            case OPT_REAL:
+                if (!in_range(o, *(const double *)field)) break;
+                opt_format_real(*(const double *)field, num, sizeof num);
+                fprintf(f, "%s=%s\n", o->name, num);
+                break;
+            case OPT_STR:
+                fprintf(f, "%s=%s\n", o->name, field);
+                break;
+            case OPT_FLAG:
+                fprintf(f, "%s=%s\n", o->name, *(const int *)field ? "true" : "false");
+                break;
         }
     }
     if (fclose(f) != 0) spk_die(SPK_EXIT_FAILURE, "out of memory writing the configuration");
@@ -325,8 +343,11 @@ void opt_deserialize(const opt_table_t *t, void *cfg, const char *text) {
     for (int i = 0; i < t->count; i++) {
         const opt_t *o = &t->opts[i];
         if (ckpt_config_value(text, o->name, v, sizeof v) != 0 || holds(o, cfg, v)) continue;
-        if (o->type == OPT_FLAG) *(int *)((char *)cfg + o->offset) = atoi(v);
-        else if (o->type != OPT_STR || v[0]) set_value(t, o, cfg, v);
-        else ((char *)cfg + o->offset)[0] = 0;
+        if (o->type == OPT_FLAG)
+            *(int *)((char *)cfg + o->offset) = atoi(v);
+        else if (o->type != OPT_STR || v[0])
+            set_value(t, o, cfg, v);
+        else
+            ((char *)cfg + o->offset)[0] = 0;
     }
 }

@@ -21,7 +21,7 @@ typedef enum { OPT_INT, OPT_REAL, OPT_STR, OPT_FLAG } opt_type_t;
 #define OPT_STR_MAX 512  // path fields, and the longest value opt_deserialize reads
 
 typedef struct {
-    const char *name;     // without the leading "--"
+    const char *name;  // without the leading "--"
     opt_type_t type;
     size_t offset;        // offsetof(config struct, field): int64_t, double, char[], int
     double min, max;      // numbers: inclusive range (min == DBL_MIN means "> 0"); strings:
@@ -70,7 +70,8 @@ typedef struct {
 int opt_parse(const opt_table_t *t, void *cfg, int argc, char **argv, char **positional, int max_positional);
 // Sets the options of a parsed config file (path names it in messages). Returns 0, or
 // SPK_EXIT_USAGE with "path:line: ..." in err for an unknown key or a bad value.
-int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err, size_t cap);
+int opt_apply_config(const opt_table_t *t, void *cfg, const config_entries_t *c, const char *path, char *err,
+                     size_t cap);
 // Appends "name=value\n" for every option to out (for checkpoints); returns bytes written.
 size_t opt_serialize(const opt_table_t *t, const void *cfg, char *out, size_t cap);
 // The shortest %g form of x that reads back as x (0.2, not 0.20000000000000001; 30, not 3e+01).

@@ -93,7 +93,8 @@ static const opt_t rows[] = {
                 "the first"),
     OPT_INTEGER(train_config_t, grad_accum, "grad-accum", 1, 1e6,
                 "micro-batches of --batch per update: the global batch is ranks x batch x grad-accum"),
-    OPT_INTEGER(train_config_t, log_every, "log-every", 0, BIG, "a JSON line of step figures every N updates (0: none)"),
+    OPT_INTEGER(train_config_t, log_every, "log-every", 0, BIG,
+                "a JSON line of step figures every N updates (0: none)"),
     OPT_TEXT(train_config_t, step_log, "step-log", OPT_OPTIONAL,
              "--log-every's lines go to this file (default: standard output)"),
     // fine-tuning (docs/interop.md)

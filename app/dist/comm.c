@@ -1,8 +1,8 @@
 #include "app/dist/comm.h"
 
+#include "app/dist/threads.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
-#include "app/dist/threads.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,9 +39,12 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     MPI_Comm_free(&node);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *w = getenv("SPKDDP_WAIT");  // spin | sleep | auto (default)
-    if (w && strcmp(w, "spin") == 0) c->sleepy_wait = 0;
-    else if (w && strcmp(w, "sleep") == 0) c->sleepy_wait = 1;
-    else c->sleepy_wait = cores > 0 && c->local_size > cores;
+    if (w && strcmp(w, "spin") == 0)
+        c->sleepy_wait = 0;
+    else if (w && strcmp(w, "sleep") == 0)
+        c->sleepy_wait = 1;
+    else
+        c->sleepy_wait = cores > 0 && c->local_size > cores;
     c->threads = threads_configure(c->local_size);
     const char *t = getenv("SPKDDP_MPI_TIMEOUT");
     c->wait_timeout_s = t ? atof(t) : 600.0;

@@ -106,8 +106,9 @@ void device_set_precision(const comm_t *c, const spk_backend_t *be, const char *
 #endif
     if (tf32) printf0("device: --precision tf32 does not apply on %s (it computes in fp32)\n", be->name);
     if (bf16 && !min_over_ranks(c, spk_gemm_bf16_native()))
-        printf0("device: a rank's CPU has no native bf16 instructions (AVX512-BF16 or AMX, through oneDNN): its bf16 "
-                "GEMMs run widened to fp32, slower than --precision fp32\n");
+        printf0(
+            "device: a rank's CPU has no native bf16 instructions (AVX512-BF16 or AMX, through oneDNN): its bf16 "
+            "GEMMs run widened to fp32, slower than --precision fp32\n");
 }
 
 void device_release(const spk_backend_t *be) {

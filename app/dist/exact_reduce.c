@@ -67,18 +67,18 @@ struct exact_reduce {
     const comm_t *comm;
     const spk_backend_t *be;
     struct nccl_comm *nccl;
-    MPI_Comm world;        // a duplicate: these collectives keep to themselves
-    MPI_Datatype type;     // PACKED bytes
-    MPI_Op op;             // merge_packed
+    MPI_Comm world;     // a duplicate: these collectives keep to themselves
+    MPI_Datatype type;  // PACKED bytes
+    MPI_Op op;          // merge_packed
     int64_t n;
-    xsum_t s;              // the sums of the bucketed reduction in progress (on the backend)
-    xsum_t host;           // (n) their host copy, separate memory without NCCL
-    char *packed;          // (n * PACKED) what MPI moves
-    int8_t *max;           // NCCL: (n) the bins' maximum, on the device
-    int64_t *from, *to;    // the buckets in flight, in start order
+    xsum_t s;            // the sums of the bucketed reduction in progress (on the backend)
+    xsum_t host;         // (n) their host copy, separate memory without NCCL
+    char *packed;        // (n * PACKED) what MPI moves
+    int8_t *max;         // NCCL: (n) the bins' maximum, on the device
+    int64_t *from, *to;  // the buckets in flight, in start order
     MPI_Request *reqs;
     int nbuckets, cap;
-    void *now_buf;         // exact_reduce_now's buffers: packed (and host copy), or NCCL's maximum
+    void *now_buf;  // exact_reduce_now's buffers: packed (and host copy), or NCCL's maximum
     int64_t now_cap;
     int64_t bytes;
 };
@@ -192,8 +192,8 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     r->from[b] = from;
     r->to[b] = to;
     pack(r->packed + PACKED * from, xsum_at(h, from), count);
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, r->packed + PACKED * from, (int)count, r->type, r->op, r->world,
-                            &r->reqs[b]));
+    mpiCheck(
+        MPI_Iallreduce(MPI_IN_PLACE, r->packed + PACKED * from, (int)count, r->type, r->op, r->world, &r->reqs[b]));
 }
 
 void exact_reduce_progress(exact_reduce_t *r) {

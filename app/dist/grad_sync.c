@@ -65,7 +65,9 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
                 // NCCL refuses two ranks on one GPU; the host path works, slower. Its downloads
                 // wait for every queued kernel, so a bucket taken mid-backward would stall the
                 // queueing of the rest: one bucket, after the backward.
-                printf0("gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses NCCL)\n");
+                printf0(
+                    "gradients: ranks share a GPU, so they are averaged through MPI on the host (one rank per GPU uses "
+                    "NCCL)\n");
                 g->overlap = 0;
             }
         }
@@ -75,7 +77,7 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     if (!exact) return;
     g->xr = exact_reduce_create(c, be, g->nccl, n);
     g->exact_as_float = exact_as_float() && !g->nccl;  // (NCCL would average: not the check's sum)
-    if (g->exact_as_float) g->overlap = 0;  // each rank's sums are rounded after the backward
+    if (g->exact_as_float) g->overlap = 0;             // each rank's sums are rounded after the backward
 }
 
 // Starts averaging grads[from, to) (xgrads in the invariant mode).

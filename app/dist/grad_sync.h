@@ -36,20 +36,20 @@ struct exact_reduce;
 typedef struct {
     const comm_t *comm;
     const spk_backend_t *be;
-    struct nccl_comm *nccl;  // CUDA and one GPU per rank
-    float *host;             // staging for a separate-memory backend without NCCL
-    int64_t n;               // floats of the gradient buffer
-    int64_t bucket;          // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
-    int active;              // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
-    int overlap;             // start buckets during the backward (off: all after it)
-    int exact;               // the world-size-invariant mode: xgrads reduced exactly
-    int exact_as_float;      // SPKDDP_EXACT_ALLREDUCE=float (the check above)
-    struct exact_reduce *xr; // exact: the cross-rank reduction (NULL on one rank)
-    int64_t bytes;           // payload bytes this rank sent since grad_sync_take_bytes
+    struct nccl_comm *nccl;   // CUDA and one GPU per rank
+    float *host;              // staging for a separate-memory backend without NCCL
+    int64_t n;                // floats of the gradient buffer
+    int64_t bucket;           // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
+    int active;               // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
+    int overlap;              // start buckets during the backward (off: all after it)
+    int exact;                // the world-size-invariant mode: xgrads reduced exactly
+    int exact_as_float;       // SPKDDP_EXACT_ALLREDUCE=float (the check above)
+    struct exact_reduce *xr;  // exact: the cross-rank reduction (NULL on one rank)
+    int64_t bytes;            // payload bytes this rank sent since grad_sync_take_bytes
     // between begin and mean
     model_t *model;
-    int64_t started;         // grads[0, started) are being averaged
-    MPI_Request *reqs;       // MPI paths: one per started bucket
+    int64_t started;    // grads[0, started) are being averaged
+    MPI_Request *reqs;  // MPI paths: one per started bucket
     int nreq, cap_req;
 } grad_sync_t;
 

@@ -17,11 +17,11 @@
 
 struct nccl_comm {
     ncclComm_t comm;
-    cudaStream_t stream;       // NCCL's own
-    cudaEvent_t ready;         // kernels' stream -> NCCL stream
-    cudaEvent_t done[2];       // NCCL stream -> kernels' stream, for the last two steps in turn
-    cudaEvent_t joined;        // NCCL stream -> kernels' stream within a step (nccl_join)
-    int cur;                   // done[cur] follows the latest step's allreduces
+    cudaStream_t stream;  // NCCL's own
+    cudaEvent_t ready;    // kernels' stream -> NCCL stream
+    cudaEvent_t done[2];  // NCCL stream -> kernels' stream, for the last two steps in turn
+    cudaEvent_t joined;   // NCCL stream -> kernels' stream within a step (nccl_join)
+    int cur;              // done[cur] follows the latest step's allreduces
     double timeout_s;
     int rank, size;
 };

@@ -22,8 +22,10 @@ double calib_cllr(const double *llr, const uint8_t *target, int64_t n) {
     double st = 0, sn = 0;
     int64_t nt = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (target[i]) st += softplus(-llr[i]), nt++;
-        else sn += softplus(llr[i]);
+        if (target[i])
+            st += softplus(-llr[i]), nt++;
+        else
+            sn += softplus(llr[i]);
     }
     if (nt == 0 || nt == n) return NAN;
     return (st / (double)nt + sn / (double)(n - nt)) / (2.0 * log(2.0));
@@ -160,8 +162,15 @@ int calib_fit(calibration_t *c, const double *scores, const double *quality, int
     int64_t nt = 0;
     for (int64_t i = 0; i < n; i++) nt += target[i] != 0;
     SPK_ASSERT(nt > 0 && nt < n && prior > 0 && prior < 1 && n_quality >= 0 && n_quality <= CALIB_MAX_QUALITY);
-    const problem_t p = {scores, quality, target, n, n_quality, 2 + n_quality, log(prior / (1 - prior)),
-                         prior / (double)nt, (1 - prior) / (double)(n - nt)};
+    const problem_t p = {scores,
+                         quality,
+                         target,
+                         n,
+                         n_quality,
+                         2 + n_quality,
+                         log(prior / (1 - prior)),
+                         prior / (double)nt,
+                         (1 - prior) / (double)(n - nt)};
     double w[MAX_DIM] = {0}, g[MAX_DIM], H[MAX_DIM][MAX_DIM], step[MAX_DIM], trial[MAX_DIM];
     int iterations = -1;
     for (int it = 1; it <= 100 && iterations < 0; it++) {

@@ -11,12 +11,12 @@
 #include <stdint.h>
 
 #define CALIB_MAX_QUALITY 2  // log of the shorter and of the longer side's duration
-#define CALIB_L2 1e-6
+#define CALIB_L2          1e-6
 
 typedef struct {
     double prior;  // the effective target prior the fit weighted for
     double offset, scale;
-    int n_quality;                   // 0 or CALIB_MAX_QUALITY
+    int n_quality;  // 0 or CALIB_MAX_QUALITY
     double weight[CALIB_MAX_QUALITY];
 } calibration_t;
 

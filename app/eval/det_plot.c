@@ -11,8 +11,10 @@
 
 void det_table_path(const char *png, char *out, size_t cap) {
     const size_t n = strlen(png);
-    if (n > 4 && strcmp(png + n - 4, ".png") == 0) snprintf(out, cap, "%.*s.txt", (int)(n - 4), png);
-    else snprintf(out, cap, "%s.txt", png);
+    if (n > 4 && strcmp(png + n - 4, ".png") == 0)
+        snprintf(out, cap, "%.*s.txt", (int)(n - 4), png);
+    else
+        snprintf(out, cap, "%s.txt", png);
 }
 
 // A point strictly inside a horizontal or vertical run of the staircase adds nothing.
@@ -94,8 +96,10 @@ int det_plot(const char *png, const char *title, const det_series_t *series, int
         write_script(g, png_tmp, table_tmp, title, series, n);
         const int status = pclose(g);
         const int code = status == 0 ? 0 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        if (code == 127) snprintf(err, cap, "%s: gnuplot is not installed (Debian: apt-get install gnuplot-nox)", png);
-        else if (code != 0) snprintf(err, cap, "%s: gnuplot failed (status %d; its messages are above)", png, code);
+        if (code == 127)
+            snprintf(err, cap, "%s: gnuplot is not installed (Debian: apt-get install gnuplot-nox)", png);
+        else if (code != 0)
+            snprintf(err, cap, "%s: gnuplot failed (status %d; its messages are above)", png, code);
         rc = code ? -1 : 0;
     }
     if (!rc && (rename(table_tmp, table) != 0 || rename(png_tmp, png) != 0)) {

@@ -6,8 +6,8 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *name;        // the curve's title ("cosine", "as-norm")
-    const double *pm, *pf;   // (points,) a DET curve (score_det_curve)
+    const char *name;       // the curve's title ("cosine", "as-norm")
+    const double *pm, *pf;  // (points,) a DET curve (score_det_curve)
     int64_t points;
 } det_series_t;
 

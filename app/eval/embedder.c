@@ -1,7 +1,7 @@
 #include "app/eval/embedder.h"
 
-#include "kernels/base/check.h"
 #include "io/loader.h"
+#include "kernels/base/check.h"
 
 #include <stdlib.h>
 

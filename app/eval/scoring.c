@@ -38,8 +38,10 @@ int64_t score_det_curve(const float *scores, const uint8_t *target, int64_t n, d
             if (k == n) break;
             float s = v[k].s;
             for (; k < n && v[k].s == s; k++) {
-                if (v[k].t) miss++;
-                else fa_rejected++;
+                if (v[k].t)
+                    miss++;
+                else
+                    fa_rejected++;
             }
         }
     }

@@ -52,8 +52,8 @@ void asp_free(asp_t *a, const model_t *m) {
     model_buf_bf16_free(m, &a->hh);
     model_buf_bf16_free(m, &a->attn_th);
     model_buf_bf16_free(m, &a->gh);
-    float **bufs[] = {&a->gstats, &a->ctx, &a->attn_t, &a->attn_w, &a->g_w,
-                      &a->g_logit, &a->g_t, &a->g_a,   &a->g_ctx,  &a->g_gstats};
+    float **bufs[] = {&a->gstats,  &a->ctx, &a->attn_t, &a->attn_w, &a->g_w,
+                      &a->g_logit, &a->g_t, &a->g_a,    &a->g_ctx,  &a->g_gstats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
 }
 
@@ -92,15 +92,16 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     K->weighted_stats_forward(pooled, pooled + C, h, a->attn_w, B, C, T, ld, STATS_EPS);
 }
 
-void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const float *h, const float *pooled, int ld, int B,
-                  int T, float *work) {
+void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const float *h, const float *pooled, int ld,
+                  int B, int T, float *work) {
     const spk_backend_t *K = m->be;
     const int C = a->cin, A = a->att;
     const float *p = m->params, *W = p + a->tdnn.w;
     float *gr = m->grads, *dW = gr + a->tdnn.w, *dbias = gr + a->tdnn.b;
     const size_t bc = (size_t)B * C * T, ba = (size_t)B * A * T;
     K->vec_zero(a->g_w, bc);
-    K->weighted_stats_backward(dh, a->g_w, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld, STATS_EPS);
+    K->weighted_stats_backward(dh, a->g_w, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld,
+                               STATS_EPS);
     K->vec_zero(a->g_logit, bc);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
     K->vec_zero(a->g_t, ba);
@@ -119,22 +120,25 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
         K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
     } else {
         if (m->invariant)
-            model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C, B);
+            model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C,
+                                  B);
         else
-            K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C, 0,
-                                 B);
-        K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T, B);
+            K->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, g, T, (int64_t)A * T, h, T, (int64_t)C * T, 1.0f, dW, 3 * C,
+                                 0, B);
+        K->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, g, T, (int64_t)A * T, 1.0f, dh, T, (int64_t)C * T,
+                             B);
     }
     K->vec_zero(a->g_ctx, (size_t)B * A);
     K->time_repeat_backward(a->g_ctx, A, g, A, B, A, T);  // g_ctx[b] = sum_t g_b
     if (m->invariant) {  // dbias += sum_b g_ctx[b], dW_stats += sum_b g_ctx[b]^T gstats[b]
         model_rows_grad_exact(m, a->tdnn.b, a->g_ctx, B, A);
-        model_gemm_grad_exact(m, 'T', 'N', A, 2 * C, 1, a->g_ctx, A, A, a->gstats, 2 * C, 2 * C, a->tdnn.w + C, 3 * C, B);
+        model_gemm_grad_exact(m, 'T', 'N', A, 2 * C, 1, a->g_ctx, A, A, a->gstats, 2 * C, 2 * C, a->tdnn.w + C, 3 * C,
+                              B);
     } else {
         K->linear_backward(NULL, NULL, dbias, a->g_ctx, NULL, NULL, B, 1, A);
         K->spk_sgemm('T', 'N', A, 2 * C, B, 1.0f, a->g_ctx, A, a->gstats, 2 * C, 1.0f, dW + C, 3 * C);
     }
     K->spk_sgemm('N', 'N', B, 2 * C, A, 1.0f, a->g_ctx, A, W + C, 3 * C, 0.0f, a->g_gstats, 2 * C);
-    K->weighted_stats_backward(dh, NULL, a->g_gstats, a->g_gstats + C, h, NULL, a->gstats, a->gstats + C, B, C, T, 2 * C,
-                               STATS_EPS);
+    K->weighted_stats_backward(dh, NULL, a->g_gstats, a->g_gstats + C, h, NULL, a->gstats, a->gstats + C, B, C, T,
+                               2 * C, STATS_EPS);
 }

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BN_EPS 1e-5f
+#define BN_EPS      1e-5f
 #define BN_MOMENTUM 0.1f
 
 static size_t n_of(int B, int C, int T) { return (size_t)B * (size_t)C * (size_t)T; }
@@ -75,8 +75,8 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
         model_batchnorm_train(m, l->y, l->mean, l->rstd, l->run_mean, l->run_var, l->a, l->bn_w, l->bn_b, B, l->cout, T,
                               BN_EPS, BN_MOMENTUM);
     else
-        K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B, l->cout,
-                                     T, BN_EPS);
+        K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B,
+                                     l->cout, T, BN_EPS);
 }
 
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
@@ -172,8 +172,8 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
     K->vec_acc(s->out, x, n_of(B, C, T));  // residual
 }
 
-void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B,
-                    int T, float *const g[4], float *work) {
+void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const float *x, int C, int se, int B, int T,
+                    float *const g[4], float *work) {
     const spk_backend_t *K = m->be;
     const int c = C / ECAPA_SCALE;
     const size_t n = n_of(B, C, T), nc = n_of(B, c, T);

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #define ONNX_OPSET 17
-#define BN_EPS 1e-5f
-#define STATS_EPS 1e-12f  // SpeechBrain's AttentiveStatisticsPooling eps (ecapa_asp.c uses the same)
+#define BN_EPS     1e-5f
+#define STATS_EPS  1e-12f  // SpeechBrain's AttentiveStatisticsPooling eps (ecapa_asp.c uses the same)
 
 static const ecapa_t *ecapa_of(const model_t *m) { return strcmp(m->name, "ecapa") == 0 ? m->impl : NULL; }
 
@@ -20,13 +20,15 @@ int model_speechbrain_args(const model_t *m, char *encoder, char *classifier, si
     if (!e) return -1;
     const seres_t *b = e->blocks;
     const long long C = e->d.channels;
-    snprintf(encoder, cap,
-             "{\"input_size\": %lld, \"channels\": [%lld, %lld, %lld, %lld, %lld], \"kernel_sizes\": [%d, %d, %d, %d, %d], "
-             "\"dilations\": [%d, %d, %d, %d, %d], \"attention_channels\": %lld, \"res2net_scale\": %d, \"se_channels\": %lld, "
-             "\"global_context\": true, \"lin_neurons\": %lld}",
-             (long long)e->d.feat, C, C, C, C, (long long)e->mfa.cout, e->block0.k, b[0].res[0].k, b[1].res[0].k,
-             b[2].res[0].k, e->mfa.k, e->block0.dil, b[0].res[0].dil, b[1].res[0].dil, b[2].res[0].dil, e->mfa.dil,
-             (long long)e->d.att, ECAPA_SCALE, (long long)e->d.se, (long long)e->d.emb);
+    snprintf(
+        encoder, cap,
+        "{\"input_size\": %lld, \"channels\": [%lld, %lld, %lld, %lld, %lld], \"kernel_sizes\": [%d, %d, %d, %d, %d], "
+        "\"dilations\": [%d, %d, %d, %d, %d], \"attention_channels\": %lld, \"res2net_scale\": %d, \"se_channels\": "
+        "%lld, "
+        "\"global_context\": true, \"lin_neurons\": %lld}",
+        (long long)e->d.feat, C, C, C, C, (long long)e->mfa.cout, e->block0.k, b[0].res[0].k, b[1].res[0].k,
+        b[2].res[0].k, e->mfa.k, e->block0.dil, b[0].res[0].dil, b[1].res[0].dil, b[2].res[0].dil, e->mfa.dil,
+        (long long)e->d.att, ECAPA_SCALE, (long long)e->d.se, (long long)e->d.emb);
     snprintf(classifier, cap, "{\"input_size\": %lld, \"lin_blocks\": 0, \"out_neurons\": %lld}", (long long)e->d.emb,
              (long long)e->d.classes);
     return 0;
@@ -95,9 +97,10 @@ static const char *conv(graph_t *g, const char *name, const char *x, int64_t w, 
     return out;
 }
 
-static const char *batchnorm(graph_t *g, const char *out, const char *x, int64_t w, int64_t b, int64_t mean, int64_t var) {
-    const char *y =
-        onnx_node(g->b, "BatchNormalization", out, 5, (const char *[]){x, param(g, w), param(g, b), state(g, mean), state(g, var)});
+static const char *batchnorm(graph_t *g, const char *out, const char *x, int64_t w, int64_t b, int64_t mean,
+                             int64_t var) {
+    const char *y = onnx_node(g->b, "BatchNormalization", out, 5,
+                              (const char *[]){x, param(g, w), param(g, b), state(g, mean), state(g, var)});
     onnx_attr_float(g->b, "epsilon", BN_EPS);
     return y;
 }
@@ -163,14 +166,18 @@ static const char *stats(graph_t *g, const char *name, const char *h, const char
     const char *axes = w ? onnx_const_i64(g->b, nm(prefix, "axes"), 1, (int64_t[]){1}, (int64_t[]){2}) : NULL;
     const char *mean, *var;
     if (w) {
-        mean = onnx_node(g->b, "ReduceSum", nm(prefix, "mean"), 2, (const char *[]){op2(g, "Mul", nm(prefix, "wh"), w, h), axes});
+        mean = onnx_node(g->b, "ReduceSum", nm(prefix, "mean"), 2,
+                         (const char *[]){op2(g, "Mul", nm(prefix, "wh"), w, h), axes});
     } else {
         mean = reduce_mean(g, nm(prefix, "mean"), h, 2);
     }
     const char *d = op2(g, "Sub", nm(prefix, "dev"), h, mean);
     const char *d2 = op2(g, "Mul", nm(prefix, "dev2"), d, d);
-    if (w) var = onnx_node(g->b, "ReduceSum", nm(prefix, "var"), 2, (const char *[]){op2(g, "Mul", nm(prefix, "wdev2"), w, d2), axes});
-    else var = reduce_mean(g, nm(prefix, "var"), d2, 2);
+    if (w)
+        var = onnx_node(g->b, "ReduceSum", nm(prefix, "var"), 2,
+                        (const char *[]){op2(g, "Mul", nm(prefix, "wdev2"), w, d2), axes});
+    else
+        var = reduce_mean(g, nm(prefix, "var"), d2, 2);
     const char *sd = op1(g, "Sqrt", nm(prefix, "std"), op2(g, "Max", nm(prefix, "var_floor"), var, eps));
     if (std_out) {
         *std_out = sd;
@@ -185,7 +192,8 @@ static const char *asp(graph_t *g, const asp_t *a, const char *h) {
     prefix_of(g, a->conv_w, strlen(".conv.conv.weight"), p, sizeof p);
     const char *sd, *mean = stats(g, nm(p, "global"), h, NULL, &sd);
     const char *shape = op1(g, "Shape", nm(p, "shape"), h);
-    const char *ctx[3] = {h, op2(g, "Expand", nm(p, "mean_t"), mean, shape), op2(g, "Expand", nm(p, "std_t"), sd, shape)};
+    const char *ctx[3] = {h, op2(g, "Expand", nm(p, "mean_t"), mean, shape),
+                          op2(g, "Expand", nm(p, "std_t"), sd, shape)};
     const char *att = tdnn(g, &a->tdnn, concat(g, nm(p, "context"), 3, ctx));
     att = op1(g, "Tanh", nm(p, "tanh"), att);
     att = conv(g, nm(p, "conv"), att, a->conv_w, a->conv_b, 1, 1);

@@ -167,8 +167,10 @@ model_t *model_create(const model_config_t *cfg, const model_data_t *data, const
     m->visual_dim = data->visual_dim;
     m->visual_ratio = data->visual_ratio;
     m->staging = be->staging_create();
-    if (strcmp(cfg->name, "linear") == 0) model_linear_build(m, cfg, data);
-    else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0) model_ecapa_build(m, cfg, data);
+    if (strcmp(cfg->name, "linear") == 0)
+        model_linear_build(m, cfg, data);
+    else if (strcmp(cfg->name, "ecapa") == 0 || strcmp(cfg->name, "ecapa-av") == 0)
+        model_ecapa_build(m, cfg, data);
     else
         spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     model_upload(m);

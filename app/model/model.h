@@ -21,16 +21,16 @@
 // model_download move them.
 #pragma once
 #include "app/model/model_config.h"
-#include "io/params.h"
 #include "io/loader.h"
+#include "io/params.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>
 
 typedef struct {
-    double loss_sum;   // sum over samples of the per-sample loss (0 in the invariant mode)
-    int64_t correct;   // argmax == label
-    int64_t count;     // samples
+    double loss_sum;         // sum over samples of the per-sample loss (0 in the invariant mode)
+    int64_t correct;         // argmax == label
+    int64_t count;           // samples
     xsum_cell_t loss_exact;  // invariant mode: the exact sum of the per-sample losses
 } step_stats_t;
 
@@ -65,14 +65,14 @@ struct model {
     spk_bf16 *params_bf16;      // (table.total,) on be; NULL unless bf16
     float *host_params;         // host copies (== params / state when be uses host memory)
     float *host_state;
-    int64_t feature_dim;        // F of the input frames
-    int64_t num_classes;        // speakers in the training set
-    int64_t visual_dim;         // Fv of the visual stream (0: audio only)
-    int64_t visual_ratio;       // audio frames per visual frame
-    loader_spec_t input;        // what the loader hands over: crop length, minimum length, CMN, visual
-    int64_t emb_dim;            // size of the embedding `embed` returns
-    int min_batch;              // samples a training step needs per rank, in the invariant mode in the global
-                                // batch (2 with BatchNorm over the batch)
+    int64_t feature_dim;   // F of the input frames
+    int64_t num_classes;   // speakers in the training set
+    int64_t visual_dim;    // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;  // audio frames per visual frame
+    loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual
+    int64_t emb_dim;       // size of the embedding `embed` returns
+    int min_batch;         // samples a training step needs per rank, in the invariant mode in the global
+                           // batch (2 with BatchNorm over the batch)
     // Told by train_step's backward as gradients become final: grads[0, upto) will not change
     // again this step (tensors are in reverse execution order; xgrads in the invariant mode).
     // NULL: nobody listens.
@@ -84,18 +84,18 @@ struct model {
     xsum_cell_t stats_loss[2];  // invariant mode: their exact loss sums (this rank's samples)
     // The world-size-invariant mode.
     int invariant;
-    int group;                  // samples per exact term of train_step (model_config_t.invariant_group)
-    xsum_t xgrads;              // (table.total,) on be: exact gradient sums of this rank's samples
+    int group;      // samples per exact term of train_step (model_config_t.invariant_group)
+    xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank
     // (the global batch size, each BatchNorm's statistics and gradients). NULL: one rank.
     void (*exact_allreduce)(void *ctx, xsum_t s, int64_t n);
     void *exact_ctx;
-    int64_t global_batch;       // samples of the global batch of the current train_step
-    xsum_t xcells;              // (2,) on be: [0] the batch size being reduced, [1] the losses of the last step
-    xsum_t xstats;              // (xstats_cap,) on be: the BatchNorm sums being reduced
+    int64_t global_batch;  // samples of the global batch of the current train_step
+    xsum_t xcells;         // (2,) on be: [0] the batch size being reduced, [1] the losses of the last step
+    xsum_t xstats;         // (xstats_cap,) on be: the BatchNorm sums being reduced
     int64_t xstats_cap;
-    float *fcells;              // (1,) on be: the batch size as a term
+    float *fcells;  // (1,) on be: the batch size as a term
     void *impl;
 };
 

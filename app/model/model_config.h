@@ -4,15 +4,15 @@
 #include <stdint.h>
 
 typedef struct {
-    char name[32];            // linear | ecapa | ecapa-av
-    int64_t channels;         // ECAPA width C
-    int64_t emb_dim;          // embedding size
-    int64_t att_channels;     // attentive-pooling channels
-    int64_t se_channels;      // squeeze-excitation bottleneck
-    int64_t visual_channels;  // ecapa-av visual TDNN channels
-    double margin, scale;     // AAM-softmax
+    char name[32];                                   // linear | ecapa | ecapa-av
+    int64_t channels;                                // ECAPA width C
+    int64_t emb_dim;                                 // embedding size
+    int64_t att_channels;                            // attentive-pooling channels
+    int64_t se_channels;                             // squeeze-excitation bottleneck
+    int64_t visual_channels;                         // ecapa-av visual TDNN channels
+    double margin, scale;                            // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
-    int64_t frames;           // training crop length (0: the model's default)
+    int64_t frames;                                  // training crop length (0: the model's default)
     char precision[8];        // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
     uint64_t seed;            // parameter initialisation
     int invariant;            // the world-size-invariant mode (docs/invariant.md): BatchNorm over
@@ -35,7 +35,7 @@ typedef struct {
     int64_t visual_ratio;  // audio frames per visual frame
     const char *source;    // the dataset's file name, for messages (may be NULL)
     // Memory the parameters will take on this node, checked before anything is allocated:
-    int64_t param_copies;  // buffers of num_params floats per rank: parameters, gradients and
-                           // the optimizer's slots (0: 2, parameters and gradients)
+    int64_t param_copies;    // buffers of num_params floats per rank: parameters, gradients and
+                             // the optimizer's slots (0: 2, parameters and gradients)
     int64_t ranks_per_node;  // ranks sharing this node's memory (0: 1)
 } model_data_t;

@@ -1,9 +1,9 @@
 // ECAPA-TDNN encoder + AAM-softmax head as a model_t (SpeechBrain topology, app/ecapa.h), and
 // ecapa-av: the same with a visual branch whose pooled statistics join the audio's before
 // the embedding layer.
-#include "kernels/base/check.h"
 #include "app/model/ecapa.h"
 #include "io/rng.h"
+#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
 #include <math.h>
@@ -91,10 +91,10 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
         float **const vb[] = {&e->vis.x, &e->vis.g_h, &e->vis.g_mid, &e->vis.g_tmp};
         for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
     }
-    float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
-                            &e->emb,     &e->aam_cache, &e->g3[0], &e->g3[1],     &e->gblk[0], &e->gblk[1],
-                            &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->g_emb,   &e->work,
-                            &e->scalars, &e->row_loss};
+    float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,    &e->pooled_bn, &e->bn_mean,
+                            &e->bn_rstd, &e->emb,     &e->aam_cache, &e->g3[0],     &e->g3[1],
+                            &e->gblk[0], &e->gblk[1], &e->gblk[2],   &e->gblk[3],   &e->gvec[0],
+                            &e->gvec[1], &e->g_emb,   &e->work,      &e->scalars,   &e->row_loss};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     e->cap_b = 0;
     e->cap_bt = 0;
@@ -104,8 +104,8 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
 // Largest conv / AAM workspace any layer needs for B samples of T frames.
 static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
     size_t w = m->be->aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
-    const tdnn_t *all[] = {&e->block0, &e->mfa, &e->blocks[0].tdnn1, &e->blocks[0].res[0], &e->blocks[1].res[0],
-                           &e->blocks[2].res[0]};
+    const tdnn_t *all[] = {
+        &e->block0, &e->mfa, &e->blocks[0].tdnn1, &e->blocks[0].res[0], &e->blocks[1].res[0], &e->blocks[2].res[0]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         size_t need = tdnn_work_floats(all[i], m, B, T);
         if (need > w) w = need;
@@ -158,7 +158,8 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->bn_rstd = model_buf(m, P);
     e->emb = model_buf(m, (size_t)B * E);
     e->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, (int)E, (int)e->d.classes));
-    for (int i = 0; i < 2; i++) e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
+    for (int i = 0; i < 2; i++)
+        e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
     for (int i = 0; i < 4; i++) e->gblk[i] = model_buf(m, bt * C);
     for (int i = 0; i < 2; i++) e->gvec[i] = model_buf(m, (size_t)B * P);
     e->g_emb = model_buf(m, (size_t)B * E);
@@ -228,8 +229,8 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     model_linear_backward(m, d_pooled_bn, e->fc_w, e->fc_b, g_emb, e->pooled_bn, B, P, E);
     model_grads_ready(m, e->fc_b + E);
     K->vec_zero(d_pooled, (size_t)B * P);
-    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->pooled, e->bn_mean, e->bn_rstd, B, P,
-                             1);
+    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->pooled, e->bn_mean, e->bn_rstd, B,
+                             P, 1);
     model_grads_ready(m, e->asp_bn_b + P);
     if (e->has_visual) {
         visual_backward(e, m, d_pooled, B, T);
@@ -290,8 +291,8 @@ static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int tra
     const int E = (int)e->d.emb, S = (int)e->d.classes;
     int *correct = (int *)(e->scalars + 1);
     if (!m->invariant) {
-        K->aam_softmax_forward(e->scalars, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S, e->margin,
-                               e->scale, e->work);
+        K->aam_softmax_forward(e->scalars, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
+                               e->margin, e->scale, e->work);
     } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; e->scalars[0] is unused)
         K->aam_softmax_forward_rows(e->row_loss, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
                                     e->margin, e->scale, e->work);
@@ -372,8 +373,12 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     if (cfg->channels % ECAPA_SCALE != 0)
         spk_fail_all(SPK_EXIT_USAGE, "%s: --channels %lld must be a multiple of %d (Res2Net scale)", cfg->name,
                      (long long)cfg->channels, ECAPA_SCALE);
-    e->d = (ecapa_dims_t){.feat = m->feature_dim, .channels = cfg->channels, .att = cfg->att_channels,
-                          .se = cfg->se_channels, .emb = cfg->emb_dim, .classes = m->num_classes};
+    e->d = (ecapa_dims_t){.feat = m->feature_dim,
+                          .channels = cfg->channels,
+                          .att = cfg->att_channels,
+                          .se = cfg->se_channels,
+                          .emb = cfg->emb_dim,
+                          .classes = m->num_classes};
     e->has_visual = strcmp(cfg->name, "ecapa-av") == 0;
     if (e->has_visual) {
         if (m->visual_dim <= 0)
@@ -394,8 +399,10 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     // Crops cover whole visual frames; every convolution needs more frames than its padding
     // (audio: 4 at dilation 4; visual: 2 at dilation 2).
     int64_t crop = cfg->frames > 0 ? cfg->frames : 200, r = e->has_visual ? e->d.vratio : 1;
-    m->input = (loader_spec_t){.crop = crop - crop % r, .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
-                               .cmn = 1, .visual = e->has_visual};
+    m->input = (loader_spec_t){.crop = crop - crop % r,
+                               .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
+                               .cmn = 1,
+                               .visual = e->has_visual};
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
                      (long long)cfg->frames, (long long)m->input.min_frames);

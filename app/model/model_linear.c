@@ -10,13 +10,13 @@
 #include <string.h>
 
 typedef struct {
-    int64_t w, b;       // offsets of fc.weight, fc.bias
-    int cap;            // batch capacity of the buffers below
-    float *host_pooled; // (cap, F) pooling runs on the host, as part of reading the batch
-    float *logits;      // (cap, S)
-    float *probs;       // (cap, S) softmax, kept for backward
-    float *dlogits;     // (cap, S)
-    float *scalars;     // [loss, correct (an int)]; invariant mode: (cap, 2), one pair per sample
+    int64_t w, b;        // offsets of fc.weight, fc.bias
+    int cap;             // batch capacity of the buffers below
+    float *host_pooled;  // (cap, F) pooling runs on the host, as part of reading the batch
+    float *logits;       // (cap, S)
+    float *probs;        // (cap, S) softmax, kept for backward
+    float *dlogits;      // (cap, S)
+    float *scalars;      // [loss, correct (an int)]; invariant mode: (cap, 2), one pair per sample
 } linear_t;
 
 static void release(model_t *m, linear_t *l) {
@@ -112,8 +112,8 @@ static void train_step(model_t *m, const batch_t *b) {
     K->vec_zero(l->dlogits, (size_t)b->n * S);
     if (m->invariant)  // the mean over the global batch: row by row, each weighing 1 / global
         for (int i = 0; i < b->n; i++)
-            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, in.labels + i, 1,
-                             S);
+            K->xent_backward(l->dlogits + (size_t)i * S, 1.0f / (float)global, l->probs + (size_t)i * S, in.labels + i,
+                             1, S);
     else
         K->xent_backward(l->dlogits, 1.0f, l->probs, in.labels, b->n, S);
     model_linear_backward(m, NULL, l->w, l->b, l->dlogits, in.pooled, b->n, (int)m->feature_dim, S);

@@ -82,8 +82,10 @@ static int64_t finished_step(const char *dir) {
 // "ckpt-A.h5 ... ckpt-B.h5": the newest and the oldest of n entries, newest first.
 static void name_range(const ckpt_entry_t *e, int n, char *out, size_t cap) {
     const char *newest = strrchr(e[0].path, '/') + 1, *oldest = strrchr(e[n - 1].path, '/') + 1;
-    if (n == 1) snprintf(out, cap, "%s", newest);
-    else snprintf(out, cap, "%s ... %s", oldest, newest);
+    if (n == 1)
+        snprintf(out, cap, "%s", newest);
+    else
+        snprintf(out, cap, "%s ... %s", oldest, newest);
 }
 
 // A fresh run: the directory must hold no checkpoint and no FINISHED marker.
@@ -112,8 +114,10 @@ static void fresh_start(const char *dir, verdict_t *v) {
 static void aside_name(const char *dir, int64_t step, char *sub, size_t cap) {
     char path[CKPT_PATH_MAX + 64];
     for (int k = 1;; k++) {
-        if (k == 1) snprintf(sub, cap, "abandoned-after-%012lld", (long long)step);
-        else snprintf(sub, cap, "abandoned-after-%012lld.%d", (long long)step, k);
+        if (k == 1)
+            snprintf(sub, cap, "abandoned-after-%012lld", (long long)step);
+        else
+            snprintf(sub, cap, "abandoned-after-%012lld.%d", (long long)step, k);
         snprintf(path, sizeof path, "%s/%s", dir, sub);
         if (access(path, F_OK) != 0) return;
     }
@@ -149,11 +153,13 @@ static void resumed_start(const char *dir, int64_t step, int set_aside, verdict_
         if (moved >= 0 && fin_newer) {
             snprintf(to, sizeof to, "%s/FINISHED", sub_path);
             if ((mkdir(sub_path, 0777) != 0 && errno != EEXIST) || atomic_rename_no_replace(fin_path, to) != 0) {
-                snprintf(v->msg, sizeof v->msg, "%.600s: cannot move it to %.600s (%s)", fin_path, sub_path, strerror(errno));
+                snprintf(v->msg, sizeof v->msg, "%.600s: cannot move it to %.600s (%s)", fin_path, sub_path,
+                         strerror(errno));
                 moved = -1;
             }
         }
-        if (moved < 0) v->code = SPK_EXIT_FAILURE;
+        if (moved < 0)
+            v->code = SPK_EXIT_FAILURE;
         else
             printf0("set aside %d checkpoint(s)%s newer than step %lld into %s/ (--set-aside-newer)\n", moved,
                     fin_newer ? " and FINISHED" : "", (long long)step, sub_path);
@@ -171,8 +177,10 @@ void ckpt_policy_start(ckpt_policy_t *p, const comm_t *comm, const train_config_
     if (!p->dir[0]) return;
     verdict_t v = {0};
     if (comm->rank == 0) {
-        if (resumed) resumed_start(p->dir, resumed->global_step, c->set_aside_newer, &v);
-        else fresh_start(p->dir, &v);
+        if (resumed)
+            resumed_start(p->dir, resumed->global_step, c->set_aside_newer, &v);
+        else
+            fresh_start(p->dir, &v);
     }
     settle(comm, &v);
     if (comm->rank != 0) return;

@@ -22,24 +22,31 @@ static int ends_with(const char *s, const char *tail) {
 
 static void shape_str(const int64_t *shape, int ndim, char *out, size_t cap) {
     int at = snprintf(out, cap, "[");
-    for (int d = 0; d < ndim && at < (int)cap; d++) at += snprintf(out + at, cap - (size_t)at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    for (int d = 0; d < ndim && at < (int)cap; d++)
+        at += snprintf(out + at, cap - (size_t)at, "%s%lld", d ? ", " : "", (long long)shape[d]);
     if (at < (int)cap) snprintf(out + at, cap - (size_t)at, "]");
 }
 
 // One tensor of the model from the file: present, float32, the same shape, finite.
-static int copy_tensor(const param_tensor_t *t, float *dst, const weights_file_t *wf, const model_t *m, const char *path,
-                       char *err, size_t cap) {
+static int copy_tensor(const param_tensor_t *t, float *dst, const weights_file_t *wf, const model_t *m,
+                       const char *path, char *err, size_t cap) {
     const weight_t *w = weights_file_find(wf, t->name);
     char want[96], have[96];
     shape_str(t->shape, t->ndim, want, sizeof want);
-    if (!w) FAIL("%s: has no tensor '%s' %s, which model %s needs (was it written for another --model or --channels?)", path, t->name, want, m->name);
+    if (!w)
+        FAIL("%s: has no tensor '%s' %s, which model %s needs (was it written for another --model or --channels?)",
+             path, t->name, want, m->name);
     shape_str(w->shape, w->ndim, have, sizeof have);
     int same = w->ndim == t->ndim;
     for (int d = 0; same && d < t->ndim; d++) same = w->shape[d] == t->shape[d];
     if (!same && is_head(t->name))
-        FAIL("%s: tensor '%s' is %s, this run's classifier is %s (%lld classes); for a new speaker set use --init-head drop",
-             path, t->name, have, want, (long long)m->num_classes);
-    if (!same) FAIL("%s: tensor '%s' is %s, model %s has it as %s (another --channels, --emb-dim or feature_dim?)", path, t->name, have, m->name, want);
+        FAIL(
+            "%s: tensor '%s' is %s, this run's classifier is %s (%lld classes); for a new speaker set use --init-head "
+            "drop",
+            path, t->name, have, want, (long long)m->num_classes);
+    if (!same)
+        FAIL("%s: tensor '%s' is %s, model %s has it as %s (another --channels, --emb-dim or feature_dim?)", path,
+             t->name, have, m->name, want);
     if (!w->data) FAIL("%s: tensor '%s' is not float32", path, t->name);
     for (int64_t i = 0; i < w->numel; i++)
         if (!isfinite(w->data[i])) FAIL("%s: tensor '%s' holds NaN or Inf (value %lld)", path, t->name, (long long)i);
@@ -69,7 +76,8 @@ int init_from_copy(model_t *m, const weights_file_t *wf, const char *path, int k
         const char *name = wf->w[i].name;
         if (ends_with(name, ".num_batches_tracked") || (!keep_head && is_head(name))) continue;
         if (!in_table(&m->table, name) && !in_table(&m->state_table, name))
-            FAIL("%s: holds tensor '%s', for which model %s has no place (was it written for another model?)", path, name, m->name);
+            FAIL("%s: holds tensor '%s', for which model %s has no place (was it written for another model?)", path,
+                 name, m->name);
     }
     return 0;
 }

@@ -32,18 +32,18 @@ void optimizer_step(optimizer_t *o, float *params, const float *grads, double lr
     const spk_backend_t *K = o->be;
     o->step++;
     switch (o->kind) {
-    case OPTIM_SGD:
-        K->sgd_step(params, grads, o->slots ? o->state : NULL, (size_t)o->n, lr, o->momentum, 0.0, o->weight_decay,
-                    o->nesterov, o->step);
-        break;
-    case OPTIM_ADAM:
-        K->adam_step(params, grads, o->state, o->state + o->n, (size_t)o->n, lr, 0.9, 0.999, 1e-8, o->weight_decay,
-                     o->step);
-        break;
-    case OPTIM_ADAMW:
-        K->adamw_step(params, grads, o->state, o->state + o->n, (size_t)o->n, lr, 0.9, 0.999, 1e-8, o->weight_decay,
-                      o->step);
-        break;
+        case OPTIM_SGD:
+            K->sgd_step(params, grads, o->slots ? o->state : NULL, (size_t)o->n, lr, o->momentum, 0.0, o->weight_decay,
+                        o->nesterov, o->step);
+            break;
+        case OPTIM_ADAM:
+            K->adam_step(params, grads, o->state, o->state + o->n, (size_t)o->n, lr, 0.9, 0.999, 1e-8, o->weight_decay,
+                         o->step);
+            break;
+        case OPTIM_ADAMW:
+            K->adamw_step(params, grads, o->state, o->state + o->n, (size_t)o->n, lr, 0.9, 0.999, 1e-8, o->weight_decay,
+                          o->step);
+            break;
     }
 }
 

@@ -23,11 +23,11 @@ optim_kind_t optimizer_kind_parse(const char *name);  // sgd | adam | adamw, val
 typedef struct {
     optim_kind_t kind;
     const spk_backend_t *be;
-    int slots;         // 0 (plain SGD), 1 (momentum), 2 (Adam m, v)
-    float *state;      // (slots, n) on be
-    float *host_state; // (slots, n) on the host
+    int slots;          // 0 (plain SGD), 1 (momentum), 2 (Adam m, v)
+    float *state;       // (slots, n) on be
+    float *host_state;  // (slots, n) on the host
     int64_t n;
-    int64_t step;      // updates taken (Adam bias correction)
+    int64_t step;  // updates taken (Adam bias correction)
     double momentum, weight_decay;
     int nesterov;
 } optimizer_t;

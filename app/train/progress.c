@@ -12,9 +12,12 @@ void progress_init(progress_t *p, double interval, int rank) {
 
 static void fmt_time(char *buf, size_t cap, double s) {
     long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, cap, "%lds", t);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, cap, "%lds", t);
 }
 
 void progress_step(progress_t *p, int64_t samples, double loss, int64_t epoch, int64_t epochs, int64_t step,

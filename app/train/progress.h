@@ -5,12 +5,12 @@
 #include <stdint.h>
 
 typedef struct {
-    double interval;    // seconds between log lines (0: none)
-    int tty;            // stdout is a terminal
-    double last;        // time of the last output
-    double window_t0;   // start of the throughput window
+    double interval;   // seconds between log lines (0: none)
+    int tty;           // stdout is a terminal
+    double last;       // time of the last output
+    double window_t0;  // start of the throughput window
     int64_t window_samples;
-    double loss_sum;    // since the last line
+    double loss_sum;  // since the last line
     int64_t loss_n;
 } progress_t;
 

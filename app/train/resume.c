@@ -9,12 +9,40 @@
 // The flags (as stored in the checkpoint's config) that change what the next step computes.
 // The model's shape is not among them: a checkpoint of another shape does not load at all.
 static const char *const TRAJECTORY[] = {
-    "frames",          "drop-last",   "no-shuffle",   "margin",      "scale",           "margin-warmup-start",
-    "margin-warmup-end", "epochs",    "lr",           "momentum",    "nesterov",        "weight-decay",
-    "lr-schedule",     "warmup-steps", "lr-decay",    "lr-min",      "cycle-steps",     "noise-bank",
-    "rir-bank",        "aug-prob",    "reverb-prob",  "noise-prob",  "noise-snr",       "babble",
-    "speed-perturb",   "spec-time-masks", "spec-time-width", "spec-freq-masks", "spec-freq-width",
-    "invariant",       "invariant-group", "grad-accum", "clip-grad-norm", "precision",
+    "frames",
+    "drop-last",
+    "no-shuffle",
+    "margin",
+    "scale",
+    "margin-warmup-start",
+    "margin-warmup-end",
+    "epochs",
+    "lr",
+    "momentum",
+    "nesterov",
+    "weight-decay",
+    "lr-schedule",
+    "warmup-steps",
+    "lr-decay",
+    "lr-min",
+    "cycle-steps",
+    "noise-bank",
+    "rir-bank",
+    "aug-prob",
+    "reverb-prob",
+    "noise-prob",
+    "noise-snr",
+    "babble",
+    "speed-perturb",
+    "spec-time-masks",
+    "spec-time-width",
+    "spec-freq-masks",
+    "spec-freq-width",
+    "invariant",
+    "invariant-group",
+    "grad-accum",
+    "clip-grad-norm",
+    "precision",
 };
 // Checked from the checkpoint's header rather than its config text.
 static const char *const HEADER[] = {"global-batch", "optimizer", "data"};
@@ -57,8 +85,10 @@ int resume_allow_check(const char *list, char *err, size_t cap) {
         const size_t len = comma ? (size_t)(comma - p) : strlen(p);
         snprintf(name, sizeof name, "%.*s", (int)len, p);
         if (!known(name)) {
-            int w = snprintf(err, cap, "train: --resume-allow: '%s' is not something a resume checks; the names are", name);
-            for (size_t i = 0; i < COUNT(HEADER) && w > 0 && (size_t)w < cap; i++) w += snprintf(err + w, cap - w, " %s", HEADER[i]);
+            int w =
+                snprintf(err, cap, "train: --resume-allow: '%s' is not something a resume checks; the names are", name);
+            for (size_t i = 0; i < COUNT(HEADER) && w > 0 && (size_t)w < cap; i++)
+                w += snprintf(err + w, cap - w, " %s", HEADER[i]);
             for (size_t i = 0; i < COUNT(TRAJECTORY) && w > 0 && (size_t)w < cap; i++)
                 w += snprintf(err + w, cap - w, " %s", TRAJECTORY[i]);
             return -1;
@@ -113,19 +143,20 @@ static void changed_flags(const ckpt_meta_t *m, const train_config_t *c, const c
 int resume_check(const ckpt_meta_t *m, const char *path, const train_config_t *c, const char *config_text,
                  uint64_t fingerprint, char *err, size_t cap, char *note, size_t note_cap) {
     note[0] = 0;
-#define REFUSE(...)                        \
-    do {                                   \
-        snprintf(err, cap, __VA_ARGS__);   \
-        return SPK_EXIT_CKPT;              \
+#define REFUSE(...)                      \
+    do {                                 \
+        snprintf(err, cap, __VA_ARGS__); \
+        return SPK_EXIT_CKPT;            \
     } while (0)
     if (m->seed != c->seed)
         REFUSE("%s: written with --seed %lld, this run has --seed %lld; the sample order would not continue", path,
                (long long)m->seed, (long long)c->seed);
     if (m->data_fingerprint && m->data_fingerprint != fingerprint) {
         if (!listed(c->resume_allow, "data"))
-            REFUSE("%s: trained on other data: the utterances, lengths or labels of %s differ from those the checkpoint "
-                   "was trained on; resume on the same data, or allow it with --resume-allow data",
-                   path, c->data);
+            REFUSE(
+                "%s: trained on other data: the utterances, lengths or labels of %s differ from those the checkpoint "
+                "was trained on; resume on the same data, or allow it with --resume-allow data",
+                path, c->data);
         add(note, note_cap, "%s%s", note[0] ? ", " : "", "data");
     }
     int64_t batch = m->global_batch;
@@ -133,29 +164,33 @@ int resume_check(const ckpt_meta_t *m, const char *path, const train_config_t *c
     if (!batch && ckpt_config_value(m->config, "global-batch", v, sizeof v) == 0) batch = atoll(v);  // format 1
     if (batch && batch != c->global_batch) {
         if (!listed(c->resume_allow, "global-batch"))
-            REFUSE("%s: trained with a global batch of %lld, this run has %lld (%lld per rank): the steps would change "
-                   "size and global_step would count steps of both; resume with --global-batch %lld (any world size "
-                   "that divides it), or allow it with --resume-allow global-batch",
-                   path, (long long)batch, (long long)c->global_batch, (long long)c->batch, (long long)batch);
+            REFUSE(
+                "%s: trained with a global batch of %lld, this run has %lld (%lld per rank): the steps would change "
+                "size and global_step would count steps of both; resume with --global-batch %lld (any world size "
+                "that divides it), or allow it with --resume-allow global-batch",
+                path, (long long)batch, (long long)c->global_batch, (long long)c->batch, (long long)batch);
         add(note, note_cap, "%s%s", note[0] ? ", " : "", "global-batch");
     }
     if (strcmp(m->optimizer, c->optimizer) != 0) {
         if (strcmp(m->optimizer, "none") == 0 && !listed(c->resume_allow, "optimizer"))
-            REFUSE("%s: holds no optimizer state (--optimizer none: an average or an export); start from its weights "
-                   "with --init-from, or resume with a fresh optimizer with --resume-allow optimizer",
-                   path);
+            REFUSE(
+                "%s: holds no optimizer state (--optimizer none: an average or an export); start from its weights "
+                "with --init-from, or resume with a fresh optimizer with --resume-allow optimizer",
+                path);
         if (!listed(c->resume_allow, "optimizer"))
-            REFUSE("%s: trained with --optimizer %s, this run has --optimizer %s: the checkpoint's optimizer state "
-                   "would be dropped; resume with --optimizer %s, or start a fresh one with --resume-allow optimizer",
-                   path, m->optimizer, c->optimizer, m->optimizer);
+            REFUSE(
+                "%s: trained with --optimizer %s, this run has --optimizer %s: the checkpoint's optimizer state "
+                "would be dropped; resume with --optimizer %s, or start a fresh one with --resume-allow optimizer",
+                path, m->optimizer, c->optimizer, m->optimizer);
         add(note, note_cap, "%s%s", note[0] ? ", " : "", "optimizer");
     }
     char was[1024] = "", now[1024] = "", names[1024] = "", allowed[1024] = "";
     changed_flags(m, c, config_text, was, now, names, allowed, sizeof names);
     if (names[0])
-        REFUSE("%s: written with%s, this run has%s: it would not continue the checkpoint's trajectory; give the "
-               "checkpoint's values, or allow the change with --resume-allow %s",
-               path, was, now, names);
+        REFUSE(
+            "%s: written with%s, this run has%s: it would not continue the checkpoint's trajectory; give the "
+            "checkpoint's values, or allow the change with --resume-allow %s",
+            path, was, now, names);
     if (allowed[0]) add(note, note_cap, "%s%s", note[0] ? ", " : "", allowed);
     return 0;
 #undef REFUSE

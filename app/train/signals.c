@@ -19,10 +19,11 @@ static void say(const char *msg) {
 // grace timer, or a second signal, ends it instead of leaving the job to the scheduler.
 static void on_signal(int sig) {
     if (sig == SIGALRM) {
-        say(pending == SIGUSR1 ? "spkddp: error: after SIGUSR1 the ranks did not meet within the grace period (a rank is "
-                                 "gone or stuck; SPKDDP_STOP_GRACE); exiting\n"
-                               : "spkddp: error: after SIGTERM the ranks did not meet within the grace period (a rank is "
-                                 "gone or stuck; SPKDDP_STOP_GRACE); exiting\n");
+        say(pending == SIGUSR1
+                ? "spkddp: error: after SIGUSR1 the ranks did not meet within the grace period (a rank is "
+                  "gone or stuck; SPKDDP_STOP_GRACE); exiting\n"
+                : "spkddp: error: after SIGTERM the ranks did not meet within the grace period (a rank is "
+                  "gone or stuck; SPKDDP_STOP_GRACE); exiting\n");
         _exit(SPK_EXIT_FAILURE);
     }
     if (pending) {
@@ -52,6 +53,4 @@ void signals_progress(void) {
     if (pending) alarm(grace);
 }
 
-const char *signals_name(int sig) {
-    return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal";
-}
+const char *signals_name(int sig) { return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal"; }

@@ -41,19 +41,21 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
         if (c->skipped >= c->cfg->skip_nonfinite) {
             const char *used = c->cfg->skip_nonfinite > 0 ? "; the updates --skip-nonfinite allows are used up" : "";
             if (bad_loss)
-                spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data%s",
+                spk_fail_all(SPK_EXIT_NUMERIC,
+                             "loss is %s at epoch %lld, global step %lld; lower --lr or check the data%s",
                              what_number(r->loss), e, s, used);
-            spk_fail_all(SPK_EXIT_NUMERIC,
-                         "gradient norm is %s at epoch %lld, global step %lld (the loss is finite); lower --lr or check "
-                         "the data%s",
-                         what_number(r->grad_norm), e, s, used);
+            spk_fail_all(
+                SPK_EXIT_NUMERIC,
+                "gradient norm is %s at epoch %lld, global step %lld (the loss is finite); lower --lr or check "
+                "the data%s",
+                what_number(r->grad_norm), e, s, used);
         }
         c->skipped++;
         c->ep_skipped++;
         r->skipped = 1;
         char a[32], b[32];
-        printf0("epoch %lld, global step %lld: loss %s, gradient norm %s: update skipped (%lld of at most %lld)\n", e, s,
-                show(r->loss, a, sizeof a), show(r->grad_norm, b, sizeof b), (long long)c->skipped,
+        printf0("epoch %lld, global step %lld: loss %s, gradient norm %s: update skipped (%lld of at most %lld)\n", e,
+                s, show(r->loss, a, sizeof a), show(r->grad_norm, b, sizeof b), (long long)c->skipped,
                 (long long)c->cfg->skip_nonfinite);
         return 0;
     }
@@ -85,8 +87,10 @@ void step_controls_log(const step_controls_t *c, const step_report_t *r, int64_t
     json_num(&j, "step_seconds", seconds);
     json_num(&j, "data_wait_s", data_wait);
     json_end(&j);
-    if (c->cfg->step_log[0]) metrics_append(c->cfg->step_log, &j);
-    else printf("%s\n", j.buf);
+    if (c->cfg->step_log[0])
+        metrics_append(c->cfg->step_log, &j);
+    else
+        printf("%s\n", j.buf);
 }
 
 void step_controls_resume_log(const step_controls_t *c, int64_t global_step) {

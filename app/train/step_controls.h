@@ -28,9 +28,9 @@
 typedef struct {
     const train_config_t *cfg;
     const spk_backend_t *be;
-    double *dev_norm;   // one double on the backend: vec_sum_squares' output
-    int measure;        // every update's norm and loss are read before it (see above)
-    int64_t skipped;    // updates skipped in this run
+    double *dev_norm;  // one double on the backend: vec_sum_squares' output
+    int measure;       // every update's norm and loss are read before it (see above)
+    int64_t skipped;   // updates skipped in this run
     // the epoch in progress (checkpointed)
     double ep_norm_sum, ep_norm_max;  // over its applied updates, before clipping
     int64_t ep_skipped;

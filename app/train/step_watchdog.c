@@ -13,9 +13,9 @@
 
 static struct {
     double timeout_s;
-    _Atomic double met;     // when the ranks last met
+    _Atomic double met;  // when the ranks last met
     _Atomic int64_t step;
-    pthread_mutex_t lock;   // guards stop; the thread naps on wake
+    pthread_mutex_t lock;  // guards stop; the thread naps on wake
     pthread_cond_t wake;
     int stop;
     pthread_t thread;

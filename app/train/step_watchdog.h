@@ -10,6 +10,6 @@
 #include <stdint.h>
 
 void step_watchdog_start(double mpi_timeout_s);  // starts the thread (0: none); the clock runs
-void step_watchdog_met(void);    // the ranks have just met: the clock starts again
-void step_watchdog_at_step(int64_t step);  // the global step, for the message
+void step_watchdog_met(void);                    // the ranks have just met: the clock starts again
+void step_watchdog_at_step(int64_t step);        // the global step, for the message
 void step_watchdog_stop(void);

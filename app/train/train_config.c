@@ -1,8 +1,8 @@
 #include "app/train/train_config.h"
 
-#include "kernels/base/check.h"
 #include "app/dist/device_select.h"
 #include "app/train/resume.h"
+#include "kernels/base/check.h"
 
 #include <string.h>
 
@@ -55,8 +55,9 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
     // The invariant mode's kernels are float32 ones planned for fixed results (docs/precision.md).
     if (m.invariant && strcmp(m.precision, "bf16") == 0)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --invariant cannot be combined with --precision bf16 (its exact sums "
-                                     "and fixed kernels are float32 only)");
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --invariant cannot be combined with --precision bf16 (its exact sums "
+                     "and fixed kernels are float32 only)");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

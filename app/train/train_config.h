@@ -22,15 +22,15 @@ typedef struct {
     int drop_last;
     int no_shuffle;
     char device[TRAIN_STR_MAX];  // cpu | cuda | auto | cpu-staged
-    int tf32;                  // the older --tf32: --precision tf32 (train_config_model)
+    int tf32;                    // the older --tf32: --precision tf32 (train_config_model)
     // --model, --frames and the model's hyperparameters, as the model takes them; its
     // seed is --seed (train_config_model fills it in)
     model_config_t model;
     // optimisation
     int64_t epochs;
-    int64_t batch;         // per-rank batch of one forward/backward (a micro-batch with --grad-accum)
-    int64_t global_batch;  // alternative: per-rank = global / (ranks x grad_accum); after finalize,
-                           // the samples of one optimizer update
+    int64_t batch;                  // per-rank batch of one forward/backward (a micro-batch with --grad-accum)
+    int64_t global_batch;           // alternative: per-rank = global / (ranks x grad_accum); after finalize,
+                                    // the samples of one optimizer update
     char optimizer[TRAIN_STR_MAX];  // sgd | adam | adamw
     double lr, momentum, weight_decay;
     int nesterov;
@@ -42,21 +42,21 @@ typedef struct {
     int64_t seed;
     // run control
     char ckpt_dir[TRAIN_STR_MAX];
-    int64_t ckpt_every;   // steps between checkpoints (0: only at epoch ends)
-    int64_t keep;         // checkpoints kept
+    int64_t ckpt_every;  // steps between checkpoints (0: only at epoch ends)
+    int64_t keep;        // checkpoints kept
     char metrics[TRAIN_STR_MAX];
-    char resume[TRAIN_STR_MAX];  // "" | auto | PATH
+    char resume[TRAIN_STR_MAX];        // "" | auto | PATH
     char resume_allow[TRAIN_STR_MAX];  // what a resume may change: comma-separated names (app/train/resume.h)
-    int set_aside_newer;  // resuming an older checkpoint: move the directory's newer ones aside (app/train/ckpt_policy.h)
+    int set_aside_newer;  // resuming an older checkpoint: move the directory's newer ones aside (ckpt_policy.h)
     int64_t max_steps;    // stop after this global step (0: no limit)
     int64_t progress;     // seconds between progress lines (0: per epoch only)
     // on-the-fly augmentation of the training samples (io/augment.h)
     augment_config_t aug;
     // step controls (app/train/step_controls.h)
-    double clip_grad_norm;   // 0: no clipping
-    int64_t skip_nonfinite;  // non-finite steps skipped before the run stops
-    int64_t grad_accum;      // micro-batches per update (global batch = ranks x batch x grad_accum)
-    int64_t log_every;       // updates between per-step JSON lines (0: none)
+    double clip_grad_norm;         // 0: no clipping
+    int64_t skip_nonfinite;        // non-finite steps skipped before the run stops
+    int64_t grad_accum;            // micro-batches per update (global batch = ranks x batch x grad_accum)
+    int64_t log_every;             // updates between per-step JSON lines (0: none)
     char step_log[TRAIN_STR_MAX];  // their file ("": rank 0's stdout)
     // start from another run's weights (app/train/init_from.h)
     char init_from[TRAIN_STR_MAX];  // "" | a checkpoint or safetensors file

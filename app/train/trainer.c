@@ -12,12 +12,12 @@
 #include "app/train/ckpt_policy.h"
 #include "app/train/init_from.h"
 #include "app/train/lr_schedule.h"
+#include "app/train/memory_peaks.h"
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/resume.h"
 #include "app/train/signals.h"
 #include "app/train/step_controls.h"
-#include "app/train/memory_peaks.h"
 #include "app/train/step_watchdog.h"
 #include "io/checkpoint.h"
 #include "io/config_yaml.h"
@@ -42,24 +42,24 @@ typedef struct {
     const spk_backend_t *be;  // where the model computes (--device)
     dataset_t data, val;
     uint64_t data_fingerprint;  // of the training data (checkpoints record it)
-    int has_val;       // held-out set: loss/accuracy (same speakers) or verification (trials)
-    trials_t trials;   // verification trials over the held-out utterances (n = 0: none)
+    int has_val;                // held-out set: loss/accuracy (same speakers) or verification (trials)
+    trials_t trials;            // verification trials over the held-out utterances (n = 0: none)
     sampler_t sampler;
     loader_t loader, val_loader;
-    augment_t *aug;    // training samples' augmentation (NULL: none)
+    augment_t *aug;  // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
     grad_sync_t grad_sync;
     lr_schedule_t sched;
     step_controls_t controls;  // gradient norm, clipping, skips, step log
-    int64_t *idx;          // (batch,) a micro-batch's sample indices
-    int64_t steps;         // optimizer updates per epoch
-    int64_t micro_steps;   // micro-batches per epoch (steps x --grad-accum, the last update may have fewer)
-    int64_t prefetched;    // micro-batches of this epoch handed to the loader
-    int64_t unaccounted;   // updates queued whose statistics were not accounted for yet
-    step_stats_t partial;  // this rank's statistics of the oldest such update's micro-batches read so far
-    double last_update[3]; // the last accounted update's global loss sum, correct and count
-    float *scratch;        // (max(num_params, num_state),) divergence check
+    int64_t *idx;              // (batch,) a micro-batch's sample indices
+    int64_t steps;             // optimizer updates per epoch
+    int64_t micro_steps;       // micro-batches per epoch (steps x --grad-accum, the last update may have fewer)
+    int64_t prefetched;        // micro-batches of this epoch handed to the loader
+    int64_t unaccounted;       // updates queued whose statistics were not accounted for yet
+    step_stats_t partial;      // this rank's statistics of the oldest such update's micro-batches read so far
+    double last_update[3];     // the last accounted update's global loss sum, correct and count
+    float *scratch;            // (max(num_params, num_state),) divergence check
     // position
     int64_t epoch;             // epoch in progress
     int64_t samples_in_epoch;  // global samples done in it
@@ -86,8 +86,8 @@ static void met(void) {
 // ---- checkpoints --------------------------------------------------------------------------
 
 static ckpt_tensors_t tensors_of(trainer_t *t) {
-    return (ckpt_tensors_t){&t->model->table, t->model->host_params, &t->model->state_table, t->model->host_state,
-                            t->opt.slots, t->opt.host_state};
+    return (ckpt_tensors_t){&t->model->table,     t->model->host_params, &t->model->state_table,
+                            t->model->host_state, t->opt.slots,          t->opt.host_state};
 }
 
 // The checkpoint's header: what was trained on what, and where the run stands.
@@ -151,10 +151,11 @@ static void save_checkpoint(trainer_t *t) {
         ckpt_policy_save(&t->ckpt, m, &ts, path, sizeof path);
         save_effective_config(t);
         if (t->samples_in_epoch == 0)
-            printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch, (long long)t->global_step);
+            printf0("checkpoint %s (after epoch %lld, global step %lld)\n", path, (long long)t->epoch,
+                    (long long)t->global_step);
         else
-            printf0("checkpoint %s (epoch %lld, step %lld of the epoch, global step %lld)\n", path, (long long)t->epoch + 1,
-                    (long long)t->step_in_epoch, (long long)t->global_step);
+            printf0("checkpoint %s (epoch %lld, step %lld of the epoch, global step %lld)\n", path,
+                    (long long)t->epoch + 1, (long long)t->step_in_epoch, (long long)t->global_step);
         free(m);
     }
     comm_barrier(t->comm);  // nobody runs ahead while the file is not yet in place
@@ -187,8 +188,8 @@ static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
         snprintf(r->err, sizeof r->err,
                  "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
                  "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
-                 r->path, (long long)m->num_classes, (long long)t->model->num_classes,
-                 (long long)t->data.num_speakers, augment_classes_per_speaker(&c->aug), c->aug.speed);
+                 r->path, (long long)m->num_classes, (long long)t->model->num_classes, (long long)t->data.num_speakers,
+                 augment_classes_per_speaker(&c->aug), c->aug.speed);
     if (!r->code)
         r->code = resume_check(m, r->path, c, t->config_text, t->data_fingerprint, r->err, sizeof r->err, r->note,
                                sizeof r->note);
@@ -201,7 +202,8 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
     if (!c->resume[0]) return 0;
     resume_t *r = callocCheck(1, sizeof *r);
     if (t->comm->rank == 0) {
-        if (strcmp(c->resume, "auto") == 0) r->found = ckpt_find_latest(c->ckpt_dir, r->path, sizeof r->path);
+        if (strcmp(c->resume, "auto") == 0)
+            r->found = ckpt_find_latest(c->ckpt_dir, r->path, sizeof r->path);
         else {
             r->found = 1;
             snprintf(r->path, sizeof r->path, "%s", c->resume);
@@ -218,12 +220,16 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
     comm_bcast(t->comm, m, sizeof *m, MPI_BYTE, 0);
     comm_bcast(t->comm, t->model->host_params, t->model->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, t->model->host_state, t->model->state_table.total, MPI_FLOAT, 0);
-    if (r->keep_optimizer) comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
-    else m->opt_step = 0;  // a fresh optimizer state: Adam's bias correction starts over too
+    if (r->keep_optimizer)
+        comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
+    else
+        m->opt_step = 0;  // a fresh optimizer state: Adam's bias correction starts over too
     model_upload(t->model);
     optimizer_upload(&t->opt);
     if (m->samples_in_epoch % c->global_batch != 0)
-        spk_fail_all(SPK_EXIT_CKPT, "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume with the original global batch",
+        spk_fail_all(SPK_EXIT_CKPT,
+                     "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume "
+                     "with the original global batch",
                      r->path, (long long)m->samples_in_epoch, (long long)m->epoch + 1, (long long)c->global_batch);
     if (r->note[0]) printf0("resume: changed from the checkpoint, as --resume-allow lets it: %s\n", r->note);
     if (!r->keep_optimizer && m->optimizer[0])
@@ -298,7 +304,8 @@ static void check_finite(trainer_t *t) {
     for (int64_t i = 0; i < m->table.total; i++) bad += !isfinite(m->host_params[i]);
     comm_allreduce_max_f64(t->comm, &bad, 1);
     if (bad > 0)
-        spk_fail_all(SPK_EXIT_NUMERIC, "%.0f parameters are NaN or infinite after epoch %lld; lower --lr or check the data "
+        spk_fail_all(SPK_EXIT_NUMERIC,
+                     "%.0f parameters are NaN or infinite after epoch %lld; lower --lr or check the data "
                      "(inputs constant in time make ECAPA's pooled standard deviations degenerate)",
                      bad, (long long)t->epoch + 1);
 }
@@ -308,8 +315,8 @@ typedef struct {
     double loss, acc, samples_per_s, divergence;
     double grad_norm, grad_norm_max;  // over the epoch's applied updates, before clipping
     double rss_mib, device_mib;       // memory peaks (app/train/memory_peaks.h)
-    double val_loss, val_acc;  // held-out set of the training speakers (NAN: none)
-    double ver[3];             // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
+    double val_loss, val_acc;         // held-out set of the training speakers (NAN: none)
+    double ver[3];                    // held-out trials: EER, minDCF(0.01), minDCF(0.05) (NAN: none)
 } epoch_summary_t;
 
 // max |theta_r - theta_0| over ranks and parameters; in the invariant mode over the running
@@ -491,9 +498,10 @@ static void settle(trainer_t *t) {
 static void accumulate(trainer_t *t, int64_t step) {
     model_t *m = t->model;
     const int64_t first = step * t->cfg->grad_accum, total = (int64_t)m->table.total;
-    const int64_t last = (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
+    const int64_t last =
+        (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
     int64_t n_prev = 0, n_all = 0;
-    model_zero_grads(m);  // (and the exact sums of the invariant mode)
+    model_zero_grads(m);                               // (and the exact sums of the invariant mode)
     if (t->prefetched < first) t->prefetched = first;  // resumed mid-epoch
     for (int64_t u = first; u <= last; u++) {
         // Batches are read two ahead; the loader's threads compute their frames meanwhile.
@@ -541,7 +549,8 @@ static void queue_step(trainer_t *t, int64_t step) {
     }
     grad_sync_drain(&t->grad_sync);  // the norm's download waits for the device: with the deadline first
     while (m->stats_pending > 0) account_step(t);
-    step_report_t r = {.loss = t->last_update[0] / t->last_update[2], .accuracy = t->last_update[1] / t->last_update[2]};
+    step_report_t r = {.loss = t->last_update[0] / t->last_update[2],
+                       .accuracy = t->last_update[1] / t->last_update[2]};
     const int apply = step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step - 1);
     if (apply) optimizer_step(&t->opt, m->params, m->grads, t->lr);
     count_update(t, t->last_update, apply);
@@ -562,8 +571,10 @@ static void open_data(trainer_t *t) {
         printf0("%s\n", line);
     }
     if (c->global_batch > t->data.num_utts)
-        spk_fail_all(SPK_EXIT_USAGE, "train: the global batch %lld (%lld per rank x %d ranks) is larger than the %lld utterances of %s",
-                     (long long)c->global_batch, (long long)c->batch, t->comm->size, (long long)t->data.num_utts, c->data);
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: the global batch %lld (%lld per rank x %d ranks) is larger than the %lld utterances of %s",
+                     (long long)c->global_batch, (long long)c->batch, t->comm->size, (long long)t->data.num_utts,
+                     c->data);
     t->has_val = c->val_data[0] != 0;
     if (t->has_val) {
         dataset_open(&t->val, c->val_data, t->comm->world);
@@ -572,11 +583,13 @@ static void open_data(trainer_t *t) {
                 spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld differs from the training set's %lld", c->val_data,
                              (long long)t->val.feature_dim, (long long)t->data.feature_dim);
             char **ids = h5_read_strings(t->val.file, "utt_ids", t->val.num_utts);
-            if (!ids) spk_fail_all(SPK_EXIT_DATA, "%s: '/utt_ids' is missing: --val-trials names utterances", c->val_data);
+            if (!ids)
+                spk_fail_all(SPK_EXIT_DATA, "%s: '/utt_ids' is missing: --val-trials names utterances", c->val_data);
             trials_read(c->val_trials, ids, t->val.num_utts, &t->trials);
             h5_free_strings(ids, t->val.num_utts);
         } else if (t->val.feature_dim != t->data.feature_dim || t->val.num_speakers != t->data.num_speakers)
-            spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim/num_speakers (%lld/%lld) differ from the training set's (%lld/%lld)",
+            spk_fail_all(SPK_EXIT_DATA,
+                         "%s: feature_dim/num_speakers (%lld/%lld) differ from the training set's (%lld/%lld)",
                          c->val_data, (long long)t->val.feature_dim, (long long)t->val.num_speakers,
                          (long long)t->data.feature_dim, (long long)t->data.num_speakers);
     }
@@ -589,9 +602,13 @@ static void create_model(trainer_t *t) {
     // Speed perturbation makes each factor's copies of a speaker a class of their own.
     const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
     const optimizer_config_t oc = train_config_optimizer(c);
-    const model_data_t md = {.feature_dim = t->data.feature_dim, .num_classes = classes,
-                             .visual_dim = t->data.visual.dim, .visual_ratio = t->data.visual_ratio, .source = c->data,
-                             .param_copies = 2 + optimizer_slots(&oc), .ranks_per_node = t->comm->local_size};
+    const model_data_t md = {.feature_dim = t->data.feature_dim,
+                             .num_classes = classes,
+                             .visual_dim = t->data.visual.dim,
+                             .visual_ratio = t->data.visual_ratio,
+                             .source = c->data,
+                             .param_copies = 2 + optimizer_slots(&oc),
+                             .ranks_per_node = t->comm->local_size};
     model_t *m = t->model = model_create(&mc, &md, t->be);
     comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
@@ -642,20 +659,22 @@ static int64_t invariant_steps(const trainer_t *t) {
                      "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
                      c->model.name, t->model->min_batch, (long long)c->global_batch);
     if (c->batch % c->model.invariant_group != 0)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
-                     "the groups of samples must stay whole on any world size you use",
-                     (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch,
-                     t->comm->size);
+        spk_fail_all(
+            SPK_EXIT_USAGE,
+            "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
+            "the groups of samples must stay whole on any world size you use",
+            (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch, t->comm->size);
     // Its exact sums are rounded once per update from one global batch; micro-batches would
     // need them kept across backwards, which the mode does not do.
     if (c->grad_accum > 1)
-        spk_fail_all(SPK_EXIT_USAGE, "train: --grad-accum cannot be combined with --invariant (give the whole "
-                                     "global batch per update instead)");
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --grad-accum cannot be combined with --invariant (give the whole "
+                     "global batch per update instead)");
     if (rest)
-        printf0("note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
-                "used%s\n",
-                (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
+        printf0(
+            "note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
+            "used%s\n",
+            (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
     return steps;
 }
 
@@ -784,8 +803,8 @@ static int finish(trainer_t *t, int stopped) {
     if (t->stop_signal) {
         printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
                 !c->ckpt_dir[0] ? ", no --ckpt-dir so nothing was saved"
-                : t->started   ? " with a checkpoint; resume with --resume auto"
-                               : " before its first step; resume with --resume auto");
+                : t->started    ? " with a checkpoint; resume with --resume auto"
+                                : " before its first step; resume with --resume auto");
         if (rc == SPK_EXIT_OK) rc = c->ckpt_dir[0] ? SPK_EXIT_REQUEUE : SPK_EXIT_FAILURE;
     } else if (stopped && t->epoch < c->epochs) {
         printf0("stopped at global step %lld (--max-steps); resume with --resume auto\n", (long long)t->global_step);

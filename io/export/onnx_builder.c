@@ -24,18 +24,18 @@ static char *dup(const char *s) {
 }
 
 // Appends item to the pointer array *arr of *n elements.
-#define APPEND(arr, n, item)                                                   \
-    do {                                                                       \
-        (arr) = realloc((arr), ((n) + 1) * sizeof *(arr));                     \
+#define APPEND(arr, n, item)                                                           \
+    do {                                                                               \
+        (arr) = realloc((arr), ((n) + 1) * sizeof *(arr));                             \
         if (!(arr)) spk_die(SPK_EXIT_FAILURE, "out of memory building an ONNX graph"); \
-        (arr)[(n)++] = (item);                                                 \
+        (arr)[(n)++] = (item);                                                         \
     } while (0)
 
-#define NEW(T, INIT)                      \
-    ({                                    \
-        T *p_ = mallocCheck(sizeof(T));   \
-        *p_ = (T)INIT;                    \
-        p_;                               \
+#define NEW(T, INIT)                    \
+    ({                                  \
+        T *p_ = mallocCheck(sizeof(T)); \
+        *p_ = (T)INIT;                  \
+        p_;                             \
     })
 
 onnx_builder_t *onnx_builder_new(const char *graph_name, int64_t opset) {
@@ -70,7 +70,8 @@ void onnx_metadata(onnx_builder_t *b, const char *key, const char *value) {
 static Onnx__ValueInfoProto *value_info(const char *name, int ndim, const char *const *dim_names, const int64_t *dims) {
     Onnx__TensorShapeProto *shape = NEW(Onnx__TensorShapeProto, ONNX__TENSOR_SHAPE_PROTO__INIT);
     for (int i = 0; i < ndim; i++) {
-        Onnx__TensorShapeProto__Dimension *d = NEW(Onnx__TensorShapeProto__Dimension, ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT);
+        Onnx__TensorShapeProto__Dimension *d =
+            NEW(Onnx__TensorShapeProto__Dimension, ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT);
         if (dim_names && dim_names[i]) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
             d->dim_param = dup(dim_names[i]);
@@ -93,11 +94,13 @@ static Onnx__ValueInfoProto *value_info(const char *name, int ndim, const char *
     return v;
 }
 
-void onnx_graph_input(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names, const int64_t *dims) {
+void onnx_graph_input(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names,
+                      const int64_t *dims) {
     APPEND(b->graph->input, b->graph->n_input, value_info(name, ndim, dim_names, dims));
 }
 
-void onnx_graph_output(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names, const int64_t *dims) {
+void onnx_graph_output(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names,
+                       const int64_t *dims) {
     APPEND(b->graph->output, b->graph->n_output, value_info(name, ndim, dim_names, dims));
 }
 
@@ -133,7 +136,8 @@ const char *onnx_const_i64(onnx_builder_t *b, const char *name, int ndim, const 
     return add_const(b, name, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ndim, shape, data, sizeof(int64_t));
 }
 
-const char *onnx_node_n(onnx_builder_t *b, const char *op, int nin, const char *const *in, int nout, const char *const *out) {
+const char *onnx_node_n(onnx_builder_t *b, const char *op, int nin, const char *const *in, int nout,
+                        const char *const *out) {
     Onnx__NodeProto *node = NEW(Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
     node->op_type = dup(op);
     node->name = dup(out[0]);
@@ -188,7 +192,8 @@ void onnx_attr_string(onnx_builder_t *b, const char *name, const char *v) {
 int onnx_builder_write(onnx_builder_t *b, const char *path, char *err, size_t cap) {
     const size_t n = onnx__model_proto__get_packed_size(b->model);
     uint8_t *buf = mallocCheck(n + 1);
-    if (onnx__model_proto__pack(b->model, buf) != n) spk_die(SPK_EXIT_FAILURE, "%s: protobuf-c packed a different size than it computed", path);
+    if (onnx__model_proto__pack(b->model, buf) != n)
+        spk_die(SPK_EXIT_FAILURE, "%s: protobuf-c packed a different size than it computed", path);
     int rc = atomic_write_file(path, buf, n, ATOMIC_REPLACE, err, cap);
     free(buf);
     return rc;

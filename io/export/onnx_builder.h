@@ -23,7 +23,8 @@ void onnx_metadata(onnx_builder_t *b, const char *key, const char *value);
 // Graph inputs and outputs: float tensors; axis i is symbolic (dynamic) when dim_names[i] is
 // not NULL, else of size dims[i].
 void onnx_graph_input(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names, const int64_t *dims);
-void onnx_graph_output(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names, const int64_t *dims);
+void onnx_graph_output(onnx_builder_t *b, const char *name, int ndim, const char *const *dim_names,
+                       const int64_t *dims);
 
 // Initializers (copied). Return the name, owned by the builder.
 const char *onnx_const_f32(onnx_builder_t *b, const char *name, int ndim, const int64_t *shape, const float *data);
@@ -31,7 +32,8 @@ const char *onnx_const_i64(onnx_builder_t *b, const char *name, int ndim, const 
 
 // A node of the default domain with inputs `in` and outputs `out`; returns out[0], owned by
 // the builder. onnx_node: one output.
-const char *onnx_node_n(onnx_builder_t *b, const char *op, int nin, const char *const *in, int nout, const char *const *out);
+const char *onnx_node_n(onnx_builder_t *b, const char *op, int nin, const char *const *in, int nout,
+                        const char *const *out);
 const char *onnx_node(onnx_builder_t *b, const char *op, const char *out, int nin, const char *const *in);
 // Attributes of the node added last.
 void onnx_attr_int(onnx_builder_t *b, const char *name, int64_t v);

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors stores little-endian values as they are in memory");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "safetensors stores little-endian values as they are in memory");
 
 #define ST_HEADER_MAX ((uint64_t)100 << 20)  // the reference reader's limit
 
@@ -79,10 +80,10 @@ int safetensors_write(const char *path, const st_tensor_t *t, int n, const st_me
 
 // ---- read ---------------------------------------------------------------------------------
 
-#define FAIL(...)                           \
-    do {                                    \
-        snprintf(err, cap, __VA_ARGS__);    \
-        return SPK_EXIT_CKPT;               \
+#define FAIL(...)                        \
+    do {                                 \
+        snprintf(err, cap, __VA_ARGS__); \
+        return SPK_EXIT_CKPT;            \
     } while (0)
 
 static int read_metadata(safetensors_t *st, json_t *m, const char *path, char *err, size_t cap) {
@@ -93,7 +94,8 @@ static int read_metadata(safetensors_t *st, json_t *m, const char *path, char *e
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v) {
-        if (!json_is_string(v)) FAIL("%s: safetensors header: '__metadata__' entry '%.100s' is not a string", path, key);
+        if (!json_is_string(v))
+            FAIL("%s: safetensors header: '__metadata__' entry '%.100s' is not a string", path, key);
         st->meta_keys[st->nmeta] = strdup(key);
         st->meta_values[st->nmeta] = strdup(json_string_value(v));
         if (!st->meta_keys[st->nmeta] || !st->meta_values[st->nmeta]) spk_die(SPK_EXIT_FAILURE, "out of memory");
@@ -105,30 +107,37 @@ static int read_metadata(safetensors_t *st, json_t *m, const char *path, char *e
 // One header entry into t (offsets into begin/end, checked against the data later).
 static int read_entry(st_tensor_t *t, int64_t *begin, int64_t *end, const char *name, json_t *e, const char *path,
                       char *err, size_t cap) {
-    if (strlen(name) >= ST_NAME_MAX) FAIL("%s: safetensors tensor name '%.100s...' is longer than %d bytes", path, name, ST_NAME_MAX - 1);
+    if (strlen(name) >= ST_NAME_MAX)
+        FAIL("%s: safetensors tensor name '%.100s...' is longer than %d bytes", path, name, ST_NAME_MAX - 1);
     snprintf(t->name, sizeof t->name, "%s", name);
-    json_t *dt = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"), *offs = json_object_get(e, "data_offsets");
-    if (!json_is_object(e) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs) || json_array_size(offs) != 2)
-        FAIL("%s: safetensors tensor '%s' needs 'dtype' (a string), 'shape' (a list) and 'data_offsets' ([begin, end])", path, name);
+    json_t *dt = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"),
+           *offs = json_object_get(e, "data_offsets");
+    if (!json_is_object(e) || !json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs) ||
+        json_array_size(offs) != 2)
+        FAIL("%s: safetensors tensor '%s' needs 'dtype' (a string), 'shape' (a list) and 'data_offsets' ([begin, end])",
+             path, name);
     size_t k;
     for (k = 0; k < sizeof DTYPES / sizeof DTYPES[0]; k++)
         if (strcmp(json_string_value(dt), DTYPES[k].name) == 0) break;
     if (k == sizeof DTYPES / sizeof DTYPES[0])
-        FAIL("%s: safetensors tensor '%s' has dtype %.20s; spkddp reads F32 (and I64 counters): convert it to float32", path,
-             name, json_string_value(dt));
+        FAIL("%s: safetensors tensor '%s' has dtype %.20s; spkddp reads F32 (and I64 counters): convert it to float32",
+             path, name, json_string_value(dt));
     t->dtype = DTYPES[k].dtype;
-    if (json_array_size(shape) > ST_MAX_DIMS) FAIL("%s: safetensors tensor '%s' has more than %d dimensions", path, name, ST_MAX_DIMS);
+    if (json_array_size(shape) > ST_MAX_DIMS)
+        FAIL("%s: safetensors tensor '%s' has more than %d dimensions", path, name, ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         json_t *v = json_array_get(shape, (size_t)d);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((int64_t)1 << 40) ||
-            __builtin_mul_overflow(t->numel, (int64_t)json_integer_value(v), &t->numel) || t->numel > ((int64_t)1 << 40))
+            __builtin_mul_overflow(t->numel, (int64_t)json_integer_value(v), &t->numel) ||
+            t->numel > ((int64_t)1 << 40))
             FAIL("%s: safetensors tensor '%s': 'shape' must be a list of non-negative sizes", path, name);
         t->shape[d] = json_integer_value(v);
     }
     json_t *b = json_array_get(offs, 0), *e2 = json_array_get(offs, 1);
-    if (!json_is_integer(b) || !json_is_integer(e2) || json_integer_value(b) < 0 || json_integer_value(e2) < json_integer_value(b))
+    if (!json_is_integer(b) || !json_is_integer(e2) || json_integer_value(b) < 0 ||
+        json_integer_value(e2) < json_integer_value(b))
         FAIL("%s: safetensors tensor '%s': 'data_offsets' must be [begin, end] with 0 <= begin <= end", path, name);
     *begin = json_integer_value(b);
     *end = json_integer_value(e2);
@@ -154,8 +163,10 @@ static int check_tiling(const safetensors_t *st, span_t *s, int64_t data_len, co
     int64_t at = 0;
     for (int j = 0; j < st->count; j++) {
         if (s[j].begin != at)
-            FAIL("%s: safetensors tensor '%s' starts at byte %lld of the data, expected %lld (tensors must be packed with no gap or overlap)",
-                 path, st->t[s[j].i].name, (long long)s[j].begin, (long long)at);
+            FAIL(
+                "%s: safetensors tensor '%s' starts at byte %lld of the data, expected %lld (tensors must be packed "
+                "with no gap or overlap)",
+                path, st->t[s[j].i].name, (long long)s[j].begin, (long long)at);
         at = s[j].end;
     }
     if (at != data_len)
@@ -168,7 +179,8 @@ static int parse_header(safetensors_t *st, const char *text, size_t len, int64_t
                         size_t cap) {
     json_error_t je;
     json_t *h = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!h) FAIL("%s: safetensors header is not valid JSON (line %d, column %d: %s)", path, je.line, je.column, je.text);
+    if (!h)
+        FAIL("%s: safetensors header is not valid JSON (line %d, column %d: %s)", path, je.line, je.column, je.text);
     int rc = 0;
     if (!json_is_object(h)) {
         snprintf(err, cap, "%s: safetensors header must be a JSON object", path);
@@ -212,7 +224,8 @@ static int read_file(const char *path, unsigned char **buf, size_t *len, char *e
     return 0;
 }
 
-int safetensors_parse(const unsigned char *buf, size_t len, const char *path, safetensors_t *st, char *err, size_t cap) {
+int safetensors_parse(const unsigned char *buf, size_t len, const char *path, safetensors_t *st, char *err,
+                      size_t cap) {
     memset(st, 0, sizeof *st);
     uint64_t hl = 0;
     if (len >= 8) memcpy(&hl, buf, 8);

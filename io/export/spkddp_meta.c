@@ -41,9 +41,12 @@ int spkddp_meta_read(const safetensors_t *st, const char *path, ckpt_meta_t *met
     memset(meta, 0, sizeof *meta);
     const char *model = safetensors_meta(st, "spkddp_model"), *config = safetensors_meta(st, "spkddp_config");
     if (!model || !config)
-        FAIL("%s: the safetensors metadata has no 'spkddp_model'/'spkddp_config' to build a model from (files from spkddp "
-             "export and tools/speechbrain_to_safetensors.py have them; train --init-from takes any file of the right tensors)",
-             path);
+        FAIL(
+            "%s: the safetensors metadata has no 'spkddp_model'/'spkddp_config' to build a model from (files from "
+            "spkddp "
+            "export and tools/speechbrain_to_safetensors.py have them; train --init-from takes any file of the right "
+            "tensors)",
+            path);
     if (strlen(model) >= sizeof meta->model || strlen(config) >= sizeof meta->config)
         FAIL("%s: safetensors metadata 'spkddp_model' or 'spkddp_config' is too long", path);
     snprintf(meta->model, sizeof meta->model, "%s", model);
@@ -56,8 +59,8 @@ int spkddp_meta_read(const safetensors_t *st, const char *path, ckpt_meta_t *met
         long long x = v ? strtoll(v, &end, 10) : -1;
         const int64_t lo = i < 2 ? 1 : 0;
         if (!v || errno || end == v || *end || x < lo || x > hi[i])
-            FAIL("%s: safetensors metadata '%s' must be an integer in [%lld, %lld]", path, NUMBER_KEYS[i], (long long)lo,
-                 (long long)hi[i]);
+            FAIL("%s: safetensors metadata '%s' must be an integer in [%lld, %lld]", path, NUMBER_KEYS[i],
+                 (long long)lo, (long long)hi[i]);
         *number_field(meta, i) = x;
     }
     meta->world_size = 1;

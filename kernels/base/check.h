@@ -36,11 +36,11 @@ extern "C" {
 
 SPK_NORETURN void spk_die_at(const char *file, int line, int code, const char *fmt, ...) SPK_PRINTF(4, 5);
 SPK_NORETURN void spk_fail_all(int code, const char *fmt, ...) SPK_PRINTF(2, 3);
-SPK_NORETURN void spk_exit_all(int code);  // every rank: finalize MPI and exit quietly
-void spk_warn(const char *fmt, ...) SPK_PRINTF(1, 2);       // any rank, prefixed with the rank
-void printf0(const char *fmt, ...) SPK_PRINTF(1, 2);        // rank 0 only, flushed
-int spk_rank(void);   // world rank, 0 before MPI_Init
-int spk_world(void);  // world size, 1 before MPI_Init
+SPK_NORETURN void spk_exit_all(int code);              // every rank: finalize MPI and exit quietly
+void spk_warn(const char *fmt, ...) SPK_PRINTF(1, 2);  // any rank, prefixed with the rank
+void printf0(const char *fmt, ...) SPK_PRINTF(1, 2);   // rank 0 only, flushed
+int spk_rank(void);                                    // world rank, 0 before MPI_Init
+int spk_world(void);                                   // world size, 1 before MPI_Init
 
 #define spk_die(code, ...) spk_die_at(__FILE__, __LINE__, (code), __VA_ARGS__)
 // A cleanup spk_die runs once, after its line and before it ends the job: removing a temp
@@ -48,25 +48,25 @@ int spk_world(void);  // world size, 1 before MPI_Init
 void spk_on_die(void (*fn)(void *ctx), void *ctx);
 
 // MPI: the error handler is set to MPI_ERRORS_RETURN so every call can be checked here.
-#define mpiCheck(call)                                                                \
-    do {                                                                              \
-        int mpi_rc_ = (call);                                                         \
-        if (mpi_rc_ != 0) spk_mpi_fail(__FILE__, __LINE__, #call, mpi_rc_);          \
+#define mpiCheck(call)                                                      \
+    do {                                                                    \
+        int mpi_rc_ = (call);                                               \
+        if (mpi_rc_ != 0) spk_mpi_fail(__FILE__, __LINE__, #call, mpi_rc_); \
     } while (0)
 SPK_NORETURN void spk_mpi_fail(const char *file, int line, const char *call, int rc);
 
 // HDF5: negative return values (herr_t/hid_t/htri_t) are failures. `what` names the file or
 // object so the message says what could not be done to which thing.
-#define h5Check(call, ...)                                                            \
-    ({                                                                                \
-        __typeof__(call) h5_rc_ = (call);                                             \
+#define h5Check(call, ...)                                                             \
+    ({                                                                                 \
+        __typeof__(call) h5_rc_ = (call);                                              \
         if (h5_rc_ < 0) spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, __VA_ARGS__); \
-        h5_rc_;                                                                       \
+        h5_rc_;                                                                        \
     })
 
 void *spk_malloc_at(const char *file, int line, size_t bytes);
 void *spk_calloc_at(const char *file, int line, size_t count, size_t size);
-#define mallocCheck(bytes) spk_malloc_at(__FILE__, __LINE__, (bytes))
+#define mallocCheck(bytes)   spk_malloc_at(__FILE__, __LINE__, (bytes))
 #define callocCheck(n, size) spk_calloc_at(__FILE__, __LINE__, (n), (size))
 
 #ifdef __cplusplus

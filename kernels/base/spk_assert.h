@@ -4,11 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SPK_ASSERT(cond)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "spkddp: internal error at %s:%d: assertion '%s' failed\n",   \
-                    __FILE__, __LINE__, #cond);                                           \
-            abort();                                                                      \
-        }                                                                                 \
+#define SPK_ASSERT(cond)                                                                                            \
+    do {                                                                                                            \
+        if (!(cond)) {                                                                                              \
+            fprintf(stderr, "spkddp: internal error at %s:%d: assertion '%s' failed\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                                                \
+        }                                                                                                           \
     } while (0)

@@ -18,11 +18,11 @@ size_t aam_softmax_cache_floats(int B, int E, int S) { return aam_cache_floats(B
 size_t aam_softmax_workspace_floats(int B, int E, int S) { return aam_workspace_floats(B, E, S); }
 
 // out = in / max(|in|, eps) for each of `rows` rows of length E; norm[r] = |in_r| (unclamped)
-static void normalize_rows(float* out, float* norm, const float* in, int rows, int E) {
+static void normalize_rows(float *out, float *norm, const float *in, int rows, int E) {
 #pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++) {
-        const float* x = in + (size_t)r * E;
-        float* y = out + (size_t)r * E;
+        const float *x = in + (size_t)r * E;
+        float *y = out + (size_t)r * E;
         double ss = 0.0;
         for (int e = 0; e < E; e++) ss += (double)x[e] * x[e];
         const float n = (float)sqrt(ss);
@@ -34,7 +34,7 @@ static void normalize_rows(float* out, float* norm, const float* in, int rows, i
 
 // Backward of y = x / max(|x|, eps) for one row: d += (g - y (y.g)) / |x| where |x| > eps,
 // else g / eps.
-static inline void normalize_row_backward(float* d, const float* g, const float* y, float n, int E) {
+static inline void normalize_row_backward(float *d, const float *g, const float *y, float n, int E) {
     if (n > NORM_EPS) {
         float dot = 0.0f;
         for (int e = 0; e < E; e++) dot += y[e] * g[e];
@@ -45,8 +45,7 @@ static inline void normalize_row_backward(float* d, const float* g, const float*
     }
 }
 
-static void normalize_rows_backward(float* dx, const float* g, const float* y, const float* norm,
-                                    int rows, int E) {
+static void normalize_rows_backward(float *dx, const float *g, const float *y, const float *norm, int rows, int E) {
 #pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++)
         normalize_row_backward(dx + (size_t)r * E, g + (size_t)r * E, y + (size_t)r * E, norm[r], E);
@@ -54,7 +53,7 @@ static void normalize_rows_backward(float* dx, const float* g, const float* y, c
 
 typedef struct {
     aam_cache_t c;
-    const int* labels;
+    const int *labels;
     int S;
     float scale;
     spk_aam_margin_t margin;
@@ -62,12 +61,12 @@ typedef struct {
 
 // Row b of cos (B, S), in place in the probs slot: cos -> logits (scale * cos, scale * phi at
 // the label) -> softmax. Also the row's cos_target, loss and argmax(cos) hit.
-static spk_row_loss_t aam_row(void* ctx, int b) {
-    const aam_rows* r = ctx;
+static spk_row_loss_t aam_row(void *ctx, int b) {
+    const aam_rows *r = ctx;
     const int S = r->S, y = r->labels[b];
     const float scale = r->scale;
     SPK_ASSERT(y >= 0 && y < S);
-    float* row = r->c.probs + (size_t)b * S;
+    float *row = r->c.probs + (size_t)b * S;
     const int am = spk_row_argmax(row, S);
     const float ct = row[y];
     r->c.cos_target[b] = ct;
@@ -82,7 +81,7 @@ static spk_row_loss_t aam_row(void* ctx, int b) {
 
 // Normalized embeddings and class weights into the cache, and cos (B, S) into its probs slot
 // (by `gemm`: spk_sgemm, or spk_sgemm_rows in the world-size-invariant mode).
-static aam_cache_t cosines(float* cache, const float* emb, const float* w, int B, int E, int S, spk_gemm_fn* gemm) {
+static aam_cache_t cosines(float *cache, const float *emb, const float *w, int B, int E, int S, spk_gemm_fn *gemm) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     aam_cache_t c = aam_cache_view(cache, B, E, S);
     normalize_rows(c.ehat, c.enorm, emb, B, E);
@@ -91,9 +90,8 @@ static aam_cache_t cosines(float* cache, const float* emb, const float* w, int B
     return c;
 }
 
-void aam_softmax_forward(float* loss, int* correct, float* cache, const float* emb, const float* w,
-                         const int* labels, int B, int E, int S, float margin, float scale,
-                         float* workspace) {
+void aam_softmax_forward(float *loss, int *correct, float *cache, const float *emb, const float *w, const int *labels,
+                         int B, int E, int S, float margin, float scale, float *workspace) {
     (void)workspace;  // forward needs no scratch; kept for a uniform interface
     // cos turned into probabilities row by row in the probs slot
     aam_rows r = {cosines(cache, emb, w, B, E, S, spk_sgemm), labels, S, scale, spk_aam_margin(margin)};
@@ -102,12 +100,12 @@ void aam_softmax_forward(float* loss, int* correct, float* cache, const float* e
 
 // dcos (B, S) = d (g * loss_b) / d cos for every row: g times the softmax's gradient, and the
 // margin's derivative at the label.
-static void cos_grad(float* dcos, const aam_cache_t* c, const int* labels, int B, int S, float g,
-                     const spk_aam_margin_t* mc) {
+static void cos_grad(float *dcos, const aam_cache_t *c, const int *labels, int B, int S, float g,
+                     const spk_aam_margin_t *mc) {
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S >= 32768)
     for (int b = 0; b < B; b++) {
-        const float* p = c->probs + (size_t)b * S;
-        float* d = dcos + (size_t)b * S;
+        const float *p = c->probs + (size_t)b * S;
+        float *d = dcos + (size_t)b * S;
         const int y = labels[b];
 #pragma omp simd
         for (int j = 0; j < S; j++) d[j] = g * p[j];
@@ -115,9 +113,8 @@ static void cos_grad(float* dcos, const aam_cache_t* c, const int* labels, int B
     }
 }
 
-void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cache, const float* emb,
-                          const float* w, const int* labels, int B, int E, int S, float margin,
-                          float scale, float* workspace) {
+void aam_softmax_backward(float *demb, float *dw, float dloss, const float *cache, const float *emb, const float *w,
+                          const int *labels, int B, int E, int S, float margin, float scale, float *workspace) {
     (void)emb;
     (void)w;  // normalized copies and norms are in the cache
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
@@ -139,9 +136,8 @@ void aam_softmax_backward(float* demb, float* dw, float dloss, const float* cach
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
-void aam_softmax_forward_rows(float* row_loss, int* correct, float* cache, const float* emb,
-                              const float* w, const int* labels, int B, int E, int S, float margin,
-                              float scale, float* workspace) {
+void aam_softmax_forward_rows(float *row_loss, int *correct, float *cache, const float *emb, const float *w,
+                              const int *labels, int B, int E, int S, float margin, float scale, float *workspace) {
     (void)workspace;
     aam_rows r = {cosines(cache, emb, w, B, E, S, spk_sgemm_rows), labels, S, scale, spk_aam_margin(margin)};
     int hits = 0;
@@ -161,10 +157,9 @@ static int class_block_rows(int S, int E) {
     return rows < 1 ? 1 : (rows < S ? rows : S);
 }
 
-void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dloss,
-                                const float* cache, const float* emb, const float* w,
-                                const int* labels, int B, int E, int S, float margin, float scale,
-                                float* workspace, int group) {
+void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dloss, const float *cache,
+                                const float *emb, const float *w, const int *labels, int B, int E, int S, float margin,
+                                float scale, float *workspace, int group) {
     (void)emb;
     (void)w;
     SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
@@ -186,7 +181,7 @@ void aam_softmax_backward_exact(float* demb, float* dw_tmp, xsum_t dw, float dlo
     for (int blk = 0; blk < blocks; blk++) {
         const int s0 = blk * rows, s1 = s0 + rows < S ? s0 + rows : S;
         for (int b = 0; b < B; b++) {
-            const float* eh = c.ehat + (size_t)b * E;
+            const float *eh = c.ehat + (size_t)b * E;
             for (int s = s0; s < s1; s++) {
                 const float gs = ws.dcos[(size_t)b * S + s];
                 float *g = ws.dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;

@@ -10,10 +10,10 @@
 #include "kernels/elementwise_math.h"
 
 // sum over the B rows of length T of channel c
-static double channel_sum(const float* x, int c, int B, int C, int T) {
+static double channel_sum(const float *x, int c, int B, int C, int T) {
     double acc = 0.0;
     for (int b = 0; b < B; b++) {
-        const float* r = x + ((size_t)b * C + c) * T;
+        const float *r = x + ((size_t)b * C + c) * T;
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
         for (int t = 0; t < T; t++) s += r[t];
@@ -22,9 +22,9 @@ static double channel_sum(const float* x, int c, int B, int C, int T) {
     return acc;
 }
 
-void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* running_mean,
-                               float* running_var, const float* x, const float* weight,
-                               const float* bias, int B, int C, int T, float eps, float momentum) {
+void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                               const float *x, const float *weight, const float *bias, int B, int C, int T, float eps,
+                               float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t N = (size_t)B * T;
     SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
@@ -34,7 +34,7 @@ void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* runnin
         const float muf = (float)mu;
         double ss = 0.0;
         for (int b = 0; b < B; b++) {
-            const float* r = x + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
@@ -50,17 +50,16 @@ void batchnorm1d_forward_train(float* y, float* mean, float* rstd, float* runnin
         const float bc = bias ? bias[c] : 0.0f;
         const float sc = spk_bn_scale(rs, wc);
         for (int b = 0; b < B; b++) {
-            const float* r = x + ((size_t)b * C + c) * T;
-            float* o = y + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
+            float *o = y + ((size_t)b * C + c) * T;
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
         }
     }
 }
 
-void batchnorm1d_forward_infer(float* y, const float* x, const float* running_mean,
-                               const float* running_var, const float* weight, const float* bias,
-                               int B, int C, int T, float eps) {
+void batchnorm1d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
+                               const float *weight, const float *bias, int B, int C, int T, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
 #pragma omp parallel for collapse(2) schedule(dynamic, 16)
     for (int b = 0; b < B; b++) {
@@ -69,17 +68,16 @@ void batchnorm1d_forward_infer(float* y, const float* x, const float* running_me
             const float wc = weight ? weight[c] : 1.0f;
             const float bc = bias ? bias[c] : 0.0f;
             const float sc = spk_bn_scale(rs, wc), mu = running_mean[c];
-            const float* r = x + ((size_t)b * C + c) * T;
-            float* o = y + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
+            float *o = y + ((size_t)b * C + c) * T;
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], mu, sc, bc);
         }
     }
 }
 
-void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* dy, const float* x,
-                          const float* weight, const float* mean, const float* rstd, int B, int C,
-                          int T) {
+void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
+                          const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
 #pragma omp parallel for schedule(dynamic, 4)
@@ -87,8 +85,8 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
         const float mu = mean[c], rs = rstd[c];
         double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
         for (int b = 0; b < B; b++) {
-            const float* g = dy + ((size_t)b * C + c) * T;
-            const float* r = x + ((size_t)b * C + c) * T;
+            const float *g = dy + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
             float s1 = 0.0f, s2 = 0.0f;
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -104,12 +102,11 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
         for (int b = 0; b < B; b++) {
-            const float* g = dy + ((size_t)b * C + c) * T;
-            const float* r = x + ((size_t)b * C + c) * T;
-            float* o = dx + ((size_t)b * C + c) * T;
+            const float *g = dy + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
+            float *o = dx + ((size_t)b * C + c) * T;
 #pragma omp simd
-            for (int t = 0; t < T; t++)
-                o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
         }
     }
 }
@@ -117,7 +114,7 @@ void batchnorm1d_backward(float* dx, float* dweight, float* dbias, const float* 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
 // Adds the group sums of a channel: g1/g2 collect the samples of a group, in order.
-static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double* g1, double* g2) {
+static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double *g1, double *g2) {
     *g1 = b % group ? *g1 + s1 : s1;
     *g2 = b % group ? *g2 + s2 : s2;
     if (b % group != group - 1) return;
@@ -125,14 +122,14 @@ static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, do
     xsum_add_one(xsum_at(sums, C + c), *g2);
 }
 
-void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, int B, int C, int T, int group) {
+void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, int B, int C, int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const double sh = shift ? shift[c] : 0.0f;
         double g1 = 0.0, g2 = 0.0;
         for (int b = 0; b < B; b++) {
-            const float* r = x + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
             double s1 = 0.0, s2 = 0.0;
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -145,41 +142,39 @@ void batchnorm1d_stats_partial(xsum_t sums, const float* x, const float* shift, 
     }
 }
 
-void batchnorm1d_forward_global(float* y, float* mean, float* rstd, float* running_mean,
-                                float* running_var, const float* x, const float* weight,
-                                const float* bias, xsum_t sums, int64_t N, int B, int C, int T,
-                                float eps, float momentum) {
+void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                const float *x, const float *weight, const float *bias, xsum_t sums, int64_t N, int B,
+                                int C, int T, float eps, float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         double mu, var;
-        spk_bn_stats_of_sums(xsum_value_of(sums, c), xsum_value_of(sums, C + c),
-                             running_mean ? running_mean[c] : 0.0f, (double)N, &mu, &var);
+        spk_bn_stats_of_sums(xsum_value_of(sums, c), xsum_value_of(sums, C + c), running_mean ? running_mean[c] : 0.0f,
+                             (double)N, &mu, &var);
         const float muf = (float)mu;
         const float rs = spk_bn_rstd((float)var, eps);
         spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
         const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
         const float bc = bias ? bias[c] : 0.0f;
         for (int b = 0; b < B; b++) {
-            const float* r = x + ((size_t)b * C + c) * T;
-            float* o = y + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
+            float *o = y + ((size_t)b * C + c) * T;
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
         }
     }
 }
 
-void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float* dy,
-                                  const float* x, const float* mean, const float* rstd, int B,
-                                  int C, int T, int group) {
+void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, int B, int C, int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double g1 = 0.0, g2 = 0.0;
         for (int b = 0; b < B; b++) {
-            const float* g = dy + ((size_t)b * C + c) * T;
-            const float* r = x + ((size_t)b * C + c) * T;
+            const float *g = dy + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
             double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -194,9 +189,8 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
     }
 }
 
-void batchnorm1d_backward_global(float* dx, const float* dy, const float* x, const float* weight,
-                                 const float* mean, const float* rstd, xsum_t sums, int64_t N, int B,
-                                 int C, int T) {
+void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
+                                 const float *rstd, xsum_t sums, int64_t N, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
@@ -205,9 +199,9 @@ void batchnorm1d_backward_global(float* dx, const float* dy, const float* x, con
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
         for (int b = 0; b < B; b++) {
-            const float* g = dy + ((size_t)b * C + c) * T;
-            const float* r = x + ((size_t)b * C + c) * T;
-            float* o = dx + ((size_t)b * C + c) * T;
+            const float *g = dy + ((size_t)b * C + c) * T;
+            const float *r = x + ((size_t)b * C + c) * T;
+            float *o = dx + ((size_t)b * C + c) * T;
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
         }

@@ -3,23 +3,23 @@
 
 #define PAR_MIN 32768  // elements: below this, one thread
 
-void bf16_from_f32(spk_bf16* y, const float* x, size_t n) {
+void bf16_from_f32(spk_bf16 *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = spk_bf16_round(x[i]);
 }
 
-void bf16_to_f32(float* y, const spk_bf16* x, size_t n) {
+void bf16_to_f32(float *y, const spk_bf16 *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = spk_bf16_to_f32(x[i]);
 }
 
-void bf16_fold_from_f32(spk_bf16* y, float* sums, const float* x, int B, int C, int T) {
+void bf16_fold_from_f32(spk_bf16 *y, float *sums, const float *x, int B, int C, int T) {
 #pragma omp parallel for schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int c = 0; c < C; c++) {
         float acc = 0.0f;
         for (int b = 0; b < B; b++) {
-            const float* src = x + ((size_t)b * C + c) * T;
-            spk_bf16* dst = y + ((size_t)c * B + b) * T;
+            const float *src = x + ((size_t)b * C + c) * T;
+            spk_bf16 *dst = y + ((size_t)c * B + b) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {

@@ -36,17 +36,17 @@
 #include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
-#define PAR_MIN_COPY 32768     // elements: below this, copies run on one thread
-#define PAR_MIN_FLOPS 4000000  // multiply-adds: below this, GEMM loops run on one thread
-#define ALIGN 64               // bytes: workspace regions start on cache lines
+#define PAR_MIN_COPY    32768    // elements: below this, copies run on one thread
+#define PAR_MIN_FLOPS   4000000  // multiply-adds: below this, GEMM loops run on one thread
+#define ALIGN           64       // bytes: workspace regions start on cache lines
 
-static void sgemm_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
-                           float beta, float* C, int ldc) {
+static void sgemm_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                           float beta, float *C, int ldc) {
     spk_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-static void sgemm_fixed_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
-                                 float beta, float* C, int ldc) {
+static void sgemm_fixed_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                                 float beta, float *C, int ldc) {
     spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -55,10 +55,10 @@ const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
 static const conv_operands_t conv_operands_f32_fixed = {sizeof(float), sgemm_fixed_operands, 0};
 
 // Element i of an operand array of `elem`-byte elements.
-static inline const char* elem_at(const void* p, size_t i, size_t elem) { return (const char*)p + i * elem; }
+static inline const char *elem_at(const void *p, size_t i, size_t elem) { return (const char *)p + i * elem; }
 
 // Row c of sample b of an operand tensor.
-static inline const char* row_at(conv_tensor_t x, int b, int c, size_t elem) {
+static inline const char *row_at(conv_tensor_t x, int b, int c, size_t elem) {
     return elem_at(x.p, (size_t)b * x.sample + (size_t)c * x.row, elem);
 }
 
@@ -67,7 +67,7 @@ static inline const char* row_at(conv_tensor_t x, int b, int c, size_t elem) {
 static inline int is_folded(conv_tensor_t x, int B, int T) { return x.sample == (size_t)T && x.row >= (size_t)B * T; }
 
 // One element of 2 or 4 bytes (the operand types), without a memcpy call per element.
-static inline void copy_elem(char* dst, const char* src, size_t elem) {
+static inline void copy_elem(char *dst, const char *src, size_t elem) {
     if (elem == 2)
         memcpy(dst, src, 2);
     else
@@ -77,9 +77,7 @@ static inline void copy_elem(char* dst, const char* src, size_t elem) {
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 // Reflect index for u in (-T, 2T - 1): torch 'reflect' (edge sample not repeated).
-static inline int reflect_index(int u, int T) {
-    return u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u);
-}
+static inline int reflect_index(int u, int T) { return u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u); }
 
 static int chunk_samples(int B, int T) {
     int nb = (CONV_CHUNK_COLS + T - 1) / T;
@@ -99,19 +97,16 @@ static conv1d_algo g_algo = CONV1D_AUTO;
 
 void conv1d_set_algo(conv1d_algo algo) { g_algo = algo; }
 
-
 // Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
 // W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
 #define BIG_WEIGHT_FLOATS (1u << 20)
 
-static int big_weight(int Cin, int Cout, int K) {
-    return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS;
-}
+static int big_weight(int Cin, int Cout, int K) { return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS; }
 
 // CONV1D_AUTO: the per-sample schedule for float32 operands and weights within L2; the folded
 // one for bf16 operands, and for weights beyond L2, which each per-sample GEMM would read from
 // L3 again (1536 -> 1536 measured ~10% faster folded, forward and input gradient).
-static int use_per_sample(const conv_operands_t* op, int Cin, int Cout, int K) {
+static int use_per_sample(const conv_operands_t *op, int Cin, int Cout, int K) {
     if (g_algo != CONV1D_AUTO) return g_algo == CONV1D_PER_SAMPLE;
     return !op->folded && !big_weight(Cin, Cout, K);
 }
@@ -138,7 +133,7 @@ static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
     return round_up(folded > slots ? folded : slots);
 }
 
-size_t conv_schedule_bytes(const conv_operands_t* op, int B, int Cin, int Cout, int T, int K, int dilation) {
+size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     return scratch_bytes(B, Cin, Cout, T, K) + (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout * op->elem : 0);
 }
@@ -149,20 +144,20 @@ static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
 }
 
 // wt (CK, Cout) = w (Cout, CK)^T, in 32 x 32 tiles
-static void transpose_weight(void* wt, const void* w, int Cout, int CK, size_t elem) {
+static void transpose_weight(void *wt, const void *w, int Cout, int CK, size_t elem) {
 #pragma omp parallel for collapse(2) schedule(static)
     for (int o0 = 0; o0 < Cout; o0 += 32) {
         for (int i0 = 0; i0 < CK; i0 += 32) {
             const int o1 = o0 + 32 < Cout ? o0 + 32 : Cout, i1 = i0 + 32 < CK ? i0 + 32 : CK;
             for (int i = i0; i < i1; i++)
                 for (int o = o0; o < o1; o++)
-                    copy_elem((char*)wt + ((size_t)i * Cout + o) * elem, elem_at(w, (size_t)o * CK + i, elem), elem);
+                    copy_elem((char *)wt + ((size_t)i * Cout + o) * elem, elem_at(w, (size_t)o * CK + i, elem), elem);
         }
     }
 }
 
 // One row of an im2col: dst[t] = xr[r(t + off)] for t < T
-static inline void im2col_row(char* dst, const char* xr, int off, int T, size_t elem) {
+static inline void im2col_row(char *dst, const char *xr, int off, int T, size_t elem) {
     const int t_lo = off < 0 ? -off : 0;     // first t with t + off >= 0
     const int t_hi = off > 0 ? T - off : T;  // first t with t + off >= T
     for (int t = 0; t < t_lo; t++) copy_elem(dst + t * elem, xr + reflect_index(t + off, T) * elem, elem);
@@ -171,13 +166,13 @@ static inline void im2col_row(char* dst, const char* xr, int off, int T, size_t 
 }
 
 // col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)]
-static void im2col(void* col, int ldc, conv_tensor_t x, int b0, int nb, int Cin, int T, int K, int dilation,
+static void im2col(void *col, int ldc, conv_tensor_t x, int b0, int nb, int Cin, int T, int K, int dilation,
                    size_t elem) {
     const int p = conv_pad(K, dilation);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int ci = 0; ci < Cin; ci++) {
         for (int k = 0; k < K; k++) {
-            char* row = (char*)col + ((size_t)ci * K + k) * ldc * elem;
+            char *row = (char *)col + ((size_t)ci * K + k) * ldc * elem;
             for (int bi = 0; bi < nb; bi++)
                 im2col_row(row + (size_t)bi * T * elem, row_at(x, b0 + bi, ci, elem), k * dilation - p, T, elem);
         }
@@ -185,17 +180,17 @@ static void im2col(void* col, int ldc, conv_tensor_t x, int b0, int nb, int Cin,
 }
 
 // dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
-static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation) {
+static void col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation) {
     const int p = conv_pad(K, dilation);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int bi = 0; bi < nb; bi++) {
         for (int ci = 0; ci < Cin; ci++) {
-            float* dxr = dx + ((size_t)(b0 + bi) * Cin + ci) * T;
+            float *dxr = dx + ((size_t)(b0 + bi) * Cin + ci) * T;
             for (int k = 0; k < K; k++) {
                 const int off = k * dilation - p;
                 const int t_lo = off < 0 ? -off : 0;
                 const int t_hi = off > 0 ? T - off : T;
-                const float* src = col + ((size_t)ci * K + k) * ldc + (size_t)bi * T;
+                const float *src = col + ((size_t)ci * K + k) * ldc + (size_t)bi * T;
                 for (int t = 0; t < t_lo; t++) dxr[reflect_index(t + off, T)] += src[t];
 #pragma omp simd
                 for (int t = t_lo; t < t_hi; t++) dxr[t + off] += src[t];
@@ -208,24 +203,24 @@ static void col2im_add(float* dx, const float* col, int ldc, int b0, int nb, int
 // ---- per-sample schedule -------------------------------------------------------------------
 
 // col (rows c0*K .. c1*K of the im2col matrix of sample b, T columns)
-static void im2col_sample(void* col, conv_tensor_t x, int b, int c0, int c1, int T, int K, int dilation, size_t elem) {
+static void im2col_sample(void *col, conv_tensor_t x, int b, int c0, int c1, int T, int K, int dilation, size_t elem) {
     const int p = conv_pad(K, dilation);
     for (int ci = c0; ci < c1; ci++)
         for (int k = 0; k < K; k++)
-            im2col_row((char*)col + ((size_t)(ci - c0) * K + k) * T * elem, row_at(x, b, ci, elem), k * dilation - p,
+            im2col_row((char *)col + ((size_t)(ci - c0) * K + k) * T * elem, row_at(x, b, ci, elem), k * dilation - p,
                        T, elem);
 }
 
 // dx_b (Cin, T) += fold of dcol (Cin*K, T)
-static void col2im_add_sample(float* dxb, const float* dcol, int Cin, int T, int K, int dilation) {
+static void col2im_add_sample(float *dxb, const float *dcol, int Cin, int T, int K, int dilation) {
     const int p = conv_pad(K, dilation);
     for (int ci = 0; ci < Cin; ci++) {
-        float* dxr = dxb + (size_t)ci * T;
+        float *dxr = dxb + (size_t)ci * T;
         for (int k = 0; k < K; k++) {
             const int off = k * dilation - p;
             const int t_lo = off < 0 ? -off : 0;
             const int t_hi = off > 0 ? T - off : T;
-            const float* src = dcol + ((size_t)ci * K + k) * T;
+            const float *src = dcol + ((size_t)ci * K + k) * T;
             for (int t = 0; t < t_lo; t++) dxr[reflect_index(t + off, T)] += src[t];
 #pragma omp simd
             for (int t = t_lo; t < t_hi; t++) dxr[t + off] += src[t];
@@ -244,18 +239,18 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K) {
     return nt;
 }
 
-static void forward_per_sample(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
-                               int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+static void forward_per_sample(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                               int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
 #pragma omp parallel num_threads(nt)
     {
-        char* col = K > 1 ? (char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;  // (CK, T)
+        char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;  // (CK, T)
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
-            float* yb = y + (size_t)b * Cout * T;
-            const void* src = row_at(x, b, 0, e);
+            float *yb = y + (size_t)b * Cout * T;
+            const void *src = row_at(x, b, 0, e);
             int ld = (int)x.row;
             if (K > 1) {
                 im2col_sample(col, x, b, 0, Cin, T, K, dilation, e);
@@ -271,25 +266,25 @@ static void forward_per_sample(const conv_operands_t* op, float* y, conv_tensor_
 }
 
 // dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed).
-static void input_grad_per_sample(const conv_operands_t* op, float* dx, conv_tensor_t dy, const void* w, int B,
-                                  int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+static void input_grad_per_sample(const conv_operands_t *op, float *dx, conv_tensor_t dy, const void *w, int B, int Cin,
+                                  int Cout, int T, int K, int dilation, void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
     // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
     const int big = big_weight(Cin, Cout, K);
-    void* wt = (char*)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
+    void *wt = (char *)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
     if (big) transpose_weight(wt, w, Cout, CK, e);
     const char ta = big ? 'N' : 'T';
-    const void* a = big ? wt : w;
+    const void *a = big ? wt : w;
     const int lda = big ? Cout : CK;
 #pragma omp parallel num_threads(nt)
     {
-        float* dcol = K > 1 ? (float*)((char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
+        float *dcol = K > 1 ? (float *)((char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
-            const void* dyb = row_at(dy, b, 0, e);
-            float* dxb = dx + (size_t)b * Cin * T;
+            const void *dyb = row_at(dy, b, 0, e);
+            float *dxb = dx + (size_t)b * Cin * T;
             if (K == 1) {
                 op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
             } else {
@@ -300,8 +295,8 @@ static void input_grad_per_sample(const conv_operands_t* op, float* dx, conv_ten
     }
 }
 
-static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
-                                const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+static void backward_per_sample(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
+                                const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
@@ -321,7 +316,7 @@ static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw,
         if (nblocks > extent) nblocks = extent;
 #pragma omp parallel num_threads(nt)
         {
-            char* col = K > 1 ? (char*)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
+            char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
 #pragma omp for schedule(dynamic, 1)
             for (int blk = 0; blk < nblocks; blk++) {
                 const int e0 = (int)((long)extent * blk / nblocks);
@@ -332,7 +327,7 @@ static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw,
                                  (int)x.row, 1.0f, dw + (size_t)e0 * CK, CK);
                         continue;
                     }
-                    const void* src = row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
+                    const void *src = row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
                     int ld = (int)x.row;
                     if (K > 1) {
                         im2col_sample(col, x, b, e0, e1, T, K, dilation, e);
@@ -349,16 +344,16 @@ static void backward_per_sample(const conv_operands_t* op, float* dx, float* dw,
 
 // ---- folded schedule ------------------------------------------------------------------------
 
-static void forward_folded(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
-                           int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+static void forward_folded(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                           int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int nb_max = chunk_samples(B, T);
     const int CK = Cin * K;
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
         const int nc = nb * T;
-        void* col = scratch;                                                                      // (CK, nc)
-        float* yf = (float*)((char*)scratch + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
-        const void* src = row_at(x, b0, 0, op->elem);
+        void *col = scratch;                                                                         // (CK, nc)
+        float *yf = (float *)((char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
+        const void *src = row_at(x, b0, 0, op->elem);
         int ld = (int)x.row;
         if (K > 1 || !is_folded(x, B, T)) {
             im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
@@ -370,8 +365,8 @@ static void forward_folded(const conv_operands_t* op, float* y, conv_tensor_t x,
         for (int bi = 0; bi < nb; bi++) {
             for (int co = 0; co < Cout; co++) {
                 const float bv = bias ? bias[co] : 0.0f;
-                const float* s = yf + (size_t)co * nc + (size_t)bi * T;
-                float* dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
+                const float *s = yf + (size_t)co * nc + (size_t)bi * T;
+                float *dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
 #pragma omp simd
                 for (int t = 0; t < T; t++) dst[t] = s[t] + bv;
             }
@@ -381,8 +376,8 @@ static void forward_folded(const conv_operands_t* op, float* y, conv_tensor_t x,
 
 // Tensors that are folded already are read in place (dy always; x when K = 1), and with no
 // copy to bound, the weight gradient alone takes the whole batch in one GEMM.
-static void backward_folded(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+static void backward_folded(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
+                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int dy_in_place = is_folded(dy, B, T), x_in_place = K == 1 && is_folded(x, B, T);
@@ -390,11 +385,11 @@ static void backward_folded(const conv_operands_t* op, float* dx, float* dw, con
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
         const int nc = nb * T;
-        void* col = scratch;  // (CK, nc): im2col, then the float32 dcol
-        const void* dyf = row_at(dy, b0, 0, e);  // (Cout, nc)
+        void *col = scratch;                     // (CK, nc): im2col, then the float32 dcol
+        const void *dyf = row_at(dy, b0, 0, e);  // (Cout, nc)
         int lddy = (int)dy.row;
         if (!dy_in_place) {
-            char* copy = (char*)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
+            char *copy = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
             for (int co = 0; co < Cout; co++)
                 for (int bi = 0; bi < nb; bi++)
@@ -403,7 +398,7 @@ static void backward_folded(const conv_operands_t* op, float* dx, float* dw, con
             lddy = nc;
         }
         if (dw) {
-            const void* src = row_at(x, b0, 0, e);
+            const void *src = row_at(x, b0, 0, e);
             int ld = (int)x.row;
             if (!x_in_place) {
                 im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
@@ -413,16 +408,16 @@ static void backward_folded(const conv_operands_t* op, float* dx, float* dw, con
             op->gemm('N', 'T', Cout, CK, nc, dyf, lddy, src, ld, 1.0f, dw, CK);
         }
         if (dx) {
-            op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float*)col, nc);
-            col2im_add(dx, (float*)col, nc, b0, nb, Cin, T, K, dilation);
+            op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float *)col, nc);
+            col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation);
         }
     }
 }
 
 // ---- the schedule's entry points --------------------------------------------------------------
 
-void conv_schedule_forward(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
-                           int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                           int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (use_per_sample(op, Cin, Cout, K))
         forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
@@ -430,8 +425,8 @@ void conv_schedule_forward(const conv_operands_t* op, float* y, conv_tensor_t x,
         forward_folded(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
 }
 
-void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch) {
+void conv_schedule_backward(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
+                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (!use_per_sample(op, Cin, Cout, K)) {
         backward_folded(op, dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
@@ -449,12 +444,12 @@ void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, con
 
 // ---- float32 entry points (kernels/conv1d.h) --------------------------------------------------
 
-static void bias_grad(float* dbias, const float* dy, int B, int Cout, int T) {
+static void bias_grad(float *dbias, const float *dy, int B, int Cout, int T) {
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
     for (int co = 0; co < Cout; co++) {
         float acc = 0.0f;
         for (int b = 0; b < B; b++) {
-            const float* src = dy + ((size_t)b * Cout + co) * T;
+            const float *src = dy + ((size_t)b * Cout + co) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) s += src[t];
@@ -468,14 +463,14 @@ size_t conv1d_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilat
     return (conv_schedule_bytes(&conv_operands_f32, B, Cin, Cout, T, K, dilation) + sizeof(float) - 1) / sizeof(float);
 }
 
-void conv1d_forward(float* y, const float* x, const float* w, const float* bias, int B, int Cin, int Cout, int T,
-                    int K, int dilation, float* workspace) {
+void conv1d_forward(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T, int K,
+                    int dilation, float *workspace) {
     const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
     conv_schedule_forward(&conv_operands_f32, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w, int B,
-                     int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+void conv1d_backward(float *dx, float *dw, float *dbias, const float *dy, const float *x, const float *w, int B,
+                     int Cin, int Cout, int T, int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (dbias) bias_grad(dbias, dy, B, Cout, T);
     if (!dx && !dw) return;
@@ -489,8 +484,8 @@ size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int
     return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
 }
 
-void conv1d_forward_fixed(float* y, const float* x, const float* w, const float* bias, int B,
-                          int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
+                          int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
     forward_per_sample(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
@@ -500,11 +495,11 @@ void conv1d_forward_fixed(float* y, const float* x, const float* w, const float*
 // only: rows of up to 256 floats (whole input channels), 32K floats a block. Each block is owned
 // by one thread, which computes every sample's part of it into dw_tmp and adds it to the sums:
 // the block and its sums stay in cache while the samples go by.
-#define EXACT_BLOCK_COLS 256
+#define EXACT_BLOCK_COLS   256
 #define EXACT_BLOCK_FLOATS 32768
 
-static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const float* x, int B, int Cin,
-                              int Cout, int T, int K, int dilation, float* workspace, int nt, int group) {
+static void weight_grad_exact(float *dw_tmp, xsum_t dw, const float *dy, const float *x, int B, int Cin, int Cout,
+                              int T, int K, int dilation, float *workspace, int nt, int group) {
     const int CK = Cin * K;
     int cols = EXACT_BLOCK_COLS / K;  // input channels per block
     cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
@@ -514,19 +509,19 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
     const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
 #pragma omp parallel num_threads(nt)
     {
-        float* col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+        float *col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int blk = 0; blk < ncol * nrow; blk++) {
             const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
             const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
             const int n = (c1 - c0) * K;
             for (int b = 0; b < B; b++) {
-                const float* src = x + ((size_t)b * Cin + c0) * T;  // rows c0*K .. c1*K of col_b
+                const float *src = x + ((size_t)b * Cin + c0) * T;  // rows c0*K .. c1*K of col_b
                 if (K > 1) {
                     im2col_sample(col, xt, b, c0, c1, T, K, dilation, sizeof(float));
                     src = col;
                 }
-                float* t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
+                float *t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
                 spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T,
                                 b % group ? 1.0f : 0.0f, t, CK);  // the group's samples add up in t
                 if (b % group == group - 1)
@@ -537,9 +532,9 @@ static void weight_grad_exact(float* dw_tmp, xsum_t dw, const float* dy, const f
     }
 }
 
-void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, const float* dy,
-                           const float* x, const float* w, int B, int Cin, int Cout, int T, int K,
-                           int dilation, float* workspace, int group) {
+void conv1d_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy, const float *x,
+                           const float *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace,
+                           int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     if (dx) {
@@ -556,7 +551,7 @@ void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, co
     for (int co = 0; co < Cout; co++) {
         float g = 0.0f;  // a group's samples' sums over time, in order: one term
         for (int b = 0; b < B; b++) {
-            const float* src = dy + ((size_t)b * Cout + co) * T;
+            const float *src = dy + ((size_t)b * Cout + co) * T;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) s += src[t];
@@ -566,8 +561,8 @@ void conv1d_backward_exact(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias, co
     }
 }
 
-void conv1d_forward_reference(float* y, const float* x, const float* w, const float* bias, int B,
-                              int Cin, int Cout, int T, int K, int dilation) {
+void conv1d_forward_reference(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,
+                              int T, int K, int dilation) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     const int p = conv_pad(K, dilation);
     for (int b = 0; b < B; b++)
@@ -579,8 +574,7 @@ void conv1d_forward_reference(float* y, const float* x, const float* w, const fl
                         int u = t + k * dilation - p;  // index into the unpadded input
                         if (u < 0) u = -u;
                         if (u >= T) u = 2 * (T - 1) - u;
-                        acc += (double)w[((size_t)co * Cin + ci) * K + k] *
-                               x[((size_t)b * Cin + ci) * T + u];
+                        acc += (double)w[((size_t)co * Cin + ci) * K + k] * x[((size_t)b * Cin + ci) * T + u];
                     }
                 y[((size_t)b * Cout + co) * T + t] = (float)acc;
             }

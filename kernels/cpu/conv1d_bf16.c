@@ -11,8 +11,8 @@
 
 #define ALIGN 64
 
-static void gemm_operands(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb,
-                          float beta, float* C, int ldc) {
+static void gemm_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                          float beta, float *C, int ldc) {
     spk_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -32,22 +32,22 @@ size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int 
 }
 
 // The folded layout as the schedule sees it.
-static conv_tensor_t folded(const spk_bf16* p, int B, int T) { return (conv_tensor_t){p, (size_t)T, (size_t)B * T}; }
+static conv_tensor_t folded(const spk_bf16 *p, int B, int T) { return (conv_tensor_t){p, (size_t)T, (size_t)B * T}; }
 
-void conv1d_bf16_forward(float* y, spk_bf16* xh, const float* x, const spk_bf16* w, const float* bias, int B,
-                         int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+void conv1d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B, int Cin,
+                         int Cout, int T, int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (x) bf16_fold_from_f32(xh, NULL, x, B, Cin, T);
     conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_bf16_backward(float* dx, float* dw, float* dbias, const float* dy, const spk_bf16* xh, const spk_bf16* w,
-                          int B, int Cin, int Cout, int T, int K, int dilation, float* workspace) {
+void conv1d_bf16_backward(float *dx, float *dw, float *dbias, const float *dy, const spk_bf16 *xh, const spk_bf16 *w,
+                          int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
-    spk_bf16* dyh = (spk_bf16*)workspace;  // (Cout, B*T)
+    spk_bf16 *dyh = (spk_bf16 *)workspace;           // (Cout, B*T)
     bf16_fold_from_f32(dyh, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
     if (dx || dw)
         conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
-                               (char*)workspace + dy_bytes(B, Cout, T));
+                               (char *)workspace + dy_bytes(B, Cout, T));
 }

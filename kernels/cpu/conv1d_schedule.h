@@ -10,9 +10,9 @@
 // (threads itself) or inside a parallel region (runs on the calling thread).
 typedef struct {
     size_t elem;  // bytes per element of x, w and dy as the GEMMs read them
-    void (*gemm)(char ta, char tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, float beta,
-                 float* C, int ldc);
-    int folded;     // CONV1D_AUTO is the folded schedule (else the per-sample one)
+    void (*gemm)(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb, float beta,
+                 float *C, int ldc);
+    int folded;  // CONV1D_AUTO is the folded schedule (else the per-sample one)
 } conv_operands_t;
 
 extern const conv_operands_t conv_operands_f32;
@@ -22,20 +22,20 @@ extern const conv_operands_t conv_operands_f32;
 // the batch folded into time, (C, B*T), sample = T and row = B*T, which the folded schedule's
 // GEMMs read in place.
 typedef struct {
-    const void* p;
+    const void *p;
     size_t sample, row;
 } conv_tensor_t;
 
 // Scratch bytes of the schedule for this shape (independent of the thread count).
-size_t conv_schedule_bytes(const conv_operands_t* op, int B, int Cin, int Cout, int T, int K, int dilation);
+size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation);
 
 // y (B, Cout, T) = conv(x, w) (+ bias); x (B, Cin, T) and w (Cout, Cin, K) in op's element type.
-void conv_schedule_forward(const conv_operands_t* op, float* y, conv_tensor_t x, const void* w, const float* bias,
-                           int B, int Cin, int Cout, int T, int K, int dilation, void* scratch);
+void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                           int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
 // dx (B, Cin, T) += , dw += (either may be NULL) from dy (B, Cout, T), all operands in op's
 // element type. The bias gradient is the caller's.
-void conv_schedule_backward(const conv_operands_t* op, float* dx, float* dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void* w, int B, int Cin, int Cout, int T, int K, int dilation, void* scratch);
+void conv_schedule_backward(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
+                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
 
 // Reflect 'same' padding of a conv with kernel K and dilation d; shapes it cannot take abort.
 static inline int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }

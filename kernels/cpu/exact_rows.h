@@ -11,14 +11,15 @@
 // s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised (or is not
 // finite), then the general deposit, or, as after a row's first terms, the digits alone (about 4
 // times faster: no bin to store or raise).
-static inline void xsum_add_row(xsum_t s, const float* x, int64_t n) {
-    int8_t* restrict bin = s.bin;
+static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
+    int8_t *restrict bin = s.bin;
     int64_t *restrict hi = s.hi, *restrict lo = s.lo;
-    const float* restrict xr = x;
+    const float *restrict xr = x;
     int raise = 0;
 #pragma omp simd reduction(| : raise)
     for (int64_t i = 0; i < n; i++)
-        raise |= (xsum_float_bin_bound(xr[i]) > bin[i]) | (bin[i] == XSUM_BIN_NONFINITE) | !(fabsf(xr[i]) <= 3.4028235e38f);
+        raise |=
+            (xsum_float_bin_bound(xr[i]) > bin[i]) | (bin[i] == XSUM_BIN_NONFINITE) | !(fabsf(xr[i]) <= 3.4028235e38f);
     if (!raise) {
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) xsum_add_digits(bin[i], &hi[i], &lo[i], (double)xr[i]);

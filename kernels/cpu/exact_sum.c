@@ -13,10 +13,10 @@ static size_t bin_bytes(int64_t n) { return ((size_t)n + 63) & ~(size_t)63; }
 
 size_t xsum_bytes(int64_t n) { return bin_bytes(n) + 2 * sizeof(int64_t) * (size_t)n; }
 
-xsum_t xsum_layout(void* buf, int64_t n) {
-    char* p = buf;
-    int64_t* limbs = (int64_t*)(p + bin_bytes(n));
-    return (xsum_t){(int8_t*)p, limbs, limbs + n};
+xsum_t xsum_layout(void *buf, int64_t n) {
+    char *p = buf;
+    int64_t *limbs = (int64_t *)(p + bin_bytes(n));
+    return (xsum_t){(int8_t *)p, limbs, limbs + n};
 }
 
 void xsum_zero(xsum_t s, int64_t n) {
@@ -31,7 +31,7 @@ void xsum_zero(xsum_t s, int64_t n) {
 // loop over the sums, not an outer one).
 #define BLOCK 512
 
-void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group) {
+void xsum_add(xsum_t s, const float *x, int rows, int64_t n, int group) {
     SPK_ASSERT(n >= 0 && rows >= 0 && group > 0 && rows % group == 0);
     const int64_t blocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static) if (n * rows >= PAR_MIN)
@@ -39,7 +39,7 @@ void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group) {
         const int64_t i0 = k * BLOCK, len = i0 + BLOCK < n ? BLOCK : n - i0;
         float sum[BLOCK];
         for (int r = 0; r < rows; r += group) {
-            const float* xr = x + (size_t)r * n + i0;
+            const float *xr = x + (size_t)r * n + i0;
             if (group > 1) {  // the group's rows, added in order
                 for (int64_t i = 0; i < len; i++) sum[i] = xr[i];
                 for (int g = 1; g < group; g++)
@@ -51,16 +51,16 @@ void xsum_add(xsum_t s, const float* x, int rows, int64_t n, int group) {
     }
 }
 
-void xsum_add_doubles(xsum_t s, const double* v, int64_t n) {
+void xsum_add_doubles(xsum_t s, const double *v, int64_t n) {
     for (int64_t i = 0; i < n; i++) xsum_add_one(xsum_at(s, i), v[i]);
 }
 
-void xsum_to_float(float* y, xsum_t s, int64_t n) {
+void xsum_to_float(float *y, xsum_t s, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
-void xsum_raise_to(xsum_t s, const int8_t* bin, int64_t n) {
+void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         int J = s.bin[i];

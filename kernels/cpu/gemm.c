@@ -40,7 +40,7 @@ spk_gemm_backend spk_gemm_get_backend(void) { return g_backend; }
 static void warn_slow_blas(void) {
     static atomic_int checked = 0;
     if (atomic_exchange(&checked, 1)) return;
-    const char* core = openblas_get_corename();
+    const char *core = openblas_get_corename();
     if (core && strcmp(core, "Prescott") == 0)
         fprintf(stderr,
                 "spkddp: OpenBLAS chose its generic 'Prescott' kernels for this CPU (slow); "
@@ -48,31 +48,29 @@ static void warn_slow_blas(void) {
                 "or build with oneDNN (SPK_USE_DNNL)\n");
 }
 
-void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                      int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
     spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha,
-                       const float* A, int lda, int64_t strideA, const float* B, int ldb,
-                       int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
-                       int batch) {
+void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                       int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
+                       int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0);
     for (int i = 0; i < batch; i++)  // strideC = 0: the later items add onto the first
         spk_sgemm(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
                   strideC == 0 && i > 0 ? 1.0f : beta, C + i * strideC, ldc);
 }
 
-void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float* A, int lda,
-               const float* B, int ldb, float beta, float* C, int ldc) {
+void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc) {
     SPK_ASSERT(transa == 'N' || transa == 'T');
     SPK_ASSERT(transb == 'N' || transb == 'T');
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0);
     if (M == 0 || N == 0) return;
     if (K == 0) {  // C = beta * C
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
 #ifdef SPK_USE_DNNL
@@ -83,17 +81,16 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
     }
 #endif
     warn_slow_blas();
-    cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans,
-                transb == 'T' ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans, transb == 'T' ? CblasTrans : CblasNoTrans, M,
+                N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
 #define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
 
-void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                     int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc) {
     // Both libraries read the thread count they may use from this task's OpenMP ICV at every
     // call: 1 makes them plan (and run) the GEMM on this thread, whatever the context.
     const int threads = omp_get_max_threads();
@@ -103,22 +100,21 @@ void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha,
 }
 
 // Row i of op(A): row i of A, or column i of A when transposed.
-static const float* op_row(char trans, const float* A, int lda, int i) {
+static const float *op_row(char trans, const float *A, int lda, int i) {
     return trans == 'N' ? A + (size_t)i * lda : A + i;
 }
 
-void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float* A,
-                    int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                    int ldb, float beta, float *C, int ldc) {
 #pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
     for (int i = 0; i < M; i++)
         spk_sgemm_fixed(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
                         C + (size_t)i * ldc, ldc);
 }
 
-void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha,
-                             const float* A, int lda, int64_t strideA, const float* B, int ldb,
-                             int64_t strideB, float beta, float* C, int ldc, int64_t strideC,
-                             int batch) {
+void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                             int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
+                             int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
 #pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
     for (int i = 0; i < batch; i++)
@@ -132,20 +128,21 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
 #define EXACT_BLOCK_ROWS 128
 #define EXACT_BLOCK_COLS 256
 
-void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float* A,
-                             int lda, int64_t strideA, const float* B, int ldb, int64_t strideB,
-                             float* tmp, xsum_t C, int ldc, int batch, int group) {
+void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float *A, int lda, int64_t strideA,
+                             const float *B, int ldb, int64_t strideB, float *tmp, xsum_t C, int ldc, int batch,
+                             int group) {
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || batch == 0) return;
-    const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS, ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
+    const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS,
+              ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
 #pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
     for (int blk = 0; blk < nrow * ncol; blk++) {
         const int m0 = blk / ncol * EXACT_BLOCK_ROWS, m1 = m0 + EXACT_BLOCK_ROWS < M ? m0 + EXACT_BLOCK_ROWS : M;
         const int n0 = blk % ncol * EXACT_BLOCK_COLS, n1 = n0 + EXACT_BLOCK_COLS < N ? n0 + EXACT_BLOCK_COLS : N;
-        float* t = tmp + (size_t)m0 * ldc + n0;
+        float *t = tmp + (size_t)m0 * ldc + n0;
         for (int i = 0; i < batch; i++) {
             // op(B)'s columns n0.. are B's columns (N) or rows (T) n0..
-            const float* Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
+            const float *Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
             spk_sgemm_fixed(transa, transb, m1 - m0, n1 - n0, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
                             Bi, ldb, i % group ? 1.0f : 0.0f, t, ldc);  // the group's items add up in t
             if (i % group == group - 1)

@@ -3,8 +3,9 @@
 // oneDNN 2.x has no public bf16 GEMM function, only the matmul primitive, which is built for
 // one shape (dimensions, strides, post-ops) and then executed on any pointers. Primitives
 // are cached per shape (a training step uses a few dozen shapes, all created in the first
-// step; the least recently used ones make room for new shapes). Each thread executes on a stream and a scratchpad of its own (user scratchpad mode),
-// so two threads may run the same primitive at once. A primitive executed inside an OpenMP
+// step; the least recently used ones make room for new shapes). Each thread executes on a
+// stream and a scratchpad of its own (user scratchpad mode), so two threads may run the same
+// primitive at once. A primitive executed inside an OpenMP
 // parallel region runs on the calling thread (oneDNN does not nest its parallel loops).
 #include "kernels/gemm_bf16.h"
 
@@ -19,28 +20,28 @@
 // ---- float32 fallback ------------------------------------------------------------------------
 
 // Per-thread float32 copies of the operands, grown as needed (kept for the thread's life).
-static _Thread_local float* t_wide[2];
+static _Thread_local float *t_wide[2];
 static _Thread_local size_t t_wide_n[2];
 
-static float* widen(int slot, const spk_bf16* x, int rows, int cols, int ld) {
+static float *widen(int slot, const spk_bf16 *x, int rows, int cols, int ld) {
     const size_t n = (size_t)rows * cols;
     if (n > t_wide_n[slot]) {
         free(t_wide[slot]);
         t_wide[slot] = mallocCheck(sizeof(float) * n);
         t_wide_n[slot] = n;
     }
-    float* w = t_wide[slot];
+    float *w = t_wide[slot];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) w[(size_t)r * cols + c] = spk_bf16_to_f32(x[(size_t)r * ld + c]);
     return w;
 }
 
-static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16* A, int lda, const spk_bf16* B, int ldb,
-                      float beta, float* C, int ldc) {
+static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B, int ldb,
+                      float beta, float *C, int ldc) {
     const int ar = ta == 'N' ? M : K, ac = ta == 'N' ? K : M;
     const int br = tb == 'N' ? K : N, bc = tb == 'N' ? N : K;
-    const float* a = widen(0, A, ar, ac, lda);
-    const float* b = widen(1, B, br, bc, ldb);
+    const float *a = widen(0, A, ar, ac, lda);
+    const float *b = widen(1, B, br, bc, ldb);
     spk_sgemm(ta, tb, M, N, K, 1.0f, a, ac, b, bc, beta, C, ldc);
 }
 
@@ -48,17 +49,17 @@ static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16* A, 
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
-#define dnnlCheck(call)                                                                                   \
-    do {                                                                                                  \
-        dnnl_status_t st_ = (call);                                                                       \
-        if (st_ != dnnl_success)                                                                          \
-            spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, "oneDNN call %s failed: %s", #call,          \
-                       dnnl_status2str(st_));                                                             \
+#define dnnlCheck(call)                                                                          \
+    do {                                                                                         \
+        dnnl_status_t st_ = (call);                                                              \
+        if (st_ != dnnl_success)                                                                 \
+            spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, "oneDNN call %s failed: %s", #call, \
+                       dnnl_status2str(st_));                                                    \
     } while (0)
 
 // One matmul shape. Batched shapes have batch > 0; plain ones batch = 0.
 typedef struct {
-    int64_t key[13];  // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta
+    int64_t key[13];        // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta
     dnnl_primitive_t prim;  // NULL: a free slot
     dnnl_memory_desc_t a, b, c, scratch;
     size_t scratch_bytes;
@@ -75,7 +76,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t g_engine;
 
 static _Thread_local dnnl_stream_t t_stream;
-static _Thread_local void* t_scratch;
+static _Thread_local void *t_scratch;
 static _Thread_local size_t t_scratch_bytes;
 
 static int isa_has_bf16(void) {
@@ -91,7 +92,7 @@ int spk_gemm_bf16_native(void) { return spk_gemm_get_backend() == SPK_GEMM_DNNL 
 
 // The matrix (rows, cols) of `trans` layout with row stride ld, behind `batch` (0: none) with
 // batch stride `stride` (0: one matrix for all).
-static void matrix_md(dnnl_memory_desc_t* md, dnnl_data_type_t dt, char trans, int64_t rows, int64_t cols, int64_t ld,
+static void matrix_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, char trans, int64_t rows, int64_t cols, int64_t ld,
                       int64_t batch, int64_t stride) {
     const int64_t rs = trans == 'N' ? ld : 1, cs = trans == 'N' ? 1 : ld;
     if (batch == 0) {
@@ -104,7 +105,7 @@ static void matrix_md(dnnl_memory_desc_t* md, dnnl_data_type_t dt, char trans, i
     dnnlCheck(dnnl_memory_desc_init_by_strides(md, 3, dims, dt, strides));
 }
 
-static void plan_create(plan_t* p, const int64_t* k) {
+static void plan_create(plan_t *p, const int64_t *k) {
     const char ta = (char)k[0], tb = (char)k[1];
     const int64_t M = k[2], N = k[3], K = k[4], batch = k[11];
     if (!g_engine) dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
@@ -134,12 +135,13 @@ static void plan_create(plan_t* p, const int64_t* k) {
 }
 
 // The plan of a shape, created on first use, held (users) until plan_release.
-static plan_t* plan_acquire(const int64_t* key) {
+static plan_t *plan_acquire(const int64_t *key) {
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = NULL;
     for (int i = 0; i < MAX_PLANS && !p; i++) {
-        plan_t* q = &g_plans[i];
-        if (q->prim && memcmp(q->key, key, sizeof q->key) == 0) p = q;
+        plan_t *q = &g_plans[i];
+        if (q->prim && memcmp(q->key, key, sizeof q->key) == 0)
+            p = q;
         else if (!q->prim || q->users == 0)
             if (!victim || !q->prim || (victim->prim && q->last_used < victim->last_used)) victim = q;
     }
@@ -156,19 +158,19 @@ static plan_t* plan_acquire(const int64_t* key) {
     return p;
 }
 
-static void plan_release(plan_t* p) {
+static void plan_release(plan_t *p) {
     pthread_mutex_lock(&g_lock);
     p->users--;
     pthread_mutex_unlock(&g_lock);
 }
 
-static dnnl_memory_t memory(const dnnl_memory_desc_t* md, const void* ptr) {
+static dnnl_memory_t memory(const dnnl_memory_desc_t *md, const void *ptr) {
     dnnl_memory_t m;
-    dnnlCheck(dnnl_memory_create(&m, md, g_engine, (void*)ptr));
+    dnnlCheck(dnnl_memory_create(&m, md, g_engine, (void *)ptr));
     return m;
 }
 
-static void plan_run(const plan_t* p, const void* A, const void* B, float* C) {
+static void plan_run(const plan_t *p, const void *A, const void *B, float *C) {
     if (!t_stream) dnnlCheck(dnnl_stream_create(&t_stream, g_engine, dnnl_stream_default_flags));
     if (p->scratch_bytes > t_scratch_bytes) {
         free(t_scratch);
@@ -184,10 +186,10 @@ static void plan_run(const plan_t* p, const void* A, const void* B, float* C) {
     for (int i = 0; i < 4; i++) dnnlCheck(dnnl_memory_destroy(args[i].memory));
 }
 
-static void gemm_native(char ta, char tb, int M, int N, int K, const spk_bf16* A, int lda, int64_t sA,
-                        const spk_bf16* B, int ldb, int64_t sB, float beta, float* C, int ldc, int64_t sC, int batch) {
+static void gemm_native(char ta, char tb, int M, int N, int K, const spk_bf16 *A, int lda, int64_t sA,
+                        const spk_bf16 *B, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC, int batch) {
     const int64_t key[13] = {ta, tb, M, N, K, lda, ldb, ldc, sA, sB, sC, batch, beta != 0.0f};
-    plan_t* p = plan_acquire(key);
+    plan_t *p = plan_acquire(key);
     plan_run(p, A, B, C);
     plan_release(p);
 }
@@ -203,8 +205,8 @@ static void check_args(char ta, char tb, int M, int N, int K, int lda, int ldb, 
     SPK_ASSERT(beta == 0.0f || beta == 1.0f);
 }
 
-void spk_gemm_bf16(char transa, char transb, int M, int N, int K, const spk_bf16* A, int lda, const spk_bf16* B,
-                   int ldb, float beta, float* C, int ldc) {
+void spk_gemm_bf16(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B,
+                   int ldb, float beta, float *C, int ldc) {
     check_args(transa, transb, M, N, K, lda, ldb, ldc, beta);
 #ifdef SPK_USE_DNNL
     if (spk_gemm_bf16_native()) {
@@ -215,9 +217,9 @@ void spk_gemm_bf16(char transa, char transb, int M, int N, int K, const spk_bf16
     gemm_wide(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void spk_gemm_bf16_batched(char transa, char transb, int M, int N, int K, const spk_bf16* A, int lda,
-                           int64_t strideA, const spk_bf16* B, int ldb, int64_t strideB, float beta, float* C,
-                           int ldc, int64_t strideC, int batch) {
+void spk_gemm_bf16_batched(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, int64_t strideA,
+                           const spk_bf16 *B, int ldb, int64_t strideB, float beta, float *C, int ldc, int64_t strideC,
+                           int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
     if (batch == 0) return;
     check_args(transa, transb, M, N, K, lda, ldb, ldc, beta);

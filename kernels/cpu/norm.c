@@ -6,9 +6,9 @@
 
 #define PAR_MIN 32768  // below this many elements, threading costs more than it saves
 
-void vec_sum_squares(double* out, const float* x, size_t n) {
+void vec_sum_squares(double *out, const float *x, size_t n) {
     const size_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK;
-    double* part = mallocCheck((blocks ? blocks : 1) * sizeof(double));
+    double *part = mallocCheck((blocks ? blocks : 1) * sizeof(double));
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t b = 0; b < blocks; b++) {
         const size_t end = (b + 1) * NORM_BLOCK < n ? (b + 1) * NORM_BLOCK : n;
@@ -22,7 +22,7 @@ void vec_sum_squares(double* out, const float* x, size_t n) {
     *out = total;
 }
 
-void vec_scale(float* y, float a, size_t n) {
+void vec_scale(float *y, float a, size_t n) {
 #pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] *= a;
 }

@@ -10,52 +10,52 @@
 
 #define PAR_MIN 32768
 
-static float row_sum(const float* r, int T) {
+static float row_sum(const float *r, int T) {
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int t = 0; t < T; t++) s += r[t];
     return s;
 }
 
-void time_mean_forward(float* m, const float* x, int B, int C, int T) {
+void time_mean_forward(float *m, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) m[i] = row_sum(x + i * T, T) / (float)T;
 }
 
-void time_mean_backward(float* dx, const float* dm, int B, int C, int T) {
+void time_mean_backward(float *dx, const float *dm, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         const float g = dm[i] / (float)T;
-        float* r = dx + i * T;
+        float *r = dx + i * T;
 #pragma omp simd
         for (int t = 0; t < T; t++) r[t] += g;
     }
 }
 
-void channel_scale_forward(float* y, const float* x, const float* s, int B, int C, int T) {
+void channel_scale_forward(float *y, const float *x, const float *s, int B, int C, int T) {
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         const float g = s[i];
-        const float* r = x + i * T;
-        float* o = y + i * T;
+        const float *r = x + i * T;
+        float *o = y + i * T;
 #pragma omp simd
         for (int t = 0; t < T; t++) o[t] = r[t] * g;
     }
 }
 
-void channel_scale_backward(float* dx, float* ds, const float* dy, const float* x, const float* s,
-                            int B, int C, int T) {
+void channel_scale_backward(float *dx, float *ds, const float *dy, const float *x, const float *s, int B, int C,
+                            int T) {
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
-        const float* g = dy + i * T;
+        const float *g = dy + i * T;
         if (ds) {
-            const float* r = x + i * T;
+            const float *r = x + i * T;
             float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
             for (int t = 0; t < T; t++) acc += g[t] * r[t];
@@ -63,23 +63,23 @@ void channel_scale_backward(float* dx, float* ds, const float* dy, const float* 
         }
         if (dx) {
             const float sc = s[i];
-            float* o = dx + i * T;
+            float *o = dx + i * T;
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] += g[t] * sc;
         }
     }
 }
 
-void weighted_stats_forward(float* mean, float* std, const float* x, const float* w, int B, int C,
-                            int T, int ld, float eps) {
+void weighted_stats_forward(float *mean, float *std, const float *x, const float *w, int B, int C, int T, int ld,
+                            float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     const float wu = 1.0f / (float)T;  // uniform weight (SpeechBrain: mask / total)
 #pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T;
-            const float* xr = x + row;
-            const float* wr = w ? w + row : NULL;
+            const float *xr = x + row;
+            const float *wr = w ? w + row : NULL;
             float mu = 0.0f;
             if (wr) {
 #pragma omp simd reduction(+ : mu)
@@ -102,9 +102,9 @@ void weighted_stats_forward(float* mean, float* std, const float* x, const float
     }
 }
 
-void weighted_stats_backward(float* dx, float* dw, const float* dmean, const float* dstd,
-                             const float* x, const float* w, const float* mean, const float* std,
-                             int B, int C, int T, int ld, float eps) {
+void weighted_stats_backward(float *dx, float *dw, const float *dmean, const float *dstd, const float *x,
+                             const float *w, const float *mean, const float *std, int B, int C, int T, int ld,
+                             float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     SPK_ASSERT(w != NULL || dw == NULL);
     if (!dx && !dw) return;
@@ -114,8 +114,8 @@ void weighted_stats_backward(float* dx, float* dw, const float* dmean, const flo
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T;
             const size_t o = (size_t)b * ld + c;
-            const float* xr = x + row;
-            const float* wr = w ? w + row : NULL;
+            const float *xr = x + row;
+            const float *wr = w ? w + row : NULL;
             const float mu = mean[o];
             const float gm = dmean ? dmean[o] : 0.0f;
             // var = sum w (x - mu)^2 and s1 = sum w (x - mu) (0 only if w sums to exactly 1)
@@ -130,7 +130,7 @@ void weighted_stats_backward(float* dx, float* dw, const float* dmean, const flo
             const float gv = (dstd && var >= eps) ? dstd[o] * 0.5f / std[o] : 0.0f;
             const float a = gm - 2.0f * gv * s1;  // d loss / d mean, including var's dependence
             if (dx) {
-                float* r = dx + row;
+                float *r = dx + row;
 #pragma omp simd
                 for (int t = 0; t < T; t++) {
                     const float wt = wr ? wr[t] : wu;
@@ -138,7 +138,7 @@ void weighted_stats_backward(float* dx, float* dw, const float* dmean, const flo
                 }
             }
             if (dw) {
-                float* r = dw + row;
+                float *r = dw + row;
 #pragma omp simd
                 for (int t = 0; t < T; t++) {
                     const float d = xr[t] - mu;
@@ -149,13 +149,13 @@ void weighted_stats_backward(float* dx, float* dw, const float* dmean, const flo
     }
 }
 
-void softmax_time_forward(float* y, const float* x, int B, int C, int T) {
+void softmax_time_forward(float *y, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
-        const float* r = x + i * T;
-        float* o = y + i * T;
+        const float *r = x + i * T;
+        float *o = y + i * T;
         float mx = r[0];
 #pragma omp simd reduction(max : mx)
         for (int t = 0; t < T; t++) mx = r[t] > mx ? r[t] : mx;
@@ -163,14 +163,14 @@ void softmax_time_forward(float* y, const float* x, int B, int C, int T) {
     }
 }
 
-void softmax_time_backward(float* dx, const float* dy, const float* y, int B, int C, int T) {
+void softmax_time_backward(float *dx, const float *dy, const float *y, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
-        const float* g = dy + i * T;
-        const float* p = y + i * T;
-        float* o = dx + i * T;
+        const float *g = dy + i * T;
+        const float *p = y + i * T;
+        float *o = dx + i * T;
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
         for (int t = 0; t < T; t++) s += g[t] * p[t];

@@ -6,7 +6,7 @@
 #include "kernels/elementwise_math.h"
 
 // First index of the maximum of z[0..n).
-static inline int spk_row_argmax(const float* z, int n) {
+static inline int spk_row_argmax(const float *z, int n) {
     int am = 0;
     for (int j = 1; j < n; j++)
         if (z[j] > z[am]) am = j;
@@ -15,7 +15,7 @@ static inline int spk_row_argmax(const float* z, int n) {
 
 // p = softmax(z) over n positions given the row's maximum mx: p[j] = exp(z[j] - mx) / s with
 // s = sum_j exp(z[j] - mx), returned (logsumexp(z) = mx + log(s)). p may alias z.
-static inline float spk_softmax_row(float* p, const float* z, int n, float mx) {
+static inline float spk_softmax_row(float *p, const float *z, int n, float mx) {
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int j = 0; j < n; j++) {
@@ -39,8 +39,8 @@ typedef struct {
 // in parallel (when B * row_floats is worth the threads); their results are summed in row
 // order, through blocks of a fixed-size buffer, so the sum does not depend on the thread count.
 #define SPK_ROW_BLOCK 256
-static inline void spk_row_losses(float* loss, int* correct, int B, size_t row_floats,
-                                  spk_row_loss_t (*row)(void* ctx, int b), void* ctx) {
+static inline void spk_row_losses(float *loss, int *correct, int B, size_t row_floats,
+                                  spk_row_loss_t (*row)(void *ctx, int b), void *ctx) {
     double total = 0.0;
     int ncorrect = 0;
     for (int b0 = 0; b0 < B; b0 += SPK_ROW_BLOCK) {

@@ -11,11 +11,11 @@ namespace {
 const float kNormEps = 1e-12f;  // F.normalize default
 
 // out = in / max(|in|, eps) row by row; norm = |in| (unclamped). One block per row.
-__global__ void normalize_rows_kernel(float* out, float* norm, const float* in, int E) {
+__global__ void normalize_rows_kernel(float *out, float *norm, const float *in, int E) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t r = blockIdx.x;
-    const float* x = in + r * E;
-    float* y = out + r * E;
+    const float *x = in + r * E;
+    float *y = out + r * E;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(e, E) spk_fsum_add(&acc, x[e] * x[e]);
     const float n = sqrtf(spk_fsum_value(spk_block_sum(acc, sh)));
@@ -25,13 +25,12 @@ __global__ void normalize_rows_kernel(float* out, float* norm, const float* in, 
 }
 
 // Backward of normalize_rows_kernel: dx += (g - y (y.g)) / |x| where |x| > eps, else g / eps.
-__global__ void normalize_rows_bwd_kernel(float* dx, const float* g, const float* y,
-                                          const float* norm, int E) {
+__global__ void normalize_rows_bwd_kernel(float *dx, const float *g, const float *y, const float *norm, int E) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t r = blockIdx.x;
-    const float* gr = g + r * E;
-    const float* yr = y + r * E;
-    float* d = dx + r * E;
+    const float *gr = g + r * E;
+    const float *yr = y + r * E;
+    float *d = dx + r * E;
     const float n = norm[r];  // the same for the whole block, so the branch is uniform
     if (n > kNormEps) {
         spk_fsum acc = spk_fsum_zero();
@@ -46,13 +45,13 @@ __global__ void normalize_rows_bwd_kernel(float* dx, const float* g, const float
 
 // One block per row b of cos (B, S), in place in the probs slot: cos -> logits (scale * cos,
 // scale * phi at the label) -> softmax. Also the row's loss, argmax(cos) hit and cos_target.
-__global__ void aam_row_kernel(float* probs, float* cos_target, float* row_loss, int* row_ok,
-                               const int* labels, int S, float scale, spk_aam_margin_t mc) {
+__global__ void aam_row_kernel(float *probs, float *cos_target, float *row_loss, int *row_ok, const int *labels, int S,
+                               float scale, spk_aam_margin_t mc) {
     __shared__ spk_row_shared_t sh;
     const size_t b = blockIdx.x;
     const int y = labels[b];
     spk_check_label(y, S);
-    float* row = probs + b * S;
+    float *row = probs + b * S;
     const float ct = row[y];  // every thread reads it before the argmax's barriers
     const int am = spk_block_row_argmax(row, S, sh.f, sh.i);
     // From here each thread reads and writes only its own positions j.
@@ -73,8 +72,8 @@ __global__ void aam_row_kernel(float* probs, float* cos_target, float* row_loss,
 }
 
 // dcos = d loss / d cos: g * probs, and g * (p - 1) * dphi/dcos at the label (g = dloss/B * s)
-__global__ void aam_dcos_kernel(float* dcos, const float* probs, const float* cos_target,
-                                const int* labels, float g, size_t n, int S, spk_aam_margin_t mc) {
+__global__ void aam_dcos_kernel(float *dcos, const float *probs, const float *cos_target, const int *labels, float g,
+                                size_t n, int S, spk_aam_margin_t mc) {
     SPK_GRID_LOOP(i, n) {
         const size_t b = i / S;
         const int j = (int)(i - b * S);
@@ -85,35 +84,30 @@ __global__ void aam_dcos_kernel(float* dcos, const float* probs, const float* co
 
 }  // namespace
 
-extern "C" size_t aam_softmax_cache_floats_cuda(int B, int E, int S) {
-    return aam_cache_floats(B, E, S);
-}
+extern "C" size_t aam_softmax_cache_floats_cuda(int B, int E, int S) { return aam_cache_floats(B, E, S); }
 
 // The backward's (B*S + B*E + S*E) always covers the forward's 2B.
-extern "C" size_t aam_softmax_workspace_floats_cuda(int B, int E, int S) {
-    return aam_workspace_floats(B, E, S);
-}
+extern "C" size_t aam_softmax_workspace_floats_cuda(int B, int E, int S) { return aam_workspace_floats(B, E, S); }
 
-extern "C" void aam_softmax_forward_cuda(float* loss, int* correct, float* cache, const float* emb,
-                                         const float* w, const int* labels, int B, int E, int S,
-                                         float margin, float scale, float* workspace) {
+extern "C" void aam_softmax_forward_cuda(float *loss, int *correct, float *cache, const float *emb, const float *w,
+                                         const int *labels, int B, int E, int S, float margin, float scale,
+                                         float *workspace) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)B), c.ehat, c.enorm, emb, E);
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
     // cos (B, S) = ehat what^T, into the probs slot
     spk_sgemm_cuda('N', 'T', B, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
-    float* row_loss = workspace;
-    int* row_ok = (int*)(workspace + B);
-    SPK_LAUNCH(aam_row_kernel, spk_rows_grid((size_t)B), c.probs, c.cos_target, row_loss, row_ok,
-               labels, S, scale, spk_aam_margin(margin));
+    float *row_loss = workspace;
+    int *row_ok = (int *)(workspace + B);
+    SPK_LAUNCH(aam_row_kernel, spk_rows_grid((size_t)B), c.probs, c.cos_target, row_loss, row_ok, labels, S, scale,
+               spk_aam_margin(margin));
     spk_row_losses_cuda(loss, correct, row_loss, row_ok, B);
 }
 
-extern "C" void aam_softmax_backward_cuda(float* demb, float* dw, float dloss, const float* cache,
-                                          const float* emb, const float* w, const int* labels,
-                                          int B, int E, int S, float margin, float scale,
-                                          float* workspace) {
+extern "C" void aam_softmax_backward_cuda(float *demb, float *dw, float dloss, const float *cache, const float *emb,
+                                          const float *w, const int *labels, int B, int E, int S, float margin,
+                                          float scale, float *workspace) {
     (void)emb;
     (void)w;  // the normalized copies and norms are in the cache
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
@@ -122,17 +116,14 @@ extern "C" void aam_softmax_backward_cuda(float* demb, float* dw, float dloss, c
     const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const float g = dloss / (float)B * scale;
     const size_t n = (size_t)B * S;
-    SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, g, n, S,
-               spk_aam_margin(margin));
+    SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, g, n, S, spk_aam_margin(margin));
     if (demb) {
         spk_sgemm_cuda('N', 'N', B, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
-        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)B), demb, ws.dehat, c.ehat,
-                   c.enorm, E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)B), demb, ws.dehat, c.ehat, c.enorm, E);
     }
     if (dw) {
         spk_sgemm_cuda('T', 'N', S, E, B, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
-        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)S), dw, ws.dwhat, c.what,
-                   c.wnorm, E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)S), dw, ws.dwhat, c.what, c.wnorm, E);
     }
 }
 
@@ -143,13 +134,13 @@ namespace {
 // Sample b's gradient of the class weights, one block per class row s, into dw_tmp (added to it
 // when `add`, else from zero): dwhat[s] = dcos[b, s] ehat_b through the normalisation of row s
 // (normalize_rows_bwd_kernel's math).
-__global__ void aam_sample_dw_kernel(float* dw_tmp, const float* dcos_b, const float* ehat_b,
-                                     const float* what, const float* wnorm, int E, int add) {
+__global__ void aam_sample_dw_kernel(float *dw_tmp, const float *dcos_b, const float *ehat_b, const float *what,
+                                     const float *wnorm, int E, int add) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const size_t s = blockIdx.x;
     const float gs = dcos_b[s];
-    const float* yr = what + s * E;
-    float* d = dw_tmp + s * E;
+    const float *yr = what + s * E;
+    float *d = dw_tmp + s * E;
     const float n = wnorm[s];
     if (n > kNormEps) {
         double acc = 0.0;
@@ -164,38 +155,34 @@ __global__ void aam_sample_dw_kernel(float* dw_tmp, const float* dcos_b, const f
 
 }  // namespace
 
-extern "C" void aam_softmax_forward_rows_cuda(float* row_loss, int* correct, float* cache,
-                                              const float* emb, const float* w, const int* labels,
-                                              int B, int E, int S, float margin, float scale,
-                                              float* workspace) {
+extern "C" void aam_softmax_forward_rows_cuda(float *row_loss, int *correct, float *cache, const float *emb,
+                                              const float *w, const int *labels, int B, int E, int S, float margin,
+                                              float scale, float *workspace) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0);
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)B), c.ehat, c.enorm, emb, E);
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
     spk_sgemm_rows_cuda('N', 'T', B, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
-    int* row_ok = (int*)workspace;
-    float* unused = workspace + B;  // the mean loss of spk_row_losses_kernel
-    SPK_LAUNCH(aam_row_kernel, spk_rows_grid((size_t)B), c.probs, c.cos_target, row_loss, row_ok,
-               labels, S, scale, spk_aam_margin(margin));
+    int *row_ok = (int *)workspace;
+    float *unused = workspace + B;  // the mean loss of spk_row_losses_kernel
+    SPK_LAUNCH(aam_row_kernel, spk_rows_grid((size_t)B), c.probs, c.cos_target, row_loss, row_ok, labels, S, scale,
+               spk_aam_margin(margin));
     spk_row_losses_cuda(unused, correct, row_loss, row_ok, B);
 }
 
 // emb and w: their normalized copies and norms are in the cache.
-extern "C" void aam_softmax_backward_exact_cuda(float* demb, float* dw_tmp, xsum_t dw, float dloss,
-                                                const float* cache, const float* /*emb*/,
-                                                const float* /*w*/, const int* labels, int B, int E,
-                                                int S, float margin, float scale,
-                                                float* workspace, int group) {
+extern "C" void aam_softmax_backward_exact_cuda(float *demb, float *dw_tmp, xsum_t dw, float dloss, const float *cache,
+                                                const float * /*emb*/, const float * /*w*/, const int *labels, int B,
+                                                int E, int S, float margin, float scale, float *workspace, int group) {
     SPK_ASSERT(B > 0 && E > 0 && S > 0 && group > 0 && B % group == 0);
     const size_t n = (size_t)B * S;
     const aam_workspace_t ws = aam_workspace_view(workspace, B, E, S);
     const aam_cache_t c = aam_cache_view(cache, B, E, S);
-    SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, dloss * scale, n,
-               S, spk_aam_margin(margin));  // a sum over samples: no 1/B
+    SPK_LAUNCH(aam_dcos_kernel, spk_grid(n), ws.dcos, c.probs, c.cos_target, labels, dloss * scale, n, S,
+               spk_aam_margin(margin));  // a sum over samples: no 1/B
     if (demb) {
         spk_sgemm_rows_cuda('N', 'N', B, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
-        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)B), demb, ws.dehat, c.ehat,
-                   c.enorm, E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)B), demb, ws.dehat, c.ehat, c.enorm, E);
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != nullptr);

@@ -15,9 +15,9 @@
 namespace {
 
 struct dev_term {  // (x - mean)^2 with the mean from the first pass's partials
-    const float* x;
+    const float *x;
     float mu;
-    __device__ void operator()(size_t o, float* v) const {
+    __device__ void operator()(size_t o, float *v) const {
         const float d = x[o] - mu;
         v[0] = d * d;
     }
@@ -26,32 +26,31 @@ struct dev_term {  // (x - mean)^2 with the mean from the first pass's partials
 struct grad_term {  // dy, dy * xhat
     const float *dy, *x;
     float mu, rs;
-    __device__ void operator()(size_t o, float* v) const {
+    __device__ void operator()(size_t o, float *v) const {
         v[0] = dy[o];
         v[1] = dy[o] * ((x[o] - mu) * rs);
     }
 };
 
 // The channel's mean as the CPU forms it: the sum over N, rounded to float once.
-__device__ __forceinline__ float channel_mean(const spk_fsum* sums, int c, int S, size_t N) {
+__device__ __forceinline__ float channel_mean(const spk_fsum *sums, int c, int S, size_t N) {
     return (float)(spk_fsum_double(spk_channel_total(sums, c, S, 1, 0)) / (double)N);
 }
 
-__global__ void bn_sum_kernel(spk_fsum* sums, const float* x, int B, int C, int T) {
+__global__ void bn_sum_kernel(spk_fsum *sums, const float *x, int B, int C, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     spk_channel_partial<1>(sums, B, C, T, spk_value_term{x}, sh);
 }
 
-__global__ void bn_dev_kernel(spk_fsum* devs, const spk_fsum* sums, const float* x, int B, int C, int T) {
+__global__ void bn_dev_kernel(spk_fsum *devs, const spk_fsum *sums, const float *x, int B, int C, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const float mu = channel_mean(sums, blockIdx.x, gridDim.y, (size_t)B * T);
     spk_channel_partial<1>(devs, B, C, T, dev_term{x, mu}, sh);
 }
 
 // One thread per channel: the statistics, saved and folded into the running ones.
-__global__ void bn_stats_kernel(float* mean, float* rstd, float* running_mean, float* running_var,
-                                const spk_fsum* sums, const spk_fsum* devs, int C, int S, size_t N, float eps,
-                                float momentum) {
+__global__ void bn_stats_kernel(float *mean, float *rstd, float *running_mean, float *running_var, const spk_fsum *sums,
+                                const spk_fsum *devs, int C, int S, size_t N, float eps, float momentum) {
     SPK_GRID_LOOP(c, (size_t)C) {
         const float mu = channel_mean(sums, (int)c, S, N);
         const double var = spk_fsum_double(spk_channel_total(devs, (int)c, S, 1, 0)) / (double)N;  // biased
@@ -61,8 +60,8 @@ __global__ void bn_stats_kernel(float* mean, float* rstd, float* running_mean, f
 }
 
 // y may alias x: each element is read, then written, by one thread.
-__global__ void bn_apply_kernel(float* y, const float* x, const float* mean, const float* rstd,
-                                const float* weight, const float* bias, size_t n, int C, int T) {
+__global__ void bn_apply_kernel(float *y, const float *x, const float *mean, const float *rstd, const float *weight,
+                                const float *bias, size_t n, int C, int T) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)((i / T) % C);
         const float wc = weight ? weight[c] : 1.0f;
@@ -71,9 +70,8 @@ __global__ void bn_apply_kernel(float* y, const float* x, const float* mean, con
     }
 }
 
-__global__ void bn_infer_kernel(float* y, const float* x, const float* running_mean,
-                                const float* running_var, const float* weight, const float* bias,
-                                size_t n, int C, int T, float eps) {
+__global__ void bn_infer_kernel(float *y, const float *x, const float *running_mean, const float *running_var,
+                                const float *weight, const float *bias, size_t n, int C, int T, float eps) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)((i / T) % C);
         const float rs = spk_bn_rstd(running_var[c], eps);
@@ -83,16 +81,16 @@ __global__ void bn_infer_kernel(float* y, const float* x, const float* running_m
     }
 }
 
-__global__ void bn_grad_sum_kernel(spk_fsum* sums, const float* dy, const float* x, const float* mean,
-                                   const float* rstd, int B, int C, int T) {
+__global__ void bn_grad_sum_kernel(spk_fsum *sums, const float *dy, const float *x, const float *mean,
+                                   const float *rstd, int B, int C, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
 }
 
 // One thread per channel: dbias += sum dy, dweight += sum dy xhat, and their means for dx.
-__global__ void bn_grad_finish_kernel(float* dweight, float* dbias, float* means, const spk_fsum* sums, int C,
-                                      int S, size_t N) {
+__global__ void bn_grad_finish_kernel(float *dweight, float *dbias, float *means, const spk_fsum *sums, int C, int S,
+                                      size_t N) {
     SPK_GRID_LOOP(c, (size_t)C) {
         const double sdy = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 0));
         const double sdyx = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 1));
@@ -103,8 +101,8 @@ __global__ void bn_grad_finish_kernel(float* dweight, float* dbias, float* means
     }
 }
 
-__global__ void bn_dx_kernel(float* dx, const float* dy, const float* x, const float* weight, const float* mean,
-                             const float* rstd, const float* means, size_t n, int C, int T) {
+__global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
+                             const float *rstd, const float *means, size_t n, int C, int T) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)((i / T) % C);
         const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
@@ -114,17 +112,15 @@ __global__ void bn_dx_kernel(float* dx, const float* dy, const float* x, const f
 
 }  // namespace
 
-extern "C" void batchnorm1d_forward_train_cuda(float* y, float* mean, float* rstd,
-                                               float* running_mean, float* running_var,
-                                               const float* x, const float* weight,
-                                               const float* bias, int B, int C, int T, float eps,
-                                               float momentum) {
+extern "C" void batchnorm1d_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                               float *running_var, const float *x, const float *weight,
+                                               const float *bias, int B, int C, int T, float eps, float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     // PyTorch: "Expected more than 1 value per channel when training"
     SPK_ASSERT((size_t)B * T > 1);
     const int S = spk_channel_splits(B, C, T);
-    spk_fsum* sums = spk_channel_scratch(C, S, 2, 0, nullptr);
-    spk_fsum* devs = sums + (size_t)C * S;
+    spk_fsum *sums = spk_channel_scratch(C, S, 2, 0, nullptr);
+    spk_fsum *devs = sums + (size_t)C * S;
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(bn_sum_kernel, spk_channel_grid(C, S), sums, x, B, C, T);
     SPK_LAUNCH(bn_dev_kernel, spk_channel_grid(C, S), devs, sums, x, B, C, T);
@@ -133,23 +129,22 @@ extern "C" void batchnorm1d_forward_train_cuda(float* y, float* mean, float* rst
     SPK_LAUNCH(bn_apply_kernel, spk_grid(n), y, x, mean, rstd, weight, bias, n, C, T);
 }
 
-extern "C" void batchnorm1d_forward_infer_cuda(float* y, const float* x, const float* running_mean,
-                                               const float* running_var, const float* weight,
-                                               const float* bias, int B, int C, int T, float eps) {
+extern "C" void batchnorm1d_forward_infer_cuda(float *y, const float *x, const float *running_mean,
+                                               const float *running_var, const float *weight, const float *bias, int B,
+                                               int C, int T, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
-    SPK_LAUNCH(bn_infer_kernel, spk_grid(n), y, x, running_mean, running_var, weight, bias, n, C, T,
-               eps);
+    SPK_LAUNCH(bn_infer_kernel, spk_grid(n), y, x, running_mean, running_var, weight, bias, n, C, T, eps);
 }
 
-extern "C" void batchnorm1d_backward_cuda(float* dx, float* dweight, float* dbias, const float* dy,
-                                          const float* x, const float* weight, const float* mean,
-                                          const float* rstd, int B, int C, int T) {
+extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
+                                          const float *weight, const float *mean, const float *rstd, int B, int C,
+                                          int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !dweight && !dbias) return;
     const int S = spk_channel_splits(B, C, T);
-    float* means = nullptr;  // (C, 2): mean dy, mean dy * xhat
-    spk_fsum* sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
+    float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
+    spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
     SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, sums, C, S, (size_t)B * T);
@@ -176,8 +171,8 @@ __device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
 
 // Sample b's block sums s1, s2 of channel c: collected into g1, g2 over its group, which thread 0
 // adds to sums[c], sums[C + c] at the group's last sample. Returns whether it did.
-__device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2,
-                                          double* g1, double* g2, double* sh) {
+__device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double *g1,
+                                          double *g2, double *sh) {
     const double t1 = spk_block_sum(s1, sh), t2 = spk_block_sum(s2, sh);
     *g1 = b % group ? *g1 + t1 : t1;
     *g2 = b % group ? *g2 + t2 : t2;
@@ -187,14 +182,14 @@ __device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int 
     return true;
 }
 
-__global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float* shift, int B,
-                                        int C, int T, int group) {
+__global__ void bn_stats_partial_kernel(xsum_t sums, const float *x, const float *shift, int B, int C, int T,
+                                        int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     const double sft = shift ? shift[c] : 0.0f;
     double g1 = 0.0, g2 = 0.0;  // a group's sums, samples in order (thread 0's)
     for (int b = 0; b < B; b++) {
-        const float* r = x + ((size_t)b * C + c) * T;
+        const float *r = x + ((size_t)b * C + c) * T;
         double s1 = 0.0, s2 = 0.0;
         SPK_ROW_LOOP(t, T) {
             const double d = (double)r[t] - sft;
@@ -205,10 +200,9 @@ __global__ void bn_stats_partial_kernel(xsum_t sums, const float* x, const float
     }
 }
 
-__global__ void bn_forward_global_kernel(float* y, float* mean, float* rstd, float* running_mean,
-                                         float* running_var, const float* x, const float* weight,
-                                         const float* bias, xsum_t sums, int64_t N, int B, int C,
-                                         int T, float eps, float momentum) {
+__global__ void bn_forward_global_kernel(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                         const float *x, const float *weight, const float *bias, xsum_t sums, int64_t N,
+                                         int B, int C, int T, float eps, float momentum) {
     const int c = blockIdx.x;
     double mu, var;
     spk_bn_stats_of_sums(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]),
@@ -227,9 +221,8 @@ __global__ void bn_forward_global_kernel(float* y, float* mean, float* rstd, flo
     }
 }
 
-__global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t dbias,
-                                           const float* dy, const float* x, const float* mean,
-                                           const float* rstd, int B, int C, int T, int group) {
+__global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy, const float *x,
+                                           const float *mean, const float *rstd, int B, int C, int T, int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     const float mu = mean[c], rs = rstd[c];
@@ -249,9 +242,9 @@ __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t d
     }
 }
 
-__global__ void bn_backward_global_kernel(float* dx, const float* dy, const float* x,
-                                          const float* weight, const float* mean, const float* rstd,
-                                          xsum_t sums, int64_t N, int B, int C, int T) {
+__global__ void bn_backward_global_kernel(float *dx, const float *dy, const float *x, const float *weight,
+                                          const float *mean, const float *rstd, xsum_t sums, int64_t N, int B, int C,
+                                          int T) {
     const int c = blockIdx.x;
     const float mu = mean[c], rs = rstd[c];
     const float wc = weight ? weight[c] : 1.0f;
@@ -265,36 +258,32 @@ __global__ void bn_backward_global_kernel(float* dx, const float* dy, const floa
 
 }  // namespace
 
-extern "C" void batchnorm1d_stats_partial_cuda(xsum_t sums, const float* x, const float* shift,
-                                               int B, int C, int T, int group) {
+extern "C" void batchnorm1d_stats_partial_cuda(xsum_t sums, const float *x, const float *shift, int B, int C, int T,
+                                               int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
     SPK_LAUNCH(bn_stats_partial_kernel, spk_rows_grid((size_t)C), sums, x, shift, B, C, T, group);
 }
 
-extern "C" void batchnorm1d_forward_global_cuda(float* y, float* mean, float* rstd,
-                                                float* running_mean, float* running_var,
-                                                const float* x, const float* weight,
-                                                const float* bias, xsum_t sums, int64_t N, int B,
-                                                int C, int T, float eps, float momentum) {
+extern "C" void batchnorm1d_forward_global_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                                float *running_var, const float *x, const float *weight,
+                                                const float *bias, xsum_t sums, int64_t N, int B, int C, int T,
+                                                float eps, float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
-    SPK_LAUNCH(bn_forward_global_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean,
-               running_var, x, weight, bias, sums, N, B, C, T, eps, momentum);
+    SPK_LAUNCH(bn_forward_global_kernel, spk_rows_grid((size_t)C), y, mean, rstd, running_mean, running_var, x, weight,
+               bias, sums, N, B, C, T, eps, momentum);
 }
 
-extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias,
-                                                  const float* dy, const float* x,
-                                                  const float* mean, const float* rstd, int B,
-                                                  int C, int T, int group) {
+extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy,
+                                                  const float *x, const float *mean, const float *rstd, int B, int C,
+                                                  int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
-    SPK_LAUNCH(bn_backward_partial_kernel, spk_rows_grid((size_t)C), sums, dweight, dbias, dy, x,
-               mean, rstd, B, C, T, group);
+    SPK_LAUNCH(bn_backward_partial_kernel, spk_rows_grid((size_t)C), sums, dweight, dbias, dy, x, mean, rstd, B, C, T,
+               group);
 }
 
-extern "C" void batchnorm1d_backward_global_cuda(float* dx, const float* dy, const float* x,
-                                                 const float* weight, const float* mean,
-                                                 const float* rstd, xsum_t sums, int64_t N, int B,
+extern "C" void batchnorm1d_backward_global_cuda(float *dx, const float *dy, const float *x, const float *weight,
+                                                 const float *mean, const float *rstd, xsum_t sums, int64_t N, int B,
                                                  int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
-    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, dy, x, weight, mean, rstd,
-               sums, N, B, C, T);
+    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, dy, x, weight, mean, rstd, sums, N, B, C, T);
 }

@@ -29,8 +29,8 @@ static inline dim3 spk_channel_grid(int C, int S) {
 // Stage 1, called by every thread of block (c, s) of a spk_channel_grid launch: sums NV values
 // per position, term(offset of (b, c, t), v) giving them, into part[(c * S + s) * NV + k].
 template <int NV, typename Term>
-__device__ __forceinline__ void spk_channel_partial(spk_fsum* part, int B, int C, int T, const Term& term,
-                                                    spk_fsum* sh) {
+__device__ __forceinline__ void spk_channel_partial(spk_fsum *part, int B, int C, int T, const Term &term,
+                                                    spk_fsum *sh) {
     const int c = blockIdx.x, s = blockIdx.y, S = gridDim.y;
     const size_t b0 = (size_t)B * s / S, b1 = (size_t)B * (s + 1) / S;
     spk_fsum acc[NV];
@@ -49,12 +49,12 @@ __device__ __forceinline__ void spk_channel_partial(spk_fsum* part, int B, int C
 
 // The term of plain sums: the tensor's values.
 struct spk_value_term {
-    const float* x;
-    __device__ void operator()(size_t o, float* v) const { v[0] = x[o]; }
+    const float *x;
+    __device__ void operator()(size_t o, float *v) const { v[0] = x[o]; }
 };
 
 // Stage 2: channel c's k-th sum from its S partials, added in order.
-__device__ __forceinline__ spk_fsum spk_channel_total(const spk_fsum* part, int c, int S, int NV, int k) {
+__device__ __forceinline__ spk_fsum spk_channel_total(const spk_fsum *part, int c, int S, int NV, int k) {
     spk_fsum t = spk_fsum_zero();
     for (int s = 0; s < S; s++) t = t + part[((size_t)c * S + s) * NV + k];
     return t;
@@ -62,9 +62,9 @@ __device__ __forceinline__ spk_fsum spk_channel_total(const spk_fsum* part, int 
 
 // Device scratch for the partials of NV sums per channel, followed by `extra` floats (the
 // library scratch: one call per op, whose use ends in stream order before the next op's).
-static inline spk_fsum* spk_channel_scratch(int C, int S, int NV, size_t extra, float** extra_out) {
+static inline spk_fsum *spk_channel_scratch(int C, int S, int NV, size_t extra, float **extra_out) {
     const size_t part = sizeof(spk_fsum) * (size_t)C * S * NV;
-    char* p = (char*)spk_cuda_scratch(part + sizeof(float) * extra);
-    if (extra_out) *extra_out = (float*)(p + part);
-    return (spk_fsum*)p;
+    char *p = (char *)spk_cuda_scratch(part + sizeof(float) * extra);
+    if (extra_out) *extra_out = (float *)(p + part);
+    return (spk_fsum *)p;
 }

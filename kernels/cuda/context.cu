@@ -16,13 +16,13 @@ struct Context {
     cudaStream_t stream = nullptr;
     cudnnHandle_t cudnn = nullptr;
     cublasHandle_t cublas = nullptr;
-    void* cublas_ws = nullptr;
-    void* scratch = nullptr;
+    void *cublas_ws = nullptr;
+    void *scratch = nullptr;
     size_t scratch_bytes = 0;
 };
 Context g_ctx;
 
-void require_init(const char* what) {
+void require_init(const char *what) {
     if (!g_ctx.initialised)
         spk_die(SPK_EXIT_FAILURE, "%s was used before spk_cuda_init() selected a CUDA device", what);
 }
@@ -32,8 +32,8 @@ void require_init(const char* what) {
 extern "C" int spk_cuda_init(int device) {
     if (g_ctx.initialised) {
         if (device == g_ctx.device) return 0;
-        fprintf(stderr, "spkddp: the CUDA kernels already run on device %d; cannot switch to %d\n",
-                g_ctx.device, device);
+        fprintf(stderr, "spkddp: the CUDA kernels already run on device %d; cannot switch to %d\n", g_ctx.device,
+                device);
         return -1;
     }
     const cudaError_t e = cudaSetDevice(device);
@@ -72,7 +72,7 @@ extern "C" void spk_cuda_shutdown(void) {
     g_ctx = Context();
 }
 
-extern "C" struct CUstream_st* spk_cuda_stream(void) { return spk_cuda_stream_checked(); }
+extern "C" struct CUstream_st *spk_cuda_stream(void) { return spk_cuda_stream_checked(); }
 
 cudaStream_t spk_cuda_stream_checked(void) {
     require_init("a CUDA kernel");
@@ -89,7 +89,7 @@ cublasHandle_t spk_cublas_handle(void) {
     return g_ctx.cublas;
 }
 
-void* spk_cuda_scratch(size_t bytes) {
+void *spk_cuda_scratch(size_t bytes) {
     require_init("the CUDA scratch buffer");
     if (bytes > g_ctx.scratch_bytes) {
         // Work queued on the stream may still read the old buffer.
@@ -106,34 +106,34 @@ void* spk_cuda_scratch(size_t bytes) {
 
 // ---- memory helpers -------------------------------------------------------------------------
 
-extern "C" void* spk_cuda_malloc(size_t bytes) {
+extern "C" void *spk_cuda_malloc(size_t bytes) {
     require_init("spk_cuda_malloc");
     if (bytes == 0) return nullptr;
-    void* p = nullptr;
+    void *p = nullptr;
     cudaCheck(cudaMalloc(&p, bytes));
     return p;
 }
 
-extern "C" void spk_cuda_free(void* p) {
+extern "C" void spk_cuda_free(void *p) {
     if (!p) return;
     // Queued work may still use p.
     cudaCheck(cudaStreamSynchronize(spk_cuda_stream_checked()));
     cudaCheck(cudaFree(p));
 }
 
-extern "C" void spk_cuda_memset0(void* p, size_t bytes) {
+extern "C" void spk_cuda_memset0(void *p, size_t bytes) {
     if (bytes == 0) return;
     cudaCheck(cudaMemsetAsync(p, 0, bytes, spk_cuda_stream_checked()));
 }
 
-extern "C" void spk_cuda_upload(void* dst, const void* src, size_t bytes) {
+extern "C" void spk_cuda_upload(void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return;
     cudaStream_t s = spk_cuda_stream_checked();
     cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
     cudaCheck(cudaStreamSynchronize(s));
 }
 
-extern "C" void spk_cuda_download(void* dst, const void* src, size_t bytes) {
+extern "C" void spk_cuda_download(void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return;
     cudaStream_t s = spk_cuda_stream_checked();
     cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));

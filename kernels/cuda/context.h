@@ -21,22 +21,22 @@ int spk_cuda_init(int device);
 // Waits for the stream, then releases the handles, cached plans, scratch and the stream.
 void spk_cuda_shutdown(void);
 // The stream every CUDA op runs on.
-struct CUstream_st* spk_cuda_stream(void);
+struct CUstream_st *spk_cuda_stream(void);
 
-void* spk_cuda_malloc(size_t bytes);                               // cudaMalloc; NULL for 0
-void spk_cuda_free(void* p);                                       // NULL is fine
-void spk_cuda_memset0(void* p, size_t bytes);                      // on the stream
-void spk_cuda_upload(void* dst, const void* src, size_t bytes);    // host -> device, blocking
-void spk_cuda_download(void* dst, const void* src, size_t bytes);  // device -> host, blocking
+void *spk_cuda_malloc(size_t bytes);                               // cudaMalloc; NULL for 0
+void spk_cuda_free(void *p);                                       // NULL is fine
+void spk_cuda_memset0(void *p, size_t bytes);                      // on the stream
+void spk_cuda_upload(void *dst, const void *src, size_t bytes);    // host -> device, blocking
+void spk_cuda_download(void *dst, const void *src, size_t bytes);  // device -> host, blocking
 void spk_cuda_sync(void);                                          // waits for the stream
-size_t spk_cuda_bytes_in_use(void);  // device memory in use (all processes on the device)
+size_t spk_cuda_bytes_in_use(void);                                // device memory in use (all processes on the device)
 // Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
 // fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
 void spk_cuda_set_tf32(int allow);
 // Prints the cuDNN algorithms chosen so far, one line per convolution shape (stdout).
 void spk_cuda_print_conv_plans(void);
 // Convolution plans made and algorithm choices made so far (for tests of the plan cache).
-void spk_cuda_conv_plan_counts(long long* made, long long* selections);
+void spk_cuda_conv_plan_counts(long long *made, long long *selections);
 // Drops every cached convolution plan (spk_cuda_shutdown does; tests start afresh with it).
 void spk_conv1d_cuda_release_plans(void);
 
@@ -52,7 +52,7 @@ cudnnHandle_t spk_cudnn_handle(void);
 cublasHandle_t spk_cublas_handle(void);
 // Library-owned device scratch of at least `bytes`, valid until the next call (same stream, so
 // reuse is ordered). Grows as needed.
-void* spk_cuda_scratch(size_t bytes);
+void *spk_cuda_scratch(size_t bytes);
 // The convolution plans (kernels/cuda/conv_plans.cu) are made anew when the TF32 permission
 // changes.
 void spk_conv1d_cuda_set_tf32(int allow);

@@ -29,7 +29,7 @@ size_t pad_floats(int B, int Cin, int T, int K, int dilation) {
 // ---- kernels --------------------------------------------------------------------------------
 
 // xp[r, s] = x[r, refl(s - p)] for the rows r of (B*Cin) and s in [0, T + 2p)
-__global__ void reflect_pad_kernel(float* xp, const float* x, size_t rows, int T, int p) {
+__global__ void reflect_pad_kernel(float *xp, const float *x, size_t rows, int T, int p) {
     const size_t tp = (size_t)T + 2 * (size_t)p;
     SPK_GRID_LOOP(i, rows * tp) {
         const size_t r = i / tp;
@@ -44,12 +44,12 @@ __global__ void reflect_pad_kernel(float* xp, const float* x, size_t rows, int T
 //   s = t + p                      (always)
 //   s = p - t          for 1 <= t <= p          (left pad, u = -t)
 //   s = p + 2(T-1) - t for T-1-p <= t <= T-2    (right pad, u = 2(T-1) - t)
-__global__ void reflect_fold_add_kernel(float* dx, const float* g, size_t rows, int T, int p) {
+__global__ void reflect_fold_add_kernel(float *dx, const float *g, size_t rows, int T, int p) {
     const size_t tp = (size_t)T + 2 * (size_t)p;
     SPK_GRID_LOOP(i, rows * (size_t)T) {
         const size_t r = i / T;
         const int t = (int)(i - r * T);
-        const float* gr = g + r * tp;
+        const float *gr = g + r * tp;
         float acc = gr[t + p];
         if (t >= 1 && t <= p) acc += gr[p - t];
         if (t <= T - 2 && t >= T - 1 - p) acc += gr[p + 2 * (T - 1) - t];
@@ -57,76 +57,71 @@ __global__ void reflect_fold_add_kernel(float* dx, const float* g, size_t rows, 
     }
 }
 
-float* cudnn_workspace(float* workspace, int B, int Cin, int T, int K, int dilation) {
+float *cudnn_workspace(float *workspace, int B, int Cin, int T, int K, int dilation) {
     return workspace + pad_floats(B, Cin, T, K, dilation);
 }
 
 }  // namespace
 
-extern "C" size_t conv1d_workspace_floats_cuda(int B, int Cin, int Cout, int T, int K,
-                                               int dilation) {
+extern "C" size_t conv1d_workspace_floats_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    const spk_conv_plan_t& pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
     return pad_floats(B, Cin, T, K, dilation) + round64((pl.ws_bytes + 3) / 4);
 }
 
-extern "C" void conv1d_forward_cuda(float* y, const float* x, const float* w, const float* bias,
-                                    int B, int Cin, int Cout, int T, int K, int dilation,
-                                    float* workspace) {
+extern "C" void conv1d_forward_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
+                                    int Cout, int T, int K, int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    const spk_conv_plan_t& pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
     const float one = 1.0f, zero = 0.0f;
-    const float* xin = x;
+    const float *xin = x;
     if (p > 0) {
         const size_t rows = (size_t)B * Cin;
         SPK_LAUNCH(reflect_pad_kernel, spk_grid(rows * (T + 2 * p)), workspace, x, rows, T, p);
         xin = workspace;
     }
-    float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
+    float *cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
     const auto fwd = (cudnnConvolutionFwdAlgo_t)pl.pass[SPK_CONV_FWD].algo;
     cudnnCheck(cudnnConvolutionForward(spk_cudnn_handle(), &one, pl.xd, xin, pl.wd, w, pl.cd[SPK_CONV_FWD], fwd,
                                        pl.ws_bytes ? cws : nullptr, pl.ws_bytes, &zero, pl.yd, y));
     if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
-extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const float* dy,
-                                     const float* x, const float* w, int B, int Cin, int Cout,
-                                     int T, int K, int dilation, float* workspace) {
+extern "C" void conv1d_backward_cuda(float *dx, float *dw, float *dbias, const float *dy, const float *x,
+                                     const float *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                                     float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
-    const spk_conv_plan_t& pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
     cudnnHandle_t h = spk_cudnn_handle();
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
     const float one = 1.0f, zero = 0.0f;
-    float* cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
-    void* cws_or_null = pl.ws_bytes ? cws : nullptr;
+    float *cws = cudnn_workspace(workspace, B, Cin, T, K, dilation);
+    void *cws_or_null = pl.ws_bytes ? cws : nullptr;
     const auto bwd_data = (cudnnConvolutionBwdDataAlgo_t)pl.pass[SPK_CONV_BWD_DATA].algo;
     const auto bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)pl.pass[SPK_CONV_BWD_FILTER].algo;
     const size_t rows = (size_t)B * Cin;
     if (dx) {
         if (p == 0) {  // no padding: accumulate straight into dx (beta = 1)
-            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[SPK_CONV_BWD_DATA],
-                                                    bwd_data, cws_or_null, pl.ws_bytes, &one,
-                                                    pl.xd, dx));
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[SPK_CONV_BWD_DATA], bwd_data,
+                                                    cws_or_null, pl.ws_bytes, &one, pl.xd, dx));
         } else {  // gradient of the padded input, then folded onto dx
-            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[SPK_CONV_BWD_DATA],
-                                                    bwd_data, cws_or_null, pl.ws_bytes, &zero,
-                                                    pl.xd, workspace));
+            cudnnCheck(cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, dy, pl.cd[SPK_CONV_BWD_DATA], bwd_data,
+                                                    cws_or_null, pl.ws_bytes, &zero, pl.xd, workspace));
             SPK_LAUNCH(reflect_fold_add_kernel, spk_grid(rows * T), dx, workspace, rows, T, p);
         }
     }
     if (dw) {
-        const float* xin = x;
+        const float *xin = x;
         if (p > 0) {  // the padded-gradient buffer is free again (same stream, in order)
             SPK_LAUNCH(reflect_pad_kernel, spk_grid(rows * (T + 2 * p)), workspace, x, rows, T, p);
             xin = workspace;
         }
         cudnnCheck(cudnnConvolutionBackwardFilter(h, &one, pl.xd, xin, pl.yd, dy, pl.cd[SPK_CONV_BWD_FILTER],
-                                                  bwd_filter, cws_or_null, pl.ws_bytes, &one,
-                                                  pl.wd, dw));
+                                                  bwd_filter, cws_or_null, pl.ws_bytes, &one, pl.wd, dw));
     }
     if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
 }
@@ -138,7 +133,7 @@ extern "C" void conv1d_backward_cuda(float* dx, float* dw, float* dbias, const f
 namespace {
 
 // part[b, o] = sum_t dy[b, o, t] in a fixed order: one block per (b, o).
-__global__ void sample_bias_sums_kernel(float* part, const float* dy, int T) {
+__global__ void sample_bias_sums_kernel(float *part, const float *dy, int T) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     double acc = 0.0;
@@ -149,33 +144,31 @@ __global__ void sample_bias_sums_kernel(float* part, const float* dy, int T) {
 
 }  // namespace
 
-extern "C" size_t conv1d_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K,
-                                                     int dilation) {
+extern "C" size_t conv1d_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
     (void)B;
     return conv1d_workspace_floats_cuda(1, Cin, Cout, T, K, dilation);
 }
 
-extern "C" void conv1d_forward_fixed_cuda(float* y, const float* x, const float* w,
-                                          const float* bias, int B, int Cin, int Cout, int T,
-                                          int K, int dilation, float* workspace) {
+extern "C" void conv1d_forward_fixed_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
+                                          int Cout, int T, int K, int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     for (int b = 0; b < B; b++)
-        conv1d_forward_cuda(y + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout,
-                            T, K, dilation, workspace);
+        conv1d_forward_cuda(y + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout, T, K, dilation,
+                            workspace);
 }
 
-extern "C" void conv1d_backward_exact_cuda(float* dx, float* dw_tmp, xsum_t dw, xsum_t dbias,
-                                           const float* dy, const float* x, const float* w, int B,
-                                           int Cin, int Cout, int T, int K, int dilation,
-                                           float* workspace, int group) {
+extern "C" void conv1d_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
+                                           const float *x, const float *w, int B, int Cin, int Cout, int T, int K,
+                                           int dilation, float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     const size_t nw = (size_t)Cout * Cin * K;
     for (int b = 0; b < B; b++) {
-        const float* dyb = dy + (size_t)b * Cout * T;
-        const float* xb = x + (size_t)b * Cin * T;
-        if (dx) conv1d_backward_cuda(dx + (size_t)b * Cin * T, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout,
-                                     T, K, dilation, workspace);
+        const float *dyb = dy + (size_t)b * Cout * T;
+        const float *xb = x + (size_t)b * Cin * T;
+        if (dx)
+            conv1d_backward_cuda(dx + (size_t)b * Cin * T, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation,
+                                 workspace);
         if (xsum_empty(dw)) continue;
         SPK_ASSERT(dw_tmp != nullptr);
         // the group's samples' gradients, accumulated in order, then one term
@@ -184,7 +177,7 @@ extern "C" void conv1d_backward_exact_cuda(float* dx, float* dw_tmp, xsum_t dw, 
         if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (xsum_empty(dbias)) return;
-    float* part = (float*)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)
+    float *part = (float *)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)
     SPK_LAUNCH(sample_bias_sums_kernel, spk_rows_grid((size_t)B * Cout), part, dy, T);
     xsum_add_cuda(dbias, part, B, Cout, group);
 }

@@ -23,26 +23,26 @@ void check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
 }
 
 struct Regions {
-    spk_bf16* col;  // (Cin*K, B*T) folded, or (B, Cin*K, T) per sample
-    spk_bf16* dyf;  // (Cout, B*T)
-    float* dcol;    // (Cin*K, B*T)
+    spk_bf16 *col;  // (Cin*K, B*T) folded, or (B, Cin*K, T) per sample
+    spk_bf16 *dyf;  // (Cout, B*T)
+    float *dcol;    // (Cin*K, B*T)
 };
 
-Regions regions(float* workspace, int B, int Cin, int Cout, int T, int K) {
+Regions regions(float *workspace, int B, int Cin, int Cout, int T, int K) {
     const size_t bt = (size_t)B * T, ck = (size_t)Cin * K;
-    char* p = (char*)workspace;
+    char *p = (char *)workspace;
     Regions r;
-    r.col = (spk_bf16*)p;
+    r.col = (spk_bf16 *)p;
     p += round256(ck * bt * sizeof(spk_bf16));
-    r.dyf = (spk_bf16*)p;
+    r.dyf = (spk_bf16 *)p;
     p += round256((size_t)Cout * bt * sizeof(spk_bf16));
-    r.dcol = (float*)p;
+    r.dcol = (float *)p;
     return r;
 }
 
 // col[b * sb + (ci*K + k) * sr + t] = x[ci, b*T + r(t + k*d - p)] from the folded x: per sample
 // (sb = Cin*K*T, sr = T) or folded (sb = T, sr = B*T).
-__global__ void im2col_kernel(spk_bf16* col, const spk_bf16* x, int B, int Cin, int T, int K, int d, size_t sb,
+__global__ void im2col_kernel(spk_bf16 *col, const spk_bf16 *x, int B, int Cin, int T, int K, int d, size_t sb,
                               size_t sr) {
     const int p = d * (K - 1) / 2;
     SPK_GRID_LOOP(i, (size_t)B * Cin * K * T) {
@@ -61,7 +61,7 @@ __global__ void im2col_kernel(spk_bf16* col, const spk_bf16* x, int B, int Cin, 
 // the direct source t = u - off, the left reflection (t + off = -u) and the right one
 // (t + off = 2(T-1) - u), each taken when it lies inside the row. One thread per element of
 // dx, summing in k order.
-__global__ void col2im_gather_kernel(float* dx, const float* dcol, int B, int Cin, int T, int K, int d) {
+__global__ void col2im_gather_kernel(float *dx, const float *dcol, int B, int Cin, int T, int K, int d) {
     const int p = d * (K - 1) / 2;
     const size_t bt = (size_t)B * T;
     SPK_GRID_LOOP(i, (size_t)B * Cin * T) {
@@ -70,7 +70,7 @@ __global__ void col2im_gather_kernel(float* dx, const float* dcol, int B, int Ci
         float acc = 0.0f;
         for (int k = 0; k < K; k++) {
             const int off = k * d - p;
-            const float* row = dcol + (ci * K + k) * bt + b * T;
+            const float *row = dcol + (ci * K + k) * bt + b * T;
             const int direct = u - off, left = -u - off, right = 2 * (T - 1) - u - off;
             if (direct >= 0 && direct < T) acc += row[direct];
             if (u > 0 && left >= 0 && left < T) acc += row[left];
@@ -90,13 +90,12 @@ extern "C" size_t conv1d_bf16_workspace_floats_cuda(int B, int Cin, int Cout, in
     return bytes / sizeof(float);
 }
 
-extern "C" void conv1d_bf16_forward_cuda(float* y, spk_bf16* xh, const float* x, const spk_bf16* w,
-                                         const float* bias, int B, int Cin, int Cout, int T, int K, int dilation,
-                                         float* workspace) {
+extern "C" void conv1d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
+                                         int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (x) bf16_fold_from_f32_cuda(xh, NULL, x, B, Cin, T);
     const int CK = Cin * K;
-    const spk_bf16* src = xh;  // sample b: columns b*T.. of the folded xh
+    const spk_bf16 *src = xh;  // sample b: columns b*T.. of the folded xh
     int ld = B * T;
     int64_t stride = T;
     if (K > 1) {
@@ -111,9 +110,9 @@ extern "C" void conv1d_bf16_forward_cuda(float* y, spk_bf16* xh, const float* x,
     if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
-extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, const float* dy, const spk_bf16* xh,
-                                          const spk_bf16* w, int B, int Cin, int Cout, int T, int K, int dilation,
-                                          float* workspace) {
+extern "C" void conv1d_bf16_backward_cuda(float *dx, float *dw, float *dbias, const float *dy, const spk_bf16 *xh,
+                                          const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                                          float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw) {
         if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
@@ -123,7 +122,7 @@ extern "C" void conv1d_bf16_backward_cuda(float* dx, float* dw, float* dbias, co
     const int CK = Cin * K, BT = B * T;
     bf16_fold_from_f32_cuda(r.dyf, dbias, dy, B, Cout, T);
     if (dw) {
-        const spk_bf16* colf = xh;  // K = 1: the folded input is the im2col
+        const spk_bf16 *colf = xh;  // K = 1: the folded input is the im2col
         if (K > 1) {
             SPK_LAUNCH(im2col_kernel, spk_grid((size_t)CK * BT), r.col, xh, B, Cin, T, K, dilation, (size_t)T,
                        (size_t)BT);

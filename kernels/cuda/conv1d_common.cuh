@@ -17,29 +17,29 @@ inline void conv_check_contract(int B, int Cin, int Cout, int T, int K, int dila
 }
 
 // y[b, o, t] += bias[o]
-__global__ void add_bias_kernel(float* y, const float* bias, size_t rows, int Cout, int T) {
+__global__ void add_bias_kernel(float *y, const float *bias, size_t rows, int Cout, int T) {
     SPK_GRID_LOOP(i, rows * (size_t)T) y[i] += bias[(i / T) % Cout];
 }
 
-__global__ void bias_grad_sum_kernel(spk_fsum* sums, const float* dy, int B, int Cout, int T) {
+__global__ void bias_grad_sum_kernel(spk_fsum *sums, const float *dy, int B, int Cout, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     spk_channel_partial<1>(sums, B, Cout, T, spk_value_term{dy}, sh);
 }
 
-__global__ void bias_grad_add_kernel(float* dbias, const spk_fsum* sums, int Cout, int S) {
+__global__ void bias_grad_add_kernel(float *dbias, const spk_fsum *sums, int Cout, int S) {
     SPK_GRID_LOOP(o, (size_t)Cout) dbias[o] += spk_fsum_value(spk_channel_total(sums, (int)o, S, 1, 0));
 }
 
 // y (B, Cout, T) += bias (Cout)
-inline void conv_bias_forward(float* y, const float* bias, int B, int Cout, int T) {
+inline void conv_bias_forward(float *y, const float *bias, int B, int Cout, int T) {
     const size_t rows = (size_t)B * Cout;
     SPK_LAUNCH(add_bias_kernel, spk_grid(rows * T), y, bias, rows, Cout, T);
 }
 
 // dbias[o] += sum over b, t of dy[b, o, t]
-inline void conv_bias_backward(float* dbias, const float* dy, int B, int Cout, int T) {
+inline void conv_bias_backward(float *dbias, const float *dy, int B, int Cout, int T) {
     const int S = spk_channel_splits(B, Cout, T);
-    spk_fsum* sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
+    spk_fsum *sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
     SPK_LAUNCH(bias_grad_sum_kernel, spk_channel_grid(Cout, S), sums, dy, B, Cout, T);
     SPK_LAUNCH(bias_grad_add_kernel, spk_grid((size_t)Cout), dbias, sums, Cout, S);
 }

@@ -29,7 +29,7 @@ const int kPlans = 64;
 spk_conv_plan_t g_plans[kPlans];
 long long g_serial = 0;      // plans made
 long long g_selections = 0;  // algorithm choices (heuristics queried)
-int g_tf32 = 0;  // spk_cuda_set_tf32
+int g_tf32 = 0;              // spk_cuda_set_tf32
 
 const int kMaxPerf = 32;
 
@@ -37,14 +37,14 @@ const int kMaxPerf = 32;
 // (atomics), trading run-to-run bitwise reproducibility for speed.
 bool fast_algorithms() {
     static const int fast = [] {
-        const char* s = getenv("SPKDDP_CUDNN_FAST");
+        const char *s = getenv("SPKDDP_CUDNN_FAST");
         return s && strcmp(s, "1") == 0;
     }();
     return fast;
 }
 
 bool verbose() {
-    const char* s = getenv("SPKDDP_CUDNN_VERBOSE");
+    const char *s = getenv("SPKDDP_CUDNN_VERBOSE");
     return s && s[0] == '1';
 }
 
@@ -61,31 +61,35 @@ int length_bucket(int T) {
 
 // ---- names ----------------------------------------------------------------------------------
 
-const char* algo_name(int pass, int algo) {
-    static const char* const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-    static const char* const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-    static const char* const filt[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+const char *algo_name(int pass, int algo) {
+    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+                                      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const filt[] = {"ALGO_0",    "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
                                        "FFT_TILING"};
-    const char* const* names = pass == SPK_CONV_FWD ? fwd : pass == SPK_CONV_BWD_DATA ? data : filt;
+    const char *const *names = pass == SPK_CONV_FWD ? fwd : pass == SPK_CONV_BWD_DATA ? data : filt;
     const int n = pass == SPK_CONV_FWD ? 8 : pass == SPK_CONV_BWD_DATA ? 6 : 7;
     return algo >= 0 && algo < n ? names[algo] : "?";
 }
 
-const char* math_name(cudnnMathType_t m) {
+const char *math_name(cudnnMathType_t m) {
     switch (m) {
-    case CUDNN_DEFAULT_MATH: return "DEFAULT";
-    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_ALLOW_CONVERSION";
-    case CUDNN_FMA_MATH: return "FMA";
+        case CUDNN_DEFAULT_MATH:
+            return "DEFAULT";
+        case CUDNN_TENSOR_OP_MATH:
+            return "TENSOR_OP";
+        case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+            return "TENSOR_OP_ALLOW_CONVERSION";
+        case CUDNN_FMA_MATH:
+            return "FMA";
     }
     return "?";
 }
 
 // "fwd IMPLICIT_PRECOMP_GEMM (reported TENSOR_OP, runs TENSOR_OP, 1.50 MiB)" into buf.
-void describe_pass(char* buf, size_t cap, const spk_conv_plan_t& pl, int pass) {
-    static const char* const pass_names[] = {"fwd", "bwd-data", "bwd-filter"};
-    const spk_conv_pass_t& p = pl.pass[pass];
+void describe_pass(char *buf, size_t cap, const spk_conv_plan_t &pl, int pass) {
+    static const char *const pass_names[] = {"fwd", "bwd-data", "bwd-filter"};
+    const spk_conv_pass_t &p = pl.pass[pass];
     cudnnMathType_t runs = CUDNN_FMA_MATH;
     cudnnCheck(cudnnGetConvolutionMathType(pl.cd[pass], &runs));
     if (p.fallback)
@@ -97,7 +101,7 @@ void describe_pass(char* buf, size_t cap, const spk_conv_plan_t& pl, int pass) {
                  (double)p.ws_bytes / (1 << 20));
 }
 
-void print_plan(FILE* f, const spk_conv_plan_t& pl) {
+void print_plan(FILE *f, const spk_conv_plan_t &pl) {
     char d[3][160];
     for (int i = 0; i < 3; i++) describe_pass(d[i], sizeof d[i], pl, i);
     fprintf(f, "conv1d B=%d Cin=%d Cout=%d T=%d (bucket %d) K=%d d=%d: %s; %s; %s; used %lld times\n", pl.key[0],
@@ -108,7 +112,7 @@ void print_plan(FILE* f, const spk_conv_plan_t& pl) {
 
 // The preference tier of a heuristic result (0 first), or -1 when this precision may not run it.
 template <typename Perf>
-int tier(const Perf& p) {
+int tier(const Perf &p) {
     if (p.status != CUDNN_STATUS_SUCCESS) return -1;
     const bool det = p.determinism == CUDNN_DETERMINISTIC || fast_algorithms();
     if (!g_tf32) return det && (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) ? 0 : -1;
@@ -123,7 +127,7 @@ cudnnMathType_t run_math(cudnnMathType_t reported) { return g_tf32 ? reported : 
 // Takes the first result of the best tier whose workspace size cuDNN gives under its math
 // type (ws_of(algo, &bytes) asks for this pass), else `fallback` in FMA math.
 template <typename Perf, typename Algo, typename WsOf>
-void pick(spk_conv_pass_t* out, const Perf* perf, int n, cudnnConvolutionDescriptor_t cd, Algo fallback, WsOf ws_of) {
+void pick(spk_conv_pass_t *out, const Perf *perf, int n, cudnnConvolutionDescriptor_t cd, Algo fallback, WsOf ws_of) {
     for (int t = 0; t <= 2; t++)
         for (int i = 0; i < n; i++) {
             if (tier(perf[i]) != t) continue;
@@ -141,54 +145,54 @@ void pick(spk_conv_pass_t* out, const Perf* perf, int n, cudnnConvolutionDescrip
 }
 
 // cuDNN's query of one pass's workspace for `algo` at the descriptors' current shape.
-cudnnStatus_t pass_workspace(const spk_conv_plan_t& pl, int pass, int algo, size_t* bytes) {
+cudnnStatus_t pass_workspace(const spk_conv_plan_t &pl, int pass, int algo, size_t *bytes) {
     cudnnHandle_t h = spk_cudnn_handle();
     switch (pass) {
-    case SPK_CONV_FWD:
-        return cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[pass], pl.yd,
-                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
-    case SPK_CONV_BWD_DATA:
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[pass], pl.xd,
-                                                            (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
-    default:
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd[pass], pl.wd,
-                                                              (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+        case SPK_CONV_FWD:
+            return cudnnGetConvolutionForwardWorkspaceSize(h, pl.xd, pl.wd, pl.cd[pass], pl.yd,
+                                                           (cudnnConvolutionFwdAlgo_t)algo, bytes);
+        case SPK_CONV_BWD_DATA:
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.wd, pl.yd, pl.cd[pass], pl.xd,
+                                                                (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+        default:
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.xd, pl.yd, pl.cd[pass], pl.wd,
+                                                                  (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
     }
 }
 
 // One pass's choice: the heuristics' results (count(&n) says how many it has, query(want, &n,
 // perf) gives them), then pick().
 template <typename Perf, typename Algo, typename Count, typename Query>
-void choose_pass(spk_conv_plan_t& pl, int pass, Algo fallback, Count count, Query query) {
+void choose_pass(spk_conv_plan_t &pl, int pass, Algo fallback, Count count, Query query) {
     Perf perf[kMaxPerf];
     int want = 0, n = 0;
     cudnnCheck(count(&want));
     cudnnCheck(query(want < kMaxPerf ? want : kMaxPerf, &n, perf));
     pick(&pl.pass[pass], perf, n, pl.cd[pass], fallback,
-         [&](Algo a, size_t* bytes) { return pass_workspace(pl, pass, (int)a, bytes); });
+         [&](Algo a, size_t *bytes) { return pass_workspace(pl, pass, (int)a, bytes); });
 }
 
 // BWD_FILTER_ALGO_0 and _3 sum with atomics: tier() excludes them unless fast or TF32 needs them.
-void choose_all(spk_conv_plan_t& pl) {
+void choose_all(spk_conv_plan_t &pl) {
     cudnnHandle_t h = spk_cudnn_handle();
     g_selections++;
     choose_pass<cudnnConvolutionFwdAlgoPerf_t>(
         pl, SPK_CONV_FWD, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-        [&](int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); },
-        [&](int want, int* n, cudnnConvolutionFwdAlgoPerf_t* perf) {
+        [&](int *n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); },
+        [&](int want, int *n, cudnnConvolutionFwdAlgoPerf_t *perf) {
             return cudnnGetConvolutionForwardAlgorithm_v7(h, pl.xd, pl.wd, pl.cd[SPK_CONV_FWD], pl.yd, want, n, perf);
         });
     choose_pass<cudnnConvolutionBwdDataAlgoPerf_t>(
         pl, SPK_CONV_BWD_DATA, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-        [&](int* n) { return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n); },
-        [&](int want, int* n, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+        [&](int *n) { return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n); },
+        [&](int want, int *n, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
             return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.wd, pl.yd, pl.cd[SPK_CONV_BWD_DATA], pl.xd, want,
                                                                n, perf);
         });
     choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t>(
         pl, SPK_CONV_BWD_FILTER, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-        [&](int* n) { return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n); },
-        [&](int want, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+        [&](int *n) { return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n); },
+        [&](int want, int *n, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
             return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.xd, pl.yd, pl.cd[SPK_CONV_BWD_FILTER], pl.wd,
                                                                  want, n, perf);
         });
@@ -196,9 +200,10 @@ void choose_all(spk_conv_plan_t& pl) {
 
 // ---- descriptors ----------------------------------------------------------------------------
 
-void set_length(spk_conv_plan_t& pl, int T) {
+void set_length(spk_conv_plan_t &pl, int T) {
     const int B = pl.key[0], Cin = pl.key[1], Cout = pl.key[2], K = pl.key[4], d = pl.key[5];
-    cudnnCheck(cudnnSetTensor4dDescriptor(pl.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cin, 1, T + 2 * conv_pad(K, d)));
+    cudnnCheck(
+        cudnnSetTensor4dDescriptor(pl.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cin, 1, T + 2 * conv_pad(K, d)));
     cudnnCheck(cudnnSetTensor4dDescriptor(pl.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cout, 1, T));
     int on = 0, oc = 0, oh = 0, ow = 0;
     cudnnCheck(cudnnGetConvolution2dForwardOutputDim(pl.cd[SPK_CONV_FWD], pl.xd, pl.wd, &on, &oc, &oh, &ow));
@@ -206,7 +211,7 @@ void set_length(spk_conv_plan_t& pl, int T) {
     pl.T = T;
 }
 
-void update_workspace(spk_conv_plan_t& pl) {
+void update_workspace(spk_conv_plan_t &pl) {
     pl.ws_bytes = 0;
     for (int i = 0; i < 3; i++)
         if (pl.pass[i].ws_bytes > pl.ws_bytes) pl.ws_bytes = pl.pass[i].ws_bytes;
@@ -214,7 +219,7 @@ void update_workspace(spk_conv_plan_t& pl) {
 
 // Re-sets the descriptors to length T and asks for the workspaces there; an algorithm the
 // bucket's choice cannot run at exactly T is chosen anew for T.
-void bind_length(spk_conv_plan_t& pl, int T) {
+void bind_length(spk_conv_plan_t &pl, int T) {
     set_length(pl, T);
     for (int i = 0; i < 3; i++)
         if (pass_workspace(pl, i, pl.pass[i].algo, &pl.pass[i].ws_bytes) != CUDNN_STATUS_SUCCESS) {
@@ -224,7 +229,7 @@ void bind_length(spk_conv_plan_t& pl, int T) {
     update_workspace(pl);
 }
 
-void destroy_plan(spk_conv_plan_t& pl) {
+void destroy_plan(spk_conv_plan_t &pl) {
     if (!pl.valid) return;
     cudnnCheck(cudnnDestroyTensorDescriptor(pl.xd));
     cudnnCheck(cudnnDestroyTensorDescriptor(pl.yd));
@@ -234,18 +239,18 @@ void destroy_plan(spk_conv_plan_t& pl) {
 }
 
 // The least-used plan (the oldest among equals), or a free slot.
-spk_conv_plan_t& victim() {
-    spk_conv_plan_t* v = &g_plans[0];
+spk_conv_plan_t &victim() {
+    spk_conv_plan_t *v = &g_plans[0];
     for (int i = 0; i < kPlans; i++) {
-        spk_conv_plan_t& p = g_plans[i];
+        spk_conv_plan_t &p = g_plans[i];
         if (!p.valid) return p;
         if (p.uses < v->uses || (p.uses == v->uses && p.serial < v->serial)) v = &p;
     }
     return *v;
 }
 
-spk_conv_plan_t& make_plan(const int key[6]) {
-    spk_conv_plan_t& pl = victim();
+spk_conv_plan_t &make_plan(const int key[6]) {
+    spk_conv_plan_t &pl = victim();
     // cuDNN reads descriptors during the API call, not when the queued kernels run, so the
     // evicted plan's descriptors can go now.
     destroy_plan(pl);
@@ -272,9 +277,9 @@ spk_conv_plan_t& make_plan(const int key[6]) {
 
 }  // namespace
 
-const spk_conv_plan_t& spk_conv_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
+const spk_conv_plan_t &spk_conv_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
     const int key[6] = {B, Cin, Cout, length_bucket(T), K, dilation};
-    spk_conv_plan_t* pl = nullptr;
+    spk_conv_plan_t *pl = nullptr;
     for (int i = 0; i < kPlans && !pl; i++)
         if (g_plans[i].valid && memcmp(g_plans[i].key, key, sizeof key) == 0) pl = &g_plans[i];
     const bool fresh = !pl;
@@ -301,7 +306,7 @@ extern "C" void spk_cuda_print_conv_plans(void) {
             if (g_plans[i].valid && g_plans[i].serial == s) print_plan(stdout, g_plans[i]);
 }
 
-extern "C" void spk_cuda_conv_plan_counts(long long* made, long long* selections) {
+extern "C" void spk_cuda_conv_plan_counts(long long *made, long long *selections) {
     *made = g_serial;
     *selections = g_selections;
 }

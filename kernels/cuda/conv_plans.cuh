@@ -18,11 +18,11 @@
 enum { SPK_CONV_FWD = 0, SPK_CONV_BWD_DATA = 1, SPK_CONV_BWD_FILTER = 2 };
 
 struct spk_conv_pass_t {
-    int algo;                    // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
-    cudnnMathType_t reported;    // the heuristics' math type for it
-    int deterministic;           // as the heuristics report (the fallback: 1)
-    int fallback;                // no heuristic result qualified: the classic algorithm
-    size_t ws_bytes;             // at the plan's current T
+    int algo;                  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+    cudnnMathType_t reported;  // the heuristics' math type for it
+    int deterministic;         // as the heuristics report (the fallback: 1)
+    int fallback;              // no heuristic result qualified: the classic algorithm
+    size_t ws_bytes;           // at the plan's current T
 };
 
 struct spk_conv_plan_t {
@@ -34,10 +34,10 @@ struct spk_conv_plan_t {
     cudnnFilterDescriptor_t wd;          // (Cout, Cin, 1, K)
     cudnnConvolutionDescriptor_t cd[3];  // per pass, carrying the math type it runs in
     spk_conv_pass_t pass[3];
-    size_t ws_bytes;                     // the largest of the three
-    long long uses;                      // lookups, for eviction
-    long long serial;                    // creation order, for ties and listings
+    size_t ws_bytes;   // the largest of the three
+    long long uses;    // lookups, for eviction
+    long long serial;  // creation order, for ties and listings
 };
 
 // The plan of this shape, bound to exactly this T. Valid until the next call.
-const spk_conv_plan_t& spk_conv_plan(int B, int Cin, int Cout, int T, int K, int dilation);
+const spk_conv_plan_t &spk_conv_plan(int B, int Cin, int Cout, int T, int K, int dilation);

@@ -17,39 +17,37 @@
 
 #include "kernels/base/check.h"
 
-static inline void spk_cuda_check_at(cudaError_t e, const char* call, const char* file, int line) {
+static inline void spk_cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
     if (e != cudaSuccess)
-        spk_die_at(file, line, SPK_EXIT_FAILURE, "CUDA call %s failed: %s (%s)", call,
-                   cudaGetErrorString(e), cudaGetErrorName(e));
+        spk_die_at(file, line, SPK_EXIT_FAILURE, "CUDA call %s failed: %s (%s)", call, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
 }
 
-static inline void spk_cudnn_check_at(cudnnStatus_t s, const char* call, const char* file,
-                                      int line) {
+static inline void spk_cudnn_check_at(cudnnStatus_t s, const char *call, const char *file, int line) {
     if (s != CUDNN_STATUS_SUCCESS) {
         char detail[512] = "";
         cudnnGetLastErrorString(detail, sizeof detail);  // cuDNN 9: what exactly went wrong
-        spk_die_at(file, line, SPK_EXIT_FAILURE, "cuDNN call %s failed: %s (cudnnStatus %d%s%s)",
-                   call, cudnnGetErrorString(s), (int)s, detail[0] ? "; " : "", detail);
+        spk_die_at(file, line, SPK_EXIT_FAILURE, "cuDNN call %s failed: %s (cudnnStatus %d%s%s)", call,
+                   cudnnGetErrorString(s), (int)s, detail[0] ? "; " : "", detail);
     }
 }
 
-static inline void spk_cublas_check_at(cublasStatus_t s, const char* call, const char* file,
-                                       int line) {
+static inline void spk_cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
     if (s != CUBLAS_STATUS_SUCCESS)
-        spk_die_at(file, line, SPK_EXIT_FAILURE, "cuBLAS call %s failed: %s (%s)", call,
-                   cublasGetStatusString(s), cublasGetStatusName(s));
+        spk_die_at(file, line, SPK_EXIT_FAILURE, "cuBLAS call %s failed: %s (%s)", call, cublasGetStatusString(s),
+                   cublasGetStatusName(s));
 }
 
-#define cudaCheck(call) spk_cuda_check_at((call), #call, __FILE__, __LINE__)
-#define cudnnCheck(call) spk_cudnn_check_at((call), #call, __FILE__, __LINE__)
-#define cublasCheck(call) spk_cublas_check_at((call), #call, __FILE__, __LINE__)
+#define cudaCheck(call)     spk_cuda_check_at((call), #call, __FILE__, __LINE__)
+#define cudnnCheck(call)    spk_cudnn_check_at((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call)   spk_cublas_check_at((call), #call, __FILE__, __LINE__)
 #define SPK_CUDA_LAUNCHED() spk_cuda_check_at(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
 // NCCL: for the file that includes <nccl.h> (the kernels do not use NCCL).
-#define ncclCheck(call)                                                                   \
-    do {                                                                                  \
-        ncclResult_t nccl_rc_ = (call);                                                   \
-        if (nccl_rc_ != ncclSuccess)                                                      \
-            spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, "NCCL call %s failed: %s",   \
-                       #call, ncclGetErrorString(nccl_rc_));                              \
+#define ncclCheck(call)                                                                        \
+    do {                                                                                       \
+        ncclResult_t nccl_rc_ = (call);                                                        \
+        if (nccl_rc_ != ncclSuccess)                                                           \
+            spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, "NCCL call %s failed: %s", #call, \
+                       ncclGetErrorString(nccl_rc_));                                          \
     } while (0)

@@ -15,8 +15,9 @@ extern "C" int spk_device_count(char *why, size_t cap) {
         cudaGetLastError();  // clear the sticky error so later queries start clean
         return 0;
     }
-    if (n == 0 && why) snprintf(why, cap, "no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
-                                getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    if (n == 0 && why)
+        snprintf(why, cap, "no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
+                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
     return n;
 }
 

@@ -15,7 +15,7 @@ __global__ void xsum_zero_kernel(xsum_t s, int64_t n) {
     }
 }
 
-__global__ void xsum_add_kernel(xsum_t s, const float* x, int rows, int64_t n, int group) {
+__global__ void xsum_add_kernel(xsum_t s, const float *x, int rows, int64_t n, int group) {
     SPK_GRID_LOOP(i, n) {
         int J = s.bin[i];
         int64_t hi = s.hi[i], lo = s.lo[i];
@@ -30,11 +30,11 @@ __global__ void xsum_add_kernel(xsum_t s, const float* x, int rows, int64_t n, i
     }
 }
 
-__global__ void xsum_to_float_kernel(float* y, xsum_t s, int64_t n) {
+__global__ void xsum_to_float_kernel(float *y, xsum_t s, int64_t n) {
     SPK_GRID_LOOP(i, n) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
-__global__ void xsum_raise_kernel(xsum_t s, const int8_t* bin, int64_t n) {
+__global__ void xsum_raise_kernel(xsum_t s, const int8_t *bin, int64_t n) {
     SPK_GRID_LOOP(i, n) {
         int J = s.bin[i];
         int64_t hi = s.hi[i], lo = s.lo[i];
@@ -52,16 +52,16 @@ extern "C" void xsum_zero_cuda(xsum_t s, int64_t n) {
     if (n > 0) SPK_LAUNCH(xsum_zero_kernel, spk_grid((size_t)n), s, n);
 }
 
-extern "C" void xsum_add_cuda(xsum_t s, const float* x, int rows, int64_t n, int group) {
+extern "C" void xsum_add_cuda(xsum_t s, const float *x, int rows, int64_t n, int group) {
     SPK_ASSERT(n >= 0 && rows >= 0 && group > 0 && rows % group == 0);
     if (n > 0 && rows > 0) SPK_LAUNCH(xsum_add_kernel, spk_grid((size_t)n), s, x, rows, n, group);
 }
 
-extern "C" void xsum_to_float_cuda(float* y, xsum_t s, int64_t n) {
+extern "C" void xsum_to_float_cuda(float *y, xsum_t s, int64_t n) {
     if (n > 0) SPK_LAUNCH(xsum_to_float_kernel, spk_grid((size_t)n), y, s, n);
 }
 
-extern "C" void xsum_raise_to_cuda_stream(struct CUstream_st* stream, xsum_t s, const int8_t* bin, int64_t n) {
+extern "C" void xsum_raise_to_cuda_stream(struct CUstream_st *stream, xsum_t s, const int8_t *bin, int64_t n) {
     if (n <= 0) return;
     xsum_raise_kernel<<<spk_grid((size_t)n), SPK_CUDA_THREADS, 0, stream>>>(s, bin, n);
     SPK_CUDA_LAUNCHED();

@@ -12,7 +12,7 @@ extern "C" {
 
 struct CUstream_st;
 // s[i] raised to bin[i], i < n (device memory), queued on `stream`.
-void xsum_raise_to_cuda_stream(struct CUstream_st* stream, xsum_t s, const int8_t* bin, int64_t n);
+void xsum_raise_to_cuda_stream(struct CUstream_st *stream, xsum_t s, const int8_t *bin, int64_t n);
 
 #ifdef __cplusplus
 }

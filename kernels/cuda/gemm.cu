@@ -17,8 +17,7 @@ cublasOperation_t op_of(char t) {
 }
 
 // Row strides of the stored matrices: at least their row lengths.
-void check_strides(cublasOperation_t opa, cublasOperation_t opb, int M, int N, int K, int lda,
-                   int ldb, int ldc) {
+void check_strides(cublasOperation_t opa, cublasOperation_t opb, int M, int N, int K, int lda, int ldb, int ldc) {
     SPK_ASSERT(M > 0 && N > 0 && K > 0);
     SPK_ASSERT(lda >= (opa == CUBLAS_OP_N ? K : M));
     SPK_ASSERT(ldb >= (opb == CUBLAS_OP_N ? N : K));
@@ -28,11 +27,11 @@ void check_strides(cublasOperation_t opa, cublasOperation_t opb, int M, int N, i
 const size_t kStackFloats = (size_t)16 << 20;  // products held at once (64 MiB)
 
 // C[i, j] = (first ? beta C[i, j] : C[i, j]) + sum_q P[q, i, j], q in order; P is (n, M, N).
-__global__ void sum_stack_kernel(float* C, int ldc, const float* P, int M, int N, int n, float beta, int first) {
+__global__ void sum_stack_kernel(float *C, int ldc, const float *P, int M, int N, int n, float beta, int first) {
     const size_t mn = (size_t)M * N;
     SPK_GRID_LOOP(e, mn) {
         const size_t i = e / N, j = e - i * N;
-        float* c = C + i * ldc + j;
+        float *c = C + i * ldc + j;
         spk_fsum acc = spk_fsum_zero();
         if (!first || beta != 0.0f) spk_fsum_add(&acc, first ? beta * *c : *c);  // beta 0: C unread
         for (int q = 0; q < n; q++) spk_fsum_add(&acc, P[q * mn + e]);
@@ -42,39 +41,34 @@ __global__ void sum_stack_kernel(float* C, int ldc, const float* P, int M, int N
 
 }  // namespace
 
-extern "C" void spk_sgemm_cuda(char transa, char transb, int M, int N, int K, float alpha,
-                               const float* A, int lda, const float* B, int ldb, float beta,
-                               float* C, int ldc) {
+extern "C" void spk_sgemm_cuda(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                               const float *B, int ldb, float beta, float *C, int ldc) {
     const cublasOperation_t opa = op_of(transa), opb = op_of(transb);
     check_strides(opa, opb, M, N, K, lda, ldb, ldc);
-    cublasCheck(
-        cublasSgemm(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    cublasCheck(cublasSgemm(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
-extern "C" void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, int K,
-                                       float alpha, const float* A, int lda, int64_t strideA,
-                                       const float* B, int ldb, int64_t strideB, float beta,
-                                       float* C, int ldc, int64_t strideC, int batch) {
+extern "C" void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, int K, float alpha, const float *A,
+                                       int lda, int64_t strideA, const float *B, int ldb, int64_t strideB, float beta,
+                                       float *C, int ldc, int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0);
     if (batch == 0) return;
     const cublasOperation_t opa = op_of(transa), opb = op_of(transb);
     check_strides(opa, opb, M, N, K, lda, ldb, ldc);
     if (strideC != 0 || batch == 1) {
-        cublasCheck(cublasSgemmStridedBatched(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb,
-                                              strideB, A, lda, strideA, &beta, C, ldc, strideC,
-                                              batch));
+        cublasCheck(cublasSgemmStridedBatched(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B, ldb, strideB, A, lda,
+                                              strideA, &beta, C, ldc, strideC, batch));
         return;
     }
     const size_t mn = (size_t)M * N;
     size_t chunk = kStackFloats / mn;
     chunk = chunk < 1 ? 1 : chunk > (size_t)batch ? (size_t)batch : chunk;
-    float* P = (float*)spk_cuda_scratch(sizeof(float) * mn * chunk);
+    float *P = (float *)spk_cuda_scratch(sizeof(float) * mn * chunk);
     const float zero = 0.0f;
     for (int q0 = 0; q0 < batch; q0 += (int)chunk) {
         const int n = batch - q0 < (int)chunk ? batch - q0 : (int)chunk;
-        cublasCheck(cublasSgemmStridedBatched(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B + q0 * strideB,
-                                              ldb, strideB, A + q0 * strideA, lda, strideA, &zero, P, N,
-                                              (long long)mn, n));
+        cublasCheck(cublasSgemmStridedBatched(spk_cublas_handle(), opb, opa, N, M, K, &alpha, B + q0 * strideB, ldb,
+                                              strideB, A + q0 * strideA, lda, strideA, &zero, P, N, (long long)mn, n));
         SPK_LAUNCH(sum_stack_kernel, spk_grid(mn), C, ldc, P, M, N, n, beta, q0 == 0);
     }
 }
@@ -86,13 +80,13 @@ extern "C" void spk_sgemm_batched_cuda(char transa, char transb, int M, int N, i
 namespace {
 
 // Row i of op(A): row i of A, or column i of A when transposed.
-const float* op_row(char t, const float* A, int lda, int i) {
+const float *op_row(char t, const float *A, int lda, int i) {
     return op_of(t) == CUBLAS_OP_N ? A + (size_t)i * lda : A + i;
 }
 
 // C (rows, N, row stride ldc) added to the exact sums s (same layout), one thread per column of
 // a row-major block: the deposit is the CPU's.
-__global__ void add_block_kernel(xsum_t s, const float* C, int rows, int N, int ldc) {
+__global__ void add_block_kernel(xsum_t s, const float *C, int rows, int N, int ldc) {
     SPK_GRID_LOOP(k, (size_t)rows * N) {
         const size_t r = k / N, o = r * ldc + (k - r * N);
         int J = s.bin[o];
@@ -106,27 +100,24 @@ __global__ void add_block_kernel(xsum_t s, const float* C, int rows, int N, int 
 
 }  // namespace
 
-extern "C" void spk_sgemm_rows_cuda(char transa, char transb, int M, int N, int K, float alpha,
-                                    const float* A, int lda, const float* B, int ldb, float beta,
-                                    float* C, int ldc) {
+extern "C" void spk_sgemm_rows_cuda(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                                    const float *B, int ldb, float beta, float *C, int ldc) {
     for (int i = 0; i < M; i++)
         spk_sgemm_cuda(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
                        C + (size_t)i * ldc, ldc);
 }
 
-extern "C" void spk_sgemm_batched_fixed_cuda(char transa, char transb, int M, int N, int K,
-                                             float alpha, const float* A, int lda, int64_t strideA,
-                                             const float* B, int ldb, int64_t strideB, float beta,
-                                             float* C, int ldc, int64_t strideC, int batch) {
+extern "C" void spk_sgemm_batched_fixed_cuda(char transa, char transb, int M, int N, int K, float alpha, const float *A,
+                                             int lda, int64_t strideA, const float *B, int ldb, int64_t strideB,
+                                             float beta, float *C, int ldc, int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
     for (int i = 0; i < batch; i++)
-        spk_sgemm_cuda(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
-                       beta, C + i * strideC, ldc);
+        spk_sgemm_cuda(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
+                       C + i * strideC, ldc);
 }
 
-extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K,
-                                             const float* A, int lda, int64_t strideA,
-                                             const float* B, int ldb, int64_t strideB, float* tmp,
+extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K, const float *A, int lda,
+                                             int64_t strideA, const float *B, int ldb, int64_t strideB, float *tmp,
                                              xsum_t C, int ldc, int batch, int group) {
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || K == 0) return;

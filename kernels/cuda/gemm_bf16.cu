@@ -18,18 +18,17 @@ void check_args(char ta, char tb, int M, int N, int K, int lda, int ldb, int ldc
 
 }  // namespace
 
-extern "C" void spk_gemm_bf16_cuda(char transa, char transb, int M, int N, int K, const spk_bf16* A, int lda,
-                                   const spk_bf16* B, int ldb, float beta, float* C, int ldc) {
+extern "C" void spk_gemm_bf16_cuda(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                   const spk_bf16 *B, int ldb, float beta, float *C, int ldc) {
     check_args(transa, transb, M, N, K, lda, ldb, ldc, beta);
     const float one = 1.0f;
-    cublasCheck(cublasGemmEx(spk_cublas_handle(), op_of(transb), op_of(transa), N, M, K, &one, B, CUDA_R_16BF, ldb,
-                             A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT));
+    cublasCheck(cublasGemmEx(spk_cublas_handle(), op_of(transb), op_of(transa), N, M, K, &one, B, CUDA_R_16BF, ldb, A,
+                             CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-extern "C" void spk_gemm_bf16_batched_cuda(char transa, char transb, int M, int N, int K, const spk_bf16* A,
-                                           int lda, int64_t strideA, const spk_bf16* B, int ldb, int64_t strideB,
-                                           float beta, float* C, int ldc, int64_t strideC, int batch) {
+extern "C" void spk_gemm_bf16_batched_cuda(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                           int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB, float beta,
+                                           float *C, int ldc, int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
     if (batch == 0) return;
     check_args(transa, transb, M, N, K, lda, ldb, ldc, beta);

@@ -12,7 +12,7 @@
 
 // ---- launch shapes --------------------------------------------------------------------------
 // Every kernel uses blocks of SPK_CUDA_THREADS threads; the block reductions below rely on it.
-#define SPK_CUDA_THREADS 256
+#define SPK_CUDA_THREADS    256
 #define SPK_CUDA_MAX_BLOCKS 4096  // grid-stride loops cover the rest
 
 // Blocks for a grid-stride loop over n elements (at least 1).
@@ -29,16 +29,15 @@ static inline unsigned spk_rows_grid(size_t rows) {
 }
 
 // Queues `kernel` on `blocks` blocks on the library stream and checks the launch.
-#define SPK_LAUNCH(kernel, blocks, ...)                                                   \
-    do {                                                                                  \
+#define SPK_LAUNCH(kernel, blocks, ...)                                                    \
+    do {                                                                                   \
         kernel<<<(blocks), SPK_CUDA_THREADS, 0, spk_cuda_stream_checked()>>>(__VA_ARGS__); \
-        SPK_CUDA_LAUNCHED();                                                              \
+        SPK_CUDA_LAUNCHED();                                                               \
     } while (0)
 
 // Grid-stride loop over [0, n).
-#define SPK_GRID_LOOP(i, n)                                                         \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); \
-         i += (size_t)blockDim.x * gridDim.x)
+#define SPK_GRID_LOOP(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)blockDim.x * gridDim.x)
 
 // Loop of one thread over its positions of a row of n, when a block works on the row.
 #define SPK_ROW_LOOP(j, n) for (int j = threadIdx.x; j < (n); j += SPK_CUDA_THREADS)
@@ -55,7 +54,7 @@ struct spk_fsum {
 
 __device__ __forceinline__ spk_fsum spk_fsum_zero() { return spk_fsum{0.0f, 0.0f}; }
 
-__device__ __forceinline__ void spk_fsum_add(spk_fsum* a, float x) {
+__device__ __forceinline__ void spk_fsum_add(spk_fsum *a, float x) {
     const float t = __fadd_rn(a->s, x);
     // the part of the smaller operand that t lost
     const float e = fabsf(a->s) >= fabsf(x) ? __fadd_rn(__fsub_rn(a->s, t), x) : __fadd_rn(__fsub_rn(x, t), a->s);
@@ -79,7 +78,7 @@ __device__ __forceinline__ double spk_fsum_double(spk_fsum a) { return (double)a
 // so with each thread's partial built in a fixed order the result is bitwise reproducible.
 // `sh` is shared memory of SPK_CUDA_THREADS elements; it may be reused right after the call.
 template <typename V>
-__device__ __forceinline__ V spk_block_sum(V v, V* sh) {
+__device__ __forceinline__ V spk_block_sum(V v, V *sh) {
     const int tid = threadIdx.x;
     sh[tid] = v;
     __syncthreads();
@@ -92,7 +91,7 @@ __device__ __forceinline__ V spk_block_sum(V v, V* sh) {
     return r;
 }
 
-__device__ __forceinline__ float spk_block_max(float v, float* sh) {
+__device__ __forceinline__ float spk_block_max(float v, float *sh) {
     const int tid = threadIdx.x;
     sh[tid] = v;
     __syncthreads();
@@ -107,7 +106,7 @@ __device__ __forceinline__ float spk_block_max(float v, float* sh) {
 
 // First index of the maximum: threads pass their own (value, index) with index = -1 when they
 // saw no element; larger value wins, equal values go to the smaller index.
-__device__ __forceinline__ int spk_block_argmax(float v, int idx, float* shv, int* shi) {
+__device__ __forceinline__ int spk_block_argmax(float v, int idx, float *shv, int *shi) {
     const int tid = threadIdx.x;
     shv[tid] = v;
     shi[tid] = idx;
@@ -117,8 +116,7 @@ __device__ __forceinline__ int spk_block_argmax(float v, int idx, float* shv, in
             const float ov = shv[tid + s];
             const int oi = shi[tid + s];
             const int mine = shi[tid];
-            const int take =
-                oi >= 0 && (mine < 0 || ov > shv[tid] || (ov == shv[tid] && oi < mine));
+            const int take = oi >= 0 && (mine < 0 || ov > shv[tid] || (ov == shv[tid] && oi < mine));
             if (take) {
                 shv[tid] = ov;
                 shi[tid] = oi;
@@ -132,7 +130,7 @@ __device__ __forceinline__ int spk_block_argmax(float v, int idx, float* shv, in
 }
 
 // First index of the maximum of a row of n, by the whole block.
-__device__ __forceinline__ int spk_block_row_argmax(const float* z, int n, float* shv, int* shi) {
+__device__ __forceinline__ int spk_block_row_argmax(const float *z, int n, float *shv, int *shi) {
     float mv = -INFINITY;
     int mi = -1;
     SPK_ROW_LOOP(j, n) {
@@ -147,8 +145,7 @@ __device__ __forceinline__ int spk_block_row_argmax(const float* z, int n, float
 // The softmax of a row of n given its maximum mx, by the whole block: p[j] = exp(z[j] - mx) / s
 // with s = sum_j exp(z[j] - mx) (a compensated sum), which every thread gets back. Each thread
 // reads and writes only its own positions, so p may alias z.
-__device__ __forceinline__ float spk_block_softmax_row(float* p, const float* z, int n, float mx,
-                                                       spk_fsum* sh) {
+__device__ __forceinline__ float spk_block_softmax_row(float *p, const float *z, int n, float mx, spk_fsum *sh) {
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(j, n) {
         const float e = spk_expf(z[j] - mx);

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define SPK_CUDA_SIBLING(name) __typeof__(name) name##_cuda;
+#define SPK_CUDA_SIBLING(name)                  __typeof__(name) name##_cuda;
 #define SPK_CUDA_REPLACEMENT(name, replacement) __typeof__(name) replacement##_cuda;
 SPK_BACKEND_OPS(SPK_CUDA_SIBLING)
 SPK_INVARIANT_OPS(SPK_CUDA_REPLACEMENT)

@@ -6,32 +6,30 @@
 
 namespace {
 
-__global__ void time_mean_fwd_kernel(float* m, const float* x, int T) {
+__global__ void time_mean_fwd_kernel(float *m, const float *x, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    const float* r = x + (size_t)blockIdx.x * T;
+    const float *r = x + (size_t)blockIdx.x * T;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, r[t]);
     const float s = spk_fsum_value(spk_block_sum(acc, sh));
     if (threadIdx.x == 0) m[blockIdx.x] = s / (float)T;
 }
 
-__global__ void time_mean_bwd_kernel(float* dx, const float* dm, size_t n, int T) {
+__global__ void time_mean_bwd_kernel(float *dx, const float *dm, size_t n, int T) {
     SPK_GRID_LOOP(i, n) dx[i] += dm[i / T] / (float)T;
 }
 
-__global__ void channel_scale_fwd_kernel(float* y, const float* x, const float* s, size_t n,
-                                         int T) {
+__global__ void channel_scale_fwd_kernel(float *y, const float *x, const float *s, size_t n, int T) {
     SPK_GRID_LOOP(i, n) y[i] = x[i] * s[i / T];
 }
 
 // one block per row: ds[row] += sum_t dy * x; dx += dy * s
-__global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, const float* x,
-                                         const float* s, int T) {
+__global__ void channel_scale_bwd_kernel(float *dx, float *ds, const float *dy, const float *x, const float *s, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const float* g = dy + row * T;
+    const float *g = dy + row * T;
     if (ds) {
-        const float* r = x + row * T;
+        const float *r = x + row * T;
         spk_fsum acc = spk_fsum_zero();
         SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * r[t]);
         const float tot = spk_fsum_value(spk_block_sum(acc, sh));
@@ -39,19 +37,19 @@ __global__ void channel_scale_bwd_kernel(float* dx, float* ds, const float* dy, 
     }
     if (dx) {
         const float sc = s[row];
-        float* o = dx + row * T;
+        float *o = dx + row * T;
         SPK_ROW_LOOP(t, T) o[t] += g[t] * sc;
     }
 }
 
 // mean = sum_t w x, std = sqrt(max(sum_t w (x - mean)^2, eps)); w == NULL: w = 1/T.
-__global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const float* w, int C,
-                                  int T, int ld, float eps) {
+__global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const float *w, int C, int T, int ld,
+                                  float eps) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const size_t b = row / C, c = row - b * C;
-    const float* xr = x + row * T;
-    const float* wr = w ? w + row * T : nullptr;
+    const float *xr = x + row * T;
+    const float *wr = w ? w + row * T : nullptr;
     const float wu = 1.0f / (float)T;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, (wr ? wr[t] : wu) * xr[t]);
@@ -71,15 +69,15 @@ __global__ void wstats_fwd_kernel(float* mean, float* std, const float* x, const
 // Gradient of wstats_fwd_kernel (see the CPU's weighted_stats_backward for the derivation):
 // a = dmean - 2 gv s1 with s1 = sum w (x - mu), gv = dstd / (2 std) where var >= eps, else 0;
 // dx += w (a + 2 gv (x - mu)), dw += x a + gv (x - mu)^2.
-__global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, const float* dstd,
-                                  const float* x, const float* w, const float* mean,
-                                  const float* std, int C, int T, int ld, float eps) {
+__global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, const float *dstd, const float *x,
+                                  const float *w, const float *mean, const float *std, int C, int T, int ld,
+                                  float eps) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
     const size_t b = row / C, c = row - b * C;
     const size_t o = b * ld + c;
-    const float* xr = x + row * T;
-    const float* wr = w ? w + row * T : nullptr;
+    const float *xr = x + row * T;
+    const float *wr = w ? w + row * T : nullptr;
     const float wu = 1.0f / (float)T;
     const float mu = mean[o];
     spk_fsum av = spk_fsum_zero(), a1 = spk_fsum_zero();
@@ -94,14 +92,14 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
     const float gv = (dstd && var >= eps) ? dstd[o] * 0.5f / std[o] : 0.0f;
     const float a = gm - 2.0f * gv * s1;
     if (dx) {
-        float* r = dx + row * T;
+        float *r = dx + row * T;
         SPK_ROW_LOOP(t, T) {
             const float wt = wr ? wr[t] : wu;
             r[t] += wt * (a + 2.0f * gv * (xr[t] - mu));
         }
     }
     if (dw) {
-        float* r = dw + row * T;
+        float *r = dw + row * T;
         SPK_ROW_LOOP(t, T) {
             const float d = xr[t] - mu;
             r[t] += xr[t] * a + gv * d * d;
@@ -110,11 +108,11 @@ __global__ void wstats_bwd_kernel(float* dx, float* dw, const float* dmean, cons
 }
 
 // y = softmax over the row; y may alias x (all reads of x end before the first write).
-__global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
+__global__ void softmax_time_fwd_kernel(float *y, const float *x, int T) {
     __shared__ float shf[SPK_CUDA_THREADS];
     __shared__ spk_fsum shd[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const float* r = x + row * T;
+    const float *r = x + row * T;
     float mx = -INFINITY;
     SPK_ROW_LOOP(t, T) mx = fmaxf(mx, r[t]);
     mx = spk_block_max(mx, shf);
@@ -122,69 +120,65 @@ __global__ void softmax_time_fwd_kernel(float* y, const float* x, int T) {
 }
 
 // dx += y (dy - sum_t dy y)
-__global__ void softmax_time_bwd_kernel(float* dx, const float* dy, const float* y, int T) {
+__global__ void softmax_time_bwd_kernel(float *dx, const float *dy, const float *y, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const float* g = dy + row * T;
-    const float* p = y + row * T;
+    const float *g = dy + row * T;
+    const float *p = y + row * T;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * p[t]);
     const float s = spk_fsum_value(spk_block_sum(acc, sh));
-    float* o = dx + row * T;
+    float *o = dx + row * T;
     SPK_ROW_LOOP(t, T) o[t] += p[t] * (g[t] - s);
 }
 
 }  // namespace
 
-extern "C" void time_mean_forward_cuda(float* m, const float* x, int B, int C, int T) {
+extern "C" void time_mean_forward_cuda(float *m, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     SPK_LAUNCH(time_mean_fwd_kernel, spk_rows_grid((size_t)B * C), m, x, T);
 }
 
-extern "C" void time_mean_backward_cuda(float* dx, const float* dm, int B, int C, int T) {
+extern "C" void time_mean_backward_cuda(float *dx, const float *dm, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(time_mean_bwd_kernel, spk_grid(n), dx, dm, n, T);
 }
 
-extern "C" void channel_scale_forward_cuda(float* y, const float* x, const float* s, int B, int C,
-                                           int T) {
+extern "C" void channel_scale_forward_cuda(float *y, const float *x, const float *s, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(channel_scale_fwd_kernel, spk_grid(n), y, x, s, n, T);
 }
 
-extern "C" void channel_scale_backward_cuda(float* dx, float* ds, const float* dy, const float* x,
-                                            const float* s, int B, int C, int T) {
+extern "C" void channel_scale_backward_cuda(float *dx, float *ds, const float *dy, const float *x, const float *s,
+                                            int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !ds) return;
     SPK_LAUNCH(channel_scale_bwd_kernel, spk_rows_grid((size_t)B * C), dx, ds, dy, x, s, T);
 }
 
-extern "C" void weighted_stats_forward_cuda(float* mean, float* std, const float* x, const float* w,
-                                            int B, int C, int T, int ld, float eps) {
+extern "C" void weighted_stats_forward_cuda(float *mean, float *std, const float *x, const float *w, int B, int C,
+                                            int T, int ld, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     SPK_LAUNCH(wstats_fwd_kernel, spk_rows_grid((size_t)B * C), mean, std, x, w, C, T, ld, eps);
 }
 
-extern "C" void weighted_stats_backward_cuda(float* dx, float* dw, const float* dmean,
-                                             const float* dstd, const float* x, const float* w,
-                                             const float* mean, const float* std, int B, int C,
-                                             int T, int ld, float eps) {
+extern "C" void weighted_stats_backward_cuda(float *dx, float *dw, const float *dmean, const float *dstd,
+                                             const float *x, const float *w, const float *mean, const float *std, int B,
+                                             int C, int T, int ld, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     SPK_ASSERT(w != NULL || dw == NULL);
     if (!dx && !dw) return;
-    SPK_LAUNCH(wstats_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dw, dmean, dstd, x, w, mean,
-               std, C, T, ld, eps);
+    SPK_LAUNCH(wstats_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dw, dmean, dstd, x, w, mean, std, C, T, ld, eps);
 }
 
-extern "C" void softmax_time_forward_cuda(float* y, const float* x, int B, int C, int T) {
+extern "C" void softmax_time_forward_cuda(float *y, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     SPK_LAUNCH(softmax_time_fwd_kernel, spk_rows_grid((size_t)B * C), y, x, T);
 }
 
-extern "C" void softmax_time_backward_cuda(float* dx, const float* dy, const float* y, int B, int C,
-                                           int T) {
+extern "C" void softmax_time_backward_cuda(float *dx, const float *dy, const float *y, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     SPK_LAUNCH(softmax_time_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dy, y, T);
 }

@@ -21,8 +21,8 @@ struct spk_row_shared_t {
 };
 
 // loss = mean of the B row losses, correct = number of hits; one block.
-static __global__ void spk_row_losses_kernel(float* loss, int* correct, const float* row_loss,
-                                             const int* row_ok, int B) {
+static __global__ void spk_row_losses_kernel(float *loss, int *correct, const float *row_loss, const int *row_ok,
+                                             int B) {
     __shared__ spk_fsum shd[SPK_CUDA_THREADS];
     __shared__ int shi[SPK_CUDA_THREADS];
     spk_fsum acc = spk_fsum_zero();
@@ -39,7 +39,6 @@ static __global__ void spk_row_losses_kernel(float* loss, int* correct, const fl
     }
 }
 
-static inline void spk_row_losses_cuda(float* loss, int* correct, const float* row_loss,
-                                       const int* row_ok, int B) {
+static inline void spk_row_losses_cuda(float *loss, int *correct, const float *row_loss, const int *row_ok, int B) {
     SPK_LAUNCH(spk_row_losses_kernel, 1, loss, correct, row_loss, row_ok, B);
 }

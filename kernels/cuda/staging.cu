@@ -19,10 +19,10 @@
 namespace {
 
 struct Slot {
-    char* pinned = nullptr;   // (cap) host side of the upload
-    char* device = nullptr;   // (cap) device side
+    char *pinned = nullptr;  // (cap) host side of the upload
+    char *device = nullptr;  // (cap) device side
     size_t cap = 0, used = 0;
-    char* result = nullptr;   // (SPK_STAGING_FETCH_BYTES) pinned, fetched results
+    char *result = nullptr;  // (SPK_STAGING_FETCH_BYTES) pinned, fetched results
     cudaEvent_t copied, consumed, fetched;
 };
 
@@ -32,7 +32,7 @@ struct Staging {
     Slot slot[2];
 };
 
-Staging* of(spk_staging_t* s) { return reinterpret_cast<Staging*>(s); }
+Staging *of(spk_staging_t *s) { return reinterpret_cast<Staging *>(s); }
 
 cudaEvent_t new_event() {
     cudaEvent_t e;
@@ -42,34 +42,34 @@ cudaEvent_t new_event() {
 
 // A bigger slot; rare (the first batches, a longer evaluation batch), and cudaFree and
 // cudaFreeHost wait for the device, so no queued work still uses the old buffers.
-void grow(Slot& sl, size_t bytes) {
+void grow(Slot &sl, size_t bytes) {
     spk_cuda_free(sl.device);
     cudaCheck(cudaFreeHost(sl.pinned));
-    sl.device = (char*)spk_cuda_malloc(bytes);
-    cudaCheck(cudaMallocHost((void**)&sl.pinned, bytes));
+    sl.device = (char *)spk_cuda_malloc(bytes);
+    cudaCheck(cudaMallocHost((void **)&sl.pinned, bytes));
     sl.cap = bytes;
 }
 
 }  // namespace
 
-extern "C" spk_staging_t* spk_cuda_staging_create(void) {
-    Staging* st = new Staging;
+extern "C" spk_staging_t *spk_cuda_staging_create(void) {
+    Staging *st = new Staging;
     cudaCheck(cudaStreamCreateWithFlags(&st->copy, cudaStreamNonBlocking));
-    for (Slot& sl : st->slot) {
-        cudaCheck(cudaMallocHost((void**)&sl.result, SPK_STAGING_FETCH_BYTES));
+    for (Slot &sl : st->slot) {
+        cudaCheck(cudaMallocHost((void **)&sl.result, SPK_STAGING_FETCH_BYTES));
         sl.copied = new_event();
         sl.consumed = new_event();
         sl.fetched = new_event();
     }
-    return reinterpret_cast<spk_staging_t*>(st);
+    return reinterpret_cast<spk_staging_t *>(st);
 }
 
-extern "C" void spk_cuda_staging_free(spk_staging_t* s) {
+extern "C" void spk_cuda_staging_free(spk_staging_t *s) {
     if (!s) return;
-    Staging* st = of(s);
+    Staging *st = of(s);
     cudaCheck(cudaStreamSynchronize(st->copy));
     spk_cuda_sync();
-    for (Slot& sl : st->slot) {
+    for (Slot &sl : st->slot) {
         spk_cuda_free(sl.device);
         cudaCheck(cudaFreeHost(sl.pinned));
         cudaCheck(cudaFreeHost(sl.result));
@@ -81,21 +81,21 @@ extern "C" void spk_cuda_staging_free(spk_staging_t* s) {
     delete st;
 }
 
-extern "C" void spk_cuda_staging_begin(spk_staging_t* s, size_t bytes) {
-    Staging* st = of(s);
+extern "C" void spk_cuda_staging_begin(spk_staging_t *s, size_t bytes) {
+    Staging *st = of(s);
     // Everything queued so far is the last batch's use of the slot being closed.
     if (st->opened) cudaCheck(cudaEventRecord(st->slot[st->cur].consumed, spk_cuda_stream()));
     st->opened = 1;
     st->cur ^= 1;
-    Slot& sl = st->slot[st->cur];
+    Slot &sl = st->slot[st->cur];
     cudaCheck(cudaEventSynchronize(sl.copied));  // the pinned buffer's last upload has read it
     if (bytes > sl.cap) grow(sl, bytes);
     sl.used = 0;
 }
 
-extern "C" const void* spk_cuda_staging_put(spk_staging_t* s, const void* host, size_t bytes) {
-    Staging* st = of(s);
-    Slot& sl = st->slot[st->cur];
+extern "C" const void *spk_cuda_staging_put(spk_staging_t *s, const void *host, size_t bytes) {
+    Staging *st = of(s);
+    Slot &sl = st->slot[st->cur];
     const size_t at = sl.used;
     sl.used += (bytes + SPK_STAGING_ALIGN - 1) / SPK_STAGING_ALIGN * SPK_STAGING_ALIGN;
     SPK_ASSERT(sl.used <= sl.cap || bytes == 0);
@@ -103,9 +103,9 @@ extern "C" const void* spk_cuda_staging_put(spk_staging_t* s, const void* host, 
     return sl.device + at;
 }
 
-extern "C" void spk_cuda_staging_ready(spk_staging_t* s) {
-    Staging* st = of(s);
-    Slot& sl = st->slot[st->cur];
+extern "C" void spk_cuda_staging_ready(spk_staging_t *s) {
+    Staging *st = of(s);
+    Slot &sl = st->slot[st->cur];
     if (sl.used == 0) return;
     const size_t bytes = sl.used < sl.cap ? sl.used : sl.cap;
     cudaCheck(cudaStreamWaitEvent(st->copy, sl.consumed, 0));  // its last batch's kernels are done
@@ -114,18 +114,18 @@ extern "C" void spk_cuda_staging_ready(spk_staging_t* s) {
     cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), sl.copied, 0));
 }
 
-extern "C" void spk_cuda_staging_fetch(spk_staging_t* s, const void* src, size_t bytes) {
-    Staging* st = of(s);
-    Slot& sl = st->slot[st->cur];
+extern "C" void spk_cuda_staging_fetch(spk_staging_t *s, const void *src, size_t bytes) {
+    Staging *st = of(s);
+    Slot &sl = st->slot[st->cur];
     SPK_ASSERT(bytes <= SPK_STAGING_FETCH_BYTES);
     cudaCheck(cudaMemcpyAsync(sl.result, src, bytes, cudaMemcpyDeviceToHost, spk_cuda_stream()));
     cudaCheck(cudaEventRecord(sl.fetched, spk_cuda_stream()));
 }
 
-extern "C" const void* spk_cuda_staging_fetched(spk_staging_t* s, int age) {
-    Staging* st = of(s);
+extern "C" const void *spk_cuda_staging_fetched(spk_staging_t *s, int age) {
+    Staging *st = of(s);
     SPK_ASSERT(age == 0 || age == 1);
-    Slot& sl = st->slot[st->cur ^ age];
+    Slot &sl = st->slot[st->cur ^ age];
     cudaCheck(cudaEventSynchronize(sl.fetched));
     return sl.result;
 }

@@ -36,8 +36,10 @@ static void die(const char *what) {
 // ---- editing helpers ------------------------------------------------------------------------
 
 static void del(hid_t loc, const char *name) {
-    if (H5Aexists(loc, name) > 0) H5Adelete(loc, name);
-    else if (H5Lexists(loc, name, H5P_DEFAULT) > 0) H5Ldelete(loc, name, H5P_DEFAULT);
+    if (H5Aexists(loc, name) > 0)
+        H5Adelete(loc, name);
+    else if (H5Lexists(loc, name, H5P_DEFAULT) > 0)
+        H5Ldelete(loc, name, H5P_DEFAULT);
 }
 
 static void put(hid_t loc, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data) {
@@ -169,15 +171,21 @@ static void ds_num_speakers_2_24(hid_t f) { h5_attr_write_i64(f, "num_speakers",
 static void ds_num_speakers_u64(hid_t f) { set_u64(f, "num_speakers", (1ull << 63) + 5); }
 static void ds_frame_rate_neg(hid_t f) { h5_attr_write_f64(f, "frame_rate", -100, "x"); }
 static void ds_no_features(hid_t f) { del(f, "features"); }
-static void ds_features_group(hid_t f) { del(f, "features"), H5Gclose(H5Gcreate2(f, "features", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)); }
+static void ds_features_group(hid_t f) {
+    del(f, "features"), H5Gclose(H5Gcreate2(f, "features", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+}
 static void ds_features_1d(hid_t f) { put(f, "features", H5T_NATIVE_FLOAT, 1, (hsize_t[]){(hsize_t)off[N] * F}, x); }
-static void ds_features_4d(hid_t f) { put(f, "features", H5T_NATIVE_FLOAT, 4, (hsize_t[]){1, (hsize_t)off[N], 1, F}, x); }
+static void ds_features_4d(hid_t f) {
+    put(f, "features", H5T_NATIVE_FLOAT, 4, (hsize_t[]){1, (hsize_t)off[N], 1, F}, x);
+}
 static void ds_features_int(hid_t f) {
     int32_t *v = calloc((size_t)off[N] * F, sizeof *v);
     put(f, "features", H5T_NATIVE_INT32, 2, (hsize_t[]){(hsize_t)off[N], F}, v);
     free(v);
 }
-static void ds_features_dim_mismatch(hid_t f) { put(f, "features", H5T_NATIVE_FLOAT, 2, (hsize_t[]){(hsize_t)off[N] * F / 5, 5}, x); }
+static void ds_features_dim_mismatch(hid_t f) {
+    put(f, "features", H5T_NATIVE_FLOAT, 2, (hsize_t[]){(hsize_t)off[N] * F / 5, 5}, x);
+}
 // Claims 2^36 frames (1 TiB) in a file of a few KiB.
 static void ds_features_unstored(hid_t f) {
     int64_t huge[N + 1];
@@ -365,7 +373,9 @@ static void layout(hid_t f, const int64_t *rows, hsize_t n, hsize_t cols) {
     put(f, "param_layout", H5T_NATIVE_INT64, 2, (hsize_t[]){n, cols}, rows);
     reseal(f);
 }
-static void ck_layout_huge(hid_t f) { layout(f, (int64_t[]){0, 2, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 8, 1, 2, 0, 0, 0}, 2, 6); }
+static void ck_layout_huge(hid_t f) {
+    layout(f, (int64_t[]){0, 2, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 8, 1, 2, 0, 0, 0}, 2, 6);
+}
 static void ck_layout_ndim0(hid_t f) { layout(f, (int64_t[]){0, 0, 2, 4, 0, 0, 8, 1, 2, 0, 0, 0}, 2, 6); }
 static void ck_layout_negative(hid_t f) { layout(f, (int64_t[]){0, 2, -2, -4, 0, 0, 8, 1, 2, 0, 0, 0}, 2, 6); }
 static void ck_layout_wrong_cols(hid_t f) { layout(f, (int64_t[]){0, 2, 2, 4, 0, 8, 1, 2, 0, 0}, 2, 5); }
@@ -435,11 +445,14 @@ static void em_version_2(hid_t f) { h5_attr_write_i64(f, "version", 2, "x"); }
 static void em_no_embeddings(hid_t f) { del(f, "embeddings"); }
 static hsize_t emb_dim(hid_t f) {
     hsize_t d[2] = {0, 0};
-    if (h5_dataset_shape(f, "embeddings", d, 2) != 2 || d[0] != N || d[1] > 64) die("good_emb.h5 is not N x E, E <= 64");
+    if (h5_dataset_shape(f, "embeddings", d, 2) != 2 || d[0] != N || d[1] > 64)
+        die("good_emb.h5 is not N x E, E <= 64");
     return d[1];
 }
 static void em_1d(hid_t f) { put(f, "embeddings", H5T_NATIVE_FLOAT, 1, (hsize_t[]){N * emb_dim(f)}, x); }
-static void em_int(hid_t f) { put(f, "embeddings", H5T_NATIVE_INT32, 2, (hsize_t[]){N, emb_dim(f)}, (int32_t[64 * N]){0}); }
+static void em_int(hid_t f) {
+    put(f, "embeddings", H5T_NATIVE_INT32, 2, (hsize_t[]){N, emb_dim(f)}, (int32_t[64 * N]){0});
+}
 static void em_set(hid_t f, float v) {
     const hsize_t E = emb_dim(f);
     float e[64 * N];
@@ -481,45 +494,121 @@ typedef struct {
     mutate_fn fn;
 } mutation_t;
 
-#define M(base, fn) {#fn, base, fn}
+#define M(base, fn) \
+    { #fn, base, fn }
 static const mutation_t MUTATIONS[] = {
-    M("base.h5", ds_no_format), M("base.h5", ds_format_wrong), M("base.h5", ds_format_int), M("base.h5", ds_no_version),
-    M("base.h5", ds_version_2), M("base.h5", ds_version_str), M("base.h5", ds_no_feature_dim), M("base.h5", ds_feature_dim_0),
-    M("base.h5", ds_feature_dim_float), M("base.h5", ds_feature_dim_huge), M("base.h5", ds_no_num_speakers),
-    M("base.h5", ds_num_speakers_0), M("base.h5", ds_num_speakers_int32max), M("base.h5", ds_num_speakers_2_24), M("base.h5", ds_num_speakers_u64),
-    M("base.h5", ds_frame_rate_neg), M("base.h5", ds_no_features), M("base.h5", ds_features_group),
-    M("base.h5", ds_features_1d), M("base.h5", ds_features_4d), M("base.h5", ds_features_int),
-    M("base.h5", ds_features_dim_mismatch), M("base.h5", ds_features_unstored), M("base6.h5", ds_fixed_zero_frames),
-    M("base6.h5", ds_fixed_zero_utts), M("base.h5", ds_no_offsets), M("base.h5", ds_offsets_2d), M("base.h5", ds_offsets_float),
-    M("base.h5", ds_offsets_one_entry), M("base.h5", ds_offsets_not_zero), M("base.h5", ds_offsets_not_increasing),
-    M("base.h5", ds_offsets_end), M("base.h5", ds_offsets_u64_huge), M("base.h5", ds_no_labels), M("base.h5", ds_labels_2d),
-    M("base.h5", ds_labels_float), M("base.h5", ds_labels_length), M("base.h5", ds_labels_negative),
-    M("base.h5", ds_labels_too_big), M("base.h5", ds_labels_int64_huge), M("base.h5", ds_labels_unstored),
-    M("base.h5", ds_nan_features), M("base.h5", ds_huge_values), M("base.h5", ds_inf_features), M("base.h5", ds_utt_ids_length),
-    M("base.h5", ds_utt_ids_dup), M("base.h5", ds_utt_ids_space), M("base.h5", ds_utt_ids_empty), M("base.h5", ds_utt_ids_int),
-    M("base.h5", ds_visual_not_group), M("base_av.h5", ds_visual_no_dim), M("base_av.h5", ds_visual_rate_0),
-    M("base_av.h5", ds_visual_rate_nan), M("base_av.h5", ds_visual_no_rate), M("base_av.h5", ds_visual_rate_30),
-    M("base_av.h5", ds_visual_no_features), M("base_av.h5", ds_visual_dim_mismatch), M("base_av.h5", ds_visual_count),
+    M("base.h5", ds_no_format),
+    M("base.h5", ds_format_wrong),
+    M("base.h5", ds_format_int),
+    M("base.h5", ds_no_version),
+    M("base.h5", ds_version_2),
+    M("base.h5", ds_version_str),
+    M("base.h5", ds_no_feature_dim),
+    M("base.h5", ds_feature_dim_0),
+    M("base.h5", ds_feature_dim_float),
+    M("base.h5", ds_feature_dim_huge),
+    M("base.h5", ds_no_num_speakers),
+    M("base.h5", ds_num_speakers_0),
+    M("base.h5", ds_num_speakers_int32max),
+    M("base.h5", ds_num_speakers_2_24),
+    M("base.h5", ds_num_speakers_u64),
+    M("base.h5", ds_frame_rate_neg),
+    M("base.h5", ds_no_features),
+    M("base.h5", ds_features_group),
+    M("base.h5", ds_features_1d),
+    M("base.h5", ds_features_4d),
+    M("base.h5", ds_features_int),
+    M("base.h5", ds_features_dim_mismatch),
+    M("base.h5", ds_features_unstored),
+    M("base6.h5", ds_fixed_zero_frames),
+    M("base6.h5", ds_fixed_zero_utts),
+    M("base.h5", ds_no_offsets),
+    M("base.h5", ds_offsets_2d),
+    M("base.h5", ds_offsets_float),
+    M("base.h5", ds_offsets_one_entry),
+    M("base.h5", ds_offsets_not_zero),
+    M("base.h5", ds_offsets_not_increasing),
+    M("base.h5", ds_offsets_end),
+    M("base.h5", ds_offsets_u64_huge),
+    M("base.h5", ds_no_labels),
+    M("base.h5", ds_labels_2d),
+    M("base.h5", ds_labels_float),
+    M("base.h5", ds_labels_length),
+    M("base.h5", ds_labels_negative),
+    M("base.h5", ds_labels_too_big),
+    M("base.h5", ds_labels_int64_huge),
+    M("base.h5", ds_labels_unstored),
+    M("base.h5", ds_nan_features),
+    M("base.h5", ds_huge_values),
+    M("base.h5", ds_inf_features),
+    M("base.h5", ds_utt_ids_length),
+    M("base.h5", ds_utt_ids_dup),
+    M("base.h5", ds_utt_ids_space),
+    M("base.h5", ds_utt_ids_empty),
+    M("base.h5", ds_utt_ids_int),
+    M("base.h5", ds_visual_not_group),
+    M("base_av.h5", ds_visual_no_dim),
+    M("base_av.h5", ds_visual_rate_0),
+    M("base_av.h5", ds_visual_rate_nan),
+    M("base_av.h5", ds_visual_no_rate),
+    M("base_av.h5", ds_visual_rate_30),
+    M("base_av.h5", ds_visual_no_features),
+    M("base_av.h5", ds_visual_dim_mismatch),
+    M("base_av.h5", ds_visual_count),
     M("base_av.h5", ds_visual_short),
 
-    M("good_ckpt.h5", ck_no_format), M("good_ckpt.h5", ck_version_3), M("good_ckpt.h5", ck_no_checksum),
-    M("good_ckpt.h5", ck_param_flip), M("good_ckpt.h5", ck_ep_loss_flip), M("good_ckpt.h5", ck_seed_changed),
-    M("good_ckpt.h5", ck_world_size_changed), M("good_ckpt.h5", ck_config_changed), M("good_ckpt.h5", ck_extra_dataset),
-    M("good_ckpt.h5", ck_names_longer), M("good_ckpt.h5", ck_names_shorter), M("good_ckpt.h5", ck_layout_huge),
-    M("good_ckpt.h5", ck_layout_ndim0), M("good_ckpt.h5", ck_layout_negative), M("good_ckpt.h5", ck_layout_wrong_cols),
-    M("good_ckpt.h5", ck_long_name), M("good_ckpt.h5", ck_params_short), M("good_ckpt.h5", ck_params_int),
-    M("good_ckpt.h5", ck_no_params), M("good_ckpt.h5", ck_slots_bad), M("good_ckpt.h5", ck_nan_param),
-    M("good_ckpt.h5", ck_world_size_0), M("good_ckpt.h5", ck_ep_correct_gt_count), M("good_ckpt.h5", ck_num_classes_huge),
-    M("good_ckpt.h5", ck_feature_dim_0), M("good_ckpt.h5", ck_negative_step), M("good_ckpt.h5", ck_model_empty),
-    M("good_ckpt.h5", ck_config_not_string), M("good_ckpt.h5", ck_soft_link), M("v1_ckpt.h5", ck_v1_param_flip),
+    M("good_ckpt.h5", ck_no_format),
+    M("good_ckpt.h5", ck_version_3),
+    M("good_ckpt.h5", ck_no_checksum),
+    M("good_ckpt.h5", ck_param_flip),
+    M("good_ckpt.h5", ck_ep_loss_flip),
+    M("good_ckpt.h5", ck_seed_changed),
+    M("good_ckpt.h5", ck_world_size_changed),
+    M("good_ckpt.h5", ck_config_changed),
+    M("good_ckpt.h5", ck_extra_dataset),
+    M("good_ckpt.h5", ck_names_longer),
+    M("good_ckpt.h5", ck_names_shorter),
+    M("good_ckpt.h5", ck_layout_huge),
+    M("good_ckpt.h5", ck_layout_ndim0),
+    M("good_ckpt.h5", ck_layout_negative),
+    M("good_ckpt.h5", ck_layout_wrong_cols),
+    M("good_ckpt.h5", ck_long_name),
+    M("good_ckpt.h5", ck_params_short),
+    M("good_ckpt.h5", ck_params_int),
+    M("good_ckpt.h5", ck_no_params),
+    M("good_ckpt.h5", ck_slots_bad),
+    M("good_ckpt.h5", ck_nan_param),
+    M("good_ckpt.h5", ck_world_size_0),
+    M("good_ckpt.h5", ck_ep_correct_gt_count),
+    M("good_ckpt.h5", ck_num_classes_huge),
+    M("good_ckpt.h5", ck_feature_dim_0),
+    M("good_ckpt.h5", ck_negative_step),
+    M("good_ckpt.h5", ck_model_empty),
+    M("good_ckpt.h5", ck_config_not_string),
+    M("good_ckpt.h5", ck_soft_link),
+    M("v1_ckpt.h5", ck_v1_param_flip),
     M("base.h5", ck_other_data),
 
-    M("good_emb.h5", em_no_format), M("good_emb.h5", em_version_2), M("good_emb.h5", em_no_embeddings), M("good_emb.h5", em_1d),
-    M("good_emb.h5", em_int), M("good_emb.h5", em_nan_row), M("good_emb.h5", em_inf_row), M("good_emb.h5", em_no_utt_ids),
-    M("good_emb.h5", em_utt_ids_length), M("good_emb.h5", em_utt_ids_dup), M("good_emb.h5", em_utt_ids_space),
-    M("good_emb.h5", em_labels_long), M("good_emb.h5", em_labels_float), M("good_emb.h5", em_labels_negative),
-    M("good_emb.h5", em_zero_rows), M("good_emb.h5", em_zero_dim), M("good_emb.h5", em_emb_dim_attr),
-    M("good_emb.h5", em_unstored), M("good_emb.h5", em_no_labels), M("good_emb.h5", em_one_speaker),
+    M("good_emb.h5", em_no_format),
+    M("good_emb.h5", em_version_2),
+    M("good_emb.h5", em_no_embeddings),
+    M("good_emb.h5", em_1d),
+    M("good_emb.h5", em_int),
+    M("good_emb.h5", em_nan_row),
+    M("good_emb.h5", em_inf_row),
+    M("good_emb.h5", em_no_utt_ids),
+    M("good_emb.h5", em_utt_ids_length),
+    M("good_emb.h5", em_utt_ids_dup),
+    M("good_emb.h5", em_utt_ids_space),
+    M("good_emb.h5", em_labels_long),
+    M("good_emb.h5", em_labels_float),
+    M("good_emb.h5", em_labels_negative),
+    M("good_emb.h5", em_zero_rows),
+    M("good_emb.h5", em_zero_dim),
+    M("good_emb.h5", em_emb_dim_attr),
+    M("good_emb.h5", em_unstored),
+    M("good_emb.h5", em_no_labels),
+    M("good_emb.h5", em_one_speaker),
     M("good_emb.h5", em_cohort_dim),
 };
 
@@ -546,7 +635,8 @@ static void write_other_files(void) {
         {"tr_crlf_only_target.txt", "u0 u2 target\r\nu1 u3 target\r\n"},
         {"tr_mixed_formats.txt", "u0 u2 target\n0 u0 u1\n"},
     };
-    for (size_t i = 0; i < sizeof trials / sizeof trials[0]; i++) write_text(trials[i][0], trials[i][1], strlen(trials[i][1]));
+    for (size_t i = 0; i < sizeof trials / sizeof trials[0]; i++)
+        write_text(trials[i][0], trials[i][1], strlen(trials[i][1]));
     write_text("tr_nul_byte.txt", "u0 u2 target\nu0 u1 non\0target\n", 30);
     char longid[1100];
     memset(longid, 'u', 1000);
@@ -563,7 +653,8 @@ static void write_other_files(void) {
         {"cf_nested.yaml", "data: in/base.h5\nmodel:\n  name: ecapa\n"},
         {"cf_score_key.yaml", "emb: in/good_emb.h5\ntrials: in/good_trials.txt\nlr: 0.1\n"},
     };
-    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) write_text(configs[i][0], configs[i][1], strlen(configs[i][1]));
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        write_text(configs[i][0], configs[i][1], strlen(configs[i][1]));
 
     const char *scores[][2] = {
         {"sl_good.txt", "u0 u1 0.1 nontarget\nu0 u2 0.9 target\nu1 u3 0.7 target\nu2 u3 0.2 nontarget\n"},
@@ -573,7 +664,8 @@ static void write_other_files(void) {
         {"sl_utt2dur_short.txt", "u0 3.5\nu1 2.0\n"},
         {"sl_bad_model.yaml", "format: spkddp-calibration\nversion: 1\noffset: 0.5\n"},
     };
-    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) write_text(scores[i][0], scores[i][1], strlen(scores[i][1]));
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++)
+        write_text(scores[i][0], scores[i][1], strlen(scores[i][1]));
 
     const char *lists[][2] = {
         {"ls_wav_empty.scp", ""},
@@ -588,7 +680,8 @@ static void write_other_files(void) {
         {"ls_u2s_extra_utt.txt", "a spk1\nb spk2\n"},
         {"ls_u2s_ok.txt", "a spk1\n"},
     };
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) write_text(lists[i][0], lists[i][1], strlen(lists[i][1]));
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        write_text(lists[i][0], lists[i][1], strlen(lists[i][1]));
 }
 
 int main(int argc, char **argv) {
@@ -616,6 +709,7 @@ int main(int argc, char **argv) {
         if (H5Fclose(f) < 0) die(name);
     }
     write_other_files();
-    printf("make_bad_inputs: %zu malformed HDF5 files and the text inputs in %s\n", sizeof MUTATIONS / sizeof MUTATIONS[0], dir);
+    printf("make_bad_inputs: %zu malformed HDF5 files and the text inputs in %s\n",
+           sizeof MUTATIONS / sizeof MUTATIONS[0], dir);
     return 0;
 }

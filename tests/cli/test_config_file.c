@@ -39,10 +39,14 @@ static void check_good(void) {
     const struct {
         const char *key, *value;
         int line;
-    } want[] = {{"model", "ecapa", 2},     {"lr", "1e-3", 3},
-                {"tf32", "yes", 5},        {"speed-perturb", "1.0,0.9,1.1", 6},
-                {"noise-snr", "noise=0:15,music=5:15", 7}, {"resume", "", 10},
-                {"metrics", "", 11},       {"val-data", "null", 12},
+    } want[] = {{"model", "ecapa", 2},
+                {"lr", "1e-3", 3},
+                {"tf32", "yes", 5},
+                {"speed-perturb", "1.0,0.9,1.1", 6},
+                {"noise-snr", "noise=0:15,music=5:15", 7},
+                {"resume", "", 10},
+                {"metrics", "", 11},
+                {"val-data", "null", 12},
                 {"data", "a b: c #d", 13}};
     const int n = (int)(sizeof want / sizeof want[0]);
     EXPECT(c.n == n, "%d entries, want %d", c.n, n);
@@ -153,24 +157,26 @@ static int unspellable_defaults(const train_config_t *c) {
     for (int i = 0; i < train_options.count; i++) {
         const opt_t *o = &train_options.opts[i];
         const char *field = (const char *)c + o->offset;
-        double x = o->type == OPT_INT ? (double)*(const int64_t *)field : o->type == OPT_REAL ? *(const double *)field : 0;
-        if ((o->type == OPT_INT || o->type == OPT_REAL) &&
-            !((o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max))
+        double x = o->type == OPT_INT    ? (double)*(const int64_t *)field
+                   : o->type == OPT_REAL ? *(const double *)field
+                                         : 0;
+        if ((o->type == OPT_INT || o->type == OPT_REAL) && !((o->min == DBL_MIN ? x > 0 : x >= o->min) && x <= o->max))
             n++;
     }
     return n;
 }
 
 static void check_round_trip(void) {
-    const char *strings[] = {"",       "null",        "~",           "true",      "0.5",      "a: b",  "#x",
-                             " lead",  "trail ",      "it's",        "\"q\"",     "[x]",      "{y}",   "- z",
-                             "&a",     "*b",          "!tag",        "%p",        "@at",      "`tick", "sp ace",
-                             "yes",    "12:30",       "0x1f",        "1_000",     "äöü/日本", ">f",    "|l",
-                             "a,b,c",  "noise=0:15,music=5:15",      "..",        "---",      "...",   "?q"};
+    const char *strings[] = {
+        "",       "null", "~",     "true", "0.5",   "a: b",     "#x",   " lead", "trail ", "it's",
+        "\"q\"",  "[x]",  "{y}",   "- z",  "&a",    "*b",       "!tag", "%p",    "@at",    "`tick",
+        "sp ace", "yes",  "12:30", "0x1f", "1_000", "äöü/日本", ">f",   "|l",    "a,b,c",  "noise=0:15,music=5:15",
+        "..",     "---",  "...",   "?q"};
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
         train_config_t c = train_config_defaults();
         snprintf(c.data, sizeof c.data, "%s", strings[i]);
-        snprintf(c.aug.noise_snr, sizeof c.aug.noise_snr, "%s", strings[(i + 7) % (sizeof strings / sizeof strings[0])]);
+        snprintf(c.aug.noise_snr, sizeof c.aug.noise_snr, "%s",
+                 strings[(i + 7) % (sizeof strings / sizeof strings[0])]);
         c.lr = 0.1 + 1e-17 * (double)i;
         c.weight_decay = 1.0 / 3.0;
         c.momentum = 0.9;

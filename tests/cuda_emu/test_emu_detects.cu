@@ -11,13 +11,13 @@ namespace {
 
 const int kThreads = 128;
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            printf("%s failed: %s\n", #call, cudaGetErrorString(e_));                  \
-            exit(1);                                                                   \
-        }                                                                              \
+#define CHECK(call)                                                   \
+    do {                                                              \
+        cudaError_t e_ = (call);                                      \
+        if (e_ != cudaSuccess) {                                      \
+            printf("%s failed: %s\n", #call, cudaGetErrorString(e_)); \
+            exit(1);                                                  \
+        }                                                             \
     } while (0)
 
 // out[b] = sum of in[b*n .. b*n+n) through a shared-memory tree, and the block's dynamic
@@ -195,11 +195,10 @@ int run_cudnn_misuse() {
     size_t need = 0;
     cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &need);
     float* ws = device_floats(nullptr, 64);
-    const cudnnStatus_t fft = cudnnConvolutionForward(h, &one, x, dx, w, dw, c, CUDNN_CONVOLUTION_FWD_ALGO_FFT, ws,
-                                                      256, &zero, y, dy);
-    const cudnnStatus_t small = cudnnConvolutionForward(h, &one, x, dx, w, dw, c,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need - 4,
-                                                        &zero, y, dy);
+    const cudnnStatus_t fft =
+        cudnnConvolutionForward(h, &one, x, dx, w, dw, c, CUDNN_CONVOLUTION_FWD_ALGO_FFT, ws, 256, &zero, y, dy);
+    const cudnnStatus_t small = cudnnConvolutionForward(
+        h, &one, x, dx, w, dw, c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws, need - 4, &zero, y, dy);
     printf("dilated FFT: %s, workspace %zu of %zu bytes: %s\n", cudnnGetErrorString(fft), need - 4, need,
            cudnnGetErrorString(small));
     return fft == CUDNN_STATUS_NOT_SUPPORTED && small == CUDNN_STATUS_BAD_PARAM ? 0 : 1;

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define SAMPLES 24
-#define N 5000
+#define N       5000
 
 // Sample s's terms: magnitudes over 2^-40..2^40, both signs, some cancellation.
 static void sample_terms(int s, float *x) {

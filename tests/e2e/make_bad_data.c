@@ -53,8 +53,10 @@ int main(int argc, char **argv) {
     if (strcmp(kind, "nan-features") == 0) x[5 * T * F + 3 * F + 2] = NAN;  // utterance 5, frame 3, dim 2
     if (strcmp(kind, "one-huge-utterance") == 0)  // finite, but utterance 5's logits overflow: one bad step
         for (int i = 5 * T * F; i < 6 * T * F; i++) x[i] = 3e38f;
-    if (strcmp(kind, "features-1d") == 0) h5_write_array(f, "features", H5T_NATIVE_FLOAT, 1, &d1, x, path);
-    else if (strcmp(kind, "no-features") != 0) h5_write_array(f, "features", H5T_NATIVE_FLOAT, 2, d2, x, path);
+    if (strcmp(kind, "features-1d") == 0)
+        h5_write_array(f, "features", H5T_NATIVE_FLOAT, 1, &d1, x, path);
+    else if (strcmp(kind, "no-features") != 0)
+        h5_write_array(f, "features", H5T_NATIVE_FLOAT, 2, d2, x, path);
     if (strcmp(kind, "offsets-not-increasing") == 0) off[4] = off[3];
     h5_write_array(f, "offsets", H5T_NATIVE_INT64, 1, &dn1, off, path);
     if (strcmp(kind, "labels-out-of-range") == 0) lab[6] = 7;

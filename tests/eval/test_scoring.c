@@ -41,7 +41,8 @@ int main(void) {
     // not a walk past the end of the curve.
     float s6[] = {0.1f, NAN, 0.3f, 0.4f};
     uint8_t t6[] = {0, 1, 0, 1};
-    EXPECT(isnan(score_eer(s6, t6, 4)) && isnan(score_min_dcf(s6, t6, 4, 0.01)), "NaN score: EER %g", score_eer(s6, t6, 4));
+    EXPECT(isnan(score_eer(s6, t6, 4)) && isnan(score_min_dcf(s6, t6, 4, 0.01)), "NaN score: EER %g",
+           score_eer(s6, t6, 4));
     // One class only: NaN, the caller refuses such lists (io/trials.h).
     uint8_t t7[] = {1, 1, 1, 1};
     EXPECT(isnan(score_eer(s3, t7, 4)), "targets only: EER %g", score_eer(s3, t7, 4));
@@ -51,7 +52,7 @@ int main(void) {
     EXPECT(fabsf(score_cosine(a, b, 3)) < 1e-7f && fabsf(score_cosine(a, c, 3) - 1) < 1e-7f, "cosine");
 
     // AS-norm statistics: top-2 of the cohort scores, against direct computation.
-    float emb[] = {1, 0, 0.6f, 0.8f};             // 2 embeddings, d = 2 (unit rows)
+    float emb[] = {1, 0, 0.6f, 0.8f};                  // 2 embeddings, d = 2 (unit rows)
     float cohort[] = {1, 0, 0, 1, -1, 0, 0.8f, 0.6f};  // 4 cohort rows
     float mean[2], std[2];
     score_cohort_stats(emb, 2, cohort, 4, 2, 2, mean, std);

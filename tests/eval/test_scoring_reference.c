@@ -92,8 +92,8 @@ static void check_scores(const trials_t *t) {
         score_cohort_stats(emb, n, cohort, m, d, norms[k].top, mean, std);
         want = get(norms[k].name)->v;
         for (int64_t i = 0; i < t->n; i++)
-            near(norms[k].name, (int)i,
-                 score_asnorm(raw[i], mean[t->a[i]], std[t->a[i]], mean[t->b[i]], std[t->b[i]]), want[i]);
+            near(norms[k].name, (int)i, score_asnorm(raw[i], mean[t->a[i]], std[t->a[i]], mean[t->b[i]], std[t->b[i]]),
+                 want[i]);
     }
     free(emb);
     free(cohort);
@@ -150,7 +150,8 @@ static void check_metrics(const char *system, const trials_t *t, const double *q
 
     // With the log durations of both sides.
     const double *calq = block_of(system, "calq"), *llrq = block_of(system, "llrq");
-    EXPECT(calib_fit(&c, sd, quality, 2, t->target, t->n, 0.5) > 0, "%s: the fit with durations did not converge", system);
+    EXPECT(calib_fit(&c, sd, quality, 2, t->target, t->n, 0.5) > 0, "%s: the fit with durations did not converge",
+           system);
     const double w[4] = {c.offset, c.scale, c.weight[0], c.weight[1]};
     snprintf(what, sizeof what, "%s calibration with durations", system);
     for (int k = 0; k < 4; k++) near(what, k, w[k], calq[k]);

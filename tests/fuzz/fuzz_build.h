@@ -26,7 +26,19 @@ static inline int fz_pick(fz_t *in, int k) { return fz_u8(in) % k; }
 
 // `valid` most of the time, else a value chosen to break limits.
 static inline int64_t fz_int(fz_t *in, int64_t valid) {
-    static const int64_t odd[] = {0, -1, 1, 2, 3, INT32_MAX, (int64_t)1 << 31, (int64_t)1 << 40, INT64_MAX, INT64_MIN, 65536, 65537, (int64_t)1 << 24};
+    static const int64_t odd[] = {0,
+                                  -1,
+                                  1,
+                                  2,
+                                  3,
+                                  INT32_MAX,
+                                  (int64_t)1 << 31,
+                                  (int64_t)1 << 40,
+                                  INT64_MAX,
+                                  INT64_MIN,
+                                  65536,
+                                  65537,
+                                  (int64_t)1 << 24};
     int k = fz_pick(in, 24);
     if (k < 8) return valid;
     // Wrapping on purpose: valid may itself be an extreme drawn earlier.
@@ -38,7 +50,8 @@ static inline int64_t fz_int(fz_t *in, int64_t valid) {
 
 // File types an attribute or dataset may be stored as; choice 0 is the given one.
 static inline hid_t fz_num_type(fz_t *in, hid_t valid) {
-    const hid_t t[] = {valid, H5T_STD_I64LE, H5T_STD_I32LE, H5T_STD_U64LE, H5T_STD_U8LE, H5T_IEEE_F64LE, H5T_IEEE_F32LE, H5T_STD_I64BE};
+    const hid_t t[] = {valid,        H5T_STD_I64LE,  H5T_STD_I32LE,  H5T_STD_U64LE,
+                       H5T_STD_U8LE, H5T_IEEE_F64LE, H5T_IEEE_F32LE, H5T_STD_I64BE};
     return t[fz_pick(in, 8)];
 }
 
@@ -62,17 +75,21 @@ static inline void fz_attr_str(hid_t loc, const char *name, const char *v, int s
     hid_t t = H5Tcopy(H5T_C_S1);
     hsize_t two = 2;
     hid_t sp = style == 2 ? H5Screate_simple(1, &two, NULL) : H5Screate(H5S_SCALAR);
-    if (style == 1) H5Tset_size(t, H5T_VARIABLE), H5Tset_cset(t, H5T_CSET_UTF8);
-    else H5Tset_size(t, strlen(v) + 1);
+    if (style == 1)
+        H5Tset_size(t, H5T_VARIABLE), H5Tset_cset(t, H5T_CSET_UTF8);
+    else
+        H5Tset_size(t, strlen(v) + 1);
     hid_t a = H5Acreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
     if (a >= 0) {
-        if (style == 1) H5Awrite(a, t, &v);
+        if (style == 1)
+            H5Awrite(a, t, &v);
         else if (style == 2) {
             char *buf = calloc(2, strlen(v) + 1);
             memcpy(buf, v, strlen(v));
             H5Awrite(a, t, buf);
             free(buf);
-        } else H5Awrite(a, t, v);
+        } else
+            H5Awrite(a, t, v);
         H5Aclose(a);
     }
     H5Sclose(sp);
@@ -87,8 +104,10 @@ static inline void fz_dataset(hid_t loc, const char *name, hid_t ftype, hid_t mt
                               const void *data, size_t have, int storage) {
     hsize_t n = 1;
     for (int d = 0; d < rank; d++) {
-        if (dims[d] && n > ((hsize_t)1 << 40) / dims[d]) n = (hsize_t)1 << 41;
-        else n *= dims[d];
+        if (dims[d] && n > ((hsize_t)1 << 40) / dims[d])
+            n = (hsize_t)1 << 41;
+        else
+            n *= dims[d];
     }
     if (n > (1 << 16) && storage != FZ_UNWRITTEN) storage = FZ_UNWRITTEN;  // declared only: no memory needed
     hid_t sp = H5Screate_simple(rank, dims, NULL);
@@ -156,12 +175,12 @@ static inline hid_t fz_file(void) {
 }
 
 // A broken promise of the reader: the fuzzer reports it as a crash.
-#define FZ_REQUIRE(cond)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
+#define FZ_REQUIRE(cond)                                                                                          \
+    do {                                                                                                          \
+        if (!(cond)) {                                                                                            \
             fprintf(stderr, "%s:%d: reader accepted a file where %s does not hold\n", __FILE__, __LINE__, #cond); \
-            abort();                                                              \
-        }                                                                         \
+            abort();                                                                                              \
+        }                                                                                                         \
     } while (0)
 
 // Once per fuzzing process: HDF5 prints nothing (refusals are the reader's to word).

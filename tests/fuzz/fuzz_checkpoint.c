@@ -13,7 +13,12 @@
 
 enum { MAX_T = 4 };
 
-static const char *NAMES[] = {"fc.weight", "fc.bias", "bn.weight", "emb", "", "fc.weight",
+static const char *NAMES[] = {"fc.weight",
+                              "fc.bias",
+                              "bn.weight",
+                              "emb",
+                              "",
+                              "fc.weight",
                               "a.name.longer.than.sixty.four.characters.which.no.tensor.of.ours.has.ever"};
 
 // <prefix>_names and <prefix>_layout for t tensors of small shapes; returns the float count.
@@ -42,7 +47,8 @@ static int64_t build_table(fz_t *in, hid_t f, const char *prefix, int t) {
     snprintf(name, sizeof name, "%s_names", prefix);
     if (shape != 7) fz_strings(f, name, names, (size_t)t + 1, nn, fz_pick(in, 3));
     snprintf(name, sizeof name, "%s_layout", prefix);
-    fz_dataset(f, name, fz_num_type(in, H5T_STD_I64LE), H5T_NATIVE_INT64, 2, ld, layout, (size_t)(t + 1) * 6, fz_pick(in, FZ_STORAGES));
+    fz_dataset(f, name, fz_num_type(in, H5T_STD_I64LE), H5T_NATIVE_INT64, 2, ld, layout, (size_t)(t + 1) * 6,
+               fz_pick(in, FZ_STORAGES));
     return total;
 }
 
@@ -54,8 +60,8 @@ static void build_floats(fz_t *in, hid_t f, const char *name, hsize_t rows, hsiz
     hsize_t dims[2] = {rows ? rows : n, n};
     if (shape == 5) dims[0] = (hsize_t)fz_int(in, (int64_t)dims[0]);
     if (shape != 7)
-        fz_dataset(f, name, fz_pick(in, 6) == 5 ? H5T_STD_I32LE : H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, rows ? 2 : 1, dims, x, 64,
-                   fz_pick(in, FZ_STORAGES));
+        fz_dataset(f, name, fz_pick(in, 6) == 5 ? H5T_STD_I32LE : H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, rows ? 2 : 1, dims,
+                   x, 64, fz_pick(in, FZ_STORAGES));
 }
 
 static void build(fz_t *in, hid_t f) {
@@ -68,12 +74,13 @@ static void build(fz_t *in, hid_t f) {
     const struct {
         const char *name;
         int64_t valid;
-    } ints[] = {{"epoch", 0},       {"samples_in_epoch", 8}, {"step_in_epoch", 1}, {"global_step", 3}, {"opt_step", 3},
-                {"world_size", 2},  {"seed", 7},             {"feature_dim", 4},   {"num_classes", 2}, {"visual_dim", 0},
-                {"visual_ratio", 0}, {"ep_correct", 1},      {"ep_count", 8},      {"run_id", 5},      {"global_batch", 8},
-                {"data_fingerprint", 9}};
+    } ints[] = {{"epoch", 0},       {"samples_in_epoch", 8}, {"step_in_epoch", 1}, {"global_step", 3},
+                {"opt_step", 3},    {"world_size", 2},       {"seed", 7},          {"feature_dim", 4},
+                {"num_classes", 2}, {"visual_dim", 0},       {"visual_ratio", 0},  {"ep_correct", 1},
+                {"ep_count", 8},    {"run_id", 5},           {"global_batch", 8},  {"data_fingerprint", 9}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (fz_pick(in, 17) != 16) fz_attr_i64(f, ints[i].name, fz_num_type(in, H5T_STD_I64LE), fz_int(in, ints[i].valid));
+        if (fz_pick(in, 17) != 16)
+            fz_attr_i64(f, ints[i].name, fz_num_type(in, H5T_STD_I64LE), fz_int(in, ints[i].valid));
     const double reals[] = {1.5, NAN, -INFINITY, -1, 0};
     if (fz_pick(in, 9) != 8) fz_attr_num(f, "ep_loss_sum", H5T_IEEE_F64LE, reals[fz_pick(in, 8) % 5]);
     if (fz_pick(in, 9) != 8) fz_attr_num(f, "ep_seconds", H5T_IEEE_F64LE, reals[fz_pick(in, 8) % 5]);
@@ -83,8 +90,10 @@ static void build(fz_t *in, hid_t f) {
     const char *strs[] = {"model", "optimizer", "config"};
     for (int i = 0; i < 3; i++) {
         int p = fz_pick(in, 8);
-        if (p < 7) fz_attr_str(f, strs[i], texts[p % 5], p == 6 ? 2 : p == 5);
-        else fz_attr_i64(f, strs[i], H5T_STD_I64LE, 1);
+        if (p < 7)
+            fz_attr_str(f, strs[i], texts[p % 5], p == 6 ? 2 : p == 5);
+        else
+            fz_attr_i64(f, strs[i], H5T_STD_I64LE, 1);
     }
     const int64_t total = build_table(in, f, "param", 1 + fz_pick(in, MAX_T));
     build_floats(in, f, "params", 0, (hsize_t)total);
@@ -99,7 +108,8 @@ static void build(fz_t *in, hid_t f) {
     int seal = fz_pick(in, 5);
     uint64_t sum = 0;
     char err[256];
-    if (seal < 3 && ckpt_checksum_v2(f, &sum, err, sizeof err) == 0) fz_attr_i64(f, "checksum", H5T_STD_I64LE, (int64_t)sum);
+    if (seal < 3 && ckpt_checksum_v2(f, &sum, err, sizeof err) == 0)
+        fz_attr_i64(f, "checksum", H5T_STD_I64LE, (int64_t)sum);
     if (seal == 3) fz_attr_i64(f, "checksum", H5T_STD_I64LE, fz_int(in, 0));
 }
 
@@ -113,7 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (getenv("SPKDDP_FUZZ_SAY")) fprintf(stderr, "%s\n", rc ? err : "accepted");  // what a reproduced input does
     if (rc == 0) {
         FZ_REQUIRE(meta.version >= CKPT_VERSION_OLDEST && meta.version <= CKPT_VERSION && meta.model[0]);
-        FZ_REQUIRE(meta.world_size >= 1 && meta.feature_dim >= 1 && meta.num_classes >= 1 && meta.num_classes <= DATASET_MAX_SPEAKERS);
+        FZ_REQUIRE(meta.world_size >= 1 && meta.feature_dim >= 1 && meta.num_classes >= 1 &&
+                   meta.num_classes <= DATASET_MAX_SPEAKERS);
         FZ_REQUIRE(meta.ep_correct >= 0 && meta.ep_correct <= meta.ep_count && isfinite(meta.ep_loss_sum));
     } else {
         FZ_REQUIRE(strncmp(err, "fuzz.h5: ", 9) == 0 && strlen(err) > 10);

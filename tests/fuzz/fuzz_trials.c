@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(ids_text, data, head);
     char *ids[64];
     int64_t n = 0;
-    for (char *save = NULL, *tok = strtok_r(ids_text, "\n", &save); tok && n < 64; tok = strtok_r(NULL, "\n", &save)) ids[n++] = tok;
+    for (char *save = NULL, *tok = strtok_r(ids_text, "\n", &save); tok && n < 64; tok = strtok_r(NULL, "\n", &save))
+        ids[n++] = tok;
     utt_index_t ix;
     char err[1024] = "";
     if (utt_index_build(&ix, ids, n, "ids", err, sizeof err) == 0) {
@@ -26,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (trials_parse(f, "t.txt", &ix, &t, err, sizeof err) == 0) {
             int64_t targets = 0;
             for (int64_t i = 0; i < t.n; i++) {
-                FZ_REQUIRE(t.a[i] >= 0 && t.a[i] < n && t.b[i] >= 0 && t.b[i] < n && t.a[i] != t.b[i] && t.target[i] <= 1);
+                FZ_REQUIRE(t.a[i] >= 0 && t.a[i] < n && t.b[i] >= 0 && t.b[i] < n && t.a[i] != t.b[i] &&
+                           t.target[i] <= 1);
                 targets += t.target[i];
             }
             FZ_REQUIRE(t.n > 0 && targets > 0 && targets < t.n);

@@ -17,11 +17,11 @@ static long long selections(void) {
 }
 
 // y = conv(x) at length T for inference-like shapes (B = 1, K = 3, d = 2): a host copy.
-static const float* conv_at(int T, const float* x, const float* dw) {
+static const float *conv_at(int T, const float *x, const float *dw) {
     const int Cin = 8, Cout = 8;
-    float* dx = dev_f(x, (size_t)Cin * T);
-    float* dy = dev_f(NULL, (size_t)Cout * T);
-    float* ws = dev_f(NULL, g_be->conv1d_workspace_floats(1, Cin, Cout, T, 3, 2));
+    float *dx = dev_f(x, (size_t)Cin * T);
+    float *dy = dev_f(NULL, (size_t)Cout * T);
+    float *ws = dev_f(NULL, g_be->conv1d_workspace_floats(1, Cin, Cout, T, 3, 2));
     g_be->conv1d_forward(dy, dx, dw, NULL, 1, Cin, Cout, T, 3, 2, ws);
     return dev_get(dy, (size_t)Cout * T);
 }
@@ -49,14 +49,14 @@ static void plan_checks(void) {
     // A bucket's algorithms are chosen for its largest length, whichever length comes first:
     // the same result for T = 170 planned first or after 165 in a fresh cache.
     const int Tmax = 200;
-    const float* x = rand_f((size_t)8 * Tmax, -1, 1);
-    const float* w = rand_f(8 * 8 * 3, -0.5f, 0.5f);
-    float* dw = dev_f(w, 8 * 8 * 3);
+    const float *x = rand_f((size_t)8 * Tmax, -1, 1);
+    const float *w = rand_f(8 * 8 * 3, -0.5f, 0.5f);
+    float *dw = dev_f(w, 8 * 8 * 3);
     spk_conv1d_cuda_release_plans();
-    const float* first = conv_at(170, x, dw);
+    const float *first = conv_at(170, x, dw);
     spk_conv1d_cuda_release_plans();
     conv_at(165, x, dw);
-    const float* after = conv_at(170, x, dw);
+    const float *after = conv_at(170, x, dw);
     check_true(memcmp(first, after, sizeof(float) * 8 * 170) == 0,
                "T=170 gives the same bits planned first or after T=165 of its bucket");
     dev_release();
@@ -66,7 +66,7 @@ static void plan_checks(void) {
 static void plan_checks(void) {}  // never runs: without CUDA the test is skipped
 #endif
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
     (void)argc;
     return test_main_cuda(argv[0], "test_gpu_conv_plans", 20250101, plan_checks);
 }

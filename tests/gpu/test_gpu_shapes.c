@@ -12,15 +12,15 @@ static int g_C = 1024, g_B = 128, g_T = 200;
 static const int kFeat = 80, kAtt = 128, kEmb = 192, kClasses = 5994;
 
 // Convolution forward and backward (dx, dw, dbias) of one layer.
-static void conv_case(const char* layer, int Cin, int Cout, int K, int d) {
+static void conv_case(const char *layer, int Cin, int Cout, int K, int d) {
     const int B = g_B, T = g_T;
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.1f, 0.1f), *bias = rand_f(Cout, -1, 1);
     float *gy = rand_f(ny, -1, 1), *y = alloc_f(ny);
-    float* ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *db = dev_f(bias, Cout), *dgy = dev_f(gy, ny);
     float *dy = dev_f(NULL, ny), *dy2 = dev_f(NULL, ny);
-    float* dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     g_be->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, dws);
     g_be->conv1d_forward(dy2, dx, dw, db, B, Cin, Cout, T, K, d, dws);
@@ -31,13 +31,13 @@ static void conv_case(const char* layer, int Cin, int Cout, int K, int d) {
     conv1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
     g_be->conv1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     g_be->conv1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    grads_check(&g, "conv1d", layer, (const char* const[]){"dx", "dw", "dbias"},
+    grads_check(&g, "conv1d", layer, (const char *const[]){"dx", "dw", "dbias"},
                 (const double[]){TOL_GEMM, TOL_GEMM, TOL});
     dev_release();
     test_release();
 }
 
-static void batchnorm_case(const char* layer, int C, int T) {
+static void batchnorm_case(const char *layer, int C, int T) {
     const int B = g_B;
     const size_t n = (size_t)B * C * T;
     float *x = rand_f(n, -2, 3), *w = rand_f(C, 0.5f, 1.5f), *b = rand_f(C, -1, 1), *gy = rand_f(n, -1, 1);
@@ -56,7 +56,7 @@ static void batchnorm_case(const char* layer, int C, int T) {
     batchnorm1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, mean, rstd, B, C, T);
     g_be->batchnorm1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, dmean, drstd, B, C, T);
     g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, dmean, drstd, B, C, T);
-    grads_check(&g, "batchnorm", layer, (const char* const[]){"dx", "dweight", "dbias"},
+    grads_check(&g, "batchnorm", layer, (const char *const[]){"dx", "dweight", "dbias"},
                 (const double[]){TOL, TOL, TOL});
     dev_release();
     test_release();
@@ -76,13 +76,13 @@ static void pooling_case(void) {
     softmax_time_backward(g.cpu[0], gp, p, B, C, T);
     g_be->softmax_time_backward(g.dev[0], dgp, dp, B, C, T);
     g_be->softmax_time_backward(g.dev2[0], dgp, dp, B, C, T);
-    grads_check(&g, "softmax over time", "(B, 3C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    grads_check(&g, "softmax over time", "(B, 3C, T)", (const char *const[]){"dx"}, (const double[]){TOL});
     const size_t ns = (size_t)B * 2 * C;
     float *st = alloc_f(ns), *gst = rand_f(ns, -1, 1), *dst = dev_f(NULL, ns), *dgst = dev_f(gst, ns);
     for (int weighted = 0; weighted <= 1; weighted++) {
-        const float* w = weighted ? p : NULL;
-        const float* dw = weighted ? dp : NULL;
-        const char* tag = weighted ? "attention-weighted" : "plain";
+        const float *w = weighted ? p : NULL;
+        const float *dw = weighted ? dp : NULL;
+        const char *tag = weighted ? "attention-weighted" : "plain";
         weighted_stats_forward(st, st + C, x, w, B, C, T, 2 * C, 1e-12f);
         g_be->weighted_stats_forward(dst, dst + C, dx, dw, B, C, T, 2 * C, 1e-12f);
         cmp(cname("weighted stats %s forward", tag), dst, st, ns, TOL);
@@ -94,7 +94,7 @@ static void pooling_case(void) {
                                       T, 2 * C, 1e-12f);
         g_be->weighted_stats_backward(h.dev2[0], weighted ? h.dev2[1] : NULL, dgst, dgst + C, dx, dw, dst, dst + C, B,
                                       C, T, 2 * C, 1e-12f);
-        grads_check(&h, "weighted stats", tag, (const char* const[]){"dx", "dw"}, (const double[]){TOL, TOL});
+        grads_check(&h, "weighted stats", tag, (const char *const[]){"dx", "dw"}, (const double[]){TOL, TOL});
     }
     // conv (B, A, T) += W_h (A, C) h_b; dh_b += W_h^T g_b; dW_h += sum_b g_b h_b^T (W: (A, 3C) rows)
     float *W = rand_f((size_t)A * 3 * C, -0.05f, 0.05f), *gg = rand_f(na, -1, 1), *o = rand_f(na, -1, 1);
@@ -111,15 +111,16 @@ static void pooling_case(void) {
                             3 * C, 0, B);
     g_be->spk_sgemm_batched('N', 'T', A, C, T, 1.0f, dgg, T, (int64_t)A * T, dx, T, (int64_t)C * T, 1.0f, gw.dev2[0],
                             3 * C, 0, B);
-    grads_check(&gw, "attention weight gradient", "(summed over the batch)", (const char* const[]){"dW"},
+    grads_check(&gw, "attention weight gradient", "(summed over the batch)", (const char *const[]){"dW"},
                 (const double[]){TOL_GEMM});
     grads_t gh = grads_prefill(1, &n);  // dh_b += W_h^T g_b
-    spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, gg, T, (int64_t)A * T, 1.0f, gh.cpu[0], T, (int64_t)C * T, B);
+    spk_sgemm_batched('T', 'N', C, T, A, 1.0f, W, 3 * C, 0, gg, T, (int64_t)A * T, 1.0f, gh.cpu[0], T, (int64_t)C * T,
+                      B);
     g_be->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, dW, 3 * C, 0, dgg, T, (int64_t)A * T, 1.0f, gh.dev[0], T,
                             (int64_t)C * T, B);
     g_be->spk_sgemm_batched('T', 'N', C, T, A, 1.0f, dW, 3 * C, 0, dgg, T, (int64_t)A * T, 1.0f, gh.dev2[0], T,
                             (int64_t)C * T, B);
-    grads_check(&gh, "attention input gradient", "(B x (C x T x A))", (const char* const[]){"dh"},
+    grads_check(&gh, "attention input gradient", "(B x (C x T x A))", (const char *const[]){"dh"},
                 (const double[]){TOL_GEMM});
     dev_release();
     test_release();
@@ -139,27 +140,27 @@ static void elementwise_case(void) {
     relu_backward(e.cpu[0], g, y, n);
     g_be->relu_backward(e.dev[0], dg, dy, n);
     g_be->relu_backward(e.dev2[0], dg, dy, n);
-    grads_check(&e, "relu", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    grads_check(&e, "relu", "(B, C, T)", (const char *const[]){"dx"}, (const double[]){TOL});
     e = grads_prefill(1, &n);
     sigmoid_backward(e.cpu[0], g, y, n);
     g_be->sigmoid_backward(e.dev[0], dg, dy, n);
     g_be->sigmoid_backward(e.dev2[0], dg, dy, n);
-    grads_check(&e, "sigmoid", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    grads_check(&e, "sigmoid", "(B, C, T)", (const char *const[]){"dx"}, (const double[]){TOL});
     e = grads_prefill(1, &n);
     time_mean_backward(e.cpu[0], s, B, C, T);
     g_be->time_mean_backward(e.dev[0], ds, B, C, T);
     g_be->time_mean_backward(e.dev2[0], ds, B, C, T);
-    grads_check(&e, "time mean", "(B, C, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    grads_check(&e, "time mean", "(B, C, T)", (const char *const[]){"dx"}, (const double[]){TOL});
     e = grads_prefill(1, &n);
     channel_slice_add(e.cpu[0], C, g, C, B, C / 2, T);
     g_be->channel_slice_add(e.dev[0], C, dg, C, B, C / 2, T);
     g_be->channel_slice_add(e.dev2[0], C, dg, C, B, C / 2, T);
-    grads_check(&e, "channel slice add", "(B, C/2 of C, T)", (const char* const[]){"dst"}, (const double[]){TOL});
+    grads_check(&e, "channel slice add", "(B, C/2 of C, T)", (const char *const[]){"dst"}, (const double[]){TOL});
     e = grads_prefill(1, &n);
     vec_acc(e.cpu[0], g, n);
     g_be->vec_acc(e.dev[0], dg, n);
     g_be->vec_acc(e.dev2[0], dg, n);
-    grads_check(&e, "vec_acc", "(B, C, T)", (const char* const[]){"y"}, (const double[]){TOL});
+    grads_check(&e, "vec_acc", "(B, C, T)", (const char *const[]){"y"}, (const double[]){TOL});
     sigmoid_forward(m, s, nb);
     g_be->sigmoid_forward(dm, ds, nb);
     cmp("sigmoid forward (B, C)", dm, m, nb, TOL);
@@ -174,7 +175,7 @@ static void elementwise_case(void) {
     channel_scale_backward(h.cpu[0], h.cpu[1], g, x, s, B, C, T);
     g_be->channel_scale_backward(h.dev[0], h.dev[1], dg, dx, ds, B, C, T);
     g_be->channel_scale_backward(h.dev2[0], h.dev2[1], dg, dx, ds, B, C, T);
-    grads_check(&h, "channel scale", "(B, C, T)", (const char* const[]){"dx", "ds"}, (const double[]){TOL, TOL});
+    grads_check(&h, "channel scale", "(B, C, T)", (const char *const[]){"dx", "ds"}, (const double[]){TOL, TOL});
     float *xa = rand_f(na, -2, 2), *t = alloc_f(na), *dxa = dev_f(xa, na), *dt = dev_f(NULL, na);
     tanh_forward(t, xa, na);
     g_be->tanh_forward(dt, dxa, na);
@@ -183,7 +184,7 @@ static void elementwise_case(void) {
     tanh_backward(ta.cpu[0], xa, t, na);
     g_be->tanh_backward(ta.dev[0], dxa, dt, na);
     g_be->tanh_backward(ta.dev2[0], dxa, dt, na);
-    grads_check(&ta, "tanh", "(B, A, T)", (const char* const[]){"dx"}, (const double[]){TOL});
+    grads_check(&ta, "tanh", "(B, A, T)", (const char *const[]){"dx"}, (const double[]){TOL});
     const int Cr = A < C ? A : C;  // a (B, Cr) slice of s repeated over time
     time_repeat_forward(t, Cr, s, C, B, Cr, T);
     g_be->time_repeat_forward(dt, Cr, ds, C, B, Cr, T);
@@ -193,7 +194,7 @@ static void elementwise_case(void) {
     time_repeat_backward(r.cpu[0], A, xa, A, B, A, T);
     g_be->time_repeat_backward(r.dev[0], A, dxa, A, B, A, T);
     g_be->time_repeat_backward(r.dev2[0], A, dxa, A, B, A, T);
-    grads_check(&r, "time repeat", "(B, A, T)", (const char* const[]){"ds"}, (const double[]){TOL});
+    grads_check(&r, "time repeat", "(B, A, T)", (const char *const[]){"ds"}, (const double[]){TOL});
     const size_t nf = (size_t)B * T * kFeat;
     float *xf = rand_f(nf, -2, 2), *f = alloc_f(nf), *dxf = dev_f(xf, nf), *df = dev_f(NULL, nf);
     batch_transpose(f, xf, B, T, kFeat);
@@ -218,39 +219,39 @@ static void head_case(void) {
     linear_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, P, E);
     g_be->linear_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, P, E);
     g_be->linear_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, P, E);
-    grads_check(&g, "linear", "(B, 6C) -> E", (const char* const[]){"dx", "dw", "db"},
+    grads_check(&g, "linear", "(B, 6C) -> E", (const char *const[]){"dx", "dw", "db"},
                 (const double[]){TOL_GEMM, TOL_GEMM, TOL});
-    int* labels = alloc_i(B);
+    int *labels = alloc_i(B);
     for (int i = 0; i < B; i++) labels[i] = rng_int(S);
     float *emb = rand_f((size_t)B * E, -1, 1), *cw = rand_f((size_t)S * E, -1, 1);
     const size_t nc = aam_softmax_cache_floats(B, E, S), nws = aam_softmax_workspace_floats(B, E, S);
     float *cache = alloc_f(nc), *ws = alloc_f(nws), loss;
     int correct;
     aam_softmax_forward(&loss, &correct, cache, emb, cw, labels, B, E, S, 0.2f, 30.0f, ws);
-    int* dl = dev_i(labels, B);
+    int *dl = dev_i(labels, B);
     float *demb = dev_f(emb, (size_t)B * E), *dcw = dev_f(cw, (size_t)S * E);
     float *dcache = dev_f(NULL, g_be->aam_softmax_cache_floats(B, E, S));
     float *dws = dev_f(NULL, g_be->aam_softmax_workspace_floats(B, E, S)), *dloss = dev_f(NULL, 2);
-    g_be->aam_softmax_forward(dloss, (int*)(dloss + 1), dcache, demb, dcw, dl, B, E, S, 0.2f, 30.0f, dws);
+    g_be->aam_softmax_forward(dloss, (int *)(dloss + 1), dcache, demb, dcw, dl, B, E, S, 0.2f, 30.0f, dws);
     cmp_scalar("aam softmax loss (B, E) x S", dloss, loss, TOL_GEMM);
     const size_t la[2] = {(size_t)B * E, (size_t)S * E};
     grads_t a = grads_prefill(2, la);
     aam_softmax_backward(a.cpu[0], a.cpu[1], 1.0f, cache, emb, cw, labels, B, E, S, 0.2f, 30.0f, ws);
     g_be->aam_softmax_backward(a.dev[0], a.dev[1], 1.0f, dcache, demb, dcw, dl, B, E, S, 0.2f, 30.0f, dws);
     g_be->aam_softmax_backward(a.dev2[0], a.dev2[1], 1.0f, dcache, demb, dcw, dl, B, E, S, 0.2f, 30.0f, dws);
-    grads_check(&a, "aam softmax", "(B, E) x S", (const char* const[]){"demb", "dw"},
+    grads_check(&a, "aam softmax", "(B, E) x S", (const char *const[]){"demb", "dw"},
                 (const double[]){TOL_GEMM, TOL_GEMM});
     const size_t nz = (size_t)B * S;
     float *z = rand_f(nz, -5, 5), *probs = alloc_f(nz), *dz = dev_f(z, nz), *dprobs = dev_f(NULL, nz);
     xent_forward(&loss, &correct, probs, z, labels, B, S);
-    g_be->xent_forward(dloss, (int*)(dloss + 1), dprobs, dz, dl, B, S);
+    g_be->xent_forward(dloss, (int *)(dloss + 1), dprobs, dz, dl, B, S);
     cmp_scalar("xent loss (B, S)", dloss, loss, TOL);
-    cmp_int("xent correct (B, S)", (int*)(dloss + 1), correct);
+    cmp_int("xent correct (B, S)", (int *)(dloss + 1), correct);
     grads_t xz = grads_prefill(1, &nz);
     xent_backward(xz.cpu[0], 1.0f, probs, labels, B, S);
     g_be->xent_backward(xz.dev[0], 1.0f, dprobs, dl, B, S);
     g_be->xent_backward(xz.dev2[0], 1.0f, dprobs, dl, B, S);
-    grads_check(&xz, "xent", "(B, S)", (const char* const[]){"dlogits"}, (const double[]){TOL});
+    grads_check(&xz, "xent", "(B, S)", (const char *const[]){"dlogits"}, (const double[]){TOL});
     // Adam over the classifier's weights (the update each parameter gets)
     const size_t np = (size_t)S * E;
     float *gp = rand_f(np, -1, 1), *m1 = rand_f(np, -0.1f, 0.1f), *m2 = rand_f(np, 0, 0.1f);
@@ -279,7 +280,7 @@ static void shape_checks(void) {
     head_case();
 }
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
     if (argc == 4) {
         g_C = atoi(argv[1]), g_B = atoi(argv[2]), g_T = atoi(argv[3]);
     } else if (argc != 1) {

@@ -13,10 +13,10 @@
 #define TF32_MOVES 1e-5
 
 // TF32 reached `name` when its result moved from the GPU's own fp32 one by a TF32-sized step.
-static void tf32_reached(const char* name, const float* tf, const float* fp32, size_t n) {
+static void tf32_reached(const char *name, const float *tf, const float *fp32, size_t n) {
     const double moved = norm_err(tf, fp32, n);
-    printf("%s %s: %.2e from the fp32 result (TF32 moves it more than %.0e)\n",
-           moved > TF32_MOVES ? "  ok" : "FAIL", name, moved, TF32_MOVES);
+    printf("%s %s: %.2e from the fp32 result (TF32 moves it more than %.0e)\n", moved > TF32_MOVES ? "  ok" : "FAIL",
+           name, moved, TF32_MOVES);
     check_true(moved > TF32_MOVES, name);
 }
 
@@ -31,24 +31,24 @@ static void tf32_checks(void) {
     conv1d_backward(gx, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
     const int M = 64, N = 80, Kg = 96;
     float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1);
-    float* C = alloc_f((size_t)M * N);
+    float *C = alloc_f((size_t)M * N);
     spk_sgemm('N', 'N', M, N, Kg, 1.0f, A, Kg, Bm, N, 0.0f, C, N);
 
     // The GPU's fp32 results first, then TF32's: every pass must move.
     float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *dgy = dev_f(gy, ny), *dy = dev_f(NULL, ny);
     float *dA = dev_f(A, (size_t)M * Kg), *dB = dev_f(Bm, (size_t)Kg * N), *dC = dev_f(NULL, (size_t)M * N);
     float *dgx = dev_f(NULL, nx), *dgw = dev_f(NULL, nw);
-    const float* fp32[4];
-    const float* tf[4];
+    const float *fp32[4];
+    const float *tf[4];
     for (int tf32 = 0; tf32 <= 1; tf32++) {
         spk_cuda_set_tf32(tf32);  // re-plans the convolutions: workspace sizes may change
-        float* dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+        float *dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
         g_be->vec_zero(dgx, nx);
         g_be->vec_zero(dgw, nw);
         g_be->conv1d_forward(dy, dx, dw, NULL, B, Cin, Cout, T, K, d, dws);
         g_be->conv1d_backward(dgx, dgw, NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
         g_be->spk_sgemm('N', 'N', M, N, Kg, 1.0f, dA, Kg, dB, N, 0.0f, dC, N);
-        const float** r = tf32 ? tf : fp32;
+        const float **r = tf32 ? tf : fp32;
         r[0] = dev_get(dy, ny), r[1] = dev_get(dgx, nx), r[2] = dev_get(dgw, nw), r[3] = dev_get(dC, (size_t)M * N);
         printf("cuDNN's choices %s:\n", tf32 ? "with TF32 allowed" : "in fp32");
         spk_cuda_print_conv_plans();
@@ -69,7 +69,7 @@ static void tf32_checks(void) {
 static void tf32_checks(void) {}  // never runs: without CUDA the test is skipped
 #endif
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
     (void)argc;
     return test_main_cuda(argv[0], "test_gpu_tf32", 20240611, tf32_checks);
 }

@@ -108,7 +108,8 @@ static void test_round_trip(void) {
     EXPECT(back.meta.version == CKPT_VERSION && back.meta.run_id == 11 && back.meta.global_batch == 8 &&
                back.meta.ep_loss_sum == 1.272 && strcmp(back.meta.config, m.meta.config) == 0,
            "metadata differs");
-    EXPECT(ckpt_load(path, "ecapa", &back.meta, &t, err, sizeof err) == 4 && strstr(err, "holds model 'linear'"), "%s", err);
+    EXPECT(ckpt_load(path, "ecapa", &back.meta, &t, err, sizeof err) == 4 && strstr(err, "holds model 'linear'"), "%s",
+           err);
     fake_free(&m);
     fake_free(&back);
 }
@@ -199,16 +200,18 @@ static void test_checksum_covers_everything(void) {
         int rc = ckpt_verify(copy, NULL, err, sizeof err);
         // The two attributes that say what the file is are read before the checksum.
         int named = strcmp(name, "spkddp_format") == 0 || strcmp(name, "version") == 0;
-        EXPECT(rc == 4 && (strstr(err, "checksum mismatch") || (named && strstr(err, name))), "a flipped bit in %s '%s' went unnoticed (rc %d: %s)",
-               is_attr ? "attribute" : "dataset", name, rc, err);
+        EXPECT(rc == 4 && (strstr(err, "checksum mismatch") || (named && strstr(err, name))),
+               "a flipped bit in %s '%s' went unnoticed (rc %d: %s)", is_attr ? "attribute" : "dataset", name, rc, err);
     }
 }
 
 static void edit(const char *path, const char *dataset, hid_t type, int rank, const hsize_t *dims, const void *data) {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     H5Ldelete(f, dataset, H5P_DEFAULT);
-    if (type == H5T_C_S1) h5_write_strings(f, dataset, data, (int64_t)dims[0], path);
-    else h5_write_array(f, dataset, type, rank, dims, data, path);
+    if (type == H5T_C_S1)
+        h5_write_strings(f, dataset, data, (int64_t)dims[0], path);
+    else
+        h5_write_array(f, dataset, type, rank, dims, data, path);
     H5Fclose(f);
     reseal(path);
 }
@@ -233,7 +236,8 @@ static void test_bad_layouts(void) {
     edit(bad, "param_layout", H5T_NATIVE_INT64, 2, (hsize_t[]){2, 6}, huge);
     expect_refused(bad, "'param_layout' row 0 (tensor 'fc.weight')", "a huge shape");
 
-    int64_t overflow[12] = {0, 4, (int64_t)1 << 30, (int64_t)1 << 30, (int64_t)1 << 30, (int64_t)1 << 30, 0, 1, 2, 0, 0, 0};
+    int64_t overflow[12] = {0, 4, (int64_t)1 << 30, (int64_t)1 << 30, (int64_t)1 << 30, (int64_t)1 << 30, 0, 1, 2, 0,
+                            0, 0};
     copy_file(path, bad);
     edit(bad, "param_layout", H5T_NATIVE_INT64, 2, (hsize_t[]){2, 6}, overflow);
     expect_refused(bad, "is not a valid layout", "a shape whose product overflows");
@@ -281,7 +285,8 @@ static void test_format_1(const char *fixtures) {
         char path[CKPT_PATH_MAX], err[1024] = "";
         snprintf(path, sizeof path, "%s/%s", fixtures, names[i]);
         ckpt_meta_t *m = calloc(1, sizeof *m);
-        EXPECT(ckpt_verify(path, m, err, sizeof err) == 0 && m->version == 1 && m->run_id == 0, "%s: %s", names[i], err);
+        EXPECT(ckpt_verify(path, m, err, sizeof err) == 0 && m->version == 1 && m->run_id == 0, "%s: %s", names[i],
+               err);
         free(m);
     }
     char path[CKPT_PATH_MAX], bad[CKPT_PATH_MAX + 16];
@@ -343,13 +348,15 @@ static void test_rotation(void) {
 
     // --resume auto: newest that verifies; only corrupt ones: -1 and the newest named.
     char latest[CKPT_PATH_MAX];
-    EXPECT(ckpt_find_latest(dir, latest, sizeof latest) == 1 && strstr(latest, "ckpt-000000000008.h5"), "latest %s", latest);
+    EXPECT(ckpt_find_latest(dir, latest, sizeof latest) == 1 && strstr(latest, "ckpt-000000000008.h5"), "latest %s",
+           latest);
     char only[300];
     snprintf(only, sizeof only, "%s/only_corrupt", work);
     mkdir(only, 0777);
     snprintf(path, sizeof path, "%s/ckpt-000000000009.h5", only);
     copy_file(junk, path);
-    EXPECT(ckpt_find_latest(only, latest, sizeof latest) == -1 && strcmp(latest, path) == 0, "only corrupt: %s", latest);
+    EXPECT(ckpt_find_latest(only, latest, sizeof latest) == -1 && strcmp(latest, path) == 0, "only corrupt: %s",
+           latest);
 
     // An explicit branch moves the newer ones aside, deleting nothing.
     char err[512];
@@ -398,7 +405,8 @@ static void test_failed_write(void) {
     setrlimit(RLIMIT_FSIZE, &old);
     EXPECT(rc == -1 && strstr(err, "cannot write"), "rc %d: %s", rc, err);
     struct stat st;
-    EXPECT(stat(tmp, &st) != 0 && stat(path, &st) == 0 && st.st_size == 3, "the temp file stayed or the target changed");
+    EXPECT(stat(tmp, &st) != 0 && stat(path, &st) == 0 && st.st_size == 3,
+           "the temp file stayed or the target changed");
     free(buf);
 }
 

@@ -55,11 +55,15 @@ int main(void) {
     if (rc == 0) {
         const float want_p[4] = {(float)((16777216.0 + 2.0) / 3.0), 2.0f, -4.0f, (float)(0.875 / 3.0)};
         const float want_s[2] = {(float)(((double)s[0][0] + (double)s[1][0] + (double)s[2][0]) / 3.0), 5.0f};
-        for (int i = 0; i < 4; i++) EXPECT(a.param_data[i] == want_p[i], "param %d: %.9g, want %.9g", i, a.param_data[i], want_p[i]);
-        for (int i = 0; i < 2; i++) EXPECT(a.state_data[i] == want_s[i], "state %d: %.9g, want %.9g", i, a.state_data[i], want_s[i]);
+        for (int i = 0; i < 4; i++)
+            EXPECT(a.param_data[i] == want_p[i], "param %d: %.9g, want %.9g", i, a.param_data[i], want_p[i]);
+        for (int i = 0; i < 2; i++)
+            EXPECT(a.state_data[i] == want_s[i], "state %d: %.9g, want %.9g", i, a.state_data[i], want_s[i]);
         EXPECT(a.param_data[0] == 5592406.0f, "2^24 + 2 over 3 is 5592406 (float accumulation gives 5592405.33)");
-        EXPECT(a.meta->global_step == 30 && !strcmp(a.meta->config, "step=30\n"), "header of step %lld", (long long)a.meta->global_step);
-        EXPECT(a.slots == 0 && !strcmp(a.meta->optimizer, "none"), "%d optimizer slots ('%s')", a.slots, a.meta->optimizer);
+        EXPECT(a.meta->global_step == 30 && !strcmp(a.meta->config, "step=30\n"), "header of step %lld",
+               (long long)a.meta->global_step);
+        EXPECT(a.slots == 0 && !strcmp(a.meta->optimizer, "none"), "%d optimizer slots ('%s')", a.slots,
+               a.meta->optimizer);
         EXPECT(a.meta->run_id != 77, "the run id of the inputs");
         ckpt_image_free(&a);
     }

@@ -1,11 +1,11 @@
 // Parallel reads (run under mpiexec -n 1, 2, 4): every rank reads exactly the frames its
 // sampler gave it, for fixed- and variable-length layouts, with padding duplicates,
 // overlapping segments, crops, and ranks that read nothing while others do.
-#include "kernels/base/check.h"
 #include "io/dataset.h"
 #include "io/dataset_write.h"
 #include "io/loader.h"
 #include "io/sampler.h"
+#include "kernels/base/check.h"
 #include "tests/test_util.h"
 
 #include <mpi.h>
@@ -21,14 +21,16 @@ static void write_files(const char *fixed, const char *var, int64_t nf, int64_t 
     int32_t *lab = malloc((size_t)(nf > nv ? nf : nv) * sizeof(int32_t));
     for (int64_t i = 0; i < (nf > nv ? nf : nv); i++) lab[i] = (int32_t)(i % 5);
     dataset_writer_t w;
-    dataset_writer_create(&w, fixed, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = nf, .num_speakers = 5, .feature_dim = F, .fixed_frames = T});
+    dataset_writer_create(&w, fixed, MPI_COMM_SELF,
+                          &(dataset_layout_t){.num_utts = nf, .num_speakers = 5, .feature_dim = F, .fixed_frames = T});
     for (int64_t u = 0; u < nf; u++) {
         for (int64_t t = 0; t < T; t++)
             for (int j = 0; j < F; j++) buf[t * F + j] = value(u, t, j);
         dataset_writer_put(&w, u, buf);
     }
     dataset_writer_finish(&w, lab, NULL, NULL);
-    dataset_writer_create(&w, var, MPI_COMM_SELF, &(dataset_layout_t){.num_utts = nv, .num_speakers = 5, .feature_dim = F, .lengths = lens});
+    dataset_writer_create(&w, var, MPI_COMM_SELF,
+                          &(dataset_layout_t){.num_utts = nv, .num_speakers = 5, .feature_dim = F, .lengths = lens});
     for (int64_t u = 0; u < nv; u++) {
         for (int64_t t = 0; t < lens[u]; t++)
             for (int j = 0; j < F; j++) buf[t * F + j] = value(u, t, j);
@@ -49,8 +51,9 @@ static void check_segments(dataset_t *ds, int n, const segment_t *segs, const ch
     for (int i = 0; i < n; i++)
         for (int64_t k = 0; k < segs[i].count; k++, p += F)
             for (int j = 0; j < F; j++)
-                EXPECT(p[j] == value(segs[i].utt, segs[i].start + k, j), "%s: seg %d (utt %lld start %lld) frame %lld: %g", what, i,
-                       (long long)segs[i].utt, (long long)segs[i].start, (long long)k, p[j]);
+                EXPECT(p[j] == value(segs[i].utt, segs[i].start + k, j),
+                       "%s: seg %d (utt %lld start %lld) frame %lld: %g", what, i, (long long)segs[i].utt,
+                       (long long)segs[i].start, (long long)k, p[j]);
     free(out);
 }
 
@@ -82,12 +85,15 @@ static void check_file(const char *path, int rank, int world) {
             const batch_t *a = loader_load(&lw, epoch, idx, n);
             const batch_t *b = loader_load(&ls, epoch, idx, n);
             EXPECT(a->frame_off[n] == 4 * n, "crop of 4 frames each");
-            EXPECT(memcmp(a->x, b->x, (size_t)(a->frame_off[n] * F) * sizeof(float)) == 0, "crop differs from lone reader");
+            EXPECT(memcmp(a->x, b->x, (size_t)(a->frame_off[n] * F) * sizeof(float)) == 0,
+                   "crop differs from lone reader");
             for (int i = 0; i < n; i++) {
                 const float *x = a->x + a->frame_off[i] * F;
                 int64_t len = dataset_frames(&ds, idx[i]);
                 int64_t start = (int64_t)(x[0] - value(idx[i], 0, 0));  // the crop's first frame
-                if (len >= 4) EXPECT(start >= 0 && start <= len - 4, "crop start %lld of utt %lld", (long long)start, (long long)idx[i]);
+                if (len >= 4)
+                    EXPECT(start >= 0 && start <= len - 4, "crop start %lld of utt %lld", (long long)start,
+                           (long long)idx[i]);
                 for (int k = 0; k < 4; k++) {
                     float want = len >= 4 ? value(idx[i], start + k, 0) : value(idx[i], k % len, 0);  // short: repeated
                     EXPECT(x[k * F] == want, "crop frame %d of utt %lld", k, (long long)idx[i]);

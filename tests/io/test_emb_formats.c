@@ -35,7 +35,8 @@ int main(void) {
     uint16_t hl = 0;
     if (b) memcpy(&hl, b + 8, 2);
     EXPECT((10 + hl) % 64 == 0 && b[10 + hl - 1] == '\n', "header of %u bytes", hl);
-    EXPECT(b && strstr(b + 10, "'descr': '<f4'") && strstr(b + 10, "'fortran_order': False") && strstr(b + 10, "'shape': (2, 3)"),
+    EXPECT(b && strstr(b + 10, "'descr': '<f4'") && strstr(b + 10, "'fortran_order': False") &&
+               strstr(b + 10, "'shape': (2, 3)"),
            "header dict '%.*s'", hl, b ? b + 10 : "");
     EXPECT(n == 10u + hl + sizeof emb && !memcmp(b + 10 + hl, emb, sizeof emb), "npy data");
     free(b);
@@ -51,12 +52,14 @@ int main(void) {
     const size_t rec = 10 + sizeof emb / 2;  // "\0BFV \4" + int32 + 3 floats
     EXPECT(n == 7 + rec + 7 + rec, "ark of %zu bytes", n);
     EXPECT(b && !memcmp(b, "spk1-a \0BFV \4\3\0\0\0", 17) && !memcmp(b + 17, emb, 12), "first record");
-    EXPECT(b && !memcmp(b + 7 + rec, "spk2-b \0BFV \4\3\0\0\0", 17) && !memcmp(b + 7 + rec + 17, emb + 3, 12), "second record");
+    EXPECT(b && !memcmp(b + 7 + rec, "spk2-b \0BFV \4\3\0\0\0", 17) && !memcmp(b + 7 + rec + 17, emb + 3, 12),
+           "second record");
     free(b);
 
     char *bad[2] = {"spk1-a", "two words"};
     e.utt_ids = bad;
-    EXPECT(emb_write_ark("bad.ark", "bad.scp", &e, err, sizeof err) == SPK_EXIT_DATA && strstr(err, "'two words'"), "%s", err);
+    EXPECT(emb_write_ark("bad.ark", "bad.scp", &e, err, sizeof err) == SPK_EXIT_DATA && strstr(err, "'two words'"),
+           "%s", err);
     FILE *f = fopen("bad.scp", "r");
     EXPECT(!f, "an scp was written for a refused archive");
     if (f) fclose(f);

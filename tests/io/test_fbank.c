@@ -70,7 +70,11 @@ static void check_golden(hid_t f, const char *group, const char *file) {
             double d = fabs((double)out[t * 80 + b] - (double)ref[t * 80 + b]);
             sum += d;
             cnt++;
-            if (d > worst) { worst = d; wt = t; wb = b; }
+            if (d > worst) {
+                worst = d;
+                wt = t;
+                wb = b;
+            }
         }
     printf("%-20s %3lld frames x 80: max |log-mel - torchaudio| = %.3g (frame %lld, bin %lld), mean %.3g\n", file,
            (long long)T, worst, (long long)wt, (long long)wb, cnt ? sum / cnt : 0.0);
@@ -117,19 +121,22 @@ static void check_banks(int rate, int bins) {
     for (int b = 0; b < bins; b++) {
         double c = fb.bank_center_hz[b];
         EXPECT(c > prev_center, "%d Hz: centre of bin %d (%g) not above bin %d (%g)", rate, b, c, b - 1, prev_center);
-        EXPECT(fabs(fbank_mel(c) - (mlo + (b + 1) * delta)) < 1e-9, "%d Hz: centre of bin %d not on the mel grid", rate, b);
+        EXPECT(fabs(fbank_mel(c) - (mlo + (b + 1) * delta)) < 1e-9, "%d Hz: centre of bin %d not on the mel grid", rate,
+               b);
         prev_center = c;
         double peak = 0;
         for (int k = 0; k < K; k++) {
             float w = fbank_bank_weight(&fb, b, k);
             EXPECT(w >= 0 && w <= 1, "weight %g out of [0,1]", w);
             double mel = fbank_mel(k * bin_hz), left = mlo + b * delta, right = mlo + (b + 2) * delta;
-            if (mel <= left || mel >= right) EXPECT(w == 0, "%d Hz: bin %d weights FFT bin %d outside its triangle", rate, b, k);
+            if (mel <= left || mel >= right)
+                EXPECT(w == 0, "%d Hz: bin %d weights FFT bin %d outside its triangle", rate, b, k);
             if (w > peak) peak = w;
         }
         EXPECT(peak > 0.3, "%d Hz: bin %d peaks at %g only", rate, b, peak);  // narrow low bins peak between FFT bins
     }
-    EXPECT(fb.bank_center_hz[0] > 20.0 && fb.bank_center_hz[bins - 1] < rate / 2.0, "%d Hz: centres outside 20 Hz..Nyquist", rate);
+    EXPECT(fb.bank_center_hz[0] > 20.0 && fb.bank_center_hz[bins - 1] < rate / 2.0,
+           "%d Hz: centres outside 20 Hz..Nyquist", rate);
     // Adjacent triangles overlap into a partition of unity between the first and last centre.
     double worst = 0;
     for (int k = 0; k < K; k++) {
@@ -165,7 +172,8 @@ static void mean_logmel(fbank_t *fb, const float *x, int64_t n, int t0, int t1, 
 
 static int argmax(const double *v, int n) {
     int m = 0;
-    for (int i = 1; i < n; i++) if (v[i] > v[m]) m = i;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[m]) m = i;
     return m;
 }
 
@@ -180,9 +188,10 @@ static void check_tones(void) {
         int got = argmax(mean, 80);
         // Expected: the triangle that weights the tone's FFT bin most.
         int k = (int)lround(freqs[i] / (16000.0 / fb.fft_size)), want = 0;
-        for (int b = 1; b < 80; b++) if (fbank_bank_weight(&fb, b, k) > fbank_bank_weight(&fb, want, k)) want = b;
-        EXPECT(got == want, "%.0f Hz tone peaks in mel bin %d (centre %.0f Hz), want %d (centre %.0f Hz)", freqs[i], got,
-               fb.bank_center_hz[got], want, fb.bank_center_hz[want]);
+        for (int b = 1; b < 80; b++)
+            if (fbank_bank_weight(&fb, b, k) > fbank_bank_weight(&fb, want, k)) want = b;
+        EXPECT(got == want, "%.0f Hz tone peaks in mel bin %d (centre %.0f Hz), want %d (centre %.0f Hz)", freqs[i],
+               got, fb.bank_center_hz[got], want, fb.bank_center_hz[want]);
         EXPECT(fabs(fb.bank_center_hz[got] - freqs[i]) < 0.08 * freqs[i] + 40,
                "%.0f Hz tone peaks in a bin centred at %.0f Hz", freqs[i], fb.bank_center_hz[got]);
         EXPECT(mean[got] - mean[(got + 40) % 80] > 10, "%.0f Hz tone: peak only %.1f above a far bin", freqs[i],
@@ -207,7 +216,10 @@ static void check_resampling_and_channels(const char *dir) {
     const int64_t n8 = 8000;  // 1 s at 8 kHz: 1 kHz on the left, 2.5 kHz on the right
     float *left = tone(8000, 1000.0, 1.0, 0.4), *right = tone(8000, 2500.0, 1.0, 0.4);
     float *inter = malloc((size_t)n8 * 2 * sizeof(float));
-    for (int64_t i = 0; i < n8; i++) { inter[2 * i] = left[i]; inter[2 * i + 1] = right[i]; }
+    for (int64_t i = 0; i < n8; i++) {
+        inter[2 * i] = left[i];
+        inter[2 * i + 1] = right[i];
+    }
     EXPECT(write_wav(path, 8000, 2, inter, n8) == 0, "cannot write %s", path);
 
     fbank_t fb;
@@ -226,7 +238,8 @@ static void check_resampling_and_channels(const char *dir) {
     int pk = argmax(ref, 80);
     EXPECT(argmax(got, 80) == pk, "resampled 1 kHz tone peaks in bin %d, direct in %d", argmax(got, 80), pk);
     double worst = 0;
-    for (int b = pk - 3; b <= pk + 3; b++) if (fabs(got[b] - ref[b]) > worst) worst = fabs(got[b] - ref[b]);
+    for (int b = pk - 3; b <= pk + 3; b++)
+        if (fabs(got[b] - ref[b]) > worst) worst = fabs(got[b] - ref[b]);
     EXPECT(worst < 0.05, "resampled tone differs from the direct one by %g near its peak", worst);
     // Above the old Nyquist (4 kHz) the resampled signal holds (almost) nothing: more than
     // 20 nats (87 dB) below the peak.
@@ -254,7 +267,8 @@ static void check_resampling_and_channels(const char *dir) {
         float l = roundf(left[i] * 32768.0f) / 32768.0f, r = roundf(right[i] * 32768.0f) / 32768.0f;
         off += fabsf(a.samples[i] - 0.5f * (l + r)) > 1.0f / 32768.0f;
     }
-    EXPECT(a.n == n8 && off == 0, "AUDIO_MIX: %lld of %lld samples are not the channel mean", (long long)off, (long long)a.n);
+    EXPECT(a.n == n8 && off == 0, "AUDIO_MIX: %lld of %lld samples are not the channel mean", (long long)off,
+           (long long)a.n);
     audio_free(&a);
     EXPECT(audio_read(path, 16000, 2, &a, err, sizeof err) == AUDIO_ERR_CHANNEL && strstr(err, path) &&
                strstr(err, "has 2 channels"),
@@ -279,9 +293,9 @@ static void check_errors(const char *dir) {
     snprintf(path, sizeof path, "%s/zero_bytes.wav", dir);
     FILE *f = fopen(path, "wb");
     fclose(f);
-    EXPECT(audio_read(path, 16000, 0, &a, err, sizeof err) == AUDIO_ERR_EMPTY && strstr(err, path) &&
-               strstr(err, "empty"),
-           "0-byte file: '%s'", err);
+    EXPECT(
+        audio_read(path, 16000, 0, &a, err, sizeof err) == AUDIO_ERR_EMPTY && strstr(err, path) && strstr(err, "empty"),
+        "0-byte file: '%s'", err);
     unlink(path);
 
     snprintf(path, sizeof path, "%s/no_samples.wav", dir);
@@ -383,8 +397,10 @@ int main(int argc, char **argv) {
     }
     snprintf(golden_dir, sizeof golden_dir, "%s", argv[1]);
     char *slash = strrchr(golden_dir, '/');
-    if (slash) *slash = 0;
-    else strcpy(golden_dir, ".");
+    if (slash)
+        *slash = 0;
+    else
+        strcpy(golden_dir, ".");
 
     h5_quiet();
     hid_t f = H5Fopen(argv[1], H5F_ACC_RDONLY, H5P_DEFAULT);

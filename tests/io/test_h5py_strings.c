@@ -50,13 +50,15 @@ int main(void) {
     h5_write_array(f, "labels", H5T_NATIVE_INT64, 1, &dn, labels, "h5py");  // numpy's default int64
     strings(f, "utt_ids", ids, N);
     char fmt[32] = "";
-    EXPECT(h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) == 0 && strcmp(fmt, "features") == 0, "vlen UTF-8 attribute: '%s'", fmt);
+    EXPECT(h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt) == 0 && strcmp(fmt, "features") == 0,
+           "vlen UTF-8 attribute: '%s'", fmt);
     char **back = h5_read_strings(f, "utt_ids", N);
     EXPECT(back && strcmp(back[1], ids[1]) == 0, "vlen UTF-8 dataset");
     h5_free_strings(back, N);
     dataset_header_t h;
     char err[1024] = "";
-    EXPECT(dataset_check(f, "h5py.h5", &h, err, sizeof err) == 0 && h.num_utts == N && h.labels[1] == 1, "dataset: %s", err);
+    EXPECT(dataset_check(f, "h5py.h5", &h, err, sizeof err) == 0 && h.num_utts == N && h.labels[1] == 1, "dataset: %s",
+           err);
     if (!err[0]) dataset_header_free(&h);
     H5Fclose(f);
 
@@ -72,7 +74,8 @@ int main(void) {
     strings(f, "utt_ids", ids, N);
     H5Fclose(f);
     embeddings_t e;
-    EXPECT(embeddings_read(path, &e, err, sizeof err) == 0 && e.n == N && !e.has_labels && strcmp(e.utt_ids[2], ids[2]) == 0,
+    EXPECT(embeddings_read(path, &e, err, sizeof err) == 0 && e.n == N && !e.has_labels &&
+               strcmp(e.utt_ids[2], ids[2]) == 0,
            "embeddings: %s", err);
     embeddings_free(&e);
     unlink(path);

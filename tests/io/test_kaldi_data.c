@@ -29,8 +29,10 @@ int main(void) {
         int rc = kaldi_data_read(&d, wav, absent[k], u2s, absent[k], &v);
         EXPECT(rc == 0, "optional lists as %s: %s", absent[k] ? "\"\"" : "NULL", v.msg);
         if (rc == 0) {
-            EXPECT(d.n == 3 && d.num_speakers == 2, "%lld utterances, %lld speakers", (long long)d.n, (long long)d.num_speakers);
-            EXPECT(d.label[0] == 1 && d.label[1] == 0 && d.label[2] == 1, "labels %d %d %d", d.label[0], d.label[1], d.label[2]);
+            EXPECT(d.n == 3 && d.num_speakers == 2, "%lld utterances, %lld speakers", (long long)d.n,
+                   (long long)d.num_speakers);
+            EXPECT(d.label[0] == 1 && d.label[1] == 0 && d.label[2] == 1, "labels %d %d %d", d.label[0], d.label[1],
+                   d.label[2]);
             EXPECT(d.span[1].end < 0 && strcmp(d.span[1].source, "/x/b.wav") == 0, "span of b: %s", d.span[1].source);
         }
         kaldi_data_free(&d);

@@ -65,8 +65,8 @@ int main(void) {
                "weight initializer");
         EXPECT(g->initializer[1]->data_type == 7 && g->initializer[1]->raw_data.len == 8, "int64 initializer");
         const Onnx__NodeProto *r = g->node[1], *l = g->node[2], *sp = g->node[3];
-        EXPECT(!strcmp(r->op_type, "ReduceSum") && r->n_input == 2 && !strcmp(r->input[1], "axes") && r->n_attribute == 1 &&
-                   r->attribute[0]->i == 0,
+        EXPECT(!strcmp(r->op_type, "ReduceSum") && r->n_input == 2 && !strcmp(r->input[1], "axes") &&
+                   r->n_attribute == 1 && r->attribute[0]->i == 0,
                "ReduceSum node");
         EXPECT(l->n_attribute == 1 && l->attribute[0]->f == 0.25f, "float attribute");
         EXPECT(sp->n_output == 2 && !strcmp(sp->output[1], "s1") && sp->attribute[0]->n_ints == 2 &&

@@ -33,7 +33,8 @@ static void roundtrip(void) {
     safetensors_t st;
     EXPECT(safetensors_read(PATH, &st, err, sizeof err) == 0, "%s", err);
     EXPECT(st.count == 3, "%d tensors", st.count);
-    const st_tensor_t *x = safetensors_find(&st, "layer.weight"), *c = safetensors_find(&st, "norm.num_batches_tracked");
+    const st_tensor_t *x = safetensors_find(&st, "layer.weight"),
+                      *c = safetensors_find(&st, "norm.num_batches_tracked");
     EXPECT(x && x->dtype == ST_F32 && x->ndim == 2 && x->shape[0] == 2 && x->shape[1] == 3, "layer.weight header");
     EXPECT(x && memcmp(x->data, w, sizeof w) == 0, "layer.weight values");
     EXPECT(c && c->dtype == ST_I64 && c->ndim == 0 && c->numel == 1, "num_batches_tracked header");
@@ -76,22 +77,27 @@ static void malformed(void) {
     char err[512];
     EXPECT(safetensors_read(PATH, &st, err, sizeof err) == 0, "a valid unpadded file: %s", err);
     if (st.count == 1) safetensors_free(&st);
-    refused(ok, 8, 4000, "not a safetensors file");               // header longer than the file
-    refused("[1, 2]", 0, -1, "not a safetensors file");           // no '{'
+    refused(ok, 8, 4000, "not a safetensors file");      // header longer than the file
+    refused("[1, 2]", 0, -1, "not a safetensors file");  // no '{'
     refused("{\"w\": {\"dtype\": }", 0, -1, "not valid JSON");
-    refused(ok, 4, -1, "holds 4 bytes, its tensors 8");             // truncated data
-    refused(ok, 12, -1, "holds 12 bytes, its tensors 8");           // trailing bytes
+    refused(ok, 4, -1, "holds 4 bytes, its tensors 8");    // truncated data
+    refused(ok, 12, -1, "holds 12 bytes, its tensors 8");  // trailing bytes
     refused("{\"w\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 4, -1, "dtype F16");
-    refused("{\"w\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, -1, "span 8 bytes, its shape and dtype need 12");
+    refused("{\"w\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8, -1,
+            "span 8 bytes, its shape and dtype need 12");
     refused("{\"w\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}", 8, -1, "'shape' must be");
     refused("{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 0]}}", 8, -1, "'data_offsets' must be");
-    refused("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
-            " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8, -1, "no gap or overlap");
+    refused(
+        "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+        " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+        8, -1, "no gap or overlap");
     refused("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8, -1, "no gap or overlap");
     refused("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 0, -1, "needs 'dtype'");
     refused("{\"__metadata__\": {\"k\": 3}}", 0, -1, "'__metadata__' entry 'k' is not a string");
-    refused("{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
-            " \"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8, -1, "not valid JSON");  // duplicate
+    refused(
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+        " \"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+        8, -1, "not valid JSON");                         // duplicate
     refused("{}", 0, 1 << 30, "not a safetensors file");  // a header length past any sane limit
     remove("missing.safetensors");
     EXPECT(safetensors_read("missing.safetensors", &st, err, sizeof err) == SPK_EXIT_CKPT && strstr(err, "cannot read"),

@@ -20,7 +20,8 @@ static void check_epoch(int64_t N, int K, int drop_last, int64_t epoch) {
         sampler_t s;
         sampler_init(&s, N, K, r, 42, 1, drop_last);
         sampler_set_epoch(&s, epoch);
-        EXPECT(s.total == total, "N=%lld K=%d total %lld want %lld", (long long)N, K, (long long)s.total, (long long)total);
+        EXPECT(s.total == total, "N=%lld K=%d total %lld want %lld", (long long)N, K, (long long)s.total,
+               (long long)total);
         if (per_rank < 0) per_rank = s.per_rank;
         EXPECT(s.per_rank == per_rank && s.per_rank * K == total, "unequal shard sizes N=%lld K=%d", (long long)N, K);
         for (int64_t j = 0; j < s.per_rank; j++) {
@@ -35,7 +36,8 @@ static void check_epoch(int64_t N, int K, int drop_last, int64_t epoch) {
         int64_t B = 3, got = 0, buf[3];
         for (int64_t st = 0; st < sampler_steps(&s, B); st++) {
             int n = sampler_batch(&s, st, B, buf);
-            EXPECT(n == ((st + 1) * B <= s.per_rank ? B : s.per_rank - st * B), "batch size at step %lld", (long long)st);
+            EXPECT(n == ((st + 1) * B <= s.per_rank ? B : s.per_rank - st * B), "batch size at step %lld",
+                   (long long)st);
             for (int i = 0; i < n; i++) EXPECT(buf[i] == sampler_local(&s, got + i), "batch content");
             got += n;
         }
@@ -48,8 +50,11 @@ static void check_epoch(int64_t N, int K, int drop_last, int64_t epoch) {
         if (seen[i] == 0) missing++;
         if (seen[i] > 1) dup += seen[i] - 1;
     }
-    if (!drop_last) EXPECT(missing == 0 && dup == total - N, "N=%lld K=%d missing %lld dup %lld", (long long)N, K, (long long)missing, (long long)dup);
-    else EXPECT(dup == 0 && missing == N - total, "drop_last N=%lld K=%d", (long long)N, K);
+    if (!drop_last)
+        EXPECT(missing == 0 && dup == total - N, "N=%lld K=%d missing %lld dup %lld", (long long)N, K,
+               (long long)missing, (long long)dup);
+    else
+        EXPECT(dup == 0 && missing == N - total, "drop_last N=%lld K=%d", (long long)N, K);
     free(seen);
     sampler_free(&ref);
 }
@@ -66,8 +71,8 @@ static void check_slices(int64_t N, int K, int64_t B) {
             sampler_set_epoch(&s, 2);
             EXPECT(sampler_batch_slice(&s, st, B, slices + r * B) == B, "a slice holds B samples");
             for (int64_t j = 0; j < B; j++)
-                EXPECT(slices[r * B + j] == s.order[st * K * B + r * B + j], "N=%lld K=%d slice of rank %d is contiguous",
-                       (long long)N, K, r);
+                EXPECT(slices[r * B + j] == s.order[st * K * B + r * B + j],
+                       "N=%lld K=%d slice of rank %d is contiguous", (long long)N, K, r);
             sampler_batch(&s, st, B, strided + r * B);
             sampler_free(&s);
         }
@@ -76,7 +81,8 @@ static void check_slices(int64_t N, int K, int64_t B) {
             a += slices[i] * (slices[i] + 7) - strided[i] * (strided[i] + 7);
             b += slices[i] - strided[i];
         }
-        EXPECT(a == 0 && b == 0, "N=%lld K=%d step %lld: the slices are the global batch", (long long)N, K, (long long)st);
+        EXPECT(a == 0 && b == 0, "N=%lld K=%d step %lld: the slices are the global batch", (long long)N, K,
+               (long long)st);
     }
 }
 

@@ -30,18 +30,19 @@ int main(void) {
     trials_t t;
     char err[512];
     const char *good = "a b target\r\n\n  c\td nontarget\nd a nontarget";
-    EXPECT(parse(good, strlen(good), &t, err, sizeof err) == 0 && t.n == 3 && t.a[1] == 2 && t.b[1] == 3 && t.target[0] == 1 &&
-               t.target[2] == 0,
+    EXPECT(parse(good, strlen(good), &t, err, sizeof err) == 0 && t.n == 3 && t.a[1] == 2 && t.b[1] == 3 &&
+               t.target[0] == 1 && t.target[2] == 0,
            "good list: %s", err);
     trials_free(&t);
 
     // VoxCeleb's official format: the label first, 1 or 0.
     const char *vox = "1 a b\n0 c d\n\n0 d a\n";
-    EXPECT(parse(vox, strlen(vox), &t, err, sizeof err) == 0 && t.n == 3 && t.a[0] == 0 && t.b[0] == 1 && t.target[0] == 1 &&
-               t.a[2] == 3 && t.b[2] == 0 && t.target[1] == 0 && t.target[2] == 0,
+    EXPECT(parse(vox, strlen(vox), &t, err, sizeof err) == 0 && t.n == 3 && t.a[0] == 0 && t.b[0] == 1 &&
+               t.target[0] == 1 && t.a[2] == 3 && t.b[2] == 0 && t.target[1] == 0 && t.target[2] == 0,
            "VoxCeleb list: %s", err);
     trials_free(&t);
-    expect_bad("1 a b\nc d nontarget\n", 20, "t.txt:2: a line in 'utt1 utt2 target|nontarget' format after line 1 in VoxCeleb's");
+    expect_bad("1 a b\nc d nontarget\n", 20,
+               "t.txt:2: a line in 'utt1 utt2 target|nontarget' format after line 1 in VoxCeleb's");
     expect_bad("a b target\n0 c d\n", 17, "t.txt:2: a line in VoxCeleb's '1|0 utt1 utt2' format after line 1");
     expect_bad("2 a b\n", 6, "t.txt:1: label 'b' must be 'target' or 'nontarget' (or the line VoxCeleb's");
     expect_bad("1 a zz\n0 a b\n", 14, "t.txt:1: utterance 'zz' is not in the embeddings");
@@ -50,8 +51,10 @@ int main(void) {
     expect_bad("1 a b\n0 b c\n0 b a\n", 18, "t.txt:3: the pair of line 1 again");
 
     expect_bad("", 0, "t.txt: no trials");
-    expect_bad("a b target\nc\n", 13, "t.txt:2: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got fewer words");
-    expect_bad("a b target extra\n", 17, "t.txt:1: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got more words");
+    expect_bad("a b target\nc\n", 13,
+               "t.txt:2: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got fewer words");
+    expect_bad("a b target extra\n", 17,
+               "t.txt:1: expected 'utt1 utt2 target|nontarget' or '1|0 utt1 utt2' (VoxCeleb), got more words");
     expect_bad("a b tgt\n", 8, "t.txt:1: label 'tgt' must be 'target' or 'nontarget'");
     expect_bad("a zz target\n", 12, "t.txt:1: utterance 'zz' is not in the embeddings");
     expect_bad("a a target\nb c nontarget\n", 25, "t.txt:1: utterance 'a' is tried against itself");
@@ -67,8 +70,12 @@ int main(void) {
 
     utt_index_t ix;
     char *dup[] = {"a", "b", "a"}, *space[] = {"a", "b c"}, *empty[] = {"a", ""};
-    EXPECT(utt_index_build(&ix, dup, 3, "ids", err, sizeof err) == 3 && strstr(err, "ids names utterance 'a' twice (entries 0 and 2)"), "%s", err);
-    EXPECT(utt_index_build(&ix, space, 2, "ids", err, sizeof err) == 3 && strstr(err, "ids[1] = \"b c\" is not a single word"), "%s", err);
+    EXPECT(utt_index_build(&ix, dup, 3, "ids", err, sizeof err) == 3 &&
+               strstr(err, "ids names utterance 'a' twice (entries 0 and 2)"),
+           "%s", err);
+    EXPECT(utt_index_build(&ix, space, 2, "ids", err, sizeof err) == 3 &&
+               strstr(err, "ids[1] = \"b c\" is not a single word"),
+           "%s", err);
     EXPECT(utt_index_build(&ix, empty, 2, "ids", err, sizeof err) == 3 && strstr(err, "ids[1]"), "%s", err);
     EXPECT(utt_index_build(&ix, ids, 4, "ids", err, sizeof err) == 0 && utt_index_find(&ix, "c") == 2 &&
                utt_index_find(&ix, "e") == -1 && utt_index_find(&ix, "") == -1,

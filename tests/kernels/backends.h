@@ -24,19 +24,19 @@
 
 // Normalised-error bounds for backends that run other kernels than the CPU's: elementwise ops
 // and row reductions, and the GEMM family (longer sums in another order than the CPU's GEMM).
-#define TOL 1e-5
+#define TOL      1e-5
 #define TOL_GEMM 1e-4
 
-static const spk_backend_t* g_be;  // the backend being checked
+static const spk_backend_t *g_be;  // the backend being checked
 static int g_be_exact;             // it runs the CPU kernels: results must be bitwise the CPU's
 static int g_be_checks;
 static double g_be_worst;
 
 // ---- backend buffers ------------------------------------------------------------------------
-static void* g_dev[256];
+static void *g_dev[256];
 static int g_ndev;
 
-static void* dev_alloc(size_t bytes) {
+static void *dev_alloc(size_t bytes) {
     if (g_ndev == (int)(sizeof g_dev / sizeof g_dev[0])) {
         fprintf(stderr, "backends.h: more than %d backend buffers in one check\n", g_ndev);
         exit(2);
@@ -44,22 +44,20 @@ static void* dev_alloc(size_t bytes) {
     return g_dev[g_ndev++] = g_be->alloc(bytes);  // zero-filled
 }
 // A backend copy of n host floats (host NULL: zeros).
-static float* dev_f(const float* host, size_t n) {
-    float* d = (float*)dev_alloc(sizeof(float) * n);
+static float *dev_f(const float *host, size_t n) {
+    float *d = (float *)dev_alloc(sizeof(float) * n);
     if (host) g_be->upload(d, host, sizeof(float) * n);
     return d;
 }
-static int* dev_i(const int* host, size_t n) {
-    int* d = (int*)dev_alloc(sizeof(int) * n);
+static int *dev_i(const int *host, size_t n) {
+    int *d = (int *)dev_alloc(sizeof(int) * n);
     g_be->upload(d, host, sizeof(int) * n);
     return d;
 }
-static void dev_set(float* dev, const float* host, size_t n) {
-    g_be->upload(dev, host, sizeof(float) * n);
-}
+static void dev_set(float *dev, const float *host, size_t n) { g_be->upload(dev, host, sizeof(float) * n); }
 // A host copy of n backend floats (a test buffer: test_release frees it).
-static float* dev_get(const float* dev, size_t n) {
-    float* h = alloc_f(n);
+static float *dev_get(const float *dev, size_t n) {
+    float *h = alloc_f(n);
     g_be->download(h, dev, sizeof(float) * n);
     return h;
 }
@@ -69,7 +67,7 @@ static void dev_release(void) {
 }
 
 // ---- comparisons with the CPU's result ------------------------------------------------------
-static double norm_err(const float* got, const float* want, size_t n) {
+static double norm_err(const float *got, const float *want, size_t n) {
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < n; i++) {
         const double d = (double)got[i] - want[i];
@@ -81,13 +79,13 @@ static double norm_err(const float* got, const float* want, size_t n) {
 }
 
 // One check's verdict: exact backends must match bitwise (`same`), others within `tol`.
-static void be_verdict(const char* name, int same, double err, double tol) {
+static void be_verdict(const char *name, int same, double err, double tol) {
     g_be_checks++;
     const int ok = g_be_exact ? same : err <= tol;
     if (!ok) {
         printf("FAIL [%s] %-48s %s %.3g (bound %.0e)\n", g_be->name, name,
-               g_be_exact ? "differs from the CPU kernel, normalised error" : "normalised error",
-               err, g_be_exact ? 0.0 : tol);
+               g_be_exact ? "differs from the CPU kernel, normalised error" : "normalised error", err,
+               g_be_exact ? 0.0 : tol);
         g_failures++;
     } else if (!g_be_exact) {
         printf("  ok [%s] %-48s %.2e\n", g_be->name, name, err);
@@ -96,20 +94,18 @@ static void be_verdict(const char* name, int same, double err, double tol) {
 }
 
 // Backend buffer `dev` against the CPU kernel's host result `want`.
-static void cmp(const char* name, const float* dev, const float* want, size_t n, double tol) {
-    const float* got = dev_get(dev, n);
+static void cmp(const char *name, const float *dev, const float *want, size_t n, double tol) {
+    const float *got = dev_get(dev, n);
     be_verdict(name, memcmp(got, want, sizeof(float) * n) == 0, norm_err(got, want, n), tol);
 }
-static void cmp_scalar(const char* name, const float* dev, float want, double tol) {
-    cmp(name, dev, &want, 1, tol);
-}
-static void cmp_int(const char* name, const int* dev, int want) {
+static void cmp_scalar(const char *name, const float *dev, float want, double tol) { cmp(name, dev, &want, 1, tol); }
+static void cmp_int(const char *name, const int *dev, int want) {
     int got;
     g_be->download(&got, dev, sizeof got);
     be_verdict(name, got == want, got == want ? 0.0 : INFINITY, 0.0);
 }
 // Two backend results of the same call from the same inputs must hold the same bits.
-static void same_bits(const char* name, const float* d1, const float* d2, size_t n) {
+static void same_bits(const char *name, const float *d1, const float *d2, size_t n) {
     const float *a = dev_get(d1, n), *b = dev_get(d2, n);
     const int same = memcmp(a, b, sizeof(float) * n) == 0;
     g_be_checks++;
@@ -121,7 +117,7 @@ static void same_bits(const char* name, const float* d1, const float* d2, size_t
 
 static char g_name[192];
 // A check's name, formatted (valid until the next call).
-__attribute__((format(printf, 1, 2))) static const char* cname(const char* fmt, ...) {
+__attribute__((format(printf, 1, 2))) static const char *cname(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_name, sizeof g_name, fmt, ap);
@@ -135,12 +131,12 @@ __attribute__((format(printf, 1, 2))) static const char* cname(const char* fmt, 
 typedef struct {
     int n;
     size_t len[MAX_GRADS];
-    float* cpu[MAX_GRADS];   // host: the prefill, then the CPU kernel's result
-    float* dev[MAX_GRADS];   // backend: the first run
-    float* dev2[MAX_GRADS];  // backend: the second run, from the same prefill
+    float *cpu[MAX_GRADS];   // host: the prefill, then the CPU kernel's result
+    float *dev[MAX_GRADS];   // backend: the first run
+    float *dev2[MAX_GRADS];  // backend: the second run, from the same prefill
 } grads_t;
 
-static grads_t grads_prefill(int n, const size_t* len) {
+static grads_t grads_prefill(int n, const size_t *len) {
     grads_t g = {n, {0}, {0}, {0}, {0}};
     for (int i = 0; i < n; i++) {
         g.len[i] = len[i];
@@ -153,8 +149,8 @@ static grads_t grads_prefill(int n, const size_t* len) {
 
 // After the CPU call and both backend runs: each output (checked as "<op> <names[i]> <tag>") is
 // the CPU's within tol[i], and the second run has the first one's bits.
-static void grads_check(const grads_t* g, const char* op, const char* tag, const char* const* names,
-                        const double* tol) {
+static void grads_check(const grads_t *g, const char *op, const char *tag, const char *const *names,
+                        const double *tol) {
     for (int i = 0; i < g->n; i++) {
         cmp(cname("%s %s %s", op, names[i], tag), g->dev[i], g->cpu[i], g->len[i], tol[i]);
         same_bits(cname("%s %s twice %s", op, names[i], tag), g->dev[i], g->dev2[i], g->len[i]);
@@ -164,7 +160,7 @@ static void grads_check(const grads_t* g, const char* op, const char* tag, const
 // ---- the list of backends -------------------------------------------------------------------
 // The CUDA backend on device 0, or NULL with the reason in `why` (no device: skipped) or with
 // *failed set (a device that does not start: a failure).
-static const spk_backend_t* open_cuda(char* why, size_t cap, int* failed) {
+static const spk_backend_t *open_cuda(char *why, size_t cap, int *failed) {
     *failed = 0;
     if (spk_device_count(why, cap) == 0) return NULL;
 #ifdef SPKDDP_HAVE_CUDA
@@ -180,7 +176,7 @@ static const spk_backend_t* open_cuda(char* why, size_t cap, int* failed) {
     return NULL;
 }
 
-static void close_backend(const spk_backend_t* be) {
+static void close_backend(const spk_backend_t *be) {
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) spk_cuda_shutdown();
 #else
@@ -188,7 +184,7 @@ static void close_backend(const spk_backend_t* be) {
 #endif
 }
 
-static void run_backend(const spk_backend_t* be, uint64_t seed, void (*checks)(void)) {
+static void run_backend(const spk_backend_t *be, uint64_t seed, void (*checks)(void)) {
     g_be = be;
     g_be_exact = be == &spk_backend_cpu || be == &spk_backend_cpu_staged;
     g_be_checks = 0;
@@ -207,14 +203,14 @@ static void run_backend(const spk_backend_t* be, uint64_t seed, void (*checks)(v
 
 // The test's main: `cpu_checks` (may be NULL) run for "cpu", `backend_checks` for every
 // backend named on the command line. Exit 0 passed, 1 failed, 77 skipped.
-static int test_main(int argc, char** argv, const char* name, uint64_t seed,
-                     void (*cpu_checks)(void), void (*backend_checks)(void)) {
-    static char* defaults[] = {"cpu", "cpu-staged"};
-    char** list = argc > 1 ? argv + 1 : defaults;
+static int test_main(int argc, char **argv, const char *name, uint64_t seed, void (*cpu_checks)(void),
+                     void (*backend_checks)(void)) {
+    static char *defaults[] = {"cpu", "cpu-staged"};
+    char **list = argc > 1 ? argv + 1 : defaults;
     const int n = argc > 1 ? argc - 1 : 2;
     int skipped = 0;
     for (int i = 0; i < n; i++) {
-        const spk_backend_t* be = NULL;
+        const spk_backend_t *be = NULL;
         if (strcmp(list[i], "cpu") == 0) {
             be = &spk_backend_cpu;
             if (cpu_checks) {
@@ -250,7 +246,7 @@ static int test_main(int argc, char** argv, const char* name, uint64_t seed,
 
 // The main of a GPU-only test (tests/gpu): `checks` on the CUDA backend alone; skipped (exit
 // 77) without a device, and so in a build without CUDA, where `checks` may be empty.
-static inline int test_main_cuda(char* argv0, const char* name, uint64_t seed, void (*checks)(void)) {
-    char* cuda_only[] = {argv0, "cuda"};
+static inline int test_main_cuda(char *argv0, const char *name, uint64_t seed, void (*checks)(void)) {
+    char *cuda_only[] = {argv0, "cuda"};
     return test_main(2, cuda_only, name, seed, NULL, checks);
 }

@@ -9,7 +9,7 @@
 
 // n empty sums in host memory (test buffers).
 static xsum_t host_sums(int64_t n) {
-    void* p = test_alloc(xsum_bytes(n));
+    void *p = test_alloc(xsum_bytes(n));
     memset(p, 0, xsum_bytes(n));
     return xsum_layout(p, n);
 }
@@ -20,8 +20,8 @@ static int same_sums(xsum_t a, xsum_t b, int64_t n) {
 }
 
 // The values of n sums, rounded to float (a test buffer).
-static float* sums_to_floats(xsum_t s, int64_t n) {
-    float* y = alloc_f((size_t)n);
+static float *sums_to_floats(xsum_t s, int64_t n) {
+    float *y = alloc_f((size_t)n);
     xsum_to_float(y, s, n);
     return y;
 }

@@ -15,28 +15,26 @@ typedef struct {
     int B, E, S;
     float m, s;
     float *emb, *w, *cache, *ws;
-    int* y;
+    int *y;
 } aam_ctx;
 
-static double aam_loss(void* p) {
-    aam_ctx* c = (aam_ctx*)p;
+static double aam_loss(void *p) {
+    aam_ctx *c = (aam_ctx *)p;
     float loss;
     int correct;
-    aam_softmax_forward(&loss, &correct, c->cache, c->emb, c->w, c->y, c->B, c->E, c->S, c->m, c->s,
-                        c->ws);
+    aam_softmax_forward(&loss, &correct, c->cache, c->emb, c->w, c->y, c->B, c->E, c->S, c->m, c->s, c->ws);
     return loss;
 }
 
 // double reference: returns the loss, sets *correct; cosd (B, S) receives the cosines
-static double reference(const aam_ctx* c, int* correct, double* cosd) {
+static double reference(const aam_ctx *c, int *correct, double *cosd) {
     const int B = c->B, E = c->E, S = c->S;
     const double m = c->m, s = c->s, pi = 3.14159265358979323846;
     double total = 0;
     int ok = 0;
     for (int b = 0; b < B; b++) {
         double ne = 0;
-        for (int e = 0; e < E; e++)
-            ne += (double)c->emb[(size_t)b * E + e] * c->emb[(size_t)b * E + e];
+        for (int e = 0; e < E; e++) ne += (double)c->emb[(size_t)b * E + e] * c->emb[(size_t)b * E + e];
         ne = fmax(sqrt(ne), 1e-12);
         int am = 0;
         for (int j = 0; j < S; j++) {
@@ -50,7 +48,7 @@ static double reference(const aam_ctx* c, int* correct, double* cosd) {
         }
         ok += am == c->y[b];
         double mx = -INFINITY, sum = 0, zy = 0;
-        double* z = alloc_d(S);
+        double *z = alloc_d(S);
         for (int j = 0; j < S; j++) {
             const double cs = cosd[(size_t)b * S + j];
             double v = cs;
@@ -100,7 +98,7 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
     float loss;
     int correct;
     aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
-    double* cosd = alloc_d((size_t)B * S);
+    double *cosd = alloc_d((size_t)B * S);
     int wc;
     const double want = reference(&c, &wc, cosd);
     snprintf(buf, sizeof buf, "aam loss %s", nm);
@@ -134,14 +132,13 @@ static void run_case(int B, int E, int S, float m, float s, int special_rows) {
         check_close(buf, dw1, dw, nw, 1e-5, 1e-5 * max_abs(dw, nw));
     }
     aam_loss(&c);
-    float *pe = rand_f(ne, -1, 1), *pw = rand_f(nw, -1, 1), *ae = copy_f(pe, ne),
-          *aw = copy_f(pw, nw);
+    float *pe = rand_f(ne, -1, 1), *pw = rand_f(nw, -1, 1), *ae = copy_f(pe, ne), *aw = copy_f(pw, nw);
     aam_softmax_backward(ae, aw, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
     snprintf(buf, sizeof buf, "aam demb accumulates %s", nm);
     check_accumulated(buf, ae, pe, de, ne);
     snprintf(buf, sizeof buf, "aam dW accumulates %s", nm);
     check_accumulated(buf, aw, pw, dw, nw);
-    float* de3 = zeros_f(ne);
+    float *de3 = zeros_f(ne);
     aam_softmax_backward(de3, NULL, 3.0f, c.cache, c.emb, c.w, c.y, B, E, S, m, s, c.ws);
     for (size_t i = 0; i < ne; i++) de[i] *= 3.0f;
     snprintf(buf, sizeof buf, "aam dloss scaling %s", nm);
@@ -157,7 +154,7 @@ static void margin_zero(void) {
     float loss;
     int correct;
     aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, 0.0f, s, c.ws);
-    double* cosd = alloc_d((size_t)B * S);
+    double *cosd = alloc_d((size_t)B * S);
     int wc;
     reference(&c, &wc, cosd);
     float *z = alloc_f((size_t)B * S), *p = alloc_f((size_t)B * S);
@@ -169,7 +166,7 @@ static void margin_zero(void) {
     check_true(correct == xc, "aam m=0 correct == xent correct");
     // gradients: d/dz of xent, mapped through z = s * cos, must equal the AAM gradient w.r.t.
     // cos; compare the full chain via d emb against finite differences of the xent objective
-    float* de = zeros_f((size_t)B * E);
+    float *de = zeros_f((size_t)B * E);
     aam_softmax_backward(de, NULL, 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, 0.0f, s, c.ws);
     fd_check("aam m=0 fd demb", c.emb, de, (size_t)B * E, aam_loss, &c, 2e-3f, 2e-2, 3e-3, 100);
     test_release();
@@ -193,11 +190,12 @@ static void cos_one(void) {
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
 // Rows [b0, b1) of c through forward_rows and backward_exact (dloss per sample), on `threads`.
-static void rows_pass(const aam_ctx* c, int b0, int b1, float dloss, float* row_loss, int* correct, float* demb,
-                      float* dw_tmp, xsum_t dw, int threads) {
+static void rows_pass(const aam_ctx *c, int b0, int b1, float dloss, float *row_loss, int *correct, float *demb,
+                      float *dw_tmp, xsum_t dw, int threads) {
     const int n = b1 - b0, before = with_threads(threads);
-    float *cache = alloc_f(aam_softmax_cache_floats(n, c->E, c->S)), *ws = alloc_f(aam_softmax_workspace_floats(n, c->E, c->S));
-    const float* emb = c->emb + (size_t)b0 * c->E;
+    float *cache = alloc_f(aam_softmax_cache_floats(n, c->E, c->S)),
+          *ws = alloc_f(aam_softmax_workspace_floats(n, c->E, c->S));
+    const float *emb = c->emb + (size_t)b0 * c->E;
     aam_softmax_forward_rows(row_loss + b0, correct, cache, emb, c->w, c->y + b0, n, c->E, c->S, c->m, c->s, ws);
     aam_softmax_backward_exact(demb + (size_t)b0 * c->E, dw_tmp, dw, dloss, cache, emb, c->w, c->y + b0, n, c->E, c->S,
                                c->m, c->s, ws, 1);
@@ -236,7 +234,7 @@ static void invariant_case(int B, int E, int S) {
         return;
     }
     float *cache = alloc_f(aam_softmax_cache_floats(gb, E, S)), *ws = alloc_f(aam_softmax_workspace_floats(gb, E, S));
-    float* de = zeros_f(ne);
+    float *de = zeros_f(ne);
     xsum_t g3 = host_sums((int64_t)nw), g3split = host_sums((int64_t)nw);
     aam_softmax_forward_rows(loss2, &correct, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws);
     aam_softmax_backward_exact(de, tmp, g3, 1.0f / gb, cache, c.emb, c.w, c.y, gb, E, S, c.m, c.s, ws, 3);
@@ -244,8 +242,8 @@ static void invariant_case(int B, int E, int S) {
         const int b0 = k ? first : 0, b1 = k ? gb : first;
         aam_softmax_forward_rows(loss2, &correct, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E, S, c.m, c.s,
                                  ws);
-        aam_softmax_backward_exact(de, tmp, g3split, 1.0f / gb, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0, E,
-                                   S, c.m, c.s, ws, 3);
+        aam_softmax_backward_exact(de, tmp, g3split, 1.0f / gb, cache, c.emb + (size_t)b0 * E, c.w, c.y + b0, b1 - b0,
+                                   E, S, c.m, c.s, ws, 3);
     }
     check_true(same_sums(g3, g3split, (int64_t)nw), cname("aam exact B%d groups of 3: a split along the groups", gb));
     test_release();
@@ -275,25 +273,21 @@ static void backend_case(int B, int E, int S) {
     int correct;
     aam_softmax_forward(&loss, &correct, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws);
     float *demb = dev_f(c.emb, ne), *dw = dev_f(c.w, nw), *dloss = dev_f(NULL, 1);
-    float* dcache = dev_f(NULL, g_be->aam_softmax_cache_floats(B, E, S));
-    float* dws = dev_f(NULL, g_be->aam_softmax_workspace_floats(B, E, S));
+    float *dcache = dev_f(NULL, g_be->aam_softmax_cache_floats(B, E, S));
+    float *dws = dev_f(NULL, g_be->aam_softmax_workspace_floats(B, E, S));
     int *dlabels = dev_i(c.y, B), *dcorrect = dev_i(&correct, 1);
-    g_be->aam_softmax_forward(dloss, dcorrect, dcache, demb, dw, dlabels, B, E, S, margin, scale,
-                              dws);
+    g_be->aam_softmax_forward(dloss, dcorrect, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
     cmp_scalar(cname("aam loss B%d E%d S%d", B, E, S), dloss, loss, TOL_GEMM);
     cmp_int(cname("aam correct B%d E%d S%d", B, E, S), dcorrect, correct);
     cmp(cname("aam probs B%d E%d S%d", B, E, S), dcache, c.cache, (size_t)B * S, TOL_GEMM);
 
     grads_t g = grads_prefill(2, (size_t[]){ne, nw});
-    aam_softmax_backward(g.cpu[0], g.cpu[1], 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale,
-                         c.ws);
-    g_be->aam_softmax_backward(g.dev[0], g.dev[1], 1.0f, dcache, demb, dw, dlabels, B, E, S,
-                               margin, scale, dws);
-    g_be->aam_softmax_backward(g.dev2[0], g.dev2[1], 1.0f, dcache, demb, dw, dlabels, B, E, S,
-                               margin, scale, dws);
+    aam_softmax_backward(g.cpu[0], g.cpu[1], 1.0f, c.cache, c.emb, c.w, c.y, B, E, S, margin, scale, c.ws);
+    g_be->aam_softmax_backward(g.dev[0], g.dev[1], 1.0f, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
+    g_be->aam_softmax_backward(g.dev2[0], g.dev2[1], 1.0f, dcache, demb, dw, dlabels, B, E, S, margin, scale, dws);
     char tag[48];
     snprintf(tag, sizeof tag, "B%d E%d S%d", B, E, S);
-    grads_check(&g, "aam", tag, (const char*[]){"demb", "dw"}, (double[]){TOL_GEMM, TOL_GEMM});
+    grads_check(&g, "aam", tag, (const char *[]){"demb", "dw"}, (double[]){TOL_GEMM, TOL_GEMM});
 
     // the invariant mode's row losses and exact class-weight gradient
     float *rl = alloc_f(B), *hde = zeros_f(ne), *tmp = alloc_f(nw), *drl = dev_f(NULL, B), *dde = dev_f(NULL, ne);
@@ -317,6 +311,4 @@ static void backend_checks(void) {
     backend_case(6, 7, 5);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_aam_softmax", 11, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_aam_softmax", 11, cpu_checks, backend_checks); }

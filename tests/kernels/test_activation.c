@@ -5,8 +5,8 @@
 #include "kernels/activation.h"
 #include "kernels/elementwise_math.h"
 
-typedef void (*fwd_fn)(float*, const float*, size_t);
-typedef void (*bwd_fn)(float*, const float*, const float*, size_t);
+typedef void (*fwd_fn)(float *, const float *, size_t);
+typedef void (*bwd_fn)(float *, const float *, const float *, size_t);
 
 typedef struct {
     fwd_fn f;
@@ -14,8 +14,8 @@ typedef struct {
     size_t n;
 } act_ctx;
 
-static double act_loss(void* p) {
-    act_ctx* c = (act_ctx*)p;
+static double act_loss(void *p) {
+    act_ctx *c = (act_ctx *)p;
     c->f(c->y, c->x, c->n);
     return dot_d(c->y, c->r, c->n);
 }
@@ -24,30 +24,29 @@ static double ref_relu(double x) { return x > 0 ? x : 0; }
 static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double ref_tanh(double x) { return tanh(x); }
 
-static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), size_t n,
-                int fd_checks) {
+static void run(const char *name, fwd_fn f, bwd_fn b, double (*ref)(double), size_t n, int fd_checks) {
     char nm[128];
     act_ctx c = {f, rand_f(n, -6, 6), alloc_f(n), rand_f(n, -1, 1), n};
     if (ref == ref_relu)  // keep finite differences away from the kink
         for (size_t i = 0; i < n; i++)
             if (fabsf(c.x[i]) < 0.05f) c.x[i] += 0.1f;
     f(c.y, c.x, n);
-    double* want = alloc_d(n);
+    double *want = alloc_d(n);
     for (size_t i = 0; i < n; i++) want[i] = ref(c.x[i]);
     snprintf(nm, sizeof nm, "%s forward", name);
     check_close_d(nm, c.y, want, n, 4e-7, 1e-7);
-    float* xin = copy_f(c.x, n);
+    float *xin = copy_f(c.x, n);
     f(xin, xin, n);
     snprintf(nm, sizeof nm, "%s forward in place", name);
     check_close(nm, xin, c.y, n, 0, 0);
 
-    float* dx = zeros_f(n);
+    float *dx = zeros_f(n);
     b(dx, c.r, c.y, n);
     snprintf(nm, sizeof nm, "%s fd dx", name);
     fd_check(nm, c.x, dx, n, act_loss, &c, 1e-3f, 5e-3, 1e-3, fd_checks);
     act_loss(&c);
-    float* pre = rand_f(n, -1, 1);
-    float* acc = copy_f(pre, n);
+    float *pre = rand_f(n, -1, 1);
+    float *acc = copy_f(pre, n);
     b(acc, c.r, c.y, n);
     snprintf(nm, sizeof nm, "%s dx accumulates", name);
     check_accumulated(nm, acc, pre, dx, n);
@@ -58,13 +57,13 @@ static void run(const char* name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
 // exact zeros in y (ReLU outputs) masked and y == -0 treated as not positive.
 static void relu_mask_check(size_t n) {
     char nm[64];
-    float* x = rand_f(n, -1, 1);
+    float *x = rand_f(n, -1, 1);
     for (size_t i = 0; i < n; i += 7) x[i] = 0.0f;
-    float* y = alloc_f(n);
+    float *y = alloc_f(n);
     relu_forward(y, x, n);
     y[2] = -0.0f;
-    float* g = rand_f(n, -1, 1);
-    float* want = zeros_f(n);
+    float *g = rand_f(n, -1, 1);
+    float *want = zeros_f(n);
     relu_backward(want, g, y, n);
     relu_mask(g, y, n);
     snprintf(nm, sizeof nm, "relu_mask n %zu", n);
@@ -106,7 +105,7 @@ static void cpu_checks(void) {
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
-static void backend_activation(const char* name, fwd_fn f, fwd_fn fb, bwd_fn b, bwd_fn bb) {
+static void backend_activation(const char *name, fwd_fn f, fwd_fn fb, bwd_fn b, bwd_fn bb) {
     const size_t n = 10007;
     float *x = rand_f(n, -4, 4), *y = alloc_f(n);
     f(y, x, n);
@@ -139,12 +138,9 @@ static void backend_relu_mask(void) {
 
 static void backend_checks(void) {
     backend_activation("relu", relu_forward, g_be->relu_forward, relu_backward, g_be->relu_backward);
-    backend_activation("sigmoid", sigmoid_forward, g_be->sigmoid_forward, sigmoid_backward,
-                       g_be->sigmoid_backward);
+    backend_activation("sigmoid", sigmoid_forward, g_be->sigmoid_forward, sigmoid_backward, g_be->sigmoid_backward);
     backend_activation("tanh", tanh_forward, g_be->tanh_forward, tanh_backward, g_be->tanh_backward);
     backend_relu_mask();
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_activation", 99, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_activation", 99, cpu_checks, backend_checks); }

@@ -15,10 +15,9 @@ typedef struct {
     float *x, *w, *b, *y, *mean, *rstd, *r;
 } bn_ctx;
 
-static double bn_loss(void* p) {
-    bn_ctx* c = (bn_ctx*)p;
-    batchnorm1d_forward_train(c->y, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->B, c->C,
-                              c->T, 1e-5f, 0.1f);
+static double bn_loss(void *p) {
+    bn_ctx *c = (bn_ctx *)p;
+    batchnorm1d_forward_train(c->y, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->B, c->C, c->T, 1e-5f, 0.1f);
     return dot_d(c->y, c->r, (size_t)c->B * c->C * c->T);
 }
 
@@ -35,10 +34,10 @@ static void run_case(int B, int C, int T, int affine) {
     c.mean = alloc_f(C);
     c.rstd = alloc_f(C);
     c.r = rand_f(n, -1, 1);
-    float* rm = rand_f(C, -1, 1);
-    float* rv = rand_f(C, 0.5f, 2);
-    float* rm0 = copy_f(rm, C);
-    float* rv0 = copy_f(rv, C);
+    float *rm = rand_f(C, -1, 1);
+    float *rv = rand_f(C, 0.5f, 2);
+    float *rm0 = copy_f(rm, C);
+    float *rv0 = copy_f(rv, C);
 
     batchnorm1d_forward_train(c.y, c.mean, c.rstd, rm, rv, c.x, c.w, c.b, B, C, T, eps, mom);
     // reference in double
@@ -63,8 +62,7 @@ static void run_case(int B, int C, int T, int affine) {
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 const size_t i = ((size_t)b * C + ch) * T + t;
-                yref[i] =
-                    (c.x[i] - mu) * sref[ch] * (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
+                yref[i] = (c.x[i] - mu) * sref[ch] * (affine ? c.w[ch] : 1.0) + (affine ? c.b[ch] : 0.0);
             }
     }
     snprintf(nm, sizeof nm, "bn fwd B%d C%d T%d", B, C, T);
@@ -79,20 +77,19 @@ static void run_case(int B, int C, int T, int affine) {
     check_close_d(nm, rv, rvref, C, 1e-6, 1e-7);
 
     // in place (y == x) gives the same output
-    float* xin = copy_f(c.x, n);
+    float *xin = copy_f(c.x, n);
     batchnorm1d_forward_train(xin, c.mean, c.rstd, NULL, NULL, xin, c.w, c.b, B, C, T, eps, mom);
     snprintf(nm, sizeof nm, "bn fwd in place B%d C%d T%d", B, C, T);
     check_close(nm, xin, c.y, n, 0, 0);
 
     // inference mode uses the running statistics
-    float* yi = alloc_f(n);
+    float *yi = alloc_f(n);
     batchnorm1d_forward_infer(yi, c.x, rm, rv, c.w, c.b, B, C, T, eps);
     for (int ch = 0; ch < C; ch++)
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
                 const size_t i = ((size_t)b * C + ch) * T + t;
-                yref[i] = (c.x[i] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) *
-                              (affine ? c.w[ch] : 1.0) +
+                yref[i] = (c.x[i] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) * (affine ? c.w[ch] : 1.0) +
                           (affine ? c.b[ch] : 0.0);
             }
     snprintf(nm, sizeof nm, "bn infer B%d C%d T%d", B, C, T);
@@ -101,8 +98,7 @@ static void run_case(int B, int C, int T, int affine) {
     // backward: finite differences and accumulation
     bn_loss(&c);  // refresh mean/rstd
     float *dx = zeros_f(n), *dw = zeros_f(C), *db = zeros_f(C);
-    batchnorm1d_backward(dx, affine ? dw : NULL, affine ? db : NULL, c.r, c.x, c.w, c.mean, c.rstd,
-                         B, C, T);
+    batchnorm1d_backward(dx, affine ? dw : NULL, affine ? db : NULL, c.r, c.x, c.w, c.mean, c.rstd, B, C, T);
     snprintf(nm, sizeof nm, "bn fd dx B%d C%d T%d", B, C, T);
     fd_check(nm, c.x, dx, n, bn_loss, &c, 1e-2f, 1e-2, 2e-3, 150);
     if (affine) {
@@ -151,11 +147,11 @@ static void invariant_case(int B, int C, int T, int group) {
     float *x = rand_f(n, 2, 4), *gy = rand_f(n, -1, 1), *w = rand_f(C, 0.5f, 1.5f), *bias = rand_f(C, -1, 1);
     const float *rm0 = rand_f(C, 2.5f, 3.5f), *rv0 = rand_f(C, 0.5f, 2);
     bn_global_t whole, split;
-    bn_global_t* both[2] = {&whole, &split};
+    bn_global_t *both[2] = {&whole, &split};
     for (int k = 0; k < 2; k++) {
-        bn_global_t* o = both[k];
-        *o = (bn_global_t){alloc_f(n), alloc_f(C), alloc_f(C), copy_f(rm0, C), copy_f(rv0, C), zeros_f(n),
-                           host_sums(C), host_sums(C)};
+        bn_global_t *o = both[k];
+        *o = (bn_global_t){alloc_f(n),     alloc_f(C), alloc_f(C),   copy_f(rm0, C),
+                           copy_f(rv0, C), zeros_f(n), host_sums(C), host_sums(C)};
     }
     const int before = with_threads(2);
     xsum_t fwd = host_sums(2 * C), bwd = host_sums(2 * C);
@@ -164,7 +160,7 @@ static void invariant_case(int B, int C, int T, int group) {
                                0.1f);
     batchnorm1d_backward_partial(bwd, whole.dw, whole.db, gy, x, whole.mean, whole.rstd, B, C, T, group);
     batchnorm1d_backward_global(whole.dx, gy, x, w, whole.mean, whole.rstd, bwd, N, B, C, T);
-    with_threads(1);  // two "ranks": halves [0, h) and [h, B), each with its own partial sums
+    with_threads(1);                      // two "ranks": halves [0, h) and [h, B), each with its own partial sums
     const int h = B / group / 2 * group;  // whole groups on each rank
     const size_t off = (size_t)h * C * T;
     xsum_t f0 = host_sums(2 * C), f1 = host_sums(2 * C), g0 = host_sums(2 * C), g1 = host_sums(2 * C);
@@ -172,7 +168,8 @@ static void invariant_case(int B, int C, int T, int group) {
     batchnorm1d_stats_partial(f1, x + off, rm1, B - h, C, T, group);
     batchnorm1d_stats_partial(f0, x, split.rm, h, C, T, group);
     xsum_merge(f0, f1, 2 * C);  // the reduction over ranks: both get these sums
-    batchnorm1d_forward_global(split.y, split.mean, split.rstd, split.rm, split.rv, x, w, bias, f0, N, h, C, T, 1e-5f, 0.1f);
+    batchnorm1d_forward_global(split.y, split.mean, split.rstd, split.rm, split.rv, x, w, bias, f0, N, h, C, T, 1e-5f,
+                               0.1f);
     batchnorm1d_forward_global(y1 + off, mean1, rstd1, rm1, rv1, x + off, w, bias, f0, N, B - h, C, T, 1e-5f, 0.1f);
     memcpy(split.y + off, y1 + off, sizeof(float) * (n - off));
     batchnorm1d_backward_partial(g0, split.dw, split.db, gy, x, split.mean, split.rstd, h, C, T, group);
@@ -181,10 +178,11 @@ static void invariant_case(int B, int C, int T, int group) {
     batchnorm1d_backward_global(split.dx, gy, x, w, split.mean, split.rstd, g0, N, h, C, T);
     batchnorm1d_backward_global(split.dx + off, gy + off, x + off, w, mean1, rstd1, g0, N, B - h, C, T);
     with_threads(before);
-    check_true(memcmp(split.y, whole.y, sizeof(float) * n) == 0 && memcmp(split.mean, whole.mean, 4 * C) == 0 &&
-                   memcmp(mean1, whole.mean, 4 * C) == 0 && memcmp(rstd1, whole.rstd, 4 * C) == 0 &&
-                   memcmp(split.rm, whole.rm, 4 * C) == 0 && memcmp(rv1, whole.rv, 4 * C) == 0,
-               cname("bn global B%d C%d T%d group %d: halves on two ranks normalise as the whole batch", B, C, T, group));
+    check_true(
+        memcmp(split.y, whole.y, sizeof(float) * n) == 0 && memcmp(split.mean, whole.mean, 4 * C) == 0 &&
+            memcmp(mean1, whole.mean, 4 * C) == 0 && memcmp(rstd1, whole.rstd, 4 * C) == 0 &&
+            memcmp(split.rm, whole.rm, 4 * C) == 0 && memcmp(rv1, whole.rv, 4 * C) == 0,
+        cname("bn global B%d C%d T%d group %d: halves on two ranks normalise as the whole batch", B, C, T, group));
     check_true(memcmp(split.dx, whole.dx, sizeof(float) * n) == 0 && same_sums(split.dw, whole.dw, C) &&
                    same_sums(split.db, whole.db, C),
                cname("bn global B%d C%d T%d group %d: the same input and parameter gradients", B, C, T, group));
@@ -219,9 +217,9 @@ static void backend_case(int B, int C, int T, int affine) {
     snprintf(tag, sizeof tag, "B%d C%d T%d%s", B, C, T, affine ? " affine" : "");
     const size_t n = (size_t)B * C * T;
     const float eps = 1e-5f, momentum = 0.1f;
-    float* x = rand_f(n, -2, 3);
-    float* wt = affine ? rand_f(C, 0.5f, 1.5f) : NULL;
-    float* bs = affine ? rand_f(C, -1, 1) : NULL;
+    float *x = rand_f(n, -2, 3);
+    float *wt = affine ? rand_f(C, 0.5f, 1.5f) : NULL;
+    float *bs = affine ? rand_f(C, -1, 1) : NULL;
     float *rm = rand_f(C, -1, 1), *rv = rand_f(C, 0.5f, 2);
     float *dx = dev_f(x, n), *dwt = affine ? dev_f(wt, C) : NULL, *dbs = affine ? dev_f(bs, C) : NULL;
     float *drm = dev_f(rm, C), *drv = dev_f(rv, C);
@@ -229,8 +227,7 @@ static void backend_case(int B, int C, int T, int affine) {
     batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, wt, bs, B, C, T, eps, momentum);
     float *dy = dev_f(x, n), *dmean = dev_f(NULL, C), *drstd = dev_f(NULL, C);
     // in place (y == x is allowed)
-    g_be->batchnorm1d_forward_train(dy, dmean, drstd, drm, drv, dy, dwt, dbs, B, C, T, eps,
-                                    momentum);
+    g_be->batchnorm1d_forward_train(dy, dmean, drstd, drm, drv, dy, dwt, dbs, B, C, T, eps, momentum);
     cmp(cname("bn train y (in place) %s", tag), dy, y, n, TOL);
     cmp(cname("bn train mean %s", tag), dmean, mean, C, TOL);
     cmp(cname("bn train rstd %s", tag), drstd, rstd, C, TOL);
@@ -238,7 +235,7 @@ static void backend_case(int B, int C, int T, int affine) {
     cmp(cname("bn running_var %s", tag), drv, rv, C, TOL);
 
     // inference with the updated running statistics
-    float* yi = alloc_f(n);
+    float *yi = alloc_f(n);
     batchnorm1d_forward_infer(yi, x, rm, rv, wt, bs, B, C, T, eps);
     g_be->batchnorm1d_forward_infer(dy, dx, drm, drv, dwt, dbs, B, C, T, eps);
     cmp(cname("bn infer y %s", tag), dy, yi, n, TOL);
@@ -247,9 +244,8 @@ static void backend_case(int B, int C, int T, int affine) {
     grads_t g = grads_prefill(3, (size_t[]){n, C, C});
     batchnorm1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, wt, mean, rstd, B, C, T);
     g_be->batchnorm1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dwt, dmean, drstd, B, C, T);
-    g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dwt, dmean, drstd, B, C,
-                               T);
-    grads_check(&g, "bn", tag, (const char*[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+    g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dwt, dmean, drstd, B, C, T);
+    grads_check(&g, "bn", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // the invariant mode's BatchNorm from (here unreduced) sums
     const int64_t N = (int64_t)B * T;
@@ -265,9 +261,10 @@ static void backend_case(int B, int C, int T, int affine) {
     g_be->batchnorm1d_forward_global(dy, dmean, drstd, drm, drv, dx, dwt, dbs, df, N, B, C, T, eps, momentum);
     cmp(cname("bn forward_global y %s", tag), dy, y, n, TOL);
     cmp(cname("bn forward_global running_var %s", tag), drv, rv, C, TOL);
-    batchnorm1d_backward_partial(hg, affine ? hw : xsum_none(), affine ? hb : xsum_none(), gy, x, mean, rstd, B, C, T, 1);
-    g_be->batchnorm1d_backward_partial(dg, affine ? dsw : xsum_none(), affine ? dsb : xsum_none(), dgy, dx, dmean, drstd,
-                                       B, C, T, 1);
+    batchnorm1d_backward_partial(hg, affine ? hw : xsum_none(), affine ? hb : xsum_none(), gy, x, mean, rstd, B, C, T,
+                                 1);
+    g_be->batchnorm1d_backward_partial(dg, affine ? dsw : xsum_none(), affine ? dsb : xsum_none(), dgy, dx, dmean,
+                                       drstd, B, C, T, 1);
     g_be->xsum_to_float(sf, dg, 2 * C);
     cmp(cname("bn backward_partial %s", tag), sf, sums_to_floats(hg, 2 * C), 2 * C, TOL);
     if (affine) {
@@ -287,6 +284,4 @@ static void backend_checks(void) {
     backend_case(8, 5, 1, 1);  // (B, C) input
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_batchnorm", 42, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_batchnorm", 42, cpu_checks, backend_checks); }

@@ -33,7 +33,7 @@ static spk_bf16 round_reference(float f) {
     return (lo & 1) ? hi : lo;
 }
 
-static void check_round(float f, const char* what) {
+static void check_round(float f, const char *what) {
     const spk_bf16 got = spk_bf16_round(f), want = round_reference(f);
     if (got != want) {
         printf("FAIL bf16 round %s: %.9g (0x%08x) -> 0x%04x, want 0x%04x\n", what, (double)f, u_of(f), got, want);
@@ -55,9 +55,9 @@ static void cpu_checks(void) {
     for (int i = 0; i < 200000; i++) check_round(f_of((uint32_t)rng_u64()), "random bits");
     // arrays: the scalar rounding, and bf16 -> float32 -> bf16 is the identity
     const size_t n = 100003;
-    float* x = rand_f(n, -1e3f, 1e3f);
-    spk_bf16* h = (spk_bf16*)test_alloc(n * sizeof(spk_bf16));
-    float* back = alloc_f(n);
+    float *x = rand_f(n, -1e3f, 1e3f);
+    spk_bf16 *h = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    float *back = alloc_f(n);
     bf16_from_f32(h, x, n);
     bf16_to_f32(back, h, n);
     int bad = 0;
@@ -65,10 +65,10 @@ static void cpu_checks(void) {
     check_true(bad == 0, "bf16_from_f32 / bf16_to_f32 over an array");
     // folding: (B, C, T) -> (C, B*T), with and without the sums over b and t (accumulated)
     const int B = 5, C = 37, T = 211;
-    float* xb = rand_f((size_t)B * C * T, -2, 2);
-    spk_bf16* f = (spk_bf16*)test_alloc((size_t)B * C * T * sizeof(spk_bf16));
+    float *xb = rand_f((size_t)B * C * T, -2, 2);
+    spk_bf16 *f = (spk_bf16 *)test_alloc((size_t)B * C * T * sizeof(spk_bf16));
     float *sums = rand_f(C, -1, 1), *sums0 = copy_f(sums, C);
-    double* want = zeros_d(C);
+    double *want = zeros_d(C);
     bf16_fold_from_f32(f, sums, xb, B, C, T);
     bad = 0;
     for (int b = 0; b < B; b++)
@@ -82,30 +82,31 @@ static void cpu_checks(void) {
     check_close_d("bf16_fold_from_f32 sums", sums, want, C, 1e-5, 1e-4);
     memset(f, 0, (size_t)B * C * T * sizeof(spk_bf16));
     bf16_fold_from_f32(f, NULL, xb, B, C, T);
-    check_true(f[(size_t)C * B * T - 1] == spk_bf16_round(xb[(size_t)B * C * T - 1]), "bf16_fold_from_f32 without sums");
+    check_true(f[(size_t)C * B * T - 1] == spk_bf16_round(xb[(size_t)B * C * T - 1]),
+               "bf16_fold_from_f32 without sums");
 }
 
 static void backend_checks(void) {
     const size_t n = 70001;
-    float* x = rand_f(n, -50, 50);
+    float *x = rand_f(n, -50, 50);
     x[0] = f_of(0x3f808000u), x[1] = f_of(0x00018000u), x[2] = INFINITY, x[3] = f_of(0x7f7fffffu);
-    spk_bf16* want = (spk_bf16*)test_alloc(n * sizeof(spk_bf16));
+    spk_bf16 *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     bf16_from_f32(want, x, n);
-    float* dx = dev_f(x, n);
-    spk_bf16* dh = (spk_bf16*)dev_alloc(n * sizeof(spk_bf16));
+    float *dx = dev_f(x, n);
+    spk_bf16 *dh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
     g_be->bf16_from_f32(dh, dx, n);
-    spk_bf16* got = (spk_bf16*)test_alloc(n * sizeof(spk_bf16));
+    spk_bf16 *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     g_be->download(got, dh, n * sizeof(spk_bf16));
     g_be_checks++;
     if (memcmp(got, want, n * sizeof(spk_bf16)) != 0) {
         printf("FAIL [%s] bf16_from_f32 differs from the CPU's rounding\n", g_be->name);
         g_failures++;
     }
-    float* widened = alloc_f(n);
+    float *widened = alloc_f(n);
     bf16_to_f32(widened, want, n);
-    float* dw = dev_f(NULL, n);
+    float *dw = dev_f(NULL, n);
     g_be->bf16_to_f32(dw, dh, n);
-    float* gotw = dev_get(dw, n);
+    float *gotw = dev_get(dw, n);
     g_be_checks++;
     if (memcmp(gotw, widened, n * sizeof(float)) != 0) {
         printf("FAIL [%s] bf16_to_f32 differs from the CPU's\n", g_be->name);
@@ -114,8 +115,8 @@ static void backend_checks(void) {
     // the fold of the finite values after the four special ones (a channel sum through Inf is
     // not part of the contract: the GPU's compensated sums give NaN there)
     const int B = 3, C = 19, T = 1000;  // n - 4 >= B * C * T
-    float* sums = rand_f(C, -1, 1);
-    float* dsums = dev_f(sums, C);
+    float *sums = rand_f(C, -1, 1);
+    float *dsums = dev_f(sums, C);
     bf16_fold_from_f32(want, sums, x + 4, B, C, T);
     g_be->bf16_fold_from_f32(dh, dsums, dx + 4, B, C, T);
     g_be->download(got, dh, (size_t)B * C * T * sizeof(spk_bf16));
@@ -129,4 +130,4 @@ static void backend_checks(void) {
     test_release();
 }
 
-int main(int argc, char** argv) { return test_main(argc, argv, "test_bf16", 99, cpu_checks, backend_checks); }
+int main(int argc, char **argv) { return test_main(argc, argv, "test_bf16", 99, cpu_checks, backend_checks); }

@@ -31,14 +31,14 @@ static int rng_int(int n) { return (int)(rng_u64() % (uint64_t)n); }
 // ---- buffers --------------------------------------------------------------------------------
 // Every buffer a test takes from here lives until test_release(), which each case calls when
 // it is done with them, so cases need no free lists.
-static void** g_bufs = NULL;
+static void **g_bufs = NULL;
 static size_t g_nbufs = 0, g_cap_bufs = 0;
 
-static void* test_alloc(size_t bytes) {
-    void* p = malloc(bytes ? bytes : 1);
+static void *test_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
     if (p && g_nbufs == g_cap_bufs) {
         g_cap_bufs = g_cap_bufs ? 2 * g_cap_bufs : 64;
-        g_bufs = (void**)realloc(g_bufs, sizeof(void*) * g_cap_bufs);
+        g_bufs = (void **)realloc(g_bufs, sizeof(void *) * g_cap_bufs);
     }
     if (!p || !g_bufs) {
         fprintf(stderr, "out of memory\n");
@@ -51,35 +51,35 @@ static void test_release(void) {
     for (size_t i = 0; i < g_nbufs; i++) free(g_bufs[i]);
     g_nbufs = 0;
 }
-static float* alloc_f(size_t n) { return (float*)test_alloc(sizeof(float) * n); }
-static double* alloc_d(size_t n) { return (double*)test_alloc(sizeof(double) * n); }
-static int* alloc_i(size_t n) { return (int*)test_alloc(sizeof(int) * n); }
-static float* rand_f(size_t n, float lo, float hi) {
-    float* p = alloc_f(n);
+static float *alloc_f(size_t n) { return (float *)test_alloc(sizeof(float) * n); }
+static double *alloc_d(size_t n) { return (double *)test_alloc(sizeof(double) * n); }
+static int *alloc_i(size_t n) { return (int *)test_alloc(sizeof(int) * n); }
+static float *rand_f(size_t n, float lo, float hi) {
+    float *p = alloc_f(n);
     for (size_t i = 0; i < n; i++) p[i] = rng_uniform(lo, hi);
     return p;
 }
-static float* copy_f(const float* src, size_t n) {
-    float* p = alloc_f(n);
+static float *copy_f(const float *src, size_t n) {
+    float *p = alloc_f(n);
     memcpy(p, src, sizeof(float) * n);
     return p;
 }
-static float* zeros_f(size_t n) {
-    float* p = alloc_f(n);
+static float *zeros_f(size_t n) {
+    float *p = alloc_f(n);
     memset(p, 0, sizeof(float) * n);
     return p;
 }
-static double* zeros_d(size_t n) {
-    double* p = alloc_d(n);
+static double *zeros_d(size_t n) {
+    double *p = alloc_d(n);
     memset(p, 0, sizeof(double) * n);
     return p;
 }
-static void fill_nan(float* p, size_t n) {
+static void fill_nan(float *p, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] = NAN;
 }
 
 // ---- checks ---------------------------------------------------------------------------------
-static void check_true(int cond, const char* what) {
+static void check_true(int cond, const char *what) {
     if (!cond) {
         printf("FAIL: %s\n", what);
         g_failures++;
@@ -87,8 +87,7 @@ static void check_true(int cond, const char* what) {
 }
 
 // |got - want| <= atol + rtol * |want| elementwise; reports the worst element.
-static int check_close_d(const char* name, const float* got, const double* want, size_t n,
-                         double rtol, double atol) {
+static int check_close_d(const char *name, const float *got, const double *want, size_t n, double rtol, double atol) {
     double worst = 0.0;
     size_t wi = 0;
     int bad = 0;
@@ -104,22 +103,21 @@ static int check_close_d(const char* name, const float* got, const double* want,
         }
     }
     if (bad) {
-        printf("FAIL %s: %d/%zu elements off; worst [%zu] got %.8g want %.8g\n", name, bad, n, wi,
-               (double)got[wi], want[wi]);
+        printf("FAIL %s: %d/%zu elements off; worst [%zu] got %.8g want %.8g\n", name, bad, n, wi, (double)got[wi],
+               want[wi]);
         g_failures++;
         return 0;
     }
     return 1;
 }
-static int check_close(const char* name, const float* got, const float* want, size_t n, double rtol,
-                       double atol) {
-    double* w = (double*)malloc(sizeof(double) * (n ? n : 1));
+static int check_close(const char *name, const float *got, const float *want, size_t n, double rtol, double atol) {
+    double *w = (double *)malloc(sizeof(double) * (n ? n : 1));
     for (size_t i = 0; i < n; i++) w[i] = want[i];
     const int ok = check_close_d(name, got, w, n, rtol, atol);
     free(w);
     return ok;
 }
-static void check_scalar(const char* name, double got, double want, double rtol, double atol) {
+static void check_scalar(const char *name, double got, double want, double rtol, double atol) {
     const double err = fabs(got - want);
     if (!(err <= atol + rtol * fabs(want))) {
         printf("FAIL %s: got %.10g want %.10g\n", name, got, want);
@@ -127,14 +125,14 @@ static void check_scalar(const char* name, double got, double want, double rtol,
     }
 }
 
-static int first_argmax(const float* z, int n) {
+static int first_argmax(const float *z, int n) {
     int am = 0;
     for (int j = 1; j < n; j++)
         if (z[j] > z[am]) am = j;
     return am;
 }
 
-static double max_abs(const float* p, size_t n) {
+static double max_abs(const float *p, size_t n) {
     double m = 0.0;
     for (size_t i = 0; i < n; i++) m = fabs(p[i]) > m ? fabs(p[i]) : m;
     return m;
@@ -142,10 +140,10 @@ static double max_abs(const float* p, size_t n) {
 
 // ---- finite differences ---------------------------------------------------------------------
 // Scalar objective evaluated in double by running the forward kernel(s) under test.
-typedef double (*loss_fn)(void* ctx);
+typedef double (*loss_fn)(void *ctx);
 
 // sum_i out[i] * r[i] in double: the usual probe objective, whose gradient w.r.t. out is r.
-static double dot_d(const float* out, const float* r, size_t n) {
+static double dot_d(const float *out, const float *r, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)out[i] * r[i];
     return s;
@@ -154,8 +152,8 @@ static double dot_d(const float* out, const float* r, size_t n) {
 // Compares the analytic gradient `grad` of f w.r.t. `param` (n floats) with central
 // differences at up to `max_checks` positions (all if n is smaller; else random ones).
 // Tolerance: |num - ana| <= atol_frac * max|grad| + rtol * |num|.
-static int fd_check(const char* name, float* param, const float* grad, size_t n, loss_fn f,
-                    void* ctx, float h, double rtol, double atol_frac, int max_checks) {
+static int fd_check(const char *name, float *param, const float *grad, size_t n, loss_fn f, void *ctx, float h,
+                    double rtol, double atol_frac, int max_checks) {
     const double scale = max_abs(grad, n) > 1e-30 ? max_abs(grad, n) : 1.0;
     // the probes run the forward hundreds of times: do it on one thread (threaded forwards are
     // checked against references elsewhere), so a loaded machine does not stall every fork/join
@@ -189,15 +187,15 @@ static int fd_check(const char* name, float* param, const float* grad, size_t n,
     }
     omp_set_num_threads(threads);
     if (bad) {
-        printf("FAIL %s: %d/%d gradient entries off; worst [%zu] numeric %.8g analytic %.8g\n",
-               name, bad, checked, wi, wnum, wana);
+        printf("FAIL %s: %d/%d gradient entries off; worst [%zu] numeric %.8g analytic %.8g\n", name, bad, checked, wi,
+               wnum, wana);
         g_failures++;
         return 0;
     }
     return 1;
 }
 
-static int test_finish(const char* name) {
+static int test_finish(const char *name) {
     if (g_failures) {
         printf("%s: %d check(s) FAILED\n", name, g_failures);
         return 1;
@@ -209,8 +207,7 @@ static int test_finish(const char* name) {
 // Backward kernels accumulate: a run into gradients pre-filled with `prefill` must give
 // prefill + (the run into zeroed gradients), up to rounding (kernels may add partial sums in
 // several steps, so the tolerance scales with the largest increment).
-static int check_accumulated(const char* name, const float* acc, const float* prefill,
-                             const float* fresh, size_t n) {
+static int check_accumulated(const char *name, const float *acc, const float *prefill, const float *fresh, size_t n) {
     int bad = 0;
     size_t wi = 0;
     const double scale = max_abs(fresh, n);
@@ -223,8 +220,8 @@ static int check_accumulated(const char* name, const float* acc, const float* pr
         }
     }
     if (bad) {
-        printf("FAIL %s: %d/%zu elements not accumulated; e.g. [%zu] got %.8g want %.8g\n", name,
-               bad, n, wi, (double)acc[wi], (double)prefill[wi] + fresh[wi]);
+        printf("FAIL %s: %d/%zu elements not accumulated; e.g. [%zu] got %.8g want %.8g\n", name, bad, n, wi,
+               (double)acc[wi], (double)prefill[wi] + fresh[wi]);
         g_failures++;
         return 0;
     }

@@ -20,8 +20,8 @@ typedef struct {
     float *x, *w, *bias, *y, *r, *ws;
 } conv_ctx;
 
-static double conv_loss(void* p) {
-    conv_ctx* c = (conv_ctx*)p;
+static double conv_loss(void *p) {
+    conv_ctx *c = (conv_ctx *)p;
     conv1d_forward(c->y, c->x, c->w, c->bias, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
     return dot_d(c->y, c->r, (size_t)c->B * c->Cout * c->T);
 }
@@ -29,7 +29,7 @@ static double conv_loss(void* p) {
 typedef struct {
     spk_gemm_backend backend;
     conv1d_algo algo;
-    const char* name;
+    const char *name;
 } config;
 static const config g_configs[4] = {
     {SPK_GEMM_BLAS, CONV1D_FOLDED, "blas/folded"},
@@ -54,8 +54,8 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     const size_t nws = conv1d_workspace_floats(B, Cin, Cout, T, K, d);
     c.ws = alloc_f(nws + GUARD);
     for (size_t i = 0; i < GUARD; i++) c.ws[nws + i] = 1234.5f;
-    float* yref = alloc_f(ny);
-    float* yref_nb = alloc_f(ny);
+    float *yref = alloc_f(ny);
+    float *yref_nb = alloc_f(ny);
     conv1d_forward_reference(yref, c.x, c.w, c.bias, B, Cin, Cout, T, K, d);
     conv1d_forward_reference(yref_nb, c.x, c.w, NULL, B, Cin, Cout, T, K, d);
     double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
@@ -67,13 +67,11 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
 
     for (int cfg = 0; cfg < 4; cfg++) {
         // both schedules on the default backend; the other backend with the default schedule
-        if (g_configs[cfg].backend != g_default_backend && g_configs[cfg].algo != CONV1D_PER_SAMPLE)
-            continue;
+        if (g_configs[cfg].backend != g_default_backend && g_configs[cfg].algo != CONV1D_PER_SAMPLE) continue;
         if (spk_gemm_set_backend(g_configs[cfg].backend) != 0) continue;
         conv1d_set_algo(g_configs[cfg].algo);
         char name[200];
-        snprintf(name, sizeof name, "[%s] B%d Cin%d Cout%d T%d K%d d%d", g_configs[cfg].name, B,
-                 Cin, Cout, T, K, d);
+        snprintf(name, sizeof name, "[%s] B%d Cin%d Cout%d T%d K%d d%d", g_configs[cfg].name, B, Cin, Cout, T, K, d);
         // forward vs direct reference (with and without bias)
         fill_nan(c.y, ny);
         conv1d_forward(c.y, c.x, c.w, c.bias, B, Cin, Cout, T, K, d, c.ws);
@@ -135,8 +133,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
     int guard_ok = 1;
     for (size_t i = 0; i < GUARD; i++) guard_ok &= c.ws[nws + i] == 1234.5f;
     char gm[160];
-    snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K,
-             d);
+    snprintf(gm, sizeof gm, "conv workspace bound B%d Cin%d Cout%d T%d K%d d%d", B, Cin, Cout, T, K, d);
     check_true(guard_ok, gm);
     test_release();
 }
@@ -177,7 +174,8 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     for (int b = 0; b < B; b++)
         conv1d_forward_fixed(y1 + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout, T, K, d, ws);
     with_threads(before);
-    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0, cname("conv1d_forward_fixed %s: a sample alone == in the batch", tag));
+    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0,
+               cname("conv1d_forward_fixed %s: a sample alone == in the batch", tag));
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     check_close(cname("conv1d_forward_fixed %s vs conv1d_forward", tag), y2, y, ny, 1e-5, 1e-4);
 
@@ -191,8 +189,9 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
                           x + (size_t)first * Cin * T, w, B - first, Cin, Cout, T, K, d, ws, group);
     conv1d_backward_exact(dx1, tmp, dw1, db1, gy, x, w, first, Cin, Cout, T, K, d, ws, group);
     with_threads(before);
-    check_true(memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, Cout),
-               cname("conv1d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
+    check_true(
+        memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, Cout),
+        cname("conv1d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
     float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Cout);
     conv1d_backward(dx, dw, db, gy, x, w, B, Cin, Cout, T, K, d, ws);
     check_close(cname("conv1d_backward_exact %s dx vs conv1d_backward", tag), dx2, dx, nx, 1e-5, 1e-4);
@@ -208,7 +207,7 @@ static void cpu_checks(void) {
     invariant_case(6, 32, 48, 40, 3, 2, 1);
     invariant_case(6, 32, 48, 40, 3, 2, 3);
     invariant_case(5, 64, 40, 30, 1, 1, 1);
-    invariant_case(4, 200, 300, 12, 3, 1, 2);  // 3 x 3 blocks of the exact weight gradient
+    invariant_case(4, 200, 300, 12, 3, 1, 2);   // 3 x 3 blocks of the exact weight gradient
     invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
     run_all();
     spk_gemm_set_backend(g_default_backend);
@@ -218,43 +217,43 @@ static void cpu_checks(void) {
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
     char tag[96];
-    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d,
-             with_bias ? " bias" : "");
+    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
-    float* bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
-    float* ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
-    float* dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *db = with_bias ? dev_f(bias, Cout) : NULL;
-    float* dy = dev_f(NULL, ny);
+    float *dy = dev_f(NULL, ny);
     g_be->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, dws);
     cmp(cname("conv1d forward %s", tag), dy, y, ny, TOL_GEMM);
 
     // backward into prefilled gradients, twice, then dw alone (dx and dbias NULL)
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
     grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
-    const float* gw0 = copy_f(g.cpu[1], nw);
+    const float *gw0 = copy_f(g.cpu[1], nw);
     conv1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
     g_be->conv1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     g_be->conv1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    grads_check(&g, "conv1d", tag, (const char*[]){"dx", "dw", "dbias"},
-                (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    grads_check(&g, "conv1d", tag, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
     dev_set(g.dev2[1], gw0, nw);
     g_be->conv1d_backward(NULL, g.dev2[1], NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     same_bits(cname("conv1d dw alone %s", tag), g.dev[1], g.dev2[1], nw);
 
     // the invariant mode's forward (the invariant table) and exact backward
-    const spk_backend_t* twin = spk_backend_invariant(g_be);
-    float* iws = dev_f(NULL, twin->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    const spk_backend_t *twin = spk_backend_invariant(g_be);
+    float *iws = dev_f(NULL, twin->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     conv1d_forward_fixed(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     twin->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, iws);
     cmp(cname("conv1d_forward_fixed %s", tag), dy, y, ny, TOL_GEMM);
     float *hx = zeros_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
     xsum_t hw = host_sums((int64_t)nw), hb = host_sums(Cout);
-    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw), xb = xsum_layout(dev_alloc(xsum_bytes(Cout)), Cout);
+    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw),
+           xb = xsum_layout(dev_alloc(xsum_bytes(Cout)), Cout);
     conv1d_backward_exact(hx, hdw, hw, with_bias ? hb : xsum_none(), gy, x, w, B, Cin, Cout, T, K, d, ws, 1);
-    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws, 1);
+    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws,
+                                1);
     cmp(cname("conv1d_backward_exact dx %s", tag), ddx, hx, nx, TOL_GEMM);
     float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, Cout);
     g_be->xsum_to_float(ww, xw, (int64_t)nw);
@@ -269,6 +268,4 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
 
 static void backend_checks(void) { conv_backend_checks(backend_case); }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_conv1d", 1234, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_conv1d", 1234, cpu_checks, backend_checks); }

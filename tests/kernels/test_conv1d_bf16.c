@@ -16,19 +16,19 @@
 
 #define GUARD 4096
 
-static spk_bf16* alloc_h(size_t n) { return (spk_bf16*)test_alloc(n * sizeof(spk_bf16)); }
+static spk_bf16 *alloc_h(size_t n) { return (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)); }
 
 // The floats of bf16(x): what the bf16 kernels multiply.
-static float* rounded(const float* x, size_t n) {
-    spk_bf16* h = alloc_h(n);
-    float* r = alloc_f(n);
+static float *rounded(const float *x, size_t n) {
+    spk_bf16 *h = alloc_h(n);
+    float *r = alloc_f(n);
     bf16_from_f32(h, x, n);
     bf16_to_f32(r, h, n);
     return r;
 }
 
 // Normalised error ||got - want|| / ||want||
-static double rel_err(const float* got, const float* want, size_t n) {
+static double rel_err(const float *got, const float *want, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
@@ -38,7 +38,7 @@ static double rel_err(const float* got, const float* want, size_t n) {
 }
 
 typedef struct {
-    const char* name;
+    const char *name;
     conv1d_algo algo;
     int widened;  // the float32 GEMM instead of the native bf16 one
 } config;
@@ -47,14 +47,14 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *r = rand_f(ny, -1, 1);
     float *xr = rounded(x, nx), *wr = rounded(w, nw), *rr = rounded(r, ny);
-    spk_bf16* wh = alloc_h(nw);
+    spk_bf16 *wh = alloc_h(nw);
     bf16_from_f32(wh, w, nw);
     // references: the float32 convolution's own, on the rounded operands (double sums)
-    float* yref = alloc_f(ny);
+    float *yref = alloc_f(ny);
     conv1d_forward_reference(yref, xr, wr, bias, B, Cin, Cout, T, K, d);
     double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
     conv_backward_reference(dxr, dwr, dbr, rr, xr, wr, B, Cin, Cout, T, K, d);
-    double* dbr_exact = zeros_d(Cout);  // the bias gradient sums the float32 dy, unrounded
+    double *dbr_exact = zeros_d(Cout);  // the bias gradient sums the float32 dy, unrounded
     for (int b = 0; b < B; b++)
         for (int co = 0; co < Cout; co++)
             for (int t = 0; t < T; t++) dbr_exact[co] += r[((size_t)b * Cout + co) * T + t];
@@ -63,7 +63,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
     conv1d_forward(y32, x, w, bias, B, Cin, Cout, T, K, d, ws32);
 
     const size_t nws = conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d);
-    float* ws = alloc_f(nws + GUARD);
+    float *ws = alloc_f(nws + GUARD);
     for (size_t i = 0; i < GUARD; i++) ws[nws + i] = 1234.5f;
     float *y = alloc_f(ny), *y2 = alloc_f(ny);
     spk_bf16 *xh = alloc_h(nx), *xh_want = alloc_h(nx);  // (Cin, B*T): the batch folded into time
@@ -166,18 +166,18 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
-    float* bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    float *bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
     spk_bf16 *wh = alloc_h(nw), *xh = alloc_h(nx);
     bf16_from_f32(wh, w, nw);
-    float* ws = alloc_f(conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
+    float *ws = alloc_f(conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
     conv1d_bf16_forward(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, ws);
-    float* dws = dev_f(NULL, g_be->conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
+    float *dws = dev_f(NULL, g_be->conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
     float *dx = dev_f(x, nx), *db = with_bias ? dev_f(bias, Cout) : NULL, *dy = dev_f(NULL, ny);
-    spk_bf16 *dwh = (spk_bf16*)dev_alloc(nw * 2), *dxh = (spk_bf16*)dev_alloc(nx * 2);
+    spk_bf16 *dwh = (spk_bf16 *)dev_alloc(nw * 2), *dxh = (spk_bf16 *)dev_alloc(nx * 2);
     g_be->upload(dwh, wh, nw * 2);
     g_be->conv1d_bf16_forward(dy, dxh, dx, dwh, db, B, Cin, Cout, T, K, d, dws);
     cmp(cname("conv1d_bf16 forward %s", tag), dy, y, ny, TOL_GEMM);
-    spk_bf16* got_xh = alloc_h(nx);
+    spk_bf16 *got_xh = alloc_h(nx);
     g_be->download(got_xh, dxh, nx * 2);
     g_be_checks++;
     if (memcmp(got_xh, xh, nx * 2) != 0) {
@@ -187,11 +187,11 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
 
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
     grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
-    const float* gw0 = copy_f(g.cpu[1], nw);
+    const float *gw0 = copy_f(g.cpu[1], nw);
     conv1d_bf16_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, xh, wh, B, Cin, Cout, T, K, d, ws);
     g_be->conv1d_bf16_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
     g_be->conv1d_bf16_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
-    grads_check(&g, "conv1d_bf16", tag, (const char*[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    grads_check(&g, "conv1d_bf16", tag, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
     dev_set(g.dev2[1], gw0, nw);
     g_be->conv1d_bf16_backward(NULL, g.dev2[1], NULL, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
     same_bits(cname("conv1d_bf16 dw alone %s", tag), g.dev[1], g.dev2[1], nw);
@@ -201,6 +201,4 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
 
 static void backend_checks(void) { conv_backend_checks(backend_case); }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_conv1d_bf16", 4321, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_conv1d_bf16", 4321, cpu_checks, backend_checks); }

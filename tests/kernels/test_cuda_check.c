@@ -10,7 +10,7 @@
 #include "test_common.h"
 
 // Runs fail() in a child process; it must exit 1 with `want` and this file's name on stderr.
-static void expect_death(const char* what, void (*fail)(void), const char* want) {
+static void expect_death(const char *what, void (*fail)(void), const char *want) {
     int fd[2];
     if (pipe(fd) != 0) exit(2);
     fflush(NULL);
@@ -25,8 +25,7 @@ static void expect_death(const char* what, void (*fail)(void), const char* want)
     char out[2048] = "";
     size_t len = 0;
     ssize_t got;
-    while (len < sizeof out - 1 && (got = read(fd[0], out + len, sizeof out - 1 - len)) > 0)
-        len += (size_t)got;
+    while (len < sizeof out - 1 && (got = read(fd[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)got;
     close(fd[0]);
     out[len] = 0;
     int status = 0;
@@ -37,8 +36,7 @@ static void expect_death(const char* what, void (*fail)(void), const char* want)
     snprintf(nm, sizeof nm, "%s: says which call failed and why", what);
     check_true(strstr(out, want) != NULL, nm);
     snprintf(nm, sizeof nm, "%s: names the rank and file:line", what);
-    check_true(strstr(out, "spkddp: error: [rank 0] ") == out && strstr(out, "test_cuda_check.c:"),
-               nm);
+    check_true(strstr(out, "spkddp: error: [rank 0] ") == out && strstr(out, "test_cuda_check.c:"), nm);
     if (g_failures) printf("stderr of the %s failure: %s\n", what, out);
 }
 
@@ -62,8 +60,7 @@ int main(void) {
                  "CUDA call cudaErrorMemoryAllocation failed: out of memory "
                  "(cudaErrorMemoryAllocation)");
     expect_death("cudnnCheck", cudnn_fails, "cuDNN call CUDNN_STATUS_BAD_PARAM failed: ");
-    expect_death("cublasCheck", cublas_fails,
-                 "cuBLAS call CUBLAS_STATUS_INVALID_VALUE failed: ");
+    expect_death("cublasCheck", cublas_fails, "cuBLAS call CUBLAS_STATUS_INVALID_VALUE failed: ");
     expect_death("ncclCheck", nccl_fails, "NCCL call ncclInvalidArgument failed: ");
     expect_death("SPK_CUDA_LAUNCHED", launch_fails, "CUDA call kernel launch failed: ");
     succeeds();

@@ -10,8 +10,8 @@
 
 // rows x n float terms over 2^-30..2^30 with both signs, a third of them cancelling an earlier
 // row's term up to its last bits, and some exact zeros.
-static float* terms(int rows, int64_t n) {
-    float* x = alloc_f((size_t)rows * n);
+static float *terms(int rows, int64_t n) {
+    float *x = alloc_f((size_t)rows * n);
     for (int r = 0; r < rows; r++)
         for (int64_t i = 0; i < n; i++) {
             float v = ldexpf(rng_uniform(0.5f, 1.0f), rng_int(61) - 30) * (rng_int(2) ? 1.0f : -1.0f);
@@ -23,7 +23,7 @@ static float* terms(int rows, int64_t n) {
 }
 
 // The sums of rows x n terms, all in one call.
-static xsum_t summed(const float* x, int rows, int64_t n) {
+static xsum_t summed(const float *x, int rows, int64_t n) {
     xsum_t s = host_sums(n);
     xsum_add(s, x, rows, n, 1);
     return s;
@@ -31,7 +31,7 @@ static xsum_t summed(const float* x, int rows, int64_t n) {
 
 // How ranks merge partial sums: raise both to the larger bin, add the limbs.
 static void merge_as_ranks(xsum_t a, xsum_t b, int64_t n) {
-    int8_t* max = (int8_t*)test_alloc((size_t)n);
+    int8_t *max = (int8_t *)test_alloc((size_t)n);
     for (int64_t i = 0; i < n; i++) max[i] = a.bin[i] > b.bin[i] ? a.bin[i] : b.bin[i];
     xsum_raise_to(a, max, n);
     xsum_raise_to(b, max, n);
@@ -44,7 +44,7 @@ static void merge_as_ranks(xsum_t a, xsum_t b, int64_t n) {
 static void order_and_partition(void) {
     const int rows = 40;
     const int64_t n = 1031;
-    const float* x = terms(rows, n);
+    const float *x = terms(rows, n);
     const xsum_t all = summed(x, rows, n);
     xsum_t rev = host_sums(n);  // rows one by one, last first
     for (int r = rows - 1; r >= 0; r--) xsum_add(rev, x + (size_t)r * n, 1, n, 1);
@@ -72,7 +72,7 @@ static void order_and_partition(void) {
 static void precision(void) {
     const int rows = 64;
     const int64_t n = 500;
-    float* x = alloc_f((size_t)rows * n);
+    float *x = alloc_f((size_t)rows * n);
     for (size_t k = 0; k < (size_t)rows * n; k++)
         x[k] = ldexpf((float)(rng_int(1 << 24) - (1 << 23)), rng_int(51) - 30 - 23);
     xsum_t s = host_sums(n);
@@ -95,8 +95,8 @@ static void precision(void) {
 
 static void raise_order(void) {
     const int64_t n = 64;
-    float* small = rand_f((size_t)3 * n, -1e-9f, 1e-9f);
-    float* big = rand_f(n, -1e6f, 1e6f);
+    float *small = rand_f((size_t)3 * n, -1e-9f, 1e-9f);
+    float *big = rand_f(n, -1e6f, 1e6f);
     xsum_t a = host_sums(n), b = host_sums(n);
     xsum_add(a, small, 3, n, 1);
     xsum_add(a, big, 1, n, 1);
@@ -128,7 +128,7 @@ static void nonfinite(void) {
 static void headroom(void) {
     const float v = -ldexpf(1.0f - ldexpf(1.0f, -24), -40);  // just below 2^-40: the top of bin 4
     const int64_t n = 1 << 12, reps = XSUM_MAX_TERMS / n;
-    float* x = alloc_f(n);
+    float *x = alloc_f(n);
     for (int64_t i = 0; i < n; i++) x[i] = v;
     xsum_t s = host_sums(1);
     for (int64_t r = 0; r < reps; r++) xsum_add(s, x, (int)n, 1, 1);
@@ -153,7 +153,8 @@ static void value_rounding(void) {
     int bad = 0;
     for (int k = 0; k < 20000; k++) {
         const int J = 1 + rng_int(30);
-        const int64_t hi = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51), lo = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51);
+        const int64_t hi = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51),
+                      lo = (int64_t)(rng_u64() >> 12) - ((int64_t)1 << 51);
         const double want = ldexp((double)((__int128)hi * ((__int128)1 << 40) + lo), 40 * (J - 1) - 200);
         bad += xsum_value(J, hi, lo) != want;
     }
@@ -165,8 +166,8 @@ static void value_rounding(void) {
 static void groups(void) {
     const int rows = 12, group = 4;
     const int64_t n = 700;
-    const float* x = terms(rows, n);
-    float* sums = alloc_f((size_t)rows / group * n);
+    const float *x = terms(rows, n);
+    float *sums = alloc_f((size_t)rows / group * n);
     for (int g = 0; g < rows / group; g++)
         for (int64_t i = 0; i < n; i++) {
             float v = x[(size_t)g * group * n + i];
@@ -194,13 +195,13 @@ static void cpu_checks(void) {
 static void backend_checks(void) {
     const int rows = 12;
     const int64_t n = 3001;
-    const float* x = terms(rows, n);
+    const float *x = terms(rows, n);
     const xsum_t want = summed(x, rows, n);
-    float* wantf = alloc_f(n);
+    float *wantf = alloc_f(n);
     xsum_to_float(wantf, want, n);
 
     xsum_t d = xsum_layout(dev_alloc(xsum_bytes(n)), n);
-    float* dx = dev_f(x, (size_t)rows * n);
+    float *dx = dev_f(x, (size_t)rows * n);
     g_be->xsum_add(d, dx, rows / 2, n, 1);
     g_be->xsum_add(d, dx + (size_t)rows / 2 * n, rows - rows / 2, n, 1);
     xsum_t got = host_sums(n);
@@ -208,9 +209,9 @@ static void backend_checks(void) {
     g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
     g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
     check_true(same_sums(got, want, n), cname("[%s] xsum_add: the CPU's sums", g_be->name));
-    float* df = dev_f(NULL, n);
+    float *df = dev_f(NULL, n);
     g_be->xsum_to_float(df, d, n);
-    const float* gotf = dev_get(df, n);
+    const float *gotf = dev_get(df, n);
     check_true(memcmp(gotf, wantf, sizeof(float) * n) == 0, cname("[%s] xsum_to_float: the CPU's floats", g_be->name));
     g_be->xsum_zero(d, n);
     g_be->xsum_to_float(df, d, n);
@@ -224,6 +225,4 @@ static void backend_checks(void) {
     check_true(same_sums(got, want3, n), cname("[%s] xsum_add in groups of 3: the CPU's sums", g_be->name));
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_exact_sum", 17, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_exact_sum", 17, cpu_checks, backend_checks); }

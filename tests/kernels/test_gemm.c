@@ -11,10 +11,10 @@
 static void run_case(char ta, char tb, int M, int N, int K, float alpha, float beta) {
     const int lda = (ta == 'N' ? K : M) + 3, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 5;
     const int arows = ta == 'N' ? M : K, brows = tb == 'N' ? K : N;
-    float* A = rand_f((size_t)arows * lda, -1, 1);
-    float* B = rand_f((size_t)brows * ldb, -1, 1);
-    float* C = rand_f((size_t)M * ldc, -1, 1);
-    double* want = alloc_d((size_t)M * ldc);
+    float *A = rand_f((size_t)arows * lda, -1, 1);
+    float *B = rand_f((size_t)brows * ldb, -1, 1);
+    float *C = rand_f((size_t)M * ldc, -1, 1);
+    double *want = alloc_d((size_t)M * ldc);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < ldc; j++) {
             double acc = 0.0;
@@ -45,10 +45,10 @@ static void run_batched(char ta, char tb) {
     const int M = 9, N = 13, K = 7, batch = 5;
     const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
     const int64_t sa = 0, sb = (int64_t)(tb == 'N' ? K : N) * ldb + 4, sc = (int64_t)M * ldc + 1;
-    float* A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
-    float* B = rand_f((size_t)(sb * batch), -1, 1);
-    float* C = rand_f((size_t)(sc * batch), -1, 1);
-    float* want = copy_f(C, (size_t)(sc * batch));
+    float *A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
+    float *B = rand_f((size_t)(sb * batch), -1, 1);
+    float *C = rand_f((size_t)(sc * batch), -1, 1);
+    float *want = copy_f(C, (size_t)(sc * batch));
     for (int i = 0; i < batch; i++)
         spk_sgemm(ta, tb, M, N, K, 0.5f, A + i * sa, lda, B + i * sb, ldb, 1.0f, want + i * sc, ldc);
     spk_sgemm_batched(ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, 1.0f, C, ldc, sc, batch);
@@ -56,8 +56,8 @@ static void run_batched(char ta, char tb) {
     snprintf(nm, sizeof nm, "sgemm_batched %c%c, shared A", ta, tb);
     check_close(nm, C, want, (size_t)(sc * batch), 0.0, 0.0);
     // strideC = 0: the batch summed into one C, as the loop of accumulating GEMMs gives it
-    float* S = rand_f((size_t)M * ldc, -1, 1);
-    float* want_sum = copy_f(S, (size_t)M * ldc);
+    float *S = rand_f((size_t)M * ldc, -1, 1);
+    float *want_sum = copy_f(S, (size_t)M * ldc);
     for (int i = 0; i < batch; i++)
         spk_sgemm(ta, tb, M, N, K, 0.5f, A + i * sa, lda, B + i * sb, ldb, i ? 1.0f : 0.25f, want_sum, ldc);
     spk_sgemm_batched(ta, tb, M, N, K, 0.5f, A, lda, sa, B, ldb, sb, 0.25f, S, ldc, 0, batch);
@@ -82,8 +82,8 @@ static void run_all(void) {
 static void invariant_rows(char ta, char tb) {
     const int M = 12, N = 300, K = 700;  // big enough for the libraries to thread
     const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
-    float* A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
-    float* B = rand_f((size_t)(tb == 'N' ? K : N) * ldb, -1, 1);
+    float *A = rand_f((size_t)(ta == 'N' ? M : K) * lda, -1, 1);
+    float *B = rand_f((size_t)(tb == 'N' ? K : N) * ldb, -1, 1);
     float *C2 = zeros_f((size_t)M * ldc), *C1 = zeros_f((size_t)M * ldc), *rows = zeros_f((size_t)M * ldc);
     const int before = with_threads(2);
     spk_sgemm_rows(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, C2, ldc);
@@ -95,7 +95,7 @@ static void invariant_rows(char ta, char tb) {
                        rows + (size_t)i * ldc, ldc);
     check_true(memcmp(C1, C2, sizeof(float) * M * ldc) == 0 && memcmp(C1, rows, sizeof(float) * M * ldc) == 0,
                cname("sgemm_rows %c%c: a row is the same with 1 or 2 threads and alone", ta, tb));
-    float* ref = zeros_f((size_t)M * ldc);
+    float *ref = zeros_f((size_t)M * ldc);
     spk_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.0f, ref, ldc);
     check_close(cname("sgemm_rows %c%c vs sgemm", ta, tb), C1, ref, (size_t)M * ldc, 1e-5, 1e-4);
     test_release();
@@ -106,7 +106,8 @@ static void invariant_batched(char ta, char tb) {
     const int lda = ta == 'N' ? K : M, ldb = tb == 'N' ? N : K, ldc = N + 7;
     const int64_t sa = (int64_t)M * K, sb = (int64_t)K * N;
     float *A = rand_f((size_t)sa * batch, -1, 1), *B = rand_f((size_t)sb * batch, -1, 1);
-    float *tmp = alloc_f((size_t)M * ldc), *fixed = zeros_f((size_t)M * ldc * batch), *loop = zeros_f((size_t)M * ldc * batch);
+    float *tmp = alloc_f((size_t)M * ldc), *fixed = zeros_f((size_t)M * ldc * batch),
+          *loop = zeros_f((size_t)M * ldc * batch);
     spk_sgemm_batched_fixed(ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, fixed, ldc, (int64_t)M * ldc, batch);
     for (int i = 0; i < batch; i++)
         spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A + i * sa, lda, B + i * sb, ldb, 0.0f, loop + (size_t)i * M * ldc, ldc);
@@ -126,13 +127,14 @@ static void invariant_batched(char ta, char tb) {
     spk_sgemm_batched_exact(ta, tb, M, N, K, A + 4 * sa, lda, sa, B + 4 * sb, ldb, sb, tmp, g2split, ldc, 2, 2);
     spk_sgemm_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2split, ldc, 4, 2);
     with_threads(before);
-    check_true(same_sums(whole, split, n) && same_sums(whole, one, n),
-               cname("sgemm_batched_exact %c%c: the same sums for a batch split, item by item, on 1 or 2 threads", ta, tb));
+    check_true(
+        same_sums(whole, split, n) && same_sums(whole, one, n),
+        cname("sgemm_batched_exact %c%c: the same sums for a batch split, item by item, on 1 or 2 threads", ta, tb));
     check_true(same_sums(g2, g2split, n),
                cname("sgemm_batched_exact %c%c, groups of 2: the same sums for a split along the groups", ta, tb));
     check_close(cname("sgemm_batched_exact %c%c groups of 2 vs single items", ta, tb), sums_to_floats(g2, n),
                 sums_to_floats(whole, n), (size_t)n, 1e-5, 1e-5 * K);
-    double* want = alloc_d((size_t)n);
+    double *want = alloc_d((size_t)n);
     for (int64_t k = 0; k < n; k++) want[k] = 0.0;
     for (int i = 0; i < batch; i++)
         for (int r = 0; r < M; r++)
@@ -145,8 +147,8 @@ static void invariant_batched(char ta, char tb) {
                 }
                 want[(size_t)r * ldc + c] += acc;
             }
-    check_close_d(cname("sgemm_batched_exact %c%c vs double", ta, tb), sums_to_floats(whole, n), want, (size_t)n,
-                  1e-5, 1e-5 * K);
+    check_close_d(cname("sgemm_batched_exact %c%c vs double", ta, tb), sums_to_floats(whole, n), want, (size_t)n, 1e-5,
+                  1e-5 * K);
     test_release();
 }
 
@@ -197,12 +199,11 @@ static void backend_case(char ta, char tb) {
     float *Bb = rand_f(nb * batch, -1, 1), *Cb = rand_f(nc * batch, -1, 1);
     float *dBb = dev_f(Bb, nb * batch), *dCb = dev_f(Cb, nc * batch);
     spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 1.0f, Cb, ldc, sc, batch);
-    g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 1.0f, dCb, ldc, sc,
-                            batch);
+    g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 1.0f, dCb, ldc, sc, batch);
     cmp(cname("sgemm_batched %c%c, shared A", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
     // strideC = 0: the batch summed into C (beta 0.5), and with beta 0 (C not read: NaN stays out)
-    float* Cs = rand_f(nc, -1, 1);
-    float* dCs = dev_f(Cs, nc);
+    float *Cs = rand_f(nc, -1, 1);
+    float *dCs = dev_f(Cs, nc);
     spk_sgemm_batched(ta, tb, M, N, K, 0.7f, A, lda, 0, Bb, ldb, sb, 0.5f, Cs, ldc, 0, batch);
     g_be->spk_sgemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, 0, dBb, ldb, sb, 0.5f, dCs, ldc, 0, batch);
     cmp(cname("sgemm_batched %c%c, summed, beta 0.5", ta, tb), dCs, Cs, nc, TOL_GEMM);
@@ -221,6 +222,4 @@ static void backend_checks(void) {
         for (int b = 0; b < 2; b++) backend_case(ops[a], ops[b]);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_gemm", 7, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_gemm", 7, cpu_checks, backend_checks); }

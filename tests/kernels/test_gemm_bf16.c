@@ -8,17 +8,17 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
-static spk_bf16* rand_h(size_t n) {
-    float* f = rand_f(n, -1, 1);
-    spk_bf16* h = (spk_bf16*)test_alloc(n * sizeof(spk_bf16));
+static spk_bf16 *rand_h(size_t n) {
+    float *f = rand_f(n, -1, 1);
+    spk_bf16 *h = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     bf16_from_f32(h, f, n);
     return h;
 }
 
 // want[i, j] = op(A) op(B) in double from the bf16 values, + C when beta = 1
-static double* reference(char ta, char tb, int M, int N, int K, const spk_bf16* A, int lda, const spk_bf16* B, int ldb,
-                         float beta, const float* C, int ldc) {
-    double* want = alloc_d((size_t)M * ldc);
+static double *reference(char ta, char tb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B, int ldb,
+                         float beta, const float *C, int ldc) {
+    double *want = alloc_d((size_t)M * ldc);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < ldc; j++) {
             double acc = j < N ? 0.0 : C[(size_t)i * ldc + j];  // padding columns untouched
@@ -33,14 +33,14 @@ static double* reference(char ta, char tb, int M, int N, int K, const spk_bf16* 
     return want;
 }
 
-static void run_case(const char* path, char ta, char tb, int M, int N, int K, float beta) {
+static void run_case(const char *path, char ta, char tb, int M, int N, int K, float beta) {
     const int lda = (ta == 'N' ? K : M) + 3, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 5;
     const size_t na = (size_t)(ta == 'N' ? M : K) * lda, nb = (size_t)(tb == 'N' ? K : N) * ldb;
     const size_t nc = (size_t)M * ldc;
     spk_bf16 *A = rand_h(na), *B = rand_h(nb);
-    float* C = rand_f(nc, -1, 1);
-    const double* want = reference(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    float* C2 = copy_f(C, nc);
+    float *C = rand_f(nc, -1, 1);
+    const double *want = reference(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    float *C2 = copy_f(C, nc);
     if (beta == 0.0f)
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = C2[(size_t)i * ldc + j] = NAN;
@@ -55,11 +55,11 @@ static void run_case(const char* path, char ta, char tb, int M, int N, int K, fl
 }
 
 // Against the float32 GEMM of the operands before rounding: bf16's 8-bit mantissa, nothing worse.
-static void run_vs_f32(const char* path) {
+static void run_vs_f32(const char *path) {
     const int M = 48, N = 200, K = 192;
     float *a = rand_f((size_t)M * K, -1, 1), *b = rand_f((size_t)K * N, -1, 1), *c = alloc_f((size_t)M * N);
-    float* c32 = alloc_f((size_t)M * N);
-    spk_bf16 *ah = (spk_bf16*)test_alloc((size_t)M * K * 2), *bh = (spk_bf16*)test_alloc((size_t)K * N * 2);
+    float *c32 = alloc_f((size_t)M * N);
+    spk_bf16 *ah = (spk_bf16 *)test_alloc((size_t)M * K * 2), *bh = (spk_bf16 *)test_alloc((size_t)K * N * 2);
     bf16_from_f32(ah, a, (size_t)M * K);
     bf16_from_f32(bh, b, (size_t)K * N);
     spk_gemm_bf16('N', 'N', M, N, K, ah, K, bh, N, 0.0f, c, N);
@@ -80,21 +80,19 @@ static void run_vs_f32(const char* path) {
 
 // The batch is each item's GEMM (a shared A with stride 0, padded row strides), and the same
 // GEMMs from inside a parallel region (each on its thread) match the serial calls.
-static void run_batched(const char* path, char ta, char tb) {
+static void run_batched(const char *path, char ta, char tb) {
     const int M = 19, N = 33, K = 40, batch = 5;
     const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
     const int64_t sb = (int64_t)(tb == 'N' ? K : N) * ldb + 4, sc = (int64_t)M * ldc + 1;
-    spk_bf16* A = rand_h((size_t)(ta == 'N' ? M : K) * lda);
-    spk_bf16* B = rand_h((size_t)(sb * batch));
-    float* C = rand_f((size_t)(sc * batch), -1, 1);
-    float* want = copy_f(C, (size_t)(sc * batch));
-    float* nested = copy_f(C, (size_t)(sc * batch));
-    for (int i = 0; i < batch; i++)
-        spk_gemm_bf16(ta, tb, M, N, K, A, lda, B + i * sb, ldb, 1.0f, want + i * sc, ldc);
+    spk_bf16 *A = rand_h((size_t)(ta == 'N' ? M : K) * lda);
+    spk_bf16 *B = rand_h((size_t)(sb * batch));
+    float *C = rand_f((size_t)(sc * batch), -1, 1);
+    float *want = copy_f(C, (size_t)(sc * batch));
+    float *nested = copy_f(C, (size_t)(sc * batch));
+    for (int i = 0; i < batch; i++) spk_gemm_bf16(ta, tb, M, N, K, A, lda, B + i * sb, ldb, 1.0f, want + i * sc, ldc);
     spk_gemm_bf16_batched(ta, tb, M, N, K, A, lda, 0, B, ldb, sb, 1.0f, C, ldc, sc, batch);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < batch; i++)
-        spk_gemm_bf16(ta, tb, M, N, K, A, lda, B + i * sb, ldb, 1.0f, nested + i * sc, ldc);
+    for (int i = 0; i < batch; i++) spk_gemm_bf16(ta, tb, M, N, K, A, lda, B + i * sb, ldb, 1.0f, nested + i * sc, ldc);
     char nm[96];
     snprintf(nm, sizeof nm, "[%s] gemm_bf16_batched %c%c, shared A", path, ta, tb);
     check_close(nm, C, want, (size_t)(sc * batch), 1e-5, 1e-5 * (1 + K / 16.0));
@@ -105,14 +103,14 @@ static void run_batched(const char* path, char ta, char tb) {
 
 // More shapes than the primitive cache holds (inference on utterances of many lengths): the
 // least recently used ones make room, and every result stays right.
-static void run_many_shapes(const char* path) {
+static void run_many_shapes(const char *path) {
     const int M = 8, K = 16, shapes = 300;
     spk_bf16 *A = rand_h((size_t)M * K), *B = rand_h((size_t)K * shapes);
-    float* C = alloc_f((size_t)M * shapes);
+    float *C = alloc_f((size_t)M * shapes);
     int bad = 0;
     for (int n = 1; n <= shapes; n++) {
         spk_gemm_bf16('N', 'N', M, n, K, A, K, B, n, 0.0f, C, n);
-        const double* want = reference('N', 'N', M, n, K, A, K, B, n, 0.0f, C, n);
+        const double *want = reference('N', 'N', M, n, K, A, K, B, n, 0.0f, C, n);
         for (int i = 0; i < M * n; i++) bad += fabs(C[i] - want[i]) > 1e-5 * (1 + K / 16.0);
     }
     char nm[96];
@@ -121,7 +119,7 @@ static void run_many_shapes(const char* path) {
     test_release();
 }
 
-static void run_all(const char* path) {
+static void run_all(const char *path) {
     const char tr[2] = {'N', 'T'};
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
@@ -156,11 +154,11 @@ static void backend_case(char ta, char tb) {
     const size_t na = (size_t)(ta == 'N' ? M : K) * lda, nb = (size_t)(tb == 'N' ? K : N) * ldb;
     const size_t nc = (size_t)M * ldc;
     spk_bf16 *A = rand_h(na), *B = rand_h(nb);
-    float* C = rand_f(nc, -1, 1);
-    spk_bf16 *dA = (spk_bf16*)dev_alloc(na * 2), *dB = (spk_bf16*)dev_alloc(nb * 2);
+    float *C = rand_f(nc, -1, 1);
+    spk_bf16 *dA = (spk_bf16 *)dev_alloc(na * 2), *dB = (spk_bf16 *)dev_alloc(nb * 2);
     g_be->upload(dA, A, na * 2);
     g_be->upload(dB, B, nb * 2);
-    float* dC = dev_f(C, nc);
+    float *dC = dev_f(C, nc);
     spk_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
     g_be->spk_gemm_bf16(ta, tb, M, N, K, dA, lda, dB, ldb, 1.0f, dC, ldc);
     cmp(cname("gemm_bf16 %c%c, strided, beta 1", ta, tb), dC, C, nc, TOL_GEMM);
@@ -170,14 +168,13 @@ static void backend_case(char ta, char tb) {
     g_be->spk_gemm_bf16(ta, tb, M, N, K, dA, lda, dB, ldb, 0.0f, dC, N);
     cmp(cname("gemm_bf16 %c%c, beta 0 over NaN", ta, tb), dC, C, (size_t)M * N, TOL_GEMM);
     const int batch = 4;
-    spk_bf16* Bb = rand_h(nb * batch);
-    float* Cb = rand_f(nc * batch, -1, 1);
-    spk_bf16* dBb = (spk_bf16*)dev_alloc(nb * batch * 2);
+    spk_bf16 *Bb = rand_h(nb * batch);
+    float *Cb = rand_f(nc * batch, -1, 1);
+    spk_bf16 *dBb = (spk_bf16 *)dev_alloc(nb * batch * 2);
     g_be->upload(dBb, Bb, nb * batch * 2);
-    float* dCb = dev_f(Cb, nc * batch);
+    float *dCb = dev_f(Cb, nc * batch);
     spk_gemm_bf16_batched(ta, tb, M, N, K, A, lda, 0, Bb, ldb, (int64_t)nb, 1.0f, Cb, ldc, (int64_t)nc, batch);
-    g_be->spk_gemm_bf16_batched(ta, tb, M, N, K, dA, lda, 0, dBb, ldb, (int64_t)nb, 1.0f, dCb, ldc, (int64_t)nc,
-                                batch);
+    g_be->spk_gemm_bf16_batched(ta, tb, M, N, K, dA, lda, 0, dBb, ldb, (int64_t)nb, 1.0f, dCb, ldc, (int64_t)nc, batch);
     cmp(cname("gemm_bf16_batched %c%c, shared A", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
     dev_release();
     test_release();
@@ -189,6 +186,4 @@ static void backend_checks(void) {
         for (int b = 0; b < 2; b++) backend_case(ops[a], ops[b]);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_gemm_bf16", 17, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_gemm_bf16", 17, cpu_checks, backend_checks); }

@@ -10,8 +10,8 @@ typedef struct {
     float *x, *w, *b, *y, *r;
 } lin_ctx;
 
-static double lin_loss(void* p) {
-    lin_ctx* c = (lin_ctx*)p;
+static double lin_loss(void *p) {
+    lin_ctx *c = (lin_ctx *)p;
     linear_forward(c->y, c->x, c->w, c->b, c->B, c->In, c->Out);
     return dot_d(c->y, c->r, (size_t)c->B * c->Out);
 }
@@ -19,24 +19,16 @@ static double lin_loss(void* p) {
 static void run_case(int B, int In, int Out) {
     char nm[128];
     const size_t nx = (size_t)B * In, nw = (size_t)Out * In, ny = (size_t)B * Out;
-    lin_ctx c = {B,
-                 In,
-                 Out,
-                 rand_f(nx, -1, 1),
-                 rand_f(nw, -1, 1),
-                 rand_f(Out, -1, 1),
-                 alloc_f(ny),
-                 rand_f(ny, -1, 1)};
+    lin_ctx c = {B, In, Out, rand_f(nx, -1, 1), rand_f(nw, -1, 1), rand_f(Out, -1, 1), alloc_f(ny), rand_f(ny, -1, 1)};
     for (int pass = 0; pass < 2; pass++) {
-        const float* bias = pass ? NULL : c.b;
+        const float *bias = pass ? NULL : c.b;
         fill_nan(c.y, ny);
         linear_forward(c.y, c.x, c.w, bias, B, In, Out);
-        double* want = alloc_d(ny);
+        double *want = alloc_d(ny);
         for (int i = 0; i < B; i++)
             for (int o = 0; o < Out; o++) {
                 double s = bias ? bias[o] : 0;
-                for (int k = 0; k < In; k++)
-                    s += (double)c.x[(size_t)i * In + k] * c.w[(size_t)o * In + k];
+                for (int k = 0; k < In; k++) s += (double)c.x[(size_t)i * In + k] * c.w[(size_t)o * In + k];
                 want[(size_t)i * Out + o] = s;
             }
         snprintf(nm, sizeof nm, "linear fwd%s B%d In%d Out%d", pass ? " nobias" : "", B, In, Out);
@@ -59,7 +51,7 @@ static void run_case(int B, int In, int Out) {
     check_accumulated(nm, aw, pw, dw, nw);
     snprintf(nm, sizeof nm, "linear db accumulates B%d In%d Out%d", B, In, Out);
     check_accumulated(nm, ab, pb, db, Out);
-    float* ow = zeros_f(nw);
+    float *ow = zeros_f(nw);
     linear_backward(NULL, ow, NULL, c.r, c.x, c.w, B, In, Out);
     snprintf(nm, sizeof nm, "linear dw-only B%d In%d Out%d", B, In, Out);
     check_close(nm, ow, dw, nw, 0, 0);
@@ -92,14 +84,14 @@ static void cpu_checks(void) {
 
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_case(int with_bias) {
-    const char* tag = with_bias ? "bias" : "no bias";
+    const char *tag = with_bias ? "bias" : "no bias";
     const int B = 13, In = 70, Out = 33;
     const size_t nx = (size_t)B * In, ny = (size_t)B * Out, nw = (size_t)Out * In;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -1, 1), *y = alloc_f(ny);
-    float* b = with_bias ? rand_f(Out, -1, 1) : NULL;
+    float *b = with_bias ? rand_f(Out, -1, 1) : NULL;
     linear_forward(y, x, w, b, B, In, Out);
     float *dx = dev_f(x, nx), *dw = dev_f(w, nw), *db = b ? dev_f(b, Out) : NULL;
-    float* dy = dev_f(NULL, ny);
+    float *dy = dev_f(NULL, ny);
     g_be->linear_forward(dy, dx, dw, db, B, In, Out);
     cmp(cname("linear forward %s", tag), dy, y, ny, TOL_GEMM);
     linear_forward_rows(y, x, w, b, B, In, Out);
@@ -110,8 +102,7 @@ static void backend_case(int with_bias) {
     linear_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, In, Out);
     g_be->linear_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, In, Out);
     g_be->linear_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, In, Out);
-    grads_check(&g, "linear", tag, (const char*[]){"dx", "dw", "db"},
-                (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    grads_check(&g, "linear", tag, (const char *[]){"dx", "dw", "db"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
     dev_release();
     test_release();
 }
@@ -121,6 +112,4 @@ static void backend_checks(void) {
     backend_case(0);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_linear", 3, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_linear", 3, cpu_checks, backend_checks); }

@@ -5,7 +5,7 @@
 
 #include "backends.h"
 
-static long double exact_squares(const float* x, size_t n) {
+static long double exact_squares(const float *x, size_t n) {
     long double s = 0;
     for (size_t i = 0; i < n; i++) s += (long double)x[i] * x[i];
     return s;
@@ -15,7 +15,7 @@ static void cpu_checks(void) {
     const size_t sizes[] = {0, 1, 4095, 4096, 4097, 100003, 3 * NORM_BLOCK * 11 + 17};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         const size_t n = sizes[k];
-        float* x = rand_f(n ? n : 1, -2, 2);
+        float *x = rand_f(n ? n : 1, -2, 2);
         double got, one, many;
         vec_sum_squares(&got, x, n);
         char nm[96];
@@ -33,7 +33,7 @@ static void cpu_checks(void) {
     }
     // A NaN or an infinity anywhere makes the sum non-finite (the trainer skips such a step).
     const size_t n = 50000;
-    float* x = rand_f(n, -1, 1);
+    float *x = rand_f(n, -1, 1);
     double s;
     x[31337] = NAN;
     vec_sum_squares(&s, x, n);
@@ -56,9 +56,9 @@ static void backend_checks(void) {
     const size_t sizes[] = {0, 7, 4096, 100003, 5 * NORM_BLOCK * 300 + 1};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         const size_t n = sizes[k];
-        float* x = rand_f(n ? n : 1, -2, 2);
-        float* dx = dev_f(x, n ? n : 1);
-        double* dout = (double*)dev_alloc(sizeof(double));
+        float *x = rand_f(n ? n : 1, -2, 2);
+        float *dx = dev_f(x, n ? n : 1);
+        double *dout = (double *)dev_alloc(sizeof(double));
         double want, got, again;
         vec_sum_squares(&want, x, n);
         g_be->vec_sum_squares(dout, dx, n);
@@ -72,8 +72,8 @@ static void backend_checks(void) {
             printf("FAIL [%s] vec_sum_squares n=%zu: two runs differ\n", g_be->name, n);
             g_failures++;
         }
-        float* y = rand_f(n ? n : 1, -1, 1);
-        float* dy = dev_f(y, n ? n : 1);
+        float *y = rand_f(n ? n : 1, -1, 1);
+        float *dy = dev_f(y, n ? n : 1);
         vec_scale(y, -1.75f, n);
         g_be->vec_scale(dy, -1.75f, n);
         cmp(cname("vec_scale n=%zu", n), dy, y, n, 0.0);
@@ -82,6 +82,4 @@ static void backend_checks(void) {
     }
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_norm", 11, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_norm", 11, cpu_checks, backend_checks); }

@@ -8,7 +8,7 @@
 // Two SGD steps from p = 1 with gradients 0.5 then -0.2, lr 0.1, momentum 0.9, computed by hand.
 static void sgd_hand(void) {
     static const struct {
-        const char* name;
+        const char *name;
         double dampening, weight_decay;
         int nesterov;
         double buf[2], p[2];  // the momentum buffer and the parameter after steps 1 and 2
@@ -28,8 +28,8 @@ static void sgd_hand(void) {
         float p = 1.0f, buf = 123.0f;  // the first step overwrites the buffer
         for (int step = 1; step <= 2; step++) {
             char nm[64];
-            sgd_step(&p, &g[step - 1], &buf, 1, 0.1, 0.9, cases[i].dampening,
-                     cases[i].weight_decay, cases[i].nesterov, step);
+            sgd_step(&p, &g[step - 1], &buf, 1, 0.1, 0.9, cases[i].dampening, cases[i].weight_decay, cases[i].nesterov,
+                     step);
             snprintf(nm, sizeof nm, "%s step%d buf", cases[i].name, step);
             check_scalar(nm, buf, cases[i].buf[step - 1], 1e-6, 0);
             snprintf(nm, sizeof nm, "%s step%d p", cases[i].name, step);
@@ -59,8 +59,8 @@ static void adam_hand(void) {
 }
 
 // double re-implementation of torch.optim (single tensor, for-loop version)
-static void ref_sgd(double* p, double* buf, const float* g, size_t n, double lr, double mom,
-                    double damp, double wd, int nesterov, int step) {
+static void ref_sgd(double *p, double *buf, const float *g, size_t n, double lr, double mom, double damp, double wd,
+                    int nesterov, int step) {
     for (size_t i = 0; i < n; i++) {
         double d = g[i] + wd * p[i];
         if (mom != 0) {
@@ -70,8 +70,8 @@ static void ref_sgd(double* p, double* buf, const float* g, size_t n, double lr,
         p[i] -= lr * d;
     }
 }
-static void ref_adam(double* p, double* m, double* v, const float* g, size_t n, double lr,
-                     double b1, double b2, double eps, double wd, int decoupled, int step) {
+static void ref_adam(double *p, double *m, double *v, const float *g, size_t n, double lr, double b1, double b2,
+                     double eps, double wd, int decoupled, int step) {
     const double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
     for (size_t i = 0; i < n; i++) {
         double gi = g[i];
@@ -87,12 +87,12 @@ static void ref_adam(double* p, double* m, double* v, const float* g, size_t n, 
 
 static void multi_step(int which) {
     const size_t n = 100003;
-    const char* names[] = {"sgd", "sgd nesterov", "adam", "adamw"};
+    const char *names[] = {"sgd", "sgd nesterov", "adam", "adamw"};
     float *p = rand_f(n, -1, 1), *s1 = zeros_f(n), *s2 = zeros_f(n);
     double *pd = alloc_d(n), *d1 = zeros_d(n), *d2 = zeros_d(n);
     for (size_t i = 0; i < n; i++) pd[i] = p[i];
     for (int step = 1; step <= 6; step++) {
-        float* g = rand_f(n, -1, 1);
+        float *g = rand_f(n, -1, 1);
         switch (which) {
             case 0:
                 sgd_step(p, g, s1, n, 0.05, 0.9, 0.1, 1e-3, 0, step);
@@ -132,18 +132,15 @@ static void cpu_checks(void) {
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_sgd(double momentum, double dampening, double wd, int nesterov) {
     char tag[96];
-    snprintf(tag, sizeof tag, "mom %.2g damp %.2g wd %.2g%s", momentum, dampening, wd,
-             nesterov ? " nesterov" : "");
+    snprintf(tag, sizeof tag, "mom %.2g damp %.2g wd %.2g%s", momentum, dampening, wd, nesterov ? " nesterov" : "");
     const size_t n = 5000;
     float *p = rand_f(n, -1, 1), *buf = zeros_f(n);
     float *dp = dev_f(p, n), *dbuf = dev_f(buf, n), *dg = dev_f(NULL, n);
     for (int step = 1; step <= 3; step++) {
-        float* g = rand_f(n, -1, 1);
+        float *g = rand_f(n, -1, 1);
         dev_set(dg, g, n);
-        sgd_step(p, g, momentum != 0.0 ? buf : NULL, n, 0.05, momentum, dampening, wd, nesterov,
-                 step);
-        g_be->sgd_step(dp, dg, momentum != 0.0 ? dbuf : NULL, n, 0.05, momentum, dampening, wd,
-                       nesterov, step);
+        sgd_step(p, g, momentum != 0.0 ? buf : NULL, n, 0.05, momentum, dampening, wd, nesterov, step);
+        g_be->sgd_step(dp, dg, momentum != 0.0 ? dbuf : NULL, n, 0.05, momentum, dampening, wd, nesterov, step);
     }
     cmp(cname("sgd params after 3 steps %s", tag), dp, p, n, TOL);
     if (momentum != 0.0) cmp(cname("sgd momentum buffer %s", tag), dbuf, buf, n, TOL);
@@ -152,12 +149,12 @@ static void backend_sgd(double momentum, double dampening, double wd, int nester
 }
 
 static void backend_adam(int decoupled) {
-    const char* tag = decoupled ? "adamw" : "adam";
+    const char *tag = decoupled ? "adamw" : "adam";
     const size_t n = 5000;
     float *p = rand_f(n, -1, 1), *m = zeros_f(n), *v = zeros_f(n);
     float *dp = dev_f(p, n), *dm = dev_f(m, n), *dv = dev_f(v, n), *dg = dev_f(NULL, n);
     for (int step = 1; step <= 3; step++) {
-        float* g = rand_f(n, -1, 1);
+        float *g = rand_f(n, -1, 1);
         dev_set(dg, g, n);
         if (decoupled) {
             adamw_step(p, g, m, v, n, 1e-3, 0.9, 0.999, 1e-8, 0.01, step);
@@ -182,6 +179,4 @@ static void backend_checks(void) {
     backend_adam(1);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_optim", 8, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_optim", 8, cpu_checks, backend_checks); }

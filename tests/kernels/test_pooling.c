@@ -14,8 +14,8 @@ typedef struct {
     float *r1, *r2;      // probe weights for the outputs
 } pool_ctx;
 
-static double pool_loss(void* p) {
-    pool_ctx* c = (pool_ctx*)p;
+static double pool_loss(void *p) {
+    pool_ctx *c = (pool_ctx *)p;
     const size_t nbc = (size_t)c->B * c->C, n = nbc * c->T;
     switch (c->op) {
         case OP_MEAN:
@@ -26,10 +26,9 @@ static double pool_loss(void* p) {
             return dot_d(c->out1, c->r1, n);
         case OP_STATS:
         case OP_STATS_UNIFORM:
-            weighted_stats_forward(c->out1, c->out2, c->x, c->op == OP_STATS ? c->w : NULL, c->B,
-                                   c->C, c->T, c->ld, 1e-12f);
-            return dot_d(c->out1, c->r1, (size_t)c->B * c->ld) +
-                   dot_d(c->out2, c->r2, (size_t)c->B * c->ld);
+            weighted_stats_forward(c->out1, c->out2, c->x, c->op == OP_STATS ? c->w : NULL, c->B, c->C, c->T, c->ld,
+                                   1e-12f);
+            return dot_d(c->out1, c->r1, (size_t)c->B * c->ld) + dot_d(c->out2, c->r2, (size_t)c->B * c->ld);
         default:
             softmax_time_forward(c->out1, c->x, c->B, c->C, c->T);
             return dot_d(c->out1, c->r1, n);
@@ -39,20 +38,10 @@ static double pool_loss(void* p) {
 static void test_mean_scale(int B, int C, int T) {
     char nm[128];
     const size_t nbc = (size_t)B * C, n = nbc * T;
-    pool_ctx c = {OP_MEAN,
-                  B,
-                  C,
-                  T,
-                  C,
-                  rand_f(n, -2, 2),
-                  NULL,
-                  rand_f(nbc, -1, 1),
-                  alloc_f(n),
-                  NULL,
-                  rand_f(n, -1, 1),
-                  NULL};
+    pool_ctx c = {OP_MEAN,          B,   C, T, C, rand_f(n, -2, 2), NULL, rand_f(nbc, -1, 1), alloc_f(n), NULL,
+                  rand_f(n, -1, 1), NULL};
     pool_loss(&c);
-    double* want = alloc_d(n);
+    double *want = alloc_d(n);
     for (size_t i = 0; i < nbc; i++) {
         double s = 0;
         for (int t = 0; t < T; t++) s += c.x[i * T + t];
@@ -60,7 +49,7 @@ static void test_mean_scale(int B, int C, int T) {
     }
     snprintf(nm, sizeof nm, "time_mean fwd T%d", T);
     check_close_d(nm, c.out1, want, nbc, 1e-6, 1e-7);
-    float* dx = zeros_f(n);
+    float *dx = zeros_f(n);
     time_mean_backward(dx, c.r1, B, C, T);
     snprintf(nm, sizeof nm, "time_mean fd dx T%d", T);
     fd_check(nm, c.x, dx, n, pool_loss, &c, 1e-2f, 1e-3, 1e-3, 200);
@@ -87,7 +76,7 @@ static void test_mean_scale(int B, int C, int T) {
     snprintf(nm, sizeof nm, "channel_scale ds accumulates T%d", T);
     check_accumulated(nm, ads, pds, ds, nbc);
     pool_loss(&c);  // fresh output at the unperturbed inputs
-    float* inpl = copy_f(c.x, n);
+    float *inpl = copy_f(c.x, n);
     channel_scale_forward(inpl, inpl, c.s, B, C, T);
     snprintf(nm, sizeof nm, "channel_scale in place T%d", T);
     check_close(nm, inpl, c.out1, n, 0, 0);
@@ -161,8 +150,8 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
 
     pool_loss(&c);
     float *dx = zeros_f(n), *dw = zeros_f(n);
-    weighted_stats_backward(dx, uniform ? NULL : dw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1,
-                            c.out2, B, C, T, ld, 1e-12f);
+    weighted_stats_backward(dx, uniform ? NULL : dw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C, T, ld,
+                            1e-12f);
     for (int t = 0; t < T; t++) check_true(dx[t] == dx[t], "stats dx finite on clamped row");
     // finite differences away from the clamped row (perturbing it un-clamps the variance)
     snprintf(buf, sizeof buf, "stats fd dx %s", nm);
@@ -173,18 +162,16 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
     }
     pool_loss(&c);
     // gradient only through the mean, and only through std (NULL upstream for the other)
-    float* dxm = zeros_f(n);
-    weighted_stats_backward(dxm, NULL, c.r1, NULL, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C,
-                            T, ld, 1e-12f);
-    float* dxs = zeros_f(n);
-    weighted_stats_backward(dxs, NULL, NULL, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C,
-                            T, ld, 1e-12f);
+    float *dxm = zeros_f(n);
+    weighted_stats_backward(dxm, NULL, c.r1, NULL, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C, T, ld, 1e-12f);
+    float *dxs = zeros_f(n);
+    weighted_stats_backward(dxs, NULL, NULL, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C, T, ld, 1e-12f);
     for (size_t i = 0; i < n; i++) dxm[i] += dxs[i];
     snprintf(buf, sizeof buf, "stats dmean + dstd parts %s", nm);
     check_close(buf, dxm, dx, n, 1e-5, 1e-6 * max_abs(dx, n));
     float *px = rand_f(n, -1, 1), *pw = rand_f(n, -1, 1), *ax = copy_f(px, n), *aw = copy_f(pw, n);
-    weighted_stats_backward(ax, uniform ? NULL : aw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1,
-                            c.out2, B, C, T, ld, 1e-12f);
+    weighted_stats_backward(ax, uniform ? NULL : aw, c.r1, c.r2, c.x, uniform ? NULL : c.w, c.out1, c.out2, B, C, T, ld,
+                            1e-12f);
     snprintf(buf, sizeof buf, "stats dx accumulates %s", nm);
     check_accumulated(buf, ax, px, dx, n);
     if (!uniform) {
@@ -197,11 +184,10 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
 static void test_softmax(int B, int C, int T, float range) {
     char nm[128];
     const size_t n = (size_t)B * C * T;
-    pool_ctx c = {
-        OP_SOFTMAX,       B,   C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
-        rand_f(n, -1, 1), NULL};
+    pool_ctx c = {OP_SOFTMAX,       B,   C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
+                  rand_f(n, -1, 1), NULL};
     pool_loss(&c);
-    double* want = alloc_d(n);
+    double *want = alloc_d(n);
     for (size_t i = 0; i < (size_t)B * C; i++) {
         double mx = -INFINITY, s = 0;
         for (int t = 0; t < T; t++) mx = fmax(mx, c.x[i * T + t]);
@@ -210,11 +196,11 @@ static void test_softmax(int B, int C, int T, float range) {
     }
     snprintf(nm, sizeof nm, "softmax_time fwd T%d range %g", T, range);
     check_close_d(nm, c.out1, want, n, 2e-6, 1e-9);
-    float* inpl = copy_f(c.x, n);
+    float *inpl = copy_f(c.x, n);
     softmax_time_forward(inpl, inpl, B, C, T);
     snprintf(nm, sizeof nm, "softmax_time in place T%d", T);
     check_close(nm, inpl, c.out1, n, 0, 0);
-    float* dx = zeros_f(n);
+    float *dx = zeros_f(n);
     softmax_time_backward(dx, c.r1, c.out1, B, C, T);
     snprintf(nm, sizeof nm, "softmax_time fd dx T%d range %g", T, range);
     fd_check(nm, c.x, dx, n, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
@@ -276,19 +262,19 @@ static void backend_mean_scale(void) {
 // weights = NULL (uniform) or rows of a softmax; ld = 2C with std = mean + C ([mean | std]) or
 // ld = C with separate buffers; row 0 constant (eps clamp active).
 static void backend_weighted_stats(int uniform) {
-    const char* tag = uniform ? "uniform" : "weighted";
+    const char *tag = uniform ? "uniform" : "weighted";
     const int B = 4, C = 6, T = 270;
     const float eps = 1e-12f;
     const int ld = uniform ? C : 2 * C;
     const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
-    float* x = rand_f(n, -1, 2);
+    float *x = rand_f(n, -1, 2);
     for (int t = 0; t < T; t++) x[t] = 0.0f;
-    float* w = NULL;
+    float *w = NULL;
     if (!uniform) {
         w = rand_f(n, -3, 3);
         softmax_time_forward(w, w, B, C, T);
     }
-    float* ms = zeros_f(2 * no);
+    float *ms = zeros_f(2 * no);
     float *mean = ms, *std = uniform ? ms + no : ms + C;
     weighted_stats_forward(mean, std, x, w, B, C, T, ld, eps);
     float *dxd = dev_f(x, n), *dwd = w ? dev_f(w, n) : NULL, *dms = dev_f(NULL, 2 * no);
@@ -296,23 +282,20 @@ static void backend_weighted_stats(int uniform) {
     g_be->weighted_stats_forward(dmean, dstd, dxd, dwd, B, C, T, ld, eps);
     cmp(cname("weighted_stats forward %s", tag), dms, ms, 2 * no, TOL);
 
-    float* gms = rand_f(2 * no, -1, 1);
+    float *gms = rand_f(2 * no, -1, 1);
     float *gmean = gms, *gstd = uniform ? gms + no : gms + C;
     float *dgms = dev_f(gms, 2 * no), *dgmean = dgms, *dgstd = uniform ? dgms + no : dgms + C;
     // dx and dw (weighted) or dx alone (uniform); then dx through dstd only
     grads_t g = grads_prefill(w ? 2 : 1, (size_t[]){n, n});
-    const float* gx0 = copy_f(g.cpu[0], n);
+    const float *gx0 = copy_f(g.cpu[0], n);
     weighted_stats_backward(g.cpu[0], g.cpu[1], gmean, gstd, x, w, mean, std, B, C, T, ld, eps);
-    g_be->weighted_stats_backward(g.dev[0], g.dev[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B, C,
-                                  T, ld, eps);
-    g_be->weighted_stats_backward(g.dev2[0], g.dev2[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B,
-                                  C, T, ld, eps);
-    grads_check(&g, "weighted_stats", tag, (const char*[]){"dx", "dw"}, (double[]){TOL, TOL});
-    float* gx = copy_f(gx0, n);
+    g_be->weighted_stats_backward(g.dev[0], g.dev[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B, C, T, ld, eps);
+    g_be->weighted_stats_backward(g.dev2[0], g.dev2[1], dgmean, dgstd, dxd, dwd, dmean, dstd, B, C, T, ld, eps);
+    grads_check(&g, "weighted_stats", tag, (const char *[]){"dx", "dw"}, (double[]){TOL, TOL});
+    float *gx = copy_f(gx0, n);
     weighted_stats_backward(gx, NULL, NULL, gstd, x, w, mean, std, B, C, T, ld, eps);
     dev_set(g.dev[0], gx0, n);
-    g_be->weighted_stats_backward(g.dev[0], NULL, NULL, dgstd, dxd, dwd, dmean, dstd, B, C, T, ld,
-                                  eps);
+    g_be->weighted_stats_backward(g.dev[0], NULL, NULL, dgstd, dxd, dwd, dmean, dstd, B, C, T, ld, eps);
     cmp(cname("weighted_stats dx from dstd only %s", tag), g.dev[0], gx, n, TOL);
     dev_release();
     test_release();
@@ -323,7 +306,7 @@ static void backend_softmax_time(void) {
     const size_t n = (size_t)B * C * T;
     float *x = rand_f(n, -6, 6), *y = alloc_f(n);
     softmax_time_forward(y, x, B, C, T);
-    float* dyd = dev_f(x, n);
+    float *dyd = dev_f(x, n);
     g_be->softmax_time_forward(dyd, dyd, B, C, T);  // in place
     cmp("softmax_time forward (in place)", dyd, y, n, TOL);
     float *gy = rand_f(n, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
@@ -342,6 +325,4 @@ static void backend_checks(void) {
     backend_softmax_time();
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_pooling", 2024, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_pooling", 2024, cpu_checks, backend_checks); }

@@ -10,8 +10,8 @@ typedef struct {
     float *s, *y, *r;
 } rep_ctx;
 
-static double rep_loss(void* p) {
-    rep_ctx* c = (rep_ctx*)p;
+static double rep_loss(void *p) {
+    rep_ctx *c = (rep_ctx *)p;
     time_repeat_forward(c->y + (size_t)c->d0 * c->T, c->Cy, c->s, c->ld, c->B, c->C, c->T);
     return dot_d(c->y, c->r, (size_t)c->B * c->Cy * c->T);
 }
@@ -19,11 +19,11 @@ static double rep_loss(void* p) {
 static void cpu_checks(void) {
     const int B = 3, T = 11, Cs = 7, Cd = 12, C = 5, c0 = 2, d0 = 6;
     // copy channels [c0, c0 + C) of a (B, Cs, T) tensor into channels [d0, d0 + C) of (B, Cd, T)
-    float* src = rand_f((size_t)B * Cs * T, -1, 1);
-    float* dst = rand_f((size_t)B * Cd * T, -1, 1);
-    float* dst0 = copy_f(dst, (size_t)B * Cd * T);
+    float *src = rand_f((size_t)B * Cs * T, -1, 1);
+    float *dst = rand_f((size_t)B * Cd * T, -1, 1);
+    float *dst0 = copy_f(dst, (size_t)B * Cd * T);
     channel_slice_copy(dst + (size_t)d0 * T, Cd, src + (size_t)c0 * T, Cs, B, C, T);
-    float* want = copy_f(dst0, (size_t)B * Cd * T);
+    float *want = copy_f(dst0, (size_t)B * Cd * T);
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++)
             for (int t = 0; t < T; t++)
@@ -47,7 +47,7 @@ static void cpu_checks(void) {
                   rand_f((size_t)B * ld, -1, 1),
                   rand_f((size_t)B * Cd * T, -1, 1),
                   rand_f((size_t)B * Cd * T, -1, 1)};
-    float* y0 = copy_f(rc.y, (size_t)B * Cd * T);
+    float *y0 = copy_f(rc.y, (size_t)B * Cd * T);
     time_repeat_forward(rc.y + (size_t)d0 * T, Cd, rc.s, ld, B, C, T);
     for (int b = 0; b < B; b++)
         for (int c = 0; c < Cd; c++)
@@ -58,24 +58,23 @@ static void cpu_checks(void) {
     check_close("time_repeat_forward", rc.y, want, (size_t)B * Cd * T, 0, 0);
     // backward: gradient w.r.t. s by finite differences and by direct sums
     rep_ctx rcx = {B, C, T, Cd, ld, d0, rc.s, rc.y, rc.r};
-    float* ds = zeros_f((size_t)B * ld);
+    float *ds = zeros_f((size_t)B * ld);
     time_repeat_backward(ds, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
     fd_check("time_repeat fd ds", rc.s, ds, (size_t)B * ld, rep_loss, &rcx, 1e-2f, 1e-3, 1e-3, 100);
     for (int b = 0; b < B; b++)
         for (int c = C; c < ld; c++) check_true(ds[(size_t)b * ld + c] == 0, "repeat ds padding");
-    double* dsw = zeros_d((size_t)B * ld);
+    double *dsw = zeros_d((size_t)B * ld);
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++)
-            for (int t = 0; t < T; t++)
-                dsw[(size_t)b * ld + c] += rc.r[((size_t)b * Cd + d0 + c) * T + t];
+            for (int t = 0; t < T; t++) dsw[(size_t)b * ld + c] += rc.r[((size_t)b * Cd + d0 + c) * T + t];
     check_close_d("time_repeat_backward", ds, dsw, (size_t)B * ld, 1e-6, 1e-6);
-    float* pre = rand_f((size_t)B * ld, -1, 1);
-    float* acc = copy_f(pre, (size_t)B * ld);
+    float *pre = rand_f((size_t)B * ld, -1, 1);
+    float *acc = copy_f(pre, (size_t)B * ld);
     time_repeat_backward(acc, ld, rc.r + (size_t)d0 * T, Cd, B, C, T);
     check_accumulated("time_repeat_backward accumulates", acc, pre, ds, (size_t)B * ld);
 
     // ld = 0: the same C values repeated for every sample
-    float* s0 = rand_f(C, -1, 1);
+    float *s0 = rand_f(C, -1, 1);
     memcpy(rc.y, y0, sizeof(float) * B * Cd * T);
     time_repeat_forward(rc.y + (size_t)d0 * T, Cd, s0, 0, B, C, T);
     for (int b = 0; b < B; b++)
@@ -96,8 +95,7 @@ static void cpu_checks(void) {
         batch_transpose(xt, x, TB, R, TC);
         for (int b = 0; b < TB; b++)
             for (int r = 0; r < R; r++)
-                for (int c = 0; c < TC; c++)
-                    tw[((size_t)b * TC + c) * R + r] = x[((size_t)b * R + r) * TC + c];
+                for (int c = 0; c < TC; c++) tw[((size_t)b * TC + c) * R + r] = x[((size_t)b * R + r) * TC + c];
         char nm[96];
         snprintf(nm, sizeof nm, "batch_transpose B%d R%d C%d", TB, R, TC);
         check_close(nm, xt, tw, tn, 0, 0);
@@ -140,14 +138,14 @@ static void backend_checks(void) {
     time_repeat_forward(y + 4 * T, Cy, s + 2, ld, B, C, T);
     g_be->time_repeat_forward(dyd + 4 * T, Cy, dsd + 2, ld, B, C, T);
     cmp("time_repeat forward", dyd, y, ny, 0.0);
-    float* gy = rand_f(ny, -1, 1);
-    float* dgy = dev_f(gy, ny);
+    float *gy = rand_f(ny, -1, 1);
+    float *dgy = dev_f(gy, ny);
     time_repeat_backward(s + 2, ld, gy + 4 * T, Cy, B, C, T);
     g_be->time_repeat_backward(dsd + 2, ld, dgy + 4 * T, Cy, B, C, T);
     cmp("time_repeat backward", dsd, s, nsr, TOL);
     // ld = 0: one vector of C values repeated for every sample, into channels [1, 1 + C)
-    float* s1 = rand_f(C, -1, 1);
-    float* ds1 = dev_f(s1, C);
+    float *s1 = rand_f(C, -1, 1);
+    float *ds1 = dev_f(s1, C);
     time_repeat_forward(y + 1 * T, Cy, s1, 0, B, C, T);
     g_be->time_repeat_forward(dyd + 1 * T, Cy, ds1, 0, B, C, T);
     cmp("time_repeat forward ld 0", dyd, y, ny, 0.0);
@@ -182,6 +180,4 @@ static void backend_checks(void) {
     cmp("vec_copy", da, a, n, 0.0);
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_tensor_ops", 5, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_tensor_ops", 5, cpu_checks, backend_checks); }

@@ -7,11 +7,11 @@
 typedef struct {
     int B, N;
     float *z, *p;
-    int* y;
+    int *y;
 } xe_ctx;
 
-static double xe_loss(void* c_) {
-    xe_ctx* c = (xe_ctx*)c_;
+static double xe_loss(void *c_) {
+    xe_ctx *c = (xe_ctx *)c_;
     float loss;
     int correct;
     xent_forward(&loss, &correct, c->p, c->z, c->y, c->B, c->N);
@@ -29,9 +29,9 @@ static void run_case(int B, int N, float range) {
     xent_forward(&loss, &correct, c.p, c.z, c.y, B, N);
     double want = 0;
     int wc = 0;
-    double* wp = alloc_d(n);
+    double *wp = alloc_d(n);
     for (int b = 0; b < B; b++) {
-        const float* z = c.z + (size_t)b * N;
+        const float *z = c.z + (size_t)b * N;
         double mx = z[0], s = 0;
         int am = 0;
         for (int j = 1; j < N; j++)
@@ -49,7 +49,7 @@ static void run_case(int B, int N, float range) {
     snprintf(nm, sizeof nm, "xent correct B%d N%d", B, N);
     check_true(correct == wc, nm);
 
-    float* dz = zeros_f(n);
+    float *dz = zeros_f(n);
     xent_backward(dz, 1.0f, c.p, c.y, B, N);
     for (int b = 0; b < B; b++) wp[(size_t)b * N + c.y[b]] -= 1.0;
     for (size_t i = 0; i < n; i++) wp[i] /= B;
@@ -80,8 +80,8 @@ static void cpu_checks(void) {
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_case(int B, int N) {
     const size_t n = (size_t)B * N;
-    float* z = rand_f(n, -5, 5);
-    int* labels = alloc_i(B);
+    float *z = rand_f(n, -5, 5);
+    int *labels = alloc_i(B);
     for (int b = 0; b < B; b++)  // every other row labelled with its argmax (hits counted)
         labels[b] = b % 2 ? first_argmax(z + (size_t)b * N, N) : rng_int(N);
     float loss, *probs = alloc_f(n);
@@ -99,7 +99,7 @@ static void backend_case(int B, int N) {
     g_be->xent_backward(g.dev2[0], 1.7f, dprobs, dlabels, B, N);
     char tag[32];
     snprintf(tag, sizeof tag, "B%d N%d", B, N);
-    grads_check(&g, "xent", tag, (const char*[]){"dlogits"}, (double[]){TOL});
+    grads_check(&g, "xent", tag, (const char *[]){"dlogits"}, (double[]){TOL});
     dev_release();
     test_release();
 }
@@ -109,6 +109,4 @@ static void backend_checks(void) {
     backend_case(150000, 5);  // 1.2 MB of row results: the CUDA library scratch grows
 }
 
-int main(int argc, char** argv) {
-    return test_main(argc, argv, "test_xent", 17, cpu_checks, backend_checks);
-}
+int main(int argc, char **argv) { return test_main(argc, argv, "test_xent", 17, cpu_checks, backend_checks); }

@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
     float *dframes = calloc((size_t)(B * T * F), sizeof(float));
     memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
     memset(e->g_emb, 0, (size_t)(B * E) * sizeof(float));
-    aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels, (int)B,
-                         (int)E, (int)S, e->margin, e->scale, e->work);
+    aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels,
+                         (int)B, (int)E, (int)S, e->margin, e->scale, e->work);
     ecapa_backward(e, m, e->g_emb, dframes, (int)B, (int)T);
 
     char name[256];
@@ -129,7 +129,8 @@ int main(int argc, char **argv) {
             double gn = 0, wn = 0;
             for (int64_t j = 0; j < t->numel; j++) gn += (double)m->grads[t->offset + j] * m->grads[t->offset + j];
             for (int64_t j = 0; j < w->numel; j++) wn += (double)m->grads[w->offset + j] * m->grads[w->offset + j];
-            EXPECT(sqrt(gn) <= 1e-5 * sqrt(wn), "%s should vanish: |g| %.3g vs |g_weight| %.3g", name, sqrt(gn), sqrt(wn));
+            EXPECT(sqrt(gn) <= 1e-5 * sqrt(wn), "%s should vanish: |g| %.3g vs |g_weight| %.3g", name, sqrt(gn),
+                   sqrt(wn));
             free(ref);
             continue;
         }

@@ -44,8 +44,9 @@ static void gradcheck(const char *model) {
     mc.channels = 32, mc.att_channels = 8, mc.se_channels = 8, mc.emb_dim = 6, mc.visual_channels = 8;
     mc.margin = 0.2, mc.scale = 4;
     int av = strcmp(model, "ecapa-av") == 0;
-    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0,
-                                                    .visual_ratio = R}, &spk_backend_cpu);
+    model_t *m = model_create(
+        &mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0, .visual_ratio = R},
+        &spk_backend_cpu);
     ecapa_t *e = m->impl;
     ecapa_reserve(e, m, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
@@ -106,15 +107,17 @@ static void gradcheck(const char *model) {
             errs[k] = fabs(fd - gv) / (2e-2 * gn + noise);  // <= 1 passes
             agree += errs[k] <= 1.0;
         }
-        double med = errs[0] + errs[1] + errs[2] - fmax(errs[0], fmax(errs[1], errs[2])) - fmin(errs[0], fmin(errs[1], errs[2]));
+        double med =
+            errs[0] + errs[1] + errs[2] - fmax(errs[0], fmax(errs[1], errs[2])) - fmin(errs[0], fmin(errs[1], errs[2]));
         if (med > worst) worst = med;
-        EXPECT(agree >= 2, "%s: only %d of 3 directional derivatives agree (errors %.2f %.2f %.2f of the tolerance)", name,
-               agree, errs[0], errs[1], errs[2]);
+        EXPECT(agree >= 2, "%s: only %d of 3 directional derivatives agree (errors %.2f %.2f %.2f of the tolerance)",
+               name, agree, errs[0], errs[1], errs[2]);
         checked++;
         free(v);
         free(p0);
     }
-    printf("%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model, checked - 1, worst);
+    printf("%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model, checked - 1,
+           worst);
     model_free(m);
 }
 

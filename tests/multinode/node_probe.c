@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
     enum { LINE = 160 };
     char host[64] = "", mine[LINE] = "", *all = NULL;
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
-    snprintf(mine, LINE, "rank %d of %d on %s: local rank %d of %d, %d threads", c.rank, c.size, host,
-             c.local_rank, c.local_size, c.threads);
+    snprintf(mine, LINE, "rank %d of %d on %s: local rank %d of %d, %d threads", c.rank, c.size, host, c.local_rank,
+             c.local_size, c.threads);
     if (c.rank == 0) all = mallocCheck((size_t)c.size * LINE);
     mpiCheck(MPI_Gather(mine, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, c.world));
     for (int r = 0; c.rank == 0 && r < c.size; r++) printf("%s\n", all + (size_t)r * LINE);

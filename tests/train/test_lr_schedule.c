@@ -17,8 +17,9 @@ int main(void) {
            "warmup-exp: %g %g", lr_at(&s, 10), lr_at(&s, 15));
 
     s = (lr_schedule_t){.kind = LR_COSINE, .lr = 1.0, .lr_min = 0.1, .total_steps = 100};
-    EXPECT(near(lr_at(&s, 0), 1.0) && near(lr_at(&s, 50), 0.55) && near(lr_at(&s, 100), 0.1) && near(lr_at(&s, 150), 0.1),
-           "cosine: %g %g %g", lr_at(&s, 0), lr_at(&s, 50), lr_at(&s, 100));
+    EXPECT(
+        near(lr_at(&s, 0), 1.0) && near(lr_at(&s, 50), 0.55) && near(lr_at(&s, 100), 0.1) && near(lr_at(&s, 150), 0.1),
+        "cosine: %g %g %g", lr_at(&s, 0), lr_at(&s, 50), lr_at(&s, 100));
 
     s = (lr_schedule_t){.kind = LR_CYCLIC, .lr = 1.0, .lr_min = 0.0, .cycle_steps = 10};
     // Triangle: 0 at step 0, 1 at 10, 0 at 20, 0.5 at 25.

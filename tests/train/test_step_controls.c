@@ -38,8 +38,8 @@ int main(void) {
     EXPECT(step_controls_apply(&c, g, N, &r, 0, 0) == 1 && !r.skipped, "a finite step is applied");
     EXPECT(fabs(r.grad_norm - norm) <= 1e-12 * norm, "norm %.17g, want %.17g", r.grad_norm, norm);
     const double want = cfg.clip_grad_norm * norm / (norm + 1e-6);
-    EXPECT(fabs(norm_of(g) - want) <= 1e-6 * want && fabs(r.clip_scale * norm - want) <= 1e-12, "clipped norm %.9g, want %.9g",
-           norm_of(g), want);
+    EXPECT(fabs(norm_of(g) - want) <= 1e-6 * want && fabs(r.clip_scale * norm - want) <= 1e-12,
+           "clipped norm %.9g, want %.9g", norm_of(g), want);
 
     // Within the bound: not touched.
     fill(g, 2);
@@ -58,8 +58,10 @@ int main(void) {
            "a NaN loss skips the update");
     g[N / 2] = INFINITY;
     r = (step_report_t){.loss = 0.5};
-    EXPECT(step_controls_apply(&c, g, N, &r, 0, 3) == 0 && r.skipped && isinf(r.grad_norm), "an infinite gradient skips");
-    EXPECT(c.skipped == 2 && c.ep_skipped == 2, "skips counted: %lld, %lld", (long long)c.skipped, (long long)c.ep_skipped);
+    EXPECT(step_controls_apply(&c, g, N, &r, 0, 3) == 0 && r.skipped && isinf(r.grad_norm),
+           "an infinite gradient skips");
+    EXPECT(c.skipped == 2 && c.ep_skipped == 2, "skips counted: %lld, %lld", (long long)c.skipped,
+           (long long)c.ep_skipped);
 
     // The epoch's figures: the applied updates only, through a checkpoint header and back.
     EXPECT(fabs(step_controls_epoch_norm(&c, 4) - (norm + small) / 2) <= 1e-11 && fabs(c.ep_norm_max - norm) <= 1e-11,

@@ -76,17 +76,23 @@ typedef enum {
     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT = 7,
 } cudnnConvolutionBwdFilterAlgo_t;
 
-#define SPK_CUDNN_PERF_FIELDS(Algo)   \
-    Algo algo;                        \
-    cudnnStatus_t status;             \
-    float time;                       \
-    size_t memory;                    \
-    cudnnDeterminism_t determinism;   \
-    cudnnMathType_t mathType;         \
+#define SPK_CUDNN_PERF_FIELDS(Algo) \
+    Algo algo;                      \
+    cudnnStatus_t status;           \
+    float time;                     \
+    size_t memory;                  \
+    cudnnDeterminism_t determinism; \
+    cudnnMathType_t mathType;       \
     int reserved[3];
-typedef struct { SPK_CUDNN_PERF_FIELDS(cudnnConvolutionFwdAlgo_t) } cudnnConvolutionFwdAlgoPerf_t;
-typedef struct { SPK_CUDNN_PERF_FIELDS(cudnnConvolutionBwdDataAlgo_t) } cudnnConvolutionBwdDataAlgoPerf_t;
-typedef struct { SPK_CUDNN_PERF_FIELDS(cudnnConvolutionBwdFilterAlgo_t) } cudnnConvolutionBwdFilterAlgoPerf_t;
+typedef struct {
+    SPK_CUDNN_PERF_FIELDS(cudnnConvolutionFwdAlgo_t)
+} cudnnConvolutionFwdAlgoPerf_t;
+typedef struct {
+    SPK_CUDNN_PERF_FIELDS(cudnnConvolutionBwdDataAlgo_t)
+} cudnnConvolutionBwdDataAlgoPerf_t;
+typedef struct {
+    SPK_CUDNN_PERF_FIELDS(cudnnConvolutionBwdFilterAlgo_t)
+} cudnnConvolutionBwdFilterAlgoPerf_t;
 #undef SPK_CUDNN_PERF_FIELDS
 
 const char* cudnnGetErrorString(cudnnStatus_t status);
@@ -98,78 +104,69 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream);
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* desc);
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc);
-cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format,
-                                         cudnnDataType_t type, int n, int c, int h, int w);
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format, cudnnDataType_t type,
+                                         int n, int c, int h, int w);
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* desc);
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc);
-cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t type,
-                                         cudnnTensorFormat_t format, int k, int c, int h, int w);
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t type, cudnnTensorFormat_t format,
+                                         int k, int c, int h, int w);
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* desc);
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t desc);
-cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t desc, int pad_h,
-                                              int pad_w, int u, int v, int dilation_h,
-                                              int dilation_w, cudnnConvolutionMode_t mode,
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t desc, int pad_h, int pad_w, int u, int v,
+                                              int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,
                                               cudnnDataType_t compute_type);
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t math);
 cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t* math);
-cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(cudnnConvolutionDescriptor_t conv,
-                                                    cudnnTensorDescriptor_t x,
-                                                    cudnnFilterDescriptor_t w, int* n, int* c,
-                                                    int* h, int* wd);
+cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t x,
+                                                    cudnnFilterDescriptor_t w, int* n, int* c, int* h, int* wd);
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int* count);
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count);
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t handle, int* count);
-cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
-    cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, int requested, int* returned,
-    cudnnConvolutionFwdAlgoPerf_t* perf);
-cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
-    cudnnHandle_t handle, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dx, int requested, int* returned,
-    cudnnConvolutionBwdDataAlgoPerf_t* perf);
-cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-    cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dw, int requested, int* returned,
-    cudnnConvolutionBwdFilterAlgoPerf_t* perf);
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                                                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                                     cudnnTensorDescriptor_t y, int requested, int* returned,
+                                                     cudnnConvolutionFwdAlgoPerf_t* perf);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, cudnnFilterDescriptor_t w,
+                                                          cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,
+                                                          cudnnTensorDescriptor_t dx, int requested, int* returned,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perf);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                                                            cudnnTensorDescriptor_t dy,
+                                                            cudnnConvolutionDescriptor_t conv,
+                                                            cudnnFilterDescriptor_t dw, int requested, int* returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perf);
 
-cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle,
-                                                      cudnnTensorDescriptor_t x,
-                                                      cudnnFilterDescriptor_t w,
-                                                      cudnnConvolutionDescriptor_t conv,
-                                                      cudnnTensorDescriptor_t y,
-                                                      cudnnConvolutionFwdAlgo_t algo, size_t* bytes);
-cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
-    cudnnHandle_t handle, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dx,
-    cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes);
-cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
-    cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dw,
-    cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes);
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                                                      cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                                      cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
+                                                      size_t* bytes);
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, cudnnFilterDescriptor_t w,
+                                                           cudnnTensorDescriptor_t dy,
+                                                           cudnnConvolutionDescriptor_t conv,
+                                                           cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
+                                                             cudnnTensorDescriptor_t dy,
+                                                             cudnnConvolutionDescriptor_t conv,
+                                                             cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes);
 
-cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
-                                      cudnnTensorDescriptor_t x_desc, const void* x,
-                                      cudnnFilterDescriptor_t w_desc, const void* w,
-                                      cudnnConvolutionDescriptor_t conv,
-                                      cudnnConvolutionFwdAlgo_t algo, void* workspace,
-                                      size_t workspace_bytes, const void* beta,
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t x_desc,
+                                      const void* x, cudnnFilterDescriptor_t w_desc, const void* w,
+                                      cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
+                                      void* workspace, size_t workspace_bytes, const void* beta,
                                       cudnnTensorDescriptor_t y_desc, void* y);
-cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
-                                           cudnnFilterDescriptor_t w_desc, const void* w,
-                                           cudnnTensorDescriptor_t dy_desc, const void* dy,
-                                           cudnnConvolutionDescriptor_t conv,
-                                           cudnnConvolutionBwdDataAlgo_t algo, void* workspace,
-                                           size_t workspace_bytes, const void* beta,
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, cudnnFilterDescriptor_t w_desc,
+                                           const void* w, cudnnTensorDescriptor_t dy_desc, const void* dy,
+                                           cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
+                                           void* workspace, size_t workspace_bytes, const void* beta,
                                            cudnnTensorDescriptor_t dx_desc, void* dx);
-cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* alpha,
-                                             cudnnTensorDescriptor_t x_desc, const void* x,
-                                             cudnnTensorDescriptor_t dy_desc, const void* dy,
-                                             cudnnConvolutionDescriptor_t conv,
-                                             cudnnConvolutionBwdFilterAlgo_t algo,
-                                             void* workspace, size_t workspace_bytes,
-                                             const void* beta, cudnnFilterDescriptor_t dw_desc,
-                                             void* dw);
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t x_desc,
+                                             const void* x, cudnnTensorDescriptor_t dy_desc, const void* dy,
+                                             cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdFilterAlgo_t algo,
+                                             void* workspace, size_t workspace_bytes, const void* beta,
+                                             cudnnFilterDescriptor_t dw_desc, void* dw);
 
 #ifdef __cplusplus
 }

@@ -60,8 +60,8 @@ uint3 unflatten(unsigned i, dim3 d) { return uint3{i % d.x, (i / d.x) % d.y, i /
 
 const char* block_name(char* buf, size_t cap) {
     const uint3 b = g_coords.block_idx;
-    snprintf(buf, cap, "kernel %s (launched at %s:%d), block (%u,%u,%u)", g_runner.site->kernel,
-             g_runner.site->file, g_runner.site->line, b.x, b.y, b.z);
+    snprintf(buf, cap, "kernel %s (launched at %s:%d), block (%u,%u,%u)", g_runner.site->kernel, g_runner.site->file,
+             g_runner.site->line, b.x, b.y, b.z);
     return buf;
 }
 
@@ -71,9 +71,10 @@ bool round_ends_block(unsigned n) {
     if (r.finished == n) return true;
     if (r.finished > 0) {
         char where[256];
-        fail("%s: %u of %u threads exited while thread %u waits at __syncthreads (%s:%d); a barrier "
-             "must be reached by every thread of the block",
-             block_name(where, sizeof where), r.finished, n, r.first_waiter, r.file, r.line);
+        fail(
+            "%s: %u of %u threads exited while thread %u waits at __syncthreads (%s:%d); a barrier "
+            "must be reached by every thread of the block",
+            block_name(where, sizeof where), r.finished, n, r.first_waiter, r.file, r.line);
     }
     return false;
 }
@@ -108,8 +109,9 @@ void run_block(unsigned n) {
 }  // namespace
 
 void run_grid(const KernelBody& body, const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes) {
-    if (g_runner.body) fail("kernel %s launched from inside kernel %s: dynamic parallelism is not emulated",
-                            site.kernel, g_runner.site->kernel);
+    if (g_runner.body)
+        fail("kernel %s launched from inside kernel %s: dynamic parallelism is not emulated", site.kernel,
+             g_runner.site->kernel);
     const unsigned n = block.x * block.y * block.z;
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     if (g_runner.threads.size() < n) g_runner.threads.resize(n);

@@ -7,7 +7,8 @@
 #pragma once
 #include <cstddef>
 
-#include "cuda_runtime.h"
+#include "cuda_runtime.h"  // first: the device language uses its types
+
 #include "cuda_emu/device_language.h"
 
 namespace spk_emu {

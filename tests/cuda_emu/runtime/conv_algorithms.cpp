@@ -28,34 +28,36 @@ std::vector<ConvOffer> conv_offers(ConvPass pass, const ConvShape& g, cudnnMathT
     std::vector<ConvOffer> v;
     const bool tensor = permits_tensor_ops(permitted);
     switch (pass) {
-    case ConvPass::forward: {
-        if (permitted == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || permitted == CUDNN_DEFAULT_MATH)
-            v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true,
-                              CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, 2 * crs + 64));
-        if (tensor)
-            v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_TENSOR_OP_MATH, 2 * crs + 64));
-        ConvOffer fft = offer(CUDNN_CONVOLUTION_FWD_ALGO_FFT, true, CUDNN_FMA_MATH, (size_t)g.n * g.c * g.h * g.w * 2);
-        if (g.dil_h > 1 || g.dil_w > 1 || g.stride_h > 1 || g.stride_w > 1) fft.status = CUDNN_STATUS_NOT_SUPPORTED;
-        v.push_back(fft);
-        v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_FMA_MATH, crs + 32));
-        v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, CUDNN_FMA_MATH, 0));
-        break;
-    }
-    case ConvPass::backward_data:
-        if (tensor)
-            v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, !config().cudnn_reports_default, CUDNN_TENSOR_OP_MATH,
-                              2 * krs + 64));
-        v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, CUDNN_FMA_MATH, 0));
-        v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, CUDNN_FMA_MATH, krs + 16));
-        break;
-    case ConvPass::backward_filter:
-        if (tensor)
-            v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, !config().cudnn_reports_default,
-                              CUDNN_TENSOR_OP_MATH, 2 * krs * g.c + 64));
-        v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, CUDNN_FMA_MATH, 0));
-        v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false, CUDNN_FMA_MATH, (size_t)g.n * 64));
-        v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, CUDNN_FMA_MATH, krs * g.c + 128));
-        break;
+        case ConvPass::forward: {
+            if (permitted == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || permitted == CUDNN_DEFAULT_MATH)
+                v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true,
+                                  CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, 2 * crs + 64));
+            if (tensor)
+                v.push_back(
+                    offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_TENSOR_OP_MATH, 2 * crs + 64));
+            ConvOffer fft =
+                offer(CUDNN_CONVOLUTION_FWD_ALGO_FFT, true, CUDNN_FMA_MATH, (size_t)g.n * g.c * g.h * g.w * 2);
+            if (g.dil_h > 1 || g.dil_w > 1 || g.stride_h > 1 || g.stride_w > 1) fft.status = CUDNN_STATUS_NOT_SUPPORTED;
+            v.push_back(fft);
+            v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_FMA_MATH, crs + 32));
+            v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, CUDNN_FMA_MATH, 0));
+            break;
+        }
+        case ConvPass::backward_data:
+            if (tensor)
+                v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, !config().cudnn_reports_default,
+                                  CUDNN_TENSOR_OP_MATH, 2 * krs + 64));
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, CUDNN_FMA_MATH, 0));
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, CUDNN_FMA_MATH, krs + 16));
+            break;
+        case ConvPass::backward_filter:
+            if (tensor)
+                v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, !config().cudnn_reports_default,
+                                  CUDNN_TENSOR_OP_MATH, 2 * krs * g.c + 64));
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, CUDNN_FMA_MATH, 0));
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false, CUDNN_FMA_MATH, (size_t)g.n * 64));
+            v.push_back(offer(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, CUDNN_FMA_MATH, krs * g.c + 128));
+            break;
     }
     return v;
 }

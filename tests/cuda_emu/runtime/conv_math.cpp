@@ -44,7 +44,8 @@ void conv_forward(const ConvShape& g, const float* x, const float* w, float* y, 
                             for (int s = 0; s < g.s; s++) {
                                 const int iw = ow * g.stride_w - g.pad_w + s * g.dil_w;
                                 if (iw < 0 || iw >= g.w) continue;
-                                acc = std::fma(in(g, x[at(n, c, ih, iw, g.c, g.h, g.w)]), in(g, w[tap(g, k, c, r, s)]), acc);
+                                acc = std::fma(in(g, x[at(n, c, ih, iw, g.c, g.h, g.w)]), in(g, w[tap(g, k, c, r, s)]),
+                                               acc);
                             }
                         }
                     store(y[at(n, k, oh, ow, g.k, g.oh, g.ow)], acc, alpha, beta);
@@ -64,7 +65,8 @@ void conv_backward_data(const ConvShape& g, const float* w, const float* dy, flo
                             for (int s = 0; s < g.s; s++) {
                                 const int ow = output_of(iw, s, g.pad_w, g.stride_w, g.dil_w, g.ow);
                                 if (ow < 0) continue;
-                                acc = std::fma(in(g, dy[at(n, k, oh, ow, g.k, g.oh, g.ow)]), in(g, w[tap(g, k, c, r, s)]), acc);
+                                acc = std::fma(in(g, dy[at(n, k, oh, ow, g.k, g.oh, g.ow)]),
+                                               in(g, w[tap(g, k, c, r, s)]), acc);
                             }
                         }
                     store(dx[at(n, c, ih, iw, g.c, g.h, g.w)], acc, alpha, beta);

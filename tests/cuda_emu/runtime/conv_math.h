@@ -9,12 +9,12 @@
 namespace spk_emu {
 
 struct ConvShape {
-    int n, c, h, w;     // input (B, Cin, H, W)
-    int k, r, s;        // filter (Cout, Cin, R, S)
-    int oh, ow;         // output (B, Cout, OH, OW)
+    int n, c, h, w;  // input (B, Cin, H, W)
+    int k, r, s;     // filter (Cout, Cin, R, S)
+    int oh, ow;      // output (B, Cout, OH, OW)
     int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-    bool flip;          // CUDNN_CONVOLUTION
-    bool tf32;          // inputs rounded to TF32 (tensor-op math)
+    bool flip;  // CUDNN_CONVOLUTION
+    bool tf32;  // inputs rounded to TF32 (tensor-op math)
 };
 
 void conv_forward(const ConvShape& g, const float* x, const float* w, float* y, float alpha, float beta);

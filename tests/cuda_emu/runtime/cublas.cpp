@@ -102,8 +102,8 @@ cublasStatus_t invalid(const char* why) {
 
 // bf16: A and B hold bf16 elements (GemmEx), C float32.
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const float* alpha, const void* A, int lda, long long sa, const void* B, int ldb,
-                    long long sb, const float* beta, float* C, int ldc, long long sc, int batch, bool bf16 = false) {
+                    const float* alpha, const void* A, int lda, long long sa, const void* B, int ldb, long long sb,
+                    const float* beta, float* C, int ldc, long long sc, int batch, bool bf16 = false) {
     if (!g_handles.count(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (ta == CUBLAS_OP_C || tb == CUBLAS_OP_C) return invalid("CUBLAS_OP_C is not emulated");
     if (m < 0 || n < 0 || k < 0 || batch < 0) return invalid("negative m, n, k or batch count");
@@ -140,14 +140,14 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
 // The GemmEx forms spkddp calls: bf16 A and B, float32 C, float32 compute.
 cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                        const void* alpha, const void* A, cudaDataType_t at, int lda, long long sa, const void* B,
-                       cudaDataType_t bt, int ldb, long long sb, const void* beta, void* C, cudaDataType_t ct,
-                       int ldc, long long sc, int batch, cublasComputeType_t compute) {
+                       cudaDataType_t bt, int ldb, long long sb, const void* beta, void* C, cudaDataType_t ct, int ldc,
+                       long long sc, int batch, cublasComputeType_t compute) {
     if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
         note("cuBLAS GemmEx: only bf16 A and B, float32 C and CUBLAS_COMPUTE_32F are emulated");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    return gemm(h, ta, tb, m, n, k, (const float*)alpha, A, lda, sa, B, ldb, sb, (const float*)beta, (float*)C, ldc,
-                sc, batch, true);
+    return gemm(h, ta, tb, m, n, k, (const float*)alpha, A, lda, sa, B, ldb, sb, (const float*)beta, (float*)C, ldc, sc,
+                batch, true);
 }
 
 }  // namespace
@@ -159,26 +159,40 @@ extern "C" {
 
 const char* cublasGetStatusName(cublasStatus_t s) {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_SUCCESS:
+            return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED:
+            return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_EXECUTION_FAILED:
+            return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case CUBLAS_STATUS_INTERNAL_ERROR:
+            return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "CUBLAS_STATUS_NOT_SUPPORTED";
     }
     return "CUBLAS_STATUS_UNKNOWN";
 }
 
 const char* cublasGetStatusString(cublasStatus_t s) {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+        case CUBLAS_STATUS_SUCCESS:
+            return "success";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "the library was not initialized";
+        case CUBLAS_STATUS_ALLOC_FAILED:
+            return "the resource allocation failed";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "an invalid numeric value was used as an argument";
+        case CUBLAS_STATUS_EXECUTION_FAILED:
+            return "the GPU program failed to execute";
+        case CUBLAS_STATUS_INTERNAL_ERROR:
+            return "an internal operation failed";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "the functionality requested is not supported";
     }
     return "unknown error";
 }
@@ -242,8 +256,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa, cubl
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                          int m, int n, int k, const float* alpha, const float* A, int lda,
                                          long long int strideA, const float* B, int ldb, long long int strideB,
-                                         const float* beta, float* C, int ldc, long long int strideC,
-                                         int batchCount) {
+                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount) {
     return gemm(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
                 batchCount);
 }
@@ -253,8 +266,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                             cudaDataType_t Btype, int ldb, const void* beta, void* C, cudaDataType_t Ctype, int ldc,
                             cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
     (void)algo;  // one loop for every algorithm
-    return gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc,
-                   0, 1, computeType);
+    return gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C, Ctype, ldc, 0,
+                   1, computeType);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,

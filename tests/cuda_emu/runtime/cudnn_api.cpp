@@ -73,15 +73,19 @@ cudnnStatus_t max_count(cudnnHandle_t h, int* count, int n) {
     return CUDNN_STATUS_SUCCESS;
 }
 
-int out_dim(int in, int pad, int stride, int dil, int taps) { return (in + 2 * pad - (dil * (taps - 1) + 1)) / stride + 1; }
+int out_dim(int in, int pad, int stride, int dil, int taps) {
+    return (in + 2 * pad - (dil * (taps - 1) + 1)) / stride + 1;
+}
 
 // The shape of a convolution from its descriptors, with cuDNN's consistency checks.
 cudnnStatus_t shape_of(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
                        cudnnTensorDescriptor_t y, ConvShape* g) {
     if (!valid(x) || !valid(w) || !valid(conv) || !valid(y)) return bad("a descriptor is not created or not set");
     if (x->c != w->c) return bad("the input's channels differ from the filter's");
-    *g = ConvShape{x->n, x->c, x->h, x->w, w->k, w->h, w->w, 0, 0, conv->pad_h, conv->pad_w, conv->u, conv->v,
-                   conv->dil_h, conv->dil_w, conv->mode == CUDNN_CONVOLUTION, false};
+    *g = ConvShape{
+        x->n, x->c,        x->h,        x->w,    w->k,    w->h,        w->w,        0,
+        0,    conv->pad_h, conv->pad_w, conv->u, conv->v, conv->dil_h, conv->dil_w, conv->mode == CUDNN_CONVOLUTION,
+        false};
     g->oh = out_dim(x->h, conv->pad_h, conv->u, conv->dil_h, w->h);
     g->ow = out_dim(x->w, conv->pad_w, conv->v, conv->dil_w, w->w);
     if (g->oh <= 0 || g->ow <= 0) return bad("the filter is larger than the padded input");
@@ -145,14 +149,28 @@ class ConvOp final : public Operation {
 public:
     ConvOp(ConvPass pass, const ConvShape& g, const void* in1, const void* in2, void* out, float alpha, float beta,
            void* workspace, size_t workspace_bytes, bool descending)
-        : pass_(pass), g_(g), in1_((const float*)in1), in2_((const float*)in2), out_((float*)out), alpha_(alpha),
-          beta_(beta), workspace_(workspace), workspace_bytes_(workspace_bytes), descending_(descending) {}
+        : pass_(pass),
+          g_(g),
+          in1_((const float*)in1),
+          in2_((const float*)in2),
+          out_((float*)out),
+          alpha_(alpha),
+          beta_(beta),
+          workspace_(workspace),
+          workspace_bytes_(workspace_bytes),
+          descending_(descending) {}
     void run() override {
         if (workspace_bytes_) memset(workspace_, 0xFF, workspace_bytes_);  // the algorithm's scratch
         switch (pass_) {
-        case ConvPass::forward: conv_forward(g_, in1_, in2_, out_, alpha_, beta_); break;
-        case ConvPass::backward_data: conv_backward_data(g_, in1_, in2_, out_, alpha_, beta_); break;
-        case ConvPass::backward_filter: conv_backward_filter(g_, in1_, in2_, out_, alpha_, beta_, descending_); break;
+            case ConvPass::forward:
+                conv_forward(g_, in1_, in2_, out_, alpha_, beta_);
+                break;
+            case ConvPass::backward_data:
+                conv_backward_data(g_, in1_, in2_, out_, alpha_, beta_);
+                break;
+            case ConvPass::backward_filter:
+                conv_backward_filter(g_, in1_, in2_, out_, alpha_, beta_, descending_);
+                break;
         }
     }
 
@@ -168,8 +186,9 @@ private:
 };
 
 const char* pass_name(ConvPass p) {
-    return p == ConvPass::forward ? "cudnnConvolutionForward"
-           : p == ConvPass::backward_data ? "cudnnConvolutionBackwardData" : "cudnnConvolutionBackwardFilter";
+    return p == ConvPass::forward         ? "cudnnConvolutionForward"
+           : p == ConvPass::backward_data ? "cudnnConvolutionBackwardData"
+                                          : "cudnnConvolutionBackwardFilter";
 }
 
 // in1/in2: x and w (forward), w and dy (backward data), x and dy (backward filter).
@@ -227,12 +246,18 @@ extern "C" {
 
 const char* cudnnGetErrorString(cudnnStatus_t status) {
     switch (status) {
-    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
-    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
-    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
-    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
-    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
-    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+        case CUDNN_STATUS_SUCCESS:
+            return "CUDNN_STATUS_SUCCESS";
+        case CUDNN_STATUS_NOT_INITIALIZED:
+            return "CUDNN_STATUS_NOT_INITIALIZED";
+        case CUDNN_STATUS_BAD_PARAM:
+            return "CUDNN_STATUS_BAD_PARAM";
+        case CUDNN_STATUS_NOT_SUPPORTED:
+            return "CUDNN_STATUS_NOT_SUPPORTED";
+        case CUDNN_STATUS_INTERNAL_ERROR:
+            return "CUDNN_STATUS_INTERNAL_ERROR";
+        case CUDNN_STATUS_EXECUTION_FAILED:
+            return "CUDNN_STATUS_EXECUTION_FAILED";
     }
     return "CUDNN_STATUS_UNKNOWN";
 }
@@ -348,8 +373,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, cudnnTenso
     return heuristics(ConvPass::forward, h, x, w, conv, y, requested, returned, perf);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, cudnnFilterDescriptor_t w,
-                                                          cudnnTensorDescriptor_t dy,
-                                                          cudnnConvolutionDescriptor_t conv,
+                                                          cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,
                                                           cudnnTensorDescriptor_t dx, int requested, int* returned,
                                                           cudnnConvolutionBwdDataAlgoPerf_t* perf) {
     return heuristics(ConvPass::backward_data, h, dx, w, conv, dy, requested, returned, perf);
@@ -357,8 +381,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, cudnn
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, cudnnTensorDescriptor_t x,
                                                             cudnnTensorDescriptor_t dy,
                                                             cudnnConvolutionDescriptor_t conv,
-                                                            cudnnFilterDescriptor_t dw, int requested,
-                                                            int* returned,
+                                                            cudnnFilterDescriptor_t dw, int requested, int* returned,
                                                             cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
     return heuristics(ConvPass::backward_filter, h, x, dw, conv, dy, requested, returned, perf);
 }
@@ -384,13 +407,12 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, cu
     return workspace_size(ConvPass::backward_filter, h, x, dw, conv, dy, algo, bytes);
 }
 
-cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnTensorDescriptor_t x_desc,
-                                      const void* x, cudnnFilterDescriptor_t w_desc, const void* w,
-                                      cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
-                                      void* workspace, size_t workspace_bytes, const void* beta,
-                                      cudnnTensorDescriptor_t y_desc, void* y) {
-    return convolve(ConvPass::forward, h, alpha, x_desc, w_desc, conv, y_desc, algo, x, w, workspace,
-                    workspace_bytes, beta, y);
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnTensorDescriptor_t x_desc, const void* x,
+                                      cudnnFilterDescriptor_t w_desc, const void* w, cudnnConvolutionDescriptor_t conv,
+                                      cudnnConvolutionFwdAlgo_t algo, void* workspace, size_t workspace_bytes,
+                                      const void* beta, cudnnTensorDescriptor_t y_desc, void* y) {
+    return convolve(ConvPass::forward, h, alpha, x_desc, w_desc, conv, y_desc, algo, x, w, workspace, workspace_bytes,
+                    beta, y);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, cudnnFilterDescriptor_t w_desc,
@@ -404,9 +426,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha, cudnnTensorDescriptor_t x_desc,
                                              const void* x, cudnnTensorDescriptor_t dy_desc, const void* dy,
-                                             cudnnConvolutionDescriptor_t conv,
-                                             cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
-                                             size_t workspace_bytes, const void* beta,
+                                             cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdFilterAlgo_t algo,
+                                             void* workspace, size_t workspace_bytes, const void* beta,
                                              cudnnFilterDescriptor_t dw_desc, void* dw) {
     return convolve(ConvPass::backward_filter, h, alpha, x_desc, dw_desc, conv, dy_desc, algo, x, dy, workspace,
                     workspace_bytes, beta, dw);

@@ -31,9 +31,9 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 struct Arena {
     char* base = nullptr;
-    size_t high_water = 0;                    // bytes ever handed out, from base
-    std::map<size_t, size_t> free_blocks;     // offset -> bytes, beyond high_water excluded
-    std::map<uintptr_t, Allocation> live;     // base address -> allocation
+    size_t high_water = 0;                 // bytes ever handed out, from base
+    std::map<size_t, size_t> free_blocks;  // offset -> bytes, beyond high_water excluded
+    std::map<uintptr_t, Allocation> live;  // base address -> allocation
     size_t in_use = 0;
     uint64_t serial = 0;
     int access_depth = 0;
@@ -94,8 +94,8 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
 
 void reserve_arena() {
     void* p = mmap(nullptr, kArenaBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) fail("cannot reserve %zu GiB of address space for device memory: %s", kArenaBytes >> 30,
-                              strerror(errno));
+    if (p == MAP_FAILED)
+        fail("cannot reserve %zu GiB of address space for device memory: %s", kArenaBytes >> 30, strerror(errno));
     g_arena.base = static_cast<char*>(p);
     if (!config().protect) {
         if (mprotect(p, kArenaBytes, PROT_READ | PROT_WRITE) != 0) fail("mprotect failed: %s", strerror(errno));
@@ -247,8 +247,8 @@ void check_redzone(const Allocation& a, const char* after) {
     DeviceAccess access;
     for (size_t i = 0; i < n; i++)
         if (z[i] != kPoison)
-            fail("%s: device work wrote past the end of the %zu-byte allocation #%llu (at end + %zu)", after,
-                 a.bytes, (unsigned long long)a.serial, i);
+            fail("%s: device work wrote past the end of the %zu-byte allocation #%llu (at end + %zu)", after, a.bytes,
+                 (unsigned long long)a.serial, i);
 #else
     (void)a, (void)after;
 #endif

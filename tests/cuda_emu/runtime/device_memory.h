@@ -13,9 +13,9 @@ namespace spk_emu {
 
 struct Allocation {
     uintptr_t base;
-    size_t bytes;    // as requested
-    int device;      // the device current at cudaMalloc
-    uint64_t serial; // n-th allocation of the process, for messages
+    size_t bytes;     // as requested
+    int device;       // the device current at cudaMalloc
+    uint64_t serial;  // n-th allocation of the process, for messages
 };
 
 void* device_alloc(size_t bytes, int device);  // nullptr when the arena is full

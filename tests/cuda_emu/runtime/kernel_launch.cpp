@@ -22,7 +22,11 @@ class KernelOp final : public Operation {
 public:
     KernelOp(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes, KernelBody* body,
              std::vector<const Allocation*> touched)
-        : site_(site), grid_(grid), block_(block), shared_bytes_(shared_bytes), body_(body),
+        : site_(site),
+          grid_(grid),
+          block_(block),
+          shared_bytes_(shared_bytes),
+          body_(body),
           touched_(std::move(touched)) {}
 
     void run() override {
@@ -42,9 +46,9 @@ private:
 
 bool valid_configuration(dim3 grid, dim3 block, size_t shared_bytes) {
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
-    return grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 &&
-           grid.z <= 65535 && block.x >= 1 && block.y >= 1 && block.z >= 1 && block.x <= 1024 &&
-           block.y <= 1024 && block.z <= 64 && threads <= 1024 && shared_bytes <= kMaxSharedBytes;
+    return grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 && grid.z <= 65535 &&
+           block.x >= 1 && block.y >= 1 && block.z >= 1 && block.x <= 1024 && block.y <= 1024 && block.z <= 64 &&
+           threads <= 1024 && shared_bytes <= kMaxSharedBytes;
 }
 
 }  // namespace

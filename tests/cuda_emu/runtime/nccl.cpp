@@ -129,10 +129,14 @@ private:
 
 // The emulated combinations: float sum and average, int8 max, int64 sum.
 bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
-    if (t == ncclFloat && (op == ncclSum || op == ncclAvg)) *r = {MPI_FLOAT, MPI_SUM, sizeof(float), op == ncclAvg};
-    else if (t == ncclInt8 && op == ncclMax) *r = {MPI_INT8_T, MPI_MAX, 1, false};
-    else if (t == ncclInt64 && op == ncclSum) *r = {MPI_INT64_T, MPI_SUM, sizeof(int64_t), false};
-    else return false;
+    if (t == ncclFloat && (op == ncclSum || op == ncclAvg))
+        *r = {MPI_FLOAT, MPI_SUM, sizeof(float), op == ncclAvg};
+    else if (t == ncclInt8 && op == ncclMax)
+        *r = {MPI_INT8_T, MPI_MAX, 1, false};
+    else if (t == ncclInt64 && op == ncclSum)
+        *r = {MPI_INT64_T, MPI_SUM, sizeof(int64_t), false};
+    else
+        return false;
     return true;
 }
 
@@ -147,14 +151,22 @@ extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
+        case ncclSuccess:
+            return "no error";
+        case ncclUnhandledCudaError:
+            return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+        case ncclSystemError:
+            return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+        case ncclInternalError:
+            return "internal error - please report this issue to the NCCL developers";
+        case ncclInvalidArgument:
+            return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+        case ncclInvalidUsage:
+            return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+        case ncclRemoteError:
+            return "remote process exited or there was a network error";
+        case ncclInProgress:
+            return "NCCL operation in progress";
     }
     return "unknown result code";
 }
@@ -231,8 +243,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
     if (!g_comms.count(comm)) return usage("ncclAllReduce: not a communicator (aborted or destroyed?)");
     Reduction red;
     if (!reduction_of(datatype, op, &red)) {

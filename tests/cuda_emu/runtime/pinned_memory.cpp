@@ -68,8 +68,10 @@ bool pinned_free(void* p) {
     auto it = g_blocks.find((uintptr_t)p);
     if (it == g_blocks.end()) return false;
     if (it->second.readers || it->second.writers)
-        fail("cudaFreeHost(%p): a queued copy still uses the block (cudaFreeHost waited for the device, so this is "
-             "the stand-in's own bookkeeping failing)", p);
+        fail(
+            "cudaFreeHost(%p): a queued copy still uses the block (cudaFreeHost waited for the device, so this is "
+            "the stand-in's own bookkeeping failing)",
+            p);
     munmap(p, it->second.mapped);
     g_blocks.erase(it);
     return true;

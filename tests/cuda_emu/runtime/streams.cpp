@@ -146,8 +146,9 @@ bool run_until(Marker m) {
 
 void synchronize(CUstream_st* s) {
     if (!run_until(marker_now(s)))
-        fail("the host waits for a stream that can never finish: a collective on it does not complete "
-             "(on a GPU this call would hang)");
+        fail(
+            "the host waits for a stream that can never finish: a collective on it does not complete "
+            "(on a GPU this call would hang)");
 }
 
 void synchronize_device() {
@@ -185,8 +186,9 @@ bool event_query(CUevent_st* e) {
 
 void event_synchronize(CUevent_st* e) {
     if (!run_until(e->latest))
-        fail("the host waits for an event that can never happen: a collective before it does not complete "
-             "(on a GPU this call would hang)");
+        fail(
+            "the host waits for an event that can never happen: a collective before it does not complete "
+            "(on a GPU this call would hang)");
 }
 
 Marker event_marker(CUevent_st* e) { return e->latest; }

@@ -65,9 +65,8 @@ struct PointerArgument {
 
 // Queues the kernel on `stream` after checking the configuration and that every pointer
 // argument is NULL or device memory (runtime/kernel_launch.cpp).
-void launch_kernel(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
-                   cudaStream_t stream, KernelBody* body, const PointerArgument* pointers,
-                   int n_pointers);
+void launch_kernel(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   KernelBody* body, const PointerArgument* pointers, int n_pointers);
 void sync_threads(const char* file, int line);
 void* dynamic_shared_memory();
 // Fills a static __shared__ array with garbage when the first thread of a block declares it,
@@ -105,8 +104,8 @@ struct Launcher {
     }
 };
 
-inline Launcher launcher(const char* kernel, const char* file, int line, dim3 grid, dim3 block,
-                         size_t shared_bytes = 0, cudaStream_t stream = nullptr) {
+inline Launcher launcher(const char* kernel, const char* file, int line, dim3 grid, dim3 block, size_t shared_bytes = 0,
+                         cudaStream_t stream = nullptr) {
     return {{kernel, file, line}, grid, block, shared_bytes, stream};
 }
 
@@ -120,8 +119,8 @@ void launch_with(K kernel, PendingLaunch<A...>& l, std::index_sequence<I...>) {
     PointerArgument pointers[sizeof...(A) + 1];
     int n = 0;
     (collect_pointer(std::get<I>(l.args), (int)I, pointers, &n), ...);
-    launch_kernel(l.site, l.grid, l.block, l.shared_bytes, l.stream,
-                  new KernelCall<K, A...>(kernel, std::move(l.args)), pointers, n);
+    launch_kernel(l.site, l.grid, l.block, l.shared_bytes, l.stream, new KernelCall<K, A...>(kernel, std::move(l.args)),
+                  pointers, n);
 }
 
 // K: the lambda of SPK_EMU_KERNEL (or a kernel's address).
@@ -157,6 +156,6 @@ float __fsub_rn(float a, float b);
 
 #define SPK_EMU_KERNEL(...) [](const auto&... spk_emu_args) { __VA_ARGS__(spk_emu_args...); }
 #define SPK_EMU_LAUNCH(kernel_name, ...) ::spk_emu::launcher(kernel_name, __FILE__, __LINE__, __VA_ARGS__)
-#define SPK_EMU_SHARED(name)                        \
+#define SPK_EMU_SHARED(name)                         \
     static unsigned long long spk_emu_serial_##name; \
     ::spk_emu::SharedTouch spk_emu_touch_##name(&(name), sizeof(name), &spk_emu_serial_##name)
