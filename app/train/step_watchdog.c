@@ -3,6 +3,7 @@
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 
+#include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,8 +40,10 @@ static void *watch(void *arg) {
     while (!nap()) {
         const double since = spk_seconds() - atomic_load(&w.met);
         if (since > w.timeout_s) {
-            // Not spk_die: MPI belongs to the main thread, which is the one stuck. The
-            // launcher sees this rank exit and ends the job.
+            // Not spk_die: MPI belongs to the main thread, which is the one stuck; but MPI_Abort
+            // is only a message to the launcher and an exit, and a launcher that merely sees the
+            // rank exit waits to clean up peers it may no longer reach (hydra with a host cut
+            // off), while after an abort it ends the job at once.
             char msg[320];
             int n = snprintf(msg, sizeof msg,
                              "spkddp: error: [rank %d] the ranks have not met for %.0f s (global step %lld): a peer "
@@ -49,6 +52,10 @@ static void *watch(void *arg) {
                              spk_rank(), since, (long long)atomic_load(&w.step));
             ssize_t r = write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
             (void)r;
+            int ready = 0, done = 0;
+            MPI_Initialized(&ready);
+            MPI_Finalized(&done);
+            if (ready && !done) MPI_Abort(MPI_COMM_WORLD, SPK_EXIT_FAILURE);
             _exit(SPK_EXIT_FAILURE);
         }
     }

@@ -67,7 +67,7 @@ lost_run() {
     wait $run_pid
     rc=$?
     echo "workstation.sh exited $rc $ended s after $node was lost ($how); it said:" \
-        "$(grep -m1 -E 'MPI collective has waited|mpiexec@|hydra|Terminated|Killed' "$WORK/$name.out")"
+        "$(grep -m1 -E 'MPI collective has waited|ranks have not met|mpiexec@|hydra|Terminated|Killed' "$WORK/$name.out")"
     awk -v t="$ended" 'BEGIN { exit !(t < 30) }' || fail "the run took $ended s to end after $node was lost ($how; want < 30 s)"
     [ "$rc" -ne 0 ] || fail "workstation.sh exited 0 after losing a node ($how)"
     slurm_check_last_ckpt "$WORK/$name"
