@@ -75,7 +75,10 @@ SPK_HD void xsum_deposit(int *J, int64_t *hi, int64_t *lo, double v) {
     const int64_t h0 = *hi;
     *lo = j1 == j0 ? *lo : (j1 == j0 + 1 ? h0 : 0);
     *hi = j1 == j0 ? h0 : 0;
-    xsum_add_digits(j1 < XSUM_BIN_NONFINITE ? j1 : 0, hi, lo, finite ? v : 0.0);
+    // Once non-finite the sum stays so and its limbs no longer matter: nothing is added (a finite
+    // term at bin 0's grid could exceed the int64 range, which C leaves undefined).
+    const int keep = j1 < XSUM_BIN_NONFINITE;
+    xsum_add_digits(keep ? j1 : 0, hi, lo, keep ? v : 0.0);
     *J = j1;
 }
 
