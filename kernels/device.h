@@ -3,8 +3,10 @@
 #pragma once
 #include <stddef.h>
 
-// Devices visible to this process (0 without CUDA or without a driver/GPU). `why` (may be
-// NULL) receives a sentence when the answer is 0 because of an error.
+// Devices visible to this process: 0 when there is none to use (no CUDA build, no driver
+// installed, no GPU visible), -1 when a driver is there but cannot run this build (older than
+// the CUDA runtime spkddp was built with, or failing to start): a failure, not an absence.
+// `why` (may be NULL) receives a sentence when the answer is 0 or -1; -1's names both versions.
 int spk_device_count(char *why, size_t cap);
 // Makes `index` the current device; 0 on success, else -1 with a sentence in `why`.
 int spk_device_select(int index, char *why, size_t cap);
@@ -13,3 +15,7 @@ int spk_device_select(int index, char *why, size_t cap);
 int spk_device_pci_id(int index, char *out, size_t cap);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79 GiB)" or "" when unknown.
 void spk_device_describe(int index, char *out, size_t cap);
+// Brackets the work a profiler should record (ncu --profile-from-start off, nsys
+// --capture-range=cudaProfilerApi): on 1 starts, on 0 stops (cudaProfilerStart/Stop). A
+// refusal is a note on stderr, not a failure; nothing without CUDA.
+void spk_device_profile(int on);

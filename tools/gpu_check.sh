@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark in one go, on a machine with one GPU, from a tree built
-# elsewhere (configure it with -DSPKDDP_NATIVE=OFF so the host code runs on any x86-64):
+# elsewhere: the GPU bundle (tools/gpu_bundle.sh; its gpu_check.sh unpacks it and calls this) or
+# a build directory configured with -DSPKDDP_NATIVE=OFF.
 #   tools/gpu_check.sh BUILD_DIR [OUT_DIR]
-# Binaries are called directly (ctest files hold the build machine's paths). Each step has its
-# own time limit, the whole run a budget (GPU_CHECK_BUDGET seconds, default 330: steps that no
-# longer fit are skipped), and all output lands in OUT_DIR (default ./gpu_check_out), one log
-# per step, with a summary at the end (also OUT_DIR/summary.txt). Nothing is downloaded.
+# The key figures come first and each lands in OUT_DIR/summary.txt the moment it is measured,
+# so a run cut short still answers: versions and library paths, the device, one training step
+# on the GPU against the CPU, the throughput of spkddp and PyTorch side by side (bf16, tf32,
+# fp32, each ratio at once), then the kernel checks, the production shapes, determinism and
+# NCCL, TF32, the sanitizers and a per-kernel profile. Every step and every external call has
+# a time limit, the whole run a budget (GPU_CHECK_BUDGET seconds, default 330: a step that no
+# longer fits is skipped, with the reason). OUT_DIR (default ./gpu_check_out) receives at most
+# 8 files: summary.txt, logs.tar.gz (every step's log, re-packed after each step), and
+# kernels.txt (the profile's per-kernel times, when ncu ran). Work files go to GPU_CHECK_WORK
+# (default a temporary folder, removed at the end). Nothing is downloaded or installed.
+#   preflight   nvidia-smi's view of the GPU and driver, the shared libraries each binary
+#               resolves (cuBLAS, cuDNN, NCCL from where?), PyTorch's versions
 #   device      the GPU is found and starts
+#   step1       one ECAPA C=512 training step on the GPU and on the CPU from the same
+#               initialisation (spkddp diff, rtol 1e-5)
+#   bench-P, torch-P, ratio-P   for P = bf16, tf32, fp32: spkddp bench and PyTorch's same step
+#               (tools/bench_pytorch.py, cudnn.benchmark on, AMP for bf16) at C=1024, batch 128,
+#               T=200, samples/s and memory; bench-P-timed: spkddp with SPKDDP_CUDNN_SEARCH=time
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
-#   shapes      every op at production shapes (C=1024, batch 128, T=200) against the CPU, and
+#   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
 #               every backward twice for the same bits
-#   train       one training step on the GPU vs the CPU (spkddp diff, rtol 1e-5); three steps
-#               twice for the same bits; one rank with SPKDDP_NCCL=1 (NCCL's setup, events and
-#               deadline on one GPU) for the same bits as without
-#   bench-*     spkddp bench at C=1024, batch 128, T=200: fp32, tf32 (bf16 when built): samples/s,
-#               GPU memory, the cuDNN algorithms chosen
-#   torch-*     PyTorch's same step on the same GPU (fp32, tf32, AMP bf16; cudnn.benchmark on),
-#               with a CUDA PyTorch from TORCH_PYTHON (default python3); the ratio
-#   tf32        TF32 reaches every convolution pass and the GEMM; the cuDNN plan cache
-#   e2e         gpu_e2e_cuda (tests/e2e/e2e_device.sh) with mpiexec (two ranks share the GPU)
-#   memcheck, racecheck   compute-sanitizer (SANITIZER, else on the PATH, in CUDA's bin or
-#               from the PyPI wheel nvidia-cuda-sanitizer-api) over every op at small shapes
-# GPU_CHECK_SKIP="step ..." leaves steps out (e.g. "e2e torch-bf16").
-# GPU_CHECK_SCALE=small shrinks every shape (and stretches the limits) for a run on the CUDA
-# stand-in (tests/cuda_emu), which checks this script itself.
+#   determinism three training steps twice for the same bits; one rank with SPKDDP_NCCL=1
+#               (NCCL's setup, events and deadline on one GPU) for the same bits as without
+#   tf32        TF32 reaches every convolution pass and the GEMM at production shapes; the
+#               cuDNN plan cache
+#   e2e         gpu_e2e_cuda (tests/e2e/e2e_device.sh) when mpiexec is there
+#   memcheck, racecheck   compute-sanitizer over our kernels (names ending in _kernel)
+#   profile     ncu --clock-control none over one timed bench step: time per kernel
+# GPU_CHECK_SKIP="step ..." leaves steps out; TORCH_PYTHON (default python3) is the Python
+# with a CUDA PyTorch; SANITIZER and NCU name the tools when they are not on the PATH or in
+# CUDA's bin. GPU_CHECK_SCALE=small shrinks every shape (and stretches the limits) for a run on
+# the CUDA stand-in (tests/cuda_emu), which checks this script itself.
 # Exit status: 0 when no step failed or timed out (skipped steps say why).
 set -u
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [OUT_DIR]" >&2; exit 2; }
@@ -36,186 +47,300 @@ slow=1  # limit multiplier
 if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     slow=10
     budget=${GPU_CHECK_BUDGET:-3000}
-    shapes_args="32 4 24"
+    shapes32="32 4 24" shapes128="32 8 24" tf32_args="64 4 100" sanitize_args="32 4 24"
     train_model="--channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24"
     train_data="--dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 24 --max-frames 40"
-    bench_args="--channels 16 --batch 4 --frames 24 --steps 2 --warmup 1"
+    bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
     export E2E_DEVICE_MODEL=$train_model
 else
-    shapes_args=""
+    shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50"
     train_model="--channels 512 --frames 200"
     train_data="--dim 80 --speakers 40 --utts-per-speaker 4 --min-frames 200 --max-frames 300"
-    bench_args="--channels 1024 --batch 128 --frames 200 --steps 20 --warmup 5"
+    bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
 fi
-export build spk here train_model train_data
+bench_args="$bench_shape $bench_steps"
+if [ -n "${GPU_CHECK_WORK:-}" ]; then
+    work=$GPU_CHECK_WORK
+    mkdir -p "$work" || exit 2
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX") || exit 2
+    trap 'rm -rf "$work"' EXIT
+fi
+logs=$work/logs
+mkdir -p "$logs" || exit 2
+export build spk here train_model train_data work
 t_start=$(date +%s)
-summary=()
 failed=0
-cd "$out" || exit 2
+summary=$out/summary.txt
+: >"$summary"
+rm -f "$out/logs.tar.gz" "$out/kernels.txt"
+cd "$work" || exit 2
 
-note() { summary+=("$(printf '%-12s %s' "$1" "$2")"); }
+# note NAME TEXT: one line of the summary, written at once (a run cut short keeps it).
+note() { printf '%-16s %s\n' "$1" "$2" | tee -a "$summary"; }
+# The logs so far, packed into OUT_DIR (atomically: a reader never sees half an archive).
+pack_logs() {
+    timeout 30 tar -czf "$out/.logs.tar.gz" -C "$work" logs 2>/dev/null && mv -f "$out/.logs.tar.gz" "$out/logs.tar.gz"
+}
+left() { echo $((budget - ($(date +%s) - t_start))); }
 
 # step NAME LIMIT_S command...: runs it (a program or an exported function) with the smaller
-# of its limit and the budget left; the log is OUT_DIR/NAME.log. Sets $rc (77: skipped by the
-# command itself).
+# of its limit and the budget left; the log is logs/NAME.log. Sets $rc (77: skipped by the
+# command itself) and $dt; the summary line is written by `finish_step` (the caller may add
+# figures first through $extra).
 step() {
-    local name=$1 limit=$(($2 * slow)) t0 dt
+    local name=$1 limit=$(($2 * slow)) t0
     shift 2
-    local left=$((budget - ($(date +%s) - t_start)))
+    extra=""
     if [[ " ${GPU_CHECK_SKIP:-} " == *" $name "* ]]; then
-        note "$name" "SKIP: GPU_CHECK_SKIP"
-        rc=77
+        rc=77 why="GPU_CHECK_SKIP"
         return
     fi
-    if [ "$left" -lt 10 ]; then
-        note "$name" "SKIP: the budget of ${budget} s is spent"
-        rc=77
+    if [ "$(left)" -lt 10 ]; then
+        rc=77 why="the budget of ${budget} s is spent"
         return
     fi
-    [ "$limit" -gt "$left" ] && limit=$left
+    [ "$limit" -gt "$(left)" ] && limit=$(left)
     t0=$(date +%s)
     echo "== $name (limit ${limit} s): $*"
-    timeout -k 5 "$limit" bash -c '"$@"' _ "$@" >"$name.log" 2>&1
+    timeout -k 5 "$limit" bash -c '"$@"' _ "$@" >"$logs/$name.log" 2>&1
     rc=$?
     dt=$(($(date +%s) - t0))
+    why=""
+    [ $rc -eq 77 ] && why=$(grep -m1 -i skipped "$logs/$name.log" | sed 's/.*SKIPPED: //')
+    tail -3 "$logs/$name.log" | sed 's/^/   /'
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && limit_hit=$limit
+}
+finish_step() {
+    local name=$1
     case $rc in
-    0) note "$name" "ok (${dt} s)" ;;
-    77) note "$name" "SKIP: $(grep -m1 -i skipped "$name.log" | sed 's/.*SKIPPED: //')" ;;
-    124 | 137) note "$name" "TIMEOUT after ${limit} s (log: $out/$name.log)"; failed=1 ;;
-    *) note "$name" "FAIL (exit $rc, ${dt} s; log: $out/$name.log)"; failed=1 ;;
+    0) note "$name" "ok (${dt} s)${extra}" ;;
+    77) note "$name" "SKIP: ${why}" ;;
+    124 | 137) note "$name" "TIMEOUT after ${limit_hit} s${extra} (logs.tar.gz: logs/$name.log)"; failed=1 ;;
+    *) note "$name" "FAIL (exit $rc, ${dt} s)${extra} (logs.tar.gz: logs/$name.log)"; failed=1 ;;
     esac
-    tail -3 "$name.log" | sed 's/^/   /'
+    pack_logs
+}
+run_step() {  # run_step NAME LIMIT command...: step and its summary line
+    step "$@"
+    finish_step "$1"
 }
 
-figure() { sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$1" 2>/dev/null | tail -1; }
+figure() { sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' "$logs/$1.log" 2>/dev/null | tail -1; }
 
-# ---- preflight: the binaries run here --------------------------------------------------------
-command -v nvidia-smi >/dev/null && nvidia-smi -L
-missing=$(ldd "$spk" "$build/tests/test_gpu_shapes" 2>&1 | grep "not found" | sort -u)
+# ---- preflight: versions, and where each library comes from ------------------------------------
+note gpu_check "$(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname 2>/dev/null), budget ${budget} s"
+smi="no nvidia-smi on the PATH"
+command -v nvidia-smi >/dev/null &&
+    smi=$(timeout 15 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2)
+note gpu "$smi"
+note spkddp "$(timeout 10 "$spk" --version 2>&1 | head -1)"
+{
+    echo "ldd $spk"
+    timeout 20 ldd "$spk" 2>&1
+    for t in "$build"/tests/test_gpu_shapes; do
+        echo "ldd $t"
+        timeout 20 ldd "$t" 2>&1
+    done
+} >"$logs/preflight.log"
+libs=$(grep -E '^\s(libcublas|libcublasLt|libcudnn|libnccl|libcudart|libmpich|libopenblas)\.' "$logs/preflight.log" |
+    awk '{print $1 "=" $3}' | sort -u | tr '\n' ' ')
+note libraries "${libs:-none of cuBLAS, cuDNN, NCCL linked (a build without CUDA?)}"
+missing=$(grep "not found" "$logs/preflight.log" | awk '{print $1}' | sort -u | tr '\n' ' ')
 if [ -n "$missing" ]; then
-    echo "$missing" >preflight.log
-    note preflight "FAIL: libraries missing on this machine (set LD_LIBRARY_PATH): $(awk '{print $1}' preflight.log | tr '\n' ' ')"
-    printf '%s\n' "${summary[@]}" | tee summary.txt
+    note preflight "FAIL: libraries missing on this machine: ${missing}(the bundle's env.sh says where it looks; set SPKDDP_CUDA_LIBS)"
+    pack_logs
     exit 1
 fi
+torch_py=${TORCH_PYTHON:-python3}
+torch_info="no Python at '$torch_py'"
+command -v "$torch_py" >/dev/null && torch_info=$(timeout 90 "$torch_py" -c "import torch
+print(torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN', torch.backends.cudnn.version(), 'GPU', torch.cuda.is_available())" 2>&1 | tail -1)
+torch_ok=0
+[[ "$torch_info" == *" GPU True" ]] && torch_ok=1
+note torch "$torch_info"
+pack_logs
 
-step device 30 "$build/tests/test_gpu_device"
-if [ "$rc" -ne 0 ]; then
-    printf '%s\n' "${summary[@]}" | tee summary.txt
-    exit 1
-fi
+run_step device 30 "$build/tests/test_gpu_device"
+[ "$rc" -eq 0 ] || exit 1
 
+# ---- one step on the GPU against the CPU ----------------------------------------------------
+train_args="--model ecapa $train_model --global-batch 32 --epochs 5 --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0"
+export train_args
+one_step() {
+    # shellcheck disable=SC2086
+    "$spk" synth --kind speakers --out sp.h5 $train_data >/dev/null || return 1
+    local d
+    for d in cpu cuda; do
+        # shellcheck disable=SC2086
+        "$spk" train --data sp.h5 $train_args --max-steps 1 --device $d --ckpt-dir "t_$d" >"t_$d.log" 2>&1 ||
+            { cat "t_$d.log"; return 1; }
+    done
+    echo "one step, GPU vs CPU:"
+    "$spk" diff t_cpu/ckpt-000000000001.h5 t_cuda/ckpt-000000000001.h5 --rtol 1e-5
+}
+export -f one_step
+step step1 120 one_step
+rel=$(sed -nE '/one step, GPU vs CPU/{n;s/.*rel ([^ ]+).*/\1/p}' "$logs/step1.log")
+[ -n "$rel" ] && extra="; one step GPU vs CPU: rel ${rel}"
+finish_step step1
+
+# ---- throughput, spkddp and PyTorch side by side, each ratio at once -----------------------
+bench() {  # bench NAME PRECISION [ENV=VALUE ...]
+    local name=$1 p=$2
+    shift 2
+    # shellcheck disable=SC2086
+    step "$name" 90 env "$@" "$spk" bench --device cuda $bench_args --precision "$p"
+    local f mem
+    f=$(figure "$name")
+    mem=$(sed -nE 's/.*GPU memory in use ([0-9]+) MiB.*/\1/p' "$logs/$name.log")
+    [ -n "$f" ] && extra="; ${f} samples/s, GPU memory in use ${mem} MiB"
+    finish_step "$name"
+    ours=$f
+}
+for p in bf16 tf32 fp32; do
+    bench "bench-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+    if [ "$torch_ok" -eq 1 ]; then
+        # shellcheck disable=SC2086
+        step "torch-$p" 120 "$torch_py" "$here/bench_pytorch.py" --device cuda $bench_args --precision "$p" --cudnn-benchmark
+        theirs=$(figure "torch-$p")
+        mem=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "$logs/torch-$p.log")
+        [ -n "$theirs" ] && extra="; ${theirs} samples/s, peak memory ${mem} MiB"
+        finish_step "torch-$p"
+        if [ -n "$ours" ] && [ -n "$theirs" ]; then
+            note "ratio-$p" "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "spkddp / pytorch = %.2fx", a / b }')"
+        fi
+    else
+        note "torch-$p" "SKIP: no CUDA PyTorch in '$torch_py' (set TORCH_PYTHON; nothing is installed here)"
+    fi
+done
+for p in tf32 fp32; do
+    bench "bench-$p-timed" "$p" SPKDDP_CUDNN_SEARCH=time
+done
+
+# ---- correctness at depth ----------------------------------------------------------------------
 kernel_tests() {
     local bad=0 t
     for t in "$build"/tests/test_kernel_*; do
         case $t in *_emu | *cuda_check) continue ;; esac
         echo "-- $(basename "$t") cuda"
-        "$t" cuda || bad=1
+        timeout -k 5 "$KERNEL_LIMIT" "$t" cuda || { echo "FAILED or timed out: $(basename "$t")"; bad=1; }
     done
     return $bad
 }
 export -f kernel_tests
-step kernels 60 kernel_tests
-worst=$(grep -h "worst normalised error" kernels.log | awk '{print $NF}' | sort -g | tail -1)
-[ -n "$worst" ] && summary[-1]="${summary[-1]}; worst normalised error ${worst}"
+export KERNEL_LIMIT=$((45 * slow))
+worst() { grep -h "worst normalised error" "$logs/$1.log" 2>/dev/null | awk '{print $NF}' | sort -g | tail -1; }
+step kernels 150 kernel_tests
+w=$(worst kernels)
+[ -n "$w" ] && extra="; worst normalised error ${w}"
+finish_step kernels
 
-# shellcheck disable=SC2086
-step shapes 90 "$build/tests/test_gpu_shapes" $shapes_args
-worst=$(grep -h "worst normalised error" shapes.log | awk '{print $NF}')
-[ -n "$worst" ] && summary[-1]="${summary[-1]}; worst normalised error ${worst}"
+for b in 32 128; do
+    args=shapes$b
+    # shellcheck disable=SC2086
+    step "shapes-$b" 120 "$build/tests/test_gpu_shapes" ${!args}
+    w=$(worst "shapes-$b")
+    [ -n "$w" ] && extra="; worst normalised error ${w}"
+    finish_step "shapes-$b"
+done
 
-# One step GPU vs CPU from the same initialisation; three steps twice; NCCL over one rank.
-train_checks() {
-    # shellcheck disable=SC2086
-    "$spk" synth --kind speakers --out sp.h5 $train_data >/dev/null || return 1
-    local args="--data sp.h5 --model ecapa $train_model --global-batch 32 --epochs 5
-                --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0"
-    local ok=0
-    # shellcheck disable=SC2086
-    "$spk" train $args --max-steps 1 --device cpu --ckpt-dir t_cpu >t_cpu.log 2>&1 || { cat t_cpu.log; return 1; }
-    # shellcheck disable=SC2086
-    "$spk" train $args --max-steps 1 --device cuda --ckpt-dir t_gpu >t_gpu.log 2>&1 || { cat t_gpu.log; return 1; }
-    echo "one step, GPU vs CPU:"
-    "$spk" diff t_cpu/ckpt-000000000001.h5 t_gpu/ckpt-000000000001.h5 --rtol 1e-5 || ok=1
+determinism() {
+    [ -s sp.h5 ] || { echo "no dataset: step1 did not run"; return 1; }
+    local ok=0 run
     for run in a b; do
         # shellcheck disable=SC2086
-        "$spk" train $args --max-steps 3 --device cuda --ckpt-dir t_det_$run >t_det_$run.log 2>&1 || return 1
+        "$spk" train --data sp.h5 $train_args --max-steps 3 --device cuda --ckpt-dir "t_det_$run" >"t_det_$run.log" 2>&1 ||
+            { cat "t_det_$run.log"; return 1; }
     done
     echo "three steps on the GPU, twice:"
     "$spk" diff t_det_a/ckpt-000000000003.h5 t_det_b/ckpt-000000000003.h5 || ok=1
     # shellcheck disable=SC2086
-    SPKDDP_NCCL=1 SPKDDP_NCCL_TIMEOUT=60 "$spk" train $args --max-steps 3 --device cuda --ckpt-dir t_nccl \
-        >t_nccl.log 2>&1 || { cat t_nccl.log; return 1; }
+    SPKDDP_NCCL=1 SPKDDP_NCCL_TIMEOUT=60 "$spk" train --data sp.h5 $train_args --max-steps 3 --device cuda \
+        --ckpt-dir t_nccl >t_nccl.log 2>&1 || { cat t_nccl.log; return 1; }
     grep "averaged by NCCL" t_nccl.log || { echo "SPKDDP_NCCL=1 did not use NCCL"; ok=1; }
     echo "three steps with NCCL over one GPU vs without:"
     "$spk" diff t_det_a/ckpt-000000000003.h5 t_nccl/ckpt-000000000003.h5 || ok=1
+    rm -rf t_det_a t_det_b t_nccl t_cpu t_cuda
     return $ok
 }
-export -f train_checks
-step train 90 train_checks
-rel=$(sed -nE '/one step, GPU vs CPU/{n;s/.*rel ([^ ]+).*/\1/p}' train.log)
-[ -n "$rel" ] && summary[-1]="${summary[-1]}; one step GPU vs CPU: rel ${rel}"
+export -f determinism
+run_step determinism 120 determinism
 
-# ---- throughput --------------------------------------------------------------------------------
-precisions="fp32 tf32"
-"$spk" bench --help 2>&1 | grep -q -- "--precision" && precisions="fp32 tf32 bf16"
-declare -A ours theirs
-for p in $precisions; do
-    case $p in fp32) flag="" ;; tf32) flag="--tf32" ;; *) flag="--precision $p" ;; esac
-    # shellcheck disable=SC2086
-    step "bench-$p" 60 "$spk" bench --device cuda $bench_args $flag
-    ours[$p]=$(figure "bench-$p.log")
-    mem=$(sed -nE 's/.*GPU memory in use ([0-9]+) MiB.*/\1/p' "bench-$p.log")
-    [ -n "${ours[$p]}" ] && summary[-1]="${summary[-1]}; ${ours[$p]} samples/s, GPU memory in use ${mem} MiB"
-done
-
-torch_py=${TORCH_PYTHON:-python3}
-if "$torch_py" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" >/dev/null 2>&1; then
-    for p in fp32 tf32 bf16; do
-        # shellcheck disable=SC2086
-        step "torch-$p" 60 "$torch_py" "$here/bench_pytorch.py" --device cuda $bench_args --precision $p \
-            --cudnn-benchmark
-        theirs[$p]=$(figure "torch-$p.log")
-        mem=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "torch-$p.log")
-        [ -n "${theirs[$p]}" ] && summary[-1]="${summary[-1]}; ${theirs[$p]} samples/s, peak memory ${mem} MiB"
-    done
-else
-    note torch "SKIP: no CUDA PyTorch in '$torch_py' (set TORCH_PYTHON to a venv's python; nothing is installed here)"
-fi
-
-# ---- the rest ----------------------------------------------------------------------------------
-tf32_checks() { "$build/tests/test_gpu_tf32" && "$build/tests/test_gpu_conv_plans"; }
+# shellcheck disable=SC2086
+tf32_checks() { "$build/tests/test_gpu_tf32" $TF32_ARGS && "$build/tests/test_gpu_conv_plans"; }
 export -f tf32_checks
-step tf32 30 tf32_checks
+export TF32_ARGS=$tf32_args
+run_step tf32 90 tf32_checks
 
 if command -v mpiexec >/dev/null; then
-    step e2e 120 bash "$here/../tests/e2e/e2e_device.sh" "$spk" mpiexec "$out/e2e_work" "$build/tests/make_bad_data" cuda 1e-5
+    run_step e2e 150 bash "$here/../tests/e2e/e2e_device.sh" "$spk" mpiexec "$work/e2e_work" "$build/tests/make_bad_data" cuda 1e-5
 else
     note e2e "SKIP: no mpiexec here (gpu_e2e_cuda runs two ranks)"
 fi
 
-sanitizer=${SANITIZER:-$(command -v compute-sanitizer || true)}
-[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
-if [ -z "$sanitizer" ]; then
-    sanitizer=$("$torch_py" -c "import nvidia, os, glob; print(next(iter(glob.glob(os.path.join(nvidia.__path__[0], \
-'cuda_sanitizer_api', '**', 'compute-sanitizer'), recursive=True)), ''))" 2>/dev/null)
-fi
+# A tool: $1 if set, else on the PATH, else in CUDA's bin, else in a PyPI wheel under nvidia/.
+find_tool() {
+    local name=$1 given=$2 p
+    [ -n "$given" ] && { echo "$given"; return; }
+    p=$(command -v "$name" 2>/dev/null) && { echo "$p"; return; }
+    for p in "${CUDA_HOME:-/usr/local/cuda}/bin/$name" /usr/local/cuda/bin/"$name" /opt/nvidia/nsight-compute/*/"$name"; do
+        [ -f "$p" ] && [ -x "$p" ] && { echo "$p"; return; }
+    done
+    timeout 30 "$torch_py" -c "import nvidia, os
+for root in nvidia.__path__:
+    for d, _, files in os.walk(root):
+        if '$name' in files and os.access(os.path.join(d, '$name'), os.X_OK):
+            print(os.path.join(d, '$name')); raise SystemExit" 2>/dev/null | head -1
+}
+sanitizer=$(find_tool compute-sanitizer "${SANITIZER:-}")
 if [ -n "$sanitizer" ]; then
     for tool in memcheck racecheck; do
-        step "$tool" 60 "$sanitizer" --tool "$tool" --error-exitcode 99 "$build/tests/test_gpu_shapes" 64 4 50
+        # shellcheck disable=SC2086
+        run_step "$tool" 90 "$sanitizer" --tool "$tool" --kernel-name kns=_kernel --error-exitcode 99 \
+            "$build/tests/test_gpu_shapes" $sanitize_args
     done
 else
-    note sanitizer "SKIP: no compute-sanitizer (set SANITIZER; the PyPI wheel nvidia-cuda-sanitizer-api carries one)"
+    note sanitizer "SKIP: no compute-sanitizer (set SANITIZER; CUDA's bin and the PyPI wheel nvidia-cuda-sanitizer-api carry one)"
 fi
 
-# ---- summary -----------------------------------------------------------------------------------
-for p in fp32 tf32 bf16; do
-    if [ -n "${ours[$p]:-}" ] && [ -n "${theirs[$p]:-}" ]; then
-        note "ratio-$p" "$(awk -v a="${ours[$p]}" -v b="${theirs[$p]}" 'BEGIN { printf "spkddp / pytorch = %.2fx", a / b }')"
+ncu=$(find_tool ncu "${NCU:-}")
+profile() {
+    # One timed bench step (cudaProfilerStart/Stop around it), one metric: each kernel's time.
+    # shellcheck disable=SC2086
+    "$NCU_BIN" --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv \
+        "$spk" bench --device cuda $PROFILE_ARGS >ncu.csv || return 1
+    "$TORCH_PY" - ncu.csv >kernels.txt <<'EOF'
+import csv, sys
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+by = {}
+for r in rows:
+    if r.get("Metric Name") != "gpu__time_duration.sum":
+        continue
+    v = float(r["Metric Value"].replace(",", ""))
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(r.get("Metric Unit", "nsecond"), 1e-3)
+    t, n = by.get(r["Kernel Name"], (0.0, 0))
+    by[r["Kernel Name"]] = (t + v * scale, n + 1)
+total = sum(t for t, _ in by.values())
+print(f"{len(rows)} kernel launches in one step, {total / 1e3:.3f} ms of kernel time (serialised by ncu)")
+print(f"{'us':>10} {'share':>6} {'calls':>6}  kernel")
+for name, (t, n) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+    print(f"{t:10.1f} {100 * t / total:5.1f}% {n:6d}  {name[:150]}")
+EOF
+}
+export -f profile
+if [ -n "$ncu" ]; then
+    export NCU_BIN=$ncu TORCH_PY=$torch_py PROFILE_ARGS="$bench_shape --steps 1 --warmup 2 --precision fp32"
+    step profile 120 profile
+    if [ "$rc" -eq 0 ] && [ -s kernels.txt ]; then
+        cp kernels.txt "$out/kernels.txt"
+        extra="; $(head -1 kernels.txt)"
     fi
-done
-{
-    echo "gpu_check: $(nvidia-smi -L 2>/dev/null | head -1 | grep . || echo "no nvidia-smi"), $(($(date +%s) - t_start)) s"
-    printf '%s\n' "${summary[@]}"
-} | tee summary.txt
+    finish_step profile
+else
+    note profile "SKIP: no ncu (set NCU; Nsight Compute ships it in CUDA's bin)"
+fi
+
+note done "$(($(date +%s) - t_start)) s, $([ $failed -eq 0 ] && echo "no step failed" || echo "SOME STEPS FAILED")"
+pack_logs
 exit $failed

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 13, 0)
-#error "spkddp needs NCCL 2.13 or newer (ncclAvg, ncclGetLastError): set NCCL_ROOT, or configure with -DSPKDDP_CUDA=OFF"
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error \
+    "spkddp needs NCCL 2.14 or newer (ncclAvg, non-blocking communicators): set NCCL_ROOT, or configure with -DSPKDDP_CUDA=OFF"
 #endif
 
 struct nccl_comm {
@@ -26,15 +27,49 @@ struct nccl_comm {
     int rank, size;
 };
 
+static const struct timespec g_nap = {0, 20 * 1000};  // 20 us between polls
+
+// Every call on the communicator goes through here. The communicator is non-blocking, so NCCL
+// may answer ncclInProgress (its set-up, connections it makes at a first collective, the final
+// flush); then the state is polled until it settles, within the deadline, so a peer that never
+// joins cannot hang the job. A failure names the call and NCCL's own reason; NCCL_DEBUG=WARN
+// (set unless the user chose a level) has printed NCCL's warnings above it.
+static void nccl_settle_at(nccl_comm_t *n, ncclResult_t r, const char *call, const char *file, int line) {
+    const double deadline = spk_seconds() + n->timeout_s;
+    while (r == ncclInProgress) {
+        if (spk_seconds() > deadline) {
+            ncclCommAbort(n->comm);
+            spk_die_at(file, line, SPK_EXIT_FAILURE,
+                       "NCCL call %s over %d ranks did not finish in %.0f s: a peer rank never joined, or the "
+                       "network between its GPUs is blocked (NCCL_DEBUG=%s; set SPKDDP_NCCL_TIMEOUT to wait longer)",
+                       call, n->size, n->timeout_s, getenv("NCCL_DEBUG"));
+        }
+        nanosleep(&g_nap, NULL);
+        ncclResult_t state = ncclInProgress;
+        if (ncclCommGetAsyncError(n->comm, &state) != ncclSuccess) state = ncclInternalError;
+        r = state;
+    }
+    if (r != ncclSuccess) {
+        const char *why = ncclGetLastError(n->comm);
+        if (n->comm) ncclCommAbort(n->comm);
+        spk_die_at(file, line, SPK_EXIT_FAILURE, "NCCL call %s failed: %s%s%s (NCCL_DEBUG=%s)", call,
+                   ncclGetErrorString(r), why && why[0] ? ": " : "", why ? why : "", getenv("NCCL_DEBUG"));
+    }
+}
+#define ncclSettle(n, call) nccl_settle_at((n), (call), #call, __FILE__, __LINE__)
+
 nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
     nccl_comm_t *n = callocCheck(1, sizeof *n);
     n->timeout_s = timeout_s;
     n->rank = c->rank;
     n->size = c->size;
+    setenv("NCCL_DEBUG", "WARN", 0);  // before NCCL's first call reads it; WARN is silent unless something fails
     ncclUniqueId id;
-    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    if (c->rank == 0) ncclSettle(n, ncclGetUniqueId(&id));
     comm_bcast(c, &id, sizeof id, MPI_BYTE, 0);
-    ncclCheck(ncclCommInitRank(&n->comm, c->size, id, c->rank));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclSettle(n, ncclCommInitRankConfig(&n->comm, c->size, id, c->rank, &config));
     cudaCheck(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&n->done[i], cudaEventDisableTiming));
@@ -45,7 +80,6 @@ nccl_comm_t *nccl_comm_create(const comm_t *c, double timeout_s) {
 // Waits for `done` with a deadline, watching for NCCL's asynchronous errors.
 static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count) {
     const double deadline = spk_seconds() + n->timeout_s;
-    const struct timespec nap = {0, 20 * 1000};  // 20 us
     for (;;) {
         cudaError_t q = cudaEventQuery(done);
         if (q == cudaSuccess) return;
@@ -70,7 +104,7 @@ static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count) {
                     "dead or stuck (set SPKDDP_NCCL_TIMEOUT to wait longer)",
                     (long long)count, n->size, n->timeout_s);
         }
-        nanosleep(&nap, NULL);
+        nanosleep(&g_nap, NULL);
     }
 }
 
@@ -78,18 +112,18 @@ void nccl_allreduce_start(nccl_comm_t *n, float *buf, int64_t count) {
     // One event serves every bucket: a stream waits for the record made just before its wait.
     cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
     cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
-    ncclCheck(ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
+    ncclSettle(n, ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, n->comm, n->stream));
 }
 
 void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count) {
     cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
     cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
-    ncclCheck(ncclAllReduce(s.bin, max, (size_t)count, ncclInt8, ncclMax, n->comm, n->stream));
+    ncclSettle(n, ncclAllReduce(s.bin, max, (size_t)count, ncclInt8, ncclMax, n->comm, n->stream));
     xsum_raise_to_cuda_stream(n->stream, s, max, count);
     ncclCheck(ncclGroupStart());
     ncclCheck(ncclAllReduce(s.hi, s.hi, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
     ncclCheck(ncclAllReduce(s.lo, s.lo, (size_t)count, ncclInt64, ncclSum, n->comm, n->stream));
-    ncclCheck(ncclGroupEnd());
+    ncclSettle(n, ncclGroupEnd());  // a group's calls are settled at its end
 }
 
 void nccl_join(nccl_comm_t *n) {
@@ -109,6 +143,7 @@ void nccl_allreduce_drain(nccl_comm_t *n, int64_t total) { wait_done(n, n->done[
 void nccl_comm_destroy(nccl_comm_t *n) {
     if (!n) return;
     cudaCheck(cudaStreamSynchronize(n->stream));
+    ncclSettle(n, ncclCommFinalize(n->comm));
     ncclCheck(ncclCommDestroy(n->comm));
     cudaCheck(cudaEventDestroy(n->ready));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(n->done[i]));

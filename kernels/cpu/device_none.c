@@ -24,4 +24,6 @@ void spk_device_describe(int index, char *out, size_t cap) {
     (void)index;
     if (cap) out[0] = 0;
 }
+
+void spk_device_profile(int on) { (void)on; }
 #endif

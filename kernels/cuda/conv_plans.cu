@@ -1,7 +1,7 @@
 // The convolution plan cache (kernels/cuda/conv_plans.cuh): descriptors, algorithm choice and
 // workspace sizes per shape, eviction, and the listing of the choices.
 //
-// Algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7), best-ranked first, among
+// Candidates come from cuDNN's heuristics (cudnnGet*Algorithm_v7), best-ranked first, among
 // the results this precision may run:
 //   fp32 (default)  deterministic FMA kernels, under a CUDNN_FMA_MATH descriptor, which rules
 //                   tensor cores out. cuDNN reports them as CUDNN_FMA_MATH (what PyTorch
@@ -10,8 +10,19 @@
 //                   (the user asked for tensor cores; PyTorch's default takes those too), else
 //                   a deterministic result of another math type; never the fp16
 //                   down-conversion. The result's math type goes onto the pass's descriptor.
-// SPKDDP_CUDNN_FAST=1 counts every result as deterministic. When nothing qualifies: the
-// classic deterministic IMPLICIT_GEMM, BWD_DATA_ALGO_1, BWD_FILTER_ALGO_1 in FMA math.
+// SPKDDP_CUDNN_FAST=1 counts every result as deterministic. A candidate is taken only once it
+// has run: each is executed on scratch tensors of the plan's shape, and one that cuDNN refuses
+// to run, or whose workspace is over the cap (SPKDDP_CUDNN_WORKSPACE_MB, default the smaller of
+// 1 GiB and an eighth of the free device memory), gives way to the next:
+//   SPKDDP_CUDNN_SEARCH=heuristic (default)  the best-ranked candidate that runs: the choice
+//                   depends on the shape, the GPU and the libraries only, so runs, resumed runs
+//                   and ranks agree bitwise;
+//   SPKDDP_CUDNN_SEARCH=time  every candidate of the best tier that runs is timed (one run
+//                   after a warm-up) and the fastest is taken, as PyTorch's cudnn.benchmark
+//                   does: faster, but the choice, and with it the rounding, can differ between
+//                   runs and ranks when two candidates are close.
+// When no candidate runs: the classic deterministic IMPLICIT_GEMM, BWD_DATA_ALGO_1,
+// BWD_FILTER_ALGO_1 in FMA math; when that does not run either, the job ends with a sentence.
 // SPKDDP_CUDNN_VERBOSE=1 prints each plan as it is made; spk_cuda_print_conv_plans lists all.
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +57,34 @@ bool fast_algorithms() {
 bool verbose() {
     const char *s = getenv("SPKDDP_CUDNN_VERBOSE");
     return s && s[0] == '1';
+}
+
+// SPKDDP_CUDNN_SEARCH=time: the fastest candidate instead of the best-ranked one that runs.
+bool timed_search() {
+    static const bool timed = [] {
+        const char *s = getenv("SPKDDP_CUDNN_SEARCH");
+        if (!s || !s[0] || strcmp(s, "heuristic") == 0) return false;
+        if (strcmp(s, "time") != 0)
+            spk_die(SPK_EXIT_USAGE, "SPKDDP_CUDNN_SEARCH='%s' must be heuristic (the default) or time", s);
+        return true;
+    }();
+    return timed;
+}
+
+// The largest cuDNN workspace a candidate may ask for.
+size_t workspace_cap() {
+    const char *s = getenv("SPKDDP_CUDNN_WORKSPACE_MB");
+    if (s && s[0]) {
+        char *end = nullptr;
+        const double mb = strtod(s, &end);
+        if (*end || !(mb >= 0) || mb > 1e7)
+            spk_die(SPK_EXIT_USAGE, "SPKDDP_CUDNN_WORKSPACE_MB='%s' must be a size in MiB from 0 to 10000000", s);
+        return (size_t)(mb * (1 << 20));
+    }
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    const size_t gib = (size_t)1 << 30;
+    return free_b / 8 < gib ? free_b / 8 : gib;
 }
 
 int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
@@ -92,17 +131,23 @@ void describe_pass(char *buf, size_t cap, const spk_conv_plan_t &pl, int pass) {
     const spk_conv_pass_t &p = pl.pass[pass];
     cudnnMathType_t runs = CUDNN_FMA_MATH;
     cudnnCheck(cudnnGetConvolutionMathType(pl.cd[pass], &runs));
-    if (p.fallback)
-        snprintf(buf, cap, "%s %s (fallback: no heuristic result qualified, runs %s, %.2f MiB)", pass_names[pass],
-                 algo_name(pass, p.algo), math_name(runs), (double)p.ws_bytes / (1 << 20));
+    char how[64];
+    if (p.ms > 0)
+        snprintf(how, sizeof how, "fastest of %d run, %.3f ms", p.tried - p.failed, p.ms);
     else
-        snprintf(buf, cap, "%s %s (reported %s, runs %s%s, %.2f MiB)", pass_names[pass], algo_name(pass, p.algo),
+        snprintf(how, sizeof how, "%d tried", p.tried);
+    if (p.failed) snprintf(how + strlen(how), sizeof how - strlen(how), ", %d refused", p.failed);
+    if (p.fallback)
+        snprintf(buf, cap, "%s %s (fallback: no heuristic result ran, runs %s, %.2f MiB; %s)", pass_names[pass],
+                 algo_name(pass, p.algo), math_name(runs), (double)p.ws_bytes / (1 << 20), how);
+    else
+        snprintf(buf, cap, "%s %s (reported %s, runs %s%s, %.2f MiB; %s)", pass_names[pass], algo_name(pass, p.algo),
                  math_name(p.reported), math_name(runs), p.deterministic ? "" : ", NON-DETERMINISTIC",
-                 (double)p.ws_bytes / (1 << 20));
+                 (double)p.ws_bytes / (1 << 20), how);
 }
 
 void print_plan(FILE *f, const spk_conv_plan_t &pl) {
-    char d[3][160];
+    char d[3][224];
     for (int i = 0; i < 3; i++) describe_pass(d[i], sizeof d[i], pl, i);
     fprintf(f, "conv1d B=%d Cin=%d Cout=%d T=%d (bucket %d) K=%d d=%d: %s; %s; %s; used %lld times\n", pl.key[0],
             pl.key[1], pl.key[2], pl.T, pl.key[3], pl.key[4], pl.key[5], d[0], d[1], d[2], pl.uses);
@@ -124,26 +169,6 @@ int tier(const Perf &p) {
 // The math type a taken result runs in: FMA in fp32 (never tensor cores), its own with TF32.
 cudnnMathType_t run_math(cudnnMathType_t reported) { return g_tf32 ? reported : CUDNN_FMA_MATH; }
 
-// Takes the first result of the best tier whose workspace size cuDNN gives under its math
-// type (ws_of(algo, &bytes) asks for this pass), else `fallback` in FMA math.
-template <typename Perf, typename Algo, typename WsOf>
-void pick(spk_conv_pass_t *out, const Perf *perf, int n, cudnnConvolutionDescriptor_t cd, Algo fallback, WsOf ws_of) {
-    for (int t = 0; t <= 2; t++)
-        for (int i = 0; i < n; i++) {
-            if (tier(perf[i]) != t) continue;
-            cudnnCheck(cudnnSetConvolutionMathType(cd, run_math(perf[i].mathType)));
-            if (ws_of(perf[i].algo, &out->ws_bytes) != CUDNN_STATUS_SUCCESS) continue;
-            out->algo = (int)perf[i].algo;
-            out->reported = perf[i].mathType;
-            out->deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
-            out->fallback = 0;
-            return;
-        }
-    cudnnCheck(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
-    cudnnCheck(ws_of(fallback, &out->ws_bytes));
-    *out = spk_conv_pass_t{(int)fallback, CUDNN_FMA_MATH, 1, 1, out->ws_bytes};
-}
-
 // cuDNN's query of one pass's workspace for `algo` at the descriptors' current shape.
 cudnnStatus_t pass_workspace(const spk_conv_plan_t &pl, int pass, int algo, size_t *bytes) {
     cudnnHandle_t h = spk_cudnn_handle();
@@ -160,6 +185,130 @@ cudnnStatus_t pass_workspace(const spk_conv_plan_t &pl, int pass, int algo, size
     }
 }
 
+// Scratch tensors of a plan's shape (x padded, y, w) and a workspace of the cap, made when the
+// first candidate is tried and freed once the pass is chosen. Filled with a non-zero pattern:
+// some kernels run faster on zeros.
+struct Trial {
+    const spk_conv_plan_t &pl;
+    size_t cap;
+    float *x = nullptr, *y = nullptr, *w = nullptr;
+    void *ws = nullptr;
+    size_t ws_bytes = 0;
+    cudaEvent_t t0 = nullptr, t1 = nullptr;
+
+    Trial(const spk_conv_plan_t &plan, size_t workspace_cap) : pl(plan), cap(workspace_cap) {}
+    ~Trial() {
+        spk_cuda_free(x), spk_cuda_free(y), spk_cuda_free(w), spk_cuda_free(ws);  // each waits for the stream
+        if (t0) cudaCheck(cudaEventDestroy(t0));
+        if (t1) cudaCheck(cudaEventDestroy(t1));
+    }
+
+    void ensure_buffers(size_t bytes) {
+        if (!x) {
+            const size_t B = pl.key[0], Cin = pl.key[1], Cout = pl.key[2], T = pl.T;
+            const size_t xb = B * Cin * (T + 2 * conv_pad(pl.key[4], pl.key[5])) * sizeof(float);
+            const size_t yb = B * Cout * T * sizeof(float), wb = Cout * Cin * pl.key[4] * sizeof(float);
+            x = (float *)spk_cuda_malloc(xb), y = (float *)spk_cuda_malloc(yb), w = (float *)spk_cuda_malloc(wb);
+            cudaStream_t s = spk_cuda_stream_checked();
+            cudaCheck(cudaMemsetAsync(x, 0x3c, xb, s));
+            cudaCheck(cudaMemsetAsync(y, 0x3c, yb, s));
+            cudaCheck(cudaMemsetAsync(w, 0x3c, wb, s));
+            cudaCheck(cudaEventCreateWithFlags(&t0, cudaEventDefault));
+            cudaCheck(cudaEventCreateWithFlags(&t1, cudaEventDefault));
+        }
+        if (bytes > ws_bytes) {
+            spk_cuda_free(ws);
+            ws = spk_cuda_malloc(bytes);
+            ws_bytes = bytes;
+        }
+    }
+
+    // Runs `pass` once with `algo`; CUDNN_STATUS_SUCCESS when cuDNN ran it.
+    cudnnStatus_t run(int pass, int algo, size_t bytes) {
+        cudnnHandle_t h = spk_cudnn_handle();
+        const float one = 1.0f, zero = 0.0f;
+        void *wsp = bytes ? ws : nullptr;
+        switch (pass) {
+            case SPK_CONV_FWD:
+                return cudnnConvolutionForward(h, &one, pl.xd, x, pl.wd, w, pl.cd[pass],
+                                               (cudnnConvolutionFwdAlgo_t)algo, wsp, bytes, &zero, pl.yd, y);
+            case SPK_CONV_BWD_DATA:
+                return cudnnConvolutionBackwardData(h, &one, pl.wd, w, pl.yd, y, pl.cd[pass],
+                                                    (cudnnConvolutionBwdDataAlgo_t)algo, wsp, bytes, &zero, pl.xd, x);
+            default:
+                return cudnnConvolutionBackwardFilter(h, &one, pl.xd, x, pl.yd, y, pl.cd[pass],
+                                                      (cudnnConvolutionBwdFilterAlgo_t)algo, wsp, bytes, &zero, pl.wd,
+                                                      w);
+        }
+    }
+
+    // Tries `algo` under math type `math`: its workspace within the cap, then one run (and, when
+    // timing, a timed second one, in *ms). False when it cannot run here.
+    bool attempt(int pass, int algo, cudnnMathType_t math, size_t *bytes, float *ms) {
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[pass], math));
+        if (pass_workspace(pl, pass, algo, bytes) != CUDNN_STATUS_SUCCESS || *bytes > cap) return false;
+        ensure_buffers(*bytes);
+        if (run(pass, algo, *bytes) != CUDNN_STATUS_SUCCESS) return false;
+        *ms = 0;
+        if (!timed_search()) return true;
+        cudaStream_t s = spk_cuda_stream_checked();
+        cudaCheck(cudaEventRecord(t0, s));
+        const cudnnStatus_t again = run(pass, algo, *bytes);
+        cudaCheck(cudaEventRecord(t1, s));
+        cudaCheck(cudaEventSynchronize(t1));
+        cudaCheck(cudaEventElapsedTime(ms, t0, t1));
+        if (*ms <= 0) *ms = 1e-6f;  // a clock too coarse for the run still counts as timed
+        return again == CUDNN_STATUS_SUCCESS;
+    }
+};
+
+// The pass's choice among the heuristics' results: the best tier with a candidate that runs,
+// and in it the best-ranked one (or the fastest, timing); else `fallback` in FMA math. The
+// chosen result's math type is left on the pass's descriptor.
+template <typename Perf, typename Algo>
+void pick(spk_conv_plan_t &pl, int pass, const Perf *perf, int n, Algo fallback) {
+    Trial trial(pl, workspace_cap());
+    spk_conv_pass_t &out = pl.pass[pass];
+    out = spk_conv_pass_t{};
+    int best = -1;
+    for (int t = 0; t <= 2 && best < 0; t++)
+        for (int i = 0; i < n; i++) {
+            if (tier(perf[i]) != t) continue;
+            size_t bytes = 0;
+            float ms = 0;
+            out.tried++;
+            if (!trial.attempt(pass, (int)perf[i].algo, run_math(perf[i].mathType), &bytes, &ms)) {
+                out.failed++;
+                continue;
+            }
+            if (best >= 0 && !(ms < out.ms)) continue;
+            best = i;
+            out.algo = (int)perf[i].algo, out.reported = perf[i].mathType, out.ws_bytes = bytes, out.ms = ms;
+            out.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+            if (!timed_search()) break;
+        }
+    if (best >= 0) {
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[pass], run_math(perf[best].mathType)));
+        return;
+    }
+    size_t bytes = 0;
+    float ms = 0;
+    out.tried++;
+    if (!trial.attempt(pass, (int)fallback, CUDNN_FMA_MATH, &bytes, &ms))
+        spk_die(SPK_EXIT_FAILURE,
+                "cuDNN runs no algorithm for the %s pass of a convolution of B=%d Cin=%d Cout=%d T=%d K=%d "
+                "dilation=%d: the %d candidate(s) offered and the classic %s refused it or needed more workspace than "
+                "the %.0f MiB "
+                "cap (SPKDDP_CUDNN_WORKSPACE_MB)",
+                pass == SPK_CONV_FWD        ? "forward"
+                : pass == SPK_CONV_BWD_DATA ? "backward-data"
+                                            : "backward-filter",
+                pl.key[0], pl.key[1], pl.key[2], pl.T, pl.key[4], pl.key[5], out.tried - 1,
+                algo_name(pass, (int)fallback), (double)trial.cap / (1 << 20));
+    out.algo = (int)fallback, out.reported = CUDNN_FMA_MATH, out.deterministic = 1, out.fallback = 1;
+    out.ws_bytes = bytes, out.ms = ms;
+}
+
 // One pass's choice: the heuristics' results (count(&n) says how many it has, query(want, &n,
 // perf) gives them), then pick().
 template <typename Perf, typename Algo, typename Count, typename Query>
@@ -168,8 +317,7 @@ void choose_pass(spk_conv_plan_t &pl, int pass, Algo fallback, Count count, Quer
     int want = 0, n = 0;
     cudnnCheck(count(&want));
     cudnnCheck(query(want < kMaxPerf ? want : kMaxPerf, &n, perf));
-    pick(&pl.pass[pass], perf, n, pl.cd[pass], fallback,
-         [&](Algo a, size_t *bytes) { return pass_workspace(pl, pass, (int)a, bytes); });
+    pick(pl, pass, perf, n, fallback);
 }
 
 // BWD_FILTER_ALGO_0 and _3 sum with atomics: tier() excludes them unless fast or TF32 needs them.

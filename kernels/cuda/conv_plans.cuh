@@ -21,8 +21,11 @@ struct spk_conv_pass_t {
     int algo;                  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
     cudnnMathType_t reported;  // the heuristics' math type for it
     int deterministic;         // as the heuristics report (the fallback: 1)
-    int fallback;              // no heuristic result qualified: the classic algorithm
+    int fallback;              // no heuristic result ran: the classic algorithm
     size_t ws_bytes;           // at the plan's current T
+    int tried;                 // candidates executed to choose it (those that failed included)
+    int failed;                // of them, those cuDNN refused to run or whose workspace was over the cap
+    float ms;                  // its timed run in SPKDDP_CUDNN_SEARCH=time, else 0
 };
 
 struct spk_conv_plan_t {

@@ -1,4 +1,5 @@
 // CUDA device discovery and selection.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,18 +8,41 @@ extern "C" {
 #include "kernels/device.h"
 }
 
+// "13.0" from CUDA's encoding 1000 * major + 10 * minor.
+static void cuda_version_text(int v, char *out, size_t cap) { snprintf(out, cap, "%d.%d", v / 1000, v % 1000 / 10); }
+
 extern "C" int spk_device_count(char *why, size_t cap) {
-    int n = 0;
+    int n = 0, driver = 0, runtime = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        if (why) snprintf(why, cap, "no usable CUDA device (%s)", cudaGetErrorString(e));
-        cudaGetLastError();  // clear the sticky error so later queries start clean
+    if (e == cudaSuccess) {
+        if (n == 0 && why)
+            snprintf(why, cap, "no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
+                     getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+        return n;
+    }
+    cudaGetLastError();             // clear the sticky error so later queries start clean
+    cudaDriverGetVersion(&driver);  // 0 when no driver library is installed
+    cudaRuntimeGetVersion(&runtime);
+    if (e == cudaErrorNoDevice || driver == 0) {
+        if (why)
+            snprintf(why, cap, "no usable CUDA device (%s%s)", cudaGetErrorString(e),
+                     driver == 0 ? "; no CUDA driver is installed" : "");
         return 0;
     }
-    if (n == 0 && why)
-        snprintf(why, cap, "no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
-                 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-    return n;
+    char d[16], r[16];
+    cuda_version_text(driver, d, sizeof d);
+    cuda_version_text(runtime, r, sizeof r);
+    if (why) {
+        if (driver < runtime)
+            snprintf(why, cap,
+                     "the CUDA driver supports CUDA %s but this spkddp was built with the CUDA %s runtime: install a "
+                     "driver for CUDA %s or newer, or build with a CUDA toolkit of at most %s (%s)",
+                     d, r, r, d, cudaGetErrorName(e));
+        else
+            snprintf(why, cap, "the CUDA driver (CUDA %s) cannot start with the CUDA %s runtime: %s (%s)", d, r,
+                     cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    return -1;
 }
 
 extern "C" int spk_device_select(int index, char *why, size_t cap) {
@@ -46,4 +70,13 @@ extern "C" void spk_device_describe(int index, char *out, size_t cap) {
         return;
     }
     snprintf(out, cap, "%s (sm_%d%d, %.0f GiB)", p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30));
+}
+
+extern "C" void spk_device_profile(int on) {
+    const cudaError_t e = on ? cudaProfilerStart() : cudaProfilerStop();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "spkddp: note: %s failed: %s\n", on ? "cudaProfilerStart" : "cudaProfilerStop",
+                cudaGetErrorString(e));
+        cudaGetLastError();
+    }
 }

@@ -84,4 +84,8 @@ SPKDDP_CUDA_EMU_NCCL_FAULT=error:1 expect_error 1 "NCCL gradient allreduce faile
     gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:1 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \
     gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
+# NCCL's set-up never completing (a peer that never joins) ends the job too, with NCCL_DEBUG=WARN set.
+SPKDDP_CUDA_EMU_NCCL_FAULT=init-hang expect_error 1 \
+    "ncclCommInitRankConfig.* over 2 ranks did not finish in 1 s: a peer rank never joined.*NCCL_DEBUG=WARN" -- \
+    gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-dir faulty
 finish

@@ -26,7 +26,8 @@ foreach(t IN LISTS SPK_KERNEL_TESTS)
   spk_cuda_emu_kernel_test(test_kernel_${t} SOURCES kernels/test_${t}.c ARGS cuda)
 endforeach()
 spk_cuda_emu_kernel_test(test_gpu_device SOURCES gpu/test_gpu_device.c)
-spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c)
+# The TF32 check's code at shapes the stand-in affords (production: C=1024, batch 32, T=200).
+spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c ARGS 64 4 100)
 spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c)
 # The production-shape test's code, at shapes the stand-in affords (C=32, batch 4, T=24).
 spk_cuda_emu_kernel_test(test_gpu_shapes SOURCES gpu/test_gpu_shapes.c ARGS 32 4 24)
@@ -34,7 +35,7 @@ spk_cuda_emu_kernel_test(test_gpu_shapes SOURCES gpu/test_gpu_shapes.c ARGS 32 4
 # non-deterministic: the heuristics' choices are still taken (not the fallback) and TF32 still
 # reaches every convolution pass. One order: those kernels are not deterministic.
 add_test(NAME cuda_emu_test_gpu_tf32_default_report
-         COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CUDA_EMU_CUDNN_REPORT=default $<TARGET_FILE:test_gpu_tf32_emu>)
+         COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CUDA_EMU_CUDNN_REPORT=default $<TARGET_FILE:test_gpu_tf32_emu> 64 4 100)
 set_tests_properties(cuda_emu_test_gpu_tf32_default_report PROPERTIES FAIL_REGULAR_EXPRESSION "fallback")
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
@@ -83,6 +84,25 @@ add_test(NAME cuda_emu_e2e_device
                  bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_device.sh $<TARGET_FILE:spkddp_emu> ${SPK_MPIEXEC}
                  ${_spk_emu_work}/cuda_emu_e2e_device $<TARGET_FILE:make_bad_data> cuda 1e-5)
 set_tests_properties(cuda_emu_e2e_device PROPERTIES TIMEOUT 600)
+
+# cuDNN candidates are run before they are taken: a refused one gives way, nothing running is a
+# sentence, SPKDDP_CUDNN_SEARCH=time times them (cudnn_choice.sh).
+add_test(NAME cuda_emu_cudnn_choice
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/cudnn_choice.sh $<TARGET_FILE:test_kernel_conv1d_emu>
+                 ${_spk_emu_work}/cuda_emu_cudnn_choice)
+
+# A machine without a driver is a GPU-less machine (skipped); a driver older than the runtime
+# is a failure naming both versions, in the device test and in `--device cuda`; `auto` says why
+# it runs on the CPU.
+add_test(NAME cuda_emu_no_driver
+         COMMAND sh -c "SPKDDP_CUDA_EMU_DRIVER=none \"$0\"; test $? -eq 77" $<TARGET_FILE:test_gpu_device_emu>)
+set_tests_properties(cuda_emu_no_driver PROPERTIES PASS_REGULAR_EXPRESSION "SKIPPED: no usable CUDA device .*no CUDA driver is installed")
+add_test(NAME cuda_emu_old_driver
+         COMMAND sh -c "SPKDDP_CUDA_EMU_DRIVER=12.4 \"$0\"; test $? -eq 1" $<TARGET_FILE:test_gpu_device_emu>)
+set_tests_properties(cuda_emu_old_driver PROPERTIES PASS_REGULAR_EXPRESSION
+  "FAIL: the CUDA driver supports CUDA 12.4 but this spkddp was built with the CUDA 13.0 runtime")
+add_test(NAME cuda_emu_old_driver_train
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/old_driver.sh $<TARGET_FILE:spkddp_emu> ${_spk_emu_work}/cuda_emu_old_driver_train)
 
 # tools/gpu_check.sh, the one script a GPU machine runs, run through on the stand-in.
 add_test(NAME cuda_emu_gpu_check

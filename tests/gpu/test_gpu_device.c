@@ -1,11 +1,16 @@
 // GPU smoke test: a device is visible, selectable and describes itself. Without one it
-// reports SKIPPED (exit 77), never passed.
+// reports SKIPPED (exit 77), never passed; a driver that cannot run this build (too old for its
+// CUDA runtime) is a failure, with both versions.
 #include "kernels/device.h"
 #include "tests/test_util.h"
 
 int main(void) {
     char why[256] = "", name[256] = "";
     int n = spk_device_count(why, sizeof why);
+    if (n < 0) {
+        printf("FAIL: %s\n", why);
+        return 1;
+    }
     if (n == 0) {
         printf("SKIPPED: %s\n", why);
         return 77;

@@ -1,11 +1,17 @@
 // --tf32 (spk_cuda_set_tf32): TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs
 // rounds inputs to a 10-bit mantissa, so results stay within ~1e-3 of the CPU's fp32, and each
 // convolution pass and the GEMM must move from the GPU's own fp32 result by a TF32-sized step
-// (else TF32 does not reach it). Prints cuDNN's choices. GPU only: every op's fp32 checks are
-// the kernel_<op>_cuda tests (tests/kernels). Without a CUDA device it reports SKIPPED (exit 77).
+// (else TF32 does not reach it). Checked at production shapes (usage: test_gpu_tf32 [C B T],
+// default ECAPA's dilated convolution at C=1024, batch 32, 200 frames; always the AAM head's GEMM
+// of a batch of 128 against 5994 speakers of 192 dimensions): on small problems cuBLAS and cuDNN
+// often choose kernels without tensor cores, and the check would fail on a correct build.
+// Prints cuDNN's choices. GPU only: every op's fp32 checks are the kernel_<op>_cuda tests
+// (tests/kernels). Without a CUDA device it reports SKIPPED (exit 77).
 #include "../kernels/backends.h"
 #include "kernels/conv1d.h"
 #include "kernels/gemm.h"
+
+static int g_C = 1024, g_B = 32, g_T = 200;
 
 #ifdef SPKDDP_HAVE_CUDA
 // TF32 rounds inputs to 10 mantissa bits: results move ~1e-4..1e-3 from fp32. fp32 algorithms
@@ -22,14 +28,15 @@ static void tf32_reached(const char *name, const float *tf, const float *fp32, s
 
 static void tf32_checks(void) {
     const double tol = 1e-2;
-    const int B = 4, Cin = 64, Cout = 48, T = 100, K = 3, d = 2;
+    const int B = g_B, Cin = g_C, Cout = g_C, T = g_T, K = 3, d = 2;
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *gy = rand_f(ny, -1, 1);
     float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *y = alloc_f(ny);
     float *gx = zeros_f(nx), *gw = zeros_f(nw);
     conv1d_forward(y, x, w, NULL, B, Cin, Cout, T, K, d, ws);
     conv1d_backward(gx, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
-    const int M = 64, N = 80, Kg = 96;
+    // The AAM head's cosines at batch 128: (128, 192 embedding) x (192, 5994 speakers).
+    const int M = 128, N = 5994, Kg = 192;
     float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1);
     float *C = alloc_f((size_t)M * N);
     spk_sgemm('N', 'N', M, N, Kg, 1.0f, A, Kg, Bm, N, 0.0f, C, N);
@@ -70,6 +77,15 @@ static void tf32_checks(void) {}  // never runs: without CUDA the test is skippe
 #endif
 
 int main(int argc, char **argv) {
-    (void)argc;
+    if (argc == 4) {
+        g_C = atoi(argv[1]), g_B = atoi(argv[2]), g_T = atoi(argv[3]);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s [C B T]\n", argv[0]);
+        return 2;
+    }
+    if (g_C < 8 || g_B < 1 || g_T < 8) {
+        fprintf(stderr, "%s: C >= 8, B >= 1, T >= 8\n", argv[0]);
+        return 2;
+    }
     return test_main_cuda(argv[0], "test_gpu_tf32", 20240611, tf32_checks);
 }

@@ -159,10 +159,11 @@ static void grads_check(const grads_t *g, const char *op, const char *tag, const
 
 // ---- the list of backends -------------------------------------------------------------------
 // The CUDA backend on device 0, or NULL with the reason in `why` (no device: skipped) or with
-// *failed set (a device that does not start: a failure).
+// *failed set (a driver that cannot run this build, a device that does not start: a failure).
 static const spk_backend_t *open_cuda(char *why, size_t cap, int *failed) {
-    *failed = 0;
-    if (spk_device_count(why, cap) == 0) return NULL;
+    const int count = spk_device_count(why, cap);
+    *failed = count < 0;
+    if (count <= 0) return NULL;
 #ifdef SPKDDP_HAVE_CUDA
     if (spk_cuda_init(0) == 0) {
         char desc[256];

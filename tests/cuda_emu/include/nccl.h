@@ -1,8 +1,11 @@
 // NCCL as spkddp uses it (tests/cuda_emu: the CPU stand-in): a communicator over MPI ranks,
 // all-reduces queued on a stream (float sum and average; int8 max and int64 sum, which the
-// world-size-invariant mode's exact sums use), groups, asynchronous errors and abort.
+// world-size-invariant mode's exact sums use), groups, asynchronous errors and abort, and
+// non-blocking communicators (ncclConfig_t.blocking = 0), whose set-up reports ncclInProgress
+// until polled to completion with ncclCommGetAsyncError.
 // The stand-in's version is the one spkddp is built against elsewhere (2.28).
 #pragma once
+#include <limits.h>
 #include <stddef.h>
 
 #include "cuda_runtime.h"
@@ -35,6 +38,17 @@ typedef enum {
     ncclInProgress = 7,
 } ncclResult_t;
 
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+// The fields spkddp sets; the first three are NCCL's own bookkeeping.
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+} ncclConfig_t;
+#define NCCL_CONFIG_INITIALIZER \
+    { sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_CONFIG_UNDEF_INT }
+
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 } ncclRedOp_t;
 typedef enum {
     ncclInt8 = 0,
@@ -52,6 +66,8 @@ const char* ncclGetErrorString(ncclResult_t result);
 const char* ncclGetLastError(ncclComm_t comm);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error);

@@ -14,6 +14,13 @@
 //     (which real cuDNN versions do is not settled): fma (default) reports fp32 kernels as
 //     CUDNN_FMA_MATH; default reports them as CUDNN_DEFAULT_MATH and the backward passes'
 //     tensor-core kernels as non-deterministic.
+//   SPKDDP_CUDA_EMU_DRIVER=none|MAJOR.MINOR   the CUDA version the driver supports (default
+//     13.0, the runtime's): none is a machine without a driver library, an older version a
+//     driver too old for the runtime; either way cudaGetDeviceCount fails as CUDA's does
+//     (cudaErrorInsufficientDriver).
+//   SPKDDP_CUDA_EMU_CUDNN_REFUSE=PASS:ALGO[,...]   convolution algorithms the heuristics offer
+//     but that refuse to run (CUDNN_STATUS_EXECUTION_FAILED), PASS one of fwd, bwd-data,
+//     bwd-filter and ALGO the algorithm's number, as cuDNN's kernels do on some shapes.
 #pragma once
 
 namespace spk_emu {
@@ -23,7 +30,12 @@ struct Config {
     int devices;
     bool protect;
     bool cudnn_reports_default;
+    int driver_version;   // CUDA's encoding, 1000 * major + 10 * minor; 0: no driver
+    unsigned refused[3];  // per pass (forward, backward data, backward filter): bit a refuses algorithm a
 };
+
+// The CUDA version the stand-in's runtime implements.
+constexpr int kRuntimeVersion = 13000;
 
 const Config& config();
 

@@ -206,6 +206,10 @@ cudnnStatus_t convolve(ConvPass pass, cudnnHandle_t h, const void* alpha, cudnnT
              (int)conv->math);
         return CUDNN_STATUS_NOT_SUPPORTED;
     }
+    if (config().refused[(int)pass] & (1u << algo)) {
+        note("%s: algorithm %d refuses to run (SPKDDP_CUDA_EMU_CUDNN_REFUSE)", pass_name(pass), algo);
+        return CUDNN_STATUS_EXECUTION_FAILED;
+    }
     if (workspace_bytes < o.workspace_bytes || (o.workspace_bytes && !workspace)) {
         note("%s: algorithm %d needs %zu bytes of workspace, got %zu", pass_name(pass), algo, o.workspace_bytes,
              workspace_bytes);

@@ -6,7 +6,9 @@
 //
 // SPKDDP_CUDA_EMU_NCCL_FAULT=error:N or hang:N makes the N-th all-reduce of every rank never
 // complete, with an asynchronous error (ncclRemoteError) or without one, to exercise a
-// caller's error and timeout handling.
+// caller's error and timeout handling; =init-hang keeps a non-blocking communicator's set-up
+// in progress forever (a peer that never joins). A non-blocking set-up otherwise completes on
+// the third poll, so a caller that does not poll is caught using a communicator in progress.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -29,6 +31,7 @@ struct ncclComm {
     int rank = 0, nranks = 0, device = 0;
     bool aborted = false;
     ncclResult_t async_error = ncclSuccess;
+    int setup_polls = 0;  // non-blocking set-up: polls left until it completes (-1: never)
 };
 
 namespace spk_emu {
@@ -42,6 +45,7 @@ long g_allreduces = 0;  // of this process, for the fault injection
 struct Fault {
     bool error = false;
     long at = 0;  // 0: none
+    bool init_hang = false;
 };
 
 Fault fault() {
@@ -49,10 +53,14 @@ Fault fault() {
         Fault r;
         const char* s = getenv("SPKDDP_CUDA_EMU_NCCL_FAULT");
         if (!s || !s[0]) return r;
+        if (strcmp(s, "init-hang") == 0) {
+            r.init_hang = true;
+            return r;
+        }
         char kind[16] = "";
         if (sscanf(s, "%15[a-z]:%ld", kind, &r.at) != 2 || r.at < 1 ||
             (strcmp(kind, "error") != 0 && strcmp(kind, "hang") != 0))
-            fail("SPKDDP_CUDA_EMU_NCCL_FAULT='%s' must be error:N or hang:N (N >= 1)", s);
+            fail("SPKDDP_CUDA_EMU_NCCL_FAULT='%s' must be error:N, hang:N (N >= 1) or init-hang", s);
         r.error = strcmp(kind, "error") == 0;
         return r;
     }();
@@ -142,6 +150,9 @@ bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
 
 int g_group_depth = 0;
 
+// NCCL refuses calls on a communicator whose non-blocking set-up has not completed.
+bool setting_up(ncclComm* c) { return c->async_error == ncclInProgress; }
+
 }  // namespace
 }  // namespace spk_emu
 
@@ -184,6 +195,10 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 
 // Collective over MPI_COMM_WORLD (every rank of the job must call it, as spkddp's do).
 ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
+    return ncclCommInitRankConfig(out, nranks, id, rank, nullptr);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
     int mpi_up = 0;
     MPI_Initialized(&mpi_up);
     if (!out) return ncclInvalidArgument;
@@ -214,11 +229,15 @@ ncclResult_t ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int 
         }
     g_comms.insert(c);
     *out = c;
-    return ncclSuccess;
+    if (!config || config->blocking != 0) return ncclSuccess;
+    c->async_error = ncclInProgress;
+    c->setup_polls = fault().init_hang ? -1 : 3;
+    return ncclInProgress;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
     if (!g_comms.count(comm) || !async_error) return ncclInvalidArgument;
+    if (setting_up(comm) && comm->setup_polls > 0 && --comm->setup_polls == 0) comm->async_error = ncclSuccess;
     *async_error = comm->async_error;
     return ncclSuccess;
 }
@@ -229,6 +248,13 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     comm->aborted = true;  // queued all-reduces complete without communicating
     g_comms.erase(comm);
     g_retired.insert(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    if (!g_comms.count(comm)) return ncclInvalidArgument;
+    if (setting_up(comm)) return usage("ncclCommFinalize: the communicator's set-up is still in progress");
+    synchronize_device();  // flushes its queued all-reduces
     return ncclSuccess;
 }
 
@@ -246,6 +272,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     if (!g_comms.count(comm)) return usage("ncclAllReduce: not a communicator (aborted or destroyed?)");
+    if (setting_up(comm)) return usage("ncclAllReduce: the communicator's set-up is still in progress");
     Reduction red;
     if (!reduction_of(datatype, op, &red)) {
         note("ncclAllReduce: only float sum and average, int8 max and int64 sum are emulated");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config.h"
+#include "cuda_profiler_api.h"
 #include "cuda_runtime.h"
 #include "device_memory.h"
 #include "diag.h"
@@ -124,6 +125,8 @@ const char* cudaGetErrorName(cudaError_t e) {
             return "cudaErrorInvalidConfiguration";
         case cudaErrorInvalidMemcpyDirection:
             return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorInsufficientDriver:
+            return "cudaErrorInsufficientDriver";
         case cudaErrorNoDevice:
             return "cudaErrorNoDevice";
         case cudaErrorInvalidDevice:
@@ -150,6 +153,8 @@ const char* cudaGetErrorString(cudaError_t e) {
             return "invalid configuration argument";
         case cudaErrorInvalidMemcpyDirection:
             return "invalid copy direction for memcpy";
+        case cudaErrorInsufficientDriver:
+            return "CUDA driver version is insufficient for CUDA runtime version";
         case cudaErrorNoDevice:
             return "no CUDA-capable device is detected";
         case cudaErrorInvalidDevice:
@@ -166,8 +171,22 @@ const char* cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaGetLastError(void) { return take_last_error(); }
 
+cudaError_t cudaDriverGetVersion(int* version) {
+    if (!version) return report(cudaErrorInvalidValue);
+    *version = config().driver_version;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+    if (!version) return report(cudaErrorInvalidValue);
+    *version = kRuntimeVersion;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return report(cudaErrorInvalidValue);
+    *count = 0;
+    if (config().driver_version < kRuntimeVersion) return report(cudaErrorInsufficientDriver);
     *count = config().devices;
     return config().devices > 0 ? cudaSuccess : report(cudaErrorNoDevice);
 }
@@ -324,7 +343,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
     if (!event || (flags & ~(unsigned)cudaEventDisableTiming)) return report(cudaErrorInvalidValue);
-    *event = event_create();
+    *event = event_create(!(flags & cudaEventDisableTiming));
     return cudaSuccess;
 }
 
@@ -350,6 +369,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (!event_valid(event)) return report(cudaErrorInvalidResourceHandle);
     event_synchronize(event);
     return cudaSuccess;
+}
+
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !event_valid(start) || !event_valid(end)) return report(cudaErrorInvalidResourceHandle);
+    if (!marker_done(event_marker(start)) || !marker_done(event_marker(end))) return cudaErrorNotReady;
+    return event_elapsed_ms(start, end, ms) ? cudaSuccess : report(cudaErrorInvalidResourceHandle);
 }
 
 }  // extern "C"

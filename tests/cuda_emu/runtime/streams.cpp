@@ -1,5 +1,7 @@
 #include "streams.h"
 
+#include <chrono>
+
 #include <deque>
 #include <set>
 #include <vector>
@@ -24,6 +26,8 @@ struct CUstream_st {
 struct CUevent_st {
     spk_emu::Marker latest;
     bool answered_not_ready = false;  // for `latest`
+    bool timing = false;              // created without cudaEventDisableTiming
+    double stamp = 0.0;               // host seconds when the latest record ran (timing events)
 };
 
 namespace spk_emu {
@@ -156,8 +160,9 @@ void synchronize_device() {
     for (CUstream_st* s : g_streams) synchronize(s);
 }
 
-CUevent_st* event_create() {
+CUevent_st* event_create(bool timing) {
     CUevent_st* e = new CUevent_st;
+    e->timing = timing;
     g_events.insert(e);
     return e;
 }
@@ -169,7 +174,25 @@ void event_destroy(CUevent_st* e) {
     delete e;
 }
 
+namespace {
+
+// A timing event's record: notes the host clock when the stream reaches it.
+class StampOp final : public Operation {
+public:
+    explicit StampOp(CUevent_st* e) : e_(e) {}
+    void run() override {
+        if (event_valid(e_))
+            e_->stamp = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    }
+
+private:
+    CUevent_st* e_;
+};
+
+}  // namespace
+
 void event_record(CUevent_st* e, CUstream_st* s) {
+    if (e->timing) enqueue(s, std::make_unique<StampOp>(e));
     add_implicit_waits(s);
     e->latest = marker_now(s);
     e->answered_not_ready = false;
@@ -192,5 +215,11 @@ void event_synchronize(CUevent_st* e) {
 }
 
 Marker event_marker(CUevent_st* e) { return e->latest; }
+
+bool event_elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms) {
+    if (!start->timing || !end->timing || !start->latest.stream || !end->latest.stream) return false;
+    *ms = (float)((end->stamp - start->stamp) * 1e3);
+    return true;
+}
 
 }  // namespace spk_emu

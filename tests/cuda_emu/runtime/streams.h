@@ -49,7 +49,7 @@ void synchronize(CUstream_st* s);
 void synchronize_device();
 
 // Events: handles with their latest record.
-CUevent_st* event_create();
+CUevent_st* event_create(bool timing);
 bool event_valid(cudaEvent_t e);
 void event_destroy(CUevent_st* e);
 void event_record(CUevent_st* e, CUstream_st* s);
@@ -60,5 +60,8 @@ bool event_query(CUevent_st* e);
 // message when that would wait forever behind a stalled operation.
 void event_synchronize(CUevent_st* e);
 Marker event_marker(CUevent_st* e);  // {nullptr, 0} when never recorded
+// cudaEventElapsedTime of two completed records of timing events: the host time between the
+// moments the stand-in ran them; false when either was never recorded or does not time.
+bool event_elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms);
 
 }  // namespace spk_emu
