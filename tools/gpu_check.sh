@@ -144,7 +144,7 @@ note spkddp "$(timeout 10 "$spk" --version 2>&1 | head -1)"
     done
 } >"$logs/preflight.log"
 libs=$(grep -E '^\s(libcublas|libcublasLt|libcudnn|libnccl|libcudart|libmpich|libopenblas)\.' "$logs/preflight.log" |
-    awk '{print $1 "=" $3}' | sort -u | tr '\n' ' ')
+    while read -r name _ path _; do echo "$name=$(readlink -f "$path" 2>/dev/null || echo "$path")"; done | sort -u | tr '\n' ' ')
 note libraries "${libs:-none of cuBLAS, cuDNN, NCCL linked (a build without CUDA?)}"
 missing=$(grep "not found" "$logs/preflight.log" | awk '{print $1}' | sort -u | tr '\n' ' ')
 if [ -n "$missing" ]; then

@@ -24,9 +24,12 @@ extern "C" int spk_device_count(char *why, size_t cap) {
     cudaDriverGetVersion(&driver);  // 0 when no driver library is installed
     cudaRuntimeGetVersion(&runtime);
     if (e == cudaErrorNoDevice || driver == 0) {
-        if (why)
-            snprintf(why, cap, "no usable CUDA device (%s%s)", cudaGetErrorString(e),
-                     driver == 0 ? "; no CUDA driver is installed" : "");
+        if (why) {
+            if (driver == 0)
+                snprintf(why, cap, "no usable CUDA device: no CUDA driver is installed (%s)", cudaGetErrorName(e));
+            else
+                snprintf(why, cap, "no usable CUDA device (%s)", cudaGetErrorString(e));
+        }
         return 0;
     }
     char d[16], r[16];

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The Python of the interop tests: a venv over Debian's /usr/bin/python3 (its site packages
-# visible) with requirements.txt from PyPI, made once per build directory and remade when
-# requirements.txt changes. Usage: pyenv.sh VENV_DIR; prints the venv's python.
+# visible) with requirements.txt from PyPI (or another list), made once per build directory and
+# remade when the list changes. Usage: pyenv.sh VENV_DIR [REQUIREMENTS]; prints the venv's python.
 # When it cannot be made (no python3-venv, no PyPI), it says why and exits 77, which ctest
 # reports as skipped; with SPKDDP_REQUIRE_PYTHON_TESTS=1 (CI sets it) that is a failure.
 set -u
 venv=$1
-req=$(cd "$(dirname "$0")" && pwd)/requirements.txt
+req=${2:-$(cd "$(dirname "$0")" && pwd)/requirements.txt}
 skip() {
     echo "SKIPPED: $*" >&2
     [ "${SPKDDP_REQUIRE_PYTHON_TESTS:-0}" = 1 ] && { echo "(SPKDDP_REQUIRE_PYTHON_TESTS=1: a failure)" >&2; exit 1; }
