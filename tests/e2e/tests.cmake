@@ -2,9 +2,12 @@
 # malformed-dataset writer.
 add_executable(make_bad_data ${CMAKE_CURRENT_LIST_DIR}/make_bad_data.c)
 target_link_libraries(make_bad_data PRIVATE spk_io)
-# Noise and impulse-response banks and corrupted test sets for the augmentation tests.
-add_executable(make_aug_data ${CMAKE_CURRENT_LIST_DIR}/make_aug_data.c)
-target_link_libraries(make_aug_data PRIVATE spk_io)
+# Noise and impulse-response banks and corrupted test sets for the augmentation tests (they
+# write WAV files with libsndfile: only with SPKDDP_MEDIA).
+if(SPKDDP_MEDIA)
+  add_executable(make_aug_data ${CMAKE_CURRENT_LIST_DIR}/make_aug_data.c)
+  target_link_libraries(make_aug_data PRIVATE spk_io PkgConfig::SNDFILE)
+endif()
 
 function(spk_e2e_test name)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/work/${name})

@@ -2,7 +2,11 @@
 spk_unit_test(io test_sampler)
 spk_test_binary(io test_dataset_read)
 spk_mpi_test(test_dataset_read 1 2 4)
-spk_unit_test(io test_fbank ${CMAKE_CURRENT_SOURCE_DIR}/golden/fbank_golden.h5)
+# (test_fbank and test_augment write and decode audio with libsndfile: only with SPKDDP_MEDIA.)
+if(SPKDDP_MEDIA)
+  spk_unit_test(io test_fbank ${CMAKE_CURRENT_SOURCE_DIR}/golden/fbank_golden.h5)
+  target_link_libraries(test_fbank PRIVATE PkgConfig::SNDFILE)
+endif()
 # Random-crop reads against the chunk layout (a benchmark, not a test: docs/dataset-format.md).
 add_executable(bench_chunks ${CMAKE_CURRENT_SOURCE_DIR}/../tools/bench_chunks.c)
 target_link_libraries(bench_chunks PRIVATE spk_io)
@@ -21,7 +25,10 @@ add_test(NAME ckpt_dir COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ckpt_dir.sh $<TARG
 set_tests_properties(ckpt_dir PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
 # Augmentation: the signal processing and the flags (test_augment), and the loader's
 # augmented samples on 1 and 2 ranks against a lone reader (test_augment_loader).
-spk_unit_test(io test_augment)
+if(SPKDDP_MEDIA)
+  spk_unit_test(io test_augment)
+  target_link_libraries(test_augment PRIVATE PkgConfig::SNDFILE)
+endif()
 spk_test_binary(io test_augment_loader)
 spk_mpi_test(test_augment_loader 1 2)
 # Augmented samples per second on one core (a benchmark: tools/bench_augment.sh).
