@@ -51,14 +51,17 @@ extern const spk_backend_t spk_backend_cpu;
 // The CPU kernels on buffers of their own, reached only through upload/download like device
 // memory: runs the GPU path's data movement (and finds a missing copy) on any machine.
 extern const spk_backend_t spk_backend_cpu_staged;
-// The CUDA kernels on the device spk_cuda_init selected; NULL when built without CUDA.
+// The CUDA kernels on the device spk_cuda_init selected; NULL when built without CUDA
+// (kernels/device_none.c).
 const spk_backend_t *spk_backend_cuda(void);
 
 // The world-size-invariant mode's twin of a backend: the same memory and the same ops, but for
 // those of SPK_INVARIANT_OPS (kernels/ops.h), which it replaces by versions whose result for a
 // sample depends neither on the batch size nor on the thread count (models reach it through
 // model_t.be; the exact-sum ops that the mode's backward uses are in every table). A twin is
-// its own twin.
+// its own twin (kernels/backend_invariant.c).
 const spk_backend_t *spk_backend_invariant(const spk_backend_t *be);
-// The CUDA backend's twin (NULL without CUDA); spk_backend_invariant finds it.
+// The backends' own twins, which spk_backend_invariant finds: a CPU backend's (be is
+// spk_backend_cpu or spk_backend_cpu_staged), and the CUDA backend's (NULL without CUDA).
+const spk_backend_t *spk_backend_cpu_invariant(const spk_backend_t *be);
 const spk_backend_t *spk_backend_cuda_invariant(void);

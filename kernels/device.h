@@ -19,3 +19,19 @@ void spk_device_describe(int index, char *out, size_t cap);
 // --capture-range=cudaProfilerApi): on 1 starts, on 0 stops (cudaProfilerStart/Stop). A
 // refusal is a note on stderr, not a failure; nothing without CUDA.
 void spk_device_profile(int on);
+
+// ---- the CUDA kernels' context (SPKDDP_HAVE_CUDA only: kernels/cuda/context.cu) -------------
+// What app/dist and the commands call to start, tune and stop the CUDA backend; the rest of
+// the context is kernels/cuda's own (kernels/cuda/context.h).
+// Selects `device`, creates the stream and the cuDNN/cuBLAS handles. Returns 0 on success (also
+// when already initialised on the same device), -1 with a sentence on stderr otherwise.
+int spk_cuda_init(int device);
+// Waits for the stream, then releases the handles, cached plans, scratch and the stream.
+void spk_cuda_shutdown(void);
+// Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
+// fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
+void spk_cuda_set_tf32(int allow);
+// Device memory in use (all processes on the device), in bytes.
+size_t spk_cuda_bytes_in_use(void);
+// Prints the cuDNN algorithms chosen so far, one line per convolution shape (stdout).
+void spk_cuda_print_conv_plans(void);

@@ -26,7 +26,8 @@ typedef struct {
     int64_t hi, lo;
 } xsum_cell_t;
 
-// Bytes for n sums laid out by xsum_layout: [bin (n, padded to 64)][hi (n)][lo (n)].
+// Bytes for n sums laid out by xsum_layout: [bin (n, padded to 64)][hi (n)][lo (n)]
+// (kernels/exact_sum.c, as the host helpers below).
 size_t xsum_bytes(int64_t n);
 xsum_t xsum_layout(void *buf, int64_t n);
 // The sums [off, off + n) of s.
@@ -53,12 +54,10 @@ void xsum_add(xsum_t s, const float *x, int rows, int64_t n, int group);
 // y[i] = the value of s[i], rounded to float (NaN when a term was not finite).
 void xsum_to_float(float *y, xsum_t s, int64_t n);
 
-// ---- host memory only (the cross-rank reduction and its tests) -------------------------------
+// ---- host memory only (kernels/exact_sum.c: the cross-rank reduction, the models, the trainer) ----
 // Raises s[i] to bin[i] (>= its own: the maximum over all partial sums).
 void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n);
 // dst[i] += src[i] (a merge of two partial sums).
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n);
 // The value of one sum, correctly rounded to double.
 double xsum_value_of(xsum_t s, int64_t i);
-// s[i] += v[i] for doubles.
-void xsum_add_doubles(xsum_t s, const double *v, int64_t n);

@@ -18,5 +18,5 @@ void linear_backward(float *dx,        // (B, In) +=
 
 // The world-size-invariant mode's forward: every row by its own GEMM (kernels/gemm.h,
 // spk_sgemm_rows), so a sample's output depends neither on B nor on the thread count. (Its
-// backward is the GEMMs of kernels/gemm.h and exact sums: app/model/model_grads.c.)
+// backward is the GEMMs of kernels/gemm.h and exact sums: app/model/layers/model_layers.c.)
 void linear_forward_rows(float *y, const float *x, const float *w, const float *b, int B, int In, int Out);

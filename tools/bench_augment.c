@@ -3,9 +3,9 @@
 // each kind of augmentation alone and all together, so the figures are the per-core cost a
 // loader thread pays per sample (docs/augmentation.md).
 //   bench_augment SPEECH.h5 NOISE.h5 RIR.h5 [SAMPLES=512]
-#include "io/augment.h"
-#include "io/dataset.h"
-#include "io/loader.h"
+#include "io/augment/augment.h"
+#include "io/dataset/dataset.h"
+#include "io/loader/loader.h"
 #include "kernels/base/clock.h"
 
 #include <mpi.h>

@@ -2,12 +2,12 @@
 //   mpiexec -n 2 build/tests/bench_chunks [DIR]
 // writes a synthetic fbank dataset and an audio dataset (1000 utterances of 3-7 s) with
 // chunks of 64 KiB .. 4 MiB, with and without gzip, and times the collective reads of a
-// training step (16 random 2 s crops per rank), as io/loader.c issues them.
-#include "io/dataset.h"
-#include "io/dataset_write.h"
-#include "io/rng.h"
+// training step (16 random 2 s crops per rank), as io/loader/loader.c issues them.
+#include "io/dataset/dataset_read.h"
+#include "io/dataset/dataset_write.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/rng.h"
 
 #include <math.h>
 #include <mpi.h>

@@ -1,8 +1,8 @@
-// `spkddp average --out A CKPT...`: WeSpeaker's model averaging (io/ckpt_average.h), e.g. of
+// `spkddp average --out A CKPT...`: WeSpeaker's model averaging (io/ckpt/ckpt_average.h), e.g. of
 // the last checkpoints of a run before embedding or exporting it.
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "io/ckpt_average.h"
+#include "io/ckpt/ckpt_average.h"
 #include "kernels/base/check.h"
 
 #include <stdio.h>

@@ -6,14 +6,12 @@
 #include "app/dist/device_select.h"
 #include "app/dist/grad_sync.h"
 #include "app/model/model.h"
+#include "app/model/registry.h"
 #include "app/train/optimizer.h"
-#include "io/rng.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/rng.h"
 #include "kernels/device.h"
-#ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/context.h"
-#endif
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -28,7 +26,7 @@ typedef struct {
 } bench_opts_t;
 
 static const opt_t rows[] = {
-    OPT_CHOICE(bench_opts_t, model.name, "model", "linear|ecapa", "model"),
+    OPT_MODEL_AUDIO(bench_opts_t, model.name, "model"),
     OPT_CHANNELS(bench_opts_t, model.channels),
     OPT_BATCH(bench_opts_t, batch),
     OPT_INTEGER(bench_opts_t, model.frames, "frames", 8, 1e6, "frames per sample T"),
@@ -44,20 +42,6 @@ static const opt_t rows[] = {
 };
 static const opt_table_t table =
     OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
-
-// Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
-// SE and embedding layers once.
-static double ecapa_forward_flop(int64_t F, int64_t C, int64_t T) {
-    double c = (double)C, t = (double)T, f = 0;
-    f += 2.0 * F * c * 5 * t;                            // block 0
-    f += 3 * (2 * (2.0 * c * c * t) +                    // tdnn1, tdnn2
-              7 * 2.0 * (c / 8) * (c / 8) * 3 * t +      // Res2Net branches
-              2 * 2.0 * c * 128);                        // SE
-    f += 2.0 * 3 * c * 3 * c * t;                        // MFA
-    f += 2.0 * 9 * c * 128 * t + 2.0 * 128 * 3 * c * t;  // attention
-    f += 2.0 * 6 * c * 192;                              // embedding
-    return f;
-}
 
 // A fixed random batch of B samples of T frames x F features, drawn per rank.
 static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int64_t classes) {
@@ -133,8 +117,9 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
             mc->invariant ? " invariant" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     printf0(": %.2f samples/s", sps);
-    if (strcmp(mc->name, "ecapa") == 0) {
-        double fwd = ecapa_forward_flop(o->feat, mc->channels, mc->frames);
+    const model_family_t *family = model_family_find(mc->name);
+    if (family && family->forward_flop) {
+        double fwd = family->forward_flop(mc, o->feat);
         printf0(", forward %.3f GFLOP/sample, %.1f GFLOP/s (forward+backward = 3x forward)", fwd * 1e-9,
                 3.0 * fwd * sps * 1e-9);
     }

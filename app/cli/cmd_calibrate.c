@@ -10,11 +10,11 @@
 #include "app/cli/options.h"
 #include "app/eval/calibration.h"
 #include "app/eval/scoring.h"
-#include "io/atomic_file.h"
-#include "io/config_yaml.h"
-#include "io/kaldi_data.h"
-#include "io/score_list.h"
-#include "io/utt_ids.h"
+#include "io/audio/kaldi_data.h"
+#include "io/common/atomic_file.h"
+#include "io/common/config_yaml.h"
+#include "io/dataset/utt_ids.h"
+#include "io/scores/score_list.h"
 #include "kernels/base/check.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
 // Exit 0 when every value is within the tolerance (default: bitwise equal), 1 otherwise.
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "kernels/base/check.h"
 
 #include <math.h>

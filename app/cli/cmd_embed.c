@@ -1,16 +1,16 @@
 // `spkddp embed`: full-length embeddings of every utterance of a dataset in inference mode,
 // sharded across ranks (app/eval/embedder.h) and written in utterance order by rank 0, as an
-// HDF5 embeddings file (io/embeddings.h) or for other toolkits (io/emb_formats.h).
+// HDF5 embeddings file (io/scores/embeddings.h) or for other toolkits (io/scores/emb_formats.h).
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "app/cli/model_file.h"
 #include "app/dist/device_select.h"
 #include "app/eval/embedder.h"
 #include "app/model/model.h"
-#include "io/dataset.h"
-#include "io/emb_formats.h"
-#include "io/embeddings.h"
-#include "io/h5util.h"
+#include "io/common/h5util.h"
+#include "io/dataset/dataset.h"
+#include "io/scores/emb_formats.h"
+#include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
 
 #include <stddef.h>

@@ -71,12 +71,12 @@ static int write_safetensors(const model_t *m, const ckpt_meta_t *meta, const ch
     }
     spkddp_meta_t md;
     spkddp_meta_fill(&md, meta);
-    char enc[1024], cls[256];
-    if (model_speechbrain_args(m, enc, cls, sizeof enc) == 0) {
-        spkddp_meta_add(&md, "speechbrain_encoder", "speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN");
-        spkddp_meta_add(&md, "speechbrain_encoder_args", enc);
-        spkddp_meta_add(&md, "speechbrain_classifier", "speechbrain.lobes.models.ECAPA_TDNN.Classifier");
-        spkddp_meta_add(&md, "speechbrain_classifier_args", cls);
+    model_speechbrain_t sb;
+    if (model_speechbrain(m, &sb) == 0) {
+        spkddp_meta_add(&md, "speechbrain_encoder", sb.encoder);
+        spkddp_meta_add(&md, "speechbrain_encoder_args", sb.encoder_args);
+        spkddp_meta_add(&md, "speechbrain_classifier", sb.classifier);
+        spkddp_meta_add(&md, "speechbrain_classifier_args", sb.classifier_args);
     }
     spkddp_meta_add(&md, "features", FEATURES_NOTE);
     spkddp_meta_add(&md, "num_batches_tracked",

@@ -1,9 +1,9 @@
 // `spkddp inspect FILE`: a short summary of a dataset or a checkpoint (rank 0 prints).
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "io/checkpoint.h"
-#include "io/dataset.h"
-#include "io/h5util.h"
+#include "io/ckpt/checkpoint.h"
+#include "io/common/h5util.h"
+#include "io/dataset/dataset.h"
 #include "kernels/base/check.h"
 
 #include <stdlib.h>

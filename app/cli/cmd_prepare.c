@@ -1,560 +1,60 @@
-// `spkddp prepare`: a Kaldi data directory (wav.scp, optional segments, utt2spk) -> a
-// variable-length dataset of log mel filterbanks or of 16 kHz waveforms (docs/features.md,
-// docs/dataset-format.md), computed in parallel with memory bounded by --buffer-mb:
-//
-//   1. read_lists    rank 0 reads and checks the lists; the verdict is broadcast, so a bad
-//                    list gives one line naming the file and line, and every rank exits 3;
-//   2. share_work    rank r receives the contiguous block [N r / K, N (r + 1) / K);
-//   3. scan          each rank decodes its block once (no resampling, no fbank) to learn
-//                    every utterance's length, and collects the entries it cannot read;
-//   4. settle_bad    the unreadable entries are listed with file:line and reason: exit 3, or
-//                    with --skip-bad they are left out and listed in OUT.bad;
-//   5. plan_rows     every rank learns all lengths (an allgather; the prefix sum is each
-//                    utterance's first row) and the ranks create OUT.tmp collectively;
-//   6. compute_write each rank computes its utterances into a buffer of --buffer-mb and
-//                    writes it in collective rounds until every rank is done;
-//   7. finish        rank 0 adds /offsets, /labels, /utt_ids, /speakers and the attributes,
-//                    and renames OUT.tmp to OUT.
-//
-// --kind noise|rir writes an augmentation bank (io/augment.h) the same way: waveforms, with
-// utt2spk's second column as each entry's category (noise, music, speech; room types);
-// impulse responses are scaled to full scale before rounding to 16 bits (augmentation
-// normalises their energy, so only the rounding error changes).
+// `spkddp prepare`: the flags into a prepare_config_t, checked, and the pipeline of
+// app/prepare/prepare.h run with them.
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "io/audio_span.h"
-#include "io/dataset_write.h"
-#include "io/fbank.h"
-#include "io/kaldi_data.h"
+#include "app/prepare/prepare.h"
 #include "kernels/base/check.h"
-#include "kernels/base/clock.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
-typedef struct {
-    char wav_scp[OPT_STR_MAX];
-    char segments[OPT_STR_MAX];
-    char utt2spk[OPT_STR_MAX];
-    char spk2id[OPT_STR_MAX];
-    char out[OPT_STR_MAX];
-    char store[OPT_STR_MAX];
-    char kind[OPT_STR_MAX];
-    int64_t num_bins, sample_rate, channel, seed, buffer_mb;
-    double dither, progress;
-    int skip_bad;
-} prepare_opts_t;
+_Static_assert(PREPARE_TEXT_MAX == OPT_STR_MAX, "prepare's text fields hold what the option table takes");
 
-#define F(field) offsetof(prepare_opts_t, field)
 static const opt_t opts[] = {
-    {"wav-scp", OPT_STR, F(wav_scp), 0, 0, NULL,
-     "Kaldi wav.scp: 'ID PATH' or 'ID COMMAND |' (stdout a WAV stream) per line"},
-    {"segments", OPT_STR, F(segments), 0, 0, NULL,
-     "Kaldi segments: 'UTTERANCE-ID RECORDING-ID START END' (seconds) per line"},
-    {"utt2spk", OPT_STR, F(utt2spk), 0, 0, NULL, "Kaldi utt2spk: 'UTTERANCE-ID SPEAKER-ID' per line"},
-    {"out", OPT_STR, F(out), 0, 0, NULL, "output dataset (HDF5, written as OUT.tmp then renamed)"},
-    {"store", OPT_STR, F(store), 0, 0, "fbank|audio",
-     "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training (banks: always)"},
-    {"num-mel-bins", OPT_INT, F(num_bins), 3, 1024, NULL, "mel filterbank bins = feature_dim (default 80)"},
-    {"spk2id", OPT_STR, F(spk2id), 0, 0, NULL,
-     "'SPEAKER-ID INDEX' per line, indices 0..S-1 (default: sorted speaker names)"},
-    {"sample-rate", OPT_INT, F(sample_rate), 1000, 384000, NULL, "resample audio to this rate (default 16000)"},
-    {"channel", OPT_INT, F(channel), -1, 1023, NULL,
-     "channel of multi-channel files (default 0, as Kaldi; -1 averages)"},
-    {"dither", OPT_REAL, F(dither), 0, 1e6, NULL, "Gaussian dither in 16-bit sample units (default 0; Kaldi's is 1)"},
-    {"seed", OPT_INT, F(seed), 0, 9e15, NULL, "dither seed (noise is keyed on seed and utterance index)"},
-    {"skip-bad", OPT_FLAG, F(skip_bad), 0, 0, NULL,
-     "leave unreadable entries out (listed in OUT.bad) instead of failing"},
-    {"buffer-mb", OPT_INT, F(buffer_mb), 1, 1 << 20, NULL,
-     "rows a rank holds before a collective write, MiB (default 64)"},
-    {"progress", OPT_REAL, F(progress), 0, 1e6, NULL, "seconds between progress lines (default 10; 0: none)"},
-    {"kind", OPT_STR, F(kind), 0, 0, "speech|noise|rir",
-     "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
-     "entry's category; docs/augmentation.md)"},
+    OPT_TEXT(prepare_config_t, wav_scp, "wav-scp", OPT_OPTIONAL,
+             "Kaldi wav.scp: 'ID PATH' or 'ID COMMAND |' (stdout a WAV stream) per line"),
+    OPT_TEXT(prepare_config_t, segments, "segments", OPT_OPTIONAL,
+             "Kaldi segments: 'UTTERANCE-ID RECORDING-ID START END' (seconds) per line"),
+    OPT_TEXT(prepare_config_t, utt2spk, "utt2spk", OPT_OPTIONAL, "Kaldi utt2spk: 'UTTERANCE-ID SPEAKER-ID' per line"),
+    OPT_TEXT(prepare_config_t, out, "out", OPT_OPTIONAL, "output dataset (HDF5, written as OUT.tmp then renamed)"),
+    OPT_CHOICE(
+        prepare_config_t, store, "store", "fbank|audio",
+        "fbank: log mel filterbanks (default); audio: int16 waveforms, fbank computed when training (banks: always)"),
+    OPT_INTEGER(prepare_config_t, num_bins, "num-mel-bins", 3, 1024, "mel filterbank bins = feature_dim (default 80)"),
+    OPT_TEXT(prepare_config_t, spk2id, "spk2id", OPT_OPTIONAL,
+             "'SPEAKER-ID INDEX' per line, indices 0..S-1 (default: sorted speaker names)"),
+    OPT_INTEGER(prepare_config_t, sample_rate, "sample-rate", 1000, 384000,
+                "resample audio to this rate (default 16000)"),
+    OPT_INTEGER(prepare_config_t, channel, "channel", -1, 1023,
+                "channel of multi-channel files (default 0, as Kaldi; -1 averages)"),
+    OPT_NUMBER(prepare_config_t, dither, "dither", 0, 1e6,
+               "Gaussian dither in 16-bit sample units (default 0; Kaldi's is 1)"),
+    OPT_INTEGER(prepare_config_t, seed, "seed", 0, 9e15, "dither seed (noise is keyed on seed and utterance index)"),
+    OPT_SWITCH(prepare_config_t, skip_bad, "skip-bad",
+               "leave unreadable entries out (listed in OUT.bad) instead of failing"),
+    OPT_INTEGER(prepare_config_t, buffer_mb, "buffer-mb", 1, 1 << 20,
+                "rows a rank holds before a collective write, MiB (default 64)"),
+    OPT_NUMBER(prepare_config_t, progress, "progress", 0, 1e6, "seconds between progress lines (default 10; 0: none)"),
+    OPT_CHOICE(
+        prepare_config_t, kind, "kind", "speech|noise|rir",
+        "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
+        "entry's category; docs/augmentation.md)"),
 };
-static const opt_table_t table = {
-    "prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.", opts,
-    (int)(sizeof opts / sizeof opts[0])};
-
-// What every rank needs to know about the run.
-typedef struct {
-    prepare_opts_t o;
-    const comm_t *comm;
-    int audio;   // --store audio, or a bank
-    int rir;     // --kind rir: entries scaled to full scale
-    fbank_t fb;  // frame geometry (and the fbank itself for --store fbank)
-    char tmp_path[OPT_STR_MAX + 8];
-    kaldi_data_t lists;  // rank 0 only
-    int64_t N, S;        // utterances in the lists, speakers
-    int64_t lo, hi;      // this rank's block [lo, hi)
-    char **utt;          // (hi - lo,) ids of the block
-    kaldi_span_t *span;  // (hi - lo,)
-    char *text;          // owns the block's strings
-    int64_t *rows;       // (N,) rows of each utterance (frames, or samples); 0: left out
-    char *bad;           // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
-    size_t bad_len, bad_cap;
-    int64_t num_bad;
-    double t0, last_print;
-} prep_t;
-
-// ---- progress --------------------------------------------------------------------------------
-
-static void progress_line(prep_t *p, const char *phase, int64_t done, int64_t total, double audio_s, int scope_rank0) {
-    double now = spk_seconds();
-    if (p->o.progress <= 0 || p->comm->rank != 0 || now - p->last_print < p->o.progress) return;
-    p->last_print = now;
-    double el = now - p->t0, rate = done / (el > 0 ? el : 1e-9), eta = rate > 0 ? (double)(total - done) / rate : 0;
-    printf("prepare: %s %lld/%lld files%s (%.0f%%), %.1f files/s, %.2f h of audio/s, ETA %.0f s\n", phase,
-           (long long)done, (long long)total, scope_rank0 ? " of rank 0" : "",
-           100.0 * (double)done / (double)(total ? total : 1), rate, audio_s / 3600.0 / (el > 0 ? el : 1e-9), eta);
-    fflush(stdout);
-}
-
-// ---- 1. the lists ------------------------------------------------------------------------------
-
-static void read_lists(prep_t *p) {
-    kaldi_verdict_t *v = callocCheck(1, sizeof *v);
-    if (p->comm->rank == 0 &&
-        kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0) {
-        FILE *probe = fopen(p->tmp_path, "wb");
-        if (!probe) {
-            v->code = SPK_EXIT_FAILURE;
-            snprintf(v->msg, sizeof v->msg, "%s: cannot create the output file (%s)", p->tmp_path, strerror(errno));
-        } else {
-            fclose(probe);
-            unlink(p->tmp_path);
-        }
-    }
-    comm_bcast(p->comm, v, (int64_t)sizeof *v, MPI_BYTE, 0);
-    if (v->code) spk_fail_all(v->code, "%s", v->msg);
-    free(v);
-}
-
-// ---- 2. the blocks -----------------------------------------------------------------------------
-
-static int64_t block_lo(int64_t n, int k, int r) { return n * r / k; }
-
-// Rank 0 packs each utterance as "utt\0source\0" + (start, end, line) and scatters the blocks.
-static void share_work(prep_t *p) {
-    const int K = p->comm->size, me = p->comm->rank;
-    int64_t hdr[2] = {p->lists.n, p->lists.num_speakers};
-    comm_bcast(p->comm, hdr, 2, MPI_INT64_T, 0);
-    p->N = hdr[0];
-    p->S = hdr[1];
-    if (p->N > INT_MAX)
-        spk_fail_all(SPK_EXIT_DATA, "%s: %lld utterances are more than prepare handles", p->o.wav_scp, (long long)p->N);
-    p->lo = block_lo(p->N, K, me);
-    p->hi = block_lo(p->N, K, me + 1);
-    const int64_t mine = p->hi - p->lo;
-    int *bytes = NULL, *displs = NULL;
-    char *all = NULL;
-    if (me == 0) {
-        bytes = callocCheck((size_t)K, sizeof(int));
-        displs = callocCheck((size_t)K, sizeof(int));
-        int64_t total = 0;
-        for (int r = 0; r < K; r++) {
-            displs[r] = (int)total;
-            for (int64_t i = block_lo(p->N, K, r); i < block_lo(p->N, K, r + 1); i++)
-                total += (int64_t)(strlen(p->lists.utt[i]) + strlen(p->lists.span[i].source) + 2 + 3 * sizeof(double));
-            if (total > INT_MAX)
-                spk_fail_all(SPK_EXIT_DATA, "%s: the lists are too long to share (%lld bytes)", p->o.wav_scp,
-                             (long long)total);
-            bytes[r] = (int)total - displs[r];
-        }
-        char *q = all = mallocCheck((size_t)(total ? total : 1));
-        for (int64_t i = 0; i < p->N; i++) {
-            const kaldi_span_t *s = &p->lists.span[i];
-            double nums[3] = {s->start, s->end, (double)s->line};
-            memcpy(q, nums, sizeof nums);
-            q += sizeof nums;
-            q = stpcpy(q, p->lists.utt[i]) + 1;
-            q = stpcpy(q, s->source) + 1;
-        }
-    }
-    int my_bytes = 0;
-    mpiCheck(MPI_Scatter(bytes, 1, MPI_INT, &my_bytes, 1, MPI_INT, 0, p->comm->world));
-    p->text = mallocCheck((size_t)(my_bytes ? my_bytes : 1));
-    mpiCheck(MPI_Scatterv(all, bytes, displs, MPI_CHAR, p->text, my_bytes, MPI_CHAR, 0, p->comm->world));
-    free(all);
-    free(bytes);
-    free(displs);
-    p->utt = mallocCheck((size_t)(mine ? mine : 1) * sizeof(char *));
-    p->span = mallocCheck((size_t)(mine ? mine : 1) * sizeof(kaldi_span_t));
-    char *q = p->text;
-    for (int64_t j = 0; j < mine; j++) {
-        double nums[3];
-        memcpy(nums, q, sizeof nums);
-        q += sizeof nums;
-        p->utt[j] = q;
-        q += strlen(q) + 1;
-        p->span[j] = (kaldi_span_t){q, nums[0], nums[1], (int64_t)nums[2]};
-        q += strlen(q) + 1;
-    }
-}
-
-// ---- 3. scan -------------------------------------------------------------------------------------
-
-static const char *listed_in(const prep_t *p) { return p->o.segments[0] ? p->o.segments : p->o.wav_scp; }
-
-static void note_bad(prep_t *p, int64_t j, const char *why) {
-    char line[2048];
-    int len = snprintf(line, sizeof line, "%s:%lld: utterance '%s': %s\n", listed_in(p), (long long)p->span[j].line,
-                       p->utt[j], why);
-    if (len >= (int)sizeof line) len = (int)sizeof line - 1;
-    if (p->bad_len + (size_t)len + 1 > p->bad_cap) {
-        p->bad_cap = (p->bad_cap + (size_t)len + 1) * 2;
-        char *b = realloc(p->bad, p->bad_cap);
-        if (!b) spk_die(SPK_EXIT_FAILURE, "out of memory listing unreadable entries");
-        p->bad = b;
-    }
-    memcpy(p->bad + p->bad_len, line, (size_t)len + 1);
-    p->bad_len += (size_t)len;
-    p->num_bad++;
-}
-
-// Rows of an utterance of n samples: its frames, or its samples; 0 frames is an error.
-static int64_t rows_of(const prep_t *p, int64_t n, char *err, size_t cap) {
-    int64_t frames = fbank_num_frames(&p->fb, n);
-    if (frames == 0) {
-        snprintf(err, cap, "too short: %lld samples at %lld Hz, less than one %d-sample (%g ms) frame", (long long)n,
-                 (long long)p->o.sample_rate, p->fb.frame_length, p->fb.opts.frame_length_ms);
-        return 0;
-    }
-    return p->audio ? n : frames;
-}
-
-static void scan(prep_t *p) {
-    const int64_t mine = p->hi - p->lo;
-    p->rows = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
-    audio_span_reader_t r;
-    audio_span_init(&r, (int)p->o.channel);
-    double audio_s = 0;
-    char err[1024];
-    for (int64_t j = 0; j < mine; j++) {
-        int64_t n = 0;
-        if (audio_span_length(&r, &p->span[j], (int)p->o.sample_rate, &n, err, sizeof err) == AUDIO_OK) {
-            char why[256];
-            p->rows[p->lo + j] = rows_of(p, n, why, sizeof why);
-            if (!p->rows[p->lo + j]) snprintf(err, sizeof err, "%.700s: %s", p->span[j].source, why);
-        }
-        if (!p->rows[p->lo + j]) note_bad(p, j, err);
-        audio_s += (double)n / (double)p->o.sample_rate;
-        progress_line(p, "scan", j + 1, mine, audio_s, 1);
-    }
-    audio_span_free(&r);
-}
-
-// ---- 4. unreadable entries --------------------------------------------------------------------------
-
-// Gathers every rank's list to rank 0 (in list order: blocks are in rank order).
-static char *gather_bad(prep_t *p, int64_t *total_bad) {
-    const int K = p->comm->size;
-    int len = (int)p->bad_len, *lens = NULL, *displs = NULL;
-    char *all = NULL;
-    mpiCheck(MPI_Allreduce(&p->num_bad, total_bad, 1, MPI_INT64_T, MPI_SUM, p->comm->world));
-    if (*total_bad == 0) return NULL;
-    if (p->comm->rank == 0) lens = mallocCheck((size_t)K * sizeof(int)), displs = mallocCheck((size_t)K * sizeof(int));
-    mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, p->comm->world));
-    if (p->comm->rank == 0) {
-        int64_t t = 0;
-        for (int r = 0; r < K; r++) displs[r] = (int)t, t += lens[r];
-        all = mallocCheck((size_t)t + 1);
-        all[t] = 0;
-    }
-    mpiCheck(MPI_Gatherv(p->bad ? p->bad : "", len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, p->comm->world));
-    free(lens);
-    free(displs);
-    return all;
-}
-
-// w (the output being written, or NULL): the entries failed while computing, after rows were
-// planned for them, so they can no longer be left out.
-static void settle_bad(prep_t *p, dataset_writer_t *w) {
-    const int fatal = w != NULL;
-    int64_t total = 0;
-    char *all = gather_bad(p, &total);
-    if (total == 0) return;
-    if (fatal || !p->o.skip_bad) {
-        const char *one = "";
-        if (w) dataset_writer_abandon(w);
-        if (p->comm->rank == 0) {
-            if (total == 1 && !fatal) {
-                all[strlen(all) - 1] = 0;
-                one = all;
-            } else {
-                fputs(all, stderr);
-                fflush(stderr);
-            }
-        }
-        if (fatal)
-            spk_fail_all(SPK_EXIT_DATA,
-                         "%lld entr%s of %s failed after the scan had read them (listed above; changed files?)",
-                         (long long)total, total == 1 ? "y" : "ies", listed_in(p));
-        if (total == 1) spk_fail_all(SPK_EXIT_DATA, "%s", one);
-        spk_fail_all(SPK_EXIT_DATA,
-                     "%lld of %lld entries of %s cannot be read (listed above); fix them, or pass --skip-bad to "
-                     "leave them out",
-                     (long long)total, (long long)p->N, listed_in(p));
-    }
-    if (p->comm->rank == 0) {
-        char path[OPT_STR_MAX + 8];
-        snprintf(path, sizeof path, "%s.bad", p->o.out);
-        FILE *f = fopen(path, "w");
-        if (!f || fputs(all, f) < 0 || fclose(f) != 0)
-            spk_die(SPK_EXIT_FAILURE, "%s: cannot write the list of skipped entries", path);
-        printf("prepare: left out %lld unreadable entr%s of %lld (listed in %s)\n", (long long)total,
-               total == 1 ? "y" : "ies", (long long)p->N, path);
-        fflush(stdout);
-    }
-    free(all);
-    p->num_bad = 0;
-    p->bad_len = 0;
-}
-
-// ---- 5. rows --------------------------------------------------------------------------------------
-
-typedef struct {
-    int64_t kept;      // utterances written
-    int64_t *lengths;  // (kept,) rows of each
-    int64_t *first;    // (N,) first row of utterance i (when kept)
-} plan_t;
-
-static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
-    const int K = p->comm->size;
-    int *counts = mallocCheck((size_t)K * sizeof(int)), *displs = mallocCheck((size_t)K * sizeof(int));
-    for (int r = 0; r < K; r++) {
-        displs[r] = (int)block_lo(p->N, K, r);
-        counts[r] = (int)(block_lo(p->N, K, r + 1) - displs[r]);
-    }
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts, displs, MPI_INT64_T, p->comm->world));
-    free(counts);
-    free(displs);
-    plan_t pl = {0, mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t)),
-                 mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t))};
-    int64_t row = 0;
-    for (int64_t i = 0; i < p->N; i++) {
-        pl.first[i] = row;
-        if (p->rows[i] > 0) pl.lengths[pl.kept++] = p->rows[i];
-        row += p->rows[i];
-    }
-    if (pl.kept == 0) spk_fail_all(SPK_EXIT_DATA, "%s: no readable utterance is left", listed_in(p));
-    dataset_layout_t lay = {.num_utts = pl.kept,
-                            .num_speakers = p->S,
-                            .feature_dim = p->o.num_bins,
-                            .lengths = pl.lengths,
-                            .sample_rate = p->audio ? p->o.sample_rate : 0};
-    dataset_writer_create(w, p->o.out, p->comm->world, &lay);
-    return pl;
-}
-
-// ---- 6. compute and write ---------------------------------------------------------------------------
-
-typedef struct {
-    char *buf;           // (cap,) rows of whole utterances, in list order
-    int64_t cap, used;   // bytes
-    int64_t row0, rows;  // rows the buffer holds, from row0
-} rows_buf_t;
-
-// Round: every rank writes what it holds (maybe nothing), collectively. Returns whether any
-// rank has more to do; `stats` (files, seconds of audio, more) are summed over the ranks.
-static int write_round(prep_t *p, dataset_writer_t *w, rows_buf_t *b, double stats[3]) {
-    double sum[3];
-    MPI_Request req;  // ranks that are ahead sleep here instead of spinning in the write
-    mpiCheck(MPI_Iallreduce(stats, sum, 3, MPI_DOUBLE, MPI_SUM, p->comm->world, &req));
-    comm_wait(p->comm, &req);
-    dataset_writer_put_rows(w, b->row0, b->rows, b->buf);
-    b->row0 += b->rows;
-    b->rows = b->used = 0;
-    progress_line(p, "features", (int64_t)sum[0], p->N, sum[1], 0);
-    return sum[2] > 0;
-}
-
-// The rows of utterance j of the block into dst (fbank frames or int16 samples).
-static int compute_one(prep_t *p, audio_span_reader_t *r, int64_t j, char *dst, double *audio_s, int64_t *resampled,
-                       char *err, size_t cap) {
-    const float *x;
-    int64_t n;
-    if (audio_span_read(r, &p->span[j], (int)p->o.sample_rate, &x, &n, err, cap) != AUDIO_OK) return -1;
-    char why[256];
-    if (rows_of(p, n, why, sizeof why) != p->rows[p->lo + j]) {
-        snprintf(err, cap, "%s: %lld samples at %lld Hz where the scan found %lld rows", p->span[j].source,
-                 (long long)n, (long long)p->o.sample_rate, (long long)p->rows[p->lo + j]);
-        return -1;
-    }
-    if (p->audio) {
-        int16_t *s = (int16_t *)dst;
-        double scale = 32768.0;  // 16-bit sources come back exactly (v / 32768 * 32768)
-        if (p->rir) {
-            float peak = 0;
-            for (int64_t k = 0; k < n; k++) peak = fabsf(x[k]) > peak ? fabsf(x[k]) : peak;
-            if (peak > 0) scale = 32767.0 / peak;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            double v = nearbyint((double)x[k] * scale);
-            s[k] = (int16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
-        }
-    } else {
-        p->fb.dither_stream = (uint64_t)(p->lo + j);
-        fbank_compute(&p->fb, x, n, (float *)dst);
-    }
-    *audio_s += (double)n / (double)p->o.sample_rate;
-    *resampled += r->a.file_rate != r->a.rate;
-    return 0;
-}
-
-static void compute_write(prep_t *p, dataset_writer_t *w, const plan_t *pl, double *audio_s, int64_t *resampled) {
-    const int64_t mine = p->hi - p->lo,
-                  row_bytes = p->audio ? (int64_t)sizeof(int16_t) : p->o.num_bins * (int64_t)sizeof(float);
-    rows_buf_t b = {NULL, p->o.buffer_mb << 20, 0, 0, 0};
-    b.buf = mallocCheck((size_t)b.cap);
-    for (int64_t j = 0; j < mine; j++)  // this rank's first kept row
-        if (p->rows[p->lo + j] > 0) {
-            b.row0 = pl->first[p->lo + j];
-            break;
-        }
-    audio_span_reader_t r;
-    audio_span_init(&r, (int)p->o.channel);
-    char err[1024];
-    int64_t j = 0, files = 0;
-    double stats[3];
-    for (;;) {
-        // Whole utterances until the next one does not fit (one larger than the buffer gets
-        // a buffer of its own size: memory is bounded by max(buffer, longest utterance)).
-        for (; j < mine; j++) {
-            int64_t rows = p->rows[p->lo + j], need = rows * row_bytes;
-            if (rows == 0) continue;
-            if (b.used + need > b.cap) {
-                if (b.used > 0) break;
-                free(b.buf);
-                b.buf = mallocCheck((size_t)(b.cap = need));
-            }
-            if (compute_one(p, &r, j, b.buf + b.used, audio_s, resampled, err, sizeof err) != 0) {
-                note_bad(p, j, err);
-                memset(b.buf + b.used, 0, (size_t)need);  // the rows are planned; the run fails after the write
-            }
-            b.used += need;
-            b.rows += rows;
-            files++;
-        }
-        stats[0] = (double)files;
-        stats[1] = *audio_s;
-        stats[2] = j < mine;
-        if (!write_round(p, w, &b, stats)) break;
-    }
-    audio_span_free(&r);
-    free(b.buf);
-    settle_bad(p, w);
-}
-
-// ---- 7. metadata -------------------------------------------------------------------------------
-
-static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audio_s, int64_t resampled) {
-    double secs = 0;
-    int64_t n_resampled = 0, peak_kib = 0;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    mpiCheck(MPI_Reduce(&(int64_t){ru.ru_maxrss}, &peak_kib, 1, MPI_INT64_T, MPI_MAX, 0, p->comm->world));
-    mpiCheck(MPI_Reduce(&audio_s, &secs, 1, MPI_DOUBLE, MPI_SUM, 0, p->comm->world));
-    mpiCheck(MPI_Reduce(&resampled, &n_resampled, 1, MPI_INT64_T, MPI_SUM, 0, p->comm->world));
-    dataset_writer_note_str(w, "features", "kaldi-fbank");
-    dataset_writer_note_i64(w, "sample_rate", p->o.sample_rate);
-    dataset_writer_note_f64(w, "frame_length_ms", p->fb.opts.frame_length_ms);
-    dataset_writer_note_f64(w, "frame_shift_ms", p->fb.opts.frame_shift_ms);
-    dataset_writer_note_f64(w, "dither", p->audio ? 0.0 : p->fb.opts.dither);
-    if (strcmp(p->o.kind, "speech") != 0) dataset_writer_note_str(w, "bank", p->o.kind);
-    int32_t *labels = NULL;
-    char **ids = NULL;
-    int64_t mn = INT64_MAX, mx = 0, total = 0;
-    if (p->comm->rank == 0) {  // the kept utterances, in list order
-        labels = mallocCheck((size_t)pl->kept * sizeof(int32_t));
-        ids = mallocCheck((size_t)pl->kept * sizeof(char *));
-        for (int64_t i = 0, k = 0; i < p->N; i++) {
-            if (p->rows[i] == 0) continue;
-            labels[k] = p->lists.label[i];
-            ids[k++] = p->lists.utt[i];
-            mn = p->rows[i] < mn ? p->rows[i] : mn;
-            mx = p->rows[i] > mx ? p->rows[i] : mx;
-            total += p->rows[i];
-        }
-    }
-    dataset_writer_finish(w, labels, (const char *const *)ids, (const char *const *)p->lists.speakers);
-    if (p->comm->rank == 0) {
-        const int K = p->comm->size;
-        const int bank = strcmp(p->o.kind, "speech") != 0;
-        printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out,
-               (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
-               (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
-        if (p->audio)
-            printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)",
-                   (long long)total, (long long)mn, (long long)mx, (long long)p->o.num_bins);
-        else
-            printf("%lld frames x %lld log-mel (%lld..%lld per utterance)", (long long)total, (long long)p->o.num_bins,
-                   (long long)mn, (long long)mx);
-        double el = spk_seconds() - p->t0;
-        printf(" in %.2f s on %d rank%s (%.2f h of audio/s), peak RSS %.1f MiB per rank\n", el, K, K > 1 ? "s" : "",
-               secs / 3600.0 / el, (double)peak_kib / 1024.0);
-        fflush(stdout);
-    }
-    free(labels);
-    free(ids);
-}
+static const opt_table_t table = OPT_TABLE(
+    "prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.", opts);
 
 int cmd_prepare(const comm_t *comm, int argc, char **argv) {
-    prep_t *p = callocCheck(1, sizeof *p);
-    p->o = (prepare_opts_t){.num_bins = 80, .sample_rate = 16000, .channel = 0, .buffer_mb = 64, .progress = 10};
-    strcpy(p->o.kind, "speech");
-    opt_parse(&table, &p->o, argc, argv, NULL, 0);
-    const int bank = strcmp(p->o.kind, "speech") != 0;
-    if (bank && strcmp(p->o.store, "fbank") == 0)
-        spk_fail_all(SPK_EXIT_USAGE, "prepare: --kind %s keeps waveforms; leave out --store fbank", p->o.kind);
-    if (!p->o.store[0]) strcpy(p->o.store, bank ? "audio" : "fbank");
-    if (!p->o.wav_scp[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --wav-scp is required");
-    if (!p->o.utt2spk[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --utt2spk is required");
-    if (!p->o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
-    p->comm = comm;
-    p->audio = strcmp(p->o.store, "audio") == 0;
-    p->rir = strcmp(p->o.kind, "rir") == 0;
-    if (p->audio && p->o.dither > 0) spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
-    p->t0 = p->last_print = spk_seconds();
-    snprintf(p->tmp_path, sizeof p->tmp_path, "%s.tmp", p->o.out);
-
-    // The feature settings are checked on every rank (same verdict everywhere).
-    fbank_opts_t fo = fbank_default_opts();
-    fo.num_bins = (int)p->o.num_bins;
-    fo.dither = p->o.dither;
-    fo.dither_seed = (uint64_t)p->o.seed;
-    char err[1024];
-    if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0)
-        spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
-
-    read_lists(p);
-    share_work(p);
-    scan(p);
-    settle_bad(p, NULL);
-    dataset_writer_t *w = callocCheck(1, sizeof *w);
-    plan_t pl = plan_rows(p, w);
-    double audio_s = 0;
-    int64_t resampled = 0;
-    compute_write(p, w, &pl, &audio_s, &resampled);
-    finish(p, w, &pl, audio_s, resampled);
-
-    fbank_free(&p->fb);
-    free(w);
-    free(pl.lengths);
-    free(pl.first);
-    if (comm->rank == 0) kaldi_data_free(&p->lists);
-    free(p->utt);
-    free(p->span);
-    free(p->text);
-    free(p->rows);
-    free(p->bad);
-    free(p);
-    return SPK_EXIT_OK;
+    prepare_config_t o = {.num_bins = 80, .sample_rate = 16000, .channel = 0, .buffer_mb = 64, .progress = 10};
+    strcpy(o.kind, "speech");
+    opt_parse(&table, &o, argc, argv, NULL, 0);
+    const int bank = strcmp(o.kind, "speech") != 0;
+    if (bank && strcmp(o.store, "fbank") == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "prepare: --kind %s keeps waveforms; leave out --store fbank", o.kind);
+    if (!o.store[0]) strcpy(o.store, bank ? "audio" : "fbank");
+    if (!o.wav_scp[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --wav-scp is required");
+    if (!o.utt2spk[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --utt2spk is required");
+    if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
+    if (strcmp(o.store, "audio") == 0 && o.dither > 0)
+        spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
+    return prepare_run(comm, &o);
 }

@@ -7,8 +7,8 @@
 #include "app/cli/options.h"
 #include "app/eval/det_plot.h"
 #include "app/eval/scoring.h"
-#include "io/atomic_file.h"
-#include "io/embeddings.h"
+#include "io/common/atomic_file.h"
+#include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 // `spkddp synth`: writes a synthetic dataset (rank 0 only when started under MPI).
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
-#include "io/synth.h"
+#include "io/dataset/synth.h"
 #include "kernels/base/check.h"
 
 #include <stddef.h>

@@ -2,7 +2,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/train_options.h"
 #include "app/train/trainer.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "kernels/base/check.h"
 
 #include <stdlib.h>

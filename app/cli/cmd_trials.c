@@ -3,10 +3,10 @@
 // the seed. Rank 0 writes it.
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
-#include "io/atomic_file.h"
-#include "io/embeddings.h"
-#include "io/rng.h"
+#include "io/common/atomic_file.h"
+#include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
+#include "kernels/base/rng.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 #pragma once
 #include "app/cli/options.h"
 #include "app/dist/device_select.h"
+#include "app/model/registry.h"
 
 // app/dist/device_select.h gives it its meaning; the default is device_default().
 #define OPT_DEVICE(T, field)                                                                           \
@@ -23,6 +24,9 @@
     OPT_INTEGER(T, field, "invariant-group", 1, 1e6,                                                            \
                 "--invariant: consecutive samples summed in float before their exact sum (faster; must divide " \
                 "the per-rank batch of every world size the run uses; part of the result)")
-#define OPT_BATCH(T, field)      OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples per rank and step")
-#define OPT_CHANNELS(T, field)   OPT_INTEGER(T, field, "channels", 8, 4096, "ECAPA channels C")
-#define OPT_SEED(T, field, help) OPT_INTEGER(T, field, "seed", 0, 9e15, help)
+// --model NAME: a row of the model registry (app/model/registry.h).
+#define OPT_MODEL(T, field, help)       OPT_CHOICE_OF(T, field, "model", model_family_choices, help)
+#define OPT_MODEL_AUDIO(T, field, help) OPT_CHOICE_OF(T, field, "model", model_family_choices_audio, help)
+#define OPT_BATCH(T, field)             OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples per rank and step")
+#define OPT_CHANNELS(T, field)          OPT_INTEGER(T, field, "channels", 8, 4096, "ECAPA channels C")
+#define OPT_SEED(T, field, help)        OPT_INTEGER(T, field, "seed", 0, 9e15, help)

@@ -5,7 +5,7 @@
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 
 // Collective. precision (fp32|tf32|bf16) is the model's math, or NULL for the one the file's
 // config stored. meta (may be NULL) receives the file's header: a checkpoint's, or for a

@@ -1,6 +1,6 @@
 #include "app/cli/options.h"
 
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "kernels/base/check.h"
 
 #include <mpi.h>
@@ -28,6 +28,9 @@ static int in_choices(const char *choices, const char *v) {
     }
     return 0;
 }
+
+// The row's fixed set of values ("a|b|c"), or NULL.
+static const char *choices_of(const opt_t *o) { return o->choices_of ? o->choices_of() : o->choices; }
 
 // YAML 1.1's words for a switch, and 1/0 as checkpoints store them.
 static int parse_switch(const char *v, int *on) {
@@ -70,8 +73,9 @@ static int store_value(const opt_t *o, void *cfg, const char *v, char *why, size
             const size_t cap_field = o->max > 0 ? (size_t)o->max : OPT_STR_MAX;
             if (strlen(v) >= cap_field)
                 return snprintf(why, cap, "value is longer than %zu characters", cap_field - 1), -1;
-            if (o->choices && !in_choices(o->choices, v))
-                return snprintf(why, cap, "must be one of %s, got '%s'", o->choices, v), -1;
+            const char *choices = choices_of(o);
+            if (choices && !in_choices(choices, v))
+                return snprintf(why, cap, "must be one of %s, got '%s'", choices, v), -1;
             snprintf(field, cap_field, "%s", v);
             return 0;
         }
@@ -99,7 +103,7 @@ static void opt_print_help(const opt_table_t *t) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s", o->name, arg);
         printf("  %-24s %s", left, o->help);
-        if (o->choices) printf(" (%s)", o->choices);
+        if (choices_of(o)) printf(" (%s)", choices_of(o));
         if (o->type == OPT_STR && o->min >= 1) printf(" (required)");
         printf("\n");
     }

@@ -11,7 +11,7 @@
 //   };
 //   static const opt_table_t table = OPT_TABLE("embed", "Embed every utterance ...", rows);
 #pragma once
-#include "io/config_yaml.h"
+#include "io/common/config_yaml.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +29,7 @@ typedef struct {
                           // char array (0: OPT_STR_MAX)
     const char *choices;  // "a|b|c" for strings with a fixed set of values, or NULL
     const char *help;
+    const char *(*choices_of)(void);  // the same, known only when the program runs (NULL: choices)
 } opt_t;
 
 typedef struct {
@@ -46,15 +47,18 @@ typedef struct {
 #define OPT_OPTIONAL               0
 
 #define OPT_TEXT(T, field, name, required, help) \
-    { name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help }
+    { name, OPT_STR, OPT_FIELD(T, field, char *), required, OPT_SIZEOF(T, field), NULL, help, NULL }
 #define OPT_CHOICE(T, field, name, choices, help) \
-    { name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help }
+    { name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), choices, help, NULL }
+// A choice among values that another layer lists (the models of app/model/registry.h).
+#define OPT_CHOICE_OF(T, field, name, choices_of, help) \
+    { name, OPT_STR, OPT_FIELD(T, field, char *), 0, OPT_SIZEOF(T, field), NULL, help, choices_of }
 #define OPT_INTEGER(T, field, name, lo, hi, help) \
-    { name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help }
+    { name, OPT_INT, OPT_FIELD(T, field, int64_t), lo, hi, NULL, help, NULL }
 #define OPT_NUMBER(T, field, name, lo, hi, help) \
-    { name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help }
+    { name, OPT_REAL, OPT_FIELD(T, field, double), lo, hi, NULL, help, NULL }
 #define OPT_SWITCH(T, field, name, help) \
-    { name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help }
+    { name, OPT_FLAG, OPT_FIELD(T, field, int), 0, 0, NULL, help, NULL }
 
 // A command's table from its array of rows.
 #define OPT_TABLE(command, summary, rows) \
@@ -63,7 +67,7 @@ typedef struct {
 // ---- parsing ------------------------------------------------------------------------------
 // Parses "--name value" / "--name=value" / "--flag" (or "--flag=false") into cfg. Positional
 // arguments are returned through positional[] (up to max_positional). "--config F" (every
-// command) first sets options from a YAML file whose keys are the flag names (io/config_yaml.h);
+// command) first sets options from a YAML file whose keys are the flag names (io/common/config_yaml.h);
 // the flags then override it. Rank 0 reads the file and every rank applies the same text.
 // Bad input, or a required flag left out: one line naming the flag (or the file, line and
 // key), every rank exits with SPK_EXIT_USAGE. "--help" prints the table and exits 0.

@@ -2,9 +2,6 @@
 
 #include "kernels/base/check.h"
 #include "kernels/device.h"
-#ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/context.h"
-#endif
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #ifdef SPKDDP_HAVE_CUDA
-#include "app/dist/nccl_comm.h"
+#include "kernels/nccl_comm.h"
 #endif
 
 #define MAX_COUNT (1 << 28)  // MPI counts are ints

@@ -9,13 +9,21 @@
 
 #ifdef SPKDDP_HAVE_CUDA
 #include "app/dist/device_select.h"
-#include "app/dist/nccl_comm.h"
+#include "kernels/nccl_comm.h"
 
 // Seconds a rank waits for the others' gradients before it declares a peer dead.
 static double nccl_timeout(void) {
     const char *s = getenv("SPKDDP_NCCL_TIMEOUT");
     double t = s ? atof(s) : 0.0;
     return t > 0.0 ? t : 600.0;
+}
+
+// Rank 0's unique id, shared over MPI, makes every rank's end of one NCCL communicator.
+static nccl_comm_t *nccl_open(const comm_t *c, double timeout_s) {
+    unsigned char id[NCCL_COMM_ID_BYTES] = {0};
+    if (c->rank == 0) nccl_comm_unique_id(id);
+    comm_bcast(c, id, sizeof id, MPI_BYTE, 0);
+    return nccl_comm_create(c->rank, c->size, id, timeout_s);
 }
 
 // SPKDDP_NCCL=1: average through NCCL even in a world of one rank (the mean of one is the
@@ -58,7 +66,7 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
 #ifdef SPKDDP_HAVE_CUDA
         if (be == spk_backend_cuda()) {
             if (!device_gpu_shared()) {
-                g->nccl = nccl_comm_create(c, nccl_timeout());
+                g->nccl = nccl_open(c, nccl_timeout());
                 printf0("gradients: %s by NCCL over %d GPU%s\n", exact ? "summed exactly" : "averaged", c->size,
                         c->size > 1 ? "s" : "");
             } else {

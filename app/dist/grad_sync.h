@@ -1,6 +1,6 @@
 // Gradient averaging across ranks, g <- (1/K) sum_k g_k, wherever the gradients live:
 //   host memory             MPI allreduce in place (app/dist/comm.h)
-//   CUDA device memory      NCCL allreduce with ncclAvg (app/dist/nccl_comm.h), one GPU per rank
+//   CUDA device memory      NCCL allreduce with ncclAvg (kernels/nccl_comm.h), one GPU per rank
 //   other separate memory   through a host buffer and MPI: the cpu-staged test backend, and
 //                           ranks sharing a GPU (NCCL refuses them)
 // Overlap: between grad_sync_begin and grad_sync_finish the model's backward reports how far

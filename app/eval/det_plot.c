@@ -1,6 +1,6 @@
 #include "app/eval/det_plot.h"
 
-#include "io/atomic_file.h"
+#include "io/common/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>

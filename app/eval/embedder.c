@@ -1,6 +1,6 @@
 #include "app/eval/embedder.h"
 
-#include "io/loader.h"
+#include "io/loader/loader.h"
 #include "kernels/base/check.h"
 
 #include <stdlib.h>

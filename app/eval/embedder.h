@@ -3,7 +3,7 @@
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"
-#include "io/dataset.h"
+#include "io/dataset/dataset.h"
 
 // Collective. Returns a malloc'ed (N, emb_dim) array on every rank. met (may be NULL) is
 // called after each batch's collective read: the ranks have just met (the trainer's stop

@@ -1,6 +1,6 @@
 #include "app/train/ckpt_policy.h"
 
-#include "io/atomic_file.h"
+#include "io/common/atomic_file.h"
 #include "kernels/base/check.h"
 
 #include <errno.h>

@@ -6,14 +6,14 @@
 //     checkpoints would mix with them, and --resume auto would continue the newest);
 //   - a resumed run refuses a directory holding checkpoints newer than its step (the future
 //     it abandons), or with --set-aside-newer moves them into DIR/abandoned-after-<step>/;
-//   - rotation (--keep) deletes only the run's own checkpoints (io/ckpt_dir.h's keeper): those
+//   - rotation (--keep) deletes only the run's own checkpoints (io/ckpt/ckpt_dir.h's keeper): those
 //     it writes, and its past of the same run id at or before the step it resumed from.
 // Rank 0 owns the files; the collective calls say so.
 #pragma once
 #include "app/dist/comm.h"
 #include "app/train/train_config.h"
-#include "io/checkpoint.h"
-#include "io/ckpt_dir.h"
+#include "io/ckpt/checkpoint.h"
+#include "io/ckpt/ckpt_dir.h"
 
 #include <stddef.h>
 #include <stdint.h>

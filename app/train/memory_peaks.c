@@ -1,10 +1,9 @@
 #include "app/train/memory_peaks.h"
 
+#include "kernels/device.h"
+
 #include <math.h>
 #include <sys/resource.h>
-#ifdef SPKDDP_HAVE_CUDA
-#include "kernels/cuda/context.h"
-#endif
 
 void memory_peaks(const comm_t *comm, const spk_backend_t *be, double *rss_mib, double *device_mib) {
     struct rusage ru;

@@ -1,68 +1,26 @@
 #include "app/train/resume.h"
 
+#include "app/model/registry.h"
+#include "app/train/resume_allow.h"
 #include "kernels/base/check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-// The flags (as stored in the checkpoint's config) that change what the next step computes.
-// The model's shape is not among them: a checkpoint of another shape does not load at all.
-static const char *const TRAJECTORY[] = {
-    "frames",
-    "drop-last",
-    "no-shuffle",
-    "margin",
-    "scale",
-    "margin-warmup-start",
-    "margin-warmup-end",
-    "epochs",
-    "lr",
-    "momentum",
-    "nesterov",
-    "weight-decay",
-    "lr-schedule",
-    "warmup-steps",
-    "lr-decay",
-    "lr-min",
-    "cycle-steps",
-    "noise-bank",
-    "rir-bank",
-    "aug-prob",
-    "reverb-prob",
-    "noise-prob",
-    "noise-snr",
-    "babble",
-    "speed-perturb",
-    "spec-time-masks",
-    "spec-time-width",
-    "spec-freq-masks",
-    "spec-freq-width",
-    "invariant",
-    "invariant-group",
-    "grad-accum",
-    "clip-grad-norm",
-    "precision",
-};
-// Checked from the checkpoint's header rather than its config text.
-static const char *const HEADER[] = {"global-batch", "optimizer", "data"};
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+_Static_assert(RESUME_NAME_MAX == TRAIN_STR_MAX, "--resume-allow is a string field of the training config");
 
 // Whether `key` decides this run's trajectory: the number of epochs only sets the length of
-// a cosine schedule; the crop length only exists for the ECAPA models.
+// a cosine schedule; the crop length only exists for the models that crop (a registry row's
+// frames, app/model/registry.h).
 static int matters(const char *key, const train_config_t *c) {
     if (strcmp(key, "epochs") == 0) return strcmp(c->lr_schedule, "cosine") == 0;
-    if (strcmp(key, "frames") == 0) return strcmp(c->model.name, "linear") != 0;
+    if (strcmp(key, "frames") == 0) {
+        const model_family_t *f = model_family_find(c->model.name);
+        return !f || f->frames > 0;
+    }
     if (strcmp(key, "invariant-group") == 0) return c->model.invariant;
     return 1;
-}
-
-static int known(const char *name) {
-    for (size_t i = 0; i < COUNT(TRAJECTORY); i++)
-        if (strcmp(name, TRAJECTORY[i]) == 0) return 1;
-    for (size_t i = 0; i < COUNT(HEADER); i++)
-        if (strcmp(name, HEADER[i]) == 0) return 1;
-    return 0;
 }
 
 // Whether the comma-separated list names `name`.
@@ -72,27 +30,6 @@ static int listed(const char *list, const char *name) {
         const char *comma = strchr(p, ',');
         const size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (len == n && strncmp(p, name, n) == 0) return 1;
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return 0;
-}
-
-int resume_allow_check(const char *list, char *err, size_t cap) {
-    char name[TRAIN_STR_MAX];
-    for (const char *p = list; *p;) {
-        const char *comma = strchr(p, ',');
-        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        snprintf(name, sizeof name, "%.*s", (int)len, p);
-        if (!known(name)) {
-            int w =
-                snprintf(err, cap, "train: --resume-allow: '%s' is not something a resume checks; the names are", name);
-            for (size_t i = 0; i < COUNT(HEADER) && w > 0 && (size_t)w < cap; i++)
-                w += snprintf(err + w, cap - w, " %s", HEADER[i]);
-            for (size_t i = 0; i < COUNT(TRAJECTORY) && w > 0 && (size_t)w < cap; i++)
-                w += snprintf(err + w, cap - w, " %s", TRAJECTORY[i]);
-            return -1;
-        }
         if (!comma) break;
         p = comma + 1;
     }
@@ -126,8 +63,8 @@ static const char *shown(const char *v, char *buf, size_t cap) {
 static void changed_flags(const ckpt_meta_t *m, const train_config_t *c, const char *config_text, char *was, char *now,
                           char *names, char *allowed, size_t cap) {
     char a[TRAIN_STR_MAX], b[TRAIN_STR_MAX], sa[64], sb[64];
-    for (size_t i = 0; i < COUNT(TRAJECTORY); i++) {
-        const char *k = TRAJECTORY[i];
+    for (size_t i = 0; i < resume_trajectory_count; i++) {
+        const char *k = resume_trajectory[i];
         if (!matters(k, c) || ckpt_config_value(m->config, k, a, sizeof a) != 0 ||
             ckpt_config_value(config_text, k, b, sizeof b) != 0 || strcmp(a, b) == 0)
             continue;

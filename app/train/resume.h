@@ -5,14 +5,10 @@
 // each flag, unless --resume-allow lists it (docs/checkpoints.md, "Resuming").
 #pragma once
 #include "app/train/train_config.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-// --resume-allow's names (comma-separated): global-batch, optimizer, data, and the
-// trajectory flags. 0, or -1 with a sentence in err naming the unknown one.
-int resume_allow_check(const char *list, char *err, size_t cap);
 
 // Whether the checkpoint's optimizer state carries over: the same optimizer with the same
 // number of slots (momentum turned on or off changes them).

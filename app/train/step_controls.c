@@ -1,6 +1,6 @@
 #include "app/train/step_controls.h"
 
-#include "io/metrics.h"
+#include "io/common/metrics.h"
 #include "kernels/base/check.h"
 
 #include <math.h>

@@ -20,7 +20,7 @@
 #pragma once
 #include "app/dist/comm.h"
 #include "app/train/train_config.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>

@@ -1,7 +1,7 @@
 #include "app/train/train_config.h"
 
 #include "app/dist/device_select.h"
-#include "app/train/resume.h"
+#include "app/train/resume_allow.h"
 #include "kernels/base/check.h"
 
 #include <string.h>

@@ -5,10 +5,10 @@
 // loader's augmentation (augment_config_t).
 #pragma once
 
-#include "app/model/model_config.h"
+#include "app/model/core/model_config.h"
 #include "app/train/lr_schedule.h"
 #include "app/train/optimizer.h"
-#include "io/augment.h"
+#include "io/augment/augment_config.h"
 
 #include <stdint.h>
 
@@ -50,7 +50,7 @@ typedef struct {
     int set_aside_newer;  // resuming an older checkpoint: move the directory's newer ones aside (ckpt_policy.h)
     int64_t max_steps;    // stop after this global step (0: no limit)
     int64_t progress;     // seconds between progress lines (0: per epoch only)
-    // on-the-fly augmentation of the training samples (io/augment.h)
+    // on-the-fly augmentation of the training samples (io/augment/augment.h)
     augment_config_t aug;
     // step controls (app/train/step_controls.h)
     double clip_grad_norm;         // 0: no clipping

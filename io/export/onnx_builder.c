@@ -2,7 +2,7 @@
 // protobuf_c_message_free_unpacked (the default allocator is malloc/free) releases it all.
 #include "io/export/onnx_builder.h"
 
-#include "io/atomic_file.h"
+#include "io/common/atomic_file.h"
 #include "io/export/onnx.pb-c.h"
 #include "kernels/base/check.h"
 

@@ -41,6 +41,6 @@ void onnx_attr_ints(onnx_builder_t *b, const char *name, int n, const int64_t *v
 void onnx_attr_float(onnx_builder_t *b, const char *name, float v);
 void onnx_attr_string(onnx_builder_t *b, const char *name, const char *v);
 
-// Serialises the model and writes it atomically (io/atomic_file.h). 0, or -1 with one
+// Serialises the model and writes it atomically (io/common/atomic_file.h). 0, or -1 with one
 // sentence naming the file in err.
 int onnx_builder_write(onnx_builder_t *b, const char *path, char *err, size_t cap);

@@ -1,6 +1,6 @@
 #include "io/export/safetensors.h"
 
-#include "io/atomic_file.h"
+#include "io/common/atomic_file.h"
 #include "kernels/base/check.h"
 
 #include <errno.h>

@@ -30,7 +30,7 @@ typedef struct {
     const char *key, *value;
 } st_meta_t;
 
-// Writes the tensors in the given order with the metadata, atomically (io/atomic_file.h,
+// Writes the tensors in the given order with the metadata, atomically (io/common/atomic_file.h,
 // replacing an existing file). 0, or -1 with one sentence naming the file in err.
 int safetensors_write(const char *path, const st_tensor_t *t, int n, const st_meta_t *meta, int nmeta, char *err,
                       size_t cap);

@@ -1,6 +1,6 @@
 #include "io/export/spkddp_meta.h"
 
-#include "io/dataset.h"
+#include "io/dataset/dataset.h"
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 

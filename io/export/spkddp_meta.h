@@ -5,7 +5,7 @@
 //   feature_dim, num_classes, visual_dim, visual_ratio, global_step   decimal integers
 // tools/speechbrain_to_safetensors.py writes the same keys for a SpeechBrain model.
 #pragma once
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "io/export/safetensors.h"
 
 #define SPKDDP_META_MAX 24

@@ -4,7 +4,7 @@
 // I64 counters, such as BatchNorm's num_batches_tracked, are listed with data NULL) and its
 // metadata.
 #pragma once
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "io/export/safetensors.h"
 
 typedef struct {

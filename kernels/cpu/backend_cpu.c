@@ -34,11 +34,6 @@ static void host_sync(void) {}
 const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0, spk_cpu_staging_create);
 const spk_backend_t spk_backend_cpu_staged = SPK_CPU_BACKEND("cpu-staged", 1, spk_cpu_staging_create_separate);
 
-#ifndef SPKDDP_HAVE_CUDA
-const spk_backend_t *spk_backend_cuda(void) { return NULL; }
-const spk_backend_t *spk_backend_cuda_invariant(void) { return NULL; }
-#endif
-
 // The twins are made on first use (from the thread that builds the models).
 #define SPK_CPU_REPLACE(name, replacement) twin.name = replacement;
 static const spk_backend_t *cpu_twin(const spk_backend_t *base, spk_backend_t *slot) {
@@ -51,11 +46,8 @@ static const spk_backend_t *cpu_twin(const spk_backend_t *base, spk_backend_t *s
     return slot;
 }
 
-const spk_backend_t *spk_backend_invariant(const spk_backend_t *be) {
+const spk_backend_t *spk_backend_cpu_invariant(const spk_backend_t *be) {
     static spk_backend_t cpu, staged;
-    if (be->invariant) return be;
-    if (be == &spk_backend_cpu) return cpu_twin(be, &cpu);
-    if (be == &spk_backend_cpu_staged) return cpu_twin(be, &staged);
-    SPK_ASSERT(be == spk_backend_cuda());
-    return spk_backend_cuda_invariant();
+    SPK_ASSERT(be == &spk_backend_cpu || be == &spk_backend_cpu_staged);
+    return cpu_twin(be, be == &spk_backend_cpu ? &cpu : &staged);
 }

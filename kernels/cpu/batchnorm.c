@@ -7,19 +7,27 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/rows.h"
 #include "kernels/elementwise_math.h"
 
 // sum over the B rows of length T of channel c
 static double channel_sum(const float *x, int c, int B, int C, int T) {
     double acc = 0.0;
-    for (int b = 0; b < B; b++) {
-        const float *r = x + ((size_t)b * C + c) * T;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int t = 0; t < T; t++) s += r[t];
-        acc += s;
-    }
+    for (int b = 0; b < B; b++) acc += spk_row_sum(x + ((size_t)b * C + c) * T, T);
     return acc;
+}
+
+// dx += the input gradient of channel c, from its statistics (mu, rs), its weight wc and the
+// means of dy and of dy * xhat over the (global) batch.
+static void channel_dx(float *dx, const float *dy, const float *x, int c, int B, int C, int T, float mu, float rs,
+                       float wc, float mdy, float mdyx) {
+    for (int b = 0; b < B; b++) {
+        const float *g = dy + ((size_t)b * C + c) * T;
+        const float *r = x + ((size_t)b * C + c) * T;
+        float *o = dx + ((size_t)b * C + c) * T;
+#pragma omp simd
+        for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+    }
 }
 
 void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
@@ -100,14 +108,7 @@ void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *
         if (dweight) dweight[c] += (float)sdyx;
         if (!dx) continue;
         const float wc = weight ? weight[c] : 1.0f;
-        const float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N);
-        for (int b = 0; b < B; b++) {
-            const float *g = dy + ((size_t)b * C + c) * T;
-            const float *r = x + ((size_t)b * C + c) * T;
-            float *o = dx + ((size_t)b * C + c) * T;
-#pragma omp simd
-            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
-        }
+        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, (float)(sdy / N), (float)(sdyx / N));
     }
 }
 
@@ -198,12 +199,6 @@ void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, con
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
-        for (int b = 0; b < B; b++) {
-            const float *g = dy + ((size_t)b * C + c) * T;
-            const float *r = x + ((size_t)b * C + c) * T;
-            float *o = dx + ((size_t)b * C + c) * T;
-#pragma omp simd
-            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
-        }
+        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
     }
 }

@@ -33,6 +33,7 @@
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
 #define CONV_CHUNK_COLS 2048
@@ -448,13 +449,7 @@ static void bias_grad(float *dbias, const float *dy, int B, int Cout, int T) {
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
     for (int co = 0; co < Cout; co++) {
         float acc = 0.0f;
-        for (int b = 0; b < B; b++) {
-            const float *src = dy + ((size_t)b * Cout + co) * T;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int t = 0; t < T; t++) s += src[t];
-            acc += s;
-        }
+        for (int b = 0; b < B; b++) acc += spk_row_sum(dy + ((size_t)b * Cout + co) * T, T);
         dbias[co] += acc;
     }
 }

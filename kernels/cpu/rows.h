@@ -1,9 +1,18 @@
-// Row helpers of the CPU softmaxes and loss heads (xent.c, aam_softmax.c, pooling.c), as
-// kernels/cuda/rows.cuh and launch.cuh are on the GPU.
+// Row helpers of the CPU softmaxes, loss heads and reductions (xent.c, aam_softmax.c,
+// pooling.c, batchnorm.c, conv1d.c), as kernels/cuda/rows.cuh and launch.cuh are on the GPU.
 #pragma once
 #include <stddef.h>
 
 #include "kernels/elementwise_math.h"
+
+// The sum of x[0..n) in float, vectorized (in the same order wherever it is used: BatchNorm's
+// channel sums, the convolution's bias gradient).
+static inline float spk_row_sum(const float *x, int n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; j++) s += x[j];
+    return s;
+}
 
 // First index of the maximum of z[0..n).
 static inline int spk_row_argmax(const float *z, int n) {

@@ -1,6 +1,7 @@
 // The library context (kernels/cuda/context.h): one stream, one cuDNN and one cuBLAS handle
 // bound to it, a cuBLAS workspace of our own (bitwise-reproducible GEMMs, see docs/cuda.md), a
-// growable scratch buffer, and the device memory helpers.
+// growable scratch buffer, and the device memory helpers. What also reaches the convolution
+// plans (spk_cuda_shutdown, spk_cuda_set_tf32) is kernels/cuda/context_plans.cu, above both.
 #include "kernels/cuda/context.h"
 
 #include "kernels/cuda/cuda_check.h"
@@ -59,11 +60,10 @@ extern "C" int spk_cuda_init(int device) {
     return 0;
 }
 
-extern "C" void spk_cuda_shutdown(void) {
+int spk_cuda_context_ready(void) { return g_ctx.initialised; }
+
+void spk_cuda_context_release(void) {
     if (!g_ctx.initialised) return;
-    cudaCheck(cudaStreamSynchronize(g_ctx.stream));
-    spk_conv1d_cuda_set_tf32(0);  // a later init starts in plain fp32, like cuBLAS
-    spk_conv1d_cuda_release_plans();
     cublasCheck(cublasDestroy(g_ctx.cublas));
     cudnnCheck(cudnnDestroy(g_ctx.cudnn));
     cudaCheck(cudaFree(g_ctx.cublas_ws));
@@ -142,10 +142,9 @@ extern "C" void spk_cuda_download(void *dst, const void *src, size_t bytes) {
 
 extern "C" void spk_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(spk_cuda_stream_checked())); }
 
-extern "C" void spk_cuda_set_tf32(int allow) {
+void spk_cublas_set_tf32(int allow) {
     require_init("spk_cuda_set_tf32");
     cublasCheck(cublasSetMathMode(g_ctx.cublas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    spk_conv1d_cuda_set_tf32(allow);
 }
 
 extern "C" size_t spk_cuda_bytes_in_use(void) {

@@ -1,7 +1,8 @@
 // The CUDA library context (kernels/cuda/context.cu): the device, one stream, the cuDNN and
-// cuBLAS handles bound to it, device memory helpers. Built with SPKDDP_CUDA only
-// (SPKDDP_HAVE_CUDA is defined then). The ops themselves are reached through the backend table
-// (kernels/backend.h, spk_backend_cuda()).
+// cuBLAS handles bound to it, device memory helpers, for kernels/cuda alone: what the layers
+// above start, tune and stop it with is declared in kernels/device.h, and the ops are reached
+// through the backend table (kernels/backend.h, spk_backend_cuda()). Built with SPKDDP_CUDA
+// only (SPKDDP_HAVE_CUDA is defined then).
 //
 // Call spk_cuda_init() once before anything else and use the library from one host thread
 // (the stream, the handles and the convolution plan cache are process-wide and unlocked).
@@ -13,13 +14,11 @@
 extern "C" {
 #endif
 
+// What the layers above call (spk_cuda_init, spk_cuda_shutdown, spk_cuda_set_tf32, ...).
+#include "kernels/device.h"
+
 struct CUstream_st;  // cudaStream_t is `struct CUstream_st *`
 
-// Selects `device`, creates the stream and the cuDNN/cuBLAS handles. Returns 0 on success (also
-// when already initialised on the same device), -1 with a sentence on stderr otherwise.
-int spk_cuda_init(int device);
-// Waits for the stream, then releases the handles, cached plans, scratch and the stream.
-void spk_cuda_shutdown(void);
 // The stream every CUDA op runs on.
 struct CUstream_st *spk_cuda_stream(void);
 
@@ -29,12 +28,6 @@ void spk_cuda_memset0(void *p, size_t bytes);                      // on the str
 void spk_cuda_upload(void *dst, const void *src, size_t bytes);    // host -> device, blocking
 void spk_cuda_download(void *dst, const void *src, size_t bytes);  // device -> host, blocking
 void spk_cuda_sync(void);                                          // waits for the stream
-size_t spk_cuda_bytes_in_use(void);                                // device memory in use (all processes on the device)
-// Allows TF32 tensor-core math in cuDNN convolutions and cuBLAS GEMMs (10-bit mantissa inputs,
-// fp32 accumulation; Ampere and newer). Off by default: plain fp32. Re-plans convolutions.
-void spk_cuda_set_tf32(int allow);
-// Prints the cuDNN algorithms chosen so far, one line per convolution shape (stdout).
-void spk_cuda_print_conv_plans(void);
 // Convolution plans made and algorithm choices made so far (for tests of the plan cache).
 void spk_cuda_conv_plan_counts(long long *made, long long *selections);
 // Drops every cached convolution plan (spk_cuda_shutdown does; tests start afresh with it).
@@ -56,4 +49,10 @@ void *spk_cuda_scratch(size_t bytes);
 // The convolution plans (kernels/cuda/conv_plans.cu) are made anew when the TF32 permission
 // changes.
 void spk_conv1d_cuda_set_tf32(int allow);
+// For kernels/cuda/context_plans.cu, which starts and stops the plans with the context: whether
+// spk_cuda_init succeeded; the handles, workspace, scratch and stream released (after the
+// stream is idle and the plans are gone); cuBLAS's half of spk_cuda_set_tf32.
+int spk_cuda_context_ready(void);
+void spk_cuda_context_release(void);
+void spk_cublas_set_tf32(int allow);
 #endif

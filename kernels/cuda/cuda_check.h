@@ -1,5 +1,5 @@
 // Checks for every CUDA runtime, cuDNN, cuBLAS and NCCL call, in the kernels (kernels/cuda)
-// and in the gradient averaging (app/dist/nccl_comm.c). A failure ends the whole job through
+// and in the gradient averaging (kernels/cuda/nccl_comm.c). A failure ends the whole job through
 // spk_die_at (kernels/base/check.h) with the rank, the call, the library's explanation and
 // file:line, e.g.
 //   spkddp: error: [rank 1] CUDA call cudaMalloc(&p, bytes) failed: out of memory

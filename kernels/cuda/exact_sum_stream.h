@@ -1,5 +1,5 @@
 // The exact sums' raise to agreed bins (kernels/exact_sum.h, xsum_raise_to) queued on a stream
-// of the caller's: app/dist/nccl_comm.c runs it on NCCL's stream, between the collective
+// of the caller's: kernels/cuda/nccl_comm.c runs it on NCCL's stream, between the collective
 // maximum of the bins and the sums of the limbs. Built with SPKDDP_CUDA only.
 #pragma once
 #include <stdint.h>

@@ -7,9 +7,9 @@
 //   make_bad_inputs mutate DIR  every bad variant, each DIR/<case>.h5 or .txt, made from those
 // Checkpoint variants marked "sealed" get a valid checksum again, so the reader's structural
 // checks are what must catch them, not the checksum.
-#include "io/ckpt_checksum.h"
-#include "io/dataset.h"
-#include "io/h5util.h"
+#include "io/ckpt/ckpt_checksum.h"
+#include "io/common/h5util.h"
+#include "io/dataset/dataset.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -69,6 +69,11 @@ while IFS= read -r line; do
     code=${rest%% | *} rest=${rest#* | }
     pattern=${rest%% | *} args=${rest#* | }
     id=$(trim "$id") code=$(trim "$code") pattern=$(trim "$pattern") args=$(trim "$args")
+    # SPKDDP_BATTERY_SKIP: cases a build cannot run (those that decode audio, without SPKDDP_MEDIA).
+    if [[ " ${SPKDDP_BATTERY_SKIP:-} " == *" $id "* ]]; then
+        echo "skipped $id: this build cannot run it (SPKDDP_BATTERY_SKIP)"
+        continue
+    fi
     ids+=("$id")
     run_case "$id" "$code" "$pattern" "$args" &
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done

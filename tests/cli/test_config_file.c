@@ -1,10 +1,10 @@
-// --config files (io/config_yaml.c, opt_apply_config and opt_yaml in app/cli/options.c):
+// --config files (io/common/config_yaml.c, opt_apply_config and opt_yaml in app/cli/options.c):
 // what is read from good files, that every refusal names the file, the line and the key,
 // that flags override the file, and that the YAML the trainer writes reads back to the very
 // same configuration (checkpoint text byte for byte), whatever the strings hold.
 #include "app/cli/options.h"
 #include "app/cli/train_options.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "kernels/base/check.h"
 #include "tests/test_util.h"
 

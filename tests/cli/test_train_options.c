@@ -6,7 +6,7 @@
 // exactly that.
 // Usage: test_train_options tests/cli/train_config_golden.txt
 #include "app/cli/train_options.h"
-#include "io/checkpoint.h"
+#include "io/ckpt/checkpoint.h"
 #include "tests/test_util.h"
 
 #include <stdlib.h>

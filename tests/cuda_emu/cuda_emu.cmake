@@ -60,7 +60,7 @@ spk_emu_cuda_library(spk_kernels_cuda_emu ${SPK_EMU_KERNEL_SRC})
 
 # ---- the application on the stand-in --------------------------------------------------------
 # Its libraries, bottom up; each gets an _emu twin linking the twins below it.
-set(SPK_EMU_CHAIN spk_kernels spk_io spk_model spk_dist spk_eval spk_train spk_cli)
+set(SPK_EMU_CHAIN spk_kernels spk_io spk_model spk_dist spk_eval spk_train spk_prepare spk_cli)
 
 # A link item of an application library, as its twin links it ("" to drop it).
 function(spk_emu_link_item item out_var)
@@ -130,11 +130,7 @@ endfunction()
 foreach(t ${SPK_EMU_CHAIN} spkddp)
   spk_emu_clone(${t})
 endforeach()
-# What the real CUDA build adds (kernels/CMakeLists.txt, app/CMakeLists.txt), whether or not
-# this build has nvcc.
+# What the real CUDA build adds (kernels/CMakeLists.txt), whether or not this build has nvcc
+# (kernels/cuda/nccl_comm.c comes with the rest of kernels/cuda).
 target_compile_definitions(spk_kernels_emu PUBLIC SPKDDP_HAVE_CUDA=1)
 target_link_libraries(spk_kernels_emu PUBLIC spk_kernels_cuda_emu)
-get_target_property(_spk_dist_srcs spk_dist_emu SOURCES)
-if(NOT "${CMAKE_SOURCE_DIR}/app/dist/nccl_comm.c" IN_LIST _spk_dist_srcs)
-  target_sources(spk_dist_emu PRIVATE ${CMAKE_SOURCE_DIR}/app/dist/nccl_comm.c)
-endif()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# From audio to verdicts: a synthetic speech corpus (tests/make_speech_corpus.sh), features
+# From audio to verdicts: a synthetic speech corpus (tests/e2e/make_speech_corpus.sh), features
 # with `prepare` on 2 ranks, ECAPA training on 2 ranks, embeddings of speakers never seen in
 # training, trials, EER. The EER must be well below chance (50%); the figure is printed.
 . "$(dirname "$0")/lib.sh" "$@"

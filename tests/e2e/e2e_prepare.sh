@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# spkddp prepare: a synthetic speech corpus (tests/make_speech_corpus.sh) becomes a feature
+# spkddp prepare: a synthetic speech corpus (tests/e2e/make_speech_corpus.sh) becomes a feature
 # dataset that inspect and train accept; the rows do not depend on the number of ranks; bad
 # lists and bad audio stop every rank with exit code 3 and one line naming file and line.
 HERE=$(cd "$(dirname "$0")" && pwd)

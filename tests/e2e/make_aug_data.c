@@ -14,9 +14,9 @@
 //       (pink, brown or tones, SNR uniform in [SNR_LO, SNR_HI] dB): DIR/wav.scp.
 //
 // Babble comes from speech of other speakers (tests/e2e/make_speech_corpus.sh).
-#include "io/audio.h"
-#include "io/augment_dsp.h"
-#include "io/rng.h"
+#include "io/audio/audio.h"
+#include "io/augment/augment_dsp.h"
+#include "kernels/base/rng.h"
 
 #include <math.h>
 #include <sndfile.h>

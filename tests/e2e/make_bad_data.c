@@ -3,8 +3,8 @@
 // KIND: no-features features-1d dim-mismatch offsets-not-increasing labels-out-of-range
 //       nan-features wrong-format missing-labels labels-length one-huge-utterance
 //   make_bad_data corrupt-ckpt CKPT.h5   changes one parameter in place, checksum untouched
-#include "io/dataset.h"
-#include "io/h5util.h"
+#include "io/common/h5util.h"
+#include "io/dataset/dataset.h"
 
 #include <math.h>
 #include <stdio.h>

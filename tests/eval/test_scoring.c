@@ -43,7 +43,7 @@ int main(void) {
     uint8_t t6[] = {0, 1, 0, 1};
     EXPECT(isnan(score_eer(s6, t6, 4)) && isnan(score_min_dcf(s6, t6, 4, 0.01)), "NaN score: EER %g",
            score_eer(s6, t6, 4));
-    // One class only: NaN, the caller refuses such lists (io/trials.h).
+    // One class only: NaN, the caller refuses such lists (io/scores/trials.h).
     uint8_t t7[] = {1, 1, 1, 1};
     EXPECT(isnan(score_eer(s3, t7, 4)), "targets only: EER %g", score_eer(s3, t7, 4));
 

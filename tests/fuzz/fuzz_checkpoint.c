@@ -1,11 +1,11 @@
 // libFuzzer target: the checkpoint reader (ckpt_verify_file: format, checksum, metadata,
 // layouts, every float) on checkpoints built from the input (fuzz_build.h). Most inputs get
 // a valid format 2 checksum again after their edits, so the structural checks behind it are
-// what the fuzzer explores. The reader must accept (every promise of io/checkpoint.h holding)
+// what the fuzzer explores. The reader must accept (every promise of io/ckpt/checkpoint.h holding)
 // or refuse with one sentence naming the file.
-#include "io/checkpoint.h"
-#include "io/ckpt_checksum.h"
-#include "io/dataset.h"
+#include "io/ckpt/checkpoint.h"
+#include "io/ckpt/ckpt_checksum.h"
+#include "io/dataset/dataset.h"
 #include "tests/fuzz/fuzz_build.h"
 
 #include <math.h>

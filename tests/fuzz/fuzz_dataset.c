@@ -1,8 +1,8 @@
 // libFuzzer target: the feature-dataset reader (dataset_check, the rank-0 half of
 // dataset_open) on datasets built from the input (fuzz_build.h). It must either accept the
-// file with every promise of io/dataset.h holding, or refuse it with one sentence naming the
+// file with every promise of io/dataset/dataset.h holding, or refuse it with one sentence naming the
 // file -- never crash, never read out of bounds.
-#include "io/dataset.h"
+#include "io/dataset/dataset.h"
 #include "tests/fuzz/fuzz_build.h"
 
 #include <math.h>

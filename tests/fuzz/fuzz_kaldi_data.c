@@ -1,8 +1,8 @@
-// libFuzzer target: a Kaldi data directory's lists (io/kaldi_data.h). The input is split at
+// libFuzzer target: a Kaldi data directory's lists (io/audio/kaldi_data.h). The input is split at
 // its bytes 0xFF into wav.scp, utt2spk, spk2id and segments (the last two when not empty), written
 // as files into a private folder, then read and cross-checked. Accepted lists must keep the
 // header's promises; refusals are one sentence naming a list.
-#include "io/kaldi_data.h"
+#include "io/audio/kaldi_data.h"
 #include "tests/fuzz/fuzz_build.h"
 
 #include <stdio.h>

@@ -1,8 +1,8 @@
-// libFuzzer target: utterance ids and trial lists (io/utt_ids.h, io/trials.h). The input is
+// libFuzzer target: utterance ids and trial lists (io/dataset/utt_ids.h, io/scores/trials.h). The input is
 // split at its first byte 0xFF: before it, utterance ids one a line; after it, a trial list.
-// Accepted lists must keep io/trials.h's promises; refusals are one sentence.
-#include "io/trials.h"
-#include "io/utt_ids.h"
+// Accepted lists must keep io/scores/trials.h's promises; refusals are one sentence.
+#include "io/dataset/utt_ids.h"
+#include "io/scores/trials.h"
 #include "tests/fuzz/fuzz_build.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 if(SPKDDP_FUZZ)
   set(SPKDDP_FUZZ_SECONDS 60 CACHE STRING "seconds each fuzz target runs under ctest")
   set(spk_fuzz_targets fuzz_dataset fuzz_checkpoint fuzz_trials fuzz_safetensors)
-  if(EXISTS ${CMAKE_SOURCE_DIR}/io/kaldi_data.h)  # the Kaldi list reader of the streaming prepare
+  if(EXISTS ${CMAKE_SOURCE_DIR}/io/audio/kaldi_data.h)  # the Kaldi list reader of the streaming prepare
     list(APPEND spk_fuzz_targets fuzz_kaldi_data)
   endif()
   foreach(target ${spk_fuzz_targets})

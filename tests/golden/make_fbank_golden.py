@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference log mel filterbanks for io/fbank.c, from torchaudio's Kaldi-compatible fbank.
+"""Reference log mel filterbanks for io/audio/fbank.c, from torchaudio's Kaldi-compatible fbank.
 
 Writes three short deterministic 16 kHz signals next to this script (16-bit PCM):
 
@@ -18,8 +18,8 @@ and fbank_golden.h5 with, for each signal, a group named after the file stem hol
            float64 result: the rounding noise of a float32 implementation)
 
 The samples are given to torchaudio as 16-bit integer values (not divided by 32768): that
-is what Kaldi's compute-fbank-feats sees, and what io/fbank.c reproduces by scaling the
-normalised samples from io/audio.c by 32768.
+is what Kaldi's compute-fbank-feats sees, and what io/audio/fbank.c reproduces by scaling the
+normalised samples from io/audio/audio.c by 32768.
 
 Usage:  /usr/bin/python3 tests/golden/make_fbank_golden.py [output-dir]
 Needs Debian's python3-torchaudio (0.13.1, torch 1.13), python3-h5py and numpy.

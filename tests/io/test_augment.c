@@ -1,10 +1,10 @@
-// io/augment_dsp.c and io/augment_config.c: reverberation against a direct convolution in
+// io/augment/augment_dsp.c and io/augment/augment_config.c: reverberation against a direct convolution in
 // double precision, the SNR of mixed noise, repetition of short noise, SpecAugment's masks,
 // the speed change of libsoxr, and the flags' parsing.
-#include "io/audio.h"
-#include "io/augment.h"
-#include "io/augment_dsp.h"
-#include "io/rng.h"
+#include "io/audio/audio.h"
+#include "io/augment/augment.h"
+#include "io/augment/augment_dsp.h"
+#include "kernels/base/rng.h"
 #include "tests/test_util.h"
 
 #include <math.h>

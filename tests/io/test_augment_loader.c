@@ -4,12 +4,12 @@
 // threads, and a lone reader (MPI_COMM_SELF, no threads, one sample per batch) must give
 // bitwise the same frames and labels. The augmentation must also change samples, move
 // labels by the speed factor, and differ between epochs.
-#include "io/augment.h"
-#include "io/dataset.h"
-#include "io/dataset_write.h"
-#include "io/loader.h"
-#include "io/rng.h"
-#include "io/sampler.h"
+#include "io/augment/augment.h"
+#include "io/dataset/dataset.h"
+#include "io/dataset/dataset_write.h"
+#include "io/loader/loader.h"
+#include "io/loader/sampler.h"
+#include "kernels/base/rng.h"
 #include "tests/test_util.h"
 
 #include <math.h>

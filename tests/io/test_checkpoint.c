@@ -3,11 +3,11 @@
 // wrote or adopted and never what does not verify; nothing is written over an existing file;
 // a failed write leaves the directory as it was.
 //   test_checkpoint FIXTURES_DIR
-#include "io/atomic_file.h"
-#include "io/checkpoint.h"
-#include "io/ckpt_checksum.h"
-#include "io/ckpt_dir.h"
-#include "io/h5util.h"
+#include "io/ckpt/checkpoint.h"
+#include "io/ckpt/ckpt_checksum.h"
+#include "io/ckpt/ckpt_dir.h"
+#include "io/common/atomic_file.h"
+#include "io/common/h5util.h"
 #include "tests/test_util.h"
 
 #include <errno.h>

@@ -2,8 +2,8 @@
 // statistics are chosen so that the mean is exact in double and wrong if accumulated in float
 // (2^24 + 1 + 1), with the newest input's header, no optimizer slots and a fresh run id;
 // and checkpoints of different models refused.
-#include "io/checkpoint.h"
-#include "io/ckpt_average.h"
+#include "io/ckpt/checkpoint.h"
+#include "io/ckpt/ckpt_average.h"
 #include "kernels/base/check.h"
 #include "tests/test_util.h"
 

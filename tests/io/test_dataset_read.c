@@ -1,10 +1,10 @@
 // Parallel reads (run under mpiexec -n 1, 2, 4): every rank reads exactly the frames its
 // sampler gave it, for fixed- and variable-length layouts, with padding duplicates,
 // overlapping segments, crops, and ranks that read nothing while others do.
-#include "io/dataset.h"
-#include "io/dataset_write.h"
-#include "io/loader.h"
-#include "io/sampler.h"
+#include "io/dataset/dataset_read.h"
+#include "io/dataset/dataset_write.h"
+#include "io/loader/loader.h"
+#include "io/loader/sampler.h"
 #include "kernels/base/check.h"
 #include "tests/test_util.h"
 

@@ -2,7 +2,7 @@
 // shape, 64-byte alignment) and data, the id list; the ark records ("ID \0BFV \4" + int32 +
 // floats) at the offsets the scp gives; ids with whitespace refused. numpy.load and
 // kaldi_io read the same files in tests/interop (formats_check.py).
-#include "io/emb_formats.h"
+#include "io/scores/emb_formats.h"
 #include "kernels/base/check.h"
 #include "tests/test_util.h"
 

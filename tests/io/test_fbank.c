@@ -4,9 +4,9 @@
 // concurrent planning, and the errors for missing, empty and undecodable audio.
 //
 // usage: test_fbank tests/golden/fbank_golden.h5   (the audio files lie next to it)
-#include "io/audio.h"
-#include "io/fbank.h"
-#include "io/h5util.h"
+#include "io/audio/audio.h"
+#include "io/audio/fbank.h"
+#include "io/common/h5util.h"
 #include "tests/test_util.h"
 
 #include <float.h>

@@ -1,9 +1,9 @@
 // Files written by h5py: a Python str becomes a variable-length UTF-8 string (attributes and
 // datasets alike), a Python int an int64. Such datasets and embeddings files must read as
 // if spkddp had written them.
-#include "io/dataset.h"
-#include "io/embeddings.h"
-#include "io/h5util.h"
+#include "io/common/h5util.h"
+#include "io/dataset/dataset.h"
+#include "io/scores/embeddings.h"
 #include "tests/test_util.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-// Kaldi lists (io/kaldi_data.h): the optional lists may be given as NULL or "" (the header's
+// Kaldi lists (io/audio/kaldi_data.h): the optional lists may be given as NULL or "" (the header's
 // promise; a NULL spk2id used to be dereferenced), and labels follow sorted speaker ids.
-#include "io/kaldi_data.h"
+#include "io/audio/kaldi_data.h"
 #include "tests/test_util.h"
 
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 // Sampler: disjoint, covering, equal counts, wrap padding, drop_last, per-epoch reshuffle,
 // and the same global order whatever the world size; the invariant mode's contiguous slices of
 // the same global batches.
-#include "io/rng.h"
-#include "io/sampler.h"
+#include "io/loader/sampler.h"
+#include "kernels/base/rng.h"
 #include "tests/test_util.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // Trial lists and utterance ids: what is accepted, and the sentence for each kind of bad list.
-#include "io/trials.h"
-#include "io/utt_ids.h"
+#include "io/dataset/utt_ids.h"
+#include "io/scores/trials.h"
 #include "tests/test_util.h"
 
 #include <string.h>

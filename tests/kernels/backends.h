@@ -157,6 +157,23 @@ static void grads_check(const grads_t *g, const char *op, const char *tag, const
     }
 }
 
+// A layer's backward (backward_fn, tests/kernels/test_common.h) on the CPU (cpu, cpu_ctx) and on
+// the backend (dev, dev_ctx), from the same random prefills of its dx, dw and dbias: the
+// backend's within tolerance of the CPU's and the same bits twice, then its dw alone (dx and
+// dbias NULL) the bits it had with them.
+static void backend_backward_checks(const char *op, const char *tag, backward_fn cpu, void *cpu_ctx, backward_fn dev,
+                                    void *dev_ctx, grad3_sizes_t n) {
+    grads_t g = grads_prefill(3, (size_t[]){n.x, n.w, n.b});
+    const float *gw0 = copy_f(g.cpu[1], n.w);
+    cpu(cpu_ctx, (grad3_t){g.cpu[0], g.cpu[1], g.cpu[2]});
+    dev(dev_ctx, (grad3_t){g.dev[0], g.dev[1], g.dev[2]});
+    dev(dev_ctx, (grad3_t){g.dev2[0], g.dev2[1], g.dev2[2]});
+    grads_check(&g, op, tag, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
+    dev_set(g.dev2[1], gw0, n.w);
+    dev(dev_ctx, (grad3_t){NULL, g.dev2[1], NULL});
+    same_bits(cname("%s dw alone %s", op, tag), g.dev[1], g.dev2[1], n.w);
+}
+
 // ---- the list of backends -------------------------------------------------------------------
 // The CUDA backend on device 0, or NULL with the reason in `why` (no device: skipped) or with
 // *failed set (a driver that cannot run this build, a device that does not start: a failure).

@@ -2,6 +2,10 @@
 // shapes every backend is checked on, shared by the float32 and bf16 convolution tests.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
+
+#include "kernels/backend.h"
+#include "test_common.h"
 
 // Direct adjoint of the reference conv (double): dx, dw, dbias for upstream r.
 static void conv_backward_reference(double *dx, double *dw, double *db, const float *r, const float *x, const float *w,
@@ -37,4 +41,63 @@ static void conv_backend_checks(void (*backend_case)(int, int, int, int, int, in
         const int *s = conv_backend_shapes[i];
         backend_case(s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
     }
+}
+
+// A backend case's shape and random operands: x (B, Cin, T), w (Cout, Cin, K), with_bias a bias
+// (else NULL), room for y (B, Cout, T); tag names the case in messages.
+typedef struct {
+    char tag[96];
+    size_t nx, ny, nw;
+    float *x, *w, *y, *bias;
+} conv_case_t;
+
+static conv_case_t conv_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
+    conv_case_t c;
+    snprintf(c.tag, sizeof c.tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
+    c.nx = (size_t)B * Cin * T, c.ny = (size_t)B * Cout * T, c.nw = (size_t)Cout * Cin * K;
+    c.x = rand_f(c.nx, -1, 1), c.w = rand_f(c.nw, -0.5f, 0.5f), c.y = alloc_f(c.ny);
+    c.bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    return c;
+}
+
+// The operands of a convolution's backward on a backend (a backward_fn's context): dy, and x and w
+// (float32), or with bf16 set their bf16 copies xh and wh (conv1d_bf16_backward).
+typedef struct {
+    const spk_backend_t *be;
+    int bf16;
+    const float *dy, *x, *w;
+    const spk_bf16 *xh, *wh;
+    int B, Cin, Cout, T, K, d;
+    float *ws;
+} conv_call_t;
+
+static conv_call_t conv_call(const spk_backend_t *be, const float *dy, const float *x, const float *w, int B, int Cin,
+                             int Cout, int T, int K, int d, float *ws) {
+    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws};
+}
+
+static conv_call_t conv_call_bf16(const spk_backend_t *be, const float *dy, const spk_bf16 *xh, const spk_bf16 *wh,
+                                  int B, int Cin, int Cout, int T, int K, int d, float *ws) {
+    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws};
+}
+
+static void conv_backward_call(void *p, grad3_t g) {
+    const conv_call_t *c = (const conv_call_t *)p;
+    if (c->bf16)
+        c->be->conv1d_bf16_backward(g.x, g.w, g.b, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+    else
+        c->be->conv1d_backward(g.x, g.w, g.b, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+}
+
+// A convolution's gradients g against double references, at the tolerances of both convolution
+// tests (dx sums Cout K terms, dw and dbias B T).
+static void check_conv_grads(const char *op, const char *tag, grad3_t g, const double *dxr, const double *dwr,
+                             const double *dbr, grad3_sizes_t n, int B, int Cout, int T, int K) {
+    char nm[320];
+    snprintf(nm, sizeof nm, "%s dx vs adjoint %s", op, tag);
+    check_close_d(nm, g.x, dxr, n.x, 1e-4, 1e-5 * (1 + Cout * K));
+    snprintf(nm, sizeof nm, "%s dw vs adjoint %s", op, tag);
+    check_close_d(nm, g.w, dwr, n.w, 1e-4, 1e-5 * (1 + B * T));
+    snprintf(nm, sizeof nm, "%s dbias vs reference %s", op, tag);
+    check_close_d(nm, g.b, dbr, n.b, 1e-4, 1e-5 * (1 + B * T));
 }

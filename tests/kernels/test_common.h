@@ -227,3 +227,70 @@ static int check_accumulated(const char *name, const float *acc, const float *pr
     }
     return 1;
 }
+
+// The three gradients of a layer's backward: of its input, its weights and its bias (NULL: not
+// computed, not checked). n: their sizes.
+typedef struct {
+    float *x, *w, *b;
+} grad3_t;
+typedef struct {
+    size_t x, w, b;
+} grad3_sizes_t;
+
+// check_accumulated for each gradient: `acc` ran into gradients pre-filled with `prefill`,
+// `fresh` into zeroed ones. op and tag name the case.
+static void check_accumulated3(const char *op, const char *tag, grad3_t acc, grad3_t prefill, grad3_t fresh,
+                               grad3_sizes_t n) {
+    const char *what[3] = {"dx", "dw", "dbias"};
+    float *a[3] = {acc.x, acc.w, acc.b}, *p[3] = {prefill.x, prefill.w, prefill.b}, *f[3] = {fresh.x, fresh.w, fresh.b};
+    const size_t len[3] = {n.x, n.w, n.b};
+    char nm[320];
+    for (int i = 0; i < 3; i++) {
+        if (!a[i]) continue;
+        snprintf(nm, sizeof nm, "%s %s accumulates %s", op, what[i], tag);
+        check_accumulated(nm, a[i], p[i], f[i], len[i]);
+    }
+}
+
+// A backward pass under test: adds its gradients into g's buffers that are not NULL.
+typedef void (*backward_fn)(void *ctx, grad3_t g);
+
+// bw into zeroed gradients g.
+static void backward_zeroed(backward_fn bw, void *ctx, grad3_t g, grad3_sizes_t n) {
+    memset(g.x, 0, sizeof(float) * n.x);
+    memset(g.w, 0, sizeof(float) * n.w);
+    memset(g.b, 0, sizeof(float) * n.b);
+    bw(ctx, g);
+}
+
+// What every backward kernel promises, given what bw gave zeroed gradients (`fresh`): into
+// gradients pre-filled with `prefill` (copied into the scratch `acc`) it adds the same
+// increments, and asked for the input gradient alone, then for the weight and bias gradients
+// alone (into the scratch `alone`), it gives the same bits.
+static void check_backward_contract(const char *op, const char *tag, backward_fn bw, void *ctx, grad3_t fresh,
+                                    grad3_t prefill, grad3_t acc, grad3_t alone, grad3_sizes_t n) {
+    memcpy(acc.x, prefill.x, sizeof(float) * n.x);
+    memcpy(acc.w, prefill.w, sizeof(float) * n.w);
+    memcpy(acc.b, prefill.b, sizeof(float) * n.b);
+    bw(ctx, acc);
+    check_accumulated3(op, tag, acc, prefill, fresh, n);
+    char nm[320];
+    memset(alone.x, 0, sizeof(float) * n.x);
+    bw(ctx, (grad3_t){alone.x, NULL, NULL});
+    snprintf(nm, sizeof nm, "%s dx-only, same bits %s", op, tag);
+    check_close(nm, alone.x, fresh.x, n.x, 0, 0);
+    memset(alone.w, 0, sizeof(float) * n.w);
+    memset(alone.b, 0, sizeof(float) * n.b);
+    bw(ctx, (grad3_t){NULL, alone.w, alone.b});
+    snprintf(nm, sizeof nm, "%s dw-only, same bits %s", op, tag);
+    check_close(nm, alone.w, fresh.w, n.w, 0, 0);
+    snprintf(nm, sizeof nm, "%s dbias-only, same bits %s", op, tag);
+    check_close(nm, alone.b, fresh.b, n.b, 0, 0);
+}
+
+// f(transa, transb) for the four cases of a GEMM: NN, NT, TN, TT.
+static void for_each_transpose(void (*f)(char transa, char transb)) {
+    const char ops[2] = {'N', 'T'};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) f(ops[a], ops[b]);
+}

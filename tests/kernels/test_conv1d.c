@@ -20,6 +20,11 @@ typedef struct {
     float *x, *w, *bias, *y, *r, *ws;
 } conv_ctx;
 
+static void conv_backward_of(void *p, grad3_t g) {
+    conv_ctx *c = (conv_ctx *)p;
+    conv1d_backward(g.x, g.w, g.b, c->r, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+}
+
 static double conv_loss(void *p) {
     conv_ctx *c = (conv_ctx *)p;
     conv1d_forward(c->y, c->x, c->w, c->bias, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
@@ -83,42 +88,13 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d, int do_fd) {
         snprintf(nm, sizeof nm, "conv fwd nobias %s", name);
         check_close(nm, c.y, yref_nb, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
 
-        // backward into zeroed buffers vs the direct adjoint
-        memset(dx, 0, sizeof(float) * nx);
-        memset(dw, 0, sizeof(float) * nw);
-        memset(db, 0, sizeof(float) * Cout);
-        conv1d_backward(dx, dw, db, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-        snprintf(nm, sizeof nm, "conv dx vs adjoint %s", name);
-        check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + Cout * K));
-        snprintf(nm, sizeof nm, "conv dw vs adjoint %s", name);
-        check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + B * T));
-        snprintf(nm, sizeof nm, "conv dbias vs adjoint %s", name);
-        check_close_d(nm, db, dbr, Cout, 1e-4, 1e-5 * (1 + B * T));
-
-        // accumulation: pre-filled gradients receive the same increments
-        memcpy(ax, px, sizeof(float) * nx);
-        memcpy(aw, pw, sizeof(float) * nw);
-        memcpy(ab, pb, sizeof(float) * Cout);
-        conv1d_backward(ax, aw, ab, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-        snprintf(nm, sizeof nm, "conv dx accumulates %s", name);
-        check_accumulated(nm, ax, px, dx, nx);
-        snprintf(nm, sizeof nm, "conv dw accumulates %s", name);
-        check_accumulated(nm, aw, pw, dw, nw);
-        snprintf(nm, sizeof nm, "conv dbias accumulates %s", name);
-        check_accumulated(nm, ab, pb, db, Cout);
-
-        // NULL outputs: dx only, dw/dbias only
-        memset(ox, 0, sizeof(float) * nx);
-        conv1d_backward(ox, NULL, NULL, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-        snprintf(nm, sizeof nm, "conv dx-only %s", name);
-        check_close(nm, ox, dx, nx, 0, 0);
-        memset(ow, 0, sizeof(float) * nw);
-        memset(ob, 0, sizeof(float) * Cout);
-        conv1d_backward(NULL, ow, ob, c.r, c.x, c.w, B, Cin, Cout, T, K, d, c.ws);
-        snprintf(nm, sizeof nm, "conv dw-only %s", name);
-        check_close(nm, ow, dw, nw, 0, 0);
-        snprintf(nm, sizeof nm, "conv dbias-only %s", name);
-        check_close(nm, ob, db, Cout, 0, 0);
+        // backward into zeroed buffers vs the direct adjoint; accumulation and NULL outputs
+        const grad3_t fresh = {dx, dw, db};
+        const grad3_sizes_t sizes = {nx, nw, (size_t)Cout};
+        backward_zeroed(conv_backward_of, &c, fresh, sizes);
+        check_conv_grads("conv", name, fresh, dxr, dwr, dbr, sizes, B, Cout, T, K);
+        check_backward_contract("conv", name, conv_backward_of, &c, fresh, (grad3_t){px, pw, pb}, (grad3_t){ax, aw, ab},
+                                (grad3_t){ox, ow, ob}, sizes);
 
         // finite differences (the loss is linear in each argument: only rounding error)
         if (do_fd) {
@@ -216,11 +192,10 @@ static void cpu_checks(void) {
 
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
-    char tag[96];
-    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
-    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
-    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
-    float *bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    const conv_case_t cc = conv_case(B, Cin, Cout, T, K, d, with_bias);
+    const char *tag = cc.tag;
+    const size_t nx = cc.nx, ny = cc.ny, nw = cc.nw;
+    float *x = cc.x, *w = cc.w, *y = cc.y, *bias = cc.bias;
     float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     float *dws = dev_f(NULL, g_be->conv1d_workspace_floats(B, Cin, Cout, T, K, d));
@@ -231,15 +206,10 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
 
     // backward into prefilled gradients, twice, then dw alone (dx and dbias NULL)
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
-    grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
-    const float *gw0 = copy_f(g.cpu[1], nw);
-    conv1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
-    g_be->conv1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    g_be->conv1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    grads_check(&g, "conv1d", tag, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
-    dev_set(g.dev2[1], gw0, nw);
-    g_be->conv1d_backward(NULL, g.dev2[1], NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    same_bits(cname("conv1d dw alone %s", tag), g.dev[1], g.dev2[1], nw);
+    conv_call_t on_cpu = conv_call(&spk_backend_cpu, gy, x, w, B, Cin, Cout, T, K, d, ws),
+                on_dev = conv_call(g_be, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    backend_backward_checks("conv1d", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
+                            (grad3_sizes_t){nx, nw, (size_t)Cout});
 
     // the invariant mode's forward (the invariant table) and exact backward
     const spk_backend_t *twin = spk_backend_invariant(g_be);

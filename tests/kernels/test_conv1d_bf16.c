@@ -102,39 +102,14 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
         snprintf(nm, sizeof nm, "conv_bf16 fwd from stored xh, same bits %s", tag);
         check_close(nm, y2, y, ny, 0, 0);
 
-        memset(dx, 0, sizeof(float) * nx);
-        memset(dw, 0, sizeof(float) * nw);
-        memset(db, 0, sizeof(float) * Cout);
-        conv1d_bf16_backward(dx, dw, db, r, xh, wh, B, Cin, Cout, T, K, d, ws);
-        snprintf(nm, sizeof nm, "conv_bf16 dx vs adjoint %s", tag);
-        check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + Cout * K));
-        snprintf(nm, sizeof nm, "conv_bf16 dw vs adjoint %s", tag);
-        check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + B * T));
-        snprintf(nm, sizeof nm, "conv_bf16 dbias vs float32 sum %s", tag);
-        check_close_d(nm, db, dbr_exact, Cout, 1e-4, 1e-5 * (1 + B * T));
-
-        memcpy(ax, px, sizeof(float) * nx);
-        memcpy(aw, pw, sizeof(float) * nw);
-        memcpy(ab, pb, sizeof(float) * Cout);
-        conv1d_bf16_backward(ax, aw, ab, r, xh, wh, B, Cin, Cout, T, K, d, ws);
-        snprintf(nm, sizeof nm, "conv_bf16 dx accumulates %s", tag);
-        check_accumulated(nm, ax, px, dx, nx);
-        snprintf(nm, sizeof nm, "conv_bf16 dw accumulates %s", tag);
-        check_accumulated(nm, aw, pw, dw, nw);
-        snprintf(nm, sizeof nm, "conv_bf16 dbias accumulates %s", tag);
-        check_accumulated(nm, ab, pb, db, Cout);
-
-        memset(ox, 0, sizeof(float) * nx);
-        conv1d_bf16_backward(ox, NULL, NULL, r, xh, wh, B, Cin, Cout, T, K, d, ws);
-        snprintf(nm, sizeof nm, "conv_bf16 dx-only, same bits %s", tag);
-        check_close(nm, ox, dx, nx, 0, 0);
-        memset(ow, 0, sizeof(float) * nw);
-        memset(ob, 0, sizeof(float) * Cout);
-        conv1d_bf16_backward(NULL, ow, ob, r, xh, wh, B, Cin, Cout, T, K, d, ws);
-        snprintf(nm, sizeof nm, "conv_bf16 dw-only, same bits %s", tag);
-        check_close(nm, ow, dw, nw, 0, 0);
-        snprintf(nm, sizeof nm, "conv_bf16 dbias-only, same bits %s", tag);
-        check_close(nm, ob, db, Cout, 0, 0);
+        // the bias gradient sums the float32 dy (dbr_exact), the others the rounded operands
+        const grad3_t fresh = {dx, dw, db};
+        const grad3_sizes_t sizes = {nx, nw, (size_t)Cout};
+        conv_call_t bc = conv_call_bf16(&spk_backend_cpu, r, xh, wh, B, Cin, Cout, T, K, d, ws);
+        backward_zeroed(conv_backward_call, &bc, fresh, sizes);
+        check_conv_grads("conv_bf16", tag, fresh, dxr, dwr, dbr_exact, sizes, B, Cout, T, K);
+        check_backward_contract("conv_bf16", tag, conv_backward_call, &bc, fresh, (grad3_t){px, pw, pb},
+                                (grad3_t){ax, aw, ab}, (grad3_t){ox, ow, ob}, sizes);
     }
     spk_gemm_set_backend(library);
     conv1d_set_algo(CONV1D_AUTO);
@@ -162,11 +137,10 @@ static void cpu_checks(void) {
 
 // ---- every backend against the CPU kernels --------------------------------------------------
 static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
-    char tag[96];
-    snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d%s", B, Cin, Cout, T, K, d, with_bias ? " bias" : "");
-    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
-    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y = alloc_f(ny);
-    float *bias = with_bias ? rand_f(Cout, -1, 1) : NULL;
+    const conv_case_t cc = conv_case(B, Cin, Cout, T, K, d, with_bias);
+    const char *tag = cc.tag;
+    const size_t nx = cc.nx, ny = cc.ny, nw = cc.nw;
+    float *x = cc.x, *w = cc.w, *y = cc.y, *bias = cc.bias;
     spk_bf16 *wh = alloc_h(nw), *xh = alloc_h(nx);
     bf16_from_f32(wh, w, nw);
     float *ws = alloc_f(conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
@@ -186,15 +160,10 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     }
 
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
-    grads_t g = grads_prefill(3, (size_t[]){nx, nw, Cout});
-    const float *gw0 = copy_f(g.cpu[1], nw);
-    conv1d_bf16_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, xh, wh, B, Cin, Cout, T, K, d, ws);
-    g_be->conv1d_bf16_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
-    g_be->conv1d_bf16_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
-    grads_check(&g, "conv1d_bf16", tag, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_GEMM, TOL_GEMM, TOL});
-    dev_set(g.dev2[1], gw0, nw);
-    g_be->conv1d_bf16_backward(NULL, g.dev2[1], NULL, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
-    same_bits(cname("conv1d_bf16 dw alone %s", tag), g.dev[1], g.dev2[1], nw);
+    conv_call_t on_cpu = conv_call_bf16(&spk_backend_cpu, gy, xh, wh, B, Cin, Cout, T, K, d, ws),
+                on_dev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
+    backend_backward_checks("conv1d_bf16", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
+                            (grad3_sizes_t){nx, nw, (size_t)Cout});
     dev_release();
     test_release();
 }

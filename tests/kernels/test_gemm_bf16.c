@@ -180,10 +180,6 @@ static void backend_case(char ta, char tb) {
     test_release();
 }
 
-static void backend_checks(void) {
-    const char ops[2] = {'N', 'T'};
-    for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++) backend_case(ops[a], ops[b]);
-}
+static void backend_checks(void) { for_each_transpose(backend_case); }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_gemm_bf16", 17, cpu_checks, backend_checks); }

@@ -4,9 +4,9 @@
 // Tolerance: normwise relative error ||ours - ref|| / ||ref|| <= 5e-5 per tensor (measured
 // worst: 1.3e-5). Our path is float32 end to end (sums over up to 9C*K terms, a softmax over time and an AAM head with
 // scale 30 amplify rounding), measured errors are reported so regressions show.
-#include "app/model/ecapa.h"
+#include "app/model/ecapa/ecapa.h"
 #include "app/model/model.h"
-#include "io/h5util.h"
+#include "io/common/h5util.h"
 #include "kernels/aam_softmax.h"
 #include "tests/test_util.h"
 

@@ -4,10 +4,10 @@
 // and one for the input, against the analytic gradient. ReLU kinks and float32 rounding
 // limit this check to about 1% (tolerance 2%); test_ecapa_golden is the precise one (float64
 // PyTorch reference, 5e-5).
-#include "app/model/ecapa.h"
+#include "app/model/ecapa/ecapa.h"
 #include "app/model/model.h"
-#include "io/rng.h"
 #include "kernels/aam_softmax.h"
+#include "kernels/base/rng.h"
 #include "tests/test_util.h"
 
 #include <math.h>

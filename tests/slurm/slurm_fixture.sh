@@ -224,8 +224,10 @@ slurm_stop() {
 }
 
 # ---- helpers shared by the spkddp Slurm tests ---------------------------------------------------
-# slurm_test_begin: after lib.sh; starts Slurm under $WORK/slurm (exit 77 with the reason when
-# it cannot) and runs slurm_test_data.
+# slurm_test_begin [EPOCHS]: after lib.sh (WORK is the test's folder); starts Slurm under
+# $WORK/slurm (exit 77 with the reason when it cannot) and runs slurm_test_data; with EPOCHS,
+# sets EPOCHS and trains the uninterrupted reference run of that many epochs into $WORK/ref.
+WORK=$PWD
 SLURM_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SLURM_SBATCH=$SLURM_REPO/jobscripts/train.sbatch
 SLURM_WORKSTATION=$SLURM_REPO/jobscripts/workstation.sh
@@ -243,6 +245,9 @@ slurm_test_begin() {
     fi
     trap slurm_stop EXIT
     slurm_test_data
+    [ $# -eq 0 ] && return 0
+    EPOCHS=$1
+    slurm_reference ref "$EPOCHS"
 }
 
 # slurm_test_data [UTTS_PER_SPEAKER]: writes $WORK/sp.h5 (4 speakers, 64 utterances each unless

@@ -4,7 +4,6 @@
 # job must end FAILED and must not requeue itself; a checkpoint written before stays loadable.
 # Usage: test_slurm_killed_task.sh SPKDDP MPIEXEC WORKDIR [MAKE_BAD_DATA]; exit 77: no Slurm here.
 . "$(dirname "$0")/../e2e/lib.sh" "$@"
-WORK=$PWD
 . "$(dirname "${BASH_SOURCE[0]}")/slurm_fixture.sh"
 slurm_test_begin
 

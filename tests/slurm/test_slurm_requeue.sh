@@ -5,12 +5,8 @@
 # must be bitwise the uninterrupted run's, the metrics must hold every epoch exactly once.
 # Usage: test_slurm_requeue.sh SPKDDP MPIEXEC WORKDIR [MAKE_BAD_DATA]; exit 77: no Slurm here.
 . "$(dirname "$0")/../e2e/lib.sh" "$@"
-WORK=$PWD
 . "$(dirname "${BASH_SOURCE[0]}")/slurm_fixture.sh"
-slurm_test_begin
-EPOCHS=20
-
-slurm_reference ref $EPOCHS
+slurm_test_begin 20
 
 t_submit=$(date +%s.%N)
 job=$(slurm_submit job $EPOCHS) || { fail "sbatch failed"; finish; }

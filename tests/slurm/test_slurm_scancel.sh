@@ -5,12 +5,8 @@
 # resumes from it with --resume auto and finishes bitwise equal to an uninterrupted run.
 # Usage: test_slurm_scancel.sh SPKDDP MPIEXEC WORKDIR [MAKE_BAD_DATA]; exit 77: no Slurm here.
 . "$(dirname "$0")/../e2e/lib.sh" "$@"
-WORK=$PWD
 . "$(dirname "${BASH_SOURCE[0]}")/slurm_fixture.sh"
-slurm_test_begin
-EPOCHS=20
-
-slurm_reference ref $EPOCHS
+slurm_test_begin 20
 
 job=$(slurm_submit job $EPOCHS) || { fail "sbatch failed"; finish; }
 echo "submitted job $job"

@@ -1,0 +1,124 @@
+// The core every model stands on (app/model/model.h describes the buffers): the model_t that
+// callers hold and the families fill, its buffers on the model's backend and their host copies,
+// and the backward's progress reports. Staging and the step's statistics are
+// app/model/core/model_stats.h, the layers whose calls differ in the world-size-invariant mode
+// app/model/layers/model_layers.h.
+#pragma once
+#include "app/model/core/model_config.h"
+#include "io/loader/batch.h"
+#include "kernels/backend.h"
+#include "kernels/base/params.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    double loss_sum;         // sum over samples of the per-sample loss (0 in the invariant mode)
+    int64_t correct;         // argmax == label
+    int64_t count;           // samples
+    xsum_cell_t loss_exact;  // invariant mode: the exact sum of the per-sample losses
+} step_stats_t;
+
+typedef struct model model_t;
+
+typedef struct {
+    // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
+    // the mean. Accumulates into m->grads. On a device the work is only queued, nothing waits
+    // for it: the call returns once `b` is in pinned staging memory (so the caller may load
+    // the next batch into it while the device computes); model_read_stats gets the loss.
+    void (*train_step)(model_t *m, const batch_t *b);
+    // Forward only, inference mode (running statistics), no state change.
+    void (*eval_step)(model_t *m, const batch_t *b, step_stats_t *st);
+    // Inference-mode embeddings of every sample: out (n, emb_dim) in HOST memory. Samples may
+    // differ in length.
+    void (*embed)(model_t *m, const batch_t *b, float *out);
+    // Epoch-dependent hyperparameters (margin ramp); may be NULL.
+    void (*set_epoch)(model_t *m, int64_t epoch);
+    // Releases what impl holds (model_free then frees impl itself); may be NULL.
+    void (*free_impl)(model_t *m);
+} model_ops_t;
+
+struct model {
+    char name[32];
+    const model_ops_t *ops;
+    const spk_backend_t *be;    // where the buffers live and the math runs
+    param_table_t table;        // views into params/grads
+    float *params;              // (table.total,) on be
+    float *grads;               // (table.total,) on be
+    param_table_t state_table;  // views into state
+    float *state;               // (state_table.total,) on be
+    int bf16;                   // --precision bf16
+    spk_bf16 *params_bf16;      // (table.total,) on be; NULL unless bf16
+    float *host_params;         // host copies (== params / state when be uses host memory)
+    float *host_state;
+    int64_t feature_dim;   // F of the input frames
+    int64_t num_classes;   // speakers in the training set
+    int64_t visual_dim;    // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;  // audio frames per visual frame
+    loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual
+    int64_t emb_dim;       // size of the embedding `embed` returns
+    int min_batch;         // samples a training step needs per rank, in the invariant mode in the global
+                           // batch (2 with BatchNorm over the batch)
+    // Told by train_step's backward as gradients become final: grads[0, upto) will not change
+    // again this step (tensors are in reverse execution order; xgrads in the invariant mode).
+    // NULL: nobody listens.
+    void (*grads_ready)(void *ctx, int64_t upto);
+    void *grads_ready_ctx;
+    spk_staging_t *staging;     // batches to the backend, statistics back (kernels/backend.h)
+    int stats_pending;          // train_steps whose statistics were not read yet (at most 2)
+    int stats_n[2];             // their samples, oldest first
+    xsum_cell_t stats_loss[2];  // invariant mode: their exact loss sums (this rank's samples)
+    // The world-size-invariant mode.
+    int invariant;
+    int group;      // samples per exact term of train_step (model_config_t.invariant_group)
+    xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples
+    // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
+    // all ranks, in place. Collective: train_step calls it in the same order on every rank
+    // (the global batch size, each BatchNorm's statistics and gradients). NULL: one rank.
+    void (*exact_allreduce)(void *ctx, xsum_t s, int64_t n);
+    void *exact_ctx;
+    int64_t global_batch;  // samples of the global batch of the current train_step
+    xsum_t xcells;         // (2,) on be: [0] the batch size being reduced, [1] the losses of the last step
+    xsum_t xstats;         // (xstats_cap,) on be: the BatchNorm sums being reduced
+    int64_t xstats_cap;
+    float *fcells;  // (1,) on be: the batch size as a term
+    void *impl;  // the family's own state, malloc'ed by its builder
+};
+
+// ---- for the callers ------------------------------------------------------------------------
+// host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
+void model_upload(model_t *m);
+void model_download(model_t *m);
+// Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode).
+void model_zero_grads(model_t *m);
+
+// ---- for the families (app/model/<family>/) -------------------------------------------------
+// Allocates params/grads/state and the host copies once the tables are complete.
+void model_alloc_buffers(model_t *m, const model_data_t *data);
+
+// Releases the tables, what model_alloc_buffers allocated and the staging (model_free, after the family's
+// free_impl).
+void model_free_buffers(model_t *m);
+
+// Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
+float *model_buf(const model_t *m, size_t n);
+void model_buf_free(const model_t *m, float **p);
+spk_bf16 *model_buf_bf16(const model_t *m, size_t n);
+void model_buf_bf16_free(const model_t *m, spk_bf16 **p);
+// params -> params_bf16 (bf16 models; nothing otherwise): at the start of every forward, since
+// the optimizer changed params after the last one.
+void model_round_params(model_t *m);
+// n exact sums on the model's backend, and release (the empty view is fine).
+xsum_t model_xsum(const model_t *m, int64_t n);
+void model_xsum_free(const model_t *m, xsum_t *s);
+// Called by a backward pass as gradients become final: grads[0, upto) will not change again
+// this step (model_t.grads_ready).
+static inline void model_grads_ready(model_t *m, int64_t upto) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
+}
+
+// Replaces the n exact sums s (on the model's backend) by their sums over all ranks, in place
+// (model_t.exact_allreduce; nothing to do on one rank).
+static inline void model_exact_allreduce(model_t *m, xsum_t s, int64_t n) {
+    if (m->exact_allreduce) m->exact_allreduce(m->exact_ctx, s, n);
+}

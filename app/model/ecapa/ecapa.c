@@ -1,0 +1,427 @@
+// ECAPA-TDNN encoder + AAM-softmax head as a model_t (SpeechBrain topology, app/model/ecapa/ecapa.h), and
+// ecapa-av: the same with a visual branch whose pooled statistics join the audio's before
+// the embedding layer.
+#include "app/model/ecapa/ecapa.h"
+
+#include "app/model/core/model_stats.h"
+#include "app/model/layers/model_layers.h"
+#include "kernels/base/check.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/spk_assert.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int kernel_sizes[3] = {3, 3, 3};
+static const int dilations[3] = {2, 3, 4};
+
+// ---- parameters ----------------------------------------------------------------------------
+
+// Registers every tensor (reverse execution order) into m->table / m->state_table.
+static void ecapa_register(ecapa_t *e, model_t *m) {
+    const int F = (int)e->d.feat, C = (int)e->d.channels, A = (int)e->d.att, E = (int)e->d.emb;
+    const int64_t S = e->d.classes, P = e->pooled_dim;
+    // Reverse execution order: the head's gradients are ready first.
+    e->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){S, E});
+    e->fc_w = param_table_add(&m->table, "fc.conv.weight", 3, (int64_t[]){E, P, 1});
+    e->fc_b = param_table_add(&m->table, "fc.conv.bias", 1, (int64_t[]){E});
+    e->asp_bn_w = param_table_add(&m->table, "asp_bn.norm.weight", 1, (int64_t[]){P});
+    e->asp_bn_b = param_table_add(&m->table, "asp_bn.norm.bias", 1, (int64_t[]){P});
+    e->asp_bn_mean = param_table_add(&m->state_table, "asp_bn.norm.running_mean", 1, (int64_t[]){P});
+    e->asp_bn_var = param_table_add(&m->state_table, "asp_bn.norm.running_var", 1, (int64_t[]){P});
+    if (e->has_visual) {
+        const int Fv = (int)e->d.vfeat, Cv = (int)e->d.vchannels;
+        asp_register(&e->vis.asp, m, "visual.asp", Cv, A);
+        tdnn_register(&e->vis.blocks[1], m, "visual.blocks.1", Cv, Cv, 3, 2);
+        tdnn_register(&e->vis.blocks[0], m, "visual.blocks.0", Fv, Cv, 3, 1);
+    }
+    asp_register(&e->asp, m, "asp", 3 * C, A);
+    tdnn_register(&e->mfa, m, "mfa", 3 * C, 3 * C, 1, 1);
+    char name[32];
+    for (int i = 2; i >= 0; i--) {
+        snprintf(name, sizeof name, "blocks.%d", i + 1);
+        seres_register(&e->blocks[i], m, name, C, (int)e->d.se, kernel_sizes[i], dilations[i]);
+    }
+    tdnn_register(&e->block0, m, "blocks.0", F, C, 5, 1);
+}
+
+// Initialises parameters like PyTorch's defaults from the seed.
+static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
+    // PyTorch defaults: Conv1d weight and bias uniform in +-1/sqrt(fan_in) (kaiming_uniform
+    // with a = sqrt(5)); BatchNorm weight 1, bias 0, running mean 0 / var 1; the AAM class
+    // weights xavier-uniform (SpeechBrain's Classifier).
+    for (int i = 0; i < m->table.count; i++) {
+        const param_tensor_t *t = &m->table.t[i];
+        float *p = m->host_params + t->offset;
+        rng_t r = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)i, 0);
+        size_t len = strlen(t->name);
+        int is_bn = strstr(t->name, "norm.") != NULL;
+        int is_bias = len > 5 && strcmp(t->name + len - 5, ".bias") == 0;
+        float bound;
+        if (is_bn) {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = is_bias ? 0.0f : 1.0f;
+            continue;
+        }
+        if (t->offset == e->cls_w) {
+            bound = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
+        } else if (is_bias) {
+            const param_tensor_t *w = &m->table.t[i - 1];  // each conv registers weight then bias
+            bound = 1.0f / sqrtf((float)(w->shape[1] * w->shape[2]));
+        } else {
+            bound = 1.0f / sqrtf((float)(t->shape[1] * t->shape[2]));
+        }
+        for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+    }
+    for (int i = 0; i < m->state_table.count; i++) {
+        const param_tensor_t *t = &m->state_table.t[i];
+        float v = strstr(t->name, "running_var") ? 1.0f : 0.0f;
+        for (int64_t j = 0; j < t->numel; j++) m->host_state[t->offset + j] = v;
+    }
+}
+
+// ---- activations ---------------------------------------------------------------------------
+
+static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
+    tdnn_free(&e->block0, m);
+    for (int i = 0; i < 3; i++) seres_free(&e->blocks[i], m);
+    tdnn_free(&e->mfa, m);
+    asp_free(&e->asp, m);
+    if (e->has_visual) {
+        tdnn_free(&e->vis.blocks[0], m);
+        tdnn_free(&e->vis.blocks[1], m);
+        asp_free(&e->vis.asp, m);
+        float **const vb[] = {&e->vis.x, &e->vis.g_h, &e->vis.g_mid, &e->vis.g_tmp};
+        for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
+    }
+    float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,    &e->pooled_bn, &e->bn_mean,
+                            &e->bn_rstd, &e->emb,     &e->aam_cache, &e->g3[0],     &e->g3[1],
+                            &e->gblk[0], &e->gblk[1], &e->gblk[2],   &e->gblk[3],   &e->gvec[0],
+                            &e->gvec[1], &e->g_emb,   &e->work,      &e->scalars,   &e->row_loss};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    e->cap_b = 0;
+    e->cap_bt = 0;
+    e->work_floats = 0;
+}
+
+// Largest conv / AAM workspace any layer needs for B samples of T frames.
+static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
+    size_t w = m->be->aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
+    const tdnn_t *all[] = {
+        &e->block0, &e->mfa, &e->blocks[0].tdnn1, &e->blocks[0].res[0], &e->blocks[1].res[0], &e->blocks[2].res[0]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        size_t need = tdnn_work_floats(all[i], m, B, T);
+        if (need > w) w = need;
+    }
+    size_t need = asp_work_floats(&e->asp, m, B, T);
+    if (need > w) w = need;
+    if (e->has_visual) {
+        int Tv = T / (int)e->d.vratio;
+        for (int i = 0; i < 2; i++) {
+            need = tdnn_work_floats(&e->vis.blocks[i], m, B, Tv);
+            if (need > w) w = need;
+        }
+        need = asp_work_floats(&e->vis.asp, m, B, Tv);
+        if (need > w) w = need;
+    }
+    return w;
+}
+
+// Buffers hold cap_b samples and cap_bt sample-frames: any (B, T) within both fits, so
+// variable-length inference does not reallocate for every utterance.
+void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
+    size_t bt = (size_t)B * T, w = work_floats(e, m, B, T);
+    if (B <= e->cap_b && bt <= e->cap_bt && w <= e->work_floats) return;
+    if (e->cap_b > B) B = e->cap_b;
+    if (e->cap_bt > bt) bt = e->cap_bt;
+    if (e->work_floats > w) w = e->work_floats;
+    ecapa_free_acts(e, m);
+    const size_t F = (size_t)e->d.feat, C = (size_t)e->d.channels, E = (size_t)e->d.emb, P = (size_t)e->pooled_dim;
+    tdnn_alloc(&e->block0, m, bt);
+    for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], m, (int)C, (int)e->d.se, B, bt);
+    tdnn_alloc(&e->mfa, m, bt);
+    asp_alloc(&e->asp, m, B, bt);
+    size_t bv = 0;
+    if (e->has_visual) {
+        size_t Cv = (size_t)e->d.vchannels;
+        bv = bt / (size_t)e->d.vratio + (size_t)B;
+        tdnn_alloc(&e->vis.blocks[0], m, bv);
+        tdnn_alloc(&e->vis.blocks[1], m, bv);
+        asp_alloc(&e->vis.asp, m, B, bv);
+        e->vis.x = model_buf(m, bv * (size_t)e->d.vfeat);
+        e->vis.g_h = model_buf(m, bv * Cv);
+        e->vis.g_mid = model_buf(m, bv * Cv);
+        e->vis.g_tmp = model_buf(m, bv * Cv);
+    }
+    e->x = model_buf(m, bt * F);
+    e->cat = model_buf(m, bt * 3 * C);
+    e->pooled = model_buf(m, (size_t)B * P);
+    e->pooled_bn = model_buf(m, (size_t)B * P);
+    e->bn_mean = model_buf(m, P);
+    e->bn_rstd = model_buf(m, P);
+    e->emb = model_buf(m, (size_t)B * E);
+    e->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, (int)E, (int)e->d.classes));
+    for (int i = 0; i < 2; i++)
+        e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
+    for (int i = 0; i < 4; i++) e->gblk[i] = model_buf(m, bt * C);
+    for (int i = 0; i < 2; i++) e->gvec[i] = model_buf(m, (size_t)B * P);
+    e->g_emb = model_buf(m, (size_t)B * E);
+    e->work = model_buf(m, w);
+    e->scalars = model_buf(m, 2);
+    e->row_loss = model_buf(m, (size_t)B);
+    e->work_floats = w;
+    e->cap_b = B;
+    e->cap_bt = bt;
+}
+
+// ---- forward / backward ------------------------------------------------------------------------
+
+void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
+    const spk_backend_t *K = m->be;
+    const int F = (int)e->d.feat, C = (int)e->d.channels, E = (int)e->d.emb, se = (int)e->d.se, P = (int)e->pooled_dim;
+    const float *p = m->params;
+    float *st = m->state;
+    SPK_ASSERT(B <= e->cap_b && (size_t)B * T <= e->cap_bt && work_floats(e, m, B, T) <= e->work_floats);
+    K->batch_transpose(e->x, frames, B, T, F);  // (B, T, F) -> (B, F, T)
+    tdnn_forward(&e->block0, m, e->x, B, T, train, e->work);
+    const float *in = e->block0.y;
+    for (int i = 0; i < 3; i++) {
+        seres_forward(&e->blocks[i], m, in, C, se, B, T, train, e->work);
+        in = e->blocks[i].out;
+        K->channel_slice_copy(e->cat + (size_t)i * C * T, 3 * C, in, C, B, C, T);
+    }
+    tdnn_forward(&e->mfa, m, e->cat, B, T, train, e->work);
+    asp_forward(&e->asp, m, e->mfa.y, e->pooled, P, B, T, train, e->work);
+    if (e->has_visual) {  // visual statistics fill pooled[6C, 6C + 2Cv)
+        visual_t *v = &e->vis;
+        const int Tv = T / (int)e->d.vratio;
+        K->batch_transpose(v->x, vframes, B, Tv, (int)e->d.vfeat);
+        tdnn_forward(&v->blocks[0], m, v->x, B, Tv, train, e->work);
+        tdnn_forward(&v->blocks[1], m, v->blocks[0].y, B, Tv, train, e->work);
+        asp_forward(&v->asp, m, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, train, e->work);
+    }
+    if (train)
+        model_batchnorm_train(m, e->pooled_bn, e->bn_mean, e->bn_rstd, e->asp_bn_mean, e->asp_bn_var, e->pooled,
+                              e->asp_bn_w, e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
+    else
+        K->batchnorm1d_forward_infer(e->pooled_bn, e->pooled, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
+                                     p + e->asp_bn_b, B, P, 1, 1e-5f);
+    K->linear_forward(e->emb, e->pooled_bn, p + e->fc_w, p + e->fc_b, B, P, E);
+}
+
+static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B, int T) {
+    const spk_backend_t *K = m->be;
+    visual_t *v = &e->vis;
+    const int C = (int)e->d.channels, Cv = (int)e->d.vchannels, P = (int)e->pooled_dim, Tv = T / (int)e->d.vratio;
+    const size_t n = (size_t)B * Cv * Tv;
+    K->vec_zero(v->g_h, n);
+    asp_backward(&v->asp, m, v->g_h, d_pooled + 6 * C, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, e->work);
+    K->vec_zero(v->g_mid, n);
+    tdnn_backward(&v->blocks[1], m, v->g_mid, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
+    tdnn_backward(&v->blocks[0], m, NULL, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
+}
+
+void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, int B, int T) {
+    const spk_backend_t *K = m->be;
+    const int F = (int)e->d.feat, C = (int)e->d.channels, E = (int)e->d.emb, se = (int)e->d.se, P = (int)e->pooled_dim;
+    const size_t bt = (size_t)B * T;
+    float *d_pooled_bn = e->gvec[0], *d_pooled = e->gvec[1];
+    float *dh = e->g3[0], *d_cat = e->g3[1];
+
+    K->vec_zero(d_pooled_bn, (size_t)B * P);
+    model_linear_backward(m, d_pooled_bn, e->fc_w, e->fc_b, g_emb, e->pooled_bn, B, P, E);
+    model_grads_ready(m, e->fc_b + E);
+    K->vec_zero(d_pooled, (size_t)B * P);
+    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->pooled, e->bn_mean, e->bn_rstd, B,
+                             P, 1);
+    model_grads_ready(m, e->asp_bn_b + P);
+    if (e->has_visual) {
+        visual_backward(e, m, d_pooled, B, T);
+        model_grads_ready(m, tdnn_end(&e->vis.blocks[0]));
+    }
+
+    K->vec_zero(dh, bt * 3 * C);
+    asp_backward(&e->asp, m, dh, d_pooled, e->mfa.y, e->pooled, P, B, T, e->work);
+    model_grads_ready(m, tdnn_end(&e->asp.tdnn));
+
+    // MFA and the blocks, last first; each block's output gradient collects its uses.
+    K->vec_zero(d_cat, bt * 3 * C);
+    tdnn_backward(&e->mfa, m, d_cat, dh, e->cat, B, T, e->asp.g_w, e->work);
+    model_grads_ready(m, tdnn_end(&e->mfa));
+    for (int i = 0; i < 3; i++) K->channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
+    K->vec_zero(e->gblk[0], bt * C);
+    // The pooling scratch and the MFA input gradient (copied out) serve the blocks now.
+    float *const scratch[4] = {e->asp.g_w, e->asp.g_logit, dh, d_cat};
+    for (int i = 2; i >= 0; i--) {
+        const float *x = i == 0 ? e->block0.y : e->blocks[i - 1].out;
+        seres_backward(&e->blocks[i], m, e->gblk[i], e->gblk[i + 1], x, C, se, B, T, scratch, e->work);
+        model_grads_ready(m, tdnn_end(&e->blocks[i].tdnn1));
+    }
+    float *dx = NULL;
+    if (dframes) {
+        dx = d_cat;
+        K->vec_zero(dx, bt * F);
+    }
+    tdnn_backward(&e->block0, m, dx, e->gblk[0], e->x, B, T, dh, e->work);
+    model_grads_ready(m, m->table.total);
+    if (dframes) K->batch_transpose(dframes, dx, B, F, T);  // (B, F, T) -> (B, T, F)
+}
+
+// ---- model_t interface -------------------------------------------------------------------------
+
+static int batch_frames(const batch_t *b) {
+    int T = (int)(b->frame_off[1] - b->frame_off[0]);
+    for (int i = 1; i < b->n; i++) SPK_ASSERT(b->frame_off[i + 1] - b->frame_off[i] == T);
+    return T;
+}
+
+// Forward and AAM loss of a batch; the loss and the correct count are fetched back without
+// waiting (model_read_stats), so a training step queues its backward before the host waits.
+// Returns the labels as the backend sees them.
+static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
+    const spk_backend_t *K = m->be;
+    const int T = batch_frames(b), B = b->n;
+    ecapa_reserve(e, m, B, T);
+    const size_t xb = (size_t)B * T * e->d.feat * sizeof(float), lb = (size_t)B * sizeof(int);
+    const size_t vb = e->has_visual ? (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float) : 0;
+    model_stage_begin(m, xb + vb + lb);
+    const float *x = model_stage(m, b->x, xb);
+    const float *vx = e->has_visual ? model_stage(m, b->vx, vb) : NULL;
+    const int *labels = model_stage(m, b->labels, lb);
+    model_stage_ready(m);
+    model_round_params(m);
+    ecapa_forward(e, m, x, vx, B, T, train);
+    const int E = (int)e->d.emb, S = (int)e->d.classes;
+    int *correct = (int *)(e->scalars + 1);
+    if (!m->invariant) {
+        K->aam_softmax_forward(e->scalars, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
+                               e->margin, e->scale, e->work);
+    } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; e->scalars[0] is unused)
+        K->aam_softmax_forward_rows(e->row_loss, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
+                                    e->margin, e->scale, e->work);
+        model_sum_losses(m, e->row_loss, B, train ? m->group : 1);
+    }
+    model_stats_fetch(m, e->scalars, B);
+    return labels;
+}
+
+static void train_step(model_t *m, const batch_t *b) {
+    ecapa_t *e = m->impl;
+    const spk_backend_t *K = m->be;
+    const int64_t global = model_begin_step(m, b->n);
+    const int *labels = forward_loss(e, m, b, 1);
+    const int E = (int)e->d.emb, S = (int)e->d.classes;
+    K->vec_zero(e->g_emb, (size_t)b->n * E);
+    if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
+        K->aam_softmax_backward_exact(e->g_emb, m->grads + e->cls_w, xsum_at(m->xgrads, e->cls_w), 1.0f / (float)global,
+                                      e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n, E, S, e->margin,
+                                      e->scale, e->work, m->group);
+    else
+        K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels,
+                                b->n, E, S, e->margin, e->scale, e->work);
+    model_grads_ready(m, e->cls_w + (int64_t)S * E);
+    ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
+}
+
+static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
+    forward_loss(m->impl, m, b, 0);
+    model_read_stats(m, st);
+}
+
+// Inference-mode embeddings; samples of equal length go through together, others one by one.
+static void embed(model_t *m, const batch_t *b, float *out) {
+    ecapa_t *e = m->impl;
+    const int64_t E = e->d.emb, F = e->d.feat, Fv = e->d.vfeat;
+    model_round_params(m);
+    int i = 0;
+    while (i < b->n) {
+        int64_t T = b->frame_off[i + 1] - b->frame_off[i];
+        int j = i + 1;
+        while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
+        ecapa_reserve(e, m, j - i, (int)T);
+        const size_t xb = (size_t)((j - i) * T * F) * sizeof(float);
+        const int64_t Tv = e->has_visual ? b->vframe_off[i + 1] - b->vframe_off[i] : 0;
+        const size_t vb = (size_t)((j - i) * Tv * Fv) * sizeof(float);
+        model_stage_begin(m, xb + vb);
+        const float *x = model_stage(m, b->x + b->frame_off[i] * F, xb);
+        const float *vx = e->has_visual ? model_stage(m, b->vx + b->vframe_off[i] * Fv, vb) : NULL;
+        model_stage_ready(m);
+        ecapa_forward(e, m, x, vx, j - i, (int)T, 0);
+        m->be->download(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
+        i = j;
+    }
+}
+
+// Margin ramp: 0 before margin_start, linear to the full margin at margin_end.
+static void set_epoch(model_t *m, int64_t epoch) {
+    ecapa_t *e = m->impl;
+    if (e->margin_end <= e->margin_start) {
+        e->margin = epoch >= e->margin_start ? e->margin_max : 0.0f;
+        return;
+    }
+    double f = (double)(epoch - e->margin_start) / (double)(e->margin_end - e->margin_start);
+    e->margin = (float)(e->margin_max * fmin(fmax(f, 0.0), 1.0));
+}
+
+static void free_impl(model_t *m) { ecapa_free_acts(m->impl, m); }
+
+static const model_ops_t ecapa_ops = {train_step, eval_step, embed, set_epoch, free_impl};
+
+void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
+    ecapa_t *e = callocCheck(1, sizeof *e);
+    if (cfg->channels % ECAPA_SCALE != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --channels %lld must be a multiple of %d (Res2Net scale)", cfg->name,
+                     (long long)cfg->channels, ECAPA_SCALE);
+    e->d = (ecapa_dims_t){.feat = m->feature_dim,
+                          .channels = cfg->channels,
+                          .att = cfg->att_channels,
+                          .se = cfg->se_channels,
+                          .emb = cfg->emb_dim,
+                          .classes = m->num_classes};
+    e->has_visual = strcmp(cfg->name, "ecapa-av") == 0;
+    if (e->has_visual) {
+        if (m->visual_dim <= 0)
+            spk_fail_all(SPK_EXIT_DATA, "--model ecapa-av needs a dataset with a /visual stream (%s has none)",
+                         data->source ? data->source : "the dataset");
+        e->d.vfeat = m->visual_dim;
+        e->d.vchannels = cfg->visual_channels;
+        e->d.vratio = m->visual_ratio;
+    }
+    e->pooled_dim = 6 * e->d.channels + 2 * e->d.vchannels;
+    e->margin_max = e->margin = (float)cfg->margin;
+    e->scale = (float)cfg->scale;
+    e->margin_start = cfg->margin_warmup_start;
+    e->margin_end = cfg->margin_warmup_end;
+    ecapa_register(e, m);
+    m->ops = &ecapa_ops;
+    m->impl = e;
+    // Crops cover whole visual frames; every convolution needs more frames than its padding
+    // (audio: 4 at dilation 4; visual: 2 at dilation 2).
+    int64_t crop = cfg->frames > 0 ? cfg->frames : ECAPA_FRAMES, r = e->has_visual ? e->d.vratio : 1;
+    m->input = (loader_spec_t){.crop = crop - crop % r,
+                               .min_frames = e->has_visual ? 3 * r > 5 ? 3 * r : 5 : 5,
+                               .cmn = 1,
+                               .visual = e->has_visual};
+    if (m->input.crop < m->input.min_frames)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
+                     (long long)cfg->frames, (long long)m->input.min_frames);
+    m->emb_dim = cfg->emb_dim;
+    m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
+    model_alloc_buffers(m, data);
+    ecapa_init_params(e, m, cfg->seed);
+}
+
+// Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the
+// SE and embedding layers once.
+double ecapa_forward_flop(const model_config_t *cfg, int64_t feat) {
+    const int64_t F = feat;
+    double c = (double)cfg->channels, t = (double)cfg->frames, f = 0;
+    f += 2.0 * F * c * 5 * t;                            // block 0
+    f += 3 * (2 * (2.0 * c * c * t) +                    // tdnn1, tdnn2
+              7 * 2.0 * (c / 8) * (c / 8) * 3 * t +      // Res2Net branches
+              2 * 2.0 * c * 128);                        // SE
+    f += 2.0 * 3 * c * 3 * c * t;                        // MFA
+    f += 2.0 * 9 * c * 128 * t + 2.0 * 128 * 3 * c * t;  // attention
+    f += 2.0 * 6 * c * 192;                              // embedding
+    return f;
+}

@@ -1,0 +1,27 @@
+// The layers every family shares whose calls differ in the world-size-invariant mode
+// (app/model/layers/model_layers.c): parameter gradients and BatchNorm in training.
+// Parameters are named by their offsets in the table (b < 0: no bias). By default these are
+// the kernels' own calls, gradients accumulating in m->grads and BatchNorm using this rank's
+// batch (PyTorch DDP); in the invariant mode every sample's contribution goes to the exact sums
+// m->xgrads (m->grads serving as scratch) and BatchNorm normalises over the global batch.
+#pragma once
+#include "app/model/core/model_core.h"
+
+#include <stdint.h>
+
+// Conv1d weight and bias gradients (b < 0: none) and dx += : bf16 models on the forward's rounded
+// input xh (x unused), the invariant mode as exact sums, else conv1d_backward.
+void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                           const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation, float *work);
+// Dense layer y = x W^T + b: W (Out, In) at w.
+void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
+                           int Out);
+void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
+                           const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum);
+void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                              const float *mean, const float *rstd, int B, int C, int T);
+// Invariant mode only: the gradient at c (row stride ldc) += sum_i op(A_i) op(B_i)
+// (spk_sgemm_batched_exact), and the gradient at c (n) += the sum of the rows of x (rows, n).
+void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const float *A, int lda,
+                           int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch);
+void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n);

@@ -1,0 +1,85 @@
+#include "io/common/metrics.h"
+
+#include "kernels/base/check.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void put(json_line_t *j, const char *fmt, const char *key, const char *val) {
+    int w = snprintf(j->buf + j->len, sizeof j->buf - j->len, fmt, j->len > 1 ? ", " : "", key, val);
+    if (w > 0 && (size_t)w < sizeof j->buf - j->len) j->len += (size_t)w;
+}
+
+void json_begin(json_line_t *j) { j->len = (size_t)snprintf(j->buf, sizeof j->buf, "{"); }
+
+void json_int(json_line_t *j, const char *key, int64_t v) {
+    char s[32];
+    snprintf(s, sizeof s, "%lld", (long long)v);
+    put(j, "%s\"%s\": %s", key, s);
+}
+
+void json_num(json_line_t *j, const char *key, double v) {
+    char s[32];
+    if (isfinite(v))
+        snprintf(s, sizeof s, "%.9g", v);
+    else
+        snprintf(s, sizeof s, "null");
+    put(j, "%s\"%s\": %s", key, s);
+}
+
+void json_end(json_line_t *j) {
+    if (j->len + 2 < sizeof j->buf) {
+        j->buf[j->len++] = '}';
+        j->buf[j->len] = 0;
+    }
+}
+
+void metrics_append(const char *path, const json_line_t *j) {
+    FILE *f = fopen(path, "a");
+    if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot open the metrics file (%s)", path, strerror(errno));
+    if (fprintf(f, "%s\n", j->buf) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)", path, strerror(errno));
+    fclose(f);
+}
+
+// The integer value of "key" in a JSON line, or -1.
+static int64_t line_value(const char *line, const char *key) {
+    char pattern[64];
+    const int n = snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(line, pattern);
+    return p ? strtoll(p + n, NULL, 10) : -1;
+}
+
+// Keeps the whole lines whose "key" is in [0, limit) (atomic rewrite).
+static void keep_below(const char *path, const char *key, int64_t limit) {
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) spk_die(SPK_EXIT_FAILURE, "%s: cannot rewrite the metrics file (%s)", tmp, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        int64_t v = line_value(line, key);
+        if (v >= 0 && v < limit && line[n - 1] == '\n') fputs(line, out);
+    }
+    free(line);
+    fclose(in);
+    if (fflush(out) != 0 || fsync(fileno(out)) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)", tmp, strerror(errno));
+    fclose(out);
+    if (rename(tmp, path) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot replace the metrics file (%s)", path, strerror(errno));
+}
+
+void metrics_truncate_from(const char *path, int64_t epoch) { keep_below(path, "epoch", epoch); }
+
+void metrics_truncate_after_step(const char *path, int64_t global_step) {
+    keep_below(path, "global_step", global_step + 1);
+}

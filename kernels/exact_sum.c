@@ -1,0 +1,43 @@
+// The exact sums' host helpers (kernels/exact_sum.h): their memory layout, and the raises,
+// merges and reads of sums in host memory that the cross-rank reduction, the models and the
+// trainer use whatever the backend (the backends' ops: kernels/cpu/exact_sum.c,
+// kernels/cuda/exact_sum.cu).
+#include "kernels/exact_sum.h"
+
+#include "kernels/exact_sum_math.h"
+
+#define PAR_MIN 16384
+
+static size_t bin_bytes(int64_t n) { return ((size_t)n + 63) & ~(size_t)63; }
+
+size_t xsum_bytes(int64_t n) { return bin_bytes(n) + 2 * sizeof(int64_t) * (size_t)n; }
+
+xsum_t xsum_layout(void *buf, int64_t n) {
+    char *p = buf;
+    int64_t *limbs = (int64_t *)(p + bin_bytes(n));
+    return (xsum_t){(int8_t *)p, limbs, limbs + n};
+}
+
+void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        int J = s.bin[i];
+        xsum_raise(&J, &s.hi[i], &s.lo[i], bin[i]);
+        s.bin[i] = (int8_t)J;
+    }
+}
+
+void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int J = dst.bin[i], K = src.bin[i];
+        int64_t shi = src.hi[i], slo = src.lo[i];
+        const int to = J > K ? J : K;
+        xsum_raise(&J, &dst.hi[i], &dst.lo[i], to);
+        xsum_raise(&K, &shi, &slo, to);
+        dst.bin[i] = (int8_t)to;
+        dst.hi[i] = (int64_t)((uint64_t)dst.hi[i] + (uint64_t)shi);
+        dst.lo[i] = (int64_t)((uint64_t)dst.lo[i] + (uint64_t)slo);
+    }
+}
+
+double xsum_value_of(xsum_t s, int64_t i) { return xsum_value(s.bin[i], s.hi[i], s.lo[i]); }
