@@ -6,9 +6,12 @@
 #include "kernels/aam_softmax.h"
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
+#include "kernels/batchnorm2d.h"
 #include "kernels/bf16.h"
 #include "kernels/conv1d.h"
 #include "kernels/conv1d_bf16.h"
+#include "kernels/conv2d.h"
+#include "kernels/conv2d_bf16.h"
 #include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -30,12 +33,22 @@
     X(conv1d_bf16_workspace_floats) \
     X(conv1d_bf16_forward)          \
     X(conv1d_bf16_backward)         \
+    X(conv2d_workspace_floats)      \
+    X(conv2d_forward)               \
+    X(conv2d_backward)              \
+    X(conv2d_bf16_workspace_floats) \
+    X(conv2d_bf16_forward)          \
+    X(conv2d_bf16_backward)         \
     X(bf16_from_f32)                \
     X(bf16_to_f32)                  \
     X(bf16_fold_from_f32)           \
     X(batchnorm1d_forward_train)    \
     X(batchnorm1d_forward_infer)    \
     X(batchnorm1d_backward)         \
+    X(batchnorm2d_workspace_floats) \
+    X(batchnorm2d_forward_train)    \
+    X(batchnorm2d_forward_infer)    \
+    X(batchnorm2d_backward)         \
     X(relu_forward)                 \
     X(relu_backward)                \
     X(relu_mask)                    \
@@ -51,6 +64,8 @@
     X(weighted_stats_backward)      \
     X(softmax_time_forward)         \
     X(softmax_time_backward)        \
+    X(tstp_forward)                 \
+    X(tstp_backward)                \
     X(channel_slice_copy)           \
     X(channel_slice_add)            \
     X(time_repeat_forward)          \

@@ -52,3 +52,19 @@ void softmax_time_backward(float *dx,                                      // (B
                            const float *dy,                                // (B, C, T)
                            const float *y,                                 // (B, C, T) forward output
                            int B, int C, int T);
+
+// ---- temporal statistics of channels-last maps (WeSpeaker's TSTP) --------------------------
+// x (B, H, W, C) with W the time axis (kernels/conv2d.h's layout); per channel c and height h:
+//   out[b, c*H + h]         = mean_w x[b,h,w,c]
+//   out[b, C*H + c*H + h]   = sqrt(var_w x[b,h,w,c] + eps),  var unbiased (over W - 1; W > 1)
+// which is torch.cat((x.mean(-1), torch.sqrt(torch.var(x, -1) + eps)), 1) of the (B, C, H, W)
+// map flattened from dimension 1 (eps = 1e-7 in WeSpeaker). Backward ACCUMULATES into dx and
+// takes the forward's output.
+void tstp_forward(float *out,      // (B, 2*C*H)
+                  const float *x,  // (B, H, W, C)
+                  int B, int H, int W, int C, float eps);
+void tstp_backward(float *dx,          // (B, H, W, C) +=
+                   const float *dout,  // (B, 2*C*H)
+                   const float *x,     // (B, H, W, C)
+                   const float *out,   // (B, 2*C*H) from forward
+                   int B, int H, int W, int C);

@@ -46,16 +46,7 @@ static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16 *A, 
 }
 
 #ifdef SPK_USE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
-
-#define dnnlCheck(call)                                                                          \
-    do {                                                                                         \
-        dnnl_status_t st_ = (call);                                                              \
-        if (st_ != dnnl_success)                                                                 \
-            spk_die_at(__FILE__, __LINE__, SPK_EXIT_FAILURE, "oneDNN call %s failed: %s", #call, \
-                       dnnl_status2str(st_));                                                    \
-    } while (0)
+#include "kernels/cpu/dnnl_check.h"
 
 // One matmul shape. Batched shapes have batch > 0; plain ones batch = 0.
 typedef struct {

@@ -178,3 +178,49 @@ void softmax_time_backward(float *dx, const float *dy, const float *y, int B, in
         for (int t = 0; t < T; t++) o[t] += p[t] * (g[t] - s);
     }
 }
+
+// ---- TSTP over channels-last maps -------------------------------------------------------------
+// Parallel over (b, h); each channel is summed over w in order, in double. The maps are the
+// encoder's last and smallest (W is a few dozen frames), so the strided reads cost little.
+
+void tstp_forward(float *out, const float *x, int B, int H, int W, int C, float eps) {
+    SPK_ASSERT(B > 0 && H > 0 && W > 1 && C > 0);
+    const size_t P = (size_t)C * H;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *xr = x + ((size_t)b * H + h) * W * C;
+            float *o = out + (size_t)b * 2 * P;
+            for (int c = 0; c < C; c++) {
+                double m = 0.0, v = 0.0;
+                for (int w = 0; w < W; w++) m += xr[(size_t)w * C + c];
+                m /= W;
+                for (int w = 0; w < W; w++) {
+                    const double d = xr[(size_t)w * C + c] - m;
+                    v += d * d;
+                }
+                o[(size_t)c * H + h] = (float)m;
+                o[P + (size_t)c * H + h] = sqrtf((float)(v / (W - 1)) + eps);
+            }
+        }
+}
+
+// d mean / dx = 1 / W; d std / dx = (x - mean) / ((W - 1) std) (the mean's own change cancels).
+void tstp_backward(float *dx, const float *dout, const float *x, const float *out, int B, int H, int W, int C) {
+    SPK_ASSERT(B > 0 && H > 0 && W > 1 && C > 0);
+    const size_t P = (size_t)C * H;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *o = out + (size_t)b * 2 * P, *g = dout + (size_t)b * 2 * P;
+            const size_t row = ((size_t)b * H + h) * W * C;
+            for (int c = 0; c < C; c++) {
+                const size_t i = (size_t)c * H + h;
+                const float gm = g[i] / (float)W, mu = o[i], gs = g[P + i] / ((float)(W - 1) * o[P + i]);
+                for (int w = 0; w < W; w++) {
+                    const size_t j = row + (size_t)w * C + c;
+                    dx[j] += gm + gs * (x[j] - mu);
+                }
+            }
+        }
+}

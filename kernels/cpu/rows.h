@@ -1,5 +1,5 @@
 // Row helpers of the CPU softmaxes, loss heads and reductions (xent.c, aam_softmax.c,
-// pooling.c, batchnorm.c, conv1d.c), as kernels/cuda/rows.cuh and launch.cuh are on the GPU.
+// pooling.c, batchnorm.c, conv1d.c, conv2d.c), as kernels/cuda/rows.cuh and launch.cuh are on the GPU.
 #pragma once
 #include <stddef.h>
 
@@ -12,6 +12,20 @@ static inline float spk_row_sum(const float *x, int n) {
 #pragma omp simd reduction(+ : s)
     for (int j = 0; j < n; j++) s += x[j];
     return s;
+}
+
+// sums[c] += the sum over the N rows of x (N, C) of column c: channels-last maps' channel sums
+// (the 2-D convolutions' bias gradient). Threads take blocks of 16 columns, each summed over
+// the rows in order in double, so the result does not depend on the thread count.
+static inline void spk_rows_channel_sums(float *sums, const float *x, size_t N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        const int cn = C - c0 < 16 ? C - c0 : 16;
+        double acc[16] = {0};
+        for (size_t i = 0; i < N; i++)
+            for (int c = 0; c < cn; c++) acc[c] += x[i * (size_t)C + c0 + c];
+        for (int c = 0; c < cn; c++) sums[c0 + c] += (float)acc[c];
+    }
 }
 
 // First index of the maximum of z[0..n).

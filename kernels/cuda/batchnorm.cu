@@ -8,7 +8,7 @@
 // mean; a per-channel kernel finishes them, an elementwise one applies them.
 // The world-size-invariant kernels (below) sum each sample in double by one block per channel
 // and add the per-sample sums to exact sums.
-#include "kernels/cuda/channel_sums.cuh"
+#include "kernels/cuda/batchnorm_common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/exact_sum_math.h"
 
@@ -86,19 +86,6 @@ __global__ void bn_grad_sum_kernel(spk_fsum *sums, const float *dy, const float 
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
     spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
-}
-
-// One thread per channel: dbias += sum dy, dweight += sum dy xhat, and their means for dx.
-__global__ void bn_grad_finish_kernel(float *dweight, float *dbias, float *means, const spk_fsum *sums, int C, int S,
-                                      size_t N) {
-    SPK_GRID_LOOP(c, (size_t)C) {
-        const double sdy = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 0));
-        const double sdyx = spk_fsum_double(spk_channel_total(sums, (int)c, S, 2, 1));
-        if (dbias) dbias[c] += (float)sdy;
-        if (dweight) dweight[c] += (float)sdyx;
-        means[2 * c] = (float)(sdy / (double)N);
-        means[2 * c + 1] = (float)(sdyx / (double)N);
-    }
 }
 
 __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,

@@ -1,7 +1,7 @@
 // Per-channel sums over the N = B*T positions of (B, C, T) tensors (BatchNorm statistics and
-// gradients, convolution bias gradients) in two deterministic stages, so that narrow layers
-// still fill the GPU (one block per channel gave 128 blocks for 132 SMs, each reading 25,600
-// values two or three times):
+// gradients, convolution bias gradients), and over the rows of channels-last (N, C) ones
+// (below), in two deterministic stages, so that narrow layers still fill the GPU (one block
+// per channel gave 128 blocks for 132 SMs, each reading 25,600 values two or three times):
 //   stage 1: C x S blocks; block (c, s) sums channel c over samples [s B / S, (s + 1) B / S) in
 //            a fixed per-thread order and the fixed block tree (launch.cuh), and stores the
 //            partial (compensated) sum;
@@ -47,10 +47,11 @@ __device__ __forceinline__ void spk_channel_partial(spk_fsum *part, int B, int C
     }
 }
 
-// The term of plain sums: the tensor's values.
+// The term of plain sums: the tensor's values (the second form for spk_rows_channel_partial).
 struct spk_value_term {
     const float *x;
     __device__ void operator()(size_t o, float *v) const { v[0] = x[o]; }
+    __device__ void operator()(size_t o, int, float *v) const { v[0] = x[o]; }
 };
 
 // Stage 2: channel c's k-th sum from its S partials, added in order.
@@ -58,6 +59,60 @@ __device__ __forceinline__ spk_fsum spk_channel_total(const spk_fsum *part, int 
     spk_fsum t = spk_fsum_zero();
     for (int s = 0; s < S; s++) t = t + part[((size_t)c * S + s) * NV + k];
     return t;
+}
+
+// Stage 2 of plain sums (NV = 1): out[c] += channel c's total.
+static __global__ void spk_channel_totals_add_kernel(float *out, const spk_fsum *part, int C, int S) {
+    SPK_GRID_LOOP(c, (size_t)C) out[c] += spk_fsum_value(spk_channel_total(part, (int)c, S, 1, 0));
+}
+static inline void spk_channel_totals_add(float *out, const spk_fsum *part, int C, int S) {
+    SPK_LAUNCH(spk_channel_totals_add_kernel, spk_grid((size_t)C), out, part, C, S);
+}
+
+// ---- channels-last rows ---------------------------------------------------------------------
+// The same two stages over the N rows of a channels-last (N, C) tensor (2-D maps, N = B*H*W;
+// kernels/cuda/batchnorm2d.cu, conv2d_common.cuh). Stage 1 runs ceil(C / 32) x S blocks: block
+// (j, s) sums channels [32 j, 32 j + 32) over rows [s N / S, (s + 1) N / S), its threads as 32
+// channel lanes (a warp reads 32 consecutive floats of a row) times 8 row lanes; row lane l
+// takes rows l, l + 8, ... of the range in order, and the 8 row lanes are added by the fixed
+// tree of spk_block_fold. Partials land where spk_channel_total reads them. S depends on N and
+// C alone (~1024 blocks, at least 256 rows each).
+#define SPK_ROWS_CHANNELS 32                                      // channels of a block
+#define SPK_ROWS_LANES    (SPK_CUDA_THREADS / SPK_ROWS_CHANNELS)  // rows it reads at a time
+
+static inline int spk_rows_channel_splits(size_t N, int C) {
+    const size_t blocks = ((size_t)C + SPK_ROWS_CHANNELS - 1) / SPK_ROWS_CHANNELS;
+    size_t s = (1024 + blocks - 1) / blocks;
+    if (s > N / 256) s = N / 256;
+    if (s > 65535) s = 65535;
+    return s < 1 ? 1 : (int)s;
+}
+
+static inline dim3 spk_rows_channel_grid(int C, int S) {
+    SPK_ASSERT(C > 0 && S > 0 && S <= 65535);
+    return dim3((unsigned)((C + SPK_ROWS_CHANNELS - 1) / SPK_ROWS_CHANNELS), (unsigned)S);
+}
+
+// Stage 1, called by every thread of a spk_rows_channel_grid launch: NV sums per element,
+// term(offset of (row, c), c, v) giving them, into part[(c * S + s) * NV + k].
+template <int NV, typename Term>
+__device__ __forceinline__ void spk_rows_channel_partial(spk_fsum *part, size_t N, int C, const Term &term,
+                                                         spk_fsum *sh) {
+    const int lane = threadIdx.x % SPK_ROWS_CHANNELS, row_lane = threadIdx.x / SPK_ROWS_CHANNELS;
+    const int c = blockIdx.x * SPK_ROWS_CHANNELS + lane, s = blockIdx.y, S = gridDim.y;
+    spk_fsum acc[NV];
+    for (int k = 0; k < NV; k++) acc[k] = spk_fsum_zero();
+    if (c < C)
+        for (size_t i = N * s / S + row_lane; i < N * (s + 1) / S; i += SPK_ROWS_LANES) {
+            float v[NV];
+            term(i * C + c, c, v);
+            for (int k = 0; k < NV; k++) spk_fsum_add(&acc[k], v[k]);
+        }
+    for (int k = 0; k < NV; k++) {  // every thread reaches every barrier
+        spk_block_fold(acc[k], sh, SPK_ROWS_CHANNELS);
+        if (row_lane == 0 && c < C) part[((size_t)c * S + s) * NV + k] = sh[lane];
+        __syncthreads();
+    }
 }
 
 // Device scratch for the partials of NV sums per channel, followed by `extra` floats (the

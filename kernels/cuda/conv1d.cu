@@ -57,6 +57,12 @@ __global__ void reflect_fold_add_kernel(float *dx, const float *g, size_t rows, 
     }
 }
 
+// The plan: a convolution of height 1 on NCHW floats over the padded input (conv_plans.cuh).
+const spk_conv_plan_t &plan_of(int B, int Cin, int Cout, int T, int K, int dilation) {
+    const spk_conv_geom_t g = {1, B, Cin, Cout, 1, 2 * conv_pad(K, dilation), 1, K, 1, 1, 0, 0, 1, dilation, 0, 0};
+    return spk_conv_plan(g, T);
+}
+
 float *cudnn_workspace(float *workspace, int B, int Cin, int T, int K, int dilation) {
     return workspace + pad_floats(B, Cin, T, K, dilation);
 }
@@ -65,14 +71,14 @@ float *cudnn_workspace(float *workspace, int B, int Cin, int T, int K, int dilat
 
 extern "C" size_t conv1d_workspace_floats_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = plan_of(B, Cin, Cout, T, K, dilation);
     return pad_floats(B, Cin, T, K, dilation) + round64((pl.ws_bytes + 3) / 4);
 }
 
 extern "C" void conv1d_forward_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
                                     int Cout, int T, int K, int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = plan_of(B, Cin, Cout, T, K, dilation);
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));
     const float one = 1.0f, zero = 0.0f;
@@ -94,7 +100,7 @@ extern "C" void conv1d_backward_cuda(float *dx, float *dw, float *dbias, const f
                                      float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
-    const spk_conv_plan_t &pl = spk_conv_plan(B, Cin, Cout, T, K, dilation);
+    const spk_conv_plan_t &pl = plan_of(B, Cin, Cout, T, K, dilation);
     cudnnHandle_t h = spk_cudnn_handle();
     const int p = conv_pad(K, dilation);
     SPK_ASSERT(workspace != nullptr || (p == 0 && pl.ws_bytes == 0));

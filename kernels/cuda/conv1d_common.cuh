@@ -26,10 +26,6 @@ __global__ void bias_grad_sum_kernel(spk_fsum *sums, const float *dy, int B, int
     spk_channel_partial<1>(sums, B, Cout, T, spk_value_term{dy}, sh);
 }
 
-__global__ void bias_grad_add_kernel(float *dbias, const spk_fsum *sums, int Cout, int S) {
-    SPK_GRID_LOOP(o, (size_t)Cout) dbias[o] += spk_fsum_value(spk_channel_total(sums, (int)o, S, 1, 0));
-}
-
 // y (B, Cout, T) += bias (Cout)
 inline void conv_bias_forward(float *y, const float *bias, int B, int Cout, int T) {
     const size_t rows = (size_t)B * Cout;
@@ -41,7 +37,7 @@ inline void conv_bias_backward(float *dbias, const float *dy, int B, int Cout, i
     const int S = spk_channel_splits(B, Cout, T);
     spk_fsum *sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
     SPK_LAUNCH(bias_grad_sum_kernel, spk_channel_grid(Cout, S), sums, dy, B, Cout, T);
-    SPK_LAUNCH(bias_grad_add_kernel, spk_grid((size_t)Cout), dbias, sums, Cout, S);
+    spk_channel_totals_add(dbias, sums, Cout, S);
 }
 
 }  // namespace

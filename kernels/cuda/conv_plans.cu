@@ -10,6 +10,9 @@
 //                   (the user asked for tensor cores; PyTorch's default takes those too), else
 //                   a deterministic result of another math type; never the fp16
 //                   down-conversion. The result's math type goes onto the pass's descriptor.
+//   bf16 data       (the bf16 convolutions, whatever --tf32 says) a deterministic tensor-core
+//                   result, else a deterministic one of another math type: bf16 runs stay
+//                   bitwise reproducible; never the fp16 down-conversion.
 // SPKDDP_CUDNN_FAST=1 counts every result as deterministic. A candidate is taken only once it
 // has run: each is executed on scratch tensors of the plan's shape, and one that cuDNN refuses
 // to run, or whose workspace is over the cap (SPKDDP_CUDNN_WORKSPACE_MB, default the smaller of
@@ -34,8 +37,9 @@
 
 namespace {
 
-// Training uses ~7 shapes, plus 7 for a short last batch and 7 per evaluation batch size;
-// inference adds 7 per length bucket, which evict each other but not the training plans.
+// ECAPA training uses ~7 shapes, plus 7 for a short last batch and 7 per evaluation batch size;
+// inference adds 7 per length bucket, which evict each other but not the training plans. A
+// ResNet34 has 11 convolution shapes.
 const int kPlans = 64;
 spk_conv_plan_t g_plans[kPlans];
 long long g_serial = 0;      // plans made
@@ -87,15 +91,13 @@ size_t workspace_cap() {
     return free_b / 8 < gib ? free_b / 8 : gib;
 }
 
-int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }
-
 // Lengths up to 64 are their own bucket; above, 8 buckets per octave (the largest length of
 // each is at most 12.5% above its smallest).
-int length_bucket(int T) {
-    if (T <= 64) return T;
+int length_bucket(int len) {
+    if (len <= 64) return len;
     int step = 1;
-    while ((T - 1) / step >= 16) step *= 2;
-    return (T + step - 1) / step * step;
+    while ((len - 1) / step >= 16) step *= 2;
+    return (len + step - 1) / step * step;
 }
 
 // ---- names ----------------------------------------------------------------------------------
@@ -146,28 +148,67 @@ void describe_pass(char *buf, size_t cap, const spk_conv_plan_t &pl, int pass) {
                  (double)p.ws_bytes / (1 << 20), how);
 }
 
+// "B=16 Cin=32 Cout=32 T=200 (bucket 208) K=3 d=2" into buf (2-D: H, W, kernel, stride, padding,
+// dilation, data type).
+void describe_shape(char *buf, size_t cap, const spk_conv_plan_t &pl) {
+    const spk_conv_geom_t &g = pl.geom;
+    if (g.dims == 1)
+        snprintf(buf, cap, "B=%d Cin=%d Cout=%d T=%d (bucket %d) K=%d d=%d", g.B, g.Cin, g.Cout, pl.len, pl.bucket,
+                 g.KW, g.DW);
+    else
+        snprintf(buf, cap, "B=%d Cin=%d Cout=%d H=%d W=%d (bucket %d) k=%dx%d s=%d,%d p=%d,%d d=%d,%d %s %s", g.B,
+                 g.Cin, g.Cout, g.H, pl.len + g.W_extra, pl.bucket, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW,
+                 g.nhwc ? "NHWC" : "NCHW", g.bf16 ? "bf16" : "fp32");
+}
+
 void print_plan(FILE *f, const spk_conv_plan_t &pl) {
-    char d[3][224];
+    char d[3][224], shape[160];
     for (int i = 0; i < 3; i++) describe_pass(d[i], sizeof d[i], pl, i);
-    fprintf(f, "conv1d B=%d Cin=%d Cout=%d T=%d (bucket %d) K=%d d=%d: %s; %s; %s; used %lld times\n", pl.key[0],
-            pl.key[1], pl.key[2], pl.T, pl.key[3], pl.key[4], pl.key[5], d[0], d[1], d[2], pl.uses);
+    describe_shape(shape, sizeof shape, pl);
+    fprintf(f, "conv%dd %s: %s; %s; %s; used %lld times\n", pl.geom.dims, shape, d[0], d[1], d[2], pl.uses);
 }
 
 // ---- choosing -------------------------------------------------------------------------------
 
+// What a plan's candidates may be (the list at the top).
+enum Precision { kFp32, kTf32, kBf16 };
+
+Precision precision(const spk_conv_plan_t &pl) { return pl.geom.bf16 ? kBf16 : g_tf32 ? kTf32 : kFp32; }
+
 // The preference tier of a heuristic result (0 first), or -1 when this precision may not run it.
 template <typename Perf>
-int tier(const Perf &p) {
+int tier(const Perf &p, Precision prec) {
     if (p.status != CUDNN_STATUS_SUCCESS) return -1;
     const bool det = p.determinism == CUDNN_DETERMINISTIC || fast_algorithms();
-    if (!g_tf32) return det && (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) ? 0 : -1;
+    if (prec == kFp32) return det && (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) ? 0 : -1;
     if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return -1;  // fp16 inputs
-    if (p.mathType == CUDNN_TENSOR_OP_MATH) return det ? 0 : 1;
+    if (p.mathType == CUDNN_TENSOR_OP_MATH) return det ? 0 : prec == kTf32 ? 1 : -1;
     return det ? 2 : -1;
 }
 
-// The math type a taken result runs in: FMA in fp32 (never tensor cores), its own with TF32.
-cudnnMathType_t run_math(cudnnMathType_t reported) { return g_tf32 ? reported : CUDNN_FMA_MATH; }
+// The math type a taken result runs in: FMA in fp32 (never tensor cores), else its own.
+cudnnMathType_t run_math(cudnnMathType_t reported, Precision prec) { return prec == kFp32 ? CUDNN_FMA_MATH : reported; }
+
+// An output axis's size; the plan's output height and width and the elements of its x, y and w,
+// at its current length.
+int out_size(int in, int pad, int dil, int k, int stride) { return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1; }
+int out_h(const spk_conv_plan_t &pl) {
+    const spk_conv_geom_t &g = pl.geom;
+    return out_size(g.H, g.PH, g.DH, g.KH, g.SH);
+}
+int out_w(const spk_conv_plan_t &pl) {
+    const spk_conv_geom_t &g = pl.geom;
+    return out_size(pl.len + g.W_extra, g.PW, g.DW, g.KW, g.SW);
+}
+size_t x_elems(const spk_conv_plan_t &pl) {
+    const spk_conv_geom_t &g = pl.geom;
+    return (size_t)g.B * g.Cin * g.H * (pl.len + g.W_extra);
+}
+size_t y_elems(const spk_conv_plan_t &pl) { return (size_t)pl.geom.B * pl.geom.Cout * out_h(pl) * out_w(pl); }
+size_t w_elems(const spk_conv_plan_t &pl) {
+    const spk_conv_geom_t &g = pl.geom;
+    return (size_t)g.Cout * g.Cin * g.KH * g.KW;
+}
 
 // cuDNN's query of one pass's workspace for `algo` at the descriptors' current shape.
 cudnnStatus_t pass_workspace(const spk_conv_plan_t &pl, int pass, int algo, size_t *bytes) {
@@ -185,13 +226,13 @@ cudnnStatus_t pass_workspace(const spk_conv_plan_t &pl, int pass, int algo, size
     }
 }
 
-// Scratch tensors of a plan's shape (x padded, y, w) and a workspace of the cap, made when the
-// first candidate is tried and freed once the pass is chosen. Filled with a non-zero pattern:
-// some kernels run faster on zeros.
+// Scratch tensors of a plan's shape (x, y, w) and a workspace of the cap, made when the first
+// candidate is tried and freed once the pass is chosen. Filled with a non-zero pattern: some
+// kernels run faster on zeros.
 struct Trial {
     const spk_conv_plan_t &pl;
     size_t cap;
-    float *x = nullptr, *y = nullptr, *w = nullptr;
+    void *x = nullptr, *y = nullptr, *w = nullptr;
     void *ws = nullptr;
     size_t ws_bytes = 0;
     cudaEvent_t t0 = nullptr, t1 = nullptr;
@@ -205,10 +246,9 @@ struct Trial {
 
     void ensure_buffers(size_t bytes) {
         if (!x) {
-            const size_t B = pl.key[0], Cin = pl.key[1], Cout = pl.key[2], T = pl.T;
-            const size_t xb = B * Cin * (T + 2 * conv_pad(pl.key[4], pl.key[5])) * sizeof(float);
-            const size_t yb = B * Cout * T * sizeof(float), wb = Cout * Cin * pl.key[4] * sizeof(float);
-            x = (float *)spk_cuda_malloc(xb), y = (float *)spk_cuda_malloc(yb), w = (float *)spk_cuda_malloc(wb);
+            const size_t elem = pl.geom.bf16 ? 2 : sizeof(float);
+            const size_t xb = x_elems(pl) * elem, yb = y_elems(pl) * elem, wb = w_elems(pl) * elem;
+            x = spk_cuda_malloc(xb), y = spk_cuda_malloc(yb), w = spk_cuda_malloc(wb);
             cudaStream_t s = spk_cuda_stream_checked();
             cudaCheck(cudaMemsetAsync(x, 0x3c, xb, s));
             cudaCheck(cudaMemsetAsync(y, 0x3c, yb, s));
@@ -268,16 +308,17 @@ struct Trial {
 template <typename Perf, typename Algo>
 void pick(spk_conv_plan_t &pl, int pass, const Perf *perf, int n, Algo fallback) {
     Trial trial(pl, workspace_cap());
+    const Precision prec = precision(pl);
     spk_conv_pass_t &out = pl.pass[pass];
     out = spk_conv_pass_t{};
     int best = -1;
     for (int t = 0; t <= 2 && best < 0; t++)
         for (int i = 0; i < n; i++) {
-            if (tier(perf[i]) != t) continue;
+            if (tier(perf[i], prec) != t) continue;
             size_t bytes = 0;
             float ms = 0;
             out.tried++;
-            if (!trial.attempt(pass, (int)perf[i].algo, run_math(perf[i].mathType), &bytes, &ms)) {
+            if (!trial.attempt(pass, (int)perf[i].algo, run_math(perf[i].mathType, prec), &bytes, &ms)) {
                 out.failed++;
                 continue;
             }
@@ -288,23 +329,23 @@ void pick(spk_conv_plan_t &pl, int pass, const Perf *perf, int n, Algo fallback)
             if (!timed_search()) break;
         }
     if (best >= 0) {
-        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[pass], run_math(perf[best].mathType)));
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[pass], run_math(perf[best].mathType, prec)));
         return;
     }
     size_t bytes = 0;
     float ms = 0;
     out.tried++;
-    if (!trial.attempt(pass, (int)fallback, CUDNN_FMA_MATH, &bytes, &ms))
+    if (!trial.attempt(pass, (int)fallback, CUDNN_FMA_MATH, &bytes, &ms)) {
+        char shape[160];
+        describe_shape(shape, sizeof shape, pl);
         spk_die(SPK_EXIT_FAILURE,
-                "cuDNN runs no algorithm for the %s pass of a convolution of B=%d Cin=%d Cout=%d T=%d K=%d "
-                "dilation=%d: the %d candidate(s) offered and the classic %s refused it or needed more workspace than "
-                "the %.0f MiB "
-                "cap (SPKDDP_CUDNN_WORKSPACE_MB)",
+                "cuDNN runs no algorithm for the %s pass of a convolution of %s: the %d candidate(s) offered and the "
+                "classic %s refused it or needed more workspace than the %.0f MiB cap (SPKDDP_CUDNN_WORKSPACE_MB)",
                 pass == SPK_CONV_FWD        ? "forward"
                 : pass == SPK_CONV_BWD_DATA ? "backward-data"
                                             : "backward-filter",
-                pl.key[0], pl.key[1], pl.key[2], pl.T, pl.key[4], pl.key[5], out.tried - 1,
-                algo_name(pass, (int)fallback), (double)trial.cap / (1 << 20));
+                shape, out.tried - 1, algo_name(pass, (int)fallback), (double)trial.cap / (1 << 20));
+    }
     out.algo = (int)fallback, out.reported = CUDNN_FMA_MATH, out.deterministic = 1, out.fallback = 1;
     out.ws_bytes = bytes, out.ms = ms;
 }
@@ -348,15 +389,17 @@ void choose_all(spk_conv_plan_t &pl) {
 
 // ---- descriptors ----------------------------------------------------------------------------
 
-void set_length(spk_conv_plan_t &pl, int T) {
-    const int B = pl.key[0], Cin = pl.key[1], Cout = pl.key[2], K = pl.key[4], d = pl.key[5];
-    cudnnCheck(
-        cudnnSetTensor4dDescriptor(pl.xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cin, 1, T + 2 * conv_pad(K, d)));
-    cudnnCheck(cudnnSetTensor4dDescriptor(pl.yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, Cout, 1, T));
+cudnnTensorFormat_t format(const spk_conv_geom_t &g) { return g.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+cudnnDataType_t data_type(const spk_conv_geom_t &g) { return g.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+
+void set_length(spk_conv_plan_t &pl, int len) {
+    const spk_conv_geom_t &g = pl.geom;
+    pl.len = len;
+    cudnnCheck(cudnnSetTensor4dDescriptor(pl.xd, format(g), data_type(g), g.B, g.Cin, g.H, len + g.W_extra));
+    cudnnCheck(cudnnSetTensor4dDescriptor(pl.yd, format(g), data_type(g), g.B, g.Cout, out_h(pl), out_w(pl)));
     int on = 0, oc = 0, oh = 0, ow = 0;
     cudnnCheck(cudnnGetConvolution2dForwardOutputDim(pl.cd[SPK_CONV_FWD], pl.xd, pl.wd, &on, &oc, &oh, &ow));
-    SPK_ASSERT(on == B && oc == Cout && oh == 1 && ow == T);
-    pl.T = T;
+    SPK_ASSERT(on == g.B && oc == g.Cout && oh == out_h(pl) && ow == out_w(pl));
 }
 
 void update_workspace(spk_conv_plan_t &pl) {
@@ -365,10 +408,10 @@ void update_workspace(spk_conv_plan_t &pl) {
         if (pl.pass[i].ws_bytes > pl.ws_bytes) pl.ws_bytes = pl.pass[i].ws_bytes;
 }
 
-// Re-sets the descriptors to length T and asks for the workspaces there; an algorithm the
-// bucket's choice cannot run at exactly T is chosen anew for T.
-void bind_length(spk_conv_plan_t &pl, int T) {
-    set_length(pl, T);
+// Re-sets the descriptors to this length and asks for the workspaces there; an algorithm the
+// bucket's choice cannot run at exactly this length is chosen anew for it.
+void bind_length(spk_conv_plan_t &pl, int len) {
+    set_length(pl, len);
     for (int i = 0; i < 3; i++)
         if (pass_workspace(pl, i, pl.pass[i].algo, &pl.pass[i].ws_bytes) != CUDNN_STATUS_SUCCESS) {
             choose_all(pl);
@@ -397,7 +440,7 @@ spk_conv_plan_t &victim() {
     return *v;
 }
 
-spk_conv_plan_t &make_plan(const int key[6]) {
+spk_conv_plan_t &make_plan(const spk_conv_geom_t &g, int bucket) {
     spk_conv_plan_t &pl = victim();
     // cuDNN reads descriptors during the API call, not when the queued kernels run, so the
     // evicted plan's descriptors can go now.
@@ -407,32 +450,34 @@ spk_conv_plan_t &make_plan(const int key[6]) {
     cudnnCheck(cudnnCreateFilterDescriptor(&pl.wd));
     for (int i = 0; i < 3; i++) cudnnCheck(cudnnCreateConvolutionDescriptor(&pl.cd[i]));
     pl.valid = 1;  // from here on destroy_plan must release the descriptors
-    memcpy(pl.key, key, sizeof pl.key);
+    pl.geom = g;
+    pl.bucket = bucket;
     pl.uses = 0;
     pl.serial = ++g_serial;
-    cudnnCheck(cudnnSetFilter4dDescriptor(pl.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, key[2], key[1], 1, key[4]));
+    cudnnCheck(cudnnSetFilter4dDescriptor(pl.wd, data_type(g), format(g), g.Cout, g.Cin, g.KH, g.KW));
     for (int i = 0; i < 3; i++) {
-        cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd[i], 0, 0, 1, 1, 1, key[5], CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT));
-        // What the heuristics may offer: FMA only (fp32-accurate), or with TF32 allowed
-        // (CUDNN_DEFAULT_MATH permits TF32 tensor cores for fp32 on Ampere and newer).
-        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[i], g_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+        cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd[i], g.PH, g.PW, g.SH, g.SW, g.DH, g.DW,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        // What the heuristics may offer: FMA only (fp32-accurate), or with tensor cores allowed
+        // (CUDNN_DEFAULT_MATH permits TF32 for fp32 on Ampere and newer, and bf16 tensor cores).
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[i], precision(pl) == kFp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     }
-    set_length(pl, key[3]);  // choose for the bucket's largest length
+    set_length(pl, bucket);  // choose for the bucket's largest length
     choose_all(pl);
     return pl;
 }
 
 }  // namespace
 
-const spk_conv_plan_t &spk_conv_plan(int B, int Cin, int Cout, int T, int K, int dilation) {
-    const int key[6] = {B, Cin, Cout, length_bucket(T), K, dilation};
+const spk_conv_plan_t &spk_conv_plan(const spk_conv_geom_t &g, int length) {
+    const int bucket = length_bucket(length);
     spk_conv_plan_t *pl = nullptr;
     for (int i = 0; i < kPlans && !pl; i++)
-        if (g_plans[i].valid && memcmp(g_plans[i].key, key, sizeof key) == 0) pl = &g_plans[i];
+        if (g_plans[i].valid && g_plans[i].bucket == bucket && memcmp(&g_plans[i].geom, &g, sizeof g) == 0)
+            pl = &g_plans[i];
     const bool fresh = !pl;
-    if (fresh) pl = &make_plan(key);
-    if (pl->T != T || fresh) bind_length(*pl, T);
+    if (fresh) pl = &make_plan(g, bucket);
+    if (pl->len != length || fresh) bind_length(*pl, length);
     pl->uses++;
     if (fresh && verbose()) print_plan(stderr, *pl);
     return *pl;

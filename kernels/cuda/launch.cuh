@@ -77,15 +77,23 @@ __device__ __forceinline__ double spk_fsum_double(spk_fsum a) { return (double)a
 // gets the block total. The tree (pairs at distance 128, 64, ..., 1) is the same on every run,
 // so with each thread's partial built in a fixed order the result is bitwise reproducible.
 // `sh` is shared memory of SPK_CUDA_THREADS elements; it may be reused right after the call.
+
+// The tree down to distance `width` (a power of two): sh[t] for t < width is then the sum over
+// the threads t, t + width, t + 2 width, ... Reuse sh only after a __syncthreads.
 template <typename V>
-__device__ __forceinline__ V spk_block_sum(V v, V *sh) {
+__device__ __forceinline__ void spk_block_fold(V v, V *sh, int width) {
     const int tid = threadIdx.x;
     sh[tid] = v;
     __syncthreads();
-    for (int s = SPK_CUDA_THREADS / 2; s > 0; s >>= 1) {
+    for (int s = SPK_CUDA_THREADS / 2; s >= width; s >>= 1) {
         if (tid < s) sh[tid] = sh[tid] + sh[tid + s];
         __syncthreads();
     }
+}
+
+template <typename V>
+__device__ __forceinline__ V spk_block_sum(V v, V *sh) {
+    spk_block_fold(v, sh, 1);
     const V r = sh[0];
     __syncthreads();
     return r;

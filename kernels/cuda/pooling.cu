@@ -1,7 +1,8 @@
 // Time pooling and reweighting over (B, C, T) (kernels/pooling.h). Row reductions run one block
 // per (b, c) row: each thread sums a fixed strided subset of the T positions (compensated fp32,
-// launch.cuh), then a
-// fixed tree (deterministic, no atomics); results are rounded to float like the CPU's.
+// launch.cuh), then a fixed tree (deterministic, no atomics); results are rounded to float like
+// the CPU's. The TSTP of channels-last maps sums along a strided axis instead: one thread per
+// output, the time positions in order (below).
 #include "kernels/cuda/launch.cuh"
 
 namespace {
@@ -132,7 +133,54 @@ __global__ void softmax_time_bwd_kernel(float *dx, const float *dy, const float 
     SPK_ROW_LOOP(t, T) o[t] += p[t] * (g[t] - s);
 }
 
+// ---- TSTP over channels-last maps ---------------------------------------------------------
+// One thread per (b, h, c), threads of consecutive channels reading consecutive floats of each
+// time step; W (a few dozen frames at the encoder's end) summed in order, compensated fp32: the
+// mean, then the squared deviations from it.
+__global__ void tstp_fwd_kernel(float *out, const float *x, int H, int W, int C, size_t n, float eps) {
+    SPK_GRID_LOOP(i, n) {
+        const size_t c = i % C, bh = i / C, b = bh / H, h = bh - b * H;
+        const float *r = x + bh * W * C + c;
+        spk_fsum acc = spk_fsum_zero();
+        for (int w = 0; w < W; w++) spk_fsum_add(&acc, r[(size_t)w * C]);
+        const float mu = (float)(spk_fsum_double(acc) / W);
+        acc = spk_fsum_zero();
+        for (int w = 0; w < W; w++) {
+            const float d = r[(size_t)w * C] - mu;
+            spk_fsum_add(&acc, d * d);
+        }
+        const size_t P = (size_t)C * H, o = b * 2 * P + c * H + h;
+        out[o] = mu;
+        out[o + P] = sqrtf((float)(spk_fsum_double(acc) / (W - 1)) + eps);
+    }
+}
+
+// dx += dmean / W + dstd (x - mean) / ((W - 1) std) (the mean's own change cancels), one thread
+// per element of dx.
+__global__ void tstp_bwd_kernel(float *dx, const float *dout, const float *x, const float *out, int H, int W, int C,
+                                size_t n) {
+    SPK_GRID_LOOP(j, n) {
+        const size_t c = j % C, bh = j / C / W, b = bh / H, h = bh - b * H;
+        const size_t P = (size_t)C * H, i = b * 2 * P + c * H + h;
+        const float gm = dout[i] / (float)W, gs = dout[P + i] / ((float)(W - 1) * out[P + i]);
+        dx[j] += gm + gs * (x[j] - out[i]);
+    }
+}
+
 }  // namespace
+
+extern "C" void tstp_forward_cuda(float *out, const float *x, int B, int H, int W, int C, float eps) {
+    SPK_ASSERT(B > 0 && H > 0 && W > 1 && C > 0);
+    const size_t n = (size_t)B * H * C;
+    SPK_LAUNCH(tstp_fwd_kernel, spk_grid(n), out, x, H, W, C, n, eps);
+}
+
+extern "C" void tstp_backward_cuda(float *dx, const float *dout, const float *x, const float *out, int B, int H, int W,
+                                   int C) {
+    SPK_ASSERT(B > 0 && H > 0 && W > 1 && C > 0);
+    const size_t n = (size_t)B * H * W * C;
+    SPK_LAUNCH(tstp_bwd_kernel, spk_grid(n), dx, dout, x, out, H, W, C, n);
+}
 
 extern "C" void time_mean_forward_cuda(float *m, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);

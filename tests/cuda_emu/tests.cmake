@@ -86,10 +86,11 @@ add_test(NAME cuda_emu_e2e_device
 set_tests_properties(cuda_emu_e2e_device PROPERTIES TIMEOUT 600)
 
 # cuDNN candidates are run before they are taken: a refused one gives way, nothing running is a
-# sentence, SPKDDP_CUDNN_SEARCH=time times them (cudnn_choice.sh).
+# sentence, SPKDDP_CUDNN_SEARCH=time times them (cudnn_choice.sh); the 2-D convolutions too.
 add_test(NAME cuda_emu_cudnn_choice
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/cudnn_choice.sh $<TARGET_FILE:test_kernel_conv1d_emu>
-                 ${_spk_emu_work}/cuda_emu_cudnn_choice)
+                 ${_spk_emu_work}/cuda_emu_cudnn_choice $<TARGET_FILE:test_kernel_conv2d_emu>
+                 $<TARGET_FILE:test_kernel_conv2d_bf16_emu>)
 
 # A machine without a driver is a GPU-less machine (skipped); a driver older than the runtime
 # is a failure naming both versions, in the device test and in `--device cuda`; `auto` says why

@@ -1,8 +1,11 @@
 // The cuDNN plan cache (kernels/cuda/conv_plans.cu): lengths share plans by bucket, the
 // algorithms of a bucket do not depend on which of its lengths came first, and a stream of
 // one-off inference lengths evicts other inference plans but never a plan training keeps
-// using. GPU only (or the CUDA stand-in); without a CUDA device it reports SKIPPED (exit 77).
+// using; the 2-D convolutions' widths share plans the same way, and their float and bf16 forms
+// have plans of their own. GPU only (or the CUDA stand-in); without a CUDA device it reports
+// SKIPPED (exit 77).
 #include "../kernels/backends.h"
+#include "kernels/conv2d.h"
 
 #ifdef SPKDDP_HAVE_CUDA
 static long long plans_made(void) {
@@ -62,11 +65,33 @@ static void plan_checks(void) {
     dev_release();
     test_release();
 }
+
+// The 2-D convolutions (kernels/cuda/conv2d.cu, conv2d_bf16.cu): the width is the length.
+static void plan_checks_2d(void) {
+    conv2d_shape_t s = {2, 8, 8, 6, 150, 3, 3, 1, 2, 1, 1, 1, 1};
+    spk_conv1d_cuda_release_plans();
+    const long long chosen0 = selections();
+    for (s.W = 150; s.W <= 400; s.W++) g_be->conv2d_workspace_floats(&s);
+    const long long chosen = selections() - chosen0;
+    printf("conv2d at 251 widths (150..400): %lld algorithm choices\n", chosen);
+    check_true(chosen == 12, "2-D widths 150..400 share 12 bucket plans");
+    const long long made0 = plans_made();
+    s.W = 200;
+    g_be->conv2d_workspace_floats(&s);
+    check_true(plans_made() == made0, "a width of a planned bucket makes no plan");
+    g_be->conv2d_bf16_workspace_floats(&s);
+    check_true(plans_made() == made0 + 1, "the bf16 convolution of the same shape has a plan of its own");
+}
+
+static void all_checks(void) {
+    plan_checks();
+    plan_checks_2d();
+}
 #else
-static void plan_checks(void) {}  // never runs: without CUDA the test is skipped
+static void all_checks(void) {}  // never runs: without CUDA the test is skipped
 #endif
 
 int main(int argc, char **argv) {
     (void)argc;
-    return test_main_cuda(argv[0], "test_gpu_conv_plans", 20250101, plan_checks);
+    return test_main_cuda(argv[0], "test_gpu_conv_plans", 20250101, all_checks);
 }

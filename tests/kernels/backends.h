@@ -127,7 +127,7 @@ __attribute__((format(printf, 1, 2))) static const char *cname(const char *fmt, 
 
 // The gradient outputs of a backward call under check (backward accumulates): random prefills,
 // copied to the host for the CPU kernel and twice to the backend for two runs.
-#define MAX_GRADS 3
+#define MAX_GRADS 4
 typedef struct {
     int n;
     size_t len[MAX_GRADS];

@@ -1,7 +1,9 @@
 // Time pooling ops: time mean, channel scale, weighted statistics (explicit and uniform
-// weights, packed and [mean | std] strided outputs, clamp), softmax over time. Forward vs
-// double references, finite-difference backward for every input, accumulation; then every
-// backend against the CPU kernels (tests/kernels/backends.h).
+// weights, packed and [mean | std] strided outputs, clamp), softmax over time, and the TSTP of
+// channels-last maps (against PyTorch too, tests/golden/kernels2d_golden.h). Forward vs double
+// references, finite-difference backward for every input, accumulation; then every backend
+// against the CPU kernels (tests/kernels/backends.h).
+#include "../golden/kernels2d_golden.h"
 #include "backends.h"
 #include "kernels/pooling.h"
 
@@ -212,7 +214,64 @@ static void test_softmax(int B, int C, int T, float range) {
     test_release();
 }
 
+// ---- TSTP -------------------------------------------------------------------------------------
+typedef struct {
+    int B, H, W, C;
+    float *x, *out, *r;
+} tstp_ctx;
+
+static double tstp_loss(void *p) {
+    tstp_ctx *c = (tstp_ctx *)p;
+    tstp_forward(c->out, c->x, c->B, c->H, c->W, c->C, 1e-7f);
+    return dot_d(c->out, c->r, (size_t)c->B * 2 * c->C * c->H);
+}
+
+static void test_tstp(int B, int H, int W, int C) {
+    const size_t n = (size_t)B * H * W * C, no = (size_t)B * 2 * C * H;
+    tstp_ctx c = {B, H, W, C, rand_f(n, -1, 2), alloc_f(no), rand_f(no, -1, 1)};
+    tstp_loss(&c);
+    double *want = zeros_d(no);  // the double reference
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int k = 0; k < C; k++) {
+                double m = 0, v = 0;
+                for (int w = 0; w < W; w++) m += c.x[(((size_t)b * H + h) * W + w) * C + k];
+                m /= W;
+                for (int w = 0; w < W; w++) {
+                    const double d = c.x[(((size_t)b * H + h) * W + w) * C + k] - m;
+                    v += d * d;
+                }
+                want[(size_t)b * 2 * C * H + (size_t)k * H + h] = m;
+                want[(size_t)b * 2 * C * H + (size_t)C * H + (size_t)k * H + h] = sqrt(v / (W - 1) + 1e-7);
+            }
+    char nm[96];
+    snprintf(nm, sizeof nm, "tstp forward B%d H%d W%d C%d", B, H, W, C);
+    check_close_d(nm, c.out, want, no, 1e-5, 1e-6);
+    float *pre = rand_f(n, -1, 1), *dx = copy_f(pre, n), *fresh = zeros_f(n);
+    tstp_backward(dx, c.r, c.x, c.out, B, H, W, C);
+    tstp_backward(fresh, c.r, c.x, c.out, B, H, W, C);
+    snprintf(nm, sizeof nm, "tstp dx accumulates B%d H%d W%d C%d", B, H, W, C);
+    check_accumulated(nm, dx, pre, fresh, n);
+    snprintf(nm, sizeof nm, "fd tstp dx B%d H%d W%d C%d", B, H, W, C);
+    fd_check(nm, c.x, fresh, n, tstp_loss, &c, 1e-3f, 2e-3, 2e-3, 80);
+    test_release();
+}
+
+static void test_tstp_golden(void) {
+    const int B = G_TSTP_B, C = G_TSTP_C, H = G_TSTP_H, W = G_TSTP_W;
+    const size_t n = (size_t)B * H * W * C, no = (size_t)B * 2 * C * H;
+    float *out = alloc_f(no), *dx = zeros_f(n);
+    tstp_forward(out, g_tstp_x, B, H, W, C, 1e-7f);
+    check_close("PyTorch: tstp forward", out, g_tstp_out, no, 1e-6, 1e-7);
+    tstp_backward(dx, g_tstp_dout, g_tstp_x, out, B, H, W, C);
+    check_close("PyTorch: tstp dx", dx, g_tstp_dx, n, 1e-5, 1e-6);
+    test_release();
+}
+
 static void cpu_checks(void) {
+    test_tstp_golden();
+    test_tstp(2, 3, 5, 4);
+    test_tstp(3, 10, 25, 64);
     test_mean_scale(2, 3, 7);
     test_mean_scale(3, 5, 1);
     test_mean_scale(4, 40, 250);  // threaded path
@@ -318,7 +377,26 @@ static void backend_softmax_time(void) {
     test_release();
 }
 
+static void backend_tstp(void) {
+    const int B = 3, H = 10, W = 37, C = 70;
+    const size_t n = (size_t)B * H * W * C, no = (size_t)B * 2 * C * H;
+    float *x = rand_f(n, -1, 2), *out = alloc_f(no);
+    tstp_forward(out, x, B, H, W, C, 1e-7f);
+    float *x_ = dev_f(x, n), *out_ = dev_f(NULL, no);
+    g_be->tstp_forward(out_, x_, B, H, W, C, 1e-7f);
+    cmp("tstp forward", out_, out, no, TOL);
+    float *g = rand_f(no, -1, 1), *dx0 = rand_f(n, -1, 1), *dx = copy_f(dx0, n);
+    tstp_backward(dx, g, x, out, B, H, W, C);
+    float *g_ = dev_f(g, no), *dx_ = dev_f(dx0, n);
+    dev_set(out_, out, no);
+    g_be->tstp_backward(dx_, g_, x_, out_, B, H, W, C);
+    cmp("tstp backward", dx_, dx, n, TOL);
+    dev_release();
+    test_release();
+}
+
 static void backend_checks(void) {
+    backend_tstp();
     backend_mean_scale();
     backend_weighted_stats(0);
     backend_weighted_stats(1);

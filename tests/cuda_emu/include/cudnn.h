@@ -1,5 +1,6 @@
 // cuDNN's legacy convolution API as spkddp uses it (tests/cuda_emu: the CPU stand-in):
-// 4-d NCHW float tensors and filters, 2-d convolution descriptors with a math type, the
+// 4-d NCHW or NHWC tensors and filters of float, or of bfloat16 with float compute (cuDNN's
+// PSEUDO_BFLOAT16_CONFIG), 2-d convolution descriptors with a math type, the
 // v7 algorithm heuristics, workspace sizes, and forward / backward-data / backward-filter
 // convolutions, which run as plain loops queued on the handle's stream. The heuristics offer
 // a fixed, documented menu (tests/cuda_emu/runtime/conv_algorithms.cpp) so that spkddp's choice
@@ -33,7 +34,12 @@ typedef enum {
 } cudnnStatus_t;
 
 typedef enum { CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1 } cudnnTensorFormat_t;
-typedef enum { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1, CUDNN_DATA_HALF = 2 } cudnnDataType_t;
+typedef enum {
+    CUDNN_DATA_FLOAT = 0,
+    CUDNN_DATA_DOUBLE = 1,
+    CUDNN_DATA_HALF = 2,
+    CUDNN_DATA_BFLOAT16 = 9,
+} cudnnDataType_t;
 typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
 typedef enum {
     CUDNN_DEFAULT_MATH = 0,

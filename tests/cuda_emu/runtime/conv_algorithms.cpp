@@ -37,7 +37,9 @@ std::vector<ConvOffer> conv_offers(ConvPass pass, const ConvShape& g, cudnnMathT
                     offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_TENSOR_OP_MATH, 2 * crs + 64));
             ConvOffer fft =
                 offer(CUDNN_CONVOLUTION_FWD_ALGO_FFT, true, CUDNN_FMA_MATH, (size_t)g.n * g.c * g.h * g.w * 2);
-            if (g.dil_h > 1 || g.dil_w > 1 || g.stride_h > 1 || g.stride_w > 1) fft.status = CUDNN_STATUS_NOT_SUPPORTED;
+            // cuDNN's FFT convolutions take neither dilation nor stride, and NCHW float tensors only
+            if (g.dil_h > 1 || g.dil_w > 1 || g.stride_h > 1 || g.stride_w > 1 || g.x_nhwc || g.y_nhwc || g.bf16)
+                fft.status = CUDNN_STATUS_NOT_SUPPORTED;
             v.push_back(fft);
             v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, CUDNN_FMA_MATH, crs + 32));
             v.push_back(offer(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, true, CUDNN_FMA_MATH, 0));

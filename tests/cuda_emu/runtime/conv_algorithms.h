@@ -2,9 +2,9 @@
 // the math type a convolution descriptor permits. A fixed menu modelled on cuDNN's, so that a
 // caller's choice is exercised: a non-deterministic algorithm ranked first (it sums in another
 // order under each scheduling order), TF32 offers when tensor-op math is permitted (one with
-// the fp16 down-conversion first), an FFT that does not support dilation, and workspaces that
-// differ per algorithm and are really written. A convolution runs only with an algorithm and
-// math type that were offered for its shape.
+// the fp16 down-conversion first), an FFT that does not support dilation, stride, NHWC or
+// bfloat16, and workspaces that differ per algorithm and are really written. A convolution runs
+// only with an algorithm and math type that were offered for its shape.
 #pragma once
 #include <cstddef>
 #include <vector>

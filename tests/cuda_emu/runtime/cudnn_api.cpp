@@ -23,10 +23,14 @@ struct cudnnContext {
 struct cudnnTensorStruct {
     bool set = false;
     int n = 0, c = 0, h = 0, w = 0;
+    cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
 };
 struct cudnnFilterStruct {
     bool set = false;
     int k = 0, c = 0, h = 0, w = 0;
+    cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;  // NHWC: (K, R, S, C)
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
 };
 struct cudnnConvolutionStruct {
     bool set = false;
@@ -73,6 +77,13 @@ cudnnStatus_t max_count(cudnnHandle_t h, int* count, int n) {
     return CUDNN_STATUS_SUCCESS;
 }
 
+// The layouts and data types the stand-in runs (bfloat16 with float compute only: the
+// convolution descriptor's compute type is float).
+bool emulated(cudnnTensorFormat_t format, cudnnDataType_t type) {
+    return (format == CUDNN_TENSOR_NCHW || format == CUDNN_TENSOR_NHWC) &&
+           (type == CUDNN_DATA_FLOAT || type == CUDNN_DATA_BFLOAT16);
+}
+
 int out_dim(int in, int pad, int stride, int dil, int taps) {
     return (in + 2 * pad - (dil * (taps - 1) + 1)) / stride + 1;
 }
@@ -82,10 +93,16 @@ cudnnStatus_t shape_of(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cud
                        cudnnTensorDescriptor_t y, ConvShape* g) {
     if (!valid(x) || !valid(w) || !valid(conv) || !valid(y)) return bad("a descriptor is not created or not set");
     if (x->c != w->c) return bad("the input's channels differ from the filter's");
-    *g = ConvShape{
-        x->n, x->c,        x->h,        x->w,    w->k,    w->h,        w->w,        0,
-        0,    conv->pad_h, conv->pad_w, conv->u, conv->v, conv->dil_h, conv->dil_w, conv->mode == CUDNN_CONVOLUTION,
-        false};
+    if (x->type != w->type || y->type != x->type) return bad("the tensors and the filter have different data types");
+    *g = ConvShape{};
+    g->n = x->n, g->c = x->c, g->h = x->h, g->w = x->w;
+    g->k = w->k, g->r = w->h, g->s = w->w;
+    g->pad_h = conv->pad_h, g->pad_w = conv->pad_w, g->stride_h = conv->u, g->stride_w = conv->v;
+    g->dil_h = conv->dil_h, g->dil_w = conv->dil_w;
+    g->flip = conv->mode == CUDNN_CONVOLUTION;
+    g->x_nhwc = x->format == CUDNN_TENSOR_NHWC, g->y_nhwc = y->format == CUDNN_TENSOR_NHWC;
+    g->w_nhwc = w->format == CUDNN_TENSOR_NHWC;
+    g->bf16 = x->type == CUDNN_DATA_BFLOAT16;
     g->oh = out_dim(x->h, conv->pad_h, conv->u, conv->dil_h, w->h);
     g->ow = out_dim(x->w, conv->pad_w, conv->v, conv->dil_w, w->w);
     if (g->oh <= 0 || g->ow <= 0) return bad("the filter is larger than the padded input");
@@ -151,9 +168,9 @@ public:
            void* workspace, size_t workspace_bytes, bool descending)
         : pass_(pass),
           g_(g),
-          in1_((const float*)in1),
-          in2_((const float*)in2),
-          out_((float*)out),
+          in1_(in1),
+          in2_(in2),
+          out_(out),
           alpha_(alpha),
           beta_(beta),
           workspace_(workspace),
@@ -177,8 +194,8 @@ public:
 private:
     ConvPass pass_;
     ConvShape g_;
-    const float *in1_, *in2_;
-    float* out_;
+    const void *in1_, *in2_;
+    void* out_;
     float alpha_, beta_;
     void* workspace_;
     size_t workspace_bytes_;
@@ -216,8 +233,7 @@ cudnnStatus_t convolve(ConvPass pass, cudnnHandle_t h, const void* alpha, cudnnT
         return CUDNN_STATUS_BAD_PARAM;
     }
     g.tf32 = o.math != CUDNN_FMA_MATH;
-    const size_t xb = (size_t)g.n * g.c * g.h * g.w * 4, wb = (size_t)g.k * g.c * g.r * g.s * 4,
-                 yb = (size_t)g.n * g.k * g.oh * g.ow * 4;
+    const size_t xb = conv_x_bytes(g), wb = conv_w_bytes(g), yb = conv_y_bytes(g);
     const Span xs{pass == ConvPass::backward_data ? out : in1, xb, "x"};
     const Span ws{pass == ConvPass::forward ? in2 : (pass == ConvPass::backward_data ? in1 : out), wb, "w"};
     const Span ys{pass == ConvPass::forward ? out : in2, yb, "y"};
@@ -300,24 +316,24 @@ cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) 
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format, cudnnDataType_t type,
                                          int n, int c, int h, int w) {
     if (!g_descriptors.count(d)) return bad("not a tensor descriptor");
-    if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) {
-        note("only NCHW float tensors are emulated");
+    if (!emulated(format, type)) {
+        note("only NCHW and NHWC tensors of float or bfloat16 are emulated");
         return CUDNN_STATUS_NOT_SUPPORTED;
     }
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return bad("a tensor dimension is not positive");
-    *d = cudnnTensorStruct{true, n, c, h, w};
+    *d = cudnnTensorStruct{true, n, c, h, w, format, type};
     return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
                                          int k, int c, int h, int w) {
     if (!g_descriptors.count(d)) return bad("not a filter descriptor");
-    if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT) {
-        note("only NCHW float filters are emulated");
+    if (!emulated(format, type)) {
+        note("only NCHW and NHWC filters of float or bfloat16 are emulated");
         return CUDNN_STATUS_NOT_SUPPORTED;
     }
     if (k <= 0 || c <= 0 || h <= 0 || w <= 0) return bad("a filter dimension is not positive");
-    *d = cudnnFilterStruct{true, k, c, h, w};
+    *d = cudnnFilterStruct{true, k, c, h, w, format, type};
     return CUDNN_STATUS_SUCCESS;
 }
 

@@ -1,0 +1,57 @@
+// BatchNorm2d over channels-last (B, H, W, C) activations: statistics per channel over the
+// N = B*H*W rows of C channels, as PyTorch's BatchNorm2d (biased variance to normalise, the
+// unbiased one in the running variance, eps, momentum, affine; see kernels/batchnorm.h), with
+// a residual block's epilogue fused into the same pass over memory:
+//
+//   y = act(bn(x) + residual),  act = ReLU when relu is set, else the identity;
+//   residual may be NULL (no addition).
+//
+// The backward takes the forward's output y for the ReLU mask: g = relu ? dy * (y > 0) : dy.
+// It writes the residual's gradient (g) and the input's (BatchNorm's backward of g); both are
+// overwritten, or added to when `accumulate` is set (a residual network's gradient buffers
+// are mostly first writes, so overwriting saves clearing them). dweight and dbias ACCUMULATE.
+// Any gradient output may be NULL. y may alias x in the forward; nothing aliases in the backward.
+//
+// Deterministic: every backend sums in a partition of the rows fixed by the shape (the CPU: blocks
+// of 256 rows in float, combined in double in block order), so the result does not depend on
+// the thread count or on scheduling. workspace: 8-byte aligned (a buffer's start).
+#pragma once
+#include <stddef.h>
+
+void batchnorm2d_forward_train(float *y,               // (N, C)
+                               float *mean,            // (C) out, saved for backward
+                               float *rstd,            // (C) out, saved for backward
+                               float *running_mean,    // (C) updated, or NULL
+                               float *running_var,     // (C) updated, or NULL
+                               const float *x,         // (N, C)
+                               const float *weight,    // (C) or NULL
+                               const float *bias,      // (C) or NULL
+                               const float *residual,  // (N, C) or NULL
+                               int relu, int N, int C, float eps, float momentum,
+                               float *workspace);  // (batchnorm2d_workspace_floats)
+
+void batchnorm2d_forward_infer(float *y,                   // (N, C)
+                               const float *x,             // (N, C)
+                               const float *running_mean,  // (C)
+                               const float *running_var,   // (C)
+                               const float *weight,        // (C) or NULL
+                               const float *bias,          // (C) or NULL
+                               const float *residual,      // (N, C) or NULL
+                               int relu, int N, int C, float eps);
+
+void batchnorm2d_backward(float *dx,         // (N, C) = or += (accumulate); or NULL
+                          float *dresidual,  // (N, C) = or += (accumulate); or NULL
+                          int accumulate,
+                          float *dweight,       // (C) += ; or NULL
+                          float *dbias,         // (C) += ; or NULL
+                          const float *dy,      // (N, C)
+                          const float *y,       // (N, C) forward output (read when relu)
+                          const float *x,       // (N, C) forward input
+                          const float *weight,  // (C) or NULL
+                          const float *mean,    // (C) from forward
+                          const float *rstd,    // (C) from forward
+                          int relu, int N, int C,
+                          float *workspace);  // (batchnorm2d_workspace_floats)
+
+// Scratch of the training passes: the per-block partial sums.
+size_t batchnorm2d_workspace_floats(int N, int C);

@@ -1,0 +1,39 @@
+// Conv2d with bf16 operands: the convolution of kernels/conv2d.h (channels-last activations,
+// PyTorch-layout weights, zero padding, stride, dilation, bias) whose products take the input,
+// the weight and the output gradient rounded to bf16 (kernels/bf16.h) and accumulate in
+// float32. Outputs, bias and every gradient are float32; dx is overwritten or added to
+// (dx_accumulate) as in conv2d_backward, dw and dbias ACCUMULATE; any of them may be NULL. A
+// backend may round y, dx and dw to bf16 on the way (the CUDA one does: cuDNN's bf16 convolutions
+// write bf16, as PyTorch AMP's; kernels/cuda/conv2d_bf16.cu); the CPU's keep the float32 sums.
+//
+// The forward rounds x into xh (the caller's buffer, the same layout), which the backward reads
+// instead of x: the stored activation is half the bytes and needs no second rounding. x may be
+// NULL when xh already holds the rounded input. w is the bf16 copy of the float32 weight.
+//
+// Scratch: `workspace` of conv2d_bf16_workspace_floats(s) floats (contents do not carry over).
+// Call from a serial region.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/bf16.h"
+#include "kernels/conv2d.h"
+
+size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s);
+
+void conv2d_bf16_forward(float *y,           // (B, OH, OW, Cout)
+                         spk_bf16 *xh,       // (B, H, W, Cin) = bf16(x), written unless x is NULL
+                         const float *x,     // (B, H, W, Cin) or NULL
+                         const spk_bf16 *w,  // (Cout, Cin, KH, KW)
+                         const float *bias,  // (Cout) or NULL
+                         const conv2d_shape_t *s,
+                         float *workspace);  // (conv2d_bf16_workspace_floats)
+
+void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
+                          int dx_accumulate,
+                          float *dw,           // (Cout, Cin, KH, KW) += ; or NULL
+                          float *dbias,        // (Cout) += ; or NULL
+                          const float *dy,     // (B, OH, OW, Cout)
+                          const spk_bf16 *xh,  // (B, H, W, Cin) the forward's rounded input
+                          const spk_bf16 *w,   // (Cout, Cin, KH, KW)
+                          const conv2d_shape_t *s,
+                          float *workspace);  // (conv2d_bf16_workspace_floats)

@@ -1,0 +1,174 @@
+// BatchNorm2d over channels-last (N, C) rows (kernels/batchnorm2d.h). The statistics are sums
+// over blocks of BN2D_BLOCK rows (float, vectorised across the channels of a row), each block's
+// written to its own slot of the workspace and the slots combined in double in block order, so
+// the result depends on N alone, not on the thread count. One pass for the sums (shifted by
+// the mean of the first block, which keeps the variance from cancelling), one to apply them.
+#include "kernels/batchnorm2d.h"
+
+#include <stddef.h>
+
+#include "kernels/base/spk_assert.h"
+#include "kernels/elementwise_math.h"
+
+#define BN2D_BLOCK 256
+
+#define BN2D_LANES 64  // channels summed at a time: their partial sums stay in registers
+
+static int blocks_of(int N) { return (N + BN2D_BLOCK - 1) / BN2D_BLOCK; }
+
+// Workspace: the blocks' partial sums (two doubles per channel each), their totals (two doubles
+// per channel), then three floats per channel (the folded scale and shift, or the backward's
+// means).
+size_t batchnorm2d_workspace_floats(int N, int C) {
+    return 2 * ((size_t)blocks_of(N) + 1) * 2 * (size_t)C + 3 * (size_t)C;
+}
+
+typedef struct {
+    double *part, *sums;
+    float *a, *b, *c;  // (C) each
+} parts_t;
+
+static parts_t parts_of(float *workspace, int N, int C) {
+    parts_t p;
+    p.part = (double *)workspace;
+    p.sums = p.part + (size_t)blocks_of(N) * 2 * C;
+    p.a = (float *)(p.sums + 2 * (size_t)C);
+    p.b = p.a + C, p.c = p.b + C;
+    return p;
+}
+
+// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output.
+static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
+
+// Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
+// masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
+// shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
+static void block_sums(double *part, const float *x, const float *dy, const float *y, int relu, const float *shift,
+                       const float *scale, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < blocks_of(N); k++) {
+        double *p = part + (size_t)k * 2 * C;
+        const int end = (k + 1) * BN2D_BLOCK < N ? (k + 1) * BN2D_BLOCK : N;
+        for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {
+            const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
+            float s1[BN2D_LANES] = {0}, s2[BN2D_LANES] = {0};
+            for (int i = k * BN2D_BLOCK; i < end; i++) {
+                const size_t row = (size_t)i * C + c0;
+                if (dy) {
+#pragma omp simd
+                    for (int c = 0; c < cn; c++) {
+                        const float g = masked(dy[row + c], y, row + c, relu);
+                        s1[c] += g;
+                        s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
+                    }
+                } else {
+#pragma omp simd
+                    for (int c = 0; c < cn; c++) {
+                        const float a = x[row + c] - shift[c0 + c];
+                        s1[c] += a;
+                        s2[c] += a * a;
+                    }
+                }
+            }
+            for (int c = 0; c < cn; c++) p[c0 + c] = s1[c], p[C + c0 + c] = s2[c];
+        }
+    }
+}
+
+// sums[0, 2C) = the blocks' partial sums, combined in block order.
+static void combine(double *sums, const double *part, int N, int C) {
+    for (int c = 0; c < 2 * C; c++) sums[c] = 0.0;
+    for (int k = 0; k < blocks_of(N); k++)
+        for (int c = 0; c < 2 * C; c++) sums[c] += part[(size_t)k * 2 * C + c];
+}
+
+// The mean of each channel over the first block of rows (the shift of the variance sums).
+static void first_block_mean(float *shift, const float *x, int N, int C) {
+    const int rows = N < BN2D_BLOCK ? N : BN2D_BLOCK;
+    for (int c = 0; c < C; c++) shift[c] = 0.0f;
+    for (int i = 0; i < rows; i++)
+        for (int c = 0; c < C; c++) shift[c] += x[(size_t)i * C + c];
+    for (int c = 0; c < C; c++) shift[c] /= (float)rows;
+}
+
+// y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C.
+static void apply(float *y, const float *x, const float *mean, const float *scale, const float *beta,
+                  const float *residual, int relu, int N, int C, int c0, int cn) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const size_t row = (size_t)i * C + c0;
+#pragma omp simd
+        for (int c = 0; c < cn; c++) {
+            float v = spk_bn_apply(x[row + c], mean[c], scale[c], beta[c]);
+            if (residual) v += residual[row + c];
+            y[row + c] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
+void batchnorm2d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                               const float *x, const float *weight, const float *bias, const float *residual, int relu,
+                               int N, int C, float eps, float momentum, float *workspace) {
+    SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
+    const parts_t w = parts_of(workspace, N, C);
+    float *shift = w.a, *scale = w.b, *beta = w.c;
+    first_block_mean(shift, x, N, C);
+    block_sums(w.part, x, NULL, NULL, 0, shift, NULL, N, C);
+    combine(w.sums, w.part, N, C);
+    for (int c = 0; c < C; c++) {
+        double mu, var;
+        spk_bn_stats_of_sums(w.sums[c], w.sums[C + c], shift[c], (double)N, &mu, &var);
+        const float rs = spk_bn_rstd((float)var, eps);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, (float)mu, rs, var, (size_t)N, momentum);
+        scale[c] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+        beta[c] = bias ? bias[c] : 0.0f;
+    }
+    apply(y, x, mean, scale, beta, residual, relu, N, C, 0, C);
+}
+
+void batchnorm2d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
+                               const float *weight, const float *bias, const float *residual, int relu, int N, int C,
+                               float eps) {
+    SPK_ASSERT(N > 0 && C > 0);
+    for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {  // the folded scale and shift of a lane of channels
+        const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
+        float scale[BN2D_LANES], beta[BN2D_LANES];
+        for (int c = 0; c < cn; c++) {
+            scale[c] = spk_bn_scale(spk_bn_rstd(running_var[c0 + c], eps), weight ? weight[c0 + c] : 1.0f);
+            beta[c] = bias ? bias[c0 + c] : 0.0f;
+        }
+        apply(y, x, running_mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+    }
+}
+
+void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
+                          const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
+                          int relu, int N, int C, float *workspace) {
+    SPK_ASSERT(N > 1 && C > 0);
+    SPK_ASSERT(!relu || y != NULL);
+    const parts_t w = parts_of(workspace, N, C);
+    block_sums(w.part, x, dy, y, relu, mean, rstd, N, C);
+    combine(w.sums, w.part, N, C);
+    float *wr = w.a, *mdy = w.b, *mdyx = w.c;
+    for (int c = 0; c < C; c++) {
+        if (dbias) dbias[c] += (float)w.sums[c];
+        if (dweight) dweight[c] += (float)w.sums[C + c];
+        wr[c] = weight ? weight[c] : 1.0f;
+        mdy[c] = (float)(w.sums[c] / N);
+        mdyx[c] = (float)(w.sums[C + c] / N);
+    }
+    if (!dx && !dresidual) return;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const size_t row = (size_t)i * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            const float g = masked(dy[row + c], y, row + c, relu);
+            if (dresidual) dresidual[row + c] = accumulate ? dresidual[row + c] + g : g;
+            if (dx) {
+                const float d = spk_bn_dx(g, (x[row + c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+                dx[row + c] = accumulate ? dx[row + c] + d : d;
+            }
+        }
+    }
+}

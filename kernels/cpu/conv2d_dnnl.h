@@ -1,0 +1,30 @@
+// oneDNN's convolution primitives behind kernels/cpu/conv2d.c and conv2d_bf16.c: channels-last
+// activations as they are, the PyTorch-layout weights reordered per call into the format the
+// primitive chose, the weight gradient reordered back and added. Plans (the three primitives and
+// the reorders of a shape and operand type) are made on first use and cached.
+//
+// Operand types: CONV2D_F32 takes float32 x, w and dy; CONV2D_BF16 takes them in bf16 (x and dy
+// rounded by the caller, w the bf16 copy). Outputs (y, dx, dw) are float32 either way.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/conv2d.h"
+
+typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1 } conv2d_operands;
+
+// Whether oneDNN runs this shape with these operands here (built with oneDNN; bf16 needs the
+// CPU's bf16 instructions).
+int conv2d_dnnl_usable(conv2d_operands t);
+
+// Bytes of scratch the three passes need (weights in the primitives' formats, the weight
+// gradient before it is added, oneDNN's scratchpad, and an input gradient to be added).
+size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
+
+void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+                         conv2d_operands t, void *workspace);
+// dx = or += the input gradient of dy.
+void conv2d_dnnl_backward_data(float *dx, int accumulate, const void *dy, const void *w, const conv2d_shape_t *s,
+                               conv2d_operands t, void *workspace);
+// dw += the weight gradient.
+void conv2d_dnnl_backward_weights(float *dw, const void *x, const void *dy, const conv2d_shape_t *s, conv2d_operands t,
+                                  void *workspace);

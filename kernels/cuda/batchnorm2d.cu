@@ -1,0 +1,175 @@
+// BatchNorm2d over channels-last (N, C) rows (kernels/batchnorm2d.h) with our own kernels, as
+// BatchNorm1d (kernels/cuda/batchnorm.cu): the statistics are the CPU's (mean, rstd =
+// 1/sqrt(biased var + eps), the unbiased running variance), with the residual add and the ReLU
+// fused into the pass that applies them, and the backward's ReLU mask taken from the forward's
+// output. Per-element math: the shared SPK_HD helpers of kernels/elementwise_math.h.
+//
+// Channel sums over the rows run in two deterministic stages (kernels/cuda/channel_sums.cuh: a
+// partition fixed by N and C alone, partials added in a fixed order), compensated fp32. The
+// statistics take one pass over x, as on the CPU: the sums of a = x - shift and a^2, shift
+// being the channel's mean over the first 256 rows (near the mean, so the variance does not
+// cancel), finished in double.
+//
+// workspace = [ partial sums: C * S * 2 ][ per channel, 2C floats: the shift (forward), or the
+// means of g and g * xhat (backward) ]
+#include "kernels/batchnorm2d.h"
+#include "kernels/cuda/batchnorm_common.cuh"
+
+namespace {
+
+constexpr int kShiftRows = 256;  // rows of the shift, as the CPU's
+
+struct Parts {
+    spk_fsum *part;   // (C, S, 2)
+    float *per_chan;  // (2C)
+    int S;
+};
+
+Parts parts(float *workspace, int N, int C) {
+    Parts p;
+    p.S = spk_rows_channel_splits((size_t)N, C);
+    p.part = (spk_fsum *)workspace;
+    p.per_chan = workspace + (size_t)C * p.S * 2 * (sizeof(spk_fsum) / sizeof(float));
+    return p;
+}
+
+// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output.
+__device__ __forceinline__ float masked(const float *dy, const float *y, size_t o, int relu) {
+    return relu && !(y[o] > 0.0f) ? 0.0f : dy[o];
+}
+
+struct shifted_term {  // a = x - shift, a^2
+    const float *x, *shift;
+    __device__ void operator()(size_t o, int c, float *v) const {
+        const float a = x[o] - shift[c];
+        v[0] = a;
+        v[1] = a * a;
+    }
+};
+
+struct grad_term {  // g, g * xhat
+    const float *dy, *y, *x, *mean, *rstd;
+    int relu;
+    __device__ void operator()(size_t o, int c, float *v) const {
+        const float g = masked(dy, y, o, relu);
+        v[0] = g;
+        v[1] = g * ((x[o] - mean[c]) * rstd[c]);
+    }
+};
+
+// shift[c] = the mean of channel c over the first min(N, 256) rows, by blocks of 32 channels
+// times 8 row lanes as the channel sums (a fixed order).
+__global__ void shift_kernel(float *shift, const float *x, int N, int C) {
+    __shared__ float sh[SPK_CUDA_THREADS];
+    const int rows = N < kShiftRows ? N : kShiftRows;
+    const int lane = threadIdx.x % SPK_ROWS_CHANNELS, c = blockIdx.x * SPK_ROWS_CHANNELS + lane;
+    float s = 0.0f;
+    if (c < C)
+        for (int i = threadIdx.x / SPK_ROWS_CHANNELS; i < rows; i += SPK_ROWS_LANES) s += x[(size_t)i * C + c];
+    spk_block_fold(s, sh, SPK_ROWS_CHANNELS);
+    if (threadIdx.x < SPK_ROWS_CHANNELS && c < C) shift[c] = sh[lane] / (float)rows;
+}
+
+__global__ void stats_sum_kernel(spk_fsum *part, const float *x, const float *shift, int N, int C) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    spk_rows_channel_partial<2>(part, (size_t)N, C, shifted_term{x, shift}, sh);
+}
+
+// One thread per channel: the statistics, saved and folded into the running ones.
+__global__ void stats_kernel(float *mean, float *rstd, float *running_mean, float *running_var, const spk_fsum *part,
+                             const float *shift, int N, int C, int S, float eps, float momentum) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        double mu, var;
+        spk_bn_stats_of_sums(spk_fsum_double(spk_channel_total(part, (int)c, S, 2, 0)),
+                             spk_fsum_double(spk_channel_total(part, (int)c, S, 2, 1)), shift[c], (double)N, &mu, &var);
+        const float rs = spk_bn_rstd((float)var, eps);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, (int)c, (float)mu, rs, var, (size_t)N, momentum);
+    }
+}
+
+// y = act(bn(x) + residual) with rstd given, or (var given) 1/sqrt(var + eps). y may alias x:
+// each element is read, then written, by one thread.
+__global__ void apply_kernel(float *y, const float *x, const float *mean, const float *rstd, const float *var,
+                             float eps, const float *weight, const float *bias, const float *residual, int relu,
+                             size_t n, int C) {
+    SPK_GRID_LOOP(i, n) {
+        const int c = (int)(i % C);
+        const float rs = var ? spk_bn_rstd(var[c], eps) : rstd[c];
+        float v = spk_bn_apply(x[i], mean[c], spk_bn_scale(rs, weight ? weight[c] : 1.0f), bias ? bias[c] : 0.0f);
+        if (residual) v += residual[i];
+        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+__global__ void grad_sum_kernel(spk_fsum *part, grad_term term, int N, int C) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    spk_rows_channel_partial<2>(part, (size_t)N, C, term, sh);
+}
+
+// dresidual = or += g; dx = or += BatchNorm's input gradient of g.
+__global__ void grad_apply_kernel(float *dx, float *dresidual, int accumulate, const float *dy, const float *y,
+                                  const float *x, const float *weight, const float *mean, const float *rstd,
+                                  const float *means, int relu, size_t n, int C) {
+    SPK_GRID_LOOP(i, n) {
+        const int c = (int)(i % C);
+        const float g = masked(dy, y, i, relu);
+        if (dresidual) dresidual[i] = accumulate ? dresidual[i] + g : g;
+        if (dx) {
+            const float rs = rstd[c];
+            const float d =
+                spk_bn_dx(g, (x[i] - mean[c]) * rs, weight ? weight[c] : 1.0f, rs, means[2 * c], means[2 * c + 1]);
+            dx[i] = accumulate ? dx[i] + d : d;
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" size_t batchnorm2d_workspace_floats_cuda(int N, int C) {
+    SPK_ASSERT(N > 0 && C > 0);
+    const size_t S = (size_t)spk_rows_channel_splits((size_t)N, C);
+    return (size_t)C * S * 2 * (sizeof(spk_fsum) / sizeof(float)) + 2 * (size_t)C;
+}
+
+extern "C" void batchnorm2d_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                               float *running_var, const float *x, const float *weight,
+                                               const float *bias, const float *residual, int relu, int N, int C,
+                                               float eps, float momentum, float *workspace) {
+    SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
+    const Parts p = parts(workspace, N, C);
+    float *shift = p.per_chan;
+    SPK_LAUNCH(shift_kernel, spk_rows_channel_grid(C, 1), shift, x, N, C);
+    SPK_LAUNCH(stats_sum_kernel, spk_rows_channel_grid(C, p.S), p.part, x, shift, N, C);
+    SPK_LAUNCH(stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, C, p.S, eps,
+               momentum);
+    const size_t n = (size_t)N * C;
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+}
+
+extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const float *running_mean,
+                                               const float *running_var, const float *weight, const float *bias,
+                                               const float *residual, int relu, int N, int C, float eps) {
+    SPK_ASSERT(N > 0 && C > 0);
+    const size_t n = (size_t)N * C;
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, running_mean, nullptr, running_var, eps, weight, bias, residual, relu,
+               n, C);
+}
+
+extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias,
+                                          const float *dy, const float *y, const float *x, const float *weight,
+                                          const float *mean, const float *rstd, int relu, int N, int C,
+                                          float *workspace) {
+    SPK_ASSERT(N > 1 && C > 0);
+    SPK_ASSERT(!relu || y != NULL);
+    const Parts p = parts(workspace, N, C);
+    float *means = p.per_chan;  // (C, 2): mean g, mean g * xhat
+    if (dx || dweight || dbias) {
+        const grad_term term = {dy, y, x, mean, rstd, relu};
+        SPK_LAUNCH(grad_sum_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
+        SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, p.part, C, p.S, (size_t)N);
+    }
+    const size_t n = (size_t)N * C;
+    if (dx || dresidual)
+        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dresidual, accumulate, dy, y, x, weight, mean, rstd, means, relu,
+                   n, C);
+}

@@ -1,0 +1,82 @@
+// Conv2d with bf16 operands (kernels/conv2d_bf16.h) on cuDNN's bf16 convolutions: bf16 NHWC
+// tensors and KRSC filter with float compute (cuDNN's PSEUDO_BFLOAT16_CONFIG, tensor cores),
+// planned as the float32 convolution (kernels/cuda/conv2d.cu, conv_plans.cuh). The forward
+// rounds x into xh (unless x is NULL), the backward rounds dy into the workspace; the weights
+// are reordered into a KRSC copy per call, the filter gradient back into dw's layout.
+//
+// On the GPU the outputs pass through bf16, as PyTorch AMP's convolutions do: cuDNN writes y, dx
+// and dw in bf16 (its bf16 configuration has bf16 outputs), and our kernels widen them into the
+// float32 outputs (y written, dx written or added, dw added). The CPU keeps float32 outputs, so
+// the two agree to bf16 precision (8 significant bits), not to float32 rounding. The bias is
+// added in float32 and its gradient is the channel sums of the float32 dy, as on the CPU.
+//
+// workspace = [ dy rounded: (B, OH, OW, Cout) bf16 ][ KRSC weights, then the KRSC filter
+// gradient: bf16 ][ cuDNN's y or dx: bf16 ][ bias partial sums ][ cuDNN ], each region rounded
+// up to 256 bytes.
+#include "kernels/cuda/conv2d_common.cuh"
+
+namespace {
+
+struct Regions {
+    spk_bf16 *dyh;  // (B, OH, OW, Cout)
+    spk_bf16 *wk;   // (Cout, KH, KW, Cin)
+    spk_bf16 *out;  // y (B, OH, OW, Cout) or dx (B, H, W, Cin) as cuDNN writes them
+    conv2d_tail_t tail;
+};
+
+size_t half_bytes(size_t n) { return round256(n * sizeof(spk_bf16)); }
+
+size_t out_bytes(const conv2d_shape_t *s) {
+    const size_t nx = conv2d_x_size(s), ny = conv2d_y_size(s);
+    return half_bytes(nx > ny ? nx : ny);
+}
+
+size_t head_bytes(const conv2d_shape_t *s) {
+    return half_bytes(conv2d_y_size(s)) + half_bytes(conv2d_w_size(s)) + out_bytes(s);
+}
+
+Regions regions(float *workspace, const conv2d_shape_t *s) {
+    Regions r;
+    r.dyh = (spk_bf16 *)workspace;
+    r.wk = r.dyh + half_bytes(conv2d_y_size(s)) / sizeof(spk_bf16);
+    r.out = r.wk + half_bytes(conv2d_w_size(s)) / sizeof(spk_bf16);
+    r.tail = conv2d_tail(workspace, head_bytes(s), s);
+    return r;
+}
+
+}  // namespace
+
+extern "C" size_t conv2d_bf16_workspace_floats_cuda(const conv2d_shape_t *s) {
+    return conv2d_workspace_floats_of(s, 1, head_bytes(s));
+}
+
+extern "C" void conv2d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
+                                         const conv2d_shape_t *s, float *workspace) {
+    conv2d_check(s);
+    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
+    const Regions r = regions(workspace, s);
+    if (x) bf16_from_f32_cuda(xh, x, conv2d_x_size(s));
+    conv2d_to_krsc(r.wk, w, s);
+    conv2d_forward_pass(pl, r.out, xh, r.wk, r.tail.cudnn);
+    conv2d_epilogue(y, r.out, bias, 0, conv2d_y_size(s), s->Cout);
+}
+
+extern "C" void conv2d_bf16_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
+                                          const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
+                                          float *workspace) {
+    conv2d_check(s);
+    const Regions r = regions(workspace, s);
+    if (dbias) conv2d_bias_backward(dbias, dy, s, r.tail.part);
+    if (!dx && !dw) return;
+    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
+    bf16_from_f32_cuda(r.dyh, dy, conv2d_y_size(s));
+    if (dx) {
+        conv2d_to_krsc(r.wk, w, s);
+        conv2d_data_pass(pl, r.out, 0, r.dyh, r.wk, r.tail.cudnn);
+        conv2d_epilogue(dx, r.out, nullptr, dx_accumulate, conv2d_x_size(s), s->Cin);
+    }
+    if (dw) {  // the weights' copy is free again (same stream, in order)
+        conv2d_filter_pass(pl, r.wk, r.dyh, xh, r.tail.cudnn);
+        conv2d_add_from_krsc(dw, r.wk, s);
+    }
+}

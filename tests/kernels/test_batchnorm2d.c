@@ -1,0 +1,213 @@
+// batchnorm2d: against PyTorch (tests/golden/kernels2d_golden.h: a ResNet block's
+// relu(bn(x) + residual) in training mode, its gradients, the running statistics after it and
+// the inference forward), against a double reference of the forward and backward with and without
+// ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs, the same bits on 1 and 2 threads.
+// Then every backend against the CPU kernels (tests/kernels/backends.h).
+#include <stdio.h>
+#include <string.h>
+
+#include "../golden/kernels2d_golden.h"
+#include "backends.h"
+#include "kernels/batchnorm2d.h"
+
+#define EPS 1e-5f
+#define MOM 0.1f
+
+static void golden_case(void) {
+    const int N = G_BN_B * G_BN_H * G_BN_W, C = G_BN_C;
+    const size_t n = (size_t)N * C;
+    float *ws = alloc_f(batchnorm2d_workspace_floats(N, C)), *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C);
+    float *rm = copy_f(g_bn_rm, C), *rv = copy_f(g_bn_rv, C);
+    batchnorm2d_forward_train(y, mean, rstd, rm, rv, g_bn_x, g_bn_w, g_bn_b, g_bn_res, 1, N, C, EPS, MOM, ws);
+    check_close("PyTorch: y = relu(bn(x) + residual)", y, g_bn_y, n, 1e-5, 1e-6);
+    check_close("PyTorch: running mean", rm, g_bn_rm_after, C, 1e-6, 1e-7);
+    check_close("PyTorch: running var", rv, g_bn_rv_after, C, 1e-6, 1e-7);
+    float *dx = alloc_f(n), *dres = alloc_f(n), *dw = zeros_f(C), *db = zeros_f(C);
+    batchnorm2d_backward(dx, dres, 0, dw, db, g_bn_dy, y, g_bn_x, g_bn_w, mean, rstd, 1, N, C, ws);
+    check_close("PyTorch: dx", dx, g_bn_dx, n, 1e-4, 1e-6);
+    check_close("PyTorch: dresidual", dres, g_bn_dres, n, 0, 0);
+    check_close("PyTorch: dweight", dw, g_bn_dw, C, 1e-5, 1e-6);
+    check_close("PyTorch: dbias", db, g_bn_db, C, 1e-5, 1e-6);
+    batchnorm2d_forward_infer(y, g_bn_x, rm, rv, g_bn_w, g_bn_b, NULL, 0, N, C, EPS);
+    check_close("PyTorch: inference forward", y, g_bn_y_infer, n, 1e-5, 1e-6);
+    test_release();
+}
+
+// The training forward and backward in double: y, and the gradients of sum(r * y) (dx, dres,
+// dw, db), the ReLU's mask from the double pre-activation.
+static void reference(double *y, double *dx, double *dres, double *dw, double *db, const float *x, const float *w,
+                      const float *b, const float *res, const float *r, int relu, int N, int C) {
+    double mu[C], rs[C];
+    for (int c = 0; c < C; c++) {
+        double s = 0, ss = 0;
+        for (int i = 0; i < N; i++) s += x[(size_t)i * C + c];
+        mu[c] = s / N;
+        for (int i = 0; i < N; i++) ss += (x[(size_t)i * C + c] - mu[c]) * (x[(size_t)i * C + c] - mu[c]);
+        rs[c] = 1.0 / sqrt(ss / N + EPS);
+        for (int i = 0; i < N; i++) {
+            const size_t j = (size_t)i * C + c;
+            double v = (x[j] - mu[c]) * rs[c] * w[c] + b[c] + (res ? res[j] : 0.0);
+            y[j] = relu && v < 0 ? 0 : v;
+            dres[j] = relu && v < 0 ? 0 : r[j];
+        }
+        double sg = 0, sgx = 0;
+        for (int i = 0; i < N; i++) {
+            const size_t j = (size_t)i * C + c;
+            sg += dres[j];
+            sgx += dres[j] * (x[j] - mu[c]) * rs[c];
+        }
+        db[c] = sg, dw[c] = sgx;
+        for (int i = 0; i < N; i++) {
+            const size_t j = (size_t)i * C + c;
+            dx[j] = w[c] * rs[c] * (dres[j] - sg / N - (x[j] - mu[c]) * rs[c] * sgx / N);
+        }
+    }
+}
+
+typedef struct {
+    int N, C, relu, with_res;
+    float *x, *w, *b, *res, *r, *y, *mean, *rstd, *ws;
+} bn_ctx;
+
+static double bn_loss(void *p) {
+    bn_ctx *c = (bn_ctx *)p;
+    batchnorm2d_forward_train(c->y, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->with_res ? c->res : NULL,
+                              c->relu, c->N, c->C, EPS, MOM, c->ws);
+    return dot_d(c->y, c->r, (size_t)c->N * c->C);
+}
+
+static void reference_case(int N, int C, int relu, int with_res) {
+    const size_t n = (size_t)N * C;
+    char tag[96];
+    snprintf(tag, sizeof tag, "N%d C%d%s%s", N, C, relu ? " relu" : "", with_res ? " residual" : "");
+    bn_ctx c = {N,
+                C,
+                relu,
+                with_res,
+                rand_f(n, -1, 3),
+                rand_f(C, 0.5f, 1.5f),
+                rand_f(C, -0.5f, 0.5f),
+                rand_f(n, -1, 1),
+                rand_f(n, -1, 1),
+                alloc_f(n),
+                alloc_f(C),
+                alloc_f(C),
+                alloc_f(batchnorm2d_workspace_floats(N, C))};
+    double *yr = alloc_d(n), *dxr = alloc_d(n), *dresr = alloc_d(n), *dwr = alloc_d(C), *dbr = alloc_d(C);
+    reference(yr, dxr, dresr, dwr, dbr, c.x, c.w, c.b, with_res ? c.res : NULL, c.r, relu, N, C);
+    bn_loss(&c);
+    char nm[200];
+    snprintf(nm, sizeof nm, "forward vs double %s", tag);
+    check_close_d(nm, c.y, yr, n, 1e-5, 1e-5);
+    // the same bits on one thread
+    float *y1 = alloc_f(n);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    batchnorm2d_forward_train(y1, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu, N, C, EPS,
+                              MOM, c.ws);
+    float *g1 = alloc_f(n);
+    batchnorm2d_backward(g1, NULL, 0, NULL, NULL, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
+    omp_set_num_threads(threads);
+    snprintf(nm, sizeof nm, "forward the same bits on 1 thread %s", tag);
+    check_true(memcmp(y1, c.y, n * 4) == 0, nm);
+
+    float *dx = rand_f(n, -1, 1), *dres = rand_f(n, -1, 1), *dw = zeros_f(C), *db = zeros_f(C);
+    batchnorm2d_backward(dx, with_res ? dres : NULL, 0, dw, db, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
+    snprintf(nm, sizeof nm, "backward the same bits on 1 thread %s", tag);
+    check_true(memcmp(g1, dx, n * 4) == 0, nm);
+    snprintf(nm, sizeof nm, "dx vs double %s", tag);
+    check_close_d(nm, dx, dxr, n, 1e-4, 1e-5);
+    snprintf(nm, sizeof nm, "dweight vs double %s", tag);
+    check_close_d(nm, dw, dwr, C, 1e-4, 1e-5 * N);
+    snprintf(nm, sizeof nm, "dbias vs double %s", tag);
+    check_close_d(nm, db, dbr, C, 1e-4, 1e-5 * N);
+    if (with_res) {  // the masked dy
+        snprintf(nm, sizeof nm, "dresidual %s", tag);
+        check_close_d(nm, dres, dresr, n, 0, 0);
+    }
+    if (!relu) {  // finite differences through a ReLU's kinks would test the probe, not the kernel
+        snprintf(nm, sizeof nm, "fd dx %s", tag);
+        fd_check(nm, c.x, dx, n, bn_loss, &c, 1e-3f, 3e-3, 3e-3, 60);
+        snprintf(nm, sizeof nm, "fd dweight %s", tag);
+        fd_check(nm, c.w, dw, C, bn_loss, &c, 1e-3f, 3e-3, 3e-3, 60);
+        snprintf(nm, sizeof nm, "fd dbias %s", tag);
+        fd_check(nm, c.b, db, C, bn_loss, &c, 1e-3f, 3e-3, 3e-3, 60);
+        bn_loss(&c);  // the probes left the last perturbed forward's statistics
+    }
+    // accumulate: prefill + the overwritten result
+    float *px = rand_f(n, -1, 1), *pr = rand_f(n, -1, 1), *pw = rand_f(C, -1, 1), *pb = rand_f(C, -1, 1);
+    float *ax = copy_f(px, n), *ar = copy_f(pr, n), *aw = copy_f(pw, C), *ab = copy_f(pb, C);
+    batchnorm2d_backward(ax, with_res ? ar : NULL, 1, aw, ab, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
+    check_accumulated3("batchnorm2d", tag, (grad3_t){ax, aw, ab}, (grad3_t){px, pw, pb}, (grad3_t){dx, dw, db},
+                       (grad3_sizes_t){n, (size_t)C, (size_t)C});
+    if (with_res) {
+        snprintf(nm, sizeof nm, "batchnorm2d dresidual accumulates %s", tag);
+        check_accumulated(nm, ar, pr, dres, n);
+    }
+    test_release();
+}
+
+static void cpu_checks(void) {
+    golden_case();
+    reference_case(7, 3, 0, 0);
+    reference_case(300, 5, 1, 0);
+    reference_case(600, 9, 0, 1);   // finite differences over three blocks
+    reference_case(513, 70, 1, 1);  // rows over two blocks, channels over two lanes
+    reference_case(64, 16, 0, 1);
+}
+
+static void backend_case(int N, int C, int relu, int with_res) {
+    const size_t n = (size_t)N * C;
+    const char *t0 = cname("N%d C%d%s%s", N, C, relu ? " relu" : "", with_res ? " residual" : "");
+    char t[96];
+    snprintf(t, sizeof t, "%s", t0);
+    float *x = rand_f(n, -1, 3), *w = rand_f(C, 0.5f, 1.5f), *b = rand_f(C, -0.5f, 0.5f), *res = rand_f(n, -1, 1);
+    float *dy = rand_f(n, -1, 1), *rm = rand_f(C, -0.1f, 0.1f), *rv = rand_f(C, 0.9f, 1.1f);
+    float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
+    float *rm_ = dev_f(rm, C), *rv_ = dev_f(rv, C);
+    batchnorm2d_forward_train(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    float *x_ = dev_f(x, n), *w_ = dev_f(w, C), *b_ = dev_f(b, C), *res_ = dev_f(res, n), *dy_ = dev_f(dy, n);
+    float *y_ = dev_f(NULL, n), *mean_ = dev_f(NULL, C), *rstd_ = dev_f(NULL, C);
+    float *ws_ = dev_f(NULL, g_be->batchnorm2d_workspace_floats(N, C));
+    g_be->batchnorm2d_forward_train(y_, mean_, rstd_, rm_, rv_, x_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS,
+                                    MOM, ws_);
+    cmp(cname("batchnorm2d forward %s", t), y_, y, n, TOL);
+    cmp(cname("batchnorm2d mean %s", t), mean_, mean, C, TOL);
+    cmp(cname("batchnorm2d rstd %s", t), rstd_, rstd, C, TOL);
+    cmp(cname("batchnorm2d running mean %s", t), rm_, rm, C, TOL);
+    cmp(cname("batchnorm2d running var %s", t), rv_, rv, C, TOL);
+    // backward from the CPU's forward results, accumulating into random prefills
+    dev_set(y_, y, n), dev_set(mean_, mean, C), dev_set(rstd_, rstd, C);
+    grads_t g = grads_prefill(4, (size_t[]){n, n, (size_t)C, (size_t)C});
+    batchnorm2d_backward(g.cpu[0], with_res ? g.cpu[1] : NULL, 1, g.cpu[2], g.cpu[3], dy, y, x, w, mean, rstd, relu, N,
+                         C, ws);
+    for (int k = 0; k < 2; k++) {
+        float **d = k ? g.dev2 : g.dev;
+        g_be->batchnorm2d_backward(d[0], with_res ? d[1] : NULL, 1, d[2], d[3], dy_, y_, x_, w_, mean_, rstd_, relu, N,
+                                   C, ws_);
+    }
+    grads_check(&g, "batchnorm2d", t, (const char *[]){"dx", "dresidual", "dweight", "dbias"},
+                (double[]){TOL, TOL, TOL, TOL});
+    // overwriting
+    float *o = alloc_f(n), *o_ = dev_f(NULL, n);
+    fill_nan(o, n);
+    dev_set(o_, o, n);
+    batchnorm2d_backward(o, NULL, 0, NULL, NULL, dy, y, x, w, mean, rstd, relu, N, C, ws);
+    g_be->batchnorm2d_backward(o_, NULL, 0, NULL, NULL, dy_, y_, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    cmp(cname("batchnorm2d dx overwritten %s", t), o_, o, n, TOL);
+    // inference
+    batchnorm2d_forward_infer(y, x, rm, rv, w, b, with_res ? res : NULL, relu, N, C, EPS);
+    g_be->batchnorm2d_forward_infer(y_, x_, rm_, rv_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS);
+    cmp(cname("batchnorm2d inference %s", t), y_, y, n, TOL);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    backend_case(7, 3, 0, 0);
+    backend_case(600, 32, 1, 1);
+    backend_case(1000, 70, 1, 0);
+    backend_case(40, 256, 0, 1);
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv, "test_batchnorm2d", 5, cpu_checks, backend_checks); }

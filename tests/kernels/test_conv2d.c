@@ -1,0 +1,194 @@
+// conv2d: against PyTorch (tests/golden/kernels2d_golden.h: forward and all three gradients of
+// five shapes), against a direct double reference and its adjoint on every GEMM backend (oneDNN's
+// convolutions and the im2col path), finite differences, dx overwritten or accumulated, dw and
+// dbias accumulated, NULL outputs, a guard band after the workspace. Then every backend against
+// the CPU kernels (tests/kernels/backends.h).
+#include <stdio.h>
+#include <string.h>
+
+#include "../golden/kernels2d_golden.h"
+#include "backends.h"
+#include "conv2d_reference.h"
+#include "kernels/conv2d.h"
+#include "kernels/gemm.h"
+
+#define GUARD 4096
+
+typedef struct {
+    conv2d_shape_t s;
+    float *x, *w, *bias, *y, *r, *ws;
+} conv_ctx;
+
+static double conv_loss(void *p) {
+    conv_ctx *c = (conv_ctx *)p;
+    conv2d_forward(c->y, c->x, c->w, c->bias, &c->s, c->ws);
+    return dot_d(c->y, c->r, conv2d_y_size(&c->s));
+}
+
+static const char *backend_name(spk_gemm_backend b) { return b == SPK_GEMM_DNNL ? "dnnl" : "im2col"; }
+
+static float *workspace_with_guard(size_t n) {
+    float *ws = alloc_f(n + GUARD);
+    for (size_t i = 0; i < GUARD; i++) ws[n + i] = 1234.5f;
+    return ws;
+}
+
+static void check_guard(const char *tag, const float *ws, size_t n) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (ws[n + i] != 1234.5f) {
+            printf("FAIL %s: wrote past the advertised workspace\n", tag);
+            g_failures++;
+            return;
+        }
+}
+
+// One shape on the current GEMM backend: forward vs reference, gradients vs the adjoint, the
+// accumulation rules and NULL outputs.
+static void reference_case(conv2d_shape_t s, int with_bias, int do_fd) {
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char tag[200];
+    snprintf(tag, sizeof tag, "[%s] B%d %dx%d C%d->%d k%dx%d s%d,%d p%d,%d d%d,%d%s",
+             backend_name(spk_gemm_get_backend()), s.B, s.H, s.W, s.Cin, s.Cout, s.KH, s.KW, s.SH, s.SW, s.PH, s.PW,
+             s.DH, s.DW, with_bias ? " bias" : "");
+    conv_ctx c = {s,
+                  rand_f(nx, -1, 1),
+                  rand_f(nw, -0.5f, 0.5f),
+                  with_bias ? rand_f(s.Cout, -1, 1) : NULL,
+                  alloc_f(ny),
+                  rand_f(ny, -1, 1),
+                  NULL};
+    const size_t nws = conv2d_workspace_floats(&s);
+    c.ws = workspace_with_guard(nws);
+    float *yref = alloc_f(ny);
+    conv2d_forward_reference(yref, c.x, c.w, c.bias, &s);
+    conv2d_forward(c.y, c.x, c.w, c.bias, &s, c.ws);
+    char nm[300];
+    snprintf(nm, sizeof nm, "forward vs reference %s", tag);
+    check_close(nm, c.y, yref, ny, 1e-5, 1e-5 * (1 + s.Cin * s.KH * s.KW));
+
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(s.Cout);
+    conv2d_backward_reference(dxr, dwr, dbr, c.r, c.x, c.w, &s);
+    float *dx = rand_f(nx, -1, 1), *dw = zeros_f(nw), *db = zeros_f(s.Cout);  // dx overwritten: garbage first
+    conv2d_backward(dx, 0, dw, db, c.r, c.x, c.w, &s, c.ws);
+    const double nsum = (double)s.B * conv2d_out_h(&s) * conv2d_out_w(&s);
+    snprintf(nm, sizeof nm, "dx vs adjoint %s", tag);
+    check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + s.Cout * s.KH * s.KW));
+    snprintf(nm, sizeof nm, "dw vs adjoint %s", tag);
+    check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + nsum));
+    snprintf(nm, sizeof nm, "dbias vs reference %s", tag);
+    check_close_d(nm, db, dbr, s.Cout, 1e-4, 1e-5 * (1 + nsum));
+
+    // dx accumulated, dw and dbias accumulated, from random prefills
+    float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(s.Cout, -1, 1);
+    float *ax = copy_f(px, nx), *aw = copy_f(pw, nw), *ab = copy_f(pb, s.Cout);
+    conv2d_backward(ax, 1, aw, ab, c.r, c.x, c.w, &s, c.ws);
+    check_accumulated3("conv2d", tag, (grad3_t){ax, aw, ab}, (grad3_t){px, pw, pb}, (grad3_t){dx, dw, db},
+                       (grad3_sizes_t){nx, nw, (size_t)s.Cout});
+    // each output alone: the same bits as with the others
+    float *ox = alloc_f(nx), *ow = zeros_f(nw), *ob = zeros_f(s.Cout);
+    conv2d_backward(ox, 0, NULL, NULL, c.r, c.x, c.w, &s, c.ws);
+    conv2d_backward(NULL, 0, ow, NULL, c.r, c.x, c.w, &s, c.ws);
+    conv2d_backward(NULL, 0, NULL, ob, c.r, c.x, c.w, &s, c.ws);
+    snprintf(nm, sizeof nm, "outputs alone %s", tag);
+    check_true(!memcmp(ox, dx, nx * 4) && !memcmp(ow, dw, nw * 4) && !memcmp(ob, db, (size_t)s.Cout * 4), nm);
+    check_guard(tag, c.ws, nws);
+
+    if (do_fd) {
+        snprintf(nm, sizeof nm, "fd dx %s", tag);
+        fd_check(nm, c.x, dx, nx, conv_loss, &c, 1e-2f, 2e-3, 2e-3, 40);
+        snprintf(nm, sizeof nm, "fd dw %s", tag);
+        fd_check(nm, c.w, dw, nw, conv_loss, &c, 1e-2f, 2e-3, 2e-3, 40);
+        if (c.bias) {
+            snprintf(nm, sizeof nm, "fd dbias %s", tag);
+            fd_check(nm, c.bias, db, s.Cout, conv_loss, &c, 1e-2f, 2e-3, 2e-3, 40);
+        }
+    }
+    test_release();
+}
+
+// The PyTorch references, on the current GEMM backend.
+static void golden_cases(void) {
+    for (size_t i = 0; i < sizeof g_golden_conv2d / sizeof g_golden_conv2d[0]; i++) {
+        const golden_conv2d_t *g = &g_golden_conv2d[i];
+        conv2d_shape_t s;
+        memcpy(&s, g->shape, sizeof s);
+        const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+        float *ws = alloc_f(conv2d_workspace_floats(&s)), *y = alloc_f(ny), *dx = alloc_f(nx);
+        float *dw = zeros_f(nw), *db = zeros_f(s.Cout);
+        conv2d_forward(y, g->x, g->w, g->bias ? g->b : NULL, &s, ws);
+        conv2d_backward(dx, 0, dw, g->bias ? db : NULL, g->dy, g->x, g->w, &s, ws);
+        char nm[160];
+        const char *be = backend_name(spk_gemm_get_backend());
+        snprintf(nm, sizeof nm, "[%s] PyTorch case %zu: y", be, i);
+        check_close(nm, y, g->y, ny, 1e-5, 1e-5);
+        snprintf(nm, sizeof nm, "[%s] PyTorch case %zu: dx", be, i);
+        check_close(nm, dx, g->dx, nx, 1e-5, 1e-5);
+        snprintf(nm, sizeof nm, "[%s] PyTorch case %zu: dw", be, i);
+        check_close(nm, dw, g->dw, nw, 1e-5, 1e-5);
+        if (g->bias) {
+            snprintf(nm, sizeof nm, "[%s] PyTorch case %zu: dbias", be, i);
+            check_close(nm, db, g->db, (size_t)s.Cout, 1e-5, 1e-5);
+        }
+        test_release();
+    }
+}
+
+// ---- every backend against the CPU kernels -----------------------------------------------------
+static void backend_case(const int *a) {
+    conv2d_shape_t s = conv2d_shape_of(a);
+    const int with_bias = a[13];
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char t[96];
+    conv2d_tag(t, sizeof t, &s, with_bias);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = with_bias ? rand_f(s.Cout, -1, 1) : NULL;
+    float *dy = rand_f(ny, -1, 1), *y = alloc_f(ny);
+    float *ws = alloc_f(conv2d_workspace_floats(&s));
+    conv2d_forward(y, x, w, bias, &s, ws);
+    float *dx_ = dev_f(x, nx), *dw_ = dev_f(w, nw), *db_ = bias ? dev_f(bias, s.Cout) : NULL, *dy_ = dev_f(dy, ny);
+    float *y_ = dev_f(NULL, ny), *ws_ = dev_f(NULL, g_be->conv2d_workspace_floats(&s));
+    g_be->conv2d_forward(y_, dx_, dw_, db_, &s, ws_);
+    cmp(cname("conv2d forward %s", t), y_, y, ny, TOL_GEMM);
+    conv2d_call_t cpu = {&spk_backend_cpu, 0, &s, dy, x, w, NULL, NULL, ws},
+                  dev = {g_be, 0, &s, dy_, dx_, dw_, NULL, NULL, ws_};
+    backend_backward_checks("conv2d", t, conv2d_backward_call, &cpu, conv2d_backward_call, &dev,
+                            (grad3_sizes_t){nx, nw, (size_t)s.Cout});
+    // dx overwritten, whatever it held
+    float *ox_ = dev_f(NULL, nx), *ox = alloc_f(nx);
+    fill_nan(ox, nx);
+    dev_set(ox_, ox, nx);
+    g_be->conv2d_backward(ox_, 0, NULL, NULL, dy_, dx_, dw_, &s, ws_);
+    conv2d_backward(ox, 0, NULL, NULL, dy, x, w, &s, ws);
+    cmp(cname("conv2d dx overwritten %s", t), ox_, ox, nx, TOL_GEMM);
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    for (size_t i = 0; i < sizeof conv2d_backend_shapes / sizeof conv2d_backend_shapes[0]; i++)
+        backend_case(conv2d_backend_shapes[i]);
+}
+
+static void cpu_checks(void) {
+    const spk_gemm_backend backends[2] = {SPK_GEMM_DNNL, SPK_GEMM_BLAS};
+    const spk_gemm_backend keep = spk_gemm_get_backend();
+    for (int k = 0; k < 2; k++) {
+        if (spk_gemm_set_backend(backends[k]) != 0) {
+            printf("conv2d: the %s path is not built in\n", backend_name(backends[k]));
+            continue;
+        }
+        golden_cases();
+        reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, k == 0);
+        reference_case(conv2d_shape(2, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 0, k == 0);
+        reference_case(conv2d_shape(3, 8, 16, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 0, 0);
+        reference_case(conv2d_shape(2, 3, 5, 11, 6, 3, 3, 2, 1, 1, 1, 1, 1), 1, 0);
+        reference_case(conv2d_shape(1, 2, 3, 9, 12, 3, 5, 1, 2, 2, 1, 2, 1), 1, k == 0);
+        reference_case(conv2d_shape(4, 1, 8, 16, 20, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
+        reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
+        reference_case(conv2d_shape(2, 5, 3, 4, 4, 3, 3, 1, 1, 0, 0, 1, 1), 1, 0);    // no padding
+        reference_case(conv2d_shape(4, 64, 16, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);  // a Bottleneck's 1x1s
+        reference_case(conv2d_shape(4, 16, 64, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);
+    }
+    spk_gemm_set_backend(keep);
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv, "test_conv2d", 7, cpu_checks, backend_checks); }

@@ -1,0 +1,140 @@
+// conv2d_bf16: forward and backward against the double references of the float32 convolution
+// (tests/kernels/conv2d_reference.h) on the bf16-rounded x, w and dy (products of bf16 values are
+// exact in float32, so only float32 summation error is allowed), the rounded input it stores,
+// dx overwritten or accumulated, dw and dbias accumulated, NULL outputs; with oneDNN's bf16
+// convolutions and with the widened float32 path. Then every backend against the CPU kernels
+// (a backend may round its outputs to bf16, as cuDNN's bf16 convolutions do: bf16 tolerance).
+#include <stdio.h>
+#include <string.h>
+
+#include "backends.h"
+#include "conv2d_reference.h"
+#include "kernels/conv2d_bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+
+#define TOL_BF16 1e-2  // a backend's bf16 outputs: 8 bits of mantissa
+
+static spk_bf16 *alloc_h(size_t n) { return (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)); }
+
+static spk_bf16 *to_bf16(const float *x, size_t n) {
+    spk_bf16 *h = alloc_h(n);
+    bf16_from_f32(h, x, n);
+    return h;
+}
+
+// The floats of bf16(x): what the bf16 kernels multiply.
+static float *rounded(const float *x, size_t n) {
+    float *r = alloc_f(n);
+    bf16_to_f32(r, to_bf16(x, n), n);
+    return r;
+}
+
+static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char tag[200];
+    snprintf(tag, sizeof tag, "[%s] B%d %dx%d C%d->%d k%dx%d s%d,%d%s", path, s.B, s.H, s.W, s.Cin, s.Cout, s.KH, s.KW,
+             s.SH, s.SW, with_bias ? " bias" : "");
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = with_bias ? rand_f(s.Cout, -1, 1) : NULL;
+    float *dy = rand_f(ny, -1, 1);
+    float *xr = rounded(x, nx), *wr = rounded(w, nw), *dyr = rounded(dy, ny);
+    spk_bf16 *wh = to_bf16(w, nw), *xh = alloc_h(nx);
+    float *yref = alloc_f(ny);
+    conv2d_forward_reference(yref, xr, wr, bias, &s);
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(s.Cout), *dbr_exact = zeros_d(s.Cout);
+    conv2d_backward_reference(dxr, dwr, dbr, dyr, xr, wr, &s);
+    for (size_t i = 0; i < ny; i++) dbr_exact[i % s.Cout] += dy[i];  // the bias gradient sums dy unrounded
+
+    float *ws = alloc_f(conv2d_bf16_workspace_floats(&s)), *y = alloc_f(ny);
+    conv2d_bf16_forward(y, xh, x, wh, bias, &s, ws);
+    char nm[300];
+    snprintf(nm, sizeof nm, "forward vs reference on rounded operands %s", tag);
+    check_close(nm, y, yref, ny, 1e-5, 1e-5 * (1 + s.Cin * s.KH * s.KW));
+    snprintf(nm, sizeof nm, "stored input is bf16(x) %s", tag);
+    check_true(memcmp(xh, to_bf16(x, nx), nx * sizeof(spk_bf16)) == 0, nm);
+    // x NULL: the forward reads xh as it is
+    float *y2 = alloc_f(ny);
+    conv2d_bf16_forward(y2, xh, NULL, wh, bias, &s, ws);
+    snprintf(nm, sizeof nm, "forward from xh alone %s", tag);
+    check_true(memcmp(y, y2, ny * 4) == 0, nm);
+
+    float *dx = rand_f(nx, -1, 1), *dw = zeros_f(nw), *db = zeros_f(s.Cout);
+    conv2d_bf16_backward(dx, 0, dw, db, dy, xh, wh, &s, ws);
+    const double nsum = (double)s.B * conv2d_out_h(&s) * conv2d_out_w(&s);
+    snprintf(nm, sizeof nm, "dx vs adjoint %s", tag);
+    check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + s.Cout * s.KH * s.KW));
+    snprintf(nm, sizeof nm, "dw vs adjoint %s", tag);
+    check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + nsum));
+    snprintf(nm, sizeof nm, "dbias vs sums of dy %s", tag);
+    check_close_d(nm, db, dbr_exact, s.Cout, 1e-4, 1e-5 * (1 + nsum));
+
+    float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(s.Cout, -1, 1);
+    float *ax = copy_f(px, nx), *aw = copy_f(pw, nw), *ab = copy_f(pb, s.Cout);
+    conv2d_bf16_backward(ax, 1, aw, ab, dy, xh, wh, &s, ws);
+    check_accumulated3("conv2d_bf16", tag, (grad3_t){ax, aw, ab}, (grad3_t){px, pw, pb}, (grad3_t){dx, dw, db},
+                       (grad3_sizes_t){nx, nw, (size_t)s.Cout});
+    float *ox = alloc_f(nx), *ow = zeros_f(nw);
+    conv2d_bf16_backward(ox, 0, NULL, NULL, dy, xh, wh, &s, ws);
+    conv2d_bf16_backward(NULL, 0, ow, NULL, dy, xh, wh, &s, ws);
+    snprintf(nm, sizeof nm, "outputs alone %s", tag);
+    check_true(!memcmp(ox, dx, nx * 4) && !memcmp(ow, dw, nw * 4), nm);
+    test_release();
+}
+
+static void cpu_checks(void) {
+    const spk_gemm_backend keep = spk_gemm_get_backend();
+    for (int k = 0; k < 2; k++) {
+        // first oneDNN's bf16 convolutions (where the CPU has bf16 instructions), then the widened path
+        if (spk_gemm_set_backend(k == 0 ? SPK_GEMM_DNNL : SPK_GEMM_BLAS) != 0) continue;
+        if (k == 0 && !spk_gemm_bf16_native()) {
+            printf("conv2d_bf16: no native bf16 here; the widened path only\n");
+            continue;
+        }
+        const char *path = k == 0 ? "onednn-bf16" : "widened";
+        run_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, path);
+        run_case(conv2d_shape(2, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 0, path);
+        run_case(conv2d_shape(3, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 4, 8, 11, 6, 3, 3, 2, 1, 1, 1, 1, 1), 1, path);
+        run_case(conv2d_shape(2, 1, 32, 16, 20, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
+    }
+    spk_gemm_set_backend(keep);
+}
+
+static void backend_case(const int *a) {
+    conv2d_shape_t s = conv2d_shape_of(a);
+    const int with_bias = a[13];
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char t[96];
+    conv2d_tag(t, sizeof t, &s, with_bias);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = with_bias ? rand_f(s.Cout, -1, 1) : NULL;
+    float *dy = rand_f(ny, -1, 1), *y = alloc_f(ny), *ws = alloc_f(conv2d_bf16_workspace_floats(&s));
+    spk_bf16 *wh = to_bf16(w, nw), *xh = alloc_h(nx);
+    conv2d_bf16_forward(y, xh, x, wh, bias, &s, ws);
+    spk_bf16 *xh_ = dev_alloc(nx * sizeof(spk_bf16)), *wh_ = dev_alloc(nw * sizeof(spk_bf16));
+    g_be->upload(wh_, wh, nw * sizeof(spk_bf16));
+    float *x_ = dev_f(x, nx), *b_ = bias ? dev_f(bias, s.Cout) : NULL, *dy_ = dev_f(dy, ny), *y_ = dev_f(NULL, ny);
+    float *ws_ = dev_f(NULL, g_be->conv2d_bf16_workspace_floats(&s));
+    g_be->conv2d_bf16_forward(y_, xh_, x_, wh_, b_, &s, ws_);
+    cmp(cname("conv2d_bf16 forward %s", t), y_, y, ny, TOL_BF16);
+    spk_bf16 *got = alloc_h(nx);
+    g_be->download(got, xh_, nx * sizeof(spk_bf16));
+    be_verdict(cname("conv2d_bf16 stored input %s", t), memcmp(got, xh, nx * sizeof(spk_bf16)) == 0,
+               memcmp(got, xh, nx * sizeof(spk_bf16)) == 0 ? 0.0 : INFINITY, 0.0);
+    conv2d_call_t cpu = {&spk_backend_cpu, 1, &s, dy, NULL, NULL, xh, wh, ws},
+                  dev = {g_be, 1, &s, dy_, NULL, NULL, xh_, wh_, ws_};
+    grads_t g = grads_prefill(3, (size_t[]){nx, nw, (size_t)s.Cout});
+    conv2d_backward_call(&cpu, (grad3_t){g.cpu[0], g.cpu[1], g.cpu[2]});
+    conv2d_backward_call(&dev, (grad3_t){g.dev[0], g.dev[1], g.dev[2]});
+    conv2d_backward_call(&dev, (grad3_t){g.dev2[0], g.dev2[1], g.dev2[2]});
+    grads_check(&g, "conv2d_bf16", t, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_BF16, TOL_BF16, TOL});
+    dev_release();
+    test_release();
+}
+
+static void backend_checks(void) {
+    for (size_t i = 0; i < sizeof conv2d_backend_shapes / sizeof conv2d_backend_shapes[0]; i++)
+        backend_case(conv2d_backend_shapes[i]);
+}
+
+int main(int argc, char **argv) { return test_main(argc, argv, "test_conv2d_bf16", 11, cpu_checks, backend_checks); }
