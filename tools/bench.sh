@@ -9,10 +9,13 @@
 #   TORCH_VENV=DIR   a venv with PyTorch from PyPI (default ~/.cache/spkddp/venv-torch),
 #                    created when missing: python3 -m venv, then pip install torch numpy
 #   TORCH_PIP=ARGS   what that pip install installs (default "torch numpy"; e.g. "torch numpy
-#                    --index-url https://download.pytorch.org/whl/cpu" for the CPU-only wheel)
+#                    --index-url https://download.pytorch.org/whl/cpu" for the CPU-only wheel);
+#                    then pyannote.audio and einops without dependencies, whose copy of WeSpeaker's
+#                    resnet.py the ResNet runs use (tools/wespeaker_resnet.py)
 # PyTorch runs as installed and with glibc malloc tuned to keep freed activations
 # (MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736, what its allocator otherwise hands
-# back to the kernel and page-faults in again every step); its best counts. bf16 is spkddp's
+# back to the kernel and page-faults in again every step), and for the 2-D models (--model
+# resnet34 ...) also in its channels_last memory format; its best counts. bf16 is spkddp's
 # --precision bf16 against torch.autocast(dtype=torch.bfloat16). Each side's GFLOP/s (the
 # model's FLOPs per sample, forward + backward = 3x forward) is given as a fraction of the
 # machine's fp32 and bf16 peaks (tools/bench_peak.c), and the machine's load before and after
@@ -40,12 +43,18 @@ if [ ! -x "$venv/bin/python" ]; then
     # shellcheck disable=SC2086
     "$venv/bin/pip" install --quiet ${TORCH_PIP:-torch numpy}
 fi
+if [[ " $* " =~ " --model resnet" ]] && ! "$venv/bin/python" -c "import pyannote, einops" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --no-deps pyannote.audio einops ||
+        echo "bench.sh: no pyannote.audio: PyTorch runs tests/golden/make_resnet_golden.py's ResNet"
+fi
 py="$venv/bin/python"
 "$py" -c "import torch" || { echo "bench.sh: $venv has no working torch" >&2; exit 2; }
 
 pin=()
 if [ "$threads" -lt "$(nproc)" ] && command -v taskset >/dev/null; then pin=(taskset -c "0-$((threads - 1))"); fi
 common=(--steps "$steps" --warmup 2 "$@")
+two_d=0
+[[ " $* " =~ " --model resnet" ]] && two_d=1
 rate() { sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' <<<"$1"; }
 # samples per CPU second x threads, from the "<wall> s/step" and "CPU <cpu> s/step" of a run
 cpu_rate() {
@@ -80,6 +89,13 @@ for ((r = 1; r <= rounds; r++)); do
         echo "round $r: $out (malloc tuned)"
         runs["$p tuned"]+=" $(rate "$out")"
         cpu_runs["$p tuned"]+=" $(cpu_rate "$out")"
+        if [ $two_d -eq 1 ]; then  # the 2-D models also in PyTorch's channels_last format
+            out=$(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 "${pin[@]}" \
+                "$py" "$here/bench_pytorch.py" --threads "$threads" --precision "$p" --channels-last "${common[@]}")
+            echo "round $r: $out (malloc tuned)"
+            runs["$p tuned"]+=" $(rate "$out")"
+            cpu_runs["$p tuned"]+=" $(cpu_rate "$out")"
+        fi
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -59,8 +59,8 @@ else
     cp "$bdir/app/spkddp" "$stage/app/spkddp"
     for t in "${tests[@]}"; do cp "$bdir/tests/$t" "$stage/tests/$t"; done
 fi
-cp "$src/tools/gpu_check.sh" "$src/tools/bench_pytorch.py" "$stage/tools/"
-cp "$src/tests/golden/make_ecapa_golden.py" "$stage/tests/golden/"  # bench_pytorch.py's model
+cp "$src/tools/gpu_check.sh" "$src/tools/bench_pytorch.py" "$src/tools/wespeaker_resnet.py" "$stage/tools/"
+cp "$src/tests/golden/make_ecapa_golden.py" "$src/tests/golden/make_resnet_golden.py" "$src/tests/golden/golden_common.py" "$stage/tests/golden/"  # bench_pytorch.py's models
 
 # Carried libraries: every shared library the binaries need, and theirs, except what the host
 # gives (glibc, libstdc++/libgcc, the CUDA driver and libraries: tools/bundle_host_libs.txt).

@@ -20,7 +20,9 @@
 #               initialisation (spkddp diff, rtol 1e-5)
 #   bench-P, torch-P, ratio-P   for P = bf16, tf32, fp32: spkddp bench and PyTorch's same step
 #               (tools/bench_pytorch.py, cudnn.benchmark on, AMP for bf16) at C=1024, batch 128,
-#               T=200, samples/s and memory; bench-P-timed: spkddp with SPKDDP_CUDNN_SEARCH=time
+#               T=200, samples/s and memory; bench-P-timed: spkddp with SPKDDP_CUDNN_SEARCH=time;
+#               bench-resnet34-bf16, torch-resnet34-bf16, ratio-resnet34-bf16: WeSpeaker's
+#               ResNet34 (m 32, 80 features) at batch 128, T=200
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
 #   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
 #               every backward twice for the same bits
@@ -51,12 +53,14 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     train_model="--channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24"
     train_data="--dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 24 --max-frames 40"
     bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
+    resnet_shape="--channels 8 --batch 4 --frames 24 --feat 16"
     export E2E_DEVICE_MODEL=$train_model
 else
     shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50"
     train_model="--channels 512 --frames 200"
     train_data="--dim 80 --speakers 40 --utts-per-speaker 4 --min-frames 200 --max-frames 300"
     bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
+    resnet_shape="--batch 128 --frames 200"
 fi
 bench_args="$bench_shape $bench_steps"
 if [ -n "${GPU_CHECK_WORK:-}" ]; then
@@ -198,20 +202,35 @@ bench() {  # bench NAME PRECISION [ENV=VALUE ...]
     finish_step "$name"
     ours=$f
 }
-for p in bf16 tf32 fp32; do
-    bench "bench-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+# torch_pair NAME PRECISION [bench_pytorch.py flags]: PyTorch's run beside the spkddp run just
+# made (its samples/s in $ours), and the ratio.
+torch_pair() {
+    local name=$1 p=$2
+    shift 2
     if [ "$torch_ok" -eq 1 ]; then
-        # shellcheck disable=SC2086
-        step "torch-$p" 120 "$torch_py" "$here/bench_pytorch.py" --device cuda $bench_args --precision "$p" --cudnn-benchmark
-        theirs=$(figure "torch-$p")
-        mem=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "$logs/torch-$p.log")
+        step "torch-$name" 120 "$torch_py" "$here/bench_pytorch.py" --device cuda "$@" --precision "$p" --cudnn-benchmark
+        theirs=$(figure "torch-$name")
+        mem=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "$logs/torch-$name.log")
         [ -n "$theirs" ] && extra="; ${theirs} samples/s, peak memory ${mem} MiB"
-        finish_step "torch-$p"
+        finish_step "torch-$name"
         if [ -n "$ours" ] && [ -n "$theirs" ]; then
-            note "ratio-$p" "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "spkddp / pytorch = %.2fx", a / b }')"
+            note "ratio-$name" "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "spkddp / pytorch = %.2fx", a / b }')"
         fi
     else
-        note "torch-$p" "SKIP: no CUDA PyTorch in '$torch_py' (set TORCH_PYTHON; nothing is installed here)"
+        note "torch-$name" "SKIP: no CUDA PyTorch in '$torch_py' (set TORCH_PYTHON; nothing is installed here)"
+    fi
+}
+for p in bf16 tf32 fp32; do
+    bench "bench-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+    # shellcheck disable=SC2086
+    torch_pair "$p" "$p" $bench_args
+    if [ "$p" = bf16 ]; then  # WeSpeaker's ResNet34 at the same batch, bf16 against AMP
+        bench_args_ecapa=$bench_args
+        bench_args="--model resnet34 $resnet_shape $bench_steps"
+        bench "bench-resnet34-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+        # shellcheck disable=SC2086
+        torch_pair "resnet34-$p" "$p" $bench_args
+        bench_args=$bench_args_ecapa
     fi
 done
 for p in tf32 fp32; do

@@ -111,7 +111,7 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    const model_config_t *mc = &o->model;
+    const model_config_t resolved = model_config_resolve(&o->model), *mc = &resolved;
     printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s%s", mc->name, (long long)mc->channels,
             (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision,
             mc->invariant ? " invariant" : "");

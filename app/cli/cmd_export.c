@@ -1,11 +1,11 @@
 // `spkddp export --ckpt C --format safetensors|onnx --out F`: a trained model for other
 // toolkits (docs/interop.md).
-//   safetensors: every tensor under its SpeechBrain state-dict name (the encoder's as
-//     ECAPA_TDNN names them, the AAM-softmax weights as "classifier.weight", Classifier's
-//     "weight"), BatchNorm running statistics, and for each BatchNorm the int64
+//   safetensors: every tensor under the state-dict name of the toolkit that defines the model
+//     (SpeechBrain's ECAPA_TDNN, WeSpeaker's ResNets; the AAM-softmax weights as
+//     "classifier.weight"), BatchNorm running statistics, and for each BatchNorm the int64
 //     num_batches_tracked PyTorch keeps: the checkpoint's global step, the training forward
-//     passes every BatchNorm took. Metadata: SpeechBrain's constructor arguments, the feature
-//     description and what rebuilds the model (io/export/spkddp_meta.h).
+//     passes every BatchNorm took. Metadata: the toolkit's class and constructor arguments, the
+//     feature description and what rebuilds the model (io/export/spkddp_meta.h).
 //   onnx: the encoder as an ONNX graph, fbank in, embedding out (app/model/model_export.h).
 #include "app/cli/commands.h"
 #include "app/cli/model_file.h"
@@ -28,7 +28,8 @@ static const opt_t rows[] = {
              "checkpoint of a trained model (or a safetensors file from export)"),
     OPT_CHOICE(
         export_opts_t, format, "format", "safetensors|onnx",
-        "safetensors: every tensor under SpeechBrain's names; onnx: the encoder as an ONNX graph (--model ecapa)"),
+        "safetensors: every tensor under its toolkit's state-dict names (SpeechBrain, WeSpeaker); onnx: the encoder "
+        "as an ONNX graph (--model ecapa)"),
     OPT_TEXT(export_opts_t, out, "out", OPT_REQUIRED, "file to write (replaced if it exists)"),
 };
 static const opt_table_t table =
@@ -78,15 +79,24 @@ static int write_safetensors(const model_t *m, const ckpt_meta_t *meta, const ch
         spkddp_meta_add(&md, "speechbrain_classifier", sb.classifier);
         spkddp_meta_add(&md, "speechbrain_classifier_args", sb.classifier_args);
     }
+    model_toolkit_t tk;
+    model_toolkit(m, &tk);
+    char key_model[48], key_args[64];                          // "wespeaker_model", "wespeaker_model_args"
+    if (tk.model && strcmp(tk.toolkit, "SpeechBrain") != 0) {  // SpeechBrain's keys are above
+        snprintf(key_model, sizeof key_model, "%s_model", tk.toolkit);
+        for (char *c = key_model; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        snprintf(key_args, sizeof key_args, "%.47s_args", key_model);
+        spkddp_meta_add(&md, key_model, tk.model);
+        spkddp_meta_add(&md, key_args, tk.args);
+    }
     spkddp_meta_add(&md, "features", FEATURES_NOTE);
     spkddp_meta_add(&md, "num_batches_tracked",
                     "the global step of the checkpoint (training forward passes of every BatchNorm)");
     int rc = safetensors_write(path, t, n, md.kv, md.n, err, cap) ? SPK_EXIT_FAILURE : 0;
     if (rc == 0)
         printf(
-            "wrote %s: %d tensors of model %s (SpeechBrain state-dict names, BatchNorm statistics, num_batches_tracked "
-            "%lld)\n",
-            path, n, m->name, (long long)steps);
+            "wrote %s: %d tensors of model %s (%s state-dict names, BatchNorm statistics, num_batches_tracked %lld)\n",
+            path, n, m->name, tk.toolkit, (long long)steps);
     free(t);
     return rc;
 }

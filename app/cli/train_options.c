@@ -24,7 +24,7 @@ static const opt_t rows[] = {
     OPT_TF32(train_config_t, tf32),
     OPT_MODEL(train_config_t, model.name, "model (ecapa-av needs a dataset with a /visual stream)"),
     OPT_CHANNELS(train_config_t, model.channels),
-    OPT_INTEGER(train_config_t, model.emb_dim, "emb-dim", 2, 4096, "embedding size"),
+    OPT_INTEGER(train_config_t, model.emb_dim, "emb-dim", 2, 4096, "embedding size (ecapa: 192, resnet: 256)"),
     OPT_INTEGER(train_config_t, model.att_channels, "attention-channels", 1, 4096, "ECAPA attentive-pooling channels"),
     OPT_INTEGER(train_config_t, model.se_channels, "se-channels", 1, 4096, "ECAPA squeeze-excitation channels"),
     OPT_INTEGER(train_config_t, model.visual_channels, "visual-channels", 1, 4096, "ecapa-av visual TDNN channels"),

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be) {
+model_t *model_create(const model_config_t *given, const model_data_t *data, const spk_backend_t *be) {
+    const model_config_t resolved = model_config_resolve(given), *cfg = &resolved;
     model_t *m = callocCheck(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
     m->bf16 = strcmp(cfg->precision, "bf16") == 0;

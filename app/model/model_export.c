@@ -15,6 +15,14 @@ int model_speechbrain(const model_t *m, model_speechbrain_t *sb) {
                                sizeof sb->classifier_args);
 }
 
+void model_toolkit(const model_t *m, model_toolkit_t *t) {
+    const model_family_t *f = model_family_of(m);
+    t->toolkit = f && f->toolkit ? f->toolkit : "spkddp";
+    t->model = f ? f->toolkit_model : NULL;
+    t->args[0] = 0;
+    if (f && f->toolkit_args) f->toolkit_args(m, t->args, sizeof t->args);
+}
+
 int model_onnx_write(const model_t *m, const char *path, const st_meta_t *meta, int n, char *err, size_t cap) {
     const model_family_t *f = model_family_of(m);
     if (!f || !f->onnx_write) {

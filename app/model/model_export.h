@@ -1,6 +1,6 @@
 // What `spkddp export` needs of a model beyond its named tensors, from its row of the registry
 // (app/model/registry.h): SpeechBrain's counterpart of the encoder, and the encoder as an ONNX
-// graph. Today both cover --model ecapa (app/model/ecapa/ecapa_export.h).
+// graph (--model ecapa, app/model/ecapa/ecapa_export.h); the toolkit whose names the tensors carry.
 #pragma once
 #include "app/model/model.h"
 #include "io/export/safetensors.h"
@@ -15,6 +15,15 @@ typedef struct {
 
 // 0, or -1 when the model has no SpeechBrain counterpart.
 int model_speechbrain(const model_t *m, model_speechbrain_t *sb);
+
+// The toolkit whose state-dict names the model's tensors carry, and its class of the encoder
+// with the keyword arguments (a JSON object) that rebuild it.
+typedef struct {
+    const char *toolkit;  // "SpeechBrain", "WeSpeaker", or "spkddp" (names of its own)
+    const char *model;    // NULL when not given
+    char args[512];
+} model_toolkit_t;
+void model_toolkit(const model_t *m, model_toolkit_t *t);
 
 // The encoder as an ONNX graph (opset 17), from host_params/host_state (current after
 // model_download): input "fbank" (batch, frames, F) float32, the Kaldi fbank frames as a

@@ -5,21 +5,47 @@
 #include "app/model/ecapa/ecapa.h"
 #include "app/model/ecapa/ecapa_export.h"
 #include "app/model/linear/linear.h"
+#include "app/model/resnet/resnet.h"
+#include "app/model/resnet/resnet_export.h"
 
 #include <stdio.h>
 #include <string.h>
+
+// WeSpeaker's ResNets, one row per depth (app/model/resnet/resnet.c knows their blocks).
+#define RESNET_ROW(depth, class)                                                                          \
+    {                                                                                                     \
+        .name = depth, .build = model_resnet_build, .frames = RESNET_FRAMES, .channels = RESNET_CHANNELS, \
+        .emb_dim = RESNET_EMB, .forward_flop = resnet_forward_flop, .toolkit = "WeSpeaker",               \
+        .toolkit_model = "wespeaker.models.resnet." class, .toolkit_args = resnet_wespeaker_args,         \
+        .onnx_write = resnet_onnx_write                                                                   \
+    }
 
 static const model_family_t families[] = {
     {.name = "linear", .build = model_linear_build, .frames = 0},
     {.name = "ecapa",
      .build = model_ecapa_build,
      .frames = ECAPA_FRAMES,
+     .channels = ECAPA_CHANNELS,
+     .emb_dim = ECAPA_EMB,
+     .toolkit = "SpeechBrain",
      .forward_flop = ecapa_forward_flop,
      .speechbrain_encoder = "speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN",
      .speechbrain_classifier = "speechbrain.lobes.models.ECAPA_TDNN.Classifier",
      .speechbrain_args = ecapa_speechbrain_args,
      .onnx_write = ecapa_onnx_write},
-    {.name = "ecapa-av", .build = model_ecapa_build, .visual = 1, .frames = ECAPA_FRAMES},
+    {.name = "ecapa-av",
+     .build = model_ecapa_build,
+     .visual = 1,
+     .frames = ECAPA_FRAMES,
+     .channels = ECAPA_CHANNELS,
+     .emb_dim = ECAPA_EMB},
+    RESNET_ROW("resnet18", "ResNet18"),
+    RESNET_ROW("resnet34", "ResNet34"),
+    RESNET_ROW("resnet50", "ResNet50"),
+    RESNET_ROW("resnet101", "ResNet101"),
+    RESNET_ROW("resnet152", "ResNet152"),
+    RESNET_ROW("resnet221", "ResNet221"),
+    RESNET_ROW("resnet293", "ResNet293"),
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
 
@@ -27,6 +53,14 @@ const model_family_t *model_family_find(const char *name) {
     for (int i = 0; i < NFAMILIES; i++)
         if (strcmp(families[i].name, name) == 0) return &families[i];
     return NULL;
+}
+
+model_config_t model_config_resolve(const model_config_t *cfg) {
+    model_config_t c = *cfg;
+    const model_family_t *f = model_family_find(cfg->name);
+    if (f && c.channels == 0) c.channels = f->channels;
+    if (f && c.emb_dim == 0) c.emb_dim = f->emb_dim;
+    return c;
 }
 
 const model_family_t *model_family_of(const model_t *m) { return model_family_find(m->name); }

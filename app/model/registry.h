@@ -17,11 +17,17 @@ typedef struct {
     void (*build)(model_t *m, const model_config_t *cfg, const model_data_t *data);
     int visual;  // the model needs a dataset with a /visual stream
     // Option defaults: the training crop in frames when --frames is 0 (0: whole utterances,
-    // and --frames does not apply).
-    int64_t frames;
+    // and --frames does not apply); the width (--channels) and the embedding size (--emb-dim)
+    // when they are 0 (0 here: the model has none).
+    int64_t frames, channels, emb_dim;
     // Forward FLOP per sample (2 x multiply-adds) at cfg's width and crop, for F features (NULL:
     // not counted; `spkddp bench` reports GFLOP/s with it).
     double (*forward_flop)(const model_config_t *cfg, int64_t feat);
+    // The toolkit whose state-dict names the tensors carry ("SpeechBrain", "WeSpeaker"; NULL:
+    // spkddp's own), and its class of the encoder with the keyword arguments that rebuild it
+    // (export metadata: "<toolkit>_model", "<toolkit>_model_args"; NULL: not given).
+    const char *toolkit, *toolkit_model;
+    int (*toolkit_args)(const model_t *m, char *args, size_t cap);
     // Export (`spkddp export`, app/model/model_export.h; NULL: none). SpeechBrain's classes of
     // the same encoder and its classifier, and their keyword arguments as JSON objects (0, or
     // -1 when m has no counterpart).
@@ -34,6 +40,9 @@ typedef struct {
 
 // The row of --model `name`; NULL when there is none.
 const model_family_t *model_family_find(const char *name);
+// cfg with the model's own width and embedding size where cfg leaves them 0 (model_create builds
+// from it; anything else that reads them, such as a FLOP count, should too).
+model_config_t model_config_resolve(const model_config_t *cfg);
 // The row of a built model.
 const model_family_t *model_family_of(const model_t *m);
 // Every name, "a|b|c" in table order, for the option tables' --model; _audio: only the models

@@ -1,6 +1,7 @@
 #include "app/train/train_config.h"
 
 #include "app/dist/device_select.h"
+#include "app/model/registry.h"
 #include "app/train/resume_allow.h"
 #include "kernels/base/check.h"
 
@@ -50,6 +51,7 @@ void train_config_finalize(train_config_t *c, int world) {
     if ((c->resume_allow[0] || c->set_aside_newer) && !c->resume[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --%s applies to a resume: it needs --resume",
                      c->resume_allow[0] ? "resume-allow" : "set-aside-newer");
+    c->model = model_config_resolve(&c->model);  // the width and embedding size the model will have
     model_config_t m = c->model;
     if (model_config_apply_tf32(&m, c->tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");

@@ -1,6 +1,6 @@
 // The metadata spkddp writes into the files it exports (safetensors __metadata__, ONNX
 // metadata_props), all strings: enough to rebuild the model from the file alone.
-//   spkddp_model   linear | ecapa | ecapa-av
+//   spkddp_model   linear | ecapa | ecapa-av | resnet18 ... resnet293
 //   spkddp_config  the training flags as key=value lines (a checkpoint's config attribute)
 //   feature_dim, num_classes, visual_dim, visual_ratio, global_step   decimal integers
 // tools/speechbrain_to_safetensors.py writes the same keys for a SpeechBrain model.

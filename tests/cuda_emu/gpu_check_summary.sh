@@ -5,11 +5,11 @@
 # the bundle's test.
 check_summary() {
     local out=$1 summary=$1/summary.txt bad=0 s
-    for s in device step1 bench-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed kernels shapes-32 \
-        shapes-128 determinism tf32; do
+    for s in device step1 bench-bf16 bench-resnet34-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
+        kernels shapes-32 shapes-128 determinism tf32; do
         grep -qE "^$s +ok" "$summary" || { echo "FAIL: step $s did not pass"; bad=1; }
     done
-    for s in torch-bf16 torch-tf32 torch-fp32; do
+    for s in torch-bf16 torch-resnet34-bf16 torch-tf32 torch-fp32; do
         grep -qE "^$s +SKIP: no CUDA PyTorch" "$summary" || { echo "FAIL: $s does not say PyTorch is missing"; bad=1; }
     done
     grep -qE "^e2e +SKIP: GPU_CHECK_SKIP" "$summary" || { echo "FAIL: GPU_CHECK_SKIP=e2e did not skip e2e"; bad=1; }

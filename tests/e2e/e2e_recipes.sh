@@ -24,7 +24,7 @@ for f in "$recipes"/voxceleb/*.yaml; do
     name=$(basename "$f" .yaml)
     case $name in
     prepare_*) args=(prepare --config "$f") ;;
-    train) args=(train --config "$f") ;;
+    train*) args=(train --config "$f") ;;
     embed) args=(embed --config "$f" --ckpt missing.h5 --data missing.h5 --out missing_emb.h5) ;;
     score_*) args=(score --config "$f") ;;
     *) fail "no command for $name.yaml"; continue ;;

@@ -8,14 +8,15 @@ implementation is checked against to ecapa_golden.h5 (stored as float32).
 
 Usage:  /usr/bin/python3 tests/golden/make_ecapa_golden.py [output.h5]
 """
-import math
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_common import aam_logits, write_golden  # noqa: E402,F401 (aam_logits: tools/bench_pytorch.py)
 
 # ---------------------------------------------------------------- sizes
 SEED = 1234
@@ -194,21 +195,8 @@ def count_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
-def aam_logits(emb, weight, labels, margin, scale):
-    cos = F.linear(F.normalize(emb, dim=1), F.normalize(weight, dim=1))
-    sin = torch.sqrt(torch.clamp(1.0 - cos.pow(2), 0.0, 1.0))
-    phi = cos * math.cos(margin) - sin * math.sin(margin)
-    th = math.cos(math.pi - margin)
-    mm = math.sin(math.pi - margin) * margin
-    phi = torch.where(cos > th, phi, cos - mm)
-    onehot = F.one_hot(labels, weight.shape[0]).to(cos.dtype)
-    return scale * (onehot * phi + (1.0 - onehot) * cos), cos
-
-
 # ---------------------------------------------------------------- main
 def main():
-    import h5py  # here, not at the top: tools/bench_pytorch.py imports the modules without it
-
     out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "ecapa_golden.h5")
 
@@ -220,100 +208,11 @@ def main():
     assert n512 == 6194048, n512
     assert n1024 == 20767552, n1024
 
-    # Everything random is drawn in float32, so every stored value is exactly
-    # the value the float64 reference computation starts from.
-    torch.manual_seed(SEED)
-    model = build_ecapa(FEATS, CHANNELS, ATT_CHANNELS, SE_CHANNELS, EMB_DIM)
-    classifier_weight = torch.empty(NUM_SPEAKERS, EMB_DIM)
-    nn.init.xavier_uniform_(classifier_weight)
-
-    bn_names = []
-    with torch.no_grad():
-        for name, mod in model.named_modules():
-            if isinstance(mod, nn.BatchNorm1d):
-                bn_names.append(name)
-                c = mod.num_features
-                mod.weight.copy_(1.0 + 0.1 * torch.randn(c))
-                mod.bias.copy_(0.1 * torch.randn(c))
-                mod.running_mean.copy_(0.1 * torch.randn(c))
-                mod.running_var.copy_(1.0 + 0.1 * torch.rand(c))
-
-    x = torch.randn(BATCH, FRAMES, FEATS) + (0.5 + 1.5 * torch.rand(BATCH, 1, 1))
-    labels = torch.randint(0, NUM_SPEAKERS, (BATCH,))
-    if len(set(labels.tolist())) == BATCH:
-        labels[BATCH - 1] = labels[0]
-    assert len(set(labels.tolist())) < BATCH
-
-    param_order = [n for n, _ in model.named_parameters()] + ["classifier.weight"]
-    state_names = [n for n, _ in model.named_buffers() if not n.endswith("num_batches_tracked")]
-
-    model = model.double()
-    W = nn.Parameter(classifier_weight.double())
-    xd = x.double()
-
-    params_before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    params_before["classifier.weight"] = W.detach().clone()
-    state_before = {n: b.detach().clone() for n, b in model.named_buffers()
-                    if n in state_names}
-
-    # Eval-mode embedding, using the initial running statistics.
-    model.eval()
-    with torch.no_grad():
-        emb_eval = model(xd).squeeze(1)
-
-    # One training-mode forward + backward.
-    model.train()
-    xin = xd.clone().requires_grad_(True)
-    emb = model(xin).squeeze(1)
-    logits, cos = aam_logits(emb, W, labels, MARGIN, SCALE)
-    loss = F.cross_entropy(logits, labels)
-    loss.backward()
-
-    grads = {n: p.grad.detach() for n, p in model.named_parameters()}
-    grads["classifier.weight"] = W.grad.detach()
-    state_after = {n: b.detach().clone() for n, b in model.named_buffers()
-                   if n in state_names}
-
-    print(f"loss = {loss.item():.10f}")
-
-    f32 = lambda t: t.detach().cpu().numpy().astype(np.float32)
-    sdt = h5py.string_dtype(encoding="utf-8")
-    with h5py.File(out_path, "w") as h:
-        a = h.attrs
-        a["F"] = FEATS
-        a["C"] = CHANNELS
-        a["attention_channels"] = ATT_CHANNELS
-        a["se_channels"] = SE_CHANNELS
-        a["emb_dim"] = EMB_DIM
-        a["num_speakers"] = NUM_SPEAKERS
-        a["batch"] = BATCH
-        a["frames"] = FRAMES
-        a["margin"] = MARGIN
-        a["scale"] = SCALE
-        a["seed"] = SEED
-        a["torch_version"] = str(torch.__version__)
-
-        h["input"] = f32(x)
-        h["labels"] = labels.numpy().astype(np.int32)
-        h.create_dataset("order", data=np.array(param_order, dtype=object), dtype=sdt)
-        h.create_dataset("state_order", data=np.array(state_names, dtype=object), dtype=sdt)
-        for n in param_order:
-            h[f"params/{n}"] = f32(params_before[n])
-            h[f"grads/{n}"] = f32(grads[n])
-        for n in state_names:
-            h[f"state/{n}"] = f32(state_before[n])
-            h[f"state_after/{n}"] = f32(state_after[n])
-        h["emb"] = f32(emb)
-        h["emb_eval"] = f32(emb_eval)
-        h["loss"] = np.float32(loss.item())
-        h["cos"] = f32(cos)
-        h["grad_input"] = f32(xin.grad)
-
-    for n in param_order:
-        print(f"  {n} {tuple(params_before[n].shape)}")
-    print(f"trainable params (C={CHANNELS}): {sum(v.numel() for v in params_before.values())}")
-    print(f"labels = {labels.tolist()}")
-    print(f"wrote {out_path} ({os.path.getsize(out_path)} bytes)")
+    attrs = [("F", FEATS), ("C", CHANNELS), ("attention_channels", ATT_CHANNELS), ("se_channels", SE_CHANNELS),
+             ("emb_dim", EMB_DIM), ("num_speakers", NUM_SPEAKERS), ("batch", BATCH), ("frames", FRAMES),
+             ("margin", MARGIN), ("scale", SCALE), ("seed", SEED)]
+    write_golden(out_path, lambda: build_ecapa(FEATS, CHANNELS, ATT_CHANNELS, SE_CHANNELS, EMB_DIM), attrs, SEED,
+                 FEATS, EMB_DIM, NUM_SPEAKERS, BATCH, FRAMES, MARGIN, SCALE, nn.BatchNorm1d)
 
 
 if __name__ == "__main__":

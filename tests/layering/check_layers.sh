@@ -60,7 +60,7 @@ allowed_prefixes() {
         app/eval/*)         echo "app/eval/ app/dist/ app/model/ io/ $K" ;;
         app/dist/*)         echo "app/dist/ app/model/ io/ $K" ;;
         app/model/core/*)   echo "app/model/core/ io/loader/batch.h $K" ;;
-        app/model/layers/*) echo "app/model/layers/ app/model/core/ io/loader/batch.h $K" ;;
+        app/model/layers/*) echo "app/model/layers/ app/model/core/ io/loader/batch.h io/export/ $K" ;;
         app/model/*/*)      echo "$(dirname "$1")/ app/model/layers/ app/model/core/ io/loader/batch.h io/export/ $K" ;;
         app/model/*)        echo "app/model/ io/loader/batch.h io/export/ $K" ;;
         io/*/*)             w=${1#io/} && w=$(io_wing_prefixes "${w%%/*}") && [ "$w" != "-" ] && echo "$w $K" || echo "-" ;;

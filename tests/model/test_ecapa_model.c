@@ -32,8 +32,8 @@ static double loss_at(model_t *m, const float *x, const float *v, const int32_t 
     ecapa_forward(e, m, x, v, B, T, 1);
     float loss = 0;
     int correct = 0;
-    aam_softmax_forward(&loss, &correct, e->aam_cache, e->emb, m->params + e->cls_w, y, B, (int)e->d.emb,
-                        (int)e->d.classes, e->margin, e->scale, e->work);
+    aam_softmax_forward(&loss, &correct, e->head.aam_cache, e->emb, m->params + e->head.cls_w, y, B, (int)e->d.emb,
+                        (int)e->d.classes, e->head.margin, e->head.scale, e->head.work);
     return loss;
 }
 
@@ -48,7 +48,7 @@ static void gradcheck(const char *model) {
         &mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0, .visual_ratio = R},
         &spk_backend_cpu);
     ecapa_t *e = m->impl;
-    ecapa_reserve(e, m, B, T);
+    aam_encoder_reserve(m, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
     float x[B * T * F], dx[B * T * F];
     int32_t y[B] = {0, 2, 1, 2, 0, 1, 1, 2};
@@ -60,10 +60,11 @@ static void gradcheck(const char *model) {
     // Analytic gradient.
     double base = loss_at(m, x, vis, y, B, T);
     memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
-    memset(e->g_emb, 0, sizeof(float) * B * (size_t)e->d.emb);
-    aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, y, B,
-                         (int)e->d.emb, S, e->margin, e->scale, e->work);
-    ecapa_backward(e, m, e->g_emb, dx, B, T);
+    memset(e->head.g_emb, 0, sizeof(float) * B * (size_t)e->d.emb);
+    aam_softmax_backward(e->head.g_emb, m->grads + e->head.cls_w, 1.0f, e->head.aam_cache, e->emb,
+                         m->params + e->head.cls_w, y, B, (int)e->d.emb, S, e->head.margin, e->head.scale,
+                         e->head.work);
+    ecapa_backward(e, m, e->head.g_emb, dx, B, T);
     EXPECT(isfinite(base), "loss %g", base);
 
     // Directional derivatives: (L(p + h v) - L(p - h v)) / 2h vs <g, v>, v random unit. The

@@ -1,5 +1,11 @@
-# model/: ECAPA-TDNN against PyTorch's (golden file) and finite differences.
+# model/: the encoders against PyTorch (golden files) and finite differences.
 spk_unit_test(model test_ecapa_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/ecapa_golden.h5)
 spk_unit_test(model test_ecapa_model)
 # Tiny networks: one thread, so a busy machine's spinning thread pools cannot stall them.
 set_tests_properties(test_ecapa_model PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)
+# WeSpeaker's ResNets against PyTorch: BasicBlocks (resnet18) and Bottlenecks (resnet50).
+spk_unit_test(model test_resnet_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/resnet18_golden.h5)
+add_test(NAME test_resnet50_golden COMMAND test_resnet_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/resnet50_golden.h5 1.5e-3)
+set_tests_properties(test_resnet50_golden PROPERTIES LABELS unit)
+spk_unit_test(model test_resnet_model)
+set_tests_properties(test_resnet_model PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)

@@ -5,8 +5,9 @@
 #include <string.h>
 
 model_config_t model_config_defaults(const char *name) {
-    // SpeechBrain's ECAPA-TDNN widths; the AAM-softmax of its VoxCeleb recipe.
-    model_config_t c = {.channels = 512, .emb_dim = 192, .att_channels = 128, .se_channels = 128};
+    // The width and the embedding size are the model's own unless set (app/model/registry.c);
+    // SpeechBrain's ECAPA-TDNN attention and excitation widths; the AAM-softmax of its recipe.
+    model_config_t c = {.channels = 0, .emb_dim = 0, .att_channels = 128, .se_channels = 128};
     c.visual_channels = 256;
     c.margin = 0.2, c.scale = 30;
     c.seed = 1234;

@@ -5,8 +5,8 @@
 
 typedef struct {
     char name[32];                                   // linear | ecapa | ecapa-av
-    int64_t channels;                                // ECAPA width C
-    int64_t emb_dim;                                 // embedding size
+    int64_t channels;                                // encoder width: ECAPA's C, a ResNet's m_channels (0: the model's)
+    int64_t emb_dim;                                 // embedding size (0: the model's)
     int64_t att_channels;                            // attentive-pooling channels
     int64_t se_channels;                             // squeeze-excitation bottleneck
     int64_t visual_channels;                         // ecapa-av visual TDNN channels
@@ -21,8 +21,9 @@ typedef struct {
                               // batch the run will see; 1: each sample on its own)
 } model_config_t;
 
-// Model `name` with the default hyperparameters (SpeechBrain's ECAPA-TDNN: C=512, attention
-// and squeeze-excitation 128, embedding 192; AAM-softmax m=0.2, s=30; seed 1234; fp32).
+// Model `name` with the default hyperparameters: the width and embedding size of the model
+// (0 here; model_config_resolve in app/model/registry.h fills them), SpeechBrain's ECAPA-TDNN
+// attention and squeeze-excitation 128; AAM-softmax m=0.2, s=30; seed 1234; fp32.
 model_config_t model_config_defaults(const char *name);
 // The older --tf32 switch: with tf32 set, an fp32 config becomes tf32. Returns -1 (config
 // unchanged) when it already asks for bf16, 0 otherwise.

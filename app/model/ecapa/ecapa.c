@@ -3,7 +3,6 @@
 // the embedding layer.
 #include "app/model/ecapa/ecapa.h"
 
-#include "app/model/core/model_stats.h"
 #include "app/model/layers/model_layers.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
@@ -21,9 +20,8 @@ static const int dilations[3] = {2, 3, 4};
 // Registers every tensor (reverse execution order) into m->table / m->state_table.
 static void ecapa_register(ecapa_t *e, model_t *m) {
     const int F = (int)e->d.feat, C = (int)e->d.channels, A = (int)e->d.att, E = (int)e->d.emb;
-    const int64_t S = e->d.classes, P = e->pooled_dim;
-    // Reverse execution order: the head's gradients are ready first.
-    e->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){S, E});
+    const int64_t P = e->pooled_dim;
+    // Reverse execution order (the classifier, registered by the head, comes first).
     e->fc_w = param_table_add(&m->table, "fc.conv.weight", 3, (int64_t[]){E, P, 1});
     e->fc_b = param_table_add(&m->table, "fc.conv.bias", 1, (int64_t[]){E});
     e->asp_bn_w = param_table_add(&m->table, "asp_bn.norm.weight", 1, (int64_t[]){P});
@@ -63,9 +61,11 @@ static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
             for (int64_t j = 0; j < t->numel; j++) p[j] = is_bias ? 0.0f : 1.0f;
             continue;
         }
-        if (t->offset == e->cls_w) {
-            bound = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
-        } else if (is_bias) {
+        if (t->offset == e->head.cls_w) {
+            aam_encoder_init_classifier(&e->head, m, seed, i);
+            continue;
+        }
+        if (is_bias) {
             const param_tensor_t *w = &m->table.t[i - 1];  // each conv registers weight then bias
             bound = 1.0f / sqrtf((float)(w->shape[1] * w->shape[2]));
         } else {
@@ -94,19 +94,18 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
         float **const vb[] = {&e->vis.x, &e->vis.g_h, &e->vis.g_mid, &e->vis.g_tmp};
         for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
     }
-    float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,    &e->pooled_bn, &e->bn_mean,
-                            &e->bn_rstd, &e->emb,     &e->aam_cache, &e->g3[0],     &e->g3[1],
-                            &e->gblk[0], &e->gblk[1], &e->gblk[2],   &e->gblk[3],   &e->gvec[0],
-                            &e->gvec[1], &e->g_emb,   &e->work,      &e->scalars,   &e->row_loss};
+    float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
+                            &e->emb,     &e->g3[0],   &e->g3[1],   &e->gblk[0],   &e->gblk[1], &e->gblk[2],
+                            &e->gblk[3], &e->gvec[0], &e->gvec[1], &e->work};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     e->cap_b = 0;
     e->cap_bt = 0;
     e->work_floats = 0;
 }
 
-// Largest conv / AAM workspace any layer needs for B samples of T frames.
+// Largest conv / pooling workspace any layer needs for B samples of T frames.
 static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
-    size_t w = m->be->aam_softmax_workspace_floats(B, (int)e->d.emb, (int)e->d.classes);
+    size_t w = 0;
     const tdnn_t *all[] = {
         &e->block0, &e->mfa, &e->blocks[0].tdnn1, &e->blocks[0].res[0], &e->blocks[1].res[0], &e->blocks[2].res[0]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -160,15 +159,11 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->bn_mean = model_buf(m, P);
     e->bn_rstd = model_buf(m, P);
     e->emb = model_buf(m, (size_t)B * E);
-    e->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, (int)E, (int)e->d.classes));
     for (int i = 0; i < 2; i++)
         e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
     for (int i = 0; i < 4; i++) e->gblk[i] = model_buf(m, bt * C);
     for (int i = 0; i < 2; i++) e->gvec[i] = model_buf(m, (size_t)B * P);
-    e->g_emb = model_buf(m, (size_t)B * E);
     e->work = model_buf(m, w);
-    e->scalars = model_buf(m, 2);
-    e->row_loss = model_buf(m, (size_t)B);
     e->work_floats = w;
     e->cap_b = B;
     e->cap_bt = bt;
@@ -267,105 +262,21 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     if (dframes) K->batch_transpose(dframes, dx, B, F, T);  // (B, F, T) -> (B, T, F)
 }
 
-// ---- model_t interface -------------------------------------------------------------------------
+// ---- the encoder of app/model/layers/aam_encoder.h ---------------------------------------------
 
-static int batch_frames(const batch_t *b) {
-    int T = (int)(b->frame_off[1] - b->frame_off[0]);
-    for (int i = 1; i < b->n; i++) SPK_ASSERT(b->frame_off[i + 1] - b->frame_off[i] == T);
-    return T;
-}
+static void reserve(model_t *m, int B, int T) { ecapa_reserve(m->impl, m, B, T); }
 
-// Forward and AAM loss of a batch; the loss and the correct count are fetched back without
-// waiting (model_read_stats), so a training step queues its backward before the host waits.
-// Returns the labels as the backend sees them.
-static const int *forward_loss(ecapa_t *e, model_t *m, const batch_t *b, int train) {
-    const spk_backend_t *K = m->be;
-    const int T = batch_frames(b), B = b->n;
-    ecapa_reserve(e, m, B, T);
-    const size_t xb = (size_t)B * T * e->d.feat * sizeof(float), lb = (size_t)B * sizeof(int);
-    const size_t vb = e->has_visual ? (size_t)B * (T / e->d.vratio) * e->d.vfeat * sizeof(float) : 0;
-    model_stage_begin(m, xb + vb + lb);
-    const float *x = model_stage(m, b->x, xb);
-    const float *vx = e->has_visual ? model_stage(m, b->vx, vb) : NULL;
-    const int *labels = model_stage(m, b->labels, lb);
-    model_stage_ready(m);
-    model_round_params(m);
-    ecapa_forward(e, m, x, vx, B, T, train);
-    const int E = (int)e->d.emb, S = (int)e->d.classes;
-    int *correct = (int *)(e->scalars + 1);
-    if (!m->invariant) {
-        K->aam_softmax_forward(e->scalars, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
-                               e->margin, e->scale, e->work);
-    } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; e->scalars[0] is unused)
-        K->aam_softmax_forward_rows(e->row_loss, correct, e->aam_cache, e->emb, m->params + e->cls_w, labels, B, E, S,
-                                    e->margin, e->scale, e->work);
-        model_sum_losses(m, e->row_loss, B, train ? m->group : 1);
-    }
-    model_stats_fetch(m, e->scalars, B);
-    return labels;
-}
-
-static void train_step(model_t *m, const batch_t *b) {
+static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
     ecapa_t *e = m->impl;
-    const spk_backend_t *K = m->be;
-    const int64_t global = model_begin_step(m, b->n);
-    const int *labels = forward_loss(e, m, b, 1);
-    const int E = (int)e->d.emb, S = (int)e->d.classes;
-    K->vec_zero(e->g_emb, (size_t)b->n * E);
-    if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
-        K->aam_softmax_backward_exact(e->g_emb, m->grads + e->cls_w, xsum_at(m->xgrads, e->cls_w), 1.0f / (float)global,
-                                      e->aam_cache, e->emb, m->params + e->cls_w, labels, b->n, E, S, e->margin,
-                                      e->scale, e->work, m->group);
-    else
-        K->aam_softmax_backward(e->g_emb, m->grads + e->cls_w, 1.0f, e->aam_cache, e->emb, m->params + e->cls_w, labels,
-                                b->n, E, S, e->margin, e->scale, e->work);
-    model_grads_ready(m, e->cls_w + (int64_t)S * E);
-    ecapa_backward(e, m, e->g_emb, NULL, b->n, batch_frames(b));
+    ecapa_forward(e, m, frames, vframes, B, T, train);
+    return e->emb;
 }
 
-static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
-    forward_loss(m->impl, m, b, 0);
-    model_read_stats(m, st);
-}
+static void backward(model_t *m, const float *g_emb, int B, int T) { ecapa_backward(m->impl, m, g_emb, NULL, B, T); }
 
-// Inference-mode embeddings; samples of equal length go through together, others one by one.
-static void embed(model_t *m, const batch_t *b, float *out) {
-    ecapa_t *e = m->impl;
-    const int64_t E = e->d.emb, F = e->d.feat, Fv = e->d.vfeat;
-    model_round_params(m);
-    int i = 0;
-    while (i < b->n) {
-        int64_t T = b->frame_off[i + 1] - b->frame_off[i];
-        int j = i + 1;
-        while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
-        ecapa_reserve(e, m, j - i, (int)T);
-        const size_t xb = (size_t)((j - i) * T * F) * sizeof(float);
-        const int64_t Tv = e->has_visual ? b->vframe_off[i + 1] - b->vframe_off[i] : 0;
-        const size_t vb = (size_t)((j - i) * Tv * Fv) * sizeof(float);
-        model_stage_begin(m, xb + vb);
-        const float *x = model_stage(m, b->x + b->frame_off[i] * F, xb);
-        const float *vx = e->has_visual ? model_stage(m, b->vx + b->vframe_off[i] * Fv, vb) : NULL;
-        model_stage_ready(m);
-        ecapa_forward(e, m, x, vx, j - i, (int)T, 0);
-        m->be->download(out + (size_t)i * E, e->emb, (size_t)((j - i) * E) * sizeof(float));
-        i = j;
-    }
-}
+static void release(model_t *m) { ecapa_free_acts(m->impl, m); }
 
-// Margin ramp: 0 before margin_start, linear to the full margin at margin_end.
-static void set_epoch(model_t *m, int64_t epoch) {
-    ecapa_t *e = m->impl;
-    if (e->margin_end <= e->margin_start) {
-        e->margin = epoch >= e->margin_start ? e->margin_max : 0.0f;
-        return;
-    }
-    double f = (double)(epoch - e->margin_start) / (double)(e->margin_end - e->margin_start);
-    e->margin = (float)(e->margin_max * fmin(fmax(f, 0.0), 1.0));
-}
-
-static void free_impl(model_t *m) { ecapa_free_acts(m->impl, m); }
-
-static const model_ops_t ecapa_ops = {train_step, eval_step, embed, set_epoch, free_impl};
+static const aam_encoder_ops_t ecapa_encoder = {reserve, forward, backward, release};
 
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     ecapa_t *e = callocCheck(1, sizeof *e);
@@ -388,13 +299,11 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
         e->d.vratio = m->visual_ratio;
     }
     e->pooled_dim = 6 * e->d.channels + 2 * e->d.vchannels;
-    e->margin_max = e->margin = (float)cfg->margin;
-    e->scale = (float)cfg->scale;
-    e->margin_start = cfg->margin_warmup_start;
-    e->margin_end = cfg->margin_warmup_end;
-    ecapa_register(e, m);
-    m->ops = &ecapa_ops;
     m->impl = e;
+    aam_encoder_init(&e->head, m, cfg, &ecapa_encoder, cfg->emb_dim);
+    e->head.visual = e->has_visual;
+    e->head.vratio = e->d.vratio;
+    ecapa_register(e, m);
     // Crops cover whole visual frames; every convolution needs more frames than its padding
     // (audio: 4 at dilation 4; visual: 2 at dilation 2).
     int64_t crop = cfg->frames > 0 ? cfg->frames : ECAPA_FRAMES, r = e->has_visual ? e->d.vratio : 1;
@@ -405,7 +314,6 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
                      (long long)cfg->frames, (long long)m->input.min_frames);
-    m->emb_dim = cfg->emb_dim;
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m, data);
     ecapa_init_params(e, m, cfg->seed);

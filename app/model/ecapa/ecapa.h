@@ -8,11 +8,14 @@
 #include "app/model/core/model_core.h"
 #include "app/model/ecapa/ecapa_asp.h"
 #include "app/model/ecapa/ecapa_blocks.h"
+#include "app/model/layers/aam_encoder.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define ECAPA_FRAMES 200  // the training crop when --frames is 0
+#define ECAPA_FRAMES   200  // the training crop when --frames is 0
+#define ECAPA_CHANNELS 512  // SpeechBrain's defaults: C
+#define ECAPA_EMB      192  // and the embedding size
 
 typedef struct {
     int64_t feat;       // F
@@ -35,6 +38,7 @@ typedef struct {
 } visual_t;
 
 typedef struct {
+    aam_encoder_t head;  // the AAM-softmax head and the model_t steps (first: app/model/layers/aam_encoder.h)
     ecapa_dims_t d;
     int64_t pooled_dim;  // 6C, plus 2Cv with the visual branch
     tdnn_t block0;
@@ -46,10 +50,6 @@ typedef struct {
     int64_t asp_bn_w, asp_bn_b;       // asp_bn.norm.weight/bias (P)
     int64_t asp_bn_mean, asp_bn_var;  // state (P)
     int64_t fc_w, fc_b;               // fc.conv.weight (E, P, 1), fc.conv.bias (E)
-    int64_t cls_w;                    // classifier.weight (S, E)
-    float margin, scale;              // AAM-softmax (margin follows the schedule)
-    float margin_max;
-    int64_t margin_start, margin_end;  // epochs of the margin ramp
     // activations for the current shape
     int cap_b;                 // activations hold up to cap_b samples
     size_t cap_bt;             // and up to cap_bt sample-frames (B * T)
@@ -59,16 +59,12 @@ typedef struct {
     float *pooled_bn;          // (B, P)
     float *bn_mean, *bn_rstd;  // (P)
     float *emb;                // (B, E)
-    float *aam_cache;          // (aam_softmax_cache_floats)
     // gradient scratch, reused by every step
     float *g3[2];    // (B, 3C, T): MFA output and input gradients
     float *gblk[4];  // (B, C, T) gradients of the outputs of blocks 0..3
     float *gvec[2];  // (B, P)
-    float *g_emb;    // (B, E)
-    float *work;     // conv / AAM workspace
+    float *work;     // convolution and pooling workspace
     size_t work_floats;
-    float *scalars;   // [loss, correct (an int)] of the last forward
-    float *row_loss;  // (B) invariant mode: each sample's loss of the last forward
 } ecapa_t;
 
 // Makes room for B samples of T frames (grows the buffers when needed, never shrinks).

@@ -6,7 +6,7 @@
 #   SPKDDP=build/app/spkddp jobscripts/recipes/synthetic/run.sh [WORKDIR]
 #
 # Environment: SPKDDP (default: spkddp on PATH), MPIEXEC (default: mpiexec), NP (ranks,
-# default 2). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
+# default 2), TRAIN (the training configuration: train, a small ECAPA-TDNN, or train_resnet34). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
 # the training from its newest checkpoint and redoes the rest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,12 +14,13 @@ SPKDDP=${SPKDDP:-spkddp}
 case $SPKDDP in */*) SPKDDP=$(cd "$(dirname "$SPKDDP")" && pwd)/$(basename "$SPKDDP") ;; esac
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-2}
+TRAIN=${TRAIN:-train}
 mkdir -p "${1:-synthetic}"
 cd "${1:-synthetic}"
 
 "$SPKDDP" synth --config "$here/synth_train.yaml"
 "$SPKDDP" synth --config "$here/synth_test.yaml"
-"$MPIEXEC" -n "$NP" "$SPKDDP" train --config "$here/train.yaml"
+"$MPIEXEC" -n "$NP" "$SPKDDP" train --config "$here/$TRAIN.yaml"
 ckpt=$(ls ckpt/ckpt-*.h5 | tail -1)
 "$MPIEXEC" -n "$NP" "$SPKDDP" embed --ckpt "$ckpt" --data test.h5 --out test_emb.h5
 "$MPIEXEC" -n "$NP" "$SPKDDP" embed --ckpt "$ckpt" --data train.h5 --out cohort_emb.h5

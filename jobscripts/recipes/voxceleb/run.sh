@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The VoxCeleb recipe: ECAPA-TDNN trained on VoxCeleb2-dev with MUSAN/RIRS_NOISES augmentation,
+# The VoxCeleb recipe: ECAPA-TDNN (train.yaml) or WeSpeaker's ResNet34 (TRAIN=train_resnet34
+# AVERAGE=10) trained on VoxCeleb2-dev with MUSAN/RIRS_NOISES augmentation,
 # evaluated on the cleaned VoxCeleb1 O, E and H lists with AS-norm and calibrated on E. Every
 # step reads the YAML file of the same name beside this script; flags after it override keys.
 #
@@ -18,6 +19,8 @@ SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-8}
 CKPT=${CKPT:-ckpt}
+TRAIN=${TRAIN:-train}      # the training configuration: train (ECAPA-TDNN) or train_resnet34
+AVERAGE=${AVERAGE:-0}      # embed with the mean of the last N checkpoints (0: the last one)
 stage=${1:-all}
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
 want() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
@@ -29,10 +32,15 @@ if want prepare; then
     done
 fi
 if want train; then
-    par train --config "$here/train.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl"
+    par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl"
 fi
 if want embed; then
     ckpt=$(ls "$CKPT"/ckpt-*.h5 | tail -1)
+    if [ "$AVERAGE" -gt 0 ]; then
+        # shellcheck disable=SC2046
+        "$SPKDDP" average --out "$CKPT/avg$AVERAGE.h5" $(ls "$CKPT"/ckpt-*.h5 | tail -"$AVERAGE")
+        ckpt=$CKPT/avg$AVERAGE.h5
+    fi
     [ -f vox1_emb.h5 ] || par embed --config "$here/embed.yaml" --ckpt "$ckpt" --data vox1.h5 --out vox1_emb.h5
     [ -f cohort_emb.h5 ] || par embed --config "$here/embed.yaml" --ckpt "$ckpt" --data cohort.h5 --out cohort_emb.h5
 fi

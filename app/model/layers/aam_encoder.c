@@ -1,0 +1,158 @@
+// An encoder with an AAM-softmax head as a model_t (app/model/layers/aam_encoder.h).
+#include "app/model/layers/aam_encoder.h"
+
+#include "app/model/core/model_stats.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/spk_assert.h"
+
+#include <math.h>
+
+static aam_encoder_t *head_of(model_t *m) { return (aam_encoder_t *)m->impl; }
+
+static void release_head(aam_encoder_t *h, const model_t *m) {
+    float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    h->cap_b = 0;
+}
+
+void aam_encoder_reserve(model_t *m, int B, int T) {
+    aam_encoder_t *h = head_of(m);
+    h->enc->reserve(m, B, T);
+    if (B <= h->cap_b) return;
+    release_head(h, m);
+    const int E = (int)h->emb, S = (int)m->num_classes;
+    h->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, E, S));
+    h->work = model_buf(m, m->be->aam_softmax_workspace_floats(B, E, S));
+    h->g_emb = model_buf(m, (size_t)B * E);
+    h->scalars = model_buf(m, 2);
+    h->row_loss = model_buf(m, (size_t)B);
+    h->cap_b = B;
+}
+
+static int batch_frames(const batch_t *b) {
+    int T = (int)(b->frame_off[1] - b->frame_off[0]);
+    for (int i = 1; i < b->n; i++) SPK_ASSERT(b->frame_off[i + 1] - b->frame_off[i] == T);
+    return T;
+}
+
+// Forward and AAM loss of a batch; the loss and the correct count are fetched back without
+// waiting (model_read_stats), so a training step queues its backward before the host waits.
+// Returns the labels as the backend sees them, and the embeddings in *emb.
+static const int *forward_loss(model_t *m, const batch_t *b, int train, const float **emb) {
+    aam_encoder_t *h = head_of(m);
+    const spk_backend_t *K = m->be;
+    const int T = batch_frames(b), B = b->n;
+    aam_encoder_reserve(m, B, T);
+    const size_t xb = (size_t)B * T * m->feature_dim * sizeof(float), lb = (size_t)B * sizeof(int);
+    const size_t vb = h->visual ? (size_t)B * (T / h->vratio) * m->visual_dim * sizeof(float) : 0;
+    model_stage_begin(m, xb + vb + lb);
+    const float *x = model_stage(m, b->x, xb);
+    const float *vx = h->visual ? model_stage(m, b->vx, vb) : NULL;
+    const int *labels = model_stage(m, b->labels, lb);
+    model_stage_ready(m);
+    model_round_params(m);
+    *emb = h->enc->forward(m, x, vx, B, T, train);
+    const int E = (int)h->emb, S = (int)m->num_classes;
+    int *correct = (int *)(h->scalars + 1);
+    if (!m->invariant) {
+        K->aam_softmax_forward(h->scalars, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
+                               h->margin, h->scale, h->work);
+    } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; scalars[0] is unused)
+        K->aam_softmax_forward_rows(h->row_loss, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
+                                    h->margin, h->scale, h->work);
+        model_sum_losses(m, h->row_loss, B, train ? m->group : 1);
+    }
+    model_stats_fetch(m, h->scalars, B);
+    return labels;
+}
+
+static void train_step(model_t *m, const batch_t *b) {
+    aam_encoder_t *h = head_of(m);
+    const spk_backend_t *K = m->be;
+    const int64_t global = model_begin_step(m, b->n);
+    const float *emb;
+    const int *labels = forward_loss(m, b, 1, &emb);
+    const int E = (int)h->emb, S = (int)m->num_classes;
+    K->vec_zero(h->g_emb, (size_t)b->n * E);
+    if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
+        K->aam_softmax_backward_exact(h->g_emb, m->grads + h->cls_w, xsum_at(m->xgrads, h->cls_w), 1.0f / (float)global,
+                                      h->aam_cache, emb, m->params + h->cls_w, labels, b->n, E, S, h->margin, h->scale,
+                                      h->work, m->group);
+    else
+        K->aam_softmax_backward(h->g_emb, m->grads + h->cls_w, 1.0f, h->aam_cache, emb, m->params + h->cls_w, labels,
+                                b->n, E, S, h->margin, h->scale, h->work);
+    model_grads_ready(m, h->cls_w + (int64_t)S * E);
+    h->enc->backward(m, h->g_emb, b->n, batch_frames(b));
+}
+
+static void eval_step(model_t *m, const batch_t *b, step_stats_t *st) {
+    const float *emb;
+    forward_loss(m, b, 0, &emb);
+    model_read_stats(m, st);
+}
+
+// Inference-mode embeddings; samples of equal length go through together, others one by one.
+static void embed(model_t *m, const batch_t *b, float *out) {
+    aam_encoder_t *h = head_of(m);
+    const int64_t E = h->emb, F = m->feature_dim, Fv = m->visual_dim;
+    model_round_params(m);
+    int i = 0;
+    while (i < b->n) {
+        int64_t T = b->frame_off[i + 1] - b->frame_off[i];
+        int j = i + 1;
+        while (j < b->n && b->frame_off[j + 1] - b->frame_off[j] == T) j++;
+        h->enc->reserve(m, j - i, (int)T);
+        const size_t xb = (size_t)((j - i) * T * F) * sizeof(float);
+        const int64_t Tv = h->visual ? b->vframe_off[i + 1] - b->vframe_off[i] : 0;
+        const size_t vb = (size_t)((j - i) * Tv * Fv) * sizeof(float);
+        model_stage_begin(m, xb + vb);
+        const float *x = model_stage(m, b->x + b->frame_off[i] * F, xb);
+        const float *vx = h->visual ? model_stage(m, b->vx + b->vframe_off[i] * Fv, vb) : NULL;
+        model_stage_ready(m);
+        const float *emb = h->enc->forward(m, x, vx, j - i, (int)T, 0);
+        m->be->download(out + (size_t)i * E, emb, (size_t)((j - i) * E) * sizeof(float));
+        i = j;
+    }
+}
+
+// Margin ramp: 0 before margin_start, linear to the full margin at margin_end.
+static void set_epoch(model_t *m, int64_t epoch) {
+    aam_encoder_t *h = head_of(m);
+    if (h->margin_end <= h->margin_start) {
+        h->margin = epoch >= h->margin_start ? h->margin_max : 0.0f;
+        return;
+    }
+    double f = (double)(epoch - h->margin_start) / (double)(h->margin_end - h->margin_start);
+    h->margin = (float)(h->margin_max * fmin(fmax(f, 0.0), 1.0));
+}
+
+static void free_impl(model_t *m) {
+    aam_encoder_t *h = head_of(m);
+    h->enc->release(m);
+    release_head(h, m);
+}
+
+static const model_ops_t aam_encoder_model_ops = {train_step, eval_step, embed, set_epoch, free_impl};
+
+void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, const aam_encoder_ops_t *enc,
+                      int64_t emb_dim) {
+    SPK_ASSERT(m->impl == h && m->table.count == 0);  // the head comes first in impl and in the table
+    h->enc = enc;
+    h->emb = emb_dim;
+    h->margin_max = h->margin = (float)cfg->margin;
+    h->scale = (float)cfg->scale;
+    h->margin_start = cfg->margin_warmup_start;
+    h->margin_end = cfg->margin_warmup_end;
+    h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->num_classes, emb_dim});
+    m->ops = &aam_encoder_model_ops;
+    m->emb_dim = emb_dim;
+}
+
+void aam_encoder_init_classifier(const aam_encoder_t *h, model_t *m, uint64_t seed, int index) {
+    const param_tensor_t *t = &m->table.t[index];
+    SPK_ASSERT(t->offset == h->cls_w);
+    float *p = m->host_params + t->offset;
+    rng_t r = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)index, 0);
+    const float bound = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
+    for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+}

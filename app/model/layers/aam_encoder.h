@@ -1,0 +1,53 @@
+// A speaker encoder trained through an AAM-softmax head, as a model_t: what every encoder
+// family shares (app/model/layers/aam_encoder.c). The head's classifier (classifier.weight,
+// SpeechBrain's and WeSpeaker's projection alike: (S, E), xavier-uniform), the margin schedule,
+// staging a batch, the loss and its statistics, and the train, eval and embed steps. A family
+// provides its encoder as aam_encoder_ops_t and keeps an aam_encoder_t as the FIRST member of
+// the struct its builder puts in m->impl.
+#pragma once
+#include "app/model/core/model_core.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    // Makes room for B samples of T frames (the encoder's buffers grow, never shrink).
+    void (*reserve)(model_t *m, int B, int T);
+    // Forward on staged frames (B, T, F) time-major (and visual frames (B, T / ratio, Fv), or
+    // NULL): returns the embeddings (B, E) in backend memory. train: batch statistics and
+    // running-statistics updates; else the running statistics.
+    const float *(*forward)(model_t *m, const float *frames, const float *vframes, int B, int T, int train);
+    // Backward from the embeddings' gradient (B, E): accumulates the encoder's parameter
+    // gradients, reporting them ready as they become final (model_grads_ready).
+    void (*backward)(model_t *m, const float *g_emb, int B, int T);
+    // Releases the encoder's buffers (not m->impl itself).
+    void (*release)(model_t *m);
+} aam_encoder_ops_t;
+
+typedef struct {
+    const aam_encoder_ops_t *enc;
+    int64_t cls_w;                     // classifier.weight (S, E)
+    int64_t emb;                       // E
+    int visual;                        // batches carry a visual stream (vratio audio frames per frame)
+    int64_t vratio;                    //
+    float margin, scale, margin_max;   // AAM-softmax; margin follows the schedule
+    int64_t margin_start, margin_end;  // epochs of the margin ramp
+    int cap_b;                         // the head's buffers hold up to cap_b samples
+    float *aam_cache;                  // (aam_softmax_cache_floats)
+    float *work;                       // (aam_softmax_workspace_floats)
+    float *g_emb;                      // (B, E)
+    float *scalars;                    // [loss, correct (an int)] of the last forward
+    float *row_loss;                   // (B) invariant mode: each sample's loss of the last forward
+} aam_encoder_t;
+
+// Registers classifier.weight for E-dimensional embeddings, the first tensor of the table (its
+// gradient is ready first), takes the margin schedule from cfg and sets m->ops. Call before the
+// encoder registers its own tensors.
+void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, const aam_encoder_ops_t *enc,
+                      int64_t emb_dim);
+// Makes room for B samples of T frames: the head's buffers and the encoder's (the steps do it
+// themselves; for tests that drive the encoder and the head separately).
+void aam_encoder_reserve(model_t *m, int B, int T);
+// Xavier-uniform initial weights of the classifier (in m->host_params, drawn from seed for the
+// table's tensor `index`).
+void aam_encoder_init_classifier(const aam_encoder_t *h, model_t *m, uint64_t seed, int index);

@@ -1,0 +1,96 @@
+// Conv2d + BatchNorm2d units (app/model/layers/conv2d_bn.h).
+#include "app/model/layers/conv2d_bn.h"
+
+#include "kernels/base/spk_assert.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout, int k,
+                        int stride) {
+    char name[PARAM_NAME_MAX];
+    memset(u, 0, sizeof *u);
+    u->cin = cin, u->cout = cout, u->k = k, u->stride = stride;
+    snprintf(name, sizeof name, "%s.weight", bn);
+    u->bn_w = param_table_add(&m->table, name, 1, (int64_t[]){cout});
+    snprintf(name, sizeof name, "%s.bias", bn);
+    u->bn_b = param_table_add(&m->table, name, 1, (int64_t[]){cout});
+    snprintf(name, sizeof name, "%s.weight", conv);
+    u->w = param_table_add(&m->table, name, 4, (int64_t[]){cout, cin, k, k});
+    snprintf(name, sizeof name, "%s.running_mean", bn);
+    u->bn_mean = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
+    snprintf(name, sizeof name, "%s.running_var", bn);
+    u->bn_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
+}
+
+void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow) {
+    u->s = conv2d_square(B, u->cin, u->cout, H, W, u->k, u->stride);
+    *oh = conv2d_out_h(&u->s);
+    *ow = conv2d_out_w(&u->s);
+}
+
+size_t conv2d_bn_out_size(const conv2d_bn_t *u) { return conv2d_y_size(&u->s); }
+
+static int rows(const conv2d_bn_t *u) { return (int)(conv2d_y_size(&u->s) / (size_t)u->cout); }
+
+size_t conv2d_bn_work_floats(const conv2d_bn_t *u, const model_t *m) {
+    const size_t conv = m->bf16 ? m->be->conv2d_bf16_workspace_floats(&u->s) : m->be->conv2d_workspace_floats(&u->s);
+    const size_t bn = m->be->batchnorm2d_workspace_floats(rows(u), u->cout);
+    return conv > bn ? conv : bn;
+}
+
+void conv2d_bn_release(conv2d_bn_t *u, const model_t *m) {
+    model_buf_free(m, &u->a);
+    model_buf_free(m, &u->y);
+    model_buf_free(m, &u->mean);
+    model_buf_free(m, &u->rstd);
+    model_buf_bf16_free(m, &u->xh);
+    u->cap = u->cap_x = 0;
+}
+
+void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m) {
+    const size_t n = conv2d_bn_out_size(u), nx = conv2d_x_size(&u->s);
+    if (n <= u->cap && (!m->bf16 || nx <= u->cap_x)) return;
+    conv2d_bn_release(u, m);
+    u->a = model_buf(m, n);
+    u->y = model_buf(m, n);
+    u->mean = model_buf(m, (size_t)u->cout);
+    u->rstd = model_buf(m, (size_t)u->cout);
+    if (m->bf16) u->xh = model_buf_bf16(m, nx);
+    u->cap = n;
+    u->cap_x = nx;
+}
+
+void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, int relu, int train,
+                       float *work) {
+    const spk_backend_t *K = m->be;
+    const float *p = m->params;
+    float *st = m->state;
+    SPK_ASSERT(conv2d_bn_out_size(u) <= u->cap);
+    if (m->bf16)
+        K->conv2d_bf16_forward(u->a, u->xh, x, m->params_bf16 + u->w, NULL, &u->s, work);
+    else
+        K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
+    if (train)
+        K->batchnorm2d_forward_train(u->y, u->mean, u->rstd, st + u->bn_mean, st + u->bn_var, u->a, p + u->bn_w,
+                                     p + u->bn_b, residual, relu, rows(u), u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM,
+                                     work);
+    else
+        K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
+                                     relu, rows(u), u->cout, CONV2D_BN_EPS);
+}
+
+void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
+                        const float *x, int relu, float *ga, float *work) {
+    const spk_backend_t *K = m->be;
+    const float *p = m->params;
+    float *g = m->grads;
+    K->batchnorm2d_backward(ga, dres, 0, g + u->bn_w, g + u->bn_b, dy, u->y, u->a, p + u->bn_w, u->mean, u->rstd, relu,
+                            rows(u), u->cout, work);
+    if (m->bf16)
+        K->conv2d_bf16_backward(dx, dx_accumulate, g + u->w, NULL, ga, u->xh, m->params_bf16 + u->w, &u->s, work);
+    else
+        K->conv2d_backward(dx, dx_accumulate, g + u->w, NULL, ga, x, p + u->w, &u->s, work);
+}
+
+int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->k * u->k; }

@@ -1,0 +1,52 @@
+// The unit 2-D encoders are made of (ResNets, CAM++'s front end): a 2-D convolution without bias
+// and the BatchNorm2d after it, with a residual block's epilogue (the addition of a residual and
+// a ReLU) fused into the normalisation. Activations are channels-last (B, H, W, C), as
+// kernels/conv2d.h takes them; bf16 models give the convolution bf16 operands (the rounded input
+// is kept for the backward). Parameters are named as PyTorch's nn.Conv2d and nn.BatchNorm2d.
+#pragma once
+#include "app/model/core/model_core.h"
+#include "kernels/conv2d.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONV2D_BN_EPS      1e-5f
+#define CONV2D_BN_MOMENTUM 0.1f
+
+typedef struct {
+    int cin, cout, k, stride;             // a square kernel k with padding k / 2
+    int64_t w;                            // <conv>.weight (cout, cin, k, k)
+    int64_t bn_w, bn_b, bn_mean, bn_var;  // <bn>.weight, .bias; .running_mean, .running_var (state)
+    conv2d_shape_t s;                     // the convolution at the current batch and input size
+    float *a;                             // (B, OH, OW, cout) the convolution's output
+    float *y;                             // (B, OH, OW, cout) act(bn(a) + residual)
+    float *mean, *rstd;                   // (cout) the batch statistics of the last training forward
+    spk_bf16 *xh;                         // bf16 models: the rounded input (B, H, W, cin)
+    size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
+} conv2d_bn_t;
+
+// Registers <bn> (weight, bias, running statistics) then <conv>.weight: reverse execution order.
+void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout, int k,
+                        int stride);
+// Sets the unit's shape for B inputs of H x W (returns its output height and width in oh, ow).
+void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow);
+// Scratch the unit's convolution and normalisation need at its current shape.
+size_t conv2d_bn_work_floats(const conv2d_bn_t *u, const model_t *m);
+// Makes the activations hold the current shape (grows, never shrinks); release frees them.
+void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m);
+void conv2d_bn_release(conv2d_bn_t *u, const model_t *m);
+// Output elements at the current shape.
+size_t conv2d_bn_out_size(const conv2d_bn_t *u);
+
+// y = act(bn(conv(x)) + residual) (residual NULL: none); train: batch statistics (updating the
+// running ones), else the running statistics.
+void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, int relu, int train,
+                       float *work);
+// From dy, the gradient of y: the parameter gradients (accumulated), the residual's gradient into
+// dres (overwritten; NULL: not needed) and the input's into dx (overwritten, or added with
+// dx_accumulate; NULL: not needed). ga: scratch of the unit's output size. x: the forward's input
+// (unused by bf16 models, which read xh).
+void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
+                        const float *x, int relu, float *ga, float *work);
+// The offset just past the unit's parameters (its gradients are final once its backward ran).
+int64_t conv2d_bn_end(const conv2d_bn_t *u);

@@ -1,0 +1,312 @@
+// WeSpeaker's ResNet encoders as a model_t (app/model/resnet/resnet.h).
+#include "app/model/resnet/resnet.h"
+
+#include "app/model/layers/model_layers.h"
+#include "kernels/base/check.h"
+#include "kernels/base/rng.h"
+#include "kernels/base/spk_assert.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TSTP_EPS 1e-7f  // WeSpeaker's TSTP: sqrt(var + 1e-7)
+
+// The depths WeSpeaker defines (ResNet18 ... ResNet293): block kind and blocks per stage.
+static const struct {
+    const char *name;
+    int expansion;
+    int blocks[RESNET_STAGES];
+} depths[] = {
+    {"resnet18", 1, {2, 2, 2, 2}},     {"resnet34", 1, {3, 4, 6, 3}},   {"resnet50", 4, {3, 4, 6, 3}},
+    {"resnet101", 4, {3, 4, 23, 3}},   {"resnet152", 4, {3, 8, 36, 3}}, {"resnet221", 4, {6, 16, 48, 3}},
+    {"resnet293", 4, {10, 20, 64, 3}},
+};
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+// A block's units and shortcut, in reverse execution order: the last unit (its BatchNorm's
+// gradient is the first the backward finishes), the shortcut, then the others down to the first.
+static void block_register(resnet_block_t *b, model_t *m, const char *prefix, int in, int planes, int stride,
+                           int expansion) {
+    char conv[64], bn[64];
+    b->n = expansion == 1 ? 2 : 3;
+    const int out = planes * expansion;
+    // BasicBlock: 3x3 (stride) then 3x3; Bottleneck: 1x1, 3x3 (stride), 1x1 to 4 planes
+    const int k[3] = {expansion == 1 ? 3 : 1, 3, 1};
+    const int s[3] = {expansion == 1 ? stride : 1, expansion == 1 ? 1 : stride, 1};
+    const int cin[3] = {in, planes, planes}, cout[3] = {planes, b->n == 2 ? out : planes, out};
+    for (int i = b->n - 1; i >= 0; i--) {
+        snprintf(conv, sizeof conv, "%s.conv%d", prefix, i + 1);
+        snprintf(bn, sizeof bn, "%s.bn%d", prefix, i + 1);
+        conv2d_bn_register(&b->u[i], m, conv, bn, cin[i], cout[i], k[i], s[i]);
+        if (i == b->n - 1) {
+            b->has_sc = stride != 1 || in != out;
+            if (!b->has_sc) continue;
+            snprintf(conv, sizeof conv, "%s.shortcut.0", prefix);
+            snprintf(bn, sizeof bn, "%s.shortcut.1", prefix);
+            conv2d_bn_register(&b->sc, m, conv, bn, in, out, 1, stride);
+        }
+    }
+}
+
+static void resnet_register(resnet_t *r, model_t *m) {
+    const int64_t E = r->emb, P = r->pooled_dim;
+    r->seg_w = param_table_add(&m->table, "seg_1.weight", 2, (int64_t[]){E, P});
+    r->seg_b = param_table_add(&m->table, "seg_1.bias", 1, (int64_t[]){E});
+    // stages and blocks last first; stage s has m * 2^s planes, stride 2 but for the first
+    int count = 0;
+    for (int s = 0; s < RESNET_STAGES; s++) count += r->blocks[s];
+    r->nblocks = count;
+    r->block = callocCheck((size_t)count, sizeof *r->block);
+    int in_of[RESNET_STAGES];  // each stage's input channels
+    for (int s = 0; s < RESNET_STAGES; s++)
+        in_of[s] = s == 0 ? (int)r->m_channels : (int)(r->m_channels << (s - 1)) * r->expansion;
+    int i = count;
+    for (int s = RESNET_STAGES - 1; s >= 0; s--) {
+        const int planes = (int)(r->m_channels << s);
+        for (int j = r->blocks[s] - 1; j >= 0; j--) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", s + 1, j);
+            block_register(&r->block[--i], m, prefix, j == 0 ? in_of[s] : planes * r->expansion, planes,
+                           j == 0 && s > 0 ? 2 : 1, r->expansion);
+        }
+    }
+    conv2d_bn_register(&r->stem, m, "conv1", "bn1", 1, (int)r->m_channels, 3, 1);
+    // every unit, for the loops over all of them
+    r->units = callocCheck((size_t)(1 + 4 * count), sizeof *r->units);
+    r->units[r->nunits++] = &r->stem;
+    for (int b = 0; b < count; b++) {
+        for (int k = 0; k < r->block[b].n; k++) r->units[r->nunits++] = &r->block[b].u[k];
+        if (r->block[b].has_sc) r->units[r->nunits++] = &r->block[b].sc;
+    }
+}
+
+// PyTorch's defaults: convolution and linear weights uniform in +-1/sqrt(fan_in) (kaiming_uniform
+// with a = sqrt(5)), the linear bias too; BatchNorm weight 1, bias 0, running mean 0, variance 1;
+// the classifier xavier-uniform (WeSpeaker's ArcMarginProduct).
+static void resnet_init_params(const resnet_t *r, model_t *m, uint64_t seed) {
+    for (int i = 0; i < m->table.count; i++) {
+        const param_tensor_t *t = &m->table.t[i];
+        float *p = m->host_params + t->offset;
+        if (t->offset == r->head.cls_w) {
+            aam_encoder_init_classifier(&r->head, m, seed, i);
+            continue;
+        }
+        if (t->ndim == 1 && t->offset != r->seg_b) {  // a BatchNorm's weight or bias
+            const float v = strstr(t->name, ".weight") ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < t->numel; j++) p[j] = v;
+            continue;
+        }
+        const int64_t fan_in = t->offset == r->seg_b ? r->pooled_dim : t->numel / t->shape[0];
+        const double bound = 1.0 / sqrt((double)fan_in);
+        rng_t g = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)i, 0);
+        for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&g) - 1.0) * bound);
+    }
+    for (int i = 0; i < m->state_table.count; i++) {
+        const param_tensor_t *t = &m->state_table.t[i];
+        const float v = strstr(t->name, "running_var") ? 1.0f : 0.0f;
+        for (int64_t j = 0; j < t->numel; j++) m->host_state[t->offset + j] = v;
+    }
+}
+
+// ---- activations --------------------------------------------------------------------------------
+
+// Every unit's shape for B samples of T frames; the last stage's map in r->out_*.
+static void set_shapes(resnet_t *r, int B, int T) {
+    int H = (int)r->feat, W = T;
+    conv2d_bn_shape(&r->stem, B, H, W, &H, &W);
+    for (int i = 0; i < r->nblocks; i++) {
+        resnet_block_t *b = &r->block[i];
+        int h = H, w = W;
+        if (b->has_sc) conv2d_bn_shape(&b->sc, B, H, W, &h, &w);
+        for (int k = 0; k < b->n; k++) conv2d_bn_shape(&b->u[k], B, H, W, &H, &W);
+        SPK_ASSERT(!b->has_sc || (h == H && w == W));
+    }
+    r->out_h = H, r->out_w = W, r->out_c = r->block[r->nblocks - 1].u[r->block[r->nblocks - 1].n - 1].cout;
+}
+
+static void release_buffers(resnet_t *r, const model_t *m) {
+    float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled, &r->g[0],
+                            &r->g[1], &r->g[2],   &r->g[3],    &r->work};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    r->work_floats = r->map_floats = 0;
+    r->cap_b = r->cap_t = 0;
+}
+
+static void release(model_t *m) {
+    resnet_t *r = m->impl;
+    for (int i = 0; i < r->nunits; i++) conv2d_bn_release(r->units[i], m);
+    release_buffers(r, m);
+    free(r->block);
+    free(r->units);
+    r->block = NULL;
+    r->units = NULL;
+}
+
+static void reserve(model_t *m, int B, int T) {
+    resnet_t *r = m->impl;
+    set_shapes(r, B, T);
+    size_t work = r->work_floats, map = r->map_floats, input = (size_t)B * T * r->feat;  // (tests: dframes)
+    if (input > map) map = input;
+    for (int i = 0; i < r->nunits; i++) {
+        conv2d_bn_alloc(r->units[i], m);
+        const size_t w = conv2d_bn_work_floats(r->units[i], m), n = conv2d_bn_out_size(r->units[i]);
+        if (w > work) work = w;
+        if (n > map) map = n;
+    }
+    if (B <= r->cap_b && T <= r->cap_t && work == r->work_floats && map == r->map_floats) return;
+    const int cb = B > r->cap_b ? B : r->cap_b, ct = T > r->cap_t ? T : r->cap_t;
+    release_buffers(r, m);
+    const size_t P = (size_t)r->pooled_dim;
+    r->x = model_buf(m, (size_t)cb * ct * r->feat);
+    r->pooled = model_buf(m, (size_t)cb * P);
+    r->emb_out = model_buf(m, (size_t)cb * r->emb);
+    r->g_pooled = model_buf(m, (size_t)cb * P);
+    for (int i = 0; i < 4; i++) r->g[i] = model_buf(m, map);
+    r->work = model_buf(m, work);
+    r->work_floats = work, r->map_floats = map, r->cap_b = cb, r->cap_t = ct;
+}
+
+// ---- forward / backward -------------------------------------------------------------------------
+
+static const float *block_input(const resnet_t *r, int i) {
+    return i == 0 ? r->stem.y : r->block[i - 1].u[r->block[i - 1].n - 1].y;
+}
+
+const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B, int T, int train) {
+    const spk_backend_t *K = m->be;
+    SPK_ASSERT(B <= r->cap_b && T <= r->cap_t);
+    K->batch_transpose(r->x, frames, B, T, (int)r->feat);  // (B, T, F) -> (B, F, T): an F x T image
+    conv2d_bn_forward(&r->stem, m, r->x, NULL, 1, train, r->work);
+    for (int i = 0; i < r->nblocks; i++) {
+        resnet_block_t *b = &r->block[i];
+        const float *in = block_input(r, i);
+        for (int k = 0; k < b->n - 1; k++)
+            conv2d_bn_forward(&b->u[k], m, k ? b->u[k - 1].y : in, NULL, 1, train, r->work);
+        if (b->has_sc) conv2d_bn_forward(&b->sc, m, in, NULL, 0, train, r->work);
+        conv2d_bn_forward(&b->u[b->n - 1], m, b->u[b->n - 2].y, b->has_sc ? b->sc.y : in, 1, train, r->work);
+    }
+    const float *last = block_input(r, r->nblocks);
+    K->tstp_forward(r->pooled, last, B, r->out_h, r->out_w, r->out_c, TSTP_EPS);
+    K->linear_forward(r->emb_out, r->pooled, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->pooled_dim,
+                      (int)r->emb);
+    return r->emb_out;
+}
+
+// The block's backward from the gradient of its output in g[*go] to that of its input in g[*gx]
+// (g[2] the units' scratch, g[3] the residual's gradient); a unit's input gradient overwrites the
+// buffer its output gradient came in, which it reads first.
+static void block_backward(resnet_t *r, model_t *m, int i, float *go, float *gx) {
+    resnet_block_t *b = &r->block[i];
+    const float *in = block_input(r, i);
+    float *ga = r->g[2], *gres = b->has_sc ? r->g[3] : gx;
+    const int n = b->n;
+    conv2d_bn_backward(&b->u[n - 1], m, go, 0, gres, go, b->u[n - 2].y, 1, ga, r->work);
+    if (b->has_sc) conv2d_bn_backward(&b->sc, m, gx, 0, NULL, gres, in, 0, ga, r->work);
+    for (int k = n - 2; k >= 0; k--)
+        conv2d_bn_backward(&b->u[k], m, k ? go : gx, k ? 0 : 1, NULL, go, k ? b->u[k - 1].y : in, 1, ga, r->work);
+    model_grads_ready(m, conv2d_bn_end(&b->u[0]));
+}
+
+void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes, int B, int T) {
+    const spk_backend_t *K = m->be;
+    const int P = (int)r->pooled_dim, E = (int)r->emb;
+    K->vec_zero(r->g_pooled, (size_t)B * P);
+    model_linear_backward(m, r->g_pooled, r->seg_w, r->seg_b, g_emb, r->pooled, B, P, E);
+    model_grads_ready(m, r->seg_b + E);
+    float *go = r->g[0], *gx = r->g[1];
+    K->vec_zero(go, (size_t)B * r->out_h * r->out_w * r->out_c);
+    K->tstp_backward(go, r->g_pooled, block_input(r, r->nblocks), r->pooled, B, r->out_h, r->out_w, r->out_c);
+    for (int i = r->nblocks - 1; i >= 0; i--) {
+        block_backward(r, m, i, go, gx);
+        float *t = go;  // this block's input gradient is the output gradient of the one before
+        go = gx, gx = t;
+    }
+    conv2d_bn_backward(&r->stem, m, dframes ? gx : NULL, 0, NULL, go, r->x, 1, r->g[2], r->work);
+    model_grads_ready(m, m->table.total);
+    if (dframes) K->batch_transpose(dframes, gx, B, (int)r->feat, T);  // (B, F, T) -> (B, T, F)
+}
+
+static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
+    (void)vframes;  // audio only
+    return resnet_forward(m->impl, m, frames, B, T, train);
+}
+
+static void backward(model_t *m, const float *g_emb, int B, int T) { resnet_backward(m->impl, m, g_emb, NULL, B, T); }
+
+static const aam_encoder_ops_t resnet_encoder = {reserve, forward, backward, release};
+
+// ---- the model ----------------------------------------------------------------------------------
+
+static int depth_of(const char *name) {
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++)
+        if (strcmp(depths[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+// Rows of the last stage: three stride-2 halvings of F ((h + 1) / 2 each).
+static int64_t last_rows(int64_t feat) { return (((feat + 1) / 2 + 1) / 2 + 1) / 2; }
+
+void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
+    const int d = depth_of(cfg->name);
+    SPK_ASSERT(d >= 0);
+    const int64_t F = m->feature_dim;
+    // WeSpeaker sizes its embedding layer for int(F / 8) rows: other F do not load there.
+    if (F < 8 || last_rows(F) != F / 8)
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%s: %s needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
+                     "stride-2 stages, as WeSpeaker's embedding layer expects); this dataset has F = %lld",
+                     data->source ? data->source : "the dataset", cfg->name, (long long)F);
+    if (cfg->invariant)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "%s: --invariant is not available for the 2-D encoders yet (ECAPA-TDNN and linear have it)",
+                     cfg->name);
+    resnet_t *r = callocCheck(1, sizeof *r);
+    r->feat = F;
+    r->m_channels = cfg->channels;
+    r->emb = cfg->emb_dim;
+    r->expansion = depths[d].expansion;
+    memcpy(r->blocks, depths[d].blocks, sizeof r->blocks);
+    r->pooled_dim = 2 * (F / 8) * r->m_channels * 8 * r->expansion;
+    m->impl = r;
+    aam_encoder_init(&r->head, m, cfg, &resnet_encoder, cfg->emb_dim);
+    resnet_register(r, m);
+    // three stride-2 stages: ceil(T / 8) frames must remain, two at least (the unbiased variance)
+    m->input = (loader_spec_t){.crop = cfg->frames > 0 ? cfg->frames : RESNET_FRAMES, .min_frames = 9, .cmn = 1};
+    if (m->input.crop < m->input.min_frames)
+        spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
+                     (long long)cfg->frames, (long long)m->input.min_frames);
+    m->min_batch = 2;  // BatchNorm over the batch
+    model_alloc_buffers(m, data);
+    resnet_init_params(r, m, cfg->seed);
+}
+
+// Multiply-adds of a convolution of cin -> cout channels, k x k, over an h x w output.
+static double conv_macs(double cin, double cout, int k, double h, double w) { return cin * cout * k * k * h * w; }
+
+double resnet_forward_flop(const model_config_t *cfg, int64_t feat) {
+    const int d = depth_of(cfg->name);
+    if (d < 0) return 0;
+    const int ex = depths[d].expansion;
+    double h = (double)feat, w = (double)cfg->frames, in = (double)cfg->channels, f = 0;
+    f += conv_macs(1, in, 3, h, w);
+    for (int s = 0; s < RESNET_STAGES; s++) {
+        const double planes = (double)(cfg->channels << s);
+        for (int j = 0; j < depths[d].blocks[s]; j++) {
+            const int stride = j == 0 && s > 0 ? 2 : 1;
+            const double oh = ceil(h / stride), ow = ceil(w / stride);
+            if (ex == 1) {
+                f += conv_macs(in, planes, 3, oh, ow) + conv_macs(planes, planes, 3, oh, ow);
+            } else {
+                f += conv_macs(in, planes, 1, h, w) + conv_macs(planes, planes, 3, oh, ow) +
+                     conv_macs(planes, 4 * planes, 1, oh, ow);
+            }
+            if (stride != 1 || in != planes * ex) f += conv_macs(in, planes * ex, 1, oh, ow);
+            in = planes * ex, h = oh, w = ow;
+        }
+    }
+    f += 2.0 * (double)(feat / 8) * (double)(cfg->channels * 8 * ex) * (double)cfg->emb_dim;  // seg_1
+    return 2.0 * f;
+}

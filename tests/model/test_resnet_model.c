@@ -1,0 +1,111 @@
+// WeSpeaker's ResNets in spkddp: the encoder parameter count of every depth at WeSpeaker's
+// defaults (F 80, m 32, embedding 256: ResNet34 6,634,336, as PyTorch counts it in
+// tests/golden/make_resnet_golden.py), embeddings of utterances of several lengths the same
+// alone as in a batch (inference uses the running statistics), and a training step on the
+// cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's.
+#include "app/model/model.h"
+#include "app/model/resnet/resnet.h"
+#include "kernels/base/rng.h"
+#include "tests/test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t encoder_params(const char *depth) {
+    model_config_t mc = model_config_defaults(depth);
+    model_t *m = model_create(&mc, &(model_data_t){.feature_dim = 80, .num_classes = 10}, &spk_backend_cpu);
+    int64_t n = m->table.total;
+    for (int i = 0; i < m->table.count; i++)
+        if (strcmp(m->table.t[i].name, "classifier.weight") == 0) n -= m->table.t[i].numel;
+    EXPECT(m->emb_dim == 256, "%s: embedding %lld, want WeSpeaker's 256", depth, (long long)m->emb_dim);
+    model_free(m);
+    return n;
+}
+
+static model_t *small(const char *depth, const spk_backend_t *be) {
+    model_config_t mc = model_config_defaults(depth);
+    mc.channels = 4, mc.emb_dim = 8, mc.scale = 8;
+    return model_create(&mc, &(model_data_t){.feature_dim = 16, .num_classes = 5}, be);
+}
+
+// A batch of n utterances whose lengths are len[i], random frames.
+static batch_t batch_of(int n, const int *len, int F, rng_t *r) {
+    batch_t b = {.n = n, .feature_dim = F};
+    b.frame_off = calloc((size_t)n + 1, sizeof(int64_t));
+    for (int i = 0; i < n; i++) b.frame_off[i + 1] = b.frame_off[i] + len[i];
+    b.x = malloc((size_t)b.frame_off[n] * F * sizeof(float));
+    for (int64_t i = 0; i < b.frame_off[n] * F; i++) b.x[i] = (float)rng_normal(r);
+    b.labels = calloc((size_t)n, sizeof(int32_t));
+    for (int i = 0; i < n; i++) b.labels[i] = i % 5;
+    return b;
+}
+
+static void batch_free(batch_t *b) {
+    free(b->frame_off);
+    free(b->x);
+    free(b->labels);
+}
+
+// Embeddings of a batch of mixed lengths, then of each utterance alone: the same values.
+static void embed_lengths(const char *depth) {
+    model_t *m = small(depth, &spk_backend_cpu);
+    rng_t r = rng_init(3, 77, 0, 0);
+    const int len[5] = {40, 40, 23, 9, 61};
+    batch_t b = batch_of(5, len, 16, &r);
+    const int E = (int)m->emb_dim;
+    float all[5 * 8], one[8];
+    m->ops->embed(m, &b, all);
+    for (int i = 0; i < 5; i++) {
+        batch_t s = {.n = 1, .feature_dim = 16, .frame_off = (int64_t[]){0, len[i]}, .x = b.x + b.frame_off[i] * 16};
+        m->ops->embed(m, &s, one);
+        double d = 0;
+        for (int k = 0; k < E; k++) d = fmax(d, fabs(one[k] - all[i * E + k]));
+        EXPECT(d <= 1e-5, "%s: utterance %d (%d frames) alone differs from the batch by %g", depth, i, len[i], d);
+    }
+    batch_free(&b);
+    model_free(m);
+}
+
+// One training step on cpu and on cpu-staged: the same gradients and running statistics.
+static void staged_step(const char *depth) {
+    model_t *a = small(depth, &spk_backend_cpu), *s = small(depth, &spk_backend_cpu_staged);
+    rng_t r = rng_init(4, 78, 0, 0);
+    const int len[4] = {24, 24, 24, 24};
+    batch_t b = batch_of(4, len, 16, &r);
+    model_t *ms[2] = {a, s};
+    for (int k = 0; k < 2; k++) {
+        model_zero_grads(ms[k]);
+        ms[k]->ops->train_step(ms[k], &b);
+        step_stats_t st = {0};
+        while (model_read_stats(ms[k], &st)) {}
+        model_download(ms[k]);
+    }
+    float *ga = malloc((size_t)a->table.total * sizeof(float)), *gs = malloc((size_t)s->table.total * sizeof(float));
+    s->be->download(gs, s->grads, (size_t)s->table.total * sizeof(float));
+    memcpy(ga, a->grads, (size_t)a->table.total * sizeof(float));
+    EXPECT(memcmp(ga, gs, (size_t)a->table.total * sizeof(float)) == 0, "%s: cpu-staged gradients differ", depth);
+    EXPECT(memcmp(a->host_state, s->host_state, (size_t)a->state_table.total * sizeof(float)) == 0,
+           "%s: cpu-staged running statistics differ", depth);
+    free(ga);
+    free(gs);
+    batch_free(&b);
+    model_free(a);
+    model_free(s);
+}
+
+int main(void) {
+    // WeSpeaker's depths at its defaults (PyTorch's counts, tests/golden/make_resnet_golden.py)
+    const char *depth[7] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnet221", "resnet293"};
+    const int64_t want[7] = {4105440, 6634336, 11131360, 15892448, 19814880, 23792224, 28626016};
+    for (int i = 0; i < 7; i++) {
+        const int64_t n = encoder_params(depth[i]);
+        EXPECT(n == want[i], "%s encoder has %lld parameters, want %lld", depth[i], (long long)n, (long long)want[i]);
+        printf("%s: %lld encoder parameters\n", depth[i], (long long)n);
+    }
+    embed_lengths("resnet34");
+    embed_lengths("resnet50");
+    staged_step("resnet34");
+    staged_step("resnet50");
+    return test_report("test_resnet_model");
+}
