@@ -37,3 +37,10 @@ void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate);
                           const spk_bf16 *w,   // (Cout, Cin, KH, KW)
                           const conv2d_shape_t *s,
                           float *workspace);  // (conv2d_bf16_workspace_floats)
+
+// How the CPU computes it (process-wide; for tuning and tests): AUTO is what measured fastest
+// (kernels/cpu/conv2d_bf16.c): oneDNN's bf16 convolutions where the CPU has AMX, else the
+// operands rounded to bf16 and widened to float32 for the float32 convolution (the same
+// products, summed in float32 either way). NATIVE needs oneDNN and bf16 instructions.
+typedef enum { CONV2D_BF16_AUTO = 0, CONV2D_BF16_NATIVE = 1, CONV2D_BF16_WIDENED = 2 } conv2d_bf16_path;
+void conv2d_bf16_set_path(conv2d_bf16_path p);

@@ -78,7 +78,8 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
         if (s == warmup) {
             be->sync();
             comm_barrier(comm);
-            spk_device_profile(1);  // a profiler (ncu --profile-from-start off) sees the timed steps only
+            if (be == spk_backend_cuda())
+                spk_device_profile(1);  // a profiler (ncu --profile-from-start off) sees the timed steps only
             t0 = spk_seconds();
             *cpu = cpu_seconds();
             grad_sync_take_bytes(&gs);
@@ -96,7 +97,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     step_stats_t st = {0};
     while (model_read_stats(m, &st)) {}
     be->sync();
-    spk_device_profile(0);
+    if (be == spk_backend_cuda()) spk_device_profile(0);
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
     *cpu = cpu_seconds() - *cpu;

@@ -1,25 +1,49 @@
-// Conv2d with bf16 operands (kernels/conv2d_bf16.h): oneDNN's bf16 convolutions where the CPU
-// has bf16 instructions (kernels/cpu/conv2d_dnnl.c), else the rounded operands widened back to
-// float32 and the float32 convolution (the same products, as the bf16 GEMM does without them).
-// The output gradient is rounded once per backward, into the head of the workspace.
+// Conv2d with bf16 operands (kernels/conv2d_bf16.h), two ways to the same products:
+//   native:  oneDNN's bf16 convolutions on the bf16 operands (kernels/cpu/conv2d_dnnl.c);
+//   widened: the operands rounded to bf16 and held as float32, then the float32 convolution.
+// A product of two bf16 values is exact in float32 and both sum in float32, so the two differ
+// only in summation order. AUTO takes native where the CPU multiplies bf16 matrices in hardware
+// (AMX); with AVX512-BF16 alone oneDNN 2.6's bf16 convolutions measured 140-170 GFLOP/s on
+// ResNet34's shapes against 240-300 for its float32 ones on the same cores (docs/kernels.md),
+// so widened it is there.
 #include "kernels/conv2d_bf16.h"
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
 #include "kernels/cpu/rows.h"
+#include "kernels/gemm_bf16.h"
+
+#ifdef SPK_USE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #define ALIGN 64
+
+static conv2d_bf16_path g_path = CONV2D_BF16_AUTO;
+
+void conv2d_bf16_set_path(conv2d_bf16_path p) { g_path = p; }
+
+static int native(void) {
+    if (!conv2d_dnnl_usable(CONV2D_BF16) || g_path == CONV2D_BF16_WIDENED) return 0;
+    if (g_path == CONV2D_BF16_NATIVE) return 1;
+#ifdef SPK_USE_DNNL
+    const unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
+    return ((unsigned)dnnl_get_effective_cpu_isa() & amx) == amx;
+#else
+    return 0;
+#endif
+}
 
 static size_t up_floats(size_t n) { return (n + ALIGN / 4 - 1) / (ALIGN / 4) * (ALIGN / 4); }
 static size_t half_floats(size_t n) { return up_floats((n + 1) / 2); }  // n bf16 values, in floats
 
-// Workspace: [dy rounded (bf16)] then, with oneDNN, its scratch; without, [x][w][dy] widened to
-// float32 and the float32 convolution's workspace.
+// Workspace, native: [dy rounded (bf16)][oneDNN's]. Widened: [x][w][dy] rounded, as float32,
+// then the float32 convolution's workspace.
 size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
-    const size_t head = half_floats(conv2d_y_size(s));
-    if (conv2d_dnnl_usable(CONV2D_BF16)) return head + (conv2d_dnnl_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
-    return head + up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
+    if (native())
+        return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
+    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats(s);
 }
 
@@ -29,23 +53,43 @@ typedef struct {
 
 static wide_t wide_parts(const conv2d_shape_t *s, float *workspace) {
     wide_t p;
-    p.x = workspace + half_floats(conv2d_y_size(s));
+    p.x = workspace;
     p.w = p.x + up_floats(conv2d_x_size(s));
     p.dy = p.w + up_floats(conv2d_w_size(s));
     p.conv = p.dy + up_floats(conv2d_y_size(s));
     return p;
 }
 
+// One pass: xh = bf16(x) and xr = its value as float32.
+static void round_both(spk_bf16 *xh, float *xr, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const spk_bf16 h = spk_bf16_round(x[i]);
+        xh[i] = h;
+        xr[i] = spk_bf16_to_f32(h);
+    }
+}
+
+// xr = x rounded to bf16, as float32.
+static void round_wide(float *xr, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) xr[i] = spk_bf16_to_f32(spk_bf16_round(x[i]));
+}
+
 void conv2d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                          const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
-    if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
-    if (conv2d_dnnl_usable(CONV2D_BF16)) {
+    const size_t nx = conv2d_x_size(s);
+    if (native()) {
+        if (x) bf16_from_f32(xh, x, nx);
         conv2d_dnnl_forward(y, xh, w, bias, s, CONV2D_BF16, workspace + half_floats(conv2d_y_size(s)));
         return;
     }
     const wide_t p = wide_parts(s, workspace);
-    bf16_to_f32(p.x, xh, conv2d_x_size(s));
+    if (x)
+        round_both(xh, p.x, x, nx);
+    else
+        bf16_to_f32(p.x, xh, nx);
     bf16_to_f32(p.w, w, conv2d_w_size(s));
     conv2d_forward(y, p.x, p.w, bias, s, p.conv);
 }
@@ -54,19 +98,24 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
                           const spk_bf16 *w, const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
     const size_t ny = conv2d_y_size(s);
-    if (dbias) spk_rows_channel_sums(dbias, dy, ny / (size_t)s->Cout, s->Cout);
+    if (dbias) spk_rows_channel_sums(dbias, dy, ny / (size_t)s->Cout, s->Cout);  // of dy as it is
     if (!dx && !dw) return;
-    spk_bf16 *dyh = (spk_bf16 *)workspace;
-    bf16_from_f32(dyh, dy, ny);
-    if (conv2d_dnnl_usable(CONV2D_BF16)) {
+    if (native()) {
+        spk_bf16 *dyh = (spk_bf16 *)workspace;
+        bf16_from_f32(dyh, dy, ny);
         float *ws = workspace + half_floats(ny);
         if (dx) conv2d_dnnl_backward_data(dx, dx_accumulate, dyh, w, s, CONV2D_BF16, ws);
         if (dw) conv2d_dnnl_backward_weights(dw, xh, dyh, s, CONV2D_BF16, ws);
         return;
     }
     const wide_t p = wide_parts(s, workspace);
-    bf16_to_f32(p.x, xh, conv2d_x_size(s));
-    bf16_to_f32(p.w, w, conv2d_w_size(s));
-    bf16_to_f32(p.dy, dyh, ny);
-    conv2d_backward(dx, dx_accumulate, dw, NULL, p.dy, p.x, p.w, s, p.conv);
+    round_wide(p.dy, dy, ny);
+    if (dx) {
+        bf16_to_f32(p.w, w, conv2d_w_size(s));
+        conv2d_backward(dx, dx_accumulate, NULL, NULL, p.dy, NULL, p.w, s, p.conv);
+    }
+    if (dw) {
+        bf16_to_f32(p.x, xh, conv2d_x_size(s));
+        conv2d_backward(NULL, 0, dw, NULL, p.dy, p.x, NULL, s, p.conv);
+    }
 }

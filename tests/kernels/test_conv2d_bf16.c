@@ -2,7 +2,7 @@
 // (tests/kernels/conv2d_reference.h) on the bf16-rounded x, w and dy (products of bf16 values are
 // exact in float32, so only float32 summation error is allowed), the rounded input it stores,
 // dx overwritten or accumulated, dw and dbias accumulated, NULL outputs; with oneDNN's bf16
-// convolutions and with the widened float32 path. Then every backend against the CPU kernels
+// convolutions and with the widened path on oneDNN's and on the im2col float32 convolution. Then every backend against the CPU kernels
 // (a backend may round its outputs to bf16, as cuDNN's bf16 convolutions do: bf16 tolerance).
 #include <stdio.h>
 #include <string.h>
@@ -83,14 +83,21 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
 
 static void cpu_checks(void) {
     const spk_gemm_backend keep = spk_gemm_get_backend();
-    for (int k = 0; k < 2; k++) {
-        // first oneDNN's bf16 convolutions (where the CPU has bf16 instructions), then the widened path
-        if (spk_gemm_set_backend(k == 0 ? SPK_GEMM_DNNL : SPK_GEMM_BLAS) != 0) continue;
-        if (k == 0 && !spk_gemm_bf16_native()) {
-            printf("conv2d_bf16: no native bf16 here; the widened path only\n");
+    const struct {
+        spk_gemm_backend gemm;
+        conv2d_bf16_path path;
+        const char *name;
+    } configs[3] = {{SPK_GEMM_DNNL, CONV2D_BF16_NATIVE, "onednn-bf16"},
+                    {SPK_GEMM_DNNL, CONV2D_BF16_WIDENED, "widened/onednn"},
+                    {SPK_GEMM_BLAS, CONV2D_BF16_WIDENED, "widened/im2col"}};
+    for (int k = 0; k < 3; k++) {
+        if (spk_gemm_set_backend(configs[k].gemm) != 0) continue;
+        if (configs[k].path == CONV2D_BF16_NATIVE && !spk_gemm_bf16_native()) {
+            printf("conv2d_bf16: no native bf16 here; the widened paths only\n");
             continue;
         }
-        const char *path = k == 0 ? "onednn-bf16" : "widened";
+        conv2d_bf16_set_path(configs[k].path);
+        const char *path = configs[k].name;
         run_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, path);
         run_case(conv2d_shape(2, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 0, path);
         run_case(conv2d_shape(3, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 0, path);
@@ -98,6 +105,7 @@ static void cpu_checks(void) {
         run_case(conv2d_shape(2, 1, 32, 16, 20, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
         run_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
     }
+    conv2d_bf16_set_path(CONV2D_BF16_AUTO);
     spk_gemm_set_backend(keep);
 }
 
