@@ -4,8 +4,9 @@
 # of its embeddings on the unseen speakers, with the training time.
 #   SPKDDP=build/app/spkddp tools/compare_encoders.sh [WORKDIR]
 # Environment: MODELS (default "ecapa:512 resnet34:32", model:channels), SEEDS (default "1 2 3"),
-# EPOCHS (20), NP (2), MPIEXEC (mpiexec), FLAGS (the training flags both get; default: 48-frame
-# crops, global batch 32, Adam 0.002 with cosine decay).
+# EPOCHS (20; EPOCHS_<model> for one model, e.g. EPOCHS_resnet34=12 for the same training time),
+# NP (2), MPIEXEC (mpiexec), FLAGS (the training flags all get; default: 48-frame crops, global
+# batch 32, Adam 0.002 with cosine decay), SYNTH (flags for both corpora, e.g. "--spectral --dim 40").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
@@ -16,20 +17,24 @@ flags=${FLAGS:---frames 48 --global-batch 32 --optimizer adam --lr 0.002 --lr-sc
 recipe=$here/../jobscripts/recipes/synthetic
 mkdir -p "${1:-compare}"
 cd "${1:-compare}"
-[ -f train.h5 ] || "$SPKDDP" synth --config "$recipe/synth_train.yaml" >/dev/null
-[ -f test.h5 ] || "$SPKDDP" synth --config "$recipe/synth_test.yaml" >/dev/null
+# shellcheck disable=SC2086
+[ -f train.h5 ] || "$SPKDDP" synth --config "$recipe/synth_train.yaml" ${SYNTH:-} >/dev/null
+# shellcheck disable=SC2086
+[ -f test.h5 ] || "$SPKDDP" synth --config "$recipe/synth_test.yaml" ${SYNTH:-} >/dev/null
 for seed in ${SEEDS:-1 2 3}; do
     for mc in ${MODELS:-ecapa:512 resnet34:32}; do
         m=${mc%%:*} c=${mc#*:} d=${mc/:/_}_$seed
+        epochs_var="EPOCHS_${m//-/_}"
+        epochs=${!epochs_var:-${EPOCHS:-20}}
         rm -rf "$d"
         t0=$(date +%s.%N)
         # shellcheck disable=SC2086
-        "$MPIEXEC" -n "$NP" "$SPKDDP" train --data train.h5 --model "$m" --channels "$c" $flags --epochs "${EPOCHS:-20}" \
+        "$MPIEXEC" -n "$NP" "$SPKDDP" train --data train.h5 --model "$m" --channels "$c" $flags --epochs "$epochs" \
             --seed "$seed" --ckpt-dir "$d" --keep 1 --progress 0 >"$d.log" 2>&1
         t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
         "$MPIEXEC" -n "$NP" "$SPKDDP" embed --ckpt "$(ls "$d"/ckpt-*.h5 | tail -1)" --data test.h5 --out "$d.emb.h5" >/dev/null
         [ -f trials.txt ] || "$SPKDDP" trials --emb "$d.emb.h5" --out trials.txt >/dev/null
         eer=$("$MPIEXEC" -n "$NP" "$SPKDDP" score --emb "$d.emb.h5" --trials trials.txt | grep -o 'EER *[0-9.]*%' | head -1)
-        echo "$m C=$c seed $seed: training ${t} s, last epoch $(grep '^epoch' "$d.log" | tail -1 | grep -o 'loss [0-9.]* *acc [0-9.]*' || true), cosine $eer"
+        echo "$m C=$c seed $seed: $epochs epochs, training ${t} s, last epoch $(grep '^epoch' "$d.log" | tail -1 | grep -o 'loss [0-9.]* *acc [0-9.]*' || true), cosine $eer"
     done
 done

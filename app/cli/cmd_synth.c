@@ -39,6 +39,9 @@ static const opt_t rows[] = {
                 "speakers: add a /visual stream (25 frames/s) of this dimension"),
     OPT_INTEGER(synth_opts_t, c.min_frames, "min-frames", 1, 1e6, "speakers: shortest utterance"),
     OPT_INTEGER(synth_opts_t, c.max_frames, "max-frames", 1, 1e6, "speakers: longest utterance"),
+    OPT_SWITCH(synth_opts_t, c.spectral, "spectral",
+               "speakers: frames shaped like spectra (smooth along the feature axis, each voice at its own "
+               "frequency scale), for encoders that convolve along frequency"),
 };
 static const opt_table_t table = OPT_TABLE("synth", "Write a synthetic feature dataset.", rows);
 

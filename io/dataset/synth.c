@@ -58,6 +58,7 @@ void synth_write_toy(const synth_config_t *c, const char *path) {
 // Identity lives mostly in the phone deviations, which a frame-level encoder can model and a
 // plain average blurs.
 typedef struct {
+    float *warp;    // (S) spectral: the speaker's frequency scale (vocal tract length), else NULL
     float *phones;  // (PHONES, F) shared inventory
     float *gain;    // (S, F)
     float *offset;  // (S, F)
@@ -67,6 +68,30 @@ typedef struct {
     float *lips;      // (S, Fv) speaker's resting lip shape
     float *lip_gain;  // (S, Fv) speaker's articulation strength
 } voices_t;
+
+// Spectral voices (synth_config_t.spectral): rows of n values made smooth along the feature
+// axis, as spectra are, by a Gaussian of sigma bins, with their variance kept.
+static void smooth_rows(float *x, int64_t rows, int64_t n, double sigma) {
+    const int64_t half = (int64_t)ceil(3 * sigma);
+    double k[2 * half + 1], norm = 0, energy = 0;
+    for (int64_t i = -half; i <= half; i++) norm += k[i + half] = exp(-0.5 * (double)(i * i) / (sigma * sigma));
+    for (int64_t i = 0; i <= 2 * half; i++) energy += (k[i] / norm) * (k[i] / norm);
+    double *row = mallocCheck((size_t)n * sizeof(double));
+    for (int64_t r = 0; r < rows; r++) {
+        float *xr = x + r * n;
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t i = -half; i <= half; i++) {
+                int64_t u = j + i < 0 ? -(j + i) : (j + i >= n ? 2 * (n - 1) - (j + i) : j + i);  // reflect
+                u = u < 0 ? 0 : (u >= n ? n - 1 : u);  // rows shorter than the kernel
+                acc += k[i + half] / norm * xr[u];
+            }
+            row[j] = acc / sqrt(energy);
+        }
+        for (int64_t j = 0; j < n; j++) xr[j] = (float)row[j];
+    }
+    free(row);
+}
 
 static voices_t voices_make(const synth_config_t *c) {
     int64_t S = c->speakers, F = c->dim;
@@ -112,10 +137,24 @@ static voices_t voices_make(const synth_config_t *c) {
         }
     }
     free(basis);
+    if (c->spectral) {  // smooth along frequency, and each speaker's own frequency scale
+        const double sigma = F / 16.0 > 0.75 ? F / 16.0 : 0.75;
+        smooth_rows(v.phones, PHONES, F, sigma);
+        smooth_rows(v.gain, S, F, sigma);
+        smooth_rows(v.offset, S, F, sigma);
+        smooth_rows(v.dev, S * PHONES, F, sigma);
+        for (int64_t i = 0; i < S * F; i++) v.gain[i] = v.gain[i] > 0 ? v.gain[i] : 0.05f;  // gains stay positive
+        v.warp = mallocCheck((size_t)S * sizeof(float));
+        for (int64_t s = 0; s < S; s++) {
+            rng_t rw = rng_init(c->seed, RNG_PURPOSE_SYNTH, 6, (uint64_t)(c->first_speaker + s));
+            v.warp[s] = (float)exp(0.08 * rng_normal(&rw));
+        }
+    }
     return v;
 }
 
 static void voices_free(voices_t *v) {
+    free(v->warp);
     free(v->phones);
     free(v->gain);
     free(v->offset);
@@ -150,7 +189,12 @@ static void utt_make(const synth_config_t *c, const voices_t *v, int64_t spk, ui
                                                             v->lip_gain[spk * Fv + j] * v->visemes[ph * Fv + j] +
                                                             (float)(0.8 * rng_normal(&r));
             for (int64_t j = 0; j < F; j++) {
-                float clean = v->phones[ph * F + j] + v->dev[(spk * PHONES + ph) * F + j];
+                // spectral voices read the phone at the speaker's scaled frequency (interpolated)
+                const double pos = v->warp ? fmin((double)j * v->warp[spk], (double)(F - 1)) : (double)j;
+                const int64_t j0 = (int64_t)pos, j1 = j0 + 1 < F ? j0 + 1 : j0;
+                const float a = (float)(pos - (double)j0);
+                const float *ph0 = v->phones + ph * F, *dv = v->dev + (spk * PHONES + ph) * F;
+                float clean = (1 - a) * (ph0[j0] + dv[j0]) + a * (ph0[j1] + dv[j1]);
                 out[t * F + j] =
                     v->gain[spk * F + j] * clean + v->offset[spk * F + j] + channel[j] + (float)(0.7 * rng_normal(&r));
             }

@@ -19,6 +19,8 @@ typedef struct {
     int64_t dim;                   // F
     int64_t min_frames, max_frames;
     int64_t visual_dim;  // > 0: also a /visual stream at 25 frames/s carrying the speaker's lips
+    int spectral;        // frames with a spectrum's structure: phones, voices and their variation smooth
+                         // along the feature axis, each voice reading them at its own frequency scale
 } synth_config_t;
 
 synth_config_t synth_defaults(void);
