@@ -17,6 +17,9 @@
 // the thread count or on scheduling. workspace: 8-byte aligned (a buffer's start).
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/exact_sum.h"
 
 void batchnorm2d_forward_train(float *y,               // (N, C)
                                float *mean,            // (C) out, saved for backward
@@ -55,3 +58,38 @@ void batchnorm2d_backward(float *dx,         // (N, C) = or += (accumulate); or 
 
 // Scratch of the training passes: the per-block partial sums.
 size_t batchnorm2d_workspace_floats(int N, int C);
+
+// ---- the world-size-invariant mode: BatchNorm2d over the global batch -----------------------
+// As batchnorm1d's (kernels/batchnorm.h, the same two calls per pass around the caller's
+// cross-rank reduction of the exact sums), for B samples of HW rows each (N = B * HW rows here,
+// N_global of the global batch): every group of `group` consecutive samples (B is a multiple)
+// adds its sums over its rows (in double, the rows in an order fixed by the shape, the samples in
+// order) as one term.
+//   forward:  batchnorm2d_stats_partial adds each group's sums of (x - shift) and (x - shift)^2
+//             to sums[0, C) and sums[C, 2C) (shift: running_mean, or 0 when NULL);
+//             batchnorm2d_forward_global normalises with the reduced sums' mean and biased
+//             variance over N_global rows, saves mean/rstd, updates the running statistics and
+//             applies the epilogue, as batchnorm2d_forward_train.
+//   backward: batchnorm2d_backward_partial adds each group's sums of g and g * xhat (g: dy masked
+//             by the ReLU of y) to sums[0, C) and sums[C, 2C) and, unless empty, to dbias and
+//             dweight; batchnorm2d_backward_global then writes (or adds) the residual's and the
+//             input's gradients, as batchnorm2d_backward, with the reduced sums.
+void batchnorm2d_stats_partial(xsum_t sums,         // (2C) +=
+                               const float *x,      // (B * HW, C)
+                               const float *shift,  // (C) or NULL
+                               int B, int HW, int C, int group);
+void batchnorm2d_forward_global(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                const float *x, const float *weight, const float *bias, const float *residual, int relu,
+                                xsum_t sums,  // (2C) reduced, from batchnorm2d_stats_partial
+                                int64_t N_global, int N, int C, float eps, float momentum);
+void batchnorm2d_backward_partial(xsum_t sums,     // (2C) +=
+                                  xsum_t dweight,  // (C) += , or empty
+                                  xsum_t dbias,    // (C) += , or empty
+                                  const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
+                                  int relu, int B, int HW, int C, int group);
+void batchnorm2d_backward_global(float *dx,         // (N, C) = or += (accumulate); or NULL
+                                 float *dresidual,  // (N, C) = or += (accumulate); or NULL
+                                 int accumulate, const float *dy, const float *y, const float *x, const float *weight,
+                                 const float *mean, const float *rstd, int relu,
+                                 xsum_t sums,  // (2C) reduced, from batchnorm2d_backward_partial
+                                 int64_t N_global, int N, int C);

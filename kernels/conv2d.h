@@ -19,6 +19,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "kernels/exact_sum.h"
+
 typedef struct {
     int B, Cin, Cout;  // batch, input and output channels
     int H, W;          // input height (frequency) and width (time)
@@ -69,6 +71,30 @@ void conv2d_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or N
                      const float *w,   // (Cout, Cin, KH, KW)
                      const conv2d_shape_t *s,
                      float *workspace);  // (conv2d_workspace_floats)
+
+// The world-size-invariant mode (kernels/backend.h, docs/invariant.md). conv2d_forward_fixed:
+// conv2d_forward with every sample computed on its own, by GEMMs planned for one thread, so a
+// sample's output depends on neither B nor the thread count. conv2d_backward_exact: dx as
+// conv2d_backward (= or += by dx_accumulate), computed the same way; dw and dbias are exact sums
+// (kernels/exact_sum.h) to which every group of `group` consecutive samples (B is a multiple)
+// adds its contribution as one term (its samples' float gradients summed in order), so they do
+// not depend on which groups this call gets. dw_tmp: (Cout, Cin, KH, KW) floats of scratch,
+// undefined afterwards (needed with dw). Either sum may be empty (xsum_none()). Their workspace:
+// conv2d_workspace_floats_fixed (which grows with B: per-sample partial sums).
+size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s);
+void conv2d_forward_fixed(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                          float *workspace);
+void conv2d_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
+                           int dx_accumulate,
+                           float *dw_tmp,    // (Cout, Cin, KH, KW) scratch
+                           xsum_t dw,        // (Cout, Cin, KH, KW) +=
+                           xsum_t dbias,     // (Cout) +=
+                           const float *dy,  // (B, OH, OW, Cout)
+                           const float *x,   // (B, H, W, Cin)
+                           const float *w,   // (Cout, Cin, KH, KW)
+                           const conv2d_shape_t *s,
+                           float *workspace,  // (conv2d_workspace_floats_fixed)
+                           int group);
 
 // Plain reference (direct loops, double accumulation). Slow; for tests.
 void conv2d_forward_reference(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s);

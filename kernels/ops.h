@@ -92,10 +92,15 @@
     X(xsum_to_float)                \
     X(spk_sgemm_batched_exact)      \
     X(conv1d_backward_exact)        \
+    X(conv2d_backward_exact)        \
     X(batchnorm1d_stats_partial)    \
     X(batchnorm1d_forward_global)   \
     X(batchnorm1d_backward_partial) \
     X(batchnorm1d_backward_global)  \
+    X(batchnorm2d_stats_partial)    \
+    X(batchnorm2d_forward_global)   \
+    X(batchnorm2d_backward_partial) \
+    X(batchnorm2d_backward_global)  \
     X(aam_softmax_forward_rows)     \
     X(aam_softmax_backward_exact)
 
@@ -107,4 +112,6 @@
     X(spk_sgemm_batched, spk_sgemm_batched_fixed)             \
     X(conv1d_workspace_floats, conv1d_workspace_floats_fixed) \
     X(conv1d_forward, conv1d_forward_fixed)                   \
+    X(conv2d_workspace_floats, conv2d_workspace_floats_fixed) \
+    X(conv2d_forward, conv2d_forward_fixed)                   \
     X(linear_forward, linear_forward_rows)

@@ -39,7 +39,7 @@ cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DSPKDDP_BUNDLE=ON -DSPKDD
 # The kernel tests are those tests/kernels/tests.cmake registers (SPK_KERNEL_TESTS).
 mapfile -t kernel_ops < <(awk '/^set\(SPK_KERNEL_TESTS/ {on = 1; next} on && /\)/ {sub(/\).*/, ""); print; exit} on' \
     "$src/tests/kernels/tests.cmake" | tr ' ' '\n' | grep .)
-tests=(test_gpu_device test_gpu_tf32 test_gpu_conv_plans test_gpu_shapes)
+tests=(test_gpu_device test_gpu_tf32 test_gpu_conv_plans test_gpu_shapes test_gpu_invariant2d)
 for op in "${kernel_ops[@]}"; do tests+=("test_kernel_$op"); done
 if [ $stand_in -eq 1 ]; then
     targets=(spkddp_emu "${tests[@]/%/_emu}")

@@ -30,6 +30,8 @@
 #               (NCCL's setup, events and deadline on one GPU) for the same bits as without
 #   tf32        TF32 reaches every convolution pass and the GEMM at production shapes; the
 #               cuDNN plan cache
+#   invariant2d the world-size-invariant mode's 2-D ops at ResNet's shapes: a sample alone the
+#               same bits as in the batch, split batches the same exact sums, groups 1, 2, 4
 #   e2e         gpu_e2e_cuda (tests/e2e/e2e_device.sh) when mpiexec is there
 #   memcheck, racecheck   compute-sanitizer over our kernels (names ending in _kernel)
 #   profile     ncu --clock-control none over one timed bench step: time per kernel
@@ -50,6 +52,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     slow=10
     budget=${GPU_CHECK_BUDGET:-3000}
     shapes32="32 4 24" shapes128="32 8 24" tf32_args="64 4 100" sanitize_args="32 4 24"
+    invariant2d_args="8 8 9 10"
     train_model="--channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24"
     train_data="--dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 24 --max-frames 40"
     bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
@@ -57,6 +60,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     export E2E_DEVICE_MODEL=$train_model
 else
     shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50"
+    invariant2d_args=""
     train_model="--channels 512 --frames 200"
     train_data="--dim 80 --speakers 40 --utts-per-speaker 4 --min-frames 200 --max-frames 300"
     bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
@@ -291,6 +295,8 @@ tf32_checks() { "$build/tests/test_gpu_tf32" $TF32_ARGS && "$build/tests/test_gp
 export -f tf32_checks
 export TF32_ARGS=$tf32_args
 run_step tf32 90 tf32_checks
+# shellcheck disable=SC2086
+run_step invariant2d 90 "$build/tests/test_gpu_invariant2d" $invariant2d_args
 
 if command -v mpiexec >/dev/null; then
     run_step e2e 150 bash "$here/../tests/e2e/e2e_device.sh" "$spk" mpiexec "$work/e2e_work" "$build/tests/make_bad_data" cuda 1e-5

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/exact_rows.h"
 #include "kernels/elementwise_math.h"
 
 #define BN2D_BLOCK 256
@@ -141,6 +142,28 @@ void batchnorm2d_forward_infer(float *y, const float *x, const float *running_me
     }
 }
 
+// Over channels [c0, c0 + cn) of C: dresidual = or += g, dx = or += BatchNorm's input gradient
+// of g (g: dy masked by the ReLU of y), from the channels' weights wr and the means of g and
+// g * xhat over the (global) batch (wr ... mdyx indexed from c0).
+static void backward_apply(float *dx, float *dresidual, int accumulate, const float *dy, const float *y, const float *x,
+                           const float *wr, const float *mean, const float *rstd, const float *mdy, const float *mdyx,
+                           int relu, int N, int C, int c0, int cn) {
+    if (!dx && !dresidual) return;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const size_t row = (size_t)i * C + c0;
+#pragma omp simd
+        for (int c = 0; c < cn; c++) {
+            const float g = masked(dy[row + c], y, row + c, relu);
+            if (dresidual) dresidual[row + c] = accumulate ? dresidual[row + c] + g : g;
+            if (dx) {
+                const float d = spk_bn_dx(g, (x[row + c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+                dx[row + c] = accumulate ? dx[row + c] + d : d;
+            }
+        }
+    }
+}
+
 void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
                           const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
                           int relu, int N, int C, float *workspace) {
@@ -157,18 +180,97 @@ void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dw
         mdy[c] = (float)(w.sums[c] / N);
         mdyx[c] = (float)(w.sums[C + c] / N);
     }
-    if (!dx && !dresidual) return;
+    backward_apply(dx, dresidual, accumulate, dy, y, x, wr, mean, rstd, mdy, mdyx, relu, N, C, 0, C);
+}
+
+// ---- the world-size-invariant mode --------------------------------------------------------------
+// Each sample's sums over its HW rows, per channel in double and in row order (vectorised across
+// channels, so a channel's order is the rows'), its group's samples added in order, each group
+// one exact term. Threads take blocks of channels.
+
+// Per group: sums[c] += sum of a(i, c), sums[C + c] += sum of b(i, c) over the group's rows, a
+// and b as block_sums: x - shift and its square, or (grad) g and g * xhat.
+static void group_sums(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *x, const float *dy, const float *y,
+                       int relu, const float *shift, const float *scale, int B, int HW, int C, int group) {
+    SPK_ASSERT(B > 0 && HW > 0 && C > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const size_t row = (size_t)i * C;
+    for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {
+        const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
+        double g1[BN2D_LANES], g2[BN2D_LANES];
+        for (int b = 0; b < B; b++) {
+            if (b % group == 0)
+                for (int c = 0; c < cn; c++) g1[c] = g2[c] = 0.0;
+            for (int i = 0; i < HW; i++) {
+                const size_t row = ((size_t)b * HW + i) * C + c0;
 #pragma omp simd
-        for (int c = 0; c < C; c++) {
-            const float g = masked(dy[row + c], y, row + c, relu);
-            if (dresidual) dresidual[row + c] = accumulate ? dresidual[row + c] + g : g;
-            if (dx) {
-                const float d = spk_bn_dx(g, (x[row + c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
-                dx[row + c] = accumulate ? dx[row + c] + d : d;
+                for (int c = 0; c < cn; c++) {
+                    double a, q;
+                    if (dy) {
+                        a = masked(dy[row + c], y, row + c, relu);
+                        q = a * (double)((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
+                    } else {
+                        a = (double)x[row + c] - (shift ? shift[c0 + c] : 0.0f);
+                        q = a * a;
+                    }
+                    g1[c] += a;
+                    g2[c] += q;
+                }
+            }
+            if (b % group != group - 1) continue;
+            for (int c = 0; c < cn; c++) {
+                xsum_add_one(xsum_at(sums, c0 + c), g1[c]);
+                xsum_add_one(xsum_at(sums, C + c0 + c), g2[c]);
+                if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c0 + c), g1[c]);
+                if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c0 + c), g2[c]);
             }
         }
+    }
+}
+
+void batchnorm2d_stats_partial(xsum_t sums, const float *x, const float *shift, int B, int HW, int C, int group) {
+    group_sums(sums, xsum_none(), xsum_none(), x, NULL, NULL, 0, shift, NULL, B, HW, C, group);
+}
+
+void batchnorm2d_forward_global(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                const float *x, const float *weight, const float *bias, const float *residual, int relu,
+                                xsum_t sums, int64_t N_global, int N, int C, float eps, float momentum) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 1);
+    for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {  // the folded scale and shift of a lane of channels
+        const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
+        float scale[BN2D_LANES], beta[BN2D_LANES];
+        for (int c = c0; c < c0 + cn; c++) {
+            double mu, var;
+            spk_bn_stats_of_sums(xsum_value_of(sums, c), xsum_value_of(sums, C + c),
+                                 running_mean ? running_mean[c] : 0.0f, (double)N_global, &mu, &var);
+            const float rs = spk_bn_rstd((float)var, eps);
+            spk_bn_save_stats(mean, rstd, running_mean, running_var, c, (float)mu, rs, var, (size_t)N_global, momentum);
+            scale[c - c0] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+            beta[c - c0] = bias ? bias[c] : 0.0f;
+        }
+        apply(y, x, mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+    }
+}
+
+void batchnorm2d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy, const float *y,
+                                  const float *x, const float *mean, const float *rstd, int relu, int B, int HW, int C,
+                                  int group) {
+    SPK_ASSERT(!relu || y != NULL);
+    group_sums(sums, dweight, dbias, x, dy, y, relu, mean, rstd, B, HW, C, group);
+}
+
+void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, const float *dy, const float *y,
+                                 const float *x, const float *weight, const float *mean, const float *rstd, int relu,
+                                 xsum_t sums, int64_t N_global, int N, int C) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 0);
+    SPK_ASSERT(!relu || y != NULL);
+    for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {  // the channels' means, a lane at a time
+        const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
+        float wr[BN2D_LANES], mdy[BN2D_LANES], mdyx[BN2D_LANES];
+        for (int c = 0; c < cn; c++) {
+            wr[c] = weight ? weight[c0 + c] : 1.0f;
+            mdy[c] = (float)(xsum_value_of(sums, c0 + c) / (double)N_global);
+            mdyx[c] = (float)(xsum_value_of(sums, C + c0 + c) / (double)N_global);
+        }
+        backward_apply(dx, dresidual, accumulate, dy, y, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C, c0, cn);
     }
 }

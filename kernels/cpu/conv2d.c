@@ -133,9 +133,7 @@ static void im2col_backward(float *dx, int accumulate, float *dw, const float *d
 
 static int one_channel(const conv2d_shape_t *s) { return s->Cin == 1; }
 
-static size_t one_channel_floats(const conv2d_shape_t *s) {
-    return (size_t)(s->B + 1) * s->KH * s->KW * s->Cout;
-}
+static size_t one_channel_floats(const conv2d_shape_t *s) { return (size_t)(s->B + 1) * s->KH * s->KW * s->Cout; }
 
 static void one_channel_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                                 float *ws) {
@@ -206,15 +204,21 @@ size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     return one_channel(s) && one_channel_floats(s) > general ? one_channel_floats(s) : general;
 }
 
-void conv2d_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
-                    float *workspace) {
+// oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.
+static void forward_on(int dnnl, float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                       float *workspace) {
     check_shape(s);
     if (one_channel(s))
         one_channel_forward(y, x, w, bias, s, workspace);
-    else if (conv2d_dnnl_usable(CONV2D_F32))
+    else if (dnnl)
         conv2d_dnnl_forward(y, x, w, bias, s, CONV2D_F32, workspace);
     else
         im2col_forward(y, x, w, bias, s, workspace);
+}
+
+void conv2d_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                    float *workspace) {
+    forward_on(conv2d_dnnl_usable(CONV2D_F32), y, x, w, bias, s, workspace);
 }
 
 void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const float *x,
@@ -253,4 +257,67 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
                     }
                     y[(((size_t)b * OH + i) * OW + j) * s->Cout + o] = (float)acc;
                 }
+}
+
+// ---- the world-size-invariant mode ------------------------------------------------------------
+// Every sample on its own: im2col and GEMMs on one thread per sample (the loops above, whose
+// GEMMs are serial), threads over samples; the weight gradient summed over a group's samples in
+// order on one thread, threads over groups, each group's sum one exact term. The first layer's
+// loops compute each pixel on its own already.
+// Workspace: [the bias gradient's per-sample sums (B, Cout)][one slot per thread: col (P, K),
+// dwr (Cout, K), dwt (Cout, Cin, KH, KW)], after the layout of the plain im2col path.
+
+static size_t slot_floats(const conv2d_shape_t *s) {
+    return patches(s) * patch_len(s) + (size_t)s->Cout * patch_len(s) + conv2d_w_size(s);
+}
+
+size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
+    check_shape(s);
+    const size_t exact = (size_t)s->B * s->Cout + (size_t)omp_get_max_threads() * slot_floats(s);
+    size_t n = im2col_floats(s) > exact ? im2col_floats(s) : exact;
+    return one_channel(s) && one_channel_floats(s) > n ? one_channel_floats(s) : n;
+}
+
+void conv2d_forward_fixed(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                          float *workspace) {
+    forward_on(0, y, x, w, bias, s, workspace);
+}
+
+void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
+                           const float *x, const float *w, const conv2d_shape_t *s, float *workspace, int group) {
+    check_shape(s);
+    SPK_ASSERT(group > 0 && s->B % group == 0);
+    const size_t K = patch_len(s), P = patches(s), xs = (size_t)s->H * s->W * s->Cin, nw = conv2d_w_size(s);
+    if (dx) im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
+    if (!xsum_empty(dbias)) {  // each sample's float sum over its pixels, in order
+        float *part = workspace;
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < s->B; b++) {
+            float *pb = part + (size_t)b * s->Cout;
+            for (int o = 0; o < s->Cout; o++) pb[o] = 0.0f;
+            for (size_t p = 0; p < P; p++)
+#pragma omp simd
+                for (int o = 0; o < s->Cout; o++) pb[o] += dy[((size_t)b * P + p) * s->Cout + o];
+        }
+        xsum_add(dbias, part, s->B, s->Cout, group);
+    }
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != NULL);
+    (void)dw_tmp;  // the slots below hold each group's gradient; dw_tmp's contract is kept for the GPU
+    float *slots = workspace + (size_t)s->B * s->Cout;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int g = 0; g < s->B / group; g++) {
+        float *col = slots + (size_t)omp_get_thread_num() * slot_floats(s), *dwr = col + P * K,
+              *dwt = dwr + s->Cout * K;
+        for (int i = 0; i < group; i++) {
+            const int b = g * group + i;
+            im2col(col, x + b * xs, s);
+            spk_sgemm_serial('T', 'N', s->Cout, (int)K, (int)P, 1.0f, dy + (size_t)b * P * s->Cout, s->Cout, col,
+                             (int)K, i ? 1.0f : 0.0f, dwr, (int)K);
+        }
+        memset(dwt, 0, nw * sizeof(float));
+        rows_add_to_weights(dwt, dwr, s);
+#pragma omp critical(conv2d_exact_dw)
+        xsum_add(dw, dwt, 1, (int64_t)nw, 1);
+    }
 }

@@ -10,7 +10,6 @@
 // and add the per-sample sums to exact sums.
 #include "kernels/cuda/batchnorm_common.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/exact_sum_math.h"
 
 namespace {
 
@@ -150,23 +149,12 @@ __device__ __forceinline__ size_t bn_offset(size_t i, int c, int C, int T) {
     return (b * C + c) * T + t;
 }
 
-__device__ __forceinline__ void add_one(xsum_t s, int64_t i, double v) {
-    int J = s.bin[i];
-    xsum_deposit(&J, &s.hi[i], &s.lo[i], v);
-    s.bin[i] = (int8_t)J;
-}
-
-// Sample b's block sums s1, s2 of channel c: collected into g1, g2 over its group, which thread 0
-// adds to sums[c], sums[C + c] at the group's last sample. Returns whether it did.
-__device__ __forceinline__ bool add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double *g1,
-                                          double *g2, double *sh) {
+// Sample b's block sums s1, s2 of channel c, collected over its group (bn_group_add), which thread
+// 0 adds to the sums (and d1, d2 unless empty) at the group's last sample.
+__device__ __forceinline__ void add_group(xsum_t sums, xsum_t d1, xsum_t d2, int c, int C, int b, int group, double s1,
+                                          double s2, double *g1, double *g2, double *sh) {
     const double t1 = spk_block_sum(s1, sh), t2 = spk_block_sum(s2, sh);
-    *g1 = b % group ? *g1 + t1 : t1;
-    *g2 = b % group ? *g2 + t2 : t2;
-    if (threadIdx.x != 0 || b % group != group - 1) return false;
-    add_one(sums, c, *g1);
-    add_one(sums, C + c, *g2);
-    return true;
+    bn_group_add(sums, d1, d2, c, C, b, group, t1, t2, g1, g2, threadIdx.x == 0);
 }
 
 __global__ void bn_stats_partial_kernel(xsum_t sums, const float *x, const float *shift, int B, int C, int T,
@@ -183,7 +171,7 @@ __global__ void bn_stats_partial_kernel(xsum_t sums, const float *x, const float
             s1 += d;
             s2 += d * d;
         }
-        add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh);
+        add_group(sums, xsum_none(), xsum_none(), c, C, b, group, s1, s2, &g1, &g2, sh);
     }
 }
 
@@ -191,20 +179,15 @@ __global__ void bn_forward_global_kernel(float *y, float *mean, float *rstd, flo
                                          const float *x, const float *weight, const float *bias, xsum_t sums, int64_t N,
                                          int B, int C, int T, float eps, float momentum) {
     const int c = blockIdx.x;
-    double mu, var;
-    spk_bn_stats_of_sums(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]),
-                         xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]),
-                         running_mean ? running_mean[c] : 0.0f, (double)N, &mu, &var);
-    const float muf = (float)mu;
-    const float rs = spk_bn_rstd((float)var, eps);
+    const bn_global_stat_t st = bn_global_stat(sums, c, C, running_mean, N, eps);
     __syncthreads();  // every thread has read running_mean[c] before thread 0 updates it
     if (threadIdx.x == 0)
-        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
-    const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, c, st.mu, st.rs, st.var, (size_t)N, momentum);
+    const float sc = spk_bn_scale(st.rs, weight ? weight[c] : 1.0f);
     const float bc = bias ? bias[c] : 0.0f;
     for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
         const size_t o = bn_offset(i, c, C, T);
-        y[o] = spk_bn_apply(x[o], muf, sc, bc);
+        y[o] = spk_bn_apply(x[o], st.mu, sc, bc);
     }
 }
 
@@ -222,10 +205,7 @@ __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t d
             s1 += g;
             s2 += g * ((x[base + t] - mu) * rs);
         }
-        if (add_group(sums, c, C, b, group, s1, s2, &g1, &g2, sh)) {
-            if (!xsum_empty(dbias)) add_one(dbias, c, g1);
-            if (!xsum_empty(dweight)) add_one(dweight, c, g2);
-        }
+        add_group(sums, dbias, dweight, c, C, b, group, s1, s2, &g1, &g2, sh);
     }
 }
 
@@ -235,8 +215,7 @@ __global__ void bn_backward_global_kernel(float *dx, const float *dy, const floa
     const int c = blockIdx.x;
     const float mu = mean[c], rs = rstd[c];
     const float wc = weight ? weight[c] : 1.0f;
-    const float mdy = (float)(xsum_value(sums.bin[c], sums.hi[c], sums.lo[c]) / (double)N);
-    const float mdyx = (float)(xsum_value(sums.bin[C + c], sums.hi[C + c], sums.lo[C + c]) / (double)N);
+    const float mdy = bn_xsum_mean(sums, c, N), mdyx = bn_xsum_mean(sums, C + c, N);
     for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
         const size_t o = bn_offset(i, c, C, T);
         dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);

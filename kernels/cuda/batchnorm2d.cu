@@ -38,20 +38,23 @@ __device__ __forceinline__ float masked(const float *dy, const float *y, size_t 
     return relu && !(y[o] > 0.0f) ? 0.0f : dy[o];
 }
 
-struct shifted_term {  // a = x - shift, a^2
+// The terms in V: float for the compensated sums, double for the invariant mode's (as the CPU's).
+template <typename V>
+struct shifted_term {  // a = x - shift (0 when NULL), a^2
     const float *x, *shift;
-    __device__ void operator()(size_t o, int c, float *v) const {
-        const float a = x[o] - shift[c];
+    __device__ void operator()(size_t o, int c, V *v) const {
+        const V a = (V)x[o] - (shift ? shift[c] : 0.0f);
         v[0] = a;
         v[1] = a * a;
     }
 };
 
+template <typename V>
 struct grad_term {  // g, g * xhat
     const float *dy, *y, *x, *mean, *rstd;
     int relu;
-    __device__ void operator()(size_t o, int c, float *v) const {
-        const float g = masked(dy, y, o, relu);
+    __device__ void operator()(size_t o, int c, V *v) const {
+        const V g = masked(dy, y, o, relu);
         v[0] = g;
         v[1] = g * ((x[o] - mean[c]) * rstd[c]);
     }
@@ -70,9 +73,11 @@ __global__ void shift_kernel(float *shift, const float *x, int N, int C) {
     if (threadIdx.x < SPK_ROWS_CHANNELS && c < C) shift[c] = sh[lane] / (float)rows;
 }
 
-__global__ void stats_sum_kernel(spk_fsum *part, const float *x, const float *shift, int N, int C) {
-    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    spk_rows_channel_partial<2>(part, (size_t)N, C, shifted_term{x, shift}, sh);
+// Stage 1 of two channel sums over the N rows (channel_sums.cuh), in Acc: spk_fsum or double.
+template <typename Acc, typename Term>
+__global__ void sums_kernel(Acc *part, Term term, int N, int C) {
+    __shared__ Acc sh[SPK_CUDA_THREADS];
+    spk_rows_channel_partial<2>(part, (size_t)N, C, term, sh);
 }
 
 // One thread per channel: the statistics, saved and folded into the running ones.
@@ -99,11 +104,6 @@ __global__ void apply_kernel(float *y, const float *x, const float *mean, const 
         if (residual) v += residual[i];
         y[i] = relu && !(v > 0.0f) ? 0.0f : v;
     }
-}
-
-__global__ void grad_sum_kernel(spk_fsum *part, grad_term term, int N, int C) {
-    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    spk_rows_channel_partial<2>(part, (size_t)N, C, term, sh);
 }
 
 // dresidual = or += g; dx = or += BatchNorm's input gradient of g.
@@ -139,7 +139,7 @@ extern "C" void batchnorm2d_forward_train_cuda(float *y, float *mean, float *rst
     const Parts p = parts(workspace, N, C);
     float *shift = p.per_chan;
     SPK_LAUNCH(shift_kernel, spk_rows_channel_grid(C, 1), shift, x, N, C);
-    SPK_LAUNCH(stats_sum_kernel, spk_rows_channel_grid(C, p.S), p.part, x, shift, N, C);
+    SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, shifted_term<float>{x, shift}, N, C);
     SPK_LAUNCH(stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, C, p.S, eps,
                momentum);
     const size_t n = (size_t)N * C;
@@ -164,12 +164,100 @@ extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accum
     const Parts p = parts(workspace, N, C);
     float *means = p.per_chan;  // (C, 2): mean g, mean g * xhat
     if (dx || dweight || dbias) {
-        const grad_term term = {dy, y, x, mean, rstd, relu};
-        SPK_LAUNCH(grad_sum_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
+        const grad_term<float> term = {dy, y, x, mean, rstd, relu};
+        SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
         SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, p.part, C, p.S, (size_t)N);
     }
     const size_t n = (size_t)N * C;
     if (dx || dresidual)
         SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dresidual, accumulate, dy, y, x, weight, mean, rstd, means, relu,
                    n, C);
+}
+
+// ---- the world-size-invariant mode (kernels/batchnorm2d.h) --------------------------------------
+// The partial passes: every sample's sums over its HW rows in double (stage 1 of the channel sums
+// with one split per sample: a fixed order that depends on HW and C alone), in the library
+// scratch, then one thread per channel adding each group's samples in order and depositing the
+// group as one term. The global passes: per-channel statistics (or means) from the reduced sums,
+// then the training passes' elementwise kernels.
+
+namespace {
+
+// One thread per channel: the per-sample sums part (C, B, 2) added by groups (bn_group_add).
+__global__ void group_terms_kernel(xsum_t sums, xsum_t dbias, xsum_t dweight, const double *part, int B, int C,
+                                   int group) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        double g1 = 0.0, g2 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const double *p = part + ((size_t)c * B + b) * 2;
+            bn_group_add(sums, dbias, dweight, (int)c, C, b, group, p[0], p[1], &g1, &g2, true);
+        }
+    }
+}
+
+// The two sums of `term` over each group of B samples of HW rows, one term per group each.
+template <typename Term>
+void group_sums(xsum_t sums, xsum_t dbias, xsum_t dweight, Term term, int B, int HW, int C, int group) {
+    SPK_ASSERT(B > 0 && HW > 0 && C > 0 && group > 0 && B % group == 0);
+    SPK_ASSERT((size_t)B * HW <= 0x7fffffffu);
+    double *part = (double *)spk_cuda_scratch(sizeof(double) * 2 * (size_t)C * B);
+    SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, B), part, term, B * HW, C);  // split b: sample b
+    SPK_LAUNCH(group_terms_kernel, spk_grid((size_t)C), sums, dbias, dweight, part, B, C, group);
+}
+
+// One thread per channel: the statistics of the reduced sums, saved and folded into the running
+// ones (the thread reads running_mean[c], the shift, before it updates it).
+__global__ void global_stats_kernel(float *mean, float *rstd, float *running_mean, float *running_var, xsum_t sums,
+                                    int64_t N, int C, float eps, float momentum) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        const bn_global_stat_t st = bn_global_stat(sums, (int)c, C, running_mean, N, eps);
+        spk_bn_save_stats(mean, rstd, running_mean, running_var, (int)c, st.mu, st.rs, st.var, (size_t)N, momentum);
+    }
+}
+
+// means (C, 2) = the reduced sums of g and g * xhat over N, as grad_apply_kernel takes them.
+__global__ void global_means_kernel(float *means, xsum_t sums, int64_t N, int C) {
+    SPK_GRID_LOOP(c, (size_t)C) {
+        means[2 * c] = bn_xsum_mean(sums, (int64_t)c, N);
+        means[2 * c + 1] = bn_xsum_mean(sums, C + (int64_t)c, N);
+    }
+}
+
+}  // namespace
+
+extern "C" void batchnorm2d_stats_partial_cuda(xsum_t sums, const float *x, const float *shift, int B, int HW, int C,
+                                               int group) {
+    group_sums(sums, xsum_none(), xsum_none(), shifted_term<double>{x, shift}, B, HW, C, group);
+}
+
+extern "C" void batchnorm2d_forward_global_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                                float *running_var, const float *x, const float *weight,
+                                                const float *bias, const float *residual, int relu, xsum_t sums,
+                                                int64_t N_global, int N, int C, float eps, float momentum) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 1);
+    SPK_LAUNCH(global_stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, sums, N_global, C, eps,
+               momentum);
+    const size_t n = (size_t)N * C;
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+}
+
+extern "C" void batchnorm2d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy,
+                                                  const float *y, const float *x, const float *mean, const float *rstd,
+                                                  int relu, int B, int HW, int C, int group) {
+    SPK_ASSERT(!relu || y != NULL);
+    group_sums(sums, dbias, dweight, grad_term<double>{dy, y, x, mean, rstd, relu}, B, HW, C, group);
+}
+
+extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, int accumulate, const float *dy,
+                                                 const float *y, const float *x, const float *weight, const float *mean,
+                                                 const float *rstd, int relu, xsum_t sums, int64_t N_global, int N,
+                                                 int C) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 0);
+    SPK_ASSERT(!relu || y != NULL);
+    if (!dx && !dresidual) return;
+    float *means = (float *)spk_cuda_scratch(sizeof(float) * 2 * (size_t)C);  // (C, 2): mean g, mean g * xhat
+    SPK_LAUNCH(global_means_kernel, spk_grid((size_t)C), means, sums, N_global, C);
+    const size_t n = (size_t)N * C;
+    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dresidual, accumulate, dy, y, x, weight, mean, rstd, means, relu, n,
+               C);
 }

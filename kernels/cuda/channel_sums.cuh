@@ -93,20 +93,35 @@ static inline dim3 spk_rows_channel_grid(int C, int S) {
     return dim3((unsigned)((C + SPK_ROWS_CHANNELS - 1) / SPK_ROWS_CHANNELS), (unsigned)S);
 }
 
+// The accumulators of stage 1: compensated fp32 of float terms (spk_fsum), or double of double
+// terms (the world-size-invariant mode's per-sample sums, in double as on the CPU).
+template <typename Acc>
+struct spk_acc_of {
+    typedef float term;
+};
+template <>
+struct spk_acc_of<double> {
+    typedef double term;
+};
+__device__ __forceinline__ void spk_acc_zero(spk_fsum *a) { *a = spk_fsum_zero(); }
+__device__ __forceinline__ void spk_acc_zero(double *a) { *a = 0.0; }
+__device__ __forceinline__ void spk_acc_add(spk_fsum *a, float v) { spk_fsum_add(a, v); }
+__device__ __forceinline__ void spk_acc_add(double *a, double v) { *a += v; }
+
 // Stage 1, called by every thread of a spk_rows_channel_grid launch: NV sums per element,
-// term(offset of (row, c), c, v) giving them, into part[(c * S + s) * NV + k].
-template <int NV, typename Term>
-__device__ __forceinline__ void spk_rows_channel_partial(spk_fsum *part, size_t N, int C, const Term &term,
-                                                         spk_fsum *sh) {
+// term(offset of (row, c), c, v) giving them, into part[(c * S + s) * NV + k]. With N = B * HW
+// and S = B, split s is sample s's HW rows exactly: the per-sample sums.
+template <int NV, typename Term, typename Acc>
+__device__ __forceinline__ void spk_rows_channel_partial(Acc *part, size_t N, int C, const Term &term, Acc *sh) {
     const int lane = threadIdx.x % SPK_ROWS_CHANNELS, row_lane = threadIdx.x / SPK_ROWS_CHANNELS;
     const int c = blockIdx.x * SPK_ROWS_CHANNELS + lane, s = blockIdx.y, S = gridDim.y;
-    spk_fsum acc[NV];
-    for (int k = 0; k < NV; k++) acc[k] = spk_fsum_zero();
+    Acc acc[NV];
+    for (int k = 0; k < NV; k++) spk_acc_zero(&acc[k]);
     if (c < C)
         for (size_t i = N * s / S + row_lane; i < N * (s + 1) / S; i += SPK_ROWS_LANES) {
-            float v[NV];
+            typename spk_acc_of<Acc>::term v[NV];
             term(i * C + c, c, v);
-            for (int k = 0; k < NV; k++) spk_fsum_add(&acc[k], v[k]);
+            for (int k = 0; k < NV; k++) spk_acc_add(&acc[k], v[k]);
         }
     for (int k = 0; k < NV; k++) {  // every thread reaches every barrier
         spk_block_fold(acc[k], sh, SPK_ROWS_CHANNELS);

@@ -7,13 +7,36 @@
 // gradient: channel sums over the output rows, fixed order; kernels/cuda/conv2d_common.cuh).
 //
 // workspace = [ KRSC weights, then the KRSC filter gradient ][ bias partial sums ][ cuDNN ],
-// each region rounded up to 256 bytes.
+// each region rounded up to 256 bytes. The world-size-invariant mode's (below) is that of one
+// sample, then [ per-sample bias sums ].
 #include "kernels/cuda/conv2d_common.cuh"
 
 namespace {
 
 // The workspace's head: the KRSC weights, then the KRSC filter gradient.
 size_t head_bytes(const conv2d_shape_t *s) { return round256(conv2d_w_size(s) * sizeof(float)); }
+
+// The shape of `per` of s's samples: one cuDNN call's.
+conv2d_shape_t samples_of(const conv2d_shape_t *s, int per) {
+    conv2d_shape_t c = *s;
+    c.B = per;
+    return c;
+}
+
+// y = conv(x) (+ bias) over s's samples in calls of `per` samples each, on the plan of B = per.
+void forward_in_calls(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s, int per,
+                      float *workspace) {
+    conv2d_check(s);
+    SPK_ASSERT(per > 0 && s->B % per == 0);
+    const conv2d_shape_t sc = samples_of(s, per);
+    const spk_conv_plan_t &pl = conv2d_plan(&sc, 0);
+    void *cws = conv2d_tail(workspace, head_bytes(s), &sc).cudnn;
+    float *wk = workspace;
+    conv2d_to_krsc(wk, w, s);
+    const size_t nx = conv2d_x_size(&sc), ny = conv2d_y_size(&sc);
+    for (int b = 0; b < s->B; b += per) conv2d_forward_pass(pl, y + b / per * ny, x + b / per * nx, wk, cws);
+    if (bias) conv2d_epilogue(y, y, bias, 0, conv2d_y_size(s), s->Cout);
+}
 
 }  // namespace
 
@@ -23,12 +46,7 @@ extern "C" size_t conv2d_workspace_floats_cuda(const conv2d_shape_t *s) {
 
 extern "C" void conv2d_forward_cuda(float *y, const float *x, const float *w, const float *bias,
                                     const conv2d_shape_t *s, float *workspace) {
-    conv2d_check(s);
-    const spk_conv_plan_t &pl = conv2d_plan(s, 0);
-    float *wk = workspace;
-    conv2d_to_krsc(wk, w, s);
-    conv2d_forward_pass(pl, y, x, wk, conv2d_tail(workspace, head_bytes(s), s).cudnn);
-    if (bias) conv2d_epilogue(y, y, bias, 0, conv2d_y_size(s), s->Cout);
+    forward_in_calls(y, x, w, bias, s, s->B, workspace);
 }
 
 extern "C" void conv2d_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
@@ -46,5 +64,77 @@ extern "C" void conv2d_backward_cuda(float *dx, int dx_accumulate, float *dw, fl
     if (dw) {  // the weights' copy is free again (same stream, in order)
         conv2d_filter_pass(pl, wk, dy, x, t.cudnn);
         conv2d_add_from_krsc(dw, wk, s);
+    }
+}
+
+// ---- the world-size-invariant mode (kernels/conv2d.h) -------------------------------------------
+// cuDNN's algorithm and its rounding may depend on B: every sample gets calls of its own, with the
+// plan of B = 1 (one per shape, so the same for every batch), as the 1-D convolution's
+// (kernels/cuda/conv1d.cu). The weights are reordered once per call, not per sample.
+
+namespace {
+
+// The per-sample bias sums after the one-sample workspace: their compensated partials (Cout, B),
+// then the floats (B, Cout) that xsum_add takes.
+size_t sample_part_bytes(const conv2d_shape_t *s) { return round256(sizeof(spk_fsum) * (size_t)s->Cout * s->B); }
+size_t sample_bias_bytes(const conv2d_shape_t *s) {
+    return sample_part_bytes(s) + round256(sizeof(float) * (size_t)s->B * s->Cout);
+}
+
+// out (B, C) = part (C, B), each sample's sum rounded to float.
+__global__ void sample_sums_kernel(float *out, const spk_fsum *part, int B, int C) {
+    SPK_GRID_LOOP(i, (size_t)B * C) {
+        const size_t b = i / C, c = i - b * C;
+        out[i] = spk_fsum_value(part[c * B + b]);
+    }
+}
+
+// dbias += every group's sum of its samples' bias gradients (each a channel sum over the sample's
+// output rows in a fixed order: the split of the channel sums is the sample), one term per group.
+void sample_bias_backward(xsum_t dbias, const float *dy, const conv2d_shape_t *s, int group, char *region) {
+    spk_fsum *part = (spk_fsum *)region;
+    float *sums = (float *)(region + sample_part_bytes(s));
+    SPK_LAUNCH(bias_grad_sum_kernel, spk_rows_channel_grid(s->Cout, s->B), part, dy, conv2d_rows(s), s->Cout);
+    SPK_LAUNCH(sample_sums_kernel, spk_grid((size_t)s->B * s->Cout), sums, part, s->B, s->Cout);
+    xsum_add_cuda(dbias, sums, s->B, s->Cout, group);
+}
+
+}  // namespace
+
+extern "C" size_t conv2d_workspace_floats_fixed_cuda(const conv2d_shape_t *s) {
+    const conv2d_shape_t s1 = samples_of(s, 1);
+    return conv2d_workspace_floats_cuda(&s1) + sample_bias_bytes(s) / sizeof(float);
+}
+
+extern "C" void conv2d_forward_fixed_cuda(float *y, const float *x, const float *w, const float *bias,
+                                          const conv2d_shape_t *s, float *workspace) {
+    forward_in_calls(y, x, w, bias, s, 1, workspace);
+}
+
+extern "C" void conv2d_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                           const float *dy, const float *x, const float *w, const conv2d_shape_t *s,
+                                           float *workspace, int group) {
+    conv2d_check(s);
+    SPK_ASSERT(group > 0 && s->B % group == 0);
+    const conv2d_shape_t s1 = samples_of(s, 1);
+    if (!xsum_empty(dbias))
+        sample_bias_backward(dbias, dy, s, group, (char *)(workspace + conv2d_workspace_floats_cuda(&s1)));
+    if (!dx && xsum_empty(dw)) return;
+    const spk_conv_plan_t &pl = conv2d_plan(&s1, 0);
+    void *cws = conv2d_tail(workspace, head_bytes(s), &s1).cudnn;
+    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1), nw = conv2d_w_size(s);
+    float *wk = workspace;
+    if (dx) {
+        conv2d_to_krsc(wk, w, s);
+        for (int b = 0; b < s->B; b++) conv2d_data_pass(pl, dx + b * nx, dx_accumulate, dy + b * ny, wk, cws);
+    }
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != nullptr);
+    for (int b = 0; b < s->B; b++) {  // the weights' copy is free again (same stream, in order)
+        // the group's samples' gradients, accumulated in order, then one term
+        if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
+        conv2d_filter_pass(pl, wk, dy + b * ny, x + b * nx, cws);
+        conv2d_add_from_krsc(dw_tmp, wk, s);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
 }

@@ -9,7 +9,8 @@
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
 #   - with --invariant (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
-#     (exact sums through MPI on the host) end bitwise equal;
+#     (exact sums through MPI on the host) end bitwise equal; ResNet34 (per-sample cuDNN calls,
+#     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -76,6 +77,11 @@ gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invaria
     >log_inv_shared 2>&1 || { cat log_inv_shared; fail "invariant: two ranks sharing a GPU"; }
 same inv1/$ckpt inv2/$ckpt 0 "invariant: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 same inv1/$ckpt inv_shared/$ckpt 0 "invariant: 1 rank vs 2 ranks sharing a GPU (MPI on the host)"
+r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8 --optimizer sgd
+     --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda --invariant --invariant-group 2"
+gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $r34 --ckpt-dir r34_2 >log_r34_2 2>&1 || { cat log_r34_2; fail "invariant resnet34: two GPUs"; }
+same r34_1/$ckpt r34_2/$ckpt 0 "invariant resnet34, groups of 2: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 
 export SPKDDP_NCCL_TIMEOUT=1
 SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \

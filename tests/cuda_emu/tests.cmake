@@ -31,6 +31,8 @@ spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c ARGS 64 4 100
 spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c)
 # The production-shape test's code, at shapes the stand-in affords (C=32, batch 4, T=24).
 spk_cuda_emu_kernel_test(test_gpu_shapes SOURCES gpu/test_gpu_shapes.c ARGS 32 4 24)
+# The invariant mode's 2-D ops at shapes the stand-in affords (GPU: width 32, batch 16, 80 x 200).
+spk_cuda_emu_kernel_test(test_gpu_invariant2d SOURCES gpu/test_gpu_invariant2d.c ARGS 8 8 9 10)
 # A cuDNN that reports fp32 kernels as CUDNN_DEFAULT_MATH and its backward tensor-core kernels as
 # non-deterministic: the heuristics' choices are still taken (not the fallback) and TF32 still
 # reaches every convolution pass. One order: those kernels are not deterministic.

@@ -2,12 +2,15 @@
 // relu(bn(x) + residual) in training mode, its gradients, the running statistics after it and
 // the inference forward), against a double reference of the forward and backward with and without
 // ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs, the same bits on 1 and 2 threads.
-// Then every backend against the CPU kernels (tests/kernels/backends.h).
+// The world-size-invariant mode's passes: partial sums independent of the split and the threads,
+// global passes close to the plain ones. Then every backend against the CPU kernels
+// (tests/kernels/backends.h).
 #include <stdio.h>
 #include <string.h>
 
 #include "../golden/kernels2d_golden.h"
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/batchnorm2d.h"
 
 #define EPS 1e-5f
@@ -147,6 +150,56 @@ static void reference_case(int N, int C, int relu, int with_res) {
     test_release();
 }
 
+// ---- the world-size-invariant mode ---------------------------------------------------------------
+// The partial sums the same for the batch split into two calls on 1 thread as in one call on 2;
+// the global passes with the sums of the whole batch close to the plain kernels.
+static void invariant_case(int B, int HW, int C, int relu, int with_res, int group) {
+    const int N = B * HW, first = (B / group + 1) / 2 * group;
+    const size_t n = (size_t)N * C, head = (size_t)first * HW * C;
+    const char *t0 =
+        cname("B%d HW%d C%d%s%s group %d", B, HW, C, relu ? " relu" : "", with_res ? " residual" : "", group);
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s", t0);
+    float *x = rand_f(n, -1, 3), *w = rand_f(C, 0.5f, 1.5f), *b = rand_f(C, -0.5f, 0.5f), *res = rand_f(n, -1, 1);
+    float *dy = rand_f(n, -1, 1), *rm = rand_f(C, -0.1f, 0.1f), *rv = rand_f(C, 0.9f, 1.1f);
+    float *rm1 = copy_f(rm, C), *rv1 = copy_f(rv, C);
+    xsum_t s2 = host_sums(2 * C), s1 = host_sums(2 * C);
+    int before = with_threads(2);
+    batchnorm2d_stats_partial(s2, x, rm, B, HW, C, group);
+    with_threads(1);
+    batchnorm2d_stats_partial(s1, x + head, rm, B - first, HW, C, group);
+    batchnorm2d_stats_partial(s1, x, rm, first, HW, C, group);
+    with_threads(before);
+    check_true(same_sums(s1, s2, 2 * C), cname("batchnorm2d_stats_partial %s: batch split, 1 or 2 threads", tag));
+    float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *yp = alloc_f(n), *mp = alloc_f(C), *sp = alloc_f(C);
+    batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, s2, N, N, C, EPS, MOM);
+    float *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
+    batchnorm2d_forward_train(yp, mp, sp, rm1, rv1, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    check_close(cname("batchnorm2d_forward_global %s vs forward_train", tag), y, yp, n, 1e-5, 1e-5);
+    check_close(cname("batchnorm2d_forward_global %s running variance", tag), rv, rv1, C, 1e-6, 1e-7);
+
+    xsum_t g2 = host_sums(2 * C), g1 = host_sums(2 * C), dw2 = host_sums(C), dw1 = host_sums(C), db2 = host_sums(C),
+           db1 = host_sums(C);
+    before = with_threads(2);
+    batchnorm2d_backward_partial(g2, dw2, db2, dy, y, x, mean, rstd, relu, B, HW, C, group);
+    with_threads(1);
+    batchnorm2d_backward_partial(g1, dw1, db1, dy + head, y + head, x + head, mean, rstd, relu, B - first, HW, C,
+                                 group);
+    batchnorm2d_backward_partial(g1, dw1, db1, dy, y, x, mean, rstd, relu, first, HW, C, group);
+    with_threads(before);
+    check_true(same_sums(g1, g2, 2 * C) && same_sums(dw1, dw2, C) && same_sums(db1, db2, C),
+               cname("batchnorm2d_backward_partial %s: batch split, 1 or 2 threads", tag));
+    float *dx = rand_f(n, -1, 1), *dres = rand_f(n, -1, 1), *dxp = alloc_f(n), *dresp = alloc_f(n);
+    float *dwp = zeros_f(C), *dbp = zeros_f(C);
+    batchnorm2d_backward_global(dx, with_res ? dres : NULL, 0, dy, y, x, w, mean, rstd, relu, g2, N, N, C);
+    batchnorm2d_backward(dxp, with_res ? dresp : NULL, 0, dwp, dbp, dy, y, x, w, mean, rstd, relu, N, C, ws);
+    check_close(cname("batchnorm2d_backward_global %s dx vs backward", tag), dx, dxp, n, 1e-4, 1e-5);
+    if (with_res) check_close(cname("batchnorm2d_backward_global %s dresidual", tag), dres, dresp, n, 0, 0);
+    check_close(cname("batchnorm2d_backward_partial %s dweight", tag), sums_to_floats(dw2, C), dwp, C, 1e-5, 1e-5 * N);
+    check_close(cname("batchnorm2d_backward_partial %s dbias", tag), sums_to_floats(db2, C), dbp, C, 1e-5, 1e-5 * N);
+    test_release();
+}
+
 static void cpu_checks(void) {
     golden_case();
     reference_case(7, 3, 0, 0);
@@ -154,6 +207,9 @@ static void cpu_checks(void) {
     reference_case(600, 9, 0, 1);   // finite differences over three blocks
     reference_case(513, 70, 1, 1);  // rows over two blocks, channels over two lanes
     reference_case(64, 16, 0, 1);
+    invariant_case(6, 20, 5, 1, 1, 1);
+    invariant_case(6, 50, 70, 1, 0, 3);
+    invariant_case(4, 9, 16, 0, 1, 2);
 }
 
 static void backend_case(int N, int C, int relu, int with_res) {
@@ -199,6 +255,34 @@ static void backend_case(int N, int C, int relu, int with_res) {
     batchnorm2d_forward_infer(y, x, rm, rv, w, b, with_res ? res : NULL, relu, N, C, EPS);
     g_be->batchnorm2d_forward_infer(y_, x_, rm_, rv_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS);
     cmp(cname("batchnorm2d inference %s", t), y_, y, n, TOL);
+
+    // the invariant mode's passes, the batch as N / 4 samples of 4 rows
+    if (N % 4 == 0) {
+        const int Bs = N / 4;
+        xsum_t hs = host_sums(2 * C), hg = host_sums(2 * C), hdw = host_sums(C), hdb = host_sums(C);
+        xsum_t ds = xsum_layout(dev_alloc(xsum_bytes(2 * C)), 2 * C),
+               dg = xsum_layout(dev_alloc(xsum_bytes(2 * C)), 2 * C);
+        xsum_t ddw = xsum_layout(dev_alloc(xsum_bytes(C)), C), ddb = xsum_layout(dev_alloc(xsum_bytes(C)), C);
+        g_be->xsum_zero(ds, 2 * C), g_be->xsum_zero(dg, 2 * C), g_be->xsum_zero(ddw, C), g_be->xsum_zero(ddb, C);
+        batchnorm2d_stats_partial(hs, x, rm, Bs, 4, C, 1);
+        g_be->batchnorm2d_stats_partial(ds, x_, rm_, Bs, 4, C, 1);
+        float *f2 = dev_f(NULL, 2 * C);
+        g_be->xsum_to_float(f2, ds, 2 * C);
+        cmp(cname("batchnorm2d_stats_partial %s", t), f2, sums_to_floats(hs, 2 * C), 2 * C, TOL);
+        batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, hs, N, N, C, EPS, MOM);
+        g_be->batchnorm2d_forward_global(y_, mean_, rstd_, rm_, rv_, x_, w_, b_, with_res ? res_ : NULL, relu, ds, N, N,
+                                         C, EPS, MOM);
+        cmp(cname("batchnorm2d_forward_global %s", t), y_, y, n, TOL);
+        dev_set(y_, y, n), dev_set(mean_, mean, C), dev_set(rstd_, rstd, C);
+        batchnorm2d_backward_partial(hg, hdw, hdb, dy, y, x, mean, rstd, relu, Bs, 4, C, 1);
+        g_be->batchnorm2d_backward_partial(dg, ddw, ddb, dy_, y_, x_, mean_, rstd_, relu, Bs, 4, C, 1);
+        g_be->xsum_to_float(f2, dg, 2 * C);
+        cmp(cname("batchnorm2d_backward_partial %s", t), f2, sums_to_floats(hg, 2 * C), 2 * C, TOL);
+        float *gx = alloc_f(n), *gx_ = dev_f(NULL, n);
+        batchnorm2d_backward_global(gx, NULL, 0, dy, y, x, w, mean, rstd, relu, hg, N, N, C);
+        g_be->batchnorm2d_backward_global(gx_, NULL, 0, dy_, y_, x_, w_, mean_, rstd_, relu, dg, N, N, C);
+        cmp(cname("batchnorm2d_backward_global %s", t), gx_, gx, n, TOL);
+    }
     dev_release();
     test_release();
 }

@@ -1,4 +1,4 @@
-// conv2d: against PyTorch (tests/golden/kernels2d_golden.h: forward and all three gradients of
+// conv2d (and its world-size-invariant twins): against PyTorch (tests/golden/kernels2d_golden.h: forward and all three gradients of
 // five shapes), against a direct double reference and its adjoint on every GEMM backend (oneDNN's
 // convolutions and the im2col path), finite differences, dx overwritten or accumulated, dw and
 // dbias accumulated, NULL outputs, a guard band after the workspace. Then every backend against
@@ -9,6 +9,7 @@
 #include "../golden/kernels2d_golden.h"
 #include "backends.h"
 #include "conv2d_reference.h"
+#include "exact_check.h"
 #include "kernels/conv2d.h"
 #include "kernels/gemm.h"
 
@@ -133,6 +134,55 @@ static void golden_cases(void) {
     }
 }
 
+// ---- the world-size-invariant mode ---------------------------------------------------------------
+// A sample's output and input gradient the same alone as in the batch and on 1 or 2 threads; the
+// exact weight and bias gradient sums the same for the batch split into two calls; all close to
+// the default kernels.
+static void invariant_case(conv2d_shape_t s, int group) {
+    char tag[120];
+    conv2d_tag(tag, sizeof tag, &s, 1);
+    snprintf(tag + strlen(tag), sizeof tag - strlen(tag), " group %d", group);
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    const size_t xs = nx / s.B, ys = ny / s.B;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(s.Cout, -1, 1), *gy = rand_f(ny, -1, 1);
+    float *ws = alloc_f(conv2d_workspace_floats_fixed(&s) + conv2d_workspace_floats(&s)), *tmp = alloc_f(nw);
+    float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *y = alloc_f(ny);
+    conv2d_shape_t one = s;
+    one.B = 1;
+    int before = with_threads(2);
+    conv2d_forward_fixed(y2, x, w, bias, &s, ws);
+    with_threads(1);
+    for (int b = 0; b < s.B; b++) conv2d_forward_fixed(y1 + b * ys, x + b * xs, w, bias, &one, ws);
+    with_threads(before);
+    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0,
+               cname("conv2d_forward_fixed %s: a sample alone == in the batch", tag));
+    conv2d_forward(y, x, w, bias, &s, ws);
+    check_close(cname("conv2d_forward_fixed %s vs conv2d_forward", tag), y2, y, ny, 1e-5, 1e-4);
+
+    float *dx2 = rand_f(nx, -1, 1), *dx1 = rand_f(nx, -1, 1);  // overwritten
+    xsum_t dw2 = host_sums((int64_t)nw), db2 = host_sums(s.Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(s.Cout);
+    const int first = (s.B / group + 1) / 2 * group;  // whole groups in both calls
+    conv2d_shape_t head = s, rest = s;
+    head.B = first, rest.B = s.B - first;
+    before = with_threads(2);
+    conv2d_backward_exact(dx2, 0, tmp, dw2, db2, gy, x, w, &s, ws, group);
+    with_threads(1);  // the batch in two calls, the second first
+    conv2d_backward_exact(dx1 + first * xs, 0, tmp, dw1, db1, gy + first * ys, x + first * xs, w, &rest, ws, group);
+    conv2d_backward_exact(dx1, 0, tmp, dw1, db1, gy, x, w, &head, ws, group);
+    with_threads(before);
+    check_true(
+        memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, s.Cout),
+        cname("conv2d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
+    float *dx = alloc_f(nx), *dw = zeros_f(nw), *db = zeros_f(s.Cout);
+    conv2d_backward(dx, 0, dw, db, gy, x, w, &s, ws);
+    check_close(cname("conv2d_backward_exact %s dx vs conv2d_backward", tag), dx2, dx, nx, 1e-5, 1e-4);
+    check_close(cname("conv2d_backward_exact %s dw vs conv2d_backward", tag), sums_to_floats(dw2, (int64_t)nw), dw, nw,
+                1e-4, 1e-4);
+    check_close(cname("conv2d_backward_exact %s dbias vs conv2d_backward", tag), sums_to_floats(db2, s.Cout), db,
+                s.Cout, 1e-4, 1e-4);
+    test_release();
+}
+
 // ---- every backend against the CPU kernels -----------------------------------------------------
 static void backend_case(const int *a) {
     conv2d_shape_t s = conv2d_shape_of(a);
@@ -159,6 +209,27 @@ static void backend_case(const int *a) {
     g_be->conv2d_backward(ox_, 0, NULL, NULL, dy_, dx_, dw_, &s, ws_);
     conv2d_backward(ox, 0, NULL, NULL, dy, x, w, &s, ws);
     cmp(cname("conv2d dx overwritten %s", t), ox_, ox, nx, TOL_GEMM);
+
+    // the invariant mode's forward (the invariant table) and exact backward
+    const spk_backend_t *twin = spk_backend_invariant(g_be);
+    float *iws = dev_f(NULL, twin->conv2d_workspace_floats(&s)), *hws = alloc_f(conv2d_workspace_floats_fixed(&s));
+    conv2d_forward_fixed(y, x, w, bias, &s, hws);
+    twin->conv2d_forward(y_, dx_, dw_, db_, &s, iws);
+    cmp(cname("conv2d_forward_fixed %s", t), y_, y, ny, TOL_GEMM);
+    float *hx = alloc_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
+    xsum_t hw = host_sums((int64_t)nw), hb = host_sums(s.Cout);
+    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw),
+           xb = xsum_layout(dev_alloc(xsum_bytes(s.Cout)), s.Cout);
+    conv2d_backward_exact(hx, 0, hdw, hw, with_bias ? hb : xsum_none(), dy, x, w, &s, hws, 1);
+    g_be->conv2d_backward_exact(ddx, 0, dtmp, xw, with_bias ? xb : xsum_none(), dy_, dx_, dw_, &s, iws, 1);
+    cmp(cname("conv2d_backward_exact dx %s", t), ddx, hx, nx, TOL_GEMM);
+    float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, s.Cout);
+    g_be->xsum_to_float(ww, xw, (int64_t)nw);
+    cmp(cname("conv2d_backward_exact dw %s", t), ww, sums_to_floats(hw, (int64_t)nw), nw, TOL_GEMM);
+    if (with_bias) {
+        g_be->xsum_to_float(wb, xb, s.Cout);
+        cmp(cname("conv2d_backward_exact dbias %s", t), wb, sums_to_floats(hb, s.Cout), s.Cout, TOL);
+    }
     dev_release();
     test_release();
 }
@@ -187,6 +258,10 @@ static void cpu_checks(void) {
         reference_case(conv2d_shape(2, 5, 3, 4, 4, 3, 3, 1, 1, 0, 0, 1, 1), 1, 0);    // no padding
         reference_case(conv2d_shape(4, 64, 16, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);  // a Bottleneck's 1x1s
         reference_case(conv2d_shape(4, 16, 64, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);
+        invariant_case(conv2d_shape(4, 8, 16, 9, 10, 3, 3, 2, 2, 1, 1, 1, 1), 1);
+        invariant_case(conv2d_shape(6, 8, 8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 3);
+        invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer
+        invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
     }
     spk_gemm_set_backend(keep);
 }

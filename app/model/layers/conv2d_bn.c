@@ -1,6 +1,7 @@
 // Conv2d + BatchNorm2d units (app/model/layers/conv2d_bn.h).
 #include "app/model/layers/conv2d_bn.h"
 
+#include "app/model/layers/model_layers.h"
 #include "kernels/base/spk_assert.h"
 
 #include <stdio.h>
@@ -71,10 +72,10 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
         K->conv2d_bf16_forward(u->a, u->xh, x, m->params_bf16 + u->w, NULL, &u->s, work);
     else
         K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
+    const int HW = rows(u) / u->s.B;
     if (train)
-        K->batchnorm2d_forward_train(u->y, u->mean, u->rstd, st + u->bn_mean, st + u->bn_var, u->a, p + u->bn_w,
-                                     p + u->bn_b, residual, relu, rows(u), u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM,
-                                     work);
+        model_batchnorm2d_train(m, u->y, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b, residual,
+                                relu, u->s.B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
     else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
@@ -82,15 +83,9 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
 
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work) {
-    const spk_backend_t *K = m->be;
-    const float *p = m->params;
-    float *g = m->grads;
-    K->batchnorm2d_backward(ga, dres, 0, g + u->bn_w, g + u->bn_b, dy, u->y, u->a, p + u->bn_w, u->mean, u->rstd, relu,
-                            rows(u), u->cout, work);
-    if (m->bf16)
-        K->conv2d_bf16_backward(dx, dx_accumulate, g + u->w, NULL, ga, u->xh, m->params_bf16 + u->w, &u->s, work);
-    else
-        K->conv2d_backward(dx, dx_accumulate, g + u->w, NULL, ga, x, p + u->w, &u->s, work);
+    model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, u->s.B,
+                               rows(u) / u->s.B, u->cout, work);
+    model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, u->xh, &u->s, work);
 }
 
 int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->k * u->k; }

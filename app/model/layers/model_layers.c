@@ -93,3 +93,52 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
     model_exact_allreduce(m, s, 2 * (int64_t)C);
     if (dx) K->batchnorm1d_backward_global(dx, dy, x, p + w, mean, rstd, s, m->global_batch * T, B, C, T);
 }
+
+// ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
+
+void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const float *x,
+                           const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
+    const spk_backend_t *K = m->be;
+    float *gr = m->grads;
+    if (m->bf16)  // the forward's rounded input stands in for x
+        K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, xh, m->params_bf16 + w, s, work);
+    else if (!m->invariant)
+        K->conv2d_backward(dx, dx_accumulate, gr + w, NULL, dy, x, m->params + w, s, work);
+    else  // the gradient buffer is the exact sums' scratch
+        K->conv2d_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, x, m->params + w, s, work,
+                                 m->group);
+}
+
+void model_batchnorm2d_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
+                             const float *x, int64_t w, int64_t b, const float *residual, int relu, int B, int HW,
+                             int C, float eps, float momentum, float *work) {
+    const spk_backend_t *K = m->be;
+    const float *p = m->params;
+    float *rm = m->state + running_mean, *rv = m->state + running_var;
+    if (!m->invariant) {
+        K->batchnorm2d_forward_train(y, mean, rstd, rm, rv, x, p + w, p + b, residual, relu, B * HW, C, eps, momentum,
+                                     work);
+        return;
+    }
+    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
+    K->batchnorm2d_stats_partial(s, x, rm, B, HW, C, m->group);
+    model_exact_allreduce(m, s, 2 * (int64_t)C);
+    K->batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, p + w, p + b, residual, relu, s, m->global_batch * HW,
+                                  B * HW, C, eps, momentum);
+}
+
+void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, int64_t b, const float *dy,
+                                const float *y, const float *x, const float *mean, const float *rstd, int relu, int B,
+                                int HW, int C, float *work) {
+    const spk_backend_t *K = m->be;
+    const float *p = m->params;
+    float *gr = m->grads;
+    if (!m->invariant) {
+        K->batchnorm2d_backward(dx, dres, 0, gr + w, gr + b, dy, y, x, p + w, mean, rstd, relu, B * HW, C, work);
+        return;
+    }
+    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
+    K->batchnorm2d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, y, x, mean, rstd, relu, B, HW, C, m->group);
+    model_exact_allreduce(m, s, 2 * (int64_t)C);
+    K->batchnorm2d_backward_global(dx, dres, 0, dy, y, x, p + w, mean, rstd, relu, s, m->global_batch * HW, B * HW, C);
+}

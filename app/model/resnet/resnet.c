@@ -259,10 +259,6 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
                      "%s: %s needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
                      "stride-2 stages, as WeSpeaker's embedding layer expects); this dataset has F = %lld",
                      data->source ? data->source : "the dataset", cfg->name, (long long)F);
-    if (cfg->invariant)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "%s: --invariant is not available for the 2-D encoders yet (ECAPA-TDNN and linear have it)",
-                     cfg->name);
     resnet_t *r = callocCheck(1, sizeof *r);
     r->feat = F;
     r->m_channels = cfg->channels;
