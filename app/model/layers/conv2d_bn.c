@@ -7,17 +7,20 @@
 #include <stdio.h>
 #include <string.h>
 
-void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout, int k,
-                        int stride) {
+void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout,
+                        conv2d_geom_t g) {
     char name[PARAM_NAME_MAX];
     memset(u, 0, sizeof *u);
-    u->cin = cin, u->cout = cout, u->k = k, u->stride = stride;
+    u->cin = cin, u->cout = cout, u->g = g;
     snprintf(name, sizeof name, "%s.weight", bn);
     u->bn_w = param_table_add(&m->table, name, 1, (int64_t[]){cout});
     snprintf(name, sizeof name, "%s.bias", bn);
     u->bn_b = param_table_add(&m->table, name, 1, (int64_t[]){cout});
     snprintf(name, sizeof name, "%s.weight", conv);
-    u->w = param_table_add(&m->table, name, 4, (int64_t[]){cout, cin, k, k});
+    if (g.conv1d)
+        u->w = param_table_add(&m->table, name, 3, (int64_t[]){cout, cin, g.kw});
+    else
+        u->w = param_table_add(&m->table, name, 4, (int64_t[]){cout, cin, g.kh, g.kw});
     snprintf(name, sizeof name, "%s.running_mean", bn);
     u->bn_mean = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
     snprintf(name, sizeof name, "%s.running_var", bn);
@@ -25,7 +28,8 @@ void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char
 }
 
 void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow) {
-    u->s = conv2d_square(B, u->cin, u->cout, H, W, u->k, u->stride);
+    const conv2d_geom_t g = u->g;
+    u->s = (conv2d_shape_t){B, u->cin, u->cout, H, W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
     *oh = conv2d_out_h(&u->s);
     *ow = conv2d_out_w(&u->s);
 }
@@ -88,4 +92,4 @@ void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate
     model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, u->xh, &u->s, work);
 }
 
-int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->k * u->k; }
+int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->g.kh * u->g.kw; }

@@ -13,8 +13,25 @@
 #define CONV2D_BN_EPS      1e-5f
 #define CONV2D_BN_MOMENTUM 0.1f
 
+// A convolution's geometry (kernel, stride, zero padding, dilation; height then width). conv1d:
+// an nn.Conv1d over maps one row high (its weight (cout, cin, kw), the same floats).
 typedef struct {
-    int cin, cout, k, stride;             // a square kernel k with padding k / 2
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int conv1d;
+} conv2d_geom_t;
+
+// A square kernel k, the same stride both ways, padding k / 2 (the ResNets' convolutions).
+static inline conv2d_geom_t conv2d_geom_square(int k, int stride) {
+    return (conv2d_geom_t){k, k, stride, stride, k / 2, k / 2, 1, 1, 0};
+}
+// An nn.Conv1d of kernel k along the width (time), with stride, dilation and zero padding.
+static inline conv2d_geom_t conv2d_geom_1d(int k, int stride, int pad, int dilation) {
+    return (conv2d_geom_t){1, k, 1, stride, 0, pad, 1, dilation, 1};
+}
+
+typedef struct {
+    int cin, cout;
+    conv2d_geom_t g;
     int64_t w;                            // <conv>.weight (cout, cin, k, k)
     int64_t bn_w, bn_b, bn_mean, bn_var;  // <bn>.weight, .bias; .running_mean, .running_var (state)
     conv2d_shape_t s;                     // the convolution at the current batch and input size
@@ -26,8 +43,8 @@ typedef struct {
 } conv2d_bn_t;
 
 // Registers <bn> (weight, bias, running statistics) then <conv>.weight: reverse execution order.
-void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout, int k,
-                        int stride);
+void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout,
+                        conv2d_geom_t g);
 // Sets the unit's shape for B inputs of H x W (returns its output height and width in oh, ow).
 void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow);
 // Scratch the unit's convolution and normalisation need at its current shape.

@@ -26,31 +26,6 @@ static const struct {
 
 // ---- parameters ---------------------------------------------------------------------------------
 
-// A block's units and shortcut, in reverse execution order: the last unit (its BatchNorm's
-// gradient is the first the backward finishes), the shortcut, then the others down to the first.
-static void block_register(resnet_block_t *b, model_t *m, const char *prefix, int in, int planes, int stride,
-                           int expansion) {
-    char conv[64], bn[64];
-    b->n = expansion == 1 ? 2 : 3;
-    const int out = planes * expansion;
-    // BasicBlock: 3x3 (stride) then 3x3; Bottleneck: 1x1, 3x3 (stride), 1x1 to 4 planes
-    const int k[3] = {expansion == 1 ? 3 : 1, 3, 1};
-    const int s[3] = {expansion == 1 ? stride : 1, expansion == 1 ? 1 : stride, 1};
-    const int cin[3] = {in, planes, planes}, cout[3] = {planes, b->n == 2 ? out : planes, out};
-    for (int i = b->n - 1; i >= 0; i--) {
-        snprintf(conv, sizeof conv, "%s.conv%d", prefix, i + 1);
-        snprintf(bn, sizeof bn, "%s.bn%d", prefix, i + 1);
-        conv2d_bn_register(&b->u[i], m, conv, bn, cin[i], cout[i], k[i], s[i]);
-        if (i == b->n - 1) {
-            b->has_sc = stride != 1 || in != out;
-            if (!b->has_sc) continue;
-            snprintf(conv, sizeof conv, "%s.shortcut.0", prefix);
-            snprintf(bn, sizeof bn, "%s.shortcut.1", prefix);
-            conv2d_bn_register(&b->sc, m, conv, bn, in, out, 1, stride);
-        }
-    }
-}
-
 static void resnet_register(resnet_t *r, model_t *m) {
     const int64_t E = r->emb, P = r->pooled_dim;
     r->seg_w = param_table_add(&m->table, "seg_1.weight", 2, (int64_t[]){E, P});
@@ -69,18 +44,16 @@ static void resnet_register(resnet_t *r, model_t *m) {
         for (int j = r->blocks[s] - 1; j >= 0; j--) {
             char prefix[32];
             snprintf(prefix, sizeof prefix, "layer%d.%d", s + 1, j);
-            block_register(&r->block[--i], m, prefix, j == 0 ? in_of[s] : planes * r->expansion, planes,
-                           j == 0 && s > 0 ? 2 : 1, r->expansion);
+            const int stride = j == 0 && s > 0 ? 2 : 1;
+            res_block_register(&r->block[--i], m, prefix, j == 0 ? in_of[s] : planes * r->expansion, planes, stride,
+                               stride, r->expansion);
         }
     }
-    conv2d_bn_register(&r->stem, m, "conv1", "bn1", 1, (int)r->m_channels, 3, 1);
+    conv2d_bn_register(&r->stem, m, "conv1", "bn1", 1, (int)r->m_channels, conv2d_geom_square(3, 1));
     // every unit, for the loops over all of them
     r->units = callocCheck((size_t)(1 + 4 * count), sizeof *r->units);
     r->units[r->nunits++] = &r->stem;
-    for (int b = 0; b < count; b++) {
-        for (int k = 0; k < r->block[b].n; k++) r->units[r->nunits++] = &r->block[b].u[k];
-        if (r->block[b].has_sc) r->units[r->nunits++] = &r->block[b].sc;
-    }
+    for (int b = 0; b < count; b++) r->nunits += res_block_units(&r->block[b], r->units + r->nunits);
 }
 
 // PyTorch's defaults: convolution and linear weights uniform in +-1/sqrt(fan_in) (kaiming_uniform
@@ -117,14 +90,8 @@ static void resnet_init_params(const resnet_t *r, model_t *m, uint64_t seed) {
 static void set_shapes(resnet_t *r, int B, int T) {
     int H = (int)r->feat, W = T;
     conv2d_bn_shape(&r->stem, B, H, W, &H, &W);
-    for (int i = 0; i < r->nblocks; i++) {
-        resnet_block_t *b = &r->block[i];
-        int h = H, w = W;
-        if (b->has_sc) conv2d_bn_shape(&b->sc, B, H, W, &h, &w);
-        for (int k = 0; k < b->n; k++) conv2d_bn_shape(&b->u[k], B, H, W, &H, &W);
-        SPK_ASSERT(!b->has_sc || (h == H && w == W));
-    }
-    r->out_h = H, r->out_w = W, r->out_c = r->block[r->nblocks - 1].u[r->block[r->nblocks - 1].n - 1].cout;
+    for (int i = 0; i < r->nblocks; i++) res_block_shape(&r->block[i], B, &H, &W);
+    r->out_h = H, r->out_w = W, r->out_c = res_block_out_channels(&r->block[r->nblocks - 1]);
 }
 
 static void release_buffers(resnet_t *r, const model_t *m) {
@@ -172,7 +139,7 @@ static void reserve(model_t *m, int B, int T) {
 // ---- forward / backward -------------------------------------------------------------------------
 
 static const float *block_input(const resnet_t *r, int i) {
-    return i == 0 ? r->stem.y : r->block[i - 1].u[r->block[i - 1].n - 1].y;
+    return i == 0 ? r->stem.y : res_block_out(&r->block[i - 1]);
 }
 
 const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B, int T, int train) {
@@ -180,34 +147,12 @@ const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B,
     SPK_ASSERT(B <= r->cap_b && T <= r->cap_t);
     K->batch_transpose(r->x, frames, B, T, (int)r->feat);  // (B, T, F) -> (B, F, T): an F x T image
     conv2d_bn_forward(&r->stem, m, r->x, NULL, 1, train, r->work);
-    for (int i = 0; i < r->nblocks; i++) {
-        resnet_block_t *b = &r->block[i];
-        const float *in = block_input(r, i);
-        for (int k = 0; k < b->n - 1; k++)
-            conv2d_bn_forward(&b->u[k], m, k ? b->u[k - 1].y : in, NULL, 1, train, r->work);
-        if (b->has_sc) conv2d_bn_forward(&b->sc, m, in, NULL, 0, train, r->work);
-        conv2d_bn_forward(&b->u[b->n - 1], m, b->u[b->n - 2].y, b->has_sc ? b->sc.y : in, 1, train, r->work);
-    }
+    for (int i = 0; i < r->nblocks; i++) res_block_forward(&r->block[i], m, block_input(r, i), train, r->work);
     const float *last = block_input(r, r->nblocks);
     K->tstp_forward(r->pooled, last, B, r->out_h, r->out_w, r->out_c, TSTP_EPS);
     K->linear_forward(r->emb_out, r->pooled, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->pooled_dim,
                       (int)r->emb);
     return r->emb_out;
-}
-
-// The block's backward from the gradient of its output in g[*go] to that of its input in g[*gx]
-// (g[2] the units' scratch, g[3] the residual's gradient); a unit's input gradient overwrites the
-// buffer its output gradient came in, which it reads first.
-static void block_backward(resnet_t *r, model_t *m, int i, float *go, float *gx) {
-    resnet_block_t *b = &r->block[i];
-    const float *in = block_input(r, i);
-    float *ga = r->g[2], *gres = b->has_sc ? r->g[3] : gx;
-    const int n = b->n;
-    conv2d_bn_backward(&b->u[n - 1], m, go, 0, gres, go, b->u[n - 2].y, 1, ga, r->work);
-    if (b->has_sc) conv2d_bn_backward(&b->sc, m, gx, 0, NULL, gres, in, 0, ga, r->work);
-    for (int k = n - 2; k >= 0; k--)
-        conv2d_bn_backward(&b->u[k], m, k ? go : gx, k ? 0 : 1, NULL, go, k ? b->u[k - 1].y : in, 1, ga, r->work);
-    model_grads_ready(m, conv2d_bn_end(&b->u[0]));
 }
 
 void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes, int B, int T) {
@@ -220,7 +165,8 @@ void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes
     K->vec_zero(go, (size_t)B * r->out_h * r->out_w * r->out_c);
     K->tstp_backward(go, r->g_pooled, block_input(r, r->nblocks), r->pooled, B, r->out_h, r->out_w, r->out_c);
     for (int i = r->nblocks - 1; i >= 0; i--) {
-        block_backward(r, m, i, go, gx);
+        res_block_backward(&r->block[i], m, block_input(r, i), go, gx, r->g[2], r->g[3], r->work);
+        model_grads_ready(m, res_block_end(&r->block[i]));
         float *t = go;  // this block's input gradient is the output gradient of the one before
         go = gx, gx = t;
     }

@@ -11,6 +11,7 @@
 #include "app/model/core/model_core.h"
 #include "app/model/layers/aam_encoder.h"
 #include "app/model/layers/conv2d_bn.h"
+#include "app/model/layers/res_block.h"
 
 #include <stdint.h>
 
@@ -19,23 +20,13 @@
 #define RESNET_EMB      256  // embed_dim
 #define RESNET_STAGES   4
 
-// A residual block: two (BasicBlock) or three (Bottleneck) units on the main path, the last
-// one's output relu(bn(conv) + shortcut), and a 1x1 convolution with its BatchNorm as the
-// shortcut when the block changes the shape.
-typedef struct {
-    conv2d_bn_t u[3];
-    int n;  // units on the main path
-    conv2d_bn_t sc;
-    int has_sc;
-} resnet_block_t;
-
 typedef struct {
     aam_encoder_t head;  // the AAM-softmax head and the model_t steps (first: app/model/layers/aam_encoder.h)
     int64_t feat, m_channels, emb;
     int expansion;              // 1 (BasicBlock) or 4 (Bottleneck)
     int blocks[RESNET_STAGES];  // blocks per stage
     conv2d_bn_t stem;           // conv1, bn1
-    resnet_block_t *block;      // every block, stage by stage
+    res_block_t *block;         // every block, stage by stage
     int nblocks;
     conv2d_bn_t **units;  // every unit (the stem, the blocks' units and shortcuts)
     int nunits;

@@ -26,17 +26,18 @@ int resnet_wespeaker_args(const model_t *m, char *args, size_t cap) {
 static const char *unit(onnx_graph_t *g, const conv2d_bn_t *u, const char *x, int relu) {
     char p[PARAM_NAME_MAX];
     onnx_prefix_of(g, u->w, strlen(".weight"), p, sizeof p);
-    const int64_t k = u->k, s = u->stride, pad = u->k / 2;
+    const conv2d_geom_t q = u->g;
     const char *y = onnx_node(g->b, "Conv", onnx_nm(p, "out"), 2, (const char *[]){x, onnx_param(g, u->w)});
-    onnx_attr_ints(g->b, "kernel_shape", 2, (int64_t[]){k, k});
-    onnx_attr_ints(g->b, "strides", 2, (int64_t[]){s, s});
-    onnx_attr_ints(g->b, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+    onnx_attr_ints(g->b, "kernel_shape", 2, (int64_t[]){q.kh, q.kw});
+    onnx_attr_ints(g->b, "strides", 2, (int64_t[]){q.sh, q.sw});
+    onnx_attr_ints(g->b, "pads", 4, (int64_t[]){q.ph, q.pw, q.ph, q.pw});
+    onnx_attr_ints(g->b, "dilations", 2, (int64_t[]){q.dh, q.dw});
     onnx_prefix_of(g, u->bn_w, strlen(".weight"), p, sizeof p);
     y = onnx_batchnorm(g, onnx_nm(p, "out"), y, u->bn_w, u->bn_b, u->bn_mean, u->bn_var);
     return relu ? onnx_op1(g, "Relu", onnx_nm(p, "relu"), y) : y;
 }
 
-static const char *block(onnx_graph_t *g, const resnet_block_t *b, const char *x) {
+static const char *block(onnx_graph_t *g, const res_block_t *b, const char *x) {
     const char *y = x;
     for (int k = 0; k < b->n - 1; k++) y = unit(g, &b->u[k], y, 1);
     y = unit(g, &b->u[b->n - 1], y, 0);
