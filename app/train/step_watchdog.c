@@ -3,7 +3,6 @@
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 
-#include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,11 +51,7 @@ static void *watch(void *arg) {
                              spk_rank(), since, (long long)atomic_load(&w.step));
             ssize_t r = write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
             (void)r;
-            int ready = 0, done = 0;
-            MPI_Initialized(&ready);
-            MPI_Finalized(&done);
-            if (ready && !done) MPI_Abort(MPI_COMM_WORLD, SPK_EXIT_FAILURE);
-            _exit(SPK_EXIT_FAILURE);
+            spk_abort_from_thread(SPK_EXIT_FAILURE);
         }
     }
     return NULL;

@@ -36,6 +36,20 @@ void spk_on_die(void (*fn)(void *ctx), void *ctx) {
     g_on_die_ctx = ctx;
 }
 
+// The launcher forwards our stderr through a pipe; MPI_Abort makes it kill every process,
+// sometimes before that last line got through. Give it a moment.
+static void let_the_last_line_through(void) {
+    if (spk_world() > 1) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+}
+
+void spk_abort_from_thread(int code) {
+    if (mpi_ready()) {
+        let_the_last_line_through();
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    _exit(code);
+}
+
 static int g_abort_code;
 static void leave_now(void) { _exit(g_abort_code); }
 
@@ -46,9 +60,7 @@ _Noreturn static void abort_job(int code) {
     fflush(stdout);
     fflush(stderr);
     if (mpi_ready()) {
-        // The launcher forwards our stderr through a pipe; MPI_Abort makes it kill every
-        // process, sometimes before that last line got through. Give it a moment.
-        if (spk_world() > 1) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+        let_the_last_line_through();
         // MPI_Abort leaves through exit(), whose handlers would run the libraries' shutdown:
         // HDF5 closing a file whose MPI-IO handle is gone (SIGSEGV). Handlers run newest
         // first, so this one ends the process before theirs.

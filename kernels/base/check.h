@@ -46,6 +46,9 @@ int spk_world(void);                                   // world size, 1 before M
 // A cleanup spk_die runs once, after its line and before it ends the job: removing a temp
 // file that would otherwise stay behind. One at a time; fn NULL clears it.
 void spk_on_die(void (*fn)(void *ctx), void *ctx);
+// Ends the job from a thread that is not MPI's (a watchdog) after it wrote its own line: no
+// cleanup, no stdio, MPI_Abort after the launcher had a moment to forward that line.
+SPK_NORETURN void spk_abort_from_thread(int code);
 
 // MPI: the error handler is set to MPI_ERRORS_RETURN so every call can be checked here.
 #define mpiCheck(call)                                                      \
