@@ -12,6 +12,7 @@
 #include "kernels/conv1d_bf16.h"
 #include "kernels/conv2d.h"
 #include "kernels/conv2d_bf16.h"
+#include "kernels/dense_bn.h"
 #include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -19,6 +20,7 @@
 #include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pooling.h"
+#include "kernels/segment_pool.h"
 #include "kernels/tensor_ops.h"
 #include "kernels/xent.h"
 
@@ -49,6 +51,12 @@
     X(batchnorm2d_forward_train)    \
     X(batchnorm2d_forward_infer)    \
     X(batchnorm2d_backward)         \
+    X(dense_bn_stats_partial)       \
+    X(dense_bn_stats_finish)        \
+    X(dense_bn_running_update)      \
+    X(dense_bn_relu_forward)        \
+    X(dense_bn_relu_backward)       \
+    X(dense_bn_input_grad)          \
     X(relu_forward)                 \
     X(relu_backward)                \
     X(relu_mask)                    \
@@ -66,6 +74,10 @@
     X(softmax_time_backward)        \
     X(tstp_forward)                 \
     X(tstp_backward)                \
+    X(segment_context_forward)      \
+    X(segment_context_backward)     \
+    X(segment_mask_forward)         \
+    X(segment_mask_backward)        \
     X(channel_slice_copy)           \
     X(channel_slice_add)            \
     X(time_repeat_forward)          \

@@ -68,15 +68,15 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *rm = m->state + running_mean, *rv = m->state + running_var;
+    const float *pw = w < 0 ? NULL : p + w, *pb = b < 0 ? NULL : p + b;
     if (!m->invariant) {
-        K->batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, p + w, p + b, B, C, T, eps, momentum);
+        K->batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, pw, pb, B, C, T, eps, momentum);
         return;
     }
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm1d_stats_partial(s, x, rm, B, C, T, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, p + w, p + b, s, m->global_batch * T, B, C, T, eps,
-                                  momentum);
+    K->batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, pw, pb, s, m->global_batch * T, B, C, T, eps, momentum);
 }
 
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
@@ -84,14 +84,15 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *gr = m->grads;
+    const float *pw = w < 0 ? NULL : p + w;
     if (!m->invariant) {
-        K->batchnorm1d_backward(dx, gr + w, gr + b, dy, x, p + w, mean, rstd, B, C, T);
+        K->batchnorm1d_backward(dx, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x, pw, mean, rstd, B, C, T);
         return;
     }
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm1d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, x, mean, rstd, B, C, T, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);
-    if (dx) K->batchnorm1d_backward_global(dx, dy, x, p + w, mean, rstd, s, m->global_batch * T, B, C, T);
+    if (dx) K->batchnorm1d_backward_global(dx, dy, x, pw, mean, rstd, s, m->global_batch * T, B, C, T);
 }
 
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
@@ -141,4 +142,99 @@ void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, i
     K->batchnorm2d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, y, x, mean, rstd, relu, B, HW, C, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);
     K->batchnorm2d_backward_global(dx, dres, 0, dy, y, x, p + w, mean, rstd, relu, s, m->global_batch * HW, B * HW, C);
+}
+
+// ---- shared-statistics BatchNorm of a dense block ---------------------------------------------
+
+#define DENSE_BN_EPS      1e-5f
+#define DENSE_BN_MOMENTUM 0.1f
+
+model_dense_sums_t model_dense_sums(const model_t *m, int cap) {
+    model_dense_sums_t s = {cap, model_buf(m, 2 * (size_t)cap), xsum_none()};
+    if (m->invariant) s.x = model_xsum(m, 2 * (int64_t)cap);
+    return s;
+}
+
+void model_dense_sums_free(const model_t *m, model_dense_sums_t *s) {
+    model_buf_free(m, &s->f);
+    model_xsum_free(m, &s->x);
+    s->cap = 0;
+}
+
+void model_dense_sums_zero(model_t *m, model_dense_sums_t *s) {
+    m->be->vec_zero(s->f, 2 * (size_t)s->cap);
+    if (m->invariant) m->be->xsum_zero(s->x, 2 * (int64_t)s->cap);
+}
+
+// Rows the statistics are over: this rank's, or the global batch's.
+static int64_t dense_rows(const model_t *m, int B, int HW) {
+    return (m->invariant ? m->global_batch : B) * (int64_t)HW;
+}
+
+void model_dense_bn_stats(model_t *m, float *mean, float *var, const float *x, int ld, const float *shift, int B,
+                          int HW, int C, float *part) {
+    const spk_backend_t *K = m->be;
+    const int group = m->invariant ? m->group : B, groups = B / group;
+    const float *s1 = part, *s2 = part + C;  // one group
+    if (!m->invariant) {
+        // This rank's running statistics are its own (rank 0's rule from a checkpoint on), so
+        // the shift comes from the batch: its mean, from a first pass.
+        float *batch_mean = part + 2 * (size_t)C;
+        K->dense_bn_stats_partial(part, x, ld, NULL, B, HW, C, group);
+        K->dense_bn_stats_finish(batch_mean, var, NULL, NULL, s1, s2, NULL, dense_rows(m, B, HW), C, 0.0f);
+        shift = batch_mean;
+    }
+    K->dense_bn_stats_partial(part, x, ld, shift, B, HW, C, group);
+    if (m->invariant) {
+        const xsum_t s = stats_sums(m, 2 * (int64_t)C);
+        K->xsum_add(s, part, groups, C, 1);
+        K->xsum_add(xsum_at(s, C), part + (size_t)groups * C, groups, C, 1);
+        model_exact_allreduce(m, s, 2 * (int64_t)C);
+        K->xsum_to_float(part, s, 2 * (int64_t)C);
+    }
+    K->dense_bn_stats_finish(mean, var, NULL, NULL, s1, s2, shift, dense_rows(m, B, HW), C, DENSE_BN_MOMENTUM);
+}
+
+void model_dense_bn_running(model_t *m, int64_t running_mean, int64_t running_var, const float *mean, const float *var,
+                            int B, int HW, int C) {
+    m->be->dense_bn_running_update(m->state + running_mean, m->state + running_var, mean, var, dense_rows(m, B, HW), C,
+                                   DENSE_BN_MOMENTUM);
+}
+
+void model_dense_bn_backward(model_t *m, float *g, int ldg, int accumulate, model_dense_sums_t *s, int64_t w, int64_t b,
+                             const float *dz, int ldz, const float *x, int ldx, const float *mean, const float *var,
+                             int B, int HW, int C, float *part) {
+    const spk_backend_t *K = m->be;
+    const int group = m->invariant ? m->group : B, groups = B / group;
+    K->dense_bn_relu_backward(g, ldg, accumulate, part, dz, ldz, x, ldx, mean, var, m->params + w, m->params + b, B, HW,
+                              C, DENSE_BN_EPS, group);
+    const float *q[4];  // the sums of m, m xhat, and those times the weight, (groups, C) each
+    for (int i = 0; i < 4; i++) q[i] = part + (size_t)i * groups * C;
+    if (!m->invariant) {
+        K->vec_acc(m->grads + b, q[0], (size_t)C);
+        K->vec_acc(m->grads + w, q[1], (size_t)C);
+        K->vec_acc(s->f, q[2], (size_t)C);
+        K->vec_acc(s->f + s->cap, q[3], (size_t)C);
+        return;
+    }
+    K->xsum_add(xgrad(m, b), q[0], groups, C, 1);
+    K->xsum_add(xgrad(m, w), q[1], groups, C, 1);
+    K->xsum_add(s->x, q[2], groups, C, 1);
+    K->xsum_add(xsum_at(s->x, s->cap), q[3], groups, C, 1);
+}
+
+void model_dense_bn_input_grad(model_t *m, float *dx, int lddx, const float *g, int ldg, const float *x, int ldx,
+                               const float *mean, const float *var, model_dense_sums_t *s, int c0, int B, int HW,
+                               int C) {
+    const spk_backend_t *K = m->be;
+    float *s1 = s->f + c0, *s2 = s->f + s->cap + c0;
+    if (m->invariant) {
+        for (int i = 0; i < 2; i++) {
+            const xsum_t t = xsum_at(s->x, (int64_t)i * s->cap + c0);
+            model_exact_allreduce(m, t, C);
+            K->xsum_to_float(i ? s2 : s1, t, C);
+        }
+    }
+    K->dense_bn_input_grad(dx, lddx, 0, g, ldg, x, ldx, mean, var, s1, s2, dense_rows(m, B, HW), B * HW, C,
+                           DENSE_BN_EPS);
 }

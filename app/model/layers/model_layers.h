@@ -17,6 +17,7 @@ void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
 // Dense layer y = x W^T + b: W (Out, In) at w.
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
                            int Out);
+// BatchNorm1d: w, b < 0 for one without affine parameters.
 void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
                            const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum);
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
@@ -39,3 +40,38 @@ void model_batchnorm2d_train(model_t *m, float *y, float *mean, float *rstd, int
 void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, int64_t b, const float *dy,
                                 const float *y, const float *x, const float *mean, const float *rstd, int relu, int B,
                                 int HW, int C, float *work);
+
+// ---- shared-statistics BatchNorm + ReLU of a dense block (kernels/dense_bn.h) ----------------
+// The readers' sums of a block's channels: S1 in [0, cap), S2 in [cap, 2 cap) as floats (what
+// dense_bn_input_grad reads) and, in the invariant mode, as exact sums too.
+typedef struct {
+    int cap;
+    float *f;
+    xsum_t x;
+} model_dense_sums_t;
+model_dense_sums_t model_dense_sums(const model_t *m, int cap);
+void model_dense_sums_free(const model_t *m, model_dense_sums_t *s);
+void model_dense_sums_zero(model_t *m, model_dense_sums_t *s);
+
+// The batch statistics (mean, biased variance) of C channels of x (row stride ld) over B samples
+// of HW rows: this rank's batch, or in the invariant mode the global one, its sums taken from
+// shift (C; identical on every rank: the running mean, which the mode keeps global). By default
+// the shift is the batch's own mean, from a first pass (shift unused). part: scratch of
+// max(2 B, 3) C floats.
+void model_dense_bn_stats(model_t *m, float *mean, float *var, const float *x, int ld, const float *shift, int B,
+                          int HW, int C, float *part);
+// A reader's running statistics (state offsets) from those statistics.
+void model_dense_bn_running(model_t *m, int64_t running_mean, int64_t running_var, const float *mean, const float *var,
+                            int B, int HW, int C);
+// A reader's backward (its BatchNorm weight and bias at w, b): g (row stride ldg) overwritten or
+// added to (accumulate), its parameter gradients, and its terms of s for channels [0, C).
+// part: scratch of 4 B C floats.
+void model_dense_bn_backward(model_t *m, float *g, int ldg, int accumulate, model_dense_sums_t *s, int64_t w, int64_t b,
+                             const float *dz, int ldz, const float *x, int ldx, const float *mean, const float *var,
+                             int B, int HW, int C, float *part);
+// The input gradient of the channels [c0, c0 + C) once all their readers ran (g, x, mean, var
+// at column c0; dx overwritten): s's terms of those channels reduced over the ranks first in the
+// invariant mode.
+void model_dense_bn_input_grad(model_t *m, float *dx, int lddx, const float *g, int ldg, const float *x, int ldx,
+                               const float *mean, const float *var, model_dense_sums_t *s, int c0, int B, int HW,
+                               int C);

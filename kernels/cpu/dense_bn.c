@@ -1,0 +1,162 @@
+// BatchNorm + ReLU over a dense block's channels, statistics shared by the readers
+// (kernels/dense_bn.h). The sums run per (group, lane of DBN_LANES channels) on one thread each,
+// rows in order in double (a deep dense block normalises every channel dozens of times: float
+// sums' rounding would compound), so the result depends on the shape alone. The elementwise
+// passes are parallel over rows.
+#include "kernels/dense_bn.h"
+
+#include <stddef.h>
+
+#include "kernels/base/spk_assert.h"
+#include "kernels/elementwise_math.h"
+
+#define DBN_LANES 32  // channels a thread sums at a time (two cache lines of a row)
+#define DBN_CHUNK 64  // rows an elementwise pass's thread takes at a time
+
+// rstd and the folded scale rstd * weight of channels [c0, c0 + cn).
+static void fold(float *rstd, float *scale, const float *var, const float *weight, int c0, int cn, float eps) {
+    for (int c = 0; c < cn; c++) {
+        rstd[c] = spk_bn_rstd(var[c0 + c], eps);
+        scale[c] = spk_bn_scale(rstd[c], weight ? weight[c0 + c] : 1.0f);
+    }
+}
+
+void dense_bn_stats_partial(float *part, const float *x, int ldx, const float *shift, int B, int HW, int C, int group) {
+    SPK_ASSERT(B > 0 && HW > 0 && C > 0 && ldx >= C && group > 0 && B % group == 0);
+    const int groups = B / group, lanes = (C + DBN_LANES - 1) / DBN_LANES;
+    const size_t rows = (size_t)group * HW;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int k = 0; k < groups; k++)
+        for (int l = 0; l < lanes; l++) {
+            const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            float sh[DBN_LANES];
+            for (int c = 0; c < cn; c++) sh[c] = shift ? shift[c0 + c] : 0.0f;
+            double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
+            const float *xk = x + (size_t)k * rows * ldx + c0;
+            for (size_t i = 0; i < rows; i++) {
+                const float *r = xk + i * ldx;
+#pragma omp simd
+                for (int c = 0; c < cn; c++) {
+                    const double a = (double)r[c] - (double)sh[c];
+                    a1[c] += a;
+                    a2[c] += a * a;
+                }
+            }
+            for (int c = 0; c < cn; c++) {
+                part[(size_t)k * C + c0 + c] = (float)a1[c];
+                part[((size_t)groups + k) * C + c0 + c] = (float)a2[c];
+            }
+        }
+}
+
+void dense_bn_running_update(float *running_mean, float *running_var, const float *mean, const float *var, int64_t N,
+                             int C, float momentum) {
+    SPK_ASSERT(N > 1);
+    for (int c = 0; c < C; c++) {
+        running_mean[c] = spk_ema(running_mean[c], mean[c], momentum);
+        running_var[c] = spk_ema(running_var[c], (float)((double)var[c] * (double)N / (double)(N - 1)), momentum);
+    }
+}
+
+void dense_bn_stats_finish(float *mean, float *var, float *running_mean, float *running_var, const float *s1,
+                           const float *s2, const float *shift, int64_t N, int C, float momentum) {
+    SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
+    for (int c = 0; c < C; c++) {
+        double mu, v;
+        spk_bn_stats_of_sums(s1[c], s2[c], shift ? shift[c] : 0.0f, (double)N, &mu, &v);
+        mean[c] = (float)mu;
+        var[c] = (float)v;
+    }
+    if (running_mean) dense_bn_running_update(running_mean, running_var, mean, var, N, C, momentum);
+}
+
+void dense_bn_relu_forward(float *z, int ldz, const float *x, int ldx, const float *mean, const float *var,
+                           const float *weight, const float *bias, int N, int C, float eps) {
+    SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C);
+    const int chunks = (N + DBN_CHUNK - 1) / DBN_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < chunks; k++) {  // a chunk of rows, lane by lane (the folding paid once per chunk)
+        const int i1 = (k + 1) * DBN_CHUNK < N ? (k + 1) * DBN_CHUNK : N;
+        for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
+            const int cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES];
+            fold(rstd, scale, var, weight, c0, cn, eps);
+            for (int c = 0; c < cn; c++) mu[c] = mean[c0 + c], beta[c] = bias ? bias[c0 + c] : 0.0f;
+            for (int i = k * DBN_CHUNK; i < i1; i++) {
+                const float *r = x + (size_t)i * ldx + c0;
+                float *o = z + (size_t)i * ldz + c0;
+#pragma omp simd
+                for (int c = 0; c < cn; c++) {
+                    const float v = spk_bn_apply(r[c], mu[c], scale[c], beta[c]);
+                    o[c] = v > 0.0f ? v : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, const float *dz, int ldz, const float *x,
+                            int ldx, const float *mean, const float *var, const float *weight, const float *bias, int B,
+                            int HW, int C, float eps, int group) {
+    SPK_ASSERT(B > 0 && HW > 0 && C > 0 && ldx >= C && ldz >= C && ldg >= C && group > 0 && B % group == 0);
+    const int groups = B / group, lanes = (C + DBN_LANES - 1) / DBN_LANES;
+    const size_t rows = (size_t)group * HW;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int k = 0; k < groups; k++)
+        for (int l = 0; l < lanes; l++) {
+            const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
+            fold(rstd, scale, var, weight, c0, cn, eps);
+            for (int c = 0; c < cn; c++)
+                mu[c] = mean[c0 + c], beta[c] = bias ? bias[c0 + c] : 0.0f, w[c] = weight ? weight[c0 + c] : 1.0f;
+            double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
+            const size_t first = (size_t)k * rows;
+            for (size_t i = first; i < first + rows; i++) {
+                const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
+                float *gr = g + i * ldg + c0;
+#pragma omp simd
+                for (int c = 0; c < cn; c++) {
+                    const float z = spk_bn_apply(xr[c], mu[c], scale[c], beta[c]);
+                    const float m = z > 0.0f ? dr[c] : 0.0f;
+                    const float gm = m * w[c];
+                    gr[c] = accumulate ? gr[c] + gm : gm;
+                    a1[c] += (double)m;
+                    a2[c] += (double)m * (double)((xr[c] - mu[c]) * rstd[c]);
+                }
+            }
+            for (int c = 0; c < cn; c++) {
+                const float m1 = (float)a1[c], m2 = (float)a2[c];
+                part[(size_t)k * C + c0 + c] = m1;
+                part[((size_t)groups + k) * C + c0 + c] = m2;
+                part[((size_t)2 * groups + k) * C + c0 + c] = m1 * w[c];
+                part[((size_t)3 * groups + k) * C + c0 + c] = m2 * w[c];
+            }
+        }
+}
+
+void dense_bn_input_grad(float *dx, int lddx, int accumulate, const float *g, int ldg, const float *x, int ldx,
+                         const float *mean, const float *var, const float *s1, const float *s2, int64_t N, int rows,
+                         int C, float eps) {
+    SPK_ASSERT(N > 0 && rows > 0 && C > 0 && lddx >= C && ldg >= C && ldx >= C);
+    const int chunks = (rows + DBN_CHUNK - 1) / DBN_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < chunks; k++) {
+        const int i1 = (k + 1) * DBN_CHUNK < rows ? (k + 1) * DBN_CHUNK : rows;
+        for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
+            const int cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], m1[DBN_LANES], m2[DBN_LANES];
+            fold(rstd, scale, var, NULL, c0, cn, eps);
+            for (int c = 0; c < cn; c++)
+                mu[c] = mean[c0 + c], m1[c] = s1[c0 + c] / (float)N, m2[c] = s2[c0 + c] / (float)N;
+            for (int i = k * DBN_CHUNK; i < i1; i++) {
+                const float *xr = x + (size_t)i * ldx + c0, *gr = g + (size_t)i * ldg + c0;
+                float *o = dx + (size_t)i * lddx + c0;
+#pragma omp simd
+                for (int c = 0; c < cn; c++) {
+                    const float d = spk_bn_dx(gr[c], (xr[c] - mu[c]) * rstd[c], 1.0f, rstd[c], m1[c], m2[c]);
+                    o[c] = accumulate ? o[c] + d : d;
+                }
+            }
+        }
+    }
+}
