@@ -39,6 +39,9 @@ static const opt_t rows[] = {
     OPT_DEVICE(bench_opts_t, device),
     OPT_INVARIANT(bench_opts_t, model.invariant),
     OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
+    OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
+    OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
+    OPT_SWITCH(bench_opts_t, model.recompute, "recompute", "campplus: recompute the dense layers' inputs"),
 };
 static const opt_table_t table =
     OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);

@@ -28,6 +28,7 @@
 #define OPT_MODEL(T, field, help)       OPT_CHOICE_OF(T, field, "model", model_family_choices, help)
 #define OPT_MODEL_AUDIO(T, field, help) OPT_CHOICE_OF(T, field, "model", model_family_choices_audio, help)
 #define OPT_BATCH(T, field)             OPT_INTEGER(T, field, "batch", 1, 1e7, "per-rank batch: samples per rank and step")
-#define OPT_CHANNELS(T, field) \
-    OPT_INTEGER(T, field, "channels", 8, 4096, "encoder width: ECAPA's C (default 512), a ResNet's m_channels (32)")
+#define OPT_CHANNELS(T, field)                 \
+    OPT_INTEGER(T, field, "channels", 8, 4096, \
+                "encoder width: ECAPA's C (default 512), a ResNet's m_channels (32), CAM++'s init_channels (128)")
 #define OPT_SEED(T, field, help) OPT_INTEGER(T, field, "seed", 0, 9e15, help)

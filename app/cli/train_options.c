@@ -114,6 +114,14 @@ static const opt_t rows[] = {
     OPT_SWITCH(train_config_t, set_aside_newer, "set-aside-newer",
                "resuming an older checkpoint: move --ckpt-dir's newer checkpoints into abandoned-after-<step>/ "
                "instead of refusing"),
+    // CAM++ (docs/models.md)
+    OPT_INTEGER(train_config_t, model.growth_rate, "growth-rate", 1, 1024,
+                "campplus: channels each CAM layer adds (default 32)"),
+    OPT_INTEGER(train_config_t, model.bn_size, "bn-size", 1, 64,
+                "campplus: a CAM layer's bottleneck, in growth-rate widths (default 4)"),
+    OPT_SWITCH(train_config_t, model.recompute, "recompute",
+               "campplus: make the dense layers' normalised inputs again in the backward instead of keeping them "
+               "(3D-Speaker's memory_efficient): activation memory linear in the layers, not quadratic"),
 };
 
 const opt_table_t train_options =

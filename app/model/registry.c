@@ -2,6 +2,8 @@
 // folder provides what its rows name.
 #include "app/model/registry.h"
 
+#include "app/model/campplus/campplus.h"
+#include "app/model/campplus/campplus_export.h"
 #include "app/model/ecapa/ecapa.h"
 #include "app/model/ecapa/ecapa_export.h"
 #include "app/model/linear/linear.h"
@@ -46,6 +48,15 @@ static const model_family_t families[] = {
     RESNET_ROW("resnet152", "ResNet152"),
     RESNET_ROW("resnet221", "ResNet221"),
     RESNET_ROW("resnet293", "ResNet293"),
+    {.name = "campplus",
+     .build = model_campplus_build,
+     .frames = CAMPP_FRAMES,
+     .channels = CAMPP_CHANNELS,
+     .emb_dim = CAMPP_EMB,
+     .forward_flop = campplus_forward_flop,
+     .toolkit = "3D-Speaker",
+     .toolkit_model = "speakerlab.models.campplus.DTDNN.CAMPPlus",
+     .toolkit_args = campplus_speakerlab_args},
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
 

@@ -4,7 +4,7 @@
 # checkpoint (8 ranks on a shorter run) and the same metrics, held-out loss and accuracy included,
 # but for timings; a run stopped at step 7 on 2 ranks and resumed on 4 equals the uninterrupted
 # 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
-# changes nothing; groups of 2 samples per exact term (--invariant-group) agree on 1, 2 and 8 ranks. The linear model, ecapa-av and resnet34 on 1, 2 and 4 ranks likewise. With a plain float
+# changes nothing; groups of 2 samples per exact term (--invariant-group) agree on 1, 2 and 8 ranks. The linear model, ecapa-av, resnet34 and campplus on 1, 2 and 4 ranks likewise. With a plain float
 # allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
 # rank: the comparison can fail.
 . "$(dirname "$0")/lib.sh" "$@"
@@ -93,6 +93,18 @@ done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $r34 --ckpt-dir r1t2 >/dev/null 2>&1 || fail "resnet34 on 2 threads"
 for d in r2 r4 r1t2; do
     same r1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "resnet34: $d == 1 rank, 1 thread (bitwise)"
+done
+
+# 3D-Speaker's CAM++ (the dense blocks' shared statistics and their readers' sums over the global
+# batch): 1, 2 and 4 ranks, and 1 rank on 2 threads.
+cpp="--model campplus --data sp.h5 --channels 16 --growth-rate 8 --emb-dim 16 --frames 32 --global-batch 16
+    --optimizer adam --lr 0.002 --invariant --progress 0 --epochs 1 --max-steps 3"
+for k in 1 2 4; do
+    SPKDDP_THREADS=1 run $k $SPKDDP train $cpp --ckpt-dir c$k >log_c$k 2>&1 || { cat log_c$k; fail "campplus on $k ranks"; }
+done
+SPKDDP_THREADS=2 run 1 $SPKDDP train $cpp --ckpt-dir c1t2 >/dev/null 2>&1 || fail "campplus on 2 threads"
+for d in c2 c4 c1t2; do
+    same c1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "campplus: $d == 1 rank, 1 thread (bitwise)"
 done
 
 # The check that the comparisons can fail: a float allreduce of each rank's rounded sums.

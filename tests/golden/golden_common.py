@@ -1,6 +1,7 @@
-"""What the golden generators share (make_ecapa_golden.py, make_resnet_golden.py): the
-AAM-softmax head of SpeechBrain and WeSpeaker (easy_margin off), and one training step of a
-model in float64 written to an HDF5 file for tests/model/test_*_golden.c.
+"""What the golden generators share (make_ecapa_golden.py, make_resnet_golden.py,
+make_campplus_golden.py): the AAM-softmax head of SpeechBrain and WeSpeaker (easy_margin off),
+and one training step of a model in float64 written to an HDF5 file for
+tests/model/test_*_golden.c.
 
 The file: root attributes (the sizes the test rebuilds the model from, margin, scale, seed,
 torch_version); /order parameter names in registration order; /state_order BatchNorm buffer
@@ -31,13 +32,29 @@ def aam_logits(emb, weight, labels, margin, scale):
 
 
 
+def train_step_grads(model, W, x, labels, margin, scale):
+    """One training step of copies of model and W (in their dtype): every parameter's gradient
+    (the classifier's as "classifier.weight") and the input's."""
+    model, W = copy.deepcopy(model).train(), nn.Parameter(W.detach().clone())
+    x = x.clone().requires_grad_(True)
+    logits, _ = aam_logits(model(x).squeeze(1), W, labels, margin, scale)
+    F.cross_entropy(logits, labels).backward()
+    grads = {n: p.grad.detach() for n, p in model.named_parameters()}
+    grads["classifier.weight"] = W.grad.detach()
+    return grads, x.grad.detach()
+
+
 def write_golden(out_path, build, attrs, seed, feats, emb_dim, num_speakers, batch, frames, margin, scale,
-                 bn_types, accept=None):
+                 bn_types, accept=None, f32_errors=False):
     """Draws the model (build() after torch.manual_seed(seed)), its classifier, BatchNorm
     parameters and statistics (modules of bn_types) and the input in float32, runs the eval
     forward and one training step in float64 and writes out_path. attrs: (name, value) pairs,
     in order, for the file's root attributes. accept(model, x): whether an input will do (the
-    model in float64; it may run it); inputs are drawn again until it does."""
+    model in float64; it may run it); inputs are drawn again until it does. f32_errors: also run
+    the step in float32 (PyTorch's own float32 training step) and record how far its gradients
+    are from the float64 ones (root attributes torch_f32_grad_error, all parameters together,
+    and torch_f32_input_grad_error): the accuracy float32 itself allows a deep network.
+    """
     import h5py  # here, not at the top: tools/bench_pytorch.py imports the models without it
 
     SEED, FEATS, EMB_DIM, NUM_SPEAKERS, BATCH, FRAMES, MARGIN, SCALE = (
@@ -53,8 +70,9 @@ def write_golden(out_path, build, attrs, seed, feats, emb_dim, num_speakers, bat
             if isinstance(mod, bn_types):
                 bn_names.append(name)
                 c = mod.num_features
-                mod.weight.copy_(1.0 + 0.1 * torch.randn(c))
-                mod.bias.copy_(0.1 * torch.randn(c))
+                if mod.affine:
+                    mod.weight.copy_(1.0 + 0.1 * torch.randn(c))
+                    mod.bias.copy_(0.1 * torch.randn(c))
                 mod.running_mean.copy_(0.1 * torch.randn(c))
                 mod.running_var.copy_(1.0 + 0.1 * torch.rand(c))
 
@@ -70,6 +88,7 @@ def write_golden(out_path, build, attrs, seed, feats, emb_dim, num_speakers, bat
     param_order = [n for n, _ in model.named_parameters()] + ["classifier.weight"]
     state_names = [n for n, _ in model.named_buffers() if not n.endswith("num_batches_tracked")]
 
+    f32_grads = train_step_grads(model, classifier_weight, x, labels, MARGIN, SCALE) if f32_errors else None
     model = model.double()
     W = nn.Parameter(classifier_weight.double())
     xd = x.double()
@@ -105,6 +124,14 @@ def write_golden(out_path, build, attrs, seed, feats, emb_dim, num_speakers, bat
         for k, v in attrs:
             h.attrs[k] = v
         h.attrs["torch_version"] = str(torch.__version__)
+        if f32_grads is not None:
+            g32, x32 = f32_grads
+            dd = sum(((g32[n].double() - grads[n]) ** 2).sum().item() for n in param_order)
+            rr = sum((grads[n] ** 2).sum().item() for n in param_order)
+            h.attrs["torch_f32_grad_error"] = math.sqrt(dd / rr)
+            h.attrs["torch_f32_input_grad_error"] = ((x32.double() - xin.grad).norm() / xin.grad.norm()).item()
+            print(f"PyTorch's float32 step: gradients {h.attrs['torch_f32_grad_error']:.3g}, input gradient "
+                  f"{h.attrs['torch_f32_input_grad_error']:.3g} from float64")
 
         h["input"] = f32(x)
         h["labels"] = labels.numpy().astype(np.int32)

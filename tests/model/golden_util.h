@@ -61,14 +61,21 @@ typedef struct {
     const float *(*forward)(model_t *m, const float *x, int B, int T, int train);
     void (*backward)(model_t *m, const float *g_emb, float *dframes, int B, int T);
     const char *vanishing;
+    // The tolerance of each gradient tensor on its own (0: tol), for deep networks whose float32
+    // step flips a few ReLUs sitting within rounding of their kink (PyTorch's own float32 step
+    // does too), each flip moving a tensor's gradient by one whole term. The gradient of all
+    // parameters together, and the input's, are held to tol, or to twice the distance of
+    // PyTorch's own float32 step from the float64 reference where the file records it
+    // (torch_f32_grad_error, torch_f32_input_grad_error: make_campplus_golden.py).
+    double tensor_tol;
 } golden_encoder_t;
 
 // The golden check of the model make(f) builds from the file's attributes (on the CPU): its
 // parameters and statistics loaded, eval-mode embeddings, then one training step (embeddings,
 // loss, every parameter gradient, the input gradient, the running statistics after it), each
 // tensor within `tol` (normwise relative error). Returns the test's exit code.
-static int golden_run(const char *path, const char *label, model_t *(*make)(hid_t f), golden_encoder_t enc,
-                      double tol) {
+static inline int golden_run(const char *path, const char *label, model_t *(*make)(hid_t f), golden_encoder_t enc,
+                             double tol) {
     h5_quiet();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
@@ -116,7 +123,13 @@ static int golden_run(const char *path, const char *label, model_t *(*make)(hid_
     enc.backward(m, h->g_emb, dframes, (int)B, (int)T);
 
     char name[256];
-    double gworst = 0;
+    double gworst = 0, all_dd = 0, all_rr = 0;
+    const double ttol = enc.tensor_tol > 0 ? enc.tensor_tol : tol;
+    double gtol = tol, xtol = tol, f32 = 0;
+    if (H5Aexists(f, "torch_f32_grad_error") > 0 && h5_attr_read_f64(f, "torch_f32_grad_error", &f32) == 0)
+        gtol = fmax(tol, 2 * f32);
+    if (H5Aexists(f, "torch_f32_input_grad_error") > 0 && h5_attr_read_f64(f, "torch_f32_input_grad_error", &f32) == 0)
+        xtol = fmax(tol, 2 * f32);
     for (int i = 0; i < m->table.count; i++) {
         const param_tensor_t *t = &m->table.t[i];
         snprintf(name, sizeof name, "grads/%s", t->name);
@@ -135,11 +148,17 @@ static int golden_run(const char *path, const char *label, model_t *(*make)(hid_
         }
         double err = rel_err(m->grads + t->offset, ref, t->numel);
         if (err > gworst) gworst = err;
-        compare(name, m->grads + t->offset, ref, t->numel, tol);
+        for (int64_t j = 0; j < t->numel; j++) {
+            const double d = (double)m->grads[t->offset + j] - ref[j];
+            all_dd += d * d, all_rr += (double)ref[j] * ref[j];
+        }
+        compare(name, m->grads + t->offset, ref, t->numel, ttol);
         free(ref);
     }
+    const double all = sqrt(all_dd) / fmax(sqrt(all_rr), 1e-30);
+    EXPECT(all <= gtol, "every parameter gradient together: relative error %.3g > %.3g", all, gtol);
     ref = read_floats(f, "grad_input", B * T * F);
-    compare("grad_input", dframes, ref, B * T * F, tol);
+    compare("grad_input", dframes, ref, B * T * F, xtol);
     free(ref);
     for (int i = 0; i < m->state_table.count; i++) {
         const param_tensor_t *t = &m->state_table.t[i];
@@ -148,8 +167,10 @@ static int golden_run(const char *path, const char *label, model_t *(*make)(hid_
         compare(name, m->state + t->offset, ref, t->numel, tol);
         free(ref);
     }
-    printf("%s golden: loss %.7f (torch %.7f), worst parameter-gradient error %.2e, worst overall %.2e\n", label, loss,
-           ref_loss[0], gworst, worst);
+    printf(
+        "%s golden: loss %.7f (torch %.7f), worst parameter-gradient error %.2e, all of them together %.2e, worst "
+        "overall %.2e\n",
+        label, loss, ref_loss[0], gworst, all, worst);
     free(ref_loss);
     free(input);
     free(labels);

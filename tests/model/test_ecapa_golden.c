@@ -39,5 +39,5 @@ static void backward(model_t *m, const float *g_emb, float *dframes, int B, int 
 int main(int argc, char **argv) {
     // The attention logits' bias: a softmax over time is invariant to a per-channel shift.
     return golden_run(argc > 1 ? argv[1] : "ecapa_golden.h5", "test_ecapa_golden", make,
-                      (golden_encoder_t){forward, backward, "asp.conv.conv.bias"}, TOL);
+                      (golden_encoder_t){forward, backward, "asp.conv.conv.bias", 0}, TOL);
 }

@@ -35,5 +35,5 @@ static void backward(model_t *m, const float *g_emb, float *dframes, int B, int 
 
 int main(int argc, char **argv) {
     return golden_run(argc > 1 ? argv[1] : "resnet18_golden.h5", "test_resnet_golden", make,
-                      (golden_encoder_t){forward, backward, NULL}, argc > 2 ? atof(argv[2]) : TOL);
+                      (golden_encoder_t){forward, backward, NULL, 0}, argc > 2 ? atof(argv[2]) : TOL);
 }

@@ -19,6 +19,10 @@ typedef struct {
                               // the global batch, every per-sample contribution summed exactly
     int64_t invariant_group;  // invariant mode: samples per exact term (a divisor of every per-rank
                               // batch the run will see; 1: each sample on its own)
+    int64_t growth_rate;      // CAM++: channels each CAM layer adds (0: the model's, 32)
+    int64_t bn_size;          // CAM++: a CAM layer's bottleneck in growth_rate widths (0: the model's, 4)
+    int recompute;            // CAM++: make the dense layers' normalised inputs again in the backward
+                              // (speakerlab's memory_efficient) instead of keeping them
 } model_config_t;
 
 // Model `name` with the default hyperparameters: the width and embedding size of the model
