@@ -11,7 +11,8 @@
 #   TORCH_PIP=ARGS   what that pip install installs (default "torch numpy"; e.g. "torch numpy
 #                    --index-url https://download.pytorch.org/whl/cpu" for the CPU-only wheel);
 #                    then pyannote.audio and einops without dependencies, whose copy of WeSpeaker's
-#                    resnet.py the ResNet runs use (tools/wespeaker_resnet.py)
+#                    resnet.py the ResNet runs use (tools/wespeaker_resnet.py), and speakerlab
+#                    without dependencies for --model campplus (3D-Speaker's CAMPPlus)
 # PyTorch runs as installed and with glibc malloc tuned to keep freed activations
 # (MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736, what its allocator otherwise hands
 # back to the kernel and page-faults in again every step), and for the 2-D models (--model
@@ -47,6 +48,10 @@ if [[ " $* " =~ " --model resnet" ]] && ! "$venv/bin/python" -c "import pyannote
     "$venv/bin/pip" install --quiet --no-deps pyannote.audio einops ||
         echo "bench.sh: no pyannote.audio: PyTorch runs tests/golden/make_resnet_golden.py's ResNet"
 fi
+if [[ " $* " =~ " --model campplus" ]] && ! "$venv/bin/python" -c "import speakerlab" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet --no-deps speakerlab ||
+        { echo "bench.sh: no speakerlab (3D-Speaker's CAMPPlus) in $venv" >&2; exit 2; }
+fi
 py="$venv/bin/python"
 "$py" -c "import torch" || { echo "bench.sh: $venv has no working torch" >&2; exit 2; }
 
@@ -54,7 +59,7 @@ pin=()
 if [ "$threads" -lt "$(nproc)" ] && command -v taskset >/dev/null; then pin=(taskset -c "0-$((threads - 1))"); fi
 common=(--steps "$steps" --warmup 2 "$@")
 two_d=0
-[[ " $* " =~ " --model resnet" ]] && two_d=1
+[[ " $* " =~ " --model resnet" || " $* " =~ " --model campplus" ]] && two_d=1
 rate() { sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' <<<"$1"; }
 # samples per CPU second x threads, from the "<wall> s/step" and "CPU <cpu> s/step" of a run
 cpu_rate() {

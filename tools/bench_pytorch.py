@@ -7,6 +7,9 @@ Adam update on a fixed random batch, on the CPU or a GPU. Prints samples/s.
                      (tools/wespeaker_resnet.py: pip install --no-deps pyannote.audio einops), or,
                      where that is not installed, tests/golden/make_resnet_golden.py's, which
                      computes the same; width --channels (m_channels, 32), embedding 256
+  --model campplus   3D-Speaker's own CAMPPlus (pip install --no-deps speakerlab), init_channels
+                     --channels (128), --growth-rate (32), --bn-size (4), embedding 512;
+                     --recompute: its memory_efficient checkpointing (off: its fastest)
 usage: bench_pytorch.py [--model ecapa] [--channels C] [--batch 32] [--frames 200] [--feat 80]
                         [--classes 1000] [--steps 5] [--warmup 2] [--threads N]
                         [--device cpu|cuda] [--precision fp32|tf32|bf16] [--cudnn-benchmark]
@@ -17,10 +20,11 @@ the loss, the mixed precision a PyTorch user turns on (weights, gradients and Ad
 float32; on CUDA PyTorch's own TF32 defaults for what stays fp32). cuDNN picks its own
 algorithms (--cudnn-benchmark lets it time them). --channels-last: the 2-D models in PyTorch's
 channels_last memory format (what its oneDNN and cuDNN convolutions take without reordering).
-On CUDA it also prints the peak memory PyTorch's allocator held.
+On CUDA it also prints the peak memory PyTorch's allocator held, on the CPU the peak RSS.
 """
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -40,6 +44,11 @@ def build(a):
     """(model, embedding size, where its code comes from)"""
     if a.model == "ecapa":
         return build_ecapa(a.feat, a.channels or 512, 128, 128, 192), 192, "SpeechBrain topology"
+    if a.model == "campplus":
+        from speakerlab.models.campplus.DTDNN import CAMPPlus
+        model = CAMPPlus(feat_dim=a.feat, embedding_size=512, growth_rate=a.growth_rate, bn_size=a.bn_size,
+                         init_channels=a.channels or 128, memory_efficient=a.recompute)
+        return model, 512, "3D-Speaker's speakerlab, memory_efficient %s" % a.recompute
     m = a.channels or 32
     try:
         import wespeaker_resnet
@@ -69,7 +78,10 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     ap.add_argument("--cudnn-benchmark", action="store_true")
     ap.add_argument("--channels-last", action="store_true")
-    ap.add_argument("--model", default="ecapa", choices=["ecapa"] + DEPTHS)  # spkddp bench's flags pass through
+    ap.add_argument("--model", default="ecapa", choices=["ecapa", "campplus"] + DEPTHS)  # spkddp bench's flags pass through
+    ap.add_argument("--growth-rate", type=int, default=32, help="campplus")
+    ap.add_argument("--bn-size", type=int, default=4, help="campplus")
+    ap.add_argument("--recompute", action="store_true", help="campplus: speakerlab's memory_efficient")
     a = ap.parse_args()
     if a.tf32:
         a.precision = "tf32"
@@ -113,9 +125,13 @@ def main():
     cpu = time.process_time() - c0
     where = f"{a.threads} threads" if a.device == "cpu" else \
         f"{torch.cuda.get_device_name()}, cudnn.benchmark {a.cudnn_benchmark}"
-    mem = f", peak memory {torch.cuda.max_memory_reserved() / 2**20:.0f} MiB" if a.device == "cuda" else ""
+    if a.device == "cuda":
+        mem = f", peak memory {torch.cuda.max_memory_reserved() / 2**20:.0f} MiB"
+    else:
+        mem = f", peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
     layout = ", channels_last" if a.channels_last else ""
-    print(f"pytorch {torch.__version__}: {a.model} C={a.channels or (512 if a.model == 'ecapa' else 32)} "
+    width = a.channels or {"ecapa": 512, "campplus": 128}.get(a.model, 32)
+    print(f"pytorch {torch.__version__}: {a.model} C={width} "
           f"({code}{layout}) batch {a.batch}, T={a.frames}, F={a.feat}, "
           f"{a.precision}, {where}: {a.steps * a.batch / dt:.2f} samples/s, {dt / a.steps:.3f} s/step, "
           f"CPU {cpu / a.steps:.3f} s/step{mem}")

@@ -56,7 +56,8 @@ static const model_family_t families[] = {
      .forward_flop = campplus_forward_flop,
      .toolkit = "3D-Speaker",
      .toolkit_model = "speakerlab.models.campplus.DTDNN.CAMPPlus",
-     .toolkit_args = campplus_speakerlab_args},
+     .toolkit_args = campplus_speakerlab_args,
+     .onnx_write = campplus_onnx_write},
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
 

@@ -82,6 +82,12 @@ r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epoch
 gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }
 gpus 2 reverse run 2 $SPKDDP train $r34 --ckpt-dir r34_2 >log_r34_2 2>&1 || { cat log_r34_2; fail "invariant resnet34: two GPUs"; }
 same r34_1/$ckpt r34_2/$ckpt 0 "invariant resnet34, groups of 2: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+cpp="--data sp.h5 --model campplus --channels 16 --growth-rate 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8
+     --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda"
+gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cpp 2>&1 || { cat log_cpp; fail "campplus on a GPU"; }
+gpus 1 forward run 1 $SPKDDP train $cpp --invariant --ckpt-dir cpp_1 >log_cpp_1 2>&1 || { cat log_cpp_1; fail "invariant campplus: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $cpp --invariant --ckpt-dir cpp_2 >log_cpp_2 2>&1 || { cat log_cpp_2; fail "invariant campplus: two GPUs"; }
+same cpp_1/$ckpt cpp_2/$ckpt 0 "invariant campplus: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 
 export SPKDDP_NCCL_TIMEOUT=1
 SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ONNX export (tests/interop/onnx_check.py): the graph passes onnx.checker's full check and
 # ONNX Runtime gives spkddp embed's embeddings to a relative 1e-4 from the raw frames, for
-# utterances of 5 to 400 frames (ECAPA) and 9 to 60 (ResNet34), one at a time and in batches of
+# utterances of 5 to 400 frames (ECAPA), 9 to 60 (ResNet34) and 3 to 450 (CAM++), one at a time and in batches of
 # equal lengths (dynamic batch and frame axes).
 . "$(dirname "$0")/lib.sh" "$@"
 need_python onnx onnxruntime h5py numpy
@@ -25,8 +25,17 @@ RCKPT=$(ls r34/ckpt-*.h5 | tail -1)
 $SPKDDP export --ckpt "$RCKPT" --format onnx --out resnet34.onnx || fail "export resnet34"
 run 2 $SPKDDP embed --ckpt "$RCKPT" --data r_train.h5 --out r_emb.h5 >/dev/null || fail "embed resnet34"
 $PY "$HERE/onnx_check.py" resnet34.onnx r_train.h5 r_emb.h5 || fail "ONNX Runtime differs from spkddp (resnet34)"
+# 3D-Speaker's CAM++ (small width), from its shortest utterances (3 frames) to several CAM segments
+$SPKDDP synth --kind speakers --out c_train.h5 --dim 16 --speakers 4 --utts-per-speaker 4 --min-frames 3 \
+    --max-frames 450 >/dev/null || fail "synth campplus"
+run 2 $SPKDDP train --model campplus --channels 16 --growth-rate 8 --emb-dim 16 --frames 24 --data c_train.h5 \
+    --epochs 1 --global-batch 8 --ckpt-dir cpp --progress 0 >/dev/null || fail "train campplus"
+CCKPT=$(ls cpp/ckpt-*.h5 | tail -1)
+$SPKDDP export --ckpt "$CCKPT" --format onnx --out campplus.onnx || fail "export campplus"
+run 2 $SPKDDP embed --ckpt "$CCKPT" --data c_train.h5 --out c_emb.h5 >/dev/null || fail "embed campplus"
+$PY "$HERE/onnx_check.py" campplus.onnx c_train.h5 c_emb.h5 || fail "ONNX Runtime differs from spkddp (campplus)"
 $SPKDDP train --data lengths.h5 --epochs 1 --batch 4 --ckpt-dir lin --progress 0 >/dev/null || fail "train linear"
-expect_error 2 "the ONNX export covers --model ecapa, resnet18, resnet34, resnet50, resnet101, resnet152, resnet221, resnet293; this checkpoint holds model linear" -- \
+expect_error 2 "the ONNX export covers --model ecapa, resnet18, resnet34, resnet50, resnet101, resnet152, resnet221, resnet293, campplus; this checkpoint holds model linear" -- \
     $SPKDDP export --ckpt "$(ls lin/ckpt-*.h5 | tail -1)" --format onnx --out lin.onnx
 [ ! -e lin.onnx ] || fail "a refused export left a file"
 finish
