@@ -3,9 +3,10 @@
 //   widened: the operands rounded to bf16 and held as float32, then the float32 convolution.
 // A product of two bf16 values is exact in float32 and both sum in float32, so the two differ
 // only in summation order. AUTO takes native where the CPU multiplies bf16 matrices in hardware
-// (AMX); with AVX512-BF16 alone oneDNN 2.6's bf16 convolutions measured 140-170 GFLOP/s on
-// ResNet34's shapes against 240-300 for its float32 ones on the same cores (docs/kernels.md),
-// so widened it is there.
+// (AMX) or runs AVX512-BF16 at full rate (AMD); on Intel's AVX512-BF16 alone oneDNN 2.6's bf16
+// convolutions measured 140-170 GFLOP/s on ResNet34's shapes against 240-300 for its float32
+// ones on the same cores (docs/kernels.md), so widened it is there. SPKDDP_CONV_BF16=native or
+// widened overrides the choice (for measuring it).
 #include "kernels/conv2d_bf16.h"
 
 #include "kernels/base/spk_assert.h"
@@ -17,18 +18,44 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #define ALIGN 64
 
 static conv2d_bf16_path g_path = CONV2D_BF16_AUTO;
 
 void conv2d_bf16_set_path(conv2d_bf16_path p) { g_path = p; }
 
+// AMD's AVX512-BF16 (Zen 4 on) runs its bf16 dot products at twice the float32 FMA rate, and
+// oneDNN's bf16 convolutions there beat the widened path (CAM++'s step 46-54 against 25-34
+// samples/s on a Zen 4 EPYC); Intel's without AMX do not (above).
+static int cpu_is_amd(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
+#else
+    return 0;
+#endif
+}
+
 static int native(void) {
+    if (g_path == CONV2D_BF16_AUTO) {  // SPKDDP_CONV_BF16=native|widened overrides the choice
+        const char *e = getenv("SPKDDP_CONV_BF16");
+        if (e && strcmp(e, "native") == 0) g_path = CONV2D_BF16_NATIVE;
+        if (e && strcmp(e, "widened") == 0) g_path = CONV2D_BF16_WIDENED;
+    }
     if (!conv2d_dnnl_usable(CONV2D_BF16) || g_path == CONV2D_BF16_WIDENED) return 0;
     if (g_path == CONV2D_BF16_NATIVE) return 1;
 #ifdef SPK_USE_DNNL
-    const unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
-    return ((unsigned)dnnl_get_effective_cpu_isa() & amx) == amx;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), amx = (unsigned)dnnl_cpu_isa_avx512_core_amx,
+                   bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return (isa & amx) == amx || ((isa & bf16) == bf16 && cpu_is_amd());
 #else
     return 0;
 #endif
@@ -41,8 +68,7 @@ static size_t half_floats(size_t n) { return up_floats((n + 1) / 2); }  // n bf1
 // then the float32 convolution's workspace.
 size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
-    if (native())
-        return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
+    if (native()) return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
     return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats(s);
 }

@@ -1,23 +1,34 @@
 // BatchNorm + ReLU over a dense block's channels, statistics shared by the readers
-// (kernels/dense_bn.h). The sums run per (group, lane of DBN_LANES channels) on one thread each,
-// rows in order in double (a deep dense block normalises every channel dozens of times: float
-// sums' rounding would compound), so the result depends on the shape alone. The elementwise
-// passes are parallel over rows.
+// (kernels/dense_bn.h). The sums run per (group, lane of DBN_LANES channels) on one thread each:
+// rows in order, float over chunks of DBN_CHUNK rows, chunks added in double, so the result
+// depends on the shape alone. The elementwise passes are parallel over rows.
 #include "kernels/dense_bn.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/elementwise_math.h"
 
 #define DBN_LANES 32  // channels a thread sums at a time (two cache lines of a row)
-#define DBN_CHUNK 64  // rows an elementwise pass's thread takes at a time
+#define DBN_CHUNK 64  // rows summed in float before the double sums take them; an elementwise pass's share
 
 // rstd and the folded scale rstd * weight of channels [c0, c0 + cn).
 static void fold(float *rstd, float *scale, const float *var, const float *weight, int c0, int cn, float eps) {
     for (int c = 0; c < cn; c++) {
         rstd[c] = spk_bn_rstd(var[c0 + c], eps);
         scale[c] = spk_bn_scale(rstd[c], weight ? weight[c0 + c] : 1.0f);
+    }
+}
+
+// One row's terms of the statistics sums, lanes [0, n) (n a constant where the compiler should
+// unroll it): s1 += x - shift, s2 += (x - shift)^2.
+static inline void stats_row(float *restrict s1, float *restrict s2, const float *restrict r, const float *sh, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) {
+        const float a = r[c] - sh[c];
+        s1[c] += a;
+        s2[c] += a * a;
     }
 }
 
@@ -29,18 +40,20 @@ void dense_bn_stats_partial(float *part, const float *x, int ldx, const float *s
     for (int k = 0; k < groups; k++)
         for (int l = 0; l < lanes; l++) {
             const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
-            float sh[DBN_LANES];
+            float sh[DBN_LANES] = {0};
             for (int c = 0; c < cn; c++) sh[c] = shift ? shift[c0 + c] : 0.0f;
             double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
             const float *xk = x + (size_t)k * rows * ldx + c0;
-            for (size_t i = 0; i < rows; i++) {
-                const float *r = xk + i * ldx;
-#pragma omp simd
-                for (int c = 0; c < cn; c++) {
-                    const double a = (double)r[c] - (double)sh[c];
-                    a1[c] += a;
-                    a2[c] += a * a;
+            for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double
+                const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
+                float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
+                for (size_t i = i0; i < i1; i++) {
+                    if (cn == DBN_LANES)
+                        stats_row(s1, s2, xk + i * ldx, sh, DBN_LANES);
+                    else
+                        stats_row(s1, s2, xk + i * ldx, sh, cn);
                 }
+                for (int c = 0; c < DBN_LANES; c++) a1[c] += s1[c], a2[c] += s2[c];
             }
             for (int c = 0; c < cn; c++) {
                 part[(size_t)k * C + c0 + c] = (float)a1[c];
@@ -95,6 +108,31 @@ void dense_bn_relu_forward(float *z, int ldz, const float *x, int ldx, const flo
     }
 }
 
+// The lane constants of a reader's backward.
+typedef struct {
+    float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
+} lane_t;
+
+// One row of a reader's backward, lanes [0, n): g = m * w (= or +=), s1 += m, s2 += m * xhat.
+static inline void backward_row(float *restrict gr, int accumulate, float *restrict s1, float *restrict s2,
+                                const float *restrict xr, const float *restrict dr, const lane_t *q, int n) {
+    float m[DBN_LANES];
+#pragma omp simd
+    for (int c = 0; c < n; c++) {
+        const float z = spk_bn_apply(xr[c], q->mu[c], q->scale[c], q->beta[c]);
+        m[c] = z > 0.0f ? dr[c] : 0.0f;
+        s1[c] += m[c];
+        s2[c] += m[c] * ((xr[c] - q->mu[c]) * q->rstd[c]);
+    }
+    if (accumulate) {
+#pragma omp simd
+        for (int c = 0; c < n; c++) gr[c] += m[c] * q->w[c];
+    } else {
+#pragma omp simd
+        for (int c = 0; c < n; c++) gr[c] = m[c] * q->w[c];
+    }
+}
+
 void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, const float *dz, int ldz, const float *x,
                             int ldx, const float *mean, const float *var, const float *weight, const float *bias, int B,
                             int HW, int C, float eps, int group) {
@@ -105,31 +143,32 @@ void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, cons
     for (int k = 0; k < groups; k++)
         for (int l = 0; l < lanes; l++) {
             const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
-            float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
-            fold(rstd, scale, var, weight, c0, cn, eps);
+            lane_t q;
+            memset(&q, 0, sizeof q);
+            fold(q.rstd, q.scale, var, weight, c0, cn, eps);
             for (int c = 0; c < cn; c++)
-                mu[c] = mean[c0 + c], beta[c] = bias ? bias[c0 + c] : 0.0f, w[c] = weight ? weight[c0 + c] : 1.0f;
+                q.mu[c] = mean[c0 + c], q.beta[c] = bias ? bias[c0 + c] : 0.0f, q.w[c] = weight ? weight[c0 + c] : 1.0f;
             double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
             const size_t first = (size_t)k * rows;
-            for (size_t i = first; i < first + rows; i++) {
-                const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
-                float *gr = g + i * ldg + c0;
-#pragma omp simd
-                for (int c = 0; c < cn; c++) {
-                    const float z = spk_bn_apply(xr[c], mu[c], scale[c], beta[c]);
-                    const float m = z > 0.0f ? dr[c] : 0.0f;
-                    const float gm = m * w[c];
-                    gr[c] = accumulate ? gr[c] + gm : gm;
-                    a1[c] += (double)m;
-                    a2[c] += (double)m * (double)((xr[c] - mu[c]) * rstd[c]);
+            for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double
+                const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
+                float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
+                for (size_t i = first + i0; i < first + i1; i++) {
+                    float *gr = g + i * ldg + c0;
+                    const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
+                    if (cn == DBN_LANES)
+                        backward_row(gr, accumulate, s1, s2, xr, dr, &q, DBN_LANES);
+                    else
+                        backward_row(gr, accumulate, s1, s2, xr, dr, &q, cn);
                 }
+                for (int c = 0; c < DBN_LANES; c++) a1[c] += s1[c], a2[c] += s2[c];
             }
             for (int c = 0; c < cn; c++) {
                 const float m1 = (float)a1[c], m2 = (float)a2[c];
                 part[(size_t)k * C + c0 + c] = m1;
                 part[((size_t)groups + k) * C + c0 + c] = m2;
-                part[((size_t)2 * groups + k) * C + c0 + c] = m1 * w[c];
-                part[((size_t)3 * groups + k) * C + c0 + c] = m2 * w[c];
+                part[((size_t)2 * groups + k) * C + c0 + c] = m1 * q.w[c];
+                part[((size_t)3 * groups + k) * C + c0 + c] = m2 * q.w[c];
             }
         }
 }
