@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The VoxCeleb recipe: ECAPA-TDNN (train.yaml) or WeSpeaker's ResNet34 (TRAIN=train_resnet34
-# AVERAGE=10) trained on VoxCeleb2-dev with MUSAN/RIRS_NOISES augmentation,
-# evaluated on the cleaned VoxCeleb1 O, E and H lists with AS-norm and calibrated on E. Every
-# step reads the YAML file of the same name beside this script; flags after it override keys.
+# The VoxCeleb recipe: ECAPA-TDNN (train.yaml), WeSpeaker's ResNet34 (TRAIN=train_resnet34
+# AVERAGE=10) or 3D-Speaker's CAM++ (TRAIN=train_campplus AVERAGE=10) trained on VoxCeleb2-dev
+# with MUSAN/RIRS_NOISES augmentation, evaluated on the cleaned VoxCeleb1 O, E and H lists with
+# AS-norm and calibrated on E. Every step reads the YAML file of the same name beside this
+# script; flags after it override keys.
 #
 #   1. lists:    VOX1=... VOX2=... MUSAN=... RIRS=... jobscripts/recipes/voxceleb/lists.sh
 #   2. trials:   put VoxCeleb's veri_test2.txt, list_test_all2.txt, list_test_hard2.txt in lists/
@@ -19,7 +20,7 @@ SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-8}
 CKPT=${CKPT:-ckpt}
-TRAIN=${TRAIN:-train}      # the training configuration: train (ECAPA-TDNN) or train_resnet34
+TRAIN=${TRAIN:-train}      # the training configuration: train (ECAPA-TDNN), train_resnet34 or train_campplus
 AVERAGE=${AVERAGE:-0}      # embed with the mean of the last N checkpoints (0: the last one)
 stage=${1:-all}
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
