@@ -22,7 +22,8 @@
 #               (tools/bench_pytorch.py, cudnn.benchmark on, AMP for bf16) at C=1024, batch 128,
 #               T=200, samples/s and memory; bench-P-timed: spkddp with SPKDDP_CUDNN_SEARCH=time;
 #               bench-resnet34-bf16, torch-resnet34-bf16, ratio-resnet34-bf16: WeSpeaker's
-#               ResNet34 (m 32, 80 features) at batch 128, T=200
+#               ResNet34 (m 32, 80 features) at batch 128, T=200; bench-campplus-bf16 likewise
+#               3D-Speaker's CAM++ (PyTorch's side where speakerlab is installed)
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
 #   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
 #               every backward twice for the same bits
@@ -57,6 +58,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     train_data="--dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 24 --max-frames 40"
     bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
     resnet_shape="--channels 8 --batch 4 --frames 24 --feat 16"
+    campplus_shape="--channels 8 --growth-rate 4 --bn-size 2 --batch 2 --frames 24 --feat 16 --steps 1 --warmup 1"
     export E2E_DEVICE_MODEL=$train_model
 else
     shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50"
@@ -65,6 +67,7 @@ else
     train_data="--dim 80 --speakers 40 --utts-per-speaker 4 --min-frames 200 --max-frames 300"
     bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
     resnet_shape="--batch 128 --frames 200"
+    campplus_shape="--batch 128 --frames 200 $bench_steps"
 fi
 bench_args="$bench_shape $bench_steps"
 if [ -n "${GPU_CHECK_WORK:-}" ]; then
@@ -234,6 +237,16 @@ for p in bf16 tf32 fp32; do
         bench "bench-resnet34-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
         # shellcheck disable=SC2086
         torch_pair "resnet34-$p" "$p" $bench_args
+        # 3D-Speaker's CAM++ (init_channels 128, 80 features, embedding 512); PyTorch's side
+        # needs speakerlab, which the lent machines do not have
+        bench_args="--model campplus $campplus_shape"
+        bench "bench-campplus-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+        if [ "$torch_ok" -eq 1 ] && timeout 60 "$torch_py" -c "import speakerlab" >/dev/null 2>&1; then
+            # shellcheck disable=SC2086
+            torch_pair "campplus-$p" "$p" $bench_args
+        else
+            note "torch-campplus-$p" "SKIP: no speakerlab (3D-Speaker's CAMPPlus) beside '$torch_py'"
+        fi
         bench_args=$bench_args_ecapa
     fi
 done

@@ -41,6 +41,33 @@ static parts_t parts_of(float *workspace, int N, int C) {
 // The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output.
 static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
 
+// Rows [i0, i1) of lanes [c0, c0 + n) into s1, s2 (n a constant where the compiler should keep
+// the sums in registers): the statistics' terms (dy NULL) or the backward's.
+static inline void sum_rows(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
+                            int relu, const float *shift, const float *scale, int i0, int i1, int C, int c0, int n) {
+    if (dy) {
+        for (int i = i0; i < i1; i++) {
+            const size_t row = (size_t)i * C + c0;
+#pragma omp simd
+            for (int c = 0; c < n; c++) {
+                const float g = masked(dy[row + c], y, row + c, relu);
+                s1[c] += g;
+                s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
+            }
+        }
+        return;
+    }
+    for (int i = i0; i < i1; i++) {
+        const size_t row = (size_t)i * C + c0;
+#pragma omp simd
+        for (int c = 0; c < n; c++) {
+            const float a = x[row + c] - shift[c0 + c];
+            s1[c] += a;
+            s2[c] += a * a;
+        }
+    }
+}
+
 // Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
 // masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
 // shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
@@ -49,28 +76,16 @@ static void block_sums(double *part, const float *x, const float *dy, const floa
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < blocks_of(N); k++) {
         double *p = part + (size_t)k * 2 * C;
-        const int end = (k + 1) * BN2D_BLOCK < N ? (k + 1) * BN2D_BLOCK : N;
+        const int i0 = k * BN2D_BLOCK, i1 = (k + 1) * BN2D_BLOCK < N ? (k + 1) * BN2D_BLOCK : N;
         for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {
             const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
             float s1[BN2D_LANES] = {0}, s2[BN2D_LANES] = {0};
-            for (int i = k * BN2D_BLOCK; i < end; i++) {
-                const size_t row = (size_t)i * C + c0;
-                if (dy) {
-#pragma omp simd
-                    for (int c = 0; c < cn; c++) {
-                        const float g = masked(dy[row + c], y, row + c, relu);
-                        s1[c] += g;
-                        s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
-                    }
-                } else {
-#pragma omp simd
-                    for (int c = 0; c < cn; c++) {
-                        const float a = x[row + c] - shift[c0 + c];
-                        s1[c] += a;
-                        s2[c] += a * a;
-                    }
-                }
-            }
+            if (cn == BN2D_LANES)  // the common widths at compile time
+                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, BN2D_LANES);
+            else if (cn == 32)
+                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, 32);
+            else
+                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, cn);
             for (int c = 0; c < cn; c++) p[c0 + c] = s1[c], p[C + c0 + c] = s2[c];
         }
     }

@@ -5,7 +5,7 @@
 # the bundle's test.
 check_summary() {
     local out=$1 summary=$1/summary.txt bad=0 s
-    for s in device step1 bench-bf16 bench-resnet34-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
+    for s in device step1 bench-bf16 bench-resnet34-bf16 bench-campplus-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
         kernels shapes-32 shapes-128 determinism tf32; do
         grep -qE "^$s +ok" "$summary" || { echo "FAIL: step $s did not pass"; bad=1; }
     done
