@@ -23,6 +23,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/bf16.h"
+
 // part (2, B / group, C): part[0][k][c] = the sum over group k's rows of (x[., c] - shift[c]),
 // part[1][k][c] that of its square. shift (C): any value identical on every rank (the running
 // mean, or NULL for 0); it keeps the variance from cancelling.
@@ -38,8 +40,10 @@ void dense_bn_running_update(float *running_mean, float *running_var, const floa
 
 // z = relu((x - mean) / sqrt(var + eps) * weight + bias) over N rows of C channels: training
 // passes the batch statistics, inference the reader's running ones. weight/bias NULL: 1, 0.
-void dense_bn_relu_forward(float *z, int ldz, const float *x, int ldx, const float *mean, const float *var,
-                           const float *weight, const float *bias, int N, int C, float eps);
+// Into z (float) or zh (rounded to bf16, for a bf16 convolution's operand: the float pass and the
+// rounding pass saved), whichever is not NULL (both: both), each with row stride ldz.
+void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx, const float *mean,
+                           const float *var, const float *weight, const float *bias, int N, int C, float eps);
 
 // A reader's backward from dz, the gradient of its z (recomputed from x for the ReLU's mask):
 // with m = dz where z > 0, else 0, g = m * weight (overwritten, or added with accumulate), and

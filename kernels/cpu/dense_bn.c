@@ -83,9 +83,9 @@ void dense_bn_stats_finish(float *mean, float *var, float *running_mean, float *
     if (running_mean) dense_bn_running_update(running_mean, running_var, mean, var, N, C, momentum);
 }
 
-void dense_bn_relu_forward(float *z, int ldz, const float *x, int ldx, const float *mean, const float *var,
-                           const float *weight, const float *bias, int N, int C, float eps) {
-    SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C);
+void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx, const float *mean,
+                           const float *var, const float *weight, const float *bias, int N, int C, float eps) {
+    SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C && (z || zh));
     const int chunks = (N + DBN_CHUNK - 1) / DBN_CHUNK;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < chunks; k++) {  // a chunk of rows, lane by lane (the folding paid once per chunk)
@@ -97,11 +97,17 @@ void dense_bn_relu_forward(float *z, int ldz, const float *x, int ldx, const flo
             for (int c = 0; c < cn; c++) mu[c] = mean[c0 + c], beta[c] = bias ? bias[c0 + c] : 0.0f;
             for (int i = k * DBN_CHUNK; i < i1; i++) {
                 const float *r = x + (size_t)i * ldx + c0;
-                float *o = z + (size_t)i * ldz + c0;
+                float v[DBN_LANES];
 #pragma omp simd
                 for (int c = 0; c < cn; c++) {
-                    const float v = spk_bn_apply(r[c], mu[c], scale[c], beta[c]);
-                    o[c] = v > 0.0f ? v : 0.0f;
+                    const float a = spk_bn_apply(r[c], mu[c], scale[c], beta[c]);
+                    v[c] = a > 0.0f ? a : 0.0f;
+                }
+                if (z) memcpy(z + (size_t)i * ldz + c0, v, (size_t)cn * sizeof(float));
+                if (zh) {
+                    spk_bf16 *o = zh + (size_t)i * ldz + c0;
+#pragma omp simd
+                    for (int c = 0; c < cn; c++) o[c] = spk_bf16_round(v[c]);
                 }
             }
         }

@@ -12,6 +12,7 @@
 //   stage 2: one thread per (group, channel) adds the P partials in order and rounds to float.
 // The backward's stage 1 also writes the reader's g, each element by the one thread summing it.
 // The elementwise passes are grid-stride loops over the rows' C columns (ld: the row stride).
+#include "kernels/bf16.h"
 #include "kernels/cuda/channel_sums.cuh"
 
 namespace {
@@ -165,13 +166,16 @@ __global__ void running_update_kernel(float *running_mean, float *running_var, c
     SPK_GRID_LOOP(c, (size_t)C) running_update(running_mean, running_var, (int)c, mean[c], var[c], N, momentum);
 }
 
-__global__ void relu_forward_kernel(float *z, int ldz, const float *x, int ldx, const float *mean, const float *var,
-                                    const float *weight, const float *bias, size_t n, int C, float eps) {
+__global__ void relu_forward_kernel(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx, const float *mean,
+                                    const float *var, const float *weight, const float *bias, size_t n, int C,
+                                    float eps) {
     SPK_GRID_LOOP(i, n) {
         const size_t r = i / C;
         const int c = (int)(i - r * C);
         const float v = dbn_pre(x[r * ldx + c], mean[c], dbn_scale(var, weight, c, eps), bias ? bias[c] : 0.0f);
-        z[r * ldz + c] = v > 0.0f ? v : 0.0f;
+        const float y = v > 0.0f ? v : 0.0f;
+        if (z) z[r * ldz + c] = y;
+        if (zh) zh[r * ldz + c] = spk_bf16_round(y);
     }
 }
 
@@ -211,12 +215,12 @@ extern "C" void dense_bn_running_update_cuda(float *running_mean, float *running
     SPK_LAUNCH(running_update_kernel, spk_grid((size_t)C), running_mean, running_var, mean, var, N, C, momentum);
 }
 
-extern "C" void dense_bn_relu_forward_cuda(float *z, int ldz, const float *x, int ldx, const float *mean,
-                                           const float *var, const float *weight, const float *bias, int N, int C,
-                                           float eps) {
-    SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C);
+extern "C" void dense_bn_relu_forward_cuda(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx,
+                                           const float *mean, const float *var, const float *weight,
+                                           const float *bias, int N, int C, float eps) {
+    SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C && (z || zh));
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(relu_forward_kernel, spk_grid(n), z, ldz, x, ldx, mean, var, weight, bias, n, C, eps);
+    SPK_LAUNCH(relu_forward_kernel, spk_grid(n), z, zh, ldz, x, ldx, mean, var, weight, bias, n, C, eps);
 }
 
 extern "C" void dense_bn_relu_backward_cuda(float *g, int ldg, int accumulate, float *part, const float *dz, int ldz,

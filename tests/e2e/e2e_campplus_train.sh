@@ -4,7 +4,7 @@
 # frequency locality in these features) with replicas identical; recomputing the dense layers'
 # inputs in the backward (--recompute) trains bitwise as keeping them, in less memory; gradients
 # averaged in many small buckets give bitwise what one bucket gives; a run stopped and resumed
-# ends bitwise where the uninterrupted run ends; bf16 trains; a feature count that does not halve
+# ends bitwise where the uninterrupted run ends, in bf16 too; a feature count that does not halve
 # three times is refused with one sentence (tests/e2e/e2e_invariant.sh has the invariant mode).
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -40,7 +40,12 @@ echo "ok  stopped at step 14 and resumed: bitwise the uninterrupted run"
 
 run 2 $SPKDDP train $cpp --epochs 2 --precision bf16 --ckpt-dir ck_bf16 >log_bf16 2>&1 || { cat log_bf16; fail "bf16"; }
 grep -q "replicas identical" log_bf16 || fail "bf16: replicas differ"
-echo "ok  bf16 CAM++ trains"
+run 2 $SPKDDP train $cpp --epochs 2 --precision bf16 --ckpt-dir ck_bf16_stop --max-steps 13 >/dev/null 2>&1 || fail "bf16 stop"
+run 2 $SPKDDP train $cpp --epochs 2 --precision bf16 --ckpt-dir ck_bf16_stop --resume auto >/dev/null 2>&1 ||
+    fail "bf16 resume"
+$SPKDDP diff ck_bf16/ckpt-000000000020.h5 ck_bf16_stop/ckpt-000000000020.h5 >/dev/null ||
+    fail "bf16: stop at step 13 and resume does not end where the uninterrupted run ends"
+echo "ok  bf16 CAM++ trains, and resumes bitwise"
 
 $SPKDDP synth --kind speakers --out f20.h5 --dim 20 --speakers 4 --utts-per-speaker 4 >/dev/null || fail "synth f20"
 expect_error 3 "f20.h5: campplus needs features whose count F is a multiple of 8" -- \

@@ -80,7 +80,7 @@ static run_t run_block(const block_t *k, const float *shift, float *rm, float *r
     for (int r = 0; r < k->readers; r++) {
         const int Cr = k->cin[r];
         o.z[r] = alloc_f((size_t)N * Cr);
-        dense_bn_relu_forward(o.z[r], Cr, k->x, k->ld, o.mean, o.var, k->w[r], k->b[r], N, Cr, EPS);
+        dense_bn_relu_forward(o.z[r], NULL, Cr, k->x, k->ld, o.mean, o.var, k->w[r], k->b[r], N, Cr, EPS);
         dense_bn_relu_backward(o.g, k->ld, r > 0, part, k->dz[r], Cr, k->x, k->ld, o.mean, o.var, k->w[r], k->b[r],
                                k->B, k->HW, Cr, EPS, k->B);
         o.db[r] = copy_f(part, Cr), o.dw[r] = copy_f(part + Cr, Cr);
@@ -248,9 +248,24 @@ static void backend_case(int B, int HW, int C, int pad, int group) {
     cmp(cname("dense_bn_running_update var %s", t), rv_, rv, C, TOL);
     // forward into a strided output (the columns past C keep their prefill)
     float *z = rand_f(nx, -1, 1), *z_ = dev_f(z, nx);
-    dense_bn_relu_forward(z, ld, k.x, ld, mean, var, k.w[0], k.b[0], N, C, EPS);
-    g_be->dense_bn_relu_forward(z_, ld, x_, ld, mean_, var_, w_, b_, N, C, EPS);
+    dense_bn_relu_forward(z, NULL, ld, k.x, ld, mean, var, k.w[0], k.b[0], N, C, EPS);
+    g_be->dense_bn_relu_forward(z_, NULL, ld, x_, ld, mean_, var_, w_, b_, N, C, EPS);
     cmp(cname("dense_bn_relu_forward %s", t), z_, z, nx, TOL);
+    {  // the bf16 output alone: the backend's float output rounded (columns past C untouched)
+        float *zf = dev_get(z_, nx);
+        spk_bf16 *zh = malloc(nx * sizeof *zh), *zh_ = dev_alloc(nx * sizeof *zh), *got = malloc(nx * sizeof *zh);
+        for (size_t i = 0; i < nx; i++) zh[i] = (spk_bf16)(i * 7919u);
+        g_be->upload(zh_, zh, nx * sizeof *zh);
+        g_be->dense_bn_relu_forward(NULL, zh_, ld, x_, ld, mean_, var_, w_, b_, N, C, EPS);
+        g_be->download(got, zh_, nx * sizeof *zh);
+        int bad = 0;
+        for (size_t i = 0; i < nx; i++) {
+            const spk_bf16 want = (int)(i % (size_t)ld) < C ? spk_bf16_round(zf[i]) : (spk_bf16)(i * 7919u);
+            bad += got[i] != want;
+        }
+        check_true(bad == 0, cname("dense_bn_relu_forward bf16 output: the float output rounded %s", t));
+        free(zh), free(got);
+    }
     // a reader's backward, accumulating into a prefill, twice
     grads_t g = grads_prefill(1, (size_t[]){nx});
     float *pp = alloc_f(4 * (size_t)groups * C), *pp_ = dev_f(NULL, 4 * (size_t)groups * C),

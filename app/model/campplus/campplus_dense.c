@@ -128,12 +128,12 @@ size_t dense_block_reserve(dense_block_t *k, const model_t *m, int B, int T, int
     k->buf = model_buf(m, cr * k->cmax);
     k->mean = model_buf(m, (size_t)k->cmax);
     k->var = model_buf(m, (size_t)k->cmax);
-    if (!recompute) k->zt = model_buf(m, cr * k->cmax);
+    if (!recompute && !m->bf16) k->zt = model_buf(m, cr * k->cmax);  // bf16: zth alone
     if (m->bf16) k->zth = model_buf_bf16(m, cr * k->cmax);
     k->out = model_buf(m, cr * (k->cmax / 2));
     for (int i = 0; i < k->n; i++) {
         cam_layer_t *l = &k->layer[i];
-        if (!recompute) l->z = model_buf(m, cr * l->cin);
+        if (!recompute && !m->bf16) l->z = model_buf(m, cr * l->cin);  // bf16: lin.xh alone
         l->y = model_buf(m, cr * k->growth);
         if (m->bf16) l->yh = model_buf_bf16(m, cr * k->bneck);
         l->ctx = model_buf(m, cbs * k->bneck);
@@ -156,9 +156,9 @@ void dense_scratch_release(dense_scratch_t *s, const model_t *m) {
 void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_block_t *k) {
     const size_t R = (size_t)k->B * k->T, BS = (size_t)k->B * k->S;
     const int recompute = k->recompute;
-    if (R <= s->cap_r && BS <= s->cap_bs && k->cmax <= s->cap_c && (!recompute || s->zs)) return;
+    if (R <= s->cap_r && BS <= s->cap_bs && k->cmax <= s->cap_c && (!recompute || m->bf16 || s->zs)) return;
     const size_t cr = R > s->cap_r ? R : s->cap_r, cbs = BS > s->cap_bs ? BS : s->cap_bs;
-    const int cc = k->cmax > s->cap_c ? k->cmax : s->cap_c, want_zs = recompute || s->zs;
+    const int cc = k->cmax > s->cap_c ? k->cmax : s->cap_c, want_zs = (recompute && !m->bf16) || s->zs;
     dense_scratch_release(s, m);
     const size_t G = (size_t)k->growth, H = (size_t)k->bneck;
     s->g = model_buf(m, cr * cc);
@@ -187,11 +187,12 @@ static void channel_stats(dense_block_t *k, model_t *m, int c0, int C, dense_scr
 }
 
 // z = relu(bn(channels [0, C))) for a reader (w, b, its running statistics rm, rv): the shared batch
-// statistics in training (updating the reader's running ones), else its running statistics.
-static void normalise(dense_block_t *k, model_t *m, float *z, int C, int64_t w, int64_t b, int64_t rm, int64_t rv,
-                      int train) {
+// statistics in training (updating the reader's running ones), else its running statistics. Into
+// z, or for bf16 models straight into zh, its convolution's rounded operand (z NULL).
+static void normalise(dense_block_t *k, model_t *m, float *z, spk_bf16 *zh, int C, int64_t w, int64_t b, int64_t rm,
+                      int64_t rv, int train) {
     const float *mean = train ? k->mean : m->state + rm, *var = train ? k->var : m->state + rv;
-    m->be->dense_bn_relu_forward(z, C, k->buf, k->cmax, mean, var, m->params + w, m->params + b, k->B * k->T, C,
+    m->be->dense_bn_relu_forward(z, zh, C, k->buf, k->cmax, mean, var, m->params + w, m->params + b, k->B * k->T, C,
                                  DENSE_EPS);
     if (train) model_dense_bn_running(m, rm, rv, k->mean, k->var, k->B, k->T, C);
 }
@@ -220,14 +221,14 @@ void dense_block_forward(dense_block_t *k, model_t *m, const float *in, int trai
     if (train) channel_stats(k, m, 0, k->c0, s);
     for (int i = 0; i < k->n; i++) {
         cam_layer_t *l = &k->layer[i];
-        float *z = k->recompute ? s->zs : l->z;
-        normalise(k, m, z, l->cin, l->bn1_w, l->bn1_b, l->bn1_mean, l->bn1_var, train);
+        float *z = m->bf16 ? NULL : k->recompute ? s->zs : l->z;
+        normalise(k, m, z, m->bf16 ? l->lin.xh : NULL, l->cin, l->bn1_w, l->bn1_b, l->bn1_mean, l->bn1_var, train);
         conv2d_bn_forward(&l->lin, m, z, NULL, 1, train, work);
         cam_forward(k, m, l, l->lin.y, work);
         if (train) channel_stats(k, m, l->cin, k->growth, s);
     }
-    float *zt = k->recompute ? s->zs : k->zt;
-    normalise(k, m, zt, k->cmax, k->tr_bn_w, k->tr_bn_b, k->tr_bn_mean, k->tr_bn_var, train);
+    float *zt = m->bf16 ? NULL : k->recompute ? s->zs : k->zt;
+    normalise(k, m, zt, m->bf16 ? k->zth : NULL, k->cmax, k->tr_bn_w, k->tr_bn_b, k->tr_bn_mean, k->tr_bn_var, train);
     if (m->bf16)
         K->conv2d_bf16_forward(k->out, k->zth, zt, m->params_bf16 + k->tr_w, NULL, &k->tr, work);
     else
@@ -241,8 +242,8 @@ void dense_block_forward(dense_block_t *k, model_t *m, const float *in, int trai
 static const float *reader_input(dense_block_t *k, model_t *m, float *kept, int C, int64_t w, int64_t b,
                                  dense_scratch_t *s) {
     if (!k->recompute || m->bf16) return kept;
-    m->be->dense_bn_relu_forward(s->zs, C, k->buf, k->cmax, k->mean, k->var, m->params + w, m->params + b, k->B * k->T,
-                                 C, DENSE_EPS);
+    m->be->dense_bn_relu_forward(s->zs, NULL, C, k->buf, k->cmax, k->mean, k->var, m->params + w, m->params + b,
+                                 k->B * k->T, C, DENSE_EPS);
     return s->zs;
 }
 

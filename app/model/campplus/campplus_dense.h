@@ -40,7 +40,7 @@ typedef struct {
     int64_t local_w;                          // cam_layer.linear_local.weight (growth, bottleneck, 3)
     int64_t l1_w, l1_b, l2_w, l2_b;           // cam_layer.linear1 (bottleneck / 2, bottleneck, 1), linear2
     conv2d_shape_t local;                     // linear_local at the current shape
-    float *z;                                 // (R, cin) the normalised input (NULL with recompute)
+    float *z;                                 // (R, cin) the normalised input (NULL with recompute or bf16)
     float *y;                                 // (R, growth) linear_local's output
     spk_bf16 *yh;                             // bf16 models: linear_local's rounded input (R, bottleneck)
     float *ctx, *q, *mask;                    // (B S, bottleneck), (B S, bottleneck / 2), (B S, growth)
@@ -57,7 +57,7 @@ typedef struct {
     size_t cap_r, cap_bs;                             // buffers hold cap_r rows, cap_bs segment rows
     float *buf;                                       // (R, cmax) the block's channels
     float *mean, *var;                                // (cmax) their batch statistics
-    float *zt;      // (R, cmax) the transition's normalised input (NULL with recompute)
+    float *zt;      // (R, cmax) the transition's normalised input (NULL with recompute or bf16)
     spk_bf16 *zth;  // bf16 models: its rounded copy
     float *out;     // (R, cmax / 2) the transition's output
 } dense_block_t;
