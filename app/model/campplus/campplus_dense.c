@@ -150,14 +150,16 @@ void dense_scratch_release(dense_scratch_t *s, const model_t *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     model_dense_sums_free(m, &s->sums);
     s->cap_r = s->cap_bs = 0;
-    s->cap_c = 0;
+    s->cap_c = s->cap_b = 0;
 }
 
 void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_block_t *k) {
     const size_t R = (size_t)k->B * k->T, BS = (size_t)k->B * k->S;
     const int recompute = k->recompute;
-    if (R <= s->cap_r && BS <= s->cap_bs && k->cmax <= s->cap_c && (!recompute || m->bf16 || s->zs)) return;
+    if (R <= s->cap_r && BS <= s->cap_bs && k->cmax <= s->cap_c && k->B <= s->cap_b && (!recompute || m->bf16 || s->zs))
+        return;
     const size_t cr = R > s->cap_r ? R : s->cap_r, cbs = BS > s->cap_bs ? BS : s->cap_bs;
+    const int cb = k->B > s->cap_b ? k->B : s->cap_b;
     const int cc = k->cmax > s->cap_c ? k->cmax : s->cap_c, want_zs = (recompute && !m->bf16) || s->zs;
     dense_scratch_release(s, m);
     const size_t G = (size_t)k->growth, H = (size_t)k->bneck;
@@ -172,9 +174,9 @@ void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_blo
     s->gm2 = model_buf(m, cbs * G);
     s->gq = model_buf(m, cbs * (H / 2));
     s->gctx = model_buf(m, cbs * H);
-    s->part = model_buf(m, 4 * (size_t)k->B * cc);
+    s->part = model_buf(m, 4 * (size_t)cb * cc);
     s->sums = model_dense_sums(m, cc);
-    s->cap_r = cr, s->cap_bs = cbs, s->cap_c = cc;
+    s->cap_r = cr, s->cap_bs = cbs, s->cap_c = cc, s->cap_b = cb;
 }
 
 // ---- forward ----------------------------------------------------------------------------------------

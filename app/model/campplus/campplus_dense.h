@@ -65,7 +65,7 @@ typedef struct {
 // The scratch every block shares (campplus_t owns one), sized by dense_scratch_reserve.
 typedef struct {
     size_t cap_r, cap_bs;     // rows, and segment rows B x S, it holds
-    int cap_c;                // the widest block
+    int cap_c, cap_b;         // the widest block, the largest batch (part's per-sample sums)
     float *g;                 // (R, cmax) the readers' accumulated gradients at the normalised channels
     float *gz;                // (R, cmax) a reader's normalised-input gradient
     float *zs;                // (R, cmax) recompute: a reader's normalised input, made for its forward and again
