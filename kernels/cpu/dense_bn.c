@@ -83,6 +83,19 @@ void dense_bn_stats_finish(float *mean, float *var, float *running_mean, float *
     if (running_mean) dense_bn_running_update(running_mean, running_var, mean, var, N, C, momentum);
 }
 
+// A reader's constants of the lane of channels [c0, c0 + cn) (the rest zero).
+typedef struct {
+    float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
+} lane_t;
+
+static void lane_of(lane_t *q, const float *mean, const float *var, const float *weight, const float *bias, int c0,
+                    int cn, float eps) {
+    memset(q, 0, sizeof *q);
+    fold(q->rstd, q->scale, var, weight, c0, cn, eps);
+    for (int c = 0; c < cn; c++)
+        q->mu[c] = mean[c0 + c], q->beta[c] = bias ? bias[c0 + c] : 0.0f, q->w[c] = weight ? weight[c0 + c] : 1.0f;
+}
+
 void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx, const float *mean,
                            const float *var, const float *weight, const float *bias, int N, int C, float eps) {
     SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C && (z || zh));
@@ -92,15 +105,14 @@ void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int 
         const int i1 = (k + 1) * DBN_CHUNK < N ? (k + 1) * DBN_CHUNK : N;
         for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
             const int cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
-            float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES];
-            fold(rstd, scale, var, weight, c0, cn, eps);
-            for (int c = 0; c < cn; c++) mu[c] = mean[c0 + c], beta[c] = bias ? bias[c0 + c] : 0.0f;
+            lane_t q;
+            lane_of(&q, mean, var, weight, bias, c0, cn, eps);
             for (int i = k * DBN_CHUNK; i < i1; i++) {
                 const float *r = x + (size_t)i * ldx + c0;
                 float v[DBN_LANES];
 #pragma omp simd
                 for (int c = 0; c < cn; c++) {
-                    const float a = spk_bn_apply(r[c], mu[c], scale[c], beta[c]);
+                    const float a = spk_bn_apply(r[c], q.mu[c], q.scale[c], q.beta[c]);
                     v[c] = a > 0.0f ? a : 0.0f;
                 }
                 if (z) memcpy(z + (size_t)i * ldz + c0, v, (size_t)cn * sizeof(float));
@@ -113,11 +125,6 @@ void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int 
         }
     }
 }
-
-// The lane constants of a reader's backward.
-typedef struct {
-    float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
-} lane_t;
 
 // One row of a reader's backward, lanes [0, n): g = m * w (= or +=), s1 += m, s2 += m * xhat.
 static inline void backward_row(float *restrict gr, int accumulate, float *restrict s1, float *restrict s2,
@@ -150,10 +157,7 @@ void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, cons
         for (int l = 0; l < lanes; l++) {
             const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
             lane_t q;
-            memset(&q, 0, sizeof q);
-            fold(q.rstd, q.scale, var, weight, c0, cn, eps);
-            for (int c = 0; c < cn; c++)
-                q.mu[c] = mean[c0 + c], q.beta[c] = bias ? bias[c0 + c] : 0.0f, q.w[c] = weight ? weight[c0 + c] : 1.0f;
+            lane_of(&q, mean, var, weight, bias, c0, cn, eps);
             double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
             const size_t first = (size_t)k * rows;
             for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double

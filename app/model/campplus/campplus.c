@@ -16,9 +16,6 @@
 
 static const int block_layers[CAMPP_BLOCKS] = {12, 24, 16}, block_dilation[CAMPP_BLOCKS] = {1, 2, 2};
 
-// Rows of the front end's output: three stride-2 halvings of F ((h + 1) / 2 each).
-static int64_t front_rows(int64_t feat) { return (((feat + 1) / 2 + 1) / 2 + 1) / 2; }
-
 // The channels after block i's transition (i = -1: the TDNN layer's).
 static int64_t channels_after(const campp_dims_t *d, int i) {
     int64_t c = d->channels;
@@ -36,10 +33,7 @@ static void campplus_register(campplus_t *c, model_t *m) {
     c->dense_w = param_table_add(&m->table, "xvector.dense.linear.weight", 3, (int64_t[]){E, 2 * C, 1});
     c->dense_mean = param_table_add(&m->state_table, "xvector.dense.nonlinear.batchnorm.running_mean", 1, &E);
     c->dense_var = param_table_add(&m->state_table, "xvector.dense.nonlinear.batchnorm.running_var", 1, &E);
-    c->out_bn_w = param_table_add(&m->table, "xvector.out_nonlinear.batchnorm.weight", 1, &C);
-    c->out_bn_b = param_table_add(&m->table, "xvector.out_nonlinear.batchnorm.bias", 1, &C);
-    c->out_bn_mean = param_table_add(&m->state_table, "xvector.out_nonlinear.batchnorm.running_mean", 1, &C);
-    c->out_bn_var = param_table_add(&m->state_table, "xvector.out_nonlinear.batchnorm.running_var", 1, &C);
+    bn_register(m, "xvector.out_nonlinear.batchnorm", C, &c->out_bn_w, &c->out_bn_b, &c->out_bn_mean, &c->out_bn_var);
     for (int i = CAMPP_BLOCKS - 1; i >= 0; i--)
         dense_block_register(&c->blocks[i], m, i + 1, (int)channels_after(d, i - 1), d->layers[i], d->growth,
                              d->bn_size, block_dilation[i]);
@@ -278,7 +272,7 @@ static campp_dims_t dims_of(const model_config_t *cfg, int64_t feat) {
 void model_campplus_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     const int64_t F = m->feature_dim;
     // 3D-Speaker's front end flattens int(F / 8) rows: other F do not load there.
-    if (F < 8 || front_rows(F) != F / 8)
+    if (F < 8 || conv2d_halved_rows(F, 3) != F / 8)
         spk_fail_all(SPK_EXIT_DATA,
                      "%s: campplus needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
                      "stride-2 stages, as 3D-Speaker's front end expects); this dataset has F = %lld",

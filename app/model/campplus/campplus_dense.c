@@ -20,25 +20,10 @@ static int64_t add(model_t *m, const char *prefix, const char *what, int ndim, c
     return param_table_add(&m->table, name, ndim, shape);
 }
 
-static int64_t add_state(model_t *m, const char *prefix, const char *what, int64_t n) {
-    char name[PARAM_NAME_MAX];
-    join(name, prefix, what);
-    return param_table_add(&m->state_table, name, 1, (int64_t[]){n});
-}
-
 // ---- parameters -----------------------------------------------------------------------------------
 
-// A BatchNorm1d <prefix>.weight, .bias and its running statistics.
-static void add_bn(model_t *m, const char *prefix, int64_t c, int64_t *w, int64_t *b, int64_t *mean, int64_t *var) {
-    *w = add(m, prefix, "weight", 1, (int64_t[]){c});
-    *b = add(m, prefix, "bias", 1, (int64_t[]){c});
-    *mean = add_state(m, prefix, "running_mean", c);
-    *var = add_state(m, prefix, "running_var", c);
-}
-
 // In reverse execution order: the mask's linears, linear_local, linear1 with nonlinear2, nonlinear1.
-static void layer_register(cam_layer_t *l, model_t *m, const char *prefix, int cin, int growth, int bneck,
-                           int dilation) {
+static void layer_register(cam_layer_t *l, model_t *m, const char *prefix, int cin, int growth, int bneck) {
     char p[PARAM_NAME_MAX], bn[PARAM_NAME_MAX];
     l->cin = cin;
     join(p, prefix, "cam_layer.linear2");
@@ -53,8 +38,7 @@ static void layer_register(cam_layer_t *l, model_t *m, const char *prefix, int c
     join(bn, prefix, "nonlinear2.batchnorm");
     conv2d_bn_register(&l->lin, m, p, bn, cin, bneck, conv2d_geom_1d(1, 1, 0, 1));
     join(p, prefix, "nonlinear1.batchnorm");
-    add_bn(m, p, cin, &l->bn1_w, &l->bn1_b, &l->bn1_mean, &l->bn1_var);
-    (void)dilation;
+    bn_register(m, p, cin, &l->bn1_w, &l->bn1_b, &l->bn1_mean, &l->bn1_var);
 }
 
 void dense_block_register(dense_block_t *k, model_t *m, int index, int c0, int layers, int growth, int bn_size,
@@ -65,11 +49,11 @@ void dense_block_register(dense_block_t *k, model_t *m, int index, int c0, int l
     snprintf(p, sizeof p, "xvector.transit%d.linear", index);
     k->tr_w = add(m, p, "weight", 3, (int64_t[]){k->cmax / 2, k->cmax, 1});
     snprintf(p, sizeof p, "xvector.transit%d.nonlinear.batchnorm", index);
-    add_bn(m, p, k->cmax, &k->tr_bn_w, &k->tr_bn_b, &k->tr_bn_mean, &k->tr_bn_var);
+    bn_register(m, p, k->cmax, &k->tr_bn_w, &k->tr_bn_b, &k->tr_bn_mean, &k->tr_bn_var);
     k->layer = callocCheck((size_t)layers, sizeof *k->layer);
     for (int i = layers - 1; i >= 0; i--) {
         snprintf(p, sizeof p, "xvector.block%d.tdnnd%d", index, i + 1);
-        layer_register(&k->layer[i], m, p, c0 + i * growth, growth, k->bneck, dilation);
+        layer_register(&k->layer[i], m, p, c0 + i * growth, growth, k->bneck);
     }
 }
 
@@ -83,8 +67,9 @@ static size_t conv_work(const model_t *m, const conv2d_shape_t *s) {
     return m->bf16 ? m->be->conv2d_bf16_workspace_floats(s) : m->be->conv2d_workspace_floats(s);
 }
 
+// An nn.Conv1d of kernel k, stride 1, 'same' padding, over B maps of one row of T frames.
 static conv2d_shape_t conv1d_shape(int B, int cin, int cout, int T, int k, int dilation) {
-    return (conv2d_shape_t){B, cin, cout, 1, T, 1, k, 1, 1, 0, dilation * (k - 1) / 2, 1, dilation};
+    return conv2d_geom_shape(conv2d_geom_1d(k, 1, dilation * (k - 1) / 2, dilation), B, cin, cout, 1, T);
 }
 
 static void free_layer(cam_layer_t *l, const model_t *m) {

@@ -7,29 +7,32 @@
 #include <stdio.h>
 #include <string.h>
 
+void bn_register(model_t *m, const char *bn, int64_t c, int64_t *w, int64_t *b, int64_t *mean, int64_t *var) {
+    char name[PARAM_NAME_MAX];
+    int64_t *const off[4] = {w, b, mean, var};
+    const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int i = 0; i < 4; i++) {
+        const int n = snprintf(name, sizeof name, "%s.%s", bn, what[i]);
+        SPK_ASSERT(n > 0 && n < (int)sizeof name);
+        *off[i] = param_table_add(i < 2 ? &m->table : &m->state_table, name, 1, &c);
+    }
+}
+
 void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout,
                         conv2d_geom_t g) {
     char name[PARAM_NAME_MAX];
     memset(u, 0, sizeof *u);
     u->cin = cin, u->cout = cout, u->g = g;
-    snprintf(name, sizeof name, "%s.weight", bn);
-    u->bn_w = param_table_add(&m->table, name, 1, (int64_t[]){cout});
-    snprintf(name, sizeof name, "%s.bias", bn);
-    u->bn_b = param_table_add(&m->table, name, 1, (int64_t[]){cout});
+    bn_register(m, bn, cout, &u->bn_w, &u->bn_b, &u->bn_mean, &u->bn_var);
     snprintf(name, sizeof name, "%s.weight", conv);
     if (g.conv1d)
         u->w = param_table_add(&m->table, name, 3, (int64_t[]){cout, cin, g.kw});
     else
         u->w = param_table_add(&m->table, name, 4, (int64_t[]){cout, cin, g.kh, g.kw});
-    snprintf(name, sizeof name, "%s.running_mean", bn);
-    u->bn_mean = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
-    snprintf(name, sizeof name, "%s.running_var", bn);
-    u->bn_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
 }
 
 void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow) {
-    const conv2d_geom_t g = u->g;
-    u->s = (conv2d_shape_t){B, u->cin, u->cout, H, W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+    u->s = conv2d_geom_shape(u->g, B, u->cin, u->cout, H, W);
     *oh = conv2d_out_h(&u->s);
     *ow = conv2d_out_w(&u->s);
 }

@@ -28,6 +28,16 @@ static inline conv2d_geom_t conv2d_geom_square(int k, int stride) {
 static inline conv2d_geom_t conv2d_geom_1d(int k, int stride, int pad, int dilation) {
     return (conv2d_geom_t){1, k, 1, stride, 0, pad, 1, dilation, 1};
 }
+// The convolution of geometry g over B inputs of H x W, cin -> cout channels.
+static inline conv2d_shape_t conv2d_geom_shape(conv2d_geom_t g, int B, int cin, int cout, int H, int W) {
+    return (conv2d_shape_t){B, cin, cout, H, W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+}
+// Rows left of h after `times` 3x3 stride-2 (padding 1) halvings: (h + 1) / 2 each. The 2-D
+// encoders' toolkits size their flattening for h / 8 rows after three.
+static inline int64_t conv2d_halved_rows(int64_t h, int times) {
+    for (int i = 0; i < times; i++) h = (h + 1) / 2;
+    return h;
+}
 
 typedef struct {
     int cin, cout;
@@ -42,6 +52,9 @@ typedef struct {
     size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
 } conv2d_bn_t;
 
+// Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and
+// .running_var as state; their offsets into w, b, mean, var.
+void bn_register(model_t *m, const char *bn, int64_t c, int64_t *w, int64_t *b, int64_t *mean, int64_t *var);
 // Registers <bn> (weight, bias, running statistics) then <conv>.weight: reverse execution order.
 void conv2d_bn_register(conv2d_bn_t *u, model_t *m, const char *conv, const char *bn, int cin, int cout,
                         conv2d_geom_t g);

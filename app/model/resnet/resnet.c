@@ -192,15 +192,12 @@ static int depth_of(const char *name) {
     return -1;
 }
 
-// Rows of the last stage: three stride-2 halvings of F ((h + 1) / 2 each).
-static int64_t last_rows(int64_t feat) { return (((feat + 1) / 2 + 1) / 2 + 1) / 2; }
-
 void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     const int d = depth_of(cfg->name);
     SPK_ASSERT(d >= 0);
     const int64_t F = m->feature_dim;
     // WeSpeaker sizes its embedding layer for int(F / 8) rows: other F do not load there.
-    if (F < 8 || last_rows(F) != F / 8)
+    if (F < 8 || conv2d_halved_rows(F, 3) != F / 8)
         spk_fail_all(SPK_EXIT_DATA,
                      "%s: %s needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
                      "stride-2 stages, as WeSpeaker's embedding layer expects); this dataset has F = %lld",
