@@ -37,6 +37,11 @@ static frames_t read_frames(const char *path) {
     return r;
 }
 
+static void frames_free(frames_t *r) {
+    free(r->x);
+    free(r->off);
+}
+
 static uint64_t checksum(const frames_t *r) {
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = (const unsigned char *)r->x;
@@ -86,6 +91,7 @@ int main(int argc, char **argv) {
     EXPECT(rs > 0.3, "--spectral frames: neighbouring bins correlate only %.3f", rs);
     EXPECT(s.rows == a.rows && memcmp(s.x, a.x, (size_t)(s.rows * s.F) * sizeof(float)) == 0,
            "--spectral written twice differs");
+    frames_free(&p), frames_free(&s), frames_free(&a);
     remove(plain), remove(spec), remove(again), rmdir(dir);
     MPI_Finalize();
     return test_report("test_synth");
