@@ -1,8 +1,8 @@
 // spkddp: data-parallel training of speaker-embedding encoders under MPI.
 #include "app/cli/commands.h"
 #include "app/dist/comm.h"
-#include "app/train/signals.h"
 #include "kernels/base/check.h"
+#include "kernels/base/stop_signals.h"
 
 #include <string.h>
 
@@ -33,8 +33,10 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-    // Training stops cleanly on SIGUSR1/SIGTERM from its very start (app/train/signals.h).
-    if (argc > 1 && strcmp(argv[1], "train") == 0) signals_install();
+    // Before MPI and the libraries start threads (kernels/base/stop_signals.h): training stops
+    // at an agreed step with a checkpoint, every other command at once, leaving nothing behind.
+    const int training = argc > 1 && strcmp(argv[1], "train") == 0;
+    stop_signals_start(argc > 1 ? argv[1] : "spkddp", training ? STOP_AT_SAFE_POINT : STOP_AT_ONCE);
     comm_t comm;
     comm_init(&comm, &argc, &argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -32,6 +32,7 @@ esac
 TRAIN="train --data data.h5 $ARGS --ckpt-every $CKPT_EVERY --progress 0"
 
 now() { date +%s.%N; }
+saves() { local n; n=$(grep -c '^checkpoint ' "$1" 2>/dev/null); echo "${n:-0}"; }  # 0 before the file exists
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 # The pid of rank R of the run with --ckpt-dir $WORK/D (hydra puts PMI_RANK in each rank's
 # environment; the absolute directory tells these runs from any others on the machine).
@@ -65,7 +66,7 @@ while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
     t0=$(now)
     "$MPIEXEC" -n "$NP" "$SPKDDP" $TRAIN --ckpt-dir "$WORK/$d" >$d.out 2>$d.err &
     m=$!
-    while [ "$(grep -c '^checkpoint ' $d.out 2>/dev/null)" -lt "$after" ] && kill -0 $m 2>/dev/null; do sleep 0.01; done
+    while [ "$(saves $d.out)" -lt "$after" ] && kill -0 $m 2>/dev/null; do sleep 0.01; done
     sleep "$at"
     p=""
     while [ -z "$p" ] && kill -0 $m 2>/dev/null; do p=$(rank_pid $rank $d); done

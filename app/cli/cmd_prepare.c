@@ -32,6 +32,10 @@ static const opt_t opts[] = {
     OPT_INTEGER(prepare_config_t, seed, "seed", 0, 9e15, "dither seed (noise is keyed on seed and utterance index)"),
     OPT_SWITCH(prepare_config_t, skip_bad, "skip-bad",
                "leave unreadable entries out (listed in OUT.bad) instead of failing"),
+    OPT_NUMBER(prepare_config_t, pipe_timeout, "pipe-timeout", 0.001, 1e7,
+               "seconds a 'COMMAND |' entry may run before it is ended as a bad entry (default 300)"),
+    OPT_INTEGER(prepare_config_t, pipe_max_mib, "pipe-max-mib", 1, 1 << 20,
+                "MiB a 'COMMAND |' entry may write before it is ended as a bad entry (default 1024)"),
     OPT_INTEGER(prepare_config_t, buffer_mb, "buffer-mb", 1, 1 << 20,
                 "rows a rank holds before a collective write, MiB (default 64)"),
     OPT_NUMBER(prepare_config_t, progress, "progress", 0, 1e6, "seconds between progress lines (default 10; 0: none)"),
@@ -44,7 +48,13 @@ static const opt_table_t table = OPT_TABLE(
     "prepare", "Compute log mel filterbanks (or keep waveforms) of a Kaldi data directory into a dataset.", opts);
 
 int cmd_prepare(const comm_t *comm, int argc, char **argv) {
-    prepare_config_t o = {.num_bins = 80, .sample_rate = 16000, .channel = 0, .buffer_mb = 64, .progress = 10};
+    prepare_config_t o = {.num_bins = 80,
+                          .sample_rate = 16000,
+                          .channel = 0,
+                          .buffer_mb = 64,
+                          .progress = 10,
+                          .pipe_timeout = 300,
+                          .pipe_max_mib = 1024};
     strcpy(o.kind, "speech");
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const int bank = strcmp(o.kind, "speech") != 0;

@@ -30,6 +30,8 @@ static const opt_table_t table =
 int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    if (o.targets == 0 && o.nontargets == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "trials: --targets 0 and --nontargets 0 make an empty list");
     embeddings_t e;
     char err[1024];
     int rc = embeddings_read(o.emb, &e, err, sizeof err);

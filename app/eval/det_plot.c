@@ -1,12 +1,13 @@
 #include "app/eval/det_plot.h"
 
 #include "io/common/atomic_file.h"
+#include "kernels/base/child_process.h"
+#include "kernels/base/stop_signals.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 void det_table_path(const char *png, char *out, size_t cap) {
@@ -86,21 +87,33 @@ int det_plot(const char *png, const char *title, const det_series_t *series, int
     det_table_path(png, table, sizeof table);
     atomic_temp_path(table, table_tmp, sizeof table_tmp);
     atomic_temp_path(png, png_tmp, sizeof png_tmp);
+    stop_signals_own_temp(table_tmp);
+    stop_signals_own_temp(png_tmp);
     int rc = write_table(table_tmp, series, n, err, cap);
-    FILE *g = rc ? NULL : popen("exec gnuplot", "w");
-    if (!rc && !g) {
-        snprintf(err, cap, "%s: cannot start gnuplot (%s)", png, strerror(errno));
+    child_t c;
+    char why[256];
+    FILE *g = NULL;
+    if (!rc && child_start(&c, "exec gnuplot", 'w', why, sizeof why) != 0) {
+        snprintf(err, cap, "%s: cannot start gnuplot (%s)", png, why);
+        rc = -1;
+    } else if (!rc && !(g = fdopen(c.fd, "w"))) {
+        snprintf(err, cap, "%s: cannot write to gnuplot (%s)", png, strerror(errno));
+        int code;
+        child_finish(&c, 5.0, &code, why, sizeof why);
         rc = -1;
     }
-    if (g) {
+    if (!rc) {
         write_script(g, png_tmp, table_tmp, title, series, n);
-        const int status = pclose(g);
-        const int code = status == 0 ? 0 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        if (code == 127)
-            snprintf(err, cap, "%s: gnuplot is not installed (Debian: apt-get install gnuplot-nox)", png);
-        else if (code != 0)
-            snprintf(err, cap, "%s: gnuplot failed (status %d; its messages are above)", png, code);
-        rc = code ? -1 : 0;
+        fclose(g);
+        c.fd = -1;  // closed with g
+        int code;
+        if (child_finish(&c, 120.0, &code, why, sizeof why) != 0) {
+            if (code == 127)
+                snprintf(err, cap, "%s: gnuplot is not installed (Debian: apt-get install gnuplot-nox)", png);
+            else
+                snprintf(err, cap, "%s: gnuplot failed (%s; its messages are above)", png, why);
+            rc = -1;
+        }
     }
     if (!rc && (rename(table_tmp, table) != 0 || rename(png_tmp, png) != 0)) {
         snprintf(err, cap, "%s: cannot move the plot or its table into place (%s)", png, strerror(errno));
@@ -111,5 +124,7 @@ int det_plot(const char *png, const char *title, const det_series_t *series, int
         unlink(table_tmp);
         unlink(png_tmp);
     }
+    stop_signals_disown_temp(table_tmp);
+    stop_signals_disown_temp(png_tmp);
     return rc;
 }

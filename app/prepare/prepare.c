@@ -15,7 +15,7 @@
 //   6. compute_write each rank computes its utterances into a buffer of --buffer-mb and
 //                    writes it in collective rounds until every rank is done;
 //   7. finish        rank 0 adds /offsets, /labels, /utt_ids, /speakers and the attributes,
-//                    and renames OUT.tmp to OUT.
+//                    renames OUT.tmp to OUT, and writes OUT.utt2dur (Kaldi's durations).
 //
 // --kind noise|rir writes an augmentation bank (io/augment/augment.h) the same way: waveforms,
 // with utt2spk's second column as each entry's category (noise, music, speech; room types);
@@ -23,9 +23,11 @@
 // normalises their energy, so only the rounding error changes).
 #include "app/prepare/prepare.h"
 
+#include "io/audio/audio.h"
 #include "io/audio/audio_span.h"
 #include "io/audio/fbank.h"
 #include "io/audio/kaldi_data.h"
+#include "io/common/atomic_file.h"
 #include "io/dataset/dataset_write.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
@@ -46,6 +48,7 @@ typedef struct {
     const comm_t *comm;
     int audio;   // --store audio, or a bank
     int rir;     // --kind rir: entries scaled to full scale
+    int bank;    // --kind noise|rir
     fbank_t fb;  // frame geometry (and the fbank itself for --store fbank)
     char tmp_path[PREPARE_TEXT_MAX + 8];
     kaldi_data_t lists;  // rank 0 only
@@ -55,6 +58,7 @@ typedef struct {
     kaldi_span_t *span;  // (hi - lo,)
     char *text;          // owns the block's strings
     int64_t *rows;       // (N,) rows of each utterance (frames, or samples); 0: left out
+    int64_t *samples;    // (N,) samples of each at the dataset's rate (OUT.utt2dur)
     char *bad;           // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
     size_t bad_len, bad_cap;
     int64_t num_bad;
@@ -187,9 +191,17 @@ static int64_t rows_of(const prep_t *p, int64_t n, char *err, size_t cap) {
     return p->audio ? n : frames;
 }
 
+// Digital silence: nothing a noise or an impulse response bank can use.
+static int silent(const float *x, int64_t n) {
+    for (int64_t k = 0; k < n; k++)
+        if (fabsf(x[k]) >= 1.0f / 32768.0f) return 0;
+    return 1;
+}
+
 static void scan(prep_t *p) {
     const int64_t mine = p->hi - p->lo;
     p->rows = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
+    p->samples = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
     audio_span_reader_t r;
     audio_span_init(&r, (int)p->o.channel);
     double audio_s = 0;
@@ -199,7 +211,15 @@ static void scan(prep_t *p) {
         if (audio_span_length(&r, &p->span[j], (int)p->o.sample_rate, &n, err, sizeof err) == AUDIO_OK) {
             char why[256];
             p->rows[p->lo + j] = rows_of(p, n, why, sizeof why);
+            p->samples[p->lo + j] = n;
             if (!p->rows[p->lo + j]) snprintf(err, sizeof err, "%.700s: %s", p->span[j].source, why);
+            if (p->rows[p->lo + j] && p->bank && silent(r.a.samples, r.a.n)) {
+                p->rows[p->lo + j] = 0;
+                snprintf(err, sizeof err,
+                         "%.600s: is silent (every sample below one 16-bit step): a %.8s bank entry must have energy, "
+                         "or augmentation with it changes nothing",
+                         p->span[j].source, p->o.kind);
+            }
         }
         if (!p->rows[p->lo + j]) note_bad(p, j, err);
         audio_s += (double)n / (double)p->o.sample_rate;
@@ -291,6 +311,7 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
         counts[r] = (int)(block_lo(p->N, K, r + 1) - displs[r]);
     }
     mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts, displs, MPI_INT64_T, p->comm->world));
+    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->samples, counts, displs, MPI_INT64_T, p->comm->world));
     free(counts);
     free(displs);
     plan_t pl = {0, mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t)),
@@ -412,6 +433,18 @@ static void compute_write(prep_t *p, dataset_writer_t *w, const plan_t *pl, doub
 
 // ---- 7. metadata -------------------------------------------------------------------------------
 
+// Rank 0: OUT.utt2dur, Kaldi's "UTTERANCE-ID SECONDS" of every utterance written (what
+// calibration takes as a quality measure), beside the dataset.
+static void write_utt2dur(const prep_t *p) {
+    char path[PREPARE_TEXT_MAX + 16], err[1024];
+    snprintf(path, sizeof path, "%s.utt2dur", p->o.out);
+    atomic_text_t t;
+    atomic_text_open(&t);
+    for (int64_t i = 0; i < p->N; i++)
+        if (p->rows[i] > 0) fprintf(t.f, "%s %g\n", p->lists.utt[i], (double)p->samples[i] / (double)p->o.sample_rate);
+    if (atomic_text_commit(&t, path, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
+}
+
 static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audio_s, int64_t resampled) {
     double secs = 0;
     int64_t n_resampled = 0, peak_kib = 0;
@@ -426,6 +459,7 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     dataset_writer_note_f64(w, "frame_shift_ms", p->fb.opts.frame_shift_ms);
     dataset_writer_note_f64(w, "dither", p->audio ? 0.0 : p->fb.opts.dither);
     if (strcmp(p->o.kind, "speech") != 0) dataset_writer_note_str(w, "bank", p->o.kind);
+    const int bank = strcmp(p->o.kind, "speech") != 0;
     int32_t *labels = NULL;
     char **ids = NULL;
     int64_t mn = INT64_MAX, mx = 0, total = 0;
@@ -442,9 +476,9 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
         }
     }
     dataset_writer_finish(w, labels, (const char *const *)ids, (const char *const *)p->lists.speakers);
+    if (p->comm->rank == 0 && !bank) write_utt2dur(p);
     if (p->comm->rank == 0) {
         const int K = p->comm->size;
-        const int bank = strcmp(p->o.kind, "speech") != 0;
         printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out,
                (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
                (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
@@ -469,8 +503,10 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     p->comm = comm;
     p->audio = strcmp(p->o.store, "audio") == 0;
     p->rir = strcmp(p->o.kind, "rir") == 0;
+    p->bank = strcmp(p->o.kind, "speech") != 0;
     p->t0 = p->last_print = spk_seconds();
     snprintf(p->tmp_path, sizeof p->tmp_path, "%s.tmp", p->o.out);
+    audio_set_command_limits(p->o.pipe_timeout, (size_t)p->o.pipe_max_mib << 20);
 
     // The feature settings are checked on every rank (same verdict everywhere).
     fbank_opts_t fo = fbank_default_opts();
@@ -501,6 +537,7 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     free(p->span);
     free(p->text);
     free(p->rows);
+    free(p->samples);
     free(p->bad);
     free(p);
     return SPK_EXIT_OK;

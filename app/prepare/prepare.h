@@ -20,6 +20,8 @@ typedef struct {
     char kind[PREPARE_TEXT_MAX];      // speech | noise | rir
     int64_t num_bins, sample_rate, channel, seed, buffer_mb;
     double dither, progress;  // dither in 16-bit sample units; seconds between progress lines
+    double pipe_timeout;      // seconds a 'COMMAND |' entry may take (then it is a bad entry)
+    int64_t pipe_max_mib;     // the most a 'COMMAND |' entry may write
     int skip_bad;             // leave unreadable entries out (listed in OUT.bad)
 } prepare_config_t;
 

@@ -41,14 +41,12 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
         if (c->skipped >= c->cfg->skip_nonfinite) {
             const char *used = c->cfg->skip_nonfinite > 0 ? "; the updates --skip-nonfinite allows are used up" : "";
             if (bad_loss)
-                spk_fail_all(SPK_EXIT_NUMERIC,
-                             "loss is %s at epoch %lld, global step %lld; lower --lr or check the data%s",
-                             what_number(r->loss), e, s, used);
-            spk_fail_all(
-                SPK_EXIT_NUMERIC,
-                "gradient norm is %s at epoch %lld, global step %lld (the loss is finite); lower --lr or check "
-                "the data%s",
-                what_number(r->grad_norm), e, s, used);
+                spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; " NONFINITE_ADVICE "%s",
+                             what_number(r->loss), e, s, c->cfg->data, used);
+            spk_fail_all(SPK_EXIT_NUMERIC,
+                         "gradient norm is %s at epoch %lld, global step %lld (the loss is finite); " NONFINITE_ADVICE
+                         "%s",
+                         what_number(r->grad_norm), e, s, c->cfg->data, used);
         }
         c->skipped++;
         c->ep_skipped++;

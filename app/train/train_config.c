@@ -6,6 +6,7 @@
 #include "kernels/base/check.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 train_config_t train_config_defaults(void) {
     train_config_t c;
@@ -30,6 +31,10 @@ train_config_t train_config_defaults(void) {
 }
 
 void train_config_finalize(train_config_t *c, int world) {
+    struct stat st;
+    if (c->metrics[0] && stat(c->metrics, &st) == 0 && !S_ISREG(st.st_mode))
+        spk_fail_all(SPK_EXIT_USAGE, "train: --metrics %s: not a regular file (metrics are appended to a file)",
+                     c->metrics);
     const int64_t per_update = world * c->grad_accum;  // forward/backward passes per update
     if (c->global_batch > 0) {
         if (c->global_batch % per_update != 0)

@@ -16,7 +16,6 @@
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/resume.h"
-#include "app/train/signals.h"
 #include "app/train/step_controls.h"
 #include "app/train/step_watchdog.h"
 #include "io/ckpt/checkpoint.h"
@@ -30,6 +29,7 @@
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/base/stop_signals.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -80,7 +80,7 @@ typedef struct {
 // The ranks have just met (an allreduce, a collective read, a barrier): a stop in progress
 // gets a fresh grace period, the watchdog's clock starts again.
 static void met(void) {
-    signals_progress();
+    stop_signals_progress();
     step_watchdog_met();
 }
 
@@ -172,6 +172,29 @@ typedef struct {
     char note[512];  // changes --resume-allow let through
 } resume_t;
 
+// The checkpoint's classifier has another number of classes: other speed factors (each
+// factor's copies are new speakers) or other data (another number of speakers).
+static void explain_classes(const trainer_t *t, const ckpt_meta_t *m, resume_t *r) {
+    const train_config_t *c = t->cfg;
+    char was[256] = "";
+    ckpt_config_value(m->config, "speed-perturb", was, sizeof was);
+    int k_was = 1;
+    for (const char *p = was; *p; p++) k_was += *p == ',';
+    const int k_now = augment_classes_per_speaker(&c->aug);
+    if (k_was != k_now)
+        snprintf(r->err, sizeof r->err,
+                 "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed factors of "
+                 "--speed-perturb '%s'); resume with the checkpoint's --speed-perturb '%.100s'",
+                 r->path, (long long)m->num_classes, (long long)t->model->num_classes, (long long)t->data.num_speakers,
+                 k_now, c->aug.speed, was[0] ? was : "1.0");
+    else
+        snprintf(r->err, sizeof r->err,
+                 "%.700s: trained for %lld classes (%lld speakers x %d speed factor%s), this run's %.700s has %lld "
+                 "speakers; resume on the data the checkpoint was trained on",
+                 r->path, (long long)m->num_classes, (long long)m->num_classes / k_now, k_now, k_now > 1 ? "s" : "",
+                 c->data, (long long)t->data.num_speakers);
+}
+
 // Rank 0: the checkpoint into the model (and the optimizer, when its state carries over),
 // then checked against this run (app/train/resume.h).
 static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
@@ -186,11 +209,7 @@ static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
     if (!r->keep_optimizer) ts.opt_slots = 0, ts.opt_data = NULL;
     r->code = ckpt_load(r->path, c->model.name, m, &ts, r->err, sizeof r->err);
     if (r->code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
-        snprintf(r->err, sizeof r->err,
-                 "%.700s: trained for %lld classes, this run has %lld (%lld speakers x %d speed "
-                 "factors of --speed-perturb '%s'); resume with the checkpoint's --speed-perturb",
-                 r->path, (long long)m->num_classes, (long long)t->model->num_classes, (long long)t->data.num_speakers,
-                 augment_classes_per_speaker(&c->aug), c->aug.speed);
+        explain_classes(t, m, r);
     if (!r->code)
         r->code = resume_check(m, r->path, c, t->config_text, t->data_fingerprint, r->err, sizeof r->err, r->note,
                                sizeof r->note);
@@ -239,6 +258,9 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
     printf0("resumed from %s: epoch %lld, step %lld, %lld samples into the epoch (written by %lld ranks, now %d)\n",
             r->path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,
             (long long)m->world_size, t->comm->size);
+    if (t->epoch >= c->epochs)
+        printf0("already finished: %lld of %lld epochs, global step %lld; nothing to train (raise --epochs to go on)\n",
+                (long long)t->epoch, (long long)c->epochs, (long long)t->global_step);
     free(r);
     return 1;
 }
@@ -305,10 +327,8 @@ static void check_finite(trainer_t *t) {
     for (int64_t i = 0; i < m->table.total; i++) bad += !isfinite(m->host_params[i]);
     comm_allreduce_max_f64(t->comm, &bad, 1);
     if (bad > 0)
-        spk_fail_all(SPK_EXIT_NUMERIC,
-                     "%.0f parameters are NaN or infinite after epoch %lld; lower --lr or check the data "
-                     "(inputs constant in time make ECAPA's pooled standard deviations degenerate)",
-                     bad, (long long)t->epoch + 1);
+        spk_fail_all(SPK_EXIT_NUMERIC, "%.0f parameters are NaN or infinite after epoch %lld; " NONFINITE_ADVICE, bad,
+                     (long long)t->epoch + 1, t->cfg->data);
 }
 
 // An epoch's figures, global and the same on every rank.
@@ -464,7 +484,7 @@ static void account_step(trainer_t *t) {
     t->unaccounted--;
     // The signal flag rides on the statistics' allreduce: ranks that got SIGTERM at slightly
     // different moments still stop after the same step.
-    double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)signals_pending()};
+    double v[4] = {st.loss_sum, (double)st.correct, (double)st.count, (double)stop_signals_pending()};
     comm_allreduce_max_f64(t->comm, v + 3, 1);
     comm_allreduce_sum_f64(t->comm, v, 3);
     if (t->model->invariant) v[0] = global_loss(t, &st);
@@ -478,9 +498,9 @@ static void account_step(trainer_t *t) {
     memcpy(t->last_update, v, sizeof t->last_update);
     if (t->controls.measure) return;  // step_controls_apply judges a non-finite loss
     if (!isfinite(v[0]))
-        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; lower --lr or check the data",
+        spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; " NONFINITE_ADVICE,
                      isnan(v[0]) ? "NaN" : "infinite", (long long)t->epoch + 1,
-                     (long long)(t->global_step - t->unaccounted));
+                     (long long)(t->global_step - t->unaccounted), t->cfg->data);
     count_update(t, v, 1);
 }
 
@@ -680,6 +700,23 @@ static int64_t invariant_steps(const trainer_t *t) {
 }
 
 // The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
+// A recipe shrunk past its schedule still runs, but not as written: say so once.
+static void warn_short_schedule(const trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int64_t total = t->steps * c->epochs;
+    if (c->model.margin > 0 && c->model.margin_warmup_end > c->epochs)
+        printf0("warning: --margin-warmup-end %lld is after the last epoch (%lld): the margin never reaches %g\n",
+                (long long)c->model.margin_warmup_end, (long long)c->epochs, c->model.margin);
+    if (c->warmup_steps >= total)
+        printf0(
+            "warning: --warmup-steps %lld is not below the run's %lld steps: the learning rate never reaches "
+            "--lr\n",
+            (long long)c->warmup_steps, (long long)total);
+    if (c->max_steps > 0 && c->max_steps < total && c->warmup_steps >= c->max_steps)
+        printf0("warning: --warmup-steps %lld is not below --max-steps %lld\n", (long long)c->warmup_steps,
+                (long long)c->max_steps);
+}
+
 static void plan_epochs(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;
@@ -693,6 +730,7 @@ static void plan_epochs(trainer_t *t) {
     t->steps = (t->micro_steps + c->grad_accum - 1) / c->grad_accum;
     t->sched = train_config_lr_schedule(c, t->steps);
     t->lr = lr_at(&t->sched, 0);
+    warn_short_schedule(t);
 }
 
 // Where the run starts: a checkpoint (--resume), or the beginning with a fresh metrics file
@@ -724,11 +762,11 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     device_set_precision(comm, t->be, train_config_model(cfg).precision);
     ckpt_policy_check_dir(comm, cfg->ckpt_dir);  // before minutes of loading, not at the first checkpoint
     open_data(t);
-    signals_progress();
+    stop_signals_progress();
     create_model(t);
     create_optimizer(t);
     plan_epochs(t);
-    signals_progress();
+    stop_signals_progress();
     char accum[48] = "";
     if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
     printf0(
@@ -737,7 +775,7 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
         cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
         (long long)cfg->batch, accum, (long long)cfg->global_batch, (long long)t->steps);
     choose_start(t);
-    signals_progress();
+    stop_signals_progress();
     return t;
 }
 
@@ -776,7 +814,7 @@ static int run_epoch(trainer_t *t) {
 
 // A signal that came while the run was starting: every rank learns of it before any step.
 static int stopped_before_start(trainer_t *t) {
-    double s = (double)signals_pending();
+    double s = (double)stop_signals_pending();
     comm_allreduce_max_f64(t->comm, &s, 1);
     t->stop_signal = (int)s;
     return t->stop_signal != 0;
@@ -802,7 +840,8 @@ static int finish(trainer_t *t, int stopped) {
     const double div = replica_divergence(t);
     int rc = div == 0.0 ? SPK_EXIT_OK : SPK_EXIT_NUMERIC;
     if (t->stop_signal) {
-        printf0("received %s: stopped at global step %lld%s\n", signals_name(t->stop_signal), (long long)t->global_step,
+        printf0("received %s: stopped at global step %lld%s\n", stop_signals_name(t->stop_signal),
+                (long long)t->global_step,
                 !c->ckpt_dir[0] ? ", no --ckpt-dir so nothing was saved"
                 : t->started    ? " with a checkpoint; resume with --resume auto"
                                 : " before its first step; resume with --resume auto");

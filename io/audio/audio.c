@@ -1,6 +1,8 @@
 #include "io/audio/audio.h"
 
 #include "io/audio/audio_ffmpeg.h"
+#include "kernels/base/child_process.h"
+#include "kernels/base/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 int audio_can_decode(void) { return 1; }
 
@@ -77,8 +78,8 @@ static int decode_sndfile(SNDFILE *sf, const SF_INFO *info, const char *name, in
         }
         int64_t bad = audio_take_channel(inter, got, C, channel, mono + n);
         if (bad >= 0) {
-            rc =
-                audio_fail(err, errcap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", name, (long long)(n + bad));
+            rc = audio_fail(err, errcap, AUDIO_ERR_SAMPLES, "%s: sample %lld " AUDIO_BAD_SAMPLE, name,
+                            (long long)(n + bad));
             goto done;
         }
         n += got;
@@ -127,6 +128,32 @@ static int to_rate(audio_t *a, int target_rate, const char *name, char *err, siz
     return AUDIO_OK;
 }
 
+// A WAV whose data chunk declares more bytes than the file holds was cut short (a copy that
+// stopped, a full disk); libsndfile reads what is there without a word. Returns 1 and the two
+// sizes when so; 0 otherwise, and for the sizes streaming writers leave (0 or 0xFFFFFFFF).
+static int wav_cut_short(const char *path, int64_t file_size, int64_t *declared, int64_t *present) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char h[12];
+    int cut = 0;
+    if (fread(h, 1, 12, f) == 12 && memcmp(h, "RIFF", 4) == 0 && memcmp(h + 8, "WAVE", 4) == 0) {
+        for (int chunk = 0; chunk < 64; chunk++) {
+            unsigned char c[8];
+            if (fread(c, 1, 8, f) != 8) break;
+            const uint32_t size = (uint32_t)c[4] | (uint32_t)c[5] << 8 | (uint32_t)c[6] << 16 | (uint32_t)c[7] << 24;
+            if (memcmp(c, "data", 4) == 0) {
+                *declared = size;
+                *present = file_size - (int64_t)ftell(f);
+                cut = size != 0 && size != 0xFFFFFFFFu && *declared > *present;
+                break;
+            }
+            if (fseek(f, (long)size + (long)(size & 1), SEEK_CUR) != 0) break;
+        }
+    }
+    fclose(f);
+    return cut;
+}
+
 int audio_read(const char *path, int target_rate, int channel, audio_t *a, char *err, size_t errcap) {
     memset(a, 0, sizeof *a);
     if (target_rate < 0)
@@ -136,12 +163,27 @@ int audio_read(const char *path, int target_rate, int channel, audio_t *a, char 
         return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: cannot open the audio file (%s)", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return audio_fail(err, errcap, AUDIO_ERR_OPEN, "%s: is a directory, not an audio file", path);
+    // A FIFO or a device would be read with no end in sight; a stream belongs in a 'COMMAND |'
+    // entry, which has a deadline.
+    if (!S_ISREG(st.st_mode))
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN,
+                          "%s: is not a regular file (a FIFO or a device); give a stream as 'cat %s |'", path, path);
     if (S_ISREG(st.st_mode) && st.st_size == 0)
         return audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file is empty (0 bytes)", path);
     SF_INFO info;
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     int rc;
+    const int wav =
+        (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAV || (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAVEX;
+    int64_t declared = 0, present = 0;
+    if (sf && wav && wav_cut_short(path, (int64_t)st.st_size, &declared, &present)) {
+        sf_close(sf);
+        return audio_fail(
+            err, errcap, AUDIO_ERR_READ,
+            "%s: the file is cut short: its header declares %lld bytes of samples, it holds %lld (%.0f%%)", path,
+            (long long)declared, (long long)present, 100.0 * (double)present / (double)declared);
+    }
     if (sf) {
         rc = decode_sndfile(sf, &info, path, channel, a, err, errcap);
         sf_close(sf);
@@ -183,44 +225,36 @@ static sf_count_t mem_write(const void *ptr, sf_count_t count, void *u) {
 }
 static sf_count_t mem_tell(void *u) { return ((membuf_t *)u)->pos; }
 
-// Runs `cmd` through the shell and takes its whole stdout.
+// Limits on a command's output (Kaldi's `cmd |` entries): set by prepare from its options.
+static double g_pipe_timeout = 300.0;
+static size_t g_pipe_max = (size_t)1024 << 20;
+
+void audio_set_command_limits(double timeout_s, size_t max_bytes) {
+    g_pipe_timeout = timeout_s;
+    g_pipe_max = max_bytes;
+}
+
+// Runs `cmd` through the shell and takes its whole stdout, within the limits above.
 static int run_command(const char *cmd, unsigned char **out, size_t *len, char *err, size_t errcap) {
-    *out = NULL;
-    *len = 0;
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': cannot start the command (%s)", cmd, strerror(errno));
-    size_t cap = 1 << 20;
-    unsigned char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        if (*len == cap) {
-            unsigned char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + *len, 1, cap - *len, p);
-        if (got == 0) break;
-        *len += got;
-    }
-    int status = pclose(p);
-    if (!buf) return audio_fail(err, errcap, AUDIO_ERR_MEMORY, "'%s |': out of memory holding its output", cmd);
-    if (status != 0) {
-        free(buf);
-        if (WIFEXITED(status))
-            return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': the command exited with status %d", cmd,
-                              WEXITSTATUS(status));
-        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': the command was killed (status %d)", cmd, status);
+    child_t c;
+    char why[400];
+    if (child_start(&c, cmd, 'r', why, sizeof why) != 0)
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': %s", cmd, why);
+    const double t0 = spk_seconds();
+    if (child_read_all(&c, g_pipe_timeout, g_pipe_max, out, len, why, sizeof why) != 0)
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': %s", cmd, why);
+    const double left = g_pipe_timeout - (spk_seconds() - t0);
+    int status;
+    if (child_finish(&c, left > 1.0 ? left : 1.0, &status, why, sizeof why) != 0) {
+        free(*out);
+        *out = NULL;
+        return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': %s", cmd, why);
     }
     if (*len == 0) {
-        free(buf);
+        free(*out);
+        *out = NULL;
         return audio_fail(err, errcap, AUDIO_ERR_EMPTY, "'%s |': the command wrote nothing", cmd);
     }
-    *out = buf;
     return AUDIO_OK;
 }
 

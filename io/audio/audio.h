@@ -30,6 +30,10 @@ int audio_read(const char *path, int target_rate, int channel, audio_t *a, char 
 // The same for the WAV stream a shell command writes to stdout (Kaldi's `cmd |`); a command
 // that fails (non-zero exit) or writes nothing is an AUDIO_ERR_OPEN / AUDIO_ERR_EMPTY.
 int audio_read_command(const char *cmd, int target_rate, int channel, audio_t *a, char *err, size_t errcap);
+// Bounds on a command's run (prepare's --pipe-timeout and --pipe-max-mib; defaults 300 s and
+// 1 GiB): a command that has not finished its output in time, or writes more, is ended with
+// its whole pipeline and its entry fails (AUDIO_ERR_OPEN) with the reason.
+void audio_set_command_limits(double timeout_s, size_t max_bytes);
 
 // 1 when this build decodes and resamples audio (libsndfile, FFmpeg, libsoxr), 0 when it was
 // configured without them (-DSPKDDP_MEDIA=OFF: io/audio/audio_none.c).

@@ -26,7 +26,7 @@ int64_t audio_take_channel(const float *inter, int64_t frames, int channels, int
             for (int c = 0; c < channels; c++) s += inter[i * channels + c];
             v = (float)(s / channels);
         }
-        if (!isfinite(v)) return i;
+        if (!(fabsf(v) <= AUDIO_MAX_SAMPLE)) return i;  // NaN fails the comparison
         mono[i] = v;
     }
     return -1;

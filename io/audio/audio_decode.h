@@ -32,7 +32,11 @@ enum audio_status {
 };
 
 // frames of `channels` interleaved values -> one channel (or the average, AUDIO_MIX) into
-// mono. Returns -1, or the first frame whose value is NaN or Inf.
+// mono. Returns -1, or the first frame whose value is NaN, Inf or beyond AUDIO_MAX_SAMPLE:
+// 60 dB over full scale, where float files hold garbage, not sound (squared in the
+// filterbank, 1e30 would be an Inf feature).
+#define AUDIO_MAX_SAMPLE 1000.0f
+#define AUDIO_BAD_SAMPLE "is NaN, Inf or over 60 dB above full scale"
 int64_t audio_take_channel(const float *inter, int64_t frames, int channels, int channel, float *mono);
 // Writes one sentence to err and returns code (the decoders' shared failure path).
 int audio_fail(char *err, size_t cap, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

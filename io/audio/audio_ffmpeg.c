@@ -2,8 +2,11 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/log.h>
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +23,19 @@ typedef struct {
     int channels, channel;
     int stream;  // index of the audio stream decoded
 } ff_t;
+
+// FFmpeg's own messages go into the failure's sentence, not to stderr ahead of it (where, at
+// several ranks, they interleave with ours): the last error of this thread's decode is kept.
+static _Thread_local char ff_said[256];
+
+static void ff_log(void *avcl, int level, const char *fmt, va_list vl) {
+    if (level > AV_LOG_ERROR) return;
+    int prefix = 0;  // without FFmpeg's '[mov,mp4,... @ 0x...]'
+    char line[sizeof ff_said];
+    av_log_format_line2(avcl, level, fmt, vl, line, sizeof line, &prefix);
+    const size_t n = strcspn(line, "\n");
+    if (n) snprintf(ff_said, sizeof ff_said, "%.*s", (int)n, line);
+}
 
 static void ff_close(ff_t *f) {
     av_frame_free(&f->frame);
@@ -89,7 +105,8 @@ static int ff_take(ff_t *f, const char *path, char *err, size_t cap) {
     }
     int64_t bad = audio_take_channel(f->inter, got, f->channels, f->channel, f->mono + f->n);
     if (bad >= 0)
-        return audio_fail(err, cap, AUDIO_ERR_SAMPLES, "%s: sample %lld is NaN or Inf", path, (long long)(f->n + bad));
+        return audio_fail(err, cap, AUDIO_ERR_SAMPLES, "%s: sample %lld " AUDIO_BAD_SAMPLE, path,
+                          (long long)(f->n + bad));
     f->n += got;
     return AUDIO_OK;
 }
@@ -108,12 +125,11 @@ static int ff_decode(ff_t *f, const AVPacket *pkt, const char *path, char *err, 
     }
 }
 
-int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size_t errcap) {
+static int ff_read_all(const char *path, int channel, audio_t *a, char *err, size_t errcap) {
     memset(a, 0, sizeof *a);
     ff_t f;
     memset(&f, 0, sizeof f);
     f.channel = channel;
-    av_log_set_level(AV_LOG_ERROR);
     int rc = ff_open(&f, path, err, errcap);
     if (rc != AUDIO_OK) {
         ff_close(&f);
@@ -145,5 +161,16 @@ int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size
         rc = audio_fail(err, errcap, AUDIO_ERR_READ, "%s: %s after %lld samples (FFmpeg)", path, why, (long long)f.n);
     }
     ff_close(&f);
+    return rc;
+}
+
+int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size_t errcap) {
+    av_log_set_callback(ff_log);
+    ff_said[0] = 0;
+    const int rc = ff_read_all(path, channel, a, err, errcap);
+    if (rc != AUDIO_OK && ff_said[0]) {
+        const size_t n = strlen(err);
+        snprintf(err + n, errcap - n, " [FFmpeg: %s]", ff_said);
+    }
     return rc;
 }

@@ -22,6 +22,8 @@ int audio_read_command(const char *cmd, int target_rate, int channel, audio_t *a
     return audio_fail(err, errcap, AUDIO_ERR_OPEN, "'%s |': cannot decode its output: " NO_MEDIA, cmd);
 }
 
+void audio_set_command_limits(double timeout_s, size_t max_bytes) { (void)timeout_s, (void)max_bytes; }
+
 int audio_resample(const float *x, int64_t n, int in_rate, int out_rate, float **out, int64_t *out_n, char *err,
                    size_t errcap) {
     (void)x, (void)n;

@@ -1,6 +1,7 @@
 #include "io/common/atomic_file.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/stop_signals.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,7 @@ static void dir_of(const char *path, char *out, size_t cap) {
         snprintf(out, cap, "%.*s", (int)(slash - path), path);
 }
 
-static int write_all(int fd, const char *p, size_t n) {
+int file_write_all(int fd, const char *p, size_t n) {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
@@ -69,13 +70,15 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
     char tmp[4200], dir[4200];
     atomic_temp_path(path, tmp, sizeof tmp);
     dir_of(path, dir, sizeof dir);
+    stop_signals_own_temp(tmp);  // a stop meanwhile removes it
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
+        stop_signals_disown_temp(tmp);
         snprintf(err, cap, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
         return -1;
     }
     const char *step = NULL;
-    if (write_all(fd, buf, n) != 0)
+    if (file_write_all(fd, buf, n) != 0)
         step = "cannot write";
     else if (fsync(fd) != 0)
         step = "cannot flush to disk";
@@ -88,6 +91,7 @@ int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t
         step = "cannot rename the temp file into place";
         e = errno;
     }
+    stop_signals_disown_temp(tmp);
     if (step) {
         unlink(tmp);
         if (e == EEXIST)

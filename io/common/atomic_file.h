@@ -16,6 +16,9 @@ typedef enum {
 int atomic_write_file(const char *path, const void *buf, size_t n, atomic_mode_t mode, char *err, size_t cap);
 // rename(2) that never replaces an existing target: 0, or -1 with errno (EEXIST).
 int atomic_rename_no_replace(const char *from, const char *to);
+// write(2) until all n bytes are out (EINTR retried): 0, or -1 with errno (ENOSPC when the
+// device takes nothing more).
+int file_write_all(int fd, const char *p, size_t n);
 // The temp name atomic_write_file uses for path ("d/x.h5" -> "d/.x.h5.tmp").
 void atomic_temp_path(const char *path, char *out, size_t cap);
 

@@ -4,10 +4,12 @@
 #include "kernels/base/check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 // ---- entries -------------------------------------------------------------------------------
@@ -246,16 +248,19 @@ int config_yaml_read_file(const char *path, char **text, size_t *len, char *err,
     *text = NULL;
     *len = 0;
     struct stat st;
-    FILE *f = fopen(path, "rb");
+    // Opened without blocking: a FIFO or a device would wait for a writer forever.
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (fd >= 0 && !f) close(fd);
     if (!f || fstat(fileno(f), &st) != 0) {
         snprintf(err, cap, "%s: cannot read the config file (%s)", path, strerror(errno));
         if (f) fclose(f);
         return SPK_EXIT_USAGE;
     }
     if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_YAML_MAX_BYTES) {
-        snprintf(
-            err, cap, "%s: %s", path,
-            S_ISREG(st.st_mode) ? "the config file is larger than 1 MiB" : "the config file is not a regular file");
+        snprintf(err, cap, "%s: %s", path,
+                 S_ISREG(st.st_mode) ? "the config file is larger than 1 MiB"
+                                     : "the config file is not a regular file (a FIFO, a device or a directory)");
         fclose(f);
         return SPK_EXIT_USAGE;
     }

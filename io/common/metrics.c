@@ -1,12 +1,16 @@
 #include "io/common/metrics.h"
 
+#include "io/common/atomic_file.h"
 #include "kernels/base/check.h"
+#include "kernels/base/stop_signals.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void put(json_line_t *j, const char *fmt, const char *key, const char *val) {
@@ -38,12 +42,27 @@ void json_end(json_line_t *j) {
     }
 }
 
+// One whole line or none: a write that fails part-way (a full disk) is cut back to where the
+// file ended, so readers never meet half a line.
 void metrics_append(const char *path, const json_line_t *j) {
-    FILE *f = fopen(path, "a");
-    if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot open the metrics file (%s)", path, strerror(errno));
-    if (fprintf(f, "%s\n", j->buf) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0)
-        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)", path, strerror(errno));
-    fclose(f);
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot open the metrics file (%s)", path, strerror(errno));
+    struct stat st;
+    const off_t end = fstat(fd, &st) == 0 ? st.st_size : -1;
+    const size_t n = strlen(j->buf);
+    char *line = mallocCheck(n + 1);
+    memcpy(line, j->buf, n);
+    line[n] = '\n';
+    const int bad = file_write_all(fd, line, n + 1) != 0 || fsync(fd) != 0;
+    const int e = errno;
+    free(line);
+    if (bad) {
+        const int cut = end >= 0 && ftruncate(fd, end) == 0;
+        close(fd);
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot write the metrics file (%s)%s", path, strerror(e),
+                cut ? "; the file is as it was before this line" : "");
+    }
+    close(fd);
 }
 
 // The integer value of "key" in a JSON line, or -1.
@@ -60,6 +79,7 @@ static void keep_below(const char *path, const char *key, int64_t limit) {
     if (!in) return;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    stop_signals_own_temp(tmp);
     FILE *out = fopen(tmp, "w");
     if (!out) spk_die(SPK_EXIT_FAILURE, "%s: cannot rewrite the metrics file (%s)", tmp, strerror(errno));
     char *line = NULL;
@@ -76,6 +96,7 @@ static void keep_below(const char *path, const char *key, int64_t limit) {
     fclose(out);
     if (rename(tmp, path) != 0)
         spk_die(SPK_EXIT_FAILURE, "%s: cannot replace the metrics file (%s)", path, strerror(errno));
+    stop_signals_disown_temp(tmp);
 }
 
 void metrics_truncate_from(const char *path, int64_t epoch) { keep_below(path, "epoch", epoch); }

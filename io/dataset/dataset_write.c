@@ -4,6 +4,7 @@
 #include "io/dataset/dataset.h"
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/base/stop_signals.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ static void close_objects(dataset_writer_t *w) {
 
 static void release(dataset_writer_t *w) {
     spk_on_die(NULL, NULL);
+    stop_signals_disown_temp(w->tmp_path);
     free(w->offsets);
     free(w->voffsets);
     memset(w, 0, sizeof *w);
@@ -157,6 +159,7 @@ void dataset_writer_create(dataset_writer_t *w, const char *path, MPI_Comm comm,
     h5_quiet();
     hid_t fapl = h5Check(H5Pcreate(H5P_FILE_ACCESS), "%s: cannot create file access properties", w->tmp_path);
     h5Check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "%s: cannot select the MPI-IO driver", w->tmp_path);
+    stop_signals_own_temp(w->tmp_path);  // a stop signal removes it (every rank may)
     w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     spk_on_die(remove_temp, w);
     if (w->file < 0) write_failed(w, "create the dataset file");

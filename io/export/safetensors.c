@@ -229,8 +229,11 @@ int safetensors_parse(const unsigned char *buf, size_t len, const char *path, sa
     memset(st, 0, sizeof *st);
     uint64_t hl = 0;
     if (len >= 8) memcpy(&hl, buf, 8);
-    if (len < 10 || hl < 2 || hl > ST_HEADER_MAX || hl > len - 8 || buf[8] != '{')
+    if (len < 10 || buf[8] != '{')
         FAIL("%s: not a safetensors file (the first 8 bytes must give the length of a JSON header that follows)", path);
+    if (hl < 2 || hl > ST_HEADER_MAX || hl > len - 8)
+        FAIL("%s: the safetensors header length (first 8 bytes) says %llu bytes, the file holds %zu after them%s", path,
+             (unsigned long long)hl, len - 8, hl > ST_HEADER_MAX ? " (and the limit is 100 MiB)" : "");
     // The data section in a buffer of its own: aligned, whatever the header length.
     const size_t data_len = len - 8 - (size_t)hl;
     st->image = mallocCheck(data_len + 1);
@@ -256,9 +259,9 @@ int safetensors_sniff(const char *path) {
     if (!f) return 0;
     size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
-    uint64_t hl;
-    memcpy(&hl, head, 8);
-    return got == sizeof head && hl >= 2 && hl <= ST_HEADER_MAX && head[8] == '{';
+    // The JSON header's brace after the length decides: a file that starts so is a safetensors
+    // file, however wrong its length (safetensors_parse then says what is wrong with it).
+    return got == sizeof head && head[8] == '{' && memcmp(head, "\x89HDF", 4) != 0;
 }
 
 const st_tensor_t *safetensors_find(const safetensors_t *st, const char *name) {

@@ -49,7 +49,7 @@ typedef struct {
 int safetensors_read(const char *path, safetensors_t *st, char *err, size_t cap);
 // The same on a file's bytes already in memory (len of them); path names it in messages.
 int safetensors_parse(const unsigned char *buf, size_t len, const char *path, safetensors_t *st, char *err, size_t cap);
-// 1 when the file starts like a safetensors file (a plausible header length and '{').
+// 1 when the file starts like a safetensors file (8 bytes, then the JSON header's '{'; not HDF5).
 int safetensors_sniff(const char *path);
 const st_tensor_t *safetensors_find(const safetensors_t *st, const char *name);
 const char *safetensors_meta(const safetensors_t *st, const char *key);  // NULL when absent

@@ -23,6 +23,11 @@ cp "$FIXTURES/linear_sgd_step2.h5" "$D/v1_ckpt.h5"
 quiet "$MAKER" mutate "$D"
 sed -i "s|WAV|$GOLDEN/chirp_noise_16k.wav|g; s|TEXT|$D/ds_text.h5|g" "$D"/ls_*.scp
 printf 'a %s\n' "$GOLDEN/chirp_noise_16k.wav" >"$D/ls_wav_ok.scp"
+# Inputs that would block or hold a third of what they declare.
+mkfifo "$D/fifo" "$D/cf_fifo.yaml"
+printf 'a %s\n' "$D/fifo" >"$D/ls_wav_fifo.scp"
+head -c $(( $(stat -c %s "$GOLDEN/chirp_noise_16k.wav") / 3 )) "$GOLDEN/chirp_noise_16k.wav" >"$D/cut.wav"
+printf 'a %s\n' "$D/cut.wav" >"$D/ls_wav_cut.scp"
 mkdir -p "$D/ds_directory"
 # Cases that start from a checkpoint folder: its contents must be untouched afterwards.
 mkdir -p "$D/ck_auto_only_corrupt.dir" "$D/ck_names_longer_auto.dir" "$D/ck_taken_name.dir" "$D/ck_older_into_newer.dir"

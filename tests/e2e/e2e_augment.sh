@@ -70,4 +70,10 @@ expect_error 2 "^spkddp: error: train: --speed-perturb factor '3' is not a numbe
 expect_error 2 "^spkddp: error: train: --babble names category 'music'" -- $SPKDDP train $small --noise-snr noise=0:5 --babble music=1:2
 expect_error 2 "^spkddp: error: prepare: --kind noise keeps waveforms; leave out --store fbank" -- \
     $SPKDDP prepare --kind noise --store fbank --wav-scp noise.scp --utt2spk noise.utt2cat --out x.h5
+# a bank entry of digital silence would make augmentation a bitwise no-op reported as on
+ffmpeg -nostdin -loglevel error -y -f lavfi -i anullsrc=r=16000:cl=mono -t 1 -c:a pcm_s16le silent.wav
+{ head -2 banks/rir.scp; echo "silent $PWD/silent.wav"; } >silent.scp
+{ head -2 banks/rir.utt2cat; echo "silent small"; } >silent.utt2cat
+expect_error 3 "silent.scp:3: utterance 'silent': .*silent.wav: is silent \(every sample below one 16-bit step\): a rir bank entry must have energy" -- \
+    $SPKDDP prepare --kind rir --wav-scp silent.scp --utt2spk silent.utt2cat --out silent.h5
 finish

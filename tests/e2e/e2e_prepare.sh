@@ -76,23 +76,35 @@ expect_error 3 "nothere.scp: cannot read the wav.scp" -- run 2 $P --wav-scp noth
 
 # --- bad audio: the utterance, its path and its wav.scp line -------------------------------
 : >empty.wav
-head -c 44 corpus/wav/spk01-utt01.wav >header_only.wav   # a WAV header and no samples
-head -c 544 corpus/wav/spk01-utt01.wav >short.wav        # 250 samples: less than one frame
+# le32 N: N as 4 little-endian bytes (printf escapes).
+le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }
+# whole_wav BYTES OUT: the first BYTES of samples of a corpus WAV, its header saying so.
+whole_wav() {
+    head -c $((44 + $1)) corpus/wav/spk01-utt01.wav >"$2"
+    printf "$(le32 $((36 + $1)))" | dd of="$2" bs=1 seek=4 conv=notrunc status=none
+    printf "$(le32 "$1")" | dd of="$2" bs=1 seek=40 conv=notrunc status=none
+}
+whole_wav 0 header_only.wav                                # a WAV header and no samples
+whole_wav 500 short.wav                                    # 250 samples: less than one frame
+head -c 544 corpus/wav/spk01-utt01.wav >cut.wav          # a header declaring 59760 bytes, 500 there
 echo "not audio at all, just text" >text.wav
 bad_line() { awk -v n="$1" -v p="$2" 'NR == n { $2 = p } { print }' $W; }
-bad_line 45 "$PWD/nowhere.wav" >missing.scp   # line 45 belongs to rank 1 of 2
-expect_error 3 "missing.scp:45: utterance 'spk08-utt03': $PWD/nowhere.wav: cannot open the audio file \(No such file or directory\)" -- \
-    run 2 $P --wav-scp missing.scp --out bad.h5
-bad_line 50 empty.wav >empty.scp
-expect_error 3 "empty.scp:50: utterance 'spk09-utt02': empty.wav: the audio file is empty \(0 bytes\)" -- \
-    run 2 $P --wav-scp empty.scp --out bad.h5
-bad_line 2 header_only.wav >header.scp
-expect_error 3 "header.scp:2: utterance 'spk01-utt02': header_only.wav: the audio file holds no samples" -- \
-    run 2 $P --wav-scp header.scp --out bad.h5
-bad_line 31 short.wav >short.scp
-expect_error 3 "short.scp:31: utterance 'spk06-utt01': short.wav: too short: 250 samples" -- run 2 $P --wav-scp short.scp --out bad.h5
-bad_line 7 text.wav >text.scp
-expect_error 3 "text.scp:7: utterance 'spk02-utt01': text.wav: cannot decode the audio file" -- run 2 $P --wav-scp text.scp --out bad.h5
+# bad_audio LINE FILE UTTERANCE REASON: the list with FILE at LINE fails there, naming all four.
+bad_audio() {
+    local name=${2##*/}
+    name=${name%.wav}
+    bad_line "$1" "$2" >"$name.scp"
+    expect_error 3 "$name.scp:$1: utterance '$3': $2: $4" -- run 2 $P --wav-scp "$name.scp" --out bad.h5
+}
+bad_audio 45 "$PWD/nowhere.wav" spk08-utt03 "cannot open the audio file \(No such file or directory\)"  # rank 1 of 2
+bad_audio 50 empty.wav spk09-utt02 "the audio file is empty \(0 bytes\)"
+bad_audio 2 header_only.wav spk01-utt02 "the audio file holds no samples"
+bad_audio 31 short.wav spk06-utt01 "too short: 250 samples"
+# float samples of 1e30 would square into Inf features
+ffmpeg -nostdin -loglevel error -y -f lavfi -i "aevalsrc=1e30*sin(440*2*PI*t):s=16000:d=0.5" -c:a pcm_f32le huge.wav
+bad_audio 7 huge.wav spk02-utt01 "sample 1 is NaN, Inf or over 60 dB above full scale"
+bad_audio 12 cut.wav spk02-utt06 "the file is cut short: its header declares 59760 bytes of samples, it holds 500 \(1%\)"
+bad_audio 7 text.wav spk02-utt01 "cannot decode the audio file"
 # Failures on both ranks: the earliest line in wav.scp is reported.
 awk 'NR == 12 || NR == 40 { $2 = "nowhere.wav" } { print }' $W >two_bad.scp
 expect_error 3 "two_bad.scp:12: utterance 'spk02-utt06'" -- run 2 $P --wav-scp two_bad.scp --out bad.h5

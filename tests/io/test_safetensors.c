@@ -77,8 +77,8 @@ static void malformed(void) {
     char err[512];
     EXPECT(safetensors_read(PATH, &st, err, sizeof err) == 0, "a valid unpadded file: %s", err);
     if (st.count == 1) safetensors_free(&st);
-    refused(ok, 8, 4000, "not a safetensors file");      // header longer than the file
-    refused("[1, 2]", 0, -1, "not a safetensors file");  // no '{'
+    refused(ok, 8, 4000, "header length (first 8 bytes) says 4000 bytes");  // header longer than the file
+    refused("[1, 2]", 0, -1, "not a safetensors file");                     // no '{'
     refused("{\"w\": {\"dtype\": }", 0, -1, "not valid JSON");
     refused(ok, 4, -1, "holds 4 bytes, its tensors 8");    // truncated data
     refused(ok, 12, -1, "holds 12 bytes, its tensors 8");  // trailing bytes
@@ -97,8 +97,8 @@ static void malformed(void) {
     refused(
         "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
         " \"w\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
-        8, -1, "not valid JSON");                         // duplicate
-    refused("{}", 0, 1 << 30, "not a safetensors file");  // a header length past any sane limit
+        8, -1, "not valid JSON");                       // duplicate
+    refused("{}", 0, 1 << 30, "the limit is 100 MiB");  // a header length past any sane limit
     remove("missing.safetensors");
     EXPECT(safetensors_read("missing.safetensors", &st, err, sizeof err) == SPK_EXIT_CKPT && strstr(err, "cannot read"),
            "a missing file: '%s'", err);

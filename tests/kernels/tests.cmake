@@ -22,6 +22,12 @@ if(SPKDDP_CUDA)
   set_tests_properties(kernel_cuda_check PROPERTIES LABELS unit)
 endif()
 
+# kernels/base's child processes: output, status, deadline, cap, the mask a child starts with.
+add_executable(test_child_process ${CMAKE_CURRENT_LIST_DIR}/test_child_process.c)
+target_link_libraries(test_child_process spk_base)
+add_test(NAME test_child_process COMMAND test_child_process)
+set_tests_properties(test_child_process PROPERTIES LABELS unit TIMEOUT 60)
+
 # Convolution benchmark (not a test). With oneDNN installed it also times oneDNN's own
 # convolution primitives for comparison.
 add_executable(bench_kernels ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_kernels.c)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How a run stops (app/train/signals.h):
+# How a run stops (kernels/base/stop_signals.h):
 #   - SIGUSR1 during start-up is kept until the ranks first meet: exit 75, no crash (the
 #     handlers were installed only after the data was opened and the resume done);
 #   - SIGUSR1 with a stopped peer: exit 1 after the grace period, one line (SIGUSR1 did not
@@ -22,8 +22,8 @@ rank_pid() {
     done
 }
 wait_pid() { local p=""; for _ in $(seq 1 3000); do p=$(rank_pid "$1" "$2"); [ -n "$p" ] && break; sleep 0.01; done; echo "$p"; }
-# Whether process P catches SIGUSR1 (bit 10 of SigCgt).
-catches_usr1() { (( 0x$(awk '/^SigCgt/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0) & 0x200 )); }
+# Whether process P has taken charge of SIGUSR1: blocked, for its signal thread (bit 10 of SigBlk).
+catches_usr1() { (( 0x$(awk '/^SigBlk/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0) & 0x200 )); }
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # 1. A signal during start-up.
@@ -59,7 +59,7 @@ stopped_peer() {
 }
 
 # 2. SIGUSR1 with a stopped peer: the grace timer ends the job.
-stopped_peer grace USR1 "after SIGUSR1 the ranks did not meet within the grace period" SPKDDP_STOP_GRACE=3 \
+stopped_peer grace USR1 "after SIGUSR1 the ranks did not meet within 3 s" SPKDDP_STOP_GRACE=3 \
     && echo "ok  SIGUSR1 with a stopped peer: exit 1 after $took s (grace 3 s)"
 
 # 3. A silent peer without any signal.
