@@ -50,31 +50,12 @@ METRICS=${METRICS:-$CKPT_DIR/metrics.jsonl}
 RERUN=${RERUN:-0}
 MAX_RERUNS=${MAX_RERUNS:-20}
 
-# The ranks: descendants of mpiexec that run the spkddp binary (hydra: mpiexec ->
-# hydra_pmi_proxy -> spkddp).
-rank_pids() {
-    local exe todo p kids out=""
-    exe=$(readlink -f "$(command -v "$SPKDDP")")
-    todo=$1
-    while [ -n "$todo" ]; do
-        kids=""
-        for p in $todo; do kids="$kids $(pgrep -P "$p")"; done
-        for p in $kids; do
-            [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$exe" ] && out="$out $p"
-        done
-        todo=$(echo $kids)
-    done
-    echo $out
-}
-# Signals go to the ranks themselves, not to mpiexec: hydra (MPICH 4.0.2) forwards them, but
-# then sometimes exits 0 although every rank exited 75.
-signal_ranks() {
-    local ranks
+# The ranks are signalled themselves, not mpiexec (jobscripts/lib.sh: signal_ranks).
+. "$(dirname "$0")/lib.sh"
+forward() {
     [ -n "$pid" ] || return 0
     signalled=1
-    ranks=$(rank_pids "$pid")
-    # shellcheck disable=SC2086
-    if [ -n "$ranks" ]; then kill -"$1" $ranks 2>/dev/null; else kill -"$1" "$pid" 2>/dev/null; fi
+    signal_ranks "$1" "$pid"
 }
 if ! command -v "$SPKDDP" >/dev/null 2>&1; then
     echo "workstation: SPKDDP=$SPKDDP: no such program (set SPKDDP to the spkddp binary)" >&2
@@ -84,8 +65,8 @@ stopping=0
 trapped=0
 signalled=0
 pid=""
-on_term() { trapped=1; stopping=1; signal_ranks TERM; }
-on_usr1() { trapped=1; signal_ranks USR1; }
+on_term() { trapped=1; stopping=1; forward TERM; }
+on_usr1() { trapped=1; forward USR1; }
 trap on_term TERM INT
 trap on_usr1 USR1
 

@@ -1,5 +1,5 @@
 # The GPU bundle's environment (tools/gpu_bundle.sh writes this file as OUT_DIR/env.sh).
-# Source it from bash: `. env.sh`. It unpacks payload.tar.xz once (into SPKDDP_BUNDLE_DIR, else
+# Source it from bash: `. env.sh`. It unpacks payload.tar.xz once per payload (into SPKDDP_BUNDLE_DIR, else
 # ${TMPDIR:-/tmp}/spkddp-bundle-<hash of the payload>), puts the bundle's spkddp on the PATH and
 # the CUDA libraries the binaries need (MANIFEST's cuda-libs line) on LD_LIBRARY_PATH, and sets
 # SPKDDP_BUNDLE_ROOT. Each library is taken from the first of these folders that holds it:
@@ -16,7 +16,9 @@ spkddp_bundle_env() {
     [ -f "$payload" ] || { echo "spkddp bundle: $payload is missing" >&2; return 1; }
     hash=$(sha256sum "$payload" | cut -c1-12)
     dest=${SPKDDP_BUNDLE_DIR:-${TMPDIR:-/tmp}/spkddp-bundle-$hash}
-    if [ ! -f "$dest/.unpacked" ]; then
+    # The marker holds the payload's hash: a SPKDDP_BUNDLE_DIR that holds another payload's files
+    # (an older bundle unpacked there) is unpacked again.
+    if [ "$(cat "$dest/.unpacked" 2>/dev/null)" != "$hash" ]; then
         tmp=$dest.tmp.$$
         rm -rf "$tmp" && mkdir -p "$tmp" || return 1
         if command -v xz >/dev/null; then
@@ -25,7 +27,7 @@ spkddp_bundle_env() {
             timeout 300 python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$payload" "$tmp" ||
                 { echo "spkddp bundle: cannot unpack $payload (no xz, and python3 failed)" >&2; return 1; }
         fi
-        touch "$tmp/.unpacked"
+        echo "$hash" >"$tmp/.unpacked"
         rm -rf "$dest" && mv "$tmp" "$dest" || return 1
     fi
     if [ -n "${SPKDDP_CUDA_LIBS:-}" ]; then

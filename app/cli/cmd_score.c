@@ -144,6 +144,9 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
         if (c.dim != e.dim)
             spk_fail_all(SPK_EXIT_DATA, "%s: cohort embeddings have dimension %lld, %s has %lld", o.cohort,
                          (long long)c.dim, o.emb, (long long)e.dim);
+        if (!snorm && o.top >= c.n)
+            printf0("warning: --top %lld takes the whole cohort of %lld (%s): AS-norm is S-norm here\n",
+                    (long long)o.top, (long long)c.n, o.cohort);
         float *mean = mallocCheck((size_t)e.n * sizeof(float)), *std = mallocCheck((size_t)e.n * sizeof(float));
         cohort_stats(comm, &e, &c, snorm ? c.n : o.top, mean, std);  // S-norm: the whole cohort
         norm = mallocCheck((size_t)t.n * sizeof(float));

@@ -46,11 +46,20 @@ static int takes_files(const char *dir) {
     return 0;
 }
 
+// A directory this run created is removed again if the run ends before writing into it (a
+// refused configuration, bad data): a failed start leaves the file system as it was.
+static char g_created[CKPT_PATH_MAX];
+static void remove_if_unused(void) { rmdir(g_created); }  // fails, harmlessly, when not empty
+
 void ckpt_policy_check_dir(const comm_t *comm, const char *dir) {
     if (!dir[0]) return;
     verdict_t v = {0};
     struct stat st;
     if (comm->rank == 0) {
+        if (stat(dir, &st) != 0 && errno == ENOENT && !g_created[0]) {
+            snprintf(g_created, sizeof g_created, "%s", dir);
+            atexit(remove_if_unused);
+        }
         errno = 0;
         if (make_dirs(dir) != 0 || stat(dir, &st) != 0 || (!S_ISDIR(st.st_mode) && (errno = ENOTDIR)) ||
             takes_files(dir) != 0) {

@@ -61,8 +61,9 @@ in_bundle spkddp synth --kind speakers --out sp.h5 --dim 16 --speakers 6 --utts-
 in_bundle spkddp train --data sp.h5 --model ecapa --channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 \
     --frames 24 --global-batch 8 --epochs 1 --max-steps 2 --ckpt-dir ck --progress 0 >train.log 2>&1 ||
     fail "training a world of one without a launcher: $(tail -3 train.log)"
-grep -q "device: no usable CUDA device: no CUDA driver is installed.*; running on the CPU" train.log ||
-    fail "train does not say it runs on the CPU for want of a driver: $(grep device: train.log)"
+# No NVIDIA GPU on this machine's bus: the CPU is taken without a device line (with one, the
+# missing driver would be named).
+grep -q "^device:" train.log && fail "a device line on a machine without a GPU: $(grep device: train.log)"
 [ -f ck/ckpt-000000000002.h5 ] || fail "no checkpoint after 2 steps"
 in_bundle "$work/unpacked-env/tests/test_gpu_device" >device.log 2>&1
 rc=$?

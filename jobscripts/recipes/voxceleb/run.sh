@@ -3,58 +3,96 @@
 # AVERAGE=10) or 3D-Speaker's CAM++ (TRAIN=train_campplus AVERAGE=10) trained on VoxCeleb2-dev
 # with MUSAN/RIRS_NOISES augmentation, evaluated on the cleaned VoxCeleb1 O, E and H lists with
 # AS-norm and calibrated on E. Every step reads the YAML file of the same name beside this
-# script; flags after it override keys.
+# script. Run it from a work folder of its own (data/, the datasets, ckpt/ and the scores are
+# written there; docs/recipes.md):
 #
 #   1. lists:    VOX1=... VOX2=... MUSAN=... RIRS=... jobscripts/recipes/voxceleb/lists.sh
 #   2. trials:   put VoxCeleb's veri_test2.txt, list_test_all2.txt, list_test_hard2.txt in lists/
-#   3. this:     NP=8 SPKDDP=/path/to/spkddp jobscripts/recipes/voxceleb/run.sh [STAGE]
+#   3. this:     NP=8 SPKDDP=/path/to/spkddp jobscripts/recipes/voxceleb/run.sh [STAGE ...] [--flag value ...]
 #
-# Stages (default: all, in order): prepare, train, embed, score, calibrate. Each is skipped
-# when its output exists, so the script can be run again after a stop; training itself resumes
-# from its newest checkpoint (resume: auto). On a Slurm cluster run the train stage as a batch
-# job instead: CONFIG=jobscripts/recipes/voxceleb/train.yaml sbatch jobscripts/train.sbatch
-# (with that job's CKPT_DIR given to this script as CKPT).
-set -euo pipefail
+# Stages (default: all, in order): prepare, train, embed, score, calibrate. Flags after the
+# stages override the training configuration's keys (run.sh train --epochs 10). Each output
+# records what it was made from (OUT.from): a stage whose inputs are unchanged is skipped, one
+# whose inputs changed (a new checkpoint, another config) runs again and says so; training
+# itself resumes from its newest checkpoint and says when it had already finished. The first
+# stage that fails ends the script with its exit code. SIGINT (Ctrl-C), SIGTERM or SIGUSR1 to
+# the script stops the stage in progress in order (training checkpoints) and ends the script
+# with that stage's code (75 for training): run it again to go on. On a Slurm cluster run the
+# train stage as a batch job instead: CONFIG=jobscripts/recipes/voxceleb/train.yaml sbatch
+# jobscripts/train.sbatch (with that job's CKPT_DIR given to this script as CKPT).
+#
+# Environment: SPKDDP (spkddp), MPIEXEC (mpiexec), NP (8 ranks), CKPT (ckpt), TRAIN (train:
+# the configuration), AVERAGE (0: embed with the last checkpoint; N: the mean of the last N).
+set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-8}
 CKPT=${CKPT:-ckpt}
-TRAIN=${TRAIN:-train}      # the training configuration: train (ECAPA-TDNN), train_resnet34 or train_campplus
-AVERAGE=${AVERAGE:-0}      # embed with the mean of the last N checkpoints (0: the last one)
-stage=${1:-all}
+TRAIN=${TRAIN:-train}
+AVERAGE=${AVERAGE:-0}
+. "$here/../../lib.sh"
+stages_parse "prepare train embed score calibrate" "$@"
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
-want() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
+key() { sed -nE "s/^$1: *//p" "$2"; }  # a top-level key of a YAML file
 
-if want prepare; then
+if stage_wanted prepare; then
     for set in vox2_dev vox1 cohort musan rirs; do
-        out=$(sed -nE 's/^out: *//p' "$here/prepare_$set.yaml")
-        [ -f "$out" ] || par prepare --config "$here/prepare_$set.yaml"
+        y=$here/prepare_$set.yaml out=$(key out "$y")
+        # shellcheck disable=SC2207  # a key the file lacks drops out
+        ins=("$y" $(key wav-scp "$y") $(key utt2spk "$y") $(key segments "$y"))
+        up_to_date --adopt "$out" "${ins[@]}" && continue
+        run_stage par prepare --config "$y" || stage_failed prepare $?
+        made_from "$out" "${ins[@]}"
     done
 fi
-if want train; then
-    par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl"
+if stage_wanted train; then
+    run_stage par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl" \
+        "${TRAIN_FLAGS[@]}" || stage_failed train $?
 fi
-if want embed; then
-    ckpt=$(ls "$CKPT"/ckpt-*.h5 | tail -1)
+if stage_wanted embed; then
+    mapfile -t ckpts < <(ls "$CKPT"/ckpt-*.h5 2>/dev/null)
+    [ ${#ckpts[@]} -gt 0 ] || { echo "$0: embed: no checkpoint in $CKPT/ (run the train stage)" >&2; exit 3; }
+    ckpt=${ckpts[-1]}
     if [ "$AVERAGE" -gt 0 ]; then
-        # shellcheck disable=SC2046
-        "$SPKDDP" average --out "$CKPT/avg$AVERAGE.h5" $(ls "$CKPT"/ckpt-*.h5 | tail -"$AVERAGE")
+        last=("${ckpts[@]: -$AVERAGE}")
         ckpt=$CKPT/avg$AVERAGE.h5
+        if ! up_to_date "$ckpt" "${last[@]}"; then
+            run_stage "$SPKDDP" average --out "$ckpt" "${last[@]}" || stage_failed embed $?
+            made_from "$ckpt" "${last[@]}"
+        fi
     fi
-    [ -f vox1_emb.h5 ] || par embed --config "$here/embed.yaml" --ckpt "$ckpt" --data vox1.h5 --out vox1_emb.h5
-    [ -f cohort_emb.h5 ] || par embed --config "$here/embed.yaml" --ckpt "$ckpt" --data cohort.h5 --out cohort_emb.h5
-fi
-if want score; then
-    for list in o e h; do
-        par score --config "$here/score_vox1_$list.yaml" | tee "score_vox1_$list.log"
+    for set in vox1 cohort; do
+        ins=("$ckpt" "$here/embed.yaml" "$set.h5")
+        up_to_date "${set}_emb.h5" "${ins[@]}" && continue
+        run_stage par embed --config "$here/embed.yaml" --ckpt "$ckpt" --data "$set.h5" --out "${set}_emb.h5" \
+            || stage_failed embed $?
+        made_from "${set}_emb.h5" "${ins[@]}"
     done
 fi
-if want calibrate; then
+if stage_wanted score; then
+    for list in o e h; do
+        y=$here/score_vox1_$list.yaml out=$(key out "$y")
+        # shellcheck disable=SC2207
+        ins=("$y" $(key emb "$y") $(key trials "$y") $(key cohort "$y"))
+        up_to_date "$out" "${ins[@]}" && { cat "score_vox1_$list.log"; continue; }
+        run_stage par score --config "$y" >"score_vox1_$list.log" 2>&1
+        rc=$?
+        cat "score_vox1_$list.log"
+        [ $rc -eq 0 ] || stage_failed score $rc
+        made_from "$out" "${ins[@]}"
+    done
+fi
+if stage_wanted calibrate; then
     # Fitted on VoxCeleb1-E's AS-norm scores (field 4), with the log durations as quality
-    # measures when data/vox1/utt2dur exists (Kaldi's utils/data/get_utt2dur.sh makes it).
-    dur=()
-    [ -f data/vox1/utt2dur ] && dur=(--utt2dur data/vox1/utt2dur)
-    "$SPKDDP" calibrate --scores scores_vox1_e.txt --field 4 --fit calibration.yaml "${dur[@]}"
-    "$SPKDDP" calibrate --scores scores_vox1_o.txt --apply calibration.yaml --out llr_vox1_o.txt "${dur[@]}"
+    # measures (vox1.h5.utt2dur, which prepare writes beside the dataset).
+    dur=() ins=(scores_vox1_e.txt scores_vox1_o.txt)
+    [ -f vox1.h5.utt2dur ] && dur=(--utt2dur vox1.h5.utt2dur) && ins+=(vox1.h5.utt2dur)
+    if ! up_to_date llr_vox1_o.txt "${ins[@]}"; then
+        run_stage "$SPKDDP" calibrate --scores scores_vox1_e.txt --field 4 --fit calibration.yaml "${dur[@]}" \
+            || stage_failed calibrate $?
+        run_stage "$SPKDDP" calibrate --scores scores_vox1_o.txt --apply calibration.yaml --out llr_vox1_o.txt \
+            "${dur[@]}" || stage_failed calibrate $?
+        made_from llr_vox1_o.txt "${ins[@]}"
+    fi
 fi
