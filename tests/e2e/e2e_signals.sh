@@ -141,19 +141,20 @@ else
     fail "embed stopped by SIGTERM: exit $rc, $(cat emb.err); $(ls -A | grep emb)"
 fi
 
-# 'COMMAND |' entries that never end or never stop writing.
-{ head -3 corpus/wav.scp; echo "zz-utt01 sleep 1000 |"; echo "zz-utt02 yes |"; } >pipe.scp
+# 'COMMAND |' entries that never end or never stop writing
+# (numbers of their own, so that no other test's processes are taken for theirs)
+{ head -3 corpus/wav.scp; echo "zz-utt01 sleep 1093 |"; echo "zz-utt02 yes 1093 |"; } >pipe.scp
 { head -3 corpus/utt2spk; echo "zz-utt01 zz"; echo "zz-utt02 zz"; } >pipe.u2s
 t0=$(date +%s.%N)
 run 2 $SPKDDP prepare --wav-scp pipe.scp --utt2spk pipe.u2s --out pipe.h5 --pipe-timeout 2 --pipe-max-mib 4 \
     --skip-bad --progress 0 >pipe.out 2>&1
 rc=$?
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-if [ $rc -eq 0 ] && grep -q "'sleep 1000 |': no end of its output within 2 s (--pipe-timeout)" pipe.h5.bad \
-    && grep -q "'yes |': its output is larger than 4 MiB (--pipe-max-mib)" pipe.h5.bad \
-    && awk -v t="$took" 'BEGIN { exit !(t < 20) }' && ! pgrep -x yes >/dev/null && ! pgrep -f "^sleep 1000$" >/dev/null; then
+if [ $rc -eq 0 ] && grep -q "'sleep 1093 |': no end of its output within 2 s (--pipe-timeout)" pipe.h5.bad \
+    && grep -q "'yes 1093 |': its output is larger than 4 MiB (--pipe-max-mib)" pipe.h5.bad \
+    && awk -v t="$took" 'BEGIN { exit !(t < 20) }' && ! pgrep -f "^yes 1093$" >/dev/null && ! pgrep -f "^sleep 1093$" >/dev/null; then
     echo "ok  an endless and an unbounded 'COMMAND |' entry: listed bad entries after $took s, their processes gone"
 else
-    fail "pipe limits: exit $rc after $took s: $(cat pipe.out pipe.h5.bad 2>&1 | head -5); $(pgrep -a yes; pgrep -af 'sleep 1000')"
+    fail "pipe limits: exit $rc after $took s: $(cat pipe.out pipe.h5.bad 2>&1 | head -5); $(pgrep -af '^(yes|sleep) 1093$')"
 fi
 finish
