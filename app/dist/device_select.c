@@ -64,25 +64,25 @@ static const spk_backend_t *select_cuda(const comm_t *c, int count, int required
 #endif
 }
 
+// A PCI device's hexadecimal sysfs attribute (vendor, class), or 0.
+static unsigned pci_attr(const char *device, const char *name) {
+    char path[600];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/%s", device, name);
+    unsigned v = 0;
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%x", &v) != 1) v = 0;
+    if (f) fclose(f);
+    return v;
+}
+
 // An NVIDIA display or 3-D controller on the PCI bus (vendor 0x10de, class 0x03xxxx).
 static int nvidia_gpu_on_bus(void) {
     DIR *d = opendir("/sys/bus/pci/devices");
     if (!d) return 0;
     int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        unsigned vendor = 0, cls = 0;
-        char path[600];
-        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/vendor", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f && fscanf(f, "%x", &vendor) != 1) vendor = 0;
-        if (f) fclose(f);
-        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/class", e->d_name);
-        f = fopen(path, "r");
-        if (f && fscanf(f, "%x", &cls) != 1) cls = 0;
-        if (f) fclose(f);
-        found = vendor == 0x10de && (cls >> 16) == 0x03;
-    }
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = e->d_name[0] != '.' && pci_attr(e->d_name, "vendor") == 0x10de &&
+                pci_attr(e->d_name, "class") >> 16 == 0x03;
     closedir(d);
     return found;
 }

@@ -458,8 +458,7 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     dataset_writer_note_f64(w, "frame_length_ms", p->fb.opts.frame_length_ms);
     dataset_writer_note_f64(w, "frame_shift_ms", p->fb.opts.frame_shift_ms);
     dataset_writer_note_f64(w, "dither", p->audio ? 0.0 : p->fb.opts.dither);
-    if (strcmp(p->o.kind, "speech") != 0) dataset_writer_note_str(w, "bank", p->o.kind);
-    const int bank = strcmp(p->o.kind, "speech") != 0;
+    if (p->bank) dataset_writer_note_str(w, "bank", p->o.kind);
     int32_t *labels = NULL;
     char **ids = NULL;
     int64_t mn = INT64_MAX, mx = 0, total = 0;
@@ -476,12 +475,12 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
         }
     }
     dataset_writer_finish(w, labels, (const char *const *)ids, (const char *const *)p->lists.speakers);
-    if (p->comm->rank == 0 && !bank) write_utt2dur(p);
+    if (p->comm->rank == 0 && !p->bank) write_utt2dur(p);
     if (p->comm->rank == 0) {
         const int K = p->comm->size;
         printf("wrote %s: %lld %s (%.1f s of audio, %lld resampled to %lld Hz), %lld %s, ", p->o.out,
-               (long long)pl->kept, bank ? "entries" : "utterances", secs, (long long)n_resampled,
-               (long long)p->o.sample_rate, (long long)p->S, bank ? "categories" : "speakers");
+               (long long)pl->kept, p->bank ? "entries" : "utterances", secs, (long long)n_resampled,
+               (long long)p->o.sample_rate, (long long)p->S, p->bank ? "categories" : "speakers");
         if (p->audio)
             printf("%lld int16 samples (%lld..%lld per utterance; fbank of %lld bins computed when training)",
                    (long long)total, (long long)mn, (long long)mx, (long long)p->o.num_bins);

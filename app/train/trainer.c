@@ -699,7 +699,6 @@ static int64_t invariant_steps(const trainer_t *t) {
     return steps;
 }
 
-// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
 // A recipe shrunk past its schedule still runs, but not as written: say so once.
 static void warn_short_schedule(const trainer_t *t) {
     const train_config_t *c = t->cfg;
@@ -717,6 +716,7 @@ static void warn_short_schedule(const trainer_t *t) {
                 (long long)c->max_steps);
 }
 
+// The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
 static void plan_epochs(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;

@@ -168,8 +168,7 @@ int audio_read(const char *path, int target_rate, int channel, audio_t *a, char 
     if (!S_ISREG(st.st_mode))
         return audio_fail(err, errcap, AUDIO_ERR_OPEN,
                           "%s: is not a regular file (a FIFO or a device); give a stream as 'cat %s |'", path, path);
-    if (S_ISREG(st.st_mode) && st.st_size == 0)
-        return audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file is empty (0 bytes)", path);
+    if (st.st_size == 0) return audio_fail(err, errcap, AUDIO_ERR_EMPTY, "%s: the audio file is empty (0 bytes)", path);
     SF_INFO info;
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);

@@ -49,13 +49,9 @@ void metrics_append(const char *path, const json_line_t *j) {
     if (fd < 0) spk_die(SPK_EXIT_FAILURE, "%s: cannot open the metrics file (%s)", path, strerror(errno));
     struct stat st;
     const off_t end = fstat(fd, &st) == 0 ? st.st_size : -1;
-    const size_t n = strlen(j->buf);
-    char *line = mallocCheck(n + 1);
-    memcpy(line, j->buf, n);
-    line[n] = '\n';
-    const int bad = file_write_all(fd, line, n + 1) != 0 || fsync(fd) != 0;
+    const int bad =
+        file_write_all(fd, j->buf, strlen(j->buf)) != 0 || file_write_all(fd, "\n", 1) != 0 || fsync(fd) != 0;
     const int e = errno;
-    free(line);
     if (bad) {
         const int cut = end >= 0 && ftruncate(fd, end) == 0;
         close(fd);

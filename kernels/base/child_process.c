@@ -71,8 +71,10 @@ static void close_pipe(child_t *c) {
     c->fd = -1;
 }
 
-// A failure while reading: the child ended, its pipe closed, the sentence written.
-static int give_up(child_t *c, char *err, size_t cap, const char *why) {
+// A failure while reading: the output so far freed, the child ended, its pipe closed, the
+// reason written.
+static int give_up(child_t *c, unsigned char *buf, char *err, size_t cap, const char *why) {
+    free(buf);
     snprintf(err, cap, "%s", why);
     close_pipe(c);
     end_group(c);
@@ -89,42 +91,37 @@ int child_read_all(child_t *c, double timeout_s, size_t max_bytes, unsigned char
     unsigned char *buf = malloc(room);
     char why[200];
     for (;;) {
-        if (!buf) return give_up(c, err, cap, "out of memory holding its output");
+        if (!buf) return give_up(c, NULL, err, cap, "out of memory holding its output");
         const double left = end - spk_seconds();
         if (left <= 0) {
-            free(buf);
             snprintf(why, sizeof why, "no end of its output within %.0f s (--pipe-timeout)", timeout_s);
-            return give_up(c, err, cap, why);
+            return give_up(c, buf, err, cap, why);
         }
         struct pollfd pf = {c->fd, POLLIN, 0};
         const int r = poll(&pf, 1, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
         if (r < 0 && errno != EINTR) {
-            free(buf);
             snprintf(why, sizeof why, "cannot wait for its output (%s)", strerror(errno));
-            return give_up(c, err, cap, why);
+            return give_up(c, buf, err, cap, why);
         }
         if (r <= 0) continue;
         if (have == room) {  // room grows to max_bytes + 1: one byte more says "too large"
             const size_t want = room * 2 < max_bytes + 1 ? room * 2 : max_bytes + 1;
             unsigned char *b = realloc(buf, want);
-            if (!b) free(buf);
+            if (!b) return give_up(c, buf, err, cap, "out of memory holding its output");
             buf = b;
             room = want;
-            if (!buf) continue;
         }
         const ssize_t got = read(c->fd, buf + have, room - have);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            free(buf);
             snprintf(why, sizeof why, "cannot read its output (%s)", strerror(errno));
-            return give_up(c, err, cap, why);
+            return give_up(c, buf, err, cap, why);
         }
         if (got == 0) break;
         have += (size_t)got;
         if (have > max_bytes) {
-            free(buf);
             snprintf(why, sizeof why, "its output is larger than %zu MiB (--pipe-max-mib)", max_bytes >> 20);
-            return give_up(c, err, cap, why);
+            return give_up(c, buf, err, cap, why);
         }
     }
     *out = buf;
