@@ -118,6 +118,8 @@ else
 fi
 
 # embed stopped right after it starts: one line and no output, or (if it was faster) the whole output.
+# SIGTERM goes to the ranks, as scancel sends it to a job's tasks: sent to mpiexec too, Debian's
+# hydra now and then exits 15 at once under load, before it passes on the ranks' stderr.
 setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out emb.h5 >emb.out 2>emb.err &
 m=$!
 for _ in $(seq 1 300); do
@@ -128,7 +130,7 @@ for _ in $(seq 1 300); do
     [ $n -ge 2 ] && break
     sleep 0.01
 done
-kill -TERM -- -"$m"
+kill -TERM $(pgrep -f "^$SPKDDP embed")
 wait $m
 rc=$?
 left=$(ls -A | grep -c 'emb\.h5.*tmp')
