@@ -3,6 +3,7 @@
 // exact-sum ops at the end serve the world-size-invariant mode.
 #pragma once
 
+#include "kernels/aam_shard.h"
 #include "kernels/aam_softmax.h"
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
@@ -92,6 +93,10 @@
     X(aam_softmax_workspace_floats) \
     X(aam_softmax_forward)          \
     X(aam_softmax_backward)         \
+    X(aam_shard_cache_floats)       \
+    X(aam_shard_workspace_floats)   \
+    X(aam_shard_forward)            \
+    X(aam_shard_backward)           \
     X(xent_forward)                 \
     X(xent_backward)                \
     X(linear_forward)               \

@@ -3,8 +3,10 @@
 #include "kernels/aam_softmax.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/aam_layout.h"
+#include "kernels/aam_shard.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/cpu/rows.h"
@@ -194,5 +196,76 @@ void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dlo
             if (b % group == group - 1)
                 xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
         }
+    }
+}
+
+// ---- the head sharded over classes (kernels/aam_shard.h) ------------------------------------------
+
+size_t aam_shard_cache_floats(int G, int E, int S) { return aam_cache_floats(G, E, S); }
+
+size_t aam_shard_workspace_floats(int G, int E, int S) { return aam_workspace_floats(G, E, S); }
+
+typedef struct {
+    aam_cache_t c;
+    float *rows;
+    int *argmax;
+    const int *labels;
+    int S, first;
+    float scale;
+    spk_aam_margin_t margin;
+} shard_rows;
+
+// Row g of cos (G, S) in place: logits, the slice's softmax and the row's results.
+static void shard_row(const shard_rows *r, int g) {
+    const int S = r->S, y = r->labels[g] - r->first;
+    float *row = r->c.probs + (size_t)g * S, *out = r->rows + (size_t)g * AAM_SHARD_ROW;
+    const int am = spk_row_argmax(row, S);
+    out[AAM_SHARD_COSMAX] = row[am];
+    r->argmax[g] = r->first + am;
+    const int here = y >= 0 && y < S;
+    const float ct = here ? row[y] : 0.0f;
+    r->c.cos_target[g] = ct;
+#pragma omp simd
+    for (int j = 0; j < S; j++) row[j] *= r->scale;
+    if (here) row[y] = r->scale * spk_aam_phi(ct, r->margin);
+    out[AAM_SHARD_TARGET] = here ? row[y] : 0.0f;
+    const float mx = row[spk_row_argmax(row, S)];
+    out[AAM_SHARD_LSE] = mx + logf(spk_softmax_row(row, row, S, mx));
+}
+
+void aam_shard_forward(float *rows, int *argmax, float *cache, const float *emb, const float *w, const int *labels,
+                       int G, int E, int S, int first, float margin, float scale) {
+    const shard_rows r = {
+        cosines(cache, emb, w, G, E, S, spk_sgemm), rows, argmax, labels, S, first, scale, spk_aam_margin(margin)};
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)G * S >= 32768)
+    for (int g = 0; g < G; g++) shard_row(&r, g);
+}
+
+void aam_shard_backward(float *demb, float *dw, const float *factor, float g, const float *cache, const int *labels,
+                        int G, int E, int S, int first, float margin, float scale, float *workspace) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0);
+    if (!demb && !dw) return;
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
+    const spk_aam_margin_t mc = spk_aam_margin(margin);
+    const float gs = g * scale;
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)G * S >= 32768)
+    for (int b = 0; b < G; b++) {  // the whole head's probabilities, minus 1 at the label
+        const float *p = c.probs + (size_t)b * S;
+        float *d = ws.dcos + (size_t)b * S;
+        const float f = gs * factor[b];
+#pragma omp simd
+        for (int j = 0; j < S; j++) d[j] = f * p[j];
+        const int y = labels[b] - first;
+        if (y >= 0 && y < S) d[y] = (factor[b] * p[y] - 1.0f) * gs * spk_aam_dphi(c.cos_target[b], mc);
+    }
+    if (demb) {
+        spk_sgemm('N', 'N', G, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
+        memset(demb, 0, (size_t)G * E * sizeof(float));
+        normalize_rows_backward(demb, ws.dehat, c.ehat, c.enorm, G, E);
+    }
+    if (dw) {
+        spk_sgemm('T', 'N', S, E, G, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
+        normalize_rows_backward(dw, ws.dwhat, c.what, c.wnorm, S, E);
     }
 }

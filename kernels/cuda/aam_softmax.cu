@@ -192,3 +192,89 @@ extern "C" void aam_softmax_backward_exact_cuda(float *demb, float *dw_tmp, xsum
         if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
     }
 }
+
+// ---- the head sharded over classes (kernels/aam_shard.h) ----------------------------------------
+
+namespace {
+
+// One block per row g of cos (G, S), in place: logits, the slice's softmax and the row's
+// results (shard_row of the CPU).
+__global__ void aam_shard_row_kernel(float *probs, float *cos_target, float *rows, int *argmax, const int *labels,
+                                     int S, int first, float scale, spk_aam_margin_t mc) {
+    __shared__ spk_row_shared_t sh;
+    const size_t g = blockIdx.x;
+    const int y = labels[g] - first;
+    const int here = y >= 0 && y < S;
+    float *row = probs + g * S;
+    const float ct = here ? row[y] : 0.0f;  // every thread reads it before the argmax's barriers
+    const int am = spk_block_row_argmax(row, S, sh.f, sh.i);
+    const float cmax = row[am];
+    __syncthreads();  // everyone has read row[am] before any thread rewrites its positions
+    const float zy = scale * spk_aam_phi(ct, mc);
+    float mv = -INFINITY;
+    SPK_ROW_LOOP(j, S) {
+        const float z = here && j == y ? zy : row[j] * scale;
+        row[j] = z;
+        mv = fmaxf(mv, z);
+    }
+    const float mx = spk_block_max(mv, sh.f);
+    const float s = spk_block_softmax_row(row, row, S, mx, sh.d);
+    if (threadIdx.x == 0) {
+        float *out = rows + g * AAM_SHARD_ROW;
+        out[AAM_SHARD_LSE] = mx + logf(s);
+        out[AAM_SHARD_TARGET] = here ? zy : 0.0f;
+        out[AAM_SHARD_COSMAX] = cmax;
+        argmax[g] = first + am;
+        cos_target[g] = ct;
+    }
+}
+
+// dcos = g * s * (factor * probs), minus the label's 1 times dphi/dcos where the label is here.
+__global__ void aam_shard_dcos_kernel(float *dcos, const float *probs, const float *factor, const float *cos_target,
+                                      const int *labels, float gs, size_t n, int S, int first, spk_aam_margin_t mc) {
+    SPK_GRID_LOOP(i, n) {
+        const size_t b = i / S;
+        const int j = (int)(i - b * S);
+        const float p = probs[i];
+        dcos[i] = j == labels[b] - first ? (factor[b] * p - 1.0f) * gs * spk_aam_dphi(cos_target[b], mc)
+                                         : gs * factor[b] * p;
+    }
+}
+
+}  // namespace
+
+extern "C" size_t aam_shard_cache_floats_cuda(int G, int E, int S) { return aam_cache_floats(G, E, S); }
+
+extern "C" size_t aam_shard_workspace_floats_cuda(int G, int E, int S) { return aam_workspace_floats(G, E, S); }
+
+extern "C" void aam_shard_forward_cuda(float *rows, int *argmax, float *cache, const float *emb, const float *w,
+                                       const int *labels, int G, int E, int S, int first, float margin, float scale) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)G), c.ehat, c.enorm, emb, E);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
+    spk_sgemm_cuda('N', 'T', G, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
+    SPK_LAUNCH(aam_shard_row_kernel, spk_rows_grid((size_t)G), c.probs, c.cos_target, rows, argmax, labels, S, first,
+               scale, spk_aam_margin(margin));
+}
+
+extern "C" void aam_shard_backward_cuda(float *demb, float *dw, const float *factor, float g, const float *cache,
+                                        const int *labels, int G, int E, int S, int first, float margin, float scale,
+                                        float *workspace) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0);
+    if (!demb && !dw) return;
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
+    const size_t n = (size_t)G * S;
+    SPK_LAUNCH(aam_shard_dcos_kernel, spk_grid(n), ws.dcos, c.probs, factor, c.cos_target, labels, g * scale, n, S,
+               first, spk_aam_margin(margin));
+    if (demb) {
+        spk_sgemm_cuda('N', 'N', G, E, S, 1.0f, ws.dcos, S, c.what, E, 0.0f, ws.dehat, E);
+        vec_zero_cuda(demb, (size_t)G * E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)G), demb, ws.dehat, c.ehat, c.enorm, E);
+    }
+    if (dw) {
+        spk_sgemm_cuda('T', 'N', S, E, G, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
+        SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)S), dw, ws.dwhat, c.what, c.wnorm, E);
+    }
+}
