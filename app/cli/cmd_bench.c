@@ -75,7 +75,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
-    grad_sync_init(&gs, comm, be, m->table.total, m->invariant);
+    grad_sync_init(&gs, comm, be, m->table.total, 0, m->invariant);
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {

@@ -107,6 +107,10 @@ static const opt_t rows[] = {
     OPT_INVARIANT(train_config_t, model.invariant),
     OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
     OPT_PRECISION(train_config_t, model.precision),
+    OPT_CHOICE(train_config_t, head, "head", "replicated|sharded",
+               "the AAM-softmax classifier whole on every rank, or its classes split across the ranks (for 100k+ "
+               "speakers: each rank keeps a slice and its optimizer state, the head's gradient never crosses the "
+               "network; checkpoints hold the whole head, docs/sharded-head.md)"),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -49,18 +49,20 @@ static int exact_as_float(void) {
     return s && strcmp(s, "float") == 0;
 }
 
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int exact) {
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact) {
+    SPK_ASSERT(skip >= 0 && skip <= n && !(skip && exact));
     memset(g, 0, sizeof *g);
     g->comm = c;
     g->be = be;
     g->n = n;
+    g->skip = skip;
     g->bucket = bucket_floats();
     g->exact = exact;
     if (c->size == 1 && !nccl_forced(be)) return;
     g->active = 1;
     comm_bcast(c, &g->bucket, 1, MPI_INT64_T, 0);  // ranks must start the same collectives
     g->overlap = 1;
-    g->cap_req = (int)(n / g->bucket + 2);
+    g->cap_req = (int)((n - skip) / g->bucket + 2);
     g->reqs = mallocCheck((size_t)g->cap_req * sizeof(MPI_Request));
     if (be->separate_memory) {
 #ifdef SPKDDP_HAVE_CUDA
@@ -115,7 +117,8 @@ static void start(grad_sync_t *g, int64_t from, int64_t to) {
 // The backward's progress: grads[0, upto) are final.
 static void on_grads_ready(void *ctx, int64_t upto) {
     grad_sync_t *g = ctx;
-    SPK_ASSERT(upto >= g->started && upto <= g->n);
+    SPK_ASSERT(upto <= g->n);
+    if (upto < g->started) return;  // this rank's own gradients (the sharded head): not averaged
     while (upto - g->started >= g->bucket) {
         start(g, g->started, g->started + g->bucket);
         g->started += g->bucket;
@@ -137,7 +140,7 @@ static void exact_allreduce(void *ctx, xsum_t s, int64_t n) {
 void grad_sync_begin(grad_sync_t *g, model_t *m) {
     SPK_ASSERT(m->invariant == g->exact);
     g->model = m;
-    g->started = 0;
+    g->started = g->skip;
     g->nreq = 0;
     if (g->xr) {
         m->exact_allreduce = exact_allreduce;
@@ -182,9 +185,9 @@ void grad_sync_wait(grad_sync_t *g) {
     float *sum = g->host ? g->host : m->grads;
     if (!g->exact) {  // the invariant mode's gradients are sums already scaled by 1 / global batch
         const float inv = 1.0f / (float)g->comm->size;
-        for (int64_t i = 0; i < g->n; i++) sum[i] *= inv;
+        for (int64_t i = g->skip; i < g->n; i++) sum[i] *= inv;
     }
-    if (g->host) g->be->upload(m->grads, g->host, (size_t)g->n * sizeof(float));
+    if (g->host) g->be->upload(m->grads + g->skip, g->host + g->skip, (size_t)(g->n - g->skip) * sizeof(float));
 }
 
 int64_t grad_sync_take_bytes(grad_sync_t *g) {

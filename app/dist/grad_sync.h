@@ -39,6 +39,7 @@ typedef struct {
     struct nccl_comm *nccl;   // CUDA and one GPU per rank
     float *host;              // staging for a separate-memory backend without NCCL
     int64_t n;                // floats of the gradient buffer
+    int64_t skip;             // grads[0, skip) are this rank's own and never averaged (the sharded head)
     int64_t bucket;           // floats per allreduce (rank 0's SPKDDP_BUCKET_MB)
     int active;               // there is averaging to do (more than one rank, or SPKDDP_NCCL=1)
     int overlap;              // start buckets during the backward (off: all after it)
@@ -53,8 +54,10 @@ typedef struct {
     int nreq, cap_req;
 } grad_sync_t;
 
-// Collective: every rank calls it with the same backend, n and exact.
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int exact);
+// Collective: every rank calls it with the same backend, n - skip and exact. grads[0, skip) hold
+// what only this rank has (the classifier's slice of --head sharded, whose gradient is already
+// the global batch's): they are left as they are.
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact);
 // Before the model's train_step: hooks the backward's progress to start buckets early.
 void grad_sync_begin(grad_sync_t *g, model_t *m);
 // After it: starts averaging what is left and unhooks. Returns without waiting.

@@ -20,6 +20,9 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;
+    m->head_first = data->class_rows > 0 ? data->class_first : 0;
+    m->head_rows = data->class_rows > 0 ? data->class_rows : data->num_classes;
+    SPK_ASSERT(m->head_first >= 0 && m->head_rows > 0 && m->head_first + m->head_rows <= m->num_classes);
     m->visual_dim = data->visual_dim;
     m->visual_ratio = data->visual_ratio;
     m->staging = be->staging_create();

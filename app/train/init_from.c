@@ -1,5 +1,6 @@
 #include "app/train/init_from.h"
 
+#include "app/train/sharded_head.h"
 #include "kernels/base/check.h"
 
 #include <math.h>
@@ -87,15 +88,32 @@ void init_from_apply(const comm_t *comm, model_t *m, const char *path, int keep_
         int code;
         char err[1024];
     } r = {0};
+    // A sharded classifier is read whole on rank 0 (its fresh slices first, for --init-head drop).
+    const int sharded = sharded_head_of(m);
+    sharded_head_t sh;
+    float *full = NULL;
+    model_t whole = *m;
+    if (sharded) {
+        sharded_head_init(&sh, comm, m);
+        if (comm->rank == 0) full = callocCheck((size_t)sh.n_full + 1, sizeof(float));
+        sharded_head_gather(&sh, m->host_params, 1, full);
+        whole = sharded_head_view(&sh, m, full);
+    }
     if (comm->rank == 0) {
         weights_file_t wf;
         r.code = weights_file_read(path, &wf, r.err, sizeof r.err);
-        if (r.code == 0) r.code = init_from_copy(m, &wf, path, keep_head, r.err, sizeof r.err);
+        if (r.code == 0) r.code = init_from_copy(&whole, &wf, path, keep_head, r.err, sizeof r.err);
         weights_file_free(&wf);
     }
     comm_bcast(comm, &r, sizeof r, MPI_BYTE, 0);
     if (r.code) spk_fail_all(r.code, "%s", r.err);
-    comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    if (sharded) {
+        sharded_head_scatter(&sh, full, 1, m->host_params);
+        sharded_head_free(&sh);
+        free(full);
+    } else {
+        comm_bcast(comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    }
     comm_bcast(comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
     model_upload(m);
 }

@@ -12,6 +12,11 @@ void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk
     c->dev_norm = be->alloc(sizeof(double));
 }
 
+void step_controls_shard(step_controls_t *c, const comm_t *comm, int64_t own) {
+    c->comm = comm;
+    c->own = own;
+}
+
 void step_controls_free(step_controls_t *c) {
     if (c->dev_norm) c->be->free(c->dev_norm);
     c->dev_norm = NULL;
@@ -29,9 +34,15 @@ static const char *show(double x, char *buf, size_t cap) {
 
 int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report_t *r, int64_t epoch,
                         int64_t global_step) {
-    double sq;
-    c->be->vec_sum_squares(c->dev_norm, grads, (size_t)n);
+    double sq, head = 0.0;
+    c->be->vec_sum_squares(c->dev_norm, grads + c->own, (size_t)(n - c->own));
     c->be->download(&sq, c->dev_norm, sizeof sq);
+    if (c->own > 0) {  // every rank's slice of the head
+        c->be->vec_sum_squares(c->dev_norm, grads, (size_t)c->own);
+        c->be->download(&head, c->dev_norm, sizeof head);
+        comm_allreduce_sum_f64(c->comm, &head, 1);
+    }
+    sq += head;
     r->grad_norm = sqrt(sq);
     r->clip_scale = 1.0;
     r->skipped = 0;

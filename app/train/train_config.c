@@ -27,6 +27,7 @@ train_config_t train_config_defaults(void) {
     c.aug = augment_config_defaults();
     c.grad_accum = 1;
     strcpy(c.init_head, "keep");
+    strcpy(c.head, "replicated");
     return c;
 }
 
@@ -65,6 +66,15 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --invariant cannot be combined with --precision bf16 (its exact sums "
                      "and fixed kernels are float32 only)");
+    if (strcmp(c->head, "sharded") == 0 && strcmp(m.name, "linear") == 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --head sharded splits an AAM-softmax classifier; the linear model has none (use "
+                     "--model ecapa, resnet34, campplus, ...)");
+    // Its embedding gradients are sums over the slices, whose rounding depends on the ranks.
+    if (strcmp(c->head, "sharded") == 0 && m.invariant)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --head sharded cannot be combined with --invariant yet (the sums over the class slices "
+                     "are not exact)");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

@@ -66,6 +66,8 @@ typedef struct {
     // start from another run's weights (app/train/init_from.h)
     char init_from[TRAIN_STR_MAX];  // "" | a checkpoint or safetensors file
     char init_head[TRAIN_STR_MAX];  // keep | drop: the classifier from the file, or fresh
+    char head[TRAIN_STR_MAX];       // replicated | sharded: the classifier whole on every rank, or
+                                    // its classes split across the ranks (app/dist/head_comm.h)
 } train_config_t;
 
 train_config_t train_config_defaults(void);

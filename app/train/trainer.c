@@ -6,6 +6,7 @@
 #include "app/dist/device_select.h"
 #include "app/dist/exact_reduce.h"
 #include "app/dist/grad_sync.h"
+#include "app/dist/head_comm.h"
 #include "app/eval/embedder.h"
 #include "app/eval/scoring.h"
 #include "app/model/model.h"
@@ -16,6 +17,7 @@
 #include "app/train/optimizer.h"
 #include "app/train/progress.h"
 #include "app/train/resume.h"
+#include "app/train/sharded_head.h"
 #include "app/train/step_controls.h"
 #include "app/train/step_watchdog.h"
 #include "io/ckpt/checkpoint.h"
@@ -50,6 +52,10 @@ typedef struct {
     augment_t *aug;  // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
+    int head_sharded;            // --head sharded: the classifier's classes split across the ranks
+    head_comm_impl_t head_comm;  // its collectives (model_t.head_comm)
+    int sliced;                  // ... over more than one rank: checkpoints gather it (shard)
+    sharded_head_t shard;
     grad_sync_t grad_sync;
     lr_schedule_t sched;
     step_controls_t controls;  // gradient norm, clipping, skips, step log
@@ -140,14 +146,52 @@ static void save_effective_config(trainer_t *t) {
     t->config_yaml = NULL;  // once
 }
 
+// The whole head of a sliced run on rank 0, in the replicated layout (app/train/sharded_head.h):
+// parameters and optimizer slots. Collective; the buffers are rank 0's (NULL elsewhere).
+typedef struct {
+    float *params, *opt;
+} whole_t;
+
+static whole_t whole_alloc(const trainer_t *t) {
+    whole_t w = {0};
+    if (t->comm->rank != 0) return w;
+    w.params = callocCheck((size_t)t->shard.n_full + 1, sizeof(float));
+    w.opt = callocCheck((size_t)t->shard.n_full * (size_t)t->opt.slots + 1, sizeof(float));
+    return w;
+}
+
+static void whole_free(whole_t *w) {
+    free(w->params);
+    free(w->opt);
+}
+
+// What rank 0 writes or reads: the model's buffers, or for a sliced head the whole one's.
+static ckpt_tensors_t tensors_whole(trainer_t *t, const whole_t *w) {
+    ckpt_tensors_t ts = tensors_of(t);
+    if (t->sliced) {
+        ts.params = &t->shard.full;
+        ts.param_data = w->params;
+        ts.opt_data = w->opt;
+    }
+    return ts;
+}
+
 static void save_checkpoint(trainer_t *t) {
     if (!t->cfg->ckpt_dir[0]) return;
+    whole_t w = {0};
+    if (t->sliced) {  // every rank's slice to rank 0
+        model_download(t->model);
+        optimizer_download(&t->opt);
+        w = whole_alloc(t);
+        sharded_head_gather(&t->shard, t->model->host_params, 1, w.params);
+        sharded_head_gather(&t->shard, t->opt.host_state, t->opt.slots, w.opt);
+    }
     if (t->comm->rank == 0) {
         ckpt_meta_t *m = callocCheck(1, sizeof *m);
         fill_meta(t, m);
         model_download(t->model);
         optimizer_download(&t->opt);
-        ckpt_tensors_t ts = tensors_of(t);
+        ckpt_tensors_t ts = tensors_whole(t, &w);
         char path[CKPT_PATH_MAX];
         ckpt_policy_save(&t->ckpt, m, &ts, path, sizeof path);
         save_effective_config(t);
@@ -159,6 +203,7 @@ static void save_checkpoint(trainer_t *t) {
                     (long long)t->epoch + 1, (long long)t->step_in_epoch, (long long)t->global_step);
         free(m);
     }
+    whole_free(&w);
     comm_barrier(t->comm);  // nobody runs ahead while the file is not yet in place
     met();
 }
@@ -197,7 +242,7 @@ static void explain_classes(const trainer_t *t, const ckpt_meta_t *m, resume_t *
 
 // Rank 0: the checkpoint into the model (and the optimizer, when its state carries over),
 // then checked against this run (app/train/resume.h).
-static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
+static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m, const whole_t *w) {
     const train_config_t *c = t->cfg;
     param_table_t params, state;
     int slots = 0;
@@ -205,7 +250,7 @@ static void load_resume_point(trainer_t *t, resume_t *r, ckpt_meta_t *m) {
     param_table_free(&params);
     param_table_free(&state);
     r->keep_optimizer = resume_keeps_optimizer(m, slots, c, t->opt.slots);
-    ckpt_tensors_t ts = tensors_of(t);
+    ckpt_tensors_t ts = tensors_whole(t, w);
     if (!r->keep_optimizer) ts.opt_slots = 0, ts.opt_data = NULL;
     r->code = ckpt_load(r->path, c->model.name, m, &ts, r->err, sizeof r->err);
     if (r->code && m->num_classes > 0 && m->num_classes != t->model->num_classes)  // say why the layout differs
@@ -221,6 +266,7 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
     const train_config_t *c = t->cfg;
     if (!c->resume[0]) return 0;
     resume_t *r = callocCheck(1, sizeof *r);
+    whole_t w = t->sliced ? whole_alloc(t) : (whole_t){0};
     if (t->comm->rank == 0) {
         if (strcmp(c->resume, "auto") == 0)
             r->found = ckpt_find_latest(c->ckpt_dir, r->path, sizeof r->path);
@@ -228,22 +274,29 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
             r->found = 1;
             snprintf(r->path, sizeof r->path, "%s", c->resume);
         }
-        if (r->found) load_resume_point(t, r, m);
+        if (r->found) load_resume_point(t, r, m, &w);
     }
     comm_bcast(t->comm, r, sizeof *r, MPI_BYTE, 0);
     if (r->code) spk_fail_all(r->code, "%s", r->err);
     if (!r->found) {
         printf0("resume: no checkpoint in %s yet, starting from scratch\n", c->ckpt_dir);
+        whole_free(&w);
         free(r);
         return 0;
     }
     comm_bcast(t->comm, m, sizeof *m, MPI_BYTE, 0);
-    comm_bcast(t->comm, t->model->host_params, t->model->table.total, MPI_FLOAT, 0);
+    if (t->sliced)  // each rank its slice of the whole head
+        sharded_head_scatter(&t->shard, w.params, 1, t->model->host_params);
+    else
+        comm_bcast(t->comm, t->model->host_params, t->model->table.total, MPI_FLOAT, 0);
     comm_bcast(t->comm, t->model->host_state, t->model->state_table.total, MPI_FLOAT, 0);
-    if (r->keep_optimizer)
+    if (r->keep_optimizer && t->sliced)
+        sharded_head_scatter(&t->shard, w.opt, t->opt.slots, t->opt.host_state);
+    else if (r->keep_optimizer)
         comm_bcast(t->comm, t->opt.host_state, (int64_t)t->opt.slots * t->opt.n, MPI_FLOAT, 0);
     else
         m->opt_step = 0;  // a fresh optimizer state: Adam's bias correction starts over too
+    whole_free(&w);
     model_upload(t->model);
     optimizer_upload(&t->opt);
     if (m->samples_in_epoch % c->global_batch != 0)
@@ -289,7 +342,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
         }
         const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);  // collective: every rank met
         met();
-        if (n > 0) t->model->ops->eval_step(t->model, b, &st);
+        if (n > 0 || t->head_sharded) t->model->ops->eval_step(t->model, b, &st);  // (the sharded head needs all)
     }
     sampler_free(&s);
     double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
@@ -345,7 +398,8 @@ typedef struct {
 // copies downloaded.
 static double replica_divergence(trainer_t *t) {
     const model_t *m = t->model;
-    double d = comm_divergence(t->comm, m->host_params, m->table.total, t->scratch);
+    const int64_t own = t->sliced ? t->shard.own : 0;  // a slice of the head is each rank's own
+    double d = comm_divergence(t->comm, m->host_params + own, m->table.total - own, t->scratch);
     if (m->invariant) {
         const double ds = comm_divergence(t->comm, m->host_state, m->state_table.total, t->scratch);
         if (!(ds <= d)) d = ds;
@@ -623,15 +677,33 @@ static void create_model(trainer_t *t) {
     // Speed perturbation makes each factor's copies of a speaker a class of their own.
     const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
     const optimizer_config_t oc = train_config_optimizer(c);
+    t->head_sharded = strcmp(c->head, "sharded") == 0;
+    t->sliced = t->head_sharded && t->comm->size > 1;
+    int64_t first = 0, rows = 0;
+    if (t->sliced) {
+        if (classes < t->comm->size)
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "train: --head sharded over %d ranks needs at least as many classes (%s has %lld)",
+                         t->comm->size, c->data, (long long)classes);
+        head_shard_slice(classes, t->comm->size, t->comm->rank, &first, &rows);
+    }
     const model_data_t md = {.feature_dim = t->data.feature_dim,
                              .num_classes = classes,
+                             .class_first = first,
+                             .class_rows = rows,
                              .visual_dim = t->data.visual.dim,
                              .visual_ratio = t->data.visual_ratio,
                              .source = c->data,
                              .param_copies = 2 + optimizer_slots(&oc),
                              .ranks_per_node = t->comm->local_size};
     model_t *m = t->model = model_create(&mc, &md, t->be);
-    comm_bcast(t->comm, m->host_params, m->table.total, MPI_FLOAT, 0);
+    const int64_t own = t->sliced ? m->table.t[0].numel : 0;  // each rank drew its own slice
+    comm_bcast(t->comm, m->host_params + own, m->table.total - own, MPI_FLOAT, 0);
+    if (t->head_sharded) {
+        head_comm_init(&t->head_comm, t->comm);
+        m->head_comm = &t->head_comm.ops;
+    }
+    if (t->sliced) sharded_head_init(&t->shard, t->comm, m);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
     model_upload(m);
 }
@@ -641,7 +713,9 @@ static void create_optimizer(trainer_t *t) {
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
     step_controls_init(&t->controls, t->cfg, t->be);
-    grad_sync_init(&t->grad_sync, t->comm, t->be, n, t->model->invariant);
+    const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
+    if (own) step_controls_shard(&t->controls, t->comm, own);
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n, own, t->model->invariant);
     const int64_t ns = t->model->state_table.total;
     t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
 }
@@ -769,11 +843,17 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     stop_signals_progress();
     char accum[48] = "";
     if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
+    char head[160] = "";
+    if (t->sliced)
+        snprintf(head, sizeof head, "; classifier sharded: %lld-%lld of %lld classes per rank",
+                 (long long)(t->model->num_classes / comm->size),
+                 (long long)((t->model->num_classes + comm->size - 1) / comm->size), (long long)t->model->num_classes);
     printf0(
-        "spkddp train: model %s (%lld parameters), %lld utterances of %s, %d ranks x batch %lld%s = global batch "
+        "spkddp train: model %s (%lld parameters%s), %lld utterances of %s, %d ranks x batch %lld%s = global batch "
         "%lld, %lld steps/epoch\n",
-        cfg->model.name, (long long)t->model->table.total, (long long)t->data.num_utts, cfg->data, comm->size,
-        (long long)cfg->batch, accum, (long long)cfg->global_batch, (long long)t->steps);
+        cfg->model.name, (long long)(t->sliced ? t->shard.n_full : t->model->table.total), head,
+        (long long)t->data.num_utts, cfg->data, comm->size, (long long)cfg->batch, accum, (long long)cfg->global_batch,
+        (long long)t->steps);
     choose_start(t);
     stop_signals_progress();
     return t;
@@ -867,6 +947,7 @@ static void trainer_free(trainer_t *t) {
     sampler_free(&t->sampler);
     dataset_close(&t->data);
     grad_sync_free(&t->grad_sync);
+    if (t->sliced) sharded_head_free(&t->shard);
     optimizer_free(&t->opt);
     step_controls_free(&t->controls);
     model_free(t->model);

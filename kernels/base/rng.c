@@ -24,6 +24,8 @@ uint64_t rng_next_u64(rng_t *r) {
     return rng_mix64(r->state);
 }
 
+void rng_skip(rng_t *r, uint64_t n) { r->state += n * GOLDEN_GAMMA; }  // modulo 2^64, as n steps
+
 uint64_t rng_below(rng_t *r, uint64_t n) {
     if (n <= 1) return 0;
     // Reject the top partial block so every value is equally likely.

@@ -28,6 +28,7 @@ enum rng_purpose {
 uint64_t rng_mix64(uint64_t z);                                           // the SplitMix64 finaliser
 rng_t rng_init(uint64_t seed, uint64_t purpose, uint64_t a, uint64_t b);  // stream keyed on 4 words
 uint64_t rng_next_u64(rng_t *r);
+void rng_skip(rng_t *r, uint64_t n);       // as n calls of rng_next_u64 (rng_uniform), at once
 uint64_t rng_below(rng_t *r, uint64_t n);  // uniform in [0, n), unbiased (rejection)
 double rng_uniform(rng_t *r);              // uniform in [0, 1), 53 bits
 double rng_normal(rng_t *r);               // standard normal (Box-Muller, one value per call)

@@ -6,7 +6,7 @@
 // rank's NaN term makes that sum NaN everywhere.
 #include "app/dist/exact_reduce.h"
 #include "kernels/exact_sum.h"
-#include "tests/test_util.h"
+#include "tests/dist/mpi_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -91,14 +91,4 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     free(x);
 }
 
-int main(int argc, char **argv) {
-    comm_t c;
-    comm_init(&c, &argc, &argv);
-    check_backend(&c, &spk_backend_cpu);
-    check_backend(&c, &spk_backend_cpu_staged);
-    double failures = test_failures;
-    comm_allreduce_max_f64(&c, &failures, 1);
-    const int rc = c.rank == 0 ? test_report("test_exact_reduce") : (failures > 0);
-    MPI_Finalize();
-    return rc || failures > 0;
-}
+int main(int argc, char **argv) { return mpi_test_main(argc, argv, "test_exact_reduce", check_backend); }

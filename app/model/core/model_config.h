@@ -36,6 +36,8 @@ int model_config_apply_tf32(model_config_t *c, int tf32);
 typedef struct {
     int64_t feature_dim;   // F
     int64_t num_classes;   // speakers
+    int64_t class_first;   // the classifier holds classes [class_first, class_first + class_rows) on
+    int64_t class_rows;    // this rank (--head sharded); class_rows 0: all of them
     int64_t visual_dim;    // Fv of the /visual stream, 0 without one
     int64_t visual_ratio;  // audio frames per visual frame
     const char *source;    // the dataset's file name, for messages (may be NULL)

@@ -21,6 +21,20 @@ typedef struct {
 
 typedef struct model model_t;
 
+// What a classifier sharded across ranks (--head sharded) asks of them: collectives over every
+// rank, called in the same order everywhere, on HOST buffers (app/dist/head_comm.h).
+typedef struct {
+    int rank, size;
+    void *ctx;
+    // counts[r] = the n of rank r, for every rank.
+    void (*counts)(void *ctx, int64_t n, int64_t *counts);
+    // recv = every rank's counts[r] items of `unit` bytes, in rank order.
+    void (*allgather)(void *ctx, const void *send, void *recv, const int64_t *counts, size_t unit);
+    // recv (counts[rank] x unit floats) = the sum over ranks of block `rank` of their send
+    // (every rank's blocks of counts[r] x unit floats, in rank order).
+    void (*reduce_scatter)(void *ctx, const float *send, float *recv, const int64_t *counts, size_t unit);
+} head_comm_t;
+
 typedef struct {
     // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
     // the mean. Accumulates into m->grads. On a device the work is only queued, nothing waits
@@ -51,8 +65,12 @@ struct model {
     spk_bf16 *params_bf16;      // (table.total,) on be; NULL unless bf16
     float *host_params;         // host copies (== params / state when be uses host memory)
     float *host_state;
-    int64_t feature_dim;   // F of the input frames
-    int64_t num_classes;   // speakers in the training set
+    int64_t feature_dim;  // F of the input frames
+    int64_t num_classes;  // speakers in the training set
+    // The classifier's classes on this rank: [head_first, head_first + head_rows); all of them
+    // unless it is sharded, and then head_comm (set by the caller before a step) joins the ranks.
+    int64_t head_first, head_rows;
+    const head_comm_t *head_comm;
     int64_t visual_dim;    // Fv of the visual stream (0: audio only)
     int64_t visual_ratio;  // audio frames per visual frame
     loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual
@@ -82,7 +100,7 @@ struct model {
     xsum_t xstats;         // (xstats_cap,) on be: the BatchNorm sums being reduced
     int64_t xstats_cap;
     float *fcells;  // (1,) on be: the batch size as a term
-    void *impl;  // the family's own state, malloc'ed by its builder
+    void *impl;     // the family's own state, malloc'ed by its builder
 };
 
 // ---- for the callers ------------------------------------------------------------------------

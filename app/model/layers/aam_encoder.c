@@ -2,6 +2,7 @@
 #include "app/model/layers/aam_encoder.h"
 
 #include "app/model/core/model_stats.h"
+#include "app/model/layers/aam_head_shard.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
 
@@ -13,23 +14,35 @@ static void release_head(aam_encoder_t *h, const model_t *m) {
     float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     h->cap_b = 0;
+    aam_head_shard_free(h->shard, m);
+    h->shard = NULL;
 }
 
-void aam_encoder_reserve(model_t *m, int B, int T) {
+// The head's buffers for B samples.
+static void reserve_head(model_t *m, int B) {
     aam_encoder_t *h = head_of(m);
-    h->enc->reserve(m, B, T);
     if (B <= h->cap_b) return;
     release_head(h, m);
-    const int E = (int)h->emb, S = (int)m->num_classes;
-    h->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, E, S));
-    h->work = model_buf(m, m->be->aam_softmax_workspace_floats(B, E, S));
+    const int E = (int)h->emb, S = (int)m->head_rows;
+    if (m->head_comm)  // the sharded head's buffers are for the global batch
+        h->shard = aam_head_shard_create();
+    else {
+        h->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, E, S));
+        h->work = model_buf(m, m->be->aam_softmax_workspace_floats(B, E, S));
+    }
     h->g_emb = model_buf(m, (size_t)B * E);
     h->scalars = model_buf(m, 2);
     h->row_loss = model_buf(m, (size_t)B);
     h->cap_b = B;
 }
 
+void aam_encoder_reserve(model_t *m, int B, int T) {
+    head_of(m)->enc->reserve(m, B, T);
+    reserve_head(m, B);
+}
+
 static int batch_frames(const batch_t *b) {
+    if (b->n == 0) return 0;
     int T = (int)(b->frame_off[1] - b->frame_off[0]);
     for (int i = 1; i < b->n; i++) SPK_ASSERT(b->frame_off[i + 1] - b->frame_off[i] == T);
     return T;
@@ -42,6 +55,14 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     aam_encoder_t *h = head_of(m);
     const spk_backend_t *K = m->be;
     const int T = batch_frames(b), B = b->n;
+    const int E = (int)h->emb, S = (int)m->head_rows;
+    if (m->head_comm && B == 0) {  // nothing of its own to evaluate; the sharded head still needs this rank
+        reserve_head(m, 1);
+        *emb = NULL;
+        aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, h->margin, h->scale, h->scalars);
+        model_stats_fetch(m, h->scalars, 0);
+        return NULL;
+    }
     aam_encoder_reserve(m, B, T);
     const size_t xb = (size_t)B * T * m->feature_dim * sizeof(float), lb = (size_t)B * sizeof(int);
     const size_t vb = h->visual ? (size_t)B * (T / h->vratio) * m->visual_dim * sizeof(float) : 0;
@@ -52,9 +73,11 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     model_stage_ready(m);
     model_round_params(m);
     *emb = h->enc->forward(m, x, vx, B, T, train);
-    const int E = (int)h->emb, S = (int)m->num_classes;
     int *correct = (int *)(h->scalars + 1);
-    if (!m->invariant) {
+    if (m->head_comm)
+        aam_head_shard_forward(h->shard, m, *emb, b->labels, B, E, m->params + h->cls_w, h->margin, h->scale,
+                               h->scalars);
+    else if (!m->invariant) {
         K->aam_softmax_forward(h->scalars, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
                                h->margin, h->scale, h->work);
     } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; scalars[0] is unused)
@@ -72,9 +95,11 @@ static void train_step(model_t *m, const batch_t *b) {
     const int64_t global = model_begin_step(m, b->n);
     const float *emb;
     const int *labels = forward_loss(m, b, 1, &emb);
-    const int E = (int)h->emb, S = (int)m->num_classes;
+    const int E = (int)h->emb, S = (int)m->head_rows;
     K->vec_zero(h->g_emb, (size_t)b->n * E);
-    if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
+    if (m->head_comm)
+        aam_head_shard_backward(h->shard, m, h->g_emb, m->grads + h->cls_w, E, h->margin, h->scale);
+    else if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
         K->aam_softmax_backward_exact(h->g_emb, m->grads + h->cls_w, xsum_at(m->xgrads, h->cls_w), 1.0f / (float)global,
                                       h->aam_cache, emb, m->params + h->cls_w, labels, b->n, E, S, h->margin, h->scale,
                                       h->work, m->group);
@@ -143,7 +168,7 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->scale = (float)cfg->scale;
     h->margin_start = cfg->margin_warmup_start;
     h->margin_end = cfg->margin_warmup_end;
-    h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->num_classes, emb_dim});
+    h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->head_rows, emb_dim});
     m->ops = &aam_encoder_model_ops;
     m->emb_dim = emb_dim;
 }
@@ -153,6 +178,7 @@ void aam_encoder_init_classifier(const aam_encoder_t *h, model_t *m, uint64_t se
     SPK_ASSERT(t->offset == h->cls_w);
     float *p = m->host_params + t->offset;
     rng_t r = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)index, 0);
-    const float bound = sqrtf(6.0f / (float)(t->shape[0] + t->shape[1]));
+    rng_skip(&r, (uint64_t)(m->head_first * t->shape[1]));  // a slice of the head: the whole head's values
+    const float bound = sqrtf(6.0f / (float)(m->num_classes + t->shape[1]));
     for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
 }

@@ -38,6 +38,7 @@ typedef struct {
     float *g_emb;                      // (B, E)
     float *scalars;                    // [loss, correct (an int)] of the last forward
     float *row_loss;                   // (B) invariant mode: each sample's loss of the last forward
+    struct aam_head_shard *shard;      // the classifier sharded across ranks (m->head_comm set)
 } aam_encoder_t;
 
 // Registers classifier.weight for E-dimensional embeddings, the first tensor of the table (its

@@ -1,0 +1,106 @@
+// The sharded classifier's slices and collectives (app/dist/head_comm.h).
+#include "app/dist/head_comm.h"
+
+#include "kernels/base/check.h"
+#include "kernels/base/spk_assert.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64_t *rows) {
+    *first = classes * rank / size;
+    *rows = classes * (rank + 1) / size - *first;
+}
+
+// Counts and displacements of every rank's block in units of `unit` elements, as MPI's ints:
+// counts in [0, size), displacements in [size, 2 size) of the array returned (to free).
+static int *layout(const comm_t *c, const int64_t *counts, int64_t unit) {
+    int *n = mallocCheck(2 * (size_t)c->size * sizeof(int)), *displ = n + c->size;
+    int64_t off = 0;
+    for (int r = 0; r < c->size; r++) {
+        const int64_t k = counts[r] * unit;
+        if (k > INT_MAX || off + k > INT_MAX)
+            spk_die(SPK_EXIT_FAILURE,
+                    "the sharded head would move %lld elements in one collective, more than MPI's counts hold; use a "
+                    "smaller global batch",
+                    (long long)(off + k));
+        n[r] = (int)k;
+        displ[r] = (int)off;
+        off += k;
+    }
+    return n;
+}
+
+static void counts(void *ctx, int64_t n, int64_t *all) {
+    head_comm_impl_t *h = ctx;
+    MPI_Request r;
+    mpiCheck(MPI_Iallgather(&n, 1, MPI_INT64_T, all, 1, MPI_INT64_T, h->comm->world, &r));
+    comm_wait(h->comm, &r);
+}
+
+static void allgather(void *ctx, const void *send, void *recv, const int64_t *cnt, size_t unit) {
+    head_comm_impl_t *h = ctx;
+    const comm_t *c = h->comm;
+    int *n = layout(c, cnt, (int64_t)unit), *displ = n + c->size;
+    MPI_Request r;
+    mpiCheck(MPI_Iallgatherv(send, n[c->rank], MPI_BYTE, recv, n, displ, MPI_BYTE, c->world, &r));
+    comm_wait(c, &r);
+    h->bytes += n[c->rank];
+    free(n);
+}
+
+static void reduce_scatter(void *ctx, const float *send, float *recv, const int64_t *cnt, size_t unit) {
+    head_comm_impl_t *h = ctx;
+    const comm_t *c = h->comm;
+    int *n = layout(c, cnt, (int64_t)unit), *displ = n + c->size;
+    MPI_Request r;
+    mpiCheck(MPI_Ireduce_scatter(send, recv, n, MPI_FLOAT, MPI_SUM, c->world, &r));
+    comm_wait(c, &r);
+    h->bytes += (int64_t)(displ[c->size - 1] + n[c->size - 1] - n[c->rank]) * (int64_t)sizeof(float);
+    free(n);
+}
+
+void head_comm_init(head_comm_impl_t *h, const comm_t *c) {
+    h->comm = c;
+    h->bytes = 0;
+    h->ops = (head_comm_t){.rank = c->rank,
+                           .size = c->size,
+                           .ctx = h,
+                           .counts = counts,
+                           .allgather = allgather,
+                           .reduce_scatter = reduce_scatter};
+}
+
+int64_t head_comm_take_bytes(head_comm_impl_t *h) {
+    const int64_t b = h->bytes;
+    h->bytes = 0;
+    return b;
+}
+
+// Every rank's slice of a (classes, E) head, in floats, as layout's counts and displacements.
+static int *slices(const comm_t *c, int64_t classes, int64_t E) {
+    int64_t *rows = mallocCheck((size_t)c->size * sizeof(int64_t));
+    for (int r = 0; r < c->size; r++) {
+        int64_t first;
+        head_shard_slice(classes, c->size, r, &first, &rows[r]);
+    }
+    int *n = layout(c, rows, E);
+    free(rows);
+    return n;
+}
+
+void head_gather(const comm_t *c, const float *local, int64_t classes, int64_t E, float *full) {
+    int *n = slices(c, classes, E), *displ = n + c->size;
+    MPI_Request r;
+    mpiCheck(MPI_Igatherv(local, n[c->rank], MPI_FLOAT, full, n, displ, MPI_FLOAT, 0, c->world, &r));
+    comm_wait(c, &r);
+    free(n);
+}
+
+void head_scatter(const comm_t *c, const float *full, int64_t classes, int64_t E, float *local) {
+    int *n = slices(c, classes, E), *displ = n + c->size;
+    MPI_Request r;
+    mpiCheck(MPI_Iscatterv(full, n, displ, MPI_FLOAT, local, n[c->rank], MPI_FLOAT, 0, c->world, &r));
+    comm_wait(c, &r);
+    free(n);
+}

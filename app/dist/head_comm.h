@@ -1,0 +1,29 @@
+// The classifier sharded across ranks (--head sharded): which classes a rank holds, the
+// collectives its step needs (model_t.head_comm, app/model/layers/aam_head_shard.h), and the
+// moves of whole heads between the ranks' slices and rank 0 for checkpoints, which always hold
+// the whole head (so a run resumes on any number of ranks, sharded or not, and every tool reads
+// its checkpoints as before).
+#pragma once
+#include "app/dist/comm.h"
+#include "app/model/model.h"
+
+#include <stdint.h>
+
+typedef struct {
+    head_comm_t ops;  // what the model calls
+    const comm_t *comm;
+    int64_t bytes;  // payload bytes this rank sent since head_comm_take_bytes
+} head_comm_impl_t;
+
+// Rank `rank` of `size` holds classes [*first, *first + *rows): contiguous, sizes differing by
+// at most one, none empty when classes >= size.
+void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64_t *rows);
+// The model's collectives over c (MPI on host buffers, each wait under the job's deadline).
+void head_comm_init(head_comm_impl_t *h, const comm_t *c);
+int64_t head_comm_take_bytes(head_comm_impl_t *h);
+
+// Rank 0's full (classes, E) <- every rank's slice `local` (rows x E, at the rows of
+// head_shard_slice). Collective; full is only written on rank 0.
+void head_gather(const comm_t *c, const float *local, int64_t classes, int64_t E, float *full);
+// Every rank's slice `local` <- its rows of rank 0's full (classes, E). Collective.
+void head_scatter(const comm_t *c, const float *full, int64_t classes, int64_t E, float *local);

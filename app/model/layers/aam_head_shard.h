@@ -1,0 +1,25 @@
+// The AAM-softmax head with its classes sharded across ranks (--head sharded; the kernels are
+// kernels/aam_shard.h). A step gathers the ranks' embeddings and labels into the global batch,
+// scores it against this rank's slice of the classes, and combines each row's log-sum-exp over
+// the slices on every rank (the same numbers in the same order everywhere, so every rank
+// reaches the same loss). The backward sends each slice's embedding gradients back to the rank
+// whose samples they are (a reduce-scatter); the classifier's gradient never leaves its rank.
+// Communication goes through model_t.head_comm (app/dist/head_comm.h).
+#pragma once
+#include "app/model/core/model_core.h"
+
+typedef struct aam_head_shard aam_head_shard_t;
+
+aam_head_shard_t *aam_head_shard_create(void);
+void aam_head_shard_free(aam_head_shard_t *s, const model_t *m);  // NULL is fine
+
+// This rank's B embeddings (backend memory; B may be 0 in evaluation, the rank still takes
+// part) with their labels (host): scalars (backend memory) <- [mean loss of these B samples,
+// their argmax hits as an int]. w: this rank's classifier rows (m->head_rows, E).
+void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
+                            const float *w, float margin, float scale, float *scalars);
+// After a forward with B > 0: g_emb (backend, (B, E)) <- the gradient of the mean loss of this
+// rank's samples (the replicated head's, so that averaging over the ranks gives the global
+// batch's), dw += the gradient of the global batch's mean loss w.r.t. this rank's rows.
+void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, int E, float margin,
+                             float scale);
