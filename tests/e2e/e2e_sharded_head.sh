@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The classifier sharded across ranks (--head sharded, docs/sharded-head.md), end to end:
+#  - a sharded run on 2 ranks trains (the loss falls) and its checkpoint holds the whole head in
+#    the replicated layout: inspect shows classifier.weight (classes, E), export writes it whole;
+#  - stopped and resumed on 2 ranks it ends bitwise as the uninterrupted run;
+#  - its checkpoint resumes on 3 ranks sharded and on 1 rank replicated; a replicated run's
+#    checkpoint resumes sharded; --init-from a checkpoint into a sharded run keeps the head;
+#  - the first steps equal the replicated head's up to rounding (every later step from the same
+#    weights is tests/dist/test_sharded_head.c's);
+#  - refusals: the linear model, --invariant, more ranks than classes.
+. "$(dirname "$0")/lib.sh" "$@"
+
+small="--model ecapa --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 24 --frames 40"
+$SPKDDP synth --kind speakers --out train.h5 --dim 24 --speakers 13 --utts-per-speaker 6 --min-frames 40 \
+    --max-frames 90 >/dev/null || fail "synth"
+common="$small --data train.h5 --epochs 3 --global-batch 12 --optimizer adam --lr 0.005 --progress 0 --log-every 1"
+run 2 $SPKDDP train $common --head sharded --ckpt-dir sharded --step-log s_sharded.jsonl >log_s || fail "sharded run"
+grep -q "classifier sharded: 6-7 of 13 classes per rank" log_s && echo "ok  2 ranks hold 6 and 7 of the 13 classes" ||
+    fail "no sharding line: $(head -3 log_s)"
+last=sharded/ckpt-000000000021.h5
+first_loss=$(head -1 s_sharded.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+last_loss=$(tail -1 s_sharded.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+awk -v a="$first_loss" -v b="$last_loss" 'BEGIN { exit !(b < 0.8 * a) }' &&
+    echo "ok  the sharded run learns: loss $first_loss -> $last_loss" || fail "loss $first_loss -> $last_loss"
+$SPKDDP export --ckpt $last --out whole.safetensors >/dev/null || fail "export of a sharded run's checkpoint"
+
+# The first steps against the replicated head (the same batches and BatchNorm statistics).
+run 2 $SPKDDP train $common --head replicated --ckpt-dir replicated --step-log s_rep.jsonl >log_r || fail "replicated"
+python3 - s_rep.jsonl s_sharded.jsonl <<'PY' || fail "the first steps differ from the replicated head's"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])][:2]
+b = [json.loads(l) for l in open(sys.argv[2])][:2]
+worst = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
+print("ok  steps 1-2: loss and gradient norm within %.1e of the replicated head's" % worst)
+sys.exit(worst > 1e-6)
+PY
+
+$SPKDDP inspect $last >insp || fail "inspect"
+$SPKDDP inspect replicated/ckpt-000000000021.h5 >insp_r || fail "inspect the replicated run's"
+grep -q "ecapa, 36252 parameters in 139 tensors" insp && diff <(sed -n 2p insp) <(sed -n 2p insp_r) >/dev/null &&
+    echo "ok  the checkpoint holds the whole model, as the replicated run's: $(sed -n 2p insp)" ||
+    fail "inspect: $(sed -n 2p insp) vs $(sed -n 2p insp_r)"
+
+# Stopped and resumed: bitwise the uninterrupted run.
+run 2 $SPKDDP train $common --head sharded --ckpt-dir leg --max-steps 3 >/dev/null || fail "first leg"
+mkdir -p k3 k1 && cp leg/ckpt-000000000003.h5 k3/ && cp leg/ckpt-000000000003.h5 k1/
+run 2 $SPKDDP train $common --head sharded --ckpt-dir leg --resume auto >log_leg || fail "second leg"
+$SPKDDP diff $last leg/ckpt-000000000021.h5 >diff_leg && echo "ok  stopped at step 3 and resumed: bitwise the uninterrupted run" ||
+    { cat diff_leg; fail "the resumed sharded run differs"; }
+
+# Across world sizes and heads.
+run 3 $SPKDDP train $common --head sharded --ckpt-dir k3 --resume auto >log_k3 2>&1 || fail "resume on 3 ranks sharded: $(tail -2 log_k3)"
+grep -q "written by 2 ranks, now 3" log_k3 && grep -q "4-5 of 13 classes per rank" log_k3 &&
+    echo "ok  a 2-rank sharded checkpoint resumes sharded on 3 ranks" || fail "3 ranks: $(grep -E 'resumed|classes' log_k3)"
+run 1 $SPKDDP train $common --head replicated --ckpt-dir k1 --resume auto --max-steps 6 \
+    >log_k1 2>&1 || fail "resume on 1 rank replicated: $(tail -2 log_k1)"
+grep -q "written by 2 ranks, now 1" log_k1 && echo "ok  ... and replicated on 1 rank" || fail "1 rank: $(tail -2 log_k1)"
+mkdir -p r2s && cp replicated/ckpt-000000000007.h5 r2s/
+run 2 $SPKDDP train $common --head sharded --ckpt-dir r2s --resume auto --max-steps 9 >log_r2s 2>&1 ||
+    fail "a replicated checkpoint resumed sharded: $(tail -2 log_r2s)"
+echo "ok  a replicated run's checkpoint resumes sharded"
+
+# --init-from keeps the head, sliced.
+run 2 $SPKDDP train $common --head sharded --init-from whole.safetensors --epochs 1 --lr 0.0005 --ckpt-dir init \
+    >log_init 2>&1 || fail "--init-from into a sharded run: $(tail -2 log_init)"
+grep -q "classifier kept" log_init && echo "ok  --init-from a whole head into a sharded run" || fail "init: $(tail -2 log_init)"
+$SPKDDP export --ckpt init/ckpt-000000000007.h5 --out init.safetensors >/dev/null || fail "export init"
+cmp -s whole.safetensors init.safetensors && fail "fine-tuning changed nothing"
+run 2 $SPKDDP train $common --head sharded --init-from whole.safetensors --init-head drop --epochs 1 --ckpt-dir drop \
+    >log_drop 2>&1 || fail "--init-head drop: $(tail -2 log_drop)"
+
+# Refusals.
+expect_error 2 "linear model has none" -- run 2 $SPKDDP train --data train.h5 --head sharded
+expect_error 2 "cannot be combined with --invariant" -- run 2 $SPKDDP train $common --head sharded --invariant
+$SPKDDP synth --kind speakers --out two.h5 --dim 24 --speakers 2 --utts-per-speaker 6 --min-frames 40 --max-frames 90 \
+    >/dev/null || fail "synth two"
+expect_error 2 "over 3 ranks needs at least as many classes \(two.h5 has 2\)" -- \
+    run 3 $SPKDDP train $small --data two.h5 --global-batch 6 --head sharded
+finish
