@@ -223,18 +223,29 @@ static void write_split(const synth_config_t *c, const voices_t *v, const char *
     dataset_writer_t w;
     dataset_writer_create(&w, path, MPI_COMM_SELF,
                           &(dataset_layout_t){.num_utts = N, .num_speakers = S, .feature_dim = c->dim, .lengths = len});
-    float *buf = mallocCheck((size_t)(c->max_frames * c->dim) * sizeof(float)), *vbuf = NULL;
+    // Utterances are pure functions of their keys: a block of them is made in parallel, then
+    // written in order.
+    enum { BLOCK = 64 };
+    const size_t per = (size_t)(c->max_frames * c->dim),
+                 vper = (size_t)((c->max_frames / SYNTH_VISUAL_RATIO + 1) * (c->visual_dim > 0 ? c->visual_dim : 0));
+    float *buf = mallocCheck(BLOCK * per * sizeof(float)), *vbuf = NULL;
     if (c->visual_dim > 0) {
         int64_t *vlen = mallocCheck((size_t)N * sizeof(int64_t));
         for (int64_t i = 0; i < N; i++) vlen[i] = (len[i] + SYNTH_VISUAL_RATIO - 1) / SYNTH_VISUAL_RATIO;
         dataset_writer_add_visual(&w, c->visual_dim, 100.0 / SYNTH_VISUAL_RATIO, 100.0, vlen);
-        vbuf = mallocCheck((size_t)((c->max_frames / SYNTH_VISUAL_RATIO + 1) * c->visual_dim) * sizeof(float));
+        vbuf = mallocCheck(BLOCK * vper * sizeof(float));
         free(vlen);
     }
-    for (int64_t i = 0; i < N; i++) {
-        utt_make(c, v, lab[i], key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)i, len[i], buf, vbuf);
-        dataset_writer_put(&w, i, buf);
-        if (vbuf) dataset_writer_put_visual(&w, i, vbuf);
+    for (int64_t i0 = 0; i0 < N; i0 += BLOCK) {
+        const int64_t nb = N - i0 < BLOCK ? N - i0 : BLOCK;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t k = 0; k < nb; k++)
+            utt_make(c, v, lab[i0 + k], key_base + ((uint64_t)c->first_speaker << 24) + (uint64_t)(i0 + k), len[i0 + k],
+                     buf + (size_t)k * per, vbuf ? vbuf + (size_t)k * vper : NULL);
+        for (int64_t k = 0; k < nb; k++) {
+            dataset_writer_put(&w, i0 + k, buf + (size_t)k * per);
+            if (vbuf) dataset_writer_put_visual(&w, i0 + k, vbuf + (size_t)k * vper);
+        }
     }
     free(vbuf);
     dataset_writer_finish(&w, lab, (const char *const *)ids, (const char *const *)names);
