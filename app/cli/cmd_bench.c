@@ -5,6 +5,7 @@
 #include "app/cli/common_options.h"
 #include "app/dist/device_select.h"
 #include "app/dist/grad_sync.h"
+#include "app/dist/head_comm.h"
 #include "app/model/model.h"
 #include "app/model/registry.h"
 #include "app/train/optimizer.h"
@@ -23,6 +24,7 @@ typedef struct {
     char device[OPT_STR_MAX];
     int64_t batch, feat, classes, steps, warmup;
     int tf32;
+    char head[OPT_STR_MAX];  // replicated | sharded
 } bench_opts_t;
 
 static const opt_t rows[] = {
@@ -38,6 +40,8 @@ static const opt_t rows[] = {
     OPT_TF32(bench_opts_t, tf32),
     OPT_DEVICE(bench_opts_t, device),
     OPT_INVARIANT(bench_opts_t, model.invariant),
+    OPT_CHOICE(bench_opts_t, head, "head", "replicated|sharded",
+               "the classifier whole on every rank, or its classes split across the ranks"),
     OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
     OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
     OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
@@ -70,12 +74,13 @@ static double cpu_seconds(void) {
 // after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
 // shared with other jobs, CPU time per step moves far less than wall time); *bytes: payload
 // bytes rank 0 sent per timed step.
-static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m, const batch_t *b, int64_t warmup,
-                         int64_t steps, double *cpu, double *bytes) {
+static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m, head_comm_impl_t *hc,
+                         const batch_t *b, int64_t warmup, int64_t steps, double *cpu, double *bytes) {
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
-    grad_sync_init(&gs, comm, be, m->table.total, 0, m->invariant);
+    const int64_t own = m->head_rows < m->num_classes ? m->table.t[0].numel : 0;  // a slice of a sharded head
+    grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant);
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
@@ -86,6 +91,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
             t0 = spk_seconds();
             *cpu = cpu_seconds();
             grad_sync_take_bytes(&gs);
+            head_comm_take_bytes(hc);
         }
         model_zero_grads(m);
         grad_sync_begin(&gs, m);
@@ -104,7 +110,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
     *cpu = cpu_seconds() - *cpu;
-    *bytes = (double)grad_sync_take_bytes(&gs) / (double)steps;
+    *bytes = (double)(grad_sync_take_bytes(&gs) + head_comm_take_bytes(hc)) / (double)steps;
     grad_sync_free(&gs);
     optimizer_free(&opt);
     return dt;
@@ -112,6 +118,8 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
 
 static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_t *be, double dt, double cpu,
                    double bytes) {
+    if (strcmp(o->head, "sharded") == 0)
+        printf0("bench: classifier of %lld classes sharded over %d ranks\n", (long long)o->classes, comm->size);
     const double sps = (double)o->steps * (double)o->batch * comm->size / dt;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -129,6 +137,9 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     }
     printf0(", %.3f s/step, rank 0 CPU %.3f s/step, peak RSS %.0f MiB (rank 0)", dt / (double)o->steps,
             cpu / (double)o->steps, (double)ru.ru_maxrss / 1024.0);
+    double rss = (double)ru.ru_maxrss;
+    comm_allreduce_max_f64(comm, &rss, 1);  // (collective: every rank reaches it)
+    if (comm->size > 1) printf0(", largest rank %.0f MiB", rss / 1024.0);
     if (comm->size > 1) printf0(", %.2f MB sent per rank and step", bytes * 1e-6);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda()) printf0(", GPU memory in use %.0f MiB", (double)spk_cuda_bytes_in_use() / (1 << 20));
@@ -140,6 +151,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     bench_opts_t o = {
         .model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     o.model.frames = 200;
+    snprintf(o.head, sizeof o.head, "replicated");
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     if (model_config_apply_tf32(&o.model, o.tf32) != 0)
@@ -151,14 +163,31 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     device_set_precision(comm, be, o.model.precision);
 
-    model_t *m = model_create(
-        &o.model, &(model_data_t){.feature_dim = o.feat, .num_classes = o.classes, .source = "random data"}, be);
+    const int sharded = strcmp(o.head, "sharded") == 0;
+    if (sharded && (strcmp(o.model.name, "linear") == 0 || o.model.invariant || o.classes < comm->size))
+        spk_fail_all(
+            SPK_EXIT_USAGE,
+            "bench: --head sharded needs an AAM-softmax model, no --invariant and at least one class per rank");
+    int64_t first = 0, rows = 0;
+    if (sharded && comm->size > 1) head_shard_slice(o.classes, comm->size, comm->rank, &first, &rows);
+    model_t *m = model_create(&o.model,
+                              &(model_data_t){.feature_dim = o.feat,
+                                              .num_classes = o.classes,
+                                              .class_first = first,
+                                              .class_rows = rows,
+                                              .source = "random data",
+                                              .param_copies = 4,
+                                              .ranks_per_node = comm->local_size},
+                              be);
+    head_comm_impl_t hc;
+    head_comm_init(&hc, comm);
+    if (sharded) m->head_comm = &hc.ops;
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
     batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
     double cpu = 0, bytes = 0;
-    const double dt = time_steps(comm, be, m, &b, o.warmup, o.steps, &cpu, &bytes);
+    const double dt = time_steps(comm, be, m, &hc, &b, o.warmup, o.steps, &cpu, &bytes);
     report(comm, &o, be, dt, cpu, bytes);
 #ifdef SPKDDP_HAVE_CUDA
     if (be == spk_backend_cuda() && comm->rank == 0) {

@@ -6,6 +6,7 @@
 #   - bitwise the same in the forward and the reverse scheduling order;
 #   - resumed from its step-1 checkpoint, bitwise the same as the run that never stopped;
 #   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
+#   - the classifier sharded across the ranks (--head sharded) as on the CPU, bitwise in both orders;
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
 #   - with --invariant (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
@@ -56,6 +57,17 @@ gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --ckpt-di
     || { cat log_shared; fail "shared-GPU run"; }
 grep -q "ranks share a GPU" log_shared || fail "one GPU for two ranks did not take the host path"
 same forward/$ckpt shared/$ckpt 0 "one shared GPU (MPI on the host) vs NCCL"
+
+# The classifier sharded across the ranks (each slice on its GPU, the rest of the gradient by
+# NCCL): the CPU's sharded run within rounding, the same bits in either scheduling order.
+run 2 $SPKDDP train $common --max-steps 2 --device cpu --head sharded --ckpt-dir cpu_sh >log_cpu_sh 2>&1 ||
+    { cat log_cpu_sh; fail "cpu sharded run"; }
+for order in forward reverse; do
+    gpus 2 $order run 2 $SPKDDP train $common --max-steps 2 --device cuda --head sharded --ckpt-dir sh_$order \
+        >log_sh_$order 2>&1 || { cat log_sh_$order; fail "cuda sharded run ($order order)"; }
+done
+same cpu_sh/$ckpt sh_forward/$ckpt $RTOL "sharded head: 2 steps on the stand-in vs cpu"
+same sh_forward/$ckpt sh_reverse/$ckpt 0 "sharded head: forward vs reverse scheduling order"
 
 # One rank on one GPU: SPKDDP_NCCL=1 averages through NCCL anyway (a mean over one rank), which
 # changes nothing, and its deadline still ends a hung all-reduce.
