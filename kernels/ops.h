@@ -84,6 +84,8 @@
     X(time_repeat_forward)          \
     X(time_repeat_backward)         \
     X(batch_transpose)              \
+    X(rows_gather)                  \
+    X(rows_scatter_add)             \
     X(vec_acc)                      \
     X(vec_copy)                     \
     X(vec_zero)                     \

@@ -22,6 +22,11 @@ void time_repeat_backward(float *ds, int ld, const float *dy, int dy_channels, i
 // Turns time-major frames (B, T, F) into (B, F, T) and back. y must not alias x.
 void batch_transpose(float *y, const float *x, int B, int R, int C);
 
+// Rows by index (the sampled classes of a sharded head): dst[i, :] = src[idx[i], :] for i < n,
+// and back, dst[idx[i], :] += src[i, :] (the indices distinct, so no two rows meet). E columns.
+void rows_gather(float *dst, const float *src, const int *idx, int n, int E);
+void rows_scatter_add(float *dst, const float *src, const int *idx, int n, int E);
+
 void vec_acc(float *y, const float *a, size_t n);   // y += a
 void vec_zero(float *y, size_t n);                  // y = 0
 void vec_copy(float *y, const float *a, size_t n);  // y = a (no overlap)

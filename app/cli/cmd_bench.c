@@ -42,6 +42,8 @@ static const opt_t rows[] = {
     OPT_INVARIANT(bench_opts_t, model.invariant),
     OPT_CHOICE(bench_opts_t, head, "head", "replicated|sharded",
                "the classifier whole on every rank, or its classes split across the ranks"),
+    OPT_NUMBER(bench_opts_t, model.head_sample, "head-sample", 0, 1,
+               "--head sharded: the fraction of the other classes each step scores (Partial FC)"),
     OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
     OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
     OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
@@ -94,6 +96,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
             head_comm_take_bytes(hc);
         }
         model_zero_grads(m);
+        m->step_key = s;
         grad_sync_begin(&gs, m);
         m->ops->train_step(m, b);
         grad_sync_finish(&gs);

@@ -111,6 +111,9 @@ static const opt_t rows[] = {
                "the AAM-softmax classifier whole on every rank, or its classes split across the ranks (for 100k+ "
                "speakers: each rank keeps a slice and its optimizer state, the head's gradient never crosses the "
                "network; checkpoints hold the whole head, docs/sharded-head.md)"),
+    OPT_NUMBER(train_config_t, model.head_sample, "head-sample", 0, 1,
+               "--head sharded: Partial FC, each step scores the batch's own classes and this fraction of the others "
+               "(drawn from the seed and the step: the same on any number of ranks; default 1, all)"),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -43,6 +43,7 @@ const char *const resume_trajectory[] = {
     "grad-accum",
     "clip-grad-norm",
     "precision",
+    "head-sample",
 };
 const size_t resume_trajectory_count = COUNT(resume_trajectory);
 // Checked from the checkpoint's header rather than its config text.

@@ -75,6 +75,9 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head sharded cannot be combined with --invariant yet (the sums over the class slices "
                      "are not exact)");
+    if (m.head_sample > 0 && m.head_sample < 1 && strcmp(c->head, "sharded") != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

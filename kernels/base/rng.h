@@ -18,11 +18,12 @@ enum rng_purpose {
     RNG_PURPOSE_SYNTH = 4,    // synthetic datasets
     // Augmentation (io/augment/augment.h): one stream per decision, so turning one kind on or off
     // leaves every other kind's draws unchanged.
-    RNG_PURPOSE_AUGMENT = 5,  // whether a sample is augmented at all
-    RNG_PURPOSE_SPEED = 6,    // speed factor
-    RNG_PURPOSE_REVERB = 7,   // reverberation: whether, which impulse response
-    RNG_PURPOSE_NOISE = 8,    // additive noise: whether, which category, entries, offsets, SNR
-    RNG_PURPOSE_SPECAUG = 9,  // SpecAugment masks
+    RNG_PURPOSE_AUGMENT = 5,        // whether a sample is augmented at all
+    RNG_PURPOSE_SPEED = 6,          // speed factor
+    RNG_PURPOSE_REVERB = 7,         // reverberation: whether, which impulse response
+    RNG_PURPOSE_NOISE = 8,          // additive noise: whether, which category, entries, offsets, SNR
+    RNG_PURPOSE_SPECAUG = 9,        // SpecAugment masks
+    RNG_PURPOSE_CLASS_SAMPLE = 10,  // the classes a sharded head scores in a step (Partial FC)
 };
 
 uint64_t rng_mix64(uint64_t z);                                           // the SplitMix64 finaliser

@@ -81,6 +81,20 @@ void vec_zero(float *y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = 0.0f;
 }
 
+void rows_gather(float *dst, const float *src, const int *idx, int n, int E) {
+#pragma omp parallel for schedule(static) if ((size_t)n * E >= 65536)
+    for (int i = 0; i < n; i++) memcpy(dst + (size_t)i * E, src + (size_t)idx[i] * E, sizeof(float) * (size_t)E);
+}
+
+void rows_scatter_add(float *dst, const float *src, const int *idx, int n, int E) {
+#pragma omp parallel for schedule(static) if ((size_t)n * E >= 65536)
+    for (int i = 0; i < n; i++) {
+        float *d = dst + (size_t)idx[i] * E;
+        const float *s = src + (size_t)i * E;
+        for (int e = 0; e < E; e++) d[e] += s[e];
+    }
+}
+
 void vec_copy(float *y, const float *a, size_t n) {
     if (n) memcpy(y, a, sizeof(float) * n);  // memcpy with NULL is undefined even for 0 bytes
 }

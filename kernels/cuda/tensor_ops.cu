@@ -71,6 +71,19 @@ __global__ void batch_transpose_kernel(float *y, const float *x, int R, int C, s
 
 __global__ void vec_acc_kernel(float *y, const float *a, size_t n) { SPK_GRID_LOOP(i, n) y[i] += a[i]; }
 
+// Row i of the n x E rows by index: ADD = 0 gathers (dst[i] = src[idx[i]]), 1 scatters back
+// (dst[idx[i]] += src[i]).
+template <int ADD>
+__global__ void rows_kernel(float *dst, const float *src, const int *idx, int E, size_t n) {
+    SPK_GRID_LOOP(k, n) {
+        const size_t i = k / E, e = k - i * E, r = (size_t)idx[i] * E + e;
+        if (ADD)
+            dst[r] += src[k];
+        else
+            dst[k] = src[r];
+    }
+}
+
 }  // namespace
 
 extern "C" void channel_slice_copy_cuda(float *dst, int dst_channels, const float *src, int src_channels, int B, int C,
@@ -109,6 +122,16 @@ extern "C" void batch_transpose_cuda(float *y, const float *x, int B, int R, int
     if (tiles == 0) return;
     const unsigned blocks = tiles < SPK_CUDA_MAX_BLOCKS ? (unsigned)tiles : SPK_CUDA_MAX_BLOCKS;
     SPK_LAUNCH(batch_transpose_kernel, blocks, y, x, R, C, tiles);
+}
+
+extern "C" void rows_gather_cuda(float *dst, const float *src, const int *idx, int n, int E) {
+    const size_t k = (size_t)n * E;
+    if (k) SPK_LAUNCH(rows_kernel<0>, spk_grid(k), dst, src, idx, E, k);
+}
+
+extern "C" void rows_scatter_add_cuda(float *dst, const float *src, const int *idx, int n, int E) {
+    const size_t k = (size_t)n * E;
+    if (k) SPK_LAUNCH(rows_kernel<1>, spk_grid(k), dst, src, idx, E, k);
 }
 
 extern "C" void vec_acc_cuda(float *y, const float *a, size_t n) {

@@ -7,6 +7,8 @@
 #    checkpoint resumes sharded; --init-from a checkpoint into a sharded run keeps the head;
 #  - the first steps equal the replicated head's up to rounding (every later step from the same
 #    weights is tests/dist/test_sharded_head.c's);
+#  - Partial FC (--head-sample) updates the batch's classes and the sampled fraction of the
+#    others, the same classes on any number of ranks;
 #  - refusals: the linear model, --invariant, more ranks than classes.
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -68,6 +70,42 @@ $SPKDDP export --ckpt init/ckpt-000000000007.h5 --out init.safetensors >/dev/nul
 cmp -s whole.safetensors init.safetensors && fail "fine-tuning changed nothing"
 run 2 $SPKDDP train $common --head sharded --init-from whole.safetensors --init-head drop --epochs 1 --ckpt-dir drop \
     >log_drop 2>&1 || fail "--init-head drop: $(tail -2 log_drop)"
+
+# Partial FC (--head-sample): one SGD step from the same weights changes the batch's classes'
+# rows and a quarter of the others, the same rows on 1, 2 and 4 ranks (the draw is keyed on the
+# class, not the rank); all 200 without sampling. A small --scale keeps every class's gradient
+# above rounding.
+PY=$(command -v /usr/bin/python3 || command -v python3)
+$SPKDDP synth --kind speakers --out c200.h5 --dim 24 --speakers 200 --utts-per-speaker 2 --min-frames 40 \
+    --max-frames 60 >/dev/null || fail "synth 200"
+pfc="$small --data c200.h5 --global-batch 8 --optimizer sgd --max-steps 1 --progress 0 --head sharded --scale 2"
+run 1 $SPKDDP train $pfc --lr 1e-30 --ckpt-dir p0 >/dev/null || fail "initial weights"
+run 2 $SPKDDP train $pfc --lr 0.5 --ckpt-dir pall >/dev/null || fail "no sampling"
+for k in 1 2 4; do
+    run $k $SPKDDP train $pfc --lr 0.5 --head-sample 0.25 --ckpt-dir p$k >/dev/null || fail "--head-sample on $k ranks"
+done
+"$PY" - <<'PY' || fail "Partial FC's rows"
+import h5py, numpy as np, sys
+def head(d):
+    with h5py.File(d + "/ckpt-000000000001.h5") as f:
+        return np.array(f["params"][:200 * 24]).reshape(200, 24)
+z = head("p0")
+rows = lambda d: frozenset(np.nonzero(np.any(head(d) != z, axis=1))[0].tolist())
+every, sets = rows("pall"), [rows("p%d" % k) for k in (1, 2, 4)]
+ok = len(every) == 200 and sets[0] == sets[1] == sets[2] and 8 + 20 <= len(sets[0]) <= 8 + 80
+print("ok  one step: %d rows change without sampling, %d with --head-sample 0.25, the same on 1, 2 and 4 ranks"
+      % (len(every), len(sets[0])) if ok else "rows: %d, %s" % (len(every), [len(s) for s in sets]))
+sys.exit(not ok)
+PY
+pfc4="${pfc/--max-steps 1/--epochs 1} --lr 0.1 --head-sample 0.25"
+run 2 $SPKDDP train $pfc4 --ckpt-dir pfull >/dev/null || fail "sampled run"
+run 2 $SPKDDP train $pfc4 --ckpt-dir pleg --max-steps 20 >/dev/null || fail "sampled first leg"
+run 2 $SPKDDP train $pfc4 --ckpt-dir pleg --resume auto >/dev/null || fail "sampled second leg"
+$SPKDDP diff pfull/ckpt-000000000050.h5 pleg/ckpt-000000000050.h5 >/dev/null &&
+    echo "ok  with --head-sample, stopped at step 20 and resumed: bitwise the uninterrupted run" ||
+    fail "the resumed sampled run differs"
+expect_error 2 "needs --head sharded" -- run 1 $SPKDDP train $pfc --head replicated --head-sample 0.5 --lr 0.1 \
+    --ckpt-dir bad
 
 # Refusals.
 expect_error 2 "linear model has none" -- run 2 $SPKDDP train --data train.h5 --head sharded

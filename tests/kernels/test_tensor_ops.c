@@ -178,6 +178,23 @@ static void backend_checks(void) {
     vec_copy(a, b, n);
     g_be->vec_copy(da, db, n);
     cmp("vec_copy", da, a, n, 0.0);
+
+    // rows by index: 7 of 40 rows of 33, out of order, and back
+    const int rows = 40, E = 33, k = 7, idx[7] = {39, 3, 17, 0, 22, 5, 38};
+    float *w = rand_f((size_t)rows * E, -1, 1), *g = alloc_f((size_t)k * E), *acc = copy_f(w, (size_t)rows * E);
+    int *didx = dev_i(idx, k);
+    float *dw = dev_f(w, (size_t)rows * E), *dg = dev_f(NULL, (size_t)k * E), *dacc = dev_f(w, (size_t)rows * E);
+    rows_gather(g, w, idx, k, E);
+    for (int i = 0; i < k; i++)
+        check_true(memcmp(g + (size_t)i * E, w + (size_t)idx[i] * E, sizeof(float) * E) == 0, "rows_gather row");
+    g_be->rows_gather(dg, dw, didx, k, E);
+    cmp("rows_gather", dg, g, (size_t)k * E, 0.0);
+    rows_scatter_add(acc, g, idx, k, E);
+    for (int i = 0; i < k; i++)
+        check_true(acc[(size_t)idx[i] * E + 1] == 2 * w[(size_t)idx[i] * E + 1], "rows_scatter_add");
+    check_true(acc[E] == w[E], "rows_scatter_add leaves the other rows");
+    g_be->rows_scatter_add(dacc, dg, didx, k, E);
+    cmp("rows_scatter_add", dacc, acc, (size_t)rows * E, 0.0);
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_tensor_ops", 5, cpu_checks, backend_checks); }

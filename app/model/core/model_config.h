@@ -21,6 +21,8 @@ typedef struct {
                               // batch the run will see; 1: each sample on its own)
     int64_t growth_rate;      // CAM++: channels each CAM layer adds (0: the model's, 32)
     int64_t bn_size;          // CAM++: a CAM layer's bottleneck in growth_rate widths (0: the model's, 4)
+    double head_sample;       // a sharded head's Partial FC: the fraction of the other classes each
+                              // step scores (0 or 1: all of them)
     int recompute;            // CAM++: make the dense layers' normalised inputs again in the backward
                               // (speakerlab's memory_efficient) instead of keeping them
 } model_config_t;

@@ -24,9 +24,10 @@ static void reserve_head(model_t *m, int B) {
     if (B <= h->cap_b) return;
     release_head(h, m);
     const int E = (int)h->emb, S = (int)m->head_rows;
-    if (m->head_comm)  // the sharded head's buffers are for the global batch
+    if (m->head_comm) {  // the sharded head's buffers are for the global batch
         h->shard = aam_head_shard_create();
-    else {
+        aam_head_shard_sample(h->shard, h->sample, h->seed);
+    } else {
         h->aam_cache = model_buf(m, m->be->aam_softmax_cache_floats(B, E, S));
         h->work = model_buf(m, m->be->aam_softmax_workspace_floats(B, E, S));
     }
@@ -166,6 +167,8 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->emb = emb_dim;
     h->margin_max = h->margin = (float)cfg->margin;
     h->scale = (float)cfg->scale;
+    h->sample = cfg->head_sample > 0 && cfg->head_sample < 1 ? cfg->head_sample : 1.0;
+    h->seed = cfg->seed;
     h->margin_start = cfg->margin_warmup_start;
     h->margin_end = cfg->margin_warmup_end;
     h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->head_rows, emb_dim});

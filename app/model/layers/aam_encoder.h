@@ -39,6 +39,8 @@ typedef struct {
     float *scalars;                    // [loss, correct (an int)] of the last forward
     float *row_loss;                   // (B) invariant mode: each sample's loss of the last forward
     struct aam_head_shard *shard;      // the classifier sharded across ranks (m->head_comm set)
+    double sample;                     // its Partial FC rate (model_config_t.head_sample)
+    uint64_t seed;
 } aam_encoder_t;
 
 // Registers classifier.weight for E-dimensional embeddings, the first tensor of the table (its

@@ -2,6 +2,7 @@
 #include "app/model/layers/aam_head_shard.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
 
 #include <math.h>
@@ -21,28 +22,90 @@ struct aam_head_shard {
     float *h_factor;               // (G)
     // backend
     float *emb, *rows, *factor, *cache, *work, *demb;
-    int *labels, *argmax;
+    int *labels, *argmax;  // labels: the global ones, or with sampling their positions among the sampled
+    // Partial FC's class sampling (aam_head_shard_sample): each step scores the batch's classes
+    // and a keyed random fraction of the others.
+    double rate;  // 1: every class
+    uint64_t seed;
+    int n;               // classes scored this step (this rank's rows, or those sampled)
+    int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1
+    int *idx;            // (S) backend copy of h_idx
+    float *w_s, *dw_s;   // (S, E) the sampled rows' weights and gradient
 };
 
-aam_head_shard_t *aam_head_shard_create(void) { return callocCheck(1, sizeof(aam_head_shard_t)); }
+aam_head_shard_t *aam_head_shard_create(void) {
+    aam_head_shard_t *s = callocCheck(1, sizeof(aam_head_shard_t));
+    s->rate = 1.0;
+    return s;
+}
 
+// Frees the buffers sized by the global batch (the sampling's, sized by the slice, stay).
 static void release(aam_head_shard_t *s, const model_t *m) {
-    void *host[] = {s->h_emb,      s->h_own,    s->h_labels,     s->h_rows,
-                    s->h_rows_all, s->h_argmax, s->h_argmax_all, s->h_factor};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    void **host[] = {(void **)&s->h_emb,      (void **)&s->h_own,    (void **)&s->h_labels,     (void **)&s->h_rows,
+                     (void **)&s->h_rows_all, (void **)&s->h_argmax, (void **)&s->h_argmax_all, (void **)&s->h_factor};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+        free(*host[i]);
+        *host[i] = NULL;
+    }
     float **dev[] = {&s->emb,  &s->rows, &s->factor,           &s->cache,
                      &s->work, &s->demb, (float **)&s->labels, (float **)&s->argmax};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) model_buf_free(m, dev[i]);
-    int64_t *counts = s->counts;
-    memset(s, 0, sizeof *s);
-    s->counts = counts;
+    s->cap_g = 0;
 }
 
 void aam_head_shard_free(aam_head_shard_t *s, const model_t *m) {
     if (!s) return;
     release(s, m);
     free(s->counts);
+    free(s->h_idx);
+    free(s->h_pos);
+    float **dev[] = {&s->w_s, &s->dw_s, (float **)&s->idx};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) model_buf_free(m, dev[i]);
     free(s);
+}
+
+void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed) {
+    s->rate = rate;
+    s->seed = seed;
+}
+
+// The rows this step scores: the global batch's labels that are this rank's, and every other
+// row with probability `rate`, drawn from (seed, step, class) so that any number of ranks
+// samples the same classes. Their weights into w_s, the labels as positions among them.
+static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const float *w, int E) {
+    const int S = (int)m->head_rows, first = (int)m->head_first;
+    const spk_backend_t *K = m->be;
+    if (!s->h_idx) {
+        s->h_idx = mallocCheck((size_t)S * sizeof(int));
+        s->h_pos = mallocCheck((size_t)S * sizeof(int));
+        s->idx = (int *)model_buf(m, (size_t)S);
+        s->w_s = model_buf(m, (size_t)S * E);
+        s->dw_s = model_buf(m, (size_t)S * E);
+    }
+    for (int c = 0; c < S; c++) s->h_pos[c] = 0;
+    for (int g = 0; g < s->G; g++) {
+        const int y = s->h_labels[g] - first;
+        if (y >= 0 && y < S) s->h_pos[y] = 1;
+    }
+    s->n = 0;
+    for (int c = 0; c < S; c++) {
+        if (!s->h_pos[c]) {
+            rng_t r = rng_init(s->seed, RNG_PURPOSE_CLASS_SAMPLE, (uint64_t)m->step_key, (uint64_t)(first + c));
+            s->h_pos[c] = rng_uniform(&r) < s->rate;
+        }
+        s->h_pos[c] = s->h_pos[c] ? s->n : -1;
+        if (s->h_pos[c] >= 0) s->h_idx[s->n++] = c;
+    }
+    if (s->n == 0) s->h_pos[s->h_idx[s->n++] = 0] = 0;  // a slice is never empty
+    int *lab = s->h_argmax;  // (free until the forward's results) the labels as positions among the sampled
+    for (int g = 0; g < s->G; g++) {
+        const int y = s->h_labels[g] - first;
+        lab[g] = y >= 0 && y < S ? s->h_pos[y] : -1;
+    }
+    K->upload(s->labels, lab, (size_t)s->G * sizeof(int));
+    K->upload(s->idx, s->h_idx, (size_t)s->n * sizeof(int));
+    K->rows_gather(s->w_s, w, s->idx, s->n, E);
+    return s->w_s;
 }
 
 static void reserve(aam_head_shard_t *s, const model_t *m, int G, int K, int E) {
@@ -118,11 +181,19 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     hc->allgather(hc->ctx, s->h_own, s->h_emb, s->counts, (size_t)E * sizeof(float));
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
     K->upload(s->emb, s->h_emb, (size_t)G * E * sizeof(float));
-    K->upload(s->labels, s->h_labels, (size_t)G * sizeof(int));
-    K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, (int)m->head_rows,
-                         (int)m->head_first, margin, scale);
+    const int sampled = s->rate < 1.0;
+    if (sampled) {
+        w = sample_rows(s, m, w, E);
+    } else {
+        s->n = (int)m->head_rows;
+        K->upload(s->labels, s->h_labels, (size_t)G * sizeof(int));
+    }
+    const int first = sampled ? 0 : (int)m->head_first;  // sampled: rows and labels are positions
+    K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first, margin, scale);
     K->download(s->h_rows, s->rows, (size_t)G * AAM_SHARD_ROW * sizeof(float));
     K->download(s->h_argmax, s->argmax, (size_t)G * sizeof(int));
+    if (sampled)  // back to global classes
+        for (int g = 0; g < s->G; g++) s->h_argmax[g] = (int)m->head_first + s->h_idx[s->h_argmax[g]];
     int64_t *every = mallocCheck((size_t)hc->size * sizeof(int64_t));  // every rank sends all G rows
     for (int r = 0; r < hc->size; r++) every[r] = G;
     hc->allgather(hc->ctx, s->h_rows, s->h_rows_all, every, AAM_SHARD_ROW * sizeof(float));
@@ -143,8 +214,15 @@ void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, floa
     const spk_backend_t *K = m->be;
     const int G = s->G, B = s->B;
     SPK_ASSERT(B > 0);
-    K->aam_shard_backward(s->demb, dw, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, (int)m->head_rows,
-                          (int)m->head_first, margin, scale, s->work);
+    if (s->rate < 1.0) {  // the sampled rows' gradient, added to their rows
+        K->vec_zero(s->dw_s, (size_t)s->n * E);
+        K->aam_shard_backward(s->demb, s->dw_s, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n, 0, margin,
+                              scale, s->work);
+        K->rows_scatter_add(dw, s->dw_s, s->idx, s->n, E);
+    } else {
+        K->aam_shard_backward(s->demb, dw, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n,
+                              (int)m->head_first, margin, scale, s->work);
+    }
     K->download(s->h_emb, s->demb, (size_t)G * E * sizeof(float));
     hc->reduce_scatter(hc->ctx, s->h_emb, s->h_own, s->counts, (size_t)E);
     // d (global mean) / d emb times G / B: the gradient of this rank's mean, which the

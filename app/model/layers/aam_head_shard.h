@@ -12,6 +12,10 @@ typedef struct aam_head_shard aam_head_shard_t;
 
 aam_head_shard_t *aam_head_shard_create(void);
 void aam_head_shard_free(aam_head_shard_t *s, const model_t *m);  // NULL is fine
+// Partial FC (An et al., 2022): each step scores the global batch's own classes and each other
+// class with probability `rate`, the draw keyed on (seed, m->step_key, class), so the same
+// classes on any number of ranks and after a resume. rate 1: every class (the default).
+void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed);
 
 // This rank's B embeddings (backend memory; B may be 0 in evaluation, the rank still takes
 // part) with their labels (host): scalars (backend memory) <- [mean loss of these B samples,
