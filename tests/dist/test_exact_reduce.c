@@ -67,10 +67,10 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     }
     exact_reduce_wait(r);
     exact_reduce_now(r, mine[1], N);
-    EXPECT(same(download(be, mine[0], N), all, N), "[%s] rank %d of %d: bucketed reduction != all samples", be->name,
-           c->rank, c->size);
-    EXPECT(same(download(be, mine[1], N), all, N), "[%s] rank %d of %d: exact_reduce_now != all samples", be->name,
-           c->rank, c->size);
+    const xsum_t got[2] = {download(be, mine[0], N), download(be, mine[1], N)};
+    EXPECT(same(got[0], all, N), "[%s] rank %d of %d: bucketed reduction != all samples", be->name, c->rank, c->size);
+    EXPECT(same(got[1], all, N), "[%s] rank %d of %d: exact_reduce_now != all samples", be->name, c->rank, c->size);
+    for (int k = 0; k < 2; k++) free(got[k].bin);
     const int64_t bytes = exact_reduce_take_bytes(r);
     EXPECT(c->size == 1 || bytes == 2 * N * 17, "[%s] payload %lld bytes, expected %d", be->name, (long long)bytes,
            2 * N * 17);
