@@ -77,7 +77,7 @@ run 2 $SPKDDP train $common --head sharded --init-from whole.safetensors --init-
 # above rounding.
 PY=$(command -v /usr/bin/python3 || command -v python3)
 $SPKDDP synth --kind speakers --out c200.h5 --dim 24 --speakers 200 --utts-per-speaker 2 --min-frames 40 \
-    --max-frames 60 >/dev/null || fail "synth 200"
+    --max-frames 60 --val-out c200v.h5 --val-utts-per-speaker 1 >/dev/null || fail "synth 200"
 pfc="$small --data c200.h5 --global-batch 8 --optimizer sgd --max-steps 1 --progress 0 --head sharded --scale 2"
 run 1 $SPKDDP train $pfc --lr 1e-30 --ckpt-dir p0 >/dev/null || fail "initial weights"
 run 2 $SPKDDP train $pfc --lr 0.5 --ckpt-dir pall >/dev/null || fail "no sampling"
@@ -97,7 +97,7 @@ print("ok  one step: %d rows change without sampling, %d with --head-sample 0.25
       % (len(every), len(sets[0])) if ok else "rows: %d, %s" % (len(every), [len(s) for s in sets]))
 sys.exit(not ok)
 PY
-pfc4="${pfc/--max-steps 1/--epochs 1} --lr 0.1 --head-sample 0.25"
+pfc4="${pfc/--max-steps 1/--epochs 1} --lr 0.1 --head-sample 0.25 --val-data c200v.h5"  # (validation scores every class)
 run 2 $SPKDDP train $pfc4 --ckpt-dir pfull >/dev/null || fail "sampled run"
 run 2 $SPKDDP train $pfc4 --ckpt-dir pleg --max-steps 20 >/dev/null || fail "sampled first leg"
 run 2 $SPKDDP train $pfc4 --ckpt-dir pleg --resume auto >/dev/null || fail "sampled second leg"

@@ -60,7 +60,7 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     if (m->head_comm && B == 0) {  // nothing of its own to evaluate; the sharded head still needs this rank
         reserve_head(m, 1);
         *emb = NULL;
-        aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, h->margin, h->scale, h->scalars);
+        aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, 0, h->margin, h->scale, h->scalars);
         model_stats_fetch(m, h->scalars, 0);
         return NULL;
     }
@@ -76,7 +76,7 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     *emb = h->enc->forward(m, x, vx, B, T, train);
     int *correct = (int *)(h->scalars + 1);
     if (m->head_comm)
-        aam_head_shard_forward(h->shard, m, *emb, b->labels, B, E, m->params + h->cls_w, h->margin, h->scale,
+        aam_head_shard_forward(h->shard, m, *emb, b->labels, B, E, m->params + h->cls_w, train, h->margin, h->scale,
                                h->scalars);
     else if (!m->invariant) {
         K->aam_softmax_forward(h->scalars, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,

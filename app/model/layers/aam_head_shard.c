@@ -26,6 +26,7 @@ struct aam_head_shard {
     // Partial FC's class sampling (aam_head_shard_sample): each step scores the batch's classes
     // and a keyed random fraction of the others.
     double rate;  // 1: every class
+    int sampled;  // the last forward scored the sampled rows only
     uint64_t seed;
     int n;               // classes scored this step (this rank's rows, or those sampled)
     int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1
@@ -108,11 +109,10 @@ static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const flo
     return s->w_s;
 }
 
-static void reserve(aam_head_shard_t *s, const model_t *m, int G, int K, int E) {
-    if (!s->counts) s->counts = mallocCheck((size_t)K * sizeof(int64_t));  // K never changes
+static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
     if (G <= s->cap_g) return;
     release(s, m);
-    const int S = (int)m->head_rows;
+    const int S = (int)m->head_rows, K = m->head_comm->size;
     const size_t g = (size_t)G, e = (size_t)E;
     s->h_emb = mallocCheck(g * e * sizeof(float));
     s->h_own = mallocCheck(g * e * sizeof(float));
@@ -161,11 +161,11 @@ static void combine(aam_head_shard_t *s, int K, int rank, double *loss_sum, int 
 }
 
 void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
-                            const float *w, float margin, float scale, float *scalars) {
+                            const float *w, int train, float margin, float scale, float *scalars) {
     const head_comm_t *hc = m->head_comm;
     const spk_backend_t *K = m->be;
     SPK_ASSERT(hc && hc->size >= 1);
-    reserve(s, m, 1, hc->size, E);
+    if (!s->counts) s->counts = mallocCheck((size_t)hc->size * sizeof(int64_t));
     hc->counts(hc->ctx, B, s->counts);
     int64_t G = 0, off = 0;
     for (int r = 0; r < hc->size; r++) {
@@ -173,7 +173,7 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
         G += s->counts[r];
     }
     SPK_ASSERT(G > 0 && G < (1 << 30));
-    reserve(s, m, (int)G, hc->size, E);
+    reserve(s, m, (int)G, E);
     s->G = (int)G;
     s->B = B;
     s->off = (int)off;
@@ -181,7 +181,7 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     hc->allgather(hc->ctx, s->h_own, s->h_emb, s->counts, (size_t)E * sizeof(float));
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
     K->upload(s->emb, s->h_emb, (size_t)G * E * sizeof(float));
-    const int sampled = s->rate < 1.0;
+    const int sampled = s->sampled = train && s->rate < 1.0;  // evaluation scores every class
     if (sampled) {
         w = sample_rows(s, m, w, E);
     } else {
@@ -214,7 +214,7 @@ void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, floa
     const spk_backend_t *K = m->be;
     const int G = s->G, B = s->B;
     SPK_ASSERT(B > 0);
-    if (s->rate < 1.0) {  // the sampled rows' gradient, added to their rows
+    if (s->sampled) {  // the sampled rows' gradient, added to their rows
         K->vec_zero(s->dw_s, (size_t)s->n * E);
         K->aam_shard_backward(s->demb, s->dw_s, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n, 0, margin,
                               scale, s->work);

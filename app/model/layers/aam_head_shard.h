@@ -19,9 +19,10 @@ void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed);
 
 // This rank's B embeddings (backend memory; B may be 0 in evaluation, the rank still takes
 // part) with their labels (host): scalars (backend memory) <- [mean loss of these B samples,
-// their argmax hits as an int]. w: this rank's classifier rows (m->head_rows, E).
+// their argmax hits as an int]. w: this rank's classifier rows (m->head_rows, E). train: a
+// training step's (its classes sampled, aam_head_shard_sample), else every class is scored.
 void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
-                            const float *w, float margin, float scale, float *scalars);
+                            const float *w, int train, float margin, float scale, float *scalars);
 // After a forward with B > 0: g_emb (backend, (B, E)) <- the gradient of the mean loss of this
 // rank's samples (the replicated head's, so that averaging over the ranks gives the global
 // batch's), dw += the gradient of the global batch's mean loss w.r.t. this rank's rows.
