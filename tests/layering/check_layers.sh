@@ -77,29 +77,26 @@ files=$(find app io kernels \( -name "*.c" -o -name "*.h" -o -name "*.cu" -o -na
 bad=0
 
 # ---- 1. floors ----------------------------------------------------------------------------------
-for f in $files; do
-    allowed=$(allowed_prefixes "$f")
-    if [ "$allowed" = "-" ]; then
-        echo "$f: stands in a folder that is no floor of $0 (give it a floor there, or move it)"
-        bad=1
-        continue
-    fi
-    while IFS=: read -r line inc; do
-        ok=0
-        for p in $allowed; do
-            if [ "$p" = "kernels/@" ]; then
-                # a header directly in kernels/ (the op contracts shared by cpu/ and cuda/)
-                [[ "$inc" =~ ^kernels/[A-Za-z0-9_]+\.h$ ]] && ok=1
-            elif [[ "$inc" == "$p"* ]]; then
-                ok=1
-            fi
-        done
-        if [ $ok -eq 0 ]; then
-            echo "$f:$line: includes \"$inc\", which is above or beside its floor"
-            bad=1
-        fi
-    done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed -E 's/^([0-9]+):.*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1:\2/')
-done
+# Every file's include lines, "FILE<tab>LINE<tab>INCLUDED", read once for both checks that need them.
+# shellcheck disable=SC2086
+includes=$(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $files |
+    sed -E 's/^([^:]+):([0-9]+):.*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1\t\2\t\3/')
+floors=$(for f in $files; do printf '%s\t' "$f" && allowed_prefixes "$f"; done)
+awk -F'\t' -v me="$0" '
+    NR == FNR {
+        allowed[$1] = $2
+        if ($2 == "-") { print $1 ": stands in a folder that is no floor of " me " (give it a floor there, or move it)"; bad = 1 }
+        next
+    }
+    allowed[$1] != "-" {
+        n = split(allowed[$1], p, " "); ok = 0
+        for (i = 1; i <= n && !ok; i++)
+            if (p[i] == "kernels/@") ok = $3 ~ /^kernels\/[A-Za-z0-9_]+\.h$/  # an op contract shared by cpu/ and cuda/
+            else ok = index($3, p[i]) == 1
+        if (!ok) { print $1 ":" $2 ": includes \"" $3 "\", which is above or beside its floor"; bad = 1 }
+    }
+    END { exit bad }
+' <(printf '%s\n' "$floors") <(printf '%s\n' "$includes") || bad=1
 
 # ---- what each file defines, declares, calls and includes --------------------------------------
 # One line per fact: "FILE def NAME" (a function defined with external linkage), "FILE sdef
@@ -206,11 +203,11 @@ done < <(awk '
 # Edges between files, a file being its path without the extension: includes (of the tree's own
 # headers) and calls (of a function that another file defines), each with what it takes.
 edges=$(
-    for f in $files; do
-        grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed -E 's/.*"([^"]+)".*/\1/' | while read -r inc; do
-            [ -f "$inc" ] && echo "${f%.*} ${inc%.*} includes $inc"
-        done
-    done
+    # the tree's own headers among the included files
+    present=$(printf '%s\n' "$includes" | cut -f3 | sort -u | while read -r inc; do [ -f "$inc" ] && echo "$inc"; done)
+    awk -F'\t' 'NR == FNR { here[$1] = 1; next }
+        $3 in here { f = $1; sub(/\.[a-z]+$/, "", f); t = $3; sub(/\.[a-z]+$/, "", t); print f, t, "includes " $3 }
+    ' <(printf '%s\n' "$present") <(printf '%s\n' "$includes")
     awk '
         $2 == "decl" && $1 ~ /\.(h|cuh)$/ { public[$3] = 1 }
         $2 == "def" { m = $1; sub(/\.[a-z]+$/, "", m); if (!(($3, m) in seen)) { seen[$3, m] = 1; owner[$3] = owner[$3] " " m } }
