@@ -167,6 +167,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     device_set_precision(comm, be, o.model.precision);
 
     const int sharded = strcmp(o.head, "sharded") == 0;
+    if (o.model.head_sample > 0 && o.model.head_sample < 1 && !sharded)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "bench: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
     if (sharded && (strcmp(o.model.name, "linear") == 0 || o.model.invariant || o.classes < comm->size))
         spk_fail_all(
             SPK_EXIT_USAGE,

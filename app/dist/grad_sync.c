@@ -117,8 +117,7 @@ static void start(grad_sync_t *g, int64_t from, int64_t to) {
 // The backward's progress: grads[0, upto) are final.
 static void on_grads_ready(void *ctx, int64_t upto) {
     grad_sync_t *g = ctx;
-    SPK_ASSERT(upto <= g->n);
-    if (upto < g->started) return;  // this rank's own gradients (the sharded head): not averaged
+    SPK_ASSERT(upto >= g->started && upto <= g->n);  // (a sharded head's slice reports upto == skip)
     while (upto - g->started >= g->bucket) {
         start(g, g->started, g->started + g->bucket);
         g->started += g->bucket;

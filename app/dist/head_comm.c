@@ -21,8 +21,7 @@ static int *layout(const comm_t *c, const int64_t *counts, int64_t unit) {
         const int64_t k = counts[r] * unit;
         if (k > INT_MAX || off + k > INT_MAX)
             spk_die(SPK_EXIT_FAILURE,
-                    "the sharded head would move %lld elements in one collective, more than MPI's counts hold; use a "
-                    "smaller global batch",
+                    "the sharded head would move %lld items in one collective, more than MPI's counts hold",
                     (long long)(off + k));
         n[r] = (int)k;
         displ[r] = (int)off;
@@ -77,30 +76,38 @@ int64_t head_comm_take_bytes(head_comm_impl_t *h) {
     return b;
 }
 
-// Every rank's slice of a (classes, E) head, in floats, as layout's counts and displacements.
-static int *slices(const comm_t *c, int64_t classes, int64_t E) {
+// Every rank's slice of a (classes, E) head in rows (MPI counts in rows of `row`, E floats, so a
+// head of more than 2^31 floats moves too), as layout's counts and displacements.
+static int *slices(const comm_t *c, int64_t classes, int64_t E, MPI_Datatype *row) {
     int64_t *rows = mallocCheck((size_t)c->size * sizeof(int64_t));
     for (int r = 0; r < c->size; r++) {
         int64_t first;
         head_shard_slice(classes, c->size, r, &first, &rows[r]);
     }
-    int *n = layout(c, rows, E);
+    int *n = layout(c, rows, 1);
     free(rows);
+    SPK_ASSERT(E > 0 && E <= INT_MAX);
+    mpiCheck(MPI_Type_contiguous((int)E, MPI_FLOAT, row));
+    mpiCheck(MPI_Type_commit(row));
     return n;
 }
 
 void head_gather(const comm_t *c, const float *local, int64_t classes, int64_t E, float *full) {
-    int *n = slices(c, classes, E), *displ = n + c->size;
+    MPI_Datatype row;
+    int *n = slices(c, classes, E, &row), *displ = n + c->size;
     MPI_Request r;
-    mpiCheck(MPI_Igatherv(local, n[c->rank], MPI_FLOAT, full, n, displ, MPI_FLOAT, 0, c->world, &r));
+    mpiCheck(MPI_Igatherv(local, n[c->rank], row, full, n, displ, row, 0, c->world, &r));
     comm_wait(c, &r);
+    mpiCheck(MPI_Type_free(&row));
     free(n);
 }
 
 void head_scatter(const comm_t *c, const float *full, int64_t classes, int64_t E, float *local) {
-    int *n = slices(c, classes, E), *displ = n + c->size;
+    MPI_Datatype row;
+    int *n = slices(c, classes, E, &row), *displ = n + c->size;
     MPI_Request r;
-    mpiCheck(MPI_Iscatterv(full, n, displ, MPI_FLOAT, local, n[c->rank], MPI_FLOAT, 0, c->world, &r));
+    mpiCheck(MPI_Iscatterv(full, n, displ, row, local, n[c->rank], row, 0, c->world, &r));
     comm_wait(c, &r);
+    mpiCheck(MPI_Type_free(&row));
     free(n);
 }

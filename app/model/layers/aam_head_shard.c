@@ -180,6 +180,7 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     if (B > 0) K->download(s->h_own, emb, (size_t)B * E * sizeof(float));
     hc->allgather(hc->ctx, s->h_own, s->h_emb, s->counts, (size_t)E * sizeof(float));
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
+    for (int64_t g = 0; g < G; g++) SPK_ASSERT(s->h_labels[g] >= 0 && s->h_labels[g] < m->num_classes);
     K->upload(s->emb, s->h_emb, (size_t)G * E * sizeof(float));
     const int sampled = s->sampled = train && s->rate < 1.0;  // evaluation scores every class
     if (sampled) {
