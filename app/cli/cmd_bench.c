@@ -9,6 +9,7 @@
 #include "app/model/model.h"
 #include "app/model/registry.h"
 #include "app/train/optimizer.h"
+#include "app/train/sharded_head.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #include "kernels/base/rng.h"
@@ -81,7 +82,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     optimizer_t opt;
     optimizer_init(&opt, &(optimizer_config_t){.kind = OPTIM_ADAM}, m->table.total, be);
     grad_sync_t gs;
-    const int64_t own = m->head_rows < m->num_classes ? m->table.t[0].numel : 0;  // a slice of a sharded head
+    const int64_t own = sharded_head_of(m) ? m->table.t[0].numel : 0;  // a slice of a sharded head
     grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant);
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {

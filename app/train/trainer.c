@@ -52,8 +52,7 @@ typedef struct {
     augment_t *aug;  // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
-    int head_sharded;            // --head sharded: the classifier's classes split across the ranks
-    head_comm_impl_t head_comm;  // its collectives (model_t.head_comm)
+    head_comm_impl_t head_comm;  // --head sharded: its collectives (model_t.head_comm)
     int sliced;                  // ... over more than one rank: checkpoints gather it (shard)
     sharded_head_t shard;
     grad_sync_t grad_sync;
@@ -178,10 +177,12 @@ static ckpt_tensors_t tensors_whole(trainer_t *t, const whole_t *w) {
 
 static void save_checkpoint(trainer_t *t) {
     if (!t->cfg->ckpt_dir[0]) return;
-    whole_t w = {0};
-    if (t->sliced) {  // every rank's slice to rank 0
+    if (t->sliced || t->comm->rank == 0) {  // (a sliced head: every rank's slice goes to rank 0)
         model_download(t->model);
         optimizer_download(&t->opt);
+    }
+    whole_t w = {0};
+    if (t->sliced) {
         w = whole_alloc(t);
         sharded_head_gather(&t->shard, t->model->host_params, 1, w.params);
         sharded_head_gather(&t->shard, t->opt.host_state, t->opt.slots, w.opt);
@@ -189,8 +190,6 @@ static void save_checkpoint(trainer_t *t) {
     if (t->comm->rank == 0) {
         ckpt_meta_t *m = callocCheck(1, sizeof *m);
         fill_meta(t, m);
-        model_download(t->model);
-        optimizer_download(&t->opt);
         ckpt_tensors_t ts = tensors_whole(t, &w);
         char path[CKPT_PATH_MAX];
         ckpt_policy_save(&t->ckpt, m, &ts, path, sizeof path);
@@ -342,7 +341,7 @@ static void evaluate(trainer_t *t, double *loss, double *acc) {
         }
         const batch_t *b = loader_load(&t->val_loader, 0, t->idx, n);  // collective: every rank met
         met();
-        if (n > 0 || t->head_sharded) t->model->ops->eval_step(t->model, b, &st);  // (the sharded head needs all)
+        if (n > 0 || t->model->head_comm) t->model->ops->eval_step(t->model, b, &st);  // (the sharded head needs all)
     }
     sampler_free(&s);
     double v[3] = {st.loss_sum, (double)st.correct, (double)st.count};
@@ -678,8 +677,8 @@ static void create_model(trainer_t *t) {
     // Speed perturbation makes each factor's copies of a speaker a class of their own.
     const int64_t classes = t->data.num_speakers * augment_classes_per_speaker(&c->aug);
     const optimizer_config_t oc = train_config_optimizer(c);
-    t->head_sharded = strcmp(c->head, "sharded") == 0;
-    t->sliced = t->head_sharded && t->comm->size > 1;
+    const int sharded = strcmp(c->head, "sharded") == 0;
+    t->sliced = sharded && t->comm->size > 1;
     int64_t first = 0, rows = 0;
     if (t->sliced) {
         if (classes < t->comm->size)
@@ -700,7 +699,7 @@ static void create_model(trainer_t *t) {
     model_t *m = t->model = model_create(&mc, &md, t->be);
     const int64_t own = t->sliced ? m->table.t[0].numel : 0;  // each rank drew its own slice
     comm_bcast(t->comm, m->host_params + own, m->table.total - own, MPI_FLOAT, 0);
-    if (t->head_sharded) {
+    if (sharded) {
         head_comm_init(&t->head_comm, t->comm);
         m->head_comm = &t->head_comm.ops;
     }

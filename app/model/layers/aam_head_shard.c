@@ -12,6 +12,7 @@
 struct aam_head_shard {
     int cap_g;        // rows of the global batch the buffers hold
     int64_t *counts;  // (K) each rank's samples in the last forward
+    int64_t *every;   // (K) the global batch's size for every rank: each sends all its rows' results
     int G, B, off;    // the global batch, this rank's samples and its first row there
     // host
     float *h_emb;                  // (G, E) the global batch's embeddings, later their gradients
@@ -58,6 +59,7 @@ void aam_head_shard_free(aam_head_shard_t *s, const model_t *m) {
     if (!s) return;
     release(s, m);
     free(s->counts);
+    free(s->every);
     free(s->h_idx);
     free(s->h_pos);
     float **dev[] = {&s->w_s, &s->dw_s, (float **)&s->idx};
@@ -165,7 +167,10 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     const head_comm_t *hc = m->head_comm;
     const spk_backend_t *K = m->be;
     SPK_ASSERT(hc && hc->size >= 1);
-    if (!s->counts) s->counts = mallocCheck((size_t)hc->size * sizeof(int64_t));
+    if (!s->counts) {
+        s->counts = mallocCheck((size_t)hc->size * sizeof(int64_t));
+        s->every = mallocCheck((size_t)hc->size * sizeof(int64_t));
+    }
     hc->counts(hc->ctx, B, s->counts);
     int64_t G = 0, off = 0;
     for (int r = 0; r < hc->size; r++) {
@@ -195,11 +200,9 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     K->download(s->h_argmax, s->argmax, (size_t)G * sizeof(int));
     if (sampled)  // back to global classes
         for (int g = 0; g < s->G; g++) s->h_argmax[g] = (int)m->head_first + s->h_idx[s->h_argmax[g]];
-    int64_t *every = mallocCheck((size_t)hc->size * sizeof(int64_t));  // every rank sends all G rows
-    for (int r = 0; r < hc->size; r++) every[r] = G;
-    hc->allgather(hc->ctx, s->h_rows, s->h_rows_all, every, AAM_SHARD_ROW * sizeof(float));
-    hc->allgather(hc->ctx, s->h_argmax, s->h_argmax_all, every, sizeof(int));
-    free(every);
+    for (int r = 0; r < hc->size; r++) s->every[r] = G;
+    hc->allgather(hc->ctx, s->h_rows, s->h_rows_all, s->every, AAM_SHARD_ROW * sizeof(float));
+    hc->allgather(hc->ctx, s->h_argmax, s->h_argmax_all, s->every, sizeof(int));
     double loss_sum;
     int hits;
     combine(s, hc->size, hc->rank, &loss_sum, &hits);
