@@ -1,6 +1,6 @@
 // Sampler: disjoint, covering, equal counts, wrap padding, drop_last, per-epoch reshuffle,
 // and the same global order whatever the world size; the invariant mode's contiguous slices of
-// the same global batches.
+// the same global batches; speaker-balanced epochs.
 #include "io/loader/sampler.h"
 #include "kernels/base/rng.h"
 #include "tests/test_util.h"
@@ -86,7 +86,78 @@ static void check_slices(int64_t N, int K, int64_t B) {
     }
 }
 
+// Balanced epochs: `classes` speakers with 1 + (c * 7) % 9 utterances each (some fewer than M),
+// global batches of GB = N x M. On K = 1, 2, 4 ranks: the same global order; whole batches only,
+// as many as the groups allow; each batch N distinct speakers in runs of M; no sample twice in an
+// epoch unless the wrap-around was needed; another epoch, another order.
+static void check_balanced(int64_t classes, int64_t M, int64_t GB) {
+    int64_t N = 0;
+    for (int64_t c = 0; c < classes; c++) N += 1 + (c * 7) % 9;
+    int32_t *labels = malloc((size_t)N * sizeof(int32_t));
+    int64_t groups = 0, speakers = 0, i = 0;
+    for (int64_t c = 0; c < classes; c++) {
+        const int64_t n = 1 + (c * 7) % 9;
+        groups += n / M;
+        speakers += n >= M;
+        for (int64_t j = 0; j < n; j++) labels[i++] = (int32_t)c;
+    }
+    // shuffle the labels' positions: speakers are not stored in runs
+    rng_t r = rng_init(3, 99, 0, 0);
+    for (int64_t j = N - 1; j > 0; j--) {
+        int64_t k = (int64_t)rng_below(&r, (uint64_t)j + 1);
+        int32_t t = labels[j];
+        labels[j] = labels[k];
+        labels[k] = t;
+    }
+    const int64_t batches = speakers >= GB / M ? groups / (GB / M) : 0;
+    int64_t *ref[2] = {NULL, NULL};  // each epoch's order on the first world size
+    const int Ks[] = {1, 2, 4};
+    for (int e = 0; e < 2; e++)
+        for (size_t kk = 0; kk < 3; kk++) {
+            const int K = Ks[kk];
+            if (GB % K || (GB / K) % M) continue;
+            sampler_t s;
+            sampler_init(&s, N, K, K - 1, 11, 1, 0);
+            EXPECT(sampler_balance(&s, labels, classes, M, GB) == speakers, "speakers with M utterances");
+            sampler_set_epoch(&s, e);
+            EXPECT(s.total == batches * GB && s.per_rank * K == s.total, "balanced: %lld batches, total %lld",
+                   (long long)batches, (long long)s.total);
+            if (!ref[e]) {
+                ref[e] = malloc((size_t)(s.total + 1) * sizeof(int64_t));
+                memcpy(ref[e], s.order, (size_t)s.total * sizeof(int64_t));
+            }
+            EXPECT(memcmp(ref[e], s.order, (size_t)s.total * sizeof(int64_t)) == 0, "K=%d: the same balanced order", K);
+            int64_t *count = calloc((size_t)N, sizeof(int64_t)), repeats = 0;
+            for (int64_t b = 0; b < batches; b++) {
+                for (int64_t g = 0; g < GB / M; g++) {
+                    const int64_t *run = s.order + b * GB + g * M;
+                    for (int64_t j = 0; j < M; j++) {
+                        EXPECT(labels[run[j]] == labels[run[0]], "a group is one speaker");
+                        repeats += count[run[j]]++ > 0;
+                    }
+                    for (int64_t h = 0; h < g; h++)
+                        EXPECT(labels[s.order[b * GB + h * M]] != labels[run[0]], "speakers distinct in a batch");
+                }
+                int64_t slice[64];
+                EXPECT(sampler_batch_slice(&s, b, GB / K, slice) == GB / K, "slice size");
+                EXPECT(memcmp(slice, s.order + b * GB + (K - 1) * (GB / K), (size_t)(GB / K) * sizeof(int64_t)) == 0,
+                       "the last rank's slice");
+            }
+            EXPECT(repeats <= GB, "at most one batch of wrapped groups (%lld repeats)", (long long)repeats);
+            free(count);
+            sampler_free(&s);
+        }
+    EXPECT(batches == 0 || memcmp(ref[0], ref[1], (size_t)(batches * GB) * sizeof(int64_t)) != 0, "epochs differ");
+    free(ref[0]);
+    free(ref[1]);
+    free(labels);
+}
+
 int main(void) {
+    check_balanced(20, 2, 8);
+    check_balanced(20, 3, 12);
+    check_balanced(40, 4, 16);
+    check_balanced(5, 2, 16);  // fewer speakers than a batch needs: no batches
     check_slices(100, 1, 16);
     check_slices(100, 2, 8);
     check_slices(100, 4, 4);

@@ -14,6 +14,12 @@ foreach(_t IN LISTS SPK_KERNEL_TESTS)
   set_tests_properties(kernel_${_t}_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
 
+# The metric-learning losses (host code on every backend) against a float64 reference.
+add_executable(test_contrastive ${CMAKE_CURRENT_LIST_DIR}/test_contrastive.c)
+target_link_libraries(test_contrastive spk_kernels)
+add_test(NAME kernel_contrastive COMMAND test_contrastive)
+set_tests_properties(kernel_contrastive PROPERTIES LABELS unit)
+
 # The CUDA error path (kernels/cuda/cuda_check.h); runs without a GPU.
 if(SPKDDP_CUDA)
   add_executable(test_kernel_cuda_check ${CMAKE_CURRENT_LIST_DIR}/test_cuda_check.c)
