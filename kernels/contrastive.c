@@ -60,7 +60,7 @@ static int argmax(const double *v, int C) {
 }
 
 static void supcon(const float *z, const int *labels, int G, int E, int a0, int n, float scale, float *row_loss,
-                   float *dz, float grad_scale, int *hits) {
+                   float *dz, float grad_scale, int *row_hit) {
     double *s = mallocCheck(2 * (size_t)G * sizeof(double)), *p = s + G;
     for (int a = a0; a < a0 + n; a++) {
         const float *za = z + (size_t)a * E;
@@ -74,7 +74,7 @@ static void supcon(const float *z, const int *labels, int G, int E, int a0, int 
         for (int k = 0; k < G; k++)
             if (k != a && labels[k] == labels[a]) pos += s[k];
         row_loss[a - a0] = positives ? (float)(lse - pos / positives) : 0.0f;
-        if (hits) *hits += labels[argmax(s, G)] == labels[a];
+        if (row_hit) row_hit[a - a0] = labels[argmax(s, G)] == labels[a];
         if (!dz || !positives) continue;
         for (int k = 0; k < G; k++) {
             if (k == a) continue;
@@ -107,7 +107,7 @@ static void group_sum(const groups_t *q, int j, int from, float *u) {
 // Row a against the groups' sums, its own group `own` against `own_u` (norm own_norm): writes
 // the loss, counts a hit, and adds the gradient (d/dz_a into dza, d/du into du and own_du).
 static float row_against_groups(groups_t *q, const float *za, int own, const float *own_u, float own_norm, float scale,
-                                float grad_scale, float *dza, float *own_du, int *hits) {
+                                float grad_scale, float *dza, float *own_du, int *hit) {
     const int E = q->E;
     for (int k = 0; k < q->groups; k++) {
         const float *u = k == own ? own_u : q->u + (size_t)k * E;
@@ -115,7 +115,7 @@ static float row_against_groups(groups_t *q, const float *za, int own, const flo
         q->logits[k] = (double)scale * dot(za, u, E) / fmax(un, 1e-12);
     }
     const double lse = softmax(q->logits, q->groups, q->p);
-    if (hits) *hits += argmax(q->logits, q->groups) == own;
+    if (hit) *hit = argmax(q->logits, q->groups) == own;
     if (q->du)
         for (int k = 0; k < q->groups; k++) {
             const float *u = k == own ? own_u : q->u + (size_t)k * E;
@@ -131,7 +131,7 @@ static float row_against_groups(groups_t *q, const float *za, int own, const flo
 }
 
 static void grouped(contrastive_kind_t kind, const float *z, int G, int E, int M, int a0, int n, float scale,
-                    float *row_loss, float *dz, float grad_scale, int *hits) {
+                    float *row_loss, float *dz, float grad_scale, int *row_hit) {
     SPK_ASSERT(M >= 2 && G % M == 0 && a0 % M == 0 && n % M == 0);
     groups_t q = {.z = z, .G = G, .E = E, .M = M, .groups = G / M};
     const int from = kind == CONTRASTIVE_PROTO ? 1 : 0;  // a prototype leaves out its query
@@ -151,18 +151,23 @@ static void grouped(contrastive_kind_t kind, const float *z, int G, int E, int M
         const int own = a / M, pos = a % M;
         const float *za = z + (size_t)a * E;
         float *dza = dz ? dz + (size_t)a * E : own_du;  // (scratch when there is no gradient)
+        int *hit = row_hit ? row_hit + (a - a0) : NULL;
         row_loss[a - a0] = 0.0f;
+        if (hit) *hit = 0;
         if (kind == CONTRASTIVE_PROTO) {
-            if (pos != 0) continue;  // only a group's first row is a query
+            if (pos != 0) {  // only a group's first row is a query; the others share its hit
+                if (hit) *hit = row_hit[a - a0 - pos];
+                continue;
+            }
             row_loss[a - a0] = row_against_groups(&q, za, own, q.u + (size_t)own * E, q.unorm[own], scale, grad_scale,
-                                                  dza, q.du ? q.du + (size_t)own * E : own_du, hits);
+                                                  dza, q.du ? q.du + (size_t)own * E : own_du, hit);
             continue;
         }
         // ge2e: its own centroid without itself
         for (int i = 0; i < E; i++) own_u[i] = q.u[(size_t)own * E + i] - za[i];
         for (int i = 0; i < E; i++) own_du[i] = 0.0f;
         row_loss[a - a0] =
-            row_against_groups(&q, za, own, own_u, norm_of(own_u, E), scale, grad_scale, dza, own_du, hits);
+            row_against_groups(&q, za, own, own_u, norm_of(own_u, E), scale, grad_scale, dza, own_du, hit);
         if (!dz) continue;
         for (int r = 0; r < M; r++)  // own_u is the group's other rows
             if (r != pos) axpy(dz + ((size_t)own * M + r) * E, 1.0f, own_du, E);
@@ -175,15 +180,15 @@ static void grouped(contrastive_kind_t kind, const float *z, int G, int E, int M
 }
 
 void contrastive_rows(contrastive_kind_t kind, const float *z, const int *labels, int G, int E, int M, int a0, int n,
-                      float scale, float *row_loss, float *dz, float grad_scale, int *hits) {
+                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit) {
     SPK_ASSERT(G > 0 && E > 0 && a0 >= 0 && n >= 0 && a0 + n <= G);
     switch (kind) {
         case CONTRASTIVE_SUPCON:
-            supcon(z, labels, G, E, a0, n, scale, row_loss, dz, grad_scale, hits);
+            supcon(z, labels, G, E, a0, n, scale, row_loss, dz, grad_scale, row_hit);
             return;
         case CONTRASTIVE_PROTO:
         case CONTRASTIVE_GE2E:
-            grouped(kind, z, G, E, M, a0, n, scale, row_loss, dz, grad_scale, hits);
+            grouped(kind, z, G, E, M, a0, n, scale, row_loss, dz, grad_scale, row_hit);
             return;
         default:
             SPK_ASSERT(!"a contrastive loss");

@@ -28,11 +28,11 @@ typedef enum {
 // proto and ge2e, groups of M consecutive rows (M >= 2, G a multiple of M, a0 and n too).
 // row_loss (n): each anchor's loss (0 for proto's non-query rows). dz (G, E), when not NULL:
 // adds grad_scale * d(sum of the anchors' losses) / dz (directions along each row included: the
-// caller projects them out with the normalisation's backward). hits (may be NULL): anchors whose
-// best match is their own speaker (supcon: the nearest other row; proto and ge2e: the highest
-// prototype or centroid is their own).
+// caller projects them out with the normalisation's backward). row_hit (n, may be NULL): 1 where
+// the anchor's best match is its own speaker (supcon: the nearest other row; proto and ge2e: the
+// highest prototype or centroid is its own; proto's other rows repeat their query's).
 void contrastive_rows(contrastive_kind_t kind, const float *z, const int *labels, int G, int E, int M, int a0, int n,
-                      float scale, float *row_loss, float *dz, float grad_scale, int *hits);
+                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit);
 
 // Rows x (B, E) to unit norm: z = x / max(|x|, 1e-12), norm (B) keeps |x|.
 void contrastive_normalize(const float *x, float *z, float *norm, int B, int E);

@@ -114,6 +114,22 @@ static const opt_t rows[] = {
     OPT_NUMBER(train_config_t, model.head_sample, "head-sample", 0, 1,
                "--head sharded: Partial FC, each step scores the batch's own classes and this fraction of the others "
                "(drawn from the seed and the step: the same on any number of ranks; default 1, all)"),
+    // metric learning (docs/contrastive.md)
+    OPT_CHOICE(train_config_t, model.loss, "loss", "aam|supcon|angleproto|ge2e|aam+supcon|aam+angleproto|aam+ge2e",
+               "the training loss: the AAM-softmax, a metric-learning loss over the global batch's embeddings "
+               "(supervised contrastive, angular prototypical, GE2E), or the AAM-softmax plus one of them"),
+    OPT_NUMBER(train_config_t, model.contrastive_weight, "contrastive-weight", 0, 1e6,
+               "aam+...: the metric-learning term's weight (default 1)"),
+    OPT_NUMBER(train_config_t, model.contrastive_scale, "contrastive-scale", 1e-3, 1e6,
+               "the metric-learning loss's cosine scale, an inverse temperature (default 10: temperature 0.1)"),
+    OPT_CHOICE(train_config_t, negatives, "negatives", "global|local",
+               "the contrastive batch: every rank's embeddings (gathered, the gradient sent back to the rank that "
+               "computed each) or each rank's batch alone, as single-GPU toolkits"),
+    OPT_CHOICE(train_config_t, sampler, "sampler", "plain|balanced",
+               "plain: a shuffled epoch as PyTorch's DistributedSampler; balanced: each global batch holds "
+               "batch x ranks / utts-per-speaker distinct speakers with utts-per-speaker utterances each"),
+    OPT_INTEGER(train_config_t, model.per_speaker, "utts-per-speaker", 2, 1024,
+                "--sampler balanced: utterances of one speaker together in a batch (default 2)"),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -44,6 +44,12 @@ const char *const resume_trajectory[] = {
     "clip-grad-norm",
     "precision",
     "head-sample",
+    "loss",
+    "contrastive-weight",
+    "contrastive-scale",
+    "negatives",
+    "sampler",
+    "utts-per-speaker",
 };
 const size_t resume_trajectory_count = COUNT(resume_trajectory);
 // Checked from the checkpoint's header rather than its config text.

@@ -28,7 +28,47 @@ train_config_t train_config_defaults(void) {
     c.grad_accum = 1;
     strcpy(c.init_head, "keep");
     strcpy(c.head, "replicated");
+    strcpy(c.negatives, "global");
+    strcpy(c.sampler, "plain");
     return c;
+}
+
+// --loss, --negatives, --sampler and --utts-per-speaker together.
+static void check_metric_learning(const train_config_t *c, const model_config_t *m) {
+    const int contrastive = strcmp(m->loss, "aam") != 0, balanced = strcmp(c->sampler, "balanced") == 0;
+    const int grouped = strstr(m->loss, "angleproto") || strstr(m->loss, "ge2e");
+    if (contrastive && strcmp(m->name, "linear") == 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss %s trains an encoder's embeddings; the linear model has none (use --model ecapa, "
+                     "resnet34, campplus, ...)",
+                     m->loss);
+    if (grouped && !balanced)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss %s compares groups of utterances of one speaker: it needs --sampler balanced",
+                     m->loss);
+    if (contrastive && !strstr(m->loss, "aam") && strcmp(c->head, "sharded") == 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --head sharded splits the AAM-softmax classifier, which --loss %s does not use", m->loss);
+    // Each rank's negatives are the samples the partition gave it, which the world size changes.
+    if (contrastive && strcmp(c->negatives, "local") == 0 && m->invariant)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --negatives local depends on how the global batch is split across ranks, which "
+                     "--invariant promises does not matter: use --negatives global");
+    if (!balanced) return;
+    if (m->per_speaker < 2)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --sampler balanced needs --utts-per-speaker of at least 2");
+    if (c->batch % m->per_speaker != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --sampler balanced keeps each speaker's %lld utterances on one rank: the per-rank "
+                     "batch %lld must be a multiple of --utts-per-speaker",
+                     (long long)m->per_speaker, (long long)c->batch);
+    if (c->no_shuffle)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --sampler balanced draws its groups from the seed: drop --no-shuffle");
+    // A speed-perturbed copy is another class, so a group would no longer be one speaker.
+    if (c->aug.speed[0] && strcmp(c->aug.speed, "1") != 0 && strcmp(c->aug.speed, "1.0") != 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --sampler balanced groups utterances of one speaker, and --speed-perturb makes "
+                     "other speakers of some of them: use one or the other");
 }
 
 void train_config_finalize(train_config_t *c, int world) {
@@ -78,6 +118,7 @@ void train_config_finalize(train_config_t *c, int world) {
     if (m.head_sample > 0 && m.head_sample < 1 && strcmp(c->head, "sharded") != 0)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
+    check_metric_learning(c, &m);
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;
@@ -88,6 +129,7 @@ void train_config_finalize(train_config_t *c, int world) {
 model_config_t train_config_model(const train_config_t *c) {
     model_config_t m = c->model;
     m.seed = (uint64_t)c->seed;
+    m.local_negatives = strcmp(c->negatives, "local") == 0;
     model_config_apply_tf32(&m, c->tf32);  // a conflict stopped train_config_finalize
     return m;
 }

@@ -68,6 +68,9 @@ typedef struct {
     char init_head[TRAIN_STR_MAX];  // keep | drop: the classifier from the file, or fresh
     char head[TRAIN_STR_MAX];       // replicated | sharded: the classifier whole on every rank, or
                                     // its classes split across the ranks (app/dist/head_comm.h)
+    // metric learning (app/model/layers/contrastive_head.h; the loss itself is model.loss)
+    char negatives[TRAIN_STR_MAX];  // global | local: the contrastive batch is the global batch or each rank's
+    char sampler[TRAIN_STR_MAX];    // plain | balanced: speaker-balanced global batches (io/loader/sampler.h)
 } train_config_t;
 
 train_config_t train_config_defaults(void);

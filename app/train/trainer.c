@@ -52,7 +52,7 @@ typedef struct {
     augment_t *aug;  // training samples' augmentation (NULL: none)
     model_t *model;
     optimizer_t opt;
-    head_comm_impl_t head_comm;  // --head sharded: its collectives (model_t.head_comm)
+    head_comm_impl_t head_comm;  // collectives over the global batch: a sharded head's, contrastive losses'
     int sliced;                  // ... over more than one rank: checkpoints gather it (shard)
     sharded_head_t shard;
     grad_sync_t grad_sync;
@@ -500,8 +500,9 @@ static void end_epoch(trainer_t *t) {
 // Hands the loader this epoch's micro-batches before `upto` not yet handed over.
 static void prefetch_until(trainer_t *t, int64_t upto) {
     for (; t->prefetched < upto && t->prefetched < t->micro_steps; t->prefetched++) {
-        int n = t->model->invariant ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
-                                    : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
+        int n = t->model->invariant || t->sampler.per_speaker
+                    ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
+                    : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
         loader_prefetch(&t->loader, t->epoch, t->idx, n);
     }
 }
@@ -699,10 +700,9 @@ static void create_model(trainer_t *t) {
     model_t *m = t->model = model_create(&mc, &md, t->be);
     const int64_t own = t->sliced ? m->table.t[0].numel : 0;  // each rank drew its own slice
     comm_bcast(t->comm, m->host_params + own, m->table.total - own, MPI_FLOAT, 0);
-    if (sharded) {
-        head_comm_init(&t->head_comm, t->comm);
-        m->head_comm = &t->head_comm.ops;
-    }
+    head_comm_init(&t->head_comm, t->comm);
+    if (sharded) m->head_comm = &t->head_comm.ops;
+    m->batch_comm = &t->head_comm.ops;  // (contrastive losses over the global batch)
     if (t->sliced) sharded_head_init(&t->shard, t->comm, m);
     comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
     model_upload(m);
@@ -746,9 +746,8 @@ static int64_t default_steps(const trainer_t *t) {
 // Steps per epoch in the invariant mode: whole global batches of the epoch order only, so the
 // steps and their samples are the same on any number of ranks (padding to a multiple of the
 // ranks would not be); each rank takes a contiguous slice of them (sampler_batch_slice).
-static int64_t invariant_steps(const trainer_t *t) {
+static void invariant_checks(const trainer_t *t) {
     const train_config_t *c = t->cfg;
-    const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
     if (c->global_batch < t->model->min_batch)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
@@ -765,12 +764,38 @@ static int64_t invariant_steps(const trainer_t *t) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --grad-accum cannot be combined with --invariant (give the whole "
                      "global batch per update instead)");
+}
+
+static int64_t invariant_steps(const trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
+    invariant_checks(t);
     if (rest)
         printf0(
             "note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
             "used%s\n",
             (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
     return steps;
+}
+
+// Steps per epoch with speaker-balanced global batches (io/loader/sampler.h): as many as the
+// speakers' groups of --utts-per-speaker fill, each rank taking contiguous slices.
+static int64_t balanced_steps(trainer_t *t) {
+    const train_config_t *c = t->cfg;
+    const int64_t M = c->model.per_speaker, micro = c->batch * t->comm->size, speakers_per_batch = micro / M;
+    if (t->model->invariant) invariant_checks(t);
+    const int64_t speakers = sampler_balance(&t->sampler, t->data.labels, t->data.num_speakers, M, micro);
+    if (speakers < speakers_per_batch || t->sampler.total == 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --sampler balanced needs %lld speakers with at least %lld utterances for a global batch "
+                     "of %lld (%lld ranks x %lld); %s has %lld such speakers%s",
+                     (long long)speakers_per_batch, (long long)M, (long long)micro, (long long)t->comm->size,
+                     (long long)c->batch, c->data, (long long)speakers,
+                     speakers >= speakers_per_batch ? " and too few utterances for one batch" : "");
+    if ((t->model->invariant ? micro : c->batch) < t->model->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per step (--batch %lld)",
+                     c->model.name, t->model->min_batch, (long long)c->batch);
+    return t->sampler.total / micro;
 }
 
 // A recipe shrunk past its schedule still runs, but not as written: say so once.
@@ -800,7 +825,9 @@ static void plan_epochs(trainer_t *t) {
     loader_set_augment(&t->loader, t->aug);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
-    t->micro_steps = m->invariant ? invariant_steps(t) : default_steps(t);
+    t->micro_steps = strcmp(c->sampler, "balanced") == 0 ? balanced_steps(t)
+                     : m->invariant                      ? invariant_steps(t)
+                                                         : default_steps(t);
     t->steps = (t->micro_steps + c->grad_accum - 1) / c->grad_accum;
     t->sched = train_config_lr_schedule(c, t->steps);
     t->lr = lr_at(&t->sched, 0);

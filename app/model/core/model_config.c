@@ -12,6 +12,8 @@ model_config_t model_config_defaults(const char *name) {
     c.margin = 0.2, c.scale = 30;
     c.seed = 1234;
     c.invariant_group = 1;
+    c.contrastive_weight = 1.0, c.contrastive_scale = 10.0, c.per_speaker = 2;
+    snprintf(c.loss, sizeof c.loss, "aam");
     snprintf(c.name, sizeof c.name, "%s", name);
     snprintf(c.precision, sizeof c.precision, "fp32");
     return c;

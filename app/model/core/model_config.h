@@ -13,18 +13,24 @@ typedef struct {
     double margin, scale;                            // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
     int64_t frames;                                  // training crop length (0: the model's default)
-    char precision[8];        // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
-    uint64_t seed;            // parameter initialisation
-    int invariant;            // the world-size-invariant mode (docs/invariant.md): BatchNorm over
-                              // the global batch, every per-sample contribution summed exactly
-    int64_t invariant_group;  // invariant mode: samples per exact term (a divisor of every per-rank
-                              // batch the run will see; 1: each sample on its own)
-    int64_t growth_rate;      // CAM++: channels each CAM layer adds (0: the model's, 32)
-    int64_t bn_size;          // CAM++: a CAM layer's bottleneck in growth_rate widths (0: the model's, 4)
-    double head_sample;       // a sharded head's Partial FC: the fraction of the other classes each
-                              // step scores (0 or 1: all of them)
-    int recompute;            // CAM++: make the dense layers' normalised inputs again in the backward
-                              // (speakerlab's memory_efficient) instead of keeping them
+    char precision[8];          // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
+    uint64_t seed;              // parameter initialisation
+    int invariant;              // the world-size-invariant mode (docs/invariant.md): BatchNorm over
+                                // the global batch, every per-sample contribution summed exactly
+    int64_t invariant_group;    // invariant mode: samples per exact term (a divisor of every per-rank
+                                // batch the run will see; 1: each sample on its own)
+    int64_t growth_rate;        // CAM++: channels each CAM layer adds (0: the model's, 32)
+    int64_t bn_size;            // CAM++: a CAM layer's bottleneck in growth_rate widths (0: the model's, 4)
+    double head_sample;         // a sharded head's Partial FC: the fraction of the other classes each
+                                // step scores (0 or 1: all of them)
+    int recompute;              // CAM++: make the dense layers' normalised inputs again in the backward
+                                // (speakerlab's memory_efficient) instead of keeping them
+    char loss[16];              // aam | supcon | angleproto | ge2e | aam+supcon | aam+angleproto | aam+ge2e
+                                // (app/model/layers/contrastive_head.h)
+    double contrastive_weight;  // the metric-learning term's weight beside the AAM-softmax
+    double contrastive_scale;   // its cosines' scale (an inverse temperature)
+    int64_t per_speaker;        // angleproto, ge2e: the batches' groups of utterances of one speaker
+    int local_negatives;        // each rank's batch alone, not the global batch (--negatives local)
 } model_config_t;
 
 // Model `name` with the default hyperparameters: the width and embedding size of the model

@@ -71,6 +71,7 @@ struct model {
     // unless it is sharded, and then head_comm (set by the caller before a step) joins the ranks.
     int64_t head_first, head_rows;
     const head_comm_t *head_comm;
+    const head_comm_t *batch_comm;  // the global batch's collectives (contrastive losses over every rank's samples)
     int64_t step_key;      // the update being trained (set by the caller): keys a sharded head's class sampling
     int64_t visual_dim;    // Fv of the visual stream (0: audio only)
     int64_t visual_ratio;  // audio frames per visual frame

@@ -3,16 +3,21 @@
 
 #include "app/model/core/model_stats.h"
 #include "app/model/layers/aam_head_shard.h"
+#include "app/model/layers/contrastive_head.h"
+#include "kernels/base/check.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static aam_encoder_t *head_of(model_t *m) { return (aam_encoder_t *)m->impl; }
 
 static void release_head(aam_encoder_t *h, const model_t *m) {
-    float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss};
+    float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss, &h->d_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    free(h->h_rows);
+    h->h_rows = NULL;
     h->cap_b = 0;
     aam_head_shard_free(h->shard, m);
     h->shard = NULL;
@@ -34,6 +39,10 @@ static void reserve_head(model_t *m, int B) {
     h->g_emb = model_buf(m, (size_t)B * E);
     h->scalars = model_buf(m, 2);
     h->row_loss = model_buf(m, (size_t)B);
+    if (h->con) {
+        h->h_rows = mallocCheck((size_t)B * sizeof(float));
+        h->d_rows = model_buf(m, (size_t)B);
+    }
     h->cap_b = B;
 }
 
@@ -47,6 +56,26 @@ static int batch_frames(const batch_t *b) {
     int T = (int)(b->frame_off[1] - b->frame_off[0]);
     for (int i = 1; i < b->n; i++) SPK_ASSERT(b->frame_off[i + 1] - b->frame_off[i] == T);
     return T;
+}
+
+// The metric-learning term of the loss: added to the AAM-softmax's loss (scalars[0] in the plain
+// mode, each sample's row_loss in the invariant mode) or in its place, with its hits then.
+static void add_contrastive(model_t *m, const batch_t *b, int train, const float *emb) {
+    aam_encoder_t *h = head_of(m);
+    const spk_backend_t *K = m->be;
+    const int B = b->n;
+    double loss;
+    int hits;
+    contrastive_head_forward(h->con, m, emb, b->labels, B, (int)h->emb, train, &loss, h->h_rows, &hits);
+    if (m->invariant) {
+        K->upload(h->aam ? h->d_rows : h->row_loss, h->h_rows, (size_t)B * sizeof(float));
+        if (h->aam) K->vec_acc(h->row_loss, h->d_rows, (size_t)B);
+    } else {
+        const float v = (float)loss;
+        K->upload(h->aam ? h->d_rows : h->scalars, &v, sizeof v);
+        if (h->aam) K->vec_acc(h->scalars, h->d_rows, 1);
+    }
+    if (!h->aam) K->upload(h->scalars + 1, &hits, sizeof hits);
 }
 
 // Forward and AAM loss of a batch; the loss and the correct count are fetched back without
@@ -78,14 +107,14 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     if (m->head_comm)
         aam_head_shard_forward(h->shard, m, *emb, b->labels, B, E, m->params + h->cls_w, train, h->margin, h->scale,
                                h->scalars);
-    else if (!m->invariant) {
+    else if (h->aam && !m->invariant)
         K->aam_softmax_forward(h->scalars, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
                                h->margin, h->scale, h->work);
-    } else {  // each sample's loss, summed exactly (model_read_stats reads the sum; scalars[0] is unused)
+    else if (h->aam)  // each sample's loss, summed exactly (model_read_stats reads the sum; scalars[0] is unused)
         K->aam_softmax_forward_rows(h->row_loss, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
                                     h->margin, h->scale, h->work);
-        model_sum_losses(m, h->row_loss, B, train ? m->group : 1);
-    }
+    if (h->con) add_contrastive(m, b, train, *emb);
+    if (m->invariant) model_sum_losses(m, h->row_loss, B, train ? m->group : 1);
     model_stats_fetch(m, h->scalars, B);
     return labels;
 }
@@ -100,14 +129,15 @@ static void train_step(model_t *m, const batch_t *b) {
     K->vec_zero(h->g_emb, (size_t)b->n * E);
     if (m->head_comm)
         aam_head_shard_backward(h->shard, m, h->g_emb, m->grads + h->cls_w, E, h->margin, h->scale);
-    else if (m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
+    else if (h->aam && m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
         K->aam_softmax_backward_exact(h->g_emb, m->grads + h->cls_w, xsum_at(m->xgrads, h->cls_w), 1.0f / (float)global,
                                       h->aam_cache, emb, m->params + h->cls_w, labels, b->n, E, S, h->margin, h->scale,
                                       h->work, m->group);
-    else
+    else if (h->aam)
         K->aam_softmax_backward(h->g_emb, m->grads + h->cls_w, 1.0f, h->aam_cache, emb, m->params + h->cls_w, labels,
                                 b->n, E, S, h->margin, h->scale, h->work);
-    model_grads_ready(m, h->cls_w + (int64_t)S * E);
+    model_grads_ready(m, h->cls_w + (int64_t)S * E);  // (a loss without the AAM-softmax leaves them zero)
+    if (h->con) contrastive_head_backward(h->con, m, h->g_emb);
     h->enc->backward(m, h->g_emb, b->n, batch_frames(b));
 }
 
@@ -156,6 +186,8 @@ static void free_impl(model_t *m) {
     aam_encoder_t *h = head_of(m);
     h->enc->release(m);
     release_head(h, m);
+    contrastive_head_free(h->con, m);
+    h->con = NULL;
 }
 
 static const model_ops_t aam_encoder_model_ops = {train_step, eval_step, embed, set_epoch, free_impl};
@@ -171,6 +203,7 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->seed = cfg->seed;
     h->margin_start = cfg->margin_warmup_start;
     h->margin_end = cfg->margin_warmup_end;
+    h->con = contrastive_head_create(cfg, &h->aam);
     h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->head_rows, emb_dim});
     m->ops = &aam_encoder_model_ops;
     m->emb_dim = emb_dim;

@@ -1,7 +1,9 @@
 // A speaker encoder trained through an AAM-softmax head, as a model_t: what every encoder
 // family shares (app/model/layers/aam_encoder.c). The head's classifier (classifier.weight,
 // SpeechBrain's and WeSpeaker's projection alike: (S, E), xavier-uniform), the margin schedule,
-// staging a batch, the loss and its statistics, and the train, eval and embed steps. A family
+// staging a batch, the loss and its statistics, and the train, eval and embed steps. A
+// metric-learning loss over the global batch (app/model/layers/contrastive_head.h) may join the
+// AAM-softmax or replace it (--loss); the classifier stays in the table either way. A family
 // provides its encoder as aam_encoder_ops_t and keeps an aam_encoder_t as the FIRST member of
 // the struct its builder puts in m->impl.
 #pragma once
@@ -39,6 +41,9 @@ typedef struct {
     float *scalars;                    // [loss, correct (an int)] of the last forward
     float *row_loss;                   // (B) invariant mode: each sample's loss of the last forward
     struct aam_head_shard *shard;      // the classifier sharded across ranks (m->head_comm set)
+    int aam;                           // the AAM-softmax is part of the loss (--loss)
+    struct contrastive_head *con;      // a metric-learning term (NULL: --loss aam)
+    float *h_rows, *d_rows;            // (B) its per-sample losses on the host and the backend
     double sample;                     // its Partial FC rate (model_config_t.head_sample)
     uint64_t seed;
 } aam_encoder_t;
