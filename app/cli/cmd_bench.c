@@ -25,7 +25,8 @@ typedef struct {
     char device[OPT_STR_MAX];
     int64_t batch, feat, classes, steps, warmup;
     int tf32;
-    char head[OPT_STR_MAX];  // replicated | sharded
+    char head[OPT_STR_MAX];       // replicated | sharded
+    char negatives[OPT_STR_MAX];  // global | local
 } bench_opts_t;
 
 static const opt_t rows[] = {
@@ -49,19 +50,27 @@ static const opt_t rows[] = {
     OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
     OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
     OPT_SWITCH(bench_opts_t, model.recompute, "recompute", "campplus: recompute the dense layers' inputs"),
+    OPT_CHOICE(bench_opts_t, model.loss, "loss", "aam|supcon|angleproto|ge2e|aam+supcon|aam+angleproto|aam+ge2e",
+               "the training loss (the batch's labels come in groups of --utts-per-speaker)"),
+    OPT_CHOICE(bench_opts_t, negatives, "negatives", "global|local", "the contrastive batch: global or each rank's"),
+    OPT_INTEGER(bench_opts_t, model.per_speaker, "utts-per-speaker", 2, 1024,
+                "utterances per speaker group in the batch (default 2)"),
 };
 static const opt_table_t table =
     OPT_TABLE("bench", "Time training steps (forward, backward, allreduce, Adam) on random data.", rows);
 
 // A fixed random batch of B samples of T frames x F features, drawn per rank.
-static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int64_t classes) {
+// Labels in groups of M (M > 0: a speaker-balanced batch for the contrastive losses).
+static batch_t random_batch(const comm_t *comm, int B, int64_t T, int64_t F, int64_t classes, int64_t M) {
     batch_t b = {.n = B, .feature_dim = F};
     b.frame_off = mallocCheck((size_t)(B + 1) * sizeof(int64_t));
     b.labels = mallocCheck((size_t)B * sizeof(int32_t));
     b.x = mallocCheck((size_t)(B * T * F) * sizeof(float));
     rng_t r = rng_init(1, RNG_PURPOSE_SYNTH, (uint64_t)comm->rank, 7);
     for (int i = 0; i <= B; i++) b.frame_off[i] = i * T;
-    for (int i = 0; i < B; i++) b.labels[i] = (int32_t)rng_below(&r, (uint64_t)classes);
+    for (int i = 0; i < B; i++)
+        b.labels[i] =
+            M > 0 ? (int32_t)(((int64_t)comm->rank * B + i) / M % classes) : (int32_t)rng_below(&r, (uint64_t)classes);
     for (int64_t i = 0; i < B * T * F; i++) b.x[i] = (float)rng_normal(&r);
     return b;
 }
@@ -132,6 +141,8 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
             (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision,
             mc->invariant ? " invariant" : "");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
+    if (strcmp(mc->loss, "aam") != 0)
+        printf0(", loss %s (%s negatives, groups of %lld)", mc->loss, o->negatives, (long long)mc->per_speaker);
     printf0(": %.2f samples/s", sps);
     const model_family_t *family = model_family_find(mc->name);
     if (family && family->forward_flop) {
@@ -156,8 +167,10 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         .model = model_config_defaults("ecapa"), .batch = 32, .feat = 80, .classes = 1000, .steps = 5, .warmup = 2};
     o.model.frames = 200;
     snprintf(o.head, sizeof o.head, "replicated");
+    snprintf(o.negatives, sizeof o.negatives, "global");
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    o.model.local_negatives = strcmp(o.negatives, "local") == 0;
     if (model_config_apply_tf32(&o.model, o.tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
     if (o.model.invariant && strcmp(o.model.precision, "bf16") == 0)
@@ -189,10 +202,17 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     head_comm_impl_t hc;
     head_comm_init(&hc, comm);
     if (sharded) m->head_comm = &hc.ops;
+    m->batch_comm = &hc.ops;
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
-    batch_t b = random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes);
+    const int contrastive = strcmp(o.model.loss, "aam") != 0;
+    if (contrastive && (o.batch % o.model.per_speaker != 0 || strcmp(o.model.name, "linear") == 0))
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "bench: --loss %s needs an encoder (not linear) and --utts-per-speaker dividing --batch",
+                     o.model.loss);
+    batch_t b =
+        random_batch(comm, (int)o.batch, o.model.frames, o.feat, o.classes, contrastive ? o.model.per_speaker : 0);
     double cpu = 0, bytes = 0;
     const double dt = time_steps(comm, be, m, &hc, &b, o.warmup, o.steps, &cpu, &bytes);
     report(comm, &o, be, dt, cpu, bytes);

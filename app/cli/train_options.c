@@ -130,6 +130,12 @@ static const opt_t rows[] = {
                "batch x ranks / utts-per-speaker distinct speakers with utts-per-speaker utterances each"),
     OPT_INTEGER(train_config_t, model.per_speaker, "utts-per-speaker", 2, 1024,
                 "--sampler balanced: utterances of one speaker together in a batch (default 2)"),
+    OPT_INTEGER(train_config_t, views, "views", 1, 64,
+                "crops of each utterance in a batch, each with its own crop and augmentation (--batch counts "
+                "utterances; the model sees batch x views samples)"),
+    OPT_CHOICE(train_config_t, labels, "labels", "speaker|utterance",
+               "what the contrastive loss treats as the same: the speaker labels, or each utterance alone (with "
+               "--loss supcon and --views 2: SimCLR, no labels used in training)"),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

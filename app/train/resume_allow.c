@@ -50,6 +50,8 @@ const char *const resume_trajectory[] = {
     "negatives",
     "sampler",
     "utts-per-speaker",
+    "views",
+    "labels",
 };
 const size_t resume_trajectory_count = COUNT(resume_trajectory);
 // Checked from the checkpoint's header rather than its config text.

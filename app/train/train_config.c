@@ -30,6 +30,8 @@ train_config_t train_config_defaults(void) {
     strcpy(c.head, "replicated");
     strcpy(c.negatives, "global");
     strcpy(c.sampler, "plain");
+    strcpy(c.labels, "speaker");
+    c.views = 1;
     return c;
 }
 
@@ -54,6 +56,17 @@ static void check_metric_learning(const train_config_t *c, const model_config_t 
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --negatives local depends on how the global batch is split across ranks, which "
                      "--invariant promises does not matter: use --negatives global");
+    // SimCLR: each utterance is its own class, its other views its positives.
+    if (strcmp(c->labels, "utterance") == 0 && (strcmp(m->loss, "supcon") != 0 || c->views < 2))
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --labels utterance contrasts each utterance's views with everything else: it needs "
+                     "--loss supcon and --views 2 or more (have --loss %s, --views %lld)",
+                     m->loss, (long long)c->views);
+    if (grouped && c->views > 1)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss %s reads each run of --utts-per-speaker rows as one group of a speaker: "
+                     "--views must be 1",
+                     m->loss);
     if (!balanced) return;
     if (m->per_speaker < 2)
         spk_fail_all(SPK_EXIT_USAGE, "train: --sampler balanced needs --utts-per-speaker of at least 2");
@@ -130,6 +143,7 @@ model_config_t train_config_model(const train_config_t *c) {
     model_config_t m = c->model;
     m.seed = (uint64_t)c->seed;
     m.local_negatives = strcmp(c->negatives, "local") == 0;
+    m.instance_labels = strcmp(c->labels, "utterance") == 0;
     model_config_apply_tf32(&m, c->tf32);  // a conflict stopped train_config_finalize
     return m;
 }

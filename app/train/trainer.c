@@ -503,7 +503,9 @@ static void prefetch_until(trainer_t *t, int64_t upto) {
         int n = t->model->invariant || t->sampler.per_speaker
                     ? sampler_batch_slice(&t->sampler, t->prefetched, t->cfg->batch, t->idx)
                     : sampler_batch(&t->sampler, t->prefetched, t->cfg->batch, t->idx);
-        loader_prefetch(&t->loader, t->epoch, t->idx, n);
+        const int64_t V = t->cfg->views;  // each utterance V times in a row: its views
+        for (int64_t i = (int64_t)n * V - 1; V > 1 && i >= 0; i--) t->idx[i] = t->idx[i / V];
+        loader_prefetch(&t->loader, t->epoch, t->idx, (int)(n * V));
     }
 }
 
@@ -516,8 +518,8 @@ static int64_t micro_batch_size(const trainer_t *t, int64_t u) {
 // An accounted update's global figures (loss sum, correct, count) into the epoch's; a skipped
 // update's samples count as seen, its loss and accuracy do not.
 static void count_update(trainer_t *t, const double v[3], int applied) {
-    const int64_t later = t->unaccounted;  // updates queued after this one
-    t->samples_in_epoch += (int64_t)v[2];
+    const int64_t later = t->unaccounted;                  // updates queued after this one
+    t->samples_in_epoch += (int64_t)v[2] / t->cfg->views;  // (the epoch's position counts utterances)
     if (applied) {
         t->ep_loss_sum += v[0];
         t->ep_correct += (int64_t)v[1];
@@ -821,10 +823,11 @@ static void plan_epochs(trainer_t *t) {
     const model_t *m = t->model;
     sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
                  c->drop_last);
-    loader_init(&t->loader, &t->data, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
+    loader_init(&t->loader, &t->data, (int)(c->batch * c->views), &m->input, (uint64_t)c->seed, -1);
     loader_set_augment(&t->loader, t->aug);
+    loader_set_views(&t->loader, (int)c->views);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
-    t->idx = mallocCheck((size_t)c->batch * sizeof(int64_t));
+    t->idx = mallocCheck((size_t)(c->batch * c->views) * sizeof(int64_t));
     t->micro_steps = strcmp(c->sampler, "balanced") == 0 ? balanced_steps(t)
                      : m->invariant                      ? invariant_steps(t)
                                                          : default_steps(t);

@@ -222,6 +222,7 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
     l->spec.visual = spec->visual && ds->visual.dim > 0;
     l->seed = seed;
     l->max_batch = max_batch;
+    l->views = 1;
     l->threads = threads < 0 ? threads_from_env() : threads;
     l->in_use = -1;
     l->slots = callocCheck(LOADER_SLOTS, sizeof(loader_slot_t));
@@ -245,6 +246,16 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
     pool_start(l);
 }
 
+void loader_set_views(loader_t *l, int views) {
+    SPK_ASSERT(l->queued == 0 && views >= 1);
+    l->views = views;
+}
+
+// The key of sample i's random draws: its epoch, with its view above any epoch's bits.
+static int64_t draw_key(const loader_t *l, int64_t epoch, int i) {
+    return epoch + (int64_t)((uint64_t)(i % l->views) << 40);
+}
+
 void loader_set_augment(loader_t *l, augment_t *aug) {
     SPK_ASSERT(l->queued == 0);
     l->aug = aug;
@@ -262,12 +273,13 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
     if (l->aug) augment_batch_begin(s->aug, n);
     for (int i = 0; i < n; i++) {
         int64_t u = index[i], len = dataset_frames(ds, u);
-        const int k = l->aug ? augment_speed_of(l->aug, s->epoch, u) : 0;
+        const int64_t key = draw_key(l, s->epoch, i);
+        const int k = l->aug ? augment_speed_of(l->aug, key, u) : 0;
         const int64_t read = l->aug ? augment_source_frames(l->aug, k, crop) : crop;  // frames to read
         segment_t seg = {u, 0, len};
         if (crop > 0 && len >= read) {
             // Crop starts on visual frame boundaries (r = 1 without the visual stream).
-            rng_t g = rng_init(l->seed, RNG_PURPOSE_CROP, (uint64_t)s->epoch, (uint64_t)u);
+            rng_t g = rng_init(l->seed, RNG_PURPOSE_CROP, (uint64_t)key, (uint64_t)u);
             seg.start = r * (int64_t)rng_below(&g, (uint64_t)((len - read) / r + 1));
             seg.count = read;
         }
@@ -279,11 +291,11 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
             *raw += s->wsegs[i].count;
             const int64_t need = crop > 0 ? (crop - 1) * ds->frame_shift + ds->frame_length : 0;
             s->wave_len[i] =
-                l->aug ? augment_plan(l->aug, s->aug, i, s->epoch, u, k, s->wsegs[i].count, need) : s->wsegs[i].count;
+                l->aug ? augment_plan(l->aug, s->aug, i, key, u, k, s->wsegs[i].count, need) : s->wsegs[i].count;
             have = fbank_frames_of(s->wave_len[i], ds->frame_length, ds->frame_shift);
         } else {
             *raw += seg.count * ds->feature_dim;
-            if (l->aug) augment_plan(l->aug, s->aug, i, s->epoch, u, k, 0, 0);
+            if (l->aug) augment_plan(l->aug, s->aug, i, key, u, k, 0, 0);
         }
         int64_t want = crop > 0 ? crop : have;
         if (want < l->spec.min_frames) want = l->spec.min_frames;

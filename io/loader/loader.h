@@ -43,6 +43,7 @@ typedef struct {
     int in_use;  // slot of the batch last returned, -1: none
     loader_pool_t *pool;
     augment_t *aug;  // NULL: samples as stored
+    int views;       // consecutive samples that are views of one utterance (loader_set_views)
 } loader_t;
 
 // threads < 0: SPKDDP_LOADER_THREADS, else 1.
@@ -50,6 +51,11 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
 // Augments every sample from now on (before the first loader_prefetch; NULL: none). The
 // loader does not own `aug`. Labels become label + k num_speakers at speed factor k.
 void loader_set_augment(loader_t *l, augment_t *aug);
+// Views (contrastive self-supervision): from now on sample i of a batch is view i % views of
+// its utterance, its crop and augmentation drawn with the view in the key (view 0's are the
+// draws without views), so the views of one utterance differ and stay the same on any world
+// size. The caller lists each utterance `views` times in a row.
+void loader_set_views(loader_t *l, int views);
 // Collective (dataset_read): reads the crops of samples index[0..n) of `epoch` and queues
 // them for the workers. The batch last returned by loader_wait stays valid until the next
 // loader_prefetch or loader_wait.

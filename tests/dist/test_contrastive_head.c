@@ -44,7 +44,7 @@ static result_t run(const spk_backend_t *be, const head_comm_t *comm, const char
     be->upload(emb, x + (size_t)first * E, (size_t)n * E * sizeof(float));
     be->vec_zero(g, (size_t)n * E);
     result_t r = {.grad = malloc((size_t)n * E * sizeof(float)), .rows = malloc((size_t)n * sizeof(float))};
-    contrastive_head_forward(h, &m, emb, y + first, n, E, 1, &r.loss, r.rows, &r.hits);
+    contrastive_head_forward(h, &m, emb, y + first, NULL, n, E, 1, &r.loss, r.rows, &r.hits);
     contrastive_head_backward(h, &m, g);
     be->download(r.grad, g, (size_t)n * E * sizeof(float));
     model_buf_free(&m, &emb);

@@ -2,12 +2,15 @@
 # Contrastive losses over the global batch (docs/contrastive.md), end to end, ECAPA C=64:
 #  - in the invariant mode, --loss supcon (plain sampler) and --loss ge2e (speaker-balanced
 #    batches) train bitwise alike on 1, 2 and 4 ranks, and through the staged device path;
+#  - SimCLR (--loss supcon --labels utterance --views 2) likewise, and stopped mid-epoch and
+#    resumed it ends bitwise as the uninterrupted run;
 #  - on one rank global and local negatives are the same run; on 2 ranks they are not;
 #  - aam+angleproto learns (the loss falls), and stopped and resumed it ends bitwise as the
 #    uninterrupted run; its checkpoint exports like any other;
 #  - refusals: a grouped loss without --sampler balanced, local negatives with --invariant, the
 #    linear model, a sharded head without the AAM-softmax, a per-rank batch that the groups do
-#    not divide, fewer speakers than a balanced batch needs.
+#    not divide, fewer speakers than a balanced batch needs, utterance labels without views or with
+#    another loss, views with a grouped loss.
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 ranks on few cores
 
@@ -20,21 +23,29 @@ same() {
 }
 
 # Invariant: 1, 2, 4 ranks bitwise.
-for loss in supcon ge2e; do
+for loss in supcon ge2e simclr; do
     extra="--loss $loss --invariant --epochs 1 --max-steps 6"
     [ $loss = ge2e ] && extra="$extra --sampler balanced --utts-per-speaker 4"
+    [ $loss = simclr ] && extra="--loss supcon --labels utterance --views 2 --invariant --epochs 1 --max-steps 6"
     for k in 1 2 4; do
         run $k $SPKDDP train $ecapa $extra --ckpt-dir ${loss}_$k >log_${loss}_$k 2>&1 ||
             { cat log_${loss}_$k; fail "$loss on $k ranks"; }
     done
     for k in 2 4; do
         same ${loss}_1/ckpt-000000000006.h5 ${loss}_$k/ckpt-000000000006.h5 \
-            "--loss $loss --invariant: $k ranks x batch $((16 / k)) == 1 rank x batch 16 (bitwise)"
+            "$loss --invariant: $k ranks x batch $((16 / k)) == 1 rank x batch 16 (bitwise)"
     done
 done
 run 2 $SPKDDP train $ecapa --loss supcon --invariant --epochs 1 --max-steps 6 --device cpu-staged --ckpt-dir staged \
     >/dev/null 2>&1 || fail "cpu-staged"
 same supcon_1/ckpt-000000000006.h5 staged/ckpt-000000000006.h5 "--loss supcon: 2 ranks on cpu-staged == 1 rank (bitwise)"
+
+# SimCLR stopped mid-epoch (step 5 of 12) and resumed.
+simclr="$ecapa --loss supcon --labels utterance --views 2 --epochs 2"
+run 2 $SPKDDP train $simclr --ckpt-dir sc >/dev/null 2>&1 || fail "simclr"
+run 2 $SPKDDP train $simclr --ckpt-dir sc_leg --max-steps 5 >/dev/null 2>&1 || fail "simclr, first leg"
+run 2 $SPKDDP train $simclr --ckpt-dir sc_leg --resume auto >/dev/null 2>&1 || fail "simclr, second leg"
+same sc/ckpt-000000000024.h5 sc_leg/ckpt-000000000024.h5 "simclr: stopped at step 5 and resumed == uninterrupted (bitwise)"
 
 # Global against local negatives.
 plain="$ecapa --loss supcon --epochs 1 --max-steps 4"
@@ -74,4 +85,10 @@ expect_error 2 "must be a multiple of --utts-per-speaker" -- \
     run 2 $SPKDDP train $ecapa --loss ge2e --sampler balanced --utts-per-speaker 3 --epochs 1
 expect_error 2 "needs 16 speakers with at least 4 utterances" -- \
     run 1 $SPKDDP train $ecapa --global-batch 64 --loss ge2e --sampler balanced --utts-per-speaker 4 --epochs 1
+expect_error 2 "labels utterance contrasts each utterance's views" -- \
+    run 1 $SPKDDP train $ecapa --loss supcon --labels utterance --epochs 1
+expect_error 2 "labels utterance contrasts each utterance's views" -- \
+    run 1 $SPKDDP train $ecapa --loss aam --labels utterance --views 2 --epochs 1
+expect_error 2 "views must be 1" -- \
+    run 1 $SPKDDP train $ecapa --loss ge2e --sampler balanced --utts-per-speaker 4 --views 2 --epochs 1
 finish

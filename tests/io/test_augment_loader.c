@@ -3,7 +3,8 @@
 // with speed perturbation, reverberation, noise (babble too) and SpecAugment on 2 worker
 // threads, and a lone reader (MPI_COMM_SELF, no threads, one sample per batch) must give
 // bitwise the same frames and labels. The augmentation must also change samples, move
-// labels by the speed factor, and differ between epochs.
+// labels by the speed factor, and differ between epochs. With two views per utterance
+// (loader_set_views) view 0 is the sample without views and view 1 differs from it.
 #include "io/augment/augment.h"
 #include "io/dataset/dataset.h"
 #include "io/dataset/dataset_write.h"
@@ -94,14 +95,17 @@ int main(int argc, char **argv) {
     augment_t *aw = augment_open(&c, &ds, MPI_COMM_WORLD, 42), *as = augment_open(&c, &self, MPI_COMM_SELF, 42);
     const int64_t F = ds.feature_dim;
     const loader_spec_t spec = {.crop = CROP, .min_frames = 1, .cmn = 1};
-    loader_t lw, ls, lplain;
+    loader_t lw, ls, lplain, lv;
     loader_init(&lw, &ds, 4, &spec, 42, 2);
+    loader_init(&lv, &ds, 8, &spec, 42, 1);  // two views of each utterance
+    loader_set_augment(&lv, aw);
+    loader_set_views(&lv, 2);
     loader_init(&ls, &self, 1, &spec, 42, 0);
     loader_init(&lplain, &self, 1, &spec, 42, 0);
     loader_set_augment(&lw, aw);
     loader_set_augment(&ls, as);
     float *first = calloc(N * CROP * 23, sizeof(float));  // epoch 0's frames of each utterance
-    int changed = 0, moved = 0, seen = 0, epoch_differs = 0;
+    int changed = 0, moved = 0, seen = 0, epoch_differs = 0, views_differ = 0;
     for (int64_t epoch = 0; epoch < 2; epoch++) {
         sampler_t s;
         sampler_init(&s, N, world, rank, 42, 1, 0);
@@ -109,8 +113,17 @@ int main(int argc, char **argv) {
         int64_t idx[4];
         for (int64_t st = 0; st < sampler_steps(&s, 4); st++) {
             int n = sampler_batch(&s, st, 4, idx);
+            int64_t twice[8];
+            for (int i = 0; i < 2 * n; i++) twice[i] = idx[i / 2];
+            const batch_t *v = loader_load(&lv, epoch, twice, 2 * n);
+            float *views = malloc((size_t)(2 * n) * CROP * F * sizeof(float));
+            memcpy(views, v->x, (size_t)(2 * n) * CROP * F * sizeof(float));
             const batch_t *a = loader_load(&lw, epoch, idx, n);
             for (int i = 0; i < n; i++) {
+                const float *v0 = views + (size_t)(2 * i) * CROP * F, *v1 = v0 + CROP * F;
+                EXPECT(memcmp(v0, a->x + a->frame_off[i] * F, CROP * F * sizeof(float)) == 0,
+                       "view 0 of utterance %lld is not its sample without views", (long long)idx[i]);
+                views_differ += memcmp(v0, v1, CROP * F * sizeof(float)) != 0;
                 const float *x = a->x + a->frame_off[i] * F;
                 const batch_t *b = loader_load(&ls, epoch, &idx[i], 1);
                 EXPECT(a->frame_off[i + 1] - a->frame_off[i] == CROP && b->frame_off[1] == CROP, "crop length");
@@ -131,15 +144,18 @@ int main(int argc, char **argv) {
                     EXPECT(isfinite(x[j]), "frame value %lld is not finite", (long long)j);
                 seen++;
             }
+            free(views);
         }
         sampler_free(&s);
     }
-    int mine[4] = {changed, moved, seen, epoch_differs}, all[4];
-    MPI_Allreduce(mine, all, 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int mine[5] = {changed, moved, seen, epoch_differs, views_differ}, all[5];
+    MPI_Allreduce(mine, all, 5, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT(all[4] == all[2], "the two views differ for %d of %d utterances", all[4], all[2]);
     EXPECT(all[0] > all[2] / 2, "augmentation changed %d of %d samples", all[0], all[2]);
     EXPECT(all[1] > 0 && all[1] < all[2], "%d of %d samples have a speed factor's label", all[1], all[2]);
     EXPECT(all[3] > all[2] / 4, "%d of %d samples are augmented differently in epoch 2", all[3], all[2] / 2);
     loader_free(&lw);
+    loader_free(&lv);
     loader_free(&ls);
     loader_free(&lplain);
     augment_close(aw);

@@ -31,6 +31,7 @@ typedef struct {
     double contrastive_scale;   // its cosines' scale (an inverse temperature)
     int64_t per_speaker;        // angleproto, ge2e: the batches' groups of utterances of one speaker
     int local_negatives;        // each rank's batch alone, not the global batch (--negatives local)
+    int instance_labels;        // training contrasts utterances, not speakers (--labels utterance: SimCLR)
 } model_config_t;
 
 // Model `name` with the default hyperparameters: the width and embedding size of the model

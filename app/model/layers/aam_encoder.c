@@ -66,7 +66,7 @@ static void add_contrastive(model_t *m, const batch_t *b, int train, const float
     const int B = b->n;
     double loss;
     int hits;
-    contrastive_head_forward(h->con, m, emb, b->labels, B, (int)h->emb, train, &loss, h->h_rows, &hits);
+    contrastive_head_forward(h->con, m, emb, b->labels, b->index, B, (int)h->emb, train, &loss, h->h_rows, &hits);
     if (m->invariant) {
         K->upload(h->aam ? h->d_rows : h->row_loss, h->h_rows, (size_t)B * sizeof(float));
         if (h->aam) K->vec_acc(h->row_loss, h->d_rows, (size_t)B);

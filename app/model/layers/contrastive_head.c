@@ -4,14 +4,17 @@
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct contrastive_head {
     contrastive_kind_t kind;
     float scale, weight;
-    int M;      // utterances per speaker group (angleproto, ge2e)
-    int local;  // --negatives local
+    int M;         // utterances per speaker group (angleproto, ge2e)
+    int local;     // --negatives local
+    int instance;  // --labels utterance
+    int *ids;      // (cap_b) the utterances' indices as labels
     // the last forward
     const head_comm_t *comm;  // NULL: this rank's batch alone
     int G, B, off, grad;      // the contrastive batch, this rank's samples, its first row there; a gradient kept
@@ -45,6 +48,7 @@ contrastive_head_t *contrastive_head_create(const model_config_t *cfg, int *aam)
         h->weight = losses[i].aam ? (float)cfg->contrastive_weight : 1.0f;
         h->M = (int)cfg->per_speaker;
         h->local = cfg->local_negatives;
+        h->instance = cfg->instance_labels;
         return h;
     }
     spk_die(SPK_EXIT_USAGE, "unknown --loss '%s' (aam, supcon, angleproto, ge2e, or aam+ one of the others)",
@@ -52,10 +56,10 @@ contrastive_head_t *contrastive_head_create(const model_config_t *cfg, int *aam)
 }
 
 static void release(contrastive_head_t *h, const model_t *m) {
-    void *host[] = {h->own, h->all, h->z, h->norm, h->dz, h->rows, h->labels, h->hit};
+    void *host[] = {h->own, h->all, h->z, h->norm, h->dz, h->rows, h->labels, h->hit, h->ids};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     h->own = h->all = h->z = h->norm = h->dz = h->rows = NULL;
-    h->labels = h->hit = NULL;
+    h->labels = h->hit = h->ids = NULL;
     model_buf_free(m, &h->d_grad);
     h->cap_g = h->cap_b = 0;
 }
@@ -79,6 +83,7 @@ static void reserve(contrastive_head_t *h, const model_t *m, int G, int B, int E
     h->rows = mallocCheck(g * sizeof(float));
     h->labels = mallocCheck(g * sizeof(int));
     h->hit = mallocCheck(g * sizeof(int));
+    h->ids = mallocCheck((size_t)B * sizeof(int));
     h->d_grad = model_buf(m, (size_t)B * e);
     h->cap_g = G;
     h->cap_b = B;
@@ -97,8 +102,8 @@ static void check_groups(const contrastive_head_t *h) {
                 h->kind == CONTRASTIVE_PROTO ? "angleproto" : "ge2e", M);
 }
 
-void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *emb, const int *labels, int B, int E,
-                              int train, double *loss, float *row_loss, int *hits) {
+void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *emb, const int *labels,
+                              const int64_t *index, int B, int E, int train, double *loss, float *row_loss, int *hits) {
     const head_comm_t *c = train && !h->local ? m->batch_comm : NULL;
     // evaluation batches are not made of speaker groups: they get the supervised contrastive loss
     const contrastive_kind_t kind = train ? h->kind : CONTRASTIVE_SUPCON;
@@ -116,6 +121,13 @@ void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *em
     reserve(h, m, (int)G, B > 0 ? B : 1, E);
     h->comm = c;
     h->G = (int)G, h->B = B, h->off = (int)off, h->grad = 0;
+    if (train && h->instance) {  // each utterance its own class: its views are its only positives
+        for (int i = 0; i < B; i++) {
+            SPK_ASSERT(index[i] >= 0 && index[i] <= INT32_MAX);
+            h->ids[i] = (int)index[i];
+        }
+        labels = h->ids;
+    }
     if (B > 0) m->be->download(h->own, emb, (size_t)B * E * sizeof(float));
     if (c) {
         c->allgather(c->ctx, h->own, h->all, h->counts, (size_t)E * sizeof(float));

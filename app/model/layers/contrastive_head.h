@@ -22,15 +22,17 @@ typedef struct contrastive_head contrastive_head_t;
 contrastive_head_t *contrastive_head_create(const model_config_t *cfg, int *aam);
 void contrastive_head_free(contrastive_head_t *h, const model_t *m);
 
-// The loss of a batch: emb (B, E) on the model's backend, labels on the host. train: the global
+// The loss of a batch: emb (B, E) on the model's backend, labels and dataset indices on the host
+// (with --labels utterance training contrasts utterances: the index is the label, so only the
+// views of one utterance are positives). train: the global
 // batch (when m->batch_comm is set) and the gradient kept for contrastive_head_backward;
 // evaluation scores each rank's batch alone, with the supervised contrastive loss for the losses
 // that need speaker groups. *loss: this rank's share (its anchors' loss sum times G / (B A),
 // whose mean over the ranks is the global loss); row_loss (B, host, may be NULL): each own
 // sample's part of the global loss times G (their sum over the global batch divided by G is
 // the loss); *hits: own anchors whose best match is their own speaker.
-void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *emb, const int *labels, int B, int E,
-                              int train, double *loss, float *row_loss, int *hits);
+void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *emb, const int *labels,
+                              const int64_t *index, int B, int E, int train, double *loss, float *row_loss, int *hits);
 // Adds the loss's gradient with respect to this rank's embeddings to g_emb (B, E, backend):
 // in the plain mode that of this rank's share (the gradient averaging over ranks makes it the
 // global loss's), in the invariant mode that of the global loss itself (the exact sums add the
