@@ -12,6 +12,8 @@
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
 #     (exact sums through MPI on the host) end bitwise equal; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
+#   - contrastive losses over the global batch (SimCLR, views of each utterance) as on the CPU,
+#     and in the invariant mode 1 rank and 2 GPUs bitwise alike;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -100,6 +102,18 @@ gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cp
 gpus 1 forward run 1 $SPKDDP train $cpp --invariant --ckpt-dir cpp_1 >log_cpp_1 2>&1 || { cat log_cpp_1; fail "invariant campplus: one rank"; }
 gpus 2 reverse run 2 $SPKDDP train $cpp --invariant --ckpt-dir cpp_2 >log_cpp_2 2>&1 || { cat log_cpp_2; fail "invariant campplus: two GPUs"; }
 same cpp_1/$ckpt cpp_2/$ckpt 0 "invariant campplus: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+
+simclr="--loss supcon --labels utterance --views 2"
+run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc >log_cpu_sc 2>&1 ||
+    { cat log_cpu_sc; fail "cpu simclr run"; }
+gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --ckpt-dir sc >log_sc 2>&1 ||
+    { cat log_sc; fail "cuda simclr run"; }
+same cpu_sc/$ckpt sc/$ckpt $RTOL "simclr, global negatives: 2 steps on the stand-in vs cpu"
+gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc1 >log_sc1 2>&1 ||
+    { cat log_sc1; fail "invariant simclr: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc2 >log_sc2 2>&1 ||
+    { cat log_sc2; fail "invariant simclr: two GPUs"; }
+same sc1/$ckpt sc2/$ckpt 0 "invariant simclr: 1 rank vs 2 ranks on 2 GPUs"
 
 export SPKDDP_NCCL_TIMEOUT=1
 SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \
