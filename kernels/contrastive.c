@@ -3,6 +3,7 @@
 
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -59,32 +60,41 @@ static int argmax(const double *v, int C) {
     return best;
 }
 
+// supcon by blocks of anchors: their scaled cosines to every row by one GEMM, the softmax of
+// each row in double, then the logits' gradient in place of the logits and two GEMMs for the
+// rows' gradient.
 static void supcon(const float *z, const int *labels, int G, int E, int a0, int n, float scale, float *row_loss,
-                   float *dz, float grad_scale, int *row_hit) {
-    double *s = mallocCheck(2 * (size_t)G * sizeof(double)), *p = s + G;
-    for (int a = a0; a < a0 + n; a++) {
-        const float *za = z + (size_t)a * E;
-        int positives = 0;
-        for (int k = 0; k < G; k++) {
-            s[k] = k == a ? -INFINITY : (double)scale * dot(za, z + (size_t)k * E, E);
-            positives += k != a && labels[k] == labels[a];
+                   float *dz, float grad_scale, int *row_hit, spk_gemm_fn *gemm) {
+    enum { BLOCK = 256 };
+    const int rows = n < BLOCK ? n : BLOCK;
+    float *s = mallocCheck((size_t)rows * G * sizeof(float));
+    double *logit = mallocCheck(2 * (size_t)G * sizeof(double)), *p = logit + G;
+    for (int b0 = a0; b0 < a0 + n; b0 += rows) {
+        const int nb = a0 + n - b0 < rows ? a0 + n - b0 : rows;
+        gemm('N', 'T', nb, G, E, scale, z + (size_t)b0 * E, E, z, E, 0.0f, s, G);
+        for (int r = 0; r < nb; r++) {
+            const int a = b0 + r;
+            float *sr = s + (size_t)r * G;
+            int positives = 0;
+            double pos = 0.0;
+            for (int k = 0; k < G; k++) {
+                logit[k] = k == a ? -INFINITY : (double)sr[k];
+                if (k != a && labels[k] == labels[a]) positives++, pos += logit[k];
+            }
+            const double lse = softmax(logit, G, p);
+            row_loss[a - a0] = positives ? (float)(lse - pos / positives) : 0.0f;
+            if (row_hit) row_hit[a - a0] = labels[argmax(logit, G)] == labels[a];
+            for (int k = 0; k < G; k++) {  // the logits' gradient (none without positives)
+                const double target = k != a && labels[k] == labels[a] ? 1.0 / positives : 0.0;
+                sr[k] = positives && k != a ? (float)((p[k] - target) * scale * grad_scale) : 0.0f;
+            }
         }
-        const double lse = softmax(s, G, p);
-        double pos = 0.0;
-        for (int k = 0; k < G; k++)
-            if (k != a && labels[k] == labels[a]) pos += s[k];
-        row_loss[a - a0] = positives ? (float)(lse - pos / positives) : 0.0f;
-        if (row_hit) row_hit[a - a0] = labels[argmax(s, G)] == labels[a];
-        if (!dz || !positives) continue;
-        for (int k = 0; k < G; k++) {
-            if (k == a) continue;
-            const double target = labels[k] == labels[a] ? 1.0 / positives : 0.0;
-            const float g = (float)((p[k] - target) * scale * grad_scale);
-            axpy(dz + (size_t)a * E, g, z + (size_t)k * E, E);
-            axpy(dz + (size_t)k * E, g, za, E);
-        }
+        if (!dz) continue;
+        gemm('N', 'N', nb, E, G, 1.0f, s, G, z, E, 1.0f, dz + (size_t)b0 * E, E);  // d/dz_a: sum_k g_ak z_k
+        gemm('T', 'N', G, E, nb, 1.0f, s, G, z + (size_t)b0 * E, E, 1.0f, dz, E);  // d/dz_k: sum_a g_ak z_a
     }
     free(s);
+    free(logit);
 }
 
 // proto and ge2e: each row of anchor group against every group's sum u (prototype or
@@ -180,11 +190,12 @@ static void grouped(contrastive_kind_t kind, const float *z, int G, int E, int M
 }
 
 void contrastive_rows(contrastive_kind_t kind, const float *z, const int *labels, int G, int E, int M, int a0, int n,
-                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit) {
+                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit, int fixed) {
     SPK_ASSERT(G > 0 && E > 0 && a0 >= 0 && n >= 0 && a0 + n <= G);
     switch (kind) {
         case CONTRASTIVE_SUPCON:
-            supcon(z, labels, G, E, a0, n, scale, row_loss, dz, grad_scale, row_hit);
+            supcon(z, labels, G, E, a0, n, scale, row_loss, dz, grad_scale, row_hit,
+                   fixed ? spk_sgemm_fixed : spk_sgemm);
             return;
         case CONTRASTIVE_PROTO:
         case CONTRASTIVE_GE2E:

@@ -13,8 +13,10 @@
 //   ge2e    generalised end-to-end, softmax form (Wan et al. 2018): every row against every
 //           group's centroid, its own group's without itself; cross-entropy with its own group.
 // Prototypes and centroids are of the unit-norm rows (the GE2E paper's; voxceleb_trainer averages
-// its raw embeddings instead). Rows, dot products and sums run in a fixed order: the same inputs give the same bits
-// whatever the anchors' range, so ranks that compute the same anchors agree bitwise.
+// its raw embeddings instead). supcon's cosines and gradients are GEMMs (kernels/gemm.h); with
+// `fixed` they are spk_sgemm_fixed's, whose results depend only on the operands and shapes, and
+// every other sum runs in a fixed order, so ranks that compute the same anchors of the same
+// batch agree bitwise whatever their threads.
 #pragma once
 
 typedef enum {
@@ -32,7 +34,7 @@ typedef enum {
 // the anchor's best match is its own speaker (supcon: the nearest other row; proto and ge2e: the
 // highest prototype or centroid is its own; proto's other rows repeat their query's).
 void contrastive_rows(contrastive_kind_t kind, const float *z, const int *labels, int G, int E, int M, int a0, int n,
-                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit);
+                      float scale, float *row_loss, float *dz, float grad_scale, int *row_hit, int fixed);
 
 // Rows x (B, E) to unit norm: z = x / max(|x|, 1e-12), norm (B) keeps |x|.
 void contrastive_normalize(const float *x, float *z, float *norm, int B, int E);

@@ -150,7 +150,7 @@ void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *em
     contrastive_normalize(h->all, h->z, h->norm, (int)G, E);
     if (train) memset(h->dz, 0, (size_t)G * E * sizeof(float));
     contrastive_rows(kind, h->z, h->labels, (int)G, E, h->M, a0, n, h->scale, h->rows, train ? h->dz : NULL, grad_scale,
-                     h->hit);
+                     h->hit, m->invariant);
     double sum = 0.0;
     for (int i = 0; i < B; i++) {
         const int r = (int)off + i - a0;
