@@ -6,7 +6,8 @@
 #   SPKDDP=build/app/spkddp jobscripts/recipes/synthetic/run.sh [WORKDIR]
 #
 # Environment: SPKDDP (default: spkddp on PATH), MPIEXEC (default: mpiexec), NP (ranks,
-# default 2), TRAIN (the training configuration: train, a small ECAPA-TDNN, train_resnet34 or train_campplus). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
+# default 2), TRAIN (the training configuration: train, a small ECAPA-TDNN, train_resnet34, train_campplus,
+# train_supcon or train_simclr). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
 # the training from its newest checkpoint and redoes the rest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
