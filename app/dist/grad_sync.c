@@ -150,6 +150,17 @@ void grad_sync_begin(grad_sync_t *g, model_t *m) {
     m->grads_ready_ctx = g;
 }
 
+void grad_sync_begin_micro(grad_sync_t *g, model_t *m) {
+    SPK_ASSERT(m->invariant == g->exact);
+    g->model = m;
+    m->grads_ready = NULL;
+    m->grads_ready_ctx = NULL;
+    if (g->xr) {
+        m->exact_allreduce = exact_allreduce;
+        m->exact_ctx = g;
+    }
+}
+
 void grad_sync_finish(grad_sync_t *g) {
     model_t *m = g->model;
     m->grads_ready = NULL;

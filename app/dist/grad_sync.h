@@ -60,6 +60,10 @@ typedef struct {
 void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact);
 // Before the model's train_step: hooks the backward's progress to start buckets early.
 void grad_sync_begin(grad_sync_t *g, model_t *m);
+// A micro-batch before an update's last (--grad-accum): in the invariant mode the model's
+// cross-rank exact sums (BatchNorm's, the batch size) are reduced during it, its gradients are
+// not (they stay in the exact sums until the last micro-batch's). Nothing to do otherwise.
+void grad_sync_begin_micro(grad_sync_t *g, model_t *m);
 // After it: starts averaging what is left and unhooks. Returns without waiting.
 void grad_sync_finish(grad_sync_t *g);
 // Work queued from now on sees the mean in m->grads (on the host too with MPI; with NCCL the

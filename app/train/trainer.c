@@ -593,7 +593,10 @@ static void accumulate(trainer_t *t, int64_t step) {
         if (n_prev && n != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n), (size_t)total);
         n_prev = n;
         n_all += n;
-        if (u == last) grad_sync_begin(&t->grad_sync, m);
+        if (u == last)
+            grad_sync_begin(&t->grad_sync, m);
+        else
+            grad_sync_begin_micro(&t->grad_sync, m);
         m->ops->train_step(m, b);
         if (u < last) {
             if (m->stats_pending > 1) account_step(t);  // the previous update's last micro-batch
@@ -745,39 +748,39 @@ static int64_t default_steps(const trainer_t *t) {
     return steps;
 }
 
-// Steps per epoch in the invariant mode: whole global batches of the epoch order only, so the
-// steps and their samples are the same on any number of ranks (padding to a multiple of the
-// ranks would not be); each rank takes a contiguous slice of them (sampler_batch_slice).
+// What the invariant mode needs of the batches: BatchNorm's samples in each micro-batch's global
+// batch, and groups of samples whole on every rank.
 static void invariant_checks(const trainer_t *t) {
     const train_config_t *c = t->cfg;
-    if (c->global_batch < t->model->min_batch)
+    if (c->global_batch / c->grad_accum < t->model->min_batch)
         spk_fail_all(SPK_EXIT_USAGE,
-                     "train: %s's BatchNorm needs at least %d samples in the global batch (--global-batch %lld)",
-                     c->model.name, t->model->min_batch, (long long)c->global_batch);
+                     "train: %s's BatchNorm needs at least %d samples in the global batch of each micro-batch "
+                     "(--global-batch %lld / --grad-accum %lld)",
+                     c->model.name, t->model->min_batch, (long long)c->global_batch, (long long)c->grad_accum);
     if (c->batch % c->model.invariant_group != 0)
         spk_fail_all(
             SPK_EXIT_USAGE,
             "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
             "the groups of samples must stay whole on any world size you use",
             (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch, t->comm->size);
-    // Its exact sums are rounded once per update from one global batch; micro-batches would
-    // need them kept across backwards, which the mode does not do.
-    if (c->grad_accum > 1)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "train: --grad-accum cannot be combined with --invariant (give the whole "
-                     "global batch per update instead)");
 }
 
+// Micro-batches per epoch in the invariant mode: whole updates of the epoch order only, so the
+// steps and their samples are the same on any number of ranks (padding to a multiple of the
+// ranks would not be); each rank takes a contiguous slice of each micro-batch's global batch
+// (sampler_batch_slice).
 static int64_t invariant_steps(const trainer_t *t) {
     const train_config_t *c = t->cfg;
     const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
     invariant_checks(t);
+    // With --grad-accum, each update's micro-batches add to the same exact sums, rounded once when
+    // the last one is reduced: whole updates only, so every update is the same samples on any K.
     if (rest)
         printf0(
             "note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
             "used%s\n",
             (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
-    return steps;
+    return steps * c->grad_accum;
 }
 
 // Steps per epoch with speaker-balanced global batches (io/loader/sampler.h): as many as the
