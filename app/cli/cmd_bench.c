@@ -82,6 +82,17 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// Under `perf record --control fifo:CTL -D -1` with SPKDDP_PERF_CTL=CTL (tools/profile_step.sh):
+// perf samples the timed steps only.
+static void perf_window(int on) {
+    const char *ctl = getenv("SPKDDP_PERF_CTL");
+    if (!ctl || !ctl[0]) return;
+    FILE *f = fopen(ctl, "w");
+    if (!f) spk_die(SPK_EXIT_USAGE, "SPKDDP_PERF_CTL=%s: cannot open perf's control fifo", ctl);
+    fputs(on ? "enable\n" : "disable\n", f);
+    fclose(f);
+}
+
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
 // after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
 // shared with other jobs, CPU time per step moves far less than wall time); *bytes: payload
@@ -100,6 +111,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
             comm_barrier(comm);
             if (be == spk_backend_cuda())
                 spk_device_profile(1);  // a profiler (ncu --profile-from-start off) sees the timed steps only
+            perf_window(1);
             t0 = spk_seconds();
             *cpu = cpu_seconds();
             grad_sync_take_bytes(&gs);
@@ -120,6 +132,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     while (model_read_stats(m, &st)) {}
     be->sync();
     if (be == spk_backend_cuda()) spk_device_profile(0);
+    perf_window(0);
     comm_barrier(comm);
     const double dt = spk_seconds() - t0;
     *cpu = cpu_seconds() - *cpu;
