@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Contrastive losses over the global batch (docs/contrastive.md), end to end, ECAPA C=64:
 #  - in the invariant mode, --loss supcon (plain sampler) and --loss ge2e (speaker-balanced
-#    batches) train bitwise alike on 1, 2 and 4 ranks, and through the staged device path;
+#    batches) train bitwise alike on 1, 2 and 4 ranks, and through the staged device path; ge2e
+#    stopped on 2 ranks and resumed on 4 is the uninterrupted run;
 #  - SimCLR (--loss supcon --labels utterance --views 2) likewise, and stopped mid-epoch and
 #    resumed it ends bitwise as the uninterrupted run;
 #  - on one rank global and local negatives are the same run; on 2 ranks they are not;
@@ -36,6 +37,14 @@ for loss in supcon ge2e simclr; do
             "$loss --invariant: $k ranks x batch $((16 / k)) == 1 rank x batch 16 (bitwise)"
     done
 done
+# Speaker-balanced batches resume on another world size: stopped at step 3 on 2 ranks, continued
+# on 4, bitwise the uninterrupted 2-rank run.
+run 2 $SPKDDP train $ecapa --loss ge2e --invariant --epochs 1 --max-steps 3 --sampler balanced --utts-per-speaker 4 \
+    --ckpt-dir el >/dev/null 2>&1 || fail "ge2e, first leg on 2 ranks"
+run 4 $SPKDDP train $ecapa --loss ge2e --invariant --epochs 1 --max-steps 6 --sampler balanced --utts-per-speaker 4 \
+    --ckpt-dir el --resume auto >log_el 2>&1 || { cat log_el; fail "ge2e, resumed on 4 ranks"; }
+same ge2e_2/ckpt-000000000006.h5 el/ckpt-000000000006.h5 \
+    "ge2e, balanced batches: stopped at step 3 on 2 ranks, resumed on 4 == uninterrupted on 2 (bitwise)"
 run 2 $SPKDDP train $ecapa --loss supcon --invariant --epochs 1 --max-steps 6 --device cpu-staged --ckpt-dir staged \
     >/dev/null 2>&1 || fail "cpu-staged"
 same supcon_1/ckpt-000000000006.h5 staged/ckpt-000000000006.h5 "--loss supcon: 2 ranks on cpu-staged == 1 rank (bitwise)"
