@@ -36,6 +36,13 @@ void nccl_allreduce_drain(nccl_comm_t *n, int64_t total);
 // NCCL's stream), the limbs' sums (ncclInt64, ncclSum) in place. Returns at once;
 // nccl_allreduce_end waits for it with the rest.
 void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count);
+// The global batch's collectives (contrastive losses over every rank's embeddings), on device
+// memory, every rank the same count: recv (size x count floats) <- every rank's send (count
+// floats) in rank order; recv (count floats) <- the sum over ranks of their send's block `rank`
+// (send: size x count floats). Each runs after the kernels queued so far and returns once it
+// is done, waited for on the host with the deadline.
+void nccl_allgather(nccl_comm_t *n, const float *send, float *recv, int64_t count);
+void nccl_reduce_scatter(nccl_comm_t *n, const float *send, float *recv, int64_t count);
 // Makes the kernels' stream wait for everything queued on NCCL's stream (no host wait).
 void nccl_join(nccl_comm_t *n);
 void nccl_comm_destroy(nccl_comm_t *n);

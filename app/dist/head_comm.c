@@ -3,6 +3,7 @@
 
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/nccl_comm.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -59,8 +60,34 @@ static void reduce_scatter(void *ctx, const float *send, float *recv, const int6
     free(n);
 }
 
+#ifdef SPKDDP_HAVE_CUDA
+static void allgather_device(void *ctx, const float *send, float *recv, int64_t count) {
+    head_comm_impl_t *h = ctx;
+    nccl_allgather(h->nccl, send, recv, count);
+    h->bytes += count * (int64_t)sizeof(float);
+}
+
+static void reduce_scatter_device(void *ctx, const float *send, float *recv, int64_t count) {
+    head_comm_impl_t *h = ctx;
+    nccl_reduce_scatter(h->nccl, send, recv, count);
+    h->bytes += count * (h->comm->size - 1) * (int64_t)sizeof(float);
+}
+#endif
+
+void head_comm_use_nccl(head_comm_impl_t *h, struct nccl_comm *nccl) {
+#ifdef SPKDDP_HAVE_CUDA
+    h->nccl = nccl;
+    h->ops.allgather_device = nccl ? allgather_device : NULL;
+    h->ops.reduce_scatter_device = nccl ? reduce_scatter_device : NULL;
+#else
+    SPK_ASSERT(!nccl);
+    (void)h;
+#endif
+}
+
 void head_comm_init(head_comm_impl_t *h, const comm_t *c) {
     h->comm = c;
+    h->nccl = NULL;
     h->bytes = 0;
     h->ops = (head_comm_t){.rank = c->rank,
                            .size = c->size,

@@ -9,10 +9,13 @@
 
 #include <stdint.h>
 
+struct nccl_comm;
+
 typedef struct {
     head_comm_t ops;  // what the model calls
     const comm_t *comm;
-    int64_t bytes;  // payload bytes this rank sent since head_comm_take_bytes
+    struct nccl_comm *nccl;  // head_comm_use_nccl's (device collectives), or NULL
+    int64_t bytes;           // payload bytes this rank sent since head_comm_take_bytes
 } head_comm_impl_t;
 
 // Rank `rank` of `size` holds classes [*first, *first + *rows): contiguous, sizes differing by
@@ -21,6 +24,9 @@ void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64
 // The model's collectives over c (MPI on host buffers, each wait under the job's deadline).
 void head_comm_init(head_comm_impl_t *h, const comm_t *c);
 int64_t head_comm_take_bytes(head_comm_impl_t *h);
+// With one GPU per rank: the device collectives over nccl (the gradient averaging's
+// communicator; NULL leaves the host path alone).
+void head_comm_use_nccl(head_comm_impl_t *h, struct nccl_comm *nccl);
 
 // Rank 0's full (classes, E) <- every rank's slice `local` (rows x E, at the rows of
 // head_shard_slice). Collective; full is only written on rank 0.

@@ -721,6 +721,7 @@ static void create_optimizer(trainer_t *t) {
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
     if (own) step_controls_shard(&t->controls, t->comm, own);
     grad_sync_init(&t->grad_sync, t->comm, t->be, n, own, t->model->invariant);
+    head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
     const int64_t ns = t->model->state_table.total;
     t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
 }
@@ -887,6 +888,12 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
         cfg->model.name, (long long)(t->sliced ? t->shard.n_full : t->model->table.total), head,
         (long long)t->data.num_utts, cfg->data, comm->size, (long long)cfg->batch, accum, (long long)cfg->global_batch,
         (long long)t->steps);
+    if (strcmp(cfg->model.loss, "aam") != 0)
+        printf0("loss %s over %s%s\n", cfg->model.loss,
+                strcmp(cfg->negatives, "local") == 0 ? "each rank's batch" : "the global batch",
+                strcmp(cfg->negatives, "local") == 0 || comm->size == 1 ? ""
+                : t->head_comm.nccl ? " (embeddings gathered and gradients reduce-scattered by NCCL)"
+                                    : " (embeddings gathered and gradients reduce-scattered by MPI)");
     choose_start(t);
     stop_signals_progress();
     return t;

@@ -23,6 +23,7 @@ struct nccl_comm {
     cudaEvent_t ready;    // kernels' stream -> NCCL stream
     cudaEvent_t done[2];  // NCCL stream -> kernels' stream, for the last two steps in turn
     cudaEvent_t joined;   // NCCL stream -> kernels' stream within a step (nccl_join)
+    cudaEvent_t batch;    // the end of a global-batch collective (nccl_allgather, nccl_reduce_scatter)
     int cur;              // done[cur] follows the latest step's allreduces
     double timeout_s;
     int rank, size;
@@ -87,11 +88,13 @@ nccl_comm_t *nccl_comm_create(int rank, int size, const void *id, double timeout
     cudaCheck(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreateWithFlags(&n->done[i], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&n->joined, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&n->batch, cudaEventDisableTiming));
     return n;
 }
 
-// Waits for `done` with a deadline, watching for NCCL's asynchronous errors.
-static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count) {
+// Waits for `done` with a deadline, watching for NCCL's asynchronous errors; `what` (count
+// floats) names the collective in the message.
+static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count, const char *what) {
     const double deadline = spk_seconds() + n->timeout_s;
     for (;;) {
         cudaError_t q = cudaEventQuery(done);
@@ -107,15 +110,15 @@ static void wait_done(nccl_comm_t *n, cudaEvent_t done, int64_t count) {
                     cudaGetErrorString(q), cudaGetErrorName(q));
         if (async != ncclSuccess && async != ncclInProgress) {
             ncclCommAbort(n->comm);
-            spk_die(SPK_EXIT_FAILURE, "NCCL gradient allreduce failed (%s: %s); is a peer rank gone?",
-                    ncclGetErrorString(async), ncclGetLastError(NULL));
+            spk_die(SPK_EXIT_FAILURE, "NCCL %s failed (%s: %s); is a peer rank gone?", what, ncclGetErrorString(async),
+                    ncclGetLastError(NULL));
         }
         if (spk_seconds() > deadline) {
             ncclCommAbort(n->comm);
             spk_die(SPK_EXIT_FAILURE,
-                    "NCCL gradient allreduce of %lld floats over %d ranks did not finish in %.0f s: a peer rank is "
+                    "NCCL %s of %lld floats over %d ranks did not finish in %.0f s: a peer rank is "
                     "dead or stuck (set SPKDDP_NCCL_TIMEOUT to wait longer)",
-                    (long long)count, n->size, n->timeout_s);
+                    what, (long long)count, n->size, n->timeout_s);
         }
         nanosleep(&g_nap, NULL);
     }
@@ -148,10 +151,31 @@ void nccl_allreduce_end(nccl_comm_t *n, int64_t total) {
     n->cur ^= 1;
     cudaCheck(cudaEventRecord(n->done[n->cur], n->stream));
     cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->done[n->cur], 0));
-    wait_done(n, n->done[n->cur ^ 1], total);  // the step before's: long done, unless a peer is gone
+    wait_done(n, n->done[n->cur ^ 1], total,
+              "gradient allreduce");  // the step before's: long done, unless a peer is gone
 }
 
-void nccl_allreduce_drain(nccl_comm_t *n, int64_t total) { wait_done(n, n->done[n->cur], total); }
+void nccl_allreduce_drain(nccl_comm_t *n, int64_t total) { wait_done(n, n->done[n->cur], total, "gradient allreduce"); }
+
+// After the kernels queued so far, on NCCL's stream; the host waits for it with the deadline.
+static void batch_collective(nccl_comm_t *n, const float *send, float *recv, int64_t count, int gather) {
+    cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    if (gather)
+        ncclSettle(n, ncclAllGather(send, recv, (size_t)count, ncclFloat, n->comm, n->stream));
+    else
+        ncclSettle(n, ncclReduceScatter(send, recv, (size_t)count, ncclFloat, ncclSum, n->comm, n->stream));
+    cudaCheck(cudaEventRecord(n->batch, n->stream));
+    wait_done(n, n->batch, count * (gather ? n->size : 1), gather ? "all-gather" : "reduce-scatter");
+}
+
+void nccl_allgather(nccl_comm_t *n, const float *send, float *recv, int64_t count) {
+    batch_collective(n, send, recv, count, 1);
+}
+
+void nccl_reduce_scatter(nccl_comm_t *n, const float *send, float *recv, int64_t count) {
+    batch_collective(n, send, recv, count, 0);
+}
 
 void nccl_comm_destroy(nccl_comm_t *n) {
     if (!n) return;
@@ -161,6 +185,7 @@ void nccl_comm_destroy(nccl_comm_t *n) {
     cudaCheck(cudaEventDestroy(n->ready));
     for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(n->done[i]));
     cudaCheck(cudaEventDestroy(n->joined));
+    cudaCheck(cudaEventDestroy(n->batch));
     cudaCheck(cudaStreamDestroy(n->stream));
     free(n);
 }

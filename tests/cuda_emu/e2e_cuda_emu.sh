@@ -12,8 +12,9 @@
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
 #     (exact sums through MPI on the host) end bitwise equal; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
-#   - contrastive losses over the global batch (SimCLR, views of each utterance) as on the CPU,
-#     and in the invariant mode 1 rank and 2 GPUs bitwise alike;
+#   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
+#     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
+#     mode 1 rank and 2 GPUs bitwise alike;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -108,7 +109,8 @@ run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc
     { cat log_cpu_sc; fail "cpu simclr run"; }
 gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --ckpt-dir sc >log_sc 2>&1 ||
     { cat log_sc; fail "cuda simclr run"; }
-same cpu_sc/$ckpt sc/$ckpt $RTOL "simclr, global negatives: 2 steps on the stand-in vs cpu"
+grep -q "reduce-scattered by NCCL" log_sc || fail "simclr: the global batch's collectives did not go through NCCL"
+same cpu_sc/$ckpt sc/$ckpt $RTOL "simclr, global negatives (NCCL all-gather, reduce-scatter): 2 steps on the stand-in vs cpu"
 gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc1 >log_sc1 2>&1 ||
     { cat log_sc1; fail "invariant simclr: one rank"; }
 gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc2 >log_sc2 2>&1 ||

@@ -33,6 +33,10 @@ typedef struct {
     // recv (counts[rank] x unit floats) = the sum over ranks of block `rank` of their send
     // (every rank's blocks of counts[r] x unit floats, in rank order).
     void (*reduce_scatter)(void *ctx, const float *send, float *recv, const int64_t *counts, size_t unit);
+    // The same two over DEVICE memory with every rank sending `count` floats (NCCL on GPUs);
+    // NULL where there is no such path (then the host ones serve).
+    void (*allgather_device)(void *ctx, const float *send, float *recv, int64_t count);
+    void (*reduce_scatter_device)(void *ctx, const float *send, float *recv, int64_t count);
 } head_comm_t;
 
 typedef struct {

@@ -25,6 +25,8 @@ struct contrastive_head {
     float *dz, *rows;   // (G, E) the gradient w.r.t. z, (G) the anchors' losses
     int *labels, *hit;  // (G)
     float *d_grad;      // (B, E) on the backend
+    float *d_all;       // (G, E) on the backend: the device collectives' buffer
+    int device;         // the last forward's collectives ran on the device (equal counts, NCCL)
 };
 
 static const struct {
@@ -61,6 +63,7 @@ static void release(contrastive_head_t *h, const model_t *m) {
     h->own = h->all = h->z = h->norm = h->dz = h->rows = NULL;
     h->labels = h->hit = h->ids = NULL;
     model_buf_free(m, &h->d_grad);
+    model_buf_free(m, &h->d_all);
     h->cap_g = h->cap_b = 0;
 }
 
@@ -85,6 +88,7 @@ static void reserve(contrastive_head_t *h, const model_t *m, int G, int B, int E
     h->hit = mallocCheck(g * sizeof(int));
     h->ids = mallocCheck((size_t)B * sizeof(int));
     h->d_grad = model_buf(m, (size_t)B * e);
+    if (m->batch_comm && m->batch_comm->allgather_device) h->d_all = model_buf(m, g * e);
     h->cap_g = G;
     h->cap_b = B;
 }
@@ -128,9 +132,15 @@ void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *em
         }
         labels = h->ids;
     }
-    if (B > 0) m->be->download(h->own, emb, (size_t)B * E * sizeof(float));
+    h->device = c && c->allgather_device && B > 0 && G == (int64_t)B * c->size;  // (equal counts)
+    if (h->device) {  // the embeddings gathered where they are, then the whole batch down
+        c->allgather_device(c->ctx, emb, h->d_all, (int64_t)B * E);
+        m->be->download(h->all, h->d_all, (size_t)G * E * sizeof(float));
+    } else if (B > 0) {
+        m->be->download(h->own, emb, (size_t)B * E * sizeof(float));
+    }
     if (c) {
-        c->allgather(c->ctx, h->own, h->all, h->counts, (size_t)E * sizeof(float));
+        if (!h->device) c->allgather(c->ctx, h->own, h->all, h->counts, (size_t)E * sizeof(float));
         c->allgather(c->ctx, labels, h->labels, h->counts, sizeof(int));
     } else {
         memcpy(h->all, h->own, (size_t)B * E * sizeof(float));
@@ -168,10 +178,15 @@ void contrastive_head_backward(contrastive_head_t *h, model_t *m, float *g_emb) 
     if (h->G < 2) return;
     const int G = h->G, B = h->B, E = (int)m->emb_dim;
     contrastive_normalize_backward(h->z, h->norm, h->dz, h->all, G, E);  // d loss / d embeddings, every row
-    if (h->comm && !m->invariant)  // every rank's part of the gradient of this rank's rows
-        h->comm->reduce_scatter(h->comm->ctx, h->all, h->own, h->counts, (size_t)E);
-    else  // every anchor was computed here (or there is no other rank)
-        memcpy(h->own, h->all + (size_t)h->off * E, (size_t)B * E * sizeof(float));
-    m->be->upload(h->d_grad, h->own, (size_t)B * E * sizeof(float));
+    if (h->comm && !m->invariant && h->device) {  // every rank's part of this rank's rows, summed on the device
+        m->be->upload(h->d_all, h->all, (size_t)G * E * sizeof(float));
+        h->comm->reduce_scatter_device(h->comm->ctx, h->d_all, h->d_grad, (int64_t)B * E);
+    } else {
+        if (h->comm && !m->invariant)  // every rank's part of the gradient of this rank's rows
+            h->comm->reduce_scatter(h->comm->ctx, h->all, h->own, h->counts, (size_t)E);
+        else  // every anchor was computed here (or there is no other rank)
+            memcpy(h->own, h->all + (size_t)h->off * E, (size_t)B * E * sizeof(float));
+        m->be->upload(h->d_grad, h->own, (size_t)B * E * sizeof(float));
+    }
     m->be->vec_acc(g_emb, h->d_grad, (size_t)B * E);
 }

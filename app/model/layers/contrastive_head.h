@@ -5,7 +5,9 @@
 // all of them, and the gradients with respect to other ranks' embeddings go back to those ranks
 // (reduce-scatter), so K ranks train as one rank with the whole global batch would. With
 // --negatives local (no batch_comm) each rank's batch is its own contrastive batch, as the
-// toolkits do. In the world-size-invariant mode every rank computes every anchor of the global
+// toolkits do. On GPUs with NCCL (head_comm_t's device collectives) the embeddings are gathered
+// and the gradients reduce-scattered on the devices; the loss itself runs on the host. In the
+// world-size-invariant mode every rank computes every anchor of the global
 // batch (the same bits everywhere) and keeps its own rows' gradient: no reduce-scatter, no sum
 // whose order depends on the number of ranks.
 //

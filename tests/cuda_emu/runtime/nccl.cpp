@@ -135,6 +135,34 @@ private:
     bool injected_;
 };
 
+// All-gather (every rank's count floats into recv in rank order) or reduce-scatter (block
+// `rank` of the float sum over ranks of send, count floats each) over MPI.
+class BatchOp final : public Operation {
+public:
+    BatchOp(ncclComm* comm, const void* send, void* recv, size_t count, bool gather)
+        : comm_(comm), send_((const float*)send), recv_((float*)recv), count_(count), gather_(gather) {}
+
+    bool collective() const override { return true; }
+    bool stalled() override { return false; }
+
+    void run() override {
+        if (comm_->aborted) return;
+        if (count_ > (size_t)1 << 30) fail("the stand-in's NCCL moves at most 2^30 floats per rank in one call");
+        const int n = (int)count_;
+        int rc = gather_ ? MPI_Allgather(send_, n, MPI_FLOAT, recv_, n, MPI_FLOAT, comm_->mpi)
+                         : MPI_Reduce_scatter_block(send_, recv_, n, MPI_FLOAT, MPI_SUM, comm_->mpi);
+        if (rc != MPI_SUCCESS)
+            fail("MPI failed (code %d) inside the %s", rc, gather_ ? "all-gather" : "reduce-scatter");
+    }
+
+private:
+    ncclComm* comm_;
+    const float* send_;
+    float* recv_;
+    size_t count_;
+    bool gather_;
+};
+
 // The emulated combinations: float sum and average, int8 max, int64 sum.
 bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
     if (t == ncclFloat && (op == ncclSum || op == ncclAvg))
@@ -293,6 +321,56 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     const bool injected = fault().at == ++g_allreduces;
     enqueue(s, std::make_unique<AllReduceOp>(comm, sendbuff, recvbuff, count, red, injected));
     return ncclSuccess;
+}
+
+// ncclAllGather and ncclReduceScatter of floats (sum): checked as ncclAllReduce is.
+static ncclResult_t batch_call(const char* name, const void* send, void* recv, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, bool gather) {
+    char why[256];
+    if (!g_comms.count(comm)) {
+        snprintf(why, sizeof why, "%s: not a communicator (aborted or destroyed?)", name);
+        return usage(why);
+    }
+    if (setting_up(comm)) {
+        snprintf(why, sizeof why, "%s: the communicator's set-up is still in progress", name);
+        return usage(why);
+    }
+    if (datatype != ncclFloat || (!gather && op != ncclSum)) {
+        note("%s: only float (and for ncclReduceScatter, sum) is emulated", name);
+        return ncclInvalidArgument;
+    }
+    CUstream_st* s = stream_from_handle(stream);
+    if (!s) {
+        snprintf(why, sizeof why, "%s: not a stream", name);
+        return usage(why);
+    }
+    if (count == 0) return ncclSuccess;
+    const size_t all = count * (size_t)comm->nranks * sizeof(float), one = count * sizeof(float);
+    const void* bufs[] = {send, recv};
+    const size_t sizes[] = {gather ? one : all, gather ? all : one};
+    for (int i = 0; i < 2; i++) {
+        const Allocation* a = find_range(bufs[i], sizes[i], why, sizeof why);
+        if (!a) {
+            note("%s: %s", name, why);
+            return ncclInvalidArgument;
+        }
+        if (a->device != comm->device) {
+            snprintf(why, sizeof why, "%s: a buffer is memory of another device", name);
+            return usage(why);
+        }
+    }
+    enqueue(s, std::make_unique<BatchOp>(comm, send, recv, count, gather));
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+    return batch_call("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream, true);
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    return batch_call("ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, comm, stream, false);
 }
 
 ncclResult_t ncclGroupStart(void) {
