@@ -14,6 +14,7 @@ struct aam_head_shard {
     int64_t *counts;  // (K) each rank's samples in the last forward
     int64_t *every;   // (K) the global batch's size for every rank: each sends all its rows' results
     int G, B, off;    // the global batch, this rank's samples and its first row there
+    int device;       // the last forward's embeddings were gathered on the device (NCCL)
     // host
     float *h_emb;                  // (G, E) the global batch's embeddings, later their gradients
     float *h_own;                  // (B, E) this rank's embeddings, later their gradient
@@ -182,11 +183,16 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     s->G = (int)G;
     s->B = B;
     s->off = (int)off;
-    if (B > 0) K->download(s->h_own, emb, (size_t)B * E * sizeof(float));
-    hc->allgather(hc->ctx, s->h_own, s->h_emb, s->counts, (size_t)E * sizeof(float));
+    s->device = hc->allgather_device && B > 0 && G == (int64_t)B * hc->size;  // (equal counts: NCCL)
+    if (s->device) {                                                          // gathered where they are
+        hc->allgather_device(hc->ctx, emb, s->emb, (int64_t)B * E);
+    } else {
+        if (B > 0) K->download(s->h_own, emb, (size_t)B * E * sizeof(float));
+        hc->allgather(hc->ctx, s->h_own, s->h_emb, s->counts, (size_t)E * sizeof(float));
+        K->upload(s->emb, s->h_emb, (size_t)G * E * sizeof(float));
+    }
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
     for (int64_t g = 0; g < G; g++) SPK_ASSERT(s->h_labels[g] >= 0 && s->h_labels[g] < m->num_classes);
-    K->upload(s->emb, s->h_emb, (size_t)G * E * sizeof(float));
     const int sampled = s->sampled = train && s->rate < 1.0;  // evaluation scores every class
     if (sampled) {
         w = sample_rows(s, m, w, E);
@@ -227,11 +233,16 @@ void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, floa
         K->aam_shard_backward(s->demb, dw, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n,
                               (int)m->head_first, margin, scale, s->work);
     }
-    K->download(s->h_emb, s->demb, (size_t)G * E * sizeof(float));
-    hc->reduce_scatter(hc->ctx, s->h_emb, s->h_own, s->counts, (size_t)E);
     // d (global mean) / d emb times G / B: the gradient of this rank's mean, which the
     // gradient averaging over the ranks turns back into the global mean's
     const float up = (float)G / (float)B;
+    if (s->device) {  // summed where they are
+        hc->reduce_scatter_device(hc->ctx, s->demb, g_emb, (int64_t)B * E);
+        K->vec_scale(g_emb, up, (size_t)B * E);
+        return;
+    }
+    K->download(s->h_emb, s->demb, (size_t)G * E * sizeof(float));
+    hc->reduce_scatter(hc->ctx, s->h_emb, s->h_own, s->counts, (size_t)E);
     for (size_t i = 0; i < (size_t)B * E; i++) s->h_own[i] *= up;
     K->upload(g_emb, s->h_own, (size_t)B * E * sizeof(float));
 }

@@ -4,7 +4,8 @@
 // the slices on every rank (the same numbers in the same order everywhere, so every rank
 // reaches the same loss). The backward sends each slice's embedding gradients back to the rank
 // whose samples they are (a reduce-scatter); the classifier's gradient never leaves its rank.
-// Communication goes through model_t.head_comm (app/dist/head_comm.h).
+// Communication goes through model_t.head_comm (app/dist/head_comm.h); on GPUs with NCCL the
+// embeddings and their gradients move between the devices directly.
 #pragma once
 #include "app/model/core/model_core.h"
 
