@@ -4,7 +4,8 @@
 # time, the parallel efficiency, and per function its CPU milliseconds per step at each count
 # and, at the largest count, the share of its samples on the main thread. A function whose time
 # is all on the main thread is a serial region (the other threads wait); one whose CPU time
-# grows with the threads pays for them (spinning, synchronisation, memory traffic).
+# grows with the threads pays for them (synchronisation, memory traffic); with OpenMP's default
+# wait policy (spin, then sleep) time waiting at barriers shows as libgomp's own functions.
 #   tools/profile_step.sh [BUILD_DIR] [bench flags, e.g. --model ecapa --channels 512 --precision bf16]
 # Environment: THREADS (default "1 2"), STEPS (timed steps, default 6), TOP (rows, default 25),
 # OUT (where perf's files go, default a temporary folder). Needs perf (Debian: linux-perf) and
@@ -21,7 +22,7 @@ steps=${STEPS:-6}
 for t in ${THREADS:-1 2}; do
     rm -f "$out/ctl" && mkfifo "$out/ctl"
     # perf starts disabled (-D -1); bench enables it for the timed steps through the fifo
-    SPKDDP_PERF_CTL=$out/ctl SPKDDP_THREADS=$t OMP_WAIT_POLICY=passive perf record -q -F 997 -D -1 \
+    SPKDDP_PERF_CTL=$out/ctl SPKDDP_THREADS=$t perf record -q -F 997 -D -1 \
         --control "fifo:$out/ctl" -o "$out/t$t.data" -- "$spkddp" bench --steps "$steps" --warmup 1 "$@" \
         >"$out/t$t.bench" 2>&1 || { cat "$out/t$t.bench"; exit 1; }
     perf report -i "$out/t$t.data" --stdio -q --no-children --sort pid,sym 2>/dev/null >"$out/t$t.report"
