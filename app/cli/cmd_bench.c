@@ -89,8 +89,9 @@ static void perf_window(int on) {
     if (!ctl || !ctl[0]) return;
     FILE *f = fopen(ctl, "w");
     if (!f) spk_die(SPK_EXIT_USAGE, "SPKDDP_PERF_CTL=%s: cannot open perf's control fifo", ctl);
-    fputs(on ? "enable\n" : "disable\n", f);
-    fclose(f);
+    const int ok = fputs(on ? "enable\n" : "disable\n", f) >= 0;
+    if (fclose(f) != 0 || !ok)
+        spk_die(SPK_EXIT_FAILURE, "SPKDDP_PERF_CTL=%s: cannot write to perf's control fifo", ctl);
 }
 
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
@@ -104,6 +105,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     grad_sync_t gs;
     const int64_t own = sharded_head_of(m) ? m->table.t[0].numel : 0;  // a slice of a sharded head
     grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant);
+    head_comm_use_nccl(hc, gs.nccl);  // (the global batch's collectives as in training)
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
@@ -220,7 +222,8 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
     const int contrastive = strcmp(o.model.loss, "aam") != 0;
-    if (contrastive && (o.batch % o.model.per_speaker != 0 || strcmp(o.model.name, "linear") == 0))
+    if (contrastive && (o.batch % o.model.per_speaker != 0 || strcmp(o.model.name, "linear") == 0 ||
+                        (sharded && !strstr(o.model.loss, "aam"))))
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --loss %s needs an encoder (not linear) and --utts-per-speaker dividing --batch",
                      o.model.loss);

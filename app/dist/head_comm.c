@@ -22,7 +22,7 @@ static int *layout(const comm_t *c, const int64_t *counts, int64_t unit) {
         const int64_t k = counts[r] * unit;
         if (k > INT_MAX || off + k > INT_MAX)
             spk_die(SPK_EXIT_FAILURE,
-                    "the sharded head would move %lld items in one collective, more than MPI's counts hold",
+                    "the global batch's collectives would move %lld items in one call, more than MPI's counts hold",
                     (long long)(off + k));
         n[r] = (int)k;
         displ[r] = (int)off;

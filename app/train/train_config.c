@@ -36,7 +36,7 @@ train_config_t train_config_defaults(void) {
 }
 
 // --loss, --negatives, --sampler and --utts-per-speaker together.
-static void check_metric_learning(const train_config_t *c, const model_config_t *m) {
+static void check_metric_learning(const train_config_t *c, const model_config_t *m, int world) {
     const int contrastive = strcmp(m->loss, "aam") != 0, balanced = strcmp(c->sampler, "balanced") == 0;
     const int grouped = strstr(m->loss, "angleproto") || strstr(m->loss, "ge2e");
     if (contrastive && strcmp(m->name, "linear") == 0)
@@ -67,6 +67,13 @@ static void check_metric_learning(const train_config_t *c, const model_config_t 
                      "train: --loss %s reads each run of --utts-per-speaker rows as one group of a speaker: "
                      "--views must be 1",
                      m->loss);
+    // A softmax over one group's prototype or centroid is 0 whatever the embeddings.
+    const int64_t contrastive_batch = c->batch * (strcmp(c->negatives, "local") == 0 ? 1 : world);
+    if (grouped && balanced && contrastive_batch / m->per_speaker < 2)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss %s compares each group with the others, and the contrastive batch (%lld samples) "
+                     "holds only one group of %lld: use a larger batch or fewer --utts-per-speaker",
+                     m->loss, (long long)contrastive_batch, (long long)m->per_speaker);
     if (!balanced) return;
     if (m->per_speaker < 2)
         spk_fail_all(SPK_EXIT_USAGE, "train: --sampler balanced needs --utts-per-speaker of at least 2");
@@ -78,7 +85,7 @@ static void check_metric_learning(const train_config_t *c, const model_config_t 
     if (c->no_shuffle)
         spk_fail_all(SPK_EXIT_USAGE, "train: --sampler balanced draws its groups from the seed: drop --no-shuffle");
     // A speed-perturbed copy is another class, so a group would no longer be one speaker.
-    if (c->aug.speed[0] && strcmp(c->aug.speed, "1") != 0 && strcmp(c->aug.speed, "1.0") != 0)
+    if (augment_classes_per_speaker(&c->aug) > 1)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --sampler balanced groups utterances of one speaker, and --speed-perturb makes "
                      "other speakers of some of them: use one or the other");
@@ -131,7 +138,7 @@ void train_config_finalize(train_config_t *c, int world) {
     if (m.head_sample > 0 && m.head_sample < 1 && strcmp(c->head, "sharded") != 0)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
-    check_metric_learning(c, &m);
+    check_metric_learning(c, &m, world);
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;

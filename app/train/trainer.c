@@ -298,6 +298,13 @@ static int resume(trainer_t *t, ckpt_meta_t *m) {
     whole_free(&w);
     model_upload(t->model);
     optimizer_upload(&t->opt);
+    // Balanced epochs are made of global batches of one size: another size is another order.
+    if (strcmp(c->sampler, "balanced") == 0 && m->samples_in_epoch > 0 && m->global_batch != c->global_batch)
+        spk_fail_all(SPK_EXIT_CKPT,
+                     "%s: stopped inside epoch %lld of speaker-balanced batches of %lld; another global batch (%lld) "
+                     "makes other batches: resume with --global-batch %lld, or from an epoch's end",
+                     r->path, (long long)m->epoch + 1, (long long)m->global_batch, (long long)c->global_batch,
+                     (long long)m->global_batch);
     if (m->samples_in_epoch % c->global_batch != 0)
         spk_fail_all(SPK_EXIT_CKPT,
                      "%s: stopped after %lld samples of epoch %lld, not a multiple of the global batch %lld; resume "
@@ -801,7 +808,8 @@ static int64_t balanced_steps(trainer_t *t) {
     if ((t->model->invariant ? micro : c->batch) < t->model->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "train: %s's BatchNorm needs at least %d samples per step (--batch %lld)",
                      c->model.name, t->model->min_batch, (long long)c->batch);
-    return t->sampler.total / micro;
+    const int64_t steps = t->sampler.total / micro;
+    return t->model->invariant ? steps / c->grad_accum * c->grad_accum : steps;  // (the invariant mode: whole updates)
 }
 
 // A recipe shrunk past its schedule still runs, but not as written: say so once.

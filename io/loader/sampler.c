@@ -61,7 +61,22 @@ int64_t sampler_balance(sampler_t *s, const int32_t *labels, int64_t classes, in
     free(fill);
     s->groups = mallocCheck((size_t)(groups > 0 ? groups : 1) * sizeof(int64_t));
     const int64_t per_batch = global_batch / M;  // speakers in a global batch
-    const int64_t batches = speakers >= per_batch ? groups / per_batch : 0;
+    // At most floor(groups / N) batches, and no more than distinct speakers can fill: a speaker
+    // gives a batch one group, so b batches need sum_c min(groups_c, b) >= b N.
+    int64_t lo = 0, hi = speakers >= per_batch ? groups / per_batch : 0;
+    while (lo < hi) {
+        const int64_t b = lo + (hi - lo + 1) / 2;
+        int64_t fill = 0;
+        for (int64_t c = 0; c < classes && fill < b * per_batch; c++) {
+            const int64_t g = (s->spk_off[c + 1] - s->spk_off[c]) / M;
+            fill += g < b ? g : b;
+        }
+        if (fill >= b * per_batch)
+            lo = b;
+        else
+            hi = b - 1;
+    }
+    const int64_t batches = lo;
     s->total = batches * global_batch;
     s->per_rank = s->total / s->world;
     free(s->order);
@@ -105,7 +120,7 @@ static void set_balanced_epoch(sampler_t *s, int64_t epoch) {
     batch_fill_t f = {.s = s, .in_batch = mallocCheck((size_t)C * sizeof(int64_t))};
     int64_t *wait = mallocCheck((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int64_t));
     for (int64_t c = 0; c < C; c++) f.in_batch[c] = -1;
-    int64_t waiting = 0, next = 0;
+    int64_t waiting = 0, next = 0, wrap = 0;
     const int64_t batches = s->total / s->global_batch;
     for (f.batch = 0; f.batch < batches; f.batch++) {
         f.taken = 0;
@@ -117,11 +132,12 @@ static void set_balanced_epoch(sampler_t *s, int64_t epoch) {
             const int64_t g = s->groups[next++];
             if (!take_group(&f, g)) wait[waiting++] = g;
         }
-        // The epoch's groups ran out: repeat its first ones (sampler_balance made sure there are
-        // enough speakers).
+        // The epoch's groups ran out (the greedy order strands some): repeat its groups from
+        // where the last such batch left off (sampler_balance made sure there are enough speakers).
         for (int64_t k = 0; f.taken < per_batch; k++) {
             SPK_ASSERT(k < ngroups);
-            take_group(&f, s->groups[k]);
+            take_group(&f, s->groups[wrap]);
+            wrap = (wrap + 1) % ngroups;
         }
     }
     free(f.in_batch);

@@ -53,9 +53,11 @@ int sampler_batch_slice(const sampler_t *s, int64_t step, int64_t batch, int64_t
 // (seed, epoch), each speaker's utterances are shuffled and cut into groups of M (a speaker with
 // fewer than M has none; a remainder waits for another epoch's shuffle), the groups are shuffled,
 // and each global batch takes the next N = global_batch / M groups of distinct speakers (a group
-// whose speaker is already in the batch waits for the next one; the last batches wrap around to
-// the epoch's first groups when needed). Every epoch has floor(groups / N) global batches;
-// `total` becomes that many global batches, each rank takes contiguous slices of them
+// whose speaker is already in the batch being made waits for the next one; batches the greedy
+// order leaves short are completed with the epoch's groups again, from a cursor that moves on).
+// Every epoch has the largest number b <= floor(groups / N) of global batches that distinct
+// speakers can fill (sum over speakers of min(their groups, b) >= b N: a speaker with most of
+// the data cannot fill batches alone); `total` becomes that many global batches, each rank takes contiguous slices of them
 // (sampler_batch_slice), so the batches are the same on any number of ranks with the same
 // global batch. Returns the number of speakers with at least M utterances; the caller refuses
 // a run with fewer than N of them, or with no whole batch (total 0).

@@ -11,7 +11,8 @@
 #  - refusals: a grouped loss without --sampler balanced, local negatives with --invariant, the
 #    linear model, a sharded head without the AAM-softmax, a per-rank batch that the groups do
 #    not divide, fewer speakers than a balanced batch needs, utterance labels without views or with
-#    another loss, views with a grouped loss.
+#    another loss, views with a grouped loss, a grouped loss over a single group, a mid-epoch
+#    resume of balanced batches with another global batch.
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 ranks on few cores
 
@@ -94,6 +95,11 @@ expect_error 2 "must be a multiple of --utts-per-speaker" -- \
     run 2 $SPKDDP train $ecapa --loss ge2e --sampler balanced --utts-per-speaker 3 --epochs 1
 expect_error 2 "needs 16 speakers with at least 4 utterances" -- \
     run 1 $SPKDDP train $ecapa --global-batch 64 --loss ge2e --sampler balanced --utts-per-speaker 4 --epochs 1
+expect_error 2 "holds only one group of 8" -- \
+    run 1 $SPKDDP train $ecapa --global-batch 8 --loss ge2e --sampler balanced --utts-per-speaker 8 --epochs 1
+expect_error 4 "another global batch \(32\) makes other batches" -- run 2 $SPKDDP train $ecapa --loss ge2e --invariant \
+    --epochs 1 --sampler balanced --utts-per-speaker 4 --ckpt-dir el --resume el/ckpt-000000000003.h5 \
+    --global-batch 32 --resume-allow global-batch --set-aside-newer
 expect_error 2 "labels utterance contrasts each utterance's views" -- \
     run 1 $SPKDDP train $ecapa --loss supcon --labels utterance --epochs 1
 expect_error 2 "labels utterance contrasts each utterance's views" -- \

@@ -153,7 +153,33 @@ static void check_balanced(int64_t classes, int64_t M, int64_t GB) {
     free(labels);
 }
 
+// One speaker with most of the data: batches are capped by what distinct speakers can fill
+// (sum over speakers of min(groups, b) >= b N), and the repeated groups do not pile up.
+static void check_skewed(void) {
+    enum { S = 6, M = 2, GB = 8 };  // N = 4 speakers a batch
+    const int64_t n[S] = {40, 4, 4, 4, 2, 2};
+    int64_t N = 0;
+    for (int c = 0; c < S; c++) N += n[c];
+    int32_t *labels = malloc((size_t)N * sizeof(int32_t));
+    for (int c = 0, i = 0; c < S; c++)
+        for (int64_t j = 0; j < n[c]; j++) labels[i++] = c;
+    sampler_t s;
+    sampler_init(&s, N, 1, 0, 5, 1, 0);
+    sampler_balance(&s, labels, S, M, GB);
+    // groups per speaker 20, 2, 2, 2, 1, 1: b batches need min(20, b) + 3 min(2, b) + 2 min(1, b)
+    // >= 4 b: 10 >= 8 at b = 2, 11 < 12 at b = 3 (though floor(28 / 4) = 7)
+    EXPECT(s.total == 2 * GB, "skewed speakers: %lld samples, want 2 batches", (long long)s.total);
+    sampler_set_epoch(&s, 0);
+    for (int64_t b = 0; b * GB < s.total; b++)
+        for (int g = 0; g < GB / M; g++)
+            for (int h = 0; h < g; h++)
+                EXPECT(labels[s.order[b * GB + h * M]] != labels[s.order[b * GB + g * M]], "distinct speakers");
+    sampler_free(&s);
+    free(labels);
+}
+
 int main(void) {
+    check_skewed();
     check_balanced(20, 2, 8);
     check_balanced(20, 3, 12);
     check_balanced(40, 4, 16);

@@ -39,6 +39,15 @@ typedef struct {
     void (*reduce_scatter_device)(void *ctx, const float *send, float *recv, int64_t count);
 } head_comm_t;
 
+// Whether the device collectives serve a step whose ranks have counts[r] samples: they exist and
+// every rank has the same, nonzero count (every rank holds the same counts, so all decide alike).
+static inline int head_comm_on_device(const head_comm_t *c, const int64_t *counts) {
+    if (!c || !c->allgather_device || counts[0] <= 0) return 0;
+    for (int r = 1; r < c->size; r++)
+        if (counts[r] != counts[0]) return 0;
+    return 1;
+}
+
 typedef struct {
     // Forward + backward on a local batch; the loss is the batch mean, so the gradient is of
     // the mean. Accumulates into m->grads. On a device the work is only queued, nothing waits

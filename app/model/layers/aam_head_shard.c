@@ -183,8 +183,8 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     s->G = (int)G;
     s->B = B;
     s->off = (int)off;
-    s->device = hc->allgather_device && B > 0 && G == (int64_t)B * hc->size;  // (equal counts: NCCL)
-    if (s->device) {                                                          // gathered where they are
+    s->device = head_comm_on_device(hc, s->counts);
+    if (s->device) {  // gathered where they are
         hc->allgather_device(hc->ctx, emb, s->emb, (int64_t)B * E);
     } else {
         if (B > 0) K->download(s->h_own, emb, (size_t)B * E * sizeof(float));

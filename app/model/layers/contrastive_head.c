@@ -132,7 +132,8 @@ void contrastive_head_forward(contrastive_head_t *h, model_t *m, const float *em
         }
         labels = h->ids;
     }
-    h->device = c && c->allgather_device && B > 0 && G == (int64_t)B * c->size;  // (equal counts)
+    h->device = c && head_comm_on_device(c, h->counts);
+    if (h->device && !h->d_all) h->d_all = model_buf(m, (size_t)h->cap_g * E);
     if (h->device) {  // the embeddings gathered where they are, then the whole batch down
         c->allgather_device(c->ctx, emb, h->d_all, (int64_t)B * E);
         m->be->download(h->all, h->d_all, (size_t)G * E * sizeof(float));
