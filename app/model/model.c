@@ -33,6 +33,8 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     return m;
 }
 
+int64_t model_unaveraged_head(const model_t *m) { return m->head_unused && !m->invariant ? m->table.t[0].numel : 0; }
+
 void model_free(model_t *m) {
     if (!m) return;
     if (m->ops && m->ops->free_impl) m->ops->free_impl(m);

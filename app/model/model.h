@@ -28,3 +28,7 @@
 // host, then uploaded).
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be);
 void model_free(model_t *m);
+// Floats at the start of the gradient that need no averaging across ranks: the classifier when
+// the loss leaves it without a gradient (--loss supcon ...: zero on every rank; in the
+// invariant mode its exact sums stay zero anyway, and it is averaged as the rest). 0 otherwise.
+int64_t model_unaveraged_head(const model_t *m);

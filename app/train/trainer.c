@@ -727,7 +727,7 @@ static void create_optimizer(trainer_t *t) {
     step_controls_init(&t->controls, t->cfg, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
     if (own) step_controls_shard(&t->controls, t->comm, own);
-    grad_sync_init(&t->grad_sync, t->comm, t->be, n, own, t->model->invariant);
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant);
     head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
     const int64_t ns = t->model->state_table.total;
     t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));

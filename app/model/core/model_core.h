@@ -86,6 +86,7 @@ struct model {
     const head_comm_t *head_comm;
     const head_comm_t *batch_comm;  // the global batch's collectives (contrastive losses over every rank's samples)
     int64_t step_key;      // the update being trained (set by the caller): keys a sharded head's class sampling
+    int head_unused;       // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
     int64_t visual_dim;    // Fv of the visual stream (0: audio only)
     int64_t visual_ratio;  // audio frames per visual frame
     loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual

@@ -204,6 +204,7 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->margin_start = cfg->margin_warmup_start;
     h->margin_end = cfg->margin_warmup_end;
     h->con = contrastive_head_create(cfg, &h->aam);
+    m->head_unused = !h->aam;
     h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->head_rows, emb_dim});
     m->ops = &aam_encoder_model_ops;
     m->emb_dim = emb_dim;
