@@ -16,6 +16,6 @@ done
 exec bash "$(dirname "$0")/apt-install-missing.sh" \
     build-essential cmake pkg-config xz-utils mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
     libopenblas-dev libopenblas-openmp-dev libdnnl-dev libsndfile1-dev libfftw3-dev libsoxr-dev libxxhash-dev libyaml-dev \
-    libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg gnuplot-nox \
+    libavformat-dev libavcodec-dev libswresample-dev libswscale-dev libavutil-dev libturbojpeg0-dev ffmpeg gnuplot-nox \
     libjansson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
     "${extra[@]}"

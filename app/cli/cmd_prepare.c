@@ -5,6 +5,7 @@
 #include "app/prepare/prepare.h"
 #include "kernels/base/check.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -32,13 +33,23 @@ static const opt_t opts[] = {
     OPT_INTEGER(prepare_config_t, seed, "seed", 0, 9e15, "dither seed (noise is keyed on seed and utterance index)"),
     OPT_SWITCH(prepare_config_t, skip_bad, "skip-bad",
                "leave unreadable entries out (listed in OUT.bad) instead of failing"),
-    OPT_NUMBER(prepare_config_t, pipe_timeout, "pipe-timeout", 0.001, 1e7,
-               "seconds a 'COMMAND |' entry may run before it is ended as a bad entry (default 300)"),
+    OPT_NUMBER(
+        prepare_config_t, pipe_timeout, "pipe-timeout", 0.001, 1e7,
+        "seconds a 'COMMAND |' entry may run, or a video take to decode, before it is a bad entry (default 300)"),
     OPT_INTEGER(prepare_config_t, pipe_max_mib, "pipe-max-mib", 1, 1 << 20,
                 "MiB a 'COMMAND |' entry may write before it is ended as a bad entry (default 1024)"),
     OPT_INTEGER(prepare_config_t, buffer_mb, "buffer-mb", 1, 1 << 20,
                 "rows a rank holds before a collective write, MiB (default 64)"),
     OPT_NUMBER(prepare_config_t, progress, "progress", 0, 1e6, "seconds between progress lines (default 10; 0: none)"),
+    OPT_TEXT(prepare_config_t, video_scp, "video-scp", OPT_OPTIONAL,
+             "'UTTERANCE-ID PATH' per line: each utterance's video (mp4, or any container FFmpeg reads), stored as "
+             "the /visual stream of JPEG frames"),
+    OPT_NUMBER(prepare_config_t, visual_fps, "visual-fps", 0.01, 100,
+               "video frames per second stored (default 5; 100 must be a multiple of it)"),
+    OPT_INTEGER(prepare_config_t, visual_size, "visual-size", 8, 1024,
+                "side of the square frames: the centre square of the picture, scaled (default 112)"),
+    OPT_CHOICE(prepare_config_t, visual_color, "visual-color", "rgb|gray", "frames in colour (default) or gray"),
+    OPT_INTEGER(prepare_config_t, visual_quality, "visual-quality", 1, 100, "JPEG quality of the frames (default 90)"),
     OPT_CHOICE(
         prepare_config_t, kind, "kind", "speech|noise|rir",
         "speech: a training/test set (default); noise, rir: an augmentation bank of waveforms (utt2spk gives each "
@@ -54,8 +65,12 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
                           .buffer_mb = 64,
                           .progress = 10,
                           .pipe_timeout = 300,
-                          .pipe_max_mib = 1024};
+                          .pipe_max_mib = 1024,
+                          .visual_fps = 5,
+                          .visual_size = 112,
+                          .visual_quality = 90};
     strcpy(o.kind, "speech");
+    strcpy(o.visual_color, "rgb");
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const int bank = strcmp(o.kind, "speech") != 0;
     if (bank && strcmp(o.store, "fbank") == 0)
@@ -66,5 +81,19 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
     if (strcmp(o.store, "audio") == 0 && o.dither > 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
+    if (o.video_scp[0]) {
+        const double ratio = 100.0 / o.visual_fps;  // audio frames (10 ms) per video frame
+        if (fabs(ratio - nearbyint(ratio)) > 1e-9)
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "prepare: --visual-fps %g does not divide the audio's 100 frames/s (5, 10, 12.5, 20, 25 do)",
+                         o.visual_fps);
+        if (bank)
+            spk_fail_all(SPK_EXIT_USAGE, "prepare: --video-scp makes a training or test set, not a --kind %s bank",
+                         o.kind);
+        if (o.segments[0])
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "prepare: --video-scp with --segments is not supported: give each utterance its own video "
+                         "(cut with ffmpeg -ss START -to END)");
+    }
     return prepare_run(comm, &o);
 }

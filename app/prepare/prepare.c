@@ -17,12 +17,16 @@
 //   7. finish        rank 0 adds /offsets, /labels, /utt_ids, /speakers and the attributes,
 //                    renames OUT.tmp to OUT, and writes OUT.utt2dur (Kaldi's durations).
 //
+// --video-scp adds the /visual stream (app/prepare/prepare_visual.h): the scan also decodes
+// each utterance's video into JPEG frames, spooled; they are written after the audio's rows.
+//
 // --kind noise|rir writes an augmentation bank (io/augment/augment.h) the same way: waveforms,
 // with utt2spk's second column as each entry's category (noise, music, speech; room types);
 // impulse responses are scaled to full scale before rounding to 16 bits (augmentation
 // normalises their energy, so only the rounding error changes).
 #include "app/prepare/prepare.h"
 
+#include "app/prepare/prepare_visual.h"
 #include "io/audio/audio.h"
 #include "io/audio/audio_span.h"
 #include "io/audio/fbank.h"
@@ -51,15 +55,20 @@ typedef struct {
     int bank;    // --kind noise|rir
     fbank_t fb;  // frame geometry (and the fbank itself for --store fbank)
     char tmp_path[PREPARE_TEXT_MAX + 8];
-    kaldi_data_t lists;  // rank 0 only
-    int64_t N, S;        // utterances in the lists, speakers
-    int64_t lo, hi;      // this rank's block [lo, hi)
-    char **utt;          // (hi - lo,) ids of the block
-    kaldi_span_t *span;  // (hi - lo,)
-    char *text;          // owns the block's strings
-    int64_t *rows;       // (N,) rows of each utterance (frames, or samples); 0: left out
-    int64_t *samples;    // (N,) samples of each at the dataset's rate (OUT.utt2dur)
-    char *bad;           // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
+    kaldi_data_t lists;         // rank 0 only
+    kaldi_list_t video_list;    // rank 0, with --video-scp
+    const char **video_of;      // rank 0: (N,) each utterance's video
+    const char **video;         // (hi - lo,) the block's videos, with --video-scp
+    prepare_visual_t *vis;      // the visual stream, with --video-scp
+    int64_t *vframes, *vbytes;  // (N,) its frames and bytes of each utterance
+    int64_t N, S;               // utterances in the lists, speakers
+    int64_t lo, hi;             // this rank's block [lo, hi)
+    char **utt;                 // (hi - lo,) ids of the block
+    kaldi_span_t *span;         // (hi - lo,)
+    char *text;                 // owns the block's strings
+    int64_t *rows;              // (N,) rows of each utterance (frames, or samples); 0: left out
+    int64_t *samples;           // (N,) samples of each at the dataset's rate (OUT.utt2dur)
+    char *bad;                  // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
     size_t bad_len, bad_cap;
     int64_t num_bad;
     double t0, last_print;
@@ -83,7 +92,8 @@ static void progress_line(prep_t *p, const char *phase, int64_t done, int64_t to
 static void read_lists(prep_t *p) {
     kaldi_verdict_t *v = callocCheck(1, sizeof *v);
     if (p->comm->rank == 0 &&
-        kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0) {
+        kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0 &&
+        (!p->o.video_scp[0] || prepare_visual_match(p->o.video_scp, &p->lists, &p->video_list, &p->video_of, v) == 0)) {
         FILE *probe = fopen(p->tmp_path, "wb");
         if (!probe) {
             v->code = SPK_EXIT_FAILURE;
@@ -123,7 +133,8 @@ static void share_work(prep_t *p) {
         for (int r = 0; r < K; r++) {
             displs[r] = (int)total;
             for (int64_t i = block_lo(p->N, K, r); i < block_lo(p->N, K, r + 1); i++)
-                total += (int64_t)(strlen(p->lists.utt[i]) + strlen(p->lists.span[i].source) + 2 + 3 * sizeof(double));
+                total += (int64_t)(strlen(p->lists.utt[i]) + strlen(p->lists.span[i].source) + 3 + 3 * sizeof(double) +
+                                   (p->video_of ? strlen(p->video_of[i]) : 0));
             if (total > INT_MAX)
                 spk_fail_all(SPK_EXIT_DATA, "%s: the lists are too long to share (%lld bytes)", p->o.wav_scp,
                              (long long)total);
@@ -137,6 +148,7 @@ static void share_work(prep_t *p) {
             q += sizeof nums;
             q = stpcpy(q, p->lists.utt[i]) + 1;
             q = stpcpy(q, s->source) + 1;
+            q = stpcpy(q, p->video_of ? p->video_of[i] : "") + 1;
         }
     }
     int my_bytes = 0;
@@ -148,6 +160,7 @@ static void share_work(prep_t *p) {
     free(displs);
     p->utt = mallocCheck((size_t)(mine ? mine : 1) * sizeof(char *));
     p->span = mallocCheck((size_t)(mine ? mine : 1) * sizeof(kaldi_span_t));
+    p->video = mallocCheck((size_t)(mine ? mine : 1) * sizeof(char *));
     char *q = p->text;
     for (int64_t j = 0; j < mine; j++) {
         double nums[3];
@@ -156,6 +169,8 @@ static void share_work(prep_t *p) {
         p->utt[j] = q;
         q += strlen(q) + 1;
         p->span[j] = (kaldi_span_t){q, nums[0], nums[1], (int64_t)nums[2]};
+        q += strlen(q) + 1;
+        p->video[j] = q;
         q += strlen(q) + 1;
     }
 }
@@ -202,6 +217,8 @@ static void scan(prep_t *p) {
     const int64_t mine = p->hi - p->lo;
     p->rows = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
     p->samples = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
+    p->vframes = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
+    p->vbytes = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
     audio_span_reader_t r;
     audio_span_init(&r, (int)p->o.channel);
     double audio_s = 0;
@@ -221,9 +238,13 @@ static void scan(prep_t *p) {
                          p->span[j].source, p->o.kind);
             }
         }
+        if (p->rows[p->lo + j] && p->vis &&
+            prepare_visual_scan(p->vis, p->video[j], fbank_num_frames(&p->fb, n), &p->vframes[p->lo + j],
+                                &p->vbytes[p->lo + j], err, sizeof err) != 0)
+            p->rows[p->lo + j] = 0;
         if (!p->rows[p->lo + j]) note_bad(p, j, err);
         audio_s += (double)n / (double)p->o.sample_rate;
-        progress_line(p, "scan", j + 1, mine, audio_s, 1);
+        progress_line(p, p->vis ? "scan (and video)" : "scan", j + 1, mine, audio_s, 1);
     }
     audio_span_free(&r);
 }
@@ -312,6 +333,10 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
     }
     mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts, displs, MPI_INT64_T, p->comm->world));
     mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->samples, counts, displs, MPI_INT64_T, p->comm->world));
+    if (p->vis) {
+        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->vframes, counts, displs, MPI_INT64_T, p->comm->world));
+        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->vbytes, counts, displs, MPI_INT64_T, p->comm->world));
+    }
     free(counts);
     free(displs);
     plan_t pl = {0, mallocCheck((size_t)(p->N ? p->N : 1) * sizeof(int64_t)),
@@ -445,6 +470,20 @@ static void write_utt2dur(const prep_t *p) {
     if (atomic_text_commit(&t, path, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
 }
 
+// Rank 0: the visual stream's size, against the audio's, per hour.
+static void print_visual(const prep_t *p) {
+    int64_t frames = 0, bytes = 0;
+    double secs = 0;
+    for (int64_t i = 0; i < p->N; i++)
+        if (p->rows[i] > 0) frames += p->vframes[i], bytes += p->vbytes[i], secs += (double)p->samples[i];
+    secs /= (double)p->o.sample_rate;
+    printf(
+        ", %lld JPEG frames of %lldx%lld %s at %g frames/s (%.1f MB, %.1f MB per hour; 16-bit audio: %.1f MB per "
+        "hour)",
+        (long long)frames, (long long)p->o.visual_size, (long long)p->o.visual_size, p->o.visual_color, p->o.visual_fps,
+        (double)bytes / 1e6, (double)bytes / 1e6 / (secs / 3600.0), (double)p->o.sample_rate * 2.0 * 3600.0 / 1e6);
+}
+
 static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audio_s, int64_t resampled) {
     double secs = 0;
     int64_t n_resampled = 0, peak_kib = 0;
@@ -487,6 +526,7 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
         else
             printf("%lld frames x %lld log-mel (%lld..%lld per utterance)", (long long)total, (long long)p->o.num_bins,
                    (long long)mn, (long long)mx);
+        if (p->vis) print_visual(p);
         double el = spk_seconds() - p->t0;
         printf(" in %.2f s on %d rank%s (%.2f h of audio/s), peak RSS %.1f MiB per rank\n", el, K, K > 1 ? "s" : "",
                secs / 3600.0 / el, (double)peak_kib / 1024.0);
@@ -516,6 +556,14 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
 
+    if (p->o.video_scp[0])
+        p->vis = prepare_visual_create(&(prepare_visual_opts_t){.out = p->o.out,
+                                                                .fps = p->o.visual_fps,
+                                                                .audio_rate = 1000.0 / p->fb.opts.frame_shift_ms,
+                                                                .size = (int)p->o.visual_size,
+                                                                .channels = strcmp(p->o.visual_color, "gray") ? 3 : 1,
+                                                                .quality = (int)p->o.visual_quality,
+                                                                .timeout = p->o.pipe_timeout});
     read_lists(p);
     share_work(p);
     scan(p);
@@ -525,6 +573,8 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     double audio_s = 0;
     int64_t resampled = 0;
     compute_write(p, w, &pl, &audio_s, &resampled);
+    if (p->vis)
+        prepare_visual_write(p->vis, w, comm, p->vframes, p->vbytes, p->rows, p->N, p->lo, p->o.buffer_mb << 20);
     finish(p, w, &pl, audio_s, resampled);
 
     fbank_free(&p->fb);
@@ -532,6 +582,12 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     free(pl.lengths);
     free(pl.first);
     if (comm->rank == 0) kaldi_data_free(&p->lists);
+    if (comm->rank == 0 && p->video_of) kaldi_list_free(&p->video_list);
+    free(p->video_of);
+    free(p->video);
+    free(p->vframes);
+    free(p->vbytes);
+    prepare_visual_free(p->vis);
     free(p->utt);
     free(p->span);
     free(p->text);

@@ -19,10 +19,14 @@ typedef struct {
     char store[PREPARE_TEXT_MAX];     // fbank | audio
     char kind[PREPARE_TEXT_MAX];      // speech | noise | rir
     int64_t num_bins, sample_rate, channel, seed, buffer_mb;
-    double dither, progress;  // dither in 16-bit sample units; seconds between progress lines
-    double pipe_timeout;      // seconds a 'COMMAND |' entry may take (then it is a bad entry)
-    int64_t pipe_max_mib;     // the most a 'COMMAND |' entry may write
-    int skip_bad;             // leave unreadable entries out (listed in OUT.bad)
+    double dither, progress;              // dither in 16-bit sample units; seconds between progress lines
+    double pipe_timeout;                  // seconds a 'COMMAND |' entry may take (then it is a bad entry)
+    int64_t pipe_max_mib;                 // the most a 'COMMAND |' entry may write
+    int skip_bad;                         // leave unreadable entries out (listed in OUT.bad)
+    char video_scp[PREPARE_TEXT_MAX];     // optional: 'UTTERANCE-ID PATH' per line: the /visual stream's videos
+    char visual_color[PREPARE_TEXT_MAX];  // gray | rgb
+    double visual_fps;                    // frames per second stored (the audio's 100 a multiple of it)
+    int64_t visual_size, visual_quality;  // square frames' side; JPEG quality 1..100
 } prepare_config_t;
 
 // Collective. Stops every rank with one line (and the exit code of docs/features.md) on a bad

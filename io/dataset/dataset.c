@@ -115,6 +115,40 @@ static int check_stream(const ctx_t *c, hid_t f, const char *group, int64_t dim,
     return 0;
 }
 
+// A visual stream of pictures: group attributes encoding "jpeg", image_size, image_channels
+// (1 or 3), and feature_dim their product with image_size squared (what a frame becomes).
+static int check_pictures_attrs(const ctx_t *c, hid_t g, int64_t vdim, dataset_header_t *h) {
+    char enc[32];
+    int rc = h5_attr_read_str(g, "encoding", enc, sizeof enc);
+    if (rc || strcmp(enc, "jpeg") != 0)
+        return bad(c, "group '/visual' attribute 'encoding' must be the string \"jpeg\"");
+    if ((rc = int_attr(c, g, "group '/visual'", "image_size", 1, 4096, &h->image_size))) return rc;
+    if ((rc = int_attr(c, g, "group '/visual'", "image_channels", 1, 3, &h->image_channels))) return rc;
+    if (h->image_channels == 2) return bad(c, "group '/visual' attribute 'image_channels' must be 1 (gray) or 3 (RGB)");
+    if (h->image_size * h->image_size * h->image_channels != vdim)
+        return bad(c, "group '/visual': feature_dim %lld is not image_size^2 x image_channels = %lld", (long long)vdim,
+                   (long long)(h->image_size * h->image_size * h->image_channels));
+    return 0;
+}
+
+// Its datasets: /visual/jpeg (bytes), /visual/jpeg_offsets and /visual/offsets (N+1 each).
+static int check_pictures(const ctx_t *c, hid_t f, int64_t vdim, dataset_header_t *h) {
+    h5_info_t in, jo, fo;
+    int rc = dataset_of(c, f, "visual/jpeg", 1, H5T_INTEGER, "uint8 JPEG frames [total_bytes]", &in);
+    if (!rc) rc = dataset_of(c, f, "visual/jpeg_offsets", 1, H5T_INTEGER, "N+1 byte offsets of the frames", &jo);
+    if (!rc) rc = dataset_of(c, f, "visual/offsets", 1, H5T_INTEGER, "N+1 frame offsets of the visual stream", &fo);
+    if (rc) return rc;
+    if (in.type_size != 1 || in.is_signed) return bad(c, "dataset '/visual/jpeg' must hold bytes (uint8)");
+    if ((int64_t)jo.dims[0] != h->num_utts + 1 || (int64_t)fo.dims[0] != h->num_utts + 1)
+        return bad(c,
+                   "'/visual/jpeg_offsets' and '/visual/offsets' must have %lld entries (one per utterance, and "
+                   "the end)",
+                   (long long)(h->num_utts + 1));
+    h->jpeg_bytes = (int64_t)in.dims[0];
+    h->visual = (dataset_shape_t){.variable = 1, .dim = vdim, .rows = -1};
+    return 0;
+}
+
 // The visual stream: its own feature_dim and frame rate; the audio's rate must be an integer
 // multiple, so crops of both streams line up frame for frame.
 static int check_visual(const ctx_t *c, hid_t f, dataset_header_t *h) {
@@ -127,6 +161,8 @@ static int check_visual(const ctx_t *c, hid_t f, dataset_header_t *h) {
     int64_t vdim = 0;
     int rc = int_attr(c, g, "group '/visual'", "feature_dim", 1, DATASET_MAX_DIM, &vdim);
     if (!rc) rc = rate_attr(c, g, "group '/visual'", "frame_rate", &vrate);
+    const int pictures = !rc && h5_attr_exists(g, "encoding");
+    if (pictures) rc = check_pictures_attrs(c, g, vdim, h);
     H5Gclose(g);
     if (!rc && h5_attr_exists(f, "frame_rate")) rc = rate_attr(c, f, "root", "frame_rate", &arate);
     if (rc) return rc;
@@ -135,7 +171,7 @@ static int check_visual(const ctx_t *c, hid_t f, dataset_header_t *h) {
         return bad(c, "audio frame_rate %g is not an integer multiple of '/visual' frame_rate %g", arate, vrate);
     h->visual_ratio = (int64_t)ratio;
     h->has_visual = 1;
-    return check_stream(c, f, "visual/", vdim, &h->num_utts, &h->visual);
+    return pictures ? check_pictures(c, f, vdim, h) : check_stream(c, f, "visual/", vdim, &h->num_utts, &h->visual);
 }
 
 // An audio dataset: /audio integer samples, /offsets in samples, the fbank's mel bins as
@@ -192,7 +228,6 @@ static int check_header(const ctx_t *c, hid_t f, dataset_header_t *h) {
     if ((int64_t)in.dims[0] != h->num_utts)
         return bad(c, "'/labels' has a different length (%llu) than the number of utterances (%lld)",
                    (unsigned long long)in.dims[0], (long long)h->num_utts);
-    if (audio && h5_exists(f, "visual")) return bad(c, "an audio dataset cannot have a '/visual' stream");
     return h5_exists(f, "visual") ? check_visual(c, f, h) : 0;
 }
 
@@ -203,7 +238,7 @@ static int check_offsets(const ctx_t *c, const char *name, const int64_t *off, i
         if (off[i + 1] <= off[i])
             return bad(c, "'%s' is not strictly increasing at index %lld (%lld -> %lld)", name, (long long)i,
                        (long long)off[i], (long long)off[i + 1]);
-    if (off[n] != rows)
+    if (rows >= 0 && off[n] != rows)  // (rows < 0: pictures, whose frames are counted by the offsets)
         return bad(c, "the last entry of '%s' (%lld) differs from the number of rows of its features (%lld)", name,
                    (long long)off[n], (long long)rows);
     return 0;
@@ -276,6 +311,9 @@ static int check_arrays(const ctx_t *c, hid_t f, dataset_header_t *h) {
     else if (!rc)
         rc = read_offsets(c, f, "offsets", &h->audio, n, h->offsets);
     if (!rc && h->has_visual) rc = read_offsets(c, f, "visual/offsets", &h->visual, n, h->voffsets);
+    if (!rc && h->image_size)
+        rc = read_offsets(c, f, "visual/jpeg_offsets",
+                          &(dataset_shape_t){.variable = 1, .dim = 1, .rows = h->jpeg_bytes}, n, h->joffsets);
     for (int64_t i = 0; i < n && h->has_visual && !rc; i++) {
         int64_t a = h->offsets[i + 1] - h->offsets[i], v = h->voffsets[i + 1] - h->voffsets[i];
         if (v < a / h->visual_ratio)
@@ -295,6 +333,7 @@ int dataset_check(hid_t f, const char *path, dataset_header_t *h, char *err, siz
     h->offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
     h->voffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
     h->woffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
+    h->joffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
     rc = check_arrays(&c, f, h);
     if (rc) dataset_header_free(h);
     return rc;
@@ -305,8 +344,9 @@ void dataset_header_free(dataset_header_t *h) {
     free(h->offsets);
     free(h->voffsets);
     free(h->woffsets);
+    free(h->joffsets);
     h->labels = NULL;
-    h->offsets = h->voffsets = h->woffsets = NULL;
+    h->offsets = h->voffsets = h->woffsets = h->joffsets = NULL;
 }
 
 // ---- open (collective) -----------------------------------------------------------------
@@ -342,6 +382,18 @@ static void stream_open(dataset_t *ds, stream_t *s, const char *name, const data
     s->features = h5Check(H5Dopen2(ds->file, name, H5P_DEFAULT), "%s: cannot open '/%s'", ds->path, name);
 }
 
+// A stream computed from a stored 1-D one (fbank frames from /audio samples, pictures from
+// /visual/jpeg bytes): `derived` has offsets only, `stored` holds mem_type values.
+static void open_derived(dataset_t *ds, stream_t *derived, const char *derived_name, int64_t dim, stream_t *stored,
+                         const char *stored_name, hid_t mem_type) {
+    snprintf(derived->name, sizeof derived->name, "%s", derived_name);
+    derived->variable = 1;
+    derived->dim = dim;
+    stream_open(ds, stored, stored_name, &(dataset_shape_t){.variable = 1, .dim = 1});
+    stored->mem_type = mem_type;
+    stored->samples = 1;
+}
+
 void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     int rank;
     mpiCheck(MPI_Comm_rank(comm, &rank));
@@ -352,7 +404,7 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     verdict_t *v = callocCheck(1, sizeof *v);
     if (rank == 0) check_on_rank0(path, v);
     int32_t *labels = v->h.labels;
-    int64_t *offsets = v->h.offsets, *voffsets = v->h.voffsets, *woffsets = v->h.woffsets;
+    int64_t *offsets = v->h.offsets, *voffsets = v->h.voffsets, *woffsets = v->h.woffsets, *joffsets = v->h.joffsets;
     mpiCheck(MPI_Bcast(v, sizeof *v, MPI_BYTE, 0, comm));
     if (v->code) spk_fail_all(v->code, "%s", v->msg);
     const dataset_header_t *h = &v->h;
@@ -362,11 +414,14 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
         offsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         voffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         woffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
+        joffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
     }
     mpiCheck(MPI_Bcast(labels, (int)n, MPI_INT32_T, 0, comm));
     mpiCheck(MPI_Bcast(offsets, (int)(n + 1), MPI_INT64_T, 0, comm));
     if (h->has_visual) mpiCheck(MPI_Bcast(voffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
     if (h->sample_rate > 0) mpiCheck(MPI_Bcast(woffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
+    if (h->image_size) mpiCheck(MPI_Bcast(joffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
+    ds->jpeg.offsets = joffsets;
     ds->labels = labels;
     ds->audio.offsets = offsets;
     ds->visual.offsets = voffsets;
@@ -380,12 +435,7 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     ds->file = h5Check(H5Fopen(path, H5F_ACC_RDONLY, fapl), "%s: cannot open with MPI-IO", path);
     H5Pclose(fapl);
     if (h->sample_rate > 0) {  // the samples; /features is computed from them (ds->audio has offsets only)
-        snprintf(ds->audio.name, sizeof ds->audio.name, "/features");
-        ds->audio.variable = 1;
-        ds->audio.dim = h->audio.dim;
-        stream_open(ds, &ds->wave, "audio", &(dataset_shape_t){.variable = 1, .dim = 1});
-        ds->wave.mem_type = H5T_NATIVE_INT16;
-        ds->wave.samples = 1;
+        open_derived(ds, &ds->audio, "/features", h->audio.dim, &ds->wave, "audio", H5T_NATIVE_INT16);
         ds->sample_rate = h->sample_rate;
         ds->frame_length = h->frame_length;
         ds->frame_shift = h->frame_shift;
@@ -394,10 +444,14 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     } else {
         stream_open(ds, &ds->audio, "features", &h->audio);
     }
-    if (h->has_visual) {
+    if (h->image_size) {  // pictures: the frames are decoded from /visual/jpeg (ds->visual has offsets only)
+        open_derived(ds, &ds->visual, "/visual", h->visual.dim, &ds->jpeg, "visual/jpeg", H5T_NATIVE_UINT8);
+        ds->image_size = h->image_size;
+        ds->image_channels = h->image_channels;
+    } else if (h->has_visual) {
         stream_open(ds, &ds->visual, "visual/features", &h->visual);
-        ds->visual_ratio = h->visual_ratio;
     }
+    ds->visual_ratio = h->visual_ratio;
     ds->dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER), "%s: cannot create transfer properties", path);
     h5Check(H5Pset_dxpl_mpio(ds->dxpl, H5FD_MPIO_COLLECTIVE), "%s: cannot request collective I/O", path);
     free(v);
@@ -413,6 +467,7 @@ uint64_t dataset_fingerprint(const dataset_t *ds) {
     XXH3_64bits_update(s, ds->audio.offsets, (size_t)(n + 1) * sizeof(int64_t));
     XXH3_64bits_update(s, ds->labels, (size_t)n * sizeof(int32_t));
     if (ds->visual.dim > 0) XXH3_64bits_update(s, ds->visual.offsets, (size_t)(n + 1) * sizeof(int64_t));
+    if (ds->image_size) XXH3_64bits_update(s, ds->jpeg.offsets, (size_t)(n + 1) * sizeof(int64_t));
     uint64_t h = XXH3_64bits_digest(s);
     XXH3_freeState(s);
     return h;
@@ -423,10 +478,12 @@ void dataset_close(dataset_t *ds) {
     if (ds->audio.features > 0) H5Dclose(ds->audio.features);
     if (ds->visual.features > 0) H5Dclose(ds->visual.features);
     if (ds->wave.features > 0) H5Dclose(ds->wave.features);
+    if (ds->jpeg.features > 0) H5Dclose(ds->jpeg.features);
     if (ds->file > 0) H5Fclose(ds->file);
     free(ds->audio.offsets);
     free(ds->visual.offsets);
     free(ds->wave.offsets);
+    free(ds->jpeg.offsets);
     free(ds->labels);
     free(ds->stage);
     free(ds->order);

@@ -52,7 +52,12 @@ typedef struct {
     double frame_length_ms, frame_shift_ms;  // the same in milliseconds (25, 10)
     stream_t visual;                         // /visual/features (+ /visual/offsets); dim 0 when absent
     int64_t visual_ratio;                    // audio frames per visual frame (frame rates' ratio, an integer)
-    int64_t feature_dim;                     // = audio.dim
+    // A visual stream of pictures: visual has the frame offsets and dim = size * size * channels
+    // (no HDF5 dataset); jpeg holds each utterance's frames as bytes (offsets in bytes), each
+    // frame a 4-byte little-endian length and a JPEG picture.
+    int64_t image_size, image_channels;  // 0 for a stream of feature vectors
+    stream_t jpeg;                       // /visual/jpeg (+ /visual/jpeg_offsets); dim 0 otherwise
+    int64_t feature_dim;                 // = audio.dim
     // Reused read buffers (no per-step allocation after warm-up).
     char *stage;  // (stage_cap,) bytes
     int64_t stage_cap;
@@ -81,6 +86,10 @@ typedef struct {
     int64_t *offsets;   // (num_utts + 1,) frames (an audio dataset's: the fbank frames of its samples)
     int64_t *voffsets;  // (num_utts + 1,) with the visual stream
     int64_t *woffsets;  // (num_utts + 1,) samples, in an audio dataset
+    // A visual stream of pictures (JPEG frames, docs/dataset-format.md): its shape, and each
+    // utterance's bytes in /visual/jpeg.
+    int64_t image_size, image_channels, jpeg_bytes;
+    int64_t *joffsets;  // (num_utts + 1,) with pictures
 } dataset_header_t;
 
 // The serial half of dataset_open (and what the fuzzer drives): checks the whole contract of

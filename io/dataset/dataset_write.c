@@ -73,6 +73,8 @@ static void remove_temp(void *ctx) { unlink(((const dataset_writer_t *)ctx)->tmp
 
 static void close_objects(dataset_writer_t *w) {
     if (w->vfeatures > 0) H5Dclose(w->vfeatures);
+    if (w->jpeg > 0) H5Dclose(w->jpeg);
+    w->jpeg = 0;
     if (w->dxpl > 0) H5Pclose(w->dxpl);
     if (w->rows > 0) H5Dclose(w->rows);
     w->vfeatures = w->dxpl = w->rows = 0;
@@ -83,6 +85,7 @@ static void release(dataset_writer_t *w) {
     stop_signals_disown_temp(w->tmp_path);
     free(w->offsets);
     free(w->voffsets);
+    free(w->joffsets);
     memset(w, 0, sizeof *w);
 }
 
@@ -212,16 +215,27 @@ void dataset_writer_put(dataset_writer_t *w, int64_t utt, const void *data) {
     dataset_writer_put_rows(w, w->offsets[utt], w->offsets[utt + 1] - w->offsets[utt], data);
 }
 
+// The /visual group with its attributes (every rank of the writer calls it).
+static void create_visual_group(dataset_writer_t *w, int64_t dim, double frame_rate, double audio_rate,
+                                int64_t image_size, int64_t image_channels) {
+    dataset_writer_note_f64(w, "frame_rate", audio_rate);
+    hid_t g = h5Check(H5Gcreate2(w->file, "visual", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      "%s: cannot create '/visual'", w->path);
+    h5_attr_write_i64(g, "feature_dim", dim, w->path);
+    h5_attr_write_f64(g, "frame_rate", frame_rate, w->path);
+    if (image_size) {
+        h5_attr_write_str(g, "encoding", "jpeg", w->path);
+        h5_attr_write_i64(g, "image_size", image_size, w->path);
+        h5_attr_write_i64(g, "image_channels", image_channels, w->path);
+    }
+    H5Gclose(g);
+}
+
 void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double frame_rate, double audio_rate,
                                const int64_t *lengths) {
     w->visual_dim = visual_dim;
     w->voffsets = offsets_of(w->lay.num_utts, 0, lengths);
-    dataset_writer_note_f64(w, "frame_rate", audio_rate);
-    hid_t g = h5Check(H5Gcreate2(w->file, "visual", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                      "%s: cannot create '/visual'", w->path);
-    h5_attr_write_i64(g, "feature_dim", visual_dim, w->path);
-    h5_attr_write_f64(g, "frame_rate", frame_rate, w->path);
-    H5Gclose(g);
+    create_visual_group(w, visual_dim, frame_rate, audio_rate, 0, 0);
     w->vfeatures = create_rows(w->file, "visual/features", w->path, H5T_IEEE_F32LE, w->lay.num_utts, 0,
                                w->voffsets[w->lay.num_utts], visual_dim, 0, 0);
 }
@@ -229,6 +243,22 @@ void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double f
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames) {
     write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt],
                w->visual_dim, 0, frames);
+}
+
+void dataset_writer_add_pictures(dataset_writer_t *w, int64_t size, int64_t channels, double frame_rate,
+                                 double audio_rate, const int64_t *frames, const int64_t *bytes) {
+    w->visual_dim = size * size * channels;
+    w->voffsets = offsets_of(w->lay.num_utts, 0, frames);
+    w->joffsets = offsets_of(w->lay.num_utts, 0, bytes);
+    create_visual_group(w, w->visual_dim, frame_rate, audio_rate, size, channels);
+    w->jpeg = create_rows(w->file, "visual/jpeg", w->path, H5T_STD_U8LE, w->lay.num_utts, 0,
+                          w->joffsets[w->lay.num_utts], 0, 0, 0);
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) write_failed(w, "create '/visual/jpeg'");
+}
+
+void dataset_writer_put_jpeg(dataset_writer_t *w, int64_t byte0, int64_t n, const void *data) {
+    SPK_ASSERT(byte0 >= 0 && n >= 0 && byte0 + n <= w->joffsets[w->lay.num_utts]);
+    write_rows(w, w->jpeg, H5T_NATIVE_UINT8, byte0, n, 1, 0, data);
 }
 
 static dataset_attr_t *new_attr(dataset_writer_t *w, const char *name, char kind) {
@@ -274,6 +304,7 @@ static void write_metadata(const dataset_writer_t *w, hid_t f, const int32_t *la
     if (utt_ids) h5_write_strings(f, "utt_ids", utt_ids, l->num_utts, what);
     if (speakers) h5_write_strings(f, "speakers", speakers, l->num_speakers, what);
     if (w->visual_dim > 0) h5_write_array(f, "visual/offsets", H5T_STD_I64LE, 1, &n1, w->voffsets, what);
+    if (w->joffsets) h5_write_array(f, "visual/jpeg_offsets", H5T_STD_I64LE, 1, &n1, w->joffsets, what);
 }
 
 void dataset_writer_finish(dataset_writer_t *w, const int32_t *labels, const char *const *utt_ids,

@@ -46,6 +46,8 @@ typedef struct {
     hid_t vfeatures;       // /visual/features (rows, Fv), when a visual stream is added
     int64_t visual_dim;    // Fv, 0 without
     int64_t *voffsets;     // (N+1,)
+    hid_t jpeg;            // /visual/jpeg, when the visual stream holds pictures
+    int64_t *joffsets;     // (N+1,) bytes of each utterance's pictures
     dataset_attr_t attrs[DATASET_WRITER_ATTRS];
     int num_attrs;
 } dataset_writer_t;
@@ -62,6 +64,13 @@ void dataset_writer_put(dataset_writer_t *w, int64_t utt, const void *data);
 void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double frame_rate, double audio_rate,
                                const int64_t *lengths);
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames);  // (len, Fv)
+// A visual stream of pictures (docs/dataset-format.md), collective (the same arguments on every
+// rank): utterance i has frames[i] JPEG frames of size x size x channels in bytes[i] bytes, each
+// frame a 4-byte little-endian length and the JPEG picture.
+void dataset_writer_add_pictures(dataset_writer_t *w, int64_t size, int64_t channels, double frame_rate,
+                                 double audio_rate, const int64_t *frames, const int64_t *bytes);
+// Collective, as put_rows: bytes [byte0, byte0 + n) of /visual/jpeg (n may be 0).
+void dataset_writer_put_jpeg(dataset_writer_t *w, int64_t byte0, int64_t n, const void *data);
 // Provenance attributes of the root (not part of the contract), written by finish.
 void dataset_writer_note_str(dataset_writer_t *w, const char *name, const char *value);
 void dataset_writer_note_i64(dataset_writer_t *w, const char *name, int64_t value);

@@ -2,6 +2,7 @@
 
 #include "io/audio/fbank.h"
 #include "io/dataset/dataset_read.h"
+#include "io/video/image_jpeg.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
@@ -14,8 +15,12 @@
 struct loader_slot {
     batch_t batch;
     int64_t epoch;
-    segment_t *segs, *vsegs;    // (max_batch,) crops in frames (audio, visual)
-    segment_t *wsegs;           // (max_batch,) audio datasets: the samples under each crop
+    segment_t *segs, *vsegs;  // (max_batch,) crops in frames (audio, visual)
+    segment_t *wsegs;         // (max_batch,) audio datasets: the samples under each crop
+    segment_t *jsegs;         // (max_batch,) pictures: each sample's utterance's JPEG bytes
+    int64_t *jraw_at;         // (max_batch,) where they start in jraw
+    uint8_t *jraw;
+    int64_t jraw_cap;
     int64_t *raw_at, *vraw_at;  // (max_batch,) where sample i's crop starts in raw / vraw, in values
     void *raw;                  // crops as read: frames (float) or samples (int16)
     float *vraw;
@@ -34,6 +39,10 @@ typedef struct {
     int64_t wave_cap, frames_cap;  // bytes
     double *mean;                  // (max(F, Fv),) CMN accumulator
     augment_scratch_t *aug;
+    jpeg_codec_t *jpeg;   // pictures only
+    uint8_t *pixels;      // (Fv,) one decoded picture
+    float *vframes;       // (vframes_cap,) a crop's pictures as values
+    int64_t vframes_cap;  // bytes
 } scratch_t;
 
 struct loader_pool {
@@ -85,6 +94,34 @@ static const float *crop_fbank(const loader_t *l, scratch_t *w, const loader_slo
     return w->frames;
 }
 
+// The pictures of sample i's visual crop, decoded from its utterance's JPEG frames (each a
+// 4-byte little-endian length and the picture) into values (v - 127.5) / 128, in [-1, 1).
+static const float *crop_pictures(const loader_t *l, scratch_t *w, const loader_slot_t *s, int i) {
+    const dataset_t *ds = l->ds;
+    const segment_t *v = &s->vsegs[i];
+    const int64_t Fv = ds->visual.dim, size = ds->image_size;
+    const uint8_t *p = s->jraw + s->jraw_at[i], *end = p + s->jsegs[i].count;
+    w->vframes = ensure(w->vframes, &w->vframes_cap, v->count * Fv * (int64_t)sizeof(float));
+    char err[256];
+    for (int64_t t = 0; t < v->start + v->count; t++) {
+        uint32_t len = 0;
+        if (end - p >= 4) len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (end - p < 4 || len > (uint64_t)(end - p - 4))
+            spk_die(SPK_EXIT_DATA, "%s: '/visual/jpeg' of utterance %lld ends inside frame %lld (a damaged file)",
+                    ds->path, (long long)v->utt, (long long)t);
+        p += 4;
+        if (t >= v->start) {
+            if (jpeg_decode(w->jpeg, p, len, (int)size, (int)ds->image_channels, w->pixels, err, sizeof err) != 0)
+                spk_die(SPK_EXIT_DATA, "%s: '/visual/jpeg' of utterance %lld, frame %lld: %s", ds->path,
+                        (long long)v->utt, (long long)t, err);
+            float *dst = w->vframes + (t - v->start) * Fv;
+            for (int64_t j = 0; j < Fv; j++) dst[j] = ((float)w->pixels[j] - 127.5f) / 128.0f;
+        }
+        p += len;
+    }
+    return w->vframes;
+}
+
 // Sample i of slot s: crop -> frames -> batch, on whichever thread took it.
 static void sample_compute(const loader_t *l, scratch_t *w, loader_slot_t *s, int i) {
     const dataset_t *ds = l->ds;
@@ -101,10 +138,11 @@ static void sample_compute(const loader_t *l, scratch_t *w, loader_slot_t *s, in
     const int64_t T = b->frame_off[i + 1] - b->frame_off[i];
     place(x, frames, T, count, F, l->spec.cmn, w->mean);
     if (l->aug) augment_frames(l->aug, s->aug, i, x, T, F);
-    if (l->spec.visual) {
+    if (l->spec.visual) {  // (a picture's mean is not a channel to remove: no CMN)
         const int64_t Fv = ds->visual.dim;
-        place(b->vx + b->vframe_off[i] * Fv, s->vraw + s->vraw_at[i], b->vframe_off[i + 1] - b->vframe_off[i],
-              s->vsegs[i].count, Fv, l->spec.cmn, w->mean);
+        const float *v = ds->image_size ? crop_pictures(l, w, s, i) : s->vraw + s->vraw_at[i];
+        place(b->vx + b->vframe_off[i] * Fv, v, b->vframe_off[i + 1] - b->vframe_off[i], s->vsegs[i].count, Fv,
+              l->spec.cmn && !ds->image_size, w->mean);
     }
 }
 
@@ -153,6 +191,11 @@ static void scratch_init(scratch_t *w, const dataset_t *ds) {
     int64_t dim = ds->feature_dim > ds->visual.dim ? ds->feature_dim : ds->visual.dim;
     w->mean = mallocCheck((size_t)dim * sizeof(double));
     w->aug = augment_scratch_new();
+    if (ds->image_size) {
+        w->jpeg = jpeg_codec_create();
+        w->pixels = mallocCheck((size_t)ds->visual.dim);
+        if (!w->jpeg) spk_die(SPK_EXIT_FAILURE, "out of memory for a JPEG decoder");
+    }
     if (ds->sample_rate <= 0) return;
     fbank_opts_t o = fbank_default_opts();  // dither off, as prepare's default
     o.num_bins = (int)ds->feature_dim;
@@ -169,6 +212,9 @@ static void scratch_free(scratch_t *w) {
     free(w->frames);
     free(w->mean);
     augment_scratch_free(w->aug);
+    jpeg_codec_free(w->jpeg);
+    free(w->pixels);
+    free(w->vframes);
 }
 
 static int threads_from_env(void) {
@@ -238,6 +284,8 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
         s->segs = mallocCheck((size_t)max_batch * sizeof(segment_t));
         s->vsegs = mallocCheck((size_t)max_batch * sizeof(segment_t));
         s->wsegs = mallocCheck((size_t)max_batch * sizeof(segment_t));
+        s->jsegs = mallocCheck((size_t)max_batch * sizeof(segment_t));
+        s->jraw_at = mallocCheck((size_t)max_batch * sizeof(int64_t));
         s->raw_at = mallocCheck((size_t)max_batch * sizeof(int64_t));
         s->vraw_at = mallocCheck((size_t)max_batch * sizeof(int64_t));
         s->wave_len = mallocCheck((size_t)max_batch * sizeof(int64_t));
@@ -263,13 +311,16 @@ void loader_set_augment(loader_t *l, augment_t *aug) {
 
 // The crops of a batch: frames per sample, where each starts, and the segments to read.
 // With augmentation, a sample's speed factor sets how much to read and its class.
-static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int n, int64_t *raw, int64_t *vraw) {
+// Pictures: a sample reads its utterance's JPEG frames whole (their lengths are inside), and
+// decodes those of its crop.
+static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int n, int64_t *raw, int64_t *vraw,
+                 int64_t *jraw) {
     const dataset_t *ds = l->ds;
     const int64_t r = l->spec.visual ? ds->visual_ratio : 1, crop = l->spec.crop;
     batch_t *b = &s->batch;
     b->n = n;
     b->frame_off[0] = b->vframe_off[0] = 0;
-    *raw = *vraw = 0;
+    *raw = *vraw = *jraw = 0;
     if (l->aug) augment_batch_begin(s->aug, n);
     for (int i = 0; i < n; i++) {
         int64_t u = index[i], len = dataset_frames(ds, u);
@@ -306,8 +357,14 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
             if (vcount < 1) vcount = 1;
             if (vcount > vlen - seg.start / r) vcount = vlen - seg.start / r;
             s->vsegs[i] = (segment_t){u, seg.start / r, vcount};
-            s->vraw_at[i] = *vraw;
-            *vraw += vcount * ds->visual.dim;
+            if (ds->image_size) {
+                s->jsegs[i] = (segment_t){u, 0, stream_frames(&ds->jpeg, u)};
+                s->jraw_at[i] = *jraw;
+                *jraw += s->jsegs[i].count;
+            } else {
+                s->vraw_at[i] = *vraw;
+                *vraw += vcount * ds->visual.dim;
+            }
             b->vframe_off[i + 1] = b->vframe_off[i] + want / r;
         }
         b->labels[i] = ds->labels[u] + (int32_t)(k * ds->num_speakers);
@@ -328,8 +385,8 @@ void loader_prefetch(loader_t *l, int64_t epoch, const int64_t *index, int n) {
     }
     loader_slot_t *s = &l->slots[k];
     s->epoch = epoch;
-    int64_t raw, vraw;
-    plan(l, s, index, n, &raw, &vraw);
+    int64_t raw, vraw, jraw;
+    plan(l, s, index, n, &raw, &vraw, &jraw);
     batch_t *b = &s->batch;
     b->x = ensure(b->x, &s->x_cap, b->frame_off[n] * ds->feature_dim * (int64_t)sizeof(float));
     if (ds->sample_rate > 0) {
@@ -342,8 +399,13 @@ void loader_prefetch(loader_t *l, int64_t epoch, const int64_t *index, int n) {
     }
     if (l->spec.visual) {
         b->vx = ensure(b->vx, &s->vx_cap, b->vframe_off[n] * ds->visual.dim * (int64_t)sizeof(float));
-        s->vraw = ensure(s->vraw, &s->vraw_cap, vraw * (int64_t)sizeof(float));
-        dataset_read(ds, &ds->visual, n, s->vsegs, s->vraw);
+        if (ds->image_size) {
+            s->jraw = ensure(s->jraw, &s->jraw_cap, jraw);
+            dataset_read(ds, &ds->jpeg, n, s->jsegs, s->jraw);
+        } else {
+            s->vraw = ensure(s->vraw, &s->vraw_cap, vraw * (int64_t)sizeof(float));
+            dataset_read(ds, &ds->visual, n, s->vsegs, s->vraw);
+        }
     }
     pthread_mutex_lock(&p->mu);
     s->next = 0;
@@ -397,6 +459,9 @@ void loader_free(loader_t *l) {
         free(s->segs);
         free(s->vsegs);
         free(s->wsegs);
+        free(s->jsegs);
+        free(s->jraw_at);
+        free(s->jraw);
         free(s->raw_at);
         free(s->vraw_at);
         free(s->wave_len);

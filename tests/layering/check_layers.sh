@@ -9,7 +9,7 @@
 #      family includes another) -> layers/ -> core/
 #    and a model sees of io only the loader's plain batch.h and the export formats. io's wings:
 #      export -> ckpt -> dataset -> audio -> common;  scores -> dataset;
-#      loader -> augment -> dataset -> audio -> common
+#      loader -> augment -> dataset -> audio -> common;  loader -> video -> common
 #    (ckpt, scores and loader are siblings; each wing names the wings it may include below).
 #    kernels: cpu/ and cuda/ (which never see each other) -> the op contracts kernels/*.h ->
 #    kernels/base, the base everything stands on; nothing outside kernels/ includes cpu/ or
@@ -36,9 +36,10 @@ IO_WINGS="
 export:  ckpt dataset common
 scores:  dataset common
 ckpt:    dataset common
-loader:  augment dataset audio common
+loader:  augment dataset video audio common
 augment: dataset audio common
 dataset: audio common
+video:   common
 audio:   common
 common:
 "

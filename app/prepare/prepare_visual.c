@@ -1,0 +1,176 @@
+// The visual stream of `spkddp prepare` (app/prepare/prepare_visual.h).
+#include "app/prepare/prepare_visual.h"
+
+#include "io/dataset/utt_ids.h"
+#include "io/video/image_jpeg.h"
+#include "io/video/video_frames.h"
+#include "kernels/base/check.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// A video may end this much before its audio (container and codec delays): its last frame is
+// repeated. A larger gap is a bad entry, as a truncated file would be.
+#define VISUAL_SHORT_S 0.2
+
+struct prepare_visual {
+    video_spec_t spec;
+    int quality;
+    double fps;
+    int64_t ratio;  // audio frames per visual frame
+    jpeg_codec_t *jpeg;
+    video_frames_t frames;
+    FILE *spool;   // this rank's frames, as they go into /visual/jpeg
+    uint8_t *utt;  // (utt_cap,) one utterance's frames before they are spooled
+    size_t utt_cap;
+    int64_t total_frames, total_bytes;
+};
+
+int prepare_visual_match(const char *video_scp, const kaldi_data_t *d, kaldi_list_t *list, const char ***video,
+                         kaldi_verdict_t *v) {
+    if (kaldi_list_read(video_scp, "video list", "'UTTERANCE-ID PATH'", list, v) != 0) return -1;
+    utt_index_t ix;
+    char **keys = mallocCheck((size_t)(list->n ? list->n : 1) * sizeof(char *));
+    for (int64_t k = 0; k < list->n; k++) keys[k] = list->e[k].key;
+    if (utt_index_build(&ix, keys, list->n, video_scp, v->msg, sizeof v->msg) != 0) {
+        free(keys);
+        v->code = SPK_EXIT_DATA;
+        return -1;
+    }
+    const char **out = mallocCheck((size_t)(d->n ? d->n : 1) * sizeof(char *));
+    int rc = 0;
+    for (int64_t i = 0; i < d->n && !rc; i++) {
+        int64_t k = utt_index_find(&ix, d->utt[i]);
+        if (k < 0) {
+            v->code = SPK_EXIT_DATA;
+            snprintf(v->msg, sizeof v->msg, "%s: no video for utterance '%s' (%s:%lld)", video_scp, d->utt[i],
+                     d->listed_in, (long long)d->span[i].line);
+            rc = -1;
+        } else {
+            out[i] = list->e[ix.index[k]].value;
+        }
+    }
+    utt_index_free(&ix);
+    free(keys);
+    if (rc) {
+        free(out);
+        return -1;
+    }
+    *video = out;
+    return 0;
+}
+
+// An unlinked file beside the output: it takes the frames, and no exit leaves it behind.
+static FILE *open_spool(const char *out) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.visual.XXXXXX", out);
+    int fd = mkstemp(path);
+    if (fd < 0)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot create a spool file for the video frames (%s)", path, strerror(errno));
+    unlink(path);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f) spk_die(SPK_EXIT_FAILURE, "%s: cannot open the spool file (%s)", path, strerror(errno));
+    return f;
+}
+
+prepare_visual_t *prepare_visual_create(const prepare_visual_opts_t *o) {
+    prepare_visual_t *v = callocCheck(1, sizeof *v);
+    v->fps = o->fps;
+    v->ratio = (int64_t)(o->audio_rate / o->fps + 0.5);
+    v->spec = (video_spec_t){.fps = o->fps, .size = o->size, .channels = o->channels, .timeout = o->timeout};
+    v->quality = o->quality;
+    v->jpeg = jpeg_codec_create();
+    if (!v->jpeg) spk_die(SPK_EXIT_FAILURE, "out of memory for a JPEG compressor");
+    v->spool = open_spool(o->out);
+    return v;
+}
+
+void prepare_visual_free(prepare_visual_t *v) {
+    if (!v) return;
+    jpeg_codec_free(v->jpeg);
+    video_frames_free(&v->frames);
+    if (v->spool) fclose(v->spool);
+    free(v->utt);
+    free(v);
+}
+
+// Appends len bytes to the utterance's buffer at *used.
+static void put_bytes(prepare_visual_t *v, size_t *used, const void *src, size_t len) {
+    if (*used + len > v->utt_cap) {
+        size_t cap = (*used + len) * 2;
+        uint8_t *p = realloc(v->utt, cap);
+        if (!p) spk_die(SPK_EXIT_FAILURE, "out of memory for %zu bytes of video frames", cap);
+        v->utt = p;
+        v->utt_cap = cap;
+    }
+    memcpy(v->utt + *used, src, len);
+    *used += len;
+}
+
+int prepare_visual_scan(prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t *frames, int64_t *bytes,
+                        char *err, size_t cap) {
+    if (video_read_frames(path, &v->spec, &v->frames, err, cap) != 0) return -1;
+    const int64_t need = audio_frames / v->ratio > 0 ? audio_frames / v->ratio : 1, have = v->frames.n;
+    if ((double)(need - have) / v->fps > VISUAL_SHORT_S) {
+        snprintf(err, cap, "%s: %.2f s of video where its audio needs %.2f s (%lld frames at %g frames/s)", path,
+                 (double)have / v->fps, (double)need / v->fps, (long long)need, v->fps);
+        return -1;
+    }
+    const size_t pic = (size_t)v->spec.size * (size_t)v->spec.size * (size_t)v->spec.channels;
+    size_t used = 0;
+    for (int64_t t = 0; t < need; t++) {
+        const uint8_t *src = v->frames.pixels + (size_t)(t < have ? t : have - 1) * pic, *jpg;
+        size_t len;
+        char why[256];
+        if (jpeg_encode(v->jpeg, src, v->spec.size, v->spec.channels, v->quality, &jpg, &len, why, sizeof why) != 0) {
+            snprintf(err, cap, "%s: frame %lld: %s", path, (long long)t, why);
+            return -1;
+        }
+        const uint8_t le[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+        put_bytes(v, &used, le, 4);
+        put_bytes(v, &used, jpg, len);
+    }
+    if (fwrite(v->utt, 1, used, v->spool) != used)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot spool %zu bytes of video frames beside the output (%s)", path, used,
+                strerror(errno));
+    *frames = need;
+    *bytes = (int64_t)used;
+    v->total_frames += need;
+    v->total_bytes += (int64_t)used;
+    return 0;
+}
+
+void prepare_visual_write(prepare_visual_t *v, dataset_writer_t *w, const comm_t *comm, const int64_t *frames,
+                          const int64_t *bytes, const int64_t *rows, int64_t n, int64_t first, int64_t buffer_bytes) {
+    int64_t kept = 0, byte0 = 0;
+    int64_t *kf = mallocCheck((size_t)(n ? n : 1) * sizeof(int64_t)),
+            *kb = mallocCheck((size_t)(n ? n : 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) {
+        if (rows[i] == 0) continue;
+        if (i < first) byte0 += bytes[i];
+        kf[kept] = frames[i];
+        kb[kept++] = bytes[i];
+    }
+    dataset_writer_add_pictures(w, v->spec.size, v->spec.channels, v->fps, v->fps * (double)v->ratio, kf, kb);
+    free(kf);
+    free(kb);
+    if (fflush(v->spool) != 0 || fseek(v->spool, 0, SEEK_SET) != 0)
+        spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled video frames (%s)", strerror(errno));
+    uint8_t *buf = mallocCheck((size_t)buffer_bytes);
+    int64_t left = v->total_bytes;
+    for (int more = 1; more;) {
+        const int64_t m = left < buffer_bytes ? left : buffer_bytes;
+        if (m > 0 && fread(buf, 1, (size_t)m, v->spool) != (size_t)m)
+            spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled video frames (%s)",
+                    ferror(v->spool) ? strerror(errno) : "the spool file is short");
+        dataset_writer_put_jpeg(w, byte0, m, buf);
+        byte0 += m;
+        left -= m;
+        int mine = left > 0;
+        mpiCheck(MPI_Allreduce(&mine, &more, 1, MPI_INT, MPI_MAX, comm->world));
+    }
+    free(buf);
+}
