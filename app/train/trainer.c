@@ -706,6 +706,7 @@ static void create_model(trainer_t *t) {
                              .class_rows = rows,
                              .visual_dim = t->data.visual.dim,
                              .visual_ratio = t->data.visual_ratio,
+                             .visual_kind = t->data.image_size ? VISUAL_PICTURES : VISUAL_FEATURES,
                              .source = c->data,
                              .param_copies = 2 + optimizer_slots(&oc),
                              .ranks_per_node = t->comm->local_size};

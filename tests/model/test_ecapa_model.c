@@ -3,7 +3,8 @@
 // directional derivatives of the loss along random directions, one per parameter tensor
 // and one for the input, against the analytic gradient. ReLU kinks and float32 rounding
 // limit this check to about 1% (tolerance 2%); test_ecapa_golden is the precise one (float64
-// PyTorch reference, 5e-5).
+// PyTorch reference, 5e-5). ecapa-av is checked on feature vectors and on pictures (its face
+// encoder's every tensor).
 #include "app/model/ecapa/ecapa.h"
 #include "app/model/model.h"
 #include "kernels/aam_softmax.h"
@@ -37,16 +38,23 @@ static double loss_at(model_t *m, const float *x, const float *v, const int32_t 
     return loss;
 }
 
-static void gradcheck(const char *model) {
+// face: ecapa-av on 18 x 18 RGB pictures through a face encoder of width 4.
+static void gradcheck(const char *model, int face) {
     // Tiny network in double-checkable territory: a small scale keeps the loss smooth.
-    enum { B = 8, T = 24, F = 5, S = 3, FV = 4, R = 4 };
+    enum { B = 8, T = 24, F = 5, S = 3, R = 4 };
+    const int FV = face ? 3 * 18 * 18 : 4;
     model_config_t mc = model_config_defaults(model);
     mc.channels = 32, mc.att_channels = 8, mc.se_channels = 8, mc.emb_dim = 6, mc.visual_channels = 8;
+    mc.face_channels = face ? 4 : 0;
     mc.margin = 0.2, mc.scale = 4;
     int av = strcmp(model, "ecapa-av") == 0;
-    model_t *m = model_create(
-        &mc, &(model_data_t){.feature_dim = F, .num_classes = S, .visual_dim = av ? FV : 0, .visual_ratio = R},
-        &spk_backend_cpu);
+    model_t *m = model_create(&mc,
+                              &(model_data_t){.feature_dim = F,
+                                              .num_classes = S,
+                                              .visual_dim = av ? FV : 0,
+                                              .visual_ratio = R,
+                                              .visual_kind = face ? VISUAL_PICTURES : 0},
+                              &spk_backend_cpu);
     ecapa_t *e = m->impl;
     aam_encoder_reserve(m, B, T);
     rng_t r = rng_init(5, 99, 0, 0);
@@ -117,8 +125,8 @@ static void gradcheck(const char *model) {
         free(v);
         free(p0);
     }
-    printf("%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model, checked - 1,
-           worst);
+    printf("%s%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model,
+           face ? " (face encoder)" : "", checked - 1, worst);
     model_free(m);
 }
 
@@ -127,7 +135,8 @@ int main(void) {
     EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
     EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
     printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
-    gradcheck("ecapa");
-    gradcheck("ecapa-av");
+    gradcheck("ecapa", 0);
+    gradcheck("ecapa-av", 0);
+    gradcheck("ecapa-av", 1);
     return test_report("test_ecapa_model");
 }

@@ -4,13 +4,14 @@
 #include <stdint.h>
 
 typedef struct {
-    char name[32];                                   // linear | ecapa | ecapa-av
-    int64_t channels;                                // encoder width: ECAPA's C, a ResNet's m_channels (0: the model's)
-    int64_t emb_dim;                                 // embedding size (0: the model's)
-    int64_t att_channels;                            // attentive-pooling channels
-    int64_t se_channels;                             // squeeze-excitation bottleneck
-    int64_t visual_channels;                         // ecapa-av visual TDNN channels
-    double margin, scale;                            // AAM-softmax
+    char name[32];            // linear | ecapa | ecapa-av
+    int64_t channels;         // encoder width: ECAPA's C, a ResNet's m_channels (0: the model's)
+    int64_t emb_dim;          // embedding size (0: the model's)
+    int64_t att_channels;     // attentive-pooling channels
+    int64_t se_channels;      // squeeze-excitation bottleneck
+    int64_t visual_channels;  // ecapa-av visual TDNN channels
+    int64_t face_channels;    // ecapa-av on pictures: the face encoder's width (0: the stream holds feature vectors)
+    double margin, scale;     // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin
     int64_t frames;                                  // training crop length (0: the model's default)
     char precision[8];          // fp32 | tf32 | bf16: the math of the convolutions and GEMMs (model.h)
@@ -42,6 +43,8 @@ model_config_t model_config_defaults(const char *name);
 // unchanged) when it already asks for bf16, 0 otherwise.
 int model_config_apply_tf32(model_config_t *c, int tf32);
 
+enum { VISUAL_UNKNOWN, VISUAL_FEATURES, VISUAL_PICTURES };
+
 typedef struct {
     int64_t feature_dim;   // F
     int64_t num_classes;   // speakers
@@ -49,6 +52,7 @@ typedef struct {
     int64_t class_rows;    // this rank (--head sharded); class_rows 0: all of them
     int64_t visual_dim;    // Fv of the /visual stream, 0 without one
     int64_t visual_ratio;  // audio frames per visual frame
+    int visual_kind;       // what the stream holds, when a dataset is at hand: VISUAL_* (0: not known)
     const char *source;    // the dataset's file name, for messages (may be NULL)
     // Memory the parameters will take on this node, checked before anything is allocated:
     int64_t param_copies;    // buffers of num_params floats per rank: parameters, gradients and

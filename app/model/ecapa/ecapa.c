@@ -33,6 +33,9 @@ static void ecapa_register(ecapa_t *e, model_t *m) {
         asp_register(&e->vis.asp, m, "visual.asp", Cv, A);
         tdnn_register(&e->vis.blocks[1], m, "visual.blocks.1", Cv, Cv, 3, 2);
         tdnn_register(&e->vis.blocks[0], m, "visual.blocks.0", Fv, Cv, 3, 1);
+        if (e->vis.has_face)
+            face_encoder_register(&e->vis.face, m, "visual.face", (int)e->d.image_size, (int)e->d.image_channels,
+                                  (int)e->d.face_channels);
     }
     asp_register(&e->asp, m, "asp", 3 * C, A);
     tdnn_register(&e->mfa, m, "mfa", 3 * C, 3 * C, 1, 1);
@@ -57,7 +60,8 @@ static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
         int is_bn = strstr(t->name, "norm.") != NULL;
         int is_bias = len > 5 && strcmp(t->name + len - 5, ".bias") == 0;
         float bound;
-        if (is_bn) {
+        const int face = strncmp(t->name, "visual.face.", 12) == 0;  // PyTorch names: BatchNorm2d, Conv2d
+        if (is_bn || (face && t->ndim == 1)) {
             for (int64_t j = 0; j < t->numel; j++) p[j] = is_bias ? 0.0f : 1.0f;
             continue;
         }
@@ -69,7 +73,7 @@ static void ecapa_init_params(const ecapa_t *e, model_t *m, uint64_t seed) {
             const param_tensor_t *w = &m->table.t[i - 1];  // each conv registers weight then bias
             bound = 1.0f / sqrtf((float)(w->shape[1] * w->shape[2]));
         } else {
-            bound = 1.0f / sqrtf((float)(t->shape[1] * t->shape[2]));
+            bound = 1.0f / sqrtf((float)(t->numel / t->shape[0]));  // fan_in: in channels x kernel
         }
         for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
     }
@@ -91,7 +95,8 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
         tdnn_free(&e->vis.blocks[0], m);
         tdnn_free(&e->vis.blocks[1], m);
         asp_free(&e->vis.asp, m);
-        float **const vb[] = {&e->vis.x, &e->vis.g_h, &e->vis.g_mid, &e->vis.g_tmp};
+        float **const vb[] = {&e->vis.x,  &e->vis.g_h,  &e->vis.g_mid, &e->vis.g_tmp,
+                              &e->vis.fx, &e->vis.g_fx, &e->vis.g_x};
         for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
     }
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
@@ -122,6 +127,7 @@ static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
         }
         need = asp_work_floats(&e->vis.asp, m, B, Tv);
         if (need > w) w = need;
+        if (e->vis.has_face && face_encoder_work_floats(&e->vis.face) > w) w = face_encoder_work_floats(&e->vis.face);
     }
     return w;
 }
@@ -129,6 +135,7 @@ static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
 // Buffers hold cap_b samples and cap_bt sample-frames: any (B, T) within both fits, so
 // variable-length inference does not reallocate for every utterance.
 void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
+    if (e->vis.has_face) face_encoder_reserve(&e->vis.face, m, B * (T / (int)e->d.vratio));  // (grows itself)
     size_t bt = (size_t)B * T, w = work_floats(e, m, B, T);
     if (B <= e->cap_b && bt <= e->cap_bt && w <= e->work_floats) return;
     if (e->cap_b > B) B = e->cap_b;
@@ -151,6 +158,11 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
         e->vis.g_h = model_buf(m, bv * Cv);
         e->vis.g_mid = model_buf(m, bv * Cv);
         e->vis.g_tmp = model_buf(m, bv * Cv);
+        if (e->vis.has_face) {
+            e->vis.fx = model_buf(m, bv * (size_t)e->d.vfeat);
+            e->vis.g_fx = model_buf(m, bv * (size_t)e->d.vfeat);
+            e->vis.g_x = model_buf(m, bv * (size_t)e->d.vfeat);
+        }
     }
     e->x = model_buf(m, bt * F);
     e->cat = model_buf(m, bt * 3 * C);
@@ -190,6 +202,11 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
     if (e->has_visual) {  // visual statistics fill pooled[6C, 6C + 2Cv)
         visual_t *v = &e->vis;
         const int Tv = T / (int)e->d.vratio;
+        if (v->has_face) {  // each frame's picture -> Fv values
+            v->pictures = vframes;
+            face_encoder_forward(&v->face, m, vframes, v->fx, B, Tv, train, e->work);
+            vframes = v->fx;
+        }
         K->batch_transpose(v->x, vframes, B, Tv, (int)e->d.vfeat);
         tdnn_forward(&v->blocks[0], m, v->x, B, Tv, train, e->work);
         tdnn_forward(&v->blocks[1], m, v->blocks[0].y, B, Tv, train, e->work);
@@ -213,7 +230,14 @@ static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B
     asp_backward(&v->asp, m, v->g_h, d_pooled + 6 * C, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, e->work);
     K->vec_zero(v->g_mid, n);
     tdnn_backward(&v->blocks[1], m, v->g_mid, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
-    tdnn_backward(&v->blocks[0], m, NULL, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
+    const int Fv = (int)e->d.vfeat;
+    if (v->has_face) K->vec_zero(v->g_x, (size_t)B * Fv * Tv);
+    tdnn_backward(&v->blocks[0], m, v->has_face ? v->g_x : NULL, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
+    model_grads_ready(m, tdnn_end(&v->blocks[0]));
+    if (!v->has_face) return;
+    K->batch_transpose(v->g_fx, v->g_x, B, Fv, Tv);  // (B, Fv, Tv) -> (B, Tv, Fv)
+    face_encoder_backward(&v->face, m, v->g_fx, v->pictures, v->fx, B, Tv, e->work);
+    model_grads_ready(m, face_encoder_end(&v->face));
 }
 
 void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, int B, int T) {
@@ -232,7 +256,6 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     model_grads_ready(m, e->asp_bn_b + P);
     if (e->has_visual) {
         visual_backward(e, m, d_pooled, B, T);
-        model_grads_ready(m, tdnn_end(&e->vis.blocks[0]));
     }
 
     K->vec_zero(dh, bt * 3 * C);
@@ -274,9 +297,37 @@ static const float *forward(model_t *m, const float *frames, const float *vframe
 
 static void backward(model_t *m, const float *g_emb, int B, int T) { ecapa_backward(m->impl, m, g_emb, NULL, B, T); }
 
-static void release(model_t *m) { ecapa_free_acts(m->impl, m); }
+static void release(model_t *m) {
+    ecapa_t *e = m->impl;
+    ecapa_free_acts(e, m);
+    if (e->vis.has_face) face_encoder_release(&e->vis.face, m);  // (sized on its own, kept by the reserves)
+}
 
 static const aam_encoder_ops_t ecapa_encoder = {reserve, forward, backward, release};
+
+// A perfect square's root, or 0.
+static int64_t square_root(int64_t n) {
+    int64_t r = (int64_t)sqrt((double)n);
+    while (r * r > n) r--;
+    while ((r + 1) * (r + 1) <= n) r++;
+    return r * r == n ? r : 0;
+}
+
+// The pictures' shape from the stream's values per frame: S^2 (gray) or 3 S^2 (RGB), which no
+// S makes ambiguous (3 is not a square).
+static void face_dims(ecapa_t *e, const model_t *m, const model_config_t *cfg, const model_data_t *data) {
+    const int64_t D = m->visual_dim, gray = square_root(D), rgb = D % 3 == 0 ? square_root(D / 3) : 0;
+    e->d.image_size = gray ? gray : rgb;
+    e->d.image_channels = gray ? 1 : 3;
+    if (!e->d.image_size || e->d.image_size < FACE_MIN_SIZE)
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%s: --face-channels needs a /visual stream of square pictures of at least %d pixels (prepare "
+                     "--video-scp); this one has %lld values a frame",
+                     data->source ? data->source : "the dataset", FACE_MIN_SIZE, (long long)D);
+    e->d.face_channels = cfg->face_channels;
+    e->vis.has_face = 1;
+    e->d.vfeat = 2 * 8 * cfg->face_channels;  // the face encoder's output (face_encoder_dim)
+}
 
 void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     ecapa_t *e = callocCheck(1, sizeof *e);
@@ -297,6 +348,19 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
         e->d.vfeat = m->visual_dim;
         e->d.vchannels = cfg->visual_channels;
         e->d.vratio = m->visual_ratio;
+        if (data->visual_kind == VISUAL_PICTURES && cfg->face_channels == 0)
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "%s: the /visual stream holds pictures: --model ecapa-av takes them through a face encoder "
+                         "(--face-channels W, e.g. 32)",
+                         data->source ? data->source : "the dataset");
+        if (data->visual_kind == VISUAL_FEATURES && cfg->face_channels > 0)
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "%s: --face-channels needs a /visual stream of pictures (prepare --video-scp); this one holds "
+                         "feature vectors",
+                         data->source ? data->source : "the dataset");
+        if (cfg->face_channels > 0) face_dims(e, m, cfg, data);
+    } else if (cfg->face_channels > 0) {
+        spk_fail_all(SPK_EXIT_USAGE, "--face-channels applies to --model ecapa-av (its visual stream of pictures)");
     }
     e->pooled_dim = 6 * e->d.channels + 2 * e->d.vchannels;
     m->impl = e;

@@ -9,6 +9,7 @@
 #include "app/model/ecapa/ecapa_asp.h"
 #include "app/model/ecapa/ecapa_blocks.h"
 #include "app/model/layers/aam_encoder.h"
+#include "app/model/layers/face_encoder.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,15 +19,16 @@
 #define ECAPA_EMB      192  // and the embedding size
 
 typedef struct {
-    int64_t feat;       // F
-    int64_t channels;   // C
-    int64_t att;        // attention channels (128)
-    int64_t se;         // SE bottleneck (128)
-    int64_t emb;        // embedding size (192)
-    int64_t classes;    // S, AAM-softmax classes
-    int64_t vfeat;      // visual stream: Fv features per frame (0: audio only)
-    int64_t vchannels;  // visual TDNN channels Cv
-    int64_t vratio;     // audio frames per visual frame
+    int64_t feat;                                       // F
+    int64_t channels;                                   // C
+    int64_t att;                                        // attention channels (128)
+    int64_t se;                                         // SE bottleneck (128)
+    int64_t emb;                                        // embedding size (192)
+    int64_t classes;                                    // S, AAM-softmax classes
+    int64_t vfeat;                                      // visual stream: Fv features per frame (0: audio only)
+    int64_t vchannels;                                  // visual TDNN channels Cv
+    int64_t vratio;                                     // audio frames per visual frame
+    int64_t image_size, image_channels, face_channels;  // pictures: S, C, the face encoder's width
 } ecapa_dims_t;
 
 // ecapa-av's visual branch: two TDNN blocks and its own attentive statistics pooling.
@@ -35,6 +37,12 @@ typedef struct {
     asp_t asp;                   // visual.asp
     float *x;                    // (B, Fv, Tv) transposed visual frames
     float *g_h, *g_mid, *g_tmp;  // (B, Cv, Tv) backward scratch
+    // pictures (--face-channels): the face encoder makes each frame's Fv values
+    face_encoder_t face;
+    int has_face;
+    const float *pictures;  // (B, Tv, S, S, C) the forward's frames (the batch's, kept for the backward)
+    float *fx;              // (B, Tv, Fv) the face encoder's output
+    float *g_fx, *g_x;      // (B, Tv, Fv), (B, Fv, Tv) its gradient
 } visual_t;
 
 typedef struct {

@@ -69,6 +69,9 @@ void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m) {
     u->cap_x = nx;
 }
 
+// The BatchNorm's batch: samples of per_sample maps each.
+static int samples(const conv2d_bn_t *u) { return u->per_sample > 1 ? u->s.B / u->per_sample : u->s.B; }
+
 void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, int relu, int train,
                        float *work) {
     const spk_backend_t *K = m->be;
@@ -79,10 +82,10 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
         K->conv2d_bf16_forward(u->a, u->xh, x, m->params_bf16 + u->w, NULL, &u->s, work);
     else
         K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
-    const int HW = rows(u) / u->s.B;
+    const int B = samples(u), HW = rows(u) / B;
     if (train)
         model_batchnorm2d_train(m, u->y, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b, residual,
-                                relu, u->s.B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
+                                relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
     else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
@@ -90,8 +93,8 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
 
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work) {
-    model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, u->s.B,
-                               rows(u) / u->s.B, u->cout, work);
+    model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, samples(u),
+                               rows(u) / samples(u), u->cout, work);
     model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, u->xh, &u->s, work);
 }
 

@@ -50,6 +50,8 @@ typedef struct {
     float *mean, *rstd;                   // (cout) the batch statistics of the last training forward
     spk_bf16 *xh;                         // bf16 models: the rounded input (B, H, W, cin)
     size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
+    int per_sample;  // inputs a sample has (a video's frames; 0 or 1: one): the BatchNorm normalises over
+                     // samples of per_sample maps each, as the invariant mode counts the global batch
 } conv2d_bn_t;
 
 // Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and

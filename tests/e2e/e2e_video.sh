@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Audio-visual data from video: talking-face mp4s (tests/e2e/make_face_video.c over a synthetic
+# speech corpus) through `spkddp prepare --video-scp` into a dataset with a /visual stream of JPEG
+# frames, and ecapa-av with its face encoder trained on it. Checks: the dataset is the same
+# whatever the number of ranks and the write buffer; the frames are the video's (decoded back and
+# compared with ffmpeg's decoding); training is the same on 1 and 2 ranks (--invariant) and after
+# a stop and a resume; embed reads the pictures; bad videos give one line naming the file.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh" "$@"
+FACES=$(dirname "$MAKE_BAD_DATA")/make_face_video
+command -v ffmpeg >/dev/null || { echo "ffmpeg (the command) is missing: bash tools/install-deps.sh"; exit 1; }
+
+bash "$HERE/make_speech_corpus.sh" sp 4 3 1 >/dev/null || fail "make_speech_corpus.sh"
+MAKE_FACE_VIDEO_JOBS=2 "$FACES" sp/wav.scp sp/utt2spk av 1 --size 48 >faces.log 2>&1 || { cat faces.log; fail "make_face_video"; finish; }
+vis="--video-scp av/video.scp --visual-size 32 --visual-fps 10 --progress 0"
+prep() { local k=$1 out=$2; shift 2; run $k $SPKDDP prepare --wav-scp av/video.scp --utt2spk av/utt2spk --out $out $vis "$@"; }
+
+# --- the dataset: the audio from the mp4s themselves, the frames beside it -------------------------
+prep 1 a1.h5 >prep1.log 2>&1 || { cat prep1.log; fail "prepare on 1 rank"; finish; }
+prep 2 a2.h5 --buffer-mb 1 >/dev/null 2>&1 || fail "prepare on 2 ranks"
+h5diff a1.h5 a2.h5 >/dev/null && echo "ok  2 ranks (1 MiB buffers) write the same dataset as 1 rank" || fail "2 ranks differ from 1"
+grep -o "[0-9]* JPEG frames.*hour)" prep1.log | sed 's/^/ok  /'
+[ "$(h5dump -a /visual/encoding a1.h5 | grep -c '"jpeg"')" = 1 ] || fail "/visual/encoding is not \"jpeg\""
+
+# frame 0 of the first utterance against ffmpeg's own decoding of the video (gray, centre square,
+# 32 x 32): the mean absolute difference of the pixels is a JPEG's rounding, a few levels.
+first=$(head -1 av/video.scp | cut -d' ' -f2)
+ffmpeg -nostdin -loglevel error -i "$first" -vf "scale=32:32:flags=area,format=gray" -frames:v 1 -f rawvideo ref.gray
+len=$(h5dump -d /visual/jpeg -s 0 -c 4 -y -w0 a1.h5 | sed -n '/DATA {/,/}/p' | tr -dc '0-9,' | awk -F, '{print $1+256*$2+65536*$3}')
+h5dump -d /visual/jpeg -s 4 -c "$len" -b LE -o f0.jpg a1.h5 >/dev/null
+ffmpeg -nostdin -loglevel error -i f0.jpg -f rawvideo -pix_fmt gray ours.gray
+mad=$(paste <(od -An -v -tu1 -w1 ref.gray) <(od -An -v -tu1 -w1 ours.gray) \
+    | awk '{d += ($1 > $2 ? $1 - $2 : $2 - $1); n++} END {printf "%.2f", n == 1024 ? d / n : 999}')
+awk -v m="$mad" 'BEGIN {exit !(m < 6)}' && echo "ok  frame 0 = ffmpeg's decoding of the video (mean |difference| $mad of 255)" \
+    || fail "frame 0 differs from ffmpeg's decoding by $mad levels on average"
+
+# --- training: ecapa-av with the face encoder ---------------------------------------------------------
+av="--model ecapa-av --data a1.h5 --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 16 --visual-channels 16
+    --face-channels 4 --frames 100 --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
+for k in 1 2; do
+    run $k $SPKDDP train $av --invariant --epochs 2 --ckpt-dir inv$k >log_inv$k 2>&1 || { cat log_inv$k; fail "train on $k ranks"; }
+done
+ck=$(cd inv1 && ls ckpt-*.h5 | tail -1)
+$SPKDDP diff inv1/$ck inv2/$ck >/dev/null && echo "ok  --invariant: 2 ranks == 1 rank (bitwise, $ck)" || fail "2 ranks differ from 1 ($ck)"
+run 2 $SPKDDP train $av --epochs 3 --ckpt-dir full >/dev/null 2>&1 || fail "train 3 epochs"
+run 2 $SPKDDP train $av --epochs 1 --ckpt-dir part >/dev/null 2>&1 || fail "train 1 epoch"
+run 2 $SPKDDP train $av --epochs 3 --ckpt-dir part --resume auto >/dev/null 2>&1 || fail "resume"
+last=$(cd full && ls ckpt-*.h5 | tail -1)
+$SPKDDP diff full/$last part/$last >/dev/null && echo "ok  stopped after epoch 1 and resumed == uninterrupted (bitwise, $last)" \
+    || fail "the resumed run differs ($last)"
+run 1 $SPKDDP embed --ckpt full/$last --data a1.h5 --out emb.h5 >embed.log 2>&1 && echo "ok  embed reads the pictures" \
+    || { cat embed.log; fail "embed"; }
+expect_error 2 "holds pictures: --model ecapa-av takes them through a face encoder" -- \
+    run 1 $SPKDDP train ${av/--face-channels 4/} --epochs 1
+
+# --- bad videos: one line naming the file --------------------------------------------------------------
+head -3 av/video.scp >bad.scp
+echo "not a video" >notvideo.mp4
+sed "2s|[^ ]*\$|$PWD/notvideo.mp4|" av/video.scp >badvid.scp
+expect_error 3 "notvideo.mp4.*(not a container|no video stream)" -- \
+    run 2 $SPKDDP prepare --wav-scp av/video.scp --utt2spk av/utt2spk --out bad.h5 $vis --video-scp badvid.scp
+[ ! -e bad.h5 ] && [ -z "$(ls | grep -E 'bad.h5.(tmp|visual)')" ] && echo "ok  nothing left behind" || fail "files left behind: $(ls)"
+run 2 $SPKDDP prepare --wav-scp av/video.scp --utt2spk av/utt2spk --out skip.h5 $vis --video-scp badvid.scp --skip-bad \
+    >/dev/null 2>&1 && grep -q notvideo skip.h5.bad && echo "ok  --skip-bad leaves the bad video out (skip.h5.bad)" || fail "--skip-bad"
+expect_error 3 "bad.scp: no video for utterance" -- \
+    run 1 $SPKDDP prepare --wav-scp av/video.scp --utt2spk av/utt2spk --out bad.h5 $vis --video-scp bad.scp
+expect_error 2 "visual-fps 3 does not divide" -- \
+    run 1 $SPKDDP prepare --wav-scp av/video.scp --utt2spk av/utt2spk --out bad.h5 $vis --visual-fps 3
+finish
