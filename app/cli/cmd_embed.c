@@ -20,6 +20,7 @@
 typedef struct {
     char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX], format[OPT_STR_MAX], device[OPT_STR_MAX];
     char precision[8];  // of this run, whatever the training's was
+    char modality[16];  // both | audio | visual
     int64_t batch;
 } embed_opts_t;
 
@@ -35,6 +36,9 @@ static const opt_t rows[] = {
     OPT_BATCH(embed_opts_t, batch),
     OPT_DEVICE(embed_opts_t, device),
     OPT_PRECISION(embed_opts_t, precision),
+    OPT_CHOICE(embed_opts_t, modality, "modality", "both|audio|visual",
+               "audio-visual models: embed from both streams (default), or from one alone (a model trained with "
+               "--modality-dropout)"),
 };
 static const opt_table_t table =
     OPT_TABLE("embed", "Embed every utterance of a dataset with a trained model (inference mode).", rows);
@@ -64,7 +68,7 @@ static void write_embeddings(const embed_opts_t *o, const embeddings_t *e, const
 }
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
-    embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32"};
+    embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32", .modality = "both"};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "embed");
@@ -76,6 +80,16 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld, but the model in %s was trained on %lld", o.data,
                      (long long)ds.feature_dim, o.ckpt, (long long)m->feature_dim);
 
+    if (ds.visual.dim != m->visual_dim && m->visual_dim > 0)
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%s: the /visual stream has %lld values a frame, but the model in %s was trained on %lld", o.data,
+                     (long long)ds.visual.dim, o.ckpt, (long long)m->visual_dim);
+    if (strcmp(o.modality, "both") != 0 && m->visual_dim == 0)
+        spk_fail_all(SPK_EXIT_USAGE, "embed: --modality %s applies to audio-visual models; %s is audio only",
+                     o.modality, o.ckpt);
+    m->embed_modality = strcmp(o.modality, "audio") == 0    ? MODALITY_AUDIO
+                        : strcmp(o.modality, "visual") == 0 ? MODALITY_VISUAL
+                                                            : MODALITY_BOTH;
     const int64_t N = ds.num_utts, E = m->emb_dim;
     embeddings_t out = {.n = N, .dim = E};
     out.emb = embed_dataset(comm, m, &ds, o.batch, NULL);

@@ -28,6 +28,9 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, model.att_channels, "attention-channels", 1, 4096, "ECAPA attentive-pooling channels"),
     OPT_INTEGER(train_config_t, model.se_channels, "se-channels", 1, 4096, "ECAPA squeeze-excitation channels"),
     OPT_INTEGER(train_config_t, model.visual_channels, "visual-channels", 1, 4096, "ecapa-av visual TDNN channels"),
+    OPT_NUMBER(train_config_t, model.modality_dropout, "modality-dropout", 0, 1,
+               "ecapa-av: the chance each training sample goes without one of its streams (audio or visual alike), "
+               "so that either alone still embeds (embed --modality); 0 (default): never"),
     OPT_INTEGER(train_config_t, model.face_channels, "face-channels", 0, 1024,
                 "ecapa-av on a /visual stream of pictures (prepare --video-scp): the width w of its ResNet18-class "
                 "face encoder (w..8w channels; 32 is a start); 0 (default): the stream holds feature vectors"),

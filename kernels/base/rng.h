@@ -25,6 +25,7 @@ enum rng_purpose {
     RNG_PURPOSE_SPECAUG = 9,        // SpecAugment masks
     RNG_PURPOSE_CLASS_SAMPLE = 10,  // the classes a sharded head scores in a step (Partial FC)
     RNG_PURPOSE_BALANCED = 11,      // speaker-balanced epochs: each speaker's utterances, the groups
+    RNG_PURPOSE_MODALITY = 12,      // modality dropout: which stream a training sample goes without
 };
 
 uint64_t rng_mix64(uint64_t z);                                           // the SplitMix64 finaliser

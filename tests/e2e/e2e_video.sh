@@ -36,7 +36,7 @@ awk -v m="$mad" 'BEGIN {exit !(m < 6)}' && echo "ok  frame 0 = ffmpeg's decoding
 
 # --- training: ecapa-av with the face encoder ---------------------------------------------------------
 av="--model ecapa-av --data a1.h5 --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 16 --visual-channels 16
-    --face-channels 4 --frames 100 --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
+    --face-channels 4 --modality-dropout 0.5 --frames 100 --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
 for k in 1 2; do
     run $k $SPKDDP train $av --invariant --epochs 2 --ckpt-dir inv$k >log_inv$k 2>&1 || { cat log_inv$k; fail "train on $k ranks"; }
 done
@@ -48,8 +48,14 @@ run 2 $SPKDDP train $av --epochs 3 --ckpt-dir part --resume auto >/dev/null 2>&1
 last=$(cd full && ls ckpt-*.h5 | tail -1)
 $SPKDDP diff full/$last part/$last >/dev/null && echo "ok  stopped after epoch 1 and resumed == uninterrupted (bitwise, $last)" \
     || fail "the resumed run differs ($last)"
-run 1 $SPKDDP embed --ckpt full/$last --data a1.h5 --out emb.h5 >embed.log 2>&1 && echo "ok  embed reads the pictures" \
-    || { cat embed.log; fail "embed"; }
+for mo in both audio visual; do
+    run 1 $SPKDDP embed --ckpt full/$last --data a1.h5 --out emb_$mo.h5 --modality $mo >embed.log 2>&1 || { cat embed.log; fail "embed --modality $mo"; }
+done
+[ -s emb_both.h5 ] && ! cmp -s emb_both.h5 emb_audio.h5 && ! cmp -s emb_audio.h5 emb_visual.h5 \
+    && echo "ok  embed reads the pictures: both streams, audio alone, visual alone (three different sets)" || fail "embed --modality"
+expect_error 2 "modality-dropout applies to --model ecapa-av" -- \
+    run 1 $SPKDDP train --data a1.h5 --model ecapa --channels 32 --batch 4 --modality-dropout 0.5 --epochs 1
+
 expect_error 2 "holds pictures: --model ecapa-av takes them through a face encoder" -- \
     run 1 $SPKDDP train ${av/--face-channels 4/} --epochs 1
 

@@ -10,6 +10,7 @@ typedef struct {
     int64_t att_channels;     // attentive-pooling channels
     int64_t se_channels;      // squeeze-excitation bottleneck
     int64_t visual_channels;  // ecapa-av visual TDNN channels
+    double modality_dropout;  // audio-visual models: the chance a training sample goes without one stream
     int64_t face_channels;    // ecapa-av on pictures: the face encoder's width (0: the stream holds feature vectors)
     double margin, scale;     // AAM-softmax
     int64_t margin_warmup_start, margin_warmup_end;  // epochs: margin ramps 0 -> margin

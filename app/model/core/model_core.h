@@ -65,6 +65,9 @@ typedef struct {
     void (*free_impl)(model_t *m);
 } model_ops_t;
 
+// The streams an audio-visual sample is encoded from (modality dropout, single-stream embeddings).
+enum { MODALITY_BOTH, MODALITY_AUDIO, MODALITY_VISUAL };
+
 struct model {
     char name[32];
     const model_ops_t *ops;
@@ -85,14 +88,16 @@ struct model {
     int64_t head_first, head_rows;
     const head_comm_t *head_comm;
     const head_comm_t *batch_comm;  // the global batch's collectives (contrastive losses over every rank's samples)
-    int64_t step_key;      // the update being trained (set by the caller): keys a sharded head's class sampling
-    int head_unused;       // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
-    int64_t visual_dim;    // Fv of the visual stream (0: audio only)
-    int64_t visual_ratio;  // audio frames per visual frame
-    loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual
-    int64_t emb_dim;       // size of the embedding `embed` returns
-    int min_batch;         // samples a training step needs per rank, in the invariant mode in the global
-                           // batch (2 with BatchNorm over the batch)
+    int64_t step_key;        // the update being trained (set by the caller): keys a sharded head's class sampling
+    const int8_t *modality;  // (B) the streams each sample of the running forward keeps: MODALITY_*; NULL: both
+    int embed_modality;      // what embed keeps of an audio-visual model (MODALITY_*; set by the caller)
+    int head_unused;         // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
+    int64_t visual_dim;      // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;    // audio frames per visual frame
+    loader_spec_t input;     // what the loader hands over: crop length, minimum length, CMN, visual
+    int64_t emb_dim;         // size of the embedding `embed` returns
+    int min_batch;           // samples a training step needs per rank, in the invariant mode in the global
+                             // batch (2 with BatchNorm over the batch)
     // Told by train_step's backward as gradients become final: grads[0, upto) will not change
     // again this step (tensors are in reverse execution order; xgrads in the invariant mode).
     // NULL: nobody listens.

@@ -99,6 +99,7 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
                               &e->vis.fx, &e->vis.g_fx, &e->vis.g_x};
         for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) model_buf_free(m, vb[i]);
     }
+    model_buf_free(m, &e->pooled_kept);
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
                             &e->emb,     &e->g3[0],   &e->g3[1],   &e->gblk[0],   &e->gblk[1], &e->gblk[2],
                             &e->gblk[3], &e->gvec[0], &e->gvec[1], &e->work};
@@ -168,6 +169,7 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->cat = model_buf(m, bt * 3 * C);
     e->pooled = model_buf(m, (size_t)B * P);
     e->pooled_bn = model_buf(m, (size_t)B * P);
+    if (e->has_visual) e->pooled_kept = model_buf(m, (size_t)B * P);
     e->bn_mean = model_buf(m, P);
     e->bn_rstd = model_buf(m, P);
     e->emb = model_buf(m, (size_t)B * E);
@@ -182,6 +184,25 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
 }
 
 // ---- forward / backward ------------------------------------------------------------------------
+
+// The statistics of the stream a sample goes without, zeroed in one row of (P,).
+static void zero_stream(const ecapa_t *e, const model_t *m, float *row, int modality) {
+    const int64_t C = e->d.channels, P = e->pooled_dim;
+    if (modality == MODALITY_AUDIO) m->be->vec_zero(row + 6 * C, (size_t)(P - 6 * C));
+    if (modality == MODALITY_VISUAL) m->be->vec_zero(row, (size_t)(6 * C));
+}
+
+// Modality dropout and single-stream embeddings (m->modality): the BatchNorm after the pooling
+// takes a copy of the statistics in which a sample's of the stream it goes without are zero (the
+// pooling's own backward needs them whole); returns what the BatchNorm takes.
+static const float *drop_streams(ecapa_t *e, const model_t *m, int B) {
+    e->bn_in = e->pooled;
+    if (!m->modality) return e->bn_in;
+    const int64_t P = e->pooled_dim;
+    m->be->vec_copy(e->pooled_kept, e->pooled, (size_t)(B * P));
+    for (int b = 0; b < B; b++) zero_stream(e, m, e->pooled_kept + b * P, m->modality[b]);
+    return e->bn_in = e->pooled_kept;
+}
 
 void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
     const spk_backend_t *K = m->be;
@@ -212,11 +233,12 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
         tdnn_forward(&v->blocks[1], m, v->blocks[0].y, B, Tv, train, e->work);
         asp_forward(&v->asp, m, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, train, e->work);
     }
+    const float *bn_in = drop_streams(e, m, B);
     if (train)
-        model_batchnorm_train(m, e->pooled_bn, e->bn_mean, e->bn_rstd, e->asp_bn_mean, e->asp_bn_var, e->pooled,
+        model_batchnorm_train(m, e->pooled_bn, e->bn_mean, e->bn_rstd, e->asp_bn_mean, e->asp_bn_var, bn_in,
                               e->asp_bn_w, e->asp_bn_b, B, P, 1, 1e-5f, 0.1f);
     else
-        K->batchnorm1d_forward_infer(e->pooled_bn, e->pooled, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
+        K->batchnorm1d_forward_infer(e->pooled_bn, bn_in, st + e->asp_bn_mean, st + e->asp_bn_var, p + e->asp_bn_w,
                                      p + e->asp_bn_b, B, P, 1, 1e-5f);
     K->linear_forward(e->emb, e->pooled_bn, p + e->fc_w, p + e->fc_b, B, P, E);
 }
@@ -251,9 +273,10 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     model_linear_backward(m, d_pooled_bn, e->fc_w, e->fc_b, g_emb, e->pooled_bn, B, P, E);
     model_grads_ready(m, e->fc_b + E);
     K->vec_zero(d_pooled, (size_t)B * P);
-    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->pooled, e->bn_mean, e->bn_rstd, B,
-                             P, 1);
+    model_batchnorm_backward(m, d_pooled, e->asp_bn_w, e->asp_bn_b, d_pooled_bn, e->bn_in, e->bn_mean, e->bn_rstd, B, P,
+                             1);
     model_grads_ready(m, e->asp_bn_b + P);
+    for (int b = 0; m->modality && b < B; b++) zero_stream(e, m, d_pooled + b * P, m->modality[b]);
     if (e->has_visual) {
         visual_backward(e, m, d_pooled, B, T);
     }
@@ -359,8 +382,9 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
                          "feature vectors",
                          data->source ? data->source : "the dataset");
         if (cfg->face_channels > 0) face_dims(e, m, cfg, data);
-    } else if (cfg->face_channels > 0) {
-        spk_fail_all(SPK_EXIT_USAGE, "--face-channels applies to --model ecapa-av (its visual stream of pictures)");
+    } else if (cfg->face_channels > 0 || cfg->modality_dropout > 0) {
+        spk_fail_all(SPK_EXIT_USAGE, "--%s applies to --model ecapa-av (an audio-visual model)",
+                     cfg->face_channels > 0 ? "face-channels" : "modality-dropout");
     }
     e->pooled_dim = 6 * e->d.channels + 2 * e->d.vchannels;
     m->impl = e;

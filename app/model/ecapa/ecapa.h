@@ -65,6 +65,8 @@ typedef struct {
     float *cat;                // (B, 3C, T) blocks 1..3 concatenated (MFA input)
     float *pooled;             // (B, P) [mean | std] of the audio (and visual) stream
     float *pooled_bn;          // (B, P)
+    float *pooled_kept;        // (B, P) ecapa-av: pooled with the statistics of dropped streams zero
+    const float *bn_in;        // what the BatchNorm took in the last forward: pooled or pooled_kept
     float *bn_mean, *bn_rstd;  // (P)
     float *emb;                // (B, E)
     // gradient scratch, reused by every step

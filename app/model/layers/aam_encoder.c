@@ -17,7 +17,9 @@ static void release_head(aam_encoder_t *h, const model_t *m) {
     float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss, &h->d_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     free(h->h_rows);
+    free(h->modality);
     h->h_rows = NULL;
+    h->modality = NULL;
     h->cap_b = 0;
     aam_head_shard_free(h->shard, m);
     h->shard = NULL;
@@ -39,6 +41,7 @@ static void reserve_head(model_t *m, int B) {
     h->g_emb = model_buf(m, (size_t)B * E);
     h->scalars = model_buf(m, 2);
     h->row_loss = model_buf(m, (size_t)B);
+    h->modality = mallocCheck((size_t)B);
     if (h->con) {
         h->h_rows = mallocCheck((size_t)B * sizeof(float));
         h->d_rows = model_buf(m, (size_t)B);
@@ -78,6 +81,26 @@ static void add_contrastive(model_t *m, const batch_t *b, int train, const float
     if (!h->aam) K->upload(h->scalars + 1, &hits, sizeof hits);
 }
 
+// The streams each sample of a visual model's forward keeps: in training, modality dropout's
+// draws (keyed on the update and the utterance, so any number of ranks draws alike); embed's
+// choice otherwise.
+static const int8_t *modality_of(model_t *m, const batch_t *b, int train) {
+    aam_encoder_t *h = head_of(m);
+    if (!h->visual || (train ? h->modality_p <= 0 : m->embed_modality == MODALITY_BOTH)) return NULL;
+    for (int i = 0; i < b->n; i++) {
+        if (!train) {
+            h->modality[i] = (int8_t)m->embed_modality;
+            continue;
+        }
+        rng_t g = rng_init(h->seed, RNG_PURPOSE_MODALITY, (uint64_t)m->step_key, (uint64_t)b->index[i]);
+        const double u = rng_uniform(&g);
+        h->modality[i] = (int8_t)(u >= h->modality_p      ? MODALITY_BOTH
+                                  : u < h->modality_p / 2 ? MODALITY_AUDIO
+                                                          : MODALITY_VISUAL);
+    }
+    return h->modality;
+}
+
 // Forward and AAM loss of a batch; the loss and the correct count are fetched back without
 // waiting (model_read_stats), so a training step queues its backward before the host waits.
 // Returns the labels as the backend sees them, and the embeddings in *emb.
@@ -102,6 +125,7 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     const int *labels = model_stage(m, b->labels, lb);
     model_stage_ready(m);
     model_round_params(m);
+    m->modality = modality_of(m, b, train);
     *emb = h->enc->forward(m, x, vx, B, T, train);
     int *correct = (int *)(h->scalars + 1);
     if (m->head_comm)
@@ -165,6 +189,9 @@ static void embed(model_t *m, const batch_t *b, float *out) {
         const float *x = model_stage(m, b->x + b->frame_off[i] * F, xb);
         const float *vx = h->visual ? model_stage(m, b->vx + b->vframe_off[i] * Fv, vb) : NULL;
         model_stage_ready(m);
+        reserve_head(m, j - i);
+        for (int k = i; k < j && h->visual; k++) h->modality[k - i] = (int8_t)m->embed_modality;
+        m->modality = h->visual && m->embed_modality != MODALITY_BOTH ? h->modality : NULL;
         const float *emb = h->enc->forward(m, x, vx, j - i, (int)T, 0);
         m->be->download(out + (size_t)i * E, emb, (size_t)((j - i) * E) * sizeof(float));
         i = j;
@@ -201,6 +228,7 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->scale = (float)cfg->scale;
     h->sample = cfg->head_sample > 0 && cfg->head_sample < 1 ? cfg->head_sample : 1.0;
     h->seed = cfg->seed;
+    h->modality_p = cfg->modality_dropout;
     h->margin_start = cfg->margin_warmup_start;
     h->margin_end = cfg->margin_warmup_end;
     h->con = contrastive_head_create(cfg, &h->aam);

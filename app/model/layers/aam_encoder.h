@@ -45,6 +45,8 @@ typedef struct {
     struct contrastive_head *con;      // a metric-learning term (NULL: --loss aam)
     float *h_rows, *d_rows;            // (B) its per-sample losses on the host and the backend
     double sample;                     // its Partial FC rate (model_config_t.head_sample)
+    double modality_p;                 // visual models: modality dropout's chance (model_config_t)
+    int8_t *modality;                  // (B) the streams each sample keeps (model_t.modality)
     uint64_t seed;
 } aam_encoder_t;
 
