@@ -18,6 +18,7 @@
 
 typedef struct {
     char emb[OPT_STR_MAX], trials[OPT_STR_MAX], cohort[OPT_STR_MAX], out[OPT_STR_MAX], det[OPT_STR_MAX];
+    char fuse[OPT_STR_MAX];
     char norm[16], p_target[OPT_STR_MAX];
     int64_t top;
 } score_opts_t;
@@ -34,7 +35,13 @@ static const opt_t rows[] = {
              "target priors of the minDCFs, comma-separated (C_miss = C_fa = 1; VoxSRC: 0.05, NIST SRE: 0.01)"),
     OPT_TEXT(score_opts_t, det, "det", OPT_OPTIONAL,
              "draw the DET curves into this PNG (gnuplot) and write their points beside it (.txt)"),
-    OPT_TEXT(score_opts_t, out, "out", OPT_OPTIONAL, "write 'utt1 utt2 score [normalised_score] label' lines here"),
+    OPT_TEXT(
+        score_opts_t, out, "out", OPT_OPTIONAL,
+        "write 'utt1 utt2 score [normalised_score] label' lines here ('utt1 utt2 score fuse_score fused label' with "
+        "--fuse)"),
+    OPT_TEXT(score_opts_t, fuse, "fuse", OPT_OPTIONAL,
+             "score-level fusion: a second system's embeddings of the same utterances (e.g. embed --modality visual "
+             "beside --modality audio); each trial's fused score is the mean of the two cosines"),
 };
 static const opt_table_t table =
     OPT_TABLE("score", "Score verification trials: cosine, EER, minDCF, DET, optional S-norm/AS-norm.", rows);
@@ -114,6 +121,28 @@ static void report_det(const system_t *sys, int n) {
     }
 }
 
+// The second system of --fuse: the same utterances in the same order as e's; its cosine scores
+// into second, and the mean of both into fused.
+static void fuse_scores(const char *path, const embeddings_t *e, const trials_t *t, const float *raw, float *second,
+                        float *fused) {
+    embeddings_t f;
+    load(path, &f);
+    if (f.n != e->n)
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%s: %lld embeddings where the first system has %lld (the same utterances are "
+                     "needed)",
+                     path, (long long)f.n, (long long)e->n);
+    for (int64_t i = 0; i < f.n; i++)
+        if (strcmp(f.utt_ids[i], e->utt_ids[i]) != 0)
+            spk_fail_all(SPK_EXIT_DATA,
+                         "%s: utterance %lld is '%s' where the first system has '%s' (the same "
+                         "utterances, in the same order, are needed)",
+                         path, (long long)i, f.utt_ids[i], e->utt_ids[i]);
+    trials_score(t, f.emb, f.dim, second);
+    for (int64_t i = 0; i < t->n; i++) fused[i] = 0.5f * (raw[i] + second[i]);
+    embeddings_free(&f);
+}
+
 static void write_scores(const score_opts_t *o, const embeddings_t *e, const trials_t *t, const float *raw,
                          const float *norm) {
     atomic_text_t out;
@@ -121,6 +150,7 @@ static void write_scores(const score_opts_t *o, const embeddings_t *e, const tri
     for (int64_t i = 0; i < t->n; i++) {
         fprintf(out.f, "%s %s %.6f", e->utt_ids[t->a[i]], e->utt_ids[t->b[i]], raw[i]);
         if (norm) fprintf(out.f, " %.6f", norm[i]);
+        if (o->fuse[0]) fprintf(out.f, " %.6f", norm[t->n + i]);  // (the fused score follows the second's)
         fprintf(out.f, " %s\n", t->target[i] ? "target" : "nontarget");
     }
     char err[1024];
@@ -139,6 +169,12 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     float *raw = mallocCheck((size_t)t.n * sizeof(float)), *norm = NULL;
     trials_score(&t, e.emb, e.dim, raw);
     const int snorm = strcmp(o.norm, "s-norm") == 0;
+    if (o.fuse[0] && o.cohort[0])
+        spk_fail_all(SPK_EXIT_USAGE, "score: --fuse with --cohort is not supported (normalise each system first)");
+    if (o.fuse[0]) {  // norm holds the second system's scores, then the fused ones
+        norm = mallocCheck(2 * (size_t)t.n * sizeof(float));
+        fuse_scores(o.fuse, &e, &t, raw, norm, norm + t.n);
+    }
     if (o.cohort[0]) {
         load(o.cohort, &c);
         if (c.dim != e.dim)
@@ -159,8 +195,9 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     for (int64_t i = 0; i < t.n; i++) targets += t.target[i];
     printf0("%s: %lld trials (%lld target, %lld nontarget), %lld embeddings of dimension %lld\n", o.trials,
             (long long)t.n, (long long)targets, (long long)(t.n - targets), (long long)e.n, (long long)e.dim);
-    system_t sys[2] = {{"cosine", raw, NULL, NULL, 0}, {o.norm, norm, NULL, NULL, 0}};
-    const int ns = norm ? 2 : 1;
+    system_t sys[3] = {{"cosine", raw, NULL, NULL, 0}, {o.norm, norm, NULL, NULL, 0}, {"fused", NULL, NULL, NULL, 0}};
+    if (o.fuse[0]) sys[1].name = "fuse", sys[2].s = norm + t.n;
+    const int ns = o.fuse[0] ? 3 : norm ? 2 : 1;
     for (int k = 0; k < ns; k++) {
         sys[k].points = score_det_curve(sys[k].s, t.target, t.n, &sys[k].pm, &sys[k].pf);
         report(&sys[k], &t, priors, np);
@@ -168,7 +205,7 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     report_det(sys, ns);
     if (o.out[0] && comm->rank == 0) write_scores(&o, &e, &t, raw, norm);
     if (o.det[0] && comm->rank == 0) {
-        det_series_t series[2];
+        det_series_t series[3];
         for (int k = 0; k < ns; k++) series[k] = (det_series_t){sys[k].name, sys[k].pm, sys[k].pf, sys[k].points};
         char err[8600];
         if (det_plot(o.det, o.trials, series, ns, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);

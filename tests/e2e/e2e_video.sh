@@ -53,6 +53,11 @@ for mo in both audio visual; do
 done
 [ -s emb_both.h5 ] && ! cmp -s emb_both.h5 emb_audio.h5 && ! cmp -s emb_audio.h5 emb_visual.h5 \
     && echo "ok  embed reads the pictures: both streams, audio alone, visual alone (three different sets)" || fail "embed --modality"
+$SPKDDP trials --emb emb_both.h5 --out trials.txt >/dev/null
+$SPKDDP score --emb emb_audio.h5 --fuse emb_visual.h5 --trials trials.txt --out fused.txt >score.log 2>&1 || { cat score.log; fail "score --fuse"; }
+awk '{ if ($5 - ($3 + $4) / 2 > 1e-5 || ($3 + $4) / 2 - $5 > 1e-5) bad++ } END { exit bad > 0 || NR == 0 }' fused.txt \
+    && grep -q "^  fused  *EER" score.log && echo "ok  score --fuse: each trial's fused score is the mean of the two systems' ($(wc -l <fused.txt) trials)" \
+    || fail "score --fuse: $(head -2 fused.txt)"
 expect_error 2 "modality-dropout applies to --model ecapa-av" -- \
     run 1 $SPKDDP train --data a1.h5 --model ecapa --channels 32 --batch 4 --modality-dropout 0.5 --epochs 1
 
