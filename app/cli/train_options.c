@@ -136,6 +136,9 @@ static const opt_t rows[] = {
                "batch x ranks / utts-per-speaker distinct speakers with utts-per-speaker utterances each"),
     OPT_INTEGER(train_config_t, model.per_speaker, "utts-per-speaker", 2, 1024,
                 "--sampler balanced: utterances of one speaker together in a batch (default 2)"),
+    OPT_SWITCH(train_config_t, picture_augment, "picture-augment",
+               "a /visual stream of pictures: each training sample's frames cropped (80-100% of the side), flipped "
+               "half the time, and their brightness and contrast changed, drawn per sample and epoch"),
     OPT_INTEGER(train_config_t, views, "views", 1, 64,
                 "crops of each utterance in a batch, each with its own crop and augmentation (--batch counts "
                 "utterances; the model sees batch x views samples)"),

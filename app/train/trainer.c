@@ -839,6 +839,7 @@ static void plan_epochs(trainer_t *t) {
     loader_init(&t->loader, &t->data, (int)(c->batch * c->views), &m->input, (uint64_t)c->seed, -1);
     loader_set_augment(&t->loader, t->aug);
     loader_set_views(&t->loader, (int)c->views);
+    loader_set_picture_augment(&t->loader, c->picture_augment);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)(c->batch * c->views) * sizeof(int64_t));
     t->micro_steps = strcmp(c->sampler, "balanced") == 0 ? balanced_steps(t)

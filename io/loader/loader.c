@@ -3,6 +3,7 @@
 #include "io/audio/fbank.h"
 #include "io/dataset/dataset_read.h"
 #include "io/video/image_jpeg.h"
+#include "io/video/picture_augment.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
@@ -94,14 +95,25 @@ static const float *crop_fbank(const loader_t *l, scratch_t *w, const loader_slo
     return w->frames;
 }
 
+// The key of sample i's random draws: its epoch, with its view above any epoch's bits.
+static int64_t draw_key(const loader_t *l, int64_t epoch, int i) {
+    return epoch + (int64_t)((uint64_t)(i % l->views) << 40);
+}
+
 // The pictures of sample i's visual crop, decoded from its utterance's JPEG frames (each a
-// 4-byte little-endian length and the picture) into values (v - 127.5) / 128, in [-1, 1).
+// 4-byte little-endian length and the picture) into values (v - 127.5) / 128, in [-1, 1) (and
+// augmented, io/video/picture_augment.h).
 static const float *crop_pictures(const loader_t *l, scratch_t *w, const loader_slot_t *s, int i) {
     const dataset_t *ds = l->ds;
     const segment_t *v = &s->vsegs[i];
     const int64_t Fv = ds->visual.dim, size = ds->image_size;
     const uint8_t *p = s->jraw + s->jraw_at[i], *end = p + s->jsegs[i].count;
     w->vframes = ensure(w->vframes, &w->vframes_cap, v->count * Fv * (int64_t)sizeof(float));
+    picture_transform_t tr = {0};
+    if (l->augment_pictures) {
+        rng_t g = rng_init(l->seed, RNG_PURPOSE_PICTURES, (uint64_t)draw_key(l, s->epoch, i), (uint64_t)v->utt);
+        tr = picture_transform_draw(&g, (int)size);
+    }
     char err[256];
     for (int64_t t = 0; t < v->start + v->count; t++) {
         uint32_t len = 0;
@@ -114,8 +126,8 @@ static const float *crop_pictures(const loader_t *l, scratch_t *w, const loader_
             if (jpeg_decode(w->jpeg, p, len, (int)size, (int)ds->image_channels, w->pixels, err, sizeof err) != 0)
                 spk_die(SPK_EXIT_DATA, "%s: '/visual/jpeg' of utterance %lld, frame %lld: %s", ds->path,
                         (long long)v->utt, (long long)t, err);
-            float *dst = w->vframes + (t - v->start) * Fv;
-            for (int64_t j = 0; j < Fv; j++) dst[j] = ((float)w->pixels[j] - 127.5f) / 128.0f;
+            picture_transform_apply(&tr, w->pixels, (int)size, (int)ds->image_channels,
+                                    w->vframes + (t - v->start) * Fv);
         }
         p += len;
     }
@@ -299,9 +311,9 @@ void loader_set_views(loader_t *l, int views) {
     l->views = views;
 }
 
-// The key of sample i's random draws: its epoch, with its view above any epoch's bits.
-static int64_t draw_key(const loader_t *l, int64_t epoch, int i) {
-    return epoch + (int64_t)((uint64_t)(i % l->views) << 40);
+void loader_set_picture_augment(loader_t *l, int on) {
+    SPK_ASSERT(l->queued == 0);
+    l->augment_pictures = on && l->ds->image_size > 0;
 }
 
 void loader_set_augment(loader_t *l, augment_t *aug) {

@@ -42,8 +42,9 @@ typedef struct {
     int queued;
     int in_use;  // slot of the batch last returned, -1: none
     loader_pool_t *pool;
-    augment_t *aug;  // NULL: samples as stored
-    int views;       // consecutive samples that are views of one utterance (loader_set_views)
+    augment_t *aug;        // NULL: samples as stored
+    int views;             // consecutive samples that are views of one utterance (loader_set_views)
+    int augment_pictures;  // a visual stream of pictures goes through picture augmentation
 } loader_t;
 
 // threads < 0: SPKDDP_LOADER_THREADS, else 1.
@@ -51,6 +52,10 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
 // Augments every sample from now on (before the first loader_prefetch; NULL: none). The
 // loader does not own `aug`. Labels become label + k num_speakers at speed factor k.
 void loader_set_augment(loader_t *l, augment_t *aug);
+// Pictures (a /visual stream of JPEG frames) are augmented from now on (before the first
+// loader_prefetch): io/video/picture_augment.h, drawn per sample from (seed, epoch, view,
+// utterance). No effect on other streams.
+void loader_set_picture_augment(loader_t *l, int on);
 // Views (contrastive self-supervision): from now on sample i of a batch is view i % views of
 // its utterance, its crop and augmentation drawn with the view in the key (view 0's are the
 // draws without views), so the views of one utterance differ and stay the same on any world

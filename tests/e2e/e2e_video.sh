@@ -38,10 +38,14 @@ awk -v m="$mad" 'BEGIN {exit !(m < 6)}' && echo "ok  frame 0 = ffmpeg's decoding
 av="--model ecapa-av --data a1.h5 --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 16 --visual-channels 16
     --face-channels 4 --modality-dropout 0.5 --frames 100 --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
 for k in 1 2; do
-    run $k $SPKDDP train $av --invariant --epochs 2 --ckpt-dir inv$k >log_inv$k 2>&1 || { cat log_inv$k; fail "train on $k ranks"; }
+    run $k $SPKDDP train $av --picture-augment --invariant --epochs 2 --ckpt-dir inv$k >log_inv$k 2>&1 \
+        || { cat log_inv$k; fail "train on $k ranks"; }
 done
+run 1 $SPKDDP train $av --invariant --epochs 2 --ckpt-dir plain >/dev/null 2>&1 || fail "train without picture augmentation"
 ck=$(cd inv1 && ls ckpt-*.h5 | tail -1)
-$SPKDDP diff inv1/$ck inv2/$ck >/dev/null && echo "ok  --invariant: 2 ranks == 1 rank (bitwise, $ck)" || fail "2 ranks differ from 1 ($ck)"
+$SPKDDP diff inv1/$ck inv2/$ck >/dev/null && echo "ok  --invariant --picture-augment: 2 ranks == 1 rank (bitwise, $ck)" \
+    || fail "2 ranks differ from 1 ($ck)"
+$SPKDDP diff inv1/$ck plain/$ck >/dev/null 2>&1 && fail "--picture-augment changed nothing (the comparison could not fail)"
 run 2 $SPKDDP train $av --epochs 3 --ckpt-dir full >/dev/null 2>&1 || fail "train 3 epochs"
 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir part >/dev/null 2>&1 || fail "train 1 epoch"
 run 2 $SPKDDP train $av --epochs 3 --ckpt-dir part --resume auto >/dev/null 2>&1 || fail "resume"
