@@ -46,6 +46,20 @@ ck=$(cd inv1 && ls ckpt-*.h5 | tail -1)
 $SPKDDP diff inv1/$ck inv2/$ck >/dev/null && echo "ok  --invariant --picture-augment: 2 ranks == 1 rank (bitwise, $ck)" \
     || fail "2 ranks differ from 1 ($ck)"
 $SPKDDP diff inv1/$ck plain/$ck >/dev/null 2>&1 && fail "--picture-augment changed nothing (the comparison could not fail)"
+# the device code path: staged copies on the CPU (bitwise), and the CUDA stand-in one SGD step away
+# from the same start (a summation order of its own: within 1e-4)
+sgd=${av/--optimizer adam --lr 0.002/--optimizer sgd --lr 0.01}
+run 1 $SPKDDP train $sgd --epochs 1 --ckpt-dir host >/dev/null 2>&1 || fail "train on the CPU"
+run 1 $SPKDDP train $sgd --epochs 1 --ckpt-dir staged --device cpu-staged >/dev/null 2>&1 || fail "train cpu-staged"
+$SPKDDP diff host/ckpt-000000000002.h5 staged/ckpt-000000000002.h5 >/dev/null \
+    && echo "ok  --device cpu-staged == the CPU path (bitwise)" || fail "cpu-staged differs from the CPU path"
+EMU=$(dirname "$MAKE_BAD_DATA")/spkddp_emu
+if [ -x "$EMU" ]; then
+    run 1 $SPKDDP train $sgd --epochs 1 --max-steps 1 --ckpt-dir host1 >/dev/null 2>&1 || fail "one step on the CPU"
+    run 1 $EMU train $sgd --epochs 1 --max-steps 1 --ckpt-dir emu1 --device cuda >/dev/null 2>&1 || fail "one step on the CUDA stand-in"
+    $SPKDDP diff host1/ckpt-000000000001.h5 emu1/ckpt-000000000001.h5 --rtol 1e-4 >diff_emu \
+        && echo "ok  the CUDA code path (stand-in) == the CPU path one step on (rtol 1e-4)" || { cat diff_emu; fail "the CUDA stand-in differs"; }
+fi
 run 2 $SPKDDP train $av --epochs 3 --ckpt-dir full >/dev/null 2>&1 || fail "train 3 epochs"
 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir part >/dev/null 2>&1 || fail "train 1 epoch"
 run 2 $SPKDDP train $av --epochs 3 --ckpt-dir part --resume auto >/dev/null 2>&1 || fail "resume"
