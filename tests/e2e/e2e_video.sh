@@ -82,6 +82,28 @@ expect_error 2 "modality-dropout applies to --model ecapa-av" -- \
 expect_error 2 "holds pictures: --model ecapa-av takes them through a face encoder" -- \
     run 1 $SPKDDP train ${av/--face-channels 4/} --epochs 1
 
+# --- the VoxCeleb2 audio-visual recipe (lists.sh, run.sh) on these videos in VoxCeleb2's layout --------
+recipe=$(cd "$HERE/../../jobscripts/recipes/voxceleb2_av" && pwd)
+n=0
+while read -r id path; do  # spk01-utt02 -> VOX2/dev/{aac,mp4}/id00001/vid02/00002.{m4a,mp4}; speakers 1-2 dev, 3-4 test
+    s=${id%%-*} u=${id##*utt} set=dev
+    [ "${s#spk}" -ge 3 ] && set=test
+    d=id000${s#spk}/vid$u
+    mkdir -p "VOX2/$set/aac/$d" "VOX2/$set/mp4/$d"
+    cp "$path" "VOX2/$set/mp4/$d/000$u.mp4"
+    ffmpeg -nostdin -loglevel error -i "$path" -vn -c:a copy "VOX2/$set/aac/$d/000$u.m4a" && n=$((n + 1))
+done <av/video.scp
+rm "VOX2/dev/aac/id00001/vid01/00001.m4a"  # a video without its audio: left out, and said
+mkdir -p rec && (cd rec && VOX2=$PWD/../VOX2 "$recipe/lists.sh" >lists.log 2>&1) || fail "lists.sh: $(cat rec/lists.log)"
+grep -q "1 files of data/av_dev have no partner" rec/lists.log && [ "$(wc -l <rec/data/av_dev/video.scp)" = 5 ] \
+    && [ "$(wc -l <rec/data/av_test/wav.scp)" = 6 ] && echo "ok  lists.sh: 5 dev and 6 test utterances, the lone video said" \
+    || fail "lists.sh: $(cat rec/lists.log)"
+(cd rec && NP=2 SPKDDP=$SPKDDP MPIEXEC=$MPIEXEC TRIALS=2 "$recipe/run.sh" --channels 32 --attention-channels 16 \
+    --se-channels 16 --emb-dim 16 --visual-channels 16 --face-channels 4 --global-batch 4 --epochs 1 --frames 100 \
+    --warmup-steps 1 --progress 0 >run.log 2>&1) || { tail -20 rec/run.log; fail "run.sh"; }
+[ "$(grep -c '^  fused  *EER' rec/run.log)" = 1 ] && [ "$(grep -c '^  cosine *EER' rec/run.log)" = 4 ] \
+    && echo "ok  run.sh: prepare, train, embed (both, audio, visual), score and the score fusion" || fail "run.sh: $(tail -5 rec/run.log)"
+
 # --- bad videos: one line naming the file --------------------------------------------------------------
 head -3 av/video.scp >bad.scp
 echo "not a video" >notvideo.mp4
