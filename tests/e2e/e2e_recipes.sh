@@ -19,8 +19,9 @@ echo "ok  synthetic recipe: cosine EER $eer%, config.yaml, DET plot, calibration
 grep -q '^epochs: 1$' syn/ws/config.yaml && grep -q '^channels: 32$' syn/ws/config.yaml || fail "workstation.sh: $(cat syn/ws/config.yaml)"
 echo "ok  workstation.sh CONFIG=train.yaml EXTRA=--epochs 1"
 
-# Every VoxCeleb file through its command: accepted, then the missing corpus stops it.
-for f in "$recipes"/voxceleb/*.yaml; do
+# Every VoxCeleb file (and the audio-visual recipe's) through its command: accepted, then the missing
+# corpus stops it.
+for f in "$recipes"/voxceleb/*.yaml "$recipes"/voxceleb2_av/*.yaml; do
     name=$(basename "$f" .yaml)
     case $name in
     prepare_*) args=(prepare --config "$f") ;;
