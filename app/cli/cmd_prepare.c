@@ -44,6 +44,10 @@ static const opt_t opts[] = {
     OPT_TEXT(prepare_config_t, video_scp, "video-scp", OPT_OPTIONAL,
              "'UTTERANCE-ID PATH' per line: each utterance's video (mp4, or any container FFmpeg reads), stored as "
              "the /visual stream of JPEG frames"),
+    OPT_TEXT(prepare_config_t, visual_scp, "visual-scp", OPT_OPTIONAL,
+             "or 'UTTERANCE-ID MATRIX' per line: each utterance's own per-frame visual features (a .npy float array "
+             "frames x values, or a Kaldi matrix 'archive.ark:OFFSET' as feats.scp lists them), at --visual-fps, "
+             "stored as the /visual stream of feature vectors"),
     OPT_NUMBER(prepare_config_t, visual_fps, "visual-fps", 0.01, 100,
                "video frames per second stored (default 5; 100 must be a multiple of it)"),
     OPT_INTEGER(prepare_config_t, visual_size, "visual-size", 8, 1024,
@@ -81,18 +85,21 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
     if (strcmp(o.store, "audio") == 0 && o.dither > 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
-    if (o.video_scp[0]) {
+    if (o.video_scp[0] && o.visual_scp[0])
+        spk_fail_all(SPK_EXIT_USAGE, "prepare: give --video-scp or --visual-scp, not both (one visual stream)");
+    if (o.video_scp[0] || o.visual_scp[0]) {
         const double ratio = 100.0 / o.visual_fps;  // audio frames (10 ms) per video frame
         if (fabs(ratio - nearbyint(ratio)) > 1e-9)
             spk_fail_all(SPK_EXIT_USAGE,
                          "prepare: --visual-fps %g does not divide the audio's 100 frames/s (5, 10, 12.5, 20, 25 do)",
                          o.visual_fps);
         if (bank)
-            spk_fail_all(SPK_EXIT_USAGE, "prepare: --video-scp makes a training or test set, not a --kind %s bank",
+            spk_fail_all(SPK_EXIT_USAGE, "prepare: a visual stream makes a training or test set, not a --kind %s bank",
                          o.kind);
         if (o.segments[0])
             spk_fail_all(SPK_EXIT_USAGE,
-                         "prepare: --video-scp with --segments is not supported: give each utterance its own video "
+                         "prepare: a visual stream with --segments is not supported: give each utterance its own video "
+                         "or matrix "
                          "(cut with ffmpeg -ss START -to END)");
     }
     return prepare_run(comm, &o);

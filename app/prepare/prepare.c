@@ -89,11 +89,14 @@ static void progress_line(prep_t *p, const char *phase, int64_t done, int64_t to
 
 // ---- 1. the lists ------------------------------------------------------------------------------
 
+// --video-scp or --visual-scp.
+static const char *visual_list(const prep_t *p) { return p->o.video_scp[0] ? p->o.video_scp : p->o.visual_scp; }
+
 static void read_lists(prep_t *p) {
     kaldi_verdict_t *v = callocCheck(1, sizeof *v);
     if (p->comm->rank == 0 &&
         kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0 &&
-        (!p->o.video_scp[0] || prepare_visual_match(p->o.video_scp, &p->lists, &p->video_list, &p->video_of, v) == 0)) {
+        (!p->vis || prepare_visual_match(visual_list(p), &p->lists, &p->video_list, &p->video_of, v) == 0)) {
         FILE *probe = fopen(p->tmp_path, "wb");
         if (!probe) {
             v->code = SPK_EXIT_FAILURE;
@@ -477,6 +480,11 @@ static void print_visual(const prep_t *p) {
     for (int64_t i = 0; i < p->N; i++)
         if (p->rows[i] > 0) frames += p->vframes[i], bytes += p->vbytes[i], secs += (double)p->samples[i];
     secs /= (double)p->o.sample_rate;
+    if (p->o.visual_scp[0]) {
+        printf(", %lld visual frames of features at %g frames/s (%.1f MB)", (long long)frames, p->o.visual_fps,
+               (double)bytes / 1e6);
+        return;
+    }
     printf(
         ", %lld JPEG frames of %lldx%lld %s at %g frames/s (%.1f MB, %.1f MB per hour; 16-bit audio: %.1f MB per "
         "hour)",
@@ -556,15 +564,17 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
 
-    if (p->o.video_scp[0])
+    if (visual_list(p)[0])
         p->vis = prepare_visual_create(&(prepare_visual_opts_t){.out = p->o.out,
                                                                 .fps = p->o.visual_fps,
                                                                 .audio_rate = 1000.0 / p->fb.opts.frame_shift_ms,
                                                                 .size = (int)p->o.visual_size,
                                                                 .channels = strcmp(p->o.visual_color, "gray") ? 3 : 1,
                                                                 .quality = (int)p->o.visual_quality,
-                                                                .timeout = p->o.pipe_timeout});
+                                                                .timeout = p->o.pipe_timeout,
+                                                                .features = p->o.visual_scp[0] != 0});
     read_lists(p);
+    if (p->vis) prepare_visual_agree_width(p->vis, comm, p->video_of, comm->rank == 0 ? p->lists.n : 0);
     share_work(p);
     scan(p);
     settle_bad(p, NULL);

@@ -24,6 +24,7 @@ typedef struct {
     int64_t pipe_max_mib;                 // the most a 'COMMAND |' entry may write
     int skip_bad;                         // leave unreadable entries out (listed in OUT.bad)
     char video_scp[PREPARE_TEXT_MAX];     // optional: 'UTTERANCE-ID PATH' per line: the /visual stream's videos
+    char visual_scp[PREPARE_TEXT_MAX];    // or its per-frame feature matrices (npy, Kaldi 'ark:OFFSET')
     char visual_color[PREPARE_TEXT_MAX];  // gray | rgb
     double visual_fps;                    // frames per second stored (the audio's 100 a multiple of it)
     int64_t visual_size, visual_quality;  // square frames' side; JPEG quality 1..100

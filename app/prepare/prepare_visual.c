@@ -1,6 +1,7 @@
 // The visual stream of `spkddp prepare` (app/prepare/prepare_visual.h).
 #include "app/prepare/prepare_visual.h"
 
+#include "io/dataset/matrix_file.h"
 #include "io/dataset/utt_ids.h"
 #include "io/video/image_jpeg.h"
 #include "io/video/video_frames.h"
@@ -27,6 +28,8 @@ struct prepare_visual {
     uint8_t *utt;  // (utt_cap,) one utterance's frames before they are spooled
     size_t utt_cap;
     int64_t total_frames, total_bytes;
+    int features;  // --visual-scp: feature matrices (dim values a frame), not videos
+    int64_t dim;   // their width: the list's first readable matrix's (prepare_visual_agree_width)
 };
 
 int prepare_visual_match(const char *video_scp, const kaldi_data_t *d, kaldi_list_t *list, const char ***video,
@@ -82,6 +85,7 @@ prepare_visual_t *prepare_visual_create(const prepare_visual_opts_t *o) {
     v->ratio = (int64_t)(o->audio_rate / o->fps + 0.5);
     v->spec = (video_spec_t){.fps = o->fps, .size = o->size, .channels = o->channels, .timeout = o->timeout};
     v->quality = o->quality;
+    v->features = o->features;
     v->jpeg = jpeg_codec_create();
     if (!v->jpeg) spk_die(SPK_EXIT_FAILURE, "out of memory for a JPEG compressor");
     v->spool = open_spool(o->out);
@@ -110,17 +114,24 @@ static void put_bytes(prepare_visual_t *v, size_t *used, const void *src, size_t
     *used += len;
 }
 
-int prepare_visual_scan(prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t *frames, int64_t *bytes,
+// The frames an utterance's audio needs (at least one), or -1 with err filled when the source
+// has too few of them (more than VISUAL_SHORT_S short).
+static int64_t frames_needed(const prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t have, char *err,
+                             size_t cap) {
+    const int64_t need = audio_frames / v->ratio > 0 ? audio_frames / v->ratio : 1;
+    if ((double)(need - have) / v->fps <= VISUAL_SHORT_S) return need;
+    snprintf(err, cap, "%s: %.2f s of %s where its audio needs %.2f s (%lld frames at %g frames/s)", path,
+             (double)have / v->fps, v->features ? "features" : "video", (double)need / v->fps, (long long)need, v->fps);
+    return -1;
+}
+
+// The frames of a video, JPEG-compressed, each after its 4-byte length.
+static int encode_video(prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t *frames, size_t *used,
                         char *err, size_t cap) {
     if (video_read_frames(path, &v->spec, &v->frames, err, cap) != 0) return -1;
-    const int64_t need = audio_frames / v->ratio > 0 ? audio_frames / v->ratio : 1, have = v->frames.n;
-    if ((double)(need - have) / v->fps > VISUAL_SHORT_S) {
-        snprintf(err, cap, "%s: %.2f s of video where its audio needs %.2f s (%lld frames at %g frames/s)", path,
-                 (double)have / v->fps, (double)need / v->fps, (long long)need, v->fps);
-        return -1;
-    }
+    const int64_t have = v->frames.n, need = frames_needed(v, path, audio_frames, have, err, cap);
+    if (need < 0) return -1;
     const size_t pic = (size_t)v->spec.size * (size_t)v->spec.size * (size_t)v->spec.channels;
-    size_t used = 0;
     for (int64_t t = 0; t < need; t++) {
         const uint8_t *src = v->frames.pixels + (size_t)(t < have ? t : have - 1) * pic, *jpg;
         size_t len;
@@ -130,44 +141,96 @@ int prepare_visual_scan(prepare_visual_t *v, const char *path, int64_t audio_fra
             return -1;
         }
         const uint8_t le[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
-        put_bytes(v, &used, le, 4);
-        put_bytes(v, &used, jpg, len);
+        put_bytes(v, used, le, 4);
+        put_bytes(v, used, jpg, len);
     }
-    if (fwrite(v->utt, 1, used, v->spool) != used)
-        spk_die(SPK_EXIT_FAILURE, "%s: cannot spool %zu bytes of video frames beside the output (%s)", path, used,
-                strerror(errno));
     *frames = need;
+    return 0;
+}
+
+// The rows of a feature matrix as float32, as wide as this rank's others.
+static int encode_features(prepare_visual_t *v, const char *spec, int64_t audio_frames, int64_t *frames, size_t *used,
+                           char *err, size_t cap) {
+    float *x = NULL;
+    int64_t have = 0, dim = 0;
+    if (matrix_read(spec, &x, &have, &dim, err, cap) != 0) return -1;
+    int64_t need = frames_needed(v, spec, audio_frames, have, err, cap);
+    if (need >= 0 && dim != v->dim) {
+        snprintf(err, cap, "%s: %lld values a frame where the list's first matrix has %lld", spec, (long long)dim,
+                 (long long)v->dim);
+        need = -1;
+    }
+    for (int64_t t = 0; t < need; t++)
+        put_bytes(v, used, x + (t < have ? t : have - 1) * dim, (size_t)dim * sizeof(float));
+    free(x);
+    if (need < 0) return -1;
+    *frames = need;
+    return 0;
+}
+
+int prepare_visual_scan(prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t *frames, int64_t *bytes,
+                        char *err, size_t cap) {
+    size_t used = 0;
+    if ((v->features ? encode_features : encode_video)(v, path, audio_frames, frames, &used, err, cap) != 0) return -1;
+    if (fwrite(v->utt, 1, used, v->spool) != used)
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot spool %zu bytes of visual frames beside the output (%s)", path, used,
+                strerror(errno));
     *bytes = (int64_t)used;
-    v->total_frames += need;
+    v->total_frames += *frames;
     v->total_bytes += (int64_t)used;
     return 0;
 }
 
+void prepare_visual_agree_width(prepare_visual_t *v, const comm_t *comm, const char *const *specs, int64_t n) {
+    if (!v->features) return;
+    int64_t dim = 0;
+    for (int64_t i = 0; comm->rank == 0 && i < n && !dim; i++) {
+        float *x = NULL;
+        int64_t rows;
+        char err[1024];
+        if (matrix_read(specs[i], &x, &rows, &dim, err, sizeof err) != 0) dim = 0;
+        free(x);
+    }
+    comm_bcast(comm, &dim, 1, MPI_INT64_T, 0);
+    v->dim = dim;
+}
+
 void prepare_visual_write(prepare_visual_t *v, dataset_writer_t *w, const comm_t *comm, const int64_t *frames,
                           const int64_t *bytes, const int64_t *rows, int64_t n, int64_t first, int64_t buffer_bytes) {
-    int64_t kept = 0, byte0 = 0;
+    int64_t kept = 0, unit0 = 0;  // this rank's first row (features) or byte (pictures) in the file
     int64_t *kf = mallocCheck((size_t)(n ? n : 1) * sizeof(int64_t)),
             *kb = mallocCheck((size_t)(n ? n : 1) * sizeof(int64_t));
     for (int64_t i = 0; i < n; i++) {
         if (rows[i] == 0) continue;
-        if (i < first) byte0 += bytes[i];
+        if (i < first) unit0 += v->features ? frames[i] : bytes[i];
         kf[kept] = frames[i];
         kb[kept++] = bytes[i];
     }
-    dataset_writer_add_pictures(w, v->spec.size, v->spec.channels, v->fps, v->fps * (double)v->ratio, kf, kb);
+    const double audio_rate = v->fps * (double)v->ratio;
+    int64_t unit = 1;  // bytes per written unit
+    if (v->features) {
+        dataset_writer_add_visual(w, v->dim, v->fps, audio_rate, kf);
+        unit = v->dim * (int64_t)sizeof(float);
+    } else {
+        dataset_writer_add_pictures(w, v->spec.size, v->spec.channels, v->fps, audio_rate, kf, kb);
+    }
     free(kf);
     free(kb);
     if (fflush(v->spool) != 0 || fseek(v->spool, 0, SEEK_SET) != 0)
-        spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled video frames (%s)", strerror(errno));
-    uint8_t *buf = mallocCheck((size_t)buffer_bytes);
-    int64_t left = v->total_bytes;
+        spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled visual frames (%s)", strerror(errno));
+    const int64_t per_round = buffer_bytes / unit > 0 ? buffer_bytes / unit : 1;  // units a round
+    uint8_t *buf = mallocCheck((size_t)(per_round * unit));
+    int64_t left = v->total_bytes / unit;
     for (int more = 1; more;) {
-        const int64_t m = left < buffer_bytes ? left : buffer_bytes;
-        if (m > 0 && fread(buf, 1, (size_t)m, v->spool) != (size_t)m)
-            spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled video frames (%s)",
+        const int64_t m = left < per_round ? left : per_round;
+        if (m > 0 && fread(buf, (size_t)unit, (size_t)m, v->spool) != (size_t)m)
+            spk_die(SPK_EXIT_FAILURE, "cannot read back the spooled visual frames (%s)",
                     ferror(v->spool) ? strerror(errno) : "the spool file is short");
-        dataset_writer_put_jpeg(w, byte0, m, buf);
-        byte0 += m;
+        if (v->features)
+            dataset_writer_put_visual_rows(w, unit0, m, (const float *)buf);
+        else
+            dataset_writer_put_jpeg(w, unit0, m, buf);
+        unit0 += m;
         left -= m;
         int mine = left > 0;
         mpiCheck(MPI_Allreduce(&mine, &more, 1, MPI_INT, MPI_MAX, comm->world));

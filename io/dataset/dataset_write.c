@@ -240,9 +240,13 @@ void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double f
                                w->voffsets[w->lay.num_utts], visual_dim, 0, 0);
 }
 
+void dataset_writer_put_visual_rows(dataset_writer_t *w, int64_t row0, int64_t rows, const float *frames) {
+    SPK_ASSERT(row0 >= 0 && rows >= 0 && row0 + rows <= w->voffsets[w->lay.num_utts]);
+    write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, row0, rows, w->visual_dim, 0, frames);
+}
+
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames) {
-    write_rows(w, w->vfeatures, H5T_NATIVE_FLOAT, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt],
-               w->visual_dim, 0, frames);
+    dataset_writer_put_visual_rows(w, w->voffsets[utt], w->voffsets[utt + 1] - w->voffsets[utt], frames);
 }
 
 void dataset_writer_add_pictures(dataset_writer_t *w, int64_t size, int64_t channels, double frame_rate,

@@ -64,6 +64,8 @@ void dataset_writer_put(dataset_writer_t *w, int64_t utt, const void *data);
 void dataset_writer_add_visual(dataset_writer_t *w, int64_t visual_dim, double frame_rate, double audio_rate,
                                const int64_t *lengths);
 void dataset_writer_put_visual(dataset_writer_t *w, int64_t utt, const float *frames);  // (len, Fv)
+// Collective, as put_rows: rows [row0, row0 + rows) of /visual/features (rows may be 0).
+void dataset_writer_put_visual_rows(dataset_writer_t *w, int64_t row0, int64_t rows, const float *frames);
 // A visual stream of pictures (docs/dataset-format.md), collective (the same arguments on every
 // rank): utterance i has frames[i] JPEG frames of size x size x channels in bytes[i] bytes, each
 // frame a 4-byte little-endian length and the JPEG picture.

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,6 +73,11 @@ _Noreturn static void abort_job(int code) {
 }
 
 void spk_die_at(const char *file, int line, int code, const char *fmt, ...) {
+    // One line a process: a second thread failing meanwhile (a loader thread and the main thread
+    // meeting the same damaged file) waits for the first's abort to end it.
+    static atomic_int dying;
+    if (atomic_exchange(&dying, 1))
+        for (;;) pause();
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

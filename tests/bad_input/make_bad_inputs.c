@@ -10,6 +10,7 @@
 #include "io/ckpt/ckpt_checksum.h"
 #include "io/common/h5util.h"
 #include "io/dataset/dataset.h"
+#include "io/video/image_jpeg.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -312,6 +313,46 @@ static void vshort(hid_t g) {
     put(g, "features", H5T_NATIVE_FLOAT, 2, d2, x);
     put(g, "offsets", H5T_NATIVE_INT64, 1, (hsize_t[]){N + 1}, v);
 }
+// The visual stream as pictures (18 x 18 RGB JPEG frames, docs/dataset-format.md), then edited
+// by `how`; 0: utterance 5's frames are junk bytes (each a 4-byte length of 8 and 8 bytes that
+// are no JPEG), the others' are sound.
+static void pictures(hid_t g, int how) {
+    del(g, "features");
+    h5_attr_write_i64(g, "feature_dim", 18 * 18 * 3, "x");
+    h5_attr_write_str(g, "encoding", how == 1 ? "png" : "jpeg", "x");
+    h5_attr_write_i64(g, "image_size", how == 2 ? 19 : 18, "x");
+    h5_attr_write_i64(g, "image_channels", how == 3 ? 2 : 3, "x");
+    static uint8_t pix[18 * 18 * 3], bytes[1 << 16];
+    for (int j = 0; j < 18 * 18 * 3; j++) pix[j] = (uint8_t)(j * 7);
+    jpeg_codec_t *c = jpeg_codec_create();
+    const uint8_t *jpg;
+    size_t len, used = 0;
+    char err[256];
+    if (!c || jpeg_encode(c, pix, 18, 3, 90, &jpg, &len, err, sizeof err) != 0) die("a JPEG picture");
+    int64_t joff[N + 1] = {0};
+    for (int i = 0; i < N; i++) {
+        for (int64_t t = voff[i]; t < voff[i + 1]; t++) {
+            const size_t n = i == 5 ? 8 : len;
+            if (used + 4 + n > sizeof bytes) die("picture bytes");
+            bytes[used] = (uint8_t)n, bytes[used + 1] = (uint8_t)(n >> 8), bytes[used + 2] = bytes[used + 3] = 0;
+            if (i == 5)
+                memset(bytes + used + 4, 0x5a, n);
+            else
+                memcpy(bytes + used + 4, jpg, n);
+            used += 4 + n;
+        }
+        joff[i + 1] = (int64_t)used;
+    }
+    jpeg_codec_free(c);
+    if (how != 4) put(g, "jpeg", H5T_NATIVE_UINT8, 1, (hsize_t[]){(hsize_t)used}, bytes);
+    put(g, "jpeg_offsets", H5T_NATIVE_INT64, 1, (hsize_t[]){how == 5 ? N : N + 1}, joff);
+}
+static void pic_encoding(hid_t g) { pictures(g, 1); }
+static void pic_shape(hid_t g) { pictures(g, 2); }
+static void pic_channels(hid_t g) { pictures(g, 3); }
+static void pic_no_jpeg(hid_t g) { pictures(g, 4); }
+static void pic_offsets(hid_t g) { pictures(g, 5); }
+static void pic_damaged(hid_t g) { pictures(g, 0); }
 #define VISUAL(name, edit) \
     static void name(hid_t f) { with_visual(f, edit); }
 VISUAL(ds_visual_no_dim, no_vdim)
@@ -323,6 +364,12 @@ VISUAL(ds_visual_no_features, no_vfeatures)
 VISUAL(ds_visual_dim_mismatch, vdim_mismatch)
 VISUAL(ds_visual_count, vcount)
 VISUAL(ds_visual_short, vshort)
+VISUAL(ds_pictures_encoding, pic_encoding)
+VISUAL(ds_pictures_shape, pic_shape)
+VISUAL(ds_pictures_channels, pic_channels)
+VISUAL(ds_pictures_no_jpeg, pic_no_jpeg)
+VISUAL(ds_pictures_offsets, pic_offsets)
+VISUAL(ds_pictures_damaged, pic_damaged)
 
 // Checkpoints (from good_ckpt.h5, a linear model: fc.weight [2, 4], fc.bias [2]).
 static void ck_no_format(hid_t f) { del(f, "spkddp_format"); }
@@ -556,6 +603,12 @@ static const mutation_t MUTATIONS[] = {
     M("base_av.h5", ds_visual_dim_mismatch),
     M("base_av.h5", ds_visual_count),
     M("base_av.h5", ds_visual_short),
+    M("base_av.h5", ds_pictures_encoding),
+    M("base_av.h5", ds_pictures_shape),
+    M("base_av.h5", ds_pictures_channels),
+    M("base_av.h5", ds_pictures_no_jpeg),
+    M("base_av.h5", ds_pictures_offsets),
+    M("base_av.h5", ds_pictures_damaged),
 
     M("good_ckpt.h5", ck_no_format),
     M("good_ckpt.h5", ck_version_3),

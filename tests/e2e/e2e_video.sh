@@ -104,6 +104,52 @@ grep -q "1 files of data/av_dev have no partner" rec/lists.log && [ "$(wc -l <re
 [ "$(grep -c '^  fused  *EER' rec/run.log)" = 1 ] && [ "$(grep -c '^  cosine *EER' rec/run.log)" = 4 ] \
     && echo "ok  run.sh: prepare, train, embed (both, audio, visual), score and the score fusion" || fail "run.sh: $(tail -5 rec/run.log)"
 
+# --- --visual-scp: users' own per-frame features (.npy, float32 and float64; a Kaldi archive) ---------
+PY=python3  # Debian's, with python3-numpy and python3-h5py (tools/install-deps.sh --python), over another on PATH
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if $PY -c "import numpy, h5py" 2>/dev/null; then
+    $PY - sp/wav.scp <<'PY' || fail "making feature matrices"
+import sys, struct, numpy as np
+rng = np.random.default_rng(3)
+ids = [l.split()[0] for l in open(sys.argv[1])]
+with open("feats.ark", "wb") as ark, open("feats.scp", "w") as scp, open("truth.txt", "w") as truth:
+    for k, u in enumerate(ids):
+        x = rng.standard_normal((40, 6))  # 4 s at 10 frames/s: more than any utterance needs
+        if k % 3 == 0:
+            np.save(f"{u}.npy", x.astype(np.float32)); scp.write(f"{u} {u}.npy\n")
+        elif k % 3 == 1:
+            np.save(f"{u}.npy", x); scp.write(f"{u} {u}.npy\n")
+        else:
+            ark.write(u.encode() + b" "); scp.write(f"{u} feats.ark:{ark.tell()}\n")
+            ark.write(b"\0BFM " + struct.pack("<bibi", 4, 40, 4, 6) + x.astype("<f4").tobytes())
+        truth.write(u + " " + " ".join("%.9g" % v for v in x.astype(np.float32)[0]) + "\n")
+PY
+    fv="--visual-scp feats.scp --visual-fps 10 --progress 0"
+    run 1 $SPKDDP prepare --wav-scp sp/wav.scp --utt2spk sp/utt2spk --out f1.h5 $fv >fprep.log 2>&1 || fail "prepare --visual-scp: $(cat fprep.log)"
+    run 2 $SPKDDP prepare --wav-scp sp/wav.scp --utt2spk sp/utt2spk --out f2.h5 $fv --buffer-mb 1 >/dev/null 2>&1 || fail "2 ranks"
+    h5diff f1.h5 f2.h5 >/dev/null && echo "ok  --visual-scp: 2 ranks write the same dataset as 1 rank" || fail "--visual-scp: 2 ranks differ"
+    $PY - <<'PY' && echo "ok  --visual-scp: every utterance's first frame is its matrix's (npy f4, npy f8, Kaldi ark)" || fail "--visual-scp values"
+import h5py, numpy as np
+f = h5py.File("f1.h5", "r"); ids = [i.decode() if isinstance(i, bytes) else i for i in f["utt_ids"][:]]
+off = f["visual/offsets"][:]; x = f["visual/features"][:]
+truth = {l.split()[0]: np.array(l.split()[1:], dtype=np.float32) for l in open("truth.txt")}
+assert all(np.array_equal(x[off[i]], truth[u]) for i, u in enumerate(ids)), "a first frame differs"
+assert f["visual"].attrs["feature_dim"] == 6 and f["visual"].attrs["frame_rate"] == 10
+PY
+    run 1 $SPKDDP train --data f1.h5 --model ecapa-av --channels 32 --emb-dim 16 --visual-channels 16 --batch 4 --epochs 1 \
+        --progress 0 >/dev/null 2>&1 && echo "ok  ecapa-av trains on the features" || fail "ecapa-av on --visual-scp features"
+    first=$(head -1 feats.scp | cut -d' ' -f1)
+    second=$(sed -n 2p feats.scp | cut -d' ' -f1)
+    $PY -c "import numpy as np; np.save('$second.npy', np.zeros((40, 5), np.float32))"
+    expect_error 3 "$second.npy: 5 values a frame where the list's first matrix has 6" -- \
+        run 1 $SPKDDP prepare --wav-scp sp/wav.scp --utt2spk sp/utt2spk --out bad.h5 $fv
+    $PY -c "import numpy as np; np.save('$second.npy', np.zeros((40, 6), np.float32)); np.save('$first.npy', np.zeros((3, 6), np.float32))"
+    expect_error 3 "$first.npy: 0.30 s of features where its audio needs" -- \
+        run 1 $SPKDDP prepare --wav-scp sp/wav.scp --utt2spk sp/utt2spk --out bad.h5 $fv
+else
+    echo "skipped: --visual-scp checks (python3 with numpy and h5py is missing)"
+fi
+
 # --- bad videos: one line naming the file --------------------------------------------------------------
 head -3 av/video.scp >bad.scp
 echo "not a video" >notvideo.mp4

@@ -3,6 +3,7 @@ spk_unit_test(io test_sampler)
 # Synthetic corpora: the default frames unchanged, --spectral ones smooth along the feature axis.
 spk_unit_test(io test_synth)
 spk_unit_test(io test_pictures)
+spk_unit_test(io test_matrix_file)
 spk_test_binary(io test_dataset_read)
 spk_mpi_test(test_dataset_read 1 2 4)
 # (test_fbank and test_augment write and decode audio with libsndfile: only with SPKDDP_MEDIA.)
