@@ -1,5 +1,7 @@
 #include "io/dataset/dataset.h"
 
+#include "io/common/err_text.h"
+
 #include "io/audio/fbank.h"
 #include "io/common/h5util.h"
 #include "io/dataset/utt_ids.h"
@@ -15,21 +17,8 @@
 
 // ---- the contract (rank 0, serial) ---------------------------------------------------------
 
-typedef struct {
-    const char *path;
-    char *err;
-    size_t cap;
-} ctx_t;
-
-static int bad(const ctx_t *c, const char *fmt, ...) SPK_PRINTF(2, 3);
-static int bad(const ctx_t *c, const char *fmt, ...) {
-    int n = snprintf(c->err, c->cap, "%s: ", c->path);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < c->cap) vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
-    va_end(ap);
-    return SPK_EXIT_DATA;
-}
+typedef err_text_t ctx_t;
+#define bad(c, ...) err_text_fail(c, SPK_EXIT_DATA, __VA_ARGS__)
 
 // An integer attribute of `where` ("root", "group '/visual'") in [lo, hi].
 static int int_attr(const ctx_t *c, hid_t loc, const char *where, const char *name, int64_t lo, int64_t hi,

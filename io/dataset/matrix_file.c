@@ -1,9 +1,10 @@
 // Feature matrices from .npy files and Kaldi archives (io/dataset/matrix_file.h).
 #include "io/dataset/matrix_file.h"
 
+#include "io/common/err_text.h"
+
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +13,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "'<f4' and Kaldi's bin
 
 #define MATRIX_MAX_VALUES ((int64_t)1 << 31)  // beyond: a damaged header, not an utterance's features
 
-typedef struct {
-    const char *path;
-    char *err;
-    size_t cap;
-} ctx_t;
-
-static int bad(const ctx_t *c, const char *fmt, ...) {
-    int n = snprintf(c->err, c->cap, "%s: ", c->path);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < c->cap) vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+typedef err_text_t ctx_t;
+#define bad(c, ...) err_text_fail(c, -1, __VA_ARGS__)
 
 // rows x cols values of `elem` bytes (4: float, 8: double) from f into float32, checked finite.
 static int read_values(const ctx_t *c, FILE *f, int64_t rows, int64_t cols, int elem, float **data) {

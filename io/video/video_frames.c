@@ -1,6 +1,7 @@
 // Video frames at a fixed rate through FFmpeg's libraries (io/video/video_frames.h).
 #include "io/video/video_frames.h"
 
+#include "io/common/err_text.h"
 #include "kernels/base/clock.h"
 
 #include <libavcodec/avcodec.h>
@@ -8,7 +9,6 @@
 #include <libavutil/frame.h>
 #include <libswscale/swscale.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +27,10 @@ typedef struct {
     double held_end;       // when the held picture stops (its time plus its duration)
     double deadline;       // spk_seconds() past which the decode gives up
     int64_t last_emitted;  // the frame index whose pixels the held picture gave last (-1: none)
-    char *err;
-    size_t cap;
+    err_text_t e;          // the file and where its sentence goes
 } vdec_t;
 
-static int fail(vdec_t *d, const char *fmt, ...) {
-    int n = snprintf(d->err, d->cap, "%s: ", d->path);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < d->cap) vsnprintf(d->err + n, d->cap - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define fail(d, ...) err_text_fail(&(d)->e, -1, __VA_ARGS__)
 
 static int fail_av(vdec_t *d, const char *what, int averr) {
     char why[AV_ERROR_MAX_STRING_SIZE] = "";
@@ -178,7 +170,7 @@ static int read_all(vdec_t *d) {
 }
 
 int video_read_frames(const char *path, const video_spec_t *spec, video_frames_t *v, char *err, size_t cap) {
-    vdec_t d = {.path = path, .spec = spec, .v = v, .last_emitted = -1, .err = err, .cap = cap};
+    vdec_t d = {.path = path, .spec = spec, .v = v, .last_emitted = -1, .e = {path, err, cap}};
     d.deadline = spk_seconds() + (spec->timeout > 0 ? spec->timeout : 1e30);
     v->n = 0;
     av_log_set_level(AV_LOG_QUIET);  // the reason goes into the one sentence, not to stderr
