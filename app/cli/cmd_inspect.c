@@ -63,9 +63,18 @@ static void inspect_dataset(const comm_t *comm, const char *path) {
         printf("  speakers      %lld (%lld with utterances)\n", (long long)ds.num_speakers, (long long)used);
         printf("  frames        %lld total, %lld..%lld per utterance, mean %.1f\n", (long long)total, (long long)mn,
                (long long)mx, (double)total / (double)ds.num_utts);
-        if (ds.visual.dim > 0)
+        const int64_t vframes = ds.visual.dim > 0 ? ds.visual.offsets[ds.num_utts] : 0;
+        if (ds.image_size > 0)
+            printf(
+                "  visual stream %lld JPEG frames of %lldx%lld %s (%.1f KB each on average), 1 visual frame per %lld "
+                "audio frames\n",
+                (long long)vframes, (long long)ds.image_size, (long long)ds.image_size,
+                ds.image_channels == 1 ? "gray" : "RGB",
+                (double)(ds.jpeg.offsets[ds.num_utts] - 4 * vframes) / 1e3 / (double)vframes,
+                (long long)ds.visual_ratio);
+        else if (ds.visual.dim > 0)
             printf("  visual stream %lld frames x %lld dims, 1 visual frame per %lld audio frames\n",
-                   (long long)ds.visual.offsets[ds.num_utts], (long long)ds.visual.dim, (long long)ds.visual_ratio);
+                   (long long)vframes, (long long)ds.visual.dim, (long long)ds.visual_ratio);
         else
             printf("  visual stream none\n");
         print_bank(&ds, per_spk);
