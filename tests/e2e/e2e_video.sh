@@ -41,10 +41,14 @@ for k in 1 2; do
     run $k $SPKDDP train $av --picture-augment --invariant --epochs 2 --ckpt-dir inv$k >log_inv$k 2>&1 \
         || { cat log_inv$k; fail "train on $k ranks"; }
 done
+SPKDDP_LOADER_THREADS=3 run 1 $SPKDDP train $av --picture-augment --invariant --epochs 2 --ckpt-dir thr3 >/dev/null 2>&1 \
+    || fail "train with 3 loader threads"
 run 1 $SPKDDP train $av --invariant --epochs 2 --ckpt-dir plain >/dev/null 2>&1 || fail "train without picture augmentation"
 ck=$(cd inv1 && ls ckpt-*.h5 | tail -1)
 $SPKDDP diff inv1/$ck inv2/$ck >/dev/null && echo "ok  --invariant --picture-augment: 2 ranks == 1 rank (bitwise, $ck)" \
     || fail "2 ranks differ from 1 ($ck)"
+$SPKDDP diff inv1/$ck thr3/$ck >/dev/null && echo "ok  3 loader threads decode and augment the pictures as 1 (bitwise)" \
+    || fail "3 loader threads differ from 1"
 $SPKDDP diff inv1/$ck plain/$ck >/dev/null 2>&1 && fail "--picture-augment changed nothing (the comparison could not fail)"
 # the device code path: staged copies on the CPU (bitwise), and the CUDA stand-in one SGD step away
 # from the same start (a summation order of its own: within 1e-4)
