@@ -80,10 +80,12 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld, but the model in %s was trained on %lld", o.data,
                      (long long)ds.feature_dim, o.ckpt, (long long)m->feature_dim);
 
-    if (ds.visual.dim != m->visual_dim && m->visual_dim > 0)
+    if (m->visual_dim > 0 && (ds.visual.dim != m->visual_dim || ds.visual_ratio != m->visual_ratio))
         spk_fail_all(SPK_EXIT_DATA,
-                     "%s: the /visual stream has %lld values a frame, but the model in %s was trained on %lld", o.data,
-                     (long long)ds.visual.dim, o.ckpt, (long long)m->visual_dim);
+                     "%s: the /visual stream has %lld values a frame, 1 per %lld audio frames; the model in %s was "
+                     "trained on %lld, 1 per %lld",
+                     o.data, (long long)ds.visual.dim, (long long)ds.visual_ratio, o.ckpt, (long long)m->visual_dim,
+                     (long long)m->visual_ratio);
     if (strcmp(o.modality, "both") != 0 && m->visual_dim == 0)
         spk_fail_all(SPK_EXIT_USAGE, "embed: --modality %s applies to audio-visual models; %s is audio only",
                      o.modality, o.ckpt);

@@ -96,7 +96,7 @@ static void read_lists(prep_t *p) {
     kaldi_verdict_t *v = callocCheck(1, sizeof *v);
     if (p->comm->rank == 0 &&
         kaldi_data_read(&p->lists, p->o.wav_scp, p->o.segments, p->o.utt2spk, p->o.spk2id, v) == 0 &&
-        (!p->vis || prepare_visual_match(visual_list(p), &p->lists, &p->video_list, &p->video_of, v) == 0)) {
+        (!visual_list(p)[0] || prepare_visual_match(visual_list(p), &p->lists, &p->video_list, &p->video_of, v) == 0)) {
         FILE *probe = fopen(p->tmp_path, "wb");
         if (!probe) {
             v->code = SPK_EXIT_FAILURE;
@@ -564,6 +564,7 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     if (fbank_init_opts(&p->fb, (int)p->o.sample_rate, &fo, err, sizeof err) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: %s", err);
 
+    read_lists(p);
     if (visual_list(p)[0])
         p->vis = prepare_visual_create(&(prepare_visual_opts_t){.out = p->o.out,
                                                                 .fps = p->o.visual_fps,
@@ -573,7 +574,6 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
                                                                 .quality = (int)p->o.visual_quality,
                                                                 .timeout = p->o.pipe_timeout,
                                                                 .features = p->o.visual_scp[0] != 0});
-    read_lists(p);
     if (p->vis) prepare_visual_agree_width(p->vis, comm, p->video_of, comm->rank == 0 ? p->lists.n : 0);
     share_work(p);
     scan(p);

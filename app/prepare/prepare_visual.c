@@ -1,6 +1,7 @@
 // The visual stream of `spkddp prepare` (app/prepare/prepare_visual.h).
 #include "app/prepare/prepare_visual.h"
 
+#include "io/dataset/dataset.h"
 #include "io/dataset/matrix_file.h"
 #include "io/dataset/utt_ids.h"
 #include "io/video/image_jpeg.h"
@@ -20,7 +21,7 @@
 struct prepare_visual {
     video_spec_t spec;
     int quality;
-    double fps;
+    double fps, audio_rate;
     int64_t ratio;  // audio frames per visual frame
     jpeg_codec_t *jpeg;
     video_frames_t frames;
@@ -82,6 +83,7 @@ static FILE *open_spool(const char *out) {
 prepare_visual_t *prepare_visual_create(const prepare_visual_opts_t *o) {
     prepare_visual_t *v = callocCheck(1, sizeof *v);
     v->fps = o->fps;
+    v->audio_rate = o->audio_rate;
     v->ratio = (int64_t)(o->audio_rate / o->fps + 0.5);
     v->spec = (video_spec_t){.fps = o->fps, .size = o->size, .channels = o->channels, .timeout = o->timeout};
     v->quality = o->quality;
@@ -128,6 +130,7 @@ static int64_t frames_needed(const prepare_visual_t *v, const char *path, int64_
 // The frames of a video, JPEG-compressed, each after its 4-byte length.
 static int encode_video(prepare_visual_t *v, const char *path, int64_t audio_frames, int64_t *frames, size_t *used,
                         char *err, size_t cap) {
+    v->spec.max_frames = audio_frames / v->ratio > 0 ? audio_frames / v->ratio : 1;  // (more are never stored)
     if (video_read_frames(path, &v->spec, &v->frames, err, cap) != 0) return -1;
     const int64_t have = v->frames.n, need = frames_needed(v, path, audio_frames, have, err, cap);
     if (need < 0) return -1;
@@ -184,7 +187,7 @@ int prepare_visual_scan(prepare_visual_t *v, const char *path, int64_t audio_fra
 void prepare_visual_agree_width(prepare_visual_t *v, const comm_t *comm, const char *const *specs, int64_t n) {
     if (!v->features) return;
     int64_t dim = 0;
-    for (int64_t i = 0; comm->rank == 0 && i < n && !dim; i++) {
+    for (int64_t i = 0; comm->rank == 0 && i < n && !dim; i++) {  // (a matrix too wide is refused below)
         float *x = NULL;
         int64_t rows;
         char err[1024];
@@ -192,6 +195,9 @@ void prepare_visual_agree_width(prepare_visual_t *v, const comm_t *comm, const c
         free(x);
     }
     comm_bcast(comm, &dim, 1, MPI_INT64_T, 0);
+    if (dim > DATASET_MAX_DIM)
+        spk_fail_all(SPK_EXIT_DATA, "%s: %lld values a frame, more than the %d a dataset's visual stream holds",
+                     specs ? specs[0] : "--visual-scp", (long long)dim, DATASET_MAX_DIM);
     v->dim = dim;
 }
 
@@ -206,13 +212,13 @@ void prepare_visual_write(prepare_visual_t *v, dataset_writer_t *w, const comm_t
         kf[kept] = frames[i];
         kb[kept++] = bytes[i];
     }
-    const double audio_rate = v->fps * (double)v->ratio;
-    int64_t unit = 1;  // bytes per written unit
+    const double audio_rate = v->audio_rate, fps = audio_rate / (double)v->ratio;  // (the ratio exact in the file)
+    int64_t unit = 1;                                                              // bytes per written unit
     if (v->features) {
-        dataset_writer_add_visual(w, v->dim, v->fps, audio_rate, kf);
+        dataset_writer_add_visual(w, v->dim, fps, audio_rate, kf);
         unit = v->dim * (int64_t)sizeof(float);
     } else {
-        dataset_writer_add_pictures(w, v->spec.size, v->spec.channels, v->fps, audio_rate, kf, kb);
+        dataset_writer_add_pictures(w, v->spec.size, v->spec.channels, fps, audio_rate, kf, kb);
     }
     free(kf);
     free(kb);

@@ -666,6 +666,15 @@ static void open_data(trainer_t *t) {
     t->has_val = c->val_data[0] != 0;
     if (t->has_val) {
         dataset_open(&t->val, c->val_data, t->comm->world);
+        if (t->val.visual.dim != t->data.visual.dim || t->val.visual_ratio != t->data.visual_ratio ||
+            (t->val.image_size > 0) != (t->data.image_size > 0))
+            spk_fail_all(
+                SPK_EXIT_DATA,
+                "%s: its visual stream (%lld values a frame, 1 frame per %lld audio frames%s) differs from the "
+                "training set's (%lld, %lld%s)",
+                c->val_data, (long long)t->val.visual.dim, (long long)t->val.visual_ratio,
+                t->val.image_size ? ", pictures" : "", (long long)t->data.visual.dim, (long long)t->data.visual_ratio,
+                t->data.image_size ? ", pictures" : "");
         if (c->val_trials[0]) {  // verification: any speakers, utterances named by /utt_ids
             if (t->val.feature_dim != t->data.feature_dim)
                 spk_fail_all(SPK_EXIT_DATA, "%s: feature_dim %lld differs from the training set's %lld", c->val_data,

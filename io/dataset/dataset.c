@@ -148,17 +148,19 @@ static int check_visual(const ctx_t *c, hid_t f, dataset_header_t *h) {
     if (g < 0) return bad(c, "group '/visual' cannot be opened");
     double arate = DATASET_AUDIO_RATE, vrate = 0;
     int64_t vdim = 0;
-    int rc = int_attr(c, g, "group '/visual'", "feature_dim", 1, DATASET_MAX_DIM, &vdim);
+    const int pictures = h5_attr_exists(g, "encoding");
+    int rc =
+        int_attr(c, g, "group '/visual'", "feature_dim", 1, pictures ? DATASET_MAX_PICTURE : DATASET_MAX_DIM, &vdim);
     if (!rc) rc = rate_attr(c, g, "group '/visual'", "frame_rate", &vrate);
-    const int pictures = !rc && h5_attr_exists(g, "encoding");
-    if (pictures) rc = check_pictures_attrs(c, g, vdim, h);
+    if (!rc && pictures) rc = check_pictures_attrs(c, g, vdim, h);
     H5Gclose(g);
     if (!rc && h5_attr_exists(f, "frame_rate")) rc = rate_attr(c, f, "root", "frame_rate", &arate);
     if (rc) return rc;
-    double ratio = arate / vrate;
-    if (!(ratio >= 1 && ratio <= 1 << 16 && ratio == (double)(int64_t)ratio))
+    // (an integer to within rounding: prepare writes the visual rate as the audio's over the ratio)
+    const double ratio = arate / vrate, whole = nearbyint(ratio);
+    if (!(whole >= 1 && whole <= 1 << 16 && fabs(ratio - whole) <= 1e-9 * whole))
         return bad(c, "audio frame_rate %g is not an integer multiple of '/visual' frame_rate %g", arate, vrate);
-    h->visual_ratio = (int64_t)ratio;
+    h->visual_ratio = (int64_t)whole;
     h->has_visual = 1;
     return pictures ? check_pictures(c, f, vdim, h) : check_stream(c, f, "visual/", vdim, &h->num_utts, &h->visual);
 }

@@ -15,6 +15,7 @@
 // Limits of the contract (docs/dataset-format.md): beyond them a classifier head or a frame
 // no longer fits a training node, and such values come from damaged files, not data.
 #define DATASET_MAX_DIM      65536               // feature_dim of either stream
+#define DATASET_MAX_PICTURE  (1024 * 1024 * 3)   // feature_dim of a visual stream of pictures (S x S x C)
 #define DATASET_MAX_SPEAKERS ((int64_t)1 << 24)  // num_speakers
 #define DATASET_MAX_UTTS     (((int64_t)1 << 31) - 2)
 

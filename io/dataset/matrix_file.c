@@ -18,7 +18,7 @@ typedef err_text_t ctx_t;
 
 // rows x cols values of `elem` bytes (4: float, 8: double) from f into float32, checked finite.
 static int read_values(const ctx_t *c, FILE *f, int64_t rows, int64_t cols, int elem, float **data) {
-    if (rows < 1 || cols < 1 || rows * cols > MATRIX_MAX_VALUES)
+    if (rows < 1 || cols < 1 || cols > MATRIX_MAX_VALUES / rows)
         return bad(c, "a %lld x %lld matrix (an utterance needs at least one frame of at least one value)",
                    (long long)rows, (long long)cols);
     const size_t n = (size_t)(rows * cols);

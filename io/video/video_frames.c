@@ -7,6 +7,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/frame.h>
+#include <libavutil/version.h>
 #include <libswscale/swscale.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,7 +55,9 @@ static int open_video(vdec_t *d) {
     d->stream = s;
     const AVStream *st = d->fmt->streams[s];
     d->tb = av_q2d(st->time_base);
-    d->t0 = st->start_time != AV_NOPTS_VALUE ? (double)st->start_time * d->tb : 0.0;
+    d->t0 = d->fmt->start_time != AV_NOPTS_VALUE ? (double)d->fmt->start_time / AV_TIME_BASE
+            : st->start_time != AV_NOPTS_VALUE   ? (double)st->start_time * d->tb
+                                                 : 0.0;
     d->dec = avcodec_alloc_context3(codec);
     if (!d->dec) return fail(d, "out of memory for a decoder");
     if ((rc = avcodec_parameters_to_context(d->dec, st->codecpar)) < 0 || (rc = avcodec_open2(d->dec, codec, NULL)) < 0)
@@ -90,9 +93,9 @@ static int convert_held(vdec_t *d) {
     int rc = av_frame_apply_cropping(f, AV_FRAME_CROP_UNALIGNED);
     if (rc < 0) return fail_av(d, "cannot crop a picture", rc);
     const int n = d->spec->size;
-    d->sws =
-        sws_getCachedContext(d->sws, f->width, f->height, f->format, n, n,
-                             d->spec->channels == 1 ? AV_PIX_FMT_GRAY8 : AV_PIX_FMT_RGB24, SWS_AREA, NULL, NULL, NULL);
+    d->sws = sws_getCachedContext(d->sws, f->width, f->height, f->format, n, n,
+                                  d->spec->channels == 1 ? AV_PIX_FMT_GRAY8 : AV_PIX_FMT_RGB24,
+                                  SWS_AREA | SWS_BITEXACT | SWS_ACCURATE_RND, NULL, NULL, NULL);
     if (!d->sws) return fail(d, "cannot scale %dx%d pictures of format %d", f->width, f->height, f->format);
     uint8_t *dst[1] = {d->v->pixels + (size_t)d->v->n * (size_t)n * (size_t)n * (size_t)d->spec->channels};
     const int stride[1] = {n * d->spec->channels};
@@ -101,11 +104,14 @@ static int convert_held(vdec_t *d) {
     return 0;
 }
 
-// Frames k with k / fps before `until` show the held picture.
+// Every frame wanted is there.
+static int enough(const vdec_t *d) { return d->spec->max_frames > 0 && d->v->n >= d->spec->max_frames; }
+
+// Frames k with k / fps before `until` show the held picture (up to max_frames).
 static int emit_until(vdec_t *d, double until) {
     video_frames_t *v = d->v;
     const size_t bytes = (size_t)d->spec->size * (size_t)d->spec->size * (size_t)d->spec->channels;
-    while ((double)v->n / d->spec->fps < until - 1e-9) {
+    while ((double)v->n / d->spec->fps < until - 1e-9 && !enough(d)) {
         if (reserve(d)) return -1;
         if (d->last_emitted >= 0)
             memcpy(v->pixels + (size_t)v->n * bytes, v->pixels + (size_t)d->last_emitted * bytes, bytes);
@@ -127,7 +133,12 @@ static int take_picture(vdec_t *d) {
     } else {
         p = 0;  // the first picture also covers the frames before it
     }
-    double dur = f->pkt_duration > 0 ? (double)f->pkt_duration * d->tb : 0;
+#if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(57, 30, 100)
+    const int64_t ticks = f->duration;  // (pkt_duration before)
+#else
+    const int64_t ticks = f->pkt_duration;
+#endif
+    double dur = ticks > 0 ? (double)ticks * d->tb : 0;
     if (dur <= 0) {
         AVRational r = av_guess_frame_rate(d->fmt, d->fmt->streams[d->stream], f);
         dur = r.num > 0 && r.den > 0 ? av_q2d(av_inv_q(r)) : 1.0 / 25.0;
@@ -152,17 +163,20 @@ static int decode(vdec_t *d, const AVPacket *pkt) {
 
 static int read_all(vdec_t *d) {
     if (open_video(d)) return -1;
-    int rc;
-    while ((rc = av_read_frame(d->fmt, d->pkt)) >= 0) {
+    int rc = 0;
+    while (!enough(d) && (rc = av_read_frame(d->fmt, d->pkt)) >= 0) {
         int bad = d->pkt->stream_index == d->stream && decode(d, d->pkt);
         av_packet_unref(d->pkt);
         if (bad) return -1;
+        if (past_deadline(d)) return fail(d, "decoding took longer than %g s", d->spec->timeout);
     }
-    if (rc != AVERROR_EOF) return fail_av(d, past_deadline(d) ? "took too long" : "reading failed", rc);
-    if (decode(d, NULL)) return -1;
-    if (!d->held->data[0]) return fail(d, "the video stream holds no picture");
-    if (emit_until(d, floor(d->held_end * d->spec->fps + 1e-6) / d->spec->fps)) return -1;
-    d->v->duration = d->held_end;
+    if (!enough(d)) {  // (with every frame wanted there, the rest of the file is not read)
+        if (rc != AVERROR_EOF) return fail_av(d, past_deadline(d) ? "took too long" : "reading failed", rc);
+        if (decode(d, NULL)) return -1;
+        if (!d->held->data[0]) return fail(d, "the video stream holds no picture");
+        if (emit_until(d, floor(d->held_end * d->spec->fps + 1e-6) / d->spec->fps)) return -1;
+    }
+    d->v->duration = (double)d->v->n / d->spec->fps;
     d->v->width = d->dec->width;
     d->v->height = d->dec->height;
     if (d->v->n == 0) return fail(d, "%.3f s of video give no frame at %g frames/s", d->held_end, d->spec->fps);

@@ -1,7 +1,7 @@
 // Feature matrices for prepare --visual-scp (io/dataset/matrix_file.h): a float32 and a float64
 // .npy and a Kaldi float matrix read back exactly; each refusal names the file and the reason
-// (compressed Kaldi matrices, Fortran order, 3-D arrays, integers, NaN, a truncated file, an
-// offset that points at no matrix).
+// (compressed Kaldi matrices, Fortran order, 3-D arrays, integers, NaN, a truncated file, a shape
+// whose product overflows, an offset that points at no matrix).
 #include "io/dataset/matrix_file.h"
 #include "tests/test_util.h"
 
@@ -63,6 +63,9 @@ int main(void) {
                sizeof v4);
     write_file("m_short.npy", h, npy_header(h, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }"), v4,
                sizeof v4);
+    write_file("m_huge.npy", h,
+               npy_header(h, "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }"), v4,
+               sizeof v4);
     float nan[6] = {1, 2, 3, 4, 0.0f / 0.0f, 6};
     write_file("m_nan.npy", h, npy_header(h, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"), nan,
                sizeof nan);
@@ -74,6 +77,7 @@ int main(void) {
     expect_refused("m_short.npy", "ends inside");
     expect_refused("m_nan.npy", "NaN or Inf at row 1, column 1");
     expect_refused("m_cm.ark:5", "compressed");
+    expect_refused("m_huge.npy", "a 4611686018427387904 x 4 matrix");  // (rows x cols would wrap to 0)
     expect_refused("m.ark:0", "no Kaldi binary matrix at this offset");
     expect_refused("m.txt", "neither a .npy file nor");
     expect_refused("missing.npy", "cannot open");

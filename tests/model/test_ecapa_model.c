@@ -135,6 +135,40 @@ static void gradcheck(const char *model, int face) {
     model_free(m);
 }
 
+// Inference takes a long utterance's pictures in pieces (embed); the pieces give what all the
+// pictures at once give (the running statistics make each picture independent).
+static void face_pieces(void) {
+    enum { N = 30, S = 18 };
+    model_config_t mc = model_config_defaults("ecapa-av");
+    mc.channels = 32, mc.att_channels = 8, mc.se_channels = 8, mc.emb_dim = 6, mc.visual_channels = 8;
+    mc.face_channels = 4;
+    model_t *m = model_create(&mc,
+                              &(model_data_t){.feature_dim = 5,
+                                              .num_classes = 3,
+                                              .visual_dim = 3 * S * S,
+                                              .visual_ratio = 4,
+                                              .visual_kind = VISUAL_PICTURES},
+                              &spk_backend_cpu);
+    ecapa_t *e = m->impl;
+    aam_encoder_reserve(m, 1, 4 * N);  // N pictures at once
+    face_encoder_t *f = &e->vis.face;
+    static float pics[N * S * S * 3], whole[N * 64], pieces[N * 64];
+    rng_t r = rng_init(9, 99, 0, 0);
+    for (int i = 0; i < N * S * S * 3; i++) pics[i] = (float)rng_normal(&r);
+    const int64_t D = face_encoder_dim(f);
+    EXPECT(D <= 64, "face encoder output %lld", (long long)D);
+    face_encoder_forward(f, m, pics, whole, 1, N, 0, e->work);
+    const int cap = f->cap_n;
+    f->cap_n = 7;  // (the reservation is the piece size)
+    face_encoder_forward(f, m, pics, pieces, 1, N, 0, e->work);
+    f->cap_n = cap;
+    double worst = 0;
+    for (int64_t i = 0; i < N * D; i++) worst = fmax(worst, fabs(whole[i] - pieces[i]) / (fabs(whole[i]) + 1e-3));
+    EXPECT(worst < 1e-5, "face encoder inference in pieces of 7 differs from all %d at once by %g", N, worst);
+    printf("face encoder inference: %d pictures in pieces of 7 == all at once (worst relative %.1e)\n", N, worst);
+    model_free(m);
+}
+
 int main(void) {
     int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
     EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
@@ -143,5 +177,6 @@ int main(void) {
     gradcheck("ecapa", 0);
     gradcheck("ecapa-av", 0);
     gradcheck("ecapa-av", 1);
+    face_pieces();
     return test_report("test_ecapa_model");
 }

@@ -91,6 +91,7 @@ struct model {
     int64_t step_key;        // the update being trained (set by the caller): keys a sharded head's class sampling
     const int8_t *modality;  // (B) the streams each sample of the running forward keeps: MODALITY_*; NULL: both
     int embed_modality;      // what embed keeps of an audio-visual model (MODALITY_*; set by the caller)
+    int embedding;           // embed is running: inference on whole utterances, which a layer may take in pieces
     int head_unused;         // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
     int64_t visual_dim;      // Fv of the visual stream (0: audio only)
     int64_t visual_ratio;    // audio frames per visual frame

@@ -136,7 +136,10 @@ static size_t work_floats(const ecapa_t *e, const model_t *m, int B, int T) {
 // Buffers hold cap_b samples and cap_bt sample-frames: any (B, T) within both fits, so
 // variable-length inference does not reallocate for every utterance.
 void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
-    if (e->vis.has_face) face_encoder_reserve(&e->vis.face, m, B * (T / (int)e->d.vratio));  // (grows itself)
+    if (e->vis.has_face) {  // (grows itself; embed takes a long utterance's pictures in pieces)
+        const int n = B * (T / (int)e->d.vratio);
+        face_encoder_reserve(&e->vis.face, m, m->embedding && n > FACE_EMBED_PICTURES ? FACE_EMBED_PICTURES : n);
+    }
     size_t bt = (size_t)B * T, w = work_floats(e, m, B, T);
     if (B <= e->cap_b && bt <= e->cap_bt && w <= e->work_floats) return;
     if (e->cap_b > B) B = e->cap_b;

@@ -176,6 +176,7 @@ static void embed(model_t *m, const batch_t *b, float *out) {
     aam_encoder_t *h = head_of(m);
     const int64_t E = h->emb, F = m->feature_dim, Fv = m->visual_dim;
     model_round_params(m);
+    m->embedding = 1;
     int i = 0;
     while (i < b->n) {
         int64_t T = b->frame_off[i + 1] - b->frame_off[i];
@@ -196,6 +197,7 @@ static void embed(model_t *m, const batch_t *b, float *out) {
         m->be->download(out + (size_t)i * E, emb, (size_t)((j - i) * E) * sizeof(float));
         i = j;
     }
+    m->embedding = 0;
 }
 
 // Margin ramp: 0 before margin_start, linear to the full margin at margin_end.

@@ -65,11 +65,11 @@ static const float *block_input(const face_encoder_t *f, int b) {
     return b == 0 ? f->stem.y : res_block_out(&f->block[b - 1]);
 }
 
-void face_encoder_forward(face_encoder_t *f, model_t *m, const float *pictures, float *out, int B, int Tv, int train,
-                          float *work) {
-    const int n = B * Tv;
+// n pictures, per_sample of them a sample's, all at once.
+static void forward_pictures(face_encoder_t *f, model_t *m, const float *pictures, float *out, int n, int per_sample,
+                             int train, float *work) {
     SPK_ASSERT(n <= f->cap_n);
-    set_shapes(f, n, Tv);
+    set_shapes(f, n, per_sample);
     conv2d_bn_forward(&f->stem, m, pictures, NULL, 1, train, work);
     for (int b = 0; b < FACE_STAGES * FACE_BLOCKS; b++)
         res_block_forward(&f->block[b], m, block_input(f, b), train, work);
@@ -93,6 +93,20 @@ void face_encoder_backward(face_encoder_t *f, model_t *m, const float *g_out, co
         go = gx, gx = t;
     }
     conv2d_bn_backward(&f->stem, m, NULL, 0, NULL, go, pictures, 1, f->g[2], work);
+}
+
+void face_encoder_forward(face_encoder_t *f, model_t *m, const float *pictures, float *out, int B, int Tv, int train,
+                          float *work) {
+    const int n = B * Tv;
+    if (train || n <= f->cap_n) {
+        forward_pictures(f, m, pictures, out, n, Tv, train, work);
+        return;
+    }
+    const int64_t px = (int64_t)f->size * f->size * f->cin;
+    for (int k = 0; k < n; k += f->cap_n) {
+        const int c = n - k < f->cap_n ? n - k : f->cap_n;
+        forward_pictures(f, m, pictures + k * px, out + k * face_encoder_dim(f), c, 1, 0, work);
+    }
 }
 
 int64_t face_encoder_end(const face_encoder_t *f) { return conv2d_bn_end(&f->stem); }

@@ -14,10 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FACE_STAGES   4
-#define FACE_BLOCKS   2   // BasicBlocks a stage (ResNet18)
-#define FACE_MIN_SIZE 17  // the last map must keep two positions for the deviation
-#define FACE_POOL_EPS 1e-7f
+#define FACE_STAGES         4
+#define FACE_BLOCKS         2   // BasicBlocks a stage (ResNet18)
+#define FACE_MIN_SIZE       17  // the last map must keep two positions for the deviation
+#define FACE_POOL_EPS       1e-7f
+#define FACE_EMBED_PICTURES 256  // inference takes a long utterance's pictures this many at a time
 
 typedef struct {
     int size, cin, width;  // S, C of the pictures; w
@@ -42,7 +43,9 @@ void face_encoder_reserve(face_encoder_t *f, const model_t *m, int n);
 size_t face_encoder_work_floats(const face_encoder_t *f);
 void face_encoder_release(face_encoder_t *f, const model_t *m);
 // out (B x Tv, 2 x 8w) from the pictures (B x Tv, S, S, C) of B samples of Tv frames; train: batch
-// statistics over the B samples' frames (updating the running ones).
+// statistics over the B samples' frames (updating the running ones), all pictures at once;
+// inference (the running statistics: each picture on its own) takes them as many at a time as
+// the encoder was reserved for.
 void face_encoder_forward(face_encoder_t *f, model_t *m, const float *pictures, float *out, int B, int Tv, int train,
                           float *work);
 // The parameter gradients (accumulated) from g_out (B x Tv, 2 x 8w) and the forward's out.
