@@ -48,6 +48,12 @@ static const model_family_t families[] = {
     RESNET_ROW("resnet152", "ResNet152"),
     RESNET_ROW("resnet221", "ResNet221"),
     RESNET_ROW("resnet293", "ResNet293"),
+    {.name = "resnet34-av",  // spkddp's: WeSpeaker's ResNet34 beside a face encoder (app/model/resnet/resnet.h)
+     .build = model_resnet_build,
+     .visual = 1,
+     .frames = RESNET_FRAMES,
+     .channels = RESNET_CHANNELS,
+     .emb_dim = RESNET_EMB},
     {.name = "campplus",
      .build = model_campplus_build,
      .frames = CAMPP_FRAMES,

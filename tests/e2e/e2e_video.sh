@@ -83,6 +83,21 @@ awk '{ if ($5 - ($3 + $4) / 2 > 1e-5 || ($3 + $4) / 2 - $5 > 1e-5) bad++ } END {
 expect_error 2 "modality-dropout applies to --model ecapa-av" -- \
     run 1 $SPKDDP train --data a1.h5 --model ecapa --channels 32 --batch 4 --modality-dropout 0.5 --epochs 1
 
+# WeSpeaker's ResNet34 beside the face encoder: the same on 1 and 2 ranks, and a resume
+r34="--model resnet34-av --data a1.h5 --channels 8 --emb-dim 16 --face-channels 4 --modality-dropout 0.5 --frames 100
+     --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
+for k in 1 2; do
+    run $k $SPKDDP train $r34 --picture-augment --invariant --epochs 2 --ckpt-dir r34_$k >/dev/null 2>&1 || fail "resnet34-av on $k ranks"
+done
+$SPKDDP diff r34_1/$ck r34_2/$ck >/dev/null && echo "ok  resnet34-av --invariant: 2 ranks == 1 rank (bitwise)" || fail "resnet34-av: 2 ranks differ"
+run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir r34_full >/dev/null 2>&1 && run 2 $SPKDDP train $r34 --epochs 1 --ckpt-dir r34_part \
+    >/dev/null 2>&1 && run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir r34_part --resume auto >/dev/null 2>&1 || fail "resnet34-av runs"
+$SPKDDP diff r34_full/$last r34_part/$last >/dev/null && echo "ok  resnet34-av: resumed == uninterrupted (bitwise)" \
+    || fail "resnet34-av: the resumed run differs"
+run 1 $SPKDDP embed --ckpt r34_full/$last --data a1.h5 --out r34_v.h5 --modality visual >/dev/null 2>&1 \
+    && echo "ok  resnet34-av embeds the face alone" || fail "resnet34-av embed --modality visual"
+expect_error 2 "takes a /visual stream of pictures .* through its face encoder" -- \
+    run 1 $SPKDDP train ${r34/--face-channels 4/} --epochs 1
 expect_error 2 "holds pictures: --model ecapa-av takes them through a face encoder" -- \
     run 1 $SPKDDP train ${av/--face-channels 4/} --epochs 1
 

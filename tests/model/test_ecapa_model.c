@@ -9,6 +9,7 @@
 #include "app/model/model.h"
 #include "kernels/aam_softmax.h"
 #include "kernels/base/rng.h"
+#include "tests/model/gradcheck.h"
 #include "tests/test_util.h"
 
 #include <math.h>
@@ -24,6 +25,19 @@ static int64_t encoder_params(int64_t C) {
         if (strcmp(m->table.t[i].name, "classifier.weight") == 0) n -= m->table.t[i].numel;
     model_free(m);
     return n;
+}
+
+typedef struct {
+    model_t *m;
+    const float *x, *v;
+    const int32_t *y;
+    int B, T;
+} gc_ctx_t;
+
+static double loss_at(model_t *m, const float *x, const float *v, const int32_t *y, int B, int T);
+static double loss_of(void *ctx) {
+    const gc_ctx_t *c = ctx;
+    return loss_at(c->m, c->x, c->v, c->y, c->B, c->T);
 }
 
 // Loss of one training-mode forward (BatchNorm with batch statistics). Running statistics
@@ -78,58 +92,22 @@ static void gradcheck(const char *model, int face) {
     ecapa_backward(e, m, e->head.g_emb, dx, B, T);
     EXPECT(isfinite(base), "loss %g", base);
 
-    // Directional derivatives: (L(p + h v) - L(p - h v)) / 2h vs <g, v>, v random unit. The
-    // float32 loss carries ~1e-6 relative rounding, i.e. ~|L| * 1e-6 / h of noise in the
-    // difference quotient; ReLUs make the loss piecewise smooth, so a rare direction crosses
-    // a kink (h is small to make that rare). Each tensor gets three directions and passes
-    // when two agree.
+    // Every tensor but the attention's conv bias (softmax shift invariance: its gradient is 0),
+    // and the input.
+    gc_tensor_t *t = malloc((size_t)(m->table.count + 1) * sizeof *t);
+    int count = 0;
+    for (int ti = 0; ti < m->table.count; ti++) {
+        const param_tensor_t *pt = &m->table.t[ti];
+        if (strcmp(pt->name, "asp.conv.conv.bias") == 0) continue;
+        t[count++] = (gc_tensor_t){pt->name, m->params + pt->offset, m->grads + pt->offset, pt->numel};
+    }
+    t[count++] = (gc_tensor_t){"input", x, dx, B * T * F};
     // (the face encoder's stem is the most curved: its step is halved; at 2e-4 its worst direction
     // reaches about the tolerance, at 1e-4 a quarter of it)
-    const double h = face ? 1e-4 : 2e-4, noise = 1e-6 * fmax(1.0, fabs(base)) / h;
-    int checked = 0;
-    double worst = 0;
-    for (int ti = 0; ti <= m->table.count; ti++) {
-        int is_input = ti == m->table.count;
-        float *p = is_input ? x : m->params + m->table.t[ti].offset;
-        const float *g = is_input ? dx : m->grads + m->table.t[ti].offset;
-        int64_t n = is_input ? B * T * F : m->table.t[ti].numel;
-        const char *name = is_input ? "input" : m->table.t[ti].name;
-        if (strcmp(name, "asp.conv.conv.bias") == 0) continue;  // softmax shift invariance: gradient is 0
-        float *v = malloc((size_t)n * sizeof(float)), *p0 = malloc((size_t)n * sizeof(float));
-        memcpy(p0, p, (size_t)n * sizeof(float));
-        double gn = 0;
-        for (int64_t j = 0; j < n; j++) gn += (double)g[j] * g[j];
-        gn = sqrt(gn);
-        int agree = 0;
-        double errs[3];
-        for (int k = 0; k < 3; k++) {
-            double vn = 0, gv = 0;
-            for (int64_t j = 0; j < n; j++) {
-                v[j] = (float)rng_normal(&r);
-                vn += (double)v[j] * v[j];
-            }
-            for (int64_t j = 0; j < n; j++) {
-                v[j] = (float)(v[j] / sqrt(vn));
-                gv += (double)g[j] * v[j];
-            }
-            for (int64_t j = 0; j < n; j++) p[j] = p0[j] + (float)h * v[j];
-            double lp = loss_at(m, x, vis, y, B, T);
-            for (int64_t j = 0; j < n; j++) p[j] = p0[j] - (float)h * v[j];
-            double lm = loss_at(m, x, vis, y, B, T);
-            memcpy(p, p0, (size_t)n * sizeof(float));
-            double fd = (lp - lm) / (2 * h);
-            errs[k] = fabs(fd - gv) / (2e-2 * gn + noise);  // <= 1 passes
-            agree += errs[k] <= 1.0;
-        }
-        double med =
-            errs[0] + errs[1] + errs[2] - fmax(errs[0], fmax(errs[1], errs[2])) - fmin(errs[0], fmin(errs[1], errs[2]));
-        if (med > worst) worst = med;
-        EXPECT(agree >= 2, "%s: only %d of 3 directional derivatives agree (errors %.2f %.2f %.2f of the tolerance)",
-               name, agree, errs[0], errs[1], errs[2]);
-        checked++;
-        free(v);
-        free(p0);
-    }
+    gc_ctx_t ctx = {m, x, vis, y, B, T};
+    const double worst = gradcheck_tensors(t, count, loss_of, &ctx, base, face ? 1e-4 : 2e-4, &r);
+    const int checked = count;
+    free(t);
     printf("%s%s gradient check: %d tensors + input, worst median error %.2f of the tolerance\n", model,
            face ? " (face encoder, modality dropout)" : "", checked - 1, worst);
     model_free(m);

@@ -331,25 +331,16 @@ static void release(model_t *m) {
 
 static const aam_encoder_ops_t ecapa_encoder = {reserve, forward, backward, release};
 
-// A perfect square's root, or 0.
-static int64_t square_root(int64_t n) {
-    int64_t r = (int64_t)sqrt((double)n);
-    while (r * r > n) r--;
-    while ((r + 1) * (r + 1) <= n) r++;
-    return r * r == n ? r : 0;
-}
-
-// The pictures' shape from the stream's values per frame: S^2 (gray) or 3 S^2 (RGB), which no
-// S makes ambiguous (3 is not a square).
+// The pictures' shape from the stream's values per frame (face_encoder_picture_shape).
 static void face_dims(ecapa_t *e, const model_t *m, const model_config_t *cfg, const model_data_t *data) {
-    const int64_t D = m->visual_dim, gray = square_root(D), rgb = D % 3 == 0 ? square_root(D / 3) : 0;
-    e->d.image_size = gray ? gray : rgb;
-    e->d.image_channels = gray ? 1 : 3;
-    if (!e->d.image_size || e->d.image_size < FACE_MIN_SIZE)
+    int size, channels;
+    if (face_encoder_picture_shape(m->visual_dim, &size, &channels) != 0)
         spk_fail_all(SPK_EXIT_DATA,
                      "%s: --face-channels needs a /visual stream of square pictures of at least %d pixels (prepare "
                      "--video-scp); this one has %lld values a frame",
-                     data->source ? data->source : "the dataset", FACE_MIN_SIZE, (long long)D);
+                     data->source ? data->source : "the dataset", FACE_MIN_SIZE, (long long)m->visual_dim);
+    e->d.image_size = size;
+    e->d.image_channels = channels;
     e->d.face_channels = cfg->face_channels;
     e->vis.has_face = 1;
     e->d.vfeat = 2 * 8 * cfg->face_channels;  // the face encoder's output (face_encoder_dim)

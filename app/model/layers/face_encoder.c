@@ -3,7 +3,23 @@
 
 #include "kernels/base/spk_assert.h"
 
+#include <math.h>
 #include <stdio.h>
+
+// A perfect square's root, or 0.
+static int64_t square_root(int64_t n) {
+    int64_t r = (int64_t)sqrt((double)n);
+    while (r * r > n) r--;
+    while ((r + 1) * (r + 1) <= n) r++;
+    return r * r == n ? r : 0;
+}
+
+int face_encoder_picture_shape(int64_t values, int *size, int *channels) {
+    const int64_t gray = square_root(values), rgb = values % 3 == 0 ? square_root(values / 3) : 0;
+    *size = (int)(gray ? gray : rgb);
+    *channels = gray ? 1 : 3;
+    return *size >= FACE_MIN_SIZE ? 0 : -1;
+}
 
 void face_encoder_register(face_encoder_t *f, model_t *m, const char *prefix, int size, int cin, int width) {
     f->size = size, f->cin = cin, f->width = width;

@@ -32,6 +32,10 @@ typedef struct {
     int cap_n;  // pictures the activations hold
 } face_encoder_t;
 
+// The pictures' side S and channels C from a stream's values per frame: S^2 (gray) or 3 S^2 (RGB),
+// which no S makes ambiguous (3 is not a square). Returns 0, or -1 when neither fits or S is
+// below FACE_MIN_SIZE.
+int face_encoder_picture_shape(int64_t values, int *size, int *channels);
 // Registers the encoder for S x S pictures of C channels (reverse execution order: the last
 // block first, the stem last).
 void face_encoder_register(face_encoder_t *f, model_t *m, const char *prefix, int size, int cin, int width);

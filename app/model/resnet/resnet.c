@@ -30,6 +30,8 @@ static void resnet_register(resnet_t *r, model_t *m) {
     const int64_t E = r->emb, P = r->pooled_dim;
     r->seg_w = param_table_add(&m->table, "seg_1.weight", 2, (int64_t[]){E, P});
     r->seg_b = param_table_add(&m->table, "seg_1.bias", 1, (int64_t[]){E});
+    if (r->has_face)  // executed before seg_1 (and beside the stages): registered right after it
+        face_encoder_register(&r->face, m, "visual.face", r->face.size, r->face.cin, r->face.width);
     // stages and blocks last first; stage s has m * 2^s planes, stride 2 but for the first
     int count = 0;
     for (int s = 0; s < RESNET_STAGES; s++) count += r->blocks[s];
@@ -95,8 +97,9 @@ static void set_shapes(resnet_t *r, int B, int T) {
 }
 
 static void release_buffers(resnet_t *r, const model_t *m) {
-    float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled, &r->g[0],
-                            &r->g[1], &r->g[2],   &r->g[3],    &r->work};
+    float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled,   &r->g[0], &r->g[1],
+                            &r->g[2], &r->g[3],   &r->work,    &r->pooled_a,   &r->g_a,  &r->fx,
+                            &r->g_fx, &r->vpool,  &r->g_vpool, &r->pooled_kept};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     r->work_floats = r->map_floats = 0;
     r->cap_b = r->cap_t = 0;
@@ -105,6 +108,7 @@ static void release_buffers(resnet_t *r, const model_t *m) {
 static void release(model_t *m) {
     resnet_t *r = m->impl;
     for (int i = 0; i < r->nunits; i++) conv2d_bn_release(r->units[i], m);
+    if (r->has_face) face_encoder_release(&r->face, m);
     release_buffers(r, m);
     free(r->block);
     free(r->units);
@@ -114,6 +118,10 @@ static void release(model_t *m) {
 
 static void reserve(model_t *m, int B, int T) {
     resnet_t *r = m->impl;
+    if (r->has_face) {  // (grows itself; embed takes a long utterance's pictures in pieces)
+        const int n = B * (T / (int)r->vratio);
+        face_encoder_reserve(&r->face, m, m->embedding && n > FACE_EMBED_PICTURES ? FACE_EMBED_PICTURES : n);
+    }
     set_shapes(r, B, T);
     size_t work = r->work_floats, map = r->map_floats, input = (size_t)B * T * r->feat;  // (tests: dframes)
     if (input > map) map = input;
@@ -123,6 +131,7 @@ static void reserve(model_t *m, int B, int T) {
         if (w > work) work = w;
         if (n > map) map = n;
     }
+    if (r->has_face && face_encoder_work_floats(&r->face) > work) work = face_encoder_work_floats(&r->face);
     if (B <= r->cap_b && T <= r->cap_t && work == r->work_floats && map == r->map_floats) return;
     const int cb = B > r->cap_b ? B : r->cap_b, ct = T > r->cap_t ? T : r->cap_t;
     release_buffers(r, m);
@@ -133,6 +142,16 @@ static void reserve(model_t *m, int B, int T) {
     r->g_pooled = model_buf(m, (size_t)cb * P);
     for (int i = 0; i < 4; i++) r->g[i] = model_buf(m, map);
     r->work = model_buf(m, work);
+    if (r->has_face) {
+        const size_t Pa = (size_t)r->audio_dim, Dv = (size_t)r->vdim, frames = (size_t)cb * (size_t)(ct / r->vratio);
+        r->pooled_a = model_buf(m, (size_t)cb * Pa);
+        r->g_a = model_buf(m, (size_t)cb * Pa);
+        r->fx = model_buf(m, frames * Dv);
+        r->g_fx = model_buf(m, frames * Dv);
+        r->vpool = model_buf(m, (size_t)cb * 2 * Dv);
+        r->g_vpool = model_buf(m, (size_t)cb * 2 * Dv);
+        r->pooled_kept = model_buf(m, (size_t)cb * P);
+    }
     r->work_floats = work, r->map_floats = map, r->cap_b = cb, r->cap_t = ct;
 }
 
@@ -142,28 +161,66 @@ static const float *block_input(const resnet_t *r, int i) {
     return i == 0 ? r->stem.y : res_block_out(&r->block[i - 1]);
 }
 
-const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B, int T, int train) {
+// The audio's statistics (B, audio_dim) into stats.
+static void trunk_forward(resnet_t *r, model_t *m, const float *frames, float *stats, int B, int T, int train) {
     const spk_backend_t *K = m->be;
     SPK_ASSERT(B <= r->cap_b && T <= r->cap_t);
     K->batch_transpose(r->x, frames, B, T, (int)r->feat);  // (B, T, F) -> (B, F, T): an F x T image
     conv2d_bn_forward(&r->stem, m, r->x, NULL, 1, train, r->work);
     for (int i = 0; i < r->nblocks; i++) res_block_forward(&r->block[i], m, block_input(r, i), train, r->work);
-    const float *last = block_input(r, r->nblocks);
-    K->tstp_forward(r->pooled, last, B, r->out_h, r->out_w, r->out_c, TSTP_EPS);
-    K->linear_forward(r->emb_out, r->pooled, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->pooled_dim,
-                      (int)r->emb);
+    K->tstp_forward(stats, block_input(r, r->nblocks), B, r->out_h, r->out_w, r->out_c, TSTP_EPS);
+}
+
+static const float *seg_forward(resnet_t *r, model_t *m, const float *in, int B) {
+    r->seg_in = in;
+    m->be->linear_forward(r->emb_out, in, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->pooled_dim,
+                          (int)r->emb);
     return r->emb_out;
 }
 
-void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes, int B, int T) {
+const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B, int T, int train) {
+    trunk_forward(r, m, frames, r->pooled, B, T, train);
+    return seg_forward(r, m, r->pooled, B);
+}
+
+// The statistics of the stream a sample goes without (model_t.modality), zeroed in one row.
+static void zero_stream(const resnet_t *r, const model_t *m, float *row, int modality) {
+    if (modality == MODALITY_AUDIO) m->be->vec_zero(row + r->audio_dim, (size_t)(r->pooled_dim - r->audio_dim));
+    if (modality == MODALITY_VISUAL) m->be->vec_zero(row, (size_t)r->audio_dim);
+}
+
+// resnet34-av: the audio's statistics beside those of the face encoder's values over time.
+static const float *av_forward(resnet_t *r, model_t *m, const float *frames, const float *pictures, int B, int T,
+                               int train) {
     const spk_backend_t *K = m->be;
+    const int Tv = T / (int)r->vratio, Pa = (int)r->audio_dim, Dv = (int)r->vdim, P = (int)r->pooled_dim;
+    trunk_forward(r, m, frames, r->pooled_a, B, T, train);
+    r->pictures = pictures;
+    face_encoder_forward(&r->face, m, pictures, r->fx, B, Tv, train, r->work);
+    K->tstp_forward(r->vpool, r->fx, B, 1, Tv, Dv, TSTP_EPS);  // (B, Tv, Dv): one row of Tv frames
+    K->channel_slice_copy(r->pooled, P, r->pooled_a, Pa, B, Pa, 1);
+    K->channel_slice_copy(r->pooled + Pa, P, r->vpool, 2 * Dv, B, 2 * Dv, 1);
+    if (!m->modality) return seg_forward(r, m, r->pooled, B);
+    K->vec_copy(r->pooled_kept, r->pooled, (size_t)B * P);
+    for (int b = 0; b < B; b++) zero_stream(r, m, r->pooled_kept + (size_t)b * P, m->modality[b]);
+    return seg_forward(r, m, r->pooled_kept, B);
+}
+
+// seg_1's gradients, and its input's into g_pooled.
+static void seg_backward(resnet_t *r, model_t *m, const float *g_emb, int B) {
     const int P = (int)r->pooled_dim, E = (int)r->emb;
-    K->vec_zero(r->g_pooled, (size_t)B * P);
-    model_linear_backward(m, r->g_pooled, r->seg_w, r->seg_b, g_emb, r->pooled, B, P, E);
+    m->be->vec_zero(r->g_pooled, (size_t)B * P);
+    model_linear_backward(m, r->g_pooled, r->seg_w, r->seg_b, g_emb, r->seg_in, B, P, E);
     model_grads_ready(m, r->seg_b + E);
+}
+
+// From the gradient of the audio's statistics (g_stats, of the forward's stats) to the stem.
+static void trunk_backward(resnet_t *r, model_t *m, const float *g_stats, const float *stats, float *dframes, int B,
+                           int T) {
+    const spk_backend_t *K = m->be;
     float *go = r->g[0], *gx = r->g[1];
     K->vec_zero(go, (size_t)B * r->out_h * r->out_w * r->out_c);
-    K->tstp_backward(go, r->g_pooled, block_input(r, r->nblocks), r->pooled, B, r->out_h, r->out_w, r->out_c);
+    K->tstp_backward(go, g_stats, block_input(r, r->nblocks), stats, B, r->out_h, r->out_w, r->out_c);
     for (int i = r->nblocks - 1; i >= 0; i--) {
         res_block_backward(&r->block[i], m, block_input(r, i), go, gx, r->g[2], r->g[3], r->work);
         model_grads_ready(m, res_block_end(&r->block[i]));
@@ -175,21 +232,68 @@ void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes
     if (dframes) K->batch_transpose(dframes, gx, B, (int)r->feat, T);  // (B, F, T) -> (B, T, F)
 }
 
-static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
-    (void)vframes;  // audio only
-    return resnet_forward(m->impl, m, frames, B, T, train);
+void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes, int B, int T) {
+    seg_backward(r, m, g_emb, B);
+    trunk_backward(r, m, r->g_pooled, r->pooled, dframes, B, T);
 }
 
-static void backward(model_t *m, const float *g_emb, int B, int T) { resnet_backward(m->impl, m, g_emb, NULL, B, T); }
+// resnet34-av: seg_1, then the face encoder (registered next), then the audio's stages.
+static void av_backward(resnet_t *r, model_t *m, const float *g_emb, int B, int T) {
+    const spk_backend_t *K = m->be;
+    const int Tv = T / (int)r->vratio, Pa = (int)r->audio_dim, Dv = (int)r->vdim, P = (int)r->pooled_dim;
+    seg_backward(r, m, g_emb, B);
+    for (int b = 0; m->modality && b < B; b++) zero_stream(r, m, r->g_pooled + (size_t)b * P, m->modality[b]);
+    K->channel_slice_copy(r->g_a, Pa, r->g_pooled, P, B, Pa, 1);
+    K->channel_slice_copy(r->g_vpool, 2 * Dv, r->g_pooled + Pa, P, B, 2 * Dv, 1);
+    K->vec_zero(r->g_fx, (size_t)B * Tv * Dv);
+    K->tstp_backward(r->g_fx, r->g_vpool, r->fx, r->vpool, B, 1, Tv, Dv);
+    face_encoder_backward(&r->face, m, r->g_fx, r->pictures, r->fx, B, Tv, r->work);
+    model_grads_ready(m, face_encoder_end(&r->face));
+    trunk_backward(r, m, r->g_a, r->pooled_a, NULL, B, T);
+}
+
+static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
+    resnet_t *r = m->impl;
+    return r->has_face ? av_forward(r, m, frames, vframes, B, T, train) : resnet_forward(r, m, frames, B, T, train);
+}
+
+static void backward(model_t *m, const float *g_emb, int B, int T) {
+    resnet_t *r = m->impl;
+    if (r->has_face)
+        av_backward(r, m, g_emb, B, T);
+    else
+        resnet_backward(r, m, g_emb, NULL, B, T);
+}
 
 static const aam_encoder_ops_t resnet_encoder = {reserve, forward, backward, release};
 
 // ---- the model ----------------------------------------------------------------------------------
 
+// The depth of a name, with or without "-av".
 static int depth_of(const char *name) {
+    const size_t n = strlen(name), base = n > 3 && strcmp(name + n - 3, "-av") == 0 ? n - 3 : n;
     for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++)
-        if (strcmp(depths[i].name, name) == 0) return (int)i;
+        if (strlen(depths[i].name) == base && strncmp(depths[i].name, name, base) == 0) return (int)i;
     return -1;
+}
+
+// resnet34-av: the face encoder on the dataset's pictures, and what the loader gives it.
+static void face_setup(resnet_t *r, model_t *m, const model_config_t *cfg, const model_data_t *data) {
+    const char *src = data->source ? data->source : "the dataset";
+    if (m->visual_dim <= 0 || cfg->face_channels <= 0 || data->visual_kind == VISUAL_FEATURES)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "%s: --model %s takes a /visual stream of pictures (prepare --video-scp) through its face encoder "
+                     "(--face-channels W, e.g. 32)",
+                     src, cfg->name);
+    int size, channels;
+    if (face_encoder_picture_shape(m->visual_dim, &size, &channels) != 0)
+        spk_fail_all(SPK_EXIT_DATA,
+                     "%s: --model %s needs square pictures of at least %d pixels; this stream has %lld values a frame",
+                     src, cfg->name, FACE_MIN_SIZE, (long long)m->visual_dim);
+    r->has_face = 1;
+    r->face = (face_encoder_t){.size = size, .cin = channels, .width = (int)cfg->face_channels};
+    r->vratio = m->visual_ratio;
+    r->vdim = face_encoder_dim(&r->face);
 }
 
 void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
@@ -208,12 +312,25 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
     r->emb = cfg->emb_dim;
     r->expansion = depths[d].expansion;
     memcpy(r->blocks, depths[d].blocks, sizeof r->blocks);
-    r->pooled_dim = 2 * (F / 8) * r->m_channels * 8 * r->expansion;
+    r->audio_dim = r->pooled_dim = 2 * (F / 8) * r->m_channels * 8 * r->expansion;
+    const size_t n = strlen(cfg->name);
+    if (n > 3 && strcmp(cfg->name + n - 3, "-av") == 0) {
+        face_setup(r, m, cfg, data);
+        r->pooled_dim += 2 * r->vdim;
+    } else if (cfg->face_channels > 0 || cfg->modality_dropout > 0) {
+        spk_fail_all(SPK_EXIT_USAGE, "--%s applies to audio-visual models (--model %s-av)",
+                     cfg->face_channels > 0 ? "face-channels" : "modality-dropout", cfg->name);
+    }
     m->impl = r;
     aam_encoder_init(&r->head, m, cfg, &resnet_encoder, cfg->emb_dim);
+    r->head.visual = r->has_face;
+    r->head.vratio = r->vratio;
     resnet_register(r, m);
-    // three stride-2 stages: ceil(T / 8) frames must remain, two at least (the unbiased variance)
-    m->input = (loader_spec_t){.crop = cfg->frames > 0 ? cfg->frames : RESNET_FRAMES, .min_frames = 9, .cmn = 1};
+    // three stride-2 stages: ceil(T / 8) frames must remain, two at least (the unbiased variance);
+    // with faces, crops of whole visual frames, two of them at least (their deviation over time)
+    const int64_t v = r->has_face ? r->vratio : 1, crop = cfg->frames > 0 ? cfg->frames : RESNET_FRAMES;
+    const int64_t least = r->has_face && 2 * v > 9 ? 2 * v : (9 + v - 1) / v * v;
+    m->input = (loader_spec_t){.crop = crop - crop % v, .min_frames = least, .cmn = 1, .visual = r->has_face};
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "%s: --frames %lld is too short (at least %lld)", cfg->name,
                      (long long)cfg->frames, (long long)m->input.min_frames);
