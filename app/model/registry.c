@@ -64,6 +64,12 @@ static const model_family_t families[] = {
      .toolkit_model = "speakerlab.models.campplus.DTDNN.CAMPPlus",
      .toolkit_args = campplus_speakerlab_args,
      .onnx_write = campplus_onnx_write},
+    {.name = "campplus-av",  // spkddp's: 3D-Speaker's CAM++ beside a face encoder (app/model/campplus/campplus.h)
+     .build = model_campplus_build,
+     .visual = 1,
+     .frames = CAMPP_FRAMES,
+     .channels = CAMPP_CHANNELS,
+     .emb_dim = CAMPP_EMB},
 };
 #define NFAMILIES (int)(sizeof families / sizeof families[0])
 

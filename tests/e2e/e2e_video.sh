@@ -83,19 +83,26 @@ awk '{ if ($5 - ($3 + $4) / 2 > 1e-5 || ($3 + $4) / 2 - $5 > 1e-5) bad++ } END {
 expect_error 2 "modality-dropout applies to --model ecapa-av" -- \
     run 1 $SPKDDP train --data a1.h5 --model ecapa --channels 32 --batch 4 --modality-dropout 0.5 --epochs 1
 
-# WeSpeaker's ResNet34 beside the face encoder: the same on 1 and 2 ranks, and a resume
-r34="--model resnet34-av --data a1.h5 --channels 8 --emb-dim 16 --face-channels 4 --modality-dropout 0.5 --frames 100
-     --global-batch 8 --optimizer adam --lr 0.002 --progress 0"
-for k in 1 2; do
-    run $k $SPKDDP train $r34 --picture-augment --invariant --epochs 2 --ckpt-dir r34_$k >/dev/null 2>&1 || fail "resnet34-av on $k ranks"
+# WeSpeaker's ResNet34 and 3D-Speaker's CAM++ beside the face encoder: the same on 1 and 2 ranks,
+# a resume, embed of the face alone
+for enc in "resnet34-av --channels 8" "campplus-av --channels 16 --growth-rate 8 --bn-size 2"; do
+    name=${enc%% *}
+    r34="--model $enc --data a1.h5 --emb-dim 16 --face-channels 4 --modality-dropout 0.5 --frames 100 --global-batch 8
+         --optimizer adam --lr 0.002 --progress 0"
+    for k in 1 2; do
+        run $k $SPKDDP train $r34 --picture-augment --invariant --epochs 2 --ckpt-dir ${name}_$k >/dev/null 2>&1 \
+            || fail "$name on $k ranks"
+    done
+    $SPKDDP diff ${name}_1/$ck ${name}_2/$ck >/dev/null && echo "ok  $name --invariant: 2 ranks == 1 rank (bitwise)" \
+        || fail "$name: 2 ranks differ"
+    run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir ${name}_full >/dev/null 2>&1 \
+        && run 2 $SPKDDP train $r34 --epochs 1 --ckpt-dir ${name}_part >/dev/null 2>&1 \
+        && run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir ${name}_part --resume auto >/dev/null 2>&1 || fail "$name runs"
+    $SPKDDP diff ${name}_full/$last ${name}_part/$last >/dev/null && echo "ok  $name: resumed == uninterrupted (bitwise)" \
+        || fail "$name: the resumed run differs"
+    run 1 $SPKDDP embed --ckpt ${name}_full/$last --data a1.h5 --out ${name}_v.h5 --modality visual >/dev/null 2>&1 \
+        && echo "ok  $name embeds the face alone" || fail "$name embed --modality visual"
 done
-$SPKDDP diff r34_1/$ck r34_2/$ck >/dev/null && echo "ok  resnet34-av --invariant: 2 ranks == 1 rank (bitwise)" || fail "resnet34-av: 2 ranks differ"
-run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir r34_full >/dev/null 2>&1 && run 2 $SPKDDP train $r34 --epochs 1 --ckpt-dir r34_part \
-    >/dev/null 2>&1 && run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir r34_part --resume auto >/dev/null 2>&1 || fail "resnet34-av runs"
-$SPKDDP diff r34_full/$last r34_part/$last >/dev/null && echo "ok  resnet34-av: resumed == uninterrupted (bitwise)" \
-    || fail "resnet34-av: the resumed run differs"
-run 1 $SPKDDP embed --ckpt r34_full/$last --data a1.h5 --out r34_v.h5 --modality visual >/dev/null 2>&1 \
-    && echo "ok  resnet34-av embeds the face alone" || fail "resnet34-av embed --modality visual"
 expect_error 2 "takes a /visual stream of pictures .* through its face encoder" -- \
     run 1 $SPKDDP train ${r34/--face-channels 4/} --epochs 1
 expect_error 2 "holds pictures: --model ecapa-av takes them through a face encoder" -- \

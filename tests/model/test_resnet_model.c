@@ -2,13 +2,10 @@
 // defaults (F 80, m 32, embedding 256: ResNet34 6,634,336, as PyTorch counts it in
 // tests/golden/make_resnet_golden.py), embeddings of utterances of several lengths the same
 // alone as in a batch (inference uses the running statistics), and a training step on the
-// cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's; resnet34-av's
-// gradients by finite differences.
+// cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's.
 #include "app/model/model.h"
 #include "app/model/resnet/resnet.h"
-#include "kernels/aam_softmax.h"
 #include "kernels/base/rng.h"
-#include "tests/model/gradcheck.h"
 #include "tests/test_util.h"
 
 #include <math.h>
@@ -97,68 +94,6 @@ static void staged_step(const char *depth) {
     model_free(s);
 }
 
-// resnet34-av: ResNet34 beside the face encoder, with some samples going without one stream
-// (modality dropout), checked by finite differences (tests/model/gradcheck.h).
-typedef struct {
-    model_t *m;
-    const float *x, *v;
-    const int32_t *y;
-    int B, T;
-    const float *emb;  // of the last forward
-} av_ctx_t;
-
-static double av_loss(void *ctx) {
-    av_ctx_t *c = ctx;
-    aam_encoder_t *h = c->m->impl;
-    const float *emb = c->emb = h->enc->forward(c->m, c->x, c->v, c->B, c->T, 1);
-    float loss = 0;
-    int correct = 0;
-    aam_softmax_forward(&loss, &correct, h->aam_cache, emb, c->m->params + h->cls_w, c->y, c->B, (int)h->emb,
-                        (int)c->m->head_rows, h->margin, h->scale, h->work);
-    return loss;
-}
-
-static void av_gradcheck(void) {
-    enum { B = 8, T = 24, F = 16, R = 4, S = 18, FV = 3 * S * S };
-    model_config_t mc = model_config_defaults("resnet34-av");
-    mc.channels = 8, mc.emb_dim = 6, mc.face_channels = 4, mc.margin = 0.2, mc.scale = 4;
-    model_t *m = model_create(
-        &mc,
-        &(model_data_t){
-            .feature_dim = F, .num_classes = 3, .visual_dim = FV, .visual_ratio = R, .visual_kind = VISUAL_PICTURES},
-        &spk_backend_cpu);
-    aam_encoder_t *h = m->impl;
-    aam_encoder_reserve(m, B, T);
-    static const int8_t keep[B] = {MODALITY_BOTH, MODALITY_AUDIO, MODALITY_VISUAL, MODALITY_BOTH,
-                                   MODALITY_BOTH, MODALITY_AUDIO, MODALITY_BOTH,   MODALITY_VISUAL};
-    m->modality = keep;
-    rng_t r = rng_init(6, 99, 0, 0);
-    static float x[B * T * F], v[B * (T / R) * FV];
-    for (int i = 0; i < B * T * F; i++) x[i] = (float)rng_normal(&r) + 0.3f;
-    for (int i = 0; i < B * (T / R) * FV; i++) v[i] = (float)rng_normal(&r) - 0.2f;
-    const int32_t y[B] = {0, 2, 1, 2, 0, 1, 1, 2};
-    av_ctx_t ctx = {m, x, v, y, B, T, NULL};
-    const double base = av_loss(&ctx);
-    memset(m->grads, 0, (size_t)m->table.total * sizeof(float));
-    memset(h->g_emb, 0, sizeof(float) * B * (size_t)h->emb);
-    aam_softmax_backward(h->g_emb, m->grads + h->cls_w, 1.0f, h->aam_cache, ctx.emb, m->params + h->cls_w, y, B,
-                         (int)h->emb, (int)m->head_rows, h->margin, h->scale, h->work);
-    h->enc->backward(m, h->g_emb, B, T);
-    EXPECT(isfinite(base), "loss %g", base);
-    gc_tensor_t *t = malloc((size_t)m->table.count * sizeof *t);
-    for (int i = 0; i < m->table.count; i++) {
-        const param_tensor_t *pt = &m->table.t[i];
-        t[i] = (gc_tensor_t){pt->name, m->params + pt->offset, m->grads + pt->offset, pt->numel};
-    }
-    const double worst = gradcheck_tensors(t, m->table.count, av_loss, &ctx, base, 1e-4, &r);
-    printf(
-        "resnet34-av gradient check (face encoder, modality dropout): %d tensors, worst median error %.2f of the "
-        "tolerance\n",
-        m->table.count, worst);
-    free(t);
-    model_free(m);
-}
-
 int main(void) {
     // WeSpeaker's depths at its defaults (PyTorch's counts, tests/golden/make_resnet_golden.py)
     const char *depth[7] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnet221", "resnet293"};
@@ -172,6 +107,5 @@ int main(void) {
     embed_lengths("resnet50");
     staged_step("resnet34");
     staged_step("resnet50");
-    av_gradcheck();
     return test_report("test_resnet_model");
 }

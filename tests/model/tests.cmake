@@ -8,6 +8,8 @@ spk_unit_test(model test_resnet_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/resnet
 add_test(NAME test_resnet50_golden COMMAND test_resnet_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/resnet50_golden.h5 1.5e-3)
 set_tests_properties(test_resnet50_golden PROPERTIES LABELS unit)
 spk_unit_test(model test_resnet_model)
+spk_unit_test(model test_av_models)
+set_tests_properties(test_av_models PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)
 # 3D-Speaker's CAM++ against its own class, with and without recomputing the dense layers' inputs.
 spk_unit_test(model test_campplus_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/campplus_golden.h5)
 add_test(NAME test_campplus_golden_recompute COMMAND test_campplus_golden

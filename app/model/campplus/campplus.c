@@ -30,9 +30,10 @@ static int64_t channels_after(const campp_dims_t *d, int i) {
 static void campplus_register(campplus_t *c, model_t *m) {
     const campp_dims_t *d = &c->d;
     const int64_t C = channels_after(d, CAMPP_BLOCKS - 1), E = d->emb;
-    c->dense_w = param_table_add(&m->table, "xvector.dense.linear.weight", 3, (int64_t[]){E, 2 * C, 1});
+    c->dense_w = param_table_add(&m->table, "xvector.dense.linear.weight", 3, (int64_t[]){E, c->dense_in, 1});
     c->dense_mean = param_table_add(&m->state_table, "xvector.dense.nonlinear.batchnorm.running_mean", 1, &E);
     c->dense_var = param_table_add(&m->state_table, "xvector.dense.nonlinear.batchnorm.running_var", 1, &E);
+    if (c->has_face) face_branch_register(&c->av, m);  // (executed before the dense layer, beside the blocks)
     bn_register(m, "xvector.out_nonlinear.batchnorm", C, &c->out_bn_w, &c->out_bn_b, &c->out_bn_mean, &c->out_bn_var);
     for (int i = CAMPP_BLOCKS - 1; i >= 0; i--)
         dense_block_register(&c->blocks[i], m, i + 1, (int)channels_after(d, i - 1), d->layers[i], d->growth,
@@ -124,11 +125,13 @@ static void release(model_t *m) {
         c->blocks[i].layer = NULL;
     }
     dense_scratch_release(&c->scratch, m);
+    if (c->has_face) face_branch_release(&c->av, m);
     release_buffers(c, m);
 }
 
 static void reserve(model_t *m, int B, int T) {
     campplus_t *c = m->impl;
+    if (c->has_face) face_branch_reserve(&c->av, m, B, T);  // (grows itself)
     set_shapes(c, B, T);
     const size_t R1 = (size_t)B * c->t1, C = (size_t)last_channels(c);
     size_t work = c->work_floats, map = c->map_floats;
@@ -150,6 +153,7 @@ static void reserve(model_t *m, int B, int T) {
     }
     const size_t bn = m->be->batchnorm2d_workspace_floats((int)R1, (int)C);
     work = bn > work ? bn : work;
+    if (c->has_face && face_branch_work_floats(&c->av) > work) work = face_branch_work_floats(&c->av);
     if (B <= c->cap_b && T <= c->cap_t && work == c->work_floats && map == c->map_floats) return;
     const int cb = B > c->cap_b ? B : c->cap_b, ct = T > c->cap_t ? T : c->cap_t;
     release_buffers(c, m);
@@ -164,7 +168,7 @@ static void reserve(model_t *m, int B, int T) {
     c->emb_out = model_buf(m, (size_t)cb * E);
     c->emb_mean = model_buf(m, E);
     c->emb_rstd = model_buf(m, E);
-    c->g_pooled = model_buf(m, (size_t)cb * 2 * C);
+    c->g_pooled = model_buf(m, (size_t)cb * (size_t)c->dense_in);
     c->g_dense = model_buf(m, (size_t)cb * E);
     c->g_rows = model_buf(m, rows * C);
     for (int i = 0; i < 4; i++) c->g[i] = model_buf(m, map);
@@ -178,7 +182,9 @@ static const float *fcm_input(const campplus_t *c, int i) { return i == 0 ? c->s
 
 static const float *block_input(const campplus_t *c, int i) { return i == 0 ? c->tdnn.y : c->blocks[i - 1].out; }
 
-const float *campplus_forward(campplus_t *c, model_t *m, const float *frames, int B, int T, int train) {
+// campplus-av passes its pictures (NULL otherwise).
+static const float *forward_streams(campplus_t *c, model_t *m, const float *frames, const float *pictures, int B, int T,
+                                    int train) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *st = m->state;
@@ -201,7 +207,8 @@ const float *campplus_forward(campplus_t *c, model_t *m, const float *frames, in
         K->batchnorm2d_forward_infer(c->out_y, last, st + c->out_bn_mean, st + c->out_bn_var, p + c->out_bn_w,
                                      p + c->out_bn_b, NULL, 1, R1, C, CAMPP_EPS);
     K->tstp_forward(c->pooled, c->out_y, B, 1, c->t1, C, 0.0f);  // the mean and the unbiased std
-    K->linear_forward(c->dense_out, c->pooled, p + c->dense_w, NULL, B, 2 * C, E);
+    c->dense_x = c->has_face ? face_branch_forward(&c->av, m, c->pooled, pictures, B, T, train, c->work) : c->pooled;
+    K->linear_forward(c->dense_out, c->dense_x, p + c->dense_w, NULL, B, (int)c->dense_in, E);
     if (train)
         model_batchnorm_train(m, c->emb_out, c->emb_mean, c->emb_rstd, c->dense_mean, c->dense_var, c->dense_out, -1,
                               -1, B, E, 1, CAMPP_EPS, CAMPP_MOMENTUM);
@@ -211,16 +218,22 @@ const float *campplus_forward(campplus_t *c, model_t *m, const float *frames, in
     return c->emb_out;
 }
 
+const float *campplus_forward(campplus_t *c, model_t *m, const float *frames, int B, int T, int train) {
+    return forward_streams(c, m, frames, NULL, B, T, train);
+}
+
 void campplus_backward(campplus_t *c, model_t *m, const float *g_emb, float *dframes, int B, int T) {
     const spk_backend_t *K = m->be;
     const int C = (int)last_channels(c), E = (int)c->d.emb, R1 = B * c->t1;
     K->vec_zero(c->g_dense, (size_t)B * E);
     model_batchnorm_backward(m, c->g_dense, -1, -1, g_emb, c->dense_out, c->emb_mean, c->emb_rstd, B, E, 1);
-    K->vec_zero(c->g_pooled, (size_t)B * 2 * C);
-    model_linear_backward(m, c->g_pooled, c->dense_w, -1, c->g_dense, c->pooled, B, 2 * C, E);
-    model_grads_ready(m, c->dense_w + (int64_t)E * 2 * C);
+    K->vec_zero(c->g_pooled, (size_t)B * c->dense_in);
+    model_linear_backward(m, c->g_pooled, c->dense_w, -1, c->g_dense, c->dense_x, B, (int)c->dense_in, E);
+    model_grads_ready(m, c->dense_w + E * c->dense_in);
+    // (the face encoder, registered next, then the audio's statistics)
+    const float *g_audio = c->has_face ? face_branch_backward(&c->av, m, c->g_pooled, B, T, c->work) : c->g_pooled;
     K->vec_zero(c->g_rows, (size_t)R1 * C);
-    K->tstp_backward(c->g_rows, c->g_pooled, c->out_y, c->pooled, B, 1, c->t1, C);
+    K->tstp_backward(c->g_rows, g_audio, c->out_y, c->pooled, B, 1, c->t1, C);
     float *go = c->g[0], *gx = c->g[1];
     model_batchnorm2d_backward(m, go, NULL, c->out_bn_w, c->out_bn_b, c->g_rows, c->out_y, block_input(c, CAMPP_BLOCKS),
                                c->out_mean, c->out_rstd, 1, B, c->t1, C, c->work);
@@ -248,8 +261,7 @@ void campplus_backward(campplus_t *c, model_t *m, const float *g_emb, float *dfr
 }
 
 static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
-    (void)vframes;  // audio only
-    return campplus_forward(m->impl, m, frames, B, T, train);
+    return forward_streams(m->impl, m, frames, vframes, B, T, train);
 }
 
 static void backward(model_t *m, const float *g_emb, int B, int T) { campplus_backward(m->impl, m, g_emb, NULL, B, T); }
@@ -279,11 +291,27 @@ void model_campplus_build(model_t *m, const model_config_t *cfg, const model_dat
                      data->source ? data->source : "the dataset", (long long)F);
     campplus_t *c = callocCheck(1, sizeof *c);
     c->d = dims_of(cfg, F);
+    c->dense_in = 2 * channels_after(&c->d, CAMPP_BLOCKS - 1);
+    if (strcmp(cfg->name, "campplus-av") == 0) {
+        face_branch_setup(&c->av, m, cfg, data, c->dense_in);
+        c->has_face = 1;
+        c->dense_in = c->av.joined_dim;
+    } else if (cfg->face_channels > 0 || cfg->modality_dropout > 0) {
+        spk_fail_all(SPK_EXIT_USAGE, "--%s applies to audio-visual models (--model campplus-av)",
+                     cfg->face_channels > 0 ? "face-channels" : "modality-dropout");
+    }
     m->impl = c;
     aam_encoder_init(&c->head, m, cfg, &campplus_encoder, c->d.emb);
+    c->head.visual = c->has_face;
+    c->head.vratio = c->has_face ? c->av.vratio : 0;
     campplus_register(c, m);
-    // the TDNN layer halves the frames: two must remain (the unbiased standard deviation)
-    m->input = (loader_spec_t){.crop = cfg->frames > 0 ? cfg->frames : CAMPP_FRAMES, .min_frames = 3, .cmn = 1};
+    // the TDNN layer halves the frames: two must remain (the unbiased standard deviation); with
+    // faces, crops of whole visual frames, two of them at least
+    const int64_t v = c->has_face ? c->av.vratio : 1, crop = cfg->frames > 0 ? cfg->frames : CAMPP_FRAMES;
+    m->input = (loader_spec_t){.crop = crop - crop % v,
+                               .min_frames = c->has_face ? (2 * v > 3 ? 2 * v : 3 * v) : 3,
+                               .cmn = 1,
+                               .visual = c->has_face};
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "campplus: --frames %lld is too short (at least %lld)", (long long)cfg->frames,
                      (long long)m->input.min_frames);

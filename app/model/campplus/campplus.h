@@ -7,6 +7,8 @@
 // halving the channels after each; BatchNorm + ReLU, statistics pooling (the mean and the unbiased
 // standard deviation over time), a 1x1 convolution to the embedding and a BatchNorm without
 // affine parameters. Trained through the AAM-softmax head of app/model/layers/aam_encoder.h.
+// campplus-av (spkddp's): the same beside a face encoder on a /visual stream of pictures, its
+// statistics over time joined to the audio's before the dense layer (app/model/layers/face_branch.h).
 //
 // Activations are channels-last (kernels/conv2d.h): the front end's (B, F', T, 32) maps, then
 // (B, T', C) rows of frames, every 1-D convolution a conv2d over a map one row high. The dense
@@ -19,6 +21,7 @@
 #include "app/model/core/model_core.h"
 #include "app/model/layers/aam_encoder.h"
 #include "app/model/layers/conv2d_bn.h"
+#include "app/model/layers/face_branch.h"
 #include "app/model/layers/res_block.h"
 
 #include <stdint.h>
@@ -44,8 +47,12 @@ typedef struct {
     conv2d_bn_t tdnn;                    // xvector.tdnn: linear (k 5, stride 2) and nonlinear.batchnorm
     dense_block_t blocks[CAMPP_BLOCKS];  // xvector.block<i> and xvector.transit<i>
     int64_t out_bn_w, out_bn_b, out_bn_mean, out_bn_var;  // xvector.out_nonlinear.batchnorm
-    int64_t dense_w;                                      // xvector.dense.linear.weight (E, 2 C_last, 1)
-    int64_t dense_mean, dense_var;                        // xvector.dense.nonlinear.batchnorm (no affine parameters)
+    int64_t dense_w;                                      // xvector.dense.linear.weight (E, dense_in, 1)
+    int64_t dense_in;  // the dense layer's input: 2 C_last, or with the face branch those and the face's
+    int has_face;      // campplus-av: the face branch beside the audio (app/model/layers/face_branch.h)
+    face_branch_t av;
+    const float *dense_x;           // what the dense layer took in the last forward
+    int64_t dense_mean, dense_var;  // xvector.dense.nonlinear.batchnorm (no affine parameters)
     // activations for the current shape
     int cap_b, cap_t;  // shapes up to cap_b samples of cap_t frames fit
     int fh, t1;        // the front end's output height (F / 8) and the frames after the TDNN
@@ -58,10 +65,10 @@ typedef struct {
     float *emb_out;    // (B, E)
     float *emb_mean, *emb_rstd;
     // backward scratch
-    float *g[4];  // the front end's, each of its largest map
-    float *g_pooled, *g_dense, *g_rows;
-    dense_scratch_t scratch;  // the blocks' shared scratch
-    float *work;              // the units' and the blocks' scratch
+    float *g[4];                         // the front end's, each of its largest map
+    float *g_pooled, *g_dense, *g_rows;  // g_pooled: (B, dense_in)
+    dense_scratch_t scratch;             // the blocks' shared scratch
+    float *work;                         // the units' and the blocks' scratch
     size_t work_floats, map_floats;
 } campplus_t;
 

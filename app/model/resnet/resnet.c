@@ -27,11 +27,10 @@ static const struct {
 // ---- parameters ---------------------------------------------------------------------------------
 
 static void resnet_register(resnet_t *r, model_t *m) {
-    const int64_t E = r->emb, P = r->pooled_dim;
+    const int64_t E = r->emb, P = r->seg_dim;
     r->seg_w = param_table_add(&m->table, "seg_1.weight", 2, (int64_t[]){E, P});
     r->seg_b = param_table_add(&m->table, "seg_1.bias", 1, (int64_t[]){E});
-    if (r->has_face)  // executed before seg_1 (and beside the stages): registered right after it
-        face_encoder_register(&r->face, m, "visual.face", r->face.size, r->face.cin, r->face.width);
+    if (r->has_face) face_branch_register(&r->av, m);  // (executed before seg_1, beside the stages)
     // stages and blocks last first; stage s has m * 2^s planes, stride 2 but for the first
     int count = 0;
     for (int s = 0; s < RESNET_STAGES; s++) count += r->blocks[s];
@@ -74,7 +73,7 @@ static void resnet_init_params(const resnet_t *r, model_t *m, uint64_t seed) {
             for (int64_t j = 0; j < t->numel; j++) p[j] = v;
             continue;
         }
-        const int64_t fan_in = t->offset == r->seg_b ? r->pooled_dim : t->numel / t->shape[0];
+        const int64_t fan_in = t->offset == r->seg_b ? r->seg_dim : t->numel / t->shape[0];
         const double bound = 1.0 / sqrt((double)fan_in);
         rng_t g = rng_init(seed, RNG_PURPOSE_INIT, (uint64_t)i, 0);
         for (int64_t j = 0; j < t->numel; j++) p[j] = (float)((2.0 * rng_uniform(&g) - 1.0) * bound);
@@ -97,9 +96,8 @@ static void set_shapes(resnet_t *r, int B, int T) {
 }
 
 static void release_buffers(resnet_t *r, const model_t *m) {
-    float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled,   &r->g[0], &r->g[1],
-                            &r->g[2], &r->g[3],   &r->work,    &r->pooled_a,   &r->g_a,  &r->fx,
-                            &r->g_fx, &r->vpool,  &r->g_vpool, &r->pooled_kept};
+    float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled, &r->g[0],
+                            &r->g[1], &r->g[2],   &r->g[3],    &r->work};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
     r->work_floats = r->map_floats = 0;
     r->cap_b = r->cap_t = 0;
@@ -108,7 +106,7 @@ static void release_buffers(resnet_t *r, const model_t *m) {
 static void release(model_t *m) {
     resnet_t *r = m->impl;
     for (int i = 0; i < r->nunits; i++) conv2d_bn_release(r->units[i], m);
-    if (r->has_face) face_encoder_release(&r->face, m);
+    if (r->has_face) face_branch_release(&r->av, m);
     release_buffers(r, m);
     free(r->block);
     free(r->units);
@@ -118,10 +116,7 @@ static void release(model_t *m) {
 
 static void reserve(model_t *m, int B, int T) {
     resnet_t *r = m->impl;
-    if (r->has_face) {  // (grows itself; embed takes a long utterance's pictures in pieces)
-        const int n = B * (T / (int)r->vratio);
-        face_encoder_reserve(&r->face, m, m->embedding && n > FACE_EMBED_PICTURES ? FACE_EMBED_PICTURES : n);
-    }
+    if (r->has_face) face_branch_reserve(&r->av, m, B, T);  // (grows itself)
     set_shapes(r, B, T);
     size_t work = r->work_floats, map = r->map_floats, input = (size_t)B * T * r->feat;  // (tests: dframes)
     if (input > map) map = input;
@@ -131,7 +126,7 @@ static void reserve(model_t *m, int B, int T) {
         if (w > work) work = w;
         if (n > map) map = n;
     }
-    if (r->has_face && face_encoder_work_floats(&r->face) > work) work = face_encoder_work_floats(&r->face);
+    if (r->has_face && face_branch_work_floats(&r->av) > work) work = face_branch_work_floats(&r->av);
     if (B <= r->cap_b && T <= r->cap_t && work == r->work_floats && map == r->map_floats) return;
     const int cb = B > r->cap_b ? B : r->cap_b, ct = T > r->cap_t ? T : r->cap_t;
     release_buffers(r, m);
@@ -139,19 +134,9 @@ static void reserve(model_t *m, int B, int T) {
     r->x = model_buf(m, (size_t)cb * ct * r->feat);
     r->pooled = model_buf(m, (size_t)cb * P);
     r->emb_out = model_buf(m, (size_t)cb * r->emb);
-    r->g_pooled = model_buf(m, (size_t)cb * P);
+    r->g_pooled = model_buf(m, (size_t)cb * (size_t)r->seg_dim);
     for (int i = 0; i < 4; i++) r->g[i] = model_buf(m, map);
     r->work = model_buf(m, work);
-    if (r->has_face) {
-        const size_t Pa = (size_t)r->audio_dim, Dv = (size_t)r->vdim, frames = (size_t)cb * (size_t)(ct / r->vratio);
-        r->pooled_a = model_buf(m, (size_t)cb * Pa);
-        r->g_a = model_buf(m, (size_t)cb * Pa);
-        r->fx = model_buf(m, frames * Dv);
-        r->g_fx = model_buf(m, frames * Dv);
-        r->vpool = model_buf(m, (size_t)cb * 2 * Dv);
-        r->g_vpool = model_buf(m, (size_t)cb * 2 * Dv);
-        r->pooled_kept = model_buf(m, (size_t)cb * P);
-    }
     r->work_floats = work, r->map_floats = map, r->cap_b = cb, r->cap_t = ct;
 }
 
@@ -173,8 +158,7 @@ static void trunk_forward(resnet_t *r, model_t *m, const float *frames, float *s
 
 static const float *seg_forward(resnet_t *r, model_t *m, const float *in, int B) {
     r->seg_in = in;
-    m->be->linear_forward(r->emb_out, in, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->pooled_dim,
-                          (int)r->emb);
+    m->be->linear_forward(r->emb_out, in, m->params + r->seg_w, m->params + r->seg_b, B, (int)r->seg_dim, (int)r->emb);
     return r->emb_out;
 }
 
@@ -183,32 +167,16 @@ const float *resnet_forward(resnet_t *r, model_t *m, const float *frames, int B,
     return seg_forward(r, m, r->pooled, B);
 }
 
-// The statistics of the stream a sample goes without (model_t.modality), zeroed in one row.
-static void zero_stream(const resnet_t *r, const model_t *m, float *row, int modality) {
-    if (modality == MODALITY_AUDIO) m->be->vec_zero(row + r->audio_dim, (size_t)(r->pooled_dim - r->audio_dim));
-    if (modality == MODALITY_VISUAL) m->be->vec_zero(row, (size_t)r->audio_dim);
-}
-
-// resnet34-av: the audio's statistics beside those of the face encoder's values over time.
+// resnet34-av: the audio's statistics, then the face's (app/model/layers/face_branch.h), into seg_1.
 static const float *av_forward(resnet_t *r, model_t *m, const float *frames, const float *pictures, int B, int T,
                                int train) {
-    const spk_backend_t *K = m->be;
-    const int Tv = T / (int)r->vratio, Pa = (int)r->audio_dim, Dv = (int)r->vdim, P = (int)r->pooled_dim;
-    trunk_forward(r, m, frames, r->pooled_a, B, T, train);
-    r->pictures = pictures;
-    face_encoder_forward(&r->face, m, pictures, r->fx, B, Tv, train, r->work);
-    K->tstp_forward(r->vpool, r->fx, B, 1, Tv, Dv, TSTP_EPS);  // (B, Tv, Dv): one row of Tv frames
-    K->channel_slice_copy(r->pooled, P, r->pooled_a, Pa, B, Pa, 1);
-    K->channel_slice_copy(r->pooled + Pa, P, r->vpool, 2 * Dv, B, 2 * Dv, 1);
-    if (!m->modality) return seg_forward(r, m, r->pooled, B);
-    K->vec_copy(r->pooled_kept, r->pooled, (size_t)B * P);
-    for (int b = 0; b < B; b++) zero_stream(r, m, r->pooled_kept + (size_t)b * P, m->modality[b]);
-    return seg_forward(r, m, r->pooled_kept, B);
+    trunk_forward(r, m, frames, r->pooled, B, T, train);
+    return seg_forward(r, m, face_branch_forward(&r->av, m, r->pooled, pictures, B, T, train, r->work), B);
 }
 
 // seg_1's gradients, and its input's into g_pooled.
 static void seg_backward(resnet_t *r, model_t *m, const float *g_emb, int B) {
-    const int P = (int)r->pooled_dim, E = (int)r->emb;
+    const int P = (int)r->seg_dim, E = (int)r->emb;
     m->be->vec_zero(r->g_pooled, (size_t)B * P);
     model_linear_backward(m, r->g_pooled, r->seg_w, r->seg_b, g_emb, r->seg_in, B, P, E);
     model_grads_ready(m, r->seg_b + E);
@@ -239,17 +207,8 @@ void resnet_backward(resnet_t *r, model_t *m, const float *g_emb, float *dframes
 
 // resnet34-av: seg_1, then the face encoder (registered next), then the audio's stages.
 static void av_backward(resnet_t *r, model_t *m, const float *g_emb, int B, int T) {
-    const spk_backend_t *K = m->be;
-    const int Tv = T / (int)r->vratio, Pa = (int)r->audio_dim, Dv = (int)r->vdim, P = (int)r->pooled_dim;
     seg_backward(r, m, g_emb, B);
-    for (int b = 0; m->modality && b < B; b++) zero_stream(r, m, r->g_pooled + (size_t)b * P, m->modality[b]);
-    K->channel_slice_copy(r->g_a, Pa, r->g_pooled, P, B, Pa, 1);
-    K->channel_slice_copy(r->g_vpool, 2 * Dv, r->g_pooled + Pa, P, B, 2 * Dv, 1);
-    K->vec_zero(r->g_fx, (size_t)B * Tv * Dv);
-    K->tstp_backward(r->g_fx, r->g_vpool, r->fx, r->vpool, B, 1, Tv, Dv);
-    face_encoder_backward(&r->face, m, r->g_fx, r->pictures, r->fx, B, Tv, r->work);
-    model_grads_ready(m, face_encoder_end(&r->face));
-    trunk_backward(r, m, r->g_a, r->pooled_a, NULL, B, T);
+    trunk_backward(r, m, face_branch_backward(&r->av, m, r->g_pooled, B, T, r->work), r->pooled, NULL, B, T);
 }
 
 static const float *forward(model_t *m, const float *frames, const float *vframes, int B, int T, int train) {
@@ -277,25 +236,6 @@ static int depth_of(const char *name) {
     return -1;
 }
 
-// resnet34-av: the face encoder on the dataset's pictures, and what the loader gives it.
-static void face_setup(resnet_t *r, model_t *m, const model_config_t *cfg, const model_data_t *data) {
-    const char *src = data->source ? data->source : "the dataset";
-    if (m->visual_dim <= 0 || cfg->face_channels <= 0 || data->visual_kind == VISUAL_FEATURES)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "%s: --model %s takes a /visual stream of pictures (prepare --video-scp) through its face encoder "
-                     "(--face-channels W, e.g. 32)",
-                     src, cfg->name);
-    int size, channels;
-    if (face_encoder_picture_shape(m->visual_dim, &size, &channels) != 0)
-        spk_fail_all(SPK_EXIT_DATA,
-                     "%s: --model %s needs square pictures of at least %d pixels; this stream has %lld values a frame",
-                     src, cfg->name, FACE_MIN_SIZE, (long long)m->visual_dim);
-    r->has_face = 1;
-    r->face = (face_encoder_t){.size = size, .cin = channels, .width = (int)cfg->face_channels};
-    r->vratio = m->visual_ratio;
-    r->vdim = face_encoder_dim(&r->face);
-}
-
 void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     const int d = depth_of(cfg->name);
     SPK_ASSERT(d >= 0);
@@ -312,11 +252,12 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
     r->emb = cfg->emb_dim;
     r->expansion = depths[d].expansion;
     memcpy(r->blocks, depths[d].blocks, sizeof r->blocks);
-    r->audio_dim = r->pooled_dim = 2 * (F / 8) * r->m_channels * 8 * r->expansion;
+    r->seg_dim = r->pooled_dim = 2 * (F / 8) * r->m_channels * 8 * r->expansion;
     const size_t n = strlen(cfg->name);
     if (n > 3 && strcmp(cfg->name + n - 3, "-av") == 0) {
-        face_setup(r, m, cfg, data);
-        r->pooled_dim += 2 * r->vdim;
+        face_branch_setup(&r->av, m, cfg, data, r->pooled_dim);
+        r->has_face = 1;
+        r->seg_dim = r->av.joined_dim;
     } else if (cfg->face_channels > 0 || cfg->modality_dropout > 0) {
         spk_fail_all(SPK_EXIT_USAGE, "--%s applies to audio-visual models (--model %s-av)",
                      cfg->face_channels > 0 ? "face-channels" : "modality-dropout", cfg->name);
@@ -324,11 +265,11 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
     m->impl = r;
     aam_encoder_init(&r->head, m, cfg, &resnet_encoder, cfg->emb_dim);
     r->head.visual = r->has_face;
-    r->head.vratio = r->vratio;
+    r->head.vratio = r->has_face ? r->av.vratio : 0;
     resnet_register(r, m);
     // three stride-2 stages: ceil(T / 8) frames must remain, two at least (the unbiased variance);
     // with faces, crops of whole visual frames, two of them at least (their deviation over time)
-    const int64_t v = r->has_face ? r->vratio : 1, crop = cfg->frames > 0 ? cfg->frames : RESNET_FRAMES;
+    const int64_t v = r->has_face ? r->av.vratio : 1, crop = cfg->frames > 0 ? cfg->frames : RESNET_FRAMES;
     const int64_t least = r->has_face && 2 * v > 9 ? 2 * v : (9 + v - 1) / v * v;
     m->input = (loader_spec_t){.crop = crop - crop % v, .min_frames = least, .cmn = 1, .visual = r->has_face};
     if (m->input.crop < m->input.min_frames)

@@ -9,14 +9,14 @@
 // ResNet34 at WeSpeaker's defaults (F 80, m 32, embedding 256) has 6,634,336 parameters.
 //
 // resnet34-av (spkddp's): the same audio encoder beside a face encoder on a /visual stream of
-// pictures (app/model/layers/face_encoder.h, --face-channels), its per-frame values pooled over
+// pictures (app/model/layers/face_branch.h, --face-channels), its per-frame values pooled over
 // time (mean and standard deviation) and joined to the audio's statistics before seg_1, with
 // modality dropout (model_t.modality) zeroing a sample's statistics of the stream it goes without.
 #pragma once
 #include "app/model/core/model_core.h"
 #include "app/model/layers/aam_encoder.h"
 #include "app/model/layers/conv2d_bn.h"
-#include "app/model/layers/face_encoder.h"
+#include "app/model/layers/face_branch.h"
 #include "app/model/layers/res_block.h"
 
 #include <stdint.h>
@@ -37,28 +37,21 @@ typedef struct {
     conv2d_bn_t **units;  // every unit (the stem, the blocks' units and shortcuts)
     int nunits;
     int64_t seg_w, seg_b;  // seg_1.weight (E, P), seg_1.bias (E)
-    int64_t pooled_dim;    // P = 2 * channels * rows of the last stage (+ 2 Dv with the face encoder)
-    int64_t audio_dim;     // the audio's part of P
-    // resnet34-av: the face encoder and its values (Dv a frame, 1 frame per vratio audio frames)
-    int has_face;
-    face_encoder_t face;
-    int64_t vratio, vdim;
-    const float *pictures;  // the forward's frames (B, Tv, S, S, C), kept for the backward
+    int64_t pooled_dim;    // P = 2 * channels * rows of the last stage (the audio's statistics)
+    int64_t seg_dim;       // seg_1's input: P, or with the face branch P and its statistics
+    int has_face;          // resnet34-av: the face branch beside the audio
+    face_branch_t av;
     // activations for the current shape
     int cap_b, cap_t;         // shapes up to cap_b samples of cap_t frames fit
     int out_h, out_w, out_c;  // the last stage's map
     float *x;                 // (B, F, T): the frames as a one-channel image
     float *pooled;            // (B, P)
     float *emb_out;           // (B, E)
-    float *g_pooled;          // (B, P)
+    float *g_pooled;          // (B, seg_dim)
     float *g[4];              // backward scratch, each of the largest map
     float *work;              // the units' scratch
     size_t work_floats, map_floats;
-    float *pooled_a, *g_a;   // (B, audio_dim) the audio's statistics and their gradient (faces only)
-    float *fx, *g_fx;        // (B Tv, Dv) the face encoder's values and their gradient
-    float *vpool, *g_vpool;  // (B, 2 Dv) their statistics over time
-    float *pooled_kept;      // (B, P) pooled with the statistics of dropped streams zero
-    const float *seg_in;     // what seg_1 took in the last forward (pooled or pooled_kept)
+    const float *seg_in;  // what seg_1 took in the last forward (pooled, or the face branch's joined)
 } resnet_t;
 
 // Encoder forward on frames (B, T, F) time-major in backend memory (the model's buffers reserved
