@@ -10,7 +10,9 @@
 #   SPKDDP=build/app/spkddp TESTBIN=build/tests tools/av_eer.sh [WORKDIR]
 # Environment: SEEDS ("1 2 3"), NP (2), SPEAKERS (40), UTTS (8), TEST_SPEAKERS (20),
 # TEST_UTTS (6), SNR_LO/SNR_HI (0, 10), EPOCHS (20), CHANNELS (128), FACE (8), SIZE (32),
-# FPS (10), MPIEXEC, FLAGS (the rest of the training flags).
+# FPS (10), MPIEXEC, FLAGS (the rest of the training flags); AUDIO_MODEL and AV_MODEL (the two
+# models with their size flags; default ECAPA and ecapa-av at CHANNELS, e.g. AUDIO_MODEL="resnet34
+# --channels 16" AV_MODEL="resnet34-av --channels 16").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -20,6 +22,8 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-2}
 flags=${FLAGS:---frames 100 --batch 16 --optimizer adam --lr 0.002 --lr-schedule cosine --warmup-steps 20 --lr-min 0.0002}
 enc="--channels ${CHANNELS:-128} --attention-channels 64 --se-channels 64 --emb-dim 128"
+audio_model=${AUDIO_MODEL:-ecapa $enc}
+av_model=${AV_MODEL:-ecapa-av $enc --visual-channels 64}
 mkdir -p "${1:-av_eer}"
 cd "${1:-av_eer}"
 export OMP_WAIT_POLICY=passive
@@ -42,11 +46,11 @@ for seed in ${SEEDS:-1 2 3}; do
     fi
     t0=$(date +%s)
     # shellcheck disable=SC2086
-    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$s/train.h5" --model ecapa $enc $flags --epochs "${EPOCHS:-20}" \
+    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$s/train.h5" --model $audio_model $flags --epochs "${EPOCHS:-20}" \
         --seed "$seed" --ckpt-dir "$s/audio" --keep 1 --progress 0 >"$s/audio.log" 2>&1
     t1=$(date +%s)
     # shellcheck disable=SC2086
-    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$s/train.h5" --model ecapa-av $enc --visual-channels 64 \
+    "$MPIEXEC" -n "$NP" "$SPKDDP" train --data "$s/train.h5" --model $av_model \
         --face-channels "${FACE:-8}" --modality-dropout 0.3 $flags --epochs "${EPOCHS:-20}" --seed "$seed" \
         --ckpt-dir "$s/av" --keep 1 --progress 0 >"$s/av.log" 2>&1
     t2=$(date +%s)
@@ -61,5 +65,5 @@ for seed in ${SEEDS:-1 2 3}; do
     ja=$(eer --emb "$s/e_av_audio.h5" | head -1)
     jv=$(eer --emb "$s/e_av_visual.h5" | head -1)
     f=$(eer --emb "$s/e_audio_model.h5" --fuse "$s/e_av_visual.h5" | tail -1)
-    echo "seed $seed: audio model $a, ecapa-av joint $j (its audio alone $ja, face alone $jv), score fusion audio model + face $f; training $((t1 - t0)) s audio, $((t2 - t1)) s audio-visual"
+    echo "seed $seed: audio model (${audio_model%% *}) $a, ${av_model%% *} joint $j (its audio alone $ja, face alone $jv), score fusion audio model + face $f; training $((t1 - t0)) s audio, $((t2 - t1)) s audio-visual"
 done
