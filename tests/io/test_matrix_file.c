@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void write_file(const char *path, const void *a, size_t n, const void *b, size_t m) {
     FILE *f = fopen(path, "wb");
@@ -36,6 +37,8 @@ static void expect_refused(const char *spec, const char *why) {
 }
 
 int main(void) {
+    char dir[] = "/tmp/test_matrix_file.XXXXXX";  // the files are made (and left) in a folder of their own
+    EXPECT(mkdtemp(dir) && chdir(dir) == 0, "a work folder");
     char h[128];
     const float v4[6] = {1, -2, 3.5f, 4, 5, 6.25f};
     const double v8[6] = {1, -2, 3.5, 4, 5, 6.25};
