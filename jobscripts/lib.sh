@@ -130,3 +130,24 @@ stage_failed() {
     echo "$0: stage $1 failed (exit $2)" >&2
     exit "$2"
 }
+
+# The stages every recipe shares. They run `par` (the recipe's spkddp under its MPI launcher) and
+# read the recipe's files in $here.
+key() { sed -nE "s/^$1: *//p" "$2"; }  # a top-level key of a YAML file
+# prepare_stage SET...: $here/prepare_SET.yaml into its `out`, made again when its lists changed.
+prepare_stage() {
+    local set y out ins
+    for set in "$@"; do
+        y=$here/prepare_$set.yaml out=$(key out "$y")
+        # shellcheck disable=SC2207  # a key the file lacks drops out
+        ins=("$y" $(key wav-scp "$y") $(key video-scp "$y") $(key utt2spk "$y") $(key segments "$y"))
+        up_to_date --adopt "$out" "${ins[@]}" && continue
+        run_stage par prepare --config "$y" || stage_failed prepare $?
+        made_from "$out" "${ins[@]}"
+    done
+}
+# train_stage: $here/$TRAIN.yaml into $CKPT, with the flags given after the stages.
+train_stage() {
+    run_stage par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl" \
+        "${TRAIN_FLAGS[@]}" || stage_failed train $?
+}

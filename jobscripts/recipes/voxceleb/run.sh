@@ -34,22 +34,9 @@ AVERAGE=${AVERAGE:-0}
 . "$here/../../lib.sh"
 stages_parse "prepare train embed score calibrate" "$@"
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
-key() { sed -nE "s/^$1: *//p" "$2"; }  # a top-level key of a YAML file
 
-if stage_wanted prepare; then
-    for set in vox2_dev vox1 cohort musan rirs; do
-        y=$here/prepare_$set.yaml out=$(key out "$y")
-        # shellcheck disable=SC2207  # a key the file lacks drops out
-        ins=("$y" $(key wav-scp "$y") $(key utt2spk "$y") $(key segments "$y"))
-        up_to_date --adopt "$out" "${ins[@]}" && continue
-        run_stage par prepare --config "$y" || stage_failed prepare $?
-        made_from "$out" "${ins[@]}"
-    done
-fi
-if stage_wanted train; then
-    run_stage par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl" \
-        "${TRAIN_FLAGS[@]}" || stage_failed train $?
-fi
+stage_wanted prepare && prepare_stage vox2_dev vox1 cohort musan rirs
+stage_wanted train && train_stage
 if stage_wanted embed; then
     mapfile -t ckpts < <(ls "$CKPT"/ckpt-*.h5 2>/dev/null)
     [ ${#ckpts[@]} -gt 0 ] || { echo "$0: embed: no checkpoint in $CKPT/ (run the train stage)" >&2; exit 3; }

@@ -25,21 +25,9 @@ TRIALS=${TRIALS:-20}
 . "$here/../../lib.sh"
 stages_parse "prepare train embed score" "$@"
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
-key() { sed -nE "s/^$1: *//p" "$2"; }
 
-if stage_wanted prepare; then
-    for set in av_dev av_test; do
-        y=$here/prepare_$set.yaml out=$(key out "$y")
-        ins=("$y" "$(key wav-scp "$y")" "$(key video-scp "$y")" "$(key utt2spk "$y")")
-        up_to_date --adopt "$out" "${ins[@]}" && continue
-        run_stage par prepare --config "$y" || stage_failed prepare $?
-        made_from "$out" "${ins[@]}"
-    done
-fi
-if stage_wanted train; then
-    run_stage par train --config "$here/$TRAIN.yaml" --ckpt-dir "$CKPT" --metrics "$CKPT/metrics.jsonl" \
-        "${TRAIN_FLAGS[@]}" || stage_failed train $?
-fi
+stage_wanted prepare && prepare_stage av_dev av_test
+stage_wanted train && train_stage
 if stage_wanted embed; then
     mapfile -t ckpts < <(ls "$CKPT"/ckpt-*.h5 2>/dev/null)
     [ ${#ckpts[@]} -gt 0 ] || { echo "$0: embed: no checkpoint in $CKPT/ (run the train stage)" >&2; exit 3; }
