@@ -48,6 +48,26 @@ SPK_HD float spk_sigmoid_grad(float dy, float y) { return dy * y * (1.0f - y); }
 SPK_HD float spk_tanh(float x) { return tanhf(x); }
 SPK_HD float spk_tanh_grad(float dy, float y) { return dy * (1.0f - y * y); }
 
+// GELU, exact form (PyTorch nn.GELU(approximate='none')): x * Phi(x), Phi the standard normal
+// CDF. Phi(x) = erfc(u) / 2 with u = -x / sqrt 2, rather than (1 + erf(x / sqrt 2)) / 2, which
+// cancels for negative x and loses Phi's relative precision there. erfc's relative slope is
+// about 2u, so the float rounding of u would cost ~u^2 ulp in the tail: u = uh + ul is split
+// (fmaf gives the product's rounding error exactly, plus the constant's own) and erfc(uh + ul)
+// taken to first order, erfc(uh) - 2/sqrt(pi) exp(-uh^2) ul. Within 2-3 ulp for |x| < 12.
+// Past |x| = 16 erfc is 0 or 2 in float: no correction there (and no inf - inf for x = inf).
+SPK_HD float spk_gelu_cdf(float x) {
+    const float c_hi = 0.707106769f, c_lo = 1.21016171e-8f;  // 1/sqrt 2 = c_hi + c_lo
+    const float uh = -x * c_hi;
+    const float ul = fabsf(x) < 16.0f ? fmaf(-x, c_hi, -uh) - x * c_lo : 0.0f;
+    return 0.5f * (erfcf(uh) - 1.12837923f * spk_expf(-uh * uh) * ul);
+}
+SPK_HD float spk_gelu(float x) { return x * spk_gelu_cdf(x); }
+// Gradient of GELU given its INPUT x (GELU is not invertible): dy * (Phi(x) + x * phi(x)), phi
+// the standard normal density.
+SPK_HD float spk_gelu_grad(float dy, float x) {
+    return dy * (spk_gelu_cdf(x) + x * (0.398942280401432678f * spk_expf(-0.5f * x * x)));
+}
+
 // ---- batch norm ---------------------------------------------------------------------------
 SPK_HD float spk_bn_rstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 // y = (x - mean) * rstd * w + b, computed as (x - mean) * scale + b with scale = rstd * w

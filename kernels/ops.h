@@ -14,6 +14,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/conv2d_bf16.h"
 #include "kernels/dense_bn.h"
+#include "kernels/dino.h"
 #include "kernels/exact_sum.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -21,6 +22,7 @@
 #include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pooling.h"
+#include "kernels/rows_norm.h"
 #include "kernels/segment_pool.h"
 #include "kernels/tensor_ops.h"
 #include "kernels/xent.h"
@@ -65,6 +67,8 @@
     X(sigmoid_backward)             \
     X(tanh_forward)                 \
     X(tanh_backward)                \
+    X(gelu_forward)                 \
+    X(gelu_backward)                \
     X(time_mean_forward)            \
     X(time_mean_backward)           \
     X(channel_scale_forward)        \
@@ -91,6 +95,8 @@
     X(vec_zero)                     \
     X(vec_sum_squares)              \
     X(vec_scale)                    \
+    X(rows_normalize_forward)       \
+    X(rows_normalize_backward)      \
     X(aam_softmax_cache_floats)     \
     X(aam_softmax_workspace_floats) \
     X(aam_softmax_forward)          \
@@ -101,6 +107,8 @@
     X(aam_shard_backward)           \
     X(xent_forward)                 \
     X(xent_backward)                \
+    X(dino_xent_workspace_floats)   \
+    X(dino_xent)                    \
     X(linear_forward)               \
     X(linear_backward)              \
     X(sgd_step)                     \
@@ -125,7 +133,9 @@
 
 // The world-size-invariant mode's replacements (kernels/backend.h, spk_backend_invariant):
 // X(op, replacement), each replacement with op's contract and type, but per-sample results that
-// depend neither on the batch size nor on the thread count.
+// depend neither on the batch size nor on the thread count. The ops not listed need none: their
+// per-sample results do not depend on either already (elementwise ops; per-row ops such as
+// rows_normalize_* and dino_xent, which reduce each row on its own in a fixed order).
 #define SPK_INVARIANT_OPS(X)                                  \
     X(spk_sgemm, spk_sgemm_rows)                              \
     X(spk_sgemm_batched, spk_sgemm_batched_fixed)             \

@@ -28,6 +28,34 @@ static inline void spk_rows_channel_sums(float *sums, const float *x, size_t N, 
     }
 }
 
+// total = the sum in double over j in [0, n) of `term`, an expression of j of type T (which may
+// also store per-j results), in an order that depends on n alone: term j goes to lane
+// j % SPK_LANES, the lanes are added pairwise at the end. An `omp simd` reduction's order may
+// follow the row's alignment, so a row would not give the same bits wherever it sits in a batch.
+// The terms of a block are formed apart from the lanes, so that loop vectorizes (GCC leaves
+// double terms of float math such as spk_expf scalar: give those as float).
+#define SPK_LANES 8
+#define SPK_LANE_SUM(total, T, j, n, term)                                \
+    do {                                                                  \
+        double lane_[SPK_LANES] = {0};                                    \
+        const int n_ = (n);                                               \
+        int j0_ = 0;                                                      \
+        for (; j0_ + SPK_LANES <= n_; j0_ += SPK_LANES) {                 \
+            T t_[SPK_LANES];                                              \
+            _Pragma("omp simd") for (int l_ = 0; l_ < SPK_LANES; l_++) {  \
+                const int j = j0_ + l_;                                   \
+                t_[l_] = (term);                                          \
+            }                                                             \
+            for (int l_ = 0; l_ < SPK_LANES; l_++) lane_[l_] += t_[l_];   \
+        }                                                                 \
+        for (int l_ = 0; j0_ + l_ < n_; l_++) {                           \
+            const int j = j0_ + l_;                                       \
+            lane_[l_] += (T)(term);                                       \
+        }                                                                 \
+        const double lo_ = (lane_[0] + lane_[1]) + (lane_[2] + lane_[3]); \
+        (total) = lo_ + ((lane_[4] + lane_[5]) + (lane_[6] + lane_[7]));  \
+    } while (0)
+
 // First index of the maximum of z[0..n).
 static inline int spk_row_argmax(const float *z, int n) {
     int am = 0;

@@ -20,6 +20,11 @@ __global__ void tanh_bwd_kernel(float *dx, const float *dy, const float *y, size
     SPK_GRID_LOOP(i, n) dx[i] += spk_tanh_grad(dy[i], y[i]);
 }
 
+__global__ void gelu_fwd_kernel(float *y, const float *x, size_t n) { SPK_GRID_LOOP(i, n) y[i] = spk_gelu(x[i]); }
+__global__ void gelu_bwd_kernel(float *dx, const float *dy, const float *x, size_t n) {
+    SPK_GRID_LOOP(i, n) dx[i] += spk_gelu_grad(dy[i], x[i]);
+}
+
 }  // namespace
 
 extern "C" void relu_forward_cuda(float *y, const float *x, size_t n) {
@@ -42,4 +47,10 @@ extern "C" void tanh_forward_cuda(float *y, const float *x, size_t n) {
 }
 extern "C" void tanh_backward_cuda(float *dx, const float *dy, const float *y, size_t n) {
     SPK_LAUNCH(tanh_bwd_kernel, spk_grid(n), dx, dy, y, n);
+}
+extern "C" void gelu_forward_cuda(float *y, const float *x, size_t n) {
+    SPK_LAUNCH(gelu_fwd_kernel, spk_grid(n), y, x, n);
+}
+extern "C" void gelu_backward_cuda(float *dx, const float *dy, const float *x, size_t n) {
+    SPK_LAUNCH(gelu_bwd_kernel, spk_grid(n), dx, dy, x, n);
 }

@@ -1,6 +1,6 @@
 // Activations: forward values vs double libm, spk_expf accuracy, finite-difference backward
-// (through the forward output), accumulation, in-place forward, the in-place ReLU mask; then
-// every backend against the CPU kernels (tests/kernels/backends.h).
+// (through the forward output; GELU's through its input), accumulation, in-place forward, the
+// in-place ReLU mask; then every backend against the CPU kernels (tests/kernels/backends.h).
 #include "backends.h"
 #include "kernels/activation.h"
 #include "kernels/elementwise_math.h"
@@ -23,6 +23,10 @@ static double act_loss(void *p) {
 static double ref_relu(double x) { return x > 0 ? x : 0; }
 static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double ref_tanh(double x) { return tanh(x); }
+static double ref_gelu(double x) { return x * 0.5 * erfc(-x / sqrt(2.0)); }
+
+// Backward takes the forward input x (GELU) rather than its output y.
+static int takes_input(bwd_fn b) { return b == gelu_backward; }
 
 static void run(const char *name, fwd_fn f, bwd_fn b, double (*ref)(double), size_t n, int fd_checks) {
     char nm[128];
@@ -41,13 +45,14 @@ static void run(const char *name, fwd_fn f, bwd_fn b, double (*ref)(double), siz
     check_close(nm, xin, c.y, n, 0, 0);
 
     float *dx = zeros_f(n);
-    b(dx, c.r, c.y, n);
+    const float *bin = takes_input(b) ? c.x : c.y;
+    b(dx, c.r, bin, n);
     snprintf(nm, sizeof nm, "%s fd dx", name);
     fd_check(nm, c.x, dx, n, act_loss, &c, 1e-3f, 5e-3, 1e-3, fd_checks);
     act_loss(&c);
     float *pre = rand_f(n, -1, 1);
     float *acc = copy_f(pre, n);
-    b(acc, c.r, c.y, n);
+    b(acc, c.r, bin, n);
     snprintf(nm, sizeof nm, "%s dx accumulates", name);
     check_accumulated(nm, acc, pre, dx, n);
     test_release();
@@ -92,14 +97,45 @@ static void exp_accuracy(void) {
     check_true(isfinite(spk_expf(1000.0f)), "spk_expf large input stays finite");
 }
 
+// GELU beyond the random inputs, on a grid over [-12, 12]: the forward within a few ulp of a
+// double reference even in the far negative tail (x * Phi(x) keeps its relative precision: erfc
+// of a split argument, not 1 + erf), the derivative against its double reference; special values.
+static void gelu_checks(void) {
+    const size_t n = 20001;
+    float *x = alloc_f(n), *y = alloc_f(n), *dy = alloc_f(n), *dx = zeros_f(n);
+    double *want = alloc_d(n), *wantd = alloc_d(n);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = -12.0f + 24.0f * (float)i / (float)(n - 1);
+        dy[i] = 1.0f;
+        const double xd = x[i], pdf = exp(-0.5 * xd * xd) / sqrt(2.0 * 3.14159265358979323846);
+        want[i] = ref_gelu(xd);
+        wantd[i] = 0.5 * erfc(-xd / sqrt(2.0)) + xd * pdf;
+    }
+    gelu_forward(y, x, n);
+    check_close_d("gelu forward on [-12, 12]", y, want, n, 4e-7, 1e-30);
+    gelu_backward(dx, dy, x, n);
+    check_close_d("gelu derivative on [-12, 12]", dx, wantd, n, 1e-6, 2e-7);
+    const float sp[4] = {0.0f, -0.0f, 1e30f, INFINITY};
+    float ys[4];
+    gelu_forward(ys, sp, 4);
+    check_true(ys[0] == 0.0f && ys[1] == 0.0f && ys[2] == 1e30f && ys[3] == INFINITY, "gelu(0, -0, 1e30, inf)");
+    float nan_in = NAN, nan_out;
+    gelu_forward(&nan_out, &nan_in, 1);
+    check_true(nan_out != nan_out, "gelu(NaN) is NaN");
+    test_release();
+}
+
 static void cpu_checks(void) {
     exp_accuracy();
     run("relu", relu_forward, relu_backward, ref_relu, 1000, 300);
     run("sigmoid", sigmoid_forward, sigmoid_backward, ref_sigmoid, 1000, 300);
     run("tanh", tanh_forward, tanh_backward, ref_tanh, 1000, 300);
+    run("gelu", gelu_forward, gelu_backward, ref_gelu, 1000, 300);
     run("relu large", relu_forward, relu_backward, ref_relu, 100000, 10);  // threaded path
     run("sigmoid large", sigmoid_forward, sigmoid_backward, ref_sigmoid, 100000, 10);
     run("tanh large", tanh_forward, tanh_backward, ref_tanh, 100000, 10);
+    run("gelu large", gelu_forward, gelu_backward, ref_gelu, 100000, 10);
+    gelu_checks();
     relu_mask_check(1000);
     relu_mask_check(100000);  // threaded path
 }
@@ -109,16 +145,19 @@ static void backend_activation(const char *name, fwd_fn f, fwd_fn fb, bwd_fn b, 
     const size_t n = 10007;
     float *x = rand_f(n, -4, 4), *y = alloc_f(n);
     f(y, x, n);
-    float *dx = dev_f(x, n), *dy = dev_f(NULL, n);
+    float *dx = dev_f(x, n), *dy = dev_f(NULL, n), *dxin = dev_f(x, n);
     fb(dy, dx, n);
     cmp(cname("%s forward", name), dy, y, n, TOL);
     fb(dx, dx, n);
     cmp(cname("%s forward in place", name), dx, y, n, TOL);
+    const int in = takes_input(b);
     float *gy = rand_f(n, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
-    b(gx, gy, y, n);
-    float *dgy = dev_f(gy, n), *dgx = dev_f(gx0, n);
-    bb(dgx, dgy, dy, n);
+    b(gx, gy, in ? x : y, n);
+    float *dgy = dev_f(gy, n), *dgx = dev_f(gx0, n), *dgx2 = dev_f(gx0, n);
+    bb(dgx, dgy, in ? dxin : dy, n);
+    bb(dgx2, dgy, in ? dxin : dy, n);
     cmp(cname("%s backward", name), dgx, gx, n, TOL);
+    same_bits(cname("%s backward twice", name), dgx, dgx2, n);
     dev_release();
     test_release();
 }
@@ -140,6 +179,7 @@ static void backend_checks(void) {
     backend_activation("relu", relu_forward, g_be->relu_forward, relu_backward, g_be->relu_backward);
     backend_activation("sigmoid", sigmoid_forward, g_be->sigmoid_forward, sigmoid_backward, g_be->sigmoid_backward);
     backend_activation("tanh", tanh_forward, g_be->tanh_forward, tanh_backward, g_be->tanh_backward);
+    backend_activation("gelu", gelu_forward, g_be->gelu_forward, gelu_backward, g_be->gelu_backward);
     backend_relu_mask();
 }
 

@@ -4,7 +4,7 @@
 # (skipped, exit 77, without a usable device). Each exits non-zero on a mismatch.
 set(SPK_KERNEL_TESTS
   backend gemm conv1d batchnorm activation pooling tensor_ops aam_softmax aam_shard xent linear optim
-  exact_sum norm bf16 gemm_bf16 conv1d_bf16 conv2d conv2d_bf16 batchnorm2d dense_bn segment_pool)
+  exact_sum norm bf16 gemm_bf16 conv1d_bf16 conv2d conv2d_bf16 batchnorm2d dense_bn segment_pool rows_norm dino)
 foreach(_t IN LISTS SPK_KERNEL_TESTS)
   add_executable(test_kernel_${_t} ${CMAKE_CURRENT_LIST_DIR}/test_${_t}.c)
   target_link_libraries(test_kernel_${_t} spk_kernels)
