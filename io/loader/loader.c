@@ -281,6 +281,8 @@ void loader_init(loader_t *l, dataset_t *ds, int max_batch, const loader_spec_t 
     l->seed = seed;
     l->max_batch = max_batch;
     l->views = 1;
+    l->local_from = 0;
+    l->local_crop = 0;  // no local crops
     l->threads = threads < 0 ? threads_from_env() : threads;
     l->in_use = -1;
     l->slots = callocCheck(LOADER_SLOTS, sizeof(loader_slot_t));
@@ -311,6 +313,12 @@ void loader_set_views(loader_t *l, int views) {
     l->views = views;
 }
 
+void loader_set_local_crops(loader_t *l, int from, int64_t crop) {
+    SPK_ASSERT(l->queued == 0 && from >= 1 && crop > 0 && l->spec.crop > 0);
+    l->local_from = from;
+    l->local_crop = crop;
+}
+
 void loader_set_picture_augment(loader_t *l, int on) {
     SPK_ASSERT(l->queued == 0);
     l->augment_pictures = on && l->ds->image_size > 0;
@@ -328,7 +336,7 @@ void loader_set_augment(loader_t *l, augment_t *aug) {
 static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int n, int64_t *raw, int64_t *vraw,
                  int64_t *jraw) {
     const dataset_t *ds = l->ds;
-    const int64_t r = l->spec.visual ? ds->visual_ratio : 1, crop = l->spec.crop;
+    const int64_t r = l->spec.visual ? ds->visual_ratio : 1;
     batch_t *b = &s->batch;
     b->n = n;
     b->frame_off[0] = b->vframe_off[0] = 0;
@@ -336,6 +344,7 @@ static void plan(const loader_t *l, loader_slot_t *s, const int64_t *index, int 
     if (l->aug) augment_batch_begin(s->aug, n);
     for (int i = 0; i < n; i++) {
         int64_t u = index[i], len = dataset_frames(ds, u);
+        const int64_t crop = l->local_crop > 0 && i % l->views >= l->local_from ? l->local_crop : l->spec.crop;
         const int64_t key = draw_key(l, s->epoch, i);
         const int k = l->aug ? augment_speed_of(l->aug, key, u) : 0;
         const int64_t read = l->aug ? augment_source_frames(l->aug, k, crop) : crop;  // frames to read

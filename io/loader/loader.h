@@ -44,6 +44,8 @@ typedef struct {
     loader_pool_t *pool;
     augment_t *aug;        // NULL: samples as stored
     int views;             // consecutive samples that are views of one utterance (loader_set_views)
+    int local_from;        // views from this one on are local crops of local_crop frames (loader_set_local_crops)
+    int64_t local_crop;    //
     int augment_pictures;  // a visual stream of pictures goes through picture augmentation
 } loader_t;
 
@@ -61,6 +63,9 @@ void loader_set_picture_augment(loader_t *l, int on);
 // draws without views), so the views of one utterance differ and stay the same on any world
 // size. The caller lists each utterance `views` times in a row.
 void loader_set_views(loader_t *l, int views);
+// Multi-crop (DINO): views from `from` on are cropped to `crop` frames instead of the spec's
+// crop (before the first loader_prefetch; from >= views: none).
+void loader_set_local_crops(loader_t *l, int from, int64_t crop);
 // Collective (dataset_read): reads the crops of samples index[0..n) of `epoch` and queues
 // them for the workers. The batch last returned by loader_wait stays valid until the next
 // loader_prefetch or loader_wait.
