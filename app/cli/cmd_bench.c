@@ -105,7 +105,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     grad_sync_t gs;
     // a slice of a sharded head, or a classifier the loss does not use (as the trainer)
     const int64_t own = sharded_head_of(m) ? m->table.t[0].numel : model_unaveraged_head(m);
-    grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant);
+    grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant, m->teacher);
     head_comm_use_nccl(hc, gs.nccl);  // (the global batch's collectives as in training)
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {

@@ -56,6 +56,7 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
         } else {
             ckpt_tensors_t t = {&m->table, m->host_params, &m->state_table, m->host_state, 0, NULL};
             h->code = ckpt_load(path, m->name, &h->meta, &t, h->err, sizeof h->err);
+            if (h->code == 0) model_use_teacher(m);  // a DINO run's embeddings are its teacher's
         }
     }
     weights_file_free(&wf);

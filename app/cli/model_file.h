@@ -1,7 +1,8 @@
 // The model in a trained file, built on every rank: an spkddp checkpoint (its stored config
 // builds the model), or a safetensors file written by `spkddp export` or
 // tools/speechbrain_to_safetensors.py (its metadata carries the same config; a file without
-// "classifier.weight" gets the model's fresh classifier). What embed and export start from.
+// "classifier.weight" gets the model's fresh classifier). What embed and export start from. A
+// checkpoint of a run with a teacher (--loss dino) gives the teacher.
 #pragma once
 #include "app/dist/comm.h"
 #include "app/model/model.h"

@@ -121,9 +121,10 @@ static const opt_t rows[] = {
                "--head sharded: Partial FC, each step scores the batch's own classes and this fraction of the others "
                "(drawn from the seed and the step: the same on any number of ranks; default 1, all)"),
     // metric learning (docs/contrastive.md)
-    OPT_CHOICE(train_config_t, model.loss, "loss", "aam|supcon|angleproto|ge2e|aam+supcon|aam+angleproto|aam+ge2e",
+    OPT_CHOICE(train_config_t, model.loss, "loss", "aam|supcon|angleproto|ge2e|aam+supcon|aam+angleproto|aam+ge2e|dino",
                "the training loss: the AAM-softmax, a metric-learning loss over the global batch's embeddings "
-               "(supervised contrastive, angular prototypical, GE2E), or the AAM-softmax plus one of them"),
+               "(supervised contrastive, angular prototypical, GE2E), the AAM-softmax plus one of them, or DINO "
+               "self-distillation without labels (docs/contrastive.md)"),
     OPT_NUMBER(train_config_t, model.contrastive_weight, "contrastive-weight", 0, 1e6,
                "aam+...: the metric-learning term's weight (default 1)"),
     OPT_NUMBER(train_config_t, model.contrastive_scale, "contrastive-scale", 1e-3, 1e6,
@@ -145,6 +146,32 @@ static const opt_t rows[] = {
     OPT_CHOICE(train_config_t, labels, "labels", "speaker|utterance",
                "what the contrastive loss treats as the same: the speaker labels, or each utterance alone (with "
                "--loss supcon and --views 2: SimCLR, no labels used in training)"),
+    // DINO (docs/contrastive.md)
+    OPT_INTEGER(train_config_t, model.global_views, "global-views", 1, 64,
+                "--loss dino: the first views of each utterance are global crops (--frames), which the teacher sees "
+                "too (default 2)"),
+    OPT_INTEGER(train_config_t, local_frames, "local-frames", 1, 100000,
+                "--loss dino: the other views are local crops of this many frames (default: --frames)"),
+    OPT_INTEGER(train_config_t, model.dino_hidden, "dino-hidden", 1, 65536,
+                "--loss dino: the projection head's hidden width (default 2048)"),
+    OPT_INTEGER(train_config_t, model.dino_bottleneck, "dino-bottleneck", 1, 65536,
+                "--loss dino: the projection head's bottleneck before the prototypes (default 256)"),
+    OPT_INTEGER(train_config_t, model.dino_out, "dino-out", 2, 1 << 20,
+                "--loss dino: prototypes, the softmax's width (default 65536)"),
+    OPT_NUMBER(train_config_t, model.student_temp, "student-temp", 1e-4, 100,
+               "--loss dino: the student's softmax temperature (default 0.1)"),
+    OPT_NUMBER(train_config_t, model.teacher_temp, "teacher-temp", 1e-4, 100,
+               "--loss dino: the teacher's softmax temperature after its warmup (default 0.04)"),
+    OPT_NUMBER(train_config_t, model.teacher_temp_start, "teacher-temp-start", 1e-4, 100,
+               "--loss dino: the teacher's temperature at epoch 0, linear to --teacher-temp (default 0.04)"),
+    OPT_INTEGER(train_config_t, model.teacher_temp_epochs, "teacher-temp-epochs", 0, BIG,
+                "--loss dino: epochs of the teacher temperature's warmup (default 0)"),
+    OPT_NUMBER(train_config_t, model.centre_momentum, "centre-momentum", 0, 1,
+               "--loss dino: momentum of the teacher outputs' centre, a mean over the global batch (default 0.9)"),
+    OPT_NUMBER(train_config_t, model.ema_start, "ema", 0, 1,
+               "--loss dino: the teacher's EMA momentum at the first update, cosine to 1 at the last (default 0.996)"),
+    OPT_INTEGER(train_config_t, model.freeze_last_layer, "freeze-last-layer", 0, BIG,
+                "--loss dino: epochs the prototypes stay as initialised (default 1)"),
     // resume policy (docs/checkpoints.md)
     OPT_TEXT(train_config_t, resume_allow, "resume-allow", OPT_OPTIONAL,
              "what a resume may change, comma-separated: global-batch, optimizer, data, or a flag of the trajectory "

@@ -49,7 +49,8 @@ static int exact_as_float(void) {
     return s && strcmp(s, "float") == 0;
 }
 
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact) {
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact,
+                    int exact_sums) {
     SPK_ASSERT(skip >= 0 && skip <= n && !(skip && exact));
     memset(g, 0, sizeof *g);
     g->comm = c;
@@ -84,7 +85,10 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
 #endif
         if (!g->nccl) g->host = mallocCheck((size_t)n * sizeof(float) + 1);
     }
-    if (!exact) return;
+    if (!exact) {
+        if (exact_sums) g->xr = exact_reduce_create(c, be, g->nccl, 1);  // (exact_reduce_now only)
+        return;
+    }
     g->xr = exact_reduce_create(c, be, g->nccl, n);
     g->exact_as_float = exact_as_float() && !g->nccl;  // (NCCL would average: not the check's sum)
     if (g->exact_as_float) g->overlap = 0;             // each rank's sums are rounded after the backward

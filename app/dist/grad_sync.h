@@ -57,7 +57,10 @@ typedef struct {
 // Collective: every rank calls it with the same backend, n - skip and exact. grads[0, skip) hold
 // what only this rank has (the classifier's slice of --head sharded, whose gradient is already
 // the global batch's): they are left as they are.
-void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact);
+// exact_sums: outside the invariant mode too, the model's own exact sums (model_t.exact_allreduce:
+// DINO's synchronized BatchNorm and centre) are added across the ranks.
+void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact,
+                    int exact_sums);
 // Before the model's train_step: hooks the backward's progress to start buckets early.
 void grad_sync_begin(grad_sync_t *g, model_t *m);
 // A micro-batch before an update's last (--grad-accum): in the invariant mode the model's

@@ -29,6 +29,7 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     const model_family_t *f = model_family_find(cfg->name);
     if (!f) spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     f->build(m, cfg, data);
+    if (m->ops && m->ops->finish) m->ops->finish(m);
     model_upload(m);
     return m;
 }

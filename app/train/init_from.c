@@ -16,6 +16,13 @@
 
 static int is_head(const char *name) { return strncmp(name, "classifier.", 11) == 0; }
 
+// DINO's: its projection head, and the teacher's copy and centre that only its training keeps.
+// A file without them leaves the model's own (a DINO run from a supervised encoder); a file with
+// them starts a model without them from the encoder alone (fine-tuning a DINO export).
+static int dino_only(const char *name) {
+    return strncmp(name, "dino_head.", 10) == 0 || strncmp(name, "dino.", 5) == 0 || strncmp(name, "teacher.", 8) == 0;
+}
+
 static int ends_with(const char *s, const char *tail) {
     size_t n = strlen(s), k = strlen(tail);
     return n >= k && strcmp(s + n - k, tail) == 0;
@@ -29,9 +36,14 @@ static void shape_str(const int64_t *shape, int ndim, char *out, size_t cap) {
 }
 
 // One tensor of the model from the file: present, float32, the same shape, finite.
+// A DINO checkpoint's teacher stands for its model (what embed and export take): a tensor is read
+// from its "teacher." copy when the file has one.
 static int copy_tensor(const param_tensor_t *t, float *dst, const weights_file_t *wf, const model_t *m,
                        const char *path, char *err, size_t cap) {
-    const weight_t *w = weights_file_find(wf, t->name);
+    char teacher[PARAM_NAME_MAX + 16];
+    snprintf(teacher, sizeof teacher, "teacher.%s", t->name);
+    const weight_t *w = dino_only(t->name) ? NULL : weights_file_find(wf, teacher);
+    if (!w) w = weights_file_find(wf, t->name);
     char want[96], have[96];
     shape_str(t->shape, t->ndim, want, sizeof want);
     if (!w)
@@ -70,12 +82,13 @@ int init_from_copy(model_t *m, const weights_file_t *wf, const char *path, int k
         for (int i = 0; i < parts[k].table->count; i++) {
             const param_tensor_t *t = &parts[k].table->t[i];
             if (!keep_head && is_head(t->name)) continue;
+            if (dino_only(t->name) && !weights_file_find(wf, t->name)) continue;
             int rc = copy_tensor(t, parts[k].data, wf, m, path, err, cap);
             if (rc) return rc;
         }
     for (int i = 0; i < wf->count; i++) {
         const char *name = wf->w[i].name;
-        if (ends_with(name, ".num_batches_tracked") || (!keep_head && is_head(name))) continue;
+        if (ends_with(name, ".num_batches_tracked") || (!keep_head && is_head(name)) || dino_only(name)) continue;
         if (!in_table(&m->table, name) && !in_table(&m->state_table, name))
             FAIL("%s: holds tensor '%s', for which model %s has no place (was it written for another model?)", path,
                  name, m->name);

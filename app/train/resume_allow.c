@@ -52,6 +52,15 @@ const char *const resume_trajectory[] = {
     "utts-per-speaker",
     "views",
     "labels",
+    "global-views",
+    "local-frames",
+    "student-temp",
+    "teacher-temp",
+    "teacher-temp-start",
+    "teacher-temp-epochs",
+    "centre-momentum",
+    "ema",
+    "freeze-last-layer",
 };
 const size_t resume_trajectory_count = COUNT(resume_trajectory);
 // Checked from the checkpoint's header rather than its config text.

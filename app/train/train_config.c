@@ -35,6 +35,36 @@ train_config_t train_config_defaults(void) {
     return c;
 }
 
+// --loss dino's views, and what it does not combine with yet.
+static void check_dino(const train_config_t *c, const model_config_t *m) {
+    if (strcmp(m->loss, "dino") != 0) return;
+    if (c->views < 2 || m->global_views > c->views)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss dino distils the teacher's view of each global crop into the student's view of "
+                     "the other crops: it needs --views 2 or more and --global-views at most --views (have --views "
+                     "%lld, --global-views %lld)",
+                     (long long)c->views, (long long)m->global_views);
+    if (strstr(m->name, "-av") || strcmp(m->name, "linear") == 0)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss dino trains an audio encoder (ecapa, resnet*, campplus); --model %s is not one",
+                     m->name);
+    if (c->local_frames > 0 && c->local_frames > m->frames && m->frames > 0)
+        spk_fail_all(SPK_EXIT_USAGE, "train: --local-frames %lld is longer than the global crops' --frames %lld",
+                     (long long)c->local_frames, (long long)m->frames);
+    // Not built yet: said rather than run differently from what was asked.
+    if (m->invariant)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss dino does not have the world-size-invariant mode yet: drop --invariant (the head "
+                     "and the centre are exact sums already; the encoder's BatchNorms are each rank's)");
+    if (c->grad_accum > 1)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss dino updates the teacher's centre with every batch: --grad-accum is not supported");
+    if (c->val_data[0])
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --loss dino has no held-out loss to report: drop --val-data and score the teacher's "
+                     "embeddings (spkddp embed, spkddp score)");
+}
+
 // --loss, --negatives, --sampler and --utts-per-speaker together.
 static void check_metric_learning(const train_config_t *c, const model_config_t *m, int world) {
     const int contrastive = strcmp(m->loss, "aam") != 0, balanced = strcmp(c->sampler, "balanced") == 0;
@@ -139,6 +169,7 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
     check_metric_learning(c, &m, world);
+    check_dino(c, &m);
     if (c->max_steps > 0 && !c->ckpt_dir[0])
         spk_fail_all(SPK_EXIT_USAGE, "train: --max-steps stops with a checkpoint, so it needs --ckpt-dir");
     augment_spec_t spec;
@@ -151,6 +182,7 @@ model_config_t train_config_model(const train_config_t *c) {
     m.seed = (uint64_t)c->seed;
     m.local_negatives = strcmp(c->negatives, "local") == 0;
     m.instance_labels = strcmp(c->labels, "utterance") == 0;
+    m.views = c->views;
     model_config_apply_tf32(&m, c->tf32);  // a conflict stopped train_config_finalize
     return m;
 }

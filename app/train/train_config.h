@@ -72,8 +72,9 @@ typedef struct {
     char negatives[TRAIN_STR_MAX];  // global | local: the contrastive batch is the global batch or each rank's
     char sampler[TRAIN_STR_MAX];    // plain | balanced: speaker-balanced global batches (io/loader/sampler.h)
     int64_t views;                  // crops of each utterance in a batch (io/loader/loader.h: loader_set_views)
-    int picture_augment;            // training pictures through picture augmentation (loader_set_picture_augment)
-    char labels[TRAIN_STR_MAX];     // speaker | utterance: what the contrastive loss calls the same
+    int64_t local_frames;        // --loss dino: the views after the global ones are crops of this length (0: --frames)
+    int picture_augment;         // training pictures through picture augmentation (loader_set_picture_augment)
+    char labels[TRAIN_STR_MAX];  // speaker | utterance: what the contrastive loss calls the same
 } train_config_t;
 
 train_config_t train_config_defaults(void);

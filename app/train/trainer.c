@@ -616,6 +616,12 @@ static void accumulate(trainer_t *t, int64_t step) {
     if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
 }
 
+// What the model does after an update (DINO: the teacher's EMA), over the run's planned updates.
+static void after_update(trainer_t *t) {
+    model_t *m = t->model;
+    if (m->ops->after_update) m->ops->after_update(m, t->global_step, t->steps * t->cfg->epochs);
+}
+
 // Queues one synchronous data-parallel update: micro-batches, averaging, step controls and
 // the optimizer's update. Without controls that need the update's figures first, nothing here
 // waits for a device (its statistics are read at the next update, the averaging's deadline
@@ -633,6 +639,7 @@ static void queue_step(trainer_t *t, int64_t step) {
     step_watchdog_at_step(t->global_step);
     if (!t->controls.measure) {
         optimizer_step(&t->opt, m->params, m->grads, t->lr);
+        after_update(t);
         return;
     }
     grad_sync_drain(&t->grad_sync);  // the norm's download waits for the device: with the deadline first
@@ -640,7 +647,10 @@ static void queue_step(trainer_t *t, int64_t step) {
     step_report_t r = {.loss = t->last_update[0] / t->last_update[2],
                        .accuracy = t->last_update[1] / t->last_update[2]};
     const int apply = step_controls_apply(&t->controls, m->grads, m->table.total, &r, t->epoch, t->global_step - 1);
-    if (apply) optimizer_step(&t->opt, m->params, m->grads, t->lr);
+    if (apply) {
+        optimizer_step(&t->opt, m->params, m->grads, t->lr);
+        after_update(t);
+    }
     count_update(t, t->last_update, apply);
     step_controls_log(&t->controls, &r, t->epoch, t->global_step - 1, t->lr, (int64_t)t->last_update[2],
                       spk_seconds() - t0, t->ep_data_wait - wait0);
@@ -737,7 +747,8 @@ static void create_optimizer(trainer_t *t) {
     step_controls_init(&t->controls, t->cfg, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
     if (own) step_controls_shard(&t->controls, t->comm, own);
-    grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant);
+    grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant,
+                   t->model->teacher);
     head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
     const int64_t ns = t->model->state_table.total;
     t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
@@ -848,6 +859,8 @@ static void plan_epochs(trainer_t *t) {
     loader_init(&t->loader, &t->data, (int)(c->batch * c->views), &m->input, (uint64_t)c->seed, -1);
     loader_set_augment(&t->loader, t->aug);
     loader_set_views(&t->loader, (int)c->views);
+    if (c->local_frames > 0 && c->views > c->model.global_views && strcmp(c->model.loss, "dino") == 0)
+        loader_set_local_crops(&t->loader, (int)c->model.global_views, c->local_frames);
     loader_set_picture_augment(&t->loader, c->picture_augment);
     if (t->has_val) loader_init(&t->val_loader, &t->val, (int)c->batch, &m->input, (uint64_t)c->seed, -1);
     t->idx = mallocCheck((size_t)(c->batch * c->views) * sizeof(int64_t));

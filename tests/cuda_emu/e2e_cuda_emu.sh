@@ -15,6 +15,8 @@
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
 #     mode 1 rank and 2 GPUs bitwise alike;
+#   - DINO (teacher, multi-crop, the head's synchronized BatchNorm and the centre as exact sums
+#     reduced by NCCL) on 2 GPUs as on the CPU;
 #   - an NCCL error, and an all-reduce that never finishes, end the job with a sentence.
 # Small on purpose (tiny model, two steps): rounding differences from the CPU grow with steps.
 . "$(dirname "$0")/../e2e/lib.sh" "$1" "$2" "$3"
@@ -116,6 +118,13 @@ gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda $simclr -
 gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc2 >log_sc2 2>&1 ||
     { cat log_sc2; fail "invariant simclr: two GPUs"; }
 same sc1/$ckpt sc2/$ckpt 0 "invariant simclr: 1 rank vs 2 ranks on 2 GPUs"
+
+dino="--loss dino --views 4 --local-frames 16 --dino-hidden 16 --dino-bottleneck 8 --dino-out 32"
+run 2 $SPKDDP train $common --max-steps 2 --device cpu $dino --ckpt-dir cpu_dino >log_cpu_dino 2>&1 ||
+    { cat log_cpu_dino; fail "cpu dino run"; }
+gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda $dino --ckpt-dir dino >log_dino 2>&1 ||
+    { cat log_dino; fail "cuda dino run"; }
+same cpu_dino/$ckpt dino/$ckpt $RTOL "dino (teacher, multi-crop, exact sums by NCCL): 2 steps on the stand-in vs cpu"
 
 export SPKDDP_NCCL_TIMEOUT=1
 SPKDDP_NCCL=1 SPKDDP_CUDA_EMU_NCCL_FAULT=hang:2 expect_error 1 "did not finish in 1 s: a peer rank is dead or stuck" -- \

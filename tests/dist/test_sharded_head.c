@@ -105,8 +105,8 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     EXPECT(memcmp(sh->host_params, rep->host_params + first * E, (size_t)own * sizeof(float)) == 0,
            "[%s] rank %d's slice of a fresh head is the whole head's rows", be->name, c->rank);
     grad_sync_t gr, gs;
-    grad_sync_init(&gr, c, be, rep->table.total, 0, 0);
-    grad_sync_init(&gs, c, be, sh->table.total, c->size > 1 ? own : 0, 0);
+    grad_sync_init(&gr, c, be, rep->table.total, 0, 0, 0);
+    grad_sync_init(&gs, c, be, sh->table.total, c->size > 1 ? own : 0, 0, 0);
     float *hr = malloc(sizeof(float) * (size_t)rep->table.total), *hs = malloc(sizeof(float) * (size_t)sh->table.total);
     double worst_enc = 0, worst_head = 0, worst_loss = 0;
     int hits_differ = 0;

@@ -53,6 +53,7 @@ spk_e2e_test(e2e_recipes)
 spk_e2e_test(e2e_step_controls)
 spk_e2e_test(e2e_init_from)
 spk_e2e_test(e2e_sharded_head)
+spk_e2e_test(e2e_dino)
 spk_e2e_test(e2e_contrastive)
 
 # tools/chaos.sh: eight random SIGKILLs, each followed by a bitwise resume -- enough to catch a

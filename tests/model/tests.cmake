@@ -17,3 +17,6 @@ add_test(NAME test_campplus_golden_recompute COMMAND test_campplus_golden
 set_tests_properties(test_campplus_golden_recompute PROPERTIES LABELS unit)
 spk_unit_test(model test_campplus_dense ${CMAKE_CURRENT_SOURCE_DIR}/golden/campplus_dense_golden.h5)
 set_tests_properties(test_resnet_model PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)
+# DINO's head, multi-crop loss and teacher on a small ECAPA-TDNN (finite differences).
+spk_unit_test(model test_dino)
+set_tests_properties(test_dino PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)

@@ -13,6 +13,12 @@ model_config_t model_config_defaults(const char *name) {
     c.seed = 1234;
     c.invariant_group = 1;
     c.contrastive_weight = 1.0, c.contrastive_scale = 10.0, c.per_speaker = 2;
+    // DINO: the head and temperatures of Caron et al. 2021, as WeSpeaker's and 3D-Speaker's
+    // speaker recipes keep them.
+    c.views = 1, c.global_views = 2;
+    c.dino_hidden = 2048, c.dino_bottleneck = 256, c.dino_out = 65536;
+    c.student_temp = 0.1, c.teacher_temp = 0.04, c.teacher_temp_start = 0.04, c.teacher_temp_epochs = 0;
+    c.centre_momentum = 0.9, c.ema_start = 0.996, c.freeze_last_layer = 1;
     snprintf(c.loss, sizeof c.loss, "aam");
     snprintf(c.name, sizeof c.name, "%s", name);
     snprintf(c.precision, sizeof c.precision, "fp32");

@@ -34,6 +34,16 @@ typedef struct {
     int64_t per_speaker;        // angleproto, ge2e: the batches' groups of utterances of one speaker
     int local_negatives;        // each rank's batch alone, not the global batch (--negatives local)
     int instance_labels;        // training contrasts utterances, not speakers (--labels utterance: SimCLR)
+    // DINO (--loss dino, app/model/layers/dino.h): self-distillation without labels.
+    int64_t views;         // crops of each utterance in a training batch (the trainer's --views)
+    int64_t global_views;  // the first of them, which the teacher sees too
+    int64_t dino_hidden, dino_bottleneck, dino_out;  // the projection head: MLP width, bottleneck, prototypes
+    double student_temp;                             // softmax temperatures: the student's,
+    double teacher_temp, teacher_temp_start;         // the teacher's after its warmup, and at epoch 0
+    int64_t teacher_temp_epochs;                     // epochs of the teacher temperature's linear warmup
+    double centre_momentum;                          // the teacher's output centre: c <- m c + (1 - m) batch mean
+    double ema_start;                                // the teacher's EMA momentum at step 0 (cosine to 1)
+    int64_t freeze_last_layer;                       // epochs the prototypes (the head's last layer) stay fixed
 } model_config_t;
 
 // Model `name` with the default hyperparameters: the width and embedding size of the model

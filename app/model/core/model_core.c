@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 float *model_buf(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(float)); }
@@ -59,7 +60,33 @@ static void check_param_memory(const model_t *m, const model_data_t *d) {
                  d->source ? d->source : "the data", need / 1073741824.0, copies, ranks, have / 1073741824.0);
 }
 
+// "teacher.<name>" state tensors: a copy of every parameter, then of every state tensor.
+static void register_teacher(model_t *m) {
+    char name[PARAM_NAME_MAX + 16];
+    const int np = m->table.count, ns = m->state_table.count;
+    m->teacher_state_n = m->state_table.total;
+    for (int k = 0; k < 2; k++) {
+        const param_table_t *t = k ? &m->state_table : &m->table;
+        const int n = k ? ns : np;
+        for (int i = 0; i < n; i++) {
+            const param_tensor_t x = t->t[i];  // (adding to the state table may move its entries)
+            snprintf(name, sizeof name, "teacher.%s", x.name);
+            if (strlen(name) >= PARAM_NAME_MAX)
+                spk_die(SPK_EXIT_FAILURE, "the teacher's name for tensor %s is too long", x.name);
+            const int64_t off = param_table_add(&m->state_table, name, x.ndim, x.shape);
+            if (i == 0) *(k ? &m->teacher_state : &m->teacher_params) = off;
+        }
+    }
+}
+
+void model_use_teacher(model_t *m) {
+    if (!m->teacher) return;
+    memcpy(m->host_params, m->host_state + m->teacher_params, (size_t)m->table.total * sizeof(float));
+    memcpy(m->host_state, m->host_state + m->teacher_state, (size_t)m->teacher_state_n * sizeof(float));
+}
+
 void model_alloc_buffers(model_t *m, const model_data_t *data) {
+    if (m->teacher) register_teacher(m);
     check_param_memory(m, data);
     m->params = model_buf(m, (size_t)m->table.total);
     m->grads = model_buf(m, (size_t)m->table.total);

@@ -63,6 +63,11 @@ typedef struct {
     void (*set_epoch)(model_t *m, int64_t epoch);
     // Releases what impl holds (model_free then frees impl itself); may be NULL.
     void (*free_impl)(model_t *m);
+    // After the optimizer's update `step` (counted from 1) of `total`: a teacher's EMA (DINO); may be NULL.
+    void (*after_update)(model_t *m, int64_t step, int64_t total);
+    // After the family built and initialised the model: initialises what the loss added (DINO's
+    // head); may be NULL.
+    void (*finish)(model_t *m);
 } model_ops_t;
 
 // The streams an audio-visual sample is encoded from (modality dropout, single-stream embeddings).
@@ -93,12 +98,17 @@ struct model {
     int embed_modality;      // what embed keeps of an audio-visual model (MODALITY_*; set by the caller)
     int embedding;           // embed is running: inference on whole utterances, which a layer may take in pieces
     int head_unused;         // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
-    int64_t visual_dim;      // Fv of the visual stream (0: audio only)
-    int64_t visual_ratio;    // audio frames per visual frame
-    loader_spec_t input;     // what the loader hands over: crop length, minimum length, CMN, visual
-    int64_t emb_dim;         // size of the embedding `embed` returns
-    int min_batch;           // samples a training step needs per rank, in the invariant mode in the global
-                             // batch (2 with BatchNorm over the batch)
+    // A teacher (--loss dino): state also holds "teacher.<name>" for every parameter (from state
+    // offset teacher_params, the parameters' layout) and every other state tensor (from
+    // teacher_state, the layout of state[0, teacher_state_n)), registered by model_alloc_buffers.
+    int teacher;
+    int64_t teacher_params, teacher_state, teacher_state_n;
+    int64_t visual_dim;    // Fv of the visual stream (0: audio only)
+    int64_t visual_ratio;  // audio frames per visual frame
+    loader_spec_t input;   // what the loader hands over: crop length, minimum length, CMN, visual
+    int64_t emb_dim;       // size of the embedding `embed` returns
+    int min_batch;         // samples a training step needs per rank, in the invariant mode in the global
+                           // batch (2 with BatchNorm over the batch)
     // Told by train_step's backward as gradients become final: grads[0, upto) will not change
     // again this step (tensors are in reverse execution order; xgrads in the invariant mode).
     // NULL: nobody listens.
@@ -131,6 +141,9 @@ void model_upload(model_t *m);
 void model_download(model_t *m);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode).
 void model_zero_grads(model_t *m);
+// A model with a teacher (m->teacher) takes the teacher's parameters and state as its own, in
+// the host copies (then model_upload): what embed and export use of a DINO run.
+void model_use_teacher(model_t *m);
 
 // ---- for the families (app/model/<family>/) -------------------------------------------------
 // Allocates params/grads/state and the host copies once the tables are complete.

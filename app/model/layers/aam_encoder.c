@@ -4,6 +4,7 @@
 #include "app/model/core/model_stats.h"
 #include "app/model/layers/aam_head_shard.h"
 #include "app/model/layers/contrastive_head.h"
+#include "app/model/layers/dino.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
@@ -146,6 +147,11 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
 static void train_step(model_t *m, const batch_t *b) {
     aam_encoder_t *h = head_of(m);
     const spk_backend_t *K = m->be;
+    if (h->dino) {
+        reserve_head(m, 1);
+        dino_train_step(h->dino, m, h->enc, b, h->scalars);
+        return;
+    }
     const int64_t global = model_begin_step(m, b->n);
     const float *emb;
     const int *labels = forward_loss(m, b, 1, &emb);
@@ -203,6 +209,7 @@ static void embed(model_t *m, const batch_t *b, float *out) {
 // Margin ramp: 0 before margin_start, linear to the full margin at margin_end.
 static void set_epoch(model_t *m, int64_t epoch) {
     aam_encoder_t *h = head_of(m);
+    if (h->dino) dino_set_epoch(h->dino, epoch);
     if (h->margin_end <= h->margin_start) {
         h->margin = epoch >= h->margin_start ? h->margin_max : 0.0f;
         return;
@@ -217,9 +224,22 @@ static void free_impl(model_t *m) {
     release_head(h, m);
     contrastive_head_free(h->con, m);
     h->con = NULL;
+    dino_free(h->dino, m);
+    h->dino = NULL;
 }
 
-static const model_ops_t aam_encoder_model_ops = {train_step, eval_step, embed, set_epoch, free_impl};
+static void after_update(model_t *m, int64_t step, int64_t total) {
+    aam_encoder_t *h = head_of(m);
+    if (h->dino) dino_after_update(h->dino, m, step, total);
+}
+
+static void finish(model_t *m) {
+    aam_encoder_t *h = head_of(m);
+    if (h->dino) dino_finish(h->dino, m);
+}
+
+static const model_ops_t aam_encoder_model_ops = {train_step, eval_step,    embed, set_epoch,
+                                                  free_impl,  after_update, finish};
 
 void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, const aam_encoder_ops_t *enc,
                       int64_t emb_dim) {
@@ -236,6 +256,7 @@ void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, c
     h->con = contrastive_head_create(cfg, &h->aam);
     m->head_unused = !h->aam;
     h->cls_w = param_table_add(&m->table, "classifier.weight", 2, (int64_t[]){m->head_rows, emb_dim});
+    h->dino = dino_create(m, cfg, emb_dim);  // (its head's tensors next: their gradients are final first)
     m->ops = &aam_encoder_model_ops;
     m->emb_dim = emb_dim;
 }

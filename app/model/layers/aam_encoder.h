@@ -8,23 +8,10 @@
 // the struct its builder puts in m->impl.
 #pragma once
 #include "app/model/core/model_core.h"
+#include "app/model/layers/encoder_ops.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct {
-    // Makes room for B samples of T frames (the encoder's buffers grow, never shrink).
-    void (*reserve)(model_t *m, int B, int T);
-    // Forward on staged frames (B, T, F) time-major (and visual frames (B, T / ratio, Fv), or
-    // NULL): returns the embeddings (B, E) in backend memory. train: batch statistics and
-    // running-statistics updates; else the running statistics.
-    const float *(*forward)(model_t *m, const float *frames, const float *vframes, int B, int T, int train);
-    // Backward from the embeddings' gradient (B, E): accumulates the encoder's parameter
-    // gradients, reporting them ready as they become final (model_grads_ready).
-    void (*backward)(model_t *m, const float *g_emb, int B, int T);
-    // Releases the encoder's buffers (not m->impl itself).
-    void (*release)(model_t *m);
-} aam_encoder_ops_t;
 
 typedef struct {
     const aam_encoder_ops_t *enc;
@@ -43,6 +30,7 @@ typedef struct {
     struct aam_head_shard *shard;      // the classifier sharded across ranks (m->head_comm set)
     int aam;                           // the AAM-softmax is part of the loss (--loss)
     struct contrastive_head *con;      // a metric-learning term (NULL: --loss aam)
+    struct dino *dino;                 // --loss dino (app/model/layers/dino.h) in place of both
     float *h_rows, *d_rows;            // (B) its per-sample losses on the host and the backend
     double sample;                     // its Partial FC rate (model_config_t.head_sample)
     double modality_p;                 // visual models: modality dropout's chance (model_config_t)

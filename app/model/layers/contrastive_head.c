@@ -36,7 +36,7 @@ static const struct {
 } losses[] = {
     {"aam", CONTRASTIVE_NONE, 1},      {"supcon", CONTRASTIVE_SUPCON, 0},     {"angleproto", CONTRASTIVE_PROTO, 0},
     {"ge2e", CONTRASTIVE_GE2E, 0},     {"aam+supcon", CONTRASTIVE_SUPCON, 1}, {"aam+angleproto", CONTRASTIVE_PROTO, 1},
-    {"aam+ge2e", CONTRASTIVE_GE2E, 1},
+    {"aam+ge2e", CONTRASTIVE_GE2E, 1}, {"dino", CONTRASTIVE_NONE, 0},  // (app/model/layers/dino.h)
 };
 
 contrastive_head_t *contrastive_head_create(const model_config_t *cfg, int *aam) {
@@ -53,7 +53,7 @@ contrastive_head_t *contrastive_head_create(const model_config_t *cfg, int *aam)
         h->instance = cfg->instance_labels;
         return h;
     }
-    spk_die(SPK_EXIT_USAGE, "unknown --loss '%s' (aam, supcon, angleproto, ge2e, or aam+ one of the others)",
+    spk_die(SPK_EXIT_USAGE, "unknown --loss '%s' (aam, supcon, angleproto, ge2e, aam+ one of those, or dino)",
             cfg->loss);
 }
 

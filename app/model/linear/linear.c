@@ -135,7 +135,8 @@ static void embed(model_t *m, const batch_t *b, float *out) {
 
 static void free_impl(model_t *m) { release(m, m->impl); }
 
-static const model_ops_t linear_ops = {train_step, eval_step, embed, NULL, free_impl};
+static const model_ops_t linear_ops = {
+    .train_step = train_step, .eval_step = eval_step, .embed = embed, .free_impl = free_impl};
 
 void model_linear_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     linear_t *l = callocCheck(1, sizeof *l);

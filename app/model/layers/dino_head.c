@@ -1,0 +1,206 @@
+// DINO's projection head with synchronized BatchNorm (app/model/layers/dino_head.h).
+#include "app/model/layers/dino_head.h"
+
+#include "kernels/base/rng.h"
+#include "kernels/base/spk_assert.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define BN_EPS      1e-5f
+#define BN_MOMENTUM 0.1f
+#define NORM_EPS    1e-12f  // F.normalize's
+
+static int64_t add(model_t *m, const char *name, int64_t rows, int64_t cols) {
+    char full[PARAM_NAME_MAX];
+    snprintf(full, sizeof full, "dino_head.%s", name);
+    return cols ? param_table_add(&m->table, full, 2, (int64_t[]){rows, cols})
+                : param_table_add(&m->table, full, 1, (int64_t[]){rows});
+}
+
+static int64_t add_state(model_t *m, const char *name, int64_t n) {
+    char full[PARAM_NAME_MAX];
+    snprintf(full, sizeof full, "dino_head.%s", name);
+    return param_table_add(&m->state_table, full, 1, (int64_t[]){n});
+}
+
+void dino_head_register(dino_head_t *h, model_t *m, const model_config_t *cfg, int64_t emb_dim) {
+    h->E = (int)emb_dim, h->H = (int)cfg->dino_hidden, h->D = (int)cfg->dino_bottleneck, h->K = (int)cfg->dino_out;
+    char name[32];
+    for (int l = 0; l < 2; l++) {  // mlp.0 (Linear), mlp.1 (BatchNorm); mlp.3, mlp.4
+        dino_hidden_t *y = &h->layer[l];
+        y->in_dim = l ? h->H : h->E;
+        snprintf(name, sizeof name, "mlp.%d.weight", 3 * l);
+        y->w = add(m, name, h->H, y->in_dim);
+        snprintf(name, sizeof name, "mlp.%d.bias", 3 * l);
+        y->b = add(m, name, h->H, 0);
+        snprintf(name, sizeof name, "mlp.%d.weight", 3 * l + 1);
+        y->g = add(m, name, h->H, 0);
+        snprintf(name, sizeof name, "mlp.%d.bias", 3 * l + 1);
+        y->beta = add(m, name, h->H, 0);
+    }
+    h->w6 = add(m, "mlp.6.weight", h->D, h->H), h->b6 = add(m, "mlp.6.bias", h->D, 0);
+    h->v = add(m, "last_layer.weight_v", h->K, h->D);
+    for (int l = 0; l < 2; l++) {
+        snprintf(name, sizeof name, "mlp.%d.running_mean", 3 * l + 1);
+        h->layer[l].rm = add_state(m, name, h->H);
+        snprintf(name, sizeof name, "mlp.%d.running_var", 3 * l + 1);
+        h->layer[l].rv = add_state(m, name, h->H);
+    }
+}
+
+int64_t dino_head_end(const dino_head_t *h) { return h->v + (int64_t)h->K * h->D; }
+
+// Truncated normal, std 0.02, cut at +-2 (timm's trunc_normal_, which the toolkits use).
+static float trunc_normal(rng_t *r) {
+    for (;;) {
+        const double x = rng_normal(r);
+        if (fabs(x) <= 2.0 / 0.02) return (float)(0.02 * x);
+    }
+}
+
+void dino_head_init(const dino_head_t *h, model_t *m, uint64_t seed) {
+    float *p = m->host_params;
+    for (int k = 0; k < 3; k++) {
+        const int64_t w = k < 2 ? h->layer[k].w : h->w6,
+                      n = k < 2 ? (int64_t)h->H * h->layer[k].in_dim : (int64_t)h->D * h->H;
+        rng_t r = rng_init(seed, RNG_PURPOSE_INIT, 1000 + (uint64_t)k, 0);
+        for (int64_t i = 0; i < n; i++) p[w + i] = trunc_normal(&r);
+    }
+    for (int l = 0; l < 2; l++) {
+        const dino_hidden_t *y = &h->layer[l];
+        for (int i = 0; i < h->H; i++) {
+            p[y->b + i] = p[y->beta + i] = 0.0f;
+            p[y->g + i] = 1.0f;
+            m->host_state[y->rm + i] = 0.0f;
+            m->host_state[y->rv + i] = 1.0f;
+        }
+    }
+    for (int i = 0; i < h->D; i++) p[h->b6 + i] = 0.0f;
+    rng_t r = rng_init(seed, RNG_PURPOSE_INIT, 1003, 0);
+    const double bound = 1.0 / sqrt((double)h->D);
+    for (int64_t i = 0; i < (int64_t)h->K * h->D; i++) p[h->v + i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
+}
+
+static void free_all(const model_t *m, float **const *bufs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (*bufs[i]) model_buf_free(m, bufs[i]);
+}
+
+#define ROW_BUFS(h)                                                                                             \
+    {                                                                                                           \
+        &h->layer[0].h, &h->layer[0].y, &h->layer[0].a, &h->layer[1].h, &h->layer[1].y, &h->layer[1].a, &h->ga, \
+            &h->gb, &h->gc, &h->p, &h->z, &h->gp, &h->gz, &h->pnorm                                             \
+    }
+#define FIXED_BUFS(h)                                                                                           \
+    {                                                                                                           \
+        &h->layer[0].mean, &h->layer[0].rstd, &h->layer[1].mean, &h->layer[1].rstd, &h->wn, &h->gwn, &h->vnorm, \
+            &h->local                                                                                           \
+    }
+
+// Buffers for N rows: those of the rows grow, the rest are made once.
+static void reserve(dino_head_t *h, const model_t *m, int N) {
+    const int H = h->H, D = h->D;
+    if (!h->wn) {
+        for (int l = 0; l < 2; l++)
+            h->layer[l].mean = model_buf(m, (size_t)H), h->layer[l].rstd = model_buf(m, (size_t)H);
+        h->wn = model_buf(m, (size_t)h->K * D), h->gwn = model_buf(m, (size_t)h->K * D);
+        h->vnorm = model_buf(m, (size_t)h->K);
+        h->local = model_buf(m, 2 * (size_t)H);
+        h->sums = model_xsum(m, 2 * (int64_t)H);
+    }
+    if (N <= h->cap) return;
+    float **const rows[] = ROW_BUFS(h);
+    free_all(m, rows, sizeof rows / sizeof rows[0]);
+    for (int i = 0; i < 9; i++) *rows[i] = model_buf(m, (size_t)N * H);
+    for (int i = 9; i < 13; i++) *rows[i] = model_buf(m, (size_t)N * D);
+    h->pnorm = model_buf(m, (size_t)N);
+    h->cap = N;
+}
+
+void dino_head_release(dino_head_t *h, const model_t *m) {
+    float **const rows[] = ROW_BUFS(h), **const fixed[] = FIXED_BUFS(h);
+    free_all(m, rows, sizeof rows / sizeof rows[0]);
+    free_all(m, fixed, sizeof fixed / sizeof fixed[0]);
+    if (h->sums.bin) model_xsum_free(m, &h->sums);
+    h->cap = 0;
+}
+
+// Synchronized BatchNorm over every rank's rows, training mode: y, its statistics, the running ones.
+static void bn_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, int N, int ranks) {
+    const spk_backend_t *K = m->be;
+    K->xsum_zero(h->sums, 2 * (int64_t)h->H);
+    K->batchnorm1d_stats_partial(h->sums, y->h, m->state + y->rm, N, h->H, 1, 1);
+    model_exact_allreduce(m, h->sums, 2 * (int64_t)h->H);
+    K->batchnorm1d_forward_global(y->y, y->mean, y->rstd, m->state + y->rm, m->state + y->rv, y->h, m->params + y->g,
+                                  m->params + y->beta, h->sums, (int64_t)N * ranks, N, h->H, 1, BN_EPS, BN_MOMENTUM);
+}
+
+// Its backward from dy to dx (+=): this rank's sums of dy and dy xhat are its share of the bias
+// and weight gradients (which the gradient averaging then adds up); the input gradient takes
+// the sums over every rank.
+static void bn_backward(dino_head_t *h, model_t *m, const dino_hidden_t *y, float *dx, const float *dy, int N,
+                        int ranks) {
+    const spk_backend_t *K = m->be;
+    const int H = h->H;
+    K->xsum_zero(h->sums, 2 * (int64_t)H);
+    K->batchnorm1d_backward_partial(h->sums, xsum_none(), xsum_none(), dy, y->h, y->mean, y->rstd, N, H, 1, 1);
+    K->xsum_to_float(h->local, h->sums, 2 * (int64_t)H);
+    K->vec_acc(m->grads + y->beta, h->local, (size_t)H);
+    K->vec_acc(m->grads + y->g, h->local + H, (size_t)H);
+    model_exact_allreduce(m, h->sums, 2 * (int64_t)H);
+    K->batchnorm1d_backward_global(dx, dy, y->h, m->params + y->g, y->mean, y->rstd, h->sums, (int64_t)N * ranks, N, H,
+                                   1);
+}
+
+// A hidden layer on `in`: Linear, BatchNorm, GELU.
+static void hidden_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, const float *in, int N, int ranks) {
+    y->in = in;
+    m->be->linear_forward(y->h, in, m->params + y->w, m->params + y->b, N, y->in_dim, h->H);
+    bn_forward(h, m, y, N, ranks);
+    m->be->gelu_forward(y->a, y->y, (size_t)N * h->H);
+}
+
+// Its backward from g_out, the gradient of its output (overwritten): its parameters'
+// gradients, d_in (+=).
+static void hidden_backward(dino_head_t *h, model_t *m, const dino_hidden_t *y, float *g_out, float *d_in, int N,
+                            int ranks) {
+    const spk_backend_t *K = m->be;
+    const size_t n = (size_t)N * h->H;
+    K->vec_zero(h->gb, n);
+    K->gelu_backward(h->gb, g_out, y->y, n);
+    K->vec_zero(g_out, n);
+    bn_backward(h, m, y, g_out, h->gb, N, ranks);
+    K->linear_backward(d_in, m->grads + y->w, m->grads + y->b, g_out, y->in, m->params + y->w, N, y->in_dim, h->H);
+}
+
+void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int ranks, float *logits) {
+    const spk_backend_t *K = m->be;
+    const int H = h->H, D = h->D;
+    reserve(h, m, N);
+    hidden_forward(h, m, &h->layer[0], x, N, ranks);
+    hidden_forward(h, m, &h->layer[1], h->layer[0].a, N, ranks);
+    const float *P = m->params;
+    K->linear_forward(h->p, h->layer[1].a, P + h->w6, P + h->b6, N, H, D);
+    K->rows_normalize_forward(h->z, h->pnorm, h->p, N, D, NORM_EPS);
+    K->rows_normalize_forward(h->wn, h->vnorm, P + h->v, h->K, D, NORM_EPS);
+    K->linear_forward(logits, h->z, h->wn, NULL, N, D, h->K);
+}
+
+void dino_head_backward(dino_head_t *h, model_t *m, const float *dlogits, float *dx, int N, int ranks,
+                        int freeze_last) {
+    const spk_backend_t *K = m->be;
+    const int H = h->H, D = h->D;
+    SPK_ASSERT(N <= h->cap);
+    K->vec_zero(h->gz, (size_t)N * D);
+    K->vec_zero(h->gwn, (size_t)h->K * D);
+    K->linear_backward(h->gz, freeze_last ? NULL : h->gwn, NULL, dlogits, h->z, h->wn, N, D, h->K);
+    if (!freeze_last) K->rows_normalize_backward(m->grads + h->v, h->gwn, h->wn, h->vnorm, h->K, D, NORM_EPS);
+    K->vec_zero(h->gp, (size_t)N * D);
+    K->rows_normalize_backward(h->gp, h->gz, h->z, h->pnorm, N, D, NORM_EPS);
+    K->vec_zero(h->ga, (size_t)N * H);
+    K->linear_backward(h->ga, m->grads + h->w6, m->grads + h->b6, h->gp, h->layer[1].a, m->params + h->w6, N, H, D);
+    K->vec_zero(h->gc, (size_t)N * H);
+    hidden_backward(h, m, &h->layer[1], h->ga, h->gc, N, ranks);
+    hidden_backward(h, m, &h->layer[0], h->gc, dx, N, ranks);
+}
