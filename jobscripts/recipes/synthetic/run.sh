@@ -7,7 +7,7 @@
 #
 # Environment: SPKDDP (default: spkddp on PATH), MPIEXEC (default: mpiexec), NP (ranks,
 # default 2), TRAIN (the training configuration: train, a small ECAPA-TDNN, train_resnet34, train_campplus,
-# train_supcon or train_simclr). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
+# train_supcon, train_simclr or train_dino). Everything is written to WORKDIR (default: ./synthetic); a second run resumes
 # the training from its newest checkpoint and redoes the rest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
