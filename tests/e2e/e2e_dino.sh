@@ -7,6 +7,8 @@
 #  - the staged device path is bitwise the CPU path;
 #  - embed and export take the teacher: the export holds neither the teacher's copy nor the
 #    centre, and embedding it gives the checkpoint's embeddings;
+#  - AAM-softmax fine-tuning --init-from the checkpoint starts from its teacher (as from its
+#    export), and DINO --init-from a supervised encoder runs;
 #  - refusals: too few views, more global views than views, local crops longer than the global
 #    ones, --invariant, --grad-accum, --val-data, the linear and audio-visual models.
 . "$(dirname "$0")/lib.sh" "$@"
@@ -63,6 +65,20 @@ a, b = (h5py.File(f, "r")["embeddings"][()] for f in sys.argv[1:3])
 assert a.shape == b.shape and np.array_equal(a, b), np.abs(a - b).max()
 print("ok  embed: the checkpoint's teacher and its export give the same embeddings (%d)" % len(a))
 PY
+
+# Fine-tuning from the teacher (the projection head left out), and DINO from a supervised encoder.
+enc="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 40
+    --global-batch 8 --progress 0 --epochs 1 --max-steps 2"
+run 1 $SPKDDP train $enc --init-from "$final" --init-head drop --ckpt-dir ft >log_ft 2>&1 ||
+    { cat log_ft; fail "AAM-softmax fine-tuning from a DINO checkpoint"; }
+run 1 $SPKDDP train $enc --init-from t.safetensors --init-head drop --ckpt-dir ft2 >log_ft2 2>&1 ||
+    { cat log_ft2; fail "AAM-softmax fine-tuning from a DINO export"; }
+$SPKDDP diff ft/ckpt-000000000002.h5 ft2/ckpt-000000000002.h5 >/dev/null ||
+    fail "fine-tuning from the checkpoint and from its export differ"
+echo "ok  fine-tuning from a DINO checkpoint starts from its teacher (== from its export)"
+run 1 $SPKDDP train $dino --epochs 1 --max-steps 2 --init-from ft/ckpt-000000000002.h5 --init-head drop \
+    --ckpt-dir from_sup >log_fs 2>&1 || { cat log_fs; fail "DINO from a supervised encoder"; }
+echo "ok  DINO from a supervised encoder"
 
 expect_error 2 "needs --views 2 or more" -- run 1 $SPKDDP train $dino --views 1 --epochs 1
 expect_error 2 "global-views at most --views" -- run 1 $SPKDDP train $dino --views 2 --global-views 3 --epochs 1
