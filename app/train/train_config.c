@@ -51,11 +51,6 @@ static void check_dino(const train_config_t *c, const model_config_t *m) {
     if (c->local_frames > 0 && c->local_frames > m->frames && m->frames > 0)
         spk_fail_all(SPK_EXIT_USAGE, "train: --local-frames %lld is longer than the global crops' --frames %lld",
                      (long long)c->local_frames, (long long)m->frames);
-    // Not built yet: said rather than run differently from what was asked.
-    if (m->invariant)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "train: --loss dino does not have the world-size-invariant mode yet: drop --invariant (the head "
-                     "and the centre are exact sums already; the encoder's BatchNorms are each rank's)");
     if (c->grad_accum > 1)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --loss dino updates the teacher's centre with every batch: --grad-accum is not supported");

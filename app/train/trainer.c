@@ -612,6 +612,7 @@ static void accumulate(trainer_t *t, int64_t step) {
     }
     grad_sync_finish(&t->grad_sync);
     grad_sync_wait(&t->grad_sync);
+    if (m->ops->after_averaging) m->ops->after_averaging(m);
     met();
     if (n_all != n_prev) m->be->vec_scale(m->grads, (float)((double)n_prev / (double)n_all), (size_t)total);
 }

@@ -68,6 +68,7 @@ int main(void) {
     for (int k = 0; k < 3; k++) {
         model_zero_grads(m);
         dino_loss(&c);
+        m->ops->after_averaging(m);
         memcpy(c.state0, m->state, ns * sizeof(float));
         for (size_t i = 0; i < np; i++) m->params[i] -= 0.05f * m->grads[i];
     }
@@ -88,6 +89,7 @@ int main(void) {
     const float before = m->state[rm];
     model_zero_grads(m);
     const double base = dino_loss(&c);
+    m->ops->after_averaging(m);  // (the prototypes' normalisation, once the gradient is final)
     const float after = m->state[rm];
     EXPECT(isfinite(base) && base > 0, "loss %g", base);
     EXPECT(after != before, "the running mean moved");

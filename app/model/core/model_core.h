@@ -65,6 +65,10 @@ typedef struct {
     void (*free_impl)(model_t *m);
     // After the optimizer's update `step` (counted from 1) of `total`: a teacher's EMA (DINO); may be NULL.
     void (*after_update)(model_t *m, int64_t step, int64_t total);
+    // Once the step's gradients are summed or averaged over the ranks (before the optimizer and
+    // the step controls see them): what only the final gradient allows (DINO's weight-normalised
+    // prototypes); may be NULL.
+    void (*after_averaging)(model_t *m);
     // After the family built and initialised the model: initialises what the loss added (DINO's
     // head); may be NULL.
     void (*finish)(model_t *m);

@@ -233,13 +233,18 @@ static void after_update(model_t *m, int64_t step, int64_t total) {
     if (h->dino) dino_after_update(h->dino, m, step, total);
 }
 
+static void after_averaging(model_t *m) {
+    aam_encoder_t *h = head_of(m);
+    if (h->dino) dino_after_averaging(h->dino, m);
+}
+
 static void finish(model_t *m) {
     aam_encoder_t *h = head_of(m);
     if (h->dino) dino_finish(h->dino, m);
 }
 
-static const model_ops_t aam_encoder_model_ops = {train_step, eval_step,    embed, set_epoch,
-                                                  free_impl,  after_update, finish};
+static const model_ops_t aam_encoder_model_ops = {train_step, eval_step,    embed,           set_epoch,
+                                                  free_impl,  after_update, after_averaging, finish};
 
 void aam_encoder_init(aam_encoder_t *h, model_t *m, const model_config_t *cfg, const aam_encoder_ops_t *enc,
                       int64_t emb_dim) {

@@ -146,14 +146,14 @@ static void place_rows(const dino_t *d, const model_t *m, float *all, float *gro
 }
 
 // The centre: c <- m c + (1 - m) (the teacher outputs' sum over the global batch) / their count.
-static void update_centre(dino_t *d, model_t *m, int rows, int ranks) {
+static void update_centre(dino_t *d, model_t *m, int rows, int64_t rows_global) {
     const spk_backend_t *K = m->be;
     K->xsum_zero(d->cells, d->K);
     K->xsum_add(d->cells, d->t_logits, rows, d->K, 1);
     model_exact_allreduce(m, d->cells, d->K);
     K->xsum_to_float(d->csum, d->cells, d->K);
     K->vec_scale(m->state + d->centre, (float)d->centre_m, (size_t)d->K);
-    K->vec_scale(d->csum, (float)((1.0 - d->centre_m) / ((double)rows * ranks)), (size_t)d->K);
+    K->vec_scale(d->csum, (float)((1.0 - d->centre_m) / (double)rows_global), (size_t)d->K);
     K->vec_acc(m->state + d->centre, d->csum, (size_t)d->K);
 }
 
@@ -164,6 +164,11 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
     const int ranks = m->batch_comm ? m->batch_comm->size : 1;
     const int64_t F = m->feature_dim, T = b->frame_off[1] - b->frame_off[0];
     const int64_t Tl = L ? b->frame_off[Vg + 1] - b->frame_off[Vg] : 0;
+    // The loss is the mean over the global batch's utterances: each rank's own in the plain mode
+    // (the averaging over the ranks makes it global), the global batch's in the invariant mode
+    // (whose exact sums add the ranks' parts).
+    const int64_t utts = model_begin_step(m, b->n) / d->V;
+    const int64_t U = m->invariant ? utts : (int64_t)B * ranks;  // the global batch's utterances (equal per rank)
     reserve(d, m, B, (size_t)(B * Vg * T * F), (size_t)(B * L * Tl * F) + 1);
     enc->reserve(m, B * Vg, (int)T);
     if (L) enc->reserve(m, B * L, (int)Tl);
@@ -178,26 +183,38 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
 
     // The teacher on the global crops.
     use_teacher(d, m);
-    dino_head_forward(&d->head, m, enc->forward(m, xg, NULL, B * Vg, (int)T, 1), B * Vg, ranks, d->t_logits);
+    m->global_batch = U * Vg;  // (the invariant mode's BatchNorms normalise over the pass's global samples)
+    dino_head_forward(&d->head, m, enc->forward(m, xg, NULL, B * Vg, (int)T, 1), B * Vg, U * Vg, d->t_logits);
     use_student(d, m);
     // The student on every crop; the global crops' pass last, so its activations stay for the backward.
-    if (L) place_rows(d, m, d->emb, (float *)enc->forward(m, xl, NULL, B * L, (int)Tl, 1), B, Vg, L, 1);
+    if (L) {
+        m->global_batch = U * L;
+        place_rows(d, m, d->emb, (float *)enc->forward(m, xl, NULL, B * L, (int)Tl, 1), B, Vg, L, 1);
+    }
+    m->global_batch = U * Vg;
     place_rows(d, m, d->emb, (float *)enc->forward(m, xg, NULL, B * Vg, (int)T, 1), B, 0, Vg, 1);
-    dino_head_forward(&d->head, m, d->emb, B * d->V, ranks, d->s_logits);
+    dino_head_forward(&d->head, m, d->emb, B * d->V, U * d->V, d->s_logits);
     K->dino_xent(d->row_loss, d->ds, d->s_logits, d->t_logits, m->state + d->centre, B, d->V, Vg, d->K,
-                 (float)(1.0 / d->tau_s), (float)(1.0 / teacher_temp(d)), 1.0f / (float)B, d->work);
-    update_centre(d, m, B * Vg, ranks);
-    // The statistics: the mean of this rank's utterances' losses.
-    K->xsum_zero(d->loss_cell, 1);
-    K->xsum_add(d->loss_cell, d->row_loss, B, 1, 1);
-    K->xsum_to_float(scalars, d->loss_cell, 1);
-    K->vec_scale(scalars, 1.0f / (float)B, 1);
+                 (float)(1.0 / d->tau_s), (float)(1.0 / teacher_temp(d)), 1.0f / (float)(m->invariant ? utts : B),
+                 d->work);
+    update_centre(d, m, B * Vg, U * Vg);
+    // The statistics: the mean of this rank's utterances' losses, or in the invariant mode the
+    // exact sum of their losses times V (the trainer divides by the samples).
+    if (m->invariant) {
+        K->vec_scale(d->row_loss, (float)d->V, (size_t)B);
+        model_sum_losses(m, d->row_loss, B, 1);
+    } else {
+        K->xsum_zero(d->loss_cell, 1);
+        K->xsum_add(d->loss_cell, d->row_loss, B, 1, 1);
+        K->xsum_to_float(scalars, d->loss_cell, 1);
+        K->vec_scale(scalars, 1.0f / (float)B, 1);
+    }
     K->vec_zero(scalars + 1, 1);
     model_stats_fetch(m, scalars, b->n);
 
     // Backward: the head, then the encoder's global pass, then the local crops' pass made again.
     K->vec_zero(d->g_emb, (size_t)b->n * E);
-    dino_head_backward(&d->head, m, d->ds, d->g_emb, B * d->V, ranks, d->epoch < d->freeze_epochs);
+    dino_head_backward(&d->head, m, d->ds, d->g_emb, B * d->V, U * d->V, d->epoch < d->freeze_epochs);
     model_grads_ready(m, dino_head_end(&d->head));
     place_rows(d, m, d->g_emb, d->g_g, B, 0, Vg, 0);
     if (!L) {
@@ -211,6 +228,7 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
     place_rows(d, m, d->g_emb, d->g_l, B, Vg, L, 0);
     const size_t n_state = (size_t)m->teacher_state_n;  // the student's running statistics (and the centre)
     K->vec_copy(d->state_keep, m->state, n_state);
+    m->global_batch = U * L;
     enc->forward(m, xl, NULL, B * L, (int)Tl, 1);
     K->vec_copy(m->state, d->state_keep, n_state);  // as the first local pass left them
     enc->backward(m, d->g_l, B * L, (int)Tl);
@@ -230,6 +248,8 @@ void dino_after_update(dino_t *d, model_t *m, int64_t step, int64_t total) {
     K->vec_scale(teacher, (float)mom, n);
     K->vec_acc(teacher, m->grads, n);
 }
+
+void dino_after_averaging(dino_t *d, model_t *m) { dino_head_after_averaging(&d->head, m); }
 
 void dino_free(dino_t *d, const model_t *m) {
     if (!d) return;

@@ -35,6 +35,8 @@ void dino_finish(dino_t *d, model_t *m);
 // in a row), through the encoder `enc`: loss statistics to `scalars` (backend: [loss, 0]).
 void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const batch_t *b, float *scalars);
 void dino_set_epoch(dino_t *d, int64_t epoch);
+// Once the gradients are over the ranks: the prototypes' (app/model/layers/dino_head.h).
+void dino_after_averaging(dino_t *d, model_t *m);
 // The teacher's EMA after update `step` of `total`.
 void dino_after_update(dino_t *d, model_t *m, int64_t step, int64_t total);
 void dino_free(dino_t *d, const model_t *m);

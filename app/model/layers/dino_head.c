@@ -1,6 +1,8 @@
 // DINO's projection head with synchronized BatchNorm (app/model/layers/dino_head.h).
 #include "app/model/layers/dino_head.h"
 
+#include "app/model/layers/model_layers.h"
+
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
 
@@ -127,59 +129,63 @@ void dino_head_release(dino_head_t *h, const model_t *m) {
 }
 
 // Synchronized BatchNorm over every rank's rows, training mode: y, its statistics, the running ones.
-static void bn_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, int N, int ranks) {
+static void bn_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, int N, int64_t n_global) {
     const spk_backend_t *K = m->be;
     K->xsum_zero(h->sums, 2 * (int64_t)h->H);
     K->batchnorm1d_stats_partial(h->sums, y->h, m->state + y->rm, N, h->H, 1, 1);
     model_exact_allreduce(m, h->sums, 2 * (int64_t)h->H);
     K->batchnorm1d_forward_global(y->y, y->mean, y->rstd, m->state + y->rm, m->state + y->rv, y->h, m->params + y->g,
-                                  m->params + y->beta, h->sums, (int64_t)N * ranks, N, h->H, 1, BN_EPS, BN_MOMENTUM);
+                                  m->params + y->beta, h->sums, n_global, N, h->H, 1, BN_EPS, BN_MOMENTUM);
 }
 
 // Its backward from dy to dx (+=): this rank's sums of dy and dy xhat are its share of the bias
 // and weight gradients (which the gradient averaging then adds up); the input gradient takes
 // the sums over every rank.
 static void bn_backward(dino_head_t *h, model_t *m, const dino_hidden_t *y, float *dx, const float *dy, int N,
-                        int ranks) {
+                        int64_t n_global) {
     const spk_backend_t *K = m->be;
-    const int H = h->H;
+    const int H = h->H, inv = m->invariant;
     K->xsum_zero(h->sums, 2 * (int64_t)H);
-    K->batchnorm1d_backward_partial(h->sums, xsum_none(), xsum_none(), dy, y->h, y->mean, y->rstd, N, H, 1, 1);
-    K->xsum_to_float(h->local, h->sums, 2 * (int64_t)H);
-    K->vec_acc(m->grads + y->beta, h->local, (size_t)H);
-    K->vec_acc(m->grads + y->g, h->local + H, (size_t)H);
+    // The invariant mode adds the parameters' terms to the exact gradient sums directly.
+    K->batchnorm1d_backward_partial(h->sums, inv ? xsum_at(m->xgrads, y->g) : xsum_none(),
+                                    inv ? xsum_at(m->xgrads, y->beta) : xsum_none(), dy, y->h, y->mean, y->rstd, N, H,
+                                    1, inv ? m->group : 1);
+    if (!inv) {
+        K->xsum_to_float(h->local, h->sums, 2 * (int64_t)H);
+        K->vec_acc(m->grads + y->beta, h->local, (size_t)H);
+        K->vec_acc(m->grads + y->g, h->local + H, (size_t)H);
+    }
     model_exact_allreduce(m, h->sums, 2 * (int64_t)H);
-    K->batchnorm1d_backward_global(dx, dy, y->h, m->params + y->g, y->mean, y->rstd, h->sums, (int64_t)N * ranks, N, H,
-                                   1);
+    K->batchnorm1d_backward_global(dx, dy, y->h, m->params + y->g, y->mean, y->rstd, h->sums, n_global, N, H, 1);
 }
 
 // A hidden layer on `in`: Linear, BatchNorm, GELU.
-static void hidden_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, const float *in, int N, int ranks) {
+static void hidden_forward(dino_head_t *h, model_t *m, dino_hidden_t *y, const float *in, int N, int64_t n_global) {
     y->in = in;
     m->be->linear_forward(y->h, in, m->params + y->w, m->params + y->b, N, y->in_dim, h->H);
-    bn_forward(h, m, y, N, ranks);
+    bn_forward(h, m, y, N, n_global);
     m->be->gelu_forward(y->a, y->y, (size_t)N * h->H);
 }
 
 // Its backward from g_out, the gradient of its output (overwritten): its parameters'
 // gradients, d_in (+=).
 static void hidden_backward(dino_head_t *h, model_t *m, const dino_hidden_t *y, float *g_out, float *d_in, int N,
-                            int ranks) {
+                            int64_t n_global) {
     const spk_backend_t *K = m->be;
     const size_t n = (size_t)N * h->H;
     K->vec_zero(h->gb, n);
     K->gelu_backward(h->gb, g_out, y->y, n);
     K->vec_zero(g_out, n);
-    bn_backward(h, m, y, g_out, h->gb, N, ranks);
-    K->linear_backward(d_in, m->grads + y->w, m->grads + y->b, g_out, y->in, m->params + y->w, N, y->in_dim, h->H);
+    bn_backward(h, m, y, g_out, h->gb, N, n_global);
+    model_linear_backward(m, d_in, y->w, y->b, g_out, y->in, N, y->in_dim, h->H);
 }
 
-void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int ranks, float *logits) {
+void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int64_t n_global, float *logits) {
     const spk_backend_t *K = m->be;
     const int H = h->H, D = h->D;
     reserve(h, m, N);
-    hidden_forward(h, m, &h->layer[0], x, N, ranks);
-    hidden_forward(h, m, &h->layer[1], h->layer[0].a, N, ranks);
+    hidden_forward(h, m, &h->layer[0], x, N, n_global);
+    hidden_forward(h, m, &h->layer[1], h->layer[0].a, N, n_global);
     const float *P = m->params;
     K->linear_forward(h->p, h->layer[1].a, P + h->w6, P + h->b6, N, H, D);
     K->rows_normalize_forward(h->z, h->pnorm, h->p, N, D, NORM_EPS);
@@ -187,20 +193,35 @@ void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int ra
     K->linear_forward(logits, h->z, h->wn, NULL, N, D, h->K);
 }
 
-void dino_head_backward(dino_head_t *h, model_t *m, const float *dlogits, float *dx, int N, int ranks,
+void dino_head_backward(dino_head_t *h, model_t *m, const float *dlogits, float *dx, int N, int64_t n_global,
                         int freeze_last) {
     const spk_backend_t *K = m->be;
     const int H = h->H, D = h->D;
     SPK_ASSERT(N <= h->cap);
+    const int P = h->K;
     K->vec_zero(h->gz, (size_t)N * D);
-    K->vec_zero(h->gwn, (size_t)h->K * D);
-    K->linear_backward(h->gz, freeze_last ? NULL : h->gwn, NULL, dlogits, h->z, h->wn, N, D, h->K);
-    if (!freeze_last) K->rows_normalize_backward(m->grads + h->v, h->gwn, h->wn, h->vnorm, h->K, D, NORM_EPS);
+    K->spk_sgemm('N', 'N', N, D, P, 1.0f, dlogits, P, h->wn, D, 1.0f, h->gz, D);  // (invariant: row by row)
+    // The prototypes' gradient: that of the normalised rows here, the normalisation's backward
+    // once it is summed over the ranks (dino_head_after_averaging; both are linear in it).
+    h->frozen = freeze_last;
+    if (!freeze_last && m->invariant)
+        model_gemm_grad_exact(m, 'T', 'N', P, D, 1, dlogits, P, P, h->z, D, D, h->v, D, N);
+    else if (!freeze_last)
+        K->spk_sgemm('T', 'N', P, D, N, 1.0f, dlogits, P, h->z, D, 1.0f, m->grads + h->v, D);
     K->vec_zero(h->gp, (size_t)N * D);
     K->rows_normalize_backward(h->gp, h->gz, h->z, h->pnorm, N, D, NORM_EPS);
     K->vec_zero(h->ga, (size_t)N * H);
-    K->linear_backward(h->ga, m->grads + h->w6, m->grads + h->b6, h->gp, h->layer[1].a, m->params + h->w6, N, H, D);
+    model_linear_backward(m, h->ga, h->w6, h->b6, h->gp, h->layer[1].a, N, H, D);
     K->vec_zero(h->gc, (size_t)N * H);
-    hidden_backward(h, m, &h->layer[1], h->ga, h->gc, N, ranks);
-    hidden_backward(h, m, &h->layer[0], h->gc, dx, N, ranks);
+    hidden_backward(h, m, &h->layer[1], h->ga, h->gc, N, n_global);
+    hidden_backward(h, m, &h->layer[0], h->gc, dx, N, n_global);
+}
+
+void dino_head_after_averaging(dino_head_t *h, model_t *m) {
+    if (h->frozen || !h->wn) return;
+    const spk_backend_t *K = m->be;
+    const size_t n = (size_t)h->K * h->D;
+    K->vec_copy(h->gwn, m->grads + h->v, n);
+    K->vec_zero(m->grads + h->v, n);
+    K->rows_normalize_backward(m->grads + h->v, h->gwn, h->wn, h->vnorm, h->K, h->D, NORM_EPS);
 }

@@ -34,6 +34,7 @@ typedef struct {
     float *ga, *gb, *gc, *gp, *gz, *gwn;  // backward scratch
     float *local;                         // (2H) a rank's sums of a BatchNorm's backward
     xsum_t sums;                          // (2H) the synchronized statistics
+    int frozen;                           // the last backward left the prototypes without a gradient
 } dino_head_t;
 
 // Registers the head's parameters (after the classifier, before the encoder: their gradients
@@ -43,12 +44,17 @@ void dino_head_register(dino_head_t *h, model_t *m, const model_config_t *cfg, i
 // Linear weights, zero biases, BatchNorm 1 and 0, prototypes uniform in +-1/sqrt(D) (nn.Linear).
 void dino_head_init(const dino_head_t *h, model_t *m, uint64_t seed);
 // Training-mode forward of N rows x (N, E) on m->params (the student's or the teacher's) and
-// m->state's running statistics: logits (N, K), backend memory. ranks: every rank runs N rows
-// (the synchronized statistics cover N ranks rows).
-void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int ranks, float *logits);
+// m->state's running statistics: logits (N, K), backend memory. n_global: the rows of every
+// rank together, which the synchronized statistics cover.
+void dino_head_forward(dino_head_t *h, model_t *m, const float *x, int N, int64_t n_global, float *logits);
 // Backward of the last forward from dlogits (N, K): parameter gradients into m->grads (the
-// prototypes' unless frozen), dx (N, E) += the input's gradient.
-void dino_head_backward(dino_head_t *h, model_t *m, const float *dlogits, float *dx, int N, int ranks, int freeze_last);
+// invariant mode: m->xgrads), dx (N, E) += the input's gradient. The prototypes' gradient
+// (unless frozen) is left as that of their normalised rows: dino_head_after_averaging finishes it.
+void dino_head_backward(dino_head_t *h, model_t *m, const float *dlogits, float *dx, int N, int64_t n_global,
+                        int freeze_last);
+// Once the gradients are summed or averaged over the ranks: the weight normalisation's backward
+// of the prototypes' gradient, the same on every rank.
+void dino_head_after_averaging(dino_head_t *h, model_t *m);
 // The end of the head's tensors in the parameters: gradients below it are final after
 // dino_head_backward.
 int64_t dino_head_end(const dino_head_t *h);
