@@ -17,6 +17,7 @@ struct dino {
     int teacher_made;         // host: the teacher exists (read from `started` once)
     double tau_s, tau_t, tau_t0, ema0, centre_m;
     int64_t tau_epochs, freeze_epochs, epoch;
+    uint64_t seed;                // the head's initialisation
     int cap_b;                    // utterances the buffers hold
     float *hx_g, *hx_l;           // host: the global and local crops, each group contiguous
     size_t cap_hg, cap_hl;        //
@@ -39,6 +40,7 @@ dino_t *dino_create(model_t *m, const model_config_t *cfg, int64_t emb_dim) {
     d->tau_s = cfg->student_temp, d->tau_t = cfg->teacher_temp, d->tau_t0 = cfg->teacher_temp_start;
     d->tau_epochs = cfg->teacher_temp_epochs, d->freeze_epochs = cfg->freeze_last_layer;
     d->ema0 = cfg->ema_start, d->centre_m = cfg->centre_momentum;
+    d->seed = cfg->seed;
     dino_head_register(&d->head, m, cfg, emb_dim);
     d->centre = param_table_add(&m->state_table, "dino.centre", 1, (int64_t[]){d->K});
     d->started = param_table_add(&m->state_table, "dino.teacher_made", 1, (int64_t[]){1});
@@ -46,7 +48,7 @@ dino_t *dino_create(model_t *m, const model_config_t *cfg, int64_t emb_dim) {
     return d;
 }
 
-void dino_finish(dino_t *d, model_t *m) { dino_head_init(&d->head, m, 0x64696e6fULL ^ (uint64_t)m->table.total); }
+void dino_finish(dino_t *d, model_t *m) { dino_head_init(&d->head, m, d->seed); }
 
 void dino_set_epoch(dino_t *d, int64_t epoch) { d->epoch = epoch; }
 

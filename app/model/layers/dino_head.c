@@ -61,12 +61,20 @@ static float trunc_normal(rng_t *r) {
     }
 }
 
+// The table index of the tensor at offset off: the key of its draws, as the families key theirs.
+static uint64_t index_of(const model_t *m, int64_t off) {
+    for (int i = 0; i < m->table.count; i++)
+        if (m->table.t[i].offset == off) return (uint64_t)i;
+    SPK_ASSERT(0);
+    return 0;
+}
+
 void dino_head_init(const dino_head_t *h, model_t *m, uint64_t seed) {
     float *p = m->host_params;
     for (int k = 0; k < 3; k++) {
         const int64_t w = k < 2 ? h->layer[k].w : h->w6,
                       n = k < 2 ? (int64_t)h->H * h->layer[k].in_dim : (int64_t)h->D * h->H;
-        rng_t r = rng_init(seed, RNG_PURPOSE_INIT, 1000 + (uint64_t)k, 0);
+        rng_t r = rng_init(seed, RNG_PURPOSE_INIT, index_of(m, w), 0);
         for (int64_t i = 0; i < n; i++) p[w + i] = trunc_normal(&r);
     }
     for (int l = 0; l < 2; l++) {
@@ -79,7 +87,7 @@ void dino_head_init(const dino_head_t *h, model_t *m, uint64_t seed) {
         }
     }
     for (int i = 0; i < h->D; i++) p[h->b6 + i] = 0.0f;
-    rng_t r = rng_init(seed, RNG_PURPOSE_INIT, 1003, 0);
+    rng_t r = rng_init(seed, RNG_PURPOSE_INIT, index_of(m, h->v), 0);
     const double bound = 1.0 / sqrt((double)h->D);
     for (int64_t i = 0; i < (int64_t)h->K * h->D; i++) p[h->v + i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
 }
