@@ -131,6 +131,31 @@ int main(void) {
     EXPECT(memcmp(m->params, t0, np * sizeof(float)) == 0, "model_use_teacher takes the teacher's parameters");
     EXPECT(m->state[rm] == m->state[m->teacher_state + rm], "and its running statistics");
 
+    // Frozen prototypes (--freeze-last-layer): no gradient, and the optimizer's update (weight
+    // decay included) undone.
+    model_free(m);
+    mc.freeze_last_layer = 1;
+    m = model_create(&mc, &(model_data_t){.feature_dim = F, .num_classes = 5}, &spk_backend_cpu);
+    int64_t vo = -1, vn = 0;
+    for (int i = 0; i < m->table.count; i++)
+        if (strcmp(m->table.t[i].name, "dino_head.last_layer.weight_v") == 0)
+            vo = m->table.t[i].offset, vn = m->table.t[i].numel;
+    EXPECT(vo >= 0, "the prototypes are in the table");
+    c.m = m;
+    c.state0 = realloc(c.state0, (size_t)m->state_table.total * sizeof(float));
+    memcpy(c.state0, m->state, (size_t)m->state_table.total * sizeof(float));
+    model_zero_grads(m);
+    dino_loss(&c);
+    m->ops->after_averaging(m);
+    double gsum = 0;
+    for (int64_t i = 0; i < vn; i++) gsum += fabs(m->grads[vo + i]);
+    EXPECT(gsum == 0, "frozen prototypes have no gradient (%g)", gsum);
+    float *v0 = malloc((size_t)vn * sizeof(float));
+    memcpy(v0, m->params + vo, (size_t)vn * sizeof(float));
+    for (int64_t i = 0; i < vn; i++) m->params[vo + i] *= 0.9f;  // what weight decay would do
+    m->ops->after_update(m, 1, 3);
+    EXPECT(memcmp(v0, m->params + vo, (size_t)vn * sizeof(float)) == 0, "frozen prototypes take no update");
+    free(v0);
     free(t);
     free(g);
     free(t0);

@@ -27,6 +27,7 @@ struct dino {
     float *ds, *row_loss, *work;  // the loss's gradient, per-utterance losses, its workspace
     float *csum;                  // (K) the teacher outputs' global sum
     float *state_keep;            // the student's state before the local crops' second pass
+    float *v_keep;                // (K, D) frozen prototypes, over the optimizer's update
     spk_bf16 *teacher_bf16;       // bf16 models: the teacher's rounded weights
     float *student_params, *student_state;  // while the teacher runs: the student's buffers
     spk_bf16 *student_bf16;                 //
@@ -240,6 +241,7 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
 // last; the gradients, spent by the optimizer, hold (1 - m) student.
 void dino_after_update(dino_t *d, model_t *m, int64_t step, int64_t total) {
     const spk_backend_t *K = m->be;
+    if (d->head.frozen && d->v_keep) K->vec_copy(m->params + d->head.v, d->v_keep, (size_t)d->K * d->head.D);
     const double pi = 3.14159265358979323846;
     const double f = total > 1 ? (double)(step - 1) / (double)(total - 1) : 1.0;
     const double mom = 1.0 - (1.0 - d->ema0) * (cos(pi * f) + 1.0) / 2.0;
@@ -251,13 +253,21 @@ void dino_after_update(dino_t *d, model_t *m, int64_t step, int64_t total) {
     K->vec_acc(teacher, m->grads, n);
 }
 
-void dino_after_averaging(dino_t *d, model_t *m) { dino_head_after_averaging(&d->head, m); }
+// Frozen prototypes take no update at all, weight decay included, as the toolkits' (whose
+// gradient is None then): kept here, put back by dino_after_update.
+void dino_after_averaging(dino_t *d, model_t *m) {
+    dino_head_after_averaging(&d->head, m);
+    if (!d->head.frozen) return;
+    const size_t n = (size_t)d->K * d->head.D;
+    if (!d->v_keep) d->v_keep = model_buf(m, n);
+    m->be->vec_copy(d->v_keep, m->params + d->head.v, n);
+}
 
 void dino_free(dino_t *d, const model_t *m) {
     if (!d) return;
     dino_head_release(&d->head, m);
-    float **const bufs[] = {&d->emb, &d->g_emb,    &d->g_g,  &d->g_l,  &d->s_logits,  &d->t_logits,
-                            &d->ds,  &d->row_loss, &d->work, &d->csum, &d->state_keep};
+    float **const bufs[] = {&d->emb, &d->g_emb,    &d->g_g,  &d->g_l,  &d->s_logits,   &d->t_logits,
+                            &d->ds,  &d->row_loss, &d->work, &d->csum, &d->state_keep, &d->v_keep};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) model_buf_free(m, bufs[i]);
     if (d->teacher_bf16) model_buf_bf16_free(m, &d->teacher_bf16);
