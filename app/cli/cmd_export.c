@@ -47,7 +47,7 @@ static const char *SUFFIX = ".running_mean";
 // Training's own state, not the model's: a DINO run's teacher copy (already the parameters
 // here, app/cli/model_file.h), its centre and flag.
 static int training_only(const char *name) {
-    return strncmp(name, "teacher.", 8) == 0 || strncmp(name, "dino.", 5) == 0;
+    return strncmp(name, MODEL_TEACHER, strlen(MODEL_TEACHER)) == 0 || strncmp(name, "dino.", 5) == 0;
 }
 
 // The checkpoint's tensors, then one num_batches_tracked per BatchNorm.

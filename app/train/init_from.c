@@ -20,7 +20,8 @@ static int is_head(const char *name) { return strncmp(name, "classifier.", 11) =
 // A file without them leaves the model's own (a DINO run from a supervised encoder); a file with
 // them starts a model without them from the encoder alone (fine-tuning a DINO export).
 static int dino_only(const char *name) {
-    return strncmp(name, "dino_head.", 10) == 0 || strncmp(name, "dino.", 5) == 0 || strncmp(name, "teacher.", 8) == 0;
+    return strncmp(name, "dino_head.", 10) == 0 || strncmp(name, "dino.", 5) == 0 ||
+           strncmp(name, MODEL_TEACHER, strlen(MODEL_TEACHER)) == 0;
 }
 
 static int ends_with(const char *s, const char *tail) {
@@ -37,11 +38,11 @@ static void shape_str(const int64_t *shape, int ndim, char *out, size_t cap) {
 
 // One tensor of the model from the file: present, float32, the same shape, finite.
 // A DINO checkpoint's teacher stands for its model (what embed and export take): a tensor is read
-// from its "teacher." copy when the file has one.
+// from its teacher's copy (MODEL_TEACHER) when the file has one.
 static int copy_tensor(const param_tensor_t *t, float *dst, const weights_file_t *wf, const model_t *m,
                        const char *path, char *err, size_t cap) {
     char teacher[PARAM_NAME_MAX + 16];
-    snprintf(teacher, sizeof teacher, "teacher.%s", t->name);
+    snprintf(teacher, sizeof teacher, MODEL_TEACHER "%s", t->name);
     const weight_t *w = dino_only(t->name) ? NULL : weights_file_find(wf, teacher);
     if (!w) w = weights_file_find(wf, t->name);
     char want[96], have[96];

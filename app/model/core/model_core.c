@@ -60,7 +60,7 @@ static void check_param_memory(const model_t *m, const model_data_t *d) {
                  d->source ? d->source : "the data", need / 1073741824.0, copies, ranks, have / 1073741824.0);
 }
 
-// "teacher.<name>" state tensors: a copy of every parameter, then of every state tensor.
+// MODEL_TEACHER "<name>" state tensors: a copy of every parameter, then of every state tensor.
 static void register_teacher(model_t *m) {
     char name[PARAM_NAME_MAX + 16];
     const int np = m->table.count, ns = m->state_table.count;
@@ -70,7 +70,7 @@ static void register_teacher(model_t *m) {
         const int n = k ? ns : np;
         for (int i = 0; i < n; i++) {
             const param_tensor_t x = t->t[i];  // (adding to the state table may move its entries)
-            snprintf(name, sizeof name, "teacher.%s", x.name);
+            snprintf(name, sizeof name, MODEL_TEACHER "%s", x.name);
             if (strlen(name) >= PARAM_NAME_MAX)
                 spk_die(SPK_EXIT_FAILURE, "the teacher's name for tensor %s is too long", x.name);
             const int64_t off = param_table_add(&m->state_table, name, x.ndim, x.shape);

@@ -77,6 +77,10 @@ typedef struct {
 // The streams an audio-visual sample is encoded from (modality dropout, single-stream embeddings).
 enum { MODALITY_BOTH, MODALITY_AUDIO, MODALITY_VISUAL };
 
+// The prefix of the teacher's copies among the state tensors: the teacher is an exponential
+// moving average of the model (short, so that CAM++'s longest names fit PARAM_NAME_MAX).
+#define MODEL_TEACHER "ema."
+
 struct model {
     char name[32];
     const model_ops_t *ops;
@@ -102,7 +106,7 @@ struct model {
     int embed_modality;      // what embed keeps of an audio-visual model (MODALITY_*; set by the caller)
     int embedding;           // embed is running: inference on whole utterances, which a layer may take in pieces
     int head_unused;         // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
-    // A teacher (--loss dino): state also holds "teacher.<name>" for every parameter (from state
+    // A teacher (--loss dino): state also holds MODEL_TEACHER "<name>" for every parameter (from state
     // offset teacher_params, the parameters' layout) and every other state tensor (from
     // teacher_state, the layout of state[0, teacher_state_n)), registered by model_alloc_buffers.
     int teacher;

@@ -89,7 +89,7 @@ static void reserve(dino_t *d, model_t *m, int B, size_t host_g, size_t host_l) 
     d->cap_b = B;
 }
 
-// The teacher's parameters and state in place of the student's (state's "teacher.*").
+// The teacher's parameters and state in place of the student's (state's MODEL_TEACHER copies).
 static void use_teacher(dino_t *d, model_t *m) {
     d->student_params = m->params, d->student_state = m->state, d->student_bf16 = m->params_bf16;
     m->params = m->state + m->teacher_params;

@@ -11,7 +11,7 @@
 //     the teacher outputs' mean over the global batch (exact sums across the ranks, momentum
 //     --centre-momentum), the teacher's temperature warms up linearly;
 //   - the prototypes stay fixed for --freeze-last-layer epochs.
-// The teacher's parameters and state live in the model's state ("teacher.*", model_t.teacher),
+// The teacher's parameters and state live in the model's state ("ema.*", MODEL_TEACHER; model_t.teacher),
 // so checkpoints, resume and broadcasts carry them; embed and export take the teacher
 // (model_use_teacher). The local crops' encoder pass is made again before its backward (the
 // encoder keeps one pass's activations), with the BatchNorm running statistics kept as the
