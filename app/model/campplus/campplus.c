@@ -111,7 +111,7 @@ static void release_buffers(campplus_t *c, const model_t *m) {
     float **const bufs[] = {&c->x,         &c->flat,    &c->out_y,    &c->out_mean, &c->out_rstd, &c->pooled,
                             &c->dense_out, &c->emb_out, &c->emb_mean, &c->emb_rstd, &c->g[0],     &c->g[1],
                             &c->g[2],      &c->g[3],    &c->g_pooled, &c->g_dense,  &c->g_rows,   &c->work};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     c->work_floats = c->map_floats = 0;
     c->cap_b = c->cap_t = 0;
 }

@@ -74,13 +74,13 @@ static conv2d_shape_t conv1d_shape(int B, int cin, int cout, int T, int k, int d
 
 static void free_layer(cam_layer_t *l, const model_t *m) {
     float **const bufs[] = {&l->z, &l->y, &l->ctx, &l->q, &l->mask};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     model_buf_bf16_free(m, &l->yh);
 }
 
 static void free_buffers(dense_block_t *k, const model_t *m) {
     float **const bufs[] = {&k->buf, &k->mean, &k->var, &k->zt, &k->out};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     model_buf_bf16_free(m, &k->zth);
     for (int i = 0; i < k->n; i++) free_layer(&k->layer[i], m);
     k->cap_r = k->cap_bs = 0;
@@ -132,7 +132,7 @@ size_t dense_block_reserve(dense_block_t *k, const model_t *m, int B, int T, int
 void dense_scratch_release(dense_scratch_t *s, const model_t *m) {
     float **const bufs[] = {&s->g,  &s->gz,    &s->zs,  &s->gy, &s->gl,   &s->gh,
                             &s->ga, &s->gmask, &s->gm2, &s->gq, &s->gctx, &s->part};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     model_dense_sums_free(m, &s->sums);
     s->cap_r = s->cap_bs = 0;
     s->cap_c = s->cap_b = 0;

@@ -16,6 +16,10 @@ void model_buf_free(const model_t *m, float **p) {
     *p = NULL;
 }
 
+void model_bufs_free(const model_t *m, float **const *bufs, size_t n) {
+    for (size_t i = 0; i < n; i++) model_buf_free(m, bufs[i]);
+}
+
 spk_bf16 *model_buf_bf16(const model_t *m, size_t n) { return m->be->alloc((n ? n : 1) * sizeof(spk_bf16)); }
 
 void model_buf_bf16_free(const model_t *m, spk_bf16 **p) {

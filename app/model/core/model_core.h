@@ -164,6 +164,8 @@ void model_free_buffers(model_t *m);
 // Buffers on the model's backend: n zeroed floats, and release (NULL is fine, *p is cleared).
 float *model_buf(const model_t *m, size_t n);
 void model_buf_free(const model_t *m, float **p);
+// model_buf_free of each of the n buffers (NULL ones too): a layer's release in one call.
+void model_bufs_free(const model_t *m, float **const *bufs, size_t n);
 spk_bf16 *model_buf_bf16(const model_t *m, size_t n);
 void model_buf_bf16_free(const model_t *m, spk_bf16 **p);
 // params -> params_bf16 (bf16 models; nothing otherwise): at the start of every forward, since

@@ -103,7 +103,7 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
                             &e->emb,     &e->g3[0],   &e->g3[1],   &e->gblk[0],   &e->gblk[1], &e->gblk[2],
                             &e->gblk[3], &e->gvec[0], &e->gvec[1], &e->work};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     e->cap_b = 0;
     e->cap_bt = 0;
     e->work_floats = 0;

@@ -56,7 +56,7 @@ void asp_free(asp_t *a, const model_t *m) {
     model_buf_bf16_free(m, &a->gh);
     float **bufs[] = {&a->gstats,  &a->ctx, &a->attn_t, &a->attn_w, &a->g_w,
                       &a->g_logit, &a->g_t, &a->g_a,    &a->g_ctx,  &a->g_gstats};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
 size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T) {

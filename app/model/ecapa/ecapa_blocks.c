@@ -143,7 +143,7 @@ void seres_free(seres_t *s, const model_t *m) {
         model_buf_free(m, &s->res_in[i]);
     }
     float **const bufs[] = {&s->res_out, &s->s0, &s->s1, &s->s, &s->out};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
 void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B, int T, int train, float *work) {

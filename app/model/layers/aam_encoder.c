@@ -16,7 +16,7 @@ static aam_encoder_t *head_of(model_t *m) { return (aam_encoder_t *)m->impl; }
 
 static void release_head(aam_encoder_t *h, const model_t *m) {
     float **const bufs[] = {&h->aam_cache, &h->work, &h->g_emb, &h->scalars, &h->row_loss, &h->d_rows};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     free(h->h_rows);
     free(h->modality);
     h->h_rows = NULL;

@@ -78,8 +78,7 @@ static void reserve(dino_t *d, model_t *m, int B, size_t host_g, size_t host_l) 
     if (B <= d->cap_b) return;
     float **const bufs[] = {&d->emb,      &d->g_emb, &d->g_g,      &d->g_l, &d->s_logits,
                             &d->t_logits, &d->ds,    &d->row_loss, &d->work};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (*bufs[i]) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     const size_t E = (size_t)d->head.E, K = (size_t)d->K, V = (size_t)d->V, Vg = (size_t)d->Vg;
     d->emb = model_buf(m, B * V * E), d->g_emb = model_buf(m, B * V * E);
     d->g_g = model_buf(m, B * Vg * E), d->g_l = model_buf(m, B * (V - Vg) * E + 1);
@@ -268,11 +267,10 @@ void dino_free(dino_t *d, const model_t *m) {
     dino_head_release(&d->head, m);
     float **const bufs[] = {&d->emb, &d->g_emb,    &d->g_g,  &d->g_l,  &d->s_logits,   &d->t_logits,
                             &d->ds,  &d->row_loss, &d->work, &d->csum, &d->state_keep, &d->v_keep};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (*bufs[i]) model_buf_free(m, bufs[i]);
-    if (d->teacher_bf16) model_buf_bf16_free(m, &d->teacher_bf16);
-    if (d->cells.bin) model_xsum_free(m, &d->cells);
-    if (d->loss_cell.bin) model_xsum_free(m, &d->loss_cell);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
+    model_buf_bf16_free(m, &d->teacher_bf16);
+    model_xsum_free(m, &d->cells);
+    model_xsum_free(m, &d->loss_cell);
     free(d->hx_g);
     free(d->hx_l);
     free(d);

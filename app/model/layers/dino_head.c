@@ -92,11 +92,6 @@ void dino_head_init(const dino_head_t *h, model_t *m, uint64_t seed) {
     for (int64_t i = 0; i < (int64_t)h->K * h->D; i++) p[h->v + i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
 }
 
-static void free_all(const model_t *m, float **const *bufs, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (*bufs[i]) model_buf_free(m, bufs[i]);
-}
-
 #define ROW_BUFS(h)                                                                                             \
     {                                                                                                           \
         &h->layer[0].h, &h->layer[0].y, &h->layer[0].a, &h->layer[1].h, &h->layer[1].y, &h->layer[1].a, &h->ga, \
@@ -121,7 +116,7 @@ static void reserve(dino_head_t *h, const model_t *m, int N) {
     }
     if (N <= h->cap) return;
     float **const rows[] = ROW_BUFS(h);
-    free_all(m, rows, sizeof rows / sizeof rows[0]);
+    model_bufs_free(m, rows, sizeof rows / sizeof rows[0]);
     for (int i = 0; i < 9; i++) *rows[i] = model_buf(m, (size_t)N * H);
     for (int i = 9; i < 13; i++) *rows[i] = model_buf(m, (size_t)N * D);
     h->pnorm = model_buf(m, (size_t)N);
@@ -130,9 +125,9 @@ static void reserve(dino_head_t *h, const model_t *m, int N) {
 
 void dino_head_release(dino_head_t *h, const model_t *m) {
     float **const rows[] = ROW_BUFS(h), **const fixed[] = FIXED_BUFS(h);
-    free_all(m, rows, sizeof rows / sizeof rows[0]);
-    free_all(m, fixed, sizeof fixed / sizeof fixed[0]);
-    if (h->sums.bin) model_xsum_free(m, &h->sums);
+    model_bufs_free(m, rows, sizeof rows / sizeof rows[0]);
+    model_bufs_free(m, fixed, sizeof fixed / sizeof fixed[0]);
+    model_xsum_free(m, &h->sums);
     h->cap = 0;
 }
 

@@ -31,7 +31,7 @@ void face_branch_register(face_branch_t *fb, model_t *m) {
 
 static void free_buffers(face_branch_t *fb, const model_t *m) {
     float **const bufs[] = {&fb->fx, &fb->g_fx, &fb->vpool, &fb->g_vpool, &fb->joined, &fb->g_audio};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
 void face_branch_reserve(face_branch_t *fb, const model_t *m, int B, int T) {

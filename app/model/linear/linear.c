@@ -26,7 +26,7 @@ static void release(model_t *m, linear_t *l) {
     free(l->host_pooled);
     l->host_pooled = NULL;
     float **bufs[] = {&l->logits, &l->dlogits, &l->probs, &l->scalars};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
 static void ensure(model_t *m, linear_t *l, int n) {

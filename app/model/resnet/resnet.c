@@ -98,7 +98,7 @@ static void set_shapes(resnet_t *r, int B, int T) {
 static void release_buffers(resnet_t *r, const model_t *m) {
     float **const bufs[] = {&r->x,    &r->pooled, &r->emb_out, &r->g_pooled, &r->g[0],
                             &r->g[1], &r->g[2],   &r->g[3],    &r->work};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) model_buf_free(m, bufs[i]);
+    model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     r->work_floats = r->map_floats = 0;
     r->cap_b = r->cap_t = 0;
 }
