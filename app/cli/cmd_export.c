@@ -44,12 +44,6 @@ static const opt_table_t table =
 
 static const char *SUFFIX = ".running_mean";
 
-// Training's own state, not the model's: a DINO run's teacher copy (already the parameters
-// here, app/cli/model_file.h), its centre and flag.
-static int training_only(const char *name) {
-    return strncmp(name, MODEL_TEACHER, strlen(MODEL_TEACHER)) == 0 || strncmp(name, "dino.", 5) == 0;
-}
-
 // The checkpoint's tensors, then one num_batches_tracked per BatchNorm.
 static int write_safetensors(const model_t *m, const ckpt_meta_t *meta, const char *path, char *err, size_t cap) {
     const int np = m->table.count, ns = m->state_table.count;
@@ -61,7 +55,7 @@ static int write_safetensors(const model_t *m, const ckpt_meta_t *meta, const ch
         const float *data = k ? m->host_state : m->host_params;
         for (int i = 0; i < p->count; i++) {
             const param_tensor_t *x = &p->t[i];
-            if (training_only(x->name)) continue;
+            if (model_training_only(x->name)) continue;  // (the teacher is the parameters here)
             st_tensor_t *o = &t[n++];
             snprintf(o->name, sizeof o->name, "%s", x->name);
             o->dtype = ST_F32;

@@ -19,10 +19,7 @@ static int is_head(const char *name) { return strncmp(name, "classifier.", 11) =
 // DINO's: its projection head, and the teacher's copy and centre that only its training keeps.
 // A file without them leaves the model's own (a DINO run from a supervised encoder); a file with
 // them starts a model without them from the encoder alone (fine-tuning a DINO export).
-static int dino_only(const char *name) {
-    return strncmp(name, "dino_head.", 10) == 0 || strncmp(name, "dino.", 5) == 0 ||
-           strncmp(name, MODEL_TEACHER, strlen(MODEL_TEACHER)) == 0;
-}
+static int dino_only(const char *name) { return strncmp(name, "dino_head.", 10) == 0 || model_training_only(name); }
 
 static int ends_with(const char *s, const char *tail) {
     size_t n = strlen(s), k = strlen(tail);

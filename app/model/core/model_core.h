@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     double loss_sum;         // sum over samples of the per-sample loss (0 in the invariant mode)
@@ -80,6 +81,12 @@ enum { MODALITY_BOTH, MODALITY_AUDIO, MODALITY_VISUAL };
 // The prefix of the teacher's copies among the state tensors: the teacher is an exponential
 // moving average of the model (short, so that CAM++'s longest names fit PARAM_NAME_MAX).
 #define MODEL_TEACHER "ema."
+
+// Whether a state tensor is training's own and not the model's: the teacher's copies and DINO's
+// centre and flag ("dino."), which export leaves out and --init-from does not need.
+static inline int model_training_only(const char *name) {
+    return strncmp(name, MODEL_TEACHER, sizeof MODEL_TEACHER - 1) == 0 || strncmp(name, "dino.", 5) == 0;
+}
 
 struct model {
     char name[32];
