@@ -169,8 +169,8 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
     // The loss is the mean over the global batch's utterances: each rank's own in the plain mode
     // (the averaging over the ranks makes it global), the global batch's in the invariant mode
     // (whose exact sums add the ranks' parts).
-    const int64_t utts = model_begin_step(m, b->n) / d->V;
-    const int64_t U = m->invariant ? utts : (int64_t)B * ranks;  // the global batch's utterances (equal per rank)
+    const int64_t U = m->invariant ? model_begin_step(m, b->n) / d->V  // the global batch's utterances
+                                   : (int64_t)B * ranks;               // (equal on every rank)
     reserve(d, m, B, (size_t)(B * Vg * T * F), (size_t)(B * L * Tl * F) + 1);
     enc->reserve(m, B * Vg, (int)T);
     if (L) enc->reserve(m, B * L, (int)Tl);
@@ -197,7 +197,7 @@ void dino_train_step(dino_t *d, model_t *m, const aam_encoder_ops_t *enc, const 
     place_rows(d, m, d->emb, (float *)enc->forward(m, xg, NULL, B * Vg, (int)T, 1), B, 0, Vg, 1);
     dino_head_forward(&d->head, m, d->emb, B * d->V, U * d->V, d->s_logits);
     K->dino_xent(d->row_loss, d->ds, d->s_logits, d->t_logits, m->state + d->centre, B, d->V, Vg, d->K,
-                 (float)(1.0 / d->tau_s), (float)(1.0 / teacher_temp(d)), 1.0f / (float)(m->invariant ? utts : B),
+                 (float)(1.0 / d->tau_s), (float)(1.0 / teacher_temp(d)), 1.0f / (float)(m->invariant ? U : B),
                  d->work);
     update_centre(d, m, B * Vg, U * Vg);
     // The statistics: the mean of this rank's utterances' losses, or in the invariant mode the

@@ -13,17 +13,11 @@
 #define BN_MOMENTUM 0.1f
 #define NORM_EPS    1e-12f  // F.normalize's
 
-static int64_t add(model_t *m, const char *name, int64_t rows, int64_t cols) {
+// A tensor of the head: "dino_head.<name>", (rows, cols) or (rows) when cols is 0.
+static int64_t add(param_table_t *t, const char *name, int64_t rows, int64_t cols) {
     char full[PARAM_NAME_MAX];
     snprintf(full, sizeof full, "dino_head.%s", name);
-    return cols ? param_table_add(&m->table, full, 2, (int64_t[]){rows, cols})
-                : param_table_add(&m->table, full, 1, (int64_t[]){rows});
-}
-
-static int64_t add_state(model_t *m, const char *name, int64_t n) {
-    char full[PARAM_NAME_MAX];
-    snprintf(full, sizeof full, "dino_head.%s", name);
-    return param_table_add(&m->state_table, full, 1, (int64_t[]){n});
+    return param_table_add(t, full, cols ? 2 : 1, (int64_t[]){rows, cols});
 }
 
 void dino_head_register(dino_head_t *h, model_t *m, const model_config_t *cfg, int64_t emb_dim) {
@@ -33,21 +27,21 @@ void dino_head_register(dino_head_t *h, model_t *m, const model_config_t *cfg, i
         dino_hidden_t *y = &h->layer[l];
         y->in_dim = l ? h->H : h->E;
         snprintf(name, sizeof name, "mlp.%d.weight", 3 * l);
-        y->w = add(m, name, h->H, y->in_dim);
+        y->w = add(&m->table, name, h->H, y->in_dim);
         snprintf(name, sizeof name, "mlp.%d.bias", 3 * l);
-        y->b = add(m, name, h->H, 0);
+        y->b = add(&m->table, name, h->H, 0);
         snprintf(name, sizeof name, "mlp.%d.weight", 3 * l + 1);
-        y->g = add(m, name, h->H, 0);
+        y->g = add(&m->table, name, h->H, 0);
         snprintf(name, sizeof name, "mlp.%d.bias", 3 * l + 1);
-        y->beta = add(m, name, h->H, 0);
+        y->beta = add(&m->table, name, h->H, 0);
     }
-    h->w6 = add(m, "mlp.6.weight", h->D, h->H), h->b6 = add(m, "mlp.6.bias", h->D, 0);
-    h->v = add(m, "last_layer.weight_v", h->K, h->D);
+    h->w6 = add(&m->table, "mlp.6.weight", h->D, h->H), h->b6 = add(&m->table, "mlp.6.bias", h->D, 0);
+    h->v = add(&m->table, "last_layer.weight_v", h->K, h->D);
     for (int l = 0; l < 2; l++) {
         snprintf(name, sizeof name, "mlp.%d.running_mean", 3 * l + 1);
-        h->layer[l].rm = add_state(m, name, h->H);
+        h->layer[l].rm = add(&m->state_table, name, h->H, 0);
         snprintf(name, sizeof name, "mlp.%d.running_var", 3 * l + 1);
-        h->layer[l].rv = add_state(m, name, h->H);
+        h->layer[l].rv = add(&m->state_table, name, h->H, 0);
     }
 }
 
