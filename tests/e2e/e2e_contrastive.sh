@@ -20,9 +20,6 @@ $SPKDDP synth --kind speakers --out sp.h5 --dim 16 --speakers 12 --utts-per-spea
     --max-frames 80 >/dev/null || fail "synth"
 ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 40
     --global-batch 16 --optimizer adam --lr 0.002 --progress 0"
-same() {
-    if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
-}
 
 # Invariant: 1, 2, 4 ranks bitwise.
 for loss in supcon ge2e simclr; do

@@ -22,9 +22,6 @@ dino="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-chan
     --global-batch 8 --optimizer adam --lr 0.002 --progress 0 --loss dino --views 4 --local-frames 24
     --dino-hidden 64 --dino-bottleneck 16 --dino-out 128 --teacher-temp 0.07 --teacher-temp-start 0.04
     --teacher-temp-epochs 2 --freeze-last-layer 1"
-same() {
-    if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
-}
 
 # It learns: the loss of the last epoch below the first's.
 run 1 $SPKDDP train $dino --epochs 4 --ckpt-dir one --log-every 1 --step-log one.jsonl >log_one 2>&1 ||

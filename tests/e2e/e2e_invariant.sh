@@ -18,9 +18,6 @@ ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-cha
     --global-batch 16 --optimizer adam --lr 0.002 --invariant --progress 0"
 
 # same A B WHAT: the two checkpoints are bitwise equal.
-same() {
-    if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
-}
 strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|world_size|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
 
 # 160 utterances / 16 = 10 steps per epoch: 2 epochs are the 20 steps.

@@ -24,6 +24,11 @@ expect_error() {
     echo "ok  [$code] $(grep -E -- "$pattern" <<<"$out" | head -1)"
 }
 
+# same A B WHAT: checkpoints A and B bitwise equal (spkddp diff); a script may define its own.
+same() {
+    if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
+}
+
 finish() {
     if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)"; exit 1; fi
     echo "all checks passed"
