@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "kernels/bf16.h"
+#include "kernels/exact_sum.h"
 
 size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation);
 
@@ -35,3 +36,23 @@ void conv1d_bf16_backward(float *dx,           // (B, Cin, T) += ; or NULL
                           const spk_bf16 *w,   // (Cout, Cin, K)
                           int B, int Cin, int Cout, int T, int K, int dilation,
                           float *workspace);  // (conv1d_bf16_workspace_floats)
+
+// The world-size-invariant mode (kernels/backend.h, docs/invariant.md), with conv1d_forward_fixed's
+// and conv1d_backward_exact's contracts (kernels/conv1d.h) over bf16 operands: each sample's
+// GEMMs planned for one thread, dw and dbias exact sums with one term per group of `group`
+// samples (dbias from dy as float32, as conv1d_bf16_backward's). Here xh is NOT folded: (B, Cin,
+// T), xh[b, c, t] = bf16(x[b, c, t]), so that a sample's GEMMs read it with the strides of one
+// sample whatever B is; the fixed forward writes it so and the exact backward reads it so.
+size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
+void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
+                               int Cin, int Cout, int T, int K, int dilation, float *workspace);
+void conv1d_bf16_backward_exact(float *dx,           // (B, Cin, T) += ; or NULL
+                                float *dw_tmp,       // (Cout, Cin, K) scratch
+                                xsum_t dw,           // (Cout, Cin, K) +=
+                                xsum_t dbias,        // (Cout) +=
+                                const float *dy,     // (B, Cout, T)
+                                const spk_bf16 *xh,  // (B, Cin, T) the fixed forward's rounded input
+                                const spk_bf16 *w,   // (Cout, Cin, K)
+                                int B, int Cin, int Cout, int T, int K, int dilation,
+                                float *workspace,  // (conv1d_bf16_workspace_floats_fixed)
+                                int group);

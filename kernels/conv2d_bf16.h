@@ -38,6 +38,26 @@ void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate);
                           const conv2d_shape_t *s,
                           float *workspace);  // (conv2d_bf16_workspace_floats)
 
+// The world-size-invariant mode (kernels/backend.h, docs/invariant.md), with
+// conv2d_forward_fixed's and conv2d_backward_exact's contracts (kernels/conv2d.h) over bf16
+// operands: each sample computed on its own by plans that depend neither on B nor on the thread
+// count; dw and dbias exact sums, one term per group of `group` samples (dbias from dy as
+// float32, as conv2d_bf16_backward's).
+size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s);
+void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
+                               const conv2d_shape_t *s, float *workspace);
+void conv2d_bf16_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
+                                int dx_accumulate,
+                                float *dw_tmp,       // (Cout, Cin, KH, KW) scratch
+                                xsum_t dw,           // (Cout, Cin, KH, KW) +=
+                                xsum_t dbias,        // (Cout) +=
+                                const float *dy,     // (B, OH, OW, Cout)
+                                const spk_bf16 *xh,  // (B, H, W, Cin) the forward's rounded input
+                                const spk_bf16 *w,   // (Cout, Cin, KH, KW)
+                                const conv2d_shape_t *s,
+                                float *workspace,  // (conv2d_bf16_workspace_floats_fixed)
+                                int group);
+
 // How the CPU computes it (process-wide; for tuning and tests): AUTO is what measured fastest
 // (kernels/cpu/conv2d_bf16.c): oneDNN's bf16 convolutions where the CPU has AMX, else the
 // operands rounded to bf16 and widened to float32 for the float32 convolution (the same

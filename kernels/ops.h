@@ -120,6 +120,9 @@
     X(spk_sgemm_batched_exact)      \
     X(conv1d_backward_exact)        \
     X(conv2d_backward_exact)        \
+    X(spk_gemm_bf16_batched_exact)  \
+    X(conv1d_bf16_backward_exact)   \
+    X(conv2d_bf16_backward_exact)   \
     X(batchnorm1d_stats_partial)    \
     X(batchnorm1d_forward_global)   \
     X(batchnorm1d_backward_partial) \
@@ -136,11 +139,17 @@
 // depend neither on the batch size nor on the thread count. The ops not listed need none: their
 // per-sample results do not depend on either already (elementwise ops; per-row ops such as
 // rows_normalize_* and dino_xent, which reduce each row on its own in a fixed order).
-#define SPK_INVARIANT_OPS(X)                                  \
-    X(spk_sgemm, spk_sgemm_rows)                              \
-    X(spk_sgemm_batched, spk_sgemm_batched_fixed)             \
-    X(conv1d_workspace_floats, conv1d_workspace_floats_fixed) \
-    X(conv1d_forward, conv1d_forward_fixed)                   \
-    X(conv2d_workspace_floats, conv2d_workspace_floats_fixed) \
-    X(conv2d_forward, conv2d_forward_fixed)                   \
-    X(linear_forward, linear_forward_rows)
+#define SPK_INVARIANT_OPS(X)                                            \
+    X(spk_sgemm, spk_sgemm_rows)                                        \
+    X(spk_sgemm_batched, spk_sgemm_batched_fixed)                       \
+    X(conv1d_workspace_floats, conv1d_workspace_floats_fixed)           \
+    X(conv1d_forward, conv1d_forward_fixed)                             \
+    X(conv2d_workspace_floats, conv2d_workspace_floats_fixed)           \
+    X(conv2d_forward, conv2d_forward_fixed)                             \
+    X(linear_forward, linear_forward_rows)                              \
+    X(spk_gemm_bf16, spk_gemm_bf16_rows)                                \
+    X(spk_gemm_bf16_batched, spk_gemm_bf16_batched_fixed)               \
+    X(conv1d_bf16_workspace_floats, conv1d_bf16_workspace_floats_fixed) \
+    X(conv1d_bf16_forward, conv1d_bf16_forward_fixed)                   \
+    X(conv2d_bf16_workspace_floats, conv2d_bf16_workspace_floats_fixed) \
+    X(conv2d_bf16_forward, conv2d_bf16_forward_fixed)

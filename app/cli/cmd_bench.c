@@ -189,10 +189,6 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     o.model.local_negatives = strcmp(o.negatives, "local") == 0;
     if (model_config_apply_tf32(&o.model, o.tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "bench: --tf32 means --precision tf32, which contradicts --precision bf16");
-    if (o.model.invariant && strcmp(o.model.precision, "bf16") == 0)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "bench: --invariant cannot be combined with --precision bf16 (its exact sums "
-                     "and fixed kernels are float32 only)");
     const spk_backend_t *be = device_select(comm, o.device, "bench");
     device_set_precision(comm, be, o.model.precision);
 

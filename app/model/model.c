@@ -15,7 +15,6 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     snprintf(m->name, sizeof m->name, "%.31s", cfg->name);
     m->bf16 = strcmp(cfg->precision, "bf16") == 0;
     m->invariant = cfg->invariant;
-    SPK_ASSERT(!(m->bf16 && m->invariant));  // refused as a usage error (app/cli/train_options.c)
     m->group = cfg->invariant && cfg->invariant_group > 1 ? (int)cfg->invariant_group : 1;
     m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;

@@ -146,11 +146,6 @@ void train_config_finalize(train_config_t *c, int world) {
     model_config_t m = c->model;
     if (model_config_apply_tf32(&m, c->tf32) != 0)
         spk_fail_all(SPK_EXIT_USAGE, "train: --tf32 means --precision tf32, which contradicts --precision bf16");
-    // The invariant mode's kernels are float32 ones planned for fixed results (docs/precision.md).
-    if (m.invariant && strcmp(m.precision, "bf16") == 0)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "train: --invariant cannot be combined with --precision bf16 (its exact sums "
-                     "and fixed kernels are float32 only)");
     if (strcmp(c->head, "sharded") == 0 && strcmp(m.name, "linear") == 0)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head sharded splits an AAM-softmax classifier; the linear model has none (use "

@@ -475,15 +475,10 @@ void conv1d_backward(float *dx, float *dw, float *dbias, const float *dy, const 
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
 
-size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
-    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
-}
-
-void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
-                          int K, int dilation, float *workspace) {
+void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
-    forward_per_sample(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+    forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
 }
 
 // The exact weight gradient by blocks of output channels x input channels, set by the shapes
@@ -493,32 +488,34 @@ void conv1d_forward_fixed(float *y, const float *x, const float *w, const float 
 #define EXACT_BLOCK_COLS   256
 #define EXACT_BLOCK_FLOATS 32768
 
-static void weight_grad_exact(float *dw_tmp, xsum_t dw, const float *dy, const float *x, int B, int Cin, int Cout,
-                              int T, int K, int dilation, float *workspace, int nt, int group) {
+static void weight_grad_exact(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
+                              int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt, int group) {
     const int CK = Cin * K;
+    const size_t e = op->elem;
     int cols = EXACT_BLOCK_COLS / K;  // input channels per block
     cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
     int rows = EXACT_BLOCK_FLOATS / (cols * K);
     rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
     const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
-    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
 #pragma omp parallel num_threads(nt)
     {
-        float *col = K > 1 ? workspace + (size_t)omp_get_thread_num() * CK * T : NULL;
+        char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int blk = 0; blk < ncol * nrow; blk++) {
             const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
             const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
             const int n = (c1 - c0) * K;
             for (int b = 0; b < B; b++) {
-                const float *src = x + ((size_t)b * Cin + c0) * T;  // rows c0*K .. c1*K of col_b
+                const void *src = row_at(x, b, c0, e);  // rows c0*K .. c1*K of col_b
+                int ld = (int)x.row;
                 if (K > 1) {
-                    im2col_sample(col, xt, b, c0, c1, T, K, dilation, sizeof(float));
+                    im2col_sample(col, x, b, c0, c1, T, K, dilation, e);
                     src = col;
+                    ld = T;
                 }
                 float *t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
-                spk_sgemm_fixed('N', 'T', o1 - o0, n, T, 1.0f, dy + ((size_t)b * Cout + o0) * T, T, src, T,
-                                b % group ? 1.0f : 0.0f, t, CK);  // the group's samples add up in t
+                op->gemm('N', 'T', o1 - o0, n, T, row_at(dy, b, o0, e), (int)dy.row, src, ld, b % group ? 1.0f : 0.0f,
+                         t, CK);  // the group's samples add up in t
                 if (b % group == group - 1)
                     for (int o = o0; o < o1; o++)
                         xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
@@ -527,24 +524,12 @@ static void weight_grad_exact(float *dw_tmp, xsum_t dw, const float *dy, const f
     }
 }
 
-void conv1d_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy, const float *x,
-                           const float *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace,
-                           int group) {
-    conv_check_shape(B, Cin, Cout, T, K, dilation);
-    SPK_ASSERT(group > 0 && B % group == 0);
-    if (dx) {
-        const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T};
-        input_grad_per_sample(&conv_operands_f32_fixed, dx, dyt, w, B, Cin, Cout, T, K, dilation, workspace);
-    }
-    if (!xsum_empty(dw)) {
-        SPK_ASSERT(dw_tmp != NULL);
-        weight_grad_exact(dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, workspace,
-                          per_sample_threads(B, Cin, Cout, T, K), group);
-    }
-    if (xsum_empty(dbias)) return;
+// dbias: each group's samples' float sums over time of dy (float32 whatever the operands), in
+// order, one term per group.
+static void bias_grad_exact(xsum_t dbias, const float *dy, int B, int Cout, int T, int group) {
 #pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
     for (int co = 0; co < Cout; co++) {
-        float g = 0.0f;  // a group's samples' sums over time, in order: one term
+        float g = 0.0f;
         for (int b = 0; b < B; b++) {
             const float *src = dy + ((size_t)b * Cout + co) * T;
             float s = 0.0f;
@@ -554,6 +539,38 @@ void conv1d_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, co
             if (b % group == group - 1) xsum_add_one(xsum_at(dbias, co), g);
         }
     }
+}
+
+void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                  const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w, int B, int Cin,
+                                  int Cout, int T, int K, int dilation, void *scratch, int group) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (!xsum_empty(dw)) {
+        SPK_ASSERT(dw_tmp != NULL);
+        weight_grad_exact(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch,
+                          per_sample_threads(B, Cin, Cout, T, K), group);
+    }
+    if (!xsum_empty(dbias)) bias_grad_exact(dbias, dy_f32, B, Cout, T, group);
+}
+
+size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
+}
+
+void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
+                          int K, int dilation, float *workspace) {
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+    conv_schedule_forward_fixed(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+}
+
+void conv1d_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy, const float *x,
+                           const float *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace,
+                           int group) {
+    const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T}, xt = {x, (size_t)Cin * T, (size_t)T};
+    conv_schedule_backward_exact(&conv_operands_f32_fixed, dx, dw_tmp, dw, dbias, dy, dyt, xt, w, B, Cin, Cout, T, K,
+                                 dilation, workspace, group);
 }
 
 void conv1d_forward_reference(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,

@@ -21,6 +21,14 @@ static void gemm_operands(char ta, char tb, int M, int N, int K, const void *A, 
 // measured faster than the per-sample schedule overall (docs/kernels.md).
 static const conv_operands_t operands = {sizeof(spk_bf16), gemm_operands, 1};
 
+static void gemm_fixed_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                                float beta, float *C, int ldc) {
+    spk_gemm_bf16_fixed(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+// The world-size-invariant mode's: every GEMM planned for one thread.
+static const conv_operands_t operands_fixed = {sizeof(spk_bf16), gemm_fixed_operands, 0};
+
 // Bytes of the rounded output gradient (B, Cout, T), rounded up to a cache line.
 static size_t dy_bytes(int B, int Cout, int T) {
     return ((size_t)B * Cout * T * sizeof(spk_bf16) + ALIGN - 1) / ALIGN * ALIGN;
@@ -50,4 +58,35 @@ void conv1d_bf16_backward(float *dx, float *dw, float *dbias, const float *dy, c
     if (dx || dw)
         conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
                                (char *)workspace + dy_bytes(B, Cout, T));
+}
+
+// ---- the world-size-invariant mode (kernels/conv1d_bf16.h) ------------------------------------
+// The operands are rounded into the (B, C, T) layout, not the folded one: a sample's GEMMs then
+// read it with the strides of one sample, so its plan (and its sums) does not depend on B.
+
+size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, dilation);
+}
+
+static conv_tensor_t per_sample(const spk_bf16 *p, int C, int T) {
+    return (conv_tensor_t){p, (size_t)C * T, (size_t)T};
+}
+
+void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
+                               int Cin, int Cout, int T, int K, int dilation, float *workspace) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    if (x) bf16_from_f32(xh, x, (size_t)B * Cin * T);
+    conv_schedule_forward_fixed(&operands_fixed, y, per_sample(xh, Cin, T), w, bias, B, Cin, Cout, T, K, dilation,
+                                workspace);
+}
+
+void conv1d_bf16_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy, const spk_bf16 *xh,
+                                const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                                float *workspace, int group) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    spk_bf16 *dyh = (spk_bf16 *)workspace;  // (B, Cout, T)
+    if (dx || !xsum_empty(dw)) bf16_from_f32(dyh, dy, (size_t)B * Cout * T);
+    conv_schedule_backward_exact(&operands_fixed, dx, dw_tmp, dw, dbias, dy, per_sample(dyh, Cout, T),
+                                 per_sample(xh, Cin, T), w, B, Cin, Cout, T, K, dilation,
+                                 (char *)workspace + dy_bytes(B, Cout, T), group);
 }

@@ -5,13 +5,15 @@
 #pragma once
 #include <stddef.h>
 
+#include "kernels/cpu/gemm_any.h"
+#include "kernels/exact_sum.h"
+
 // What the GEMMs multiply: float32 operands through spk_sgemm, or bf16 ones through
 // spk_gemm_bf16 (float32 accumulation). Either gemm may be called from a serial region
 // (threads itself) or inside a parallel region (runs on the calling thread).
 typedef struct {
     size_t elem;  // bytes per element of x, w and dy as the GEMMs read them
-    void (*gemm)(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb, float beta,
-                 float *C, int ldc);
+    gemm_any_fn *gemm;
     int folded;  // CONV1D_AUTO is the folded schedule (else the per-sample one)
 } conv_operands_t;
 
@@ -36,6 +38,18 @@ void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x,
 // element type. The bias gradient is the caller's.
 void conv_schedule_backward(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
                             const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
+
+// The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_fixed and
+// conv1d_backward_exact, over op's operands; op's GEMMs planned for one thread): the forward
+// and the input gradient sample by sample, the weight gradient in blocks set by the shapes,
+// each group of `group` samples one term of the exact sums dw; dbias from dy_f32, the float32
+// output gradient (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with
+// the strides of one sample whatever B is.
+void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
+void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                  const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w, int B, int Cin,
+                                  int Cout, int T, int K, int dilation, void *scratch, int group);
 
 // Reflect 'same' padding of a conv with kernel K and dilation d; shapes it cannot take abort.
 static inline int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }

@@ -145,3 +145,41 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
         conv2d_backward(NULL, 0, dw, NULL, p.dy, p.x, NULL, s, p.conv);
     }
 }
+
+// ---- the world-size-invariant mode (kernels/conv2d_bf16.h) ------------------------------------
+// Widened, whatever the CPU: oneDNN's direct convolutions split samples and reductions between
+// threads, while the float32 convolution has fixed twins (kernels/conv2d.h). The products are
+// the same bf16 ones, summed in float32.
+
+size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
+           conv2d_workspace_floats_fixed(s);
+}
+
+void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
+                               const conv2d_shape_t *s, float *workspace) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    const wide_t p = wide_parts(s, workspace);
+    if (x)
+        round_both(xh, p.x, x, conv2d_x_size(s));
+    else
+        bf16_to_f32(p.x, xh, conv2d_x_size(s));
+    bf16_to_f32(p.w, w, conv2d_w_size(s));
+    conv2d_forward_fixed(y, p.x, p.w, bias, s, p.conv);
+}
+
+void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
+                                const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s, float *workspace,
+                                int group) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    const wide_t p = wide_parts(s, workspace);
+    if (!xsum_empty(dbias))  // of dy as it is, as conv2d_bf16_backward's
+        conv2d_backward_exact(NULL, 0, NULL, xsum_none(), dbias, dy, NULL, NULL, s, p.conv, group);
+    if (!dx && xsum_empty(dw)) return;
+    round_wide(p.dy, dy, conv2d_y_size(s));
+    if (dx) bf16_to_f32(p.w, w, conv2d_w_size(s));
+    if (!xsum_empty(dw)) bf16_to_f32(p.x, xh, conv2d_x_size(s));
+    conv2d_backward_exact(dx, dx_accumulate, dw_tmp, dw, xsum_none(), p.dy, xsum_empty(dw) ? NULL : p.x,
+                          dx ? p.w : NULL, s, p.conv, group);
+}

@@ -11,6 +11,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/gemm_any.h"
 
 #ifdef SPK_USE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -99,17 +100,17 @@ void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha,
     omp_set_num_threads(threads);
 }
 
-// Row i of op(A): row i of A, or column i of A when transposed.
-static const float *op_row(char trans, const float *A, int lda, int i) {
-    return trans == 'N' ? A + (size_t)i * lda : A + i;
+// Row i of op(A): row i of A, or column i of A when transposed (elements of `elem` bytes).
+static const char *op_row(char trans, const void *A, int lda, int i, size_t elem) {
+    return (const char *)A + (trans == 'N' ? (size_t)i * lda : (size_t)i) * elem;
 }
 
 void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
 #pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
     for (int i = 0; i < M; i++)
-        spk_sgemm_fixed(transa, transb, 1, N, K, alpha, op_row(transa, A, lda, i), lda, B, ldb, beta,
-                        C + (size_t)i * ldc, ldc);
+        spk_sgemm_fixed(transa, transb, 1, N, K, alpha, (const float *)op_row(transa, A, lda, i, sizeof(float)), lda, B,
+                        ldb, beta, C + (size_t)i * ldc, ldc);
 }
 
 void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -128,9 +129,9 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
 #define EXACT_BLOCK_ROWS 128
 #define EXACT_BLOCK_COLS 256
 
-void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float *A, int lda, int64_t strideA,
-                             const float *B, int ldb, int64_t strideB, float *tmp, xsum_t C, int ldc, int batch,
-                             int group) {
+void gemm_any_batched_exact(gemm_any_fn *fixed, size_t elem, char transa, char transb, int M, int N, int K,
+                            const void *A, int lda, int64_t strideA, const void *B, int ldb, int64_t strideB,
+                            float *tmp, xsum_t C, int ldc, int batch, int group) {
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || batch == 0) return;
     const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS,
@@ -142,12 +143,26 @@ void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, cons
         float *t = tmp + (size_t)m0 * ldc + n0;
         for (int i = 0; i < batch; i++) {
             // op(B)'s columns n0.. are B's columns (N) or rows (T) n0..
-            const float *Bi = B + i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb);
-            spk_sgemm_fixed(transa, transb, m1 - m0, n1 - n0, K, 1.0f, op_row(transa, A + i * strideA, lda, m0), lda,
-                            Bi, ldb, i % group ? 1.0f : 0.0f, t, ldc);  // the group's items add up in t
+            const char *Bi =
+                (const char *)B + ((size_t)i * strideB + (transb == 'N' ? (size_t)n0 : (size_t)n0 * ldb)) * elem;
+            const void *Ai = (const char *)A + (size_t)i * strideA * elem;
+            fixed(transa, transb, m1 - m0, n1 - n0, K, op_row(transa, Ai, lda, m0, elem), lda, Bi, ldb,
+                  i % group ? 1.0f : 0.0f, t, ldc);  // the group's items add up in t
             if (i % group == group - 1)
                 for (int m = m0; m < m1; m++)
                     xsum_add_row(xsum_at(C, (int64_t)m * ldc + n0), tmp + (size_t)m * ldc + n0, n1 - n0);
         }
     }
+}
+
+static void sgemm_fixed_any(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                            float beta, float *C, int ldc) {
+    spk_sgemm_fixed(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+void spk_sgemm_batched_exact(char transa, char transb, int M, int N, int K, const float *A, int lda, int64_t strideA,
+                             const float *B, int ldb, int64_t strideB, float *tmp, xsum_t C, int ldc, int batch,
+                             int group) {
+    gemm_any_batched_exact(sgemm_fixed_any, sizeof(float), transa, transb, M, N, K, A, lda, strideA, B, ldb, strideB,
+                           tmp, C, ldc, batch, group);
 }

@@ -9,12 +9,14 @@
 // parallel region runs on the calling thread (oneDNN does not nest its parallel loops).
 #include "kernels/gemm_bf16.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/gemm_any.h"
 #include "kernels/gemm.h"
 
 // ---- float32 fallback ------------------------------------------------------------------------
@@ -50,7 +52,7 @@ static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16 *A, 
 
 // One matmul shape. Batched shapes have batch > 0; plain ones batch = 0.
 typedef struct {
-    int64_t key[13];        // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta
+    int64_t key[14];        // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta, threads
     dnnl_primitive_t prim;  // NULL: a free slot
     dnnl_memory_desc_t a, b, c, scratch;
     size_t scratch_bytes;
@@ -179,7 +181,9 @@ static void plan_run(const plan_t *p, const void *A, const void *B, float *C) {
 
 static void gemm_native(char ta, char tb, int M, int N, int K, const spk_bf16 *A, int lda, int64_t sA,
                         const spk_bf16 *B, int ldb, int64_t sB, float beta, float *C, int ldc, int64_t sC, int batch) {
-    const int64_t key[13] = {ta, tb, M, N, K, lda, ldb, ldc, sA, sB, sC, batch, beta != 0.0f};
+    // oneDNN plans a matmul for the threads it may use when it makes it (and may split K
+    // between them): a plan made for one thread (spk_gemm_bf16_fixed) is another plan.
+    const int64_t key[14] = {ta, tb, M, N, K, lda, ldb, ldc, sA, sB, sC, batch, beta != 0.0f, omp_get_max_threads()};
     plan_t *p = plan_acquire(key);
     plan_run(p, A, B, C);
     plan_release(p);
@@ -223,4 +227,48 @@ void spk_gemm_bf16_batched(char transa, char transb, int M, int N, int K, const 
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < batch; i++)
         gemm_wide(transa, transb, M, N, K, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC, ldc);
+}
+
+// ---- the world-size-invariant mode (kernels/gemm_bf16.h) --------------------------------------
+
+void spk_gemm_bf16_fixed(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B,
+                         int ldb, float beta, float *C, int ldc) {
+    // oneDNN (plan and run) and the widened path's float32 GEMM read the thread count they may use
+    // from this task's OpenMP ICV: 1 plans the GEMM for, and runs it on, this thread.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    spk_gemm_bf16(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    omp_set_num_threads(threads);
+}
+
+#define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
+
+void spk_gemm_bf16_rows(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B,
+                        int ldb, float beta, float *C, int ldc) {
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < M; i++)
+        spk_gemm_bf16_fixed(transa, transb, 1, N, K, transa == 'N' ? A + (size_t)i * lda : A + i, lda, B, ldb, beta,
+                            C + (size_t)i * ldc, ldc);
+}
+
+void spk_gemm_bf16_batched_fixed(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                 int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB, float beta, float *C,
+                                 int ldc, int64_t strideC, int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+    for (int i = 0; i < batch; i++)
+        spk_gemm_bf16_fixed(transa, transb, M, N, K, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC,
+                            ldc);
+}
+
+static void gemm_bf16_fixed_any(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                                float beta, float *C, int ldc) {
+    spk_gemm_bf16_fixed(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void spk_gemm_bf16_batched_exact(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                 int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB, float *tmp, xsum_t C,
+                                 int ldc, int batch, int group) {
+    gemm_any_batched_exact(gemm_bf16_fixed_any, sizeof(spk_bf16), transa, transb, M, N, K, A, lda, strideA, B, ldb,
+                           strideB, tmp, C, ldc, batch, group);
 }

@@ -80,3 +80,52 @@ extern "C" void conv2d_bf16_backward_cuda(float *dx, int dx_accumulate, float *d
         conv2d_add_from_krsc(dw, r.wk, s);
     }
 }
+
+// ---- the world-size-invariant mode (kernels/conv2d_bf16.h) ---------------------------------------
+// Every sample gets calls of its own on the plan of B = 1, as the float32 convolution's
+// (kernels/cuda/conv2d.cu), whose exact bias sums serve here too.
+
+namespace {
+
+conv2d_shape_t one_sample(const conv2d_shape_t *s) {
+    conv2d_shape_t c = *s;
+    c.B = 1;
+    return c;
+}
+
+}  // namespace
+
+extern "C" size_t conv2d_bf16_workspace_floats_fixed_cuda(const conv2d_shape_t *s) {
+    const conv2d_shape_t s1 = one_sample(s);
+    const size_t a = conv2d_bf16_workspace_floats_cuda(&s1), b = conv2d_workspace_floats_fixed_cuda(s);
+    return a > b ? a : b;
+}
+
+extern "C" void conv2d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                               const float *bias, const conv2d_shape_t *s, float *workspace) {
+    conv2d_check(s);
+    const conv2d_shape_t s1 = one_sample(s);
+    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1);
+    for (int b = 0; b < s->B; b++)
+        conv2d_bf16_forward_cuda(y + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, bias, &s1, workspace);
+}
+
+extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                                const float *dy, const spk_bf16 *xh, const spk_bf16 *w,
+                                                const conv2d_shape_t *s, float *workspace, int group) {
+    conv2d_check(s);
+    SPK_ASSERT(group > 0 && s->B % group == 0);
+    if (!xsum_empty(dbias))  // of dy as float32, as the default backward's
+        conv2d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, s, workspace, group);
+    const conv2d_shape_t s1 = one_sample(s);
+    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1), nw = conv2d_w_size(s);
+    const int with_dw = !xsum_empty(dw);
+    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
+    for (int b = 0; b < s->B && (dx || with_dw); b++) {
+        // the group's samples' weight gradients add up in dw_tmp, then one term
+        if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
+        conv2d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
+                                  dy + b * ny, xh + b * nx, w, &s1, workspace);
+        if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
+    }
+}

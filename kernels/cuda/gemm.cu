@@ -1,4 +1,5 @@
-// Row-major SGEMM (kernels/gemm.h semantics) on cuBLAS. A batch summed into one C (strideC = 0)
+// Row-major SGEMM (kernels/gemm.h semantics) on cuBLAS, and the invariant mode's exact batched
+// GEMMs over float32 and bf16 operands (the bf16 ones: spk_gemm_bf16_cuda, kernels/cuda/gemm_bf16.cu). A batch summed into one C (strideC = 0)
 // is one strided-batched call into a scratch stack of products, then a fixed-order sum over it
 // (in chunks of at most 64 MiB of products), instead of `batch` dependent GEMMs.
 //
@@ -116,14 +117,34 @@ extern "C" void spk_sgemm_batched_fixed_cuda(char transa, char transb, int M, in
                        C + i * strideC, ldc);
 }
 
-extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K, const float *A, int lda,
-                                             int64_t strideA, const float *B, int ldb, int64_t strideB, float *tmp,
-                                             xsum_t C, int ldc, int batch, int group) {
+// C += sum_i op(A_i) op(B_i), each group's items summed in tmp by `gemm` (beta 0 for its first
+// item), then one term of the exact sums.
+template <typename G>
+void batched_exact(G gemm, int M, int N, int K, float *tmp, xsum_t C, int ldc, int batch, int group) {
     SPK_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0 && ldc >= N && group > 0 && batch % group == 0);
     if (M == 0 || N == 0 || K == 0) return;
     for (int i = 0; i < batch; i++) {  // a group's products add up in tmp, then one term
-        spk_sgemm_cuda(transa, transb, M, N, K, 1.0f, A + i * strideA, lda, B + i * strideB, ldb,
-                       i % group ? 1.0f : 0.0f, tmp, ldc);
+        gemm(i, i % group ? 1.0f : 0.0f);
         if (i % group == group - 1) SPK_LAUNCH(add_block_kernel, spk_grid((size_t)M * N), C, tmp, M, N, ldc);
     }
+}
+
+extern "C" void spk_sgemm_batched_exact_cuda(char transa, char transb, int M, int N, int K, const float *A, int lda,
+                                             int64_t strideA, const float *B, int ldb, int64_t strideB, float *tmp,
+                                             xsum_t C, int ldc, int batch, int group) {
+    batched_exact(
+        [&](int i, float beta) {
+            spk_sgemm_cuda(transa, transb, M, N, K, 1.0f, A + i * strideA, lda, B + i * strideB, ldb, beta, tmp, ldc);
+        },
+        M, N, K, tmp, C, ldc, batch, group);
+}
+
+extern "C" void spk_gemm_bf16_batched_exact_cuda(char transa, char transb, int M, int N, int K, const spk_bf16 *A,
+                                                 int lda, int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB,
+                                                 float *tmp, xsum_t C, int ldc, int batch, int group) {
+    batched_exact(
+        [&](int i, float beta) {
+            spk_gemm_bf16_cuda(transa, transb, M, N, K, A + i * strideA, lda, B + i * strideB, ldb, beta, tmp, ldc);
+        },
+        M, N, K, tmp, C, ldc, batch, group);
 }

@@ -37,3 +37,23 @@ extern "C" void spk_gemm_bf16_batched_cuda(char transa, char transb, int M, int 
                                            CUDA_R_16BF, ldb, strideB, A, CUDA_R_16BF, lda, strideA, &beta, C,
                                            CUDA_R_32F, ldc, strideC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
+
+// ---- the world-size-invariant mode (kernels/gemm_bf16.h) ----------------------------------------
+// cuBLAS may pick another algorithm, and another rounding, for another shape: every sample (a
+// row, or a batch item) gets a call of its own, whose shape does not depend on the batch.
+
+extern "C" void spk_gemm_bf16_rows_cuda(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                        const spk_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        spk_gemm_bf16_cuda(transa, transb, 1, N, K, transa == 'N' ? A + (size_t)i * lda : A + i, lda, B, ldb, beta,
+                           C + (size_t)i * ldc, ldc);
+}
+
+extern "C" void spk_gemm_bf16_batched_fixed_cuda(char transa, char transb, int M, int N, int K, const spk_bf16 *A,
+                                                 int lda, int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB,
+                                                 float beta, float *C, int ldc, int64_t strideC, int batch) {
+    SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
+    for (int i = 0; i < batch; i++)
+        spk_gemm_bf16_cuda(transa, transb, M, N, K, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC,
+                           ldc);
+}

@@ -3,8 +3,8 @@
 # training with speed perturbation, reverberation, noise (babble too) and SpecAugment resumes
 # bitwise, does not depend on the loader's threads, and gives the DDP identity across world
 # sizes; speed factors multiply the classes, and a resume with other factors is refused;
-# misused flags and banks give one line and exit 2; with --invariant (and --grad-accum 2) 1 and 2
-# ranks train bitwise alike with every augmentation on.
+# misused flags and banks give one line and exit 2; with --invariant (and --grad-accum 2, and bf16)
+# 1 and 2 ranks train bitwise alike with every augmentation on.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh" "$@"
 MAKE_AUG_DATA=$(dirname "$MAKE_BAD_DATA")/make_aug_data
@@ -77,16 +77,19 @@ ffmpeg -nostdin -loglevel error -y -f lavfi -i anullsrc=r=16000:cl=mono -t 1 -c:
 { head -2 banks/rir.utt2cat; echo "silent small"; } >silent.utt2cat
 expect_error 3 "silent.scp:3: utterance 'silent': .*silent.wav: is silent \(every sample below one 16-bit step\): a rir bank entry must have energy" -- \
     $SPKDDP prepare --kind rir --wav-scp silent.scp --utt2spk silent.utt2cat --out silent.h5
-# The world-size-invariant mode with every augmentation on, with and without micro-batches: 1 and
-# 2 ranks end bitwise alike (the draws are keyed by sample, never by rank).
-for accum in 1 2; do
+# The world-size-invariant mode with every augmentation on, with and without micro-batches, and
+# with bf16 operands: 1 and 2 ranks end bitwise alike (the draws are keyed by sample, never by rank).
+for mode in "1" "2" "2 --precision bf16"; do
+    set -- $mode
+    accum=$1 tag=${mode// /_}
+    shift
     for k in 1 2; do
-        run $k $SPKDDP train $small $aug --invariant --grad-accum $accum --ckpt-dir inv_${accum}_$k >log_inv_${accum}_$k 2>&1 ||
-            fail "invariant with augmentation, --grad-accum $accum, $k ranks: $(tail -3 log_inv_${accum}_$k)"
+        run $k $SPKDDP train $small $aug --invariant --grad-accum $accum "$@" --ckpt-dir inv_${tag}_$k >log_inv_${tag}_$k 2>&1 ||
+            fail "invariant with augmentation, --grad-accum $mode, $k ranks: $(tail -3 log_inv_${tag}_$k)"
     done
-    last=$(ls inv_${accum}_1 | grep ckpt | tail -1)
-    $SPKDDP diff inv_${accum}_1/$last inv_${accum}_2/$last >/dev/null &&
-        echo "ok  --invariant with augmentation (--grad-accum $accum): 2 ranks == 1 rank (bitwise)" ||
-        fail "--invariant with augmentation (--grad-accum $accum): 2 ranks differ from 1"
+    last=$(ls inv_${tag}_1 | grep ckpt | tail -1)
+    $SPKDDP diff inv_${tag}_1/$last inv_${tag}_2/$last >/dev/null &&
+        echo "ok  --invariant with augmentation (--grad-accum $mode): 2 ranks == 1 rank (bitwise)" ||
+        fail "--invariant with augmentation (--grad-accum $mode): 2 ranks differ from 1"
 done
 finish

@@ -39,6 +39,7 @@ if(SPKDDP_MEDIA)
 endif()
 spk_e2e_test(e2e_augment_verify)
 spk_e2e_test(e2e_invariant)
+spk_e2e_test(e2e_invariant_bf16)
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
 # machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.

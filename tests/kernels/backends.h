@@ -15,6 +15,7 @@
 #pragma once
 #include <stdarg.h>
 
+#include "exact_check.h"
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "test_common.h"
@@ -172,6 +173,32 @@ static void backend_backward_checks(const char *op, const char *tag, backward_fn
     dev_set(g.dev2[1], gw0, n.w);
     dev(dev_ctx, (grad3_t){NULL, g.dev2[1], NULL});
     same_bits(cname("%s dw alone %s", op, tag), g.dev[1], g.dev2[1], n.w);
+}
+
+// An invariant-mode backward through an op's call context: dx (added to or written, as the op
+// does) and its parameter gradients' exact sums dw and dbias (either may be empty), with dw_tmp
+// of the weight's size as scratch.
+typedef void exact_backward_fn(void *ctx, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias);
+
+// A layer's exact backward on the CPU (cpu_ctx) and on the backend (dev_ctx) from zeroed dx:
+// dx, and the sums rounded to floats, within tol of the CPU's (the bias's within TOL). nb = 0:
+// no bias.
+static void backend_exact_checks(const char *op, const char *tag, exact_backward_fn *f, void *cpu_ctx, void *dev_ctx,
+                                 size_t nx, size_t nw, int nb, double tol) {
+    float *hx = zeros_f(nx), *htmp = alloc_f(nw), *dx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
+    xsum_t hw = host_sums((int64_t)nw), hb = nb ? host_sums(nb) : xsum_none();
+    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw),
+           xb = nb ? xsum_layout(dev_alloc(xsum_bytes(nb)), nb) : xsum_none();
+    f(cpu_ctx, hx, htmp, hw, hb);
+    f(dev_ctx, dx, dtmp, xw, xb);
+    cmp(cname("%s dx %s", op, tag), dx, hx, nx, tol);
+    float *w = dev_f(NULL, nw);
+    g_be->xsum_to_float(w, xw, (int64_t)nw);
+    cmp(cname("%s dw %s", op, tag), w, sums_to_floats(hw, (int64_t)nw), nw, tol);
+    if (!nb) return;
+    float *b = dev_f(NULL, (size_t)nb);
+    g_be->xsum_to_float(b, xb, nb);
+    cmp(cname("%s dbias %s", op, tag), b, sums_to_floats(hb, nb), (size_t)nb, TOL);
 }
 
 // ---- the list of backends -------------------------------------------------------------------

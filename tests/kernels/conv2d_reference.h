@@ -81,3 +81,13 @@ static void conv2d_backward_call(void *p, grad3_t g) {
     else
         c->be->conv2d_backward(g.x, 1, g.w, g.b, c->dy, c->x, c->w, c->s, c->ws);
 }
+
+// The invariant mode's exact backward on c's operands, dx written (groups of one sample; an
+// exact_backward_fn, tests/kernels/backends.h); c->ws is the fixed ops' workspace.
+static void conv2d_exact_call(void *p, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias) {
+    const conv2d_call_t *c = (const conv2d_call_t *)p;
+    if (c->bf16)
+        c->be->conv2d_bf16_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->s, c->ws, 1);
+    else
+        c->be->conv2d_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->s, c->ws, 1);
+}

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "exact_check.h"
 #include "kernels/backend.h"
 #include "test_common.h"
 
@@ -69,16 +70,17 @@ typedef struct {
     const spk_bf16 *xh, *wh;
     int B, Cin, Cout, T, K, d;
     float *ws;
+    int group;  // the exact backward's samples per term (0: 1)
 } conv_call_t;
 
 static conv_call_t conv_call(const spk_backend_t *be, const float *dy, const float *x, const float *w, int B, int Cin,
                              int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws};
+    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws, 1};
 }
 
 static conv_call_t conv_call_bf16(const spk_backend_t *be, const float *dy, const spk_bf16 *xh, const spk_bf16 *wh,
                                   int B, int Cin, int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws};
+    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws, 1};
 }
 
 static void conv_backward_call(void *p, grad3_t g) {
@@ -87,6 +89,52 @@ static void conv_backward_call(void *p, grad3_t g) {
         c->be->conv1d_bf16_backward(g.x, g.w, g.b, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
     else
         c->be->conv1d_backward(g.x, g.w, g.b, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+}
+
+// The invariant mode's exact backward on c's operands (an exact_backward_fn,
+// tests/kernels/backends.h); c->ws is the fixed ops' workspace.
+static void conv_exact_call(void *p, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias) {
+    const conv_call_t *c = (const conv_call_t *)p;
+    const int group = c->group > 1 ? c->group : 1;
+    if (c->bf16)
+        c->be->conv1d_bf16_backward_exact(dx, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K,
+                                          c->d, c->ws, group);
+    else
+        c->be->conv1d_backward_exact(dx, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d,
+                                     c->ws, group);
+}
+
+// What an exact backward gave: dx, and the parameter gradients' sums (test buffers).
+typedef struct {
+    float *dx;
+    xsum_t dw, db;
+} exact_grads_t;
+
+// The exact backward of c's batch on 2 threads, and split between two calls of whole groups (the
+// second part first) on one thread: the same dx and the same sums, or the check fails. Returns
+// the whole batch's, from a zero dx, for the caller's other checks.
+static exact_grads_t conv_exact_split_check(const char *op, const char *tag, const conv_call_t *c) {
+    const int group = c->group > 1 ? c->group : 1, first = (c->B / group + 1) / 2 * group;
+    const size_t nx = (size_t)c->B * c->Cin * c->T, nw = (size_t)c->Cout * c->Cin * c->K;
+    conv_call_t tail = *c, head = *c;
+    tail.B -= first, head.B = first;
+    tail.dy += (size_t)first * c->Cout * c->T;
+    if (c->bf16)
+        tail.xh += (size_t)first * c->Cin * c->T;
+    else
+        tail.x += (size_t)first * c->Cin * c->T;
+    float *dx = zeros_f(nx), *dx1 = zeros_f(nx), *tmp = alloc_f(nw);
+    xsum_t dw = host_sums((int64_t)nw), db = host_sums(c->Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(c->Cout);
+    const int before = with_threads(2);
+    conv_exact_call((void *)c, dx, tmp, dw, db);
+    with_threads(1);
+    conv_exact_call(&tail, dx1 + (size_t)first * c->Cin * c->T, tmp, dw1, db1);
+    conv_exact_call(&head, dx1, tmp, dw1, db1);
+    with_threads(before);
+    check_true(
+        memcmp(dx1, dx, sizeof(float) * nx) == 0 && same_sums(dw1, dw, (int64_t)nw) && same_sums(db1, db, c->Cout),
+        cname("%s %s group %d: batch split, 1 or 2 threads: the same dx and sums", op, tag, group));
+    return (exact_grads_t){dx, dw, db};
 }
 
 // A convolution's gradients g against double references, at the tolerances of both convolution

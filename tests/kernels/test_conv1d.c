@@ -142,7 +142,7 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d group %d", B, Cin, Cout, T, K, d, group);
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
-    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *tmp = alloc_f(nw);
+    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
     float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *y = alloc_f(ny);
     int before = with_threads(2);
     conv1d_forward_fixed(y2, x, w, bias, B, Cin, Cout, T, K, d, ws);
@@ -155,25 +155,15 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     check_close(cname("conv1d_forward_fixed %s vs conv1d_forward", tag), y2, y, ny, 1e-5, 1e-4);
 
-    float *dx2 = zeros_f(nx), *dx1 = zeros_f(nx);
-    xsum_t dw2 = host_sums((int64_t)nw), db2 = host_sums(Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(Cout);
-    const int first = (B / group + 1) / 2 * group;  // whole groups in both calls
-    before = with_threads(2);
-    conv1d_backward_exact(dx2, tmp, dw2, db2, gy, x, w, B, Cin, Cout, T, K, d, ws, group);
-    with_threads(1);  // the batch in two calls, the second first
-    conv1d_backward_exact(dx1 + (size_t)first * Cin * T, tmp, dw1, db1, gy + (size_t)first * Cout * T,
-                          x + (size_t)first * Cin * T, w, B - first, Cin, Cout, T, K, d, ws, group);
-    conv1d_backward_exact(dx1, tmp, dw1, db1, gy, x, w, first, Cin, Cout, T, K, d, ws, group);
-    with_threads(before);
-    check_true(
-        memcmp(dx1, dx2, sizeof(float) * nx) == 0 && same_sums(dw1, dw2, (int64_t)nw) && same_sums(db1, db2, Cout),
-        cname("conv1d_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", tag));
+    conv_call_t c = conv_call(&spk_backend_cpu, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    c.group = group;
+    const exact_grads_t g = conv_exact_split_check("conv1d_backward_exact", tag, &c);
     float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Cout);
     conv1d_backward(dx, dw, db, gy, x, w, B, Cin, Cout, T, K, d, ws);
-    check_close(cname("conv1d_backward_exact %s dx vs conv1d_backward", tag), dx2, dx, nx, 1e-5, 1e-4);
-    check_close(cname("conv1d_backward_exact %s dw vs conv1d_backward", tag), sums_to_floats(dw2, (int64_t)nw), dw, nw,
+    check_close(cname("conv1d_backward_exact %s dx vs conv1d_backward", tag), g.dx, dx, nx, 1e-5, 1e-4);
+    check_close(cname("conv1d_backward_exact %s dw vs conv1d_backward", tag), sums_to_floats(g.dw, (int64_t)nw), dw, nw,
                 1e-4, 1e-4);
-    check_close(cname("conv1d_backward_exact %s dbias vs conv1d_backward", tag), sums_to_floats(db2, Cout), db, Cout,
+    check_close(cname("conv1d_backward_exact %s dbias vs conv1d_backward", tag), sums_to_floats(g.db, Cout), db, Cout,
                 1e-4, 1e-4);
     test_release();
 }
@@ -217,21 +207,10 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     conv1d_forward_fixed(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     twin->conv1d_forward(dy, dx, dw, db, B, Cin, Cout, T, K, d, iws);
     cmp(cname("conv1d_forward_fixed %s", tag), dy, y, ny, TOL_GEMM);
-    float *hx = zeros_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
-    xsum_t hw = host_sums((int64_t)nw), hb = host_sums(Cout);
-    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw),
-           xb = xsum_layout(dev_alloc(xsum_bytes(Cout)), Cout);
-    conv1d_backward_exact(hx, hdw, hw, with_bias ? hb : xsum_none(), gy, x, w, B, Cin, Cout, T, K, d, ws, 1);
-    g_be->conv1d_backward_exact(ddx, dtmp, xw, with_bias ? xb : xsum_none(), dgy, dx, dw, B, Cin, Cout, T, K, d, iws,
-                                1);
-    cmp(cname("conv1d_backward_exact dx %s", tag), ddx, hx, nx, TOL_GEMM);
-    float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, Cout);
-    g_be->xsum_to_float(ww, xw, (int64_t)nw);
-    cmp(cname("conv1d_backward_exact dw %s", tag), ww, sums_to_floats(hw, (int64_t)nw), nw, TOL_GEMM);
-    if (with_bias) {
-        g_be->xsum_to_float(wb, xb, Cout);
-        cmp(cname("conv1d_backward_exact dbias %s", tag), wb, sums_to_floats(hb, Cout), Cout, TOL);
-    }
+    conv_call_t icpu = conv_call(&spk_backend_cpu, gy, x, w, B, Cin, Cout, T, K, d, ws),
+                idev = conv_call(g_be, dgy, dx, dw, B, Cin, Cout, T, K, d, iws);
+    backend_exact_checks("conv1d_backward_exact", tag, conv_exact_call, &icpu, &idev, nx, nw, with_bias ? Cout : 0,
+                         TOL_GEMM);
     dev_release();
     test_release();
 }

@@ -3,12 +3,15 @@
 // exact in float32, so only float32 summation error is allowed), against the float32 kernel on
 // the unrounded operands at bf16 tolerance, the rounded input it stores (folded), accumulation, NULL
 // outputs, the advertised workspace, same bits twice; on both schedules and on the native and
-// widened bf16 GEMMs. Then every backend against the CPU kernels.
+// widened bf16 GEMMs. The invariant mode's twins: a sample alone == in the batch, on 1 or 2
+// threads, xh stored unfolded, the exact sums the same for a batch split between calls, and
+// against the references. Then every backend against the CPU kernels.
 #include <stdio.h>
 #include <string.h>
 
 #include "backends.h"
 #include "conv_reference.h"
+#include "exact_check.h"
 #include "kernels/conv1d.h"
 #include "kernels/conv1d_bf16.h"
 #include "kernels/gemm.h"
@@ -121,6 +124,70 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
     test_release();
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int group, int widened) {
+    char tag[128], nm[260];
+    snprintf(tag, sizeof tag, "[%s] B%d Cin%d Cout%d T%d K%d d%d group %d", widened ? "widened" : "native", B, Cin,
+             Cout, T, K, d, group);
+    const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
+    float *xr = rounded(x, nx), *wr = rounded(w, nw), *gr = rounded(gy, ny);
+    spk_bf16 *wh = alloc_h(nw), *xh2 = alloc_h(nx), *xh1 = alloc_h(nx), *xh_want = alloc_h(nx);
+    bf16_from_f32(wh, w, nw);
+    bf16_from_f32(xh_want, x, nx);  // (B, Cin, T): not folded
+    float *ws = alloc_f(conv1d_bf16_workspace_floats_fixed(B, Cin, Cout, T, K, d));
+    float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *yref = alloc_f(ny);
+    int before = with_threads(2);
+    conv1d_bf16_forward_fixed(y2, xh2, x, wh, bias, B, Cin, Cout, T, K, d, ws);
+    with_threads(1);
+    for (int b = 0; b < B; b++)
+        conv1d_bf16_forward_fixed(y1 + (size_t)b * Cout * T, xh1 + (size_t)b * Cin * T, x + (size_t)b * Cin * T, wh,
+                                  bias, 1, Cin, Cout, T, K, d, ws);
+    with_threads(before);
+    snprintf(nm, sizeof nm, "conv1d_bf16_forward_fixed %s: a sample alone == in the batch, xh = bf16(x) unfolded", tag);
+    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0 && memcmp(xh2, xh_want, nx * 2) == 0 &&
+                   memcmp(xh1, xh_want, nx * 2) == 0,
+               nm);
+    conv1d_forward_reference(yref, xr, wr, bias, B, Cin, Cout, T, K, d);
+    snprintf(nm, sizeof nm, "conv1d_bf16_forward_fixed %s vs reference on rounded operands", tag);
+    check_close(nm, y2, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
+
+    conv_call_t c = conv_call_bf16(&spk_backend_cpu, gy, xh2, wh, B, Cin, Cout, T, K, d, ws);
+    c.group = group;
+    const exact_grads_t g = conv_exact_split_check("conv1d_bf16_backward_exact", tag, &c);
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
+    conv_backward_reference(dxr, dwr, dbr, gr, xr, wr, B, Cin, Cout, T, K, d);
+    float *fdx = alloc_f(nx), *fdw = alloc_f(nw), *fdb = alloc_f(Cout);
+    for (size_t i = 0; i < nx; i++) fdx[i] = (float)dxr[i];
+    for (size_t i = 0; i < nw; i++) fdw[i] = (float)dwr[i];
+    for (int co = 0; co < Cout; co++) {  // the bias gradient sums the float32 dy
+        double acc = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) acc += gy[((size_t)b * Cout + co) * T + t];
+        fdb[co] = (float)acc;
+    }
+    snprintf(nm, sizeof nm, "conv1d_bf16_backward_exact %s dx vs reference", tag);
+    check_close(nm, g.dx, fdx, nx, 1e-5, 1e-5 * (1 + Cout * K) / 8.0);
+    snprintf(nm, sizeof nm, "conv1d_bf16_backward_exact %s dw vs reference", tag);
+    check_close(nm, sums_to_floats(g.dw, (int64_t)nw), fdw, nw, 1e-5, 1e-5 * (1 + B * T) / 8.0);
+    snprintf(nm, sizeof nm, "conv1d_bf16_backward_exact %s dbias vs reference", tag);
+    check_close(nm, sums_to_floats(g.db, Cout), fdb, Cout, 1e-5, 1e-5 * (1 + B * T) / 8.0);
+    test_release();
+}
+
+static void invariant_checks(void) {
+    const spk_gemm_backend library = spk_gemm_get_backend();
+    for (int widened = 0; widened < 2; widened++) {
+        if (!widened && !spk_gemm_bf16_native()) continue;
+        spk_gemm_set_backend(widened ? SPK_GEMM_BLAS : library);
+        invariant_case(6, 32, 48, 40, 3, 2, 1, widened);
+        invariant_case(6, 32, 48, 40, 3, 2, 3, widened);
+        invariant_case(5, 64, 40, 30, 1, 1, 1, widened);
+        invariant_case(4, 200, 300, 12, 3, 1, 2, widened);  // 3 x 3 blocks of the exact weight gradient
+    }
+    spk_gemm_set_backend(library);
+}
+
 static void cpu_checks(void) {
     if (!spk_gemm_bf16_native()) printf("test_conv1d_bf16: no native bf16 GEMM here; the widened path only\n");
     run_case(2, 3, 4, 7, 1, 1);
@@ -133,6 +200,7 @@ static void cpu_checks(void) {
     run_case(12, 32, 48, 96, 3, 2);    // threaded per-sample loops
     run_case(8, 32, 160, 128, 1, 1);   // K = 1, Cout > Cin: dW split by rows
     run_case(1, 1024, 1024, 3, 1, 1);  // >= 2^20 weights: transposed weight, folded weight gradient
+    invariant_checks();
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
@@ -164,6 +232,24 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
                 on_dev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
     backend_backward_checks("conv1d_bf16", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
                             (grad3_sizes_t){nx, nw, (size_t)Cout});
+
+    // the invariant mode's forward (the invariant table) and exact backward, xh unfolded
+    const spk_backend_t *twin = spk_backend_invariant(g_be);
+    float *fws = alloc_f(conv1d_bf16_workspace_floats_fixed(B, Cin, Cout, T, K, d));
+    float *iws = dev_f(NULL, twin->conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, d));
+    conv1d_bf16_forward_fixed(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, fws);
+    twin->conv1d_bf16_forward(dy, dxh, dx, dwh, db, B, Cin, Cout, T, K, d, iws);
+    cmp(cname("conv1d_bf16_forward_fixed %s", tag), dy, y, ny, TOL_GEMM);
+    g_be->download(got_xh, dxh, nx * 2);
+    g_be_checks++;
+    if (memcmp(got_xh, xh, nx * 2) != 0) {
+        printf("FAIL [%s] conv1d_bf16_forward_fixed stored input differs %s\n", g_be->name, tag);
+        g_failures++;
+    }
+    conv_call_t icpu = conv_call_bf16(&spk_backend_cpu, gy, xh, wh, B, Cin, Cout, T, K, d, fws),
+                idev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, iws);
+    backend_exact_checks("conv1d_bf16_backward_exact", tag, conv_exact_call, &icpu, &idev, nx, nw, with_bias ? Cout : 0,
+                         TOL_GEMM);
     dev_release();
     test_release();
 }

@@ -216,20 +216,10 @@ static void backend_case(const int *a) {
     conv2d_forward_fixed(y, x, w, bias, &s, hws);
     twin->conv2d_forward(y_, dx_, dw_, db_, &s, iws);
     cmp(cname("conv2d_forward_fixed %s", t), y_, y, ny, TOL_GEMM);
-    float *hx = alloc_f(nx), *hdw = alloc_f(nw), *ddx = dev_f(NULL, nx), *dtmp = dev_f(NULL, nw);
-    xsum_t hw = host_sums((int64_t)nw), hb = host_sums(s.Cout);
-    xsum_t xw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw),
-           xb = xsum_layout(dev_alloc(xsum_bytes(s.Cout)), s.Cout);
-    conv2d_backward_exact(hx, 0, hdw, hw, with_bias ? hb : xsum_none(), dy, x, w, &s, hws, 1);
-    g_be->conv2d_backward_exact(ddx, 0, dtmp, xw, with_bias ? xb : xsum_none(), dy_, dx_, dw_, &s, iws, 1);
-    cmp(cname("conv2d_backward_exact dx %s", t), ddx, hx, nx, TOL_GEMM);
-    float *ww = dev_f(NULL, nw), *wb = dev_f(NULL, s.Cout);
-    g_be->xsum_to_float(ww, xw, (int64_t)nw);
-    cmp(cname("conv2d_backward_exact dw %s", t), ww, sums_to_floats(hw, (int64_t)nw), nw, TOL_GEMM);
-    if (with_bias) {
-        g_be->xsum_to_float(wb, xb, s.Cout);
-        cmp(cname("conv2d_backward_exact dbias %s", t), wb, sums_to_floats(hb, s.Cout), s.Cout, TOL);
-    }
+    conv2d_call_t icpu = {&spk_backend_cpu, 0, &s, dy, x, w, NULL, NULL, hws},
+                  idev = {g_be, 0, &s, dy_, dx_, dw_, NULL, NULL, iws};
+    backend_exact_checks("conv2d_backward_exact", t, conv2d_exact_call, &icpu, &idev, nx, nw, with_bias ? s.Cout : 0,
+                         TOL_GEMM);
     dev_release();
     test_release();
 }

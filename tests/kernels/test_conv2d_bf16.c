@@ -2,13 +2,16 @@
 // (tests/kernels/conv2d_reference.h) on the bf16-rounded x, w and dy (products of bf16 values are
 // exact in float32, so only float32 summation error is allowed), the rounded input it stores,
 // dx overwritten or accumulated, dw and dbias accumulated, NULL outputs; with oneDNN's bf16
-// convolutions and with the widened path on oneDNN's and on the im2col float32 convolution. Then every backend against the CPU kernels
-// (a backend may round its outputs to bf16, as cuDNN's bf16 convolutions do: bf16 tolerance).
+// convolutions and with the widened path on oneDNN's and on the im2col float32 convolution. The
+// invariant mode's twins are the float32 ones on the rounded operands, bit for bit (their
+// invariance is test_conv2d's). Then every backend against the CPU kernels (a backend may round
+// its outputs to bf16, as cuDNN's bf16 convolutions do: bf16 tolerance).
 #include <stdio.h>
 #include <string.h>
 
 #include "backends.h"
 #include "conv2d_reference.h"
+#include "exact_check.h"
 #include "kernels/conv2d_bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -81,7 +84,33 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     test_release();
 }
 
+// ---- the world-size-invariant mode ---------------------------------------------------------------
+static void invariant_case(conv2d_shape_t s, int group) {
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char t[96];
+    conv2d_tag(t, sizeof t, &s, 1);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(s.Cout, -1, 1), *dy = rand_f(ny, -1, 1);
+    float *xr = rounded(x, nx), *wr = rounded(w, nw), *dyr = rounded(dy, ny);
+    spk_bf16 *wh = to_bf16(w, nw), *xh = alloc_h(nx);
+    float *ws = alloc_f(conv2d_bf16_workspace_floats_fixed(&s)), *ws32 = alloc_f(conv2d_workspace_floats_fixed(&s));
+    float *y = alloc_f(ny), *y32 = alloc_f(ny), *tmp = alloc_f(nw);
+    conv2d_bf16_forward_fixed(y, xh, x, wh, bias, &s, ws);
+    conv2d_forward_fixed(y32, xr, wr, bias, &s, ws32);
+    check_true(memcmp(y, y32, ny * 4) == 0 && memcmp(xh, to_bf16(x, nx), nx * sizeof(spk_bf16)) == 0,
+               cname("conv2d_bf16_forward_fixed %s == conv2d_forward_fixed on rounded operands, xh = bf16(x)", t));
+    float *dx = zeros_f(nx), *dx32 = zeros_f(nx);
+    xsum_t dw = host_sums((int64_t)nw), dw32 = host_sums((int64_t)nw), db = host_sums(s.Cout), db32 = host_sums(s.Cout);
+    conv2d_bf16_backward_exact(dx, 0, tmp, dw, db, dy, xh, wh, &s, ws, group);
+    conv2d_backward_exact(dx32, 0, tmp, dw32, xsum_none(), dyr, xr, wr, &s, ws32, group);
+    conv2d_backward_exact(NULL, 0, NULL, xsum_none(), db32, dy, NULL, NULL, &s, ws32, group);  // dy unrounded
+    check_true(memcmp(dx, dx32, nx * 4) == 0 && same_sums(dw, dw32, (int64_t)nw) && same_sums(db, db32, s.Cout),
+               cname("conv2d_bf16_backward_exact %s group %d == the float32 one on rounded operands", t, group));
+    test_release();
+}
+
 static void cpu_checks(void) {
+    invariant_case(conv2d_shape(4, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1);
+    invariant_case(conv2d_shape(4, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 2);
     const spk_gemm_backend keep = spk_gemm_get_backend();
     const struct {
         spk_gemm_backend gemm;
@@ -136,6 +165,18 @@ static void backend_case(const int *a) {
     conv2d_backward_call(&dev, (grad3_t){g.dev[0], g.dev[1], g.dev[2]});
     conv2d_backward_call(&dev, (grad3_t){g.dev2[0], g.dev2[1], g.dev2[2]});
     grads_check(&g, "conv2d_bf16", t, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_BF16, TOL_BF16, TOL});
+
+    // the invariant mode's forward (the invariant table) and exact backward
+    const spk_backend_t *twin = spk_backend_invariant(g_be);
+    float *iws = alloc_f(conv2d_bf16_workspace_floats_fixed(&s)),
+          *iws_ = dev_f(NULL, twin->conv2d_bf16_workspace_floats(&s));
+    conv2d_bf16_forward_fixed(y, xh, x, wh, bias, &s, iws);
+    twin->conv2d_bf16_forward(y_, xh_, x_, wh_, b_, &s, iws_);
+    cmp(cname("conv2d_bf16_forward_fixed %s", t), y_, y, ny, TOL_BF16);
+    conv2d_call_t icpu = {&spk_backend_cpu, 1, &s, dy, NULL, NULL, xh, wh, iws},
+                  idev = {g_be, 1, &s, dy_, NULL, NULL, xh_, wh_, iws_};
+    backend_exact_checks("conv2d_bf16_backward_exact", t, conv2d_exact_call, &icpu, &idev, nx, nw,
+                         with_bias ? s.Cout : 0, TOL_BF16);
     dev_release();
     test_release();
 }

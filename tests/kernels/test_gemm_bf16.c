@@ -3,8 +3,12 @@
 // native path (oneDNN's matmul on AVX512-BF16/AMX, when this CPU has it) and the widened one
 // (float32 GEMM); against a double reference of the same bf16 operands (products are exact in
 // float32: only float32 summation error is allowed), against the float32 GEMM of the unrounded
-// operands at bf16 tolerance, and twice for the same bits. Then every backend against the CPU.
+// operands at bf16 tolerance, and twice for the same bits. The invariant mode's twins: a row of
+// spk_gemm_bf16_rows is the same alone and on 1 or 2 threads; the batched exact sums are the
+// same for any split of the batch (along groups) and right against the reference. Then every
+// backend against the CPU.
 #include "backends.h"
+#include "exact_check.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
@@ -119,6 +123,64 @@ static void run_many_shapes(const char *path) {
     test_release();
 }
 
+// ---- the world-size-invariant mode ----------------------------------------------------------
+static void invariant_case(const char *path, char ta, char tb) {
+    const int M = 12, N = 300, K = 700, batch = 6;  // big enough for the libraries to thread
+    const int lda = (ta == 'N' ? K : M) + 1, ldb = (tb == 'N' ? N : K) + 2, ldc = N + 3;
+    const int64_t sa = (int64_t)(ta == 'N' ? M : K) * lda, sb = (int64_t)(tb == 'N' ? K : N) * ldb,
+                  n = (int64_t)M * ldc;
+    spk_bf16 *A = rand_h((size_t)sa * batch), *B = rand_h((size_t)sb * batch);
+    float *C2 = zeros_f((size_t)n), *C1 = zeros_f((size_t)n), *rows = zeros_f((size_t)n);
+    char nm[160];
+    int before = with_threads(2);
+    spk_gemm_bf16_rows(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C2, ldc);
+    with_threads(1);
+    spk_gemm_bf16_rows(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C1, ldc);
+    with_threads(before);
+    for (int i = 0; i < M; i++)  // each row alone
+        spk_gemm_bf16_rows(ta, tb, 1, N, K, ta == 'N' ? A + (size_t)i * lda : A + i, lda, B, ldb, 0.0f,
+                           rows + (size_t)i * ldc, ldc);
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16_rows %c%c: a row is the same alone and on 1 or 2 threads", path, ta, tb);
+    check_true(memcmp(C1, C2, sizeof(float) * n) == 0 && memcmp(C1, rows, sizeof(float) * n) == 0, nm);
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16_rows %c%c vs reference", path, ta, tb);
+    check_close_d(nm, C1, reference(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C1, ldc), (size_t)n, 1e-5,
+                  1e-5 * (1 + K / 16.0));
+
+    float *fixed = zeros_f((size_t)n * batch), *loop = zeros_f((size_t)n * batch), *tmp = alloc_f((size_t)n);
+    spk_gemm_bf16_batched_fixed(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, 0.0f, fixed, ldc, n, batch);
+    for (int i = 0; i < batch; i++)
+        spk_gemm_bf16_fixed(ta, tb, M, N, K, A + i * sa, lda, B + i * sb, ldb, 0.0f, loop + (size_t)i * n, ldc);
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16_batched_fixed %c%c is the loop of fixed GEMMs", path, ta, tb);
+    check_true(memcmp(fixed, loop, sizeof(float) * n * batch) == 0, nm);
+
+    xsum_t whole = host_sums(n), items = host_sums(n), g2 = host_sums(n), g2split = host_sums(n);
+    before = with_threads(2);
+    spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, whole, ldc, batch, 1);
+    spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2, ldc, batch, 2);
+    with_threads(1);
+    for (int i = batch - 1; i >= 0; i--)
+        spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A + i * sa, lda, sa, B + i * sb, ldb, sb, tmp, items, ldc, 1, 1);
+    spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A + 4 * sa, lda, sa, B + 4 * sb, ldb, sb, tmp, g2split, ldc, 2, 2);
+    spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, tmp, g2split, ldc, 4, 2);
+    with_threads(before);
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16_batched_exact %c%c: the same sums item by item, groups split", path, ta,
+             tb);
+    check_true(same_sums(whole, items, n) && same_sums(g2, g2split, n), nm);
+    double *want = alloc_d((size_t)n);
+    for (int64_t k = 0; k < n; k++) want[k] = 0.0;
+    for (int i = 0; i < batch; i++) {
+        const double *item = reference(ta, tb, M, N, K, A + i * sa, lda, B + i * sb, ldb, 0.0f, tmp, ldc);
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < N; c++) want[(size_t)r * ldc + c] += item[(size_t)r * ldc + c];
+    }
+    float *got = sums_to_floats(g2, n);
+    for (int r = 0; r < M; r++)
+        for (int c = N; c < ldc; c++) got[(size_t)r * ldc + c] = 0.0f;  // columns past N: no sums
+    snprintf(nm, sizeof nm, "[%s] gemm_bf16_batched_exact %c%c groups of 2 vs reference", path, ta, tb);
+    check_close_d(nm, got, want, (size_t)n, 1e-5, 1e-5 * (1 + K / 16.0));
+    test_release();
+}
+
 static void run_all(const char *path) {
     const char tr[2] = {'N', 'T'};
     for (int a = 0; a < 2; a++)
@@ -131,6 +193,8 @@ static void run_all(const char *path) {
         }
     run_vs_f32(path);
     run_many_shapes(path);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) invariant_case(path, tr[a], tr[b]);
 }
 
 static void cpu_checks(void) {
@@ -176,6 +240,29 @@ static void backend_case(char ta, char tb) {
     spk_gemm_bf16_batched(ta, tb, M, N, K, A, lda, 0, Bb, ldb, (int64_t)nb, 1.0f, Cb, ldc, (int64_t)nc, batch);
     g_be->spk_gemm_bf16_batched(ta, tb, M, N, K, dA, lda, 0, dBb, ldb, (int64_t)nb, 1.0f, dCb, ldc, (int64_t)nc, batch);
     cmp(cname("gemm_bf16_batched %c%c, shared A", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
+
+    // the invariant twins: rows, the fixed batch, the exact batched sums (groups of 2)
+    const spk_backend_t *twin = spk_backend_invariant(g_be);
+    spk_gemm_bf16_rows(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
+    dev_set(dC, C, nc);
+    twin->spk_gemm_bf16(ta, tb, M, N, K, dA, lda, dB, ldb, 1.0f, dC, ldc);
+    spk_gemm_bf16_rows(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
+    cmp(cname("gemm_bf16_rows %c%c", ta, tb), dC, C, nc, TOL_GEMM);
+    twin->spk_gemm_bf16_batched(ta, tb, M, N, K, dA, lda, 0, dBb, ldb, (int64_t)nb, 0.0f, dCb, ldc, (int64_t)nc, batch);
+    spk_gemm_bf16_batched_fixed(ta, tb, M, N, K, A, lda, 0, Bb, ldb, (int64_t)nb, 0.0f, Cb, ldc, (int64_t)nc, batch);
+    for (int i = 0; i < batch; i++) {  // columns past N are not written: compare the written ones
+        float *got = dev_get(dCb + (size_t)i * nc, nc);
+        for (int r = 0; r < M; r++)
+            for (int c = N; c < ldc; c++) got[(size_t)r * ldc + c] = Cb[(size_t)i * nc + (size_t)r * ldc + c];
+        dev_set(dCb + (size_t)i * nc, got, nc);
+    }
+    cmp(cname("gemm_bf16_batched_fixed %c%c", ta, tb), dCb, Cb, nc * batch, TOL_GEMM);
+    xsum_t hs = host_sums((int64_t)nc), ds = xsum_layout(dev_alloc(xsum_bytes((int64_t)nc)), (int64_t)nc);
+    float *htmp = alloc_f(nc), *dtmp = dev_f(NULL, nc), *dsum = dev_f(NULL, nc);
+    spk_gemm_bf16_batched_exact(ta, tb, M, N, K, A, lda, 0, Bb, ldb, (int64_t)nb, htmp, hs, ldc, batch, 2);
+    g_be->spk_gemm_bf16_batched_exact(ta, tb, M, N, K, dA, lda, 0, dBb, ldb, (int64_t)nb, dtmp, ds, ldc, batch, 2);
+    g_be->xsum_to_float(dsum, ds, (int64_t)nc);
+    cmp(cname("gemm_bf16_batched_exact %c%c", ta, tb), dsum, sums_to_floats(hs, (int64_t)nc), nc, TOL_GEMM);
     dev_release();
     test_release();
 }

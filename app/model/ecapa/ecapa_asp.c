@@ -59,6 +59,26 @@ void asp_free(asp_t *a, const model_t *m) {
     model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
+// Where sample b of a rounded (B, rows, T) operand lies: by default folded, (rows, B*T), so the
+// weight gradient is one GEMM over the batch; in the invariant mode (B, rows, T), so a sample's
+// GEMMs read it with one sample's strides whatever B is (kernels/conv1d_bf16.h).
+typedef struct {
+    int ld;          // row stride
+    int64_t stride;  // from one sample to the next
+} bf16_layout_t;
+
+static bf16_layout_t bf16_layout(const model_t *m, int B, int rows, int T) {
+    if (m->invariant) return (bf16_layout_t){T, (int64_t)rows * T};
+    return (bf16_layout_t){B * T, T};
+}
+
+static void round_operand(const model_t *m, spk_bf16 *xh, const float *x, int B, int rows, int T) {
+    if (m->invariant)
+        m->be->bf16_from_f32(xh, x, (size_t)B * rows * T);
+    else
+        m->be->bf16_fold_from_f32(xh, NULL, x, B, rows, T);
+}
+
 size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T) {
     if (m->bf16) return m->be->conv1d_bf16_workspace_floats(B, a->att, a->cin, T, 1, 1);
     return m->be->conv1d_workspace_floats(B, a->att, a->cin, T, 1, 1);
@@ -76,9 +96,10 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     K->time_repeat_forward(a->tdnn.a, A, a->ctx, A, B, A, T);
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
-        K->bf16_fold_from_f32(a->hh, NULL, h, B, C, T);  // sample b: columns b*T.. of (C, B*T)
-        K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, B * T, T, 1.0f, a->tdnn.a, T, (int64_t)A * T,
-                                 B);
+        const bf16_layout_t l = bf16_layout(m, B, C, T);
+        round_operand(m, a->hh, h, B, C, T);
+        K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, l.ld, l.stride, 1.0f, a->tdnn.a, T,
+                                 (int64_t)A * T, B);
     } else {
         K->spk_sgemm_batched('N', 'N', A, T, C, 1.0f, W, 3 * C, 0, h, T, (int64_t)C * T, 1.0f, a->tdnn.a, T,
                              (int64_t)A * T, B);
@@ -114,12 +135,18 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     tdnn_post_backward(&a->tdnn, m, a->g_a, g, B, T);
     // The h part: dW_h += sum_b g_b h_b^T (bf16: one GEMM over the folded batch; fp32: a batch
     // summed into one output), dh_b += W_h^T g_b (a batch). The statistics part through ctx.
-    // (The invariant mode, fp32 only, adds each sample's terms exactly.)
+    // (The invariant mode adds each sample's terms exactly.)
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
-        K->bf16_fold_from_f32(a->gh, NULL, g, B, A, T);
-        K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);
-        K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, B * T, T, 1.0f, dh, T, (int64_t)C * T, B);
+        const bf16_layout_t lg = bf16_layout(m, B, A, T), lh = bf16_layout(m, B, C, T);
+        round_operand(m, a->gh, g, B, A, T);
+        if (m->invariant)
+            model_gemm_bf16_grad_exact(m, 'N', 'T', A, C, T, a->gh, lg.ld, lg.stride, a->hh, lh.ld, lh.stride,
+                                       a->tdnn.w, 3 * C, B);
+        else  // one GEMM over the folded batch
+            K->spk_gemm_bf16('N', 'T', A, C, B * T, a->gh, B * T, a->hh, B * T, 1.0f, dW, 3 * C);
+        K->spk_gemm_bf16_batched('T', 'N', C, T, A, Wh, 3 * C, 0, a->gh, lg.ld, lg.stride, 1.0f, dh, T, (int64_t)C * T,
+                                 B);
     } else {
         if (m->invariant)
             model_gemm_grad_exact(m, 'N', 'T', A, C, T, g, T, (int64_t)A * T, h, T, (int64_t)C * T, a->tdnn.w, 3 * C,

@@ -15,7 +15,10 @@ void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
                            const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation, float *work) {
     const float *p = m->params;
     float *gr = m->grads;
-    if (m->bf16)  // the forward's rounded input stands in for x
+    if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
+        m->be->conv1d_bf16_backward_exact(dx, gr + w, xgrad(m, w), xgrad(m, b), dy, xh, m->params_bf16 + w, B, Cin,
+                                          Cout, T, K, dilation, work, m->group);
+    else if (m->bf16)
         m->be->conv1d_bf16_backward(dx, gr + w, b < 0 ? NULL : gr + b, dy, xh, m->params_bf16 + w, B, Cin, Cout, T, K,
                                     dilation, work);
     else if (!m->invariant)
@@ -44,6 +47,13 @@ void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, i
                            int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch) {
     m->be->spk_sgemm_batched_exact(transa, transb, M, N, K, A, lda, strideA, Bm, ldb, strideB, m->grads + c,
                                    xgrad(m, c), ldc, batch, m->group);
+}
+
+void model_gemm_bf16_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                int64_t strideA, const spk_bf16 *Bm, int ldb, int64_t strideB, int64_t c, int ldc,
+                                int batch) {
+    m->be->spk_gemm_bf16_batched_exact(transa, transb, M, N, K, A, lda, strideA, Bm, ldb, strideB, m->grads + c,
+                                       xgrad(m, c), ldc, batch, m->group);
 }
 
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n) {
@@ -101,7 +111,10 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
                            const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
     const spk_backend_t *K = m->be;
     float *gr = m->grads;
-    if (m->bf16)  // the forward's rounded input stands in for x
+    if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
+        K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, xh, m->params_bf16 + w,
+                                      s, work, m->group);
+    else if (m->bf16)
         K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, xh, m->params_bf16 + w, s, work);
     else if (!m->invariant)
         K->conv2d_backward(dx, dx_accumulate, gr + w, NULL, dy, x, m->params + w, s, work);

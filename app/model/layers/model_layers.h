@@ -23,9 +23,13 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T);
 // Invariant mode only: the gradient at c (row stride ldc) += sum_i op(A_i) op(B_i)
-// (spk_sgemm_batched_exact), and the gradient at c (n) += the sum of the rows of x (rows, n).
+// (spk_sgemm_batched_exact; the bf16 one: spk_gemm_bf16_batched_exact), and the gradient at c
+// (n) += the sum of the rows of x (rows, n).
 void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const float *A, int lda,
                            int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch);
+void model_gemm_bf16_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
+                                int64_t strideA, const spk_bf16 *Bm, int ldb, int64_t strideB, int64_t c, int ldc,
+                                int batch);
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n);
 
 // The 2-D layers of app/model/layers/conv2d_bn.h: a convolution's weight gradient and input
