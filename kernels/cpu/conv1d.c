@@ -481,15 +481,17 @@ void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tenso
     forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
 }
 
-// The exact weight gradient by blocks of output channels x input channels, set by the shapes
-// only: rows of up to 256 floats (whole input channels), 32K floats a block. Each block is owned
-// by one thread, which computes every sample's part of it into dw_tmp and adds it to the sums:
-// the block and its sums stay in cache while the samples go by.
+// The exact weight gradient of samples one by one (groups of 1), by blocks of output channels x
+// input channels, set by the shapes only: rows of up to 256 floats (whole input channels), 32K
+// floats a block. Each block is owned by one thread, which computes every sample's part of it
+// into dw_tmp and adds it to the sums: the block and its sums stay in cache while the samples go
+// by.
 #define EXACT_BLOCK_COLS   256
 #define EXACT_BLOCK_FLOATS 32768
 
-static void weight_grad_exact(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
-                              int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt, int group) {
+static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy,
+                                  conv_tensor_t x, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch,
+                                  int nt) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     int cols = EXACT_BLOCK_COLS / K;  // input channels per block
@@ -514,13 +516,47 @@ static void weight_grad_exact(const conv_operands_t *op, float *dw_tmp, xsum_t d
                     ld = T;
                 }
                 float *t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
-                op->gemm('N', 'T', o1 - o0, n, T, row_at(dy, b, o0, e), (int)dy.row, src, ld, b % group ? 1.0f : 0.0f,
-                         t, CK);  // the group's samples add up in t
-                if (b % group == group - 1)
-                    for (int o = o0; o < o1; o++)
-                        xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
+                op->gemm('N', 'T', o1 - o0, n, T, row_at(dy, b, o0, e), (int)dy.row, src, ld, 0.0f, t, CK);
+                for (int o = o0; o < o1; o++)
+                    xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
             }
         }
+    }
+}
+
+// Groups of G > 1: each group's gradient is the GEMM dW = dYg colg^T over the group's columns
+// folded together (G T of them, in chunks of chunk_samples(G, T) samples whose products add up in
+// dw_tmp), as the default schedule's folded weight gradient, then one term of the sums. The
+// chunks and the GEMMs' shapes (blocks of EXACT_FOLD_COLS columns of dW, one thread each) depend
+// on G, T and the layer only. Scratch: the folded schedule's (kernels/cpu/conv1d.c, folded_bytes),
+// which holds chunk_samples(B, T) >= chunk_samples(G, T) samples' columns.
+#define EXACT_FOLD_COLS 256
+
+static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
+                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
+                                 int group) {
+    const int CK = Cin * K, nb_max = chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
+    const size_t e = op->elem;
+    SPK_ASSERT(nb_max <= chunk_samples(B, T));
+    char *col = scratch;                                                              // (CK, nc)
+    char *dyf = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));  // (Cout, nc)
+    for (int g0 = 0; g0 < B; g0 += group) {
+        for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
+            const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
+            im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
+            for (int co = 0; co < Cout; co++)
+                for (int bi = 0; bi < nb; bi++)
+                    memcpy(dyf + ((size_t)co * nc + (size_t)bi * T) * e, row_at(dy, b0 + bi, co, e), e * (size_t)T);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+            for (int blk = 0; blk < ncol; blk++) {
+                const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
+                op->gemm('N', 'T', Cout, n1 - n0, nc, dyf, nc, col + (size_t)n0 * nc * e, nc, b0 > g0 ? 1.0f : 0.0f,
+                         dw_tmp + n0, CK);  // the group's chunks add up in dw_tmp
+            }
+        }
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int o = 0; o < Cout; o++) xsum_add_row(xsum_at(dw, (int64_t)o * CK), dw_tmp + (size_t)o * CK, CK);
     }
 }
 
@@ -549,8 +585,11 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *d
     if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
-        weight_grad_exact(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch,
-                          per_sample_threads(B, Cin, Cout, T, K), group);
+        const int nt = per_sample_threads(B, Cin, Cout, T, K);
+        if (group == 1)
+            weight_grad_by_sample(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch, nt);
+        else
+            weight_grad_by_group(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch, nt, group);
     }
     if (!xsum_empty(dbias)) bias_grad_exact(dbias, dy_f32, B, Cout, T, group);
 }
