@@ -63,21 +63,30 @@ static void copy_sums(const spk_backend_t *be, xsum_t dst, xsum_t src, int64_t n
     copy(dst.lo, src.lo, (size_t)n * sizeof(int64_t));
 }
 
+// A bucket in flight on MPI: the bins' maximum (phase 1), then, every sum raised to it, the
+// limbs' sums (phase 2), both with MPI's own reductions in place on the sums.
+typedef struct {
+    int64_t from, to;
+    MPI_Request req[3];  // phase 1: req[0]; phase 2: req[1] (hi), req[2] (lo)
+} bucket_t;
+
 struct exact_reduce {
     const comm_t *comm;
     const spk_backend_t *be;
     struct nccl_comm *nccl;
     MPI_Comm world;     // a duplicate: these collectives keep to themselves
-    MPI_Datatype type;  // PACKED bytes
-    MPI_Op op;          // merge_packed
+    MPI_Comm limbs;     // another, for the buckets' phase 2 alone: MPI matches collectives by
+                        // their order on a communicator, and phase 2 starts when phase 1 is
+                        // seen done, at a moment that differs between ranks
+    MPI_Datatype type;  // PACKED bytes (exact_reduce_now)
+    MPI_Op op;          // merge_packed (exact_reduce_now)
     int64_t n;
-    xsum_t s;            // the sums of the bucketed reduction in progress (on the backend)
-    xsum_t host;         // (n) their host copy, separate memory without NCCL
-    char *packed;        // (n * PACKED) what MPI moves
-    int8_t *max;         // NCCL: (n) the bins' maximum, on the device
-    int64_t *from, *to;  // the buckets in flight, in start order
-    MPI_Request *reqs;
+    xsum_t s;          // the sums of the bucketed reduction in progress (on the backend)
+    xsum_t host;       // (n) their host copy, separate memory without NCCL
+    int8_t *max;       // (n) the bins' maximum: on the device (NCCL) or the host (MPI)
+    bucket_t *bucket;  // the buckets in flight, in start order
     int nbuckets, cap;
+    int advanced;   // buckets [0, advanced) are in phase 2: they advance in start order
     void *now_buf;  // exact_reduce_now's buffers: packed (and host copy), or NCCL's maximum
     int64_t now_cap;
     int64_t bytes;
@@ -94,10 +103,11 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
         return r;
     }
     mpiCheck(MPI_Comm_dup(c->world, &r->world));
+    mpiCheck(MPI_Comm_dup(c->world, &r->limbs));
     mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &r->type));
     mpiCheck(MPI_Type_commit(&r->type));
     mpiCheck(MPI_Op_create(merge_packed, 1, &r->op));
-    r->packed = mallocCheck((size_t)n * PACKED + 1);
+    r->max = mallocCheck((size_t)n + 1);
     if (be->separate_memory) r->host = xsum_layout(callocCheck(1, xsum_bytes(n)), n);
     return r;
 }
@@ -157,18 +167,20 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
     copy_sums(r->be, s, h, n, 0);
 }
 
+// The bucketed reductions use MPI's own reductions (vectorized, no packing) in two rounds, as
+// NCCL's path does: a bucket of sums ends as exact_reduce_now's merge would leave it, because
+// raising is linear in the limbs and raising twice is raising once to the larger bin.
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     const int64_t count = to - from;
     r->s = s;
+    r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
         nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
         return;
     }
 #endif
-    r->bytes += count * PACKED;
     xsum_t h = s;
     if (r->be->separate_memory) {  // the bucket's sums, to the host first
         h = r->host;
@@ -176,30 +188,45 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     }
     if (r->nbuckets == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 16;
-        int64_t *from2 = mallocCheck((size_t)r->cap * sizeof *from2), *to2 = mallocCheck((size_t)r->cap * sizeof *to2);
-        MPI_Request *reqs2 = mallocCheck((size_t)r->cap * sizeof *reqs2);
-        if (r->nbuckets) {
-            memcpy(from2, r->from, (size_t)r->nbuckets * sizeof *from2);
-            memcpy(to2, r->to, (size_t)r->nbuckets * sizeof *to2);
-            memcpy(reqs2, r->reqs, (size_t)r->nbuckets * sizeof *reqs2);
-        }
-        free(r->from);
-        free(r->to);
-        free(r->reqs);
-        r->from = from2, r->to = to2, r->reqs = reqs2;
+        bucket_t *more = mallocCheck((size_t)r->cap * sizeof *more);
+        if (r->nbuckets) memcpy(more, r->bucket, (size_t)r->nbuckets * sizeof *more);
+        free(r->bucket);
+        r->bucket = more;
     }
-    const int b = r->nbuckets++;
-    r->from[b] = from;
-    r->to[b] = to;
-    pack(r->packed + PACKED * from, xsum_at(h, from), count);
-    mpiCheck(
-        MPI_Iallreduce(MPI_IN_PLACE, r->packed + PACKED * from, (int)count, r->type, r->op, r->world, &r->reqs[b]));
+    bucket_t *b = &r->bucket[r->nbuckets++];
+    b->from = from, b->to = to;
+    mpiCheck(MPI_Iallreduce(h.bin + from, r->max + from, (int)count, MPI_INT8_T, MPI_MAX, r->world, &b->req[0]));
+}
+
+// Phase 2 of a bucket whose maximum has arrived: its sums raised to it, their limbs summed.
+static void limbs_start(exact_reduce_t *r, bucket_t *b) {
+    const xsum_t h = r->be->separate_memory ? r->host : r->s;
+    for (int64_t i = b->from; i < b->to; i++) {
+        int J = h.bin[i];
+        xsum_raise(&J, &h.hi[i], &h.lo[i], r->max[i]);
+        h.bin[i] = (int8_t)J;
+    }
+    const int count = (int)(b->to - b->from);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[1]));
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.lo + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
 }
 
 void exact_reduce_progress(exact_reduce_t *r) {
-    if (r->nbuckets == 0) return;
-    int done;  // MPI moves nonblocking collectives only inside MPI calls
-    mpiCheck(MPI_Test(&r->reqs[r->nbuckets - 1], &done, MPI_STATUS_IGNORE));
+    // MPI moves nonblocking collectives only inside MPI calls. Buckets whose maximum has arrived
+    // go on to their limbs in start order (the same order on every rank), up to the first that
+    // has not.
+    while (r->advanced < r->nbuckets) {
+        bucket_t *b = &r->bucket[r->advanced];
+        int done;
+        mpiCheck(MPI_Test(&b->req[0], &done, MPI_STATUS_IGNORE));
+        if (!done) return;
+        limbs_start(r, b);
+        r->advanced++;
+    }
+    if (r->nbuckets) {
+        int done;
+        mpiCheck(MPI_Test(&r->bucket[r->nbuckets - 1].req[2], &done, MPI_STATUS_IGNORE));
+    }
 }
 
 void exact_reduce_wait(exact_reduce_t *r) {
@@ -209,14 +236,20 @@ void exact_reduce_wait(exact_reduce_t *r) {
         return;
     }
 #endif
-    const xsum_t h = r->be->separate_memory ? r->host : r->s;
-    for (int b = 0; b < r->nbuckets; b++) {
-        comm_wait(r->comm, &r->reqs[b]);
-        const int64_t count = r->to[b] - r->from[b];
-        unpack(xsum_at(h, r->from[b]), r->packed + PACKED * r->from[b], count);
-        if (r->be->separate_memory) copy_sums(r->be, xsum_at(r->s, r->from[b]), xsum_at(h, r->from[b]), count, 0);
+    for (; r->advanced < r->nbuckets; r->advanced++) {  // every bucket's limbs in flight, in start order
+        bucket_t *b = &r->bucket[r->advanced];
+        comm_wait(r->comm, &b->req[0]);
+        limbs_start(r, b);
+    }
+    for (int k = 0; k < r->nbuckets; k++) {
+        bucket_t *b = &r->bucket[k];
+        comm_wait(r->comm, &b->req[1]);
+        comm_wait(r->comm, &b->req[2]);
+        if (r->be->separate_memory)
+            copy_sums(r->be, xsum_at(r->s, b->from), xsum_at(r->host, b->from), b->to - b->from, 0);
     }
     r->nbuckets = 0;
+    r->advanced = 0;
 }
 
 int64_t exact_reduce_take_bytes(exact_reduce_t *r) {
@@ -234,12 +267,11 @@ void exact_reduce_free(exact_reduce_t *r) {
         MPI_Op_free(&r->op);
         MPI_Type_free(&r->type);
         MPI_Comm_free(&r->world);
+        MPI_Comm_free(&r->limbs);
         free(r->now_buf);
+        free(r->max);
     }
-    free(r->packed);
     free(r->host.bin);
-    free(r->from);
-    free(r->to);
-    free(r->reqs);
+    free(r->bucket);
     free(r);
 }
