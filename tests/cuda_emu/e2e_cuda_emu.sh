@@ -8,7 +8,7 @@
 #   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
 #   - the classifier sharded across the ranks (--head sharded) as on the CPU, bitwise in both orders;
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
-#   - with --invariant (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
+#   - with --invariant, in float32 and bf16 (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
 #     (exact sums through MPI on the host) end bitwise equal; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
@@ -94,6 +94,12 @@ gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invaria
     >log_inv_shared 2>&1 || { cat log_inv_shared; fail "invariant: two ranks sharing a GPU"; }
 same inv1/$ckpt inv2/$ckpt 0 "invariant: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 same inv1/$ckpt inv_shared/$ckpt 0 "invariant: 1 rank vs 2 ranks sharing a GPU (MPI on the host)"
+# bf16 operands: each sample's cuBLAS calls of its own, the same exact sums.
+gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb1 \
+    >log_invb1 2>&1 || { cat log_invb1; fail "invariant bf16: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb2 \
+    >log_invb2 2>&1 || { cat log_invb2; fail "invariant bf16: two GPUs"; }
+same invb1/$ckpt invb2/$ckpt 0 "invariant bf16: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8 --optimizer sgd
      --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda --invariant --invariant-group 2"
 gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }
