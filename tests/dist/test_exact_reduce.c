@@ -2,7 +2,9 @@
 // "samples" (each a vector of float terms drawn from its index) dealt to the ranks, each rank
 // adding its samples to its own sums; after the bucketed reduction (uneven buckets, progressed
 // while others start), exact_reduce_now and exact_allreduce_host, every rank holds bitwise the
-// sums of all 24 samples that it computes alone. On host memory and through cpu-staged copies; a
+// sums of all 24 samples that it computes alone. Buckets in flight while blocking reductions run
+// between them, the ranks moving the buckets on at different moments, end the same (the second
+// rounds start in bucket order on every rank). On host memory and through cpu-staged copies; a
 // rank's NaN term makes that sum NaN everywhere.
 #include "app/dist/exact_reduce.h"
 #include "kernels/exact_sum.h"
@@ -11,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SAMPLES 24
 #define N       5000
@@ -74,6 +77,43 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     const int64_t bytes = exact_reduce_take_bytes(r);
     EXPECT(c->size == 1 || bytes == 2 * N * 17, "[%s] payload %lld bytes, expected %d", be->name, (long long)bytes,
            2 * N * 17);
+
+    // Buckets in flight around blocking reductions (BatchNorm's, inside the backward): even ranks
+    // move them on after a pause (their first rounds have arrived), odd ranks only at the wait.
+    xsum_t again = xsum_layout(be->alloc(xsum_bytes(N)), N);
+    for (int s = c->rank; s < SAMPLES; s += c->size) {
+        sample_terms(s, x);
+        be->upload(dx, x, sizeof(float) * N);
+        be->xsum_add(again, dx, 1, N, 1);
+    }
+    const int64_t many[7] = {0, 10, 700, 1900, 2000, 4200, N};
+    xsum_t small = xsum_layout(be->alloc(xsum_bytes(6 * 4)), 6 * 4);
+    for (int b = 0; b < 6; b++) {
+        exact_reduce_start(r, again, many[b], many[b + 1]);
+        if (c->rank % 2 == 0) {
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+            exact_reduce_progress(r);
+        }
+        float ones[4] = {1.0f, 2.0f, 0.5f, (float)c->rank};
+        be->upload(dx, ones, sizeof ones);
+        be->xsum_add(xsum_at(small, 4 * b), dx, 1, 4, 1);
+        exact_reduce_now(r, xsum_at(small, 4 * b), 4);
+    }
+    exact_reduce_wait(r);
+    const xsum_t got2 = download(be, again, N), sm = download(be, small, 6 * 4);
+    EXPECT(same(got2, all, N), "[%s] rank %d of %d: buckets around blocking reductions != all samples", be->name,
+           c->rank, c->size);
+    int small_ok = 1;
+    for (int b = 0; b < 6; b++)
+        small_ok &= xsum_value_of(sm, 4 * b) == c->size && xsum_value_of(sm, 4 * b + 1) == 2.0 * c->size &&
+                    xsum_value_of(sm, 4 * b + 3) == c->size * (c->size - 1) / 2.0;
+    EXPECT(small_ok, "[%s] rank %d of %d: the blocking reductions between buckets went wrong", be->name, c->rank,
+           c->size);
+    free(got2.bin);
+    free(sm.bin);
+    be->free(again.bin);
+    be->free(small.bin);
+    exact_reduce_take_bytes(r);
 
     // exact_allreduce_host, and a NaN on the last rank only
     xsum_t h = host_sums(3);
