@@ -2,9 +2,10 @@
 # The world-size-invariant mode with bf16 operands (--invariant --precision bf16, docs/invariant.md):
 # ECAPA (C=64) on 1, 2, 4 and 8 ranks ends with bitwise the same checkpoint, so do 1 and 2
 # threads, cpu-staged, micro-batches (--grad-accum 2) and a run stopped on 2 ranks and resumed on
-# 4; ResNet34 and CAM++ likewise on 1, 2 and 4 ranks. The run is a bf16 one (it differs from the
-# float32 invariant run, within bf16's rounding), the widened path of CPUs without native bf16 is
-# invariant in itself, and a plain float allreduce in place of the exact one breaks the identity.
+# 4; ResNet34 and CAM++ likewise on 1, 2 and 4 ranks; SupCon, DINO and ecapa-av on 1 and 2. The
+# run is a bf16 one (it differs from the float32 invariant run, within bf16's rounding), the
+# widened path of CPUs without native bf16 is invariant in itself, and a plain float allreduce in
+# place of the exact one breaks the identity.
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 and 8 ranks on few cores
 
@@ -64,6 +65,22 @@ done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $r34 --ckpt-dir r1t2 >/dev/null 2>&1 || fail "resnet34 on 2 threads"
 for d in r2 r4 r1t2; do same r1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "resnet34 bf16: $d == 1 rank (bitwise)"; done
 for d in c2 c4; do same c1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "campplus bf16: $d == 1 rank (bitwise)"; done
+
+# The contrastive and self-supervised losses and the audio-visual encoder, 1 and 2 ranks.
+$SPKDDP synth --kind speakers --out av.h5 --dim 16 --visual-dim 12 --speakers 10 --utts-per-speaker 8 \
+    --min-frames 48 --max-frames 96 >/dev/null || fail "synth av"
+small="--channels 32 --attention-channels 16 --se-channels 16 --emb-dim 32 --optimizer adam --lr 0.002 --invariant
+    --precision bf16 --progress 0 --epochs 1 --max-steps 3"
+supcon="--model ecapa --data sp.h5 $small --frames 40 --global-batch 16 --loss supcon"
+dino="--model ecapa --data sp.h5 $small --frames 40 --global-batch 8 --loss dino --views 4 --local-frames 24
+    --dino-hidden 64 --dino-bottleneck 16 --dino-out 128 --freeze-last-layer 0"
+av="--model ecapa-av --data av.h5 $small --visual-channels 16 --frames 48 --global-batch 16"
+for name in supcon dino av; do
+    for k in 1 2; do
+        run $k $SPKDDP train ${!name} --ckpt-dir ${name}$k >log_${name}$k 2>&1 || { cat log_${name}$k; fail "$name on $k"; }
+    done
+    same ${name}1/ckpt-000000000003.h5 ${name}2/ckpt-000000000003.h5 "$name bf16: 2 ranks == 1 rank (bitwise)"
+done
 
 # The comparisons can fail: a float allreduce of each rank's rounded sums.
 SPKDDP_EXACT_ALLREDUCE=float run 2 $SPKDDP train $ecapa --max-steps 6 --ckpt-dir mut >/dev/null 2>&1 ||
