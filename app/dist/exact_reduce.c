@@ -201,12 +201,8 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
 // Phase 2 of a bucket whose maximum has arrived: its sums raised to it, their limbs summed.
 static void limbs_start(exact_reduce_t *r, bucket_t *b) {
     const xsum_t h = r->be->separate_memory ? r->host : r->s;
-    for (int64_t i = b->from; i < b->to; i++) {
-        int J = h.bin[i];
-        xsum_raise(&J, &h.hi[i], &h.lo[i], r->max[i]);
-        h.bin[i] = (int8_t)J;
-    }
     const int count = (int)(b->to - b->from);
+    xsum_raise_to(xsum_at(h, b->from), r->max + b->from, count);
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[1]));
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.lo + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
 }

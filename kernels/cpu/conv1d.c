@@ -180,6 +180,16 @@ static void im2col(void *col, int ldc, conv_tensor_t x, int b0, int nb, int Cin,
     }
 }
 
+// dst (C, nb*T) = samples b0 .. b0+nb of x folded together: row c holds their rows c in turn.
+static void fold_rows(void *dst, conv_tensor_t x, int b0, int nb, int C, int T, size_t elem) {
+    const size_t nc = (size_t)nb * T;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)C * nc >= PAR_MIN_COPY)
+    for (int c = 0; c < C; c++)
+        for (int bi = 0; bi < nb; bi++)
+            memcpy((char *)dst + ((size_t)c * nc + (size_t)bi * T) * elem, row_at(x, b0 + bi, c, elem),
+                   elem * (size_t)T);
+}
+
 // dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
 static void col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation) {
     const int p = conv_pad(K, dilation);
@@ -391,10 +401,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, float *dw, con
         int lddy = (int)dy.row;
         if (!dy_in_place) {
             char *copy = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
-            for (int co = 0; co < Cout; co++)
-                for (int bi = 0; bi < nb; bi++)
-                    memcpy(copy + ((size_t)co * nc + (size_t)bi * T) * e, row_at(dy, b0 + bi, co, e), e * (size_t)T);
+            fold_rows(copy, dy, b0, nb, Cout, T, e);
             dyf = copy;
             lddy = nc;
         }
@@ -544,10 +551,7 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
         for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
             const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
             im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
-            for (int co = 0; co < Cout; co++)
-                for (int bi = 0; bi < nb; bi++)
-                    memcpy(dyf + ((size_t)co * nc + (size_t)bi * T) * e, row_at(dy, b0 + bi, co, e), e * (size_t)T);
+            fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
             for (int blk = 0; blk < ncol; blk++) {
                 const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;

@@ -88,8 +88,6 @@ void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
-#define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
-
 void spk_sgemm_fixed(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc) {
     // Both libraries read the thread count they may use from this task's OpenMP ICV at every
@@ -107,7 +105,7 @@ static const char *op_row(char trans, const void *A, int lda, int i, size_t elem
 
 void spk_sgemm_rows(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
-#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int i = 0; i < M; i++)
         spk_sgemm_fixed(transa, transb, 1, N, K, alpha, (const float *)op_row(transa, A, lda, i, sizeof(float)), lda, B,
                         ldb, beta, C + (size_t)i * ldc, ldc);
@@ -117,7 +115,7 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
                              int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
                              int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
-#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int i = 0; i < batch; i++)
         spk_sgemm_fixed(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
                         C + i * strideC, ldc);
@@ -136,7 +134,7 @@ void gemm_any_batched_exact(gemm_any_fn *fixed, size_t elem, char transa, char t
     if (M == 0 || N == 0 || batch == 0) return;
     const int nrow = (M + EXACT_BLOCK_ROWS - 1) / EXACT_BLOCK_ROWS,
               ncol = (N + EXACT_BLOCK_COLS - 1) / EXACT_BLOCK_COLS;
-#pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+#pragma omp parallel for schedule(dynamic, 1) if (nrow * ncol > 1 && (double)batch * M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int blk = 0; blk < nrow * ncol; blk++) {
         const int m0 = blk / ncol * EXACT_BLOCK_ROWS, m1 = m0 + EXACT_BLOCK_ROWS < M ? m0 + EXACT_BLOCK_ROWS : M;
         const int n0 = blk % ncol * EXACT_BLOCK_COLS, n1 = n0 + EXACT_BLOCK_COLS < N ? n0 + EXACT_BLOCK_COLS : N;

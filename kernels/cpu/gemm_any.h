@@ -7,6 +7,10 @@
 
 #include "kernels/exact_sum.h"
 
+// Multiply-adds below which the invariant mode's loops of fixed GEMMs (rows, batch items, blocks)
+// run on one thread, for float32 and bf16 operands alike.
+#define GEMM_LOOP_MIN_FLOPS 1000000
+
 // C (M, N) = op(A) op(B) + beta C, the operands in the caller's element type, C float32.
 typedef void gemm_any_fn(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                          float beta, float *C, int ldc);

@@ -241,11 +241,9 @@ void spk_gemm_bf16_fixed(char transa, char transb, int M, int N, int K, const sp
     omp_set_num_threads(threads);
 }
 
-#define PAR_MIN_FLOPS 1000000  // multiply-adds: below this, the loops below run on one thread
-
 void spk_gemm_bf16_rows(char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda, const spk_bf16 *B,
                         int ldb, float beta, float *C, int ldc) {
-#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= PAR_MIN_FLOPS)
+#pragma omp parallel for schedule(dynamic, 1) if (M > 1 && (double)M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int i = 0; i < M; i++)
         spk_gemm_bf16_fixed(transa, transb, 1, N, K, transa == 'N' ? A + (size_t)i * lda : A + i, lda, B, ldb, beta,
                             C + (size_t)i * ldc, ldc);
@@ -255,7 +253,7 @@ void spk_gemm_bf16_batched_fixed(char transa, char transb, int M, int N, int K, 
                                  int64_t strideA, const spk_bf16 *B, int ldb, int64_t strideB, float beta, float *C,
                                  int ldc, int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
-#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= PAR_MIN_FLOPS)
+#pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int i = 0; i < batch; i++)
         spk_gemm_bf16_fixed(transa, transb, M, N, K, A + i * strideA, lda, B + i * strideB, ldb, beta, C + i * strideC,
                             ldc);
