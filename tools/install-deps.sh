@@ -14,7 +14,7 @@ for opt in "$@"; do
     esac
 done
 exec bash "$(dirname "$0")/apt-install-missing.sh" \
-    build-essential cmake pkg-config xz-utils mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
+    build-essential cmake pkg-config xz-utils patchelf mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
     libopenblas-dev libopenblas-openmp-dev libdnnl-dev libsndfile1-dev libfftw3-dev libsoxr-dev libxxhash-dev libyaml-dev \
     libavformat-dev libavcodec-dev libswresample-dev libswscale-dev libavutil-dev libturbojpeg0-dev ffmpeg gnuplot-nox \
     libjansson-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev \

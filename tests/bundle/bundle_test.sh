@@ -8,12 +8,14 @@
 #    the host's resolves inside the bundle; spkddp synthesises and trains a world of one with no
 #    launcher, on the CPU, saying that no CUDA driver is installed; the GPU tests report
 #    skipped (77); a kernel test's CPU checks pass.
-# 4. The stand-in bundle (--stand-in: the same binaries on the CUDA stand-in) runs its
-#    gpu_check.sh in a stripped environment: every step passes or says why it cannot run here,
-#    at most 8 files come back (tests/cuda_emu/gpu_check_summary.sh).
+# 4. The stand-in bundle (--stand-in: the stand-in's twins the tests' build BUILD already has,
+#    packed quickly) runs its gpu_check.sh in a stripped environment: every step passes or says
+#    why it cannot run here, at most 8 files come back (tests/cuda_emu/gpu_check_summary.sh).
+#   bundle_test.sh SRC WORK BUILD
 set -u
 src=$1
 work=$2
+build=$3
 . "$src/tests/bundle/lib.sh"
 . "$src/tests/cuda_emu/gpu_check_summary.sh"
 mkdir -p "$work" && cd "$work" || exit 1
@@ -76,7 +78,8 @@ rc=$?
 cd "$work" || exit 1
 
 # 4. the stand-in bundle's gpu_check.sh
-bash "$src/tools/gpu_bundle.sh" "$work/gpu-stand-in" --stand-in || { echo "FAIL: gpu_bundle.sh --stand-in"; exit 1; }
+SPKDDP_BUNDLE_FROM=$build SPKDDP_BUNDLE_XZ=1 bash "$src/tools/gpu_bundle.sh" "$work/gpu-stand-in" --stand-in ||
+    { echo "FAIL: gpu_bundle.sh --stand-in"; exit 1; }
 stripped SPKDDP_BUNDLE_DIR="$work/unpacked-stand-in" TORCH_PYTHON=/nonexistent/python3 GPU_CHECK_SCALE=small \
     GPU_CHECK_SKIP=e2e -- bash gpu-stand-in/gpu_check.sh "$work/results" >gpu_check.log 2>&1
 rc=$?

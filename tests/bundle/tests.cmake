@@ -8,7 +8,8 @@ if(NOT SPKDDP_CUDA OR NOT SPKDDP_CUDA_EMU OR SPKDDP_SANITIZE OR SPKDDP_FUZZ)
   return()
 endif()
 set(_spk_bundle_work ${CMAKE_CURRENT_BINARY_DIR}/work/bundle)
-add_test(NAME bundle COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bundle/bundle_test.sh ${CMAKE_SOURCE_DIR} ${_spk_bundle_work})
+add_test(NAME bundle COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bundle/bundle_test.sh ${CMAKE_SOURCE_DIR} ${_spk_bundle_work}
+                                 ${CMAKE_BINARY_DIR})
 set_tests_properties(bundle PROPERTIES LABELS bundle TIMEOUT 2400 FIXTURES_SETUP spk_bundle)
 add_test(NAME bundle_cuda_wheels
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bundle/bundle_cuda_wheels.sh ${CMAKE_SOURCE_DIR} ${_spk_bundle_work}
