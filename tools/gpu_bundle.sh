@@ -93,6 +93,7 @@ while [ ${#queue[@]} -gt 0 ]; do
 done
 # Twins taken from another build search that build's library folders; the bundle's own search
 # only $ORIGIN/../lib, as the bundle build links them.
+# shellcheck disable=SC2016  # $ORIGIN is for the loader
 [ -z "$from" ] || patchelf --set-rpath '$ORIGIN/../lib' "$stage"/app/spkddp "$stage"/tests/test_*
 strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* 2>/dev/null || true
 
