@@ -6,6 +6,8 @@
 #pragma once
 #include <stddef.h>
 
+#define AAM_NORM_EPS 1e-12f  // F.normalize's default floor of the norms
+
 typedef struct {
     float *probs, *cos_target, *enorm, *wnorm, *ehat, *what;
 } aam_cache_t;

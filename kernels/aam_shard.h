@@ -13,6 +13,9 @@
 // Cache and workspace: kernels/aam_layout.h with B = G.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/exact_sum.h"
 
 #define AAM_SHARD_ROW 3  // floats of rows[] per embedding
 enum { AAM_SHARD_LSE = 0, AAM_SHARD_TARGET = 1, AAM_SHARD_COSMAX = 2 };
@@ -36,3 +39,38 @@ void aam_shard_backward(float *demb,          // (G, E) =
                         const float *factor,  // (G)
                         float g, const float *cache, const int *labels, int G, int E, int S, int first, float margin,
                         float scale, float *workspace);  // (aam_shard_workspace_floats)
+
+// ---- the world-size-invariant mode (--invariant --head sharded) ---------------------------------
+// A row's softmax sums over every class, across the slices, so those sums are exact
+// (kernels/exact_sum.h), and every other number is computed from one class, or from one block
+// of classes, alone. Blocks are `block` consecutive global classes (aam_shard_block), which the
+// slices never split (app/dist/head_comm.h), so a block is computed alike in any slice. In this
+// mode the cache's probs slot holds the logits class-major, (S, G).
+
+// Classes per block for a head of `classes`: 1 below 2,048 classes (the slices are then those
+// of the plain mode), up to 64 for large heads. It bounds the ranks a head can be split over
+// (ceil(classes / block) >= ranks) and the exact sums of the embeddings' gradient (G x E per
+// block and step).
+static inline int aam_shard_block(int64_t classes) {
+    const int64_t b = classes / 1024;
+    return b < 1 ? 1 : b > 64 ? 64 : (int)b;
+}
+
+// aam_shard_forward's results, with each block's cosines by one fixed GEMM (kernels/gemm.h) and
+// rows[g].lse replaced by the slice's largest logit; the logits (margin at the label) stay in
+// the cache for the two calls below.
+void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float *emb, const float *w,
+                             const int *labels, int G, int E, int S, int first, int block, float margin, float scale);
+// sums[g] += exp(logit[j, g] - mx[g]) over the slice's classes j (G exact sums): the whole
+// head's sums, once added over the slices, whatever the slices are.
+void aam_shard_expsum_exact(xsum_t sums, const float *mx, const float *cache, int G, int E, int S);
+// The gradient of g * (sum of the G losses) through the slice, with the whole head's
+// probabilities p[j, g] = exp(logit[j, g] - mx[g]) / sum[g] (mx_sum: mx (G) | sum (G)):
+//   dehat (G x E exact sums) += the gradient w.r.t. the normalised embeddings, each block's
+//                              classes summed in float in class order as one term (the
+//                              normalisation's backward comes after the sum over slices);
+//   dw (S x E exact sums)    += the class rows' gradient, each group of `group` samples summed
+//                              in float (in dw_tmp, S x E scratch) as one term.
+void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g, const float *cache,
+                              const int *labels, int G, int E, int S, int first, int block, float margin, float scale,
+                              float *workspace, int group);

@@ -132,7 +132,10 @@
     X(batchnorm2d_backward_partial) \
     X(batchnorm2d_backward_global)  \
     X(aam_softmax_forward_rows)     \
-    X(aam_softmax_backward_exact)
+    X(aam_softmax_backward_exact)   \
+    X(aam_shard_forward_fixed)      \
+    X(aam_shard_expsum_exact)       \
+    X(aam_shard_backward_exact)
 
 // The world-size-invariant mode's replacements (kernels/backend.h, spk_backend_invariant):
 // X(op, replacement), each replacement with op's contract and type, but per-sample results that

@@ -10,6 +10,7 @@
 #include "app/model/registry.h"
 #include "app/train/optimizer.h"
 #include "app/train/sharded_head.h"
+#include "kernels/aam_shard.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #include "kernels/base/rng.h"
@@ -196,10 +197,12 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     if (o.model.head_sample > 0 && o.model.head_sample < 1 && !sharded)
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
-    if (sharded && (strcmp(o.model.name, "linear") == 0 || o.model.invariant || o.classes < comm->size))
-        spk_fail_all(
-            SPK_EXIT_USAGE,
-            "bench: --head sharded needs an AAM-softmax model, no --invariant and at least one class per rank");
+    const int64_t class_blocks = (o.classes + aam_shard_block(o.classes) - 1) / aam_shard_block(o.classes);
+    if (sharded && (strcmp(o.model.name, "linear") == 0 || class_blocks < comm->size ||
+                    (o.model.invariant && o.model.head_sample > 0 && o.model.head_sample < 1)))
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "bench: --head sharded needs an AAM-softmax model, at least one class (block) per rank, and "
+                     "no --head-sample with --invariant");
     int64_t first = 0, rows = 0;
     if (sharded && comm->size > 1) head_shard_slice(o.classes, comm->size, comm->rank, &first, &rows);
     model_t *m = model_create(&o.model,

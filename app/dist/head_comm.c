@@ -1,6 +1,9 @@
 // The sharded classifier's slices and collectives (app/dist/head_comm.h).
 #include "app/dist/head_comm.h"
 
+#include "app/dist/exact_reduce.h"
+#include "kernels/aam_shard.h"
+
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/nccl_comm.h"
@@ -9,8 +12,10 @@
 #include <stdlib.h>
 
 void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64_t *rows) {
-    *first = classes * rank / size;
-    *rows = classes * (rank + 1) / size - *first;
+    const int64_t block = aam_shard_block(classes), blocks = (classes + block - 1) / block;
+    const int64_t end = blocks * (rank + 1) / size * block;
+    *first = blocks * rank / size * block;
+    *rows = (end < classes ? end : classes) - *first;
 }
 
 // Counts and displacements of every rank's block in units of `unit` elements, as MPI's ints:
@@ -60,6 +65,12 @@ static void reduce_scatter(void *ctx, const float *send, float *recv, const int6
     free(n);
 }
 
+static void exact_allreduce(void *ctx, xsum_t s, int64_t n) {
+    head_comm_impl_t *h = ctx;
+    exact_allreduce_host(h->comm, s, n);
+    h->bytes += (int64_t)xsum_bytes(n);
+}
+
 #ifdef SPKDDP_HAVE_CUDA
 static void allgather_device(void *ctx, const float *send, float *recv, int64_t count) {
     head_comm_impl_t *h = ctx;
@@ -94,7 +105,8 @@ void head_comm_init(head_comm_impl_t *h, const comm_t *c) {
                            .ctx = h,
                            .counts = counts,
                            .allgather = allgather,
-                           .reduce_scatter = reduce_scatter};
+                           .reduce_scatter = reduce_scatter,
+                           .exact_allreduce = exact_allreduce};
 }
 
 int64_t head_comm_take_bytes(head_comm_impl_t *h) {

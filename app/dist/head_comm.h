@@ -18,8 +18,9 @@ typedef struct {
     int64_t bytes;           // payload bytes this rank sent since head_comm_take_bytes
 } head_comm_impl_t;
 
-// Rank `rank` of `size` holds classes [*first, *first + *rows): contiguous, sizes differing by
-// at most one, none empty when classes >= size.
+// Rank `rank` of `size` holds classes [*first, *first + *rows): contiguous whole blocks of
+// aam_shard_block(classes) classes (kernels/aam_shard.h; one class below 2,048), sizes
+// differing by at most one block, none empty when the blocks are at least as many as the ranks.
 void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64_t *rows);
 // The model's collectives over c (MPI on host buffers, each wait under the job's deadline).
 void head_comm_init(head_comm_impl_t *h, const comm_t *c);

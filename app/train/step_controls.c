@@ -1,10 +1,13 @@
 #include "app/train/step_controls.h"
 
+#include "app/dist/exact_reduce.h"
 #include "io/common/metrics.h"
 #include "kernels/base/check.h"
+#include "kernels/exact_sum_math.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk_backend_t *be) {
     *c = (step_controls_t){.cfg = cfg, .be = be, .ep_norm_max = 0};
@@ -12,14 +15,41 @@ void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk
     c->dev_norm = be->alloc(sizeof(double));
 }
 
-void step_controls_shard(step_controls_t *c, const comm_t *comm, int64_t own) {
+void step_controls_shard(step_controls_t *c, const comm_t *comm, int64_t own, int64_t block) {
     c->comm = comm;
     c->own = own;
+    c->block = block;
 }
 
 void step_controls_free(step_controls_t *c) {
     if (c->dev_norm) c->be->free(c->dev_norm);
-    c->dev_norm = NULL;
+    if (c->dev_blocks) c->be->free(c->dev_blocks);
+    free(c->blocks);
+    c->dev_norm = c->dev_blocks = c->blocks = NULL;
+}
+
+// The head's sum of squares over every rank's slice from whole class blocks: each block's in
+// double (vec_sum_squares, fixed for its size), the blocks' added as exact sums.
+static double head_squares_exact(step_controls_t *c, const float *grads) {
+    const int64_t n = (c->own + c->block - 1) / c->block;
+    if (n > c->cap_blocks) {
+        if (c->dev_blocks) c->be->free(c->dev_blocks);
+        free(c->blocks);
+        c->dev_blocks = c->be->alloc((size_t)n * sizeof(double));
+        c->blocks = mallocCheck((size_t)n * sizeof(double));
+        c->cap_blocks = n;
+    }
+    for (int64_t b = 0; b < n; b++) {
+        const int64_t off = b * c->block, len = c->own - off < c->block ? c->own - off : c->block;
+        c->be->vec_sum_squares(c->dev_blocks + b, grads + off, (size_t)len);
+    }
+    c->be->download(c->blocks, c->dev_blocks, (size_t)n * sizeof(double));
+    xsum_cell_t cell = {0};
+    int J = 0;
+    for (int64_t b = 0; b < n; b++) xsum_deposit(&J, &cell.hi, &cell.lo, c->blocks[b]);
+    cell.bin = (int8_t)J;
+    exact_allreduce_host(c->comm, xsum_cell(&cell), 1);
+    return xsum_value_of(xsum_cell(&cell), 0);
 }
 
 static const char *what_number(double x) { return isnan(x) ? "NaN" : "infinite"; }
@@ -37,7 +67,9 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
     double sq, head = 0.0;
     c->be->vec_sum_squares(c->dev_norm, grads + c->own, (size_t)(n - c->own));
     c->be->download(&sq, c->dev_norm, sizeof sq);
-    if (c->own > 0) {  // every rank's slice of the head
+    if (c->own > 0 && c->block > 0) {
+        head = head_squares_exact(c, grads);
+    } else if (c->own > 0) {  // every rank's slice of the head
         c->be->vec_sum_squares(c->dev_norm, grads, (size_t)c->own);
         c->be->download(&head, c->dev_norm, sizeof head);
         comm_allreduce_sum_f64(c->comm, &head, 1);

@@ -28,11 +28,14 @@
 typedef struct {
     const train_config_t *cfg;
     const spk_backend_t *be;
-    double *dev_norm;    // one double on the backend: vec_sum_squares' output
-    int measure;         // every update's norm and loss are read before it (see above)
-    int64_t skipped;     // updates skipped in this run
-    const comm_t *comm;  // with own > 0: grads[0, own) are this rank's slice of a sharded head,
-    int64_t own;         // whose squares the norm sums over the ranks
+    double *dev_norm;             // one double on the backend: vec_sum_squares' output
+    int measure;                  // every update's norm and loss are read before it (see above)
+    int64_t skipped;              // updates skipped in this run
+    const comm_t *comm;           // with own > 0: grads[0, own) are this rank's slice of a sharded head,
+    int64_t own;                  // whose squares the norm sums over the ranks
+    int64_t block;                // > 0: floats of a class block (the invariant mode, step_controls_shard)
+    double *dev_blocks, *blocks;  // each block's sum of squares, on the backend and the host
+    int64_t cap_blocks;
     // the epoch in progress (checkpointed)
     double ep_norm_sum, ep_norm_max;  // over its applied updates, before clipping
     int64_t ep_skipped;
@@ -48,8 +51,10 @@ typedef struct {
 
 void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk_backend_t *be);
 // The gradient's first `own` floats are this rank's slice of a sharded classifier (--head sharded):
-// the norm is the whole gradient's, with every rank's slice.
-void step_controls_shard(step_controls_t *c, const comm_t *comm, int64_t own);
+// the norm is the whole gradient's, with every rank's slice. block > 0 (the invariant mode: the
+// floats of a class block, which slices never split) sums each block's squares alone and the
+// blocks' sums exactly, so the norm has the same bits on any number of ranks.
+void step_controls_shard(step_controls_t *c, const comm_t *comm, int64_t own, int64_t block);
 void step_controls_free(step_controls_t *c);
 // After the gradient (grads, n floats on the backend) is averaged: its norm, the non-finite
 // verdict (skip, or stop every rank with one line naming the epoch and step), clipping. Fills

@@ -28,6 +28,7 @@
 #include "io/dataset/dataset.h"
 #include "io/loader/loader.h"
 #include "io/loader/sampler.h"
+#include "kernels/aam_shard.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
 #include "kernels/base/spk_assert.h"
@@ -714,10 +715,11 @@ static void create_model(trainer_t *t) {
     t->sliced = sharded && t->comm->size > 1;
     int64_t first = 0, rows = 0;
     if (t->sliced) {
-        if (classes < t->comm->size)
+        const int64_t block = aam_shard_block(classes), blocks = (classes + block - 1) / block;
+        if (blocks < t->comm->size)
             spk_fail_all(SPK_EXIT_USAGE,
-                         "train: --head sharded over %d ranks needs at least as many classes (%s has %lld)",
-                         t->comm->size, c->data, (long long)classes);
+                         "train: --head sharded over %d ranks needs at least as many classes (%s has %lld%s)",
+                         t->comm->size, c->data, (long long)classes, block > 1 ? ", split in blocks" : "");
         head_shard_slice(classes, t->comm->size, t->comm->rank, &first, &rows);
     }
     const model_data_t md = {.feature_dim = t->data.feature_dim,
@@ -747,7 +749,9 @@ static void create_optimizer(trainer_t *t) {
     optimizer_init(&t->opt, &oc, n, t->be);
     step_controls_init(&t->controls, t->cfg, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
-    if (own) step_controls_shard(&t->controls, t->comm, own);
+    if (own)
+        step_controls_shard(&t->controls, t->comm, own,
+                            t->model->invariant ? aam_shard_block(t->shard.classes) * t->shard.E : 0);
     grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant,
                    t->model->teacher);
     head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
@@ -911,10 +915,16 @@ static trainer_t *trainer_setup(const comm_t *comm, const train_config_t *cfg, c
     char accum[48] = "";
     if (cfg->grad_accum > 1) snprintf(accum, sizeof accum, " x %lld micro-batches", (long long)cfg->grad_accum);
     char head[160] = "";
-    if (t->sliced)
-        snprintf(head, sizeof head, "; classifier sharded: %lld-%lld of %lld classes per rank",
-                 (long long)(t->model->num_classes / comm->size),
-                 (long long)((t->model->num_classes + comm->size - 1) / comm->size), (long long)t->model->num_classes);
+    if (t->sliced) {
+        int64_t lo = INT64_MAX, hi = 0, first, rows;
+        for (int r = 0; r < comm->size; r++) {
+            head_shard_slice(t->model->num_classes, comm->size, r, &first, &rows);
+            lo = rows < lo ? rows : lo;
+            hi = rows > hi ? rows : hi;
+        }
+        snprintf(head, sizeof head, "; classifier sharded: %lld-%lld of %lld classes per rank", (long long)lo,
+                 (long long)hi, (long long)t->model->num_classes);
+    }
     printf0(
         "spkddp train: model %s (%lld parameters%s), %lld utterances of %s, %d ranks x batch %lld%s = global batch "
         "%lld, %lld steps/epoch\n",

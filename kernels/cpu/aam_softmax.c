@@ -13,7 +13,7 @@
 #include "kernels/elementwise_math.h"
 #include "kernels/gemm.h"
 
-#define NORM_EPS 1e-12f  // F.normalize default
+#define NORM_EPS AAM_NORM_EPS
 
 size_t aam_softmax_cache_floats(int B, int E, int S) { return aam_cache_floats(B, E, S); }
 
@@ -159,6 +159,33 @@ static int class_block_rows(int S, int E) {
     return rows < 1 ? 1 : (rows < S ? rows : S);
 }
 
+// dw (S x E exact sums) += each sample's class-weight gradient dwhat_b = dcos[b, s] ehat_b
+// through the normalisation of class row s, each group of `group` samples summed in dw_tmp as
+// one term. dcos[b, s] is at dcos[b * db + s * ds] (sample-major or class-major); dwhat (S x E
+// scratch) holds one sample's.
+static void class_grads_exact(xsum_t dw, float *dw_tmp, float *dwhat, const float *dcos, size_t db, size_t ds,
+                              const aam_cache_t *c, int B, int E, int S, int group) {
+    const int rows = class_block_rows(S, E), blocks = (S + rows - 1) / rows;
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S * E >= 32768)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int s0 = blk * rows, s1 = s0 + rows < S ? s0 + rows : S;
+        for (int b = 0; b < B; b++) {
+            const float *eh = c->ehat + (size_t)b * E;
+            for (int s = s0; s < s1; s++) {
+                const float gs = dcos[(size_t)b * db + (size_t)s * ds];
+                float *g = dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;
+                for (int e = 0; e < E; e++) {
+                    g[e] = gs * eh[e];
+                    if (b % group == 0) d[e] = 0.0f;
+                }
+                normalize_row_backward(d, g, c->what + (size_t)s * E, c->wnorm[s], E);
+            }
+            if (b % group == group - 1)
+                xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
+        }
+    }
+}
+
 void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dloss, const float *cache,
                                 const float *emb, const float *w, const int *labels, int B, int E, int S, float margin,
                                 float scale, float *workspace, int group) {
@@ -175,28 +202,7 @@ void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dlo
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);
-    // Each sample's (S, E) gradient: dwhat_b = dcos_b^T ehat_b through the normalisation of
-    // the class weights, row by row (ws.dwhat holds dwhat_b), a group's summed in dw_tmp, then
-    // added to the sums.
-    const int rows = class_block_rows(S, E), blocks = (S + rows - 1) / rows;
-#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S * E >= 32768)
-    for (int blk = 0; blk < blocks; blk++) {
-        const int s0 = blk * rows, s1 = s0 + rows < S ? s0 + rows : S;
-        for (int b = 0; b < B; b++) {
-            const float *eh = c.ehat + (size_t)b * E;
-            for (int s = s0; s < s1; s++) {
-                const float gs = ws.dcos[(size_t)b * S + s];
-                float *g = ws.dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;
-                for (int e = 0; e < E; e++) {
-                    g[e] = gs * eh[e];
-                    if (b % group == 0) d[e] = 0.0f;
-                }
-                normalize_row_backward(d, g, c.what + (size_t)s * E, c.wnorm[s], E);
-            }
-            if (b % group == group - 1)
-                xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
-        }
-    }
+    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, (size_t)S, 1, &c, B, E, S, group);
 }
 
 // ---- the head sharded over classes (kernels/aam_shard.h) ------------------------------------------
@@ -268,4 +274,121 @@ void aam_shard_backward(float *demb, float *dw, const float *factor, float g, co
         spk_sgemm('T', 'N', S, E, G, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
         normalize_rows_backward(dw, ws.dwhat, c.what, c.wnorm, S, E);
     }
+}
+
+// ---- the sharded head in the world-size-invariant mode ---------------------------------------------
+
+#define SHARD_COLS 16  // samples a thread takes at once over the class-major logits
+
+// Row j's block (kernels/aam_shard.h), and the end of the run of rows from j in that block.
+static inline int64_t block_of(int first, int j, int block) { return ((int64_t)first + j) / block; }
+static inline int block_end(int first, int j, int S, int block) {
+    const int64_t end = (block_of(first, j, block) + 1) * block - first;
+    return end < S ? (int)end : S;
+}
+
+void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float *emb, const float *w,
+                             const int *labels, int G, int E, int S, int first, int block, float margin, float scale) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    const spk_aam_margin_t mc = spk_aam_margin(margin);
+    normalize_rows(c.ehat, c.enorm, emb, G, E);
+    normalize_rows(c.what, c.wnorm, w, S, E);
+    float *L = c.probs;  // (S, G)
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)G * S * E >= 32768)
+    for (int j = 0; j < S; j++) {  // one fixed GEMM per block: the block's bits in any slice
+        if (j > 0 && block_of(first, j - 1, block) == block_of(first, j, block)) continue;
+        const int k = block_end(first, j, S, block);
+        spk_sgemm_fixed('N', 'T', k - j, G, E, 1.0f, c.what + (size_t)j * E, E, c.ehat, E, 0.0f, L + (size_t)j * G, G);
+    }
+#pragma omp parallel for schedule(static) if ((size_t)G * S >= 32768)
+    for (int g0 = 0; g0 < G; g0 += SHARD_COLS) {
+        const int n = G - g0 < SHARD_COLS ? G - g0 : SHARD_COLS;
+        float cmax[SHARD_COLS], zmax[SHARD_COLS], zy[SHARD_COLS];
+        int am[SHARD_COLS], y[SHARD_COLS];
+        for (int i = 0; i < n; i++) {
+            const int l = labels[g0 + i] - first;
+            y[i] = l >= 0 && l < S ? l : -1;
+            c.cos_target[g0 + i] = y[i] >= 0 ? L[(size_t)y[i] * G + g0 + i] : 0.0f;
+            zy[i] = scale * spk_aam_phi(c.cos_target[g0 + i], mc);
+            cmax[i] = zmax[i] = -INFINITY;
+            am[i] = 0;
+        }
+        for (int j = 0; j < S; j++) {  // in class order: the first maximum is the first class's
+            float *l = L + (size_t)j * G + g0;
+            for (int i = 0; i < n; i++) {
+                if (l[i] > cmax[i]) cmax[i] = l[i], am[i] = j;
+                l[i] = j == y[i] ? zy[i] : l[i] * scale;
+                zmax[i] = fmaxf(zmax[i], l[i]);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            float *out = rows + (size_t)(g0 + i) * AAM_SHARD_ROW;
+            out[AAM_SHARD_LSE] = zmax[i];
+            out[AAM_SHARD_TARGET] = y[i] >= 0 ? zy[i] : 0.0f;
+            out[AAM_SHARD_COSMAX] = cmax[i];
+            argmax[g0 + i] = first + am[i];
+        }
+    }
+}
+
+void aam_shard_expsum_exact(xsum_t sums, const float *mx, const float *cache, int G, int E, int S) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+#pragma omp parallel for schedule(static) if ((size_t)G * S >= 32768)
+    for (int g0 = 0; g0 < G; g0 += SHARD_COLS) {
+        const int n = G - g0 < SHARD_COLS ? G - g0 : SHARD_COLS;
+        float t[SHARD_COLS];
+        for (int j = 0; j < S; j++) {
+            const float *l = c.probs + (size_t)j * G + g0;
+            for (int i = 0; i < n; i++) t[i] = expf(l[i] - mx[g0 + i]);
+            xsum_add_row(xsum_at(sums, g0), t, n);
+        }
+    }
+}
+
+void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g, const float *cache,
+                              const int *labels, int G, int E, int S, int first, int block, float margin, float scale,
+                              float *workspace, int group) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0 && group > 0 && G % group == 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
+    const spk_aam_margin_t mc = spk_aam_margin(margin);
+    const float gs = g * scale, *mx = mx_sum, *sum = mx_sum + G;
+#pragma omp parallel for schedule(static) if ((size_t)G * S >= 32768)
+    for (int j = 0; j < S; j++) {  // dcos (S, G), class-major as the logits
+        const float *l = c.probs + (size_t)j * G;
+        float *d = ws.dcos + (size_t)j * G;
+        for (int b = 0; b < G; b++) {
+            const float p = expf(l[b] - mx[b]) / sum[b];
+            d[b] = labels[b] - first == j ? gs * (p - 1.0f) * spk_aam_dphi(c.cos_target[b], mc) : gs * p;
+        }
+    }
+    if (!xsum_empty(dehat)) {
+        // Each block's sum over its classes, in float and class order, per sample: the block's
+        // rows of what stay in cache while a thread's samples pass over them.
+#pragma omp parallel for schedule(static) if ((size_t)G * S * E >= 32768)
+        for (int b0 = 0; b0 < G; b0 += SHARD_COLS) {
+            const int n = G - b0 < SHARD_COLS ? G - b0 : SHARD_COLS;
+            float *v = ws.dehat + (size_t)b0 * E;  // the n samples' sums of the block
+            for (int j = 0; j < S;) {
+                const int k = block_end(first, j, S, block);
+                memset(v, 0, (size_t)n * E * sizeof(float));
+                for (int s = j; s < k; s++) {
+                    const float *wr = c.what + (size_t)s * E, *d = ws.dcos + (size_t)s * G + b0;
+                    for (int i = 0; i < n; i++) {
+                        float *vi = v + (size_t)i * E;
+                        const float di = d[i];
+#pragma omp simd
+                        for (int e = 0; e < E; e++) vi[e] += di * wr[e];
+                    }
+                }
+                xsum_add_row(xsum_at(dehat, (int64_t)b0 * E), v, (int64_t)n * E);
+                j = k;
+            }
+        }
+    }
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != NULL);
+    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 1, (size_t)G, &c, G, E, S, group);
 }

@@ -5,10 +5,11 @@
 // row_loss (B) | row_ok (B ints), in the workspace); margin math: kernels/elementwise_math.h.
 #include "kernels/aam_layout.h"
 #include "kernels/cuda/rows.cuh"
+#include "kernels/exact_sum_math.h"
 
 namespace {
 
-const float kNormEps = 1e-12f;  // F.normalize default
+const float kNormEps = AAM_NORM_EPS;
 
 // out = in / max(|in|, eps) row by row; norm = |in| (unclamped). One block per row.
 __global__ void normalize_rows_kernel(float *out, float *norm, const float *in, int E) {
@@ -153,6 +154,17 @@ __global__ void aam_sample_dw_kernel(float *dw_tmp, const float *dcos_b, const f
     }
 }
 
+// dw (S x E exact sums) += each sample's class-weight gradient (dcos sample-major, (B, S)), a
+// group's added up in dw_tmp, then one term.
+void class_grads_exact(xsum_t dw, float *dw_tmp, const float *dcos, const aam_cache_t *c, int B, int E, int S,
+                       int group) {
+    for (int b = 0; b < B; b++) {
+        SPK_LAUNCH(aam_sample_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, dcos + (size_t)b * S,
+                   c->ehat + (size_t)b * E, c->what, c->wnorm, E, b % group != 0);
+        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
+    }
+}
+
 }  // namespace
 
 extern "C" void aam_softmax_forward_rows_cuda(float *row_loss, int *correct, float *cache, const float *emb,
@@ -186,11 +198,7 @@ extern "C" void aam_softmax_backward_exact_cuda(float *demb, float *dw_tmp, xsum
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != nullptr);
-    for (int b = 0; b < B; b++) {  // a group's gradients add up in dw_tmp, then one term
-        SPK_LAUNCH(aam_sample_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, ws.dcos + (size_t)b * S,
-                   c.ehat + (size_t)b * E, c.what, c.wnorm, E, b % group != 0);
-        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
-    }
+    class_grads_exact(dw, dw_tmp, ws.dcos, &c, B, E, S, group);
 }
 
 // ---- the head sharded over classes (kernels/aam_shard.h) ----------------------------------------
@@ -198,9 +206,10 @@ extern "C" void aam_softmax_backward_exact_cuda(float *demb, float *dw_tmp, xsum
 namespace {
 
 // One block per row g of cos (G, S), in place: logits, the slice's softmax and the row's
-// results (shard_row of the CPU).
+// results (shard_row of the CPU). Without `softmax` (the invariant mode) the logits stay and
+// rows[g].lse is their largest.
 __global__ void aam_shard_row_kernel(float *probs, float *cos_target, float *rows, int *argmax, const int *labels,
-                                     int S, int first, float scale, spk_aam_margin_t mc) {
+                                     int S, int first, float scale, spk_aam_margin_t mc, int softmax) {
     __shared__ spk_row_shared_t sh;
     const size_t g = blockIdx.x;
     const int y = labels[g] - first;
@@ -218,10 +227,10 @@ __global__ void aam_shard_row_kernel(float *probs, float *cos_target, float *row
         mv = fmaxf(mv, z);
     }
     const float mx = spk_block_max(mv, sh.f);
-    const float s = spk_block_softmax_row(row, row, S, mx, sh.d);
+    const float lse = softmax ? mx + logf(spk_block_softmax_row(row, row, S, mx, sh.d)) : mx;
     if (threadIdx.x == 0) {
         float *out = rows + g * AAM_SHARD_ROW;
-        out[AAM_SHARD_LSE] = mx + logf(s);
+        out[AAM_SHARD_LSE] = lse;
         out[AAM_SHARD_TARGET] = here ? zy : 0.0f;
         out[AAM_SHARD_COSMAX] = cmax;
         argmax[g] = first + am;
@@ -236,8 +245,8 @@ __global__ void aam_shard_dcos_kernel(float *dcos, const float *probs, const flo
         const size_t b = i / S;
         const int j = (int)(i - b * S);
         const float p = probs[i];
-        dcos[i] = j == labels[b] - first ? (factor[b] * p - 1.0f) * gs * spk_aam_dphi(cos_target[b], mc)
-                                         : gs * factor[b] * p;
+        dcos[i] =
+            j == labels[b] - first ? (factor[b] * p - 1.0f) * gs * spk_aam_dphi(cos_target[b], mc) : gs * factor[b] * p;
     }
 }
 
@@ -255,7 +264,7 @@ extern "C" void aam_shard_forward_cuda(float *rows, int *argmax, float *cache, c
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
     spk_sgemm_cuda('N', 'T', G, S, E, 1.0f, c.ehat, E, c.what, E, 0.0f, c.probs, S);
     SPK_LAUNCH(aam_shard_row_kernel, spk_rows_grid((size_t)G), c.probs, c.cos_target, rows, argmax, labels, S, first,
-               scale, spk_aam_margin(margin));
+               scale, spk_aam_margin(margin), 1);
 }
 
 extern "C" void aam_shard_backward_cuda(float *demb, float *dw, const float *factor, float g, const float *cache,
@@ -277,4 +286,102 @@ extern "C" void aam_shard_backward_cuda(float *demb, float *dw, const float *fac
         spk_sgemm_cuda('T', 'N', S, E, G, 1.0f, ws.dcos, S, c.ehat, E, 0.0f, ws.dwhat, E);
         SPK_LAUNCH(normalize_rows_bwd_kernel, spk_rows_grid((size_t)S), dw, ws.dwhat, c.what, c.wnorm, E);
     }
+}
+
+// ---- the sharded head in the world-size-invariant mode (kernels/aam_shard.h) ----------------------
+// The logits stay sample-major, (G, S), as in the plain kernels (their layout in the cache is
+// each backend's own). Every number here is a function of one sample and one class (a cosine is
+// one thread's dot product, in order over E) or of one block of classes summed in class order,
+// and the sums over classes are exact, so no slice boundary can change a bit.
+
+namespace {
+
+__global__ void shard_cos_fixed_kernel(float *cos, const float *ehat, const float *what, int G, int E, int S) {
+    SPK_GRID_LOOP(i, (size_t)G * S) {
+        const size_t g = i / S, j = i - g * S;
+        const float *a = ehat + g * E, *b = what + j * E;
+        float acc = 0.0f;
+        for (int e = 0; e < E; e++) acc = fmaf(a[e], b[e], acc);
+        cos[i] = acc;
+    }
+}
+
+// One thread per sample: sums[g] += exp(logit[g, j] - mx[g]) for j in order.
+__global__ void shard_expsum_kernel(xsum_t sums, const float *mx, const float *logits, int G, int S) {
+    SPK_GRID_LOOP(g, (size_t)G) {
+        int J = sums.bin[g];
+        int64_t hi = sums.hi[g], lo = sums.lo[g];
+        const float *l = logits + g * S;
+        for (int j = 0; j < S; j++) xsum_deposit(&J, &hi, &lo, (double)expf(l[j] - mx[g]));
+        sums.bin[g] = (int8_t)J;
+        sums.hi[g] = hi;
+        sums.lo[g] = lo;
+    }
+}
+
+// dcos (G, S) from the whole head's probabilities exp(logit - mx) / sum.
+__global__ void shard_dcos_exact_kernel(float *dcos, const float *logits, const float *mx, const float *sum,
+                                        const float *cos_target, const int *labels, float gs, int G, int S, int first,
+                                        spk_aam_margin_t mc) {
+    SPK_GRID_LOOP(i, (size_t)G * S) {
+        const size_t b = i / S;
+        const int j = (int)(i - b * S);
+        const float p = expf(logits[i] - mx[b]) / sum[b];
+        dcos[i] = j == labels[b] - first ? gs * (p - 1.0f) * spk_aam_dphi(cos_target[b], mc) : gs * p;
+    }
+}
+
+// One thread per (g, e): for each block of classes, sum_j dcos[g, j] what[j, e] in class order,
+// one term of dehat[g, e].
+__global__ void shard_dehat_exact_kernel(xsum_t dehat, const float *dcos, const float *what, int G, int E, int S,
+                                         int first, int block) {
+    SPK_GRID_LOOP(i, (size_t)G * E) {
+        const size_t g = i / E, e = i - g * E;
+        int J = dehat.bin[i];
+        int64_t hi = dehat.hi[i], lo = dehat.lo[i];
+        for (int j = 0; j < S;) {
+            const int64_t end = (((int64_t)first + j) / block + 1) * block - first;
+            const int k = end < S ? (int)end : S;
+            float v = 0.0f;
+            for (; j < k; j++) v += dcos[g * S + j] * what[(size_t)j * E + e];
+            xsum_deposit(&J, &hi, &lo, (double)v);
+        }
+        dehat.bin[i] = (int8_t)J;
+        dehat.hi[i] = hi;
+        dehat.lo[i] = lo;
+    }
+}
+
+}  // namespace
+
+extern "C" void aam_shard_forward_fixed_cuda(float *rows, int *argmax, float *cache, const float *emb, const float *w,
+                                             const int *labels, int G, int E, int S, int first, int block, float margin,
+                                             float scale) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)G), c.ehat, c.enorm, emb, E);
+    SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)S), c.what, c.wnorm, w, E);
+    SPK_LAUNCH(shard_cos_fixed_kernel, spk_grid((size_t)G * S), c.probs, c.ehat, c.what, G, E, S);
+    SPK_LAUNCH(aam_shard_row_kernel, spk_rows_grid((size_t)G), c.probs, c.cos_target, rows, argmax, labels, S, first,
+               scale, spk_aam_margin(margin), 0);
+}
+
+extern "C" void aam_shard_expsum_exact_cuda(xsum_t sums, const float *mx, const float *cache, int G, int E, int S) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0);
+    SPK_LAUNCH(shard_expsum_kernel, spk_grid((size_t)G), sums, mx, aam_cache_view(cache, G, E, S).probs, G, S);
+}
+
+extern "C" void aam_shard_backward_exact_cuda(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g,
+                                              const float *cache, const int *labels, int G, int E, int S, int first,
+                                              int block, float margin, float scale, float *workspace, int group) {
+    SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0 && group > 0 && G % group == 0);
+    const aam_cache_t c = aam_cache_view(cache, G, E, S);
+    const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
+    SPK_LAUNCH(shard_dcos_exact_kernel, spk_grid((size_t)G * S), ws.dcos, c.probs, mx_sum, mx_sum + G, c.cos_target,
+               labels, g * scale, G, S, first, spk_aam_margin(margin));
+    if (!xsum_empty(dehat))
+        SPK_LAUNCH(shard_dehat_exact_kernel, spk_grid((size_t)G * E), dehat, ws.dcos, c.what, G, E, S, first, block);
+    if (xsum_empty(dw)) return;
+    SPK_ASSERT(dw_tmp != nullptr);
+    class_grads_exact(dw, dw_tmp, ws.dcos, &c, G, E, S, group);
 }

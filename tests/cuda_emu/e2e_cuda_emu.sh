@@ -10,7 +10,8 @@
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
 #   - with --invariant, in float32 and bf16 (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
-#     (exact sums through MPI on the host) end bitwise equal; ResNet34 (per-sample cuDNN calls,
+#     (exact sums through MPI on the host) end bitwise equal; the sharded head (exact sums over
+#     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
@@ -100,6 +101,12 @@ gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invaria
 gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb2 \
     >log_invb2 2>&1 || { cat log_invb2; fail "invariant bf16: two GPUs"; }
 same invb1/$ckpt invb2/$ckpt 0 "invariant bf16: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+sharded_inv="--max-steps 2 --device cuda --invariant --head sharded --clip-grad-norm 1"
+gpus 1 forward run 1 $SPKDDP train $common $sharded_inv --ckpt-dir invs1 >log_invs1 2>&1 ||
+    { cat log_invs1; fail "invariant sharded head: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $common $sharded_inv --ckpt-dir invs2 >log_invs2 2>&1 ||
+    { cat log_invs2; fail "invariant sharded head: two GPUs"; }
+same invs1/$ckpt invs2/$ckpt 0 "invariant sharded head: 1 rank vs 2 ranks on 2 GPUs"
 r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8 --optimizer sgd
      --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda --invariant --invariant-group 2"
 gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }

@@ -9,7 +9,11 @@
 #    weights is tests/dist/test_sharded_head.c's);
 #  - Partial FC (--head-sample) updates the batch's classes and the sampled fraction of the
 #    others, the same classes on any number of ranks;
-#  - refusals: the linear model, --invariant, more ranks than classes.
+#  - with --invariant the sums over the classes are exact: 1, 2, 3 and 4 ranks train bitwise
+#    alike (gradient clipping, micro-batches, validation, a stop on 2 ranks resumed on 3, a head of
+#    2,100 classes in blocks of 2), and the first steps are the replicated invariant head's up to
+#    rounding;
+#  - refusals: the linear model, --head-sample with --invariant, more ranks than classes.
 . "$(dirname "$0")/lib.sh" "$@"
 
 small="--model ecapa --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 24 --frames 40"
@@ -107,9 +111,51 @@ $SPKDDP diff pfull/ckpt-000000000050.h5 pleg/ckpt-000000000050.h5 >/dev/null &&
 expect_error 2 "needs --head sharded" -- run 1 $SPKDDP train $pfc --head replicated --head-sample 0.5 --lr 0.1 \
     --ckpt-dir bad
 
+# The invariant mode (docs/invariant.md): the same bits on any number of ranks.
+inv="$common --head sharded --invariant --clip-grad-norm 1 --max-steps 6 --val-data c200v.h5"
+inv=${inv/--data train.h5/--data c200.h5}
+for k in 1 2 3 4; do
+    run $k $SPKDDP train $inv --ckpt-dir inv$k --step-log inv$k.jsonl >log_inv$k 2>&1 || fail "invariant on $k ranks: $(tail -2 log_inv$k)"
+done
+for k in 2 3 4; do
+    $SPKDDP diff inv1/ckpt-000000000006.h5 inv$k/ckpt-000000000006.h5 >diff_inv$k ||
+        { cat diff_inv$k; fail "--invariant --head sharded: 1 and $k ranks differ"; }
+done
+grep -q "clip_scale\": 0\." inv1.jsonl || fail "clipping never acted"
+echo "ok  --invariant: 1, 2, 3 and 4 ranks bitwise alike (clipping acting, validation on uneven shares)"
+run 2 $SPKDDP train $inv --ckpt-dir inv_leg --max-steps 3 >/dev/null 2>&1 || fail "invariant first leg"
+run 3 $SPKDDP train $inv --ckpt-dir inv_leg --resume auto >/dev/null 2>&1 || fail "invariant resumed on 3 ranks"
+acc="${inv/--global-batch 12/--global-batch 16} --grad-accum 2"
+run 1 $SPKDDP train $acc --ckpt-dir inv_acc1 >/dev/null 2>&1 || fail "invariant micro-batches, 1 rank"
+run 4 $SPKDDP train $acc --ckpt-dir inv_acc4 >/dev/null 2>&1 || fail "invariant micro-batches, 4 ranks"
+$SPKDDP diff inv1/ckpt-000000000006.h5 inv_leg/ckpt-000000000006.h5 >/dev/null &&
+    $SPKDDP diff inv_acc1/ckpt-000000000006.h5 inv_acc4/ckpt-000000000006.h5 >/dev/null &&
+    echo "ok  --invariant: stopped on 2 ranks and resumed on 3; --grad-accum 2 on 1 and 4 ranks" ||
+    fail "invariant resume or micro-batches differ"
+run 2 $SPKDDP train $inv --head replicated --ckpt-dir inv_rep --step-log inv_rep.jsonl >/dev/null 2>&1 ||
+    fail "replicated invariant"
+"$PY" - inv_rep.jsonl inv1.jsonl <<'PY' || fail "the invariant sharded head's first steps"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])][:2]
+b = [json.loads(l) for l in open(sys.argv[2])][:2]
+worst = max(abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b) for k in ("loss", "grad_norm"))
+print("ok  --invariant, steps 1-2: loss and gradient norm within %.1e of the replicated head's" % worst)
+sys.exit(worst > 1e-5)
+PY
+$SPKDDP synth --kind speakers --out c2100.h5 --dim 24 --speakers 2100 --utts-per-speaker 2 --min-frames 40 \
+    --max-frames 50 >/dev/null || fail "synth 2100"
+big="$small --data c2100.h5 --global-batch 24 --optimizer sgd --lr 0.5 --progress 0 --head sharded --invariant --max-steps 2"
+run 1 $SPKDDP train $big --ckpt-dir big1 >/dev/null 2>&1 || fail "2,100 classes on 1 rank"
+run 4 $SPKDDP train $big --ckpt-dir big4 >log_big4 2>&1 || fail "2,100 classes on 4 ranks"
+grep -q "524-526 of 2100 classes per rank" log_big4 || fail "slices of whole blocks: $(grep -o 'sharded: [^)]*' log_big4)"
+$SPKDDP diff big1/ckpt-000000000002.h5 big4/ckpt-000000000002.h5 >/dev/null &&
+    echo "ok  --invariant, 2,100 classes in blocks of 2 (slices of 524-526): 1 and 4 ranks bitwise alike" ||
+    fail "2,100 classes: 1 and 4 ranks differ"
+
 # Refusals.
 expect_error 2 "linear model has none" -- run 2 $SPKDDP train --data train.h5 --head sharded
-expect_error 2 "cannot be combined with --invariant" -- run 2 $SPKDDP train $common --head sharded --invariant
+expect_error 2 "--head-sample cannot be combined with --invariant" -- \
+    run 2 $SPKDDP train $common --head sharded --invariant --head-sample 0.5
 $SPKDDP synth --kind speakers --out two.h5 --dim 24 --speakers 2 --utts-per-speaker 6 --min-frames 40 --max-frames 90 \
     >/dev/null || fail "synth two"
 expect_error 2 "over 3 ranks needs at least as many classes \(two.h5 has 2\)" -- \

@@ -38,6 +38,8 @@ typedef struct {
     // NULL where there is no such path (then the host ones serve).
     void (*allgather_device)(void *ctx, const float *send, float *recv, int64_t count);
     void (*reduce_scatter_device)(void *ctx, const float *send, float *recv, int64_t count);
+    // s (n exact sums, HOST memory) = their sums over every rank (the invariant mode).
+    void (*exact_allreduce)(void *ctx, xsum_t s, int64_t n);
 } head_comm_t;
 
 // Whether the device collectives serve a step whose ranks have counts[r] samples: they exist and

@@ -113,7 +113,8 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     if (m->head_comm && B == 0) {  // nothing of its own to evaluate; the sharded head still needs this rank
         reserve_head(m, 1);
         *emb = NULL;
-        aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, 0, h->margin, h->scale, h->scalars);
+        aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, 0, h->margin, h->scale, h->scalars,
+                               NULL);
         model_stats_fetch(m, h->scalars, 0);
         return NULL;
     }
@@ -131,7 +132,7 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
     int *correct = (int *)(h->scalars + 1);
     if (m->head_comm)
         aam_head_shard_forward(h->shard, m, *emb, b->labels, B, E, m->params + h->cls_w, train, h->margin, h->scale,
-                               h->scalars);
+                               h->scalars, h->row_loss);
     else if (h->aam && !m->invariant)
         K->aam_softmax_forward(h->scalars, correct, h->aam_cache, *emb, m->params + h->cls_w, labels, B, E, S,
                                h->margin, h->scale, h->work);
@@ -158,7 +159,8 @@ static void train_step(model_t *m, const batch_t *b) {
     const int E = (int)h->emb, S = (int)m->head_rows;
     K->vec_zero(h->g_emb, (size_t)b->n * E);
     if (m->head_comm)
-        aam_head_shard_backward(h->shard, m, h->g_emb, m->grads + h->cls_w, E, h->margin, h->scale);
+        aam_head_shard_backward(h->shard, m, h->g_emb, m->grads + h->cls_w,
+                                m->invariant ? xsum_at(m->xgrads, h->cls_w) : xsum_none(), E, h->margin, h->scale);
     else if (h->aam && m->invariant)  // the mean over the global batch: each sample's loss weighs 1 / global
         K->aam_softmax_backward_exact(h->g_emb, m->grads + h->cls_w, xsum_at(m->xgrads, h->cls_w), 1.0f / (float)global,
                                       h->aam_cache, emb, m->params + h->cls_w, labels, b->n, E, S, h->margin, h->scale,

@@ -1,6 +1,7 @@
 // The sharded AAM-softmax head's step (app/model/layers/aam_head_shard.h).
 #include "app/model/layers/aam_head_shard.h"
 
+#include "kernels/aam_layout.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
 #include "kernels/base/spk_assert.h"
@@ -34,6 +35,11 @@ struct aam_head_shard {
     int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1
     int *idx;            // (S) backend copy of h_idx
     float *w_s, *dw_s;   // (S, E) the sampled rows' weights and gradient
+    // The invariant mode's exact sums over the classes: each row's softmax denominator (G) and
+    // the gradient w.r.t. the normalised embeddings (G, E), on the backend and on the host (for
+    // the exact allreduce); factor then holds each row's largest logit and denominator.
+    xsum_t x_den, x_dehat, h_den, h_dehat;
+    void *h_den_buf, *h_dehat_buf;
 };
 
 aam_head_shard_t *aam_head_shard_create(void) {
@@ -53,6 +59,11 @@ static void release(aam_head_shard_t *s, const model_t *m) {
     float **dev[] = {&s->emb,  &s->rows, &s->factor,           &s->cache,
                      &s->work, &s->demb, (float **)&s->labels, (float **)&s->argmax};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) model_buf_free(m, dev[i]);
+    model_xsum_free(m, &s->x_den);
+    model_xsum_free(m, &s->x_dehat);
+    free(s->h_den_buf);
+    free(s->h_dehat_buf);
+    s->h_den_buf = s->h_dehat_buf = NULL;
     s->cap_g = 0;
 }
 
@@ -124,16 +135,30 @@ static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
     s->h_rows_all = mallocCheck((size_t)K * g * AAM_SHARD_ROW * sizeof(float));
     s->h_argmax = mallocCheck(g * sizeof(int));
     s->h_argmax_all = mallocCheck((size_t)K * g * sizeof(int));
-    s->h_factor = mallocCheck(g * sizeof(float));
+    s->h_factor = mallocCheck(2 * g * sizeof(float));
     s->emb = model_buf(m, g * e);
     s->demb = model_buf(m, g * e);
     s->rows = model_buf(m, g * AAM_SHARD_ROW);
-    s->factor = model_buf(m, g);
+    s->factor = model_buf(m, 2 * g);     // (the invariant mode: largest logit | denominator)
     s->labels = (int *)model_buf(m, g);  // ints in float-sized slots
     s->argmax = (int *)model_buf(m, g);
     s->cache = model_buf(m, m->be->aam_shard_cache_floats(G, E, S));
     s->work = model_buf(m, m->be->aam_shard_workspace_floats(G, E, S));
+    if (m->invariant) {
+        s->x_den = model_xsum(m, G);
+        s->x_dehat = model_xsum(m, (int64_t)G * E);
+        s->h_den = xsum_layout(s->h_den_buf = mallocCheck(xsum_bytes(G)), G);
+        s->h_dehat = xsum_layout(s->h_dehat_buf = mallocCheck(xsum_bytes((int64_t)G * E)), (int64_t)G * E);
+    }
     s->cap_g = G;
+}
+
+// x (n exact sums on the backend) = their sums over every rank, through the host.
+static void exact_allreduce(const model_t *m, xsum_t x, xsum_t h, int64_t n) {
+    const head_comm_t *hc = m->head_comm;
+    m->be->download(h.bin, x.bin, xsum_bytes(n));
+    hc->exact_allreduce(hc->ctx, h, n);
+    m->be->upload(x.bin, h.bin, xsum_bytes(n));
 }
 
 // Every rank's row results into each row's loss (log-sum-exp over the slices minus the
@@ -163,8 +188,45 @@ static void combine(aam_head_shard_t *s, int K, int rank, double *loss_sum, int 
     }
 }
 
+// The invariant mode's combination: each row's largest logit over the slices (exact, as any
+// maximum), then the exact sums of exp(logit - largest) over every class, and from them each
+// row's loss, the same bits on any number of ranks. row_loss: this rank's rows' (host).
+static void combine_exact(aam_head_shard_t *s, model_t *m, int E, float *row_loss, int *hits) {
+    const head_comm_t *hc = m->head_comm;
+    const spk_backend_t *K = m->be;
+    const int G = s->G, R = hc->size;
+    float *mx = s->h_factor, *den = s->h_factor + G;
+    for (int g = 0; g < G; g++) {
+        mx[g] = -INFINITY;
+        for (int k = 0; k < R; k++)
+            mx[g] = fmaxf(mx[g], s->h_rows_all[((size_t)k * G + g) * AAM_SHARD_ROW + AAM_SHARD_LSE]);
+    }
+    K->upload(s->factor, mx, (size_t)G * sizeof(float));
+    K->xsum_zero(s->x_den, G);
+    K->aam_shard_expsum_exact(s->x_den, s->factor, s->cache, G, E, s->n);
+    exact_allreduce(m, s->x_den, s->h_den, G);
+    *hits = 0;
+    for (int g = 0; g < G; g++) {
+        const double sum = xsum_value_of(s->h_den, g);
+        double target = 0.0;
+        float best = -INFINITY;
+        int arg = -1;
+        for (int k = 0; k < R; k++) {  // in rank order: class order, so the first maximum is the first class's
+            const float *r = s->h_rows_all + ((size_t)k * G + g) * AAM_SHARD_ROW;
+            target += r[AAM_SHARD_TARGET];
+            if (r[AAM_SHARD_COSMAX] > best) best = r[AAM_SHARD_COSMAX], arg = s->h_argmax_all[(size_t)k * G + g];
+        }
+        den[g] = (float)sum;
+        if (g >= s->off && g < s->off + s->B) {
+            row_loss[g - s->off] = (float)((double)mx[g] + log(sum) - target);
+            *hits += arg == s->h_labels[g];
+        }
+    }
+    K->upload(s->factor, s->h_factor, 2 * (size_t)G * sizeof(float));
+}
+
 void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
-                            const float *w, int train, float margin, float scale, float *scalars) {
+                            const float *w, int train, float margin, float scale, float *scalars, float *row_loss) {
     const head_comm_t *hc = m->head_comm;
     const spk_backend_t *K = m->be;
     SPK_ASSERT(hc && hc->size >= 1);
@@ -194,6 +256,7 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
     for (int64_t g = 0; g < G; g++) SPK_ASSERT(s->h_labels[g] >= 0 && s->h_labels[g] < m->num_classes);
     const int sampled = s->sampled = train && s->rate < 1.0;  // evaluation scores every class
+    SPK_ASSERT(!(sampled && m->invariant));
     if (sampled) {
         w = sample_rows(s, m, w, E);
     } else {
@@ -201,7 +264,11 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
         K->upload(s->labels, s->h_labels, (size_t)G * sizeof(int));
     }
     const int first = sampled ? 0 : (int)m->head_first;  // sampled: rows and labels are positions
-    K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first, margin, scale);
+    if (m->invariant)
+        K->aam_shard_forward_fixed(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first,
+                                   aam_shard_block(m->num_classes), margin, scale);
+    else
+        K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first, margin, scale);
     K->download(s->h_rows, s->rows, (size_t)G * AAM_SHARD_ROW * sizeof(float));
     K->download(s->h_argmax, s->argmax, (size_t)G * sizeof(int));
     if (sampled)  // back to global classes
@@ -209,21 +276,49 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     for (int r = 0; r < hc->size; r++) s->every[r] = G;
     hc->allgather(hc->ctx, s->h_rows, s->h_rows_all, s->every, AAM_SHARD_ROW * sizeof(float));
     hc->allgather(hc->ctx, s->h_argmax, s->h_argmax_all, s->every, sizeof(int));
-    double loss_sum;
+    double loss_sum = 0.0;
     int hits;
-    combine(s, hc->size, hc->rank, &loss_sum, &hits);
-    K->upload(s->factor, s->h_factor, (size_t)G * sizeof(float));
+    if (m->invariant) {            // each sample's loss (row_loss), summed exactly by the caller
+        float *h_loss = s->h_own;  // (free until the backward)
+        combine_exact(s, m, E, h_loss, &hits);
+        if (B > 0) K->upload(row_loss, h_loss, (size_t)B * sizeof(float));
+    } else {
+        combine(s, hc->size, hc->rank, &loss_sum, &hits);
+        K->upload(s->factor, s->h_factor, (size_t)G * sizeof(float));
+    }
     float v[2] = {B > 0 ? (float)(loss_sum / B) : 0.0f, 0.0f};
     memcpy(&v[1], &hits, sizeof hits);
     K->upload(scalars, v, sizeof v);
 }
 
-void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, int E, float margin,
+// The invariant mode's backward: the class rows' gradient into their exact sums (each group
+// of samples one term, as the replicated head's), the embeddings' gradient summed exactly over
+// the classes of every slice, then through their normalisation for this rank's rows. Each
+// sample's loss weighs 1 / G, and the encoder's exact sums add the ranks' samples up.
+static void backward_exact(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
+                           float scale) {
+    const spk_backend_t *K = m->be;
+    const int G = s->G, B = s->B;
+    K->xsum_zero(s->x_dehat, (int64_t)G * E);
+    K->aam_shard_backward_exact(s->x_dehat, dw, xdw, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n,
+                                (int)m->head_first, aam_shard_block(m->num_classes), margin, scale, s->work, m->group);
+    exact_allreduce(m, s->x_dehat, s->h_dehat, (int64_t)G * E);
+    K->xsum_to_float(s->demb, s->x_dehat, (int64_t)G * E);
+    const aam_cache_t c = aam_cache_view(s->cache, G, E, s->n);
+    const size_t o = (size_t)s->off;
+    K->rows_normalize_backward(g_emb, s->demb + o * E, c.ehat + o * E, c.enorm + o, B, E, AAM_NORM_EPS);
+}
+
+void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
                              float scale) {
     const head_comm_t *hc = m->head_comm;
     const spk_backend_t *K = m->be;
     const int G = s->G, B = s->B;
     SPK_ASSERT(B > 0);
+    if (m->invariant) {
+        backward_exact(s, m, g_emb, dw, xdw, E, margin, scale);
+        return;
+    }
     if (s->sampled) {  // the sampled rows' gradient, added to their rows
         K->vec_zero(s->dw_s, (size_t)s->n * E);
         K->aam_shard_backward(s->demb, s->dw_s, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n, 0, margin,

@@ -22,10 +22,14 @@ void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed);
 // part) with their labels (host): scalars (backend memory) <- [mean loss of these B samples,
 // their argmax hits as an int]. w: this rank's classifier rows (m->head_rows, E). train: a
 // training step's (its classes sampled, aam_head_shard_sample), else every class is scored.
+// In the world-size-invariant mode (m->invariant; no sampling) the sums over classes are exact
+// (kernels/aam_shard.h) and row_loss (backend, (B)) <- each sample's loss, in place of the mean.
 void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
-                            const float *w, int train, float margin, float scale, float *scalars);
+                            const float *w, int train, float margin, float scale, float *scalars, float *row_loss);
 // After a forward with B > 0: g_emb (backend, (B, E)) <- the gradient of the mean loss of this
 // rank's samples (the replicated head's, so that averaging over the ranks gives the global
-// batch's), dw += the gradient of the global batch's mean loss w.r.t. this rank's rows.
-void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, int E, float margin,
+// batch's), dw += the gradient of the global batch's mean loss w.r.t. this rank's rows. In the
+// invariant mode: g_emb += the gradient of the global batch's mean loss w.r.t. this rank's
+// embeddings, xdw (exact sums of this rank's rows) += that w.r.t. the rows, dw its scratch.
+void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
                              float scale);
