@@ -159,29 +159,44 @@ static int class_block_rows(int S, int E) {
     return rows < 1 ? 1 : (rows < S ? rows : S);
 }
 
-// dw (S x E exact sums) += each sample's class-weight gradient dwhat_b = dcos[b, s] ehat_b
-// through the normalisation of class row s, each group of `group` samples summed in dw_tmp as
-// one term. dcos[b, s] is at dcos[b * db + s * ds] (sample-major or class-major); dwhat (S x E
-// scratch) holds one sample's.
-static void class_grads_exact(xsum_t dw, float *dw_tmp, float *dwhat, const float *dcos, size_t db, size_t ds,
-                              const aam_cache_t *c, int B, int E, int S, int group) {
-    const int rows = class_block_rows(S, E), blocks = (S + rows - 1) / rows;
+// Runs of class rows that one fixed GEMM computes: fixed by the shapes alone. block 0 (the
+// replicated head): class_block_rows' runs from row 0; block > 0 (a slice of the sharded head
+// starting at global class `first`): its whole blocks of `block` classes, so a run is the same
+// in any slice (kernels/aam_shard.h).
+typedef struct {
+    int first, block, rows;
+} class_runs_t;
+
+static class_runs_t class_runs(int S, int E, int first, int block) {
+    return (class_runs_t){first, block, block > 0 ? 0 : class_block_rows(S, E)};
+}
+static int run_starts(class_runs_t r, int j) {
+    return r.block > 0 ? ((int64_t)r.first + j) % r.block == 0 || j == 0 : j % r.rows == 0;
+}
+static int run_end(class_runs_t r, int j, int S) {
+    const int64_t end = r.block > 0 ? (((int64_t)r.first + j) / r.block + 1) * r.block - r.first : (int64_t)j + r.rows;
+    return end < S ? (int)end : S;
+}
+
+// dw (S x E exact sums) += each group of `group` samples' class-weight gradient as one term: the
+// group's dwhat = dcos^T ehat by one fixed GEMM per run of classes, then through the
+// normalisation of each class row (linear: once per group). dcos is (B, S) sample-major
+// (trans 'T', ld S) or (S, B) class-major ('N', ld B); dwhat (S x E) is scratch.
+static void class_grads_exact(xsum_t dw, float *dw_tmp, float *dwhat, const float *dcos, char trans, int ld,
+                              const aam_cache_t *c, int B, int E, int S, int group, class_runs_t runs) {
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * S * E >= 32768)
-    for (int blk = 0; blk < blocks; blk++) {
-        const int s0 = blk * rows, s1 = s0 + rows < S ? s0 + rows : S;
-        for (int b = 0; b < B; b++) {
-            const float *eh = c->ehat + (size_t)b * E;
-            for (int s = s0; s < s1; s++) {
-                const float gs = dcos[(size_t)b * db + (size_t)s * ds];
-                float *g = dwhat + (size_t)s * E, *d = dw_tmp + (size_t)s * E;
-                for (int e = 0; e < E; e++) {
-                    g[e] = gs * eh[e];
-                    if (b % group == 0) d[e] = 0.0f;
-                }
-                normalize_row_backward(d, g, c->what + (size_t)s * E, c->wnorm[s], E);
-            }
-            if (b % group == group - 1)
-                xsum_add_row(xsum_at(dw, (int64_t)s0 * E), dw_tmp + (size_t)s0 * E, (int64_t)(s1 - s0) * E);
+    for (int j = 0; j < S; j++) {
+        if (!run_starts(runs, j)) continue;
+        const int k = run_end(runs, j, S);
+        float *a = dwhat + (size_t)j * E, *d = dw_tmp + (size_t)j * E;
+        for (int b0 = 0; b0 < B; b0 += group) {
+            const float *dc = trans == 'T' ? dcos + (size_t)b0 * ld + j : dcos + (size_t)j * ld + b0;
+            spk_sgemm_fixed(trans, 'N', k - j, E, group, 1.0f, dc, ld, c->ehat + (size_t)b0 * E, E, 0.0f, a, E);
+            memset(d, 0, (size_t)(k - j) * E * sizeof(float));
+            for (int s = j; s < k; s++)
+                normalize_row_backward(dw_tmp + (size_t)s * E, dwhat + (size_t)s * E, c->what + (size_t)s * E,
+                                       c->wnorm[s], E);
+            xsum_add_row(xsum_at(dw, (int64_t)j * E), d, (int64_t)(k - j) * E);
         }
     }
 }
@@ -202,7 +217,7 @@ void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dlo
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);
-    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, (size_t)S, 1, &c, B, E, S, group);
+    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 'T', S, &c, B, E, S, group, class_runs(S, E, 0, 0));
 }
 
 // ---- the head sharded over classes (kernels/aam_shard.h) ------------------------------------------
@@ -280,13 +295,6 @@ void aam_shard_backward(float *demb, float *dw, const float *factor, float g, co
 
 #define SHARD_COLS 16  // samples a thread takes at once over the class-major logits
 
-// Row j's block (kernels/aam_shard.h), and the end of the run of rows from j in that block.
-static inline int64_t block_of(int first, int j, int block) { return ((int64_t)first + j) / block; }
-static inline int block_end(int first, int j, int S, int block) {
-    const int64_t end = (block_of(first, j, block) + 1) * block - first;
-    return end < S ? (int)end : S;
-}
-
 void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float *emb, const float *w,
                              const int *labels, int G, int E, int S, int first, int block, float margin, float scale) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0);
@@ -295,10 +303,11 @@ void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float
     normalize_rows(c.ehat, c.enorm, emb, G, E);
     normalize_rows(c.what, c.wnorm, w, S, E);
     float *L = c.probs;  // (S, G)
+    const class_runs_t runs = class_runs(S, E, first, block);
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)G * S * E >= 32768)
     for (int j = 0; j < S; j++) {  // one fixed GEMM per block: the block's bits in any slice
-        if (j > 0 && block_of(first, j - 1, block) == block_of(first, j, block)) continue;
-        const int k = block_end(first, j, S, block);
+        if (!run_starts(runs, j)) continue;
+        const int k = run_end(runs, j, S);
         spk_sgemm_fixed('N', 'T', k - j, G, E, 1.0f, c.what + (size_t)j * E, E, c.ehat, E, 0.0f, L + (size_t)j * G, G);
     }
 #pragma omp parallel for schedule(static) if ((size_t)G * S >= 32768)
@@ -364,6 +373,7 @@ void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const floa
             d[b] = labels[b] - first == j ? gs * (p - 1.0f) * spk_aam_dphi(c.cos_target[b], mc) : gs * p;
         }
     }
+    const class_runs_t runs = class_runs(S, E, first, block);
     if (!xsum_empty(dehat)) {
         // Each block's sum over its classes, in float and class order, per sample: the block's
         // rows of what stay in cache while a thread's samples pass over them.
@@ -372,7 +382,7 @@ void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const floa
             const int n = G - b0 < SHARD_COLS ? G - b0 : SHARD_COLS;
             float *v = ws.dehat + (size_t)b0 * E;  // the n samples' sums of the block
             for (int j = 0; j < S;) {
-                const int k = block_end(first, j, S, block);
+                const int k = run_end(runs, j, S);
                 memset(v, 0, (size_t)n * E * sizeof(float));
                 for (int s = j; s < k; s++) {
                     const float *wr = c.what + (size_t)s * E, *d = ws.dcos + (size_t)s * G + b0;
@@ -390,5 +400,5 @@ void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const floa
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);
-    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 1, (size_t)G, &c, G, E, S, group);
+    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 'N', G, &c, G, E, S, group, runs);
 }

@@ -132,36 +132,41 @@ extern "C" void aam_softmax_backward_cuda(float *demb, float *dw, float dloss, c
 
 namespace {
 
-// Sample b's gradient of the class weights, one block per class row s, into dw_tmp (added to it
-// when `add`, else from zero): dwhat[s] = dcos[b, s] ehat_b through the normalisation of row s
-// (normalize_rows_bwd_kernel's math).
-__global__ void aam_sample_dw_kernel(float *dw_tmp, const float *dcos_b, const float *ehat_b, const float *what,
-                                     const float *wnorm, int E, int add) {
+// A group of `group` samples' gradient of the class weights, one block per class row s, into
+// dw_tmp: dwhat[s] = the sum over the group of dcos[b, s] ehat_b (in sample order), through the
+// normalisation of row s (normalize_rows_bwd_kernel's math; linear, so once per group). dcos and
+// ehat start at the group's first sample.
+__global__ void aam_group_dw_kernel(float *dw_tmp, const float *dcos, const float *ehat, const float *what,
+                                    const float *wnorm, int E, int S, int group) {
     __shared__ double sh[SPK_CUDA_THREADS];
     const size_t s = blockIdx.x;
-    const float gs = dcos_b[s];
     const float *yr = what + s * E;
     float *d = dw_tmp + s * E;
     const float n = wnorm[s];
+    double acc = 0.0;
+    SPK_ROW_LOOP(e, E) {
+        float a = 0.0f;
+        for (int b = 0; b < group; b++) a += dcos[(size_t)b * S + s] * ehat[(size_t)b * E + e];
+        d[e] = a;
+        acc += yr[e] * a;
+    }
+    const float dot = (float)spk_block_sum(acc, sh);  // (its barrier orders the writes above)
     if (n > kNormEps) {
-        double acc = 0.0;
-        SPK_ROW_LOOP(e, E) acc += yr[e] * (gs * ehat_b[e]);
-        const float dot = (float)spk_block_sum(acc, sh);
         const float inv = 1.0f / n;
-        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + (gs * ehat_b[e] - yr[e] * dot) * inv;
+        SPK_ROW_LOOP(e, E) d[e] = (d[e] - yr[e] * dot) * inv;
     } else {
-        SPK_ROW_LOOP(e, E) d[e] = (add ? d[e] : 0.0f) + gs * ehat_b[e] / kNormEps;
+        SPK_ROW_LOOP(e, E) d[e] = d[e] / kNormEps;
     }
 }
 
-// dw (S x E exact sums) += each sample's class-weight gradient (dcos sample-major, (B, S)), a
-// group's added up in dw_tmp, then one term.
+// dw (S x E exact sums) += each group of `group` samples' class-weight gradient as one term
+// (dcos sample-major, (B, S)).
 void class_grads_exact(xsum_t dw, float *dw_tmp, const float *dcos, const aam_cache_t *c, int B, int E, int S,
                        int group) {
-    for (int b = 0; b < B; b++) {
-        SPK_LAUNCH(aam_sample_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, dcos + (size_t)b * S,
-                   c->ehat + (size_t)b * E, c->what, c->wnorm, E, b % group != 0);
-        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
+    for (int b0 = 0; b0 < B; b0 += group) {
+        SPK_LAUNCH(aam_group_dw_kernel, spk_rows_grid((size_t)S), dw_tmp, dcos + (size_t)b0 * S,
+                   c->ehat + (size_t)b0 * E, c->what, c->wnorm, E, S, group);
+        xsum_add_cuda(dw, dw_tmp, 1, (int64_t)S * E, 1);
     }
 }
 
