@@ -58,9 +58,12 @@ static inline int aam_shard_block(int64_t classes) {
 
 // aam_shard_forward's results, with each block's cosines by one fixed GEMM (kernels/gemm.h) and
 // rows[g].lse replaced by the slice's largest logit; the logits (margin at the label) stay in
-// the cache for the two calls below.
+// the cache for the two calls below. cls (backend memory): the global class of each of the S
+// rows, in increasing order (Partial FC's sampled rows, whose labels are positions among them,
+// first 0); NULL: row j is class first + j.
 void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float *emb, const float *w,
-                             const int *labels, int G, int E, int S, int first, int block, float margin, float scale);
+                             const int *labels, const int *cls, int G, int E, int S, int first, int block, float margin,
+                             float scale);
 // sums[g] += exp(logit[j, g] - mx[g]) over the slice's classes j (G exact sums): the whole
 // head's sums, once added over the slices, whatever the slices are.
 void aam_shard_expsum_exact(xsum_t sums, const float *mx, const float *cache, int G, int E, int S);
@@ -72,5 +75,5 @@ void aam_shard_expsum_exact(xsum_t sums, const float *mx, const float *cache, in
 //   dw (S x E exact sums)    += the class rows' gradient, each group of `group` samples summed
 //                              in float (in dw_tmp, S x E scratch) as one term.
 void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g, const float *cache,
-                              const int *labels, int G, int E, int S, int first, int block, float margin, float scale,
-                              float *workspace, int group);
+                              const int *labels, const int *cls, int G, int E, int S, int first, int block,
+                              float margin, float scale, float *workspace, int group);

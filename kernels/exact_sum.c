@@ -29,14 +29,9 @@ void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
 
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        int J = dst.bin[i], K = src.bin[i];
-        int64_t shi = src.hi[i], slo = src.lo[i];
-        const int to = J > K ? J : K;
-        xsum_raise(&J, &dst.hi[i], &dst.lo[i], to);
-        xsum_raise(&K, &shi, &slo, to);
-        dst.bin[i] = (int8_t)to;
-        dst.hi[i] = (int64_t)((uint64_t)dst.hi[i] + (uint64_t)shi);
-        dst.lo[i] = (int64_t)((uint64_t)dst.lo[i] + (uint64_t)slo);
+        int J = dst.bin[i];
+        xsum_merge_into(&J, &dst.hi[i], &dst.lo[i], src.bin[i], src.hi[i], src.lo[i]);
+        dst.bin[i] = (int8_t)J;
     }
 }
 

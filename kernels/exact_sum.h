@@ -53,6 +53,9 @@ void xsum_zero(xsum_t s, int64_t n);
 void xsum_add(xsum_t s, const float *x, int rows, int64_t n, int group);
 // y[i] = the value of s[i], rounded to float (NaN when a term was not finite).
 void xsum_to_float(float *y, xsum_t s, int64_t n);
+// Row idx[j] of dst += row j of src (partial sums merged), for j < n, rows of len sums; the idx
+// (backend memory) are distinct.
+void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len);
 
 // ---- host memory only (kernels/exact_sum.c: the cross-rank reduction, the models, the trainer) ----
 // Raises s[i] to bin[i] (>= its own: the maximum over all partial sums).

@@ -91,6 +91,16 @@ SPK_HD void xsum_raise(int *J, int64_t *hi, int64_t *lo, int to) {
     *J = to;
 }
 
+// (J, hi, lo) += (K, khi, klo): both raised to the larger bin, the limbs added (wrapping, as
+// deposits do). A merge of two partial sums.
+SPK_HD void xsum_merge_into(int *J, int64_t *hi, int64_t *lo, int K, int64_t khi, int64_t klo) {
+    const int to = *J > K ? *J : K;
+    xsum_raise(J, hi, lo, to);
+    xsum_raise(&K, &khi, &klo, to);
+    *hi = (int64_t)((uint64_t)*hi + (uint64_t)khi);
+    *lo = (int64_t)((uint64_t)*lo + (uint64_t)klo);
+}
+
 // The sum's value in double: hi 2^40 + lo rounded once (exactly so while |hi| and |lo| are below
 // 2^53, i.e. for fewer than 2^13 terms of the largest size; beyond that within a few ulp), then
 // scaled by the grid (exact). NaN when a term was not finite. Branch-free.

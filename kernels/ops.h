@@ -117,6 +117,7 @@
     X(xsum_zero)                    \
     X(xsum_add)                     \
     X(xsum_to_float)                \
+    X(xsum_rows_add)                \
     X(spk_sgemm_batched_exact)      \
     X(conv1d_backward_exact)        \
     X(conv2d_backward_exact)        \

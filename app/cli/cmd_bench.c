@@ -198,11 +198,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
     const int64_t class_blocks = (o.classes + aam_shard_block(o.classes) - 1) / aam_shard_block(o.classes);
-    if (sharded && (strcmp(o.model.name, "linear") == 0 || class_blocks < comm->size ||
-                    (o.model.invariant && o.model.head_sample > 0 && o.model.head_sample < 1)))
+    if (sharded && (strcmp(o.model.name, "linear") == 0 || class_blocks < comm->size))
         spk_fail_all(SPK_EXIT_USAGE,
-                     "bench: --head sharded needs an AAM-softmax model, at least one class (block) per rank, and "
-                     "no --head-sample with --invariant");
+                     "bench: --head sharded needs an AAM-softmax model and at least one class (block) per rank");
     int64_t first = 0, rows = 0;
     if (sharded && comm->size > 1) head_shard_slice(o.classes, comm->size, comm->rank, &first, &rows);
     model_t *m = model_create(&o.model,

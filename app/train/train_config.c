@@ -150,11 +150,6 @@ void train_config_finalize(train_config_t *c, int world) {
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head sharded splits an AAM-softmax classifier; the linear model has none (use "
                      "--model ecapa, resnet34, campplus, ...)");
-    // The invariant sharded head sums exactly over whole slices; sampled rows are not built.
-    if (m.head_sample > 0 && m.head_sample < 1 && m.invariant)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "train: --head-sample cannot be combined with --invariant yet (the sampled classes' gradients "
-                     "have no exact sums); the sharded head without it is invariant");
     if (m.head_sample > 0 && m.head_sample < 1 && strcmp(c->head, "sharded") != 0)
         spk_fail_all(SPK_EXIT_USAGE,
                      "train: --head-sample samples the classes of a sharded classifier: it needs --head sharded");

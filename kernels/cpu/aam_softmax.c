@@ -160,22 +160,26 @@ static int class_block_rows(int S, int E) {
 }
 
 // Runs of class rows that one fixed GEMM computes: fixed by the shapes alone. block 0 (the
-// replicated head): class_block_rows' runs from row 0; block > 0 (a slice of the sharded head
-// starting at global class `first`): its whole blocks of `block` classes, so a run is the same
-// in any slice (kernels/aam_shard.h).
+// replicated head): class_block_rows' runs from row 0; block > 0 (a slice of the sharded head):
+// its rows of one block of `block` global classes (row j's class: cls[j], or first + j), so a
+// run is the same in any slice (kernels/aam_shard.h).
 typedef struct {
+    const int *cls;
     int first, block, rows;
 } class_runs_t;
 
-static class_runs_t class_runs(int S, int E, int first, int block) {
-    return (class_runs_t){first, block, block > 0 ? 0 : class_block_rows(S, E)};
+static class_runs_t class_runs(int S, int E, const int *cls, int first, int block) {
+    return (class_runs_t){cls, first, block, block > 0 ? 0 : class_block_rows(S, E)};
 }
+static int64_t block_of(class_runs_t r, int j) { return (r.cls ? r.cls[j] : (int64_t)r.first + j) / r.block; }
 static int run_starts(class_runs_t r, int j) {
-    return r.block > 0 ? ((int64_t)r.first + j) % r.block == 0 || j == 0 : j % r.rows == 0;
+    return r.block > 0 ? j == 0 || block_of(r, j - 1) != block_of(r, j) : j % r.rows == 0;
 }
 static int run_end(class_runs_t r, int j, int S) {
-    const int64_t end = r.block > 0 ? (((int64_t)r.first + j) / r.block + 1) * r.block - r.first : (int64_t)j + r.rows;
-    return end < S ? (int)end : S;
+    if (r.block == 0) return j + r.rows < S ? j + r.rows : S;
+    int k = j + 1;
+    while (k < S && block_of(r, k) == block_of(r, j)) k++;
+    return k;
 }
 
 // dw (S x E exact sums) += each group of `group` samples' class-weight gradient as one term: the
@@ -217,7 +221,7 @@ void aam_softmax_backward_exact(float *demb, float *dw_tmp, xsum_t dw, float dlo
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);
-    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 'T', S, &c, B, E, S, group, class_runs(S, E, 0, 0));
+    class_grads_exact(dw, dw_tmp, ws.dwhat, ws.dcos, 'T', S, &c, B, E, S, group, class_runs(S, E, NULL, 0, 0));
 }
 
 // ---- the head sharded over classes (kernels/aam_shard.h) ------------------------------------------
@@ -296,14 +300,15 @@ void aam_shard_backward(float *demb, float *dw, const float *factor, float g, co
 #define SHARD_COLS 16  // samples a thread takes at once over the class-major logits
 
 void aam_shard_forward_fixed(float *rows, int *argmax, float *cache, const float *emb, const float *w,
-                             const int *labels, int G, int E, int S, int first, int block, float margin, float scale) {
+                             const int *labels, const int *cls, int G, int E, int S, int first, int block, float margin,
+                             float scale) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0);
     const aam_cache_t c = aam_cache_view(cache, G, E, S);
     const spk_aam_margin_t mc = spk_aam_margin(margin);
     normalize_rows(c.ehat, c.enorm, emb, G, E);
     normalize_rows(c.what, c.wnorm, w, S, E);
     float *L = c.probs;  // (S, G)
-    const class_runs_t runs = class_runs(S, E, first, block);
+    const class_runs_t runs = class_runs(S, E, cls, first, block);
 #pragma omp parallel for schedule(dynamic, 1) if ((size_t)G * S * E >= 32768)
     for (int j = 0; j < S; j++) {  // one fixed GEMM per block: the block's bits in any slice
         if (!run_starts(runs, j)) continue;
@@ -357,8 +362,8 @@ void aam_shard_expsum_exact(xsum_t sums, const float *mx, const float *cache, in
 }
 
 void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g, const float *cache,
-                              const int *labels, int G, int E, int S, int first, int block, float margin, float scale,
-                              float *workspace, int group) {
+                              const int *labels, const int *cls, int G, int E, int S, int first, int block,
+                              float margin, float scale, float *workspace, int group) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0 && group > 0 && G % group == 0);
     const aam_cache_t c = aam_cache_view(cache, G, E, S);
     const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
@@ -373,7 +378,7 @@ void aam_shard_backward_exact(xsum_t dehat, float *dw_tmp, xsum_t dw, const floa
             d[b] = labels[b] - first == j ? gs * (p - 1.0f) * spk_aam_dphi(c.cos_target[b], mc) : gs * p;
         }
     }
-    const class_runs_t runs = class_runs(S, E, first, block);
+    const class_runs_t runs = class_runs(S, E, cls, first, block);
     if (!xsum_empty(dehat)) {
         // Each block's sum over its classes, in float and class order, per sample: the block's
         // rows of what stay in cache while a thread's samples pass over them.

@@ -45,3 +45,16 @@ void xsum_to_float(float *y, xsum_t s, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
+
+void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len) {
+    SPK_ASSERT(n >= 0 && len >= 0);
+#pragma omp parallel for schedule(static) if (n * len >= PAR_MIN)
+    for (int j = 0; j < n; j++) {
+        const xsum_t d = xsum_at(dst, (int64_t)idx[j] * len), s = xsum_at(src, (int64_t)j * len);
+        for (int64_t i = 0; i < len; i++) {
+            int J = d.bin[i];
+            xsum_merge_into(&J, &d.hi[i], &d.lo[i], s.bin[i], s.hi[i], s.lo[i]);
+            d.bin[i] = (int8_t)J;
+        }
+    }
+}

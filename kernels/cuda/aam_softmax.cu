@@ -337,18 +337,18 @@ __global__ void shard_dcos_exact_kernel(float *dcos, const float *logits, const 
 }
 
 // One thread per (g, e): for each block of classes, sum_j dcos[g, j] what[j, e] in class order,
-// one term of dehat[g, e].
-__global__ void shard_dehat_exact_kernel(xsum_t dehat, const float *dcos, const float *what, int G, int E, int S,
-                                         int first, int block) {
+// one term of dehat[g, e]. Row j's class: cls[j], or first + j.
+__global__ void shard_dehat_exact_kernel(xsum_t dehat, const float *dcos, const float *what, const int *cls, int G,
+                                         int E, int S, int first, int block) {
     SPK_GRID_LOOP(i, (size_t)G * E) {
         const size_t g = i / E, e = i - g * E;
         int J = dehat.bin[i];
         int64_t hi = dehat.hi[i], lo = dehat.lo[i];
         for (int j = 0; j < S;) {
-            const int64_t end = (((int64_t)first + j) / block + 1) * block - first;
-            const int k = end < S ? (int)end : S;
+            const int64_t b = (cls ? cls[j] : (int64_t)first + j) / block;
             float v = 0.0f;
-            for (; j < k; j++) v += dcos[g * S + j] * what[(size_t)j * E + e];
+            for (; j < S && (cls ? cls[j] : (int64_t)first + j) / block == b; j++)
+                v += dcos[g * S + j] * what[(size_t)j * E + e];
             xsum_deposit(&J, &hi, &lo, (double)v);
         }
         dehat.bin[i] = (int8_t)J;
@@ -360,8 +360,8 @@ __global__ void shard_dehat_exact_kernel(xsum_t dehat, const float *dcos, const 
 }  // namespace
 
 extern "C" void aam_shard_forward_fixed_cuda(float *rows, int *argmax, float *cache, const float *emb, const float *w,
-                                             const int *labels, int G, int E, int S, int first, int block, float margin,
-                                             float scale) {
+                                             const int *labels, const int * /*cls*/, int G, int E, int S, int first,
+                                             int block, float margin, float scale) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0);
     const aam_cache_t c = aam_cache_view(cache, G, E, S);
     SPK_LAUNCH(normalize_rows_kernel, spk_rows_grid((size_t)G), c.ehat, c.enorm, emb, E);
@@ -377,15 +377,17 @@ extern "C" void aam_shard_expsum_exact_cuda(xsum_t sums, const float *mx, const 
 }
 
 extern "C" void aam_shard_backward_exact_cuda(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g,
-                                              const float *cache, const int *labels, int G, int E, int S, int first,
-                                              int block, float margin, float scale, float *workspace, int group) {
+                                              const float *cache, const int *labels, const int *cls, int G, int E,
+                                              int S, int first, int block, float margin, float scale, float *workspace,
+                                              int group) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0 && block > 0 && group > 0 && G % group == 0);
     const aam_cache_t c = aam_cache_view(cache, G, E, S);
     const aam_workspace_t ws = aam_workspace_view(workspace, G, E, S);
     SPK_LAUNCH(shard_dcos_exact_kernel, spk_grid((size_t)G * S), ws.dcos, c.probs, mx_sum, mx_sum + G, c.cos_target,
                labels, g * scale, G, S, first, spk_aam_margin(margin));
     if (!xsum_empty(dehat))
-        SPK_LAUNCH(shard_dehat_exact_kernel, spk_grid((size_t)G * E), dehat, ws.dcos, c.what, G, E, S, first, block);
+        SPK_LAUNCH(shard_dehat_exact_kernel, spk_grid((size_t)G * E), dehat, ws.dcos, c.what, cls, G, E, S, first,
+                   block);
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != nullptr);
     class_grads_exact(dw, dw_tmp, ws.dcos, &c, G, E, S, group);

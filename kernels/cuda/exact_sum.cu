@@ -34,6 +34,15 @@ __global__ void xsum_to_float_kernel(float *y, xsum_t s, int64_t n) {
     SPK_GRID_LOOP(i, n) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
+__global__ void xsum_rows_add_kernel(xsum_t dst, xsum_t src, const int *idx, int64_t len, size_t n) {
+    SPK_GRID_LOOP(k, n) {
+        const size_t j = k / len, i = k - j * len, d = (size_t)idx[j] * len + i;
+        int J = dst.bin[d];
+        xsum_merge_into(&J, &dst.hi[d], &dst.lo[d], src.bin[k], src.hi[k], src.lo[k]);
+        dst.bin[d] = (int8_t)J;
+    }
+}
+
 __global__ void xsum_raise_kernel(xsum_t s, const int8_t *bin, int64_t n) {
     SPK_GRID_LOOP(i, n) {
         int J = s.bin[i];
@@ -59,6 +68,12 @@ extern "C" void xsum_add_cuda(xsum_t s, const float *x, int rows, int64_t n, int
 
 extern "C" void xsum_to_float_cuda(float *y, xsum_t s, int64_t n) {
     if (n > 0) SPK_LAUNCH(xsum_to_float_kernel, spk_grid((size_t)n), y, s, n);
+}
+
+extern "C" void xsum_rows_add_cuda(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len) {
+    SPK_ASSERT(n >= 0 && len >= 0);
+    const size_t total = (size_t)n * (size_t)len;
+    if (total > 0) SPK_LAUNCH(xsum_rows_add_kernel, spk_grid(total), dst, src, idx, len, total);
 }
 
 extern "C" void xsum_raise_to_cuda_stream(struct CUstream_st *stream, xsum_t s, const int8_t *bin, int64_t n) {

@@ -12,8 +12,8 @@
 #  - with --invariant the sums over the classes are exact: 1, 2, 3 and 4 ranks train bitwise
 #    alike (gradient clipping, micro-batches, validation, a stop on 2 ranks resumed on 3, a head of
 #    2,100 classes in blocks of 2), and the first steps are the replicated invariant head's up to
-#    rounding;
-#  - refusals: the linear model, --head-sample with --invariant, more ranks than classes.
+#    rounding; Partial FC's sampling too (1, 2 and 4 ranks);
+#  - refusals: the linear model, more ranks than classes.
 . "$(dirname "$0")/lib.sh" "$@"
 
 small="--model ecapa --channels 32 --attention-channels 16 --se-channels 16 --emb-dim 24 --frames 40"
@@ -151,11 +151,18 @@ grep -q "524-526 of 2100 classes per rank" log_big4 || fail "slices of whole blo
 $SPKDDP diff big1/ckpt-000000000002.h5 big4/ckpt-000000000002.h5 >/dev/null &&
     echo "ok  --invariant, 2,100 classes in blocks of 2 (slices of 524-526): 1 and 4 ranks bitwise alike" ||
     fail "2,100 classes: 1 and 4 ranks differ"
+sampled_inv="${inv/--max-steps 6/--max-steps 4} --head-sample 0.1 --optimizer sgd --momentum 0.9 --lr 0.2"
+for k in 1 2 4; do
+    run $k $SPKDDP train $sampled_inv --ckpt-dir pinv$k >/dev/null 2>&1 || fail "invariant --head-sample on $k ranks"
+done
+$SPKDDP diff pinv1/ckpt-000000000004.h5 pinv2/ckpt-000000000004.h5 >/dev/null &&
+    $SPKDDP diff pinv1/ckpt-000000000004.h5 pinv4/ckpt-000000000004.h5 >/dev/null &&
+    echo "ok  --invariant --head-sample 0.1: 1, 2 and 4 ranks bitwise alike" ||
+    fail "invariant Partial FC: 1, 2 and 4 ranks differ"
 
 # Refusals.
 expect_error 2 "linear model has none" -- run 2 $SPKDDP train --data train.h5 --head sharded
-expect_error 2 "--head-sample cannot be combined with --invariant" -- \
-    run 2 $SPKDDP train $common --head sharded --invariant --head-sample 0.5
+
 $SPKDDP synth --kind speakers --out two.h5 --dim 24 --speakers 2 --utts-per-speaker 6 --min-frames 40 --max-frames 90 \
     >/dev/null || fail "synth two"
 expect_error 2 "over 3 ranks needs at least as many classes \(two.h5 has 2\)" -- \

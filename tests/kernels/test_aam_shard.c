@@ -101,10 +101,38 @@ typedef struct {
     float *dw;     // (S, E) every slice's rows, rounded
 } exact_out_t;
 
+// A slice's rows: every class of [first, first + n), or (keep) only the kept ones, as Partial FC's
+// sampling leaves them: their weights, global classes, and the labels as positions among them.
+typedef struct {
+    int n, first;  // rows; first: 0 when sampled (labels are positions)
+    const float *w;
+    int *cls, *y;  // cls NULL: every class
+} slice_t;
+
+static slice_t slice_rows(const head_t *h, const unsigned char *keep, int first, int n) {
+    if (!keep) return (slice_t){n, first, h->w + (size_t)first * h->E, NULL, h->y};
+    slice_t r = {0, 0, NULL, alloc_i((size_t)n + 1), alloc_i(h->G)};
+    float *w = alloc_f((size_t)n * h->E + 1);
+    for (int c = first; c < first + n; c++)
+        if (keep[c]) {
+            memcpy(w + (size_t)r.n * h->E, h->w + (size_t)c * h->E, sizeof(float) * (size_t)h->E);
+            r.cls[r.n++] = c;
+        }
+    for (int g = 0; g < h->G; g++) {
+        r.y[g] = -1;
+        for (int j = 0; j < r.n; j++)
+            if (r.cls[j] == h->y[g]) r.y[g] = j;
+    }
+    r.w = w;
+    return r;
+}
+
 // The invariant kernels over K slices of whole blocks (head_shard_slice's rule), combined as the
 // ranks combine them: the rows' largest logits, each slice's exp sums and embedding-gradient sums
-// as partial sums merged, the losses from the merged sums (dloss 1 / G per row).
-static exact_out_t exact_sliced(const head_t *h, int K, int block, int group, float margin, float scale) {
+// as partial sums merged, the losses from the merged sums (dloss 1 / G per row). keep: the
+// classes scored (NULL: all; the labels' classes must be kept).
+static exact_out_t exact_sliced(const head_t *h, const unsigned char *keep, int K, int block, int group, float margin,
+                                float scale) {
     const int G = h->G, E = h->E, S = h->S, nb = (S + block - 1) / block;
     int *first = alloc_i(K + 1), *am = alloc_i((size_t)K * G);
     for (int k = 0; k <= K; k++) {
@@ -113,11 +141,24 @@ static exact_out_t exact_sliced(const head_t *h, int K, int block, int group, fl
     }
     float *rows = alloc_f((size_t)K * G * AAM_SHARD_ROW), *ms = alloc_f(2 * (size_t)G);
     float **cache = (float **)test_alloc(sizeof(float *) * K);
+    slice_t *sl = (slice_t *)test_alloc(sizeof(slice_t) * K);
     for (int k = 0; k < K; k++) {
-        const int n = first[k + 1] - first[k];
+        sl[k] = slice_rows(h, keep, first[k], first[k + 1] - first[k]);
+        const int n = sl[k].n;
+        float *r = rows + (size_t)k * G * AAM_SHARD_ROW;
         cache[k] = alloc_f(aam_shard_cache_floats(G, E, n));
-        aam_shard_forward_fixed(rows + (size_t)k * G * AAM_SHARD_ROW, am + (size_t)k * G, cache[k], h->emb,
-                                h->w + (size_t)first[k] * E, h->y, G, E, n, first[k], block, margin, scale);
+        if (n == 0) {  // a slice that scores nothing (as the layer fills it)
+            for (int g = 0; g < G; g++) {
+                r[g * AAM_SHARD_ROW + AAM_SHARD_LSE] = r[g * AAM_SHARD_ROW + AAM_SHARD_COSMAX] = -INFINITY;
+                r[g * AAM_SHARD_ROW + AAM_SHARD_TARGET] = 0.0f;
+                am[(size_t)k * G + g] = -1;
+            }
+            continue;
+        }
+        aam_shard_forward_fixed(r, am + (size_t)k * G, cache[k], h->emb, sl[k].w, sl[k].y, sl[k].cls, G, E, n,
+                                sl[k].first, block, margin, scale);
+        if (sl[k].cls)  // back to global classes
+            for (int g = 0; g < G; g++) am[(size_t)k * G + g] = sl[k].cls[am[(size_t)k * G + g]];
     }
     for (int g = 0; g < G; g++) {
         ms[g] = -INFINITY;
@@ -126,7 +167,7 @@ static exact_out_t exact_sliced(const head_t *h, int K, int block, int group, fl
     xsum_t den = host_sums(G), dehat = host_sums((int64_t)G * E);
     for (int k = 0; k < K; k++) {
         xsum_t part = host_sums(G);
-        aam_shard_expsum_exact(part, ms, cache[k], G, E, first[k + 1] - first[k]);
+        if (sl[k].n > 0) aam_shard_expsum_exact(part, ms, cache[k], G, E, sl[k].n);
         xsum_merge(den, part, G);
     }
     exact_out_t o = {alloc_f(G), 0, alloc_f((size_t)G * E), alloc_f((size_t)S * E)};
@@ -143,14 +184,19 @@ static exact_out_t exact_sliced(const head_t *h, int K, int block, int group, fl
         o.loss[g] = (float)((double)ms[g] + log(sum) - target);
         o.hits += arg == h->y[g];
     }
+    memset(o.dw, 0, sizeof(float) * (size_t)S * E);
     for (int k = 0; k < K; k++) {
-        const int n = first[k + 1] - first[k];
+        const int n = sl[k].n;
+        if (n == 0) continue;
         xsum_t part = host_sums((int64_t)G * E), dw = host_sums((int64_t)n * E);
         float *tmp = alloc_f((size_t)n * E), *ws = alloc_f(aam_shard_workspace_floats(G, E, n));
-        aam_shard_backward_exact(part, tmp, dw, ms, 1.0f / (float)G, cache[k], h->y, G, E, n, first[k], block, margin,
-                                 scale, ws, group);
+        aam_shard_backward_exact(part, tmp, dw, ms, 1.0f / (float)G, cache[k], sl[k].y, sl[k].cls, G, E, n, sl[k].first,
+                                 block, margin, scale, ws, group);
         xsum_merge(dehat, part, (int64_t)G * E);
-        xsum_to_float(o.dw + (size_t)first[k] * E, dw, (int64_t)n * E);
+        float *d = sums_to_floats(dw, (int64_t)n * E);
+        for (int j = 0; j < n; j++)
+            memcpy(o.dw + (size_t)(sl[k].cls ? sl[k].cls[j] : first[k] + j) * E, d + (size_t)j * E,
+                   sizeof(float) * (size_t)E);
     }
     xsum_to_float(o.dehat, dehat, (int64_t)G * E);
     return o;
@@ -168,7 +214,7 @@ static void exact_case(int G, int E, int S, int block, int group, float scale) {
     const char *tag = cname("G%d E%d S%d block %d group %d s%g", G, E, S, block, group, scale);
     char t[96];
     snprintf(t, sizeof t, "%s", tag);
-    const exact_out_t one = exact_sliced(&h, 1, block, group, margin, scale);
+    const exact_out_t one = exact_sliced(&h, NULL, 1, block, group, margin, scale);
     // the whole head's plain kernels
     float loss, *de = zeros_f((size_t)G * E), *dw = zeros_f((size_t)S * E);
     int correct;
@@ -186,16 +232,35 @@ static void exact_case(int G, int E, int S, int block, int group, float scale) {
     check_close(cname("exact dw %s", t), one.dw, dw, (size_t)S * E, 1e-4, 1e-6 * max_abs(dw, (size_t)S * E));
     // any slices of whole blocks, any thread count: the same bits
     for (int K = 2; K <= 5 && K <= (S + block - 1) / block; K += K < 3 ? 1 : 2) {
-        const exact_out_t k = exact_sliced(&h, K, block, group, margin, scale);
+        const exact_out_t k = exact_sliced(&h, NULL, K, block, group, margin, scale);
         check_true(same_out(&one, &k, G, E, S), cname("exact %s: %d slices, the bits of one", t, K));
     }
     const int before = with_threads(1);
-    const exact_out_t t1 = exact_sliced(&h, 2, block, group, margin, scale);
+    const exact_out_t t1 = exact_sliced(&h, NULL, 2, block, group, margin, scale);
     with_threads(2);
-    const exact_out_t t2 = exact_sliced(&h, 2, block, group, margin, scale);
+    const exact_out_t t2 = exact_sliced(&h, NULL, 2, block, group, margin, scale);
     with_threads(before);
     check_true(same_out(&one, &t1, G, E, S) && same_out(&one, &t2, G, E, S),
                cname("exact %s: 1 and 2 threads, the same bits", t));
+    test_release();
+}
+
+// Partial FC's sampled rows (the labels' classes, all in the lower half, and about a third of the
+// other classes of that half, so that the slices of the upper half score none): any slices of
+// whole blocks give the bits of one.
+static void exact_sampled_case(int G, int E, int S, int block, int group) {
+    head_t h = make(G, E, S);
+    unsigned char *keep = (unsigned char *)test_alloc((size_t)S);
+    for (int c = 0; c < S; c++) keep[c] = c < S / 2 && rng_int(3) == 0;
+    for (int g = 0; g < G; g++) keep[h.y[g] %= S / 2] = 1;
+    const char *tag = cname("sampled G%d E%d S%d block %d group %d", G, E, S, block, group);
+    char t[96];
+    snprintf(t, sizeof t, "%s", tag);
+    const exact_out_t one = exact_sliced(&h, keep, 1, block, group, 0.2f, 30.0f);
+    for (int K = 2; K <= 5 && K <= (S + block - 1) / block; K += K < 3 ? 1 : 2) {
+        const exact_out_t k = exact_sliced(&h, keep, K, block, group, 0.2f, 30.0f);
+        check_true(same_out(&one, &k, G, E, S), cname("exact %s: %d slices, the bits of one", t, K));
+    }
     test_release();
 }
 
@@ -208,6 +273,8 @@ static void cpu_checks(void) {
     exact_case(6, 8, 11, 1, 1, 30.0f);
     exact_case(12, 16, 50, 3, 2, 2.0f);
     exact_case(40, 32, 300, 4, 4, 2.0f);  // threaded
+    exact_sampled_case(6, 8, 30, 1, 2);
+    exact_sampled_case(12, 16, 90, 3, 3);
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
@@ -256,11 +323,11 @@ static void backend_exact_case(int G, int E, int S, int first, int block, int gr
     snprintf(t, sizeof t, "%s", tag);
     float *rows = alloc_f((size_t)G * AAM_SHARD_ROW), *cache = alloc_f(aam_shard_cache_floats(G, E, S));
     int *am = alloc_i(G);
-    aam_shard_forward_fixed(rows, am, cache, h.emb, w, h.y, G, E, S, first, block, margin, scale);
+    aam_shard_forward_fixed(rows, am, cache, h.emb, w, h.y, NULL, G, E, S, first, block, margin, scale);
     float *demb = dev_f(h.emb, ne), *dw = dev_f(w, nw), *drows = dev_f(NULL, (size_t)G * AAM_SHARD_ROW);
     float *dcache = dev_f(NULL, g_be->aam_shard_cache_floats(G, E, S));
     int *dlabels = dev_i(h.y, G), *dam = dev_i(am, G);
-    g_be->aam_shard_forward_fixed(drows, dam, dcache, demb, dw, dlabels, G, E, S, first, block, margin, scale);
+    g_be->aam_shard_forward_fixed(drows, dam, dcache, demb, dw, dlabels, NULL, G, E, S, first, block, margin, scale);
     cmp(cname("exact rows %s", t), drows, rows, (size_t)G * AAM_SHARD_ROW, TOL_GEMM);
     int *got = alloc_i(G);
     g_be->download(got, dam, sizeof(int) * (size_t)G);
@@ -281,9 +348,10 @@ static void backend_exact_case(int G, int E, int S, int first, int block, int gr
     xsum_t xdw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw);
     float *ws = alloc_f(aam_shard_workspace_floats(G, E, S)), *tmp = alloc_f(nw);
     float *dws = dev_f(NULL, g_be->aam_shard_workspace_floats(G, E, S)), *dtmp = dev_f(NULL, nw);
-    aam_shard_backward_exact(hde, tmp, hdw, ms, 0.5f, cache, h.y, G, E, S, first, block, margin, scale, ws, group);
-    g_be->aam_shard_backward_exact(xde, dtmp, xdw, dms, 0.5f, dcache, dlabels, G, E, S, first, block, margin, scale,
-                                   dws, group);
+    aam_shard_backward_exact(hde, tmp, hdw, ms, 0.5f, cache, h.y, NULL, G, E, S, first, block, margin, scale, ws,
+                             group);
+    g_be->aam_shard_backward_exact(xde, dtmp, xdw, dms, 0.5f, dcache, dlabels, NULL, G, E, S, first, block, margin,
+                                   scale, dws, group);
     float *dde = dev_f(NULL, ne), *ddw = dev_f(NULL, nw);
     g_be->xsum_to_float(dde, xde, (int64_t)ne);
     g_be->xsum_to_float(ddw, xdw, (int64_t)nw);

@@ -223,6 +223,23 @@ static void backend_checks(void) {
     g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
     g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
     check_true(same_sums(got, want3, n), cname("[%s] xsum_add in groups of 3: the CPU's sums", g_be->name));
+    // rows of 3 sums of `want` merged into rows idx[j] of the sums above: xsum_merge's bits
+    const int len = 3, nr = 400;
+    int *idx = alloc_i(nr);
+    for (int j = 0; j < nr; j++) idx[j] = (int)((j * 7 + 5) % (n / len));  // distinct rows
+    xsum_t merged = host_sums(n);
+    xsum_merge(merged, want3, n);
+    for (int j = 0; j < nr; j++)
+        xsum_merge(xsum_at(merged, (int64_t)idx[j] * len), xsum_at(want, (int64_t)j * len), len);
+    xsum_t src = xsum_layout(dev_alloc(xsum_bytes(n)), n);
+    g_be->upload(src.bin, want.bin, (size_t)n);
+    g_be->upload(src.hi, want.hi, sizeof(int64_t) * n);
+    g_be->upload(src.lo, want.lo, sizeof(int64_t) * n);
+    g_be->xsum_rows_add(d, src, dev_i(idx, nr), nr, len);
+    g_be->download(got.bin, d.bin, (size_t)n);
+    g_be->download(got.hi, d.hi, sizeof(int64_t) * n);
+    g_be->download(got.lo, d.lo, sizeof(int64_t) * n);
+    check_true(same_sums(got, merged, n), cname("[%s] xsum_rows_add: xsum_merge's sums", g_be->name));
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_exact_sum", 17, cpu_checks, backend_checks); }

@@ -34,7 +34,10 @@ struct aam_head_shard {
     int n;               // classes scored this step (this rank's rows, or those sampled)
     int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1
     int *idx;            // (S) backend copy of h_idx
+    int *cls;            // (S) the invariant mode: the sampled rows' global classes (backend)
     float *w_s, *dw_s;   // (S, E) the sampled rows' weights and gradient
+    xsum_t x_dw_s;       // the invariant mode: the sampled rows' gradient sums (cap_dw_s rows)
+    int cap_dw_s;
     // The invariant mode's exact sums over the classes: each row's softmax denominator (G) and
     // the gradient w.r.t. the normalised embeddings (G, E), on the backend and on the host (for
     // the exact allreduce); factor then holds each row's largest logit and denominator.
@@ -74,8 +77,9 @@ void aam_head_shard_free(aam_head_shard_t *s, const model_t *m) {
     free(s->every);
     free(s->h_idx);
     free(s->h_pos);
-    float **dev[] = {&s->w_s, &s->dw_s, (float **)&s->idx};
+    float **dev[] = {&s->w_s, &s->dw_s, (float **)&s->idx, (float **)&s->cls};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) model_buf_free(m, dev[i]);
+    model_xsum_free(m, &s->x_dw_s);
     free(s);
 }
 
@@ -86,7 +90,8 @@ void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed) {
 
 // The rows this step scores: the global batch's labels that are this rank's, and every other
 // row with probability `rate`, drawn from (seed, step, class) so that any number of ranks
-// samples the same classes. Their weights into w_s, the labels as positions among them.
+// samples the same classes. Their weights into w_s, the labels as positions among them. In the
+// invariant mode a slice may score none (s->n 0: no rank may add a class of its own choosing).
 static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const float *w, int E) {
     const int S = (int)m->head_rows, first = (int)m->head_first;
     const spk_backend_t *K = m->be;
@@ -94,6 +99,7 @@ static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const flo
         s->h_idx = mallocCheck((size_t)S * sizeof(int));
         s->h_pos = mallocCheck((size_t)S * sizeof(int));
         s->idx = (int *)model_buf(m, (size_t)S);
+        s->cls = m->invariant ? (int *)model_buf(m, (size_t)S) : NULL;
         s->w_s = model_buf(m, (size_t)S * E);
         s->dw_s = model_buf(m, (size_t)S * E);
     }
@@ -111,7 +117,7 @@ static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const flo
         s->h_pos[c] = s->h_pos[c] ? s->n : -1;
         if (s->h_pos[c] >= 0) s->h_idx[s->n++] = c;
     }
-    if (s->n == 0) s->h_pos[s->h_idx[s->n++] = 0] = 0;  // a slice is never empty
+    if (s->n == 0 && !m->invariant) s->h_pos[s->h_idx[s->n++] = 0] = 0;  // a slice is never empty
     int *lab = s->h_argmax;  // (free until the forward's results) the labels as positions among the sampled
     for (int g = 0; g < s->G; g++) {
         const int y = s->h_labels[g] - first;
@@ -119,6 +125,10 @@ static const float *sample_rows(aam_head_shard_t *s, const model_t *m, const flo
     }
     K->upload(s->labels, lab, (size_t)s->G * sizeof(int));
     K->upload(s->idx, s->h_idx, (size_t)s->n * sizeof(int));
+    if (s->cls) {  // their global classes, for the blocks (h_pos is free now)
+        for (int j = 0; j < s->n; j++) s->h_pos[j] = first + s->h_idx[j];
+        K->upload(s->cls, s->h_pos, (size_t)s->n * sizeof(int));
+    }
     K->rows_gather(s->w_s, w, s->idx, s->n, E);
     return s->w_s;
 }
@@ -203,7 +213,7 @@ static void combine_exact(aam_head_shard_t *s, model_t *m, int E, float *row_los
     }
     K->upload(s->factor, mx, (size_t)G * sizeof(float));
     K->xsum_zero(s->x_den, G);
-    K->aam_shard_expsum_exact(s->x_den, s->factor, s->cache, G, E, s->n);
+    if (s->n > 0) K->aam_shard_expsum_exact(s->x_den, s->factor, s->cache, G, E, s->n);
     exact_allreduce(m, s->x_den, s->h_den, G);
     *hits = 0;
     for (int g = 0; g < G; g++) {
@@ -256,7 +266,6 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
     hc->allgather(hc->ctx, labels, s->h_labels, s->counts, sizeof(int));
     for (int64_t g = 0; g < G; g++) SPK_ASSERT(s->h_labels[g] >= 0 && s->h_labels[g] < m->num_classes);
     const int sampled = s->sampled = train && s->rate < 1.0;  // evaluation scores every class
-    SPK_ASSERT(!(sampled && m->invariant));
     if (sampled) {
         w = sample_rows(s, m, w, E);
     } else {
@@ -264,15 +273,25 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
         K->upload(s->labels, s->h_labels, (size_t)G * sizeof(int));
     }
     const int first = sampled ? 0 : (int)m->head_first;  // sampled: rows and labels are positions
-    if (m->invariant)
-        K->aam_shard_forward_fixed(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first,
-                                   aam_shard_block(m->num_classes), margin, scale);
-    else
-        K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first, margin, scale);
-    K->download(s->h_rows, s->rows, (size_t)G * AAM_SHARD_ROW * sizeof(float));
-    K->download(s->h_argmax, s->argmax, (size_t)G * sizeof(int));
-    if (sampled)  // back to global classes
-        for (int g = 0; g < s->G; g++) s->h_argmax[g] = (int)m->head_first + s->h_idx[s->h_argmax[g]];
+    if (s->n == 0) {  // (the invariant mode's sampling may leave a slice nothing to score)
+        for (int g = 0; g < G; g++) {
+            float *r = s->h_rows + (size_t)g * AAM_SHARD_ROW;
+            r[AAM_SHARD_LSE] = r[AAM_SHARD_COSMAX] = -INFINITY;
+            r[AAM_SHARD_TARGET] = 0.0f;
+            s->h_argmax[g] = -1;
+        }
+    } else {
+        if (m->invariant)
+            K->aam_shard_forward_fixed(s->rows, s->argmax, s->cache, s->emb, w, s->labels, sampled ? s->cls : NULL,
+                                       s->G, E, s->n, first, aam_shard_block(m->num_classes), margin, scale);
+        else
+            K->aam_shard_forward(s->rows, s->argmax, s->cache, s->emb, w, s->labels, s->G, E, s->n, first, margin,
+                                 scale);
+        K->download(s->h_rows, s->rows, (size_t)G * AAM_SHARD_ROW * sizeof(float));
+        K->download(s->h_argmax, s->argmax, (size_t)G * sizeof(int));
+        if (sampled)  // back to global classes
+            for (int g = 0; g < s->G; g++) s->h_argmax[g] = (int)m->head_first + s->h_idx[s->h_argmax[g]];
+    }
     for (int r = 0; r < hc->size; r++) s->every[r] = G;
     hc->allgather(hc->ctx, s->h_rows, s->h_rows_all, s->every, AAM_SHARD_ROW * sizeof(float));
     hc->allgather(hc->ctx, s->h_argmax, s->h_argmax_all, s->every, sizeof(int));
@@ -298,15 +317,30 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
 static void backward_exact(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
                            float scale) {
     const spk_backend_t *K = m->be;
-    const int G = s->G, B = s->B;
+    const int G = s->G, B = s->B, block = aam_shard_block(m->num_classes);
     K->xsum_zero(s->x_dehat, (int64_t)G * E);
-    K->aam_shard_backward_exact(s->x_dehat, dw, xdw, s->factor, 1.0f / (float)G, s->cache, s->labels, G, E, s->n,
-                                (int)m->head_first, aam_shard_block(m->num_classes), margin, scale, s->work, m->group);
+    if (s->sampled && s->n > 0) {  // the sampled rows' sums, then added to their rows'
+        if (s->n > s->cap_dw_s) {
+            model_xsum_free(m, &s->x_dw_s);
+            s->x_dw_s = model_xsum(m, (int64_t)s->n * E);
+            s->cap_dw_s = s->n;
+        }
+        K->xsum_zero(s->x_dw_s, (int64_t)s->n * E);
+        K->aam_shard_backward_exact(s->x_dehat, s->dw_s, s->x_dw_s, s->factor, 1.0f / (float)G, s->cache, s->labels,
+                                    s->cls, G, E, s->n, 0, block, margin, scale, s->work, m->group);
+        K->xsum_rows_add(xdw, s->x_dw_s, s->idx, s->n, E);
+    } else if (s->n > 0) {
+        K->aam_shard_backward_exact(s->x_dehat, dw, xdw, s->factor, 1.0f / (float)G, s->cache, s->labels, NULL, G, E,
+                                    s->n, (int)m->head_first, block, margin, scale, s->work, m->group);
+    }
     exact_allreduce(m, s->x_dehat, s->h_dehat, (int64_t)G * E);
     K->xsum_to_float(s->demb, s->x_dehat, (int64_t)G * E);
-    const aam_cache_t c = aam_cache_view(s->cache, G, E, s->n);
+    // This rank's rows through their normalisation, normalised again here: a slice that scored
+    // no class has no cache of them, and every rank must compute them alike.
+    float *z = s->work, *norm = s->work + (size_t)B * E;
     const size_t o = (size_t)s->off;
-    K->rows_normalize_backward(g_emb, s->demb + o * E, c.ehat + o * E, c.enorm + o, B, E, AAM_NORM_EPS);
+    K->rows_normalize_forward(z, norm, s->emb + o * E, B, E, AAM_NORM_EPS);
+    K->rows_normalize_backward(g_emb, s->demb + o * E, z, norm, B, E, AAM_NORM_EPS);
 }
 
 void aam_head_shard_backward(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
