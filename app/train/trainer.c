@@ -749,9 +749,14 @@ static void create_optimizer(trainer_t *t) {
     optimizer_init(&t->opt, &oc, n, t->be);
     step_controls_init(&t->controls, t->cfg, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
-    if (own)
-        step_controls_shard(&t->controls, t->comm, own,
-                            t->model->invariant ? aam_shard_block(t->shard.classes) * t->shard.E : 0);
+    const model_t *m = t->model;
+    if (m->invariant && m->head_comm) {  // the head's norm by class blocks on any number of ranks, one included
+        const param_tensor_t *head = &m->table.t[0];
+        SPK_ASSERT(strcmp(head->name, "classifier.weight") == 0);
+        step_controls_shard(&t->controls, t->comm, head->numel, aam_shard_block(m->num_classes) * head->shape[1]);
+    } else if (own) {
+        step_controls_shard(&t->controls, t->comm, own, 0);
+    }
     grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant,
                    t->model->teacher);
     head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
