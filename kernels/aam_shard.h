@@ -45,7 +45,9 @@ void aam_shard_backward(float *demb,          // (G, E) =
 // (kernels/exact_sum.h), and every other number is computed from one class, or from one block
 // of classes, alone. Blocks are `block` consecutive global classes (aam_shard_block), which the
 // slices never split (app/dist/head_comm.h), so a block is computed alike in any slice. In this
-// mode the cache's probs slot holds the logits class-major, (S, G).
+// mode the cache's probs slot holds the logits in the backend's own layout (class-major, (S, G),
+// on the CPU; sample-major on CUDA). A row's denominator takes one exact term per class, so a
+// head may have at most XSUM_MAX_TERMS classes (the trainer checks).
 
 // Classes per block for a head of `classes`: 1 below 2,048 classes (the slices are then those
 // of the plain mode), up to 64 for large heads. It bounds the ranks a head can be split over

@@ -33,6 +33,7 @@
 #include "kernels/base/clock.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/base/stop_signals.h"
+#include "kernels/exact_sum_math.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -722,6 +723,11 @@ static void create_model(trainer_t *t) {
                          t->comm->size, c->data, (long long)classes, block > 1 ? ", split in blocks" : "");
         head_shard_slice(classes, t->comm->size, t->comm->rank, &first, &rows);
     }
+    if (sharded && mc.invariant && classes > XSUM_MAX_TERMS)  // each class is one term of a row's denominator
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --head sharded --invariant sums each row's softmax over at most %d classes exactly (%s "
+                     "has %lld)",
+                     XSUM_MAX_TERMS, c->data, (long long)classes);
     const model_data_t md = {.feature_dim = t->data.feature_dim,
                              .num_classes = classes,
                              .class_first = first,

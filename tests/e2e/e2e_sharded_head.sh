@@ -151,6 +151,19 @@ grep -q "524-526 of 2100 classes per rank" log_big4 || fail "slices of whole blo
 $SPKDDP diff big1/ckpt-000000000002.h5 big4/ckpt-000000000002.h5 >/dev/null &&
     echo "ok  --invariant, 2,100 classes in blocks of 2 (slices of 524-526): 1 and 4 ranks bitwise alike" ||
     fail "2,100 classes: 1 and 4 ranks differ"
+# Validation: 200 utterances in global batches of 6 end with a batch of 2, and on 3 ranks a rank
+# with none. With the weights frozen, the loss is the same on 1 and 3 ranks, and the replicated
+# head's within rounding.
+frozen="$small --data c200.h5 --val-data c200v.h5 --epochs 1 --global-batch 6 --optimizer sgd --lr 1e-30 --progress 0"
+for v in sharded:1 sharded:3 replicated:1; do
+    run ${v#*:} $SPKDDP train $frozen --head ${v%:*} --invariant --ckpt-dir val_${v/:/} --metrics val_${v/:/}.jsonl \
+        >/dev/null 2>&1 || fail "validation run $v"
+done
+vl() { sed -n 's/.*"val_loss": \([0-9.e+-]*\).*/\1/p' "$1" | tail -1; }
+[ -n "$(vl val_sharded1.jsonl)" ] && [ "$(vl val_sharded1.jsonl)" = "$(vl val_sharded3.jsonl)" ] &&
+    awk -v a="$(vl val_sharded1.jsonl)" -v b="$(vl val_replicated1.jsonl)" 'BEGIN { d = a - b; exit !(d * d <= 1e-12 * b * b) }' &&
+    echo "ok  --invariant validation (a short last batch, a rank with none): $(vl val_sharded1.jsonl) on 1 and 3 ranks, the replicated head's $(vl val_replicated1.jsonl)" ||
+    fail "validation loss: $(vl val_sharded1.jsonl) / $(vl val_sharded3.jsonl) / replicated $(vl val_replicated1.jsonl)"
 sampled_inv="${inv/--max-steps 6/--max-steps 4} --head-sample 0.1 --optimizer sgd --momentum 0.9 --lr 0.2"
 for k in 1 2 4; do
     run $k $SPKDDP train $sampled_inv --ckpt-dir pinv$k >/dev/null 2>&1 || fail "invariant --head-sample on $k ranks"

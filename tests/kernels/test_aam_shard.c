@@ -312,22 +312,31 @@ static void backend_case(int G, int E, int S, int first) {
 }
 
 // The invariant kernels on one slice: rows and argmax, the exp sums and the gradient sums
-// (rounded) within tolerance of the CPU's, from the CPU's largest logits and sums.
-static void backend_exact_case(int G, int E, int S, int first, int block, int group) {
+// (rounded) within tolerance of the CPU's, from the CPU's largest logits and sums. sampled: about
+// half of the slice's classes (and its labels'), as Partial FC leaves them.
+static void backend_exact_case(int G, int E, int S0, int first0, int block, int group, int sampled) {
     const float margin = 0.2f, scale = 30.0f;
-    head_t h = make(G, E, first + S + 7);
-    const float *w = h.w + (size_t)first * E;
+    head_t h = make(G, E, first0 + S0 + 7);
+    unsigned char *keep = NULL;
+    if (sampled) {
+        keep = (unsigned char *)test_alloc((size_t)h.S);
+        for (int c = 0; c < h.S; c++) keep[c] = rng_int(2) == 0;
+        for (int g = 0; g < G; g++) keep[h.y[g]] = 1;
+    }
+    const slice_t sl = slice_rows(&h, keep, first0, S0);
+    const int S = sl.n, first = sl.first;
+    const float *w = sl.w;
     const size_t ne = (size_t)G * E, nw = (size_t)S * E;
-    const char *tag = cname("G%d E%d S%d first %d block %d", G, E, S, first, block);
-    char t[80];
+    const char *tag = cname("G%d E%d S%d first %d block %d%s", G, E, S, first0, block, sampled ? " sampled" : "");
+    char t[96];
     snprintf(t, sizeof t, "%s", tag);
     float *rows = alloc_f((size_t)G * AAM_SHARD_ROW), *cache = alloc_f(aam_shard_cache_floats(G, E, S));
     int *am = alloc_i(G);
-    aam_shard_forward_fixed(rows, am, cache, h.emb, w, h.y, NULL, G, E, S, first, block, margin, scale);
+    aam_shard_forward_fixed(rows, am, cache, h.emb, w, sl.y, sl.cls, G, E, S, first, block, margin, scale);
     float *demb = dev_f(h.emb, ne), *dw = dev_f(w, nw), *drows = dev_f(NULL, (size_t)G * AAM_SHARD_ROW);
     float *dcache = dev_f(NULL, g_be->aam_shard_cache_floats(G, E, S));
-    int *dlabels = dev_i(h.y, G), *dam = dev_i(am, G);
-    g_be->aam_shard_forward_fixed(drows, dam, dcache, demb, dw, dlabels, NULL, G, E, S, first, block, margin, scale);
+    int *dlabels = dev_i(sl.y, G), *dam = dev_i(am, G), *dcls = sl.cls ? dev_i(sl.cls, S) : NULL;
+    g_be->aam_shard_forward_fixed(drows, dam, dcache, demb, dw, dlabels, dcls, G, E, S, first, block, margin, scale);
     cmp(cname("exact rows %s", t), drows, rows, (size_t)G * AAM_SHARD_ROW, TOL_GEMM);
     int *got = alloc_i(G);
     g_be->download(got, dam, sizeof(int) * (size_t)G);
@@ -348,9 +357,9 @@ static void backend_exact_case(int G, int E, int S, int first, int block, int gr
     xsum_t xdw = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw);
     float *ws = alloc_f(aam_shard_workspace_floats(G, E, S)), *tmp = alloc_f(nw);
     float *dws = dev_f(NULL, g_be->aam_shard_workspace_floats(G, E, S)), *dtmp = dev_f(NULL, nw);
-    aam_shard_backward_exact(hde, tmp, hdw, ms, 0.5f, cache, h.y, NULL, G, E, S, first, block, margin, scale, ws,
+    aam_shard_backward_exact(hde, tmp, hdw, ms, 0.5f, cache, sl.y, sl.cls, G, E, S, first, block, margin, scale, ws,
                              group);
-    g_be->aam_shard_backward_exact(xde, dtmp, xdw, dms, 0.5f, dcache, dlabels, NULL, G, E, S, first, block, margin,
+    g_be->aam_shard_backward_exact(xde, dtmp, xdw, dms, 0.5f, dcache, dlabels, dcls, G, E, S, first, block, margin,
                                    scale, dws, group);
     float *dde = dev_f(NULL, ne), *ddw = dev_f(NULL, nw);
     g_be->xsum_to_float(dde, xde, (int64_t)ne);
@@ -364,8 +373,9 @@ static void backend_exact_case(int G, int E, int S, int first, int block, int gr
 static void backend_checks(void) {
     backend_case(19, 40, 300, 13);
     backend_case(6, 7, 5, 0);
-    backend_exact_case(18, 40, 300, 12, 4, 3);
-    backend_exact_case(6, 7, 5, 0, 1, 1);
+    backend_exact_case(18, 40, 300, 12, 4, 3, 0);
+    backend_exact_case(6, 7, 5, 0, 1, 1, 0);
+    backend_exact_case(18, 40, 300, 12, 4, 3, 1);
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_aam_shard", 12, cpu_checks, backend_checks); }

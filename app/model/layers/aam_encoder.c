@@ -115,6 +115,7 @@ static const int *forward_loss(model_t *m, const batch_t *b, int train, const fl
         *emb = NULL;
         aam_head_shard_forward(h->shard, m, NULL, NULL, 0, E, m->params + h->cls_w, 0, h->margin, h->scale, h->scalars,
                                NULL);
+        if (m->invariant) model_sum_losses(m, h->row_loss, 0, 1);  // (the empty sum, not the last batch's)
         model_stats_fetch(m, h->scalars, 0);
         return NULL;
     }

@@ -32,7 +32,7 @@ struct aam_head_shard {
     int sampled;  // the last forward scored the sampled rows only
     uint64_t seed;
     int n;               // classes scored this step (this rank's rows, or those sampled)
-    int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1
+    int *h_idx, *h_pos;  // (S) the sampled rows; each row's position among them or -1 (scratch after)
     int *idx;            // (S) backend copy of h_idx
     int *cls;            // (S) the invariant mode: the sampled rows' global classes (backend)
     float *w_s, *dw_s;   // (S, E) the sampled rows' weights and gradient
@@ -154,7 +154,7 @@ static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
     s->argmax = (int *)model_buf(m, g);
     s->cache = model_buf(m, m->be->aam_shard_cache_floats(G, E, S));
     s->work = model_buf(m, m->be->aam_shard_workspace_floats(G, E, S));
-    if (m->invariant) {
+    if (m->invariant) {  // (laid out for G sums: a smaller batch uses the first of each part)
         s->x_den = model_xsum(m, G);
         s->x_dehat = model_xsum(m, (int64_t)G * E);
         s->h_den = xsum_layout(s->h_den_buf = mallocCheck(xsum_bytes(G)), G);
@@ -163,12 +163,18 @@ static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
     s->cap_g = G;
 }
 
-// x (n exact sums on the backend) = their sums over every rank, through the host.
+// The first n of x's exact sums (on the backend) = their sums over every rank, through h on the
+// host. Both are laid out for cap_g sums, so each part moves on its own.
 static void exact_allreduce(const model_t *m, xsum_t x, xsum_t h, int64_t n) {
     const head_comm_t *hc = m->head_comm;
-    m->be->download(h.bin, x.bin, xsum_bytes(n));
+    const size_t limbs = (size_t)n * sizeof(int64_t);
+    m->be->download(h.bin, x.bin, (size_t)n);
+    m->be->download(h.hi, x.hi, limbs);
+    m->be->download(h.lo, x.lo, limbs);
     hc->exact_allreduce(hc->ctx, h, n);
-    m->be->upload(x.bin, h.bin, xsum_bytes(n));
+    m->be->upload(x.bin, h.bin, (size_t)n);
+    m->be->upload(x.hi, h.hi, limbs);
+    m->be->upload(x.lo, h.lo, limbs);
 }
 
 // Every rank's row results into each row's loss (log-sum-exp over the slices minus the

@@ -22,7 +22,7 @@ void aam_head_shard_sample(aam_head_shard_t *s, double rate, uint64_t seed);
 // part) with their labels (host): scalars (backend memory) <- [mean loss of these B samples,
 // their argmax hits as an int]. w: this rank's classifier rows (m->head_rows, E). train: a
 // training step's (its classes sampled, aam_head_shard_sample), else every class is scored.
-// In the world-size-invariant mode (m->invariant; no sampling) the sums over classes are exact
+// In the world-size-invariant mode (m->invariant) the sums over classes are exact
 // (kernels/aam_shard.h) and row_loss (backend, (B)) <- each sample's loss, in place of the mean.
 void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, const int *labels, int B, int E,
                             const float *w, int train, float margin, float scale, float *scalars, float *row_loss);
