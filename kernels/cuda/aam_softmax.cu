@@ -311,16 +311,34 @@ __global__ void shard_cos_fixed_kernel(float *cos, const float *ehat, const floa
     }
 }
 
-// One thread per sample: sums[g] += exp(logit[g, j] - mx[g]) for j in order.
-__global__ void shard_expsum_kernel(xsum_t sums, const float *mx, const float *logits, int G, int S) {
-    SPK_GRID_LOOP(g, (size_t)G) {
-        int J = sums.bin[g];
-        int64_t hi = sums.hi[g], lo = sums.lo[g];
-        const float *l = logits + g * S;
-        for (int j = 0; j < S; j++) xsum_deposit(&J, &hi, &lo, (double)expf(l[j] - mx[g]));
-        sums.bin[g] = (int8_t)J;
-        sums.hi[g] = hi;
-        sums.lo[g] = lo;
+// One block per sample g: each thread adds exp(logit[g, j] - mx[g]) of its classes j into a sum
+// of its own, the block's sums merge in shared memory, then into sums[g]. Exact sums merge to the
+// same bits in any order, so this is the one-thread sum's result, with the block's width.
+__global__ void shard_expsum_kernel(xsum_t sums, const float *mx, const float *logits, int S) {
+    __shared__ int8_t sb[SPK_CUDA_THREADS];
+    __shared__ int64_t shi[SPK_CUDA_THREADS], slo[SPK_CUDA_THREADS];
+    const size_t g = blockIdx.x;
+    const int t = threadIdx.x;
+    const float *l = logits + g * S;
+    int J = 0;
+    int64_t hi = 0, lo = 0;
+    SPK_ROW_LOOP(j, S) xsum_deposit(&J, &hi, &lo, (double)expf(l[j] - mx[g]));
+    sb[t] = (int8_t)J;
+    shi[t] = hi;
+    slo[t] = lo;
+    __syncthreads();
+    for (int w = SPK_CUDA_THREADS / 2; w > 0; w /= 2) {
+        if (t < w) {
+            int Jt = sb[t];
+            xsum_merge_into(&Jt, &shi[t], &slo[t], sb[t + w], shi[t + w], slo[t + w]);
+            sb[t] = (int8_t)Jt;
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        int Jg = sums.bin[g];
+        xsum_merge_into(&Jg, &sums.hi[g], &sums.lo[g], sb[0], shi[0], slo[0]);
+        sums.bin[g] = (int8_t)Jg;
     }
 }
 
@@ -373,7 +391,7 @@ extern "C" void aam_shard_forward_fixed_cuda(float *rows, int *argmax, float *ca
 
 extern "C" void aam_shard_expsum_exact_cuda(xsum_t sums, const float *mx, const float *cache, int G, int E, int S) {
     SPK_ASSERT(G > 0 && E > 0 && S > 0);
-    SPK_LAUNCH(shard_expsum_kernel, spk_grid((size_t)G), sums, mx, aam_cache_view(cache, G, E, S).probs, G, S);
+    SPK_LAUNCH(shard_expsum_kernel, spk_rows_grid((size_t)G), sums, mx, aam_cache_view(cache, G, E, S).probs, S);
 }
 
 extern "C" void aam_shard_backward_exact_cuda(xsum_t dehat, float *dw_tmp, xsum_t dw, const float *mx_sum, float g,
