@@ -57,6 +57,11 @@ static inline int aam_shard_block(int64_t classes) {
     const int64_t b = classes / 1024;
     return b < 1 ? 1 : b > 64 ? 64 : (int)b;
 }
+// The number of blocks of a head of `classes` (the last one may be short).
+static inline int64_t aam_shard_blocks(int64_t classes) {
+    const int64_t b = aam_shard_block(classes);
+    return (classes + b - 1) / b;
+}
 
 // aam_shard_forward's results, with each block's cosines by one fixed GEMM (kernels/gemm.h) and
 // rows[g].lse replaced by the slice's largest logit; the logits (margin at the label) stay in

@@ -197,8 +197,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     if (o.model.head_sample > 0 && o.model.head_sample < 1 && !sharded)
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --head-sample samples the classes of a sharded classifier: it needs --head sharded");
-    const int64_t class_blocks = (o.classes + aam_shard_block(o.classes) - 1) / aam_shard_block(o.classes);
-    if (sharded && (strcmp(o.model.name, "linear") == 0 || class_blocks < comm->size))
+    if (sharded && (strcmp(o.model.name, "linear") == 0 || aam_shard_blocks(o.classes) < comm->size))
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --head sharded needs an AAM-softmax model and at least one class (block) per rank");
     int64_t first = 0, rows = 0;

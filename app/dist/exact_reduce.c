@@ -37,10 +37,8 @@ static void merge_packed(void *in, void *inout, int *len, MPI_Datatype *type) {
         memcpy(&alo, a + 8, 8);
         memcpy(&bhi, b, 8);
         memcpy(&blo, b + 8, 8);
-        const int to = ja > jb ? ja : jb;
-        xsum_raise(&ja, &ahi, &alo, to);
-        xsum_raise(&jb, &bhi, &blo, to);
-        put(b, to, (int64_t)((uint64_t)bhi + (uint64_t)ahi), (int64_t)((uint64_t)blo + (uint64_t)alo));
+        xsum_merge_into(&jb, &bhi, &blo, ja, ahi, alo);
+        put(b, jb, bhi, blo);
     }
 }
 

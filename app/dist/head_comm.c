@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64_t *rows) {
-    const int64_t block = aam_shard_block(classes), blocks = (classes + block - 1) / block;
+    const int64_t block = aam_shard_block(classes), blocks = aam_shard_blocks(classes);
     const int64_t end = blocks * (rank + 1) / size * block;
     *first = blocks * rank / size * block;
     *rows = (end < classes ? end : classes) - *first;

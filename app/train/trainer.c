@@ -716,11 +716,10 @@ static void create_model(trainer_t *t) {
     t->sliced = sharded && t->comm->size > 1;
     int64_t first = 0, rows = 0;
     if (t->sliced) {
-        const int64_t block = aam_shard_block(classes), blocks = (classes + block - 1) / block;
-        if (blocks < t->comm->size)
-            spk_fail_all(SPK_EXIT_USAGE,
-                         "train: --head sharded over %d ranks needs at least as many classes (%s has %lld%s)",
-                         t->comm->size, c->data, (long long)classes, block > 1 ? ", split in blocks" : "");
+        if (aam_shard_blocks(classes) < t->comm->size)
+            spk_fail_all(
+                SPK_EXIT_USAGE, "train: --head sharded over %d ranks needs at least as many classes (%s has %lld%s)",
+                t->comm->size, c->data, (long long)classes, aam_shard_block(classes) > 1 ? ", split in blocks" : "");
         head_shard_slice(classes, t->comm->size, t->comm->rank, &first, &rows);
     }
     if (sharded && mc.invariant && classes > XSUM_MAX_TERMS)  // each class is one term of a row's denominator

@@ -197,9 +197,7 @@ static void class_grads_exact(xsum_t dw, float *dw_tmp, float *dwhat, const floa
             const float *dc = trans == 'T' ? dcos + (size_t)b0 * ld + j : dcos + (size_t)j * ld + b0;
             spk_sgemm_fixed(trans, 'N', k - j, E, group, 1.0f, dc, ld, c->ehat + (size_t)b0 * E, E, 0.0f, a, E);
             memset(d, 0, (size_t)(k - j) * E * sizeof(float));
-            for (int s = j; s < k; s++)
-                normalize_row_backward(dw_tmp + (size_t)s * E, dwhat + (size_t)s * E, c->what + (size_t)s * E,
-                                       c->wnorm[s], E);
+            normalize_rows_backward(d, a, c->what + (size_t)j * E, c->wnorm + j, k - j, E);
             xsum_add_row(xsum_at(dw, (int64_t)j * E), d, (int64_t)(k - j) * E);
         }
     }
