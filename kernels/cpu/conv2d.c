@@ -233,8 +233,7 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
         im2col_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
         return;
     }
-    if (dx) conv2d_dnnl_backward_data(dx, dx_accumulate, dy, w, s, CONV2D_F32, workspace);
-    if (dw) conv2d_dnnl_backward_weights(dw, x, dy, s, CONV2D_F32, workspace);
+    if (dx || dw) conv2d_dnnl_backward(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, workspace);
 }
 
 void conv2d_forward_reference(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s) {

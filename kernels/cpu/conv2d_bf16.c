@@ -130,8 +130,7 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
         spk_bf16 *dyh = (spk_bf16 *)workspace;
         bf16_from_f32(dyh, dy, ny);
         float *ws = workspace + half_floats(ny);
-        if (dx) conv2d_dnnl_backward_data(dx, dx_accumulate, dyh, w, s, CONV2D_BF16, ws);
-        if (dw) conv2d_dnnl_backward_weights(dw, xh, dyh, s, CONV2D_BF16, ws);
+        conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, ws);
         return;
     }
     const wide_t p = wide_parts(s, workspace);

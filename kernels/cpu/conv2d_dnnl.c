@@ -17,12 +17,15 @@
 #define ALIGN 64
 
 typedef struct {
-    int key[14];                                            // the shape's 13 sizes, the operand type
+    int key[15];                                            // the shape's 13 sizes, the operand type, the algorithm
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
     dnnl_primitive_t w_to_fwd, w_to_bwd;                    // oihw -> each primitive's weights (NULL: already oihw)
     dnnl_primitive_t dw_add;                                // the primitive's weight gradient, added into oihw
+    // Winograd plans take blocked activations (nChw16c): these reorder to and from channels-last.
+    dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL in a direct plan
     dnnl_memory_desc_t x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
-    size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes;
+    dnnl_memory_desc_t cx, cy, cdx, cdy;  // the activations as the primitives take them
+    size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes;
     uint64_t last_used;  // NULL fwd: a free slot
 } plan_t;
 
@@ -34,6 +37,9 @@ static uint64_t g_clock;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t g_engine;
 static dnnl_stream_t g_stream;
+static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
+
+void conv2d_set_algorithm(conv2d_algorithm a) { g_algorithm = a; }
 
 int conv2d_dnnl_usable(conv2d_operands t) {
     return spk_gemm_get_backend() == SPK_GEMM_DNNL && (t == CONV2D_F32 || spk_gemm_bf16_native());
@@ -45,14 +51,18 @@ static void md_tag(dnnl_memory_desc_t *md, int n, const dnnl_dims_t dims, dnnl_d
     dnnlCheck(dnnl_memory_desc_init_by_tag(md, n, dims, dt, tag));
 }
 
-// A primitive from its operation descriptor (user-provided scratchpad), and its scratchpad size.
+// A primitive descriptor from its operation descriptor (user-provided scratchpad), growing
+// *scratch to its scratchpad; NULL where oneDNN has no implementation of it (a Winograd plan's
+// shape it does not take), any other failure ends the job.
 static dnnl_primitive_desc_t make_pd(const void *op_desc, const_dnnl_primitive_desc_t hint, size_t *scratch) {
     dnnl_primitive_attr_t attr;
     dnnlCheck(dnnl_primitive_attr_create(&attr));
     dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    dnnl_primitive_desc_t pd;
-    dnnlCheck(dnnl_primitive_desc_create(&pd, op_desc, attr, g_engine, hint));
+    dnnl_primitive_desc_t pd = NULL;
+    const dnnl_status_t st = dnnl_primitive_desc_create(&pd, op_desc, attr, g_engine, hint);
     dnnlCheck(dnnl_primitive_attr_destroy(attr));
+    if (st == dnnl_unimplemented) return NULL;
+    dnnlCheck(st);
     const size_t s = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     if (s > *scratch) *scratch = s;
     return pd;
@@ -87,7 +97,67 @@ static dnnl_primitive_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_
     return make_prim(pd);
 }
 
-static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t) {
+static void destroy_pds(dnnl_primitive_desc_t *pds, int n) {
+    for (int i = 0; i < n; i++)
+        if (pds[i]) dnnlCheck(dnnl_primitive_desc_destroy(pds[i]));
+}
+
+// The four primitives of algorithm alg on the activations p->cx..cdy; 0 (nothing made) where
+// oneDNN implements one of them not.
+static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_data_type_t dt, size_t *scratch) {
+    const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
+    const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW};
+    const dnnl_dims_t strides = {s->SH, s->SW}, dil = {s->DH - 1, s->DW - 1}, pad = {s->PH, s->PW};
+    // oneDNN's right padding: what makes the output size exact (it may be below PH when the
+    // stride skips the last rows, as PyTorch does).
+    const dnnl_dims_t pad_r = {(OH - 1) * s->SH + (s->KH - 1) * s->DH + 1 - s->H - s->PH,
+                               (OW - 1) * s->SW + (s->KW - 1) * s->DW + 1 - s->W - s->PW};
+    dnnl_memory_desc_t w_any, dw_any;
+    md_tag(&w_any, 4, wd, dt, dnnl_format_tag_any);
+    md_tag(&dw_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    size_t need = *scratch;
+    dnnl_primitive_desc_t pds[4] = {NULL, NULL, NULL, NULL};  // fwd, fwd_bias, bwd_data, bwd_weights
+    dnnl_convolution_desc_t fd, fbd, bdd, bwd;
+    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, alg, &p->cx, &w_any, NULL, &p->cy,
+                                                         strides, dil, pad, pad_r));
+    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fbd, dnnl_forward_training, alg, &p->cx, &w_any, &p->bias,
+                                                         &p->cy, strides, dil, pad, pad_r));
+    dnnlCheck(dnnl_dilated_convolution_backward_data_desc_init(&bdd, alg, &p->cdx, &w_any, &p->cdy, strides, dil, pad,
+                                                               pad_r));
+    dnnlCheck(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, alg, &p->cx, &dw_any, NULL, &p->cdy, strides,
+                                                                  dil, pad, pad_r));
+    pds[0] = make_pd(&fd, NULL, &need);
+    if (pds[0]) pds[1] = make_pd(&fbd, NULL, &need);
+    if (pds[1]) pds[2] = make_pd(&bdd, pds[0], &need);
+    if (pds[2]) pds[3] = make_pd(&bwd, pds[0], &need);
+    // both forwards must take the weights in one format (the one reorder serves both)
+    if (!pds[3] || !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
+                                           dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
+        SPK_ASSERT(alg != dnnl_convolution_direct);
+        destroy_pds(pds, 4);
+        return 0;
+    }
+    *scratch = need;
+    p->w_fwd = *dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0);
+    p->w_bwd = *dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0);
+    p->dw_prim = *dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0);
+    p->fwd = make_prim(pds[0]);
+    p->fwd_bias = make_prim(pds[1]);
+    p->bwd_data = make_prim(pds[2]);
+    p->bwd_weights = make_prim(pds[3]);
+    return 1;
+}
+
+// The shapes Winograd is used for. oneDNN 2.6 also accepts channel counts it pads to sixteens,
+// and its kernels then fault.
+static int winograd_shape(const conv2d_shape_t *s) {
+    return s->Cin % 16 == 0 && s->Cout % 16 == 0 && s->KH == 3 && s->KW == 3 && s->SH == 1 && s->SW == 1 &&
+           s->DH == 1 && s->DW == 1 && s->PH == 1 && s->PW == 1;
+}
+
+// Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
+// sixteens), on activations it reorders to nChw16c; else oneDNN's direct convolution.
+static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     if (!g_engine) {
         dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
         dnnlCheck(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
@@ -96,11 +166,6 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t) {
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, OH, OW};
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW}, bd = {s->Cout};
-    const dnnl_dims_t strides = {s->SH, s->SW}, dil = {s->DH - 1, s->DW - 1}, pad = {s->PH, s->PW};
-    // oneDNN's right padding: what makes the output size exact (it may be below PH when the
-    // stride skips the last rows, as PyTorch does).
-    const dnnl_dims_t pad_r = {(OH - 1) * s->SH + (s->KH - 1) * s->DH + 1 - s->H - s->PH,
-                               (OW - 1) * s->SW + (s->KW - 1) * s->DW + 1 - s->W - s->PW};
     md_tag(&p->x, 4, xd, dt, dnnl_nhwc);
     md_tag(&p->y, 4, yd, dnnl_f32, dnnl_nhwc);
     md_tag(&p->dx, 4, xd, dnnl_f32, dnnl_nhwc);
@@ -108,52 +173,44 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t) {
     md_tag(&p->w_oihw, 4, wd, dt, dnnl_oihw);
     md_tag(&p->dw_oihw, 4, wd, dnnl_f32, dnnl_oihw);
     md_tag(&p->bias, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_memory_desc_t w_any, dw_any;
-    md_tag(&w_any, 4, wd, dt, dnnl_format_tag_any);
-    md_tag(&dw_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
 
     size_t scratch = 0;
-    dnnl_convolution_desc_t fd, fbd, bdd, bwd;
-    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &p->x,
-                                                         &w_any, NULL, &p->y, strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t fpd = make_pd(&fd, NULL, &scratch);
-    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fbd, dnnl_forward_training, dnnl_convolution_direct, &p->x,
-                                                         &w_any, &p->bias, &p->y, strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t fbpd = make_pd(&fbd, NULL, &scratch);
-    // both forwards must take the weights in one format (the one reorder serves both)
-    SPK_ASSERT(dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0),
-                                      dnnl_primitive_desc_query_md(fbpd, dnnl_query_weights_md, 0)));
-    dnnlCheck(dnnl_dilated_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &p->dx, &w_any, &p->dy,
-                                                               strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t bpd = make_pd(&bdd, fpd, &scratch);
-    dnnlCheck(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &p->x, &dw_any, NULL,
-                                                                  &p->dy, strides, dil, pad, pad_r));
-    dnnl_primitive_desc_t wpd = make_pd(&bwd, fpd, &scratch);
-    p->w_fwd = *dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
-    p->w_bwd = *dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
-    p->dw_prim = *dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
-    p->fwd = make_prim(fpd);
-    p->fwd_bias = make_prim(fbpd);
-    p->bwd_data = make_prim(bpd);
-    p->bwd_weights = make_prim(wpd);
+    int wino = 0;
+    if (a == CONV2D_ALGO_WINOGRAD && t == CONV2D_F32 && winograd_shape(s)) {
+        md_tag(&p->cx, 4, xd, dnnl_f32, dnnl_nChw16c);
+        md_tag(&p->cy, 4, yd, dnnl_f32, dnnl_nChw16c);
+        p->cdx = p->cx, p->cdy = p->cy;
+        wino = make_convs(p, s, dnnl_convolution_winograd, dt, &scratch);
+    }
+    if (wino) {
+        p->x_in = make_reorder(&p->x, &p->cx, 0, &scratch);
+        p->dy_in = make_reorder(&p->dy, &p->cdy, 0, &scratch);
+        p->y_out = make_reorder(&p->cy, &p->y, 0, &scratch);
+        p->dx_out = make_reorder(&p->cdx, &p->dx, 0, &scratch);
+        p->dx_add = make_reorder(&p->cdx, &p->dx, 1, &scratch);
+        p->xb_bytes = up(dnnl_memory_desc_get_size(&p->cx));
+        p->yb_bytes = up(dnnl_memory_desc_get_size(&p->cy));
+        p->dx_bytes = 0;
+    } else {
+        p->cx = p->x, p->cy = p->y, p->cdx = p->dx, p->cdy = p->dy;
+        make_convs(p, s, dnnl_convolution_direct, dt, &scratch);
+        p->dx_bytes = up(conv2d_x_size(s) * sizeof(float));
+        p->xb_bytes = p->yb_bytes = 0;
+    }
     p->w_to_fwd = make_reorder(&p->w_oihw, &p->w_fwd, 0, &scratch);
     p->w_to_bwd = make_reorder(&p->w_oihw, &p->w_bwd, 0, &scratch);
     p->dw_add = make_reorder(&p->dw_prim, &p->dw_oihw, 1, &scratch);
     p->w_fwd_bytes = up(dnnl_memory_desc_get_size(&p->w_fwd));
     p->w_bwd_bytes = up(dnnl_memory_desc_get_size(&p->w_bwd));
     p->dw_bytes = up(dnnl_memory_desc_get_size(&p->dw_prim));
-    p->dx_bytes = up(conv2d_x_size(s) * sizeof(float));
     p->scratch_bytes = up(scratch);
     const dnnl_dims_t sd = {(int64_t)(scratch ? scratch : 1)};
     md_tag(&p->scratch, 1, sd, dnnl_u8, dnnl_a);
-    const conv2d_shape_t c = *s;
-    const int key[14] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t};
-    memcpy(p->key, key, sizeof key);
 }
 
 static void plan_destroy(plan_t *p) {
-    dnnl_primitive_t *prims[] = {&p->fwd,      &p->fwd_bias, &p->bwd_data, &p->bwd_weights,
-                                 &p->w_to_fwd, &p->w_to_bwd, &p->dw_add};
+    dnnl_primitive_t *prims[] = {&p->fwd,    &p->fwd_bias, &p->bwd_data, &p->bwd_weights, &p->w_to_fwd, &p->w_to_bwd,
+                                 &p->dw_add, &p->x_in,     &p->dy_in,    &p->y_out,       &p->dx_out,   &p->dx_add};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (*prims[i]) {
             dnnlCheck(dnnl_primitive_destroy(*prims[i]));
@@ -165,7 +222,8 @@ static void plan_destroy(plan_t *p) {
 // stays valid until the next lookup.
 static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t) {
     const conv2d_shape_t c = *s;
-    const int key[14] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t};
+    const conv2d_algorithm a = g_algorithm;
+    const int key[15] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a};
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = &g_plans[0];
     for (int i = 0; i < MAX_PLANS && !p; i++) {
@@ -177,7 +235,8 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t) {
     }
     if (!p) {
         plan_destroy(victim);
-        plan_create(victim, s, t);
+        plan_create(victim, s, t, a);
+        memcpy(victim->key, key, sizeof key);
         p = victim;
     }
     p->last_used = ++g_clock;
@@ -186,25 +245,29 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t) {
 }
 
 // The workspace's parts: [weights in the forward's format][in the backward's][weight gradient]
-// [scratchpad][input gradient to be added].
+// [scratchpad][input gradient to be added (direct)][blocked x or dx][blocked y or dy (Winograd)],
+// from the first 64-byte boundary: oneDNN's kernels store to its buffers with aligned writes.
 typedef struct {
-    char *w_fwd, *w_bwd, *dw, *scratch, *dx;
+    char *w_fwd, *w_bwd, *dw, *scratch, *dx, *xb, *yb;
 } parts_t;
 
 static parts_t parts_of(const plan_t *p, void *workspace) {
-    char *b = workspace;
+    char *b = (char *)workspace + (ALIGN - (uintptr_t)workspace % ALIGN) % ALIGN;
     parts_t q;
     q.w_fwd = b, b += p->w_fwd_bytes;
     q.w_bwd = b, b += p->w_bwd_bytes;
     q.dw = b, b += p->dw_bytes;
     q.scratch = b, b += p->scratch_bytes;
-    q.dx = b;
+    q.dx = b, b += p->dx_bytes;
+    q.xb = b, b += p->xb_bytes;
+    q.yb = b;
     return q;
 }
 
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
     const plan_t *p = plan_of(s, t);
-    return p->w_fwd_bytes + p->w_bwd_bytes + p->dw_bytes + p->scratch_bytes + p->dx_bytes;
+    return ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + p->dw_bytes + p->scratch_bytes + p->dx_bytes + p->xb_bytes +
+           p->yb_bytes;
 }
 
 // Runs prim with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
@@ -222,51 +285,60 @@ static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, co
     for (int i = 0; i <= n; i++) dnnlCheck(dnnl_memory_destroy(args[i].memory));
 }
 
-// The weights in a primitive's format: reordered into buf, or w itself when already oihw.
-static const void *weights_as(dnnl_primitive_t reorder, const plan_t *p, const dnnl_memory_desc_t *to, const void *w,
-                              char *buf, char *scratch) {
-    if (!reorder) return w;
-    run(reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (const dnnl_memory_desc_t *[]){&p->w_oihw, to},
-        (void *[]){(void *)w, buf});
-    return buf;
+// from (desc fmd) reordered into to (desc tmd) by reorder; from itself when reorder is NULL.
+static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, const dnnl_memory_desc_t *fmd,
+                             const dnnl_memory_desc_t *tmd, const void *from, void *to, char *scratch) {
+    if (!reorder) return from;
+    run(reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (const dnnl_memory_desc_t *[]){fmd, tmd},
+        (void *[]){(void *)from, to});
+    return to;
 }
 
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, void *workspace) {
     const plan_t *p = plan_of(s, t);
     const parts_t q = parts_of(p, workspace);
-    const void *wf = weights_as(p->w_to_fwd, p, &p->w_fwd, w, q.w_fwd, q.scratch);
+    const void *wf = reordered(p->w_to_fwd, p, &p->w_oihw, &p->w_fwd, w, q.w_fwd, q.scratch);
+    const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
+    float *cy = p->y_out ? (float *)q.yb : y;
     if (bias)
         run(p->fwd_bias, p, q.scratch, 4, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
-            (const dnnl_memory_desc_t *[]){&p->x, &p->w_fwd, &p->bias, &p->y},
-            (void *[]){(void *)x, (void *)wf, (void *)bias, y});
+            (const dnnl_memory_desc_t *[]){&p->cx, &p->w_fwd, &p->bias, &p->cy},
+            (void *[]){(void *)cx, (void *)wf, (void *)bias, cy});
     else
         run(p->fwd, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-            (const dnnl_memory_desc_t *[]){&p->x, &p->w_fwd, &p->y}, (void *[]){(void *)x, (void *)wf, y});
+            (const dnnl_memory_desc_t *[]){&p->cx, &p->w_fwd, &p->cy}, (void *[]){(void *)cx, (void *)wf, cy});
+    reordered(p->y_out, p, &p->cy, &p->y, cy, y, q.scratch);
 }
 
-void conv2d_dnnl_backward_data(float *dx, int accumulate, const void *dy, const void *w, const conv2d_shape_t *s,
-                               conv2d_operands t, void *workspace) {
+// dy is reordered once for both gradients; the weight gradient goes first, as the input
+// gradient of a Winograd plan then takes the blocked x's place.
+void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+                          const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
     const plan_t *p = plan_of(s, t);
     const parts_t q = parts_of(p, workspace);
-    const void *wb = weights_as(p->w_to_bwd, p, &p->w_bwd, w, q.w_bwd, q.scratch);
-    float *out = accumulate ? (float *)q.dx : dx;
+    const void *cdy = reordered(p->dy_in, p, &p->dy, &p->cdy, dy, q.yb, q.scratch);
+    if (dw) {
+        const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
+        run(p->bwd_weights, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
+            (const dnnl_memory_desc_t *[]){&p->cx, &p->cdy, &p->dw_prim}, (void *[]){(void *)cx, (void *)cdy, q.dw});
+        run(p->dw_add, p, q.scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
+            (const dnnl_memory_desc_t *[]){&p->dw_prim, &p->dw_oihw}, (void *[]){q.dw, dw});
+    }
+    if (!dx) return;
+    const void *wb = reordered(p->w_to_bwd, p, &p->w_oihw, &p->w_bwd, w, q.w_bwd, q.scratch);
+    const int blocked = p->dx_out != NULL;
+    float *out = blocked ? (float *)q.xb : accumulate ? (float *)q.dx : dx;
     run(p->bwd_data, p, q.scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-        (const dnnl_memory_desc_t *[]){&p->dy, &p->w_bwd, &p->dx}, (void *[]){(void *)dy, (void *)wb, out});
+        (const dnnl_memory_desc_t *[]){&p->cdy, &p->w_bwd, &p->cdx}, (void *[]){(void *)cdy, (void *)wb, out});
+    if (blocked) {
+        reordered(accumulate ? p->dx_add : p->dx_out, p, &p->cdx, &p->dx, out, dx, q.scratch);
+        return;
+    }
     if (!accumulate) return;
     const size_t n = conv2d_x_size(s);
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] += out[i];
-}
-
-void conv2d_dnnl_backward_weights(float *dw, const void *x, const void *dy, const conv2d_shape_t *s, conv2d_operands t,
-                                  void *workspace) {
-    const plan_t *p = plan_of(s, t);
-    const parts_t q = parts_of(p, workspace);
-    run(p->bwd_weights, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
-        (const dnnl_memory_desc_t *[]){&p->x, &p->dy, &p->dw_prim}, (void *[]){(void *)x, (void *)dy, q.dw});
-    run(p->dw_add, p, q.scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
-        (const dnnl_memory_desc_t *[]){&p->dw_prim, &p->dw_oihw}, (void *[]){q.dw, dw});
 }
 
 #else  // built without oneDNN: kernels/cpu/conv2d.c runs its own convolution
@@ -277,12 +349,9 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
                          conv2d_operands t, void *workspace) {
     (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)workspace;
 }
-void conv2d_dnnl_backward_data(float *dx, int accumulate, const void *dy, const void *w, const conv2d_shape_t *s,
-                               conv2d_operands t, void *workspace) {
-    (void)dx, (void)accumulate, (void)dy, (void)w, (void)s, (void)t, (void)workspace;
+void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+                          const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
+    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)workspace;
 }
-void conv2d_dnnl_backward_weights(float *dw, const void *x, const void *dy, const conv2d_shape_t *s, conv2d_operands t,
-                                  void *workspace) {
-    (void)dw, (void)x, (void)dy, (void)s, (void)t, (void)workspace;
-}
+void conv2d_set_algorithm(conv2d_algorithm a) { (void)a; }
 #endif

@@ -1,6 +1,7 @@
 // oneDNN's convolution primitives behind kernels/cpu/conv2d.c and conv2d_bf16.c: channels-last
 // activations as they are, the PyTorch-layout weights reordered per call into the format the
-// primitive chose, the weight gradient reordered back and added. Plans (the three primitives and
+// primitive chose, the weight gradient reordered back and added; Winograd plans (conv2d_set_algorithm)
+// reorder the activations too. Plans (the three primitives and
 // the reorders of a shape and operand type) are made on first use and cached.
 //
 // Operand types: CONV2D_F32 takes float32 x, w and dy; CONV2D_BF16 takes them in bf16 (x and dy
@@ -22,9 +23,6 @@ size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
 
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, void *workspace);
-// dx = or += the input gradient of dy.
-void conv2d_dnnl_backward_data(float *dx, int accumulate, const void *dy, const void *w, const conv2d_shape_t *s,
-                               conv2d_operands t, void *workspace);
-// dw += the weight gradient.
-void conv2d_dnnl_backward_weights(float *dw, const void *x, const void *dy, const conv2d_shape_t *s, conv2d_operands t,
-                                  void *workspace);
+// dx = or += (accumulate) the input gradient, dw += the weight gradient; either may be NULL.
+void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+                          const conv2d_shape_t *s, conv2d_operands t, void *workspace);

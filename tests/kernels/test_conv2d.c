@@ -229,6 +229,33 @@ static void backend_checks(void) {
         backend_case(conv2d_backend_shapes[i]);
 }
 
+// oneDNN's Winograd plans (kernels/conv2d.h): against the reference and the adjoint as above, on
+// shapes that take it (3x3, stride 1, channels in sixteens, sizes not multiples of its 4x4
+// tiles), and not the direct convolution's bits (else it did not run).
+static void winograd_checks(void) {
+    if (spk_gemm_set_backend(SPK_GEMM_DNNL) != 0) return;
+    conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
+    reference_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 1, 1);
+    reference_case(conv2d_shape(3, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
+    reference_case(conv2d_shape(1, 48, 48, 10, 25, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
+    reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);     // not a Winograd shape
+    reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);  // nor this
+    const conv2d_shape_t s = conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1);
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y[2], *dw[2];
+    for (int k = 0; k < 2; k++) {
+        conv2d_set_algorithm(k ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
+        float *ws = alloc_f(conv2d_workspace_floats(&s));
+        y[k] = alloc_f(ny), dw[k] = zeros_f(nw);
+        conv2d_forward(y[k], x, w, NULL, &s, ws);
+        conv2d_backward(NULL, 0, dw[k], NULL, y[k], x, w, &s, ws);
+    }
+    check_true(memcmp(y[0], y[1], ny * 4) != 0 && memcmp(dw[0], dw[1], nw * 4) != 0,
+               "winograd: its own rounding, not the direct convolution's bits");
+    conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
+    test_release();
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend backends[2] = {SPK_GEMM_DNNL, SPK_GEMM_BLAS};
     const spk_gemm_backend keep = spk_gemm_get_backend();
@@ -253,6 +280,7 @@ static void cpu_checks(void) {
         invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer
         invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
     }
+    winograd_checks();
     spk_gemm_set_backend(keep);
 }
 

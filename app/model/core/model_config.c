@@ -22,6 +22,7 @@ model_config_t model_config_defaults(const char *name) {
     snprintf(c.loss, sizeof c.loss, "aam");
     snprintf(c.name, sizeof c.name, "%s", name);
     snprintf(c.precision, sizeof c.precision, "fp32");
+    snprintf(c.conv_algorithm, sizeof c.conv_algorithm, "auto");
     return c;
 }
 
