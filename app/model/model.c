@@ -11,13 +11,13 @@
 #include <string.h>
 
 // The CPU's 2-D convolutions (kernels/conv2d.h): Winograd for the ResNets, whose 3x3 layers are
-// nearly all their work (the fp32 step 1.5x faster); direct for the rest. CAM++'s front end gains
-// 6% from Winograd while its deep ReLU stack's worst gradient then lands 3x further from float64
-// than PyTorch's float32 step (docs/models.md).
+// nearly all their work (the fp32 step 1.5x faster), and for CAM++, whose front end's are a third
+// of it (1.1x); direct for the rest (the face encoder's pictures: not measured).
 static void select_conv_algorithm(const model_config_t *cfg) {
     const char *a = cfg->conv_algorithm;
-    const int automatic = !a[0] || strcmp(a, "auto") == 0, resnet = strncmp(cfg->name, "resnet", 6) == 0;
-    const int winograd = strcmp(a, "winograd") == 0 || (automatic && resnet);
+    const int automatic = !a[0] || strcmp(a, "auto") == 0;
+    const int fits = strncmp(cfg->name, "resnet", 6) == 0 || strcmp(cfg->name, "campplus") == 0;
+    const int winograd = strcmp(a, "winograd") == 0 || (automatic && fits);
     conv2d_set_algorithm(winograd ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
 }
 

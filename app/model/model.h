@@ -26,7 +26,7 @@
 // Builds the model named by cfg->name (a row of app/model/registry.h; an unknown name stops every
 // rank with a usage error) on backend `be`, with parameters initialised from cfg->seed (on the
 // host, then uploaded). It also sets the process's CPU 2-D convolution algorithm
-// (cfg->conv_algorithm; auto: Winograd for the ResNets, direct otherwise; kernels/conv2d.h).
+// (cfg->conv_algorithm; auto: Winograd for the ResNets and CAM++, direct otherwise; kernels/conv2d.h).
 model_t *model_create(const model_config_t *cfg, const model_data_t *data, const spk_backend_t *be);
 void model_free(model_t *m);
 // Floats at the start of the gradient that need no averaging across ranks: the classifier when

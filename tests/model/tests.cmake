@@ -18,6 +18,9 @@ spk_unit_test(model test_campplus_golden ${CMAKE_CURRENT_SOURCE_DIR}/golden/camp
 add_test(NAME test_campplus_golden_recompute COMMAND test_campplus_golden
          ${CMAKE_CURRENT_SOURCE_DIR}/golden/campplus_golden.h5 1)
 set_tests_properties(test_campplus_golden_recompute PROPERTIES LABELS unit)
+add_test(NAME test_campplus_golden_direct COMMAND test_campplus_golden
+         ${CMAKE_CURRENT_SOURCE_DIR}/golden/campplus_golden.h5 0 direct)
+set_tests_properties(test_campplus_golden_direct PROPERTIES LABELS unit)
 spk_unit_test(model test_campplus_dense ${CMAKE_CURRENT_SOURCE_DIR}/golden/campplus_dense_golden.h5)
 set_tests_properties(test_resnet_model PROPERTIES ENVIRONMENT OMP_NUM_THREADS=1)
 # DINO's head, multi-crop loss and teacher on a small ECAPA-TDNN (finite differences).
