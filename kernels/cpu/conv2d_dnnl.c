@@ -220,9 +220,8 @@ static void plan_destroy(plan_t *p) {
 
 // The plan of a shape: every call of a kernel contract comes from one serial region, so the plan
 // stays valid until the next lookup.
-static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t) {
+static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     const conv2d_shape_t c = *s;
-    const conv2d_algorithm a = g_algorithm;
     const int key[15] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a};
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = &g_plans[0];
@@ -264,10 +263,18 @@ static parts_t parts_of(const plan_t *p, void *workspace) {
     return q;
 }
 
-size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
-    const plan_t *p = plan_of(s, t);
+static size_t plan_bytes(const plan_t *p) {
     return ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + p->dw_bytes + p->scratch_bytes + p->dx_bytes + p->xb_bytes +
            p->yb_bytes;
+}
+
+// Enough for either algorithm: a workspace sized while one model's choice held stays enough when
+// another model in the process has set the other.
+size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
+    const size_t direct = plan_bytes(plan_of(s, t, CONV2D_ALGO_DIRECT));
+    if (t != CONV2D_F32 || !winograd_shape(s)) return direct;
+    const size_t winograd = plan_bytes(plan_of(s, t, CONV2D_ALGO_WINOGRAD));
+    return direct > winograd ? direct : winograd;
 }
 
 // Runs prim with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
@@ -296,7 +303,7 @@ static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, const dn
 
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, void *workspace) {
-    const plan_t *p = plan_of(s, t);
+    const plan_t *p = plan_of(s, t, g_algorithm);
     const parts_t q = parts_of(p, workspace);
     const void *wf = reordered(p->w_to_fwd, p, &p->w_oihw, &p->w_fwd, w, q.w_fwd, q.scratch);
     const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
@@ -315,7 +322,7 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
 // gradient of a Winograd plan then takes the blocked x's place.
 void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
-    const plan_t *p = plan_of(s, t);
+    const plan_t *p = plan_of(s, t, g_algorithm);
     const parts_t q = parts_of(p, workspace);
     const void *cdy = reordered(p->dy_in, p, &p->dy, &p->cdy, dy, q.yb, q.scratch);
     if (dw) {

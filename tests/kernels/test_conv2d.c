@@ -243,13 +243,21 @@ static void winograd_checks(void) {
     const conv2d_shape_t s = conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1);
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y[2], *dw[2];
+    // a workspace sized under one algorithm serves the other (models in one process may differ)
+    // (oneDNN's kernels are not instrumented, so the sizes are compared, not only the guard)
+    conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
+    const size_t nws_winograd = conv2d_workspace_floats(&s);
+    conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
+    const size_t nws = conv2d_workspace_floats(&s);
+    check_true(nws == nws_winograd, "winograd: the workspace size does not depend on the algorithm");
+    float *ws = workspace_with_guard(nws);
     for (int k = 0; k < 2; k++) {
         conv2d_set_algorithm(k ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
-        float *ws = alloc_f(conv2d_workspace_floats(&s));
         y[k] = alloc_f(ny), dw[k] = zeros_f(nw);
         conv2d_forward(y[k], x, w, NULL, &s, ws);
         conv2d_backward(NULL, 0, dw[k], NULL, y[k], x, w, &s, ws);
     }
+    check_guard("winograd in a workspace sized under direct", ws, nws);
     check_true(memcmp(y[0], y[1], ny * 4) != 0 && memcmp(dw[0], dw[1], nw * 4) != 0,
                "winograd: its own rounding, not the direct convolution's bits");
     conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
