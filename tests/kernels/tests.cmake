@@ -49,3 +49,7 @@ endif()
 # The machine's float32 and bf16 arithmetic peaks (not a test), for tools/bench.sh.
 add_executable(bench_peak ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_peak.c)
 target_link_libraries(bench_peak OpenMP::OpenMP_C)
+
+# The 2-D convolution's algorithms on ResNet34's layers (not a test).
+add_executable(bench_conv2d ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_conv2d.c)
+target_link_libraries(bench_conv2d spk_kernels)
