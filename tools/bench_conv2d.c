@@ -57,7 +57,8 @@ static void run_bf16(times_t *best, const conv2d_shape_t *s, float *y, float *x,
 static double sum(times_t t) { return t.fwd + t.dx + t.dw; }
 
 int main(int argc, char **argv) {
-    const int reps = argc > 1 ? atoi(argv[1]) : 3, B = argc > 2 ? atoi(argv[2]) : 32;
+    const int reps = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 3,
+              B = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 32;
     const struct {
         int C, H, W, layers;  // channels, map, 3x3 stride-1 layers of ResNet34
     } stages[] = {{32, 80, 200, 6}, {64, 40, 100, 7}, {128, 20, 50, 11}, {256, 10, 25, 5}};
