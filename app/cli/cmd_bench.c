@@ -111,7 +111,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     // a slice of a sharded head, or a classifier the loss does not use (as the trainer)
     const int64_t own = sharded_head_of(m) ? m->table.t[0].numel : model_unaveraged_head(m);
     grad_sync_init(&gs, comm, be, m->table.total, own, m->invariant, m->teacher);
-    head_comm_use_nccl(hc, gs.nccl);  // (the global batch's collectives as in training)
+    head_comm_use_backend(hc, be, gs.nccl);  // (the global batch's collectives as in training)
     double t0 = 0;
     for (int64_t s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
@@ -145,6 +145,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
     const double dt = spk_seconds() - t0;
     *cpu = cpu_seconds() - *cpu;
     *bytes = (double)(grad_sync_take_bytes(&gs) + head_comm_take_bytes(hc)) / (double)steps;
+    head_comm_release(hc);
     grad_sync_free(&gs);
     optimizer_free(&opt);
     return dt;

@@ -67,8 +67,9 @@ static void reduce_scatter(void *ctx, const float *send, float *recv, const int6
 
 static void exact_allreduce(void *ctx, xsum_t s, int64_t n) {
     head_comm_impl_t *h = ctx;
-    exact_allreduce_host(h->comm, s, n);
-    h->bytes += (int64_t)xsum_bytes(n);
+    if (h->comm->size == 1 || n == 0) return;
+    SPK_ASSERT(h->exact);  // (head_comm_use_backend)
+    exact_reduce_now(h->exact, s, n);
 }
 
 #ifdef SPKDDP_HAVE_CUDA
@@ -85,20 +86,32 @@ static void reduce_scatter_device(void *ctx, const float *send, float *recv, int
 }
 #endif
 
-void head_comm_use_nccl(head_comm_impl_t *h, struct nccl_comm *nccl) {
+void head_comm_use_backend(head_comm_impl_t *h, const spk_backend_t *be, struct nccl_comm *nccl) {
+    head_comm_release(h);
+    if (h->comm->size > 1) h->exact = exact_reduce_create(h->comm, be, nccl, 1);  // (blocking reductions only)
 #ifdef SPKDDP_HAVE_CUDA
     h->nccl = nccl;
     h->ops.allgather_device = nccl ? allgather_device : NULL;
     h->ops.reduce_scatter_device = nccl ? reduce_scatter_device : NULL;
 #else
     SPK_ASSERT(!nccl);
-    (void)h;
 #endif
+}
+
+void head_comm_release(head_comm_impl_t *h) {
+    if (h->exact) {
+        h->bytes += exact_reduce_take_bytes(h->exact);
+        exact_reduce_free(h->exact);
+    }
+    h->exact = NULL;
+    h->nccl = NULL;
+    h->ops.allgather_device = h->ops.reduce_scatter_device = NULL;
 }
 
 void head_comm_init(head_comm_impl_t *h, const comm_t *c) {
     h->comm = c;
     h->nccl = NULL;
+    h->exact = NULL;
     h->bytes = 0;
     h->ops = (head_comm_t){.rank = c->rank,
                            .size = c->size,
@@ -110,7 +123,7 @@ void head_comm_init(head_comm_impl_t *h, const comm_t *c) {
 }
 
 int64_t head_comm_take_bytes(head_comm_impl_t *h) {
-    const int64_t b = h->bytes;
+    const int64_t b = h->bytes + (h->exact ? exact_reduce_take_bytes(h->exact) : 0);
     h->bytes = 0;
     return b;
 }

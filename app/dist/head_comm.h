@@ -10,12 +10,14 @@
 #include <stdint.h>
 
 struct nccl_comm;
+struct exact_reduce;
 
 typedef struct {
     head_comm_t ops;  // what the model calls
     const comm_t *comm;
-    struct nccl_comm *nccl;  // head_comm_use_nccl's (device collectives), or NULL
-    int64_t bytes;           // payload bytes this rank sent since head_comm_take_bytes
+    struct nccl_comm *nccl;      // head_comm_use_backend's (device collectives), or NULL
+    struct exact_reduce *exact;  // head_comm_use_backend's (exact sums in the model's memory), or NULL
+    int64_t bytes;               // payload bytes this rank sent since head_comm_take_bytes
 } head_comm_impl_t;
 
 // Rank `rank` of `size` holds classes [*first, *first + *rows): contiguous whole blocks of
@@ -25,9 +27,12 @@ void head_shard_slice(int64_t classes, int size, int rank, int64_t *first, int64
 // The model's collectives over c (MPI on host buffers, each wait under the job's deadline).
 void head_comm_init(head_comm_impl_t *h, const comm_t *c);
 int64_t head_comm_take_bytes(head_comm_impl_t *h);
-// With one GPU per rank: the device collectives over nccl (the gradient averaging's
-// communicator; NULL leaves the host path alone).
-void head_comm_use_nccl(head_comm_impl_t *h, struct nccl_comm *nccl);
+// On the model's backend be: the exact sums' reduction in its memory (NCCL's over nccl, the
+// gradient averaging's communicator, with one GPU per rank; else MPI, through host copies where
+// the memory is separate), and with nccl the device collectives. Collective; before any exact
+// sum is reduced on more than one rank. head_comm_release undoes it.
+void head_comm_use_backend(head_comm_impl_t *h, const spk_backend_t *be, struct nccl_comm *nccl);
+void head_comm_release(head_comm_impl_t *h);
 
 // Rank 0's full (classes, E) <- every rank's slice `local` (rows x E, at the rows of
 // head_shard_slice). Collective; full is only written on rank 0.

@@ -764,7 +764,7 @@ static void create_optimizer(trainer_t *t) {
     }
     grad_sync_init(&t->grad_sync, t->comm, t->be, n, own ? own : model_unaveraged_head(t->model), t->model->invariant,
                    t->model->teacher);
-    head_comm_use_nccl(&t->head_comm, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
+    head_comm_use_backend(&t->head_comm, t->be, t->grad_sync.nccl);  // (the global batch's collectives on the GPUs)
     const int64_t ns = t->model->state_table.total;
     t->scratch = mallocCheck((size_t)(n > ns ? n : ns) * sizeof(float));
 }
@@ -1039,6 +1039,7 @@ static void trainer_free(trainer_t *t) {
     }
     sampler_free(&t->sampler);
     dataset_close(&t->data);
+    head_comm_release(&t->head_comm);
     grad_sync_free(&t->grad_sync);
     if (t->sliced) sharded_head_free(&t->shard);
     optimizer_free(&t->opt);

@@ -23,7 +23,7 @@ typedef struct {
 typedef struct model model_t;
 
 // What a classifier sharded across ranks (--head sharded) asks of them: collectives over every
-// rank, called in the same order everywhere, on HOST buffers (app/dist/head_comm.h).
+// rank, called in the same order everywhere, on HOST buffers unless said (app/dist/head_comm.h).
 typedef struct {
     int rank, size;
     void *ctx;
@@ -38,7 +38,8 @@ typedef struct {
     // NULL where there is no such path (then the host ones serve).
     void (*allgather_device)(void *ctx, const float *send, float *recv, int64_t count);
     void (*reduce_scatter_device)(void *ctx, const float *send, float *recv, int64_t count);
-    // s (n exact sums, HOST memory) = their sums over every rank (the invariant mode).
+    // s (n exact sums in the model's backend memory) = their sums over every rank (the
+    // invariant mode; NCCL on GPUs).
     void (*exact_allreduce)(void *ctx, xsum_t s, int64_t n);
 } head_comm_t;
 

@@ -41,8 +41,8 @@ struct aam_head_shard {
     // The invariant mode's exact sums over the classes: each row's softmax denominator (G) and
     // the gradient w.r.t. the normalised embeddings (G, E), on the backend and on the host (for
     // the exact allreduce); factor then holds each row's largest logit and denominator.
-    xsum_t x_den, x_dehat, h_den, h_dehat;
-    void *h_den_buf, *h_dehat_buf;
+    xsum_t x_den, x_dehat, h_den;
+    void *h_den_buf;
 };
 
 aam_head_shard_t *aam_head_shard_create(void) {
@@ -65,8 +65,7 @@ static void release(aam_head_shard_t *s, const model_t *m) {
     model_xsum_free(m, &s->x_den);
     model_xsum_free(m, &s->x_dehat);
     free(s->h_den_buf);
-    free(s->h_dehat_buf);
-    s->h_den_buf = s->h_dehat_buf = NULL;
+    s->h_den_buf = NULL;
     s->cap_g = 0;
 }
 
@@ -158,23 +157,18 @@ static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
         s->x_den = model_xsum(m, G);
         s->x_dehat = model_xsum(m, (int64_t)G * E);
         s->h_den = xsum_layout(s->h_den_buf = mallocCheck(xsum_bytes(G)), G);
-        s->h_dehat = xsum_layout(s->h_dehat_buf = mallocCheck(xsum_bytes((int64_t)G * E)), (int64_t)G * E);
     }
     s->cap_g = G;
 }
 
-// The first n of x's exact sums (on the backend) = their sums over every rank, through h on the
-// host. Both are laid out for cap_g sums, so each part moves on its own.
-static void exact_allreduce(const model_t *m, xsum_t x, xsum_t h, int64_t n) {
+// The first G of the denominators' exact sums (on the backend) = their sums over every rank, and
+// their host copy h_den. Both are laid out for cap_g sums, so each part moves on its own.
+static void den_allreduce(const model_t *m, aam_head_shard_t *s, int64_t G) {
     const head_comm_t *hc = m->head_comm;
-    const size_t limbs = (size_t)n * sizeof(int64_t);
-    m->be->download(h.bin, x.bin, (size_t)n);
-    m->be->download(h.hi, x.hi, limbs);
-    m->be->download(h.lo, x.lo, limbs);
-    hc->exact_allreduce(hc->ctx, h, n);
-    m->be->upload(x.bin, h.bin, (size_t)n);
-    m->be->upload(x.hi, h.hi, limbs);
-    m->be->upload(x.lo, h.lo, limbs);
+    hc->exact_allreduce(hc->ctx, s->x_den, G);
+    m->be->download(s->h_den.bin, s->x_den.bin, (size_t)G);
+    m->be->download(s->h_den.hi, s->x_den.hi, (size_t)G * sizeof(int64_t));
+    m->be->download(s->h_den.lo, s->x_den.lo, (size_t)G * sizeof(int64_t));
 }
 
 // Every rank's row results into each row's loss (log-sum-exp over the slices minus the
@@ -220,7 +214,7 @@ static void combine_exact(aam_head_shard_t *s, model_t *m, int E, float *row_los
     K->upload(s->factor, mx, (size_t)G * sizeof(float));
     K->xsum_zero(s->x_den, G);
     if (s->n > 0) K->aam_shard_expsum_exact(s->x_den, s->factor, s->cache, G, E, s->n);
-    exact_allreduce(m, s->x_den, s->h_den, G);
+    den_allreduce(m, s, G);
     *hits = 0;
     for (int g = 0; g < G; g++) {
         const double sum = xsum_value_of(s->h_den, g);
@@ -323,6 +317,7 @@ void aam_head_shard_forward(aam_head_shard_t *s, model_t *m, const float *emb, c
 static void backward_exact(aam_head_shard_t *s, model_t *m, float *g_emb, float *dw, xsum_t xdw, int E, float margin,
                            float scale) {
     const spk_backend_t *K = m->be;
+    const head_comm_t *hc = m->head_comm;
     const int G = s->G, B = s->B, block = aam_shard_block(m->num_classes);
     K->xsum_zero(s->x_dehat, (int64_t)G * E);
     if (s->sampled && s->n > 0) {  // the sampled rows' sums, then added to their rows'
@@ -339,7 +334,7 @@ static void backward_exact(aam_head_shard_t *s, model_t *m, float *g_emb, float 
         K->aam_shard_backward_exact(s->x_dehat, dw, xdw, s->factor, 1.0f / (float)G, s->cache, s->labels, NULL, G, E,
                                     s->n, (int)m->head_first, block, margin, scale, s->work, m->group);
     }
-    exact_allreduce(m, s->x_dehat, s->h_dehat, (int64_t)G * E);
+    hc->exact_allreduce(hc->ctx, s->x_dehat, (int64_t)G * E);
     K->xsum_to_float(s->demb, s->x_dehat, (int64_t)G * E);
     // This rank's rows through their normalisation, normalised again here: a slice that scored
     // no class has no cache of them, and every rank must compute them alike.
