@@ -51,10 +51,7 @@ static const opt_t rows[] = {
     OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
     OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
     OPT_SWITCH(bench_opts_t, model.recompute, "recompute", "campplus: recompute the dense layers' inputs"),
-    OPT_CHOICE(
-        bench_opts_t, model.conv_algorithm, "conv-algorithm", "auto|direct|winograd",
-        "the 2-D convolutions on CPUs: winograd (oneDNN's F(4x4,3x3) for the 3x3 stride-1 layers: fewer "
-        "multiplications, its own rounding) or direct; auto: winograd for the ResNets and CAM++, direct otherwise"),
+    OPT_CONV_ALGORITHM(bench_opts_t, model.conv_algorithm),
     OPT_CHOICE(bench_opts_t, model.loss, "loss", "aam|supcon|angleproto|ge2e|aam+supcon|aam+angleproto|aam+ge2e",
                "the training loss (the batch's labels come in groups of --utts-per-speaker)"),
     OPT_CHOICE(bench_opts_t, negatives, "negatives", "global|local", "the contrastive batch: global or each rank's"),

@@ -19,8 +19,9 @@
 
 typedef struct {
     char ckpt[OPT_STR_MAX], data[OPT_STR_MAX], out[OPT_STR_MAX], format[OPT_STR_MAX], device[OPT_STR_MAX];
-    char precision[8];  // of this run, whatever the training's was
-    char modality[16];  // both | audio | visual
+    char precision[8];        // of this run, whatever the training's was
+    char conv_algorithm[12];  // likewise
+    char modality[16];        // both | audio | visual
     int64_t batch;
 } embed_opts_t;
 
@@ -36,6 +37,7 @@ static const opt_t rows[] = {
     OPT_BATCH(embed_opts_t, batch),
     OPT_DEVICE(embed_opts_t, device),
     OPT_PRECISION(embed_opts_t, precision),
+    OPT_CONV_ALGORITHM(embed_opts_t, conv_algorithm),
     OPT_CHOICE(embed_opts_t, modality, "modality", "both|audio|visual",
                "audio-visual models: embed from both streams (default), or from one alone (a model trained with "
                "--modality-dropout)"),
@@ -68,12 +70,12 @@ static void write_embeddings(const embed_opts_t *o, const embeddings_t *e, const
 }
 
 int cmd_embed(const comm_t *comm, int argc, char **argv) {
-    embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32", .modality = "both"};
+    embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32", .conv_algorithm = "auto", .modality = "both"};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, o.device, "embed");
     device_set_precision(comm, be, o.precision);
-    model_t *m = model_file_load(comm, o.ckpt, be, o.precision, NULL);
+    model_t *m = model_file_load(comm, o.ckpt, be, o.precision, o.conv_algorithm, NULL);
     dataset_t ds;
     dataset_open(&ds, o.data, comm->world);
     if (ds.feature_dim != m->feature_dim)

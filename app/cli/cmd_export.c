@@ -126,7 +126,7 @@ int cmd_export(const comm_t *comm, int argc, char **argv) {
     opt_parse(&table, &o, argc, argv, NULL, 0);
     const spk_backend_t *be = device_select(comm, "cpu", "export");
     ckpt_meta_t *meta = callocCheck(1, sizeof *meta);
-    model_t *m = model_file_load(comm, o.ckpt, be, NULL, meta);
+    model_t *m = model_file_load(comm, o.ckpt, be, NULL, NULL, meta);
     struct {
         int code;
         char err[1024];

@@ -16,6 +16,11 @@
                "math of the convolutions and GEMMs: fp32 (default); tf32: CUDA TF32 tensor cores (inputs rounded to " \
                "a 10-bit mantissa; fp32 on CPUs); bf16: bf16 operands, fp32 accumulation, weights, optimizer, "       \
                "BatchNorm and loss (ECAPA models; native on AVX512-BF16/AMX CPUs and tensor-core GPUs)")
+#define OPT_CONV_ALGORITHM(T, field)                                                                             \
+    OPT_CHOICE(T, field, "conv-algorithm", "auto|direct|winograd",                                               \
+               "the 2-D convolutions on CPUs: winograd (oneDNN's F(4x4,3x3) for the 3x3 stride-1 layers: fewer " \
+               "multiplications, its own rounding) or direct; auto: winograd for the ResNets and CAM++, direct " \
+               "otherwise")
 #define OPT_INVARIANT(T, field)                                                                               \
     OPT_SWITCH(T, field, "invariant",                                                                         \
                "world-size-invariant training: the same parameters, bit for bit, on any number of ranks and " \

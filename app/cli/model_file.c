@@ -32,7 +32,7 @@ static void read_header(const char *path, header_t *h, weights_file_t *wf) {
 }
 
 model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision,
-                         ckpt_meta_t *meta) {
+                         const char *conv_algorithm, ckpt_meta_t *meta) {
     header_t *h = callocCheck(1, sizeof *h);
     weights_file_t wf = {0};
     if (comm->rank == 0) read_header(path, h, &wf);
@@ -42,6 +42,7 @@ model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend
     opt_deserialize(&train_options, &cfg, h->meta.config);
     model_config_t mc = train_config_model(&cfg);
     if (precision) snprintf(mc.precision, sizeof mc.precision, "%s", precision);
+    snprintf(mc.conv_algorithm, sizeof mc.conv_algorithm, "%s", conv_algorithm ? conv_algorithm : "auto");
     const model_data_t md = {.feature_dim = h->meta.feature_dim,
                              .num_classes = h->meta.num_classes,
                              .visual_dim = h->meta.visual_dim,

@@ -184,10 +184,7 @@ static const opt_t rows[] = {
                 "campplus: channels each CAM layer adds (default 32)"),
     OPT_INTEGER(train_config_t, model.bn_size, "bn-size", 1, 64,
                 "campplus: a CAM layer's bottleneck, in growth-rate widths (default 4)"),
-    OPT_CHOICE(
-        train_config_t, model.conv_algorithm, "conv-algorithm", "auto|direct|winograd",
-        "the 2-D convolutions on CPUs: winograd (oneDNN's F(4x4,3x3) for the 3x3 stride-1 layers: fewer "
-        "multiplications, its own rounding) or direct; auto: winograd for the ResNets and CAM++, direct otherwise"),
+    OPT_CONV_ALGORITHM(train_config_t, model.conv_algorithm),
     OPT_SWITCH(train_config_t, model.recompute, "recompute",
                "campplus: make the dense layers' normalised inputs again in the backward instead of keeping them "
                "(3D-Speaker's memory_efficient): activation memory linear in the layers, not quadratic"),

@@ -43,6 +43,7 @@ const char *const resume_trajectory[] = {
     "grad-accum",
     "clip-grad-norm",
     "precision",
+    "conv-algorithm",
     "head-sample",
     "loss",
     "contrastive-weight",

@@ -42,6 +42,10 @@ done
 $SPKDDP diff ck_winograd/ckpt-000000000002.h5 ck_direct/ckpt-000000000002.h5 --rtol 1e-3 >/dev/null ||
     fail "--conv-algorithm direct strays from Winograd by more than rounding after 2 steps"
 echo "ok  --conv-algorithm direct: other bits, within 1e-3 of Winograd after 2 steps"
+run 2 $SPKDDP train ${sgd2/--max-steps 2/--max-steps 3} --ckpt-dir ck_winograd --resume auto --conv-algorithm direct \
+    >log_algo 2>&1 && fail "a resume that changes --conv-algorithm was not refused"
+grep -q "resume-allow conv-algorithm" log_algo || { cat log_algo; fail "the refusal does not name --resume-allow conv-algorithm"; }
+echo "ok  a resume under another --conv-algorithm is refused (its bits would differ)"
 
 run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir ck_full >/dev/null 2>&1 || fail "uninterrupted run"
 run 2 $SPKDDP train $r34 --epochs 3 --ckpt-dir ck_stop --max-steps 14 >/dev/null 2>&1 || fail "stopped run"
