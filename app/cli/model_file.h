@@ -10,8 +10,8 @@
 
 // Collective. precision (fp32|tf32|bf16) is the model's math, or NULL for the one the file's
 // config stored; conv_algorithm (auto|direct|winograd) the CPU's 2-D convolutions, this run's
-// whatever the training's was (NULL: auto). meta (may be NULL) receives the file's header: a checkpoint's, or for a
-// safetensors file the model, config, data sizes and global step of its metadata. A file
-// that cannot give a model ends every rank with one line (exit 4).
+// whatever the training's was (NULL: auto). meta (may be NULL) receives the file's header: a
+// checkpoint's, or for a safetensors file the model, config, data sizes and global step of its
+// metadata. A file that cannot give a model ends every rank with one line (exit 4).
 model_t *model_file_load(const comm_t *comm, const char *path, const spk_backend_t *be, const char *precision,
                          const char *conv_algorithm, ckpt_meta_t *meta);

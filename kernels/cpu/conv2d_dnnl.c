@@ -155,6 +155,12 @@ static int winograd_shape(const conv2d_shape_t *s) {
            s->DH == 1 && s->DW == 1 && s->PH == 1 && s->PW == 1;
 }
 
+// The algorithm a shape's plan runs: Winograd only where asked for and the shape fits, so every
+// other shape has one direct plan whichever the process's choice.
+static conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+    return a == CONV2D_ALGO_WINOGRAD && t == CONV2D_F32 && winograd_shape(s) ? a : CONV2D_ALGO_DIRECT;
+}
+
 // Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
 // sixteens), on activations it reorders to nChw16c; else oneDNN's direct convolution.
 static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
@@ -176,7 +182,7 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
 
     size_t scratch = 0;
     int wino = 0;
-    if (a == CONV2D_ALGO_WINOGRAD && t == CONV2D_F32 && winograd_shape(s)) {
+    if (a == CONV2D_ALGO_WINOGRAD) {  // (plan_algorithm's: float32, a shape that fits)
         md_tag(&p->cx, 4, xd, dnnl_f32, dnnl_nChw16c);
         md_tag(&p->cy, 4, yd, dnnl_f32, dnnl_nChw16c);
         p->cdx = p->cx, p->cdy = p->cy;
@@ -220,8 +226,9 @@ static void plan_destroy(plan_t *p) {
 
 // The plan of a shape: every call of a kernel contract comes from one serial region, so the plan
 // stays valid until the next lookup.
-static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked) {
     const conv2d_shape_t c = *s;
+    const conv2d_algorithm a = plan_algorithm(s, t, asked);
     const int key[15] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a};
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = &g_plans[0];
@@ -272,7 +279,7 @@ static size_t plan_bytes(const plan_t *p) {
 // another model in the process has set the other.
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
     const size_t direct = plan_bytes(plan_of(s, t, CONV2D_ALGO_DIRECT));
-    if (t != CONV2D_F32 || !winograd_shape(s)) return direct;
+    if (plan_algorithm(s, t, CONV2D_ALGO_WINOGRAD) == CONV2D_ALGO_DIRECT) return direct;
     const size_t winograd = plan_bytes(plan_of(s, t, CONV2D_ALGO_WINOGRAD));
     return direct > winograd ? direct : winograd;
 }
