@@ -65,3 +65,16 @@ const spk_backend_t *spk_backend_invariant(const spk_backend_t *be);
 // spk_backend_cpu or spk_backend_cpu_staged), and the CUDA backend's (NULL without CUDA).
 const spk_backend_t *spk_backend_cpu_invariant(const spk_backend_t *be);
 const spk_backend_t *spk_backend_cuda_invariant(void);
+
+// n exact sums (kernels/exact_sum.h) copied between backend and host memory, part by part (each
+// side may be laid out for more sums than n).
+static inline void spk_xsum_download(const spk_backend_t *be, xsum_t host, xsum_t src, int64_t n) {
+    be->download(host.bin, src.bin, (size_t)n);
+    be->download(host.hi, src.hi, (size_t)n * sizeof(int64_t));
+    be->download(host.lo, src.lo, (size_t)n * sizeof(int64_t));
+}
+static inline void spk_xsum_upload(const spk_backend_t *be, xsum_t dst, xsum_t host, int64_t n) {
+    be->upload(dst.bin, host.bin, (size_t)n);
+    be->upload(dst.hi, host.hi, (size_t)n * sizeof(int64_t));
+    be->upload(dst.lo, host.lo, (size_t)n * sizeof(int64_t));
+}

@@ -54,13 +54,6 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
     }
 }
 
-static void copy_sums(const spk_backend_t *be, xsum_t dst, xsum_t src, int64_t n, int to_host) {
-    void (*copy)(void *, const void *, size_t) = to_host ? be->download : be->upload;
-    copy(dst.bin, src.bin, (size_t)n);
-    copy(dst.hi, src.hi, (size_t)n * sizeof(int64_t));
-    copy(dst.lo, src.lo, (size_t)n * sizeof(int64_t));
-}
-
 // A bucket in flight on MPI: the bins' maximum (phase 1), then, every sum raised to it, the
 // limbs' sums (phase 2), both with MPI's own reductions in place on the sums.
 typedef struct {
@@ -160,9 +153,9 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
         return;
     }
     const xsum_t h = xsum_layout(p + ((size_t)n * PACKED + 63) / 64 * 64, n);
-    copy_sums(r->be, h, s, n, 1);
+    spk_xsum_download(r->be, h, s, n);
     host_allreduce(r->comm, r->world, r->type, r->op, h, n, p);
-    copy_sums(r->be, s, h, n, 0);
+    spk_xsum_upload(r->be, s, h, n);
 }
 
 // The bucketed reductions use MPI's own reductions (vectorized, no packing) in two rounds, as
@@ -182,7 +175,7 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     xsum_t h = s;
     if (r->be->separate_memory) {  // the bucket's sums, to the host first
         h = r->host;
-        copy_sums(r->be, xsum_at(h, from), xsum_at(s, from), count, 1);
+        spk_xsum_download(r->be, xsum_at(h, from), xsum_at(s, from), count);
     }
     if (r->nbuckets == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 16;
@@ -240,7 +233,7 @@ void exact_reduce_wait(exact_reduce_t *r) {
         comm_wait(r->comm, &b->req[1]);
         comm_wait(r->comm, &b->req[2]);
         if (r->be->separate_memory)
-            copy_sums(r->be, xsum_at(r->s, b->from), xsum_at(r->host, b->from), b->to - b->from, 0);
+            spk_xsum_upload(r->be, xsum_at(r->s, b->from), xsum_at(r->host, b->from), b->to - b->from);
     }
     r->nbuckets = 0;
     r->advanced = 0;

@@ -166,9 +166,7 @@ static void reserve(aam_head_shard_t *s, const model_t *m, int G, int E) {
 static void den_allreduce(const model_t *m, aam_head_shard_t *s, int64_t G) {
     const head_comm_t *hc = m->head_comm;
     hc->exact_allreduce(hc->ctx, s->x_den, G);
-    m->be->download(s->h_den.bin, s->x_den.bin, (size_t)G);
-    m->be->download(s->h_den.hi, s->x_den.hi, (size_t)G * sizeof(int64_t));
-    m->be->download(s->h_den.lo, s->x_den.lo, (size_t)G * sizeof(int64_t));
+    spk_xsum_download(m->be, s->h_den, s->x_den, G);
 }
 
 // Every rank's row results into each row's loss (log-sum-exp over the slices minus the
