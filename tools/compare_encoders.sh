@@ -6,7 +6,8 @@
 # Environment: MODELS (default "ecapa:512 resnet34:32", model:channels), SEEDS (default "1 2 3"),
 # EPOCHS (20; EPOCHS_<model> for one model, e.g. EPOCHS_resnet34=12 for the same training time),
 # NP (2), MPIEXEC (mpiexec), FLAGS (the training flags all get; default: 48-frame crops, global
-# batch 32, Adam 0.002 with cosine decay), SYNTH (flags for both corpora, e.g. "--spectral --dim 40").
+# batch 32, Adam 0.002 with cosine decay; FLAGS_<model> replaces them for one model, e.g. its own
+# learning rate), SYNTH (flags for both corpora, e.g. "--spectral --dim 40").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
@@ -26,10 +27,12 @@ for seed in ${SEEDS:-1 2 3}; do
         m=${mc%%:*} c=${mc#*:} d=${mc/:/_}_$seed
         epochs_var="EPOCHS_${m//-/_}"
         epochs=${!epochs_var:-${EPOCHS:-20}}
+        flags_var="FLAGS_${m//-/_}"
+        mflags=${!flags_var:-$flags}
         rm -rf "$d"
         t0=$(date +%s.%N)
         # shellcheck disable=SC2086
-        "$MPIEXEC" -n "$NP" "$SPKDDP" train --data train.h5 --model "$m" --channels "$c" $flags --epochs "$epochs" \
+        "$MPIEXEC" -n "$NP" "$SPKDDP" train --data train.h5 --model "$m" --channels "$c" $mflags --epochs "$epochs" \
             --seed "$seed" --ckpt-dir "$d" --keep 1 --progress 0 >"$d.log" 2>&1
         t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
         "$MPIEXEC" -n "$NP" "$SPKDDP" embed --ckpt "$(ls "$d"/ckpt-*.h5 | tail -1)" --data test.h5 --out "$d.emb.h5" >/dev/null
