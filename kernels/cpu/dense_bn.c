@@ -4,6 +4,7 @@
 // depends on the shape alone. The elementwise passes are parallel over rows.
 #include "kernels/dense_bn.h"
 
+#include <omp.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -146,39 +147,59 @@ static inline void backward_row(float *restrict gr, int accumulate, float *restr
     }
 }
 
+// A thread takes a block of up to DBN_BLOCK lanes of one group and goes down its rows a chunk at a
+// time, every lane of the chunk before the next chunk: each lane's sums run over the rows in order
+// and add the chunks in order as a lane alone would (so the blocks, sized to give every thread
+// work, change no bit), while the rows it reads (strided by the dense block's width) stay within
+// a few pages instead of spanning the whole batch for every lane.
+#define DBN_BLOCK 8
+
 void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, const float *dz, int ldz, const float *x,
                             int ldx, const float *mean, const float *var, const float *weight, const float *bias, int B,
                             int HW, int C, float eps, int group) {
     SPK_ASSERT(B > 0 && HW > 0 && C > 0 && ldx >= C && ldz >= C && ldg >= C && group > 0 && B % group == 0);
-    const int groups = B / group, lanes = (C + DBN_LANES - 1) / DBN_LANES;
+    const int groups = B / group, lanes = (C + DBN_LANES - 1) / DBN_LANES, nt = omp_get_max_threads();
+    int blocks = (lanes + DBN_BLOCK - 1) / DBN_BLOCK;
+    if (groups < nt) blocks = (blocks + nt - 1) / nt * nt;  // the same work for every thread
+    const int per = (lanes + blocks - 1) / blocks;          // lanes a block
+    blocks = (lanes + per - 1) / per;
     const size_t rows = (size_t)group * HW;
 #pragma omp parallel for schedule(static) collapse(2)
     for (int k = 0; k < groups; k++)
-        for (int l = 0; l < lanes; l++) {
-            const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
-            lane_t q;
-            lane_of(&q, mean, var, weight, bias, c0, cn, eps);
-            double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
+        for (int blk = 0; blk < blocks; blk++) {
+            const int l0 = blk * per, nl = lanes - l0 < per ? lanes - l0 : per;
+            lane_t q[DBN_BLOCK];
+            double a1[DBN_BLOCK][DBN_LANES] = {{0}}, a2[DBN_BLOCK][DBN_LANES] = {{0}};
+            for (int l = 0; l < nl; l++) {
+                const int c0 = (l0 + l) * DBN_LANES;
+                lane_of(&q[l], mean, var, weight, bias, c0, C - c0 < DBN_LANES ? C - c0 : DBN_LANES, eps);
+            }
             const size_t first = (size_t)k * rows;
             for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double
                 const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
-                float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
-                for (size_t i = first + i0; i < first + i1; i++) {
-                    float *gr = g + i * ldg + c0;
-                    const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
-                    if (cn == DBN_LANES)
-                        backward_row(gr, accumulate, s1, s2, xr, dr, &q, DBN_LANES);
-                    else
-                        backward_row(gr, accumulate, s1, s2, xr, dr, &q, cn);
+                for (int l = 0; l < nl; l++) {
+                    const int c0 = (l0 + l) * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+                    float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
+                    for (size_t i = first + i0; i < first + i1; i++) {
+                        float *gr = g + i * ldg + c0;
+                        const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
+                        if (cn == DBN_LANES)
+                            backward_row(gr, accumulate, s1, s2, xr, dr, &q[l], DBN_LANES);
+                        else
+                            backward_row(gr, accumulate, s1, s2, xr, dr, &q[l], cn);
+                    }
+                    for (int c = 0; c < DBN_LANES; c++) a1[l][c] += s1[c], a2[l][c] += s2[c];
                 }
-                for (int c = 0; c < DBN_LANES; c++) a1[c] += s1[c], a2[c] += s2[c];
             }
-            for (int c = 0; c < cn; c++) {
-                const float m1 = (float)a1[c], m2 = (float)a2[c];
-                part[(size_t)k * C + c0 + c] = m1;
-                part[((size_t)groups + k) * C + c0 + c] = m2;
-                part[((size_t)2 * groups + k) * C + c0 + c] = m1 * q.w[c];
-                part[((size_t)3 * groups + k) * C + c0 + c] = m2 * q.w[c];
+            for (int l = 0; l < nl; l++) {
+                const int c0 = (l0 + l) * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+                for (int c = 0; c < cn; c++) {
+                    const float m1 = (float)a1[l][c], m2 = (float)a2[l][c];
+                    part[(size_t)k * C + c0 + c] = m1;
+                    part[((size_t)groups + k) * C + c0 + c] = m2;
+                    part[((size_t)2 * groups + k) * C + c0 + c] = m1 * q[l].w[c];
+                    part[((size_t)3 * groups + k) * C + c0 + c] = m2 * q[l].w[c];
+                }
             }
         }
 }
