@@ -28,6 +28,7 @@ for t in $threads; do
 done
 peaks=""
 [ -x "$build/tests/bench_peak" ] && peaks=$("$build/tests/bench_peak" "${threads##* }")
+# shellcheck disable=SC2086  # one argument per thread count
 PEAKS=$peaks python3 - "$out" "$steps" "$warmup" $threads <<'PY'
 import collections, os, re, sys
 out, steps, warmup, counts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(t) for t in sys.argv[4:]]
