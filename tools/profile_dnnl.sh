@@ -5,7 +5,8 @@
 # gradient, matmul, reorder) and then each shape: milliseconds per step at every count, its
 # GFLOP/s and share of the machine's peak (tools/bench_peak.c, bf16 or fp32 by the operands) at
 # the largest count, and how its CPU time grows with the threads (ms x threads against the first
-# count: 1.00 scales perfectly). The perf profile (tools/profile_step.sh) shows oneDNN's
+# count: 1.00 scales perfectly). A Winograd convolution's GFLOP/s count the direct convolution's
+# FLOPs (so above 100% of the peak). The perf profile (tools/profile_step.sh) shows oneDNN's
 # just-in-time code as one row; this splits it. The float32 GEMMs of the 1-D models
 # (dnnl_sgemm) are no primitives and do not show: their bf16 ones (matmul) do.
 #   tools/profile_dnnl.sh [BUILD_DIR] [bench flags, e.g. --model campplus --precision bf16]
