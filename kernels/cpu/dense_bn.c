@@ -14,6 +14,9 @@
 #define DBN_LANES 32  // channels a thread sums at a time (two cache lines of a row)
 #define DBN_CHUNK 64  // rows summed in float before the double sums take them; an elementwise pass's share
 
+// Channels in the lane that starts at channel c0 of C (the last one may be short).
+static inline int lane_width(int C, int c0) { return C - c0 < DBN_LANES ? C - c0 : DBN_LANES; }
+
 // rstd and the folded scale rstd * weight of channels [c0, c0 + cn).
 static void fold(float *rstd, float *scale, const float *var, const float *weight, int c0, int cn, float eps) {
     for (int c = 0; c < cn; c++) {
@@ -40,7 +43,7 @@ void dense_bn_stats_partial(float *part, const float *x, int ldx, const float *s
 #pragma omp parallel for schedule(static) collapse(2)
     for (int k = 0; k < groups; k++)
         for (int l = 0; l < lanes; l++) {
-            const int c0 = l * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            const int c0 = l * DBN_LANES, cn = lane_width(C, c0);
             float sh[DBN_LANES] = {0};
             for (int c = 0; c < cn; c++) sh[c] = shift ? shift[c0 + c] : 0.0f;
             double a1[DBN_LANES] = {0}, a2[DBN_LANES] = {0};
@@ -105,7 +108,7 @@ void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int 
     for (int k = 0; k < chunks; k++) {  // a chunk of rows, lane by lane (the folding paid once per chunk)
         const int i1 = (k + 1) * DBN_CHUNK < N ? (k + 1) * DBN_CHUNK : N;
         for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
-            const int cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            const int cn = lane_width(C, c0);
             lane_t q;
             lane_of(&q, mean, var, weight, bias, c0, cn, eps);
             for (int i = k * DBN_CHUNK; i < i1; i++) {
@@ -172,13 +175,13 @@ void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, cons
             double a1[DBN_BLOCK][DBN_LANES] = {{0}}, a2[DBN_BLOCK][DBN_LANES] = {{0}};
             for (int l = 0; l < nl; l++) {
                 const int c0 = (l0 + l) * DBN_LANES;
-                lane_of(&q[l], mean, var, weight, bias, c0, C - c0 < DBN_LANES ? C - c0 : DBN_LANES, eps);
+                lane_of(&q[l], mean, var, weight, bias, c0, lane_width(C, c0), eps);
             }
             const size_t first = (size_t)k * rows;
             for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double
                 const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
                 for (int l = 0; l < nl; l++) {
-                    const int c0 = (l0 + l) * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+                    const int c0 = (l0 + l) * DBN_LANES, cn = lane_width(C, c0);
                     float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
                     for (size_t i = first + i0; i < first + i1; i++) {
                         float *gr = g + i * ldg + c0;
@@ -192,7 +195,7 @@ void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, cons
                 }
             }
             for (int l = 0; l < nl; l++) {
-                const int c0 = (l0 + l) * DBN_LANES, cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+                const int c0 = (l0 + l) * DBN_LANES, cn = lane_width(C, c0);
                 for (int c = 0; c < cn; c++) {
                     const float m1 = (float)a1[l][c], m2 = (float)a2[l][c];
                     part[(size_t)k * C + c0 + c] = m1;
@@ -213,7 +216,7 @@ void dense_bn_input_grad(float *dx, int lddx, int accumulate, const float *g, in
     for (int k = 0; k < chunks; k++) {
         const int i1 = (k + 1) * DBN_CHUNK < rows ? (k + 1) * DBN_CHUNK : rows;
         for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
-            const int cn = C - c0 < DBN_LANES ? C - c0 : DBN_LANES;
+            const int cn = lane_width(C, c0);
             float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], m1[DBN_LANES], m2[DBN_LANES];
             fold(rstd, scale, var, NULL, c0, cn, eps);
             for (int c = 0; c < cn; c++)
