@@ -27,6 +27,34 @@ void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
     }
 }
 
+int xsum_fit_combined(xsum_t s, int64_t n, int ranks) {
+    uint64_t max_hi = 0, max_lo = 0;
+#pragma omp parallel for simd schedule(static) reduction(max : max_hi, max_lo) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const uint64_t h = s.hi[i] < 0 ? 0 - (uint64_t)s.hi[i] : (uint64_t)s.hi[i];
+        const uint64_t l = s.lo[i] < 0 ? 0 - (uint64_t)s.lo[i] : (uint64_t)s.lo[i];
+        max_hi = h > max_hi ? h : max_hi;
+        max_lo = l > max_lo ? l : max_lo;
+    }
+    return xsum_combinable(max_hi, max_lo, ranks);
+}
+
+void xsum_raise_combine(xsum_t s, const int8_t *bin, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        int J = s.bin[i];
+        int64_t hi = s.hi[i], lo = s.lo[i];
+        xsum_raise(&J, &hi, &lo, bin[i]);
+        s.bin[i] = (int8_t)J;
+        s.hi[i] = xsum_combine(hi, lo);
+    }
+}
+
+void xsum_split_combined(xsum_t s, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) xsum_split(s.hi[i], &s.hi[i], &s.lo[i]);
+}
+
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         int J = dst.bin[i];

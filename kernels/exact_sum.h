@@ -60,6 +60,13 @@ void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len);
 // ---- host memory only (kernels/exact_sum.c: the cross-rank reduction, the models, the trainer) ----
 // Raises s[i] to bin[i] (>= its own: the maximum over all partial sums).
 void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n);
+// Whether `ranks` partial sums like these may be exchanged combined (xsum_combinable): checked
+// before the bins are raised, which only shrinks the limbs.
+int xsum_fit_combined(xsum_t s, int64_t n, int ranks);
+// Raises s[i] to bin[i] and leaves hi[i] = hi 2^24 + lo (xsum_combine): the one integer ranks add.
+void xsum_raise_combine(xsum_t s, const int8_t *bin, int64_t n);
+// Undoes xsum_raise_combine on the added integers: the limbs again, the same values.
+void xsum_split_combined(xsum_t s, int64_t n);
 // dst[i] += src[i] (a merge of two partial sums).
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n);
 // The value of one sum, correctly rounded to double.

@@ -3,20 +3,23 @@
 // expressions.
 //
 // A sum is three numbers: a bin J (int8) and two int64 limbs, hi and lo:
-//   value = hi * 2^(40 J - 200) + lo * 2^(40 (J - 1) - 200)
-// Bins are fixed slices of the exponent range, 40 bits wide: bin b holds the magnitudes in
-// [2^(40 b - 200), 2^(40 b - 160)) (bin 0 also everything smaller). J is the bin of the largest
-// term so far; every term t is cut at the grid 2^(40 (J - 1) - 200), toward zero, into two
-// 40-bit digits (hi and lo) that are added to the limbs. Because the grid of bin J + 1 is 2^40
-// times coarser and the digits are absolute (truncation of |t| at a power of two), raising J
-// by one is exact bookkeeping: lo <- hi, hi <- 0 gives what the terms would have deposited had
-// the larger bin been known from the start. So the sum does not depend on the order of the
-// terms, on how they were split between partial sums, or on when the bin was raised: partial
-// sums are merged by raising both to the larger bin and adding the limbs (integer addition,
-// associative). Precision: the largest term keeps at least 40 bits below its leading bit, so
-// the error of n terms is below n * 2^-40 of the largest (float inputs near the largest are
-// kept whole). Headroom: digits are < 2^40, so 2^22 terms (XSUM_MAX_TERMS) leave an int64 limb
-// below 2^62, with room for the carry when the value is read. A non-finite term makes the bin
+//   value = hi * 2^(24 J - 192) + lo * 2^(24 (J - 1) - 192)
+// Bins are fixed slices of the exponent range, 24 bits wide (a float's significand): bin b holds
+// the magnitudes in [2^(24 b - 192), 2^(24 b - 168)) (bin 0 also everything smaller). J is the
+// bin of the largest term so far; every term t is cut at the grid 2^(24 (J - 1) - 192), toward
+// zero, into two 24-bit digits (hi and lo) that are added to the limbs. Because the grid of bin
+// J + 1 is 2^24 times coarser and the digits are absolute (truncation of |t| at a power of two),
+// raising J by one is exact bookkeeping: lo <- hi, hi <- 0 gives what the terms would have
+// deposited had the larger bin been known from the start. So the sum does not depend on the
+// order of the terms, on how they were split between partial sums, or on when the bin was
+// raised: partial sums are merged by raising both to the larger bin and adding the limbs
+// (integer addition, associative).
+// Precision: a term keeps its bits down to 2^-24 of its sum's bin, so float terms in the bin of
+// the largest are kept whole and the error of n terms is below n * 2^-24 of the largest, the
+// order of a float sum's own rounding. Headroom: digits are < 2^24, so 2^22 terms
+// (XSUM_MAX_TERMS) leave hi 2^24 + lo far inside int64. Why 24 bits: after the bins are agreed,
+// hi 2^24 + lo is one int64 while fewer than 2^15 terms meet (xsum_combine), so ranks exchange 8
+// bytes a sum instead of 16 (app/dist/exact_reduce.c). A non-finite term makes the bin
 // XSUM_BIN_NONFINITE for good (the value is then NaN); merging keeps it, as bins merge by their
 // maximum.
 //
@@ -28,17 +31,18 @@
 
 #include "kernels/spk_hd.h"
 
-#define XSUM_BIN_BITS      40
+#define XSUM_BIN_BITS      24
+#define XSUM_BIN_BIAS      192  // bin b starts at 2^(24 b - 192)
 #define XSUM_BIN_NONFINITE 127
 #define XSUM_MAX_TERMS     (1 << 22)  // per sum, over all partial sums merged into it
 
-// The bin of a finite magnitude a >= 0: floor((log2(a) + 200) / 40), 0 below 2^-200. From the
-// exponent bits, so it vectorizes (subnormals are far below 2^-200: bin 0).
+// The bin of a finite magnitude a >= 0: floor((log2(a) + 192) / 24), 0 below 2^-192. From the
+// exponent bits, so it vectorizes (subnormals are far below 2^-192: bin 0).
 SPK_HD int xsum_bin_of(double a) {
     uint64_t bits;
     memcpy(&bits, &a, sizeof bits);
     const int e = (int)(bits >> 52);      // biased exponent; a >= 0 has no sign bit
-    return e < 823 ? 0 : (e - 823) / 40;  // 823 = 1023 - 200
+    return e < 831 ? 0 : (e - 831) / 24;  // 831 = 1023 - 192
 }
 
 // 2^e for -1022 <= e <= 1023, from the exponent bits.
@@ -49,17 +53,17 @@ SPK_HD double xsum_pow2(int e) {
     return d;
 }
 
-// 2^(240 - 40 J): a magnitude of bin <= J times this is below 2^80, in units of the grid.
-SPK_HD double xsum_grid_scale(int J) { return xsum_pow2(240 - 40 * J); }
+// 2^(216 - 24 J): a magnitude of bin <= J times this is below 2^48, in units of the grid.
+SPK_HD double xsum_grid_scale(int J) { return xsum_pow2(216 - 24 * J); }
 
 // Adds the digits of v, whose magnitude is in a bin <= J, at the grid of bin J to hi and lo:
-// s = |v| 2^(240 - 40 J) < 2^80 (exact) is cut into dh 2^40 + dl + a fraction below the grid.
+// s = |v| 2^(216 - 24 J) < 2^48 is cut into dh 2^24 + dl + a fraction below the grid.
 // Limbs are updated in unsigned arithmetic (wraparound, never undefined); they stay within
 // XSUM_MAX_TERMS digits while the bin is finite, and do not matter once it is not.
 SPK_HD void xsum_add_digits(int J, int64_t *hi, int64_t *lo, double v) {
     const double s = fabs(v) * xsum_grid_scale(J);
-    const int64_t dh = (int64_t)(s * 0x1p-40);              // < 2^40
-    const int64_t dl = (int64_t)(s - (double)dh * 0x1p40);  // an exact difference, < 2^40
+    const int64_t dh = (int64_t)(s * 0x1p-24);              // < 2^24
+    const int64_t dl = (int64_t)(s - (double)dh * 0x1p24);  // an exact difference, < 2^24
     const uint64_t neg = v < 0.0 ? ~(uint64_t)0 : 0;        // (x ^ neg) - neg = -x
     *hi = (int64_t)((uint64_t)*hi + (((uint64_t)dh ^ neg) - neg));
     *lo = (int64_t)((uint64_t)*lo + (((uint64_t)dl ^ neg) - neg));
@@ -101,21 +105,38 @@ SPK_HD void xsum_merge_into(int *J, int64_t *hi, int64_t *lo, int K, int64_t khi
     *lo = (int64_t)((uint64_t)*lo + (uint64_t)klo);
 }
 
-// The sum's value in double: hi 2^40 + lo rounded once (exactly so while |hi| and |lo| are below
-// 2^53, i.e. for fewer than 2^13 terms of the largest size; beyond that within a few ulp), then
+// The sum's value in double: hi 2^24 + lo rounded once (both are exact doubles below 2^53), then
 // scaled by the grid (exact). NaN when a term was not finite. Branch-free.
 SPK_HD double xsum_value(int J, int64_t hi, int64_t lo) {
-    const double d = (double)hi * 0x1p40 + (double)lo;
-    return J == XSUM_BIN_NONFINITE ? NAN : d * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - 200);
+    const double d = (double)hi * 0x1p24 + (double)lo;
+    return J == XSUM_BIN_NONFINITE
+               ? NAN
+               : d * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - XSUM_BIN_BIAS);
+}
+
+// The limbs of a sum as one integer, hi 2^24 + lo (wrapping; exact while it is below 2^63 in
+// magnitude, xsum_combinable), and back: lo in [0, 2^24), hi the rest. Combined sums of one bin
+// add as integers: ranks that agreed the bins exchange one int64 a sum.
+SPK_HD int64_t xsum_combine(int64_t hi, int64_t lo) { return (int64_t)(((uint64_t)hi << 24) + (uint64_t)lo); }
+SPK_HD void xsum_split(int64_t c, int64_t *hi, int64_t *lo) {
+    *lo = (int64_t)((uint64_t)c & 0xffffff);
+    *hi = (c - *lo) / 0x1000000;  // exact: c - lo is a multiple of 2^24
+}
+// Whether `ranks` partial sums whose limbs are all within these bounds add up, combined, inside
+// int64 at every step of any reduction order: |hi 2^24 + lo| < 2^63 / ranks each.
+SPK_HD int xsum_combinable(uint64_t max_abs_hi, uint64_t max_abs_lo, int ranks) {
+    int shift = 0;  // ceil(log2(ranks))
+    while ((1LL << shift) < ranks) shift++;
+    return shift < 38 && max_abs_hi < (1ULL << (38 - shift)) && max_abs_lo < (1ULL << (62 - shift));
 }
 
 // ---- float terms, for the CPU's vectorized fast path ----------------------------------------
 // The bin of a float from its bits, as xsum_bin_of((double)x) (a float's double exponent is its
-// own + 896, and (v * 205) >> 13 == v / 40 for 0 <= v < 1024), but 1 for float subnormals, which
-// are in bin 1 or 0: never below the true bin, so a bin test with it never misses a raise.
+// own + 896, and (v * 2731) >> 16 == v / 24 for 0 <= v < 1024), but 2 for float subnormals, which
+// are in bin 1 or 2: never below the true bin, so a bin test with it never misses a raise.
 SPK_HD int xsum_float_bin_bound(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    const int b = ((int)((u >> 23) & 0xff) + 73) * 205 >> 13;
+    const int b = ((int)((u >> 23) & 0xff) + 65) * 2731 >> 16;
     return (u & 0x7fffffffu) ? b : 0;
 }

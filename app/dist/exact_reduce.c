@@ -54,11 +54,15 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
     }
 }
 
-// A bucket in flight on MPI: the bins' maximum (phase 1), then, every sum raised to it, the
-// limbs' sums (phase 2), both with MPI's own reductions in place on the sums.
+// A bucket in flight on MPI: the bins' maximum and whether any rank's limbs are too large to
+// combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase 2): combined,
+// one int64 a sum (xsum_combine), or else hi and lo apart. MPI's own reductions, in place on the
+// sums.
 typedef struct {
     int64_t from, to;
-    MPI_Request req[3];  // phase 1: req[0]; phase 2: req[1] (hi), req[2] (lo)
+    int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
+                         // on the heap: MPI writes it while the bucket array may move
+    MPI_Request req[4];  // phase 1: req[0] (bins), req[1] (wide); phase 2: req[2] (hi), req[3] (lo)
 } bucket_t;
 
 struct exact_reduce {
@@ -165,13 +169,14 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     const int64_t count = to - from;
     r->s = s;
-    r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
+        r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
         nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
         return;
     }
 #endif
+    r->bytes += count + 1;
     xsum_t h = s;
     if (r->be->separate_memory) {  // the bucket's sums, to the host first
         h = r->host;
@@ -186,27 +191,39 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     }
     bucket_t *b = &r->bucket[r->nbuckets++];
     b->from = from, b->to = to;
+    b->wide = mallocCheck(2);
+    b->wide[0] = (int8_t)!xsum_fit_combined(xsum_at(h, from), count, r->comm->size);
     mpiCheck(MPI_Iallreduce(h.bin + from, r->max + from, (int)count, MPI_INT8_T, MPI_MAX, r->world, &b->req[0]));
+    mpiCheck(MPI_Iallreduce(b->wide, b->wide + 1, 1, MPI_INT8_T, MPI_MAX, r->world, &b->req[1]));
 }
 
-// Phase 2 of a bucket whose maximum has arrived: its sums raised to it, their limbs summed.
+// Phase 2 of a bucket whose phase 1 has arrived: its sums raised to the bins, their limbs summed.
 static void limbs_start(exact_reduce_t *r, bucket_t *b) {
-    const xsum_t h = r->be->separate_memory ? r->host : r->s;
+    const xsum_t h = xsum_at(r->be->separate_memory ? r->host : r->s, b->from);
     const int count = (int)(b->to - b->from);
-    xsum_raise_to(xsum_at(h, b->from), r->max + b->from, count);
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[1]));
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.lo + b->from, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
+    if (!b->wide[1]) {
+        r->bytes += count * (int64_t)sizeof(int64_t);
+        xsum_raise_combine(h, r->max + b->from, count);
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
+        b->req[3] = MPI_REQUEST_NULL;
+        return;
+    }
+    r->bytes += count * 2 * (int64_t)sizeof(int64_t);
+    xsum_raise_to(h, r->max + b->from, count);
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.lo, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[3]));
 }
 
 void exact_reduce_progress(exact_reduce_t *r) {
-    // MPI moves nonblocking collectives only inside MPI calls. Buckets whose maximum has arrived
+    // MPI moves nonblocking collectives only inside MPI calls. Buckets whose phase 1 has arrived
     // go on to their limbs in start order (the same order on every rank), up to the first that
     // has not.
     while (r->advanced < r->nbuckets) {
         bucket_t *b = &r->bucket[r->advanced];
-        int done;
-        mpiCheck(MPI_Test(&b->req[0], &done, MPI_STATUS_IGNORE));
-        if (!done) return;
+        int bins, wide;  // (MPI_Testall with MPI_STATUSES_IGNORE trips GCC's overflow warning)
+        mpiCheck(MPI_Test(&b->req[0], &bins, MPI_STATUS_IGNORE));
+        mpiCheck(MPI_Test(&b->req[1], &wide, MPI_STATUS_IGNORE));
+        if (!bins || !wide) return;
         limbs_start(r, b);
         r->advanced++;
     }
@@ -226,14 +243,17 @@ void exact_reduce_wait(exact_reduce_t *r) {
     for (; r->advanced < r->nbuckets; r->advanced++) {  // every bucket's limbs in flight, in start order
         bucket_t *b = &r->bucket[r->advanced];
         comm_wait(r->comm, &b->req[0]);
+        comm_wait(r->comm, &b->req[1]);
         limbs_start(r, b);
     }
     for (int k = 0; k < r->nbuckets; k++) {
         bucket_t *b = &r->bucket[k];
-        comm_wait(r->comm, &b->req[1]);
+        const xsum_t h = xsum_at(r->be->separate_memory ? r->host : r->s, b->from);
         comm_wait(r->comm, &b->req[2]);
-        if (r->be->separate_memory)
-            spk_xsum_upload(r->be, xsum_at(r->s, b->from), xsum_at(r->host, b->from), b->to - b->from);
+        comm_wait(r->comm, &b->req[3]);
+        if (!b->wide[1]) xsum_split_combined(h, b->to - b->from);
+        if (r->be->separate_memory) spk_xsum_upload(r->be, xsum_at(r->s, b->from), h, b->to - b->from);
+        free(b->wide);
     }
     r->nbuckets = 0;
     r->advanced = 0;

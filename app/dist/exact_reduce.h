@@ -4,10 +4,12 @@
 // result does not depend on the collective's algorithm, the number of ranks or how the sums are
 // cut into buckets.
 //   host memory             bucketed: the bins' maximum (MPI_INT8_T MAX), every sum raised to
-//                           it, the limbs' sums (MPI_INT64_T SUM), MPI's own reductions in place;
+//                           it, the limbs' sums (MPI_INT64_T SUM), MPI's own reductions in place:
+//                           combined into one int64 a sum (9 bytes a sum) unless some rank's
+//                           limbs are too large for that (a flag agreed with the bins; 17 bytes);
 //                           exact_reduce_now (small, blocking): one MPI_Iallreduce with a user
 //                           reduction doing the merge on the sums packed bin and limbs together
-//                           (17 bytes each either way)
+//                           (17 bytes a sum)
 //   CUDA device memory      NCCL, which has no user reductions: the bins' maximum (ncclInt8
 //                           MAX), a kernel raising every sum to it, the limbs' sums (ncclInt64
 //                           SUM), all queued on NCCL's stream (17 bytes a sum)

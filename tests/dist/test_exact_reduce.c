@@ -1,8 +1,10 @@
 // Cross-rank exact sums (app/dist/exact_reduce.h), under mpiexec -n 1, 2, 4: a fixed set of 24
 // "samples" (each a vector of float terms drawn from its index) dealt to the ranks, each rank
 // adding its samples to its own sums; after the bucketed reduction (uneven buckets, progressed
-// while others start), exact_reduce_now and exact_allreduce_host, every rank holds bitwise the
-// sums of all 24 samples that it computes alone. Buckets in flight while blocking reductions run
+// while others start), exact_reduce_now and exact_allreduce_host, every rank holds the sums of
+// all 24 samples that it computes alone: the same bins and values (the limbs may be split
+// otherwise). Buckets go combined, one int64 a sum, unless a rank's limbs are too large for that,
+// then as hi and lo (the payload says which). Buckets in flight while blocking reductions run
 // between them, the ranks moving the buckets on at different moments, end the same (the second
 // rounds start in bucket order on every rank). On host memory and through cpu-staged copies; a
 // rank's NaN term makes that sum NaN everywhere.
@@ -18,7 +20,7 @@
 #define SAMPLES 24
 #define N       5000
 
-// Sample s's terms: magnitudes over 2^-40..2^40, both signs, some cancellation.
+// Sample s's terms: magnitudes over 2^-40..2^40 (several bins), both signs, some cancellation.
 static void sample_terms(int s, float *x) {
     uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(s + 1);
     for (int i = 0; i < N; i++) {
@@ -31,8 +33,15 @@ static void sample_terms(int s, float *x) {
 
 static xsum_t host_sums(int64_t n) { return xsum_layout(calloc(1, xsum_bytes(n)), n); }
 
+// The same sums: bins and values (the bucketed reduction may leave the limbs split otherwise:
+// hi 2^24 + lo combined, added, split again).
 static int same(xsum_t a, xsum_t b, int64_t n) {
-    return !memcmp(a.bin, b.bin, (size_t)n) && !memcmp(a.hi, b.hi, 8 * (size_t)n) && !memcmp(a.lo, b.lo, 8 * (size_t)n);
+    int ok = !memcmp(a.bin, b.bin, (size_t)n);
+    for (int64_t i = 0; i < n && ok; i++) {
+        const double va = xsum_value_of(a, i), vb = xsum_value_of(b, i);
+        ok = va == vb || (isnan(va) && isnan(vb));
+    }
+    return ok;
 }
 
 // This rank's sums of `be` (on the backend) -> host copy.
@@ -75,8 +84,34 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     EXPECT(same(got[1], all, N), "[%s] rank %d of %d: exact_reduce_now != all samples", be->name, c->rank, c->size);
     for (int k = 0; k < 2; k++) free(got[k].bin);
     const int64_t bytes = exact_reduce_take_bytes(r);
-    EXPECT(c->size == 1 || bytes == 2 * N * 17, "[%s] payload %lld bytes, expected %d", be->name, (long long)bytes,
-           2 * N * 17);
+    EXPECT(c->size == 1 || bytes == N * 9 + 3 + N * 17, "[%s] payload %lld bytes, expected %d", be->name,
+           (long long)bytes, N * 9 + 3 + N * 17);  // buckets combined (and their flags), then packed
+
+    // Limbs too large to combine on one rank: that bucket goes as hi and lo, the same sums.
+    xsum_t wide = host_sums(8), want = host_sums(8);
+    for (int i = 0; i < 8; i++) {
+        wide.bin[i] = want.bin[i] = 9;
+        wide.hi[i] = c->rank == 0 && i == 3 ? ((int64_t)1 << 37) + 5 : 3 + c->rank;
+        wide.lo[i] = c->rank + 1;
+        for (int k = 0; k < c->size; k++) want.hi[i] += k == 0 && i == 3 ? ((int64_t)1 << 37) + 5 : 3 + k;
+        want.lo[i] = (int64_t)c->size * (c->size + 1) / 2;
+    }
+    xsum_t dwide = xsum_layout(be->alloc(xsum_bytes(8)), 8);
+    be->upload(dwide.bin, wide.bin, 8);
+    be->upload(dwide.hi, wide.hi, 8 * 8);
+    be->upload(dwide.lo, wide.lo, 8 * 8);
+    exact_reduce_start(r, dwide, 0, 8);
+    exact_reduce_wait(r);
+    const xsum_t gotw = download(be, dwide, 8);
+    EXPECT(same(gotw, want, 8), "[%s] rank %d of %d: limbs too large to combine: wrong sums", be->name, c->rank,
+           c->size);
+    const int64_t wide_bytes = exact_reduce_take_bytes(r);
+    EXPECT(c->size == 1 || wide_bytes == 8 * 17 + 1, "[%s] payload %lld bytes, expected %d (hi and lo apart)", be->name,
+           (long long)wide_bytes, 8 * 17 + 1);
+    free(gotw.bin);
+    free(wide.bin);
+    free(want.bin);
+    be->free(dwide.bin);
 
     // Buckets in flight around blocking reductions (BatchNorm's, inside the backward): even ranks
     // move them on after a pause (their first rounds have arrived), odd ranks only at the wait.
