@@ -8,31 +8,46 @@
 #include "kernels/exact_sum.h"
 #include "kernels/exact_sum_math.h"
 
-// s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised (or is not
-// finite), then the general deposit, or, as after a row's first terms, the digits alone (about 4
-// times faster: no bin to store or raise).
+// One finite term into a sum whose bin is finite: xsum_deposit without its non-finite cases,
+// which keep the general loop from vectorizing well (this loop is about 3 times faster).
+static inline void xsum_deposit_finite(int8_t *bin, int64_t *hi, int64_t *lo, double v) {
+    const int j0 = *bin, b = xsum_bin_of(fabs(v)), J = b > j0 ? b : j0;
+    const int64_t h0 = *hi;
+    *lo = J == j0 ? *lo : (J == j0 + 1 ? h0 : 0);
+    *hi = J == j0 ? h0 : 0;
+    xsum_add_digits(J, hi, lo, v);
+    *bin = (int8_t)J;
+}
+
+// s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised, or is not finite
+// (or meets a sum that is not), then the digits alone (as after a row's first terms: no bin to
+// store or raise), the finite deposit, or the general one.
 static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
     int8_t *restrict bin = s.bin;
     int64_t *restrict hi = s.hi, *restrict lo = s.lo;
     const float *restrict xr = x;
-    int raise = 0;
-#pragma omp simd reduction(| : raise)
-    for (int64_t i = 0; i < n; i++)
-        raise |=
-            (xsum_float_bin_bound(xr[i]) > bin[i]) | (bin[i] == XSUM_BIN_NONFINITE) | !(fabsf(xr[i]) <= 3.4028235e38f);
-    if (!raise) {
+    int raise = 0, special = 0;
+#pragma omp simd reduction(| : raise, special)
+    for (int64_t i = 0; i < n; i++) {
+        raise |= xsum_float_bin_bound(xr[i]) > bin[i];
+        special |= (bin[i] == XSUM_BIN_NONFINITE) | !(fabsf(xr[i]) <= 3.4028235e38f);
+    }
+    if (!raise && !special) {
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) xsum_add_digits(bin[i], &hi[i], &lo[i], (double)xr[i]);
-        return;
-    }
+    } else if (!special) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        int J = bin[i];
-        int64_t h = hi[i], l = lo[i];
-        xsum_deposit(&J, &h, &l, (double)xr[i]);
-        bin[i] = (int8_t)J;
-        hi[i] = h;
-        lo[i] = l;
+        for (int64_t i = 0; i < n; i++) xsum_deposit_finite(&bin[i], &hi[i], &lo[i], (double)xr[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            int J = bin[i];
+            int64_t h = hi[i], l = lo[i];
+            xsum_deposit(&J, &h, &l, (double)xr[i]);
+            bin[i] = (int8_t)J;
+            hi[i] = h;
+            lo[i] = l;
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 // rounding. Then every backend's xsum ops give the CPU's bits.
 #include "backends.h"
 #include "exact_check.h"
+#include "kernels/cpu/exact_rows.h"
 #include "kernels/exact_sum_math.h"
 
 // rows x n float terms over 2^-30..2^30 with both signs, a third of them cancelling an earlier
@@ -196,7 +197,31 @@ static void groups(void) {
     check_true(same_sums(a, b, n), "groups of 4 rows: each group's float sum is one term");
 }
 
+// The CPU's row deposit (kernels/cpu/exact_rows.h) takes one of three loops by what a row needs:
+// the digits alone, the finite deposit, the general one. Each gives the bits of xsum_deposit term
+// by term: rows into empty sums (every bin raised), rows that raise some bins, rows that raise
+// none, and rows with a NaN or an Inf.
+static void row_paths(void) {
+    const int rows = 6;
+    const int64_t n = 1000;
+    float *x = terms(rows, n);
+    for (int64_t i = 0; i < n; i++) x[(size_t)2 * n + i] = ldexpf(x[(size_t)n + i], -30);  // row 2 raises nothing
+    x[(size_t)4 * n + 17] = NAN;
+    x[(size_t)5 * n + 3] = -INFINITY;
+    const xsum_t got = host_sums(n), want = host_sums(n);
+    for (int r = 0; r < rows; r++) {
+        xsum_add_row(got, x + (size_t)r * n, n);
+        for (int64_t i = 0; i < n; i++) {
+            int J = want.bin[i];
+            xsum_deposit(&J, &want.hi[i], &want.lo[i], (double)x[(size_t)r * n + i]);
+            want.bin[i] = (int8_t)J;
+        }
+        check_true(same_sums(got, want, n), cname("row %d: xsum_add_row gives xsum_deposit's bits", r));
+    }
+}
+
 static void cpu_checks(void) {
+    row_paths();
     groups();
     order_and_partition();
     precision();
