@@ -531,25 +531,45 @@ static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum
     }
 }
 
-// Groups of G > 1: each group's gradient is the GEMM dW = dYg colg^T over the group's columns
-// folded together (G T of them, in chunks of chunk_samples(G, T) samples whose products add up in
-// dw_tmp), as the default schedule's folded weight gradient, then one term of the sums. The
-// chunks and the GEMMs' shapes (blocks of EXACT_FOLD_COLS columns of dW, one thread each) depend
-// on G, T and the layer only. Scratch: the folded schedule's (kernels/cpu/conv1d.c, folded_bytes),
-// which holds chunk_samples(B, T) >= chunk_samples(G, T) samples' columns.
+// Groups of G > 1: each group's gradient is the GEMM dW = dYg colg^T over the group's columns,
+// then one term of the sums, by blocks of EXACT_FOLD_COLS columns of dW (one thread each, the
+// block's terms deposited while it is in cache). How the columns meet depends on G, T and the
+// layer only: float32 K = 1 layers whose weights fit L2 add each sample's GEMM over time into the
+// block, reading x and dy in place (as the default per-sample schedule; no copies); the others
+// fold the group's columns (G T of them, in chunks of chunk_samples(G, T) samples whose products
+// add up in dw_tmp), as the default folded weight gradient. Scratch: the folded schedule's
+// (folded_bytes), which holds chunk_samples(B, T) >= chunk_samples(G, T) samples' columns.
 #define EXACT_FOLD_COLS 256
+
+static void deposit_block(xsum_t dw, const float *dw_tmp, int Cout, int CK, int n0, int n1) {
+    for (int o = 0; o < Cout; o++)
+        xsum_add_row(xsum_at(dw, (int64_t)o * CK + n0), dw_tmp + (size_t)o * CK + n0, n1 - n0);
+}
 
 static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
                                  int group) {
     const int CK = Cin * K, nb_max = chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
     const size_t e = op->elem;
+    const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
     SPK_ASSERT(nb_max <= chunk_samples(B, T));
     char *col = scratch;                                                              // (CK, nc)
     char *dyf = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));  // (Cout, nc)
     for (int g0 = 0; g0 < B; g0 += group) {
+        if (in_place) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+            for (int blk = 0; blk < ncol; blk++) {
+                const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
+                for (int b = g0; b < g0 + group; b++)
+                    op->gemm('N', 'T', Cout, n1 - n0, T, row_at(dy, b, 0, e), (int)dy.row, row_at(x, b, n0, e),
+                             (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + n0, CK);
+                deposit_block(dw, dw_tmp, Cout, CK, n0, n1);
+            }
+            continue;
+        }
         for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
             const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
+            const int last = b0 + nb == g0 + group;
             im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
             fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
@@ -557,10 +577,9 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
                 const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
                 op->gemm('N', 'T', Cout, n1 - n0, nc, dyf, nc, col + (size_t)n0 * nc * e, nc, b0 > g0 ? 1.0f : 0.0f,
                          dw_tmp + n0, CK);  // the group's chunks add up in dw_tmp
+                if (last) deposit_block(dw, dw_tmp, Cout, CK, n0, n1);
             }
         }
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int o = 0; o < Cout; o++) xsum_add_row(xsum_at(dw, (int64_t)o * CK), dw_tmp + (size_t)o * CK, CK);
     }
 }
 
