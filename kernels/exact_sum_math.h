@@ -122,6 +122,13 @@ SPK_HD void xsum_split(int64_t c, int64_t *hi, int64_t *lo) {
     *lo = (int64_t)((uint64_t)c & 0xffffff);
     *hi = (c - *lo) / 0x1000000;  // exact: c - lo is a multiple of 2^24
 }
+// The value of a combined sum (hi 2^24 + lo as one integer c) in double: c rounded once, as
+// xsum_value rounds hi 2^24 + lo.
+SPK_HD double xsum_value_combined(int J, int64_t c) {
+    return J == XSUM_BIN_NONFINITE
+               ? NAN
+               : (double)c * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - XSUM_BIN_BIAS);
+}
 // Whether `ranks` partial sums whose limbs are all within these bounds add up, combined, inside
 // int64 at every step of any reduction order: |hi 2^24 + lo| < 2^63 / ranks each.
 SPK_HD int xsum_combinable(uint64_t max_abs_hi, uint64_t max_abs_lo, int ranks) {

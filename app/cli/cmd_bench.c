@@ -98,8 +98,9 @@ static void perf_window(int on) {
 
 // Seconds of `steps` training steps (forward, backward, averaging, Adam) on every rank,
 // after `warmup` untimed ones; *cpu: the CPU seconds rank 0 used meanwhile (on a machine
-// shared with other jobs, CPU time per step moves far less than wall time); *bytes: payload
-// bytes rank 0 sent per timed step.
+// shared with other jobs, CPU time per step moves far less than wall time); *bytes: the bytes
+// rank 0 sent per timed step (the gradients' collectives as bandwidth-optimal algorithms move
+// them, comm_allreduce_bytes: an allreduce 2 (R - 1) / R of its payload, its payload on 2 ranks).
 static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m, head_comm_impl_t *hc,
                          const batch_t *b, int64_t warmup, int64_t steps, double *cpu, double *bytes) {
     optimizer_t opt;

@@ -124,3 +124,7 @@ void comm_barrier(const comm_t *c) {
     mpiCheck(MPI_Ibarrier(c->world, &r));
     comm_wait(c, &r);
 }
+
+int64_t comm_allreduce_bytes(const comm_t *c, int64_t payload) { return 2 * payload * (c->size - 1) / c->size; }
+
+int64_t comm_scatter_bytes(const comm_t *c, int64_t whole) { return whole * (c->size - 1) / c->size; }

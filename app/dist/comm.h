@@ -27,3 +27,8 @@ void comm_allreduce_max_f64(const comm_t *c, double *v, int n);
 // max over ranks and elements of |theta_r - theta_0|; `scratch` holds n floats.
 double comm_divergence(const comm_t *c, const float *theta, int64_t n, float *scratch);
 void comm_barrier(const comm_t *c);
+// Bytes a rank sends in a collective, as the bandwidth-optimal algorithms (ring, Rabenseifner's)
+// move them: an allreduce of `payload` bytes a rank 2 (R - 1) / R of it (its reduce-scatter and
+// its allgather); a reduce-scatter or an allgather (R - 1) / R of the whole vector. 0 on one rank.
+int64_t comm_allreduce_bytes(const comm_t *c, int64_t payload);
+int64_t comm_scatter_bytes(const comm_t *c, int64_t whole);

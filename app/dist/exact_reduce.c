@@ -57,12 +57,15 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
 // A bucket in flight on MPI: the bins' maximum and whether any rank's limbs are too large to
 // combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase 2): combined,
 // one int64 a sum (xsum_combine), or else hi and lo apart. MPI's own reductions, in place on the
-// sums.
+// sums. With floats out: phase 2 is a reduce-scatter, each rank rounding its share of the sums to
+// float, and phase 3 gathers the floats (a float allreduce's second half, 4 bytes a sum).
 typedef struct {
     int64_t from, to;
+    float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
     int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
                          // on the heap: MPI writes it while the bucket array may move
-    MPI_Request req[4];  // phase 1: req[0] (bins), req[1] (wide); phase 2: req[2] (hi), req[3] (lo)
+    int *share;          // (out) each rank's count, then its offset in the bucket
+    MPI_Request req[5];  // phase 1: [0] bins, [1] wide; phase 2: [2] hi, [3] lo; phase 3: [4] floats
 } bucket_t;
 
 struct exact_reduce {
@@ -73,6 +76,7 @@ struct exact_reduce {
     MPI_Comm limbs;     // another, for the buckets' phase 2 alone: MPI matches collectives by
                         // their order on a communicator, and phase 2 starts when phase 1 is
                         // seen done, at a moment that differs between ranks
+    MPI_Comm floats;    // and one for phase 3
     MPI_Datatype type;  // PACKED bytes (exact_reduce_now)
     MPI_Op op;          // merge_packed (exact_reduce_now)
     int64_t n;
@@ -81,7 +85,8 @@ struct exact_reduce {
     int8_t *max;       // (n) the bins' maximum: on the device (NCCL) or the host (MPI)
     bucket_t *bucket;  // the buckets in flight, in start order
     int nbuckets, cap;
-    int advanced;   // buckets [0, advanced) are in phase 2: they advance in start order
+    int advanced;   // buckets [0, advanced) are in phase 2 or later: they advance in start order
+    int gathered;   // buckets [0, gathered) are in phase 3 (or done: no floats out)
     void *now_buf;  // exact_reduce_now's buffers: packed (and host copy), or NCCL's maximum
     int64_t now_cap;
     int64_t bytes;
@@ -99,6 +104,7 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
     }
     mpiCheck(MPI_Comm_dup(c->world, &r->world));
     mpiCheck(MPI_Comm_dup(c->world, &r->limbs));
+    mpiCheck(MPI_Comm_dup(c->world, &r->floats));
     mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &r->type));
     mpiCheck(MPI_Type_commit(&r->type));
     mpiCheck(MPI_Op_create(merge_packed, 1, &r->op));
@@ -144,13 +150,13 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
     }
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        r->bytes += n * (1 + 2 * (int64_t)sizeof(int64_t));
+        r->bytes += comm_allreduce_bytes(r->comm, n * (1 + 2 * (int64_t)sizeof(int64_t)));
         nccl_exact_allreduce_start(r->nccl, s, r->now_buf, n);
         nccl_join(r->nccl);
         return;
     }
 #endif
-    r->bytes += n * PACKED;
+    r->bytes += comm_allreduce_bytes(r->comm, n * PACKED);
     char *p = r->now_buf;
     if (!r->be->separate_memory) {
         host_allreduce(r->comm, r->world, r->type, r->op, s, n, p);
@@ -162,21 +168,24 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
     spk_xsum_upload(r->be, s, h, n);
 }
 
+int exact_reduce_floats(const exact_reduce_t *r) { return !r->nccl && !r->be->separate_memory; }
+
 // The bucketed reductions use MPI's own reductions (vectorized, no packing) in two rounds, as
 // NCCL's path does: a bucket of sums ends as exact_reduce_now's merge would leave it, because
 // raising is linear in the limbs and raising twice is raising once to the larger bin.
-void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
+    SPK_ASSERT(!out || exact_reduce_floats(r));
     const int64_t count = to - from;
     r->s = s;
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        r->bytes += count * (1 + 2 * (int64_t)sizeof(int64_t));
+        r->bytes += comm_allreduce_bytes(r->comm, count * (1 + 2 * (int64_t)sizeof(int64_t)));
         nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
         return;
     }
 #endif
-    r->bytes += count + 1;
+    r->bytes += comm_allreduce_bytes(r->comm, count + 1);
     xsum_t h = s;
     if (r->be->separate_memory) {  // the bucket's sums, to the host first
         h = r->host;
@@ -191,45 +200,81 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to) {
     }
     bucket_t *b = &r->bucket[r->nbuckets++];
     b->from = from, b->to = to;
+    b->out = out;
+    b->share = NULL;
+    for (int k = 0; k < 5; k++) b->req[k] = MPI_REQUEST_NULL;
     b->wide = mallocCheck(2);
     b->wide[0] = (int8_t)!xsum_fit_combined(xsum_at(h, from), count, r->comm->size);
     mpiCheck(MPI_Iallreduce(h.bin + from, r->max + from, (int)count, MPI_INT8_T, MPI_MAX, r->world, &b->req[0]));
     mpiCheck(MPI_Iallreduce(b->wide, b->wide + 1, 1, MPI_INT8_T, MPI_MAX, r->world, &b->req[1]));
 }
 
-// Phase 2 of a bucket whose phase 1 has arrived: its sums raised to the bins, their limbs summed.
+// Phase 2 of a bucket whose phase 1 has arrived: its sums raised to the bins, their limbs summed
+// (or, with floats out, each rank's share of them: at the start of the bucket's limbs).
 static void limbs_start(exact_reduce_t *r, bucket_t *b) {
     const xsum_t h = xsum_at(r->be->separate_memory ? r->host : r->s, b->from);
-    const int count = (int)(b->to - b->from);
-    if (!b->wide[1]) {
-        r->bytes += count * (int64_t)sizeof(int64_t);
+    const int count = (int)(b->to - b->from), size = r->comm->size;
+    const int limbs = b->wide[1] ? 2 : 1;
+    int64_t *limb[2] = {h.hi, h.lo};
+    if (limbs == 1)
         xsum_raise_combine(h, r->max + b->from, count);
-        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
-        b->req[3] = MPI_REQUEST_NULL;
+    else
+        xsum_raise_to(h, r->max + b->from, count);
+    b->req[3] = MPI_REQUEST_NULL;
+    if (!b->out) {
+        r->bytes += comm_allreduce_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
+        for (int k = 0; k < limbs; k++)
+            mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, limb[k], count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2 + k]));
         return;
     }
-    r->bytes += count * 2 * (int64_t)sizeof(int64_t);
-    xsum_raise_to(h, r->max + b->from, count);
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.hi, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2]));
-    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, h.lo, count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[3]));
+    b->share = mallocCheck(2 * sizeof(int) * (size_t)size);
+    for (int i = 0; i < size; i++) {  // rank i rounds sums [offset, offset + count) of the bucket
+        b->share[size + i] = (int)((int64_t)count * i / size);
+        b->share[i] = (int)((int64_t)count * (i + 1) / size) - b->share[size + i];
+    }
+    r->bytes += comm_scatter_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
+    for (int k = 0; k < limbs; k++)
+        mpiCheck(MPI_Ireduce_scatter(MPI_IN_PLACE, limb[k], b->share, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2 + k]));
+}
+
+// Phase 3 of a bucket with floats out whose share has arrived: rounded, then gathered.
+static void floats_start(exact_reduce_t *r, bucket_t *b) {
+    const xsum_t h = xsum_at(r->s, b->from);
+    const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
+    const int8_t *bin = r->max + b->from + at;
+    float *out = b->out + b->from;
+    if (b->wide[1])
+        xsum_to_float_limbs(out + at, bin, h.hi, h.lo, n);
+    else
+        xsum_combined_to_float(out + at, bin, h.hi, n);
+    r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));
+    mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, b->share, b->share + size, MPI_FLOAT, r->floats,
+                             &b->req[4]));
+}
+
+// Whether both requests of a phase have completed (MPI_Testall with MPI_STATUSES_IGNORE trips
+// GCC's overflow warning).
+static int arrived(MPI_Request *req) {
+    int a, b;
+    mpiCheck(MPI_Test(&req[0], &a, MPI_STATUS_IGNORE));
+    mpiCheck(MPI_Test(&req[1], &b, MPI_STATUS_IGNORE));
+    return a && b;
 }
 
 void exact_reduce_progress(exact_reduce_t *r) {
-    // MPI moves nonblocking collectives only inside MPI calls. Buckets whose phase 1 has arrived
-    // go on to their limbs in start order (the same order on every rank), up to the first that
-    // has not.
-    while (r->advanced < r->nbuckets) {
-        bucket_t *b = &r->bucket[r->advanced];
-        int bins, wide;  // (MPI_Testall with MPI_STATUSES_IGNORE trips GCC's overflow warning)
-        mpiCheck(MPI_Test(&b->req[0], &bins, MPI_STATUS_IGNORE));
-        mpiCheck(MPI_Test(&b->req[1], &wide, MPI_STATUS_IGNORE));
-        if (!bins || !wide) return;
-        limbs_start(r, b);
-        r->advanced++;
+    // MPI moves nonblocking collectives only inside MPI calls. Buckets go on to their next phase
+    // in start order (the same order on every rank), up to the first whose phase has not arrived.
+    while (r->advanced < r->nbuckets && arrived(&r->bucket[r->advanced].req[0]))
+        limbs_start(r, &r->bucket[r->advanced++]);
+    while (r->gathered < r->advanced && arrived(&r->bucket[r->gathered].req[2])) {
+        bucket_t *b = &r->bucket[r->gathered++];
+        if (b->out) floats_start(r, b);
     }
-    if (r->nbuckets) {
+    if (r->nbuckets) {  // a test on a request in flight drives MPI's progress
+        bucket_t *b = &r->bucket[r->nbuckets - 1];
+        MPI_Request *q = r->gathered == r->nbuckets ? &b->req[4] : r->advanced == r->nbuckets ? &b->req[2] : &b->req[0];
         int done;
-        mpiCheck(MPI_Test(&r->bucket[r->nbuckets - 1].req[2], &done, MPI_STATUS_IGNORE));
+        mpiCheck(MPI_Test(q, &done, MPI_STATUS_IGNORE));
     }
 }
 
@@ -240,23 +285,32 @@ void exact_reduce_wait(exact_reduce_t *r) {
         return;
     }
 #endif
-    for (; r->advanced < r->nbuckets; r->advanced++) {  // every bucket's limbs in flight, in start order
+    for (; r->advanced < r->nbuckets; r->advanced++) {  // every bucket's phase 2 in flight, in start order
         bucket_t *b = &r->bucket[r->advanced];
         comm_wait(r->comm, &b->req[0]);
         comm_wait(r->comm, &b->req[1]);
         limbs_start(r, b);
+    }
+    for (; r->gathered < r->nbuckets; r->gathered++) {  // and phase 3
+        bucket_t *b = &r->bucket[r->gathered];
+        comm_wait(r->comm, &b->req[2]);
+        comm_wait(r->comm, &b->req[3]);
+        if (b->out) floats_start(r, b);
     }
     for (int k = 0; k < r->nbuckets; k++) {
         bucket_t *b = &r->bucket[k];
         const xsum_t h = xsum_at(r->be->separate_memory ? r->host : r->s, b->from);
         comm_wait(r->comm, &b->req[2]);
         comm_wait(r->comm, &b->req[3]);
-        if (!b->wide[1]) xsum_split_combined(h, b->to - b->from);
+        comm_wait(r->comm, &b->req[4]);
+        if (!b->out && !b->wide[1]) xsum_split_combined(h, b->to - b->from);
         if (r->be->separate_memory) spk_xsum_upload(r->be, xsum_at(r->s, b->from), h, b->to - b->from);
         free(b->wide);
+        free(b->share);
     }
     r->nbuckets = 0;
     r->advanced = 0;
+    r->gathered = 0;
 }
 
 int64_t exact_reduce_take_bytes(exact_reduce_t *r) {
@@ -275,6 +329,7 @@ void exact_reduce_free(exact_reduce_t *r) {
         MPI_Type_free(&r->type);
         MPI_Comm_free(&r->world);
         MPI_Comm_free(&r->limbs);
+        MPI_Comm_free(&r->floats);
         free(r->now_buf);
         free(r->max);
     }

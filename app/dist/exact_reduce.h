@@ -5,8 +5,11 @@
 // cut into buckets.
 //   host memory             bucketed: the bins' maximum (MPI_INT8_T MAX), every sum raised to
 //                           it, the limbs' sums (MPI_INT64_T SUM), MPI's own reductions in place:
-//                           combined into one int64 a sum (9 bytes a sum) unless some rank's
-//                           limbs are too large for that (a flag agreed with the bins; 17 bytes);
+//                           combined into one int64 a sum unless some rank's limbs are too large
+//                           for that (a flag agreed with the bins; then hi and lo apart). With
+//                           floats out, the limbs are reduce-scattered and the rounded floats
+//                           gathered: per sum 1 byte allreduced, 8 reduce-scattered and 4
+//                           gathered, 7/4 of a float allreduce's bytes (comm_allreduce_bytes);
 //                           exact_reduce_now (small, blocking): one MPI_Iallreduce with a user
 //                           reduction doing the merge on the sums packed bin and limbs together
 //                           (17 bytes a sum)
@@ -31,12 +34,17 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
 // (the host waits for MPI; on NCCL the kernels' stream waits). Collective.
 void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n);
 // A bucketed reduction of the sums s: buckets [from, to) start in increasing order (every rank
-// the same buckets), progress moves them on, and wait returns when s holds the sums.
-void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to);
+// the same buckets), progress moves them on, and wait returns when they are done: out NULL, s
+// holds the sums; out (host memory, where exact_reduce_floats says so), out[from, to) holds them
+// rounded to float, as xsum_to_float would, and s[from, to) is left undefined. Each rank then
+// rounds a share of the sums and the ranks gather the floats: 4 bytes a sum on the way back
+// instead of 8, and each rank rounds 1 / R of them.
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out);
+int exact_reduce_floats(const exact_reduce_t *r);
 void exact_reduce_progress(exact_reduce_t *r);
 void exact_reduce_wait(exact_reduce_t *r);
 // The same for n sums in host memory on c->world, for the trainer's loss sums. Collective.
 void exact_allreduce_host(const comm_t *c, xsum_t s, int64_t n);
-// Payload bytes this rank sent into reductions since the last call (then reset).
+// Bytes this rank sent since the last call (then reset), as comm_allreduce_bytes counts them.
 int64_t exact_reduce_take_bytes(exact_reduce_t *r);
 void exact_reduce_free(exact_reduce_t *r);

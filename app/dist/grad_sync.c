@@ -92,17 +92,18 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->xr = exact_reduce_create(c, be, g->nccl, n);
     g->exact_as_float = exact_as_float() && !g->nccl;  // (NCCL would average: not the check's sum)
     if (g->exact_as_float) g->overlap = 0;             // each rank's sums are rounded after the backward
+    g->exact_floats = exact_reduce_floats(g->xr);      // buckets end as floats in the gradients
 }
 
 // Starts averaging grads[from, to) (xgrads in the invariant mode).
 static void start(grad_sync_t *g, int64_t from, int64_t to) {
     if (g->exact && !g->exact_as_float) {
-        exact_reduce_start(g->xr, g->model->xgrads, from, to);
+        exact_reduce_start(g->xr, g->model->xgrads, from, to, g->exact_floats ? g->model->grads : NULL);
         return;
     }
     float *grads = g->model->grads;
     const int64_t count = to - from;
-    g->bytes += count * (int64_t)sizeof(float);
+    g->bytes += comm_allreduce_bytes(g->comm, count * (int64_t)sizeof(float));
 #ifdef SPKDDP_HAVE_CUDA
     if (g->nccl) {
         nccl_allreduce_start(g->nccl, grads + from, count);
@@ -184,7 +185,7 @@ void grad_sync_wait(grad_sync_t *g) {
     model_t *m = g->model;
     if (g->exact && !g->exact_as_float) {  // the sums of every sample over all ranks, rounded once
         if (g->xr) exact_reduce_wait(g->xr);
-        g->be->xsum_to_float(m->grads, m->xgrads, g->n);
+        g->be->xsum_to_float(m->grads, m->xgrads, g->exact_floats ? g->skip : g->n);  // (the rest are floats)
         return;
     }
     if (!g->active) return;

@@ -4,7 +4,9 @@
 // while others start), exact_reduce_now and exact_allreduce_host, every rank holds the sums of
 // all 24 samples that it computes alone: the same bins and values (the limbs may be split
 // otherwise). Buckets go combined, one int64 a sum, unless a rank's limbs are too large for that,
-// then as hi and lo (the payload says which). Buckets in flight while blocking reductions run
+// then as hi and lo (the bytes say which). With floats out (host memory), each rank rounds a share
+// of the sums and the floats are gathered: the same floats as the sums' own rounding, combined or
+// apart. Buckets in flight while blocking reductions run
 // between them, the ranks moving the buckets on at different moments, end the same (the second
 // rounds start in bucket order on every rank). On host memory and through cpu-staged copies; a
 // rank's NaN term makes that sum NaN everywhere.
@@ -53,6 +55,20 @@ static xsum_t download(const spk_backend_t *be, xsum_t d, int64_t n) {
     return h;
 }
 
+// Bytes as comm_allreduce_bytes and comm_scatter_bytes count them, per collective.
+static int64_t ar(const comm_t *c, int64_t payload) { return 2 * payload * (c->size - 1) / c->size; }
+static int64_t sc(const comm_t *c, int64_t whole) { return whole * (c->size - 1) / c->size; }
+
+// Floats out: each y[i] is s[i]'s own rounding (bits; NaN as NaN).
+static int same_floats(const float *y, xsum_t s, int64_t n) {
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok; i++) {
+        const float want = (float)xsum_value_of(s, i);
+        ok = memcmp(&y[i], &want, sizeof want) == 0 || (isnan(y[i]) && isnan(want));
+    }
+    return ok;
+}
+
 static void check_backend(const comm_t *c, const spk_backend_t *be) {
     float *x = malloc(sizeof(float) * N);
     xsum_t all = host_sums(N);  // every sample, on this rank alone
@@ -73,9 +89,11 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     }
     exact_reduce_t *r = exact_reduce_create(c, be, NULL, N);
     const int64_t cuts[4] = {0, 1000, 3500, N};
+    int64_t want_bytes = 0;
     for (int b = 0; b < 3; b++) {
-        exact_reduce_start(r, mine[0], cuts[b], cuts[b + 1]);
+        exact_reduce_start(r, mine[0], cuts[b], cuts[b + 1], NULL);
         exact_reduce_progress(r);
+        want_bytes += ar(c, cuts[b + 1] - cuts[b] + 1) + ar(c, 8 * (cuts[b + 1] - cuts[b]));
     }
     exact_reduce_wait(r);
     exact_reduce_now(r, mine[1], N);
@@ -83,9 +101,35 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     EXPECT(same(got[0], all, N), "[%s] rank %d of %d: bucketed reduction != all samples", be->name, c->rank, c->size);
     EXPECT(same(got[1], all, N), "[%s] rank %d of %d: exact_reduce_now != all samples", be->name, c->rank, c->size);
     for (int k = 0; k < 2; k++) free(got[k].bin);
+    want_bytes += ar(c, N * 17);  // buckets combined (and their flags), then packed
     const int64_t bytes = exact_reduce_take_bytes(r);
-    EXPECT(c->size == 1 || bytes == N * 9 + 3 + N * 17, "[%s] payload %lld bytes, expected %d", be->name,
-           (long long)bytes, N * 9 + 3 + N * 17);  // buckets combined (and their flags), then packed
+    EXPECT(c->size == 1 || bytes == want_bytes, "[%s] %lld bytes sent, expected %lld", be->name, (long long)bytes,
+           (long long)want_bytes);
+
+    // Floats out: the same buckets end as the sums' floats (a rank's share rounded, then gathered).
+    if (exact_reduce_floats(r)) {
+        float *y = calloc(N, sizeof(float));
+        xsum_t again = xsum_layout(be->alloc(xsum_bytes(N)), N);
+        for (int s = c->rank; s < SAMPLES; s += c->size) {
+            sample_terms(s, x);
+            be->xsum_add(again, x, 1, N, 1);
+        }
+        int64_t want_f = 0;
+        for (int b = 0; b < 3; b++) {
+            exact_reduce_start(r, again, cuts[b], cuts[b + 1], y);
+            exact_reduce_progress(r);
+            const int64_t n = cuts[b + 1] - cuts[b];
+            want_f += ar(c, n + 1) + sc(c, 8 * n) + sc(c, 4 * n);
+        }
+        exact_reduce_wait(r);
+        EXPECT(same_floats(y, all, N), "[%s] rank %d of %d: floats out != the sums' rounding", be->name, c->rank,
+               c->size);
+        const int64_t fbytes = exact_reduce_take_bytes(r);
+        EXPECT(c->size == 1 || fbytes == want_f, "[%s] floats out: %lld bytes sent, expected %lld (7 a sum on 2 ranks)",
+               be->name, (long long)fbytes, (long long)want_f);
+        free(y);
+        be->free(again.bin);
+    }
 
     // Limbs too large to combine on one rank: that bucket goes as hi and lo, the same sums.
     xsum_t wide = host_sums(8), want = host_sums(8);
@@ -100,14 +144,26 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     be->upload(dwide.bin, wide.bin, 8);
     be->upload(dwide.hi, wide.hi, 8 * 8);
     be->upload(dwide.lo, wide.lo, 8 * 8);
-    exact_reduce_start(r, dwide, 0, 8);
+    exact_reduce_start(r, dwide, 0, 8, NULL);
     exact_reduce_wait(r);
     const xsum_t gotw = download(be, dwide, 8);
     EXPECT(same(gotw, want, 8), "[%s] rank %d of %d: limbs too large to combine: wrong sums", be->name, c->rank,
            c->size);
     const int64_t wide_bytes = exact_reduce_take_bytes(r);
-    EXPECT(c->size == 1 || wide_bytes == 8 * 17 + 1, "[%s] payload %lld bytes, expected %d (hi and lo apart)", be->name,
-           (long long)wide_bytes, 8 * 17 + 1);
+    EXPECT(c->size == 1 || wide_bytes == ar(c, 9) + ar(c, 16 * 8),
+           "[%s] %lld bytes sent, expected %lld (hi and lo apart)", be->name, (long long)wide_bytes,
+           (long long)(ar(c, 9) + ar(c, 16 * 8)));
+    if (exact_reduce_floats(r)) {  // and as floats
+        be->upload(dwide.bin, wide.bin, 8);
+        be->upload(dwide.hi, wide.hi, 8 * 8);
+        be->upload(dwide.lo, wide.lo, 8 * 8);
+        float yw[8];
+        exact_reduce_start(r, dwide, 0, 8, yw);
+        exact_reduce_wait(r);
+        EXPECT(same_floats(yw, want, 8), "[%s] rank %d of %d: limbs too large to combine: wrong floats", be->name,
+               c->rank, c->size);
+        exact_reduce_take_bytes(r);
+    }
     free(gotw.bin);
     free(wide.bin);
     free(want.bin);
@@ -115,6 +171,9 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
 
     // Buckets in flight around blocking reductions (BatchNorm's, inside the backward): even ranks
     // move them on after a pause (their first rounds have arrived), odd ranks only at the wait.
+    // Where floats out are taken, odd buckets end as floats, even ones as sums.
+    float *y = calloc(N, sizeof(float));
+    const int floats = exact_reduce_floats(r);
     xsum_t again = xsum_layout(be->alloc(xsum_bytes(N)), N);
     for (int s = c->rank; s < SAMPLES; s += c->size) {
         sample_terms(s, x);
@@ -124,7 +183,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     const int64_t many[7] = {0, 10, 700, 1900, 2000, 4200, N};
     xsum_t small = xsum_layout(be->alloc(xsum_bytes(6 * 4)), 6 * 4);
     for (int b = 0; b < 6; b++) {
-        exact_reduce_start(r, again, many[b], many[b + 1]);
+        exact_reduce_start(r, again, many[b], many[b + 1], floats && b % 2 ? y : NULL);
         if (c->rank % 2 == 0) {
             nanosleep(&(struct timespec){0, 2000000}, NULL);
             exact_reduce_progress(r);
@@ -136,8 +195,15 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     }
     exact_reduce_wait(r);
     const xsum_t got2 = download(be, again, N), sm = download(be, small, 6 * 4);
-    EXPECT(same(got2, all, N), "[%s] rank %d of %d: buckets around blocking reductions != all samples", be->name,
-           c->rank, c->size);
+    int buckets_ok = 1;
+    for (int b = 0; b < 6; b++) {
+        const int64_t at = many[b], n = many[b + 1] - at;
+        buckets_ok &=
+            floats && b % 2 ? same_floats(y + at, xsum_at(all, at), n) : same(xsum_at(got2, at), xsum_at(all, at), n);
+    }
+    EXPECT(buckets_ok, "[%s] rank %d of %d: buckets around blocking reductions != all samples", be->name, c->rank,
+           c->size);
+    free(y);
     int small_ok = 1;
     for (int b = 0; b < 6; b++)
         small_ok &= xsum_value_of(sm, 4 * b) == c->size && xsum_value_of(sm, 4 * b + 1) == 2.0 * c->size &&
