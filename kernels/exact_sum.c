@@ -55,11 +55,6 @@ void xsum_split_combined(xsum_t s, int64_t n) {
     for (int64_t i = 0; i < n; i++) xsum_split(s.hi[i], &s.hi[i], &s.lo[i]);
 }
 
-void xsum_to_float_limbs(float *y, const int8_t *bin, const int64_t *hi, const int64_t *lo, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(bin[i], hi[i], lo[i]);
-}
-
 void xsum_combined_to_float(float *y, const int8_t *bin, const int64_t *c, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value_combined(bin[i], c[i]);

@@ -67,9 +67,8 @@ int xsum_fit_combined(xsum_t s, int64_t n, int ranks);
 void xsum_raise_combine(xsum_t s, const int8_t *bin, int64_t n);
 // Undoes xsum_raise_combine on the added integers: the limbs again, the same values.
 void xsum_split_combined(xsum_t s, int64_t n);
-// y[i] = the value of the sum (bin[i], hi[i], lo[i]), or of the combined sum (bin[i], c[i]),
-// rounded to float as xsum_to_float rounds it.
-void xsum_to_float_limbs(float *y, const int8_t *bin, const int64_t *hi, const int64_t *lo, int64_t n);
+// y[i] = the value of the combined sum (bin[i], c[i]) rounded to float, as xsum_to_float rounds
+// the limbs' value.
 void xsum_combined_to_float(float *y, const int8_t *bin, const int64_t *c, int64_t n);
 // dst[i] += src[i] (a merge of two partial sums).
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n);

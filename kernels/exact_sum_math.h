@@ -69,16 +69,21 @@ SPK_HD void xsum_add_digits(int J, int64_t *hi, int64_t *lo, double v) {
     *lo = (int64_t)((uint64_t)*lo + (((uint64_t)dl ^ neg) - neg));
 }
 
+// The limbs of a sum raised from bin j0 to j1 >= j0: by one bin lo <- hi, by more (or to the
+// non-finite bin) both are empty. Branch-free.
+SPK_HD void xsum_raise_limbs(int j0, int j1, int64_t *hi, int64_t *lo) {
+    const int64_t h0 = *hi;
+    *lo = j1 == j0 ? *lo : (j1 == j0 + 1 && j1 != XSUM_BIN_NONFINITE ? h0 : 0);
+    *hi = j1 == j0 ? h0 : 0;
+}
+
 // Adds v (a float or double term) to the sum (J, hi, lo), raising the bin when v needs it:
 // branch-free, so loops vectorize.
 SPK_HD void xsum_deposit(int *J, int64_t *hi, int64_t *lo, double v) {
     const int finite = fabs(v) <= 1.7976931348623157e308;  // false for Inf and NaN
     const int j0 = *J, b = xsum_bin_of(finite ? fabs(v) : 0.0);
     const int j1 = finite ? (b > j0 ? b : j0) : XSUM_BIN_NONFINITE;
-    // Raising the bin drops the lowest limb: by one bin lo <- hi, by more both are empty.
-    const int64_t h0 = *hi;
-    *lo = j1 == j0 ? *lo : (j1 == j0 + 1 ? h0 : 0);
-    *hi = j1 == j0 ? h0 : 0;
+    xsum_raise_limbs(j0, j1, hi, lo);
     // Once non-finite the sum stays so and its limbs no longer matter: nothing is added (a finite
     // term at bin 0's grid could exceed the int64 range, which C leaves undefined).
     const int keep = j1 < XSUM_BIN_NONFINITE;
@@ -86,12 +91,20 @@ SPK_HD void xsum_deposit(int *J, int64_t *hi, int64_t *lo, double v) {
     *J = j1;
 }
 
+// xsum_deposit for a finite v into a sum whose bin is finite, without the non-finite cases,
+// which keep the general deposit from vectorizing well (a loop of these runs about 3 times
+// faster). The same bits.
+SPK_HD void xsum_deposit_finite(int8_t *J, int64_t *hi, int64_t *lo, double v) {
+    const int j0 = *J, b = xsum_bin_of(fabs(v)), j1 = b > j0 ? b : j0;
+    xsum_raise_limbs(j0, j1, hi, lo);
+    xsum_add_digits(j1, hi, lo, v);
+    *J = (int8_t)j1;
+}
+
 // Raises the sum (J, hi, lo) to bin `to` >= J (an agreed maximum): the lowest limbs drop.
 SPK_HD void xsum_raise(int *J, int64_t *hi, int64_t *lo, int to) {
-    const int j0 = *J;
-    if (to <= j0) return;
-    *lo = to == j0 + 1 && to != XSUM_BIN_NONFINITE ? *hi : 0;
-    *hi = 0;
+    if (to <= *J) return;
+    xsum_raise_limbs(*J, to, hi, lo);
     *J = to;
 }
 
@@ -105,14 +118,17 @@ SPK_HD void xsum_merge_into(int *J, int64_t *hi, int64_t *lo, int K, int64_t khi
     *lo = (int64_t)((uint64_t)*lo + (uint64_t)klo);
 }
 
-// The sum's value in double: hi 2^24 + lo rounded once (both are exact doubles below 2^53), then
-// scaled by the grid (exact). NaN when a term was not finite. Branch-free.
-SPK_HD double xsum_value(int J, int64_t hi, int64_t lo) {
-    const double d = (double)hi * 0x1p24 + (double)lo;
+// d (the limbs' integer, rounded once to double) scaled by the grid of bin J (exact); NaN when a
+// term was not finite. Branch-free.
+SPK_HD double xsum_scaled(int J, double d) {
     return J == XSUM_BIN_NONFINITE
                ? NAN
                : d * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - XSUM_BIN_BIAS);
 }
+
+// The sum's value in double: hi 2^24 + lo rounded once (both are exact doubles below 2^53), then
+// scaled by the grid.
+SPK_HD double xsum_value(int J, int64_t hi, int64_t lo) { return xsum_scaled(J, (double)hi * 0x1p24 + (double)lo); }
 
 // The limbs of a sum as one integer, hi 2^24 + lo (wrapping; exact while it is below 2^63 in
 // magnitude, xsum_combinable), and back: lo in [0, 2^24), hi the rest. Combined sums of one bin
@@ -124,11 +140,7 @@ SPK_HD void xsum_split(int64_t c, int64_t *hi, int64_t *lo) {
 }
 // The value of a combined sum (hi 2^24 + lo as one integer c) in double: c rounded once, as
 // xsum_value rounds hi 2^24 + lo.
-SPK_HD double xsum_value_combined(int J, int64_t c) {
-    return J == XSUM_BIN_NONFINITE
-               ? NAN
-               : (double)c * xsum_pow2(XSUM_BIN_BITS * ((J < XSUM_BIN_NONFINITE ? J : 1) - 1) - XSUM_BIN_BIAS);
-}
+SPK_HD double xsum_value_combined(int J, int64_t c) { return xsum_scaled(J, (double)c); }
 // Whether `ranks` partial sums whose limbs are all within these bounds add up, combined, inside
 // int64 at every step of any reduction order: |hi 2^24 + lo| < 2^63 / ranks each.
 SPK_HD int xsum_combinable(uint64_t max_abs_hi, uint64_t max_abs_lo, int ranks) {

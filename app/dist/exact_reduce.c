@@ -220,7 +220,6 @@ static void limbs_start(exact_reduce_t *r, bucket_t *b) {
         xsum_raise_combine(h, r->max + b->from, count);
     else
         xsum_raise_to(h, r->max + b->from, count);
-    b->req[3] = MPI_REQUEST_NULL;
     if (!b->out) {
         r->bytes += comm_allreduce_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
         for (int k = 0; k < limbs; k++)
@@ -241,10 +240,10 @@ static void limbs_start(exact_reduce_t *r, bucket_t *b) {
 static void floats_start(exact_reduce_t *r, bucket_t *b) {
     const xsum_t h = xsum_at(r->s, b->from);
     const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
-    const int8_t *bin = r->max + b->from + at;
+    int8_t *bin = r->max + b->from + at;
     float *out = b->out + b->from;
-    if (b->wide[1])
-        xsum_to_float_limbs(out + at, bin, h.hi, h.lo, n);
+    if (b->wide[1])  // (host memory: the backend's own rounding, on the agreed bins)
+        r->be->xsum_to_float(out + at, (xsum_t){bin, h.hi, h.lo}, n);
     else
         xsum_combined_to_float(out + at, bin, h.hi, n);
     r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));

@@ -92,13 +92,12 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
     g->xr = exact_reduce_create(c, be, g->nccl, n);
     g->exact_as_float = exact_as_float() && !g->nccl;  // (NCCL would average: not the check's sum)
     if (g->exact_as_float) g->overlap = 0;             // each rank's sums are rounded after the backward
-    g->exact_floats = exact_reduce_floats(g->xr);      // buckets end as floats in the gradients
 }
 
 // Starts averaging grads[from, to) (xgrads in the invariant mode).
 static void start(grad_sync_t *g, int64_t from, int64_t to) {
     if (g->exact && !g->exact_as_float) {
-        exact_reduce_start(g->xr, g->model->xgrads, from, to, g->exact_floats ? g->model->grads : NULL);
+        exact_reduce_start(g->xr, g->model->xgrads, from, to, exact_reduce_floats(g->xr) ? g->model->grads : NULL);
         return;
     }
     float *grads = g->model->grads;
@@ -184,8 +183,9 @@ void grad_sync_finish(grad_sync_t *g) {
 void grad_sync_wait(grad_sync_t *g) {
     model_t *m = g->model;
     if (g->exact && !g->exact_as_float) {  // the sums of every sample over all ranks, rounded once
+        const int floats = g->xr && exact_reduce_floats(g->xr);  // buckets end as floats in the gradients
         if (g->xr) exact_reduce_wait(g->xr);
-        g->be->xsum_to_float(m->grads, m->xgrads, g->exact_floats ? g->skip : g->n);  // (the rest are floats)
+        g->be->xsum_to_float(m->grads, m->xgrads, floats ? g->skip : g->n);
         return;
     }
     if (!g->active) return;

@@ -45,7 +45,6 @@ typedef struct {
     int overlap;              // start buckets during the backward (off: all after it)
     int exact;                // the world-size-invariant mode: xgrads reduced exactly
     int exact_as_float;       // SPKDDP_EXACT_ALLREDUCE=float (the check above)
-    int exact_floats;         // the exact reduction leaves the gradients as floats (exact_reduce_floats)
     struct exact_reduce *xr;  // exact: the cross-rank reduction (NULL on one rank)
     int64_t bytes;            // bytes this rank sent since grad_sync_take_bytes (comm_allreduce_bytes)
     // between begin and mean

@@ -8,17 +8,6 @@
 #include "kernels/exact_sum.h"
 #include "kernels/exact_sum_math.h"
 
-// One finite term into a sum whose bin is finite: xsum_deposit without its non-finite cases,
-// which keep the general loop from vectorizing well (this loop is about 3 times faster).
-static inline void xsum_deposit_finite(int8_t *bin, int64_t *hi, int64_t *lo, double v) {
-    const int j0 = *bin, b = xsum_bin_of(fabs(v)), J = b > j0 ? b : j0;
-    const int64_t h0 = *hi;
-    *lo = J == j0 ? *lo : (J == j0 + 1 ? h0 : 0);
-    *hi = J == j0 ? h0 : 0;
-    xsum_add_digits(J, hi, lo, v);
-    *bin = (int8_t)J;
-}
-
 // s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised, or is not finite
 // (or meets a sum that is not), then the digits alone (as after a row's first terms: no bin to
 // store or raise), the finite deposit, or the general one.
