@@ -186,6 +186,15 @@ int tier(const Perf &p, Precision prec) {
     return det ? 2 : -1;
 }
 
+// The math type the heuristics are asked under, which bounds what they offer: FMA only in fp32
+// (fp32-accurate); CUDNN_DEFAULT_MATH with --tf32 (it permits TF32 for float data on Ampere and
+// newer, as PyTorch's allow_tf32); CUDNN_TENSOR_OP_MATH for bf16 data, as PyTorch sets it:
+// under CUDNN_DEFAULT_MATH cuDNN 9.19 offered an H200 only non-tensor-core bf16 kernels
+// (ResNet34's step at 1.6 TFLOP/s, 0.04x PyTorch's).
+cudnnMathType_t query_math(Precision prec) {
+    return prec == kFp32 ? CUDNN_FMA_MATH : prec == kBf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
 // The math type a taken result runs in: FMA in fp32 (never tensor cores), else its own.
 cudnnMathType_t run_math(cudnnMathType_t reported, Precision prec) { return prec == kFp32 ? CUDNN_FMA_MATH : reported; }
 
@@ -458,9 +467,7 @@ spk_conv_plan_t &make_plan(const spk_conv_geom_t &g, int bucket) {
     for (int i = 0; i < 3; i++) {
         cudnnCheck(cudnnSetConvolution2dDescriptor(pl.cd[i], g.PH, g.PW, g.SH, g.SW, g.DH, g.DW,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        // What the heuristics may offer: FMA only (fp32-accurate), or with tensor cores allowed
-        // (CUDNN_DEFAULT_MATH permits TF32 for fp32 on Ampere and newer, and bf16 tensor cores).
-        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[i], precision(pl) == kFp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+        cudnnCheck(cudnnSetConvolutionMathType(pl.cd[i], query_math(precision(pl))));
     }
     set_length(pl, bucket);  // choose for the bucket's largest length
     choose_all(pl);
@@ -502,4 +509,16 @@ extern "C" void spk_cuda_print_conv_plans(void) {
 extern "C" void spk_cuda_conv_plan_counts(long long *made, long long *selections) {
     *made = g_serial;
     *selections = g_selections;
+}
+
+extern "C" void spk_cuda_conv_plan_tensor_ops(int *passes, int *tensor_op) {
+    *passes = *tensor_op = 0;
+    for (int i = 0; i < kPlans; i++)
+        if (g_plans[i].valid && g_plans[i].geom.bf16)
+            for (int p = 0; p < 3; p++) {
+                cudnnMathType_t runs = CUDNN_FMA_MATH;
+                cudnnCheck(cudnnGetConvolutionMathType(g_plans[i].cd[p], &runs));
+                ++*passes;
+                *tensor_op += runs == CUDNN_TENSOR_OP_MATH;
+            }
 }

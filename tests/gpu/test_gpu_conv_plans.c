@@ -81,6 +81,15 @@ static void plan_checks_2d(void) {
     check_true(plans_made() == made0, "a width of a planned bucket makes no plan");
     g_be->conv2d_bf16_workspace_floats(&s);
     check_true(plans_made() == made0 + 1, "the bf16 convolution of the same shape has a plan of its own");
+
+    // bf16 runs on tensor cores: every pass of a ResNet-sized bf16 plan in CUDNN_TENSOR_OP_MATH.
+    spk_conv1d_cuda_release_plans();
+    const conv2d_shape_t r = {16, 64, 64, 40, 100, 3, 3, 1, 1, 1, 1, 1, 1};
+    g_be->conv2d_bf16_workspace_floats(&r);
+    int passes = 0, tensor_op = 0;
+    spk_cuda_conv_plan_tensor_ops(&passes, &tensor_op);
+    printf("bf16 conv2d B=16 C=64 40x100 3x3: %d of %d passes on tensor cores\n", tensor_op, passes);
+    check_true(passes == 3 && tensor_op == 3, "every pass of a bf16 convolution runs in CUDNN_TENSOR_OP_MATH");
 }
 
 static void all_checks(void) {

@@ -26,7 +26,9 @@ ConvOffer offer(int algo, bool deterministic, cudnnMathType_t math, size_t float
 std::vector<ConvOffer> conv_offers(ConvPass pass, const ConvShape& g, cudnnMathType_t permitted) {
     const size_t crs = (size_t)g.c * g.r * g.s, krs = (size_t)g.k * g.r * g.s;
     std::vector<ConvOffer> v;
-    const bool tensor = permits_tensor_ops(permitted);
+    // bf16 data under CUDNN_DEFAULT_MATH: no tensor-core offers, as cuDNN 9.19 on an H200
+    // (only its non-tensor-core kernels); CUDNN_TENSOR_OP_MATH brings them.
+    const bool tensor = permits_tensor_ops(permitted) && !(g.bf16 && permitted == CUDNN_DEFAULT_MATH);
     switch (pass) {
         case ConvPass::forward: {
             if (permitted == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || permitted == CUDNN_DEFAULT_MATH)
