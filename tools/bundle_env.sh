@@ -64,7 +64,7 @@ for r in roots:
     joined=$(IFS=:; echo "${picked[*]}")
     export LD_LIBRARY_PATH="${joined}${LD_LIBRARY_PATH:+${joined:+:}$LD_LIBRARY_PATH}"
     export SPKDDP_BUNDLE_ROOT=$dest
-    export PATH="$dest/app:$PATH"
+    export PATH="$dest/app:$dest/bin:$PATH"
     echo "spkddp bundle: $dest (spkddp on the PATH)" >&2
 }
 spkddp_bundle_env

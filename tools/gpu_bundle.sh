@@ -47,9 +47,9 @@ mapfile -t kernel_ops < <(awk '/^set\(SPK_KERNEL_TESTS/ {on = 1; next} on && /\)
 tests=(test_gpu_device test_gpu_tf32 test_gpu_conv_plans test_gpu_shapes test_gpu_invariant2d)
 for op in "${kernel_ops[@]}"; do tests+=("test_kernel_$op"); done
 if [ $stand_in -eq 1 ]; then
-    targets=(spkddp_emu "${tests[@]/%/_emu}")
+    targets=(spkddp_emu "${tests[@]/%/_emu}" make_bad_data)
 else
-    targets=(spkddp "${tests[@]}")
+    targets=(spkddp "${tests[@]}" make_bad_data)
 fi
 if [ -n "$from" ]; then
     bdir=$from
@@ -63,7 +63,7 @@ fi
 # ---- lay out --------------------------------------------------------------------------------------
 stage=$(mktemp -d "${TMPDIR:-/tmp}/spkddp-bundle-stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/app" "$stage/tests/golden" "$stage/tools" "$stage/lib"
+mkdir -p "$stage/app" "$stage/bin" "$stage/tests/golden" "$stage/tests/e2e" "$stage/tools" "$stage/lib"
 if [ $stand_in -eq 1 ]; then
     cp "$bdir/tests/spkddp_emu" "$stage/app/spkddp"
     for t in "${tests[@]}"; do cp "$bdir/tests/${t}_emu" "$stage/tests/$t"; done
@@ -71,6 +71,15 @@ else
     cp "$bdir/app/spkddp" "$stage/app/spkddp"
     for t in "${tests[@]}"; do cp "$bdir/tests/$t" "$stage/tests/$t"; done
 fi
+# The two-rank device test (gpu_check's e2e step), with MPICH's own launcher: a host's mpiexec
+# may belong to another MPI, whose ranks would each start alone.
+cp "$bdir/tests/make_bad_data" "$stage/tests/"
+cp "$src/tests/e2e/e2e_device.sh" "$src/tests/e2e/lib.sh" "$stage/tests/e2e/"
+for h in mpiexec.hydra hydra_pmi_proxy; do
+    p=$(command -v "$h") || { echo "gpu_bundle.sh: no $h here (MPICH's launcher; apt-get install mpich)" >&2; exit 1; }
+    cp -L "$p" "$stage/bin/$h"
+done
+ln -s mpiexec.hydra "$stage/bin/mpiexec"
 cp "$src/tools/gpu_check.sh" "$src/tools/bench_pytorch.py" "$src/tools/wespeaker_resnet.py" "$stage/tools/"
 cp "$src/tests/golden/make_ecapa_golden.py" "$src/tests/golden/make_resnet_golden.py" "$src/tests/golden/golden_common.py" "$stage/tests/golden/"  # bench_pytorch.py's models
 
@@ -78,7 +87,7 @@ cp "$src/tests/golden/make_ecapa_golden.py" "$src/tests/golden/make_resnet_golde
 # gives (glibc, libstdc++/libgcc, the CUDA driver and libraries: tools/bundle_host_libs.txt).
 host_re=$(grep -v '^#' "$src/tools/bundle_host_libs.txt" | grep . | paste -sd'|')
 declare -A seen=()
-queue=("$stage"/app/spkddp "$stage"/tests/test_*)
+queue=("$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/make_bad_data "$stage"/bin/mpiexec.hydra "$stage"/bin/hydra_pmi_proxy)
 while [ ${#queue[@]} -gt 0 ]; do
     f=${queue[0]}
     queue=("${queue[@]:1}")
@@ -95,7 +104,9 @@ done
 # only $ORIGIN/../lib, as the bundle build links them.
 # shellcheck disable=SC2016  # $ORIGIN is for the loader
 [ -z "$from" ] || patchelf --set-rpath '$ORIGIN/../lib' "$stage"/app/spkddp "$stage"/tests/test_*
-strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* 2>/dev/null || true
+# shellcheck disable=SC2016  # the launcher is the system's, built without a search path of ours
+patchelf --set-rpath '$ORIGIN/../lib' "$stage"/bin/mpiexec.hydra "$stage"/bin/hydra_pmi_proxy
+strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/make_bad_data 2>/dev/null || true
 
 {
     echo "spkddp GPU bundle$([ $stand_in -eq 1 ] && echo " (CUDA stand-in twins, for testing)")"

@@ -34,6 +34,7 @@ void conv2d_bf16_set_path(conv2d_bf16_path p) { g_path = p; }
 // AMD's AVX512-BF16 (Zen 4 on) runs its bf16 dot products at twice the float32 FMA rate, and
 // oneDNN's bf16 convolutions there beat the widened path (CAM++'s step 46-54 against 25-34
 // samples/s on a Zen 4 EPYC); Intel's without AMX do not (above).
+#ifdef SPK_USE_DNNL
 static int cpu_is_amd(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
@@ -43,6 +44,7 @@ static int cpu_is_amd(void) {
     return 0;
 #endif
 }
+#endif
 
 static int native(void) {
     if (g_path == CONV2D_BF16_AUTO) {  // SPKDDP_CONV_BF16=native|widened overrides the choice
