@@ -133,7 +133,7 @@ extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbia
     spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
-    SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, sums, C, S, (size_t)B * T);
+    SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
     if (dx) SPK_LAUNCH(bn_dx_kernel, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
 }
 

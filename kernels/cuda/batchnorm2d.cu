@@ -80,16 +80,19 @@ __global__ void sums_kernel(Acc *part, Term term, int N, int C) {
     spk_rows_channel_partial<2>(part, (size_t)N, C, term, sh);
 }
 
-// One thread per channel: the statistics, saved and folded into the running ones.
+// One block per channel (spk_rows_grid(C)): the statistics, saved and folded into the running
+// ones.
 __global__ void stats_kernel(float *mean, float *rstd, float *running_mean, float *running_var, const spk_fsum *part,
-                             const float *shift, int N, int C, int S, float eps, float momentum) {
-    SPK_GRID_LOOP(c, (size_t)C) {
-        double mu, var;
-        spk_bn_stats_of_sums(spk_fsum_double(spk_channel_total(part, (int)c, S, 2, 0)),
-                             spk_fsum_double(spk_channel_total(part, (int)c, S, 2, 1)), shift[c], (double)N, &mu, &var);
-        const float rs = spk_bn_rstd((float)var, eps);
-        spk_bn_save_stats(mean, rstd, running_mean, running_var, (int)c, (float)mu, rs, var, (size_t)N, momentum);
-    }
+                             const float *shift, int N, int S, float eps, float momentum) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    const int c = blockIdx.x;
+    const double s1 = spk_fsum_double(spk_channel_total_block(part, c, S, 2, 0, sh));
+    const double s2 = spk_fsum_double(spk_channel_total_block(part, c, S, 2, 1, sh));
+    if (threadIdx.x != 0) return;
+    double mu, var;
+    spk_bn_stats_of_sums(s1, s2, shift[c], (double)N, &mu, &var);
+    const float rs = spk_bn_rstd((float)var, eps);
+    spk_bn_save_stats(mean, rstd, running_mean, running_var, c, (float)mu, rs, var, (size_t)N, momentum);
 }
 
 // y = act(bn(x) + residual) with rstd given, or (var given) 1/sqrt(var + eps). y may alias x:
@@ -140,8 +143,8 @@ extern "C" void batchnorm2d_forward_train_cuda(float *y, float *mean, float *rst
     float *shift = p.per_chan;
     SPK_LAUNCH(shift_kernel, spk_rows_channel_grid(C, 1), shift, x, N, C);
     SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, shifted_term<float>{x, shift}, N, C);
-    SPK_LAUNCH(stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, C, p.S, eps,
-               momentum);
+    SPK_LAUNCH(stats_kernel, spk_rows_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, p.S,
+               eps, momentum);
     const size_t n = (size_t)N * C;
     SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
 }
@@ -166,7 +169,7 @@ extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accum
     if (dx || dweight || dbias) {
         const grad_term<float> term = {dy, y, x, mean, rstd, relu};
         SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
-        SPK_LAUNCH(bn_grad_finish_kernel, spk_grid((size_t)C), dweight, dbias, means, p.part, C, p.S, (size_t)N);
+        SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, p.part, p.S, (size_t)N);
     }
     const size_t n = (size_t)N * C;
     if (dx || dresidual)

@@ -30,8 +30,9 @@ void spk_cuda_download(void *dst, const void *src, size_t bytes);  // device -> 
 void spk_cuda_sync(void);                                          // waits for the stream
 // Convolution plans made and algorithm choices made so far (for tests of the plan cache).
 void spk_cuda_conv_plan_counts(long long *made, long long *selections);
-// Of the passes of the bf16 convolution plans held now, how many run in CUDNN_TENSOR_OP_MATH.
-void spk_cuda_conv_plan_tensor_ops(int *passes, int *tensor_op);
+// The passes of the convolution plans held now in bf16 (else float): how many, and how many run
+// in CUDNN_TENSOR_OP_MATH.
+void spk_cuda_conv_plan_census(int bf16, int *passes, int *tensor_op);
 // Drops every cached convolution plan (spk_cuda_shutdown does; tests start afresh with it).
 void spk_conv1d_cuda_release_plans(void);
 

@@ -511,10 +511,10 @@ extern "C" void spk_cuda_conv_plan_counts(long long *made, long long *selections
     *selections = g_selections;
 }
 
-extern "C" void spk_cuda_conv_plan_tensor_ops(int *passes, int *tensor_op) {
+extern "C" void spk_cuda_conv_plan_census(int bf16, int *passes, int *tensor_op) {
     *passes = *tensor_op = 0;
     for (int i = 0; i < kPlans; i++)
-        if (g_plans[i].valid && g_plans[i].geom.bf16)
+        if (g_plans[i].valid && g_plans[i].geom.bf16 == !!bf16)
             for (int p = 0; p < 3; p++) {
                 cudnnMathType_t runs = CUDNN_FMA_MATH;
                 cudnnCheck(cudnnGetConvolutionMathType(g_plans[i].cd[p], &runs));

@@ -87,14 +87,27 @@ static void plan_checks_2d(void) {
     const conv2d_shape_t r = {16, 64, 64, 40, 100, 3, 3, 1, 1, 1, 1, 1, 1};
     g_be->conv2d_bf16_workspace_floats(&r);
     int passes = 0, tensor_op = 0;
-    spk_cuda_conv_plan_tensor_ops(&passes, &tensor_op);
+    spk_cuda_conv_plan_census(1, &passes, &tensor_op);
     printf("bf16 conv2d B=16 C=64 40x100 3x3: %d of %d passes on tensor cores\n", tensor_op, passes);
     check_true(passes == 3 && tensor_op == 3, "every pass of a bf16 convolution runs in CUDNN_TENSOR_OP_MATH");
+}
+
+// fp32 stays fp32: no pass of ECAPA's convolutions runs in tensor-op math (TF32) unless --tf32.
+static void plan_checks_fp32(void) {
+    spk_conv1d_cuda_release_plans();
+    g_be->conv1d_workspace_floats(32, 80, 512, 200, 5, 1);
+    g_be->conv1d_workspace_floats(32, 64, 64, 200, 3, 2);
+    g_be->conv1d_workspace_floats(32, 512, 512, 200, 1, 1);
+    int passes = 0, tensor_op = 0;
+    spk_cuda_conv_plan_census(0, &passes, &tensor_op);
+    printf("fp32 conv1d (ECAPA's shapes): %d passes, %d on tensor cores\n", passes, tensor_op);
+    check_true(passes == 9 && tensor_op == 0, "fp32 convolutions never run in tensor-op math");
 }
 
 static void all_checks(void) {
     plan_checks();
     plan_checks_2d();
+    plan_checks_fp32();
 }
 #else
 static void all_checks(void) {}  // never runs: without CUDA the test is skipped
