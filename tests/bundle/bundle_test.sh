@@ -33,12 +33,13 @@ for f in gpu_check.sh env.sh payload.tar.xz MANIFEST; do [ -f "gpu/$f" ] || fail
 # 2. what the binaries need
 mkdir unpacked && tar -xJf gpu/payload.tar.xz -C unpacked || { echo "FAIL: cannot unpack"; exit 1; }
 host_re=$(grep -v '^#' "$src/tools/bundle_host_libs.txt" | grep . | paste -sd'|')
-for f in unpacked/app/* unpacked/tests/test_* unpacked/lib/*; do
+launcher=(unpacked/bin/mpiexec.hydra unpacked/bin/hydra_pmi_proxy unpacked/tests/make_bad_data)
+for f in unpacked/app/* unpacked/tests/test_* "${launcher[@]}" unpacked/lib/*; do
     for n in $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
         [[ "$n" =~ ^($host_re)$ ]] || [ -e "unpacked/lib/$n" ] || fail "$f needs $n, neither the host's nor carried"
     done
 done
-for f in unpacked/app/* unpacked/tests/test_*; do
+for f in unpacked/app/* unpacked/tests/test_* "${launcher[@]}"; do
     paths=$(readelf -d "$f" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p' | paste -sd' ')
     [ "$paths" = '$ORIGIN/../lib' ] || fail "$f searches '$paths', not only \$ORIGIN/../lib"
 done
@@ -67,6 +68,10 @@ in_bundle spkddp train --data sp.h5 --model ecapa --channels 16 --attention-chan
 # missing driver would be named).
 grep -q "^device:" train.log && fail "a device line on a machine without a GPU: $(grep device: train.log)"
 [ -f ck/ckpt-000000000002.h5 ] || fail "no checkpoint after 2 steps"
+# Two ranks through the bundle's own launcher (MPICH's hydra, first on the PATH after env.sh).
+in_bundle mpiexec -n 2 spkddp bench --device cpu --channels 8 --batch 2 --frames 20 --steps 1 --warmup 0 >mpi.log 2>&1 ||
+    fail "two ranks through the bundle's mpiexec: $(tail -2 mpi.log)"
+grep -q "x 2 ranks" mpi.log || fail "the bundle's mpiexec did not start a world of two: $(grep bench: mpi.log)"
 in_bundle "$work/unpacked-env/tests/test_gpu_device" >device.log 2>&1
 rc=$?
 [ $rc -eq 77 ] || fail "test_gpu_device without a driver exited $rc, not 77 (skipped)"
