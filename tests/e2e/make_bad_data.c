@@ -3,6 +3,9 @@
 // KIND: no-features features-1d dim-mismatch offsets-not-increasing labels-out-of-range
 //       nan-features wrong-format missing-labels labels-length one-huge-utterance
 //   make_bad_data corrupt-ckpt CKPT.h5   changes one parameter in place, checksum untouched
+//   make_bad_data ulp-features DATA.h5   moves every feature one ulp in place, up and down in turn:
+//       the smallest change a dataset can take, against which tools/gpu_check.sh measures how
+//       far a model's own rounding sensitivity moves one training step
 #include "io/common/h5util.h"
 #include "io/dataset/dataset.h"
 
@@ -11,12 +14,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int ulp_features(const char *path) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f < 0 ? -1 : H5Dopen2(f, "features", H5P_DEFAULT);
+    if (d < 0) return 1;
+    hid_t s = H5Dget_space(d);
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    float *x = n > 0 ? malloc(sizeof *x * (size_t)n) : NULL;
+    int rc = !x || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0;
+    for (hssize_t i = 0; !rc && i < n; i++) x[i] = nextafterf(x[i], i % 2 ? INFINITY : -INFINITY);
+    rc = rc || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0;
+    free(x);
+    H5Sclose(s);
+    H5Dclose(d);
+    return (H5Fclose(f) < 0) || rc;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: make_bad_data KIND OUT.h5\n");
         return 2;
     }
     const char *kind = argv[1], *path = argv[2];
+    if (strcmp(kind, "ulp-features") == 0) return ulp_features(path);
     if (strcmp(kind, "corrupt-ckpt") == 0) {  // silent data corruption of a stored parameter
         hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
         hid_t d = f < 0 ? -1 : H5Dopen2(f, "params", H5P_DEFAULT);
