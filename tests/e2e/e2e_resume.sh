@@ -45,6 +45,15 @@ else
     fail "4-rank resume diverged from the 2-rank run"
 fi
 
+# diff --worst N lists the N tensors that differ most, largest first (two steps of one run).
+$SPKDDP diff full/ckpt-000000000010.h5 full/$final --worst 3 >diff_worst
+rows=$(awk '/^rel +max/ {on = 1; next} on && NF == 4' diff_worst)
+if [ "$(grep -c . <<<"$rows")" -eq 3 ] && sort -g -r -c -k1,1 <<<"$rows"; then
+    echo "ok  diff --worst 3: $(head -1 <<<"$rows")"
+else
+    fail "diff --worst 3 did not list 3 tensors, largest first: $(cat diff_worst)"
+fi
+
 # What a resume refuses by default (the battery's ck_*_changed cases) goes through when
 # --resume-allow names it, and the run says what changed.
 run 2 $SPKDDP train ${common/adamw/adam} --global-batch 16 --ckpt-dir allow --resume full/ckpt-000000000010.h5 \
