@@ -22,12 +22,15 @@
 #   bench-P, torch-P, ratio-P   for P = bf16, tf32, fp32: spkddp bench and PyTorch's same step
 #               (tools/bench_pytorch.py, cudnn.benchmark on, AMP for bf16) at C=1024, batch 128,
 #               T=200, samples/s and memory; bench-P-timed: spkddp with SPKDDP_CUDNN_SEARCH=time;
+#               bench-P-gemm1x1, ratio-P-gemm1x1: with the 1x1 convolutions on cuBLAS
+#               (SPKDDP_CONV1X1_GEMM=1), against bench-P;
 #               bench-resnet34-bf16, torch-resnet34-bf16, ratio-resnet34-bf16: WeSpeaker's
 #               ResNet34 (m 32, 80 features) at batch 128, T=200; bench-campplus-bf16 likewise
 #               3D-Speaker's CAM++ (PyTorch's side where speakerlab is installed)
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
 #   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
-#               every backward twice for the same bits
+#               every backward twice for the same bits; shapes-gemm1x1: batch 32 with the 1x1
+#               convolutions on cuBLAS
 #   determinism three training steps twice for the same bits; one rank with SPKDDP_NCCL=1
 #               (NCCL's setup, events and deadline on one GPU) for the same bits as without
 #   tf32        TF32 reaches every convolution pass and the GEMM at production shapes; the
@@ -271,6 +274,15 @@ done
 for p in tf32 fp32; do
     bench "bench-$p-timed" "$p" SPKDDP_CUDNN_SEARCH=time
 done
+# The 1x1 convolutions on cuBLAS (SPKDDP_CONV1X1_GEMM=1, kernels/cuda/conv1d.cu) against
+# cuDNN's (bench-P above).
+for p in tf32 fp32; do
+    ref=$(figure "bench-$p")
+    bench "bench-$p-gemm1x1" "$p" SPKDDP_CUDNN_SEARCH=heuristic SPKDDP_CONV1X1_GEMM=1
+    if [ -n "$ours" ] && [ -n "$ref" ]; then
+        note "ratio-$p-gemm1x1" "$(awk -v a="$ours" -v b="$ref" 'BEGIN { printf "1x1 on cuBLAS / on cuDNN = %.2fx", a / b }')"
+    fi
+done
 
 # ---- correctness at depth ----------------------------------------------------------------------
 kernel_tests() {
@@ -298,6 +310,11 @@ for b in 32 128; do
     [ -n "$w" ] && extra="; worst normalised error ${w}"
     finish_step "shapes-$b"
 done
+# shellcheck disable=SC2086
+step shapes-gemm1x1 120 env SPKDDP_CONV1X1_GEMM=1 "$build/tests/test_gpu_shapes" $shapes32
+w=$(worst shapes-gemm1x1)
+[ -n "$w" ] && extra="; worst normalised error ${w}"
+finish_step shapes-gemm1x1
 
 determinism() {
     [ -s sp.h5 ] || { echo "no dataset: step1 did not run"; return 1; }

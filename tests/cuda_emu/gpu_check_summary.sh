@@ -6,7 +6,7 @@
 check_summary() {
     local out=$1 summary=$1/summary.txt bad=0 s
     for s in device step1 bench-bf16 bench-resnet34-bf16 bench-campplus-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
-        kernels shapes-32 shapes-128 determinism tf32; do
+        bench-tf32-gemm1x1 bench-fp32-gemm1x1 kernels shapes-32 shapes-128 shapes-gemm1x1 determinism tf32; do
         grep -qE "^$s +ok" "$summary" || { echo "FAIL: step $s did not pass"; bad=1; }
     done
     for s in torch-bf16 torch-resnet34-bf16 torch-tf32 torch-fp32; do
@@ -25,6 +25,10 @@ check_summary() {
     [ "$(head -1 "$summary" | awk '{print $1}')" = gpu_check ] || { echo "FAIL: summary.txt does not start with its header"; bad=1; }
     tar -xzf "$out/logs.tar.gz" -O logs/bench-fp32.log 2>/dev/null | grep -q "fwd .*bwd-data .*bwd-filter" ||
         { echo "FAIL: logs.tar.gz holds no bench-fp32 log listing cuDNN's choices"; bad=1; }
+    # with the 1x1 convolutions on cuBLAS, cuDNN plans none of them
+    tar -xzf "$out/logs.tar.gz" -O logs/bench-fp32.log 2>/dev/null | grep -q "^conv1d .* K=1 " &&
+        ! tar -xzf "$out/logs.tar.gz" -O logs/bench-fp32-gemm1x1.log 2>/dev/null | grep -q "^conv1d .* K=1 " ||
+        { echo "FAIL: SPKDDP_CONV1X1_GEMM=1 left 1x1 convolutions to cuDNN (or bench-fp32 listed none)"; bad=1; }
     tar -xzf "$out/logs.tar.gz" -O logs/bench-fp32-timed.log 2>/dev/null | grep -q "fastest of" ||
         { echo "FAIL: the timed bench does not list timed choices"; bad=1; }
     echo "---- $summary"

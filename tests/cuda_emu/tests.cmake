@@ -39,6 +39,16 @@ spk_cuda_emu_kernel_test(test_gpu_invariant2d SOURCES gpu/test_gpu_invariant2d.c
 add_test(NAME cuda_emu_test_gpu_tf32_default_report
          COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CUDA_EMU_CUDNN_REPORT=default $<TARGET_FILE:test_gpu_tf32_emu> 64 4 100)
 set_tests_properties(cuda_emu_test_gpu_tf32_default_report PROPERTIES FAIL_REGULAR_EXPRESSION "fallback")
+# K = 1 convolutions on cuBLAS instead of cuDNN (SPKDDP_CONV1X1_GEMM=1, kernels/cuda/conv1d.cu):
+# the conv1d test and the production-shape test against the CPU, in both orders.
+foreach(t IN ITEMS "test_kernel_conv1d;cuda" "test_gpu_shapes;32;4;24")
+  list(POP_FRONT t name)
+  add_test(NAME cuda_emu_${name}_gemm1x1
+           COMMAND ${CMAKE_COMMAND} -E env SPKDDP_CONV1X1_GEMM=1
+                   bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/run_both_orders.sh
+                   ${CMAKE_CURRENT_BINARY_DIR}/work/cuda_emu_${name}_gemm1x1 $<TARGET_FILE:${name}_emu> ${t})
+  set_tests_properties(cuda_emu_${name}_gemm1x1 PROPERTIES LABELS cuda-emu TIMEOUT 600)
+endforeach()
 
 # The stand-in's own checks: each misuse it claims to catch is caught (test_emu_detects.cu).
 spk_emu_cuda_library(spk_cuda_emu_selftest ${CMAKE_CURRENT_LIST_DIR}/test_emu_detects.cu)
