@@ -8,7 +8,7 @@
 # on the GPU against the CPU, the throughput of spkddp and PyTorch side by side (bf16, tf32,
 # fp32, each ratio at once), then the kernel checks, the production shapes, determinism and
 # NCCL, TF32, the sanitizers and a per-kernel profile. Every step and every external call has
-# a time limit, the whole run a budget (GPU_CHECK_BUDGET seconds, default 330: a step that no
+# a time limit, the whole run a budget (GPU_CHECK_BUDGET seconds, default 400: a step that no
 # longer fits is skipped, with the reason). OUT_DIR (default ./gpu_check_out) receives at most
 # 8 files: summary.txt, logs.tar.gz (every step's log, re-packed after each step), and
 # kernels.txt (the profile's per-kernel times, when ncu ran). Work files go to GPU_CHECK_WORK
@@ -54,12 +54,12 @@ build=$(cd "$1" && pwd) || exit 2
 out=$(mkdir -p "${2:-gpu_check_out}" && cd "${2:-gpu_check_out}" && pwd) || exit 2
 here=$(cd "$(dirname "$0")" && pwd)
 spk=$build/app/spkddp
-budget=${GPU_CHECK_BUDGET:-330}
+budget=${GPU_CHECK_BUDGET:-400}
 slow=1  # limit multiplier
 if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     slow=10
     budget=${GPU_CHECK_BUDGET:-3000}
-    shapes32="32 4 24" shapes128="32 8 24" tf32_args="64 4 100" sanitize_args="32 4 24"
+    shapes32="32 4 24" shapes128="32 8 24" tf32_args="64 4 100" sanitize_args="32 4 24" plans_args=small
     invariant2d_args="8 8 9 10"
     train_model="--channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 --frames 24"
     train_data="--dim 16 --speakers 8 --utts-per-speaker 4 --min-frames 24 --max-frames 40"
@@ -68,7 +68,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     campplus_shape="--channels 8 --growth-rate 4 --bn-size 2 --batch 2 --frames 24 --feat 16 --steps 1 --warmup 1"
     export E2E_DEVICE_MODEL=$train_model
 else
-    shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50"
+    shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50" plans_args=""
     invariant2d_args=""
     train_model="--channels 512 --frames 200"
     train_data="--dim 80 --speakers 40 --utts-per-speaker 4 --min-frames 200 --max-frames 300"
@@ -339,9 +339,9 @@ export -f determinism
 run_step determinism 120 determinism
 
 # shellcheck disable=SC2086
-tf32_checks() { "$build/tests/test_gpu_tf32" $TF32_ARGS && "$build/tests/test_gpu_conv_plans"; }
+tf32_checks() { "$build/tests/test_gpu_tf32" $TF32_ARGS && "$build/tests/test_gpu_conv_plans" $PLANS_ARGS; }
 export -f tf32_checks
-export TF32_ARGS=$tf32_args
+export TF32_ARGS=$tf32_args PLANS_ARGS=$plans_args
 run_step tf32 90 tf32_checks
 # shellcheck disable=SC2086
 run_step invariant2d 90 "$build/tests/test_gpu_invariant2d" $invariant2d_args

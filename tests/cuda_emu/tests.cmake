@@ -28,7 +28,7 @@ endforeach()
 spk_cuda_emu_kernel_test(test_gpu_device SOURCES gpu/test_gpu_device.c)
 # The TF32 check's code at shapes the stand-in affords (production: C=1024, batch 32, T=200).
 spk_cuda_emu_kernel_test(test_gpu_tf32 SOURCES gpu/test_gpu_tf32.c ARGS 64 4 100)
-spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c)
+spk_cuda_emu_kernel_test(test_gpu_conv_plans SOURCES gpu/test_gpu_conv_plans.c ARGS small)
 # The production-shape test's code, at shapes the stand-in affords (C=32, batch 4, T=24).
 spk_cuda_emu_kernel_test(test_gpu_shapes SOURCES gpu/test_gpu_shapes.c ARGS 32 4 24)
 # The invariant mode's 2-D ops at shapes the stand-in affords (GPU: width 32, batch 16, 80 x 200).

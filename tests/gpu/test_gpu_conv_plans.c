@@ -2,10 +2,13 @@
 // algorithms of a bucket do not depend on which of its lengths came first, and a stream of
 // one-off inference lengths evicts other inference plans but never a plan training keeps
 // using; the 2-D convolutions' widths share plans the same way, and their float and bf16 forms
-// have plans of their own. GPU only (or the CUDA stand-in); without a CUDA device it reports
-// SKIPPED (exit 77).
+// have plans of their own; bf16 plans run on tensor cores, float32 ones never. GPU only (or the
+// CUDA stand-in, which passes `small`: its plans run every candidate on the CPU, so the
+// production-sized checks shrink); without a CUDA device it reports SKIPPED (exit 77).
 #include "../kernels/backends.h"
 #include "kernels/conv2d.h"
+
+static int g_small = 0;  // `small`: the math-type checks at shapes the stand-in affords
 
 #ifdef SPKDDP_HAVE_CUDA
 static long long plans_made(void) {
@@ -84,23 +87,26 @@ static void plan_checks_2d(void) {
 
     // bf16 runs on tensor cores: every pass of a ResNet-sized bf16 plan in CUDNN_TENSOR_OP_MATH.
     spk_conv1d_cuda_release_plans();
-    const conv2d_shape_t r = {16, 64, 64, 40, 100, 3, 3, 1, 1, 1, 1, 1, 1};
+    const conv2d_shape_t r = g_small ? (conv2d_shape_t){2, 16, 16, 8, 20, 3, 3, 1, 1, 1, 1, 1, 1}
+                                     : (conv2d_shape_t){16, 64, 64, 40, 100, 3, 3, 1, 1, 1, 1, 1, 1};
     g_be->conv2d_bf16_workspace_floats(&r);
     int passes = 0, tensor_op = 0;
     spk_cuda_conv_plan_census(1, &passes, &tensor_op);
-    printf("bf16 conv2d B=16 C=64 40x100 3x3: %d of %d passes on tensor cores\n", tensor_op, passes);
+    printf("bf16 conv2d B=%d C=%d %dx%d 3x3: %d of %d passes on tensor cores\n", r.B, r.Cin, r.H, r.W, tensor_op,
+           passes);
     check_true(passes == 3 && tensor_op == 3, "every pass of a bf16 convolution runs in CUDNN_TENSOR_OP_MATH");
 }
 
 // fp32 stays fp32: no pass of ECAPA's convolutions runs in tensor-op math (TF32) unless --tf32.
 static void plan_checks_fp32(void) {
     spk_conv1d_cuda_release_plans();
-    g_be->conv1d_workspace_floats(32, 80, 512, 200, 5, 1);
-    g_be->conv1d_workspace_floats(32, 64, 64, 200, 3, 2);
-    g_be->conv1d_workspace_floats(32, 512, 512, 200, 1, 1);
+    const int B = g_small ? 2 : 32, C = g_small ? 16 : 512, T = g_small ? 24 : 200;
+    g_be->conv1d_workspace_floats(B, 80, C, T, 5, 1);
+    g_be->conv1d_workspace_floats(B, C / 8, C / 8, T, 3, 2);
+    g_be->conv1d_workspace_floats(B, C, C, T, 1, 1);
     int passes = 0, tensor_op = 0;
     spk_cuda_conv_plan_census(0, &passes, &tensor_op);
-    printf("fp32 conv1d (ECAPA's shapes): %d passes, %d on tensor cores\n", passes, tensor_op);
+    printf("fp32 conv1d (ECAPA's layer kinds, C=%d): %d passes, %d on tensor cores\n", C, passes, tensor_op);
     check_true(passes == 9 && tensor_op == 0, "fp32 convolutions never run in tensor-op math");
 }
 
@@ -114,6 +120,10 @@ static void all_checks(void) {}  // never runs: without CUDA the test is skipped
 #endif
 
 int main(int argc, char **argv) {
-    (void)argc;
+    g_small = argc == 2 && strcmp(argv[1], "small") == 0;
+    if (argc > 2 || (argc == 2 && !g_small)) {
+        fprintf(stderr, "usage: %s [small]\n", argv[0]);
+        return 2;
+    }
     return test_main_cuda(argv[0], "test_gpu_conv_plans", 20250101, all_checks);
 }
