@@ -12,14 +12,6 @@ __global__ void to_f32_kernel(float *y, const spk_bf16 *x, size_t n) {
     SPK_GRID_LOOP(i, n) y[i] = spk_bf16_to_f32(x[i]);
 }
 
-// y[c, b*T + t] = bf16(x[b, c, t])
-__global__ void fold_kernel(spk_bf16 *y, const float *x, int B, int C, int T) {
-    SPK_GRID_LOOP(i, (size_t)B * C * T) {
-        const size_t t = i % T, bc = i / T, c = bc % C, b = bc / C;
-        y[(c * B + b) * T + t] = spk_bf16_round(x[i]);
-    }
-}
-
 }  // namespace
 
 extern "C" void bf16_from_f32_cuda(spk_bf16 *y, const float *x, size_t n) {
@@ -32,6 +24,6 @@ extern "C" void bf16_to_f32_cuda(float *y, const spk_bf16 *x, size_t n) {
 
 extern "C" void bf16_fold_from_f32_cuda(spk_bf16 *y, float *sums, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    SPK_LAUNCH(fold_kernel, spk_grid((size_t)B * C * T), y, x, B, C, T);
+    conv_fold(y, x, B, C, T);
     if (sums) conv_bias_backward(sums, x, B, C, T);  // the bias gradient's sum
 }

@@ -67,15 +67,6 @@ __global__ void reflect_fold_add_kernel(float *dx, const float *g, size_t rows, 
     }
 }
 
-// xf[c, b T + t] = x[b, c, t]: (B, C, T) folded to (C, B*T).
-__global__ void fold_kernel(float *xf, const float *x, int B, int C, int T) {
-    SPK_GRID_LOOP(i, (size_t)B * C * T) {
-        const int t = (int)(i % T);
-        const size_t bc = i / T, c = bc % C, b = bc / C;
-        xf[c * B * T + b * T + t] = x[i];
-    }
-}
-
 bool gemm_1x1(int K) {
     static const int on = [] {
         const char *e = getenv("SPKDDP_CONV1X1_GEMM");
@@ -145,8 +136,8 @@ extern "C" void conv1d_backward_cuda(float *dx, float *dw, float *dbias, const f
         if (dw) {
             SPK_ASSERT(workspace != nullptr);
             float *xf = workspace, *dyf = workspace + round64((size_t)Cin * B * T);
-            SPK_LAUNCH(fold_kernel, spk_grid((size_t)B * Cin * T), xf, x, B, Cin, T);
-            SPK_LAUNCH(fold_kernel, spk_grid((size_t)B * Cout * T), dyf, dy, B, Cout, T);
+            conv_fold(xf, x, B, Cin, T);
+            conv_fold(dyf, dy, B, Cout, T);
             spk_sgemm_cuda('N', 'T', Cout, Cin, B * T, 1.0f, dyf, B * T, xf, B * T, 1.0f, dw, Cin);
         }
         if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);

@@ -1,8 +1,9 @@
 // What the float32 and the bf16 convolutions (kernels/cuda/conv1d.cu, conv1d_bf16.cu) share:
-// the padding, the shape checks of the contract, and the bias and its gradient (also the bf16
-// fold's channel sums, kernels/cuda/bf16.cu). The gradient is a channel sum in two
-// deterministic stages (kernels/cuda/channel_sums.cuh).
+// the padding, the shape checks of the contract, the bias and its gradient (also the bf16
+// fold's channel sums, kernels/cuda/bf16.cu), and the batch folded into time. The gradient is a
+// channel sum in two deterministic stages (kernels/cuda/channel_sums.cuh).
 #pragma once
+#include "kernels/bf16.h"
 #include "kernels/cuda/channel_sums.cuh"
 
 namespace {
@@ -38,6 +39,25 @@ inline void conv_bias_backward(float *dbias, const float *dy, int B, int Cout, i
     spk_fsum *sums = spk_channel_scratch(Cout, S, 1, 0, nullptr);
     SPK_LAUNCH(bias_grad_sum_kernel, spk_channel_grid(Cout, S), sums, dy, B, Cout, T);
     spk_channel_totals_add(dbias, sums, Cout, S);
+}
+
+// The batch folded into time: y[c, b*T + t] = x[b, c, t] for x (B, C, T) and y (C, B*T), in
+// float or rounded to bf16 (the bf16 convolution's operands, bf16.cu; the float 1x1 weight
+// gradient's, conv1d.cu).
+__device__ __forceinline__ void fold_store(float *y, float v) { *y = v; }
+__device__ __forceinline__ void fold_store(spk_bf16 *y, float v) { *y = spk_bf16_round(v); }
+
+template <typename Out>
+__global__ void fold_kernel(Out *y, const float *x, int B, int C, int T) {
+    SPK_GRID_LOOP(i, (size_t)B * C * T) {
+        const size_t t = i % T, bc = i / T, c = bc % C, b = bc / C;
+        fold_store(&y[(c * B + b) * T + t], x[i]);
+    }
+}
+
+template <typename Out>
+inline void conv_fold(Out *y, const float *x, int B, int C, int T) {
+    SPK_LAUNCH(fold_kernel<Out>, spk_grid((size_t)B * C * T), y, x, B, C, T);
 }
 
 }  // namespace
