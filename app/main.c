@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {
             int rc = commands[i].run(&comm, argc - 2, argv + 2);
+            stop_signals_command_done();
             spk_exit_all(rc);
         }
     }

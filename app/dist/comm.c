@@ -3,6 +3,8 @@
 #include "app/dist/threads.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/env.h"
+#include "kernels/base/stop_signals.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
         fprintf(stderr, "spkddp: error: MPI could not start (MPI_Init_thread failed)\n");
         exit(SPK_EXIT_FAILURE);
     }
+    stop_signals_mpi_started();
     c->world = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     mpiCheck(MPI_Comm_rank(c->world, &c->rank));
@@ -38,16 +41,10 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     mpiCheck(MPI_Comm_size(node, &c->local_size));
     MPI_Comm_free(&node);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *w = getenv("SPKDDP_WAIT");  // spin | sleep | auto (default)
-    if (w && strcmp(w, "spin") == 0)
-        c->sleepy_wait = 0;
-    else if (w && strcmp(w, "sleep") == 0)
-        c->sleepy_wait = 1;
-    else
-        c->sleepy_wait = cores > 0 && c->local_size > cores;
+    const int wait = spk_env_choice("SPKDDP_WAIT", "auto|spin|sleep");
+    c->sleepy_wait = wait == 2 || (wait <= 0 && cores > 0 && c->local_size > cores);
     c->threads = threads_configure(c->local_size);
-    const char *t = getenv("SPKDDP_MPI_TIMEOUT");
-    c->wait_timeout_s = t ? atof(t) : 600.0;
+    c->wait_timeout_s = spk_env_number("SPKDDP_MPI_TIMEOUT", 600.0, 0.0, 1e9);  // 0: no deadline
 }
 
 void comm_wait(const comm_t *c, MPI_Request *req) {
@@ -58,6 +55,7 @@ void comm_wait(const comm_t *c, MPI_Request *req) {
     const double deadline = spk_seconds() + c->wait_timeout_s;
     const struct timespec nap = {0, 50 * 1000};  // 50 us
     for (unsigned polls = 1;; polls++) {
+        spk_park_if_stopping();
         int done = 0;
         mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
         if (done) return;

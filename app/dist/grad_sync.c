@@ -2,6 +2,7 @@
 
 #include "app/dist/exact_reduce.h"
 #include "kernels/base/check.h"
+#include "kernels/base/env.h"
 #include "kernels/base/spk_assert.h"
 
 #include <stdlib.h>
@@ -12,11 +13,7 @@
 #include "kernels/nccl_comm.h"
 
 // Seconds a rank waits for the others' gradients before it declares a peer dead.
-static double nccl_timeout(void) {
-    const char *s = getenv("SPKDDP_NCCL_TIMEOUT");
-    double t = s ? atof(s) : 0.0;
-    return t > 0.0 ? t : 600.0;
-}
+static double nccl_timeout(void) { return spk_env_number("SPKDDP_NCCL_TIMEOUT", 600.0, 0.001, 1e9); }
 
 // Rank 0's unique id, shared over MPI, makes every rank's end of one NCCL communicator.
 static nccl_comm_t *nccl_open(const comm_t *c, double timeout_s) {
@@ -28,26 +25,19 @@ static nccl_comm_t *nccl_open(const comm_t *c, double timeout_s) {
 
 // SPKDDP_NCCL=1: average through NCCL even in a world of one rank (the mean of one is the
 // gradient itself), so that a one-GPU machine runs the NCCL setup, events, deadline and abort.
-static int nccl_forced(const spk_backend_t *be) {
-    const char *s = getenv("SPKDDP_NCCL");
-    return be == spk_backend_cuda() && s && strcmp(s, "1") == 0;
-}
+static int nccl_forced(const spk_backend_t *be) { return be == spk_backend_cuda() && spk_env_switch("SPKDDP_NCCL"); }
 #else
 static int nccl_forced(const spk_backend_t *be) { return (void)be, 0; }
 #endif
 
 static int64_t bucket_floats(void) {
-    const char *s = getenv("SPKDDP_BUCKET_MB");
-    double mb = s ? atof(s) : 0.0;
-    int64_t f = (int64_t)((mb > 0.0 ? mb : 4.0) * (1 << 20) / sizeof(float));
-    return f < 1 ? 1 : f > (1 << 28) ? (1 << 28) : f;  // MPI counts are ints
+    const double mb = spk_env_number("SPKDDP_BUCKET_MB", 4.0, 1e-6, 1024.0);  // MPI counts are ints
+    const int64_t f = (int64_t)(mb * (1 << 20) / sizeof(float));
+    return f < 1 ? 1 : f;
 }
 
 // SPKDDP_EXACT_ALLREDUCE=float: the invariance tests' check that they can fail.
-static int exact_as_float(void) {
-    const char *s = getenv("SPKDDP_EXACT_ALLREDUCE");
-    return s && strcmp(s, "float") == 0;
-}
+static int exact_as_float(void) { return spk_env_choice("SPKDDP_EXACT_ALLREDUCE", "exact|float") == 1; }
 
 void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, int64_t n, int64_t skip, int exact,
                     int exact_sums) {

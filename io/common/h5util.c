@@ -1,13 +1,13 @@
 #include "io/common/h5util.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/env.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 void h5_quiet(void) {
-    const char *dbg = getenv("SPKDDP_H5_DEBUG");
-    if (!(dbg && dbg[0] == '1')) H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (!spk_env_switch("SPKDDP_H5_DEBUG")) H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
 static herr_t innermost(unsigned n, const H5E_error2_t *e, void *out) {

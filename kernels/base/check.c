@@ -72,11 +72,21 @@ _Noreturn static void abort_job(int code) {
     exit(code);
 }
 
+static int (*g_stop_in_progress)(void);
+
+void spk_die_yields_to(int (*stop_in_progress)(void)) { g_stop_in_progress = stop_in_progress; }
+
+void spk_park_if_stopping(void) {
+    if (g_stop_in_progress && g_stop_in_progress())
+        for (;;) pause();
+}
+
 void spk_die_at(const char *file, int line, int code, const char *fmt, ...) {
     // One line a process: a second thread failing meanwhile (a loader thread and the main thread
-    // meeting the same damaged file) waits for the first's abort to end it.
+    // meeting the same damaged file) waits for the first's abort to end it, and so does a
+    // failure that follows from a stop under way, whose thread ends the process with its line.
     static atomic_int dying;
-    if (atomic_exchange(&dying, 1))
+    if (atomic_exchange(&dying, 1) || (g_stop_in_progress && g_stop_in_progress()))
         for (;;) pause();
     char msg[1024];
     va_list ap;

@@ -46,6 +46,12 @@ int spk_world(void);                                   // world size, 1 before M
 // A cleanup spk_die runs once, after its line and before it ends the job: removing a temp
 // file that would otherwise stay behind. One at a time; fn NULL clears it.
 void spk_on_die(void (*fn)(void *ctx), void *ctx);
+// A failure while stop_in_progress() says a stop is under way (another rank, stopped by the
+// same signal, left first) prints nothing and waits for the stop to end the process.
+void spk_die_yields_to(int (*stop_in_progress)(void));
+// Waits for that stop to end the process if one is under way: before a wait on other ranks,
+// whose transport may abort the process itself (UCX's backtrace) when a peer is gone.
+void spk_park_if_stopping(void);
 // Ends the job from a thread that is not MPI's (a watchdog) after it wrote its own line: no
 // cleanup, no stdio, MPI_Abort after the launcher had a moment to forward that line.
 SPK_NORETURN void spk_abort_from_thread(int code);

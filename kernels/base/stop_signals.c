@@ -2,6 +2,7 @@
 
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/env.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,7 +18,8 @@
 
 #define MAX_TEMPS     16
 #define MAX_CHILDREN  16
-#define COPY_WINDOW_S 2.0  // a forwarded copy of the same stop arrives within this
+#define COPY_WINDOW_S 2.0   // a forwarded copy of the same stop arrives within this
+#define MPI_START_S   10.0  // how long a stop at once waits for MPI_Init to finish
 
 static struct {
     stop_policy_t policy;
@@ -25,6 +27,8 @@ static struct {
     int rank;            // from the launcher's environment: MPI may not be called from here
     double grace;        // seconds
     atomic_int pending;  // the first stop signal, or 0
+    atomic_int mpi_up;   // MPI_Init has returned (stop_signals_mpi_started)
+    atomic_int done;     // the command has returned (stop_signals_command_done)
     _Atomic double met;  // when the ranks last met (stop_signals_progress)
     double first;        // when the first stop signal came
     pthread_mutex_t mu;  // guards the lists below
@@ -44,6 +48,30 @@ const char *stop_signals_name(int sig) {
 }
 
 int stop_signals_pending(void) { return atomic_load(&s.pending); }
+
+void stop_signals_mpi_started(void) { atomic_store(&s.mpi_up, 1); }
+void stop_signals_command_done(void) { atomic_store(&s.done, 1); }
+
+// A stop at once is under way: the signal thread has it, or the kernel holds a stop signal
+// for this process that the thread has not taken yet (another rank, stopped by the same
+// scancel or Ctrl-C, may leave first, and this rank's MPI calls then fail).
+static int stopping_at_once(void) {
+    if (s.policy != STOP_AT_ONCE || atomic_load(&s.done)) return 0;
+    if (atomic_load(&s.pending)) return 1;
+    sigset_t waiting;
+    if (sigpending(&waiting) != 0) return 0;
+    return sigismember(&waiting, SIGTERM) == 1 || sigismember(&waiting, SIGINT) == 1 ||
+           sigismember(&waiting, SIGUSR1) == 1;
+}
+
+// A rank that left inside MPI_Init would fail the others' MPI_Init, where MPI reports the
+// failure itself (an abort trace, not our one line): a stop at once waits, a bounded time, for
+// MPI to have started. Until then the main thread is only in MPI_Init and writes nothing.
+static void await_mpi_start(void) {
+    const double until = spk_seconds() + MPI_START_S;
+    const struct timespec tick = {0, 1000 * 1000};
+    while (!atomic_load(&s.mpi_up) && spk_seconds() < until) nanosleep(&tick, NULL);
+}
 
 void stop_signals_progress(void) { atomic_store(&s.met, spk_seconds()); }
 
@@ -143,9 +171,11 @@ static void *watch(void *arg) {
             s.first = now;
             atomic_store(&s.met, now);
             atomic_store(&s.pending, sig);
-            if (s.policy == STOP_AT_ONCE)
+            if (s.policy == STOP_AT_ONCE && !atomic_load(&s.done)) {
+                await_mpi_start();
                 leave(128 + sig, 0, "stopped by %s before it finished; no partial file is left",
                       stop_signals_name(sig));
+            }
         } else if (now - s.first > COPY_WINDOW_S) {
             leave(SPK_EXIT_FAILURE, 1, "%s while stopping; exiting at once without a checkpoint",
                   stop_signals_name(sig));
@@ -167,8 +197,7 @@ void stop_signals_start(const char *command, stop_policy_t policy) {
     s.policy = policy;
     snprintf(s.command, sizeof s.command, "%s", command);
     s.rank = env_rank();
-    const char *g = getenv("SPKDDP_STOP_GRACE");
-    s.grace = g && atof(g) > 0 ? atof(g) : 25.0;  // Slurm's KillWait is 30
+    s.grace = spk_env_number("SPKDDP_STOP_GRACE", 25.0, 0.001, 86400.0);  // Slurm's KillWait is 30
     sigset_t set;
     stop_set(&set);
     if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) spk_die(SPK_EXIT_FAILURE, "cannot block the stop signals");
@@ -178,4 +207,5 @@ void stop_signals_start(const char *command, stop_policy_t policy) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, watch, NULL) != 0) spk_die(SPK_EXIT_FAILURE, "cannot start the signal thread");
     pthread_attr_destroy(&attr);
+    spk_die_yields_to(stopping_at_once);
 }

@@ -10,7 +10,9 @@
 //     on, a rank that goes SPKDDP_STOP_GRACE seconds (default 25) without meeting the others
 //     (stop_signals_progress) exits 1 with one line instead of holding the job.
 //   STOP_AT_ONCE (every other command): the command ends at once with one line, exit 128+N;
-//     its temp files are removed and its child processes ended, nothing partial stays.
+//     its temp files are removed and its child processes ended, nothing partial stays. A
+//     failure the stop causes (another rank stopped by the same signal left first) yields to
+//     it: no second line.
 // Copies of one stop (mpiexec and srun forward the signal the ranks also got directly) within
 // 2 s of the first are the same stop; a signal after that ends the process at once.
 #pragma once
@@ -21,6 +23,12 @@ typedef enum { STOP_AT_SAFE_POINT, STOP_AT_ONCE } stop_policy_t;
 // Before MPI starts (app/main.c). `command` names the command in the stop line.
 void stop_signals_start(const char *command, stop_policy_t policy);
 int stop_signals_pending(void);  // the signal number received, or 0
+// MPI_Init has returned (app/dist/comm.c): a stop at once waits for it, up to 10 s, so that no
+// rank leaves while the others' MPI_Init still needs it.
+void stop_signals_mpi_started(void);
+// The command has returned and its outputs are final (app/main.c): a stop at once from here
+// lets the process end as it is about to, with the command's own exit code.
+void stop_signals_command_done(void);
 // The ranks have just met: a stop in progress gets a fresh grace period.
 void stop_signals_progress(void);
 const char *stop_signals_name(int sig);

@@ -9,6 +9,7 @@
 // widened overrides the choice (for measuring it).
 #include "kernels/conv2d_bf16.h"
 
+#include "kernels/base/env.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
 #include "kernels/cpu/rows.h"
@@ -48,9 +49,9 @@ static int cpu_is_amd(void) {
 
 static int native(void) {
     if (g_path == CONV2D_BF16_AUTO) {  // SPKDDP_CONV_BF16=native|widened overrides the choice
-        const char *e = getenv("SPKDDP_CONV_BF16");
-        if (e && strcmp(e, "native") == 0) g_path = CONV2D_BF16_NATIVE;
-        if (e && strcmp(e, "widened") == 0) g_path = CONV2D_BF16_WIDENED;
+        const int e = spk_env_choice("SPKDDP_CONV_BF16", "auto|native|widened");
+        if (e == 1) g_path = CONV2D_BF16_NATIVE;
+        if (e == 2) g_path = CONV2D_BF16_WIDENED;
     }
     if (!conv2d_dnnl_usable(CONV2D_BF16) || g_path == CONV2D_BF16_WIDENED) return 0;
     if (g_path == CONV2D_BF16_NATIVE) return 1;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/env.h"
 #include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/conv_plans.cuh"
 
@@ -68,10 +69,7 @@ __global__ void reflect_fold_add_kernel(float *dx, const float *g, size_t rows, 
 }
 
 bool gemm_1x1(int K) {
-    static const int on = [] {
-        const char *e = getenv("SPKDDP_CONV1X1_GEMM");
-        return e && strcmp(e, "1") == 0;
-    }();
+    static const bool on = spk_env_switch("SPKDDP_CONV1X1_GEMM");
     return K == 1 && on;
 }
 

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/env.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/cuda/conv_plans.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -51,40 +52,25 @@ const int kMaxPerf = 32;
 // SPKDDP_CUDNN_FAST=1: the heuristics' best-ranked algorithm even when it is not deterministic
 // (atomics), trading run-to-run bitwise reproducibility for speed.
 bool fast_algorithms() {
-    static const int fast = [] {
-        const char *s = getenv("SPKDDP_CUDNN_FAST");
-        return s && strcmp(s, "1") == 0;
-    }();
+    static const bool fast = spk_env_switch("SPKDDP_CUDNN_FAST");
     return fast;
 }
 
 bool verbose() {
-    const char *s = getenv("SPKDDP_CUDNN_VERBOSE");
-    return s && s[0] == '1';
+    static const bool on = spk_env_switch("SPKDDP_CUDNN_VERBOSE");
+    return on;
 }
 
 // SPKDDP_CUDNN_SEARCH=time: the fastest candidate instead of the best-ranked one that runs.
 bool timed_search() {
-    static const bool timed = [] {
-        const char *s = getenv("SPKDDP_CUDNN_SEARCH");
-        if (!s || !s[0] || strcmp(s, "heuristic") == 0) return false;
-        if (strcmp(s, "time") != 0)
-            spk_die(SPK_EXIT_USAGE, "SPKDDP_CUDNN_SEARCH='%s' must be heuristic (the default) or time", s);
-        return true;
-    }();
+    static const bool timed = spk_env_choice("SPKDDP_CUDNN_SEARCH", "heuristic|time") == 1;
     return timed;
 }
 
 // The largest cuDNN workspace a candidate may ask for.
 size_t workspace_cap() {
-    const char *s = getenv("SPKDDP_CUDNN_WORKSPACE_MB");
-    if (s && s[0]) {
-        char *end = nullptr;
-        const double mb = strtod(s, &end);
-        if (*end || !(mb >= 0) || mb > 1e7)
-            spk_die(SPK_EXIT_USAGE, "SPKDDP_CUDNN_WORKSPACE_MB='%s' must be a size in MiB from 0 to 10000000", s);
-        return (size_t)(mb * (1 << 20));
-    }
+    const double mb = spk_env_number("SPKDDP_CUDNN_WORKSPACE_MB", -1.0, 0.0, 1e7);
+    if (mb >= 0) return (size_t)(mb * (1 << 20));
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     const size_t gib = (size_t)1 << 30;

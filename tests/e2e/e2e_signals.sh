@@ -8,6 +8,7 @@
 #     ends bitwise equal to an uninterrupted run (before, 1 stop in 3 corrupted the heap);
 #   - prepare stopped while it writes: exit 128+N, one line, no OUT or OUT.tmp left, the
 #     commands of its 'COMMAND |' entries ended;
+#   - embed (two ranks) stopped from inside MPI_Init on: one line, no output, or the whole output;
 #   - a 'COMMAND |' entry that never ends or never stops writing is a listed bad entry within
 #     --pipe-timeout / --pipe-max-mib, and its processes are gone.
 # TRIALS: SPKDDP_SIGNAL_TRIALS (default 8; docs/hardening.md reports 100).
@@ -117,31 +118,48 @@ else
     fail "prepare stopped by SIGINT: exit $rc, $lines lines: $(cat slow.err); $(ls slow.h5* 2>&1)"
 fi
 
-# embed stopped right after it starts: one line and no output, or (if it was faster) the whole output.
-# SIGTERM goes to the ranks, as scancel sends it to a job's tasks: sent to mpiexec too, Debian's
-# hydra now and then exits 15 at once under load, before it passes on the ranks' stderr.
-setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out emb.h5 >emb.out 2>emb.err &
-m=$!
-for _ in $(seq 1 300); do
-    n=0
-    for p in $(pgrep -f "^$SPKDDP embed"); do
-        (( (0x$(awk '/^SigBlk/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0) & 0x4000) )) && n=$((n + 1))
+# embed stopped as it starts (from inside MPI_Init on) and a moment later: one line and nothing
+# else on stderr, no output; or, when the stop came as it finished, the whole output. SIGTERM
+# goes to the ranks, as scancel sends it to a job's tasks (sent to mpiexec too, Debian's hydra
+# now and then exits 15 at once under load, before it passes on the ranks' stderr). A rank that
+# left inside MPI_Init once failed the other's (MPICH's abort trace on stderr), a rank failing
+# because the other left printed a second line, and a stop after the output was written exited
+# 143 with it (docs/hardening.md).
+# Hydra 4.0.2 records 1 for a rank whose PMI connection closed before MPI_Finalize, over the
+# status it already reaped, and ORs the ranks' statuses: 143 << 8 | 1 reads as "signal 1"
+# (printed on stdout) and exits 1. Only that case is read as 143.
+embed_bad=0 outcomes=""
+for delay in 0 "0.0$((RANDOM % 4 + 1))"; do
+    rm -f emb.h5
+    setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out emb.h5 >emb.out 2>emb.err &
+    m=$!
+    for _ in $(seq 1 300); do
+        n=0
+        for p in $(pgrep -f "^$SPKDDP embed"); do
+            (( (0x$(awk '/^SigBlk/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0) & 0x4000) )) && n=$((n + 1))
+        done
+        [ $n -ge 2 ] && break
+        sleep 0.01
     done
-    [ $n -ge 2 ] && break
-    sleep 0.01
+    sleep "$delay"
+    kill -TERM $(pgrep -f "^$SPKDDP embed") 2>/dev/null
+    wait $m
+    rc=$?
+    [ $rc -eq 1 ] && grep -q '(signal 1)$' emb.out && rc=143
+    left=$(ls -A | grep -c 'emb\.h5.*tmp')
+    lines=$(wc -l <emb.err)
+    stop_line=$(grep -c '^spkddp: error: \[rank 0\] embed: stopped by SIGTERM before it finished; no partial file is left$' emb.err)
+    if { [ $rc -eq 143 ] || [ $rc -eq 0 ]; } && [ ! -e emb.h5 ] && [ "$left" -eq 0 ] && [ "$lines" -eq 1 ] && [ "$stop_line" -eq 1 ]; then
+        outcomes="$outcomes stopped($delay s)"
+    elif { [ $rc -eq 0 ] || [ $rc -eq 143 ]; } && [ -e emb.h5 ] && [ "$left" -eq 0 ] && [ "$lines" -eq "$stop_line" ] \
+        && h5dump -H emb.h5 >/dev/null 2>&1; then
+        outcomes="$outcomes finished-whole($delay s, exit $rc)"
+    else
+        fail "embed stopped by SIGTERM $delay s after start: exit $rc, $(head -c 600 emb.err); $(head -c 300 emb.out); $(ls -A | grep emb)"
+        embed_bad=$((embed_bad + 1))
+    fi
 done
-kill -TERM $(pgrep -f "^$SPKDDP embed")
-wait $m
-rc=$?
-left=$(ls -A | grep -c 'emb\.h5.*tmp')
-if { [ $rc -eq 143 ] || [ $rc -eq 0 ]; } && [ ! -e emb.h5 ] && [ "$(grep -c '^spkddp: error: \[rank 0\] embed: stopped by SIGTERM' emb.err)" -eq 1 ] \
-    && [ "$left" -eq 0 ]; then
-    echo "ok  embed stopped by SIGTERM: '$(grep '^spkddp' emb.err)', no emb.h5 or temp file"
-elif [ $rc -eq 0 ] && [ -e emb.h5 ] && [ "$left" -eq 0 ] && h5dump -H emb.h5 >/dev/null 2>&1; then
-    echo "ok  embed finished before SIGTERM reached it: emb.h5 whole, no temp file"
-else
-    fail "embed stopped by SIGTERM: exit $rc, $(cat emb.err); $(ls -A | grep emb)"
-fi
+[ $embed_bad -eq 0 ] && echo "ok  embed stopped by SIGTERM:$outcomes; one line ('$(grep -m1 '^spkddp' emb.err)') or none, nothing else on stderr, no partial emb.h5 or temp file"
 
 # 'COMMAND |' entries that never end or never stop writing
 # (numbers of their own, so that no other test's processes are taken for theirs)

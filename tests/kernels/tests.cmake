@@ -34,6 +34,12 @@ target_link_libraries(test_child_process spk_base)
 add_test(NAME test_child_process COMMAND test_child_process)
 set_tests_properties(test_child_process PROPERTIES LABELS unit TIMEOUT 60)
 
+# kernels/base's settings from the environment: accepted forms, and a usage error for the rest.
+add_executable(test_env ${CMAKE_CURRENT_LIST_DIR}/test_env.c)
+target_link_libraries(test_env spk_base)
+add_test(NAME test_env COMMAND test_env)
+set_tests_properties(test_env PROPERTIES LABELS unit TIMEOUT 60)
+
 # Convolution benchmark (not a test). With oneDNN installed it also times oneDNN's own
 # convolution primitives for comparison.
 add_executable(bench_kernels ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_kernels.c)
