@@ -41,6 +41,20 @@ void batchnorm1d_backward(float *dx,            // (B, C, T) +=
                           const float *rstd,    // (C) from forward
                           int B, int C, int T);
 
+// The same backward when x is a ReLU's output (SpeechBrain's TDNN block: convolution, ReLU,
+// BatchNorm): dx = the gradient at the ReLU's input, the BatchNorm's input gradient where x > 0
+// and 0 elsewhere, OVERWRITTEN; dweight, dbias accumulate. The bits of zeroing dx, then
+// batchnorm1d_backward, then relu_mask(dx, x), in one pass instead of three.
+void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
+                               float *dweight,       // (C) +=
+                               float *dbias,         // (C) +=
+                               const float *dy,      // (B, C, T)
+                               const float *x,       // (B, C, T) forward input, a ReLU's output
+                               const float *weight,  // (C) or NULL
+                               const float *mean,    // (C) from forward
+                               const float *rstd,    // (C) from forward
+                               int B, int C, int T);
+
 // ---- the world-size-invariant mode: BatchNorm over the global batch ------------------------
 // Training statistics of every rank's samples together (synchronized BatchNorm), from exact
 // sums (kernels/exact_sum.h) that the caller reduces across ranks between the two calls of

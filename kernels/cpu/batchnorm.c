@@ -18,15 +18,22 @@ static double channel_sum(const float *x, int c, int B, int C, int T) {
 }
 
 // dx += the input gradient of channel c, from its statistics (mu, rs), its weight wc and the
-// means of dy and of dy * xhat over the (global) batch.
+// means of dy and of dy * xhat over the (global) batch; relu_set: dx = that gradient where
+// x > 0, else 0 (0 + the gradient: the bits of adding it to a zeroed dx).
 static void channel_dx(float *dx, const float *dy, const float *x, int c, int B, int C, int T, float mu, float rs,
-                       float wc, float mdy, float mdyx) {
+                       float wc, float mdy, float mdyx, int relu_set) {
     for (int b = 0; b < B; b++) {
         const float *g = dy + ((size_t)b * C + c) * T;
         const float *r = x + ((size_t)b * C + c) * T;
         float *o = dx + ((size_t)b * C + c) * T;
+        if (relu_set) {
 #pragma omp simd
-        for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+            for (int t = 0; t < T; t++)
+                o[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+        } else {
+#pragma omp simd
+            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+        }
     }
 }
 
@@ -84,8 +91,8 @@ void batchnorm1d_forward_infer(float *y, const float *x, const float *running_me
     }
 }
 
-void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
-                          const float *mean, const float *rstd, int B, int C, int T) {
+static void backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
+                     const float *mean, const float *rstd, int B, int C, int T, int relu_set) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
 #pragma omp parallel for schedule(dynamic, 4)
@@ -108,8 +115,18 @@ void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *
         if (dweight) dweight[c] += (float)sdyx;
         if (!dx) continue;
         const float wc = weight ? weight[c] : 1.0f;
-        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, (float)(sdy / N), (float)(sdyx / N));
+        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, (float)(sdy / N), (float)(sdyx / N), relu_set);
     }
+}
+
+void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
+                          const float *mean, const float *rstd, int B, int C, int T) {
+    backward(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T, 0);
+}
+
+void batchnorm1d_relu_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
+                               const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
+    backward(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T, 1);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
@@ -199,6 +216,6 @@ void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, con
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
-        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
+        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx, 0);
     }
 }

@@ -87,12 +87,18 @@ __global__ void bn_grad_sum_kernel(spk_fsum *sums, const float *dy, const float 
     spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
 }
 
+// dx += the input gradient; RELU_SET: dx = it where x (a ReLU's output) > 0, else 0.
+template <bool RELU_SET>
 __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
                              const float *rstd, const float *means, size_t n, int C, int T) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)((i / T) % C);
         const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
-        dx[i] += spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
+        const float g = spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
+        if (RELU_SET)
+            dx[i] = spk_relu_grad(0.0f + g, x[i]);
+        else
+            dx[i] += g;
     }
 }
 
@@ -123,9 +129,11 @@ extern "C" void batchnorm1d_forward_infer_cuda(float *y, const float *x, const f
     SPK_LAUNCH(bn_infer_kernel, spk_grid(n), y, x, running_mean, running_var, weight, bias, n, C, T, eps);
 }
 
-extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
-                                          const float *weight, const float *mean, const float *rstd, int B, int C,
-                                          int T) {
+namespace {
+
+template <bool RELU_SET>
+void backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
+              const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !dweight && !dbias) return;
     const int S = spk_channel_splits(B, C, T);
@@ -134,7 +142,21 @@ extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbia
     const size_t n = (size_t)B * C * T;
     SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
     SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
-    if (dx) SPK_LAUNCH(bn_dx_kernel, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
+    if (dx) SPK_LAUNCH(bn_dx_kernel<RELU_SET>, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
+}
+
+}  // namespace
+
+extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
+                                          const float *weight, const float *mean, const float *rstd, int B, int C,
+                                          int T) {
+    backward<false>(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
+}
+
+extern "C" void batchnorm1d_relu_backward_cuda(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
+                                               const float *weight, const float *mean, const float *rstd, int B, int C,
+                                               int T) {
+    backward<true>(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
 // ---- the world-size-invariant mode (kernels/batchnorm.h) ----------------------------------------

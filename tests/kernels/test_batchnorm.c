@@ -5,10 +5,14 @@
 // The invariant mode's BatchNorm over the global batch: a batch split between two "ranks",
 // whose partial sums are merged, normalises each half exactly as the whole batch (outputs,
 // saved and running statistics, input and parameter gradients, on 1 or 2 threads), close to
-// batchnorm1d_forward_train / _backward on the whole batch.
+// batchnorm1d_forward_train / _backward on the whole batch. batchnorm1d_relu_backward: the bits of
+// zeroing, the backward and relu_mask, on the CPU; every backend within tolerance of it.
 #include "backends.h"
 #include "exact_check.h"
+#include "kernels/activation.h"
 #include "kernels/batchnorm.h"
+
+#include <string.h>
 
 typedef struct {
     int B, C, T;
@@ -194,7 +198,40 @@ static void invariant_case(int B, int C, int T, int group) {
     test_release();
 }
 
+// A ReLU's output (about half of it exactly 0) into the BatchNorm: batchnorm1d_relu_backward
+// overwrites a garbage dx with the bits of zeroing it, batchnorm1d_backward and relu_mask, and
+// accumulates dweight and dbias the same.
+static float *relu_of(const float *x, size_t n) {
+    float *r = alloc_f(n);
+    for (size_t i = 0; i < n; i++) r[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return r;
+}
+
+static void relu_case(int B, int C, int T, int affine) {
+    const size_t n = (size_t)B * C * T;
+    float *x = relu_of(rand_f(n, -1, 1), n), *gy = rand_f(n, -1, 1);
+    float *w = affine ? rand_f(C, 0.5f, 1.5f) : NULL, *mean = alloc_f(C), *rstd = alloc_f(C), *y = alloc_f(n);
+    batchnorm1d_forward_train(y, mean, rstd, NULL, NULL, x, w, NULL, B, C, T, 1e-5f, 0.1f);
+    float *dw = rand_f(C, -1, 1), *db = rand_f(C, -1, 1), *rdw = copy_f(dw, C), *rdb = copy_f(db, C);
+    float *dx = rand_f(n, -1, 1), *ref = zeros_f(n);
+    batchnorm1d_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
+    relu_mask(ref, x, n);
+    batchnorm1d_relu_backward(dx, affine ? dw : NULL, affine ? db : NULL, gy, x, w, mean, rstd, B, C, T);
+    char nm[96];
+    snprintf(nm, sizeof nm, "bn relu backward dx B%d C%d T%d: the composition's bits", B, C, T);
+    check_true(memcmp(dx, ref, n * sizeof *dx) == 0, nm);
+    snprintf(nm, sizeof nm, "bn relu backward dweight, dbias B%d C%d T%d: the composition's bits", B, C, T);
+    check_true(memcmp(dw, rdw, C * sizeof *dw) == 0 && memcmp(db, rdb, C * sizeof *db) == 0, nm);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++) zeros += x[i] == 0.0f && dx[i] == 0.0f;
+    snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d: the ReLU's zeros pass no gradient", B, C, T);
+    check_true(zeros > n / 4, nm);
+    test_release();
+}
+
 static void cpu_checks(void) {
+    relu_case(4, 6, 23, 1);
+    relu_case(3, 5, 64, 0);
     invariant_case(5, 7, 30, 1);
     invariant_case(8, 7, 30, 2);
     invariant_case(6, 9, 1, 1);  // (B, C): the pooled statistics' BatchNorm
@@ -241,6 +278,14 @@ static void backend_case(int B, int C, int T, int affine) {
     g_be->batchnorm1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dwt, dmean, drstd, B, C, T);
     g_be->batchnorm1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dwt, dmean, drstd, B, C, T);
     grads_check(&g, "bn", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+
+    // after a ReLU: dx overwritten (from a random prefill), dweight and dbias accumulated
+    float *xr = relu_of(x, n), *dxr = dev_f(xr, n);
+    grads_t r = grads_prefill(3, (size_t[]){n, C, C});
+    batchnorm1d_relu_backward(r.cpu[0], r.cpu[1], r.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(r.dev[0], r.dev[1], r.dev[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
+    grads_check(&r, "bn relu", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // the invariant mode's BatchNorm from (here unreduced) sums
     const int64_t N = (int64_t)B * T;

@@ -88,12 +88,8 @@ void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const floa
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
-    const spk_backend_t *K = m->be;
-    size_t n = n_of(B, l->cout, T);
-    K->vec_zero(g, n);
-    model_batchnorm_backward(m, g, l->bn_w, l->bn_b, dy, l->a, l->mean, l->rstd, B, l->cout, T);
-    // ReLU backward in place: a is the ReLU output, so a > 0 marks where the gradient passes.
-    K->relu_mask(g, l->a, n);
+    // a is the ReLU's output (the BatchNorm's input), so a > 0 marks where the gradient passes.
+    model_batchnorm_relu_backward(m, g, l->bn_w, l->bn_b, dy, l->a, l->mean, l->rstd, B, l->cout, T);
 }
 
 // ---- SE-Res2Net block --------------------------------------------------------------------------
@@ -200,18 +196,20 @@ void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const 
     K->vec_zero(d_res, n);
     tdnn_backward(&s->tdnn2, m, d_res, d_t2, s->res_out, B, T, tmp, work);
 
-    // Res2Net backward, last chunk first: y_{i-1} also fed x_i's branch.
-    K->vec_zero(d_t1, n);
+    // Res2Net backward, last chunk first: y_{i-1} also fed x_i's branch. Every chunk of d_t1 is
+    // written once, so copied in rather than added to zeros.
     K->channel_slice_copy(d_t1, C, d_res, C, B, c, T);  // chunk 0 passed through
+    // d_in and d_carry trade places: a branch's input gradient is the next one's carry.
     float *gy = tmp, *d_in = tmp + nc, *d_carry = tmp + 2 * nc, *scratch = tmp + 3 * nc;
-    K->vec_zero(d_carry, nc);
     for (int i = ECAPA_SCALE - 1; i >= 1; i--) {
         K->channel_slice_copy(gy, c, d_res + (size_t)i * c * T, C, B, c, T);
-        K->vec_acc(gy, d_carry, nc);  // from x_{i+1} + y_i
+        if (i < ECAPA_SCALE - 1) K->vec_acc(gy, d_carry, nc);  // from x_{i+1} + y_i
         K->vec_zero(d_in, nc);
         tdnn_backward(&s->res[i - 1], m, d_in, gy, s->res_in[i - 1], B, T, scratch, work);
-        K->channel_slice_add(d_t1 + (size_t)i * c * T, C, d_in, c, B, c, T);
-        K->vec_copy(d_carry, d_in, nc);  // d y_{i-1} from x_i + y_{i-1}
+        K->channel_slice_copy(d_t1 + (size_t)i * c * T, C, d_in, c, B, c, T);
+        float *const next_carry = d_in;  // d y_{i-1} from x_i + y_{i-1}
+        d_in = d_carry;
+        d_carry = next_carry;
     }
     tdnn_backward(&s->tdnn1, m, dx, d_t1, x, B, T, tmp, work);
 }

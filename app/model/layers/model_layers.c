@@ -105,6 +105,21 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
     if (dx) K->batchnorm1d_backward_global(dx, dy, x, pw, mean, rstd, s, m->global_batch * T, B, C, T);
 }
 
+void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                                   const float *mean, const float *rstd, int B, int C, int T) {
+    const spk_backend_t *K = m->be;
+    if (!m->invariant) {
+        float *gr = m->grads;
+        K->batchnorm1d_relu_backward(dx, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x,
+                                     w < 0 ? NULL : m->params + w, mean, rstd, B, C, T);
+        return;
+    }
+    const size_t n = (size_t)B * C * T;
+    K->vec_zero(dx, n);
+    model_batchnorm_backward(m, dx, w, b, dy, x, mean, rstd, B, C, T);
+    K->relu_mask(dx, x, n);
+}
+
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
 
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const float *x,

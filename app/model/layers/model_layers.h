@@ -22,6 +22,9 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
                            const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum);
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T);
+// The same when x is a ReLU's output: dx (overwritten) the gradient at the ReLU's input.
+void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                                   const float *mean, const float *rstd, int B, int C, int T);
 // Invariant mode only: the gradient at c (row stride ldc) += sum_i op(A_i) op(B_i)
 // (spk_sgemm_batched_exact; the bf16 one: spk_gemm_bf16_batched_exact), and the gradient at c
 // (n) += the sum of the rows of x (rows, n).
