@@ -6,8 +6,9 @@
 //   y[b,o,t] = bias[o] + sum_{i,k} w[o,i,k] * xpad[b,i,t + k*d],  xpad[b,i,s] = x[b,i,r(s-p)]
 //   r(u) = -u for u < 0, 2(T-1) - u for u >= T, u otherwise.
 //
-// Backward ACCUMULATES into dx, dw and dbias; reflect padding folds the gradient of the
-// padded positions back onto the reflected source positions. Any of dx, dw, dbias may be NULL
+// Backward ACCUMULATES into dw and dbias, and into dx with dx_accumulate (else it overwrites
+// dx, with the bits of zeroing it first); reflect padding folds the gradient of the padded
+// positions back onto the reflected source positions. Any of dx, dw, dbias may be NULL
 // (not needed). Outputs must not alias inputs. Scratch: `workspace` of
 // conv1d_workspace_floats(...) floats (independent of the thread count), reusable between calls
 // (its contents do not carry over). Call from a serial region (threads internally).
@@ -25,7 +26,8 @@ void conv1d_forward(float *y,           // (B, Cout, T)
                     int B, int Cin, int Cout, int T, int K, int dilation,
                     float *workspace);  // (conv1d_workspace_floats)
 
-void conv1d_backward(float *dx,        // (B, Cin, T) += ; or NULL
+void conv1d_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
+                     int dx_accumulate,
                      float *dw,        // (Cout, Cin, K) += ; or NULL
                      float *dbias,     // (Cout) += ; or NULL
                      const float *dy,  // (B, Cout, T)

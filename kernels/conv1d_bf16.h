@@ -1,7 +1,8 @@
 // Conv1d with bf16 operands: the convolution of kernels/conv1d.h (stride 1, odd K, dilation,
 // reflect 'same' padding, bias) whose GEMMs take the input, the weight and the output gradient
 // rounded to bf16 (kernels/bf16.h) and accumulate in float32. Outputs, bias and every gradient
-// are float32; backward ACCUMULATES (+=) into dx, dw and dbias, any of which may be NULL.
+// are float32; backward ACCUMULATES (+=) into dw and dbias, and into dx with dx_accumulate
+// (else it overwrites dx, with the bits of zeroing it first); any of them may be NULL.
 //
 // The forward rounds x into xh (the caller's buffer), which the backward reads instead of x:
 // the stored activation is half the bytes and needs no second rounding. xh has the batch
@@ -28,7 +29,8 @@ void conv1d_bf16_forward(float *y,           // (B, Cout, T)
                          int B, int Cin, int Cout, int T, int K, int dilation,
                          float *workspace);  // (conv1d_bf16_workspace_floats)
 
-void conv1d_bf16_backward(float *dx,           // (B, Cin, T) += ; or NULL
+void conv1d_bf16_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
+                          int dx_accumulate,
                           float *dw,           // (Cout, Cin, K) += ; or NULL
                           float *dbias,        // (Cout) += ; or NULL
                           const float *dy,     // (B, Cout, T)

@@ -191,12 +191,15 @@ static void fold_rows(void *dst, conv_tensor_t x, int b0, int nb, int C, int T, 
 }
 
 // dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
-static void col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation) {
+// dx_set: each row zeroed first (in cache, instead of a pass over the whole dx beforehand).
+static void col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation,
+                       int dx_set) {
     const int p = conv_pad(K, dilation);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
     for (int bi = 0; bi < nb; bi++) {
         for (int ci = 0; ci < Cin; ci++) {
             float *dxr = dx + ((size_t)(b0 + bi) * Cin + ci) * T;
+            if (dx_set) memset(dxr, 0, (size_t)T * sizeof *dxr);
             for (int k = 0; k < K; k++) {
                 const int off = k * dilation - p;
                 const int t_lo = off < 0 ? -off : 0;
@@ -276,9 +279,10 @@ static void forward_per_sample(const conv_operands_t *op, float *y, conv_tensor_
     }
 }
 
-// dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed).
-static void input_grad_per_sample(const conv_operands_t *op, float *dx, conv_tensor_t dy, const void *w, int B, int Cin,
-                                  int Cout, int T, int K, int dilation, void *scratch) {
+// dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed);
+// dx_set: each sample's dx zeroed first.
+static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_set, conv_tensor_t dy, const void *w,
+                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
@@ -296,6 +300,7 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, conv_ten
         for (int b = 0; b < B; b++) {
             const void *dyb = row_at(dy, b, 0, e);
             float *dxb = dx + (size_t)b * Cin * T;
+            if (dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
             if (K == 1) {
                 op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
             } else {
@@ -306,12 +311,13 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, conv_ten
     }
 }
 
-static void backward_per_sample(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
-                                const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
+static void backward_per_sample(const conv_operands_t *op, float *dx, int dx_set, float *dw, conv_tensor_t dy,
+                                conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                                void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
-    if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (dx) input_grad_per_sample(op, dx, dx_set, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (dw) {
         // dW is cut into blocks, each owned by whichever thread takes it and summing the
         // samples in order, so the result does not depend on the schedule. Blocks are column
@@ -387,8 +393,9 @@ static void forward_folded(const conv_operands_t *op, float *y, conv_tensor_t x,
 
 // Tensors that are folded already are read in place (dy always; x when K = 1), and with no
 // copy to bound, the weight gradient alone takes the whole batch in one GEMM.
-static void backward_folded(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
+static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, float *dw, conv_tensor_t dy,
+                            conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                            void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int dy_in_place = is_folded(dy, B, T), x_in_place = K == 1 && is_folded(x, B, T);
@@ -417,7 +424,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, float *dw, con
         }
         if (dx) {
             op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float *)col, nc);
-            col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation);
+            col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation, dx_set);
         }
     }
 }
@@ -433,21 +440,23 @@ void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x,
         forward_folded(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
 }
 
-void conv_schedule_backward(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
+void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw, conv_tensor_t dy,
+                            conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                            void *scratch) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
+    const int dx_set = !dx_accumulate;
     if (!use_per_sample(op, Cin, Cout, K)) {
-        backward_folded(op, dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+        backward_folded(op, dx, dx_set, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
         return;
     }
     // The per-sample weight gradient re-reads its dW block for every sample, and for K > 1
     // builds the block's im2col for every sample again; the folded GEMM (K = ~2048 columns
     // per call, one im2col) measured faster for weights beyond L2 (~20%) and for K > 1 (10-25%).
     if (dw && (K > 1 || big_weight(Cin, Cout, K))) {
-        backward_folded(op, NULL, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+        backward_folded(op, NULL, 0, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
         dw = NULL;
     }
-    if (dx || dw) backward_per_sample(op, dx, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (dx || dw) backward_per_sample(op, dx, dx_set, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
 }
 
 // ---- float32 entry points (kernels/conv1d.h) --------------------------------------------------
@@ -471,13 +480,14 @@ void conv1d_forward(float *y, const float *x, const float *w, const float *bias,
     conv_schedule_forward(&conv_operands_f32, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_backward(float *dx, float *dw, float *dbias, const float *dy, const float *x, const float *w, int B,
-                     int Cin, int Cout, int T, int K, int dilation, float *workspace) {
+void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const float *x,
+                     const float *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (dbias) bias_grad(dbias, dy, B, Cout, T);
     if (!dx && !dw) return;
     const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T}, xt = {x, (size_t)Cin * T, (size_t)T};
-    conv_schedule_backward(&conv_operands_f32, dx, dw, dyt, xt, w, B, Cin, Cout, T, K, dilation, workspace);
+    conv_schedule_backward(&conv_operands_f32, dx, dx_accumulate, dw, dyt, xt, w, B, Cin, Cout, T, K, dilation,
+                           workspace);
 }
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
@@ -605,7 +615,7 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *d
                                   int Cout, int T, int K, int dilation, void *scratch, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
-    if (dx) input_grad_per_sample(op, dx, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (dx) input_grad_per_sample(op, dx, 0, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         const int nt = per_sample_threads(B, Cin, Cout, T, K);

@@ -49,15 +49,15 @@ void conv1d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 
     conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_bf16_backward(float *dx, float *dw, float *dbias, const float *dy, const spk_bf16 *xh, const spk_bf16 *w,
-                          int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
+void conv1d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *xh,
+                          const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
     spk_bf16 *dyh = (spk_bf16 *)workspace;           // (Cout, B*T)
     bf16_fold_from_f32(dyh, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
     if (dx || dw)
-        conv_schedule_backward(&operands, dx, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout, T, K, dilation,
-                               (char *)workspace + dy_bytes(B, Cout, T));
+        conv_schedule_backward(&operands, dx, dx_accumulate, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout,
+                               T, K, dilation, (char *)workspace + dy_bytes(B, Cout, T));
 }
 
 // ---- the world-size-invariant mode (kernels/conv1d_bf16.h) ------------------------------------

@@ -34,10 +34,12 @@ size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, 
 // y (B, Cout, T) = conv(x, w) (+ bias); x (B, Cin, T) and w (Cout, Cin, K) in op's element type.
 void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                            int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
-// dx (B, Cin, T) += , dw += (either may be NULL) from dy (B, Cout, T), all operands in op's
-// element type. The bias gradient is the caller's.
-void conv_schedule_backward(const conv_operands_t *op, float *dx, float *dw, conv_tensor_t dy, conv_tensor_t x,
-                            const void *w, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
+// dx (B, Cin, T) += (dx_accumulate; else =, the bits of zeroing it first), dw += (either may
+// be NULL) from dy (B, Cout, T), all operands in op's element type. The bias gradient is the
+// caller's.
+void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw, conv_tensor_t dy,
+                            conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                            void *scratch);
 
 // The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_fixed and
 // conv1d_backward_exact, over op's operands; op's GEMMs planned for one thread): the forward

@@ -122,11 +122,13 @@ extern "C" void conv1d_forward_cuda(float *y, const float *x, const float *w, co
     if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
-extern "C" void conv1d_backward_cuda(float *dx, float *dw, float *dbias, const float *dy, const float *x,
-                                     const float *w, int B, int Cin, int Cout, int T, int K, int dilation,
-                                     float *workspace) {
+// dx overwritten: zeroed first (a device memset is cheap), then the accumulating passes.
+extern "C" void conv1d_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
+                                     const float *x, const float *w, int B, int Cin, int Cout, int T, int K,
+                                     int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
     if (!dx && !dw && !dbias) return;
+    if (dx && !dx_accumulate) spk_cuda_memset0(dx, (size_t)B * Cin * T * sizeof(float));
     if (gemm_1x1(K)) {
         if (dx)
             spk_sgemm_batched_cuda('T', 'N', Cin, T, Cout, 1.0f, w, Cin, 0, dy, T, (int64_t)Cout * T, 1.0f, dx, T,
@@ -214,13 +216,13 @@ extern "C" void conv1d_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t dw, 
         const float *dyb = dy + (size_t)b * Cout * T;
         const float *xb = x + (size_t)b * Cin * T;
         if (dx)
-            conv1d_backward_cuda(dx + (size_t)b * Cin * T, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation,
-                                 workspace);
+            conv1d_backward_cuda(dx + (size_t)b * Cin * T, 1, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T, K,
+                                 dilation, workspace);
         if (xsum_empty(dw)) continue;
         SPK_ASSERT(dw_tmp != nullptr);
         // the group's samples' gradients, accumulated in order, then one term
         if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_backward_cuda(nullptr, dw_tmp, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation, workspace);
+        conv1d_backward_cuda(nullptr, 1, dw_tmp, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation, workspace);
         if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (xsum_empty(dbias)) return;

@@ -110,10 +110,12 @@ extern "C" void conv1d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x,
     if (bias) conv_bias_forward(y, bias, B, Cout, T);
 }
 
-extern "C" void conv1d_bf16_backward_cuda(float *dx, float *dw, float *dbias, const float *dy, const spk_bf16 *xh,
-                                          const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation,
-                                          float *workspace) {
+// dx overwritten: zeroed first, then the accumulating passes.
+extern "C" void conv1d_bf16_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
+                                          const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout, int T, int K,
+                                          int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
+    if (dx && !dx_accumulate) spk_cuda_memset0(dx, (size_t)B * Cin * T * sizeof(float));
     if (!dx && !dw) {
         if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
         return;
@@ -167,7 +169,7 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t
     for (int b = 0; b < B && (dx || with_dw); b++) {
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, with_dw ? dw_tmp : nullptr, nullptr, dy + b * ny,
+        conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, 1, with_dw ? dw_tmp : nullptr, nullptr, dy + b * ny,
                                   xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }

@@ -28,9 +28,9 @@ static void conv_case(const char *layer, int Cin, int Cout, int K, int d) {
     same_bits(cname("conv1d %s forward twice", layer), dy, dy2, ny);
     const size_t len[3] = {nx, nw, (size_t)Cout};
     grads_t g = grads_prefill(3, len);
-    conv1d_backward(g.cpu[0], g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
-    g_be->conv1d_backward(g.dev[0], g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
-    g_be->conv1d_backward(g.dev2[0], g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    conv1d_backward(g.cpu[0], 1, g.cpu[1], g.cpu[2], gy, x, w, B, Cin, Cout, T, K, d, ws);
+    g_be->conv1d_backward(g.dev[0], 1, g.dev[1], g.dev[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+    g_be->conv1d_backward(g.dev2[0], 1, g.dev2[1], g.dev2[2], dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     grads_check(&g, "conv1d", layer, (const char *const[]){"dx", "dw", "dbias"},
                 (const double[]){TOL_GEMM, TOL_GEMM, TOL});
     dev_release();

@@ -34,7 +34,7 @@ static void tf32_checks(void) {
     float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d)), *y = alloc_f(ny);
     float *gx = zeros_f(nx), *gw = zeros_f(nw);
     conv1d_forward(y, x, w, NULL, B, Cin, Cout, T, K, d, ws);
-    conv1d_backward(gx, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    conv1d_backward(gx, 1, gw, NULL, gy, x, w, B, Cin, Cout, T, K, d, ws);
     // The AAM head's cosines at batch 128: (128, 192 embedding) x (192, 5994 speakers).
     const int M = 128, N = 5994, Kg = 192;
     float *A = rand_f((size_t)M * Kg, -1, 1), *Bm = rand_f((size_t)Kg * N, -1, 1);
@@ -53,7 +53,7 @@ static void tf32_checks(void) {
         g_be->vec_zero(dgx, nx);
         g_be->vec_zero(dgw, nw);
         g_be->conv1d_forward(dy, dx, dw, NULL, B, Cin, Cout, T, K, d, dws);
-        g_be->conv1d_backward(dgx, dgw, NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
+        g_be->conv1d_backward(dgx, 1, dgw, NULL, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
         g_be->spk_sgemm('N', 'N', M, N, Kg, 1.0f, dA, Kg, dB, N, 0.0f, dC, N);
         const float **r = tf32 ? tf : fp32;
         r[0] = dev_get(dy, ny), r[1] = dev_get(dgx, nx), r[2] = dev_get(dgw, nw), r[3] = dev_get(dC, (size_t)M * N);

@@ -70,25 +70,44 @@ typedef struct {
     const spk_bf16 *xh, *wh;
     int B, Cin, Cout, T, K, d;
     float *ws;
-    int group;  // the exact backward's samples per term (0: 1)
+    int group;   // the exact backward's samples per term (0: 1)
+    int dx_set;  // dx overwritten (dx_accumulate 0) instead of added to
 } conv_call_t;
 
 static conv_call_t conv_call(const spk_backend_t *be, const float *dy, const float *x, const float *w, int B, int Cin,
                              int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws, 1};
+    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws, 1, 0};
 }
 
 static conv_call_t conv_call_bf16(const spk_backend_t *be, const float *dy, const spk_bf16 *xh, const spk_bf16 *wh,
                                   int B, int Cin, int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws, 1};
+    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws, 1, 0};
 }
 
 static void conv_backward_call(void *p, grad3_t g) {
     const conv_call_t *c = (const conv_call_t *)p;
     if (c->bf16)
-        c->be->conv1d_bf16_backward(g.x, g.w, g.b, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+        c->be->conv1d_bf16_backward(g.x, !c->dx_set, g.w, g.b, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K,
+                                    c->d, c->ws);
     else
-        c->be->conv1d_backward(g.x, g.w, g.b, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+        c->be->conv1d_backward(g.x, !c->dx_set, g.w, g.b, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d,
+                               c->ws);
+}
+
+// dx overwritten (dx_accumulate 0) on c's backend, from a random prefill: the bits the
+// accumulating call gives into a zeroed dx, with dw and dbias still accumulated (their prefills
+// alike). Needs tests/kernels/backends.h (included first by the tests).
+static void conv_dx_set_check(const char *op, const char *tag, conv_call_t c, size_t nx, size_t nw, size_t nb) {
+    const float *pw = rand_f(nw, -1, 1), *pb = rand_f(nb, -1, 1);
+    float *want_x = dev_f(zeros_f(nx), nx), *want_w = dev_f(pw, nw), *want_b = dev_f(pb, nb);
+    float *got_x = dev_f(rand_f(nx, -1, 1), nx), *got_w = dev_f(pw, nw), *got_b = dev_f(pb, nb);
+    c.dx_set = 0;
+    conv_backward_call(&c, (grad3_t){want_x, want_w, want_b});
+    c.dx_set = 1;
+    conv_backward_call(&c, (grad3_t){got_x, got_w, got_b});
+    same_bits(cname("%s dx overwritten = accumulated into zeros %s", op, tag), got_x, want_x, nx);
+    same_bits(cname("%s dw beside an overwritten dx %s", op, tag), got_w, want_w, nw);
+    same_bits(cname("%s dbias beside an overwritten dx %s", op, tag), got_b, want_b, nb);
 }
 
 // The invariant mode's exact backward on c's operands (an exact_backward_fn,

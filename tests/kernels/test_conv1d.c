@@ -22,7 +22,7 @@ typedef struct {
 
 static void conv_backward_of(void *p, grad3_t g) {
     conv_ctx *c = (conv_ctx *)p;
-    conv1d_backward(g.x, g.w, g.b, c->r, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
+    conv1d_backward(g.x, 1, g.w, g.b, c->r, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d, c->ws);
 }
 
 static double conv_loss(void *p) {
@@ -159,7 +159,7 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     c.group = group;
     const exact_grads_t g = conv_exact_split_check("conv1d_backward_exact", tag, &c);
     float *dx = zeros_f(nx), *dw = zeros_f(nw), *db = zeros_f(Cout);
-    conv1d_backward(dx, dw, db, gy, x, w, B, Cin, Cout, T, K, d, ws);
+    conv1d_backward(dx, 1, dw, db, gy, x, w, B, Cin, Cout, T, K, d, ws);
     check_close(cname("conv1d_backward_exact %s dx vs conv1d_backward", tag), g.dx, dx, nx, 1e-5, 1e-4);
     check_close(cname("conv1d_backward_exact %s dw vs conv1d_backward", tag), sums_to_floats(g.dw, (int64_t)nw), dw, nw,
                 1e-4, 1e-4);
@@ -200,6 +200,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
                 on_dev = conv_call(g_be, dgy, dx, dw, B, Cin, Cout, T, K, d, dws);
     backend_backward_checks("conv1d", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
                             (grad3_sizes_t){nx, nw, (size_t)Cout});
+    conv_dx_set_check("conv1d", tag, on_dev, nx, nw, (size_t)Cout);
 
     // the invariant mode's forward (the invariant table) and exact backward
     const spk_backend_t *twin = spk_backend_invariant(g_be);

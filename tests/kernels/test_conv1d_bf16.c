@@ -232,6 +232,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
                 on_dev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, dws);
     backend_backward_checks("conv1d_bf16", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
                             (grad3_sizes_t){nx, nw, (size_t)Cout});
+    conv_dx_set_check("conv1d_bf16", tag, on_dev, nx, nw, (size_t)Cout);
 
     // the invariant mode's forward (the invariant table) and exact backward, xh unfolded
     const spk_backend_t *twin = spk_backend_invariant(g_be);

@@ -253,14 +253,11 @@ static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B
     const size_t n = (size_t)B * Cv * Tv;
     K->vec_zero(v->g_h, n);
     asp_backward(&v->asp, m, v->g_h, d_pooled + 6 * C, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, e->work);
-    K->vec_zero(v->g_mid, n);
-    tdnn_backward(&v->blocks[1], m, v->g_mid, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
-    const int Fv = (int)e->d.vfeat;
-    if (v->has_face) K->vec_zero(v->g_x, (size_t)B * Fv * Tv);
-    tdnn_backward(&v->blocks[0], m, v->has_face ? v->g_x : NULL, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
+    tdnn_backward(&v->blocks[1], m, v->g_mid, 0, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
+    tdnn_backward(&v->blocks[0], m, v->has_face ? v->g_x : NULL, 0, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
     model_grads_ready(m, tdnn_end(&v->blocks[0]));
     if (!v->has_face) return;
-    K->batch_transpose(v->g_fx, v->g_x, B, Fv, Tv);  // (B, Fv, Tv) -> (B, Tv, Fv)
+    K->batch_transpose(v->g_fx, v->g_x, B, (int)e->d.vfeat, Tv);  // (B, Fv, Tv) -> (B, Tv, Fv)
     face_encoder_backward(&v->face, m, v->g_fx, v->pictures, v->fx, B, Tv, e->work);
     model_grads_ready(m, face_encoder_end(&v->face));
 }
@@ -289,8 +286,7 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
     model_grads_ready(m, tdnn_end(&e->asp.tdnn));
 
     // MFA and the blocks, last first; each block's output gradient collects its uses.
-    K->vec_zero(d_cat, bt * 3 * C);
-    tdnn_backward(&e->mfa, m, d_cat, dh, e->cat, B, T, e->asp.g_w, e->work);
+    tdnn_backward(&e->mfa, m, d_cat, 0, dh, e->cat, B, T, e->asp.g_w, e->work);
     model_grads_ready(m, tdnn_end(&e->mfa));
     for (int i = 0; i < 3; i++) K->channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
     K->vec_zero(e->gblk[0], bt * C);
@@ -301,12 +297,8 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
         seres_backward(&e->blocks[i], m, e->gblk[i], e->gblk[i + 1], x, C, se, B, T, scratch, e->work);
         model_grads_ready(m, tdnn_end(&e->blocks[i].tdnn1));
     }
-    float *dx = NULL;
-    if (dframes) {
-        dx = d_cat;
-        K->vec_zero(dx, bt * F);
-    }
-    tdnn_backward(&e->block0, m, dx, e->gblk[0], e->x, B, T, dh, e->work);
+    float *dx = dframes ? d_cat : NULL;
+    tdnn_backward(&e->block0, m, dx, 0, e->gblk[0], e->x, B, T, dh, e->work);
     model_grads_ready(m, m->table.total);
     if (dframes) K->batch_transpose(dframes, dx, B, F, T);  // (B, F, T) -> (B, T, F)
 }

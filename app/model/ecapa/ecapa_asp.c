@@ -127,8 +127,8 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
                                STATS_EPS);
     K->vec_zero(a->g_logit, bc);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
-    K->vec_zero(a->g_t, ba);
-    model_conv1d_backward(m, a->g_t, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1, work);
+    model_conv1d_backward(m, a->g_t, 0, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1,
+                          work);
     K->vec_zero(a->g_a, ba);
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);
     float *g = a->g_t;  // (B, A, T) gradient at the TDNN's convolution output

@@ -81,10 +81,10 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
                                      l->cout, T, BN_EPS);
 }
 
-void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
-                   float *work) {
+void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const float *dy, const float *x, int B, int T,
+                   float *g, float *work) {
     tdnn_post_backward(l, m, dy, g, B, T);
-    model_conv1d_backward(m, dx, l->w, l->b, g, x, l->xh, B, l->cin, l->cout, T, l->k, l->dil, work);
+    model_conv1d_backward(m, dx, dx_accumulate, l->w, l->b, g, x, l->xh, B, l->cin, l->cout, T, l->k, l->dil, work);
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
@@ -193,8 +193,7 @@ void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const 
     model_linear_backward(m, ds0, s->se1_w, s->se1_b, ds1, s->s0, B, C, se);
     K->time_mean_backward(d_t2, ds0, B, C, T);
 
-    K->vec_zero(d_res, n);
-    tdnn_backward(&s->tdnn2, m, d_res, d_t2, s->res_out, B, T, tmp, work);
+    tdnn_backward(&s->tdnn2, m, d_res, 0, d_t2, s->res_out, B, T, tmp, work);
 
     // Res2Net backward, last chunk first: y_{i-1} also fed x_i's branch. Every chunk of d_t1 is
     // written once, so copied in rather than added to zeros.
@@ -204,12 +203,11 @@ void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const 
     for (int i = ECAPA_SCALE - 1; i >= 1; i--) {
         K->channel_slice_copy(gy, c, d_res + (size_t)i * c * T, C, B, c, T);
         if (i < ECAPA_SCALE - 1) K->vec_acc(gy, d_carry, nc);  // from x_{i+1} + y_i
-        K->vec_zero(d_in, nc);
-        tdnn_backward(&s->res[i - 1], m, d_in, gy, s->res_in[i - 1], B, T, scratch, work);
+        tdnn_backward(&s->res[i - 1], m, d_in, 0, gy, s->res_in[i - 1], B, T, scratch, work);
         K->channel_slice_copy(d_t1 + (size_t)i * c * T, C, d_in, c, B, c, T);
         float *const next_carry = d_in;  // d y_{i-1} from x_i + y_{i-1}
         d_in = d_carry;
         d_carry = next_carry;
     }
-    tdnn_backward(&s->tdnn1, m, dx, d_t1, x, B, T, tmp, work);
+    tdnn_backward(&s->tdnn1, m, dx, 1, d_t1, x, B, T, tmp, work);  // dx holds the residual's
 }

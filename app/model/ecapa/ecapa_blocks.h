@@ -40,9 +40,10 @@ void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt);       // activations fo
 void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt);  // the same but for the conv input
 void tdnn_free(tdnn_t *l, const model_t *m);
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);
-// dx += d(loss)/dx (dx may be NULL); dy is not modified. g: scratch of (B, cout, T).
-void tdnn_backward(tdnn_t *l, model_t *m, float *dx, const float *dy, const float *x, int B, int T, float *g,
-                   float *work);
+// dx += d(loss)/dx (dx_accumulate), else dx = it (dx may be NULL); dy is not modified. g: scratch
+// of (B, cout, T).
+void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const float *dy, const float *x, int B, int T,
+                   float *g, float *work);
 size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T);
 // End of the block's parameters (it registers norm weight/bias, then conv weight/bias, last).
 static inline int64_t tdnn_end(const tdnn_t *l) { return l->b + l->cout; }

@@ -10,10 +10,12 @@
 
 #include <stdint.h>
 
-// Conv1d weight and bias gradients (b < 0: none) and dx += : bf16 models on the forward's rounded
-// input xh (x unused), the invariant mode as exact sums, else conv1d_backward.
-void model_conv1d_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
-                           const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation, float *work);
+// Conv1d weight and bias gradients (b < 0: none) and dx += (dx_accumulate) or = : bf16 models on
+// the forward's rounded input xh (x unused), the invariant mode as exact sums, else
+// conv1d_backward.
+void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
+                           const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation,
+                           float *work);
 // Dense layer y = x W^T + b: W (Out, In) at w.
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
                            int Out);
