@@ -86,8 +86,9 @@ void spk_die_at(const char *file, int line, int code, const char *fmt, ...) {
     // meeting the same damaged file) waits for the first's abort to end it, and so does a
     // failure that follows from a stop under way, whose thread ends the process with its line.
     static atomic_int dying;
-    if (atomic_exchange(&dying, 1) || (g_stop_in_progress && g_stop_in_progress()))
+    if (atomic_exchange(&dying, 1))
         for (;;) pause();
+    spk_park_if_stopping();
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -38,14 +38,15 @@ ref_ckpt=ref/ckpt-$(printf %012d $REF).h5
 
 # The pids of the ranks of the run in DIR.
 ranks_of() { pgrep -f "^$SPKDDP train .*--ckpt-dir $PWD/$1( |$)"; }
-# Until both ranks of DIR have taken charge of the stop signals (SIGINT, SIGUSR1 and SIGTERM
-# blocked for the signal thread: main's first line). Before that the process is still being
-# loaded (0.2-0.3 s here) and a signal does what it does to any program that has not started.
+# Until both ranks (the pids COMMAND... lists) have taken charge of the stop signals (SIGINT,
+# SIGUSR1 and SIGTERM blocked for the signal thread: main's first line). Before that the process
+# is still being loaded (0.2-0.3 s here) and a signal does what it does to any program that has
+# not started.
 wait_started() {
     local p n
     for _ in $(seq 1 1000); do
         n=0
-        for p in $(ranks_of "$1"); do
+        for p in $("$@"); do
             (( (0x$(awk '/^SigBlk/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0) & 0x4202) == 0x4202 )) && n=$((n + 1))
         done
         [ $n -ge 2 ] && return 0
@@ -61,7 +62,7 @@ for t in $(seq 1 "$TRIALS"); do
     delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", (r % 180) / 100 }')
     setsid "$MPIEXEC" -n 2 $SPKDDP $T --ckpt-dir "$PWD/$d" >"$d.out" 2>"$d.err" &
     m=$!
-    wait_started $d || fail "trial $t: the ranks never blocked the stop signals"
+    wait_started ranks_of "$d" || fail "trial $t: the ranks never blocked the stop signals"
     sleep "$delay"
     case $target in
         group) kill -"$sig" -- -"$m" ;;
@@ -133,14 +134,7 @@ for delay in 0 "0.0$((RANDOM % 4 + 1))"; do
     rm -f emb.h5
     setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out emb.h5 >emb.out 2>emb.err &
     m=$!
-    for _ in $(seq 1 300); do
-        n=0
-        for p in $(pgrep -f "^$SPKDDP embed"); do
-            (( (0x$(awk '/^SigBlk/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0) & 0x4000) )) && n=$((n + 1))
-        done
-        [ $n -ge 2 ] && break
-        sleep 0.01
-    done
+    wait_started pgrep -f "^$SPKDDP embed" || fail "embed: the ranks never blocked the stop signals"
     sleep "$delay"
     kill -TERM $(pgrep -f "^$SPKDDP embed") 2>/dev/null
     wait $m
