@@ -9,6 +9,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/bf16.h"
 #include "kernels/exact_sum.h"
 
 void batchnorm1d_forward_train(float *y,             // (B, C, T)
@@ -54,6 +55,15 @@ void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
                                const float *mean,    // (C) from forward
                                const float *rstd,    // (C) from forward
                                int B, int C, int T);
+
+// batchnorm1d_relu_backward whose input gradient goes straight to a bf16 convolution's output
+// gradient (kernels/conv1d_bf16.h): rounded and folded, dxh[c, b*T + t] = bf16(dx[b, c, t]), with
+// dsum[c] += the sum of dx[., c, .] in float32 (the convolution's bias gradient), the bits of
+// batchnorm1d_relu_backward followed by bf16_fold_from_f32(dxh, dsum, dx); dsum may be NULL, the
+// other arguments are batchnorm1d_relu_backward's. No float dx is written or read back.
+void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias, const float *dy,
+                                    const float *x, const float *weight, const float *mean, const float *rstd, int B,
+                                    int C, int T);
 
 // ---- the world-size-invariant mode: BatchNorm over the global batch ------------------------
 // Training statistics of every rank's samples together (synchronized BatchNorm), from exact

@@ -8,7 +8,9 @@
 // the stored activation is half the bytes and needs no second rounding. xh has the batch
 // folded into time, xh[c, b*T + t] = bf16(x[b, c, t]), which the weight gradient's GEMM reads
 // in place. x may be NULL when xh already holds the rounded input. w is the bf16 copy of the
-// float32 weight.
+// float32 weight. The backward rounds dy the same way; a caller that produced the output gradient
+// rounded and folded already (batchnorm1d_relu_backward_fold, with the bias gradient's sums)
+// passes it as dyh, with dy and dbias NULL.
 //
 // Scratch: `workspace` of conv1d_bf16_workspace_floats(...) floats (independent of the thread
 // count, contents do not carry over). Call from a serial region. Same bits on every run for a
@@ -31,11 +33,12 @@ void conv1d_bf16_forward(float *y,           // (B, Cout, T)
 
 void conv1d_bf16_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
                           int dx_accumulate,
-                          float *dw,           // (Cout, Cin, K) += ; or NULL
-                          float *dbias,        // (Cout) += ; or NULL
-                          const float *dy,     // (B, Cout, T)
-                          const spk_bf16 *xh,  // (Cin, B*T) the forward's rounded input
-                          const spk_bf16 *w,   // (Cout, Cin, K)
+                          float *dw,            // (Cout, Cin, K) += ; or NULL
+                          float *dbias,         // (Cout) += ; or NULL
+                          const float *dy,      // (B, Cout, T), or NULL with dyh
+                          const spk_bf16 *dyh,  // (Cout, B*T) dy already rounded and folded, or NULL
+                          const spk_bf16 *xh,   // (Cin, B*T) the forward's rounded input
+                          const spk_bf16 *w,    // (Cout, Cin, K)
                           int B, int Cin, int Cout, int T, int K, int dilation,
                           float *workspace);  // (conv1d_bf16_workspace_floats)
 

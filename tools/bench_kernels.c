@@ -312,8 +312,8 @@ int main(int argc, char **argv) {
                         if (p == 0)
                             conv1d_bf16_forward(y, xh, x, wh, bias, B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
                         else
-                            conv1d_bf16_backward(p == 1 ? dx : NULL, 1, p == 2 ? dw : NULL, p == 2 ? db : NULL, dy, xh,
-                                                 wh, B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
+                            conv1d_bf16_backward(p == 1 ? dx : NULL, 1, p == 2 ? dw : NULL, p == 2 ? db : NULL, dy,
+                                                 NULL, xh, wh, B, sh->cin, sh->cout, T, sh->k, sh->d, ws16);
                     } else {
 #ifdef SPK_BENCH_DNNL
                         dnnl_run(&dc[di++], p);

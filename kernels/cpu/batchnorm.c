@@ -17,24 +17,47 @@ static double channel_sum(const float *x, int c, int B, int C, int T) {
     return acc;
 }
 
-// dx += the input gradient of channel c, from its statistics (mu, rs), its weight wc and the
-// means of dy and of dy * xhat over the (global) batch; relu_set: dx = that gradient where
-// x > 0, else 0 (0 + the gradient: the bits of adding it to a zeroed dx).
-static void channel_dx(float *dx, const float *dy, const float *x, int c, int B, int C, int T, float mu, float rs,
-                       float wc, float mdy, float mdyx, int relu_set) {
+// Where backward puts the input gradient: added to dx (relu_set 0); or, x being a ReLU's
+// output, the gradient where x > 0 and 0 elsewhere (0 + it: the bits of adding it to a zeroed
+// dx), overwriting dx, or rounded into the folded dxh with its float sums added to dsum.
+typedef struct {
+    float *dx;
+    int relu_set;
+    spk_bf16 *dxh;
+    float *dsum;
+} bn_dx_out_t;
+
+// The input gradient of channel c, from its statistics (mu, rs), its weight wc and the means of
+// dy and of dy * xhat over the (global) batch, into o.
+static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, int c, int B, int C, int T, float mu,
+                       float rs, float wc, float mdy, float mdyx) {
+    float acc = 0.0f;  // bf16_fold_from_f32's order: per row, then rows in order
     for (int b = 0; b < B; b++) {
         const float *g = dy + ((size_t)b * C + c) * T;
         const float *r = x + ((size_t)b * C + c) * T;
-        float *o = dx + ((size_t)b * C + c) * T;
-        if (relu_set) {
+        if (o->dxh) {
+            spk_bf16 *h = o->dxh + ((size_t)c * B + b) * T;
+            float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int t = 0; t < T; t++) {
+                const float v = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+                h[t] = spk_bf16_round(v);
+                s += v;
+            }
+            acc += s;
+            continue;
+        }
+        float *d = o->dx + ((size_t)b * C + c) * T;
+        if (o->relu_set) {
 #pragma omp simd
             for (int t = 0; t < T; t++)
-                o[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+                d[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
         } else {
 #pragma omp simd
-            for (int t = 0; t < T; t++) o[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
+            for (int t = 0; t < T; t++) d[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
         }
     }
+    if (o->dsum) o->dsum[c] += acc;
 }
 
 void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
@@ -91,8 +114,8 @@ void batchnorm1d_forward_infer(float *y, const float *x, const float *running_me
     }
 }
 
-static void backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
-                     const float *mean, const float *rstd, int B, int C, int T, int relu_set) {
+static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const float *dy, const float *x,
+                     const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
 #pragma omp parallel for schedule(dynamic, 4)
@@ -113,20 +136,28 @@ static void backward(float *dx, float *dweight, float *dbias, const float *dy, c
         }
         if (dbias) dbias[c] += (float)sdy;
         if (dweight) dweight[c] += (float)sdyx;
-        if (!dx) continue;
+        if (!o->dx && !o->dxh) continue;
         const float wc = weight ? weight[c] : 1.0f;
-        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, (float)(sdy / N), (float)(sdyx / N), relu_set);
+        channel_dx(o, dy, x, c, B, C, T, mu, rs, wc, (float)(sdy / N), (float)(sdyx / N));
     }
 }
 
 void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
                           const float *mean, const float *rstd, int B, int C, int T) {
-    backward(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T, 0);
+    backward(&(bn_dx_out_t){.dx = dx}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
 void batchnorm1d_relu_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
                                const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
-    backward(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T, 1);
+    backward(&(bn_dx_out_t){.dx = dx, .relu_set = 1}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
+}
+
+void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias, const float *dy,
+                                    const float *x, const float *weight, const float *mean, const float *rstd, int B,
+                                    int C, int T) {
+    SPK_ASSERT(dxh);
+    backward(&(bn_dx_out_t){.relu_set = 1, .dxh = dxh, .dsum = dsum}, dweight, dbias, dy, x, weight, mean, rstd, B, C,
+             T);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
@@ -216,6 +247,6 @@ void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, con
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
-        channel_dx(dx, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx, 0);
+        channel_dx(&(bn_dx_out_t){.dx = dx}, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
     }
 }

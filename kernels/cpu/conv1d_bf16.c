@@ -6,6 +6,7 @@
 // it in place, with no gathering copy.
 #include "kernels/conv1d_bf16.h"
 
+#include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/gemm_bf16.h"
 
@@ -49,12 +50,17 @@ void conv1d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 
     conv_schedule_forward(&operands, y, folded(xh, B, T), w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *xh,
-                          const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace) {
+void conv1d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *dyh,
+                          const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                          float *workspace) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(!dyh != !dy && (!dyh || !dbias));
     if (!dx && !dw && !dbias) return;
-    spk_bf16 *dyh = (spk_bf16 *)workspace;           // (Cout, B*T)
-    bf16_fold_from_f32(dyh, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
+    if (!dyh) {
+        spk_bf16 *r = (spk_bf16 *)workspace;           // (Cout, B*T)
+        bf16_fold_from_f32(r, dbias, dy, B, Cout, T);  // and the bias gradient, in one pass
+        dyh = r;
+    }
     if (dx || dw)
         conv_schedule_backward(&operands, dx, dx_accumulate, dw, folded(dyh, B, T), folded(xh, B, T), w, B, Cin, Cout,
                                T, K, dilation, (char *)workspace + dy_bytes(B, Cout, T));

@@ -87,19 +87,43 @@ __global__ void bn_grad_sum_kernel(spk_fsum *sums, const float *dy, const float 
     spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
 }
 
+// The input gradient at offset i of channel c.
+__device__ __forceinline__ float bn_dx_at(size_t i, int c, const float *dy, const float *x, const float *weight,
+                                          const float *mean, const float *rstd, const float *means) {
+    const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
+    return spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
+}
+
 // dx += the input gradient; RELU_SET: dx = it where x (a ReLU's output) > 0, else 0.
 template <bool RELU_SET>
 __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
                              const float *rstd, const float *means, size_t n, int C, int T) {
     SPK_GRID_LOOP(i, n) {
-        const int c = (int)((i / T) % C);
-        const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
-        const float g = spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
+        const float g = bn_dx_at(i, (int)((i / T) % C), dy, x, weight, mean, rstd, means);
         if (RELU_SET)
             dx[i] = spk_relu_grad(0.0f + g, x[i]);
         else
             dx[i] += g;
     }
+}
+
+// The ReLU-masked input gradient as a term of channel sums (its bias sums) that also stores it
+// rounded into the folded dxh: the channel grid visits every position once.
+struct relu_dx_fold_term {
+    spk_bf16 *dxh;
+    const float *dy, *x, *weight, *mean, *rstd, *means;
+    int B, C, T;
+    __device__ void operator()(size_t o, float *v) const {
+        const int c = blockIdx.x;
+        const size_t b = o / ((size_t)C * T), t = o % T;
+        v[0] = spk_relu_grad(0.0f + bn_dx_at(o, c, dy, x, weight, mean, rstd, means), x[o]);
+        dxh[((size_t)c * B + b) * T + t] = spk_bf16_round(v[0]);
+    }
+};
+
+__global__ void bn_relu_dx_fold_kernel(spk_fsum *part, relu_dx_fold_term term) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    spk_channel_partial<1>(part, term.B, term.C, term.T, term, sh);
 }
 
 }  // namespace
@@ -157,6 +181,21 @@ extern "C" void batchnorm1d_relu_backward_cuda(float *dx, float *dweight, float 
                                                const float *weight, const float *mean, const float *rstd, int B, int C,
                                                int T) {
     backward<true>(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
+}
+
+extern "C" void batchnorm1d_relu_backward_fold_cuda(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias,
+                                                    const float *dy, const float *x, const float *weight,
+                                                    const float *mean, const float *rstd, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && dxh);
+    const int S = spk_channel_splits(B, C, T);
+    float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
+    spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
+    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
+    SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
+    // the gradient sums are spent (stream order): their head holds the dx sums' partials
+    const relu_dx_fold_term term{dxh, dy, x, weight, mean, rstd, means, B, C, T};
+    SPK_LAUNCH(bn_relu_dx_fold_kernel, spk_channel_grid(C, S), sums, term);
+    if (dsum) spk_channel_totals_add(dsum, sums, C, S);
 }
 
 // ---- the world-size-invariant mode (kernels/batchnorm.h) ----------------------------------------

@@ -112,9 +112,10 @@ extern "C" void conv1d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x,
 
 // dx overwritten: zeroed first, then the accumulating passes.
 extern "C" void conv1d_bf16_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
-                                          const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout, int T, int K,
-                                          int dilation, float *workspace) {
+                                          const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin,
+                                          int Cout, int T, int K, int dilation, float *workspace) {
     check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(!dyh != !dy && (!dyh || !dbias));
     if (dx && !dx_accumulate) spk_cuda_memset0(dx, (size_t)B * Cin * T * sizeof(float));
     if (!dx && !dw) {
         if (dbias) conv_bias_backward(dbias, dy, B, Cout, T);
@@ -122,7 +123,11 @@ extern "C" void conv1d_bf16_backward_cuda(float *dx, int dx_accumulate, float *d
     }
     const Regions r = regions(workspace, B, Cin, Cout, T, K);
     const int CK = Cin * K, BT = B * T;
-    bf16_fold_from_f32_cuda(r.dyf, dbias, dy, B, Cout, T);
+    const spk_bf16 *dyf = dyh;
+    if (!dyf) {
+        bf16_fold_from_f32_cuda(r.dyf, dbias, dy, B, Cout, T);
+        dyf = r.dyf;
+    }
     if (dw) {
         const spk_bf16 *colf = xh;  // K = 1: the folded input is the im2col
         if (K > 1) {
@@ -130,10 +135,10 @@ extern "C" void conv1d_bf16_backward_cuda(float *dx, int dx_accumulate, float *d
                        (size_t)BT);
             colf = r.col;
         }
-        spk_gemm_bf16_cuda('N', 'T', Cout, CK, BT, r.dyf, BT, colf, BT, 1.0f, dw, CK);
+        spk_gemm_bf16_cuda('N', 'T', Cout, CK, BT, dyf, BT, colf, BT, 1.0f, dw, CK);
     }
     if (dx) {
-        spk_gemm_bf16_cuda('T', 'N', CK, BT, Cout, w, CK, r.dyf, BT, 0.0f, r.dcol, BT);
+        spk_gemm_bf16_cuda('T', 'N', CK, BT, Cout, w, CK, dyf, BT, 0.0f, r.dcol, BT);
         SPK_LAUNCH(col2im_gather_kernel, spk_grid((size_t)B * Cin * T), dx, r.dcol, B, Cin, T, K, dilation);
     }
 }
@@ -170,7 +175,7 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
         conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, 1, with_dw ? dw_tmp : nullptr, nullptr, dy + b * ny,
-                                  xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
+                                  nullptr, xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's: the float32 path's sums

@@ -87,8 +87,8 @@ static conv_call_t conv_call_bf16(const spk_backend_t *be, const float *dy, cons
 static void conv_backward_call(void *p, grad3_t g) {
     const conv_call_t *c = (const conv_call_t *)p;
     if (c->bf16)
-        c->be->conv1d_bf16_backward(g.x, !c->dx_set, g.w, g.b, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T, c->K,
-                                    c->d, c->ws);
+        c->be->conv1d_bf16_backward(g.x, !c->dx_set, g.w, g.b, c->dy, NULL, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T,
+                                    c->K, c->d, c->ws);
     else
         c->be->conv1d_backward(g.x, !c->dx_set, g.w, g.b, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K, c->d,
                                c->ws);

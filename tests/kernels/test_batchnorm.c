@@ -6,7 +6,9 @@
 // whose partial sums are merged, normalises each half exactly as the whole batch (outputs,
 // saved and running statistics, input and parameter gradients, on 1 or 2 threads), close to
 // batchnorm1d_forward_train / _backward on the whole batch. batchnorm1d_relu_backward: the bits of
-// zeroing, the backward and relu_mask, on the CPU; every backend within tolerance of it.
+// zeroing, the backward and relu_mask, on the CPU; every backend within tolerance of it; folded
+// to bf16 (batchnorm1d_relu_backward_fold), the bits of bf16_fold_from_f32 of it on the CPU and
+// within a bf16 step of them on every backend.
 #include "backends.h"
 #include "exact_check.h"
 #include "kernels/activation.h"
@@ -226,7 +228,36 @@ static void relu_case(int B, int C, int T, int affine) {
     for (size_t i = 0; i < n; i++) zeros += x[i] == 0.0f && dx[i] == 0.0f;
     snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d: the ReLU's zeros pass no gradient", B, C, T);
     check_true(zeros > n / 4, nm);
+
+    // folded: the bits of bf16_fold_from_f32 of that dx, its sums added to a prefill
+    spk_bf16 *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    float *sums = rand_f(C, -1, 1), *rsums = copy_f(sums, C);
+    bf16_fold_from_f32(want, rsums, ref, B, C, T);
+    memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
+    batchnorm1d_relu_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward_fold(got, sums, affine ? dw : NULL, affine ? db : NULL, gy, x, w, mean, rstd, B, C, T);
+    snprintf(nm, sizeof nm, "bn relu backward folded B%d C%d T%d: bf16_fold_from_f32's bits and sums", B, C, T);
+    check_true(memcmp(got, want, n * sizeof *got) == 0 && memcmp(sums, rsums, C * sizeof *sums) == 0, nm);
+    snprintf(nm, sizeof nm, "bn relu backward folded dweight, dbias B%d C%d T%d: the unfolded one's bits", B, C, T);
+    check_true(memcmp(dw, rdw, C * sizeof *dw) == 0 && memcmp(db, rdb, C * sizeof *db) == 0, nm);
     test_release();
+}
+
+// The device's rounded values within one bf16 step of the CPU's (their float sums differ in the
+// last bits, which can move a rounding), the ReLU's zeros exact.
+static void cmp_bf16_step(const char *name, const spk_bf16 *dev, const spk_bf16 *want, size_t n) {
+    spk_bf16 *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    g_be->download(got, dev, n * sizeof(spk_bf16));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int d = (int)got[i] - (int)want[i];
+        bad += d < -1 || d > 1 || (want[i] == 0) != (got[i] == 0);
+    }
+    g_be_checks++;
+    if (bad) {
+        printf("FAIL [%s] %s: %zu of %zu values more than a bf16 step from the CPU's\n", g_be->name, name, bad, n);
+        g_failures++;
+    }
 }
 
 static void cpu_checks(void) {
@@ -286,6 +317,20 @@ static void backend_case(int B, int C, int T, int affine) {
     g_be->batchnorm1d_relu_backward(r.dev[0], r.dev[1], r.dev[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
     g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
     grads_check(&r, "bn relu", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+
+    // and folded to bf16 with the sums of dx (into prefills), twice
+    spk_bf16 *hh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    spk_bf16 *ones = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    for (size_t i = 0; i < n; i++) ones[i] = spk_bf16_round(1.0f);
+    grads_t f = grads_prefill(3, (size_t[]){C, C, C});
+    batchnorm1d_relu_backward_fold(hh, f.cpu[0], f.cpu[1], f.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
+    for (int rep = 0; rep < 2; rep++) {
+        float *const *o = rep ? f.dev2 : f.dev;
+        g_be->upload(dh, ones, n * sizeof(spk_bf16));  // a prefill of ones, all overwritten
+        g_be->batchnorm1d_relu_backward_fold(dh, o[0], o[1], o[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
+        cmp_bf16_step(cname("bn relu folded dxh %s", tag), dh, hh, n);
+    }
+    grads_check(&f, "bn relu folded", tag, (const char *[]){"dsum", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // the invariant mode's BatchNorm from (here unreduced) sums
     const int64_t N = (int64_t)B * T;

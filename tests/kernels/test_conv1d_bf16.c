@@ -204,6 +204,23 @@ static void cpu_checks(void) {
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
+// The output gradient handed over rounded and folded (dyh, dy and dbias NULL): the bits of the
+// call that rounds dy itself, dx overwritten and accumulated, dw accumulated.
+static void dyh_check(const char *tag, conv_call_t c, size_t nx, size_t nw) {
+    const size_t ny = (size_t)c.B * c.Cout * c.T;
+    spk_bf16 *dyh = (spk_bf16 *)dev_alloc(ny * sizeof(spk_bf16));
+    c.be->bf16_fold_from_f32(dyh, NULL, c.dy, c.B, c.Cout, c.T);
+    for (int acc = 0; acc < 2; acc++) {
+        float *x0 = rand_f(nx, -1, 1), *w0 = rand_f(nw, -1, 1);
+        float *dx1 = dev_f(x0, nx), *dw1 = dev_f(w0, nw), *dx2 = dev_f(x0, nx), *dw2 = dev_f(w0, nw);
+        c.be->conv1d_bf16_backward(dx1, acc, dw1, NULL, c.dy, NULL, c.xh, c.wh, c.B, c.Cin, c.Cout, c.T, c.K, c.d,
+                                   c.ws);
+        c.be->conv1d_bf16_backward(dx2, acc, dw2, NULL, NULL, dyh, c.xh, c.wh, c.B, c.Cin, c.Cout, c.T, c.K, c.d, c.ws);
+        same_bits(cname("conv1d_bf16 dx from dyh (accumulate %d) %s", acc, tag), dx2, dx1, nx);
+        same_bits(cname("conv1d_bf16 dw from dyh %s", tag), dw2, dw1, nw);
+    }
+}
+
 static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
     const conv_case_t cc = conv_case(B, Cin, Cout, T, K, d, with_bias);
     const char *tag = cc.tag;
@@ -233,6 +250,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     backend_backward_checks("conv1d_bf16", tag, conv_backward_call, &on_cpu, conv_backward_call, &on_dev,
                             (grad3_sizes_t){nx, nw, (size_t)Cout});
     conv_dx_set_check("conv1d_bf16", tag, on_dev, nx, nw, (size_t)Cout);
+    dyh_check(tag, on_dev, nx, nw);
 
     // the invariant mode's forward (the invariant table) and exact backward, xh unfolded
     const spk_backend_t *twin = spk_backend_invariant(g_be);

@@ -21,8 +21,8 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
         m->be->conv1d_bf16_backward_exact(dx, gr + w, xgrad(m, w), xgrad(m, b), dy, xh, m->params_bf16 + w, B, Cin,
                                           Cout, T, K, dilation, work, m->group);
     else if (m->bf16)
-        m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, xh, m->params_bf16 + w, B,
-                                    Cin, Cout, T, K, dilation, work);
+        m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, NULL, xh, m->params_bf16 + w,
+                                    B, Cin, Cout, T, K, dilation, work);
     else if (!m->invariant)
         m->be->conv1d_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, x, p + w, B, Cin, Cout, T, K,
                                dilation, work);
@@ -121,6 +121,25 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
     K->vec_zero(dx, n);
     model_batchnorm_backward(m, dx, w, b, dy, x, mean, rstd, B, C, T);
     K->relu_mask(dx, x, n);
+}
+
+void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
+                                        int64_t bn_b, const float *dy, const float *a, const float *mean,
+                                        const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
+                                        int dilation, float *g, float *work) {
+    SPK_ASSERT(m->bf16);
+    if (m->invariant) {
+        model_batchnorm_relu_backward(m, g, bn_w, bn_b, dy, a, mean, rstd, B, Cout, T);
+        model_conv1d_backward(m, dx, dx_accumulate, w, b, g, NULL, xh, B, Cin, Cout, T, K, dilation, work);
+        return;
+    }
+    float *gr = m->grads;
+    spk_bf16 *gh = (spk_bf16 *)g;  // (Cout, B*T): half of g's floats
+    m->be->batchnorm1d_relu_backward_fold(gh, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,
+                                          bn_b < 0 ? NULL : gr + bn_b, dy, a, bn_w < 0 ? NULL : m->params + bn_w, mean,
+                                          rstd, B, Cout, T);
+    m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, NULL, NULL, gh, xh, m->params_bf16 + w, B, Cin, Cout, T, K,
+                                dilation, work);
 }
 
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------

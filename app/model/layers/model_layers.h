@@ -27,6 +27,15 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
 // The same when x is a ReLU's output: dx (overwritten) the gradient at the ReLU's input.
 void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                                    const float *mean, const float *rstd, int B, int C, int T);
+// The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
+// BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
+// and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
+// input. By default the gradient between them exists only rounded and folded
+// (batchnorm1d_relu_backward_fold) in g's storage; in the invariant mode as float32 in g.
+void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
+                                        int64_t bn_b, const float *dy, const float *a, const float *mean,
+                                        const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
+                                        int dilation, float *g, float *work);
 // Invariant mode only: the gradient at c (row stride ldc) += sum_i op(A_i) op(B_i)
 // (spk_sgemm_batched_exact; the bf16 one: spk_gemm_bf16_batched_exact), and the gradient at c
 // (n) += the sum of the rows of x (rows, n).
