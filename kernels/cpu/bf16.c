@@ -1,6 +1,8 @@
 // bf16 conversions (kernels/bf16.h) over flat arrays.
 #include "kernels/bf16.h"
 
+#include "kernels/base/spk_assert.h"
+
 #define PAR_MIN 32768  // elements: below this, one thread
 
 void bf16_from_f32(spk_bf16 *y, const float *x, size_t n) {
@@ -29,5 +31,24 @@ void bf16_fold_from_f32(spk_bf16 *y, float *sums, const float *x, int B, int C, 
             acc += s;
         }
         if (sums) sums[c] += acc;
+    }
+}
+
+void bf16_fold_slice_from_f32(spk_bf16 *y, const float *x, int ldc, const float *add, int B, int C, int T) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && ldc >= C);
+#pragma omp parallel for schedule(static) if ((size_t)B * C * T >= PAR_MIN)
+    for (int c = 0; c < C; c++) {
+        for (int b = 0; b < B; b++) {
+            const float *src = x + ((size_t)b * ldc + c) * T;
+            spk_bf16 *dst = y + ((size_t)c * B + b) * T;
+            if (add) {
+                const float *a = add + ((size_t)b * C + c) * T;
+#pragma omp simd
+                for (int t = 0; t < T; t++) dst[t] = spk_bf16_round(src[t] + a[t]);
+            } else {
+#pragma omp simd
+                for (int t = 0; t < T; t++) dst[t] = spk_bf16_round(src[t]);
+            }
+        }
     }
 }

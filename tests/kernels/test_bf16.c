@@ -41,6 +41,36 @@ static void check_round(float f, const char *what) {
     }
 }
 
+// Channels [3, 3 + Cs) of x (B, C, T), with and without a (B, Cs, T) addend: the bits of copying
+// the slice out (adding the addend) and folding it.
+static spk_bf16 *fold_slice_want(const float *x, const float *add, int B, int C, int T, int Cs) {
+    const size_t ns = (size_t)B * Cs * T;
+    float *s = alloc_f(ns);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < Cs; c++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * Cs + c) * T + t;
+                s[i] = x[((size_t)b * C + 3 + c) * T + t];
+                if (add) s[i] += add[i];
+            }
+    spk_bf16 *want = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
+    bf16_fold_from_f32(want, NULL, s, B, Cs, T);
+    return want;
+}
+
+static void slice_check(const float *x, int B, int C, int T) {
+    const int Cs = C - 5;
+    const size_t ns = (size_t)B * Cs * T;
+    float *add = rand_f(ns, -2, 2);
+    spk_bf16 *got = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
+    bf16_fold_slice_from_f32(got, x + 3 * T, C, NULL, B, Cs, T);
+    check_true(memcmp(got, fold_slice_want(x, NULL, B, C, T, Cs), ns * sizeof *got) == 0,
+               "bf16_fold_slice_from_f32: the bits of the slice copied out and folded");
+    bf16_fold_slice_from_f32(got, x + 3 * T, C, add, B, Cs, T);
+    check_true(memcmp(got, fold_slice_want(x, add, B, C, T, Cs), ns * sizeof *got) == 0,
+               "bf16_fold_slice_from_f32 with an addend: the bits of copy, add, fold");
+}
+
 static void cpu_checks(void) {
     // every class: zeros, subnormals, normals, the largest values, Inf, NaN, exact ties
     const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x00008000u, 0x00018000u, 0x007fffffu,
@@ -84,6 +114,27 @@ static void cpu_checks(void) {
     bf16_fold_from_f32(f, NULL, xb, B, C, T);
     check_true(f[(size_t)C * B * T - 1] == spk_bf16_round(xb[(size_t)B * C * T - 1]),
                "bf16_fold_from_f32 without sums");
+    slice_check(xb, B, C, T);
+}
+
+// The backend's bf16_fold_slice_from_f32 has the CPU's bits, with and without the addend.
+static void backend_slice_check(void) {
+    const int B = 4, C = 21, T = 333, Cs = 16;
+    const size_t n = (size_t)B * C * T, ns = (size_t)B * Cs * T;
+    float *x = rand_f(n, -3, 3), *add = rand_f(ns, -3, 3), *dx = dev_f(x, n), *dadd = dev_f(add, ns);
+    spk_bf16 *want = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16)),
+             *got = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
+    spk_bf16 *dh = (spk_bf16 *)dev_alloc(ns * sizeof(spk_bf16));
+    for (int with_add = 0; with_add < 2; with_add++) {
+        bf16_fold_slice_from_f32(want, x + 2 * T, C, with_add ? add : NULL, B, Cs, T);
+        g_be->bf16_fold_slice_from_f32(dh, dx + 2 * T, C, with_add ? dadd : NULL, B, Cs, T);
+        g_be->download(got, dh, ns * sizeof(spk_bf16));
+        g_be_checks++;
+        if (memcmp(got, want, ns * sizeof(spk_bf16)) != 0) {
+            printf("FAIL [%s] bf16_fold_slice_from_f32 (addend %d) differs from the CPU's\n", g_be->name, with_add);
+            g_failures++;
+        }
+    }
 }
 
 static void backend_checks(void) {
@@ -126,6 +177,7 @@ static void backend_checks(void) {
         g_failures++;
     }
     cmp("bf16_fold_from_f32 sums", dsums, sums, C, TOL);
+    backend_slice_check();
     dev_release();
     test_release();
 }

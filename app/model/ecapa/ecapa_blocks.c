@@ -125,11 +125,11 @@ void seres_alloc(seres_t *s, const model_t *m, int C, int se, int B, size_t bt) 
     size_t c = (size_t)C / ECAPA_SCALE;
     tdnn_alloc(&s->tdnn1, m, bt);
     tdnn_alloc(&s->tdnn2, m, bt);
-    for (int i = 0; i < ECAPA_SCALE - 1; i++) {
-        tdnn_alloc(&s->res[i], m, bt);
-        s->res_in[i] = model_buf(m, bt * c);
+    for (int i = 0; i < ECAPA_SCALE - 1; i++) tdnn_alloc(&s->res[i], m, bt);
+    if (!model_folds_bf16(m)) {  // else the branches' inputs exist only as their rounded operands
+        for (int i = 0; i < ECAPA_SCALE - 1; i++) s->res_in[i] = model_buf(m, bt * c);
+        s->res_out = model_buf(m, bt * (size_t)C);
     }
-    s->res_out = model_buf(m, bt * (size_t)C);
     s->s0 = model_buf(m, (size_t)B * (size_t)C);
     s->s1 = model_buf(m, (size_t)B * (size_t)se);
     s->s = model_buf(m, (size_t)B * (size_t)C);
@@ -155,15 +155,27 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
     tdnn_forward(&s->tdnn1, m, x, B, T, train, work);
     const float *t1 = s->tdnn1.y;
     // Res2Net: chunk 0 passes through; chunk 1 -> res[0]; chunk i -> res[i-1](x_i + y_{i-1}).
-    K->channel_slice_copy(s->res_out, C, t1, C, B, c, T);
-    for (int i = 1; i < ECAPA_SCALE; i++) {
-        float *in = s->res_in[i - 1];
-        K->channel_slice_copy(in, c, t1 + (size_t)i * c * T, C, B, c, T);
-        if (i >= 2) K->vec_acc(in, s->res[i - 2].y, nc);
-        tdnn_forward(&s->res[i - 1], m, in, B, T, train, work);
-        K->channel_slice_copy(s->res_out + (size_t)i * c * T, C, s->res[i - 1].y, c, B, c, T);
+    if (model_folds_bf16(m)) {  // each piece rounded into its convolution's folded operand
+        spk_bf16 *cat = s->tdnn2.xh;
+        K->bf16_fold_slice_from_f32(cat, t1, C, NULL, B, c, T);
+        for (int i = 1; i < ECAPA_SCALE; i++) {
+            tdnn_t *r = &s->res[i - 1];
+            K->bf16_fold_slice_from_f32(r->xh, t1 + (size_t)i * c * T, C, i >= 2 ? s->res[i - 2].y : NULL, B, c, T);
+            tdnn_forward(r, m, NULL, B, T, train, work);
+            K->bf16_fold_from_f32(cat + (size_t)i * nc, NULL, r->y, B, c, T);
+        }
+        tdnn_forward(&s->tdnn2, m, NULL, B, T, train, work);
+    } else {
+        K->channel_slice_copy(s->res_out, C, t1, C, B, c, T);
+        for (int i = 1; i < ECAPA_SCALE; i++) {
+            float *in = s->res_in[i - 1];
+            K->channel_slice_copy(in, c, t1 + (size_t)i * c * T, C, B, c, T);
+            if (i >= 2) K->vec_acc(in, s->res[i - 2].y, nc);
+            tdnn_forward(&s->res[i - 1], m, in, B, T, train, work);
+            K->channel_slice_copy(s->res_out + (size_t)i * c * T, C, s->res[i - 1].y, c, B, c, T);
+        }
+        tdnn_forward(&s->tdnn2, m, s->res_out, B, T, train, work);
     }
-    tdnn_forward(&s->tdnn2, m, s->res_out, B, T, train, work);
     // Squeeze-excitation: time mean -> 1x1 conv -> ReLU -> 1x1 conv -> sigmoid -> scale.
     const float *t2 = s->tdnn2.y;
     K->time_mean_forward(s->s0, t2, B, C, T);
