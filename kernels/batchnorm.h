@@ -22,6 +22,13 @@ void batchnorm1d_forward_train(float *y,             // (B, C, T)
                                const float *bias,    // (C) or NULL
                                int B, int C, int T, float eps, float momentum);
 
+// The same over relu(x), x the ReLU's input (a TDNN block: convolution, ReLU, BatchNorm): the bits
+// of relu_forward then batchnorm1d_forward_train, with the ReLU taken as x is read, not stored.
+// The backward (batchnorm1d_relu_backward) takes this x as it is. y must not alias x.
+void batchnorm1d_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                    const float *x, const float *weight, const float *bias, int B, int C, int T,
+                                    float eps, float momentum);
+
 void batchnorm1d_forward_infer(float *y,                   // (B, C, T)
                                const float *x,             // (B, C, T)
                                const float *running_mean,  // (C)
@@ -42,10 +49,11 @@ void batchnorm1d_backward(float *dx,            // (B, C, T) +=
                           const float *rstd,    // (C) from forward
                           int B, int C, int T);
 
-// The same backward when x is a ReLU's output (SpeechBrain's TDNN block: convolution, ReLU,
-// BatchNorm): dx = the gradient at the ReLU's input, the BatchNorm's input gradient where x > 0
-// and 0 elsewhere, OVERWRITTEN; dweight, dbias accumulate. The bits of zeroing dx, then
-// batchnorm1d_backward, then relu_mask(dx, x), in one pass instead of three.
+// The same backward when x is a ReLU's output or its input (SpeechBrain's TDNN block:
+// convolution, ReLU, BatchNorm; the BatchNorm's input is relu(x) either way): dx = the gradient
+// at the ReLU's input, the BatchNorm's input gradient where x > 0 and 0 elsewhere, OVERWRITTEN;
+// dweight, dbias accumulate. The bits of zeroing dx, then batchnorm1d_backward over relu(x), then
+// relu_mask(dx, x), in one pass instead of three.
 void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
                                float *dweight,       // (C) +=
                                float *dbias,         // (C) +=

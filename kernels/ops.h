@@ -49,6 +49,7 @@
     X(bf16_fold_from_f32)             \
     X(bf16_fold_slice_from_f32)       \
     X(batchnorm1d_forward_train)      \
+    X(batchnorm1d_relu_forward_train) \
     X(batchnorm1d_forward_infer)      \
     X(batchnorm1d_backward)           \
     X(batchnorm1d_relu_backward)      \

@@ -10,16 +10,53 @@
 #include "kernels/cpu/rows.h"
 #include "kernels/elementwise_math.h"
 
-// sum over the B rows of length T of channel c
-static double channel_sum(const float *x, int c, int B, int C, int T) {
+// The BatchNorm's input: x, or relu(x) when x is the ReLU's input (relu_in), computed where it
+// is read instead of stored.
+static inline float bn_in(float v, int relu_in) { return relu_in ? spk_relu(v) : v; }
+
+// sum of (x - mu)^2 over a row, and of (relu(x) - mu)^2: loops of one shape (the same sums
+// order), the ReLU not a branch inside the other
+static float deviations(const float *r, float mu, int T) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int t = 0; t < T; t++) {
+        const float dlt = r[t] - mu;
+        s += dlt * dlt;
+    }
+    return s;
+}
+
+static float relu_deviations(const float *r, float mu, int T) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int t = 0; t < T; t++) {
+        const float dlt = spk_relu(r[t]) - mu;
+        s += dlt * dlt;
+    }
+    return s;
+}
+
+// sum over the B rows of length T of channel c (of relu(x) with relu_in)
+static double channel_sum(const float *x, int c, int B, int C, int T, int relu_in) {
     double acc = 0.0;
-    for (int b = 0; b < B; b++) acc += spk_row_sum(x + ((size_t)b * C + c) * T, T);
+    for (int b = 0; b < B; b++) {
+        const float *r = x + ((size_t)b * C + c) * T;
+        if (!relu_in) {
+            acc += spk_row_sum(r, T);
+            continue;
+        }
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int t = 0; t < T; t++) s += spk_relu(r[t]);
+        acc += s;
+    }
     return acc;
 }
 
 // Where backward puts the input gradient: added to dx (relu_set 0); or, x being a ReLU's
-// output, the gradient where x > 0 and 0 elsewhere (0 + it: the bits of adding it to a zeroed
-// dx), overwriting dx, or rounded into the folded dxh with its float sums added to dsum.
+// input or output (the BatchNorm's input relu(x)), the gradient where x > 0 and 0 elsewhere (0 +
+// it: the bits of adding it to a zeroed dx), overwriting dx, or rounded into the folded dxh with
+// its float sums added to dsum.
 typedef struct {
     float *dx;
     int relu_set;
@@ -40,7 +77,8 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
-                const float v = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+                const float v =
+                    spk_relu_grad(0.0f + spk_bn_dx(g[t], (spk_relu(r[t]) - mu) * rs, wc, rs, mdy, mdyx), r[t]);
                 h[t] = spk_bf16_round(v);
                 s += v;
             }
@@ -51,7 +89,7 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
         if (o->relu_set) {
 #pragma omp simd
             for (int t = 0; t < T; t++)
-                d[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+                d[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (spk_relu(r[t]) - mu) * rs, wc, rs, mdy, mdyx), r[t]);
         } else {
 #pragma omp simd
             for (int t = 0; t < T; t++) d[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
@@ -60,26 +98,20 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
     if (o->dsum) o->dsum[c] += acc;
 }
 
-void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
-                               const float *x, const float *weight, const float *bias, int B, int C, int T, float eps,
-                               float momentum) {
+static void forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var, const float *x,
+                          const float *weight, const float *bias, int B, int C, int T, float eps, float momentum,
+                          int relu_in) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t N = (size_t)B * T;
     SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
-        const double mu = channel_sum(x, c, B, C, T) / (double)N;
+        const double mu = channel_sum(x, c, B, C, T, relu_in) / (double)N;
         const float muf = (float)mu;
         double ss = 0.0;
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int t = 0; t < T; t++) {
-                const float dlt = r[t] - muf;
-                s += dlt * dlt;
-            }
-            ss += s;
+            ss += relu_in ? relu_deviations(r, muf, T) : deviations(r, muf, T);
         }
         const double var = ss / (double)N;  // biased
         const float rs = spk_bn_rstd((float)var, eps);
@@ -91,9 +123,22 @@ void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *runnin
             const float *r = x + ((size_t)b * C + c) * T;
             float *o = y + ((size_t)b * C + c) * T;
 #pragma omp simd
-            for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
+            for (int t = 0; t < T; t++) o[t] = spk_bn_apply(bn_in(r[t], relu_in), muf, sc, bc);
         }
     }
+}
+
+void batchnorm1d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                               const float *x, const float *weight, const float *bias, int B, int C, int T, float eps,
+                               float momentum) {
+    forward_train(y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum, 0);
+}
+
+void batchnorm1d_relu_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
+                                    const float *x, const float *weight, const float *bias, int B, int C, int T,
+                                    float eps, float momentum) {
+    SPK_ASSERT(y != x);
+    forward_train(y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum, 1);
 }
 
 void batchnorm1d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
@@ -129,7 +174,7 @@ static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const f
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
                 s1 += g[t];
-                s2 += g[t] * ((r[t] - mu) * rs);
+                s2 += g[t] * ((bn_in(r[t], o->relu_set) - mu) * rs);
             }
             sdy += s1;
             sdyx += s2;

@@ -13,11 +13,21 @@
 
 namespace {
 
+// The BatchNorm's input: x, or relu(x) when x is the ReLU's input (relu_in), taken as it is read.
+__device__ __forceinline__ float bn_in(float v, bool relu_in) { return relu_in ? spk_relu(v) : v; }
+
+struct in_term {  // the input
+    const float *x;
+    bool relu_in;
+    __device__ void operator()(size_t o, float *v) const { v[0] = bn_in(x[o], relu_in); }
+};
+
 struct dev_term {  // (x - mean)^2 with the mean from the first pass's partials
     const float *x;
     float mu;
+    bool relu_in;
     __device__ void operator()(size_t o, float *v) const {
-        const float d = x[o] - mu;
+        const float d = bn_in(x[o], relu_in) - mu;
         v[0] = d * d;
     }
 };
@@ -25,9 +35,10 @@ struct dev_term {  // (x - mean)^2 with the mean from the first pass's partials
 struct grad_term {  // dy, dy * xhat
     const float *dy, *x;
     float mu, rs;
+    bool relu_in;
     __device__ void operator()(size_t o, float *v) const {
         v[0] = dy[o];
-        v[1] = dy[o] * ((x[o] - mu) * rs);
+        v[1] = dy[o] * ((bn_in(x[o], relu_in) - mu) * rs);
     }
 };
 
@@ -36,15 +47,15 @@ __device__ __forceinline__ float channel_mean(const spk_fsum *sums, int c, int S
     return (float)(spk_fsum_double(spk_channel_total(sums, c, S, 1, 0)) / (double)N);
 }
 
-__global__ void bn_sum_kernel(spk_fsum *sums, const float *x, int B, int C, int T) {
+__global__ void bn_sum_kernel(spk_fsum *sums, const float *x, int B, int C, int T, bool relu_in) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    spk_channel_partial<1>(sums, B, C, T, spk_value_term{x}, sh);
+    spk_channel_partial<1>(sums, B, C, T, in_term{x, relu_in}, sh);
 }
 
-__global__ void bn_dev_kernel(spk_fsum *devs, const spk_fsum *sums, const float *x, int B, int C, int T) {
+__global__ void bn_dev_kernel(spk_fsum *devs, const spk_fsum *sums, const float *x, int B, int C, int T, bool relu_in) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const float mu = channel_mean(sums, blockIdx.x, gridDim.y, (size_t)B * T);
-    spk_channel_partial<1>(devs, B, C, T, dev_term{x, mu}, sh);
+    spk_channel_partial<1>(devs, B, C, T, dev_term{x, mu, relu_in}, sh);
 }
 
 // One thread per channel: the statistics, saved and folded into the running ones.
@@ -60,12 +71,12 @@ __global__ void bn_stats_kernel(float *mean, float *rstd, float *running_mean, f
 
 // y may alias x: each element is read, then written, by one thread.
 __global__ void bn_apply_kernel(float *y, const float *x, const float *mean, const float *rstd, const float *weight,
-                                const float *bias, size_t n, int C, int T) {
+                                const float *bias, size_t n, int C, int T, bool relu_in) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)((i / T) % C);
         const float wc = weight ? weight[c] : 1.0f;
         const float bc = bias ? bias[c] : 0.0f;
-        y[i] = spk_bn_apply(x[i], mean[c], spk_bn_scale(rstd[c], wc), bc);
+        y[i] = spk_bn_apply(bn_in(x[i], relu_in), mean[c], spk_bn_scale(rstd[c], wc), bc);
     }
 }
 
@@ -81,17 +92,17 @@ __global__ void bn_infer_kernel(float *y, const float *x, const float *running_m
 }
 
 __global__ void bn_grad_sum_kernel(spk_fsum *sums, const float *dy, const float *x, const float *mean,
-                                   const float *rstd, int B, int C, int T) {
+                                   const float *rstd, int B, int C, int T, bool relu_in) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const int c = blockIdx.x;
-    spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c]}, sh);
+    spk_channel_partial<2>(sums, B, C, T, grad_term{dy, x, mean[c], rstd[c], relu_in}, sh);
 }
 
-// The input gradient at offset i of channel c.
+// The input gradient at offset i of channel c (the BatchNorm's input relu(x) with relu_in).
 __device__ __forceinline__ float bn_dx_at(size_t i, int c, const float *dy, const float *x, const float *weight,
-                                          const float *mean, const float *rstd, const float *means) {
+                                          const float *mean, const float *rstd, const float *means, bool relu_in) {
     const float wc = weight ? weight[c] : 1.0f, rs = rstd[c];
-    return spk_bn_dx(dy[i], (x[i] - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
+    return spk_bn_dx(dy[i], (bn_in(x[i], relu_in) - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
 }
 
 // dx += the input gradient; RELU_SET: dx = it where x (a ReLU's output) > 0, else 0.
@@ -99,7 +110,7 @@ template <bool RELU_SET>
 __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
                              const float *rstd, const float *means, size_t n, int C, int T) {
     SPK_GRID_LOOP(i, n) {
-        const float g = bn_dx_at(i, (int)((i / T) % C), dy, x, weight, mean, rstd, means);
+        const float g = bn_dx_at(i, (int)((i / T) % C), dy, x, weight, mean, rstd, means, RELU_SET);
         if (RELU_SET)
             dx[i] = spk_relu_grad(0.0f + g, x[i]);
         else
@@ -116,7 +127,7 @@ struct relu_dx_fold_term {
     __device__ void operator()(size_t o, float *v) const {
         const int c = blockIdx.x;
         const size_t b = o / ((size_t)C * T), t = o % T;
-        v[0] = spk_relu_grad(0.0f + bn_dx_at(o, c, dy, x, weight, mean, rstd, means), x[o]);
+        v[0] = spk_relu_grad(0.0f + bn_dx_at(o, c, dy, x, weight, mean, rstd, means, true), x[o]);
         dxh[((size_t)c * B + b) * T + t] = spk_bf16_round(v[0]);
     }
 };
@@ -128,9 +139,11 @@ __global__ void bn_relu_dx_fold_kernel(spk_fsum *part, relu_dx_fold_term term) {
 
 }  // namespace
 
-extern "C" void batchnorm1d_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
-                                               float *running_var, const float *x, const float *weight,
-                                               const float *bias, int B, int C, int T, float eps, float momentum) {
+namespace {
+
+void forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var, const float *x,
+                   const float *weight, const float *bias, int B, int C, int T, float eps, float momentum,
+                   bool relu_in) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     // PyTorch: "Expected more than 1 value per channel when training"
     SPK_ASSERT((size_t)B * T > 1);
@@ -138,11 +151,26 @@ extern "C" void batchnorm1d_forward_train_cuda(float *y, float *mean, float *rst
     spk_fsum *sums = spk_channel_scratch(C, S, 2, 0, nullptr);
     spk_fsum *devs = sums + (size_t)C * S;
     const size_t n = (size_t)B * C * T;
-    SPK_LAUNCH(bn_sum_kernel, spk_channel_grid(C, S), sums, x, B, C, T);
-    SPK_LAUNCH(bn_dev_kernel, spk_channel_grid(C, S), devs, sums, x, B, C, T);
+    SPK_LAUNCH(bn_sum_kernel, spk_channel_grid(C, S), sums, x, B, C, T, relu_in);
+    SPK_LAUNCH(bn_dev_kernel, spk_channel_grid(C, S), devs, sums, x, B, C, T, relu_in);
     SPK_LAUNCH(bn_stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, sums, devs, C, S,
                (size_t)B * T, eps, momentum);
-    SPK_LAUNCH(bn_apply_kernel, spk_grid(n), y, x, mean, rstd, weight, bias, n, C, T);
+    SPK_LAUNCH(bn_apply_kernel, spk_grid(n), y, x, mean, rstd, weight, bias, n, C, T, relu_in);
+}
+
+}  // namespace
+
+extern "C" void batchnorm1d_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                               float *running_var, const float *x, const float *weight,
+                                               const float *bias, int B, int C, int T, float eps, float momentum) {
+    forward_train(y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum, false);
+}
+
+extern "C" void batchnorm1d_relu_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
+                                                    float *running_var, const float *x, const float *weight,
+                                                    const float *bias, int B, int C, int T, float eps, float momentum) {
+    SPK_ASSERT(y != x);
+    forward_train(y, mean, rstd, running_mean, running_var, x, weight, bias, B, C, T, eps, momentum, true);
 }
 
 extern "C" void batchnorm1d_forward_infer_cuda(float *y, const float *x, const float *running_mean,
@@ -164,7 +192,7 @@ void backward(float *dx, float *dweight, float *dbias, const float *dy, const fl
     float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
     spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
     const size_t n = (size_t)B * C * T;
-    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
+    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T, RELU_SET);
     SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
     if (dx) SPK_LAUNCH(bn_dx_kernel<RELU_SET>, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
 }
@@ -190,7 +218,7 @@ extern "C" void batchnorm1d_relu_backward_fold_cuda(spk_bf16 *dxh, float *dsum, 
     const int S = spk_channel_splits(B, C, T);
     float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
     spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
-    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T);
+    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T, true);
     SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
     // the gradient sums are spent (stream order): their head holds the dx sums' partials
     const relu_dx_fold_term term{dxh, dy, x, weight, mean, rstd, means, B, C, T};

@@ -211,9 +211,21 @@ static float *relu_of(const float *x, size_t n) {
 
 static void relu_case(int B, int C, int T, int affine) {
     const size_t n = (size_t)B * C * T;
-    float *x = relu_of(rand_f(n, -1, 1), n), *gy = rand_f(n, -1, 1);
+    float *pre = rand_f(n, -1, 1);
+    pre[0] = -0.0f;  // relu(-0) is +0
+    float *x = relu_of(pre, n), *gy = rand_f(n, -1, 1);
     float *w = affine ? rand_f(C, 0.5f, 1.5f) : NULL, *mean = alloc_f(C), *rstd = alloc_f(C), *y = alloc_f(n);
-    batchnorm1d_forward_train(y, mean, rstd, NULL, NULL, x, w, NULL, B, C, T, 1e-5f, 0.1f);
+    float *rm = rand_f(C, -1, 1), *rv = rand_f(C, 0.5f, 2), *rm2 = copy_f(rm, C), *rv2 = copy_f(rv, C);
+    float *b = affine ? rand_f(C, -1, 1) : NULL, *y2 = alloc_f(n), *mean2 = alloc_f(C), *rstd2 = alloc_f(C);
+    batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, w, b, B, C, T, 1e-5f, 0.1f);
+    // the forward over the ReLU's input: the bits of relu_forward then the forward
+    batchnorm1d_relu_forward_train(y2, mean2, rstd2, rm2, rv2, pre, w, b, B, C, T, 1e-5f, 0.1f);
+    char fn[96];
+    snprintf(fn, sizeof fn, "bn relu forward B%d C%d T%d: relu_forward then the forward's bits", B, C, T);
+    check_true(memcmp(y2, y, n * sizeof *y) == 0 && memcmp(mean2, mean, C * sizeof *mean) == 0 &&
+                   memcmp(rstd2, rstd, C * sizeof *rstd) == 0 && memcmp(rm2, rm, C * sizeof *rm) == 0 &&
+                   memcmp(rv2, rv, C * sizeof *rv) == 0,
+               fn);
     float *dw = rand_f(C, -1, 1), *db = rand_f(C, -1, 1), *rdw = copy_f(dw, C), *rdb = copy_f(db, C);
     float *dx = rand_f(n, -1, 1), *ref = zeros_f(n);
     batchnorm1d_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
@@ -229,13 +241,22 @@ static void relu_case(int B, int C, int T, int affine) {
     snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d: the ReLU's zeros pass no gradient", B, C, T);
     check_true(zeros > n / 4, nm);
 
+    // the ReLU's input in place of its output: the same bits
+    memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
+    batchnorm1d_relu_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward(dx, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
+    snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d from the ReLU's input: its output's bits", B, C, T);
+    check_true(memcmp(dx, ref, n * sizeof *dx) == 0 && memcmp(dw, rdw, C * sizeof *dw) == 0 &&
+                   memcmp(db, rdb, C * sizeof *db) == 0,
+               nm);
+
     // folded: the bits of bf16_fold_from_f32 of that dx, its sums added to a prefill
     spk_bf16 *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     float *sums = rand_f(C, -1, 1), *rsums = copy_f(sums, C);
     bf16_fold_from_f32(want, rsums, ref, B, C, T);
     memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
     batchnorm1d_relu_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
-    batchnorm1d_relu_backward_fold(got, sums, affine ? dw : NULL, affine ? db : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward_fold(got, sums, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
     snprintf(nm, sizeof nm, "bn relu backward folded B%d C%d T%d: bf16_fold_from_f32's bits and sums", B, C, T);
     check_true(memcmp(got, want, n * sizeof *got) == 0 && memcmp(sums, rsums, C * sizeof *sums) == 0, nm);
     snprintf(nm, sizeof nm, "bn relu backward folded dweight, dbias B%d C%d T%d: the unfolded one's bits", B, C, T);
@@ -312,10 +333,21 @@ static void backend_case(int B, int C, int T, int affine) {
 
     // after a ReLU: dx overwritten (from a random prefill), dweight and dbias accumulated
     float *xr = relu_of(x, n), *dxr = dev_f(xr, n);
+    {  // the forward over the ReLU's input (x) against the CPU's
+        float *ry = alloc_f(n), *rmean = alloc_f(C), *rrstd = alloc_f(C), *rrm = rand_f(C, -1, 1);
+        float *rrv = rand_f(C, 0.5f, 2), *drrm = dev_f(rrm, C), *drrv = dev_f(rrv, C);
+        float *dry = dev_f(NULL, n), *drmean = dev_f(NULL, C), *drrstd = dev_f(NULL, C);
+        batchnorm1d_relu_forward_train(ry, rmean, rrstd, rrm, rrv, x, wt, bs, B, C, T, eps, momentum);
+        g_be->batchnorm1d_relu_forward_train(dry, drmean, drrstd, drrm, drrv, dx, dwt, dbs, B, C, T, eps, momentum);
+        cmp(cname("bn relu train y %s", tag), dry, ry, n, TOL);
+        cmp(cname("bn relu train mean %s", tag), drmean, rmean, C, TOL);
+        cmp(cname("bn relu train rstd %s", tag), drrstd, rrstd, C, TOL);
+        cmp(cname("bn relu running_var %s", tag), drrv, rrv, C, TOL);
+    }
     grads_t r = grads_prefill(3, (size_t[]){n, C, C});
     batchnorm1d_relu_backward(r.cpu[0], r.cpu[1], r.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
     g_be->batchnorm1d_relu_backward(r.dev[0], r.dev[1], r.dev[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
-    g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], dgy, dx, dwt, dmean, drstd, B, C, T);  // input
     grads_check(&r, "bn relu", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // and folded to bf16 with the sums of dx (into prefills), twice
@@ -327,7 +359,7 @@ static void backend_case(int B, int C, int T, int affine) {
     for (int rep = 0; rep < 2; rep++) {
         float *const *o = rep ? f.dev2 : f.dev;
         g_be->upload(dh, ones, n * sizeof(spk_bf16));  // a prefill of ones, all overwritten
-        g_be->batchnorm1d_relu_backward_fold(dh, o[0], o[1], o[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
+        g_be->batchnorm1d_relu_backward_fold(dh, o[0], o[1], o[2], dgy, rep ? dx : dxr, dwt, dmean, drstd, B, C, T);
         cmp_bf16_step(cname("bn relu folded dxh %s", tag), dh, hh, n);
     }
     grads_check(&f, "bn relu folded", tag, (const char *[]){"dsum", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});

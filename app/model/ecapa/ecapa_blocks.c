@@ -71,14 +71,14 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *st = m->state;
-    size_t n = n_of(B, l->cout, T);
-    K->relu_forward(l->a, l->a, n);
-    if (train)
-        model_batchnorm_train(m, l->y, l->mean, l->rstd, l->run_mean, l->run_var, l->a, l->bn_w, l->bn_b, B, l->cout, T,
-                              BN_EPS, BN_MOMENTUM);
-    else
-        K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B,
-                                     l->cout, T, BN_EPS);
+    if (train) {  // a keeps the ReLU's input, which the BatchNorm reads through the ReLU
+        model_batchnorm_relu_train(m, l->y, l->mean, l->rstd, l->run_mean, l->run_var, l->a, l->bn_w, l->bn_b, B,
+                                   l->cout, T, BN_EPS, BN_MOMENTUM);
+        return;
+    }
+    K->relu_forward(l->a, l->a, n_of(B, l->cout, T));
+    K->batchnorm1d_forward_infer(l->y, l->a, st + l->run_mean, st + l->run_var, p + l->bn_w, p + l->bn_b, B, l->cout, T,
+                                 BN_EPS);
 }
 
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const float *dy, const float *x, int B, int T,
@@ -93,7 +93,8 @@ void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const fl
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {
-    // a is the ReLU's output (the BatchNorm's input), so a > 0 marks where the gradient passes.
+    // a is the ReLU's input or output (the BatchNorm's input is relu(a)): a > 0 marks where the
+    // gradient passes.
     model_batchnorm_relu_backward(m, g, l->bn_w, l->bn_b, dy, l->a, l->mean, l->rstd, B, l->cout, T);
 }
 

@@ -16,7 +16,7 @@ typedef struct {
         bn_b;  // params: conv.conv.weight (cout, cin, k), conv.conv.bias (cout), norm.norm.weight/bias (cout)
     int64_t run_mean, run_var;  // state: norm.norm.running_mean/var (cout)
     spk_bf16 *xh;               // (cin, B*T) the conv input rounded to bf16, batch folded into time (bf16 models)
-    float *a;                   // (B, cout, T) relu(conv(x))
+    float *a;                   // (B, cout, T) conv(x) in training, relu(conv(x)) in inference
     float *y;                   // (B, cout, T) output
     float *mean, *rstd;         // (cout) batch statistics for backward
 } tdnn_t;

@@ -92,6 +92,19 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
     K->batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, pw, pb, s, m->global_batch * T, B, C, T, eps, momentum);
 }
 
+void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean,
+                                int64_t running_var, float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
+                                float momentum) {
+    if (m->invariant) {  // the statistics' exact sums read relu(x) stored
+        m->be->relu_forward(x, x, (size_t)B * C * T);
+        model_batchnorm_train(m, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
+        return;
+    }
+    const float *p = m->params;
+    m->be->batchnorm1d_relu_forward_train(y, mean, rstd, m->state + running_mean, m->state + running_var, x,
+                                          w < 0 ? NULL : p + w, b < 0 ? NULL : p + b, B, C, T, eps, momentum);
+}
+
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;

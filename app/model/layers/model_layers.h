@@ -22,9 +22,14 @@ void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
 // BatchNorm1d: w, b < 0 for one without affine parameters.
 void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
                            const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum);
+// The same over relu(x), x the ReLU's input: by default read through the ReLU (x unchanged), in the
+// invariant mode replaced by relu(x) first; model_batchnorm_relu_backward takes x either way.
+void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean,
+                                int64_t running_var, float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
+                                float momentum);
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T);
-// The same when x is a ReLU's output: dx (overwritten) the gradient at the ReLU's input.
+// The same when x is a ReLU's output or input: dx (overwritten) the gradient at the ReLU's input.
 void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                                    const float *mean, const float *rstd, int B, int C, int T);
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
