@@ -159,6 +159,27 @@ void batchnorm1d_forward_infer(float *y, const float *x, const float *running_me
     }
 }
 
+// A row's sums of dy and dy * xhat, xhat from x or from relu(x): loops of one shape, as above.
+static void grad_sums(float s[2], const float *g, const float *r, float mu, float rs, int T) {
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int t = 0; t < T; t++) {
+        s1 += g[t];
+        s2 += g[t] * ((r[t] - mu) * rs);
+    }
+    s[0] = s1, s[1] = s2;
+}
+
+static void relu_grad_sums(float s[2], const float *g, const float *r, float mu, float rs, int T) {
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
+    for (int t = 0; t < T; t++) {
+        s1 += g[t];
+        s2 += g[t] * ((spk_relu(r[t]) - mu) * rs);
+    }
+    s[0] = s1, s[1] = s2;
+}
+
 static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const float *dy, const float *x,
                      const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
@@ -170,14 +191,13 @@ static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const f
         for (int b = 0; b < B; b++) {
             const float *g = dy + ((size_t)b * C + c) * T;
             const float *r = x + ((size_t)b * C + c) * T;
-            float s1 = 0.0f, s2 = 0.0f;
-#pragma omp simd reduction(+ : s1, s2)
-            for (int t = 0; t < T; t++) {
-                s1 += g[t];
-                s2 += g[t] * ((bn_in(r[t], o->relu_set) - mu) * rs);
-            }
-            sdy += s1;
-            sdyx += s2;
+            float s[2];
+            if (o->relu_set)
+                relu_grad_sums(s, g, r, mu, rs, T);
+            else
+                grad_sums(s, g, r, mu, rs, T);
+            sdy += s[0];
+            sdyx += s[1];
         }
         if (dbias) dbias[c] += (float)sdy;
         if (dweight) dweight[c] += (float)sdyx;

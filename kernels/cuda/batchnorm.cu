@@ -105,7 +105,7 @@ __device__ __forceinline__ float bn_dx_at(size_t i, int c, const float *dy, cons
     return spk_bn_dx(dy[i], (bn_in(x[i], relu_in) - mean[c]) * rs, wc, rs, means[2 * c], means[2 * c + 1]);
 }
 
-// dx += the input gradient; RELU_SET: dx = it where x (a ReLU's output) > 0, else 0.
+// dx += the input gradient; RELU_SET: dx = it where x (a ReLU's input or output) > 0, else 0.
 template <bool RELU_SET>
 __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
                              const float *rstd, const float *means, size_t n, int C, int T) {

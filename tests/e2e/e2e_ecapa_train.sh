@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ECAPA-TDNN on 2 ranks learns the synthetic speakers: the loss falls, held-out speaker
-# accuracy ends far above chance (1/20), and replicas stay identical.
+# accuracy ends far above chance (1/20), and replicas stay identical; the audio-visual variant
+# likewise, in float32 and in bf16.
 . "$(dirname "$0")/lib.sh" "$@"
 
 $SPKDDP synth --kind speakers --out sp.h5 --val-out spv.h5 --dim 16 --speakers 20 --utts-per-speaker 16 \
@@ -40,6 +41,14 @@ SPKDDP_BUCKET_MB=0.01 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir ck_many >/de
 $SPKDDP diff ck_one/ckpt-000000000010.h5 ck_many/ckpt-000000000010.h5 >/dev/null \
     && echo "ok  ecapa-av: small overlapped buckets == one bucket (bitwise)" || fail "bucketed averaging changes ecapa-av"
 run 2 $SPKDDP embed --ckpt "$(ls ck_av/ckpt-*.h5 | tail -1)" --data avv.h5 --out av_emb.h5 >/dev/null || fail "ecapa-av embed"
+# In bf16 the blocks write their convolutions' rounded operands straight from their outputs (the
+# Res2Net branches, MFA, the BatchNorm-ReLU backward; docs/precision.md): the audio-visual model
+# learns that way too, and embeds.
+run 2 $SPKDDP train $av --val-data avv.h5 --epochs 8 --precision bf16 --metrics av16.jsonl --ckpt-dir ck_av16 \
+    >log_av16 2>&1 || { cat log_av16; fail "ecapa-av bf16 training"; }
+learned "ecapa-av bf16" av16.jsonl log_av16
+run 2 $SPKDDP embed --ckpt "$(ls ck_av16/ckpt-*.h5 | tail -1)" --data avv.h5 --out av16_emb.h5 >/dev/null \
+    || fail "ecapa-av bf16 embed"
 expect_error 3 "needs a dataset with a /visual stream" -- run 2 $SPKDDP train --model ecapa-av --data sp.h5 --channels 32
 
 # BatchNorm over the batch cannot train on one sample: 9 utterances in batches of 4 skip the

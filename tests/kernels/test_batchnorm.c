@@ -264,6 +264,18 @@ static void relu_case(int B, int C, int T, int affine) {
     test_release();
 }
 
+// Two device bf16 buffers with the same bits.
+static void same_bits_bf16(const char *name, const spk_bf16 *d1, const spk_bf16 *d2, size_t n) {
+    spk_bf16 *a = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *b = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    g_be->download(a, d1, n * sizeof(spk_bf16));
+    g_be->download(b, d2, n * sizeof(spk_bf16));
+    g_be_checks++;
+    if (memcmp(a, b, n * sizeof(spk_bf16)) != 0) {
+        printf("FAIL [%s] %s\n", g_be->name, name);
+        g_failures++;
+    }
+}
+
 // The device's rounded values within one bf16 step of the CPU's (their float sums differ in the
 // last bits, which can move a rounding), the ReLU's zeros exact.
 static void cmp_bf16_step(const char *name, const spk_bf16 *dev, const spk_bf16 *want, size_t n) {
@@ -342,6 +354,7 @@ static void backend_case(int B, int C, int T, int affine) {
         cmp(cname("bn relu train y %s", tag), dry, ry, n, TOL);
         cmp(cname("bn relu train mean %s", tag), drmean, rmean, C, TOL);
         cmp(cname("bn relu train rstd %s", tag), drrstd, rrstd, C, TOL);
+        cmp(cname("bn relu running_mean %s", tag), drrm, rrm, C, TOL);
         cmp(cname("bn relu running_var %s", tag), drrv, rrv, C, TOL);
     }
     grads_t r = grads_prefill(3, (size_t[]){n, C, C});
@@ -355,13 +368,22 @@ static void backend_case(int B, int C, int T, int affine) {
     spk_bf16 *ones = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     for (size_t i = 0; i < n; i++) ones[i] = spk_bf16_round(1.0f);
     grads_t f = grads_prefill(3, (size_t[]){C, C, C});
+    // the backend's own unfolded op then its fold, whose bits the folded op promises
+    float *gdx = dev_f(NULL, n), *wsum = dev_f(f.cpu[0], C);
+    spk_bf16 *wh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    g_be->batchnorm1d_relu_backward(gdx, NULL, NULL, dgy, dxr, dwt, dmean, drstd, B, C, T);
+    g_be->bf16_fold_from_f32(wh, wsum, gdx, B, C, T);
     batchnorm1d_relu_backward_fold(hh, f.cpu[0], f.cpu[1], f.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < 2; rep++) {  // from the ReLU's output, then from its input
         float *const *o = rep ? f.dev2 : f.dev;
         g_be->upload(dh, ones, n * sizeof(spk_bf16));  // a prefill of ones, all overwritten
         g_be->batchnorm1d_relu_backward_fold(dh, o[0], o[1], o[2], dgy, rep ? dx : dxr, dwt, dmean, drstd, B, C, T);
         cmp_bf16_step(cname("bn relu folded dxh %s", tag), dh, hh, n);
+        same_bits_bf16(
+            cname("bn relu folded dxh (%s) = the backend's backward and fold %s", rep ? "input" : "output", tag), dh,
+            wh, n);
     }
+    same_bits(cname("bn relu folded dsum = the backend's fold's sums %s", tag), f.dev[0], wsum, C);
     grads_check(&f, "bn relu folded", tag, (const char *[]){"dsum", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // the invariant mode's BatchNorm from (here unreduced) sums

@@ -15,8 +15,9 @@ typedef struct {
     int64_t w, b, bn_w,
         bn_b;  // params: conv.conv.weight (cout, cin, k), conv.conv.bias (cout), norm.norm.weight/bias (cout)
     int64_t run_mean, run_var;  // state: norm.norm.running_mean/var (cout)
-    spk_bf16 *xh;               // (cin, B*T) the conv input rounded to bf16, batch folded into time (bf16 models)
-    float *a;                   // (B, cout, T) conv(x) in training, relu(conv(x)) in inference
+    spk_bf16 *xh;               // the conv input rounded to bf16 (bf16 models): (cin, B*T), batch folded into time;
+                                // (B, cin, T) in the invariant mode
+    float *a;                   // (B, cout, T) conv(x); relu(conv(x)) in inference and in the invariant mode
     float *y;                   // (B, cout, T) output
     float *mean, *rstd;         // (cout) batch statistics for backward
 } tdnn_t;
@@ -39,9 +40,10 @@ void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout,
 void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt);       // activations for bt = B * T sample-frames
 void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt);  // the same but for the conv input
 void tdnn_free(tdnn_t *l, const model_t *m);
+// x may be NULL in bf16 models when l->xh holds the rounded input already.
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);
 // dx += d(loss)/dx (dx_accumulate), else dx = it (dx may be NULL); dy is not modified. g: scratch
-// of (B, cout, T).
+// of (B, cout, T). x, the forward's input, is read only in float32 models (bf16 ones read l->xh).
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const float *dy, const float *x, int B, int T,
                    float *g, float *work);
 size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T);
