@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/bf16.h"
 #include "kernels/exact_sum.h"
 
 void batchnorm2d_forward_train(float *y,               // (N, C)
@@ -55,6 +56,13 @@ void batchnorm2d_backward(float *dx,         // (N, C) = or += (accumulate); or 
                           const float *rstd,    // (C) from forward
                           int relu, int N, int C,
                           float *workspace);  // (batchnorm2d_workspace_floats)
+
+// The same backward when the input gradient goes only to a bf16 convolution's output gradient
+// (kernels/conv2d_bf16.h, dyh): dxh = bf16 of the dx batchnorm2d_backward would overwrite, with no
+// float copy; the other arguments are batchnorm2d_backward's (accumulate applies to dresidual).
+void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
+                                  const float *dy, const float *y, const float *x, const float *weight,
+                                  const float *mean, const float *rstd, int relu, int N, int C, float *workspace);
 
 // Scratch of the training passes: the per-block partial sums.
 size_t batchnorm2d_workspace_floats(int N, int C);

@@ -8,7 +8,9 @@
 //
 // The forward rounds x into xh (the caller's buffer, the same layout), which the backward reads
 // instead of x: the stored activation is half the bytes and needs no second rounding. x may be
-// NULL when xh already holds the rounded input. w is the bf16 copy of the float32 weight.
+// NULL when xh already holds the rounded input. w is the bf16 copy of the float32 weight. The
+// backward rounds dy the same way; a caller that produced the output gradient rounded already
+// (batchnorm2d_backward_rounded) passes it as dyh, with dy and dbias NULL.
 //
 // Scratch: `workspace` of conv2d_bf16_workspace_floats(s) floats (contents do not carry over).
 // Call from a serial region.
@@ -30,11 +32,12 @@ void conv2d_bf16_forward(float *y,           // (B, OH, OW, Cout)
 
 void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
                           int dx_accumulate,
-                          float *dw,           // (Cout, Cin, KH, KW) += ; or NULL
-                          float *dbias,        // (Cout) += ; or NULL
-                          const float *dy,     // (B, OH, OW, Cout)
-                          const spk_bf16 *xh,  // (B, H, W, Cin) the forward's rounded input
-                          const spk_bf16 *w,   // (Cout, Cin, KH, KW)
+                          float *dw,            // (Cout, Cin, KH, KW) += ; or NULL
+                          float *dbias,         // (Cout) += ; or NULL
+                          const float *dy,      // (B, OH, OW, Cout), or NULL with dyh
+                          const spk_bf16 *dyh,  // (B, OH, OW, Cout) dy already rounded, or NULL
+                          const spk_bf16 *xh,   // (B, H, W, Cin) the forward's rounded input
+                          const spk_bf16 *w,    // (Cout, Cin, KH, KW)
                           const conv2d_shape_t *s,
                           float *workspace);  // (conv2d_bf16_workspace_floats)
 

@@ -58,6 +58,7 @@
     X(batchnorm2d_forward_train)      \
     X(batchnorm2d_forward_infer)      \
     X(batchnorm2d_backward)           \
+    X(batchnorm2d_backward_rounded)   \
     X(dense_bn_stats_partial)         \
     X(dense_bn_stats_finish)          \
     X(dense_bn_running_update)        \

@@ -48,9 +48,9 @@ static void run_bf16(times_t *best, const conv2d_shape_t *s, float *y, float *x,
     double t = spk_seconds(), d;
     conv2d_bf16_forward(y, xh, x, w, NULL, s, ws);
     if ((d = elapsed(&t)) < best->fwd) best->fwd = d;
-    conv2d_bf16_backward(dx, 0, NULL, NULL, y, xh, w, s, ws);
+    conv2d_bf16_backward(dx, 0, NULL, NULL, y, NULL, xh, w, s, ws);
     if ((d = elapsed(&t)) < best->dx) best->dx = d;
-    conv2d_bf16_backward(NULL, 0, dw, NULL, y, xh, w, s, ws);
+    conv2d_bf16_backward(NULL, 0, dw, NULL, y, NULL, xh, w, s, ws);
     if ((d = elapsed(&t)) < best->dw) best->dw = d;
 }
 

@@ -158,12 +158,12 @@ void batchnorm2d_forward_infer(float *y, const float *x, const float *running_me
 }
 
 // Over channels [c0, c0 + cn) of C: dresidual = or += g, dx = or += BatchNorm's input gradient
-// of g (g: dy masked by the ReLU of y), from the channels' weights wr and the means of g and
-// g * xhat over the (global) batch (wr ... mdyx indexed from c0).
-static void backward_apply(float *dx, float *dresidual, int accumulate, const float *dy, const float *y, const float *x,
-                           const float *wr, const float *mean, const float *rstd, const float *mdy, const float *mdyx,
-                           int relu, int N, int C, int c0, int cn) {
-    if (!dx && !dresidual) return;
+// of g (g: dy masked by the ReLU of y), or dxh = it rounded to bf16, from the channels' weights wr
+// and the means of g and g * xhat over the (global) batch (wr ... mdyx indexed from c0).
+static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy, const float *y,
+                           const float *x, const float *wr, const float *mean, const float *rstd, const float *mdy,
+                           const float *mdyx, int relu, int N, int C, int c0, int cn) {
+    if (!dx && !dxh && !dresidual) return;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const size_t row = (size_t)i * C + c0;
@@ -171,17 +171,19 @@ static void backward_apply(float *dx, float *dresidual, int accumulate, const fl
         for (int c = 0; c < cn; c++) {
             const float g = masked(dy[row + c], y, row + c, relu);
             if (dresidual) dresidual[row + c] = accumulate ? dresidual[row + c] + g : g;
-            if (dx) {
-                const float d = spk_bn_dx(g, (x[row + c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+            if (!dx && !dxh) continue;
+            const float d = spk_bn_dx(g, (x[row + c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+            if (dxh)
+                dxh[row + c] = spk_bf16_round(d);
+            else
                 dx[row + c] = accumulate ? dx[row + c] + d : d;
-            }
         }
     }
 }
 
-void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
-                          const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
-                          int relu, int N, int C, float *workspace) {
+static void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
+                     const float *dy, const float *y, const float *x, const float *weight, const float *mean,
+                     const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
     SPK_ASSERT(!relu || y != NULL);
     const parts_t w = parts_of(workspace, N, C);
@@ -195,7 +197,20 @@ void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dw
         mdy[c] = (float)(w.sums[c] / N);
         mdyx[c] = (float)(w.sums[C + c] / N);
     }
-    backward_apply(dx, dresidual, accumulate, dy, y, x, wr, mean, rstd, mdy, mdyx, relu, N, C, 0, C);
+    backward_apply(dx, dxh, dresidual, accumulate, dy, y, x, wr, mean, rstd, mdy, mdyx, relu, N, C, 0, C);
+}
+
+void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
+                          const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
+                          int relu, int N, int C, float *workspace) {
+    backward(dx, NULL, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+}
+
+void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
+                                  const float *dy, const float *y, const float *x, const float *weight,
+                                  const float *mean, const float *rstd, int relu, int N, int C, float *workspace) {
+    SPK_ASSERT(dxh);
+    backward(NULL, dxh, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
@@ -286,6 +301,7 @@ void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, co
             mdy[c] = (float)(xsum_value_of(sums, c0 + c) / (double)N_global);
             mdyx[c] = (float)(xsum_value_of(sums, C + c0 + c) / (double)N_global);
         }
-        backward_apply(dx, dresidual, accumulate, dy, y, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C, c0, cn);
+        backward_apply(dx, NULL, dresidual, accumulate, dy, y, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C, c0,
+                       cn);
     }
 }

@@ -123,21 +123,28 @@ void conv2d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 
     conv2d_forward(y, p.x, p.w, bias, s, p.conv);
 }
 
-void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *xh,
-                          const spk_bf16 *w, const conv2d_shape_t *s, float *workspace) {
+void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *dyh,
+                          const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
+    SPK_ASSERT(!dyh != !dy && (!dyh || !dbias));
     const size_t ny = conv2d_y_size(s);
     if (dbias) spk_rows_channel_sums(dbias, dy, ny / (size_t)s->Cout, s->Cout);  // of dy as it is
     if (!dx && !dw) return;
     if (native()) {
-        spk_bf16 *dyh = (spk_bf16 *)workspace;
-        bf16_from_f32(dyh, dy, ny);
+        if (!dyh) {
+            spk_bf16 *r = (spk_bf16 *)workspace;
+            bf16_from_f32(r, dy, ny);
+            dyh = r;
+        }
         float *ws = workspace + half_floats(ny);
         conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, ws);
         return;
     }
     const wide_t p = wide_parts(s, workspace);
-    round_wide(p.dy, dy, ny);
+    if (dyh)
+        bf16_to_f32(p.dy, dyh, ny);
+    else
+        round_wide(p.dy, dy, ny);
     if (dx) {
         bf16_to_f32(p.w, w, conv2d_w_size(s));
         conv2d_backward(dx, dx_accumulate, NULL, NULL, p.dy, NULL, p.w, s, p.conv);

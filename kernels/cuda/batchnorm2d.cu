@@ -109,20 +109,22 @@ __global__ void apply_kernel(float *y, const float *x, const float *mean, const 
     }
 }
 
-// dresidual = or += g; dx = or += BatchNorm's input gradient of g.
-__global__ void grad_apply_kernel(float *dx, float *dresidual, int accumulate, const float *dy, const float *y,
-                                  const float *x, const float *weight, const float *mean, const float *rstd,
-                                  const float *means, int relu, size_t n, int C) {
+// dresidual = or += g; dx = or += BatchNorm's input gradient of g, or dxh = it rounded to bf16.
+__global__ void grad_apply_kernel(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy,
+                                  const float *y, const float *x, const float *weight, const float *mean,
+                                  const float *rstd, const float *means, int relu, size_t n, int C) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)(i % C);
         const float g = masked(dy, y, i, relu);
         if (dresidual) dresidual[i] = accumulate ? dresidual[i] + g : g;
-        if (dx) {
-            const float rs = rstd[c];
-            const float d =
-                spk_bn_dx(g, (x[i] - mean[c]) * rs, weight ? weight[c] : 1.0f, rs, means[2 * c], means[2 * c + 1]);
+        if (!dx && !dxh) continue;
+        const float rs = rstd[c];
+        const float d =
+            spk_bn_dx(g, (x[i] - mean[c]) * rs, weight ? weight[c] : 1.0f, rs, means[2 * c], means[2 * c + 1]);
+        if (dxh)
+            dxh[i] = spk_bf16_round(d);
+        else
             dx[i] = accumulate ? dx[i] + d : d;
-        }
     }
 }
 
@@ -158,23 +160,41 @@ extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const f
                n, C);
 }
 
-extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias,
-                                          const float *dy, const float *y, const float *x, const float *weight,
-                                          const float *mean, const float *rstd, int relu, int N, int C,
-                                          float *workspace) {
+namespace {
+
+void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
+              const float *y, const float *x, const float *weight, const float *mean, const float *rstd, int relu,
+              int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
     SPK_ASSERT(!relu || y != NULL);
     const Parts p = parts(workspace, N, C);
     float *means = p.per_chan;  // (C, 2): mean g, mean g * xhat
-    if (dx || dweight || dbias) {
+    if (dx || dxh || dweight || dbias) {
         const grad_term<float> term = {dy, y, x, mean, rstd, relu};
         SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
         SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, p.part, p.S, (size_t)N);
     }
     const size_t n = (size_t)N * C;
-    if (dx || dresidual)
-        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dresidual, accumulate, dy, y, x, weight, mean, rstd, means, relu,
-                   n, C);
+    if (dx || dxh || dresidual)
+        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, y, x, weight, mean, rstd, means,
+                   relu, n, C);
+}
+
+}  // namespace
+
+extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias,
+                                          const float *dy, const float *y, const float *x, const float *weight,
+                                          const float *mean, const float *rstd, int relu, int N, int C,
+                                          float *workspace) {
+    backward(dx, nullptr, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+}
+
+extern "C" void batchnorm2d_backward_rounded_cuda(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight,
+                                                  float *dbias, const float *dy, const float *y, const float *x,
+                                                  const float *weight, const float *mean, const float *rstd, int relu,
+                                                  int N, int C, float *workspace) {
+    SPK_ASSERT(dxh);
+    backward(nullptr, dxh, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
 }
 
 // ---- the world-size-invariant mode (kernels/batchnorm2d.h) --------------------------------------
@@ -261,6 +281,6 @@ extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, in
     float *means = (float *)spk_cuda_scratch(sizeof(float) * 2 * (size_t)C);  // (C, 2): mean g, mean g * xhat
     SPK_LAUNCH(global_means_kernel, spk_grid((size_t)C), means, sums, N_global, C);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dresidual, accumulate, dy, y, x, weight, mean, rstd, means, relu, n,
-               C);
+    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, y, x, weight, mean, rstd, means,
+               relu, n, C);
 }

@@ -62,21 +62,25 @@ extern "C" void conv2d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x,
 }
 
 extern "C" void conv2d_bf16_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
-                                          const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
-                                          float *workspace) {
+                                          const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w,
+                                          const conv2d_shape_t *s, float *workspace) {
     conv2d_check(s);
+    SPK_ASSERT(!dyh != !dy && (!dyh || !dbias));
     const Regions r = regions(workspace, s);
     if (dbias) conv2d_bias_backward(dbias, dy, s, r.tail.part);
     if (!dx && !dw) return;
     const spk_conv_plan_t &pl = conv2d_plan(s, 1);
-    bf16_from_f32_cuda(r.dyh, dy, conv2d_y_size(s));
+    if (!dyh) {
+        bf16_from_f32_cuda(r.dyh, dy, conv2d_y_size(s));
+        dyh = r.dyh;
+    }
     if (dx) {
         conv2d_to_krsc(r.wk, w, s);
-        conv2d_data_pass(pl, r.out, 0, r.dyh, r.wk, r.tail.cudnn);
+        conv2d_data_pass(pl, r.out, 0, dyh, r.wk, r.tail.cudnn);
         conv2d_epilogue(dx, r.out, nullptr, dx_accumulate, conv2d_x_size(s), s->Cin);
     }
     if (dw) {  // the weights' copy is free again (same stream, in order)
-        conv2d_filter_pass(pl, r.wk, r.dyh, xh, r.tail.cudnn);
+        conv2d_filter_pass(pl, r.wk, dyh, xh, r.tail.cudnn);
         conv2d_add_from_krsc(dw, r.wk, s);
     }
 }
@@ -125,7 +129,7 @@ extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
         conv2d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy + b * ny, xh + b * nx, w, &s1, workspace);
+                                  dy + b * ny, nullptr, xh + b * nx, w, &s1, workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
 }

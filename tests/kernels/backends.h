@@ -13,6 +13,7 @@
 // without CUDA) is reported SKIPPED, and a binary that skipped one exits 77, which ctest shows as
 // skipped, never as passed.
 #pragma once
+#include <math.h>
 #include <stdarg.h>
 
 #include "exact_check.h"
@@ -146,6 +147,40 @@ static grads_t grads_prefill(int n, const size_t *len) {
         g.dev2[i] = dev_f(g.cpu[i], len[i]);
     }
     return g;
+}
+
+// Two device bf16 buffers with the same bits.
+static void same_bits_bf16(const char *name, const spk_bf16 *d1, const spk_bf16 *d2, size_t n) {
+    spk_bf16 *a = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *b = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    g_be->download(a, d1, n * sizeof(spk_bf16));
+    g_be->download(b, d2, n * sizeof(spk_bf16));
+    g_be_checks++;
+    if (memcmp(a, b, n * sizeof(spk_bf16)) != 0) {
+        printf("FAIL [%s] %s\n", g_be->name, name);
+        g_failures++;
+    }
+}
+
+// The device's rounded values within one bf16 step of the CPU's, or within TOL of the largest
+// of them: their float sums differ in the last bits, which can move a rounding, and near zero
+// (finer steps) a difference within the float tolerance spans several.
+static void cmp_bf16_step(const char *name, const spk_bf16 *dev, const spk_bf16 *want, size_t n) {
+    spk_bf16 *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    g_be->download(got, dev, n * sizeof(spk_bf16));
+    double scale = 0.0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(spk_bf16_to_f32(want[i])));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int d = (int)got[i] - (int)want[i];
+        const double diff = fabs((double)spk_bf16_to_f32(got[i]) - spk_bf16_to_f32(want[i]));
+        bad += (d < -1 || d > 1) && diff > TOL * scale;
+    }
+    g_be_checks++;
+    if (bad) {
+        printf("FAIL [%s] %s: %zu of %zu values more than a bf16 step (or TOL of the largest) from the CPU's\n",
+               g_be->name, name, bad, n);
+        g_failures++;
+    }
 }
 
 // After the CPU call and both backend runs: each output (checked as "<op> <names[i]> <tag>") is

@@ -77,7 +77,7 @@ typedef struct {
 static void conv2d_backward_call(void *p, grad3_t g) {
     const conv2d_call_t *c = (const conv2d_call_t *)p;
     if (c->bf16)
-        c->be->conv2d_bf16_backward(g.x, 1, g.w, g.b, c->dy, c->xh, c->wh, c->s, c->ws);
+        c->be->conv2d_bf16_backward(g.x, 1, g.w, g.b, c->dy, NULL, c->xh, c->wh, c->s, c->ws);
     else
         c->be->conv2d_backward(g.x, 1, g.w, g.b, c->dy, c->x, c->w, c->s, c->ws);
 }

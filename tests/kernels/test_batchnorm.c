@@ -264,35 +264,6 @@ static void relu_case(int B, int C, int T, int affine) {
     test_release();
 }
 
-// Two device bf16 buffers with the same bits.
-static void same_bits_bf16(const char *name, const spk_bf16 *d1, const spk_bf16 *d2, size_t n) {
-    spk_bf16 *a = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *b = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
-    g_be->download(a, d1, n * sizeof(spk_bf16));
-    g_be->download(b, d2, n * sizeof(spk_bf16));
-    g_be_checks++;
-    if (memcmp(a, b, n * sizeof(spk_bf16)) != 0) {
-        printf("FAIL [%s] %s\n", g_be->name, name);
-        g_failures++;
-    }
-}
-
-// The device's rounded values within one bf16 step of the CPU's (their float sums differ in the
-// last bits, which can move a rounding), the ReLU's zeros exact.
-static void cmp_bf16_step(const char *name, const spk_bf16 *dev, const spk_bf16 *want, size_t n) {
-    spk_bf16 *got = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
-    g_be->download(got, dev, n * sizeof(spk_bf16));
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        const int d = (int)got[i] - (int)want[i];
-        bad += d < -1 || d > 1 || (want[i] == 0) != (got[i] == 0);
-    }
-    g_be_checks++;
-    if (bad) {
-        printf("FAIL [%s] %s: %zu of %zu values more than a bf16 step from the CPU's\n", g_be->name, name, bad, n);
-        g_failures++;
-    }
-}
-
 static void cpu_checks(void) {
     relu_case(4, 6, 23, 1);
     relu_case(3, 5, 64, 0);

@@ -147,6 +147,16 @@ static void reference_case(int N, int C, int relu, int with_res) {
         snprintf(nm, sizeof nm, "batchnorm2d dresidual accumulates %s", tag);
         check_accumulated(nm, ar, pr, dres, n);
     }
+    // rounded: bf16 of the overwritten dx, the other outputs' bits (into the same prefills)
+    spk_bf16 *h = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    bf16_from_f32(want, dx, n);
+    float *rr = copy_f(pr, n), *rw = copy_f(pw, C), *rb = copy_f(pb, C);
+    batchnorm2d_backward_rounded(h, with_res ? rr : NULL, 1, rw, rb, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C,
+                                 c.ws);
+    snprintf(nm, sizeof nm, "batchnorm2d_backward_rounded: bf16 of dx, the other outputs' bits %s", tag);
+    check_true(memcmp(h, want, n * sizeof *h) == 0 && (!with_res || memcmp(rr, ar, n * sizeof *rr) == 0) &&
+                   memcmp(rw, aw, C * sizeof *rw) == 0 && memcmp(rb, ab, C * sizeof *rb) == 0,
+               nm);
     test_release();
 }
 
@@ -251,6 +261,14 @@ static void backend_case(int N, int C, int relu, int with_res) {
     batchnorm2d_backward(o, NULL, 0, NULL, NULL, dy, y, x, w, mean, rstd, relu, N, C, ws);
     g_be->batchnorm2d_backward(o_, NULL, 0, NULL, NULL, dy_, y_, x_, w_, mean_, rstd_, relu, N, C, ws_);
     cmp(cname("batchnorm2d dx overwritten %s", t), o_, o, n, TOL);
+    // rounded: the backend's overwritten dx rounded, bitwise; within a bf16 step of the CPU's
+    spk_bf16 *hh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    spk_bf16 *wh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    batchnorm2d_backward_rounded(hh, NULL, 0, NULL, NULL, dy, y, x, w, mean, rstd, relu, N, C, ws);
+    g_be->bf16_from_f32(wh_, o_, n);
+    g_be->batchnorm2d_backward_rounded(dh_, NULL, 0, NULL, NULL, dy_, y_, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    same_bits_bf16(cname("batchnorm2d_backward_rounded = the backend's dx rounded %s", t), dh_, wh_, n);
+    cmp_bf16_step(cname("batchnorm2d_backward_rounded %s", t), dh_, hh, n);
     // inference
     batchnorm2d_forward_infer(y, x, rm, rv, w, b, with_res ? res : NULL, relu, N, C, EPS);
     g_be->batchnorm2d_forward_infer(y_, x_, rm_, rv_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS);

@@ -62,7 +62,7 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     check_true(memcmp(y, y2, ny * 4) == 0, nm);
 
     float *dx = rand_f(nx, -1, 1), *dw = zeros_f(nw), *db = zeros_f(s.Cout);
-    conv2d_bf16_backward(dx, 0, dw, db, dy, xh, wh, &s, ws);
+    conv2d_bf16_backward(dx, 0, dw, db, dy, NULL, xh, wh, &s, ws);
     const double nsum = (double)s.B * conv2d_out_h(&s) * conv2d_out_w(&s);
     snprintf(nm, sizeof nm, "dx vs adjoint %s", tag);
     check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + s.Cout * s.KH * s.KW));
@@ -73,12 +73,12 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
 
     float *px = rand_f(nx, -1, 1), *pw = rand_f(nw, -1, 1), *pb = rand_f(s.Cout, -1, 1);
     float *ax = copy_f(px, nx), *aw = copy_f(pw, nw), *ab = copy_f(pb, s.Cout);
-    conv2d_bf16_backward(ax, 1, aw, ab, dy, xh, wh, &s, ws);
+    conv2d_bf16_backward(ax, 1, aw, ab, dy, NULL, xh, wh, &s, ws);
     check_accumulated3("conv2d_bf16", tag, (grad3_t){ax, aw, ab}, (grad3_t){px, pw, pb}, (grad3_t){dx, dw, db},
                        (grad3_sizes_t){nx, nw, (size_t)s.Cout});
     float *ox = alloc_f(nx), *ow = zeros_f(nw);
-    conv2d_bf16_backward(ox, 0, NULL, NULL, dy, xh, wh, &s, ws);
-    conv2d_bf16_backward(NULL, 0, ow, NULL, dy, xh, wh, &s, ws);
+    conv2d_bf16_backward(ox, 0, NULL, NULL, dy, NULL, xh, wh, &s, ws);
+    conv2d_bf16_backward(NULL, 0, ow, NULL, dy, NULL, xh, wh, &s, ws);
     snprintf(nm, sizeof nm, "outputs alone %s", tag);
     check_true(!memcmp(ox, dx, nx * 4) && !memcmp(ow, dw, nw * 4), nm);
     test_release();
@@ -165,6 +165,18 @@ static void backend_case(const int *a) {
     conv2d_backward_call(&dev, (grad3_t){g.dev[0], g.dev[1], g.dev[2]});
     conv2d_backward_call(&dev, (grad3_t){g.dev2[0], g.dev2[1], g.dev2[2]});
     grads_check(&g, "conv2d_bf16", t, (const char *[]){"dx", "dw", "dbias"}, (double[]){TOL_BF16, TOL_BF16, TOL});
+    // dy handed over rounded (dyh; dy and dbias NULL): the bits of the call that rounds it, dx
+    // overwritten and accumulated, dw accumulated
+    spk_bf16 *dyh_ = dev_alloc(ny * sizeof(spk_bf16));
+    g_be->bf16_from_f32(dyh_, dy_, ny);
+    for (int acc = 0; acc < 2; acc++) {
+        float *x0 = rand_f(nx, -1, 1), *w0 = rand_f(nw, -1, 1);
+        float *dx1 = dev_f(x0, nx), *dw1 = dev_f(w0, nw), *dx2 = dev_f(x0, nx), *dw2 = dev_f(w0, nw);
+        g_be->conv2d_bf16_backward(dx1, acc, dw1, NULL, dy_, NULL, xh_, wh_, &s, ws_);
+        g_be->conv2d_bf16_backward(dx2, acc, dw2, NULL, NULL, dyh_, xh_, wh_, &s, ws_);
+        same_bits(cname("conv2d_bf16 dx from dyh (accumulate %d) %s", acc, t), dx2, dx1, nx);
+        same_bits(cname("conv2d_bf16 dw from dyh %s", t), dw2, dw1, nw);
+    }
 
     // the invariant mode's forward (the invariant table) and exact backward
     const spk_backend_t *twin = spk_backend_invariant(g_be);

@@ -91,8 +91,24 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
 }
 
+// The gradient between the BatchNorm and the bf16 convolution only as the convolution's rounded
+// output gradient, in ga's storage (half its floats).
+static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
+                             int relu, float *ga, float *work) {
+    const spk_backend_t *K = m->be;
+    float *gr = m->grads;
+    spk_bf16 *gh = (spk_bf16 *)ga;
+    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, u->y, u->a, m->params + u->bn_w,
+                                    u->mean, u->rstd, relu, rows(u), u->cout, work);
+    K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, u->xh, m->params_bf16 + u->w, &u->s, work);
+}
+
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work) {
+    if (model_writes_bf16(m)) {
+        rounded_backward(u, m, dx, dx_accumulate, dres, dy, relu, ga, work);
+        return;
+    }
     model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, samples(u),
                                rows(u) / samples(u), u->cout, work);
     model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, u->xh, &u->s, work);

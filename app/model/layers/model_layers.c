@@ -165,7 +165,7 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
         K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, xh, m->params_bf16 + w,
                                       s, work, m->group);
     else if (m->bf16)
-        K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, xh, m->params_bf16 + w, s, work);
+        K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, NULL, xh, m->params_bf16 + w, s, work);
     else if (!m->invariant)
         K->conv2d_backward(dx, dx_accumulate, gr + w, NULL, dy, x, m->params + w, s, work);
     else  // the gradient buffer is the exact sums' scratch
