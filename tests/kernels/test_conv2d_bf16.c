@@ -81,6 +81,11 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     conv2d_bf16_backward(NULL, 0, ow, NULL, dy, NULL, xh, wh, &s, ws);
     snprintf(nm, sizeof nm, "outputs alone %s", tag);
     check_true(!memcmp(ox, dx, nx * 4) && !memcmp(ow, dw, nw * 4), nm);
+    // dy handed over rounded (dyh), on this path: dy's bits
+    float *hx = alloc_f(nx), *hw = zeros_f(nw);
+    conv2d_bf16_backward(hx, 0, hw, NULL, NULL, to_bf16(dy, ny), xh, wh, &s, ws);
+    snprintf(nm, sizeof nm, "dx and dw from dyh: dy's bits %s", tag);
+    check_true(!memcmp(hx, dx, nx * 4) && !memcmp(hw, dw, nw * 4), nm);
     test_release();
 }
 
