@@ -58,7 +58,7 @@ void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
                                float *dweight,       // (C) +=
                                float *dbias,         // (C) +=
                                const float *dy,      // (B, C, T)
-                               const float *x,       // (B, C, T) forward input, a ReLU's output
+                               const float *x,       // (B, C, T) the ReLU's input or output
                                const float *weight,  // (C) or NULL
                                const float *mean,    // (C) from forward
                                const float *rstd,    // (C) from forward

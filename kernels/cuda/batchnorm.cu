@@ -183,18 +183,31 @@ extern "C" void batchnorm1d_forward_infer_cuda(float *y, const float *x, const f
 
 namespace {
 
+// The backward's first stage: dweight, dbias += the sums of dy * xhat and dy, and their means
+// over the batch, (C, 2), in scratch after the sums' S partials per channel (sums, spent then).
+struct grad_stage {
+    spk_fsum *sums;
+    float *means;
+    int S;
+};
+
+grad_stage grad_means(float *dweight, float *dbias, const float *dy, const float *x, const float *mean,
+                      const float *rstd, int B, int C, int T, bool relu_in) {
+    grad_stage g{nullptr, nullptr, spk_channel_splits(B, C, T)};
+    g.sums = spk_channel_scratch(C, g.S, 2, 2 * (size_t)C, &g.means);
+    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, g.S), g.sums, dy, x, mean, rstd, B, C, T, relu_in);
+    SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, g.means, g.sums, g.S, (size_t)B * T);
+    return g;
+}
+
 template <bool RELU_SET>
 void backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x, const float *weight,
               const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     if (!dx && !dweight && !dbias) return;
-    const int S = spk_channel_splits(B, C, T);
-    float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
-    spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
+    const grad_stage g = grad_means(dweight, dbias, dy, x, mean, rstd, B, C, T, RELU_SET);
     const size_t n = (size_t)B * C * T;
-    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T, RELU_SET);
-    SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
-    if (dx) SPK_LAUNCH(bn_dx_kernel<RELU_SET>, spk_grid(n), dx, dy, x, weight, mean, rstd, means, n, C, T);
+    if (dx) SPK_LAUNCH(bn_dx_kernel<RELU_SET>, spk_grid(n), dx, dy, x, weight, mean, rstd, g.means, n, C, T);
 }
 
 }  // namespace
@@ -215,15 +228,11 @@ extern "C" void batchnorm1d_relu_backward_fold_cuda(spk_bf16 *dxh, float *dsum, 
                                                     const float *dy, const float *x, const float *weight,
                                                     const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && dxh);
-    const int S = spk_channel_splits(B, C, T);
-    float *means = nullptr;  // (C, 2): mean dy, mean dy * xhat
-    spk_fsum *sums = spk_channel_scratch(C, S, 2, 2 * (size_t)C, &means);
-    SPK_LAUNCH(bn_grad_sum_kernel, spk_channel_grid(C, S), sums, dy, x, mean, rstd, B, C, T, true);
-    SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, sums, S, (size_t)B * T);
+    const grad_stage g = grad_means(dweight, dbias, dy, x, mean, rstd, B, C, T, true);
     // the gradient sums are spent (stream order): their head holds the dx sums' partials
-    const relu_dx_fold_term term{dxh, dy, x, weight, mean, rstd, means, B, C, T};
-    SPK_LAUNCH(bn_relu_dx_fold_kernel, spk_channel_grid(C, S), sums, term);
-    if (dsum) spk_channel_totals_add(dsum, sums, C, S);
+    const relu_dx_fold_term term{dxh, dy, x, weight, mean, rstd, g.means, B, C, T};
+    SPK_LAUNCH(bn_relu_dx_fold_kernel, spk_channel_grid(C, g.S), g.sums, term);
+    if (dsum) spk_channel_totals_add(dsum, g.sums, C, g.S);
 }
 
 // ---- the world-size-invariant mode (kernels/batchnorm.h) ----------------------------------------

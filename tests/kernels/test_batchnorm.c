@@ -279,6 +279,14 @@ static void cpu_checks(void) {
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
+
+// A training forward's outputs on the backend (y, mean, rstd, running mean and variance) within
+// TOL of the CPU's.
+static void cmp_train(const char *op, const char *tag, const float *const dev[5], const float *const cpu[5], size_t n,
+                      int C) {
+    static const char *const names[5] = {"y", "mean", "rstd", "running_mean", "running_var"};
+    for (int i = 0; i < 5; i++) cmp(cname("%s %s %s", op, names[i], tag), dev[i], cpu[i], i ? (size_t)C : n, TOL);
+}
 static void backend_case(int B, int C, int T, int affine) {
     char tag[64];
     snprintf(tag, sizeof tag, "B%d C%d T%d%s", B, C, T, affine ? " affine" : "");
@@ -295,11 +303,8 @@ static void backend_case(int B, int C, int T, int affine) {
     float *dy = dev_f(x, n), *dmean = dev_f(NULL, C), *drstd = dev_f(NULL, C);
     // in place (y == x is allowed)
     g_be->batchnorm1d_forward_train(dy, dmean, drstd, drm, drv, dy, dwt, dbs, B, C, T, eps, momentum);
-    cmp(cname("bn train y (in place) %s", tag), dy, y, n, TOL);
-    cmp(cname("bn train mean %s", tag), dmean, mean, C, TOL);
-    cmp(cname("bn train rstd %s", tag), drstd, rstd, C, TOL);
-    cmp(cname("bn running_mean %s", tag), drm, rm, C, TOL);
-    cmp(cname("bn running_var %s", tag), drv, rv, C, TOL);
+    cmp_train("bn train (in place)", tag, (const float *[]){dy, dmean, drstd, drm, drv},
+              (const float *[]){y, mean, rstd, rm, rv}, n, C);
 
     // inference with the updated running statistics
     float *yi = alloc_f(n);
@@ -322,11 +327,8 @@ static void backend_case(int B, int C, int T, int affine) {
         float *dry = dev_f(NULL, n), *drmean = dev_f(NULL, C), *drrstd = dev_f(NULL, C);
         batchnorm1d_relu_forward_train(ry, rmean, rrstd, rrm, rrv, x, wt, bs, B, C, T, eps, momentum);
         g_be->batchnorm1d_relu_forward_train(dry, drmean, drrstd, drrm, drrv, dx, dwt, dbs, B, C, T, eps, momentum);
-        cmp(cname("bn relu train y %s", tag), dry, ry, n, TOL);
-        cmp(cname("bn relu train mean %s", tag), drmean, rmean, C, TOL);
-        cmp(cname("bn relu train rstd %s", tag), drrstd, rrstd, C, TOL);
-        cmp(cname("bn relu running_mean %s", tag), drrm, rrm, C, TOL);
-        cmp(cname("bn relu running_var %s", tag), drrv, rrv, C, TOL);
+        cmp_train("bn relu train", tag, (const float *[]){dry, drmean, drrstd, drrm, drrv},
+                  (const float *[]){ry, rmean, rrstd, rrm, rrv}, n, C);
     }
     grads_t r = grads_prefill(3, (size_t[]){n, C, C});
     batchnorm1d_relu_backward(r.cpu[0], r.cpu[1], r.cpu[2], gy, xr, wt, mean, rstd, B, C, T);

@@ -184,14 +184,14 @@ void model_round_params(model_t *m);
 // n exact sums on the model's backend, and release (the empty view is fine).
 xsum_t model_xsum(const model_t *m, int64_t n);
 void model_xsum_free(const model_t *m, xsum_t *s);
-// Called by a backward pass as gradients become final: grads[0, upto) will not change again
-// this step (model_t.grads_ready).
 // bf16 models whose layers write their convolutions' bf16 operands (the input, in the 1-D
 // convolutions' folded layout, kernels/conv1d_bf16.h; the output gradient) straight from their
 // own passes; the invariant mode keeps its operands per sample and rounds them in the
 // convolutions.
 static inline int model_writes_bf16(const model_t *m) { return m->bf16 && !m->invariant; }
 
+// Called by a backward pass as gradients become final: grads[0, upto) will not change again
+// this step (model_t.grads_ready).
 static inline void model_grads_ready(model_t *m, int64_t upto) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
 }

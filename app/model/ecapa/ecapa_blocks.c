@@ -83,7 +83,7 @@ void tdnn_post_forward(tdnn_t *l, model_t *m, int B, int T, int train) {
 
 void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const float *dy, const float *x, int B, int T,
                    float *g, float *work) {
-    if (m->bf16) {
+    if (model_writes_bf16(m)) {
         model_bn_relu_conv1d_bf16_backward(m, dx, dx_accumulate, l->w, l->b, l->bn_w, l->bn_b, dy, l->a, l->mean,
                                            l->rstd, l->xh, B, l->cin, l->cout, T, l->k, l->dil, g, work);
         return;

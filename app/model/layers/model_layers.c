@@ -140,12 +140,7 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
                                         int64_t bn_b, const float *dy, const float *a, const float *mean,
                                         const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
                                         int dilation, float *g, float *work) {
-    SPK_ASSERT(m->bf16);
-    if (m->invariant) {
-        model_batchnorm_relu_backward(m, g, bn_w, bn_b, dy, a, mean, rstd, B, Cout, T);
-        model_conv1d_backward(m, dx, dx_accumulate, w, b, g, NULL, xh, B, Cin, Cout, T, K, dilation, work);
-        return;
-    }
+    SPK_ASSERT(model_writes_bf16(m));
     float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)g;  // (Cout, B*T): half of g's floats
     m->be->batchnorm1d_relu_backward_fold(gh, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,

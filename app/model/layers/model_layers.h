@@ -35,8 +35,8 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
 // BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
 // and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
-// input. By default the gradient between them exists only rounded and folded
-// (batchnorm1d_relu_backward_fold) in g's storage; in the invariant mode as float32 in g.
+// input. The gradient between them exists only rounded and folded (batchnorm1d_relu_backward_fold)
+// in g's storage. Only where model_writes_bf16(m).
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                         int64_t bn_b, const float *dy, const float *a, const float *mean,
                                         const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
