@@ -105,6 +105,9 @@ void conv2d_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate)
 // native bf16 operands are unaffected; the widened bf16 path is a float32 convolution.
 typedef enum { CONV2D_ALGO_DIRECT = 0, CONV2D_ALGO_WINOGRAD = 1 } conv2d_algorithm;
 void conv2d_set_algorithm(conv2d_algorithm a);
+// 1 where oneDNN has a Winograd convolution on this CPU (oneDNN 2.6: AVX-512 only); elsewhere
+// WINOGRAD runs every shape direct.
+int conv2d_winograd_available(void);
 
 // Plain reference (direct loops, double accumulation). Slow; for tests.
 void conv2d_forward_reference(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s);

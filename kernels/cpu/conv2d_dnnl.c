@@ -250,6 +250,11 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_
     return p;
 }
 
+int conv2d_winograd_available(void) {
+    const conv2d_shape_t s = conv2d_square(1, 16, 16, 8, 8, 3, 1);
+    return spk_gemm_get_backend() == SPK_GEMM_DNNL && plan_of(&s, CONV2D_F32, CONV2D_ALGO_WINOGRAD)->xb_bytes > 0;
+}
+
 // The workspace's parts: [weights in the forward's format][in the backward's][weight gradient]
 // [scratchpad][input gradient to be added (direct)][blocked x or dx][blocked y or dy (Winograd)],
 // from the first 64-byte boundary: oneDNN's kernels store to its buffers with aligned writes.
@@ -368,4 +373,5 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
     (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)workspace;
 }
 void conv2d_set_algorithm(conv2d_algorithm a) { (void)a; }
+int conv2d_winograd_available(void) { return 0; }
 #endif
