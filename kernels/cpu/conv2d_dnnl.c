@@ -1,5 +1,6 @@
 // oneDNN convolution plans (kernels/cpu/conv2d_dnnl.h). The activations are "nhwc" memory, which
-// oneDNN's direct (jit/brgemm) convolutions read without reordering; the weights are "any",
+// oneDNN's direct (jit/brgemm) convolutions read without reordering on AVX-512 CPUs (elsewhere
+// they are reordered: direct_blocked_tag); the weights are "any",
 // letting each primitive pick its blocked format. Calls come from a serial region (the kernel
 // contract), so one stream serves them all; the cache has its own lock all the same.
 #include "kernels/cpu/conv2d_dnnl.h"
@@ -21,10 +22,11 @@ typedef struct {
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
     dnnl_primitive_t w_to_fwd, w_to_bwd;                    // oihw -> each primitive's weights (NULL: already oihw)
     dnnl_primitive_t dw_add;                                // the primitive's weight gradient, added into oihw
-    // Winograd plans take blocked activations (nChw16c): these reorder to and from channels-last.
-    dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL in a direct plan
+    // Blocked plans reorder the activations to and from channels-last with these.
+    dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL on channels-last activations
     dnnl_memory_desc_t x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
     dnnl_memory_desc_t cx, cy, cdx, cdy;  // the activations as the primitives take them
+    int winograd;                         // the convolutions are Winograd's
     size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes;
     uint64_t last_used;  // NULL fwd: a free slot
 } plan_t;
@@ -133,7 +135,7 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     // both forwards must take the weights in one format (the one reorder serves both)
     if (!pds[3] || !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
                                            dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
-        SPK_ASSERT(alg != dnnl_convolution_direct);
+        SPK_ASSERT(alg != dnnl_convolution_direct || dnnl_memory_desc_equal(&p->cx, &p->x) == 0);
         destroy_pds(pds, 4);
         return 0;
     }
@@ -161,8 +163,49 @@ static conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands 
     return a == CONV2D_ALGO_WINOGRAD && t == CONV2D_F32 && winograd_shape(s) ? a : CONV2D_ALGO_DIRECT;
 }
 
+// The blocked layout of a float32 direct plan's activations, or 0 for channels-last as they
+// are: nChw8c on CPUs without AVX-512, whose AVX2 kernels run 1.3-2.8x faster on it than on
+// channels-last (ResNet34's 3x3 layers at batch 32, the weight gradients most, reorders not
+// counted), as PyTorch's channels-first models run them.
+static dnnl_format_tag_t direct_blocked_tag(const conv2d_shape_t *s, conv2d_operands t) {
+    const int avx2_only = !__builtin_cpu_supports("avx512f");
+    return t == CONV2D_F32 && avx2_only && s->Cin % 8 == 0 && s->Cout % 8 == 0 ? dnnl_nChw8c : 0;
+}
+
+// Whether oneDNN runs prim by its reference loops (its "ref:" implementations: orders of
+// magnitude slower than its jit kernels).
+static int is_reference(dnnl_primitive_t prim) {
+    const_dnnl_primitive_desc_t pd;
+    const char *impl;
+    dnnlCheck(dnnl_primitive_get_primitive_desc(prim, &pd));
+    dnnlCheck(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+    return strncmp(impl, "ref", 3) == 0;
+}
+
+// The convolutions of algorithm alg on activations in layout tag, reordered to and from
+// channels-last by the plan; 0 (nothing made) where oneDNN has them not, or only as reference
+// loops (AVX2's dilated weight gradient in nChw8c: CAM++'s layers).
+static int make_blocked_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_format_tag_t tag,
+                              dnnl_data_type_t dt, size_t *scratch) {
+    const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, conv2d_out_h(s), conv2d_out_w(s)};
+    md_tag(&p->cx, 4, xd, dnnl_f32, tag);
+    md_tag(&p->cy, 4, yd, dnnl_f32, tag);
+    p->cdx = p->cx, p->cdy = p->cy;
+    if (!make_convs(p, s, alg, dt, scratch)) return 0;
+    dnnl_primitive_t *prims[] = {&p->fwd, &p->fwd_bias, &p->bwd_data, &p->bwd_weights};
+    int ref = 0;
+    for (int i = 0; i < 4; i++) ref |= is_reference(*prims[i]);
+    if (!ref) return 1;
+    for (int i = 0; i < 4; i++) {
+        dnnlCheck(dnnl_primitive_destroy(*prims[i]));
+        *prims[i] = NULL;
+    }
+    return 0;
+}
+
 // Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
-// sixteens), on activations it reorders to nChw16c; else oneDNN's direct convolution.
+// sixteens), on activations it reorders to nChw16c; else oneDNN's direct convolution, on
+// direct_blocked_tag's layout where it has one and oneDNN takes it, else on channels-last.
 static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     if (!g_engine) {
         dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
@@ -181,14 +224,12 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     md_tag(&p->bias, 1, bd, dnnl_f32, dnnl_a);
 
     size_t scratch = 0;
-    int wino = 0;
-    if (a == CONV2D_ALGO_WINOGRAD) {  // (plan_algorithm's: float32, a shape that fits)
-        md_tag(&p->cx, 4, xd, dnnl_f32, dnnl_nChw16c);
-        md_tag(&p->cy, 4, yd, dnnl_f32, dnnl_nChw16c);
-        p->cdx = p->cx, p->cdy = p->cy;
-        wino = make_convs(p, s, dnnl_convolution_winograd, dt, &scratch);
-    }
-    if (wino) {
+    int blocked = p->winograd = 0;  // (plan_algorithm's Winograd is float32 only)
+    if (a == CONV2D_ALGO_WINOGRAD)
+        blocked = p->winograd = make_blocked_convs(p, s, dnnl_convolution_winograd, dnnl_nChw16c, dt, &scratch);
+    const dnnl_format_tag_t tag = direct_blocked_tag(s, t);
+    if (!blocked && tag) blocked = make_blocked_convs(p, s, dnnl_convolution_direct, tag, dt, &scratch);
+    if (blocked) {
         p->x_in = make_reorder(&p->x, &p->cx, 0, &scratch);
         p->dy_in = make_reorder(&p->dy, &p->cdy, 0, &scratch);
         p->y_out = make_reorder(&p->cy, &p->y, 0, &scratch);
@@ -252,7 +293,7 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_
 
 int conv2d_winograd_available(void) {
     const conv2d_shape_t s = conv2d_square(1, 16, 16, 8, 8, 3, 1);
-    return spk_gemm_get_backend() == SPK_GEMM_DNNL && plan_of(&s, CONV2D_F32, CONV2D_ALGO_WINOGRAD)->xb_bytes > 0;
+    return spk_gemm_get_backend() == SPK_GEMM_DNNL && plan_of(&s, CONV2D_F32, CONV2D_ALGO_WINOGRAD)->winograd;
 }
 
 // The workspace's parts: [weights in the forward's format][in the backward's][weight gradient]
@@ -331,7 +372,7 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
 }
 
 // dy is reordered once for both gradients; the weight gradient goes first, as the input
-// gradient of a Winograd plan then takes the blocked x's place.
+// gradient of a blocked plan then takes the blocked x's place.
 void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
     const plan_t *p = plan_of(s, t, g_algorithm);

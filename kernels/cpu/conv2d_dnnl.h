@@ -1,8 +1,9 @@
 // oneDNN's convolution primitives behind kernels/cpu/conv2d.c and conv2d_bf16.c: channels-last
 // activations as they are, the PyTorch-layout weights reordered per call into the format the
 // primitive chose, the weight gradient reordered back and added; Winograd plans
-// (conv2d_set_algorithm) reorder the activations too. Plans (the primitives and the reorders of
-// a shape, operand type and algorithm) are made on first use and cached.
+// (conv2d_set_algorithm), and float32 direct ones on CPUs without AVX-512, reorder the
+// activations to a blocked layout too. Plans (the primitives and the reorders of a shape,
+// operand type and algorithm) are made on first use and cached.
 //
 // Operand types: CONV2D_F32 takes float32 x, w and dy; CONV2D_BF16 takes them in bf16 (x and dy
 // rounded by the caller, w the bf16 copy). Outputs (y, dx, dw) are float32 either way.

@@ -35,13 +35,19 @@ echo "ok  small gradient buckets bitwise one bucket's"
 # change of rounding does).
 sgd2="${r34/--optimizer adam/--optimizer sgd} --epochs 1 --max-steps 2"
 for a in winograd direct; do
-    run 2 $SPKDDP train $sgd2 --ckpt-dir ck_$a --conv-algorithm $a >/dev/null 2>&1 || fail "--conv-algorithm $a"
+    run 2 $SPKDDP train $sgd2 --ckpt-dir ck_$a --conv-algorithm $a >log_$a 2>&1 || fail "--conv-algorithm $a"
 done
-! $SPKDDP diff ck_winograd/ckpt-000000000002.h5 ck_direct/ckpt-000000000002.h5 >/dev/null 2>&1 ||
-    fail "--conv-algorithm direct gave Winograd's bits"
+if grep -q "no Winograd convolution on this CPU" log_winograd; then  # oneDNN's Winograd needs AVX-512
+    $SPKDDP diff ck_winograd/ckpt-000000000002.h5 ck_direct/ckpt-000000000002.h5 >/dev/null 2>&1 ||
+        fail "without Winograd on this CPU, --conv-algorithm winograd did not give the direct bits"
+    echo "ok  no Winograd on this CPU (said so): --conv-algorithm winograd runs direct"
+else
+    ! $SPKDDP diff ck_winograd/ckpt-000000000002.h5 ck_direct/ckpt-000000000002.h5 >/dev/null 2>&1 ||
+        fail "--conv-algorithm direct gave Winograd's bits"
+fi
 $SPKDDP diff ck_winograd/ckpt-000000000002.h5 ck_direct/ckpt-000000000002.h5 --rtol 1e-3 >/dev/null ||
     fail "--conv-algorithm direct strays from Winograd by more than rounding after 2 steps"
-echo "ok  --conv-algorithm direct: other bits, within 1e-3 of Winograd after 2 steps"
+echo "ok  --conv-algorithm direct: within 1e-3 of Winograd after 2 steps"
 run 2 $SPKDDP train ${sgd2/--max-steps 2/--max-steps 3} --ckpt-dir ck_winograd --resume auto --conv-algorithm direct \
     >log_algo 2>&1 && fail "a resume that changes --conv-algorithm was not refused"
 grep -q "resume-allow conv-algorithm" log_algo || { cat log_algo; fail "the refusal does not name --resume-allow conv-algorithm"; }
