@@ -5,7 +5,8 @@
 //   y[b,i,j,o] = bias[o] + sum_{c,r,s} w[o,c,r,s] * x[b, i*SH - PH + r*DH, j*SW - PW + s*DW, c]
 //   (terms outside the input are zero), OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1, OW alike.
 //
-// Channels-last ("NHWC") because it is the layout both oneDNN's and cuDNN's fast kernels take
+// Channels-last ("NHWC") because it is the layout both oneDNN's (on AVX-512 CPUs; on AVX2 ones
+// kernels/cpu/conv2d_dnnl.c reorders to its blocked layout) and cuDNN's fast kernels take
 // without reordering the activations, and because BatchNorm over it is a row reduction
 // (kernels/batchnorm2d.h). The weights keep PyTorch's layout: checkpoints and exports need no
 // conversion; the kernels reorder them per call (they are small beside the activations).

@@ -21,7 +21,7 @@ static void select_conv_algorithm(const model_config_t *cfg, const spk_backend_t
     conv2d_set_algorithm(winograd ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
     if (asked && strncmp(be->name, "cpu", 3) == 0 && !conv2d_winograd_available())
         printf0(
-            "device: oneDNN has no Winograd convolution on this CPU (it needs AVX-512): --conv-algorithm "
+            "device: no Winograd convolution here (oneDNN's needs AVX-512, and oneDNN): --conv-algorithm "
             "winograd runs direct\n");
 }
 

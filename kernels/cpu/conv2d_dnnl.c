@@ -1,7 +1,8 @@
 // oneDNN convolution plans (kernels/cpu/conv2d_dnnl.h). The activations are "nhwc" memory, which
-// oneDNN's direct (jit/brgemm) convolutions read without reordering on AVX-512 CPUs (elsewhere
-// they are reordered: direct_blocked_tag); the weights are "any",
-// letting each primitive pick its blocked format. Calls come from a serial region (the kernel
+// oneDNN's direct (jit/brgemm) convolutions read without reordering on AVX-512 CPUs; Winograd
+// plans, and float32 direct ones of up to 128 channels in eights where the best kernels are
+// AVX2's (direct_blocked_tag), reorder them to a blocked layout. The weights are "any", letting
+// each primitive pick its blocked format. Calls come from a serial region (the kernel
 // contract), so one stream serves them all; the cache has its own lock all the same.
 #include "kernels/cpu/conv2d_dnnl.h"
 
@@ -54,8 +55,8 @@ static void md_tag(dnnl_memory_desc_t *md, int n, const dnnl_dims_t dims, dnnl_d
 }
 
 // A primitive descriptor from its operation descriptor (user-provided scratchpad), growing
-// *scratch to its scratchpad; NULL where oneDNN has no implementation of it (a Winograd plan's
-// shape it does not take), any other failure ends the job.
+// *scratch to its scratchpad; NULL where oneDNN has no implementation of it (a Winograd or
+// blocked plan's shape it does not take), any other failure ends the job.
 static dnnl_primitive_desc_t make_pd(const void *op_desc, const_dnnl_primitive_desc_t hint, size_t *scratch) {
     dnnl_primitive_attr_t attr;
     dnnlCheck(dnnl_primitive_attr_create(&attr));
@@ -104,9 +105,18 @@ static void destroy_pds(dnnl_primitive_desc_t *pds, int n) {
         if (pds[i]) dnnlCheck(dnnl_primitive_desc_destroy(pds[i]));
 }
 
+// Whether oneDNN would run pd by its reference loops (its "ref:" implementations: orders of
+// magnitude slower than its jit kernels).
+static int is_reference(const_dnnl_primitive_desc_t pd) {
+    const char *impl;
+    dnnlCheck(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+    return strncmp(impl, "ref", 3) == 0;
+}
+
 // The four primitives of algorithm alg on the activations p->cx..cdy; 0 (nothing made) where
-// oneDNN implements one of them not.
-static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_data_type_t dt, size_t *scratch) {
+// oneDNN implements one of them not, or (no_ref) only by its reference loops.
+static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_data_type_t dt, int no_ref,
+                      size_t *scratch) {
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW};
     const dnnl_dims_t strides = {s->SH, s->SW}, dil = {s->DH - 1, s->DW - 1}, pad = {s->PH, s->PW};
@@ -133,8 +143,11 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     if (pds[1]) pds[2] = make_pd(&bdd, pds[0], &need);
     if (pds[2]) pds[3] = make_pd(&bwd, pds[0], &need);
     // both forwards must take the weights in one format (the one reorder serves both)
-    if (!pds[3] || !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
-                                           dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
+    int ref = 0;
+    for (int i = 0; i < 4 && pds[3] && no_ref; i++) ref |= is_reference(pds[i]);
+    if (!pds[3] || ref ||
+        !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
+                                dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
         SPK_ASSERT(alg != dnnl_convolution_direct || dnnl_memory_desc_equal(&p->cx, &p->x) == 0);
         destroy_pds(pds, 4);
         return 0;
@@ -164,43 +177,27 @@ static conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands 
 }
 
 // The blocked layout of a float32 direct plan's activations, or 0 for channels-last as they
-// are: nChw8c on CPUs without AVX-512, whose AVX2 kernels run 1.3-2.8x faster on it than on
-// channels-last (ResNet34's 3x3 layers at batch 32, the weight gradients most, reorders not
-// counted), as PyTorch's channels-first models run them.
+// are: nChw8c where oneDNN's best kernels are AVX2's (no AVX-512, or ONEDNN_MAX_CPU_ISA below
+// it), which ran ResNet34's 3x3 layers of 32-128 channels at batch 32 1.2-2.8x faster on it than
+// on channels-last (the weight gradients most, reorders not counted), as PyTorch's channels-first
+// models run them; its 256-channel layers ran 2-8% slower, so wider layers stay channels-last.
 static dnnl_format_tag_t direct_blocked_tag(const conv2d_shape_t *s, conv2d_operands t) {
-    const int avx2_only = !__builtin_cpu_supports("avx512f");
-    return t == CONV2D_F32 && avx2_only && s->Cin % 8 == 0 && s->Cout % 8 == 0 ? dnnl_nChw8c : 0;
-}
-
-// Whether oneDNN runs prim by its reference loops (its "ref:" implementations: orders of
-// magnitude slower than its jit kernels).
-static int is_reference(dnnl_primitive_t prim) {
-    const_dnnl_primitive_desc_t pd;
-    const char *impl;
-    dnnlCheck(dnnl_primitive_get_primitive_desc(prim, &pd));
-    dnnlCheck(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-    return strncmp(impl, "ref", 3) == 0;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    const int avx2_best = (isa & avx512) != avx512;
+    const int fits = s->Cin % 8 == 0 && s->Cout % 8 == 0 && s->Cin <= 128 && s->Cout <= 128;
+    return t == CONV2D_F32 && avx2_best && fits ? dnnl_nChw8c : 0;
 }
 
 // The convolutions of algorithm alg on activations in layout tag, reordered to and from
 // channels-last by the plan; 0 (nothing made) where oneDNN has them not, or only as reference
-// loops (AVX2's dilated weight gradient in nChw8c: CAM++'s layers).
+// loops (AVX2's dilated weight gradient in nChw8c: CAM++'s layers), checked before any is made.
 static int make_blocked_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_format_tag_t tag,
                               dnnl_data_type_t dt, size_t *scratch) {
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, conv2d_out_h(s), conv2d_out_w(s)};
     md_tag(&p->cx, 4, xd, dnnl_f32, tag);
     md_tag(&p->cy, 4, yd, dnnl_f32, tag);
     p->cdx = p->cx, p->cdy = p->cy;
-    if (!make_convs(p, s, alg, dt, scratch)) return 0;
-    dnnl_primitive_t *prims[] = {&p->fwd, &p->fwd_bias, &p->bwd_data, &p->bwd_weights};
-    int ref = 0;
-    for (int i = 0; i < 4; i++) ref |= is_reference(*prims[i]);
-    if (!ref) return 1;
-    for (int i = 0; i < 4; i++) {
-        dnnlCheck(dnnl_primitive_destroy(*prims[i]));
-        *prims[i] = NULL;
-    }
-    return 0;
+    return make_convs(p, s, alg, dt, 1, scratch);
 }
 
 // Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
@@ -240,7 +237,7 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         p->dx_bytes = 0;
     } else {
         p->cx = p->x, p->cy = p->y, p->cdx = p->dx, p->cdy = p->dy;
-        make_convs(p, s, dnnl_convolution_direct, dt, &scratch);
+        make_convs(p, s, dnnl_convolution_direct, dt, 0, &scratch);
         p->dx_bytes = up(conv2d_x_size(s) * sizeof(float));
         p->xb_bytes = p->yb_bytes = 0;
     }
@@ -291,13 +288,18 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_
     return p;
 }
 
+// Asked once, of a shape test_conv2d runs as Winograd where oneDNN has it.
 int conv2d_winograd_available(void) {
-    const conv2d_shape_t s = conv2d_square(1, 16, 16, 8, 8, 3, 1);
-    return spk_gemm_get_backend() == SPK_GEMM_DNNL && plan_of(&s, CONV2D_F32, CONV2D_ALGO_WINOGRAD)->winograd;
+    static int known = -1;
+    if (known < 0) {
+        const conv2d_shape_t s = conv2d_square(2, 32, 32, 8, 10, 3, 1);
+        known = spk_gemm_get_backend() == SPK_GEMM_DNNL && plan_of(&s, CONV2D_F32, CONV2D_ALGO_WINOGRAD)->winograd;
+    }
+    return known;
 }
 
 // The workspace's parts: [weights in the forward's format][in the backward's][weight gradient]
-// [scratchpad][input gradient to be added (direct)][blocked x or dx][blocked y or dy (Winograd)],
+// [scratchpad][input gradient to be added (channels-last)][blocked x or dx][blocked y or dy (blocked)],
 // from the first 64-byte boundary: oneDNN's kernels store to its buffers with aligned writes.
 typedef struct {
     char *w_fwd, *w_bwd, *dw, *scratch, *dx, *xb, *yb;

@@ -14,6 +14,11 @@ foreach(_t IN LISTS SPK_KERNEL_TESTS)
   set_tests_properties(kernel_${_t}_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
 
+# The 2-D convolutions as oneDNN runs them where its best kernels are AVX2's (the blocked direct
+# plans of kernels/cpu/conv2d_dnnl.c), also on an AVX-512 machine.
+add_test(NAME kernel_conv2d_avx2 COMMAND test_kernel_conv2d cpu)
+set_tests_properties(kernel_conv2d_avx2 PROPERTIES LABELS unit ENVIRONMENT ONEDNN_MAX_CPU_ISA=AVX2)
+
 # The metric-learning losses (host code on every backend) against a float64 reference.
 add_executable(test_contrastive ${CMAKE_CURRENT_LIST_DIR}/test_contrastive.c)
 target_link_libraries(test_contrastive spk_kernels)
