@@ -25,7 +25,7 @@
 #include "kernels/pooling.h"
 
 #ifdef SPK_BENCH_DNNL
-#include <oneapi/dnnl/dnnl.h>
+#include "kernels/cpu/dnnl_check.h"
 #endif
 
 static double now(void) {
@@ -243,8 +243,7 @@ static int candidates(cand *c) {
     c[n++] = (cand){"bf16 folded", CAND_BF16, best, CONV1D_FOLDED, 0, 0};
 #ifdef SPK_BENCH_DNNL
     c[n++] = (cand){"oneDNN conv ncw", CAND_DNNL_CONV, best, CONV1D_AUTO, 0, 0};
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-    if ((isa & avx512) == avx512) {  // oneDNN 2.6 has no bf16 convolution below AVX-512
+    if (spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core)) {  // oneDNN 2.6 has no bf16 convolution below AVX-512
         c[n++] = (cand){"oneDNN bf16 ncw", CAND_DNNL_CONV, best, CONV1D_AUTO, 1, 0};
         c[n++] = (cand){"oneDNN bf16 any", CAND_DNNL_CONV, best, CONV1D_AUTO, 1, 1};
     }

@@ -16,7 +16,7 @@
 #include "kernels/gemm_bf16.h"
 
 #ifdef SPK_USE_DNNL
-#include <oneapi/dnnl/dnnl.h>
+#include "kernels/cpu/dnnl_check.h"
 #endif
 
 #include <stdlib.h>
@@ -56,9 +56,8 @@ static int native(void) {
     if (!conv2d_dnnl_usable(CONV2D_BF16) || g_path == CONV2D_BF16_WIDENED) return 0;
     if (g_path == CONV2D_BF16_NATIVE) return 1;
 #ifdef SPK_USE_DNNL
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), amx = (unsigned)dnnl_cpu_isa_avx512_core_amx,
-                   bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-    return (isa & amx) == amx || ((isa & bf16) == bf16 && cpu_is_amd());
+    return spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core_amx) ||
+           (spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core_bf16) && cpu_is_amd());
 #else
     return 0;
 #endif

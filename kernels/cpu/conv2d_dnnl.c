@@ -185,8 +185,7 @@ static conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands 
 // stride-2 weight gradient on AVX2 gave other bits on each of 39 repeats at 2 threads (a race:
 // the face encoder's first shortcut at --face-channels 4), its blocked one the same bits.
 static dnnl_format_tag_t direct_blocked_tag(const conv2d_shape_t *s, conv2d_operands t) {
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-    const int avx2_best = (isa & avx512) != avx512;
+    const int avx2_best = !spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core);
     const int eights = s->Cin % 8 == 0 && s->Cout % 8 == 0, few = s->Cin > 1 && s->Cin < 8;
     const int fits = (eights || few) && s->Cin <= 128 && s->Cout <= 128;
     return t == CONV2D_F32 && avx2_best && fits ? dnnl_nChw8c : 0;

@@ -6,6 +6,11 @@
 
 #include "kernels/base/check.h"
 
+// Whether oneDNN's effective ISA (the CPU's, or ONEDNN_MAX_CPU_ISA's below it) includes isa.
+static inline int spk_dnnl_isa_has(dnnl_cpu_isa_t isa) {
+    return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)isa) == (unsigned)isa;
+}
+
 #define dnnlCheck(call)                                                                          \
     do {                                                                                         \
         dnnl_status_t st_ = (call);                                                              \

@@ -74,10 +74,7 @@ static _Thread_local size_t t_scratch_bytes;
 
 static int isa_has_bf16(void) {
     static int native = -1;  // racy first call writes the same value
-    if (native < 0) {
-        const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-        native = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-    }
+    if (native < 0) native = spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core_bf16);
     return native;
 }
 
