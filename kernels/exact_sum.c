@@ -6,6 +6,8 @@
 
 #include "kernels/exact_sum_math.h"
 
+#include <string.h>
+
 #define PAR_MIN 16384
 
 static size_t bin_bytes(int64_t n) { return ((size_t)n + 63) & ~(size_t)63; }
@@ -55,11 +57,6 @@ void xsum_split_combined(xsum_t s, int64_t n) {
     for (int64_t i = 0; i < n; i++) xsum_split(s.hi[i], &s.hi[i], &s.lo[i]);
 }
 
-void xsum_combined_to_float(float *y, const int8_t *bin, const int64_t *c, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value_combined(bin[i], c[i]);
-}
-
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         int J = dst.bin[i];
@@ -69,3 +66,27 @@ void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
 }
 
 double xsum_value_of(xsum_t s, int64_t i) { return xsum_value(s.bin[i], s.hi[i], s.lo[i]); }
+
+void xsum_to_words(uint64_t *w, xsum_t s, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) w[i] = xsum_word(s.bin[i], s.hi[i], s.lo[i]);
+}
+
+void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) inout[i] = xsum_word_merge(inout[i], in[i]);
+}
+
+int64_t xsum_words_to_float(float *y, const uint64_t *w, int64_t n) {
+    float over;
+    const uint32_t bits = XSUM_OVER_BITS;
+    memcpy(&over, &bits, sizeof over);
+    int64_t k = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : k) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        const int o = xsum_word_code(w[i]) == XSUM_WORD_OVER;
+        y[i] = o ? over : (float)xsum_word_value(w[i]);
+        k += o;
+    }
+    return k;
+}

@@ -67,10 +67,19 @@ int xsum_fit_combined(xsum_t s, int64_t n, int ranks);
 void xsum_raise_combine(xsum_t s, const int8_t *bin, int64_t n);
 // Undoes xsum_raise_combine on the added integers: the limbs again, the same values.
 void xsum_split_combined(xsum_t s, int64_t n);
-// y[i] = the value of the combined sum (bin[i], c[i]) rounded to float, as xsum_to_float rounds
-// the limbs' value.
-void xsum_combined_to_float(float *y, const int8_t *bin, const int64_t *c, int64_t n);
 // dst[i] += src[i] (a merge of two partial sums).
 void xsum_merge(xsum_t dst, xsum_t src, int64_t n);
 // The value of one sum, correctly rounded to double.
 double xsum_value_of(xsum_t s, int64_t i);
+
+// ---- the one-word form (kernels/exact_sum_math.h), host memory -----------------------------
+// The bits of the float that stands for a sum whose word is XSUM_WORD_OVER: a NaN that no
+// sum's rounding gives (a non-finite sum rounds to the default NaN).
+#define XSUM_OVER_BITS 0x7fc0beefu
+// w[i] = s[i] as one word (XSUM_WORD_OVER where it does not fit).
+void xsum_to_words(uint64_t *w, xsum_t s, int64_t n);
+// inout[i] = the merge of inout[i] and in[i] (the cross-rank reduction's operator).
+void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n);
+// y[i] = w[i]'s value rounded to float, as xsum_to_float rounds its sum, or the NaN of
+// XSUM_OVER_BITS where w[i] is XSUM_WORD_OVER. Returns how many are.
+int64_t xsum_words_to_float(float *y, const uint64_t *w, int64_t n);

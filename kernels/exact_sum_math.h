@@ -17,9 +17,10 @@
 // Precision: a term keeps its bits down to 2^-24 of its sum's bin, so float terms in the bin of
 // the largest are kept whole and the error of n terms is below n * 2^-24 of the largest, the
 // order of a float sum's own rounding. Headroom: digits are < 2^24, so 2^22 terms
-// (XSUM_MAX_TERMS) leave hi 2^24 + lo far inside int64. Why 24 bits: after the bins are agreed,
-// hi 2^24 + lo is one int64 while fewer than 2^15 terms meet (xsum_combine), so ranks exchange 8
-// bytes a sum instead of 16 (app/dist/exact_reduce.c). A non-finite term makes the bin
+// (XSUM_MAX_TERMS) leave hi 2^24 + lo far inside int64. Why 24 bits: up to 32 terms' limbs fit
+// 30 bits each, so a sum with its bin is one 64-bit word (xsum_word) that ranks merge without
+// agreeing the bins first; and after the bins are agreed, hi 2^24 + lo is one int64 while fewer
+// than 2^15 terms meet (xsum_combine): 8 bytes a sum instead of 16 (app/dist/exact_reduce.c). A non-finite term makes the bin
 // XSUM_BIN_NONFINITE for good (the value is then NaN); merging keeps it, as bins merge by their
 // maximum.
 //
@@ -138,9 +139,6 @@ SPK_HD void xsum_split(int64_t c, int64_t *hi, int64_t *lo) {
     *lo = (int64_t)((uint64_t)c & 0xffffff);
     *hi = (c - *lo) / 0x1000000;  // exact: c - lo is a multiple of 2^24
 }
-// The value of a combined sum (hi 2^24 + lo as one integer c) in double: c rounded once, as
-// xsum_value rounds hi 2^24 + lo.
-SPK_HD double xsum_value_combined(int J, int64_t c) { return xsum_scaled(J, (double)c); }
 // Whether `ranks` partial sums whose limbs are all within these bounds add up, combined, inside
 // int64 at every step of any reduction order: |hi 2^24 + lo| < 2^63 / ranks each.
 SPK_HD int xsum_combinable(uint64_t max_abs_hi, uint64_t max_abs_lo, int ranks) {
@@ -158,4 +156,60 @@ SPK_HD int xsum_float_bin_bound(float x) {
     memcpy(&u, &x, sizeof u);
     const int b = ((int)((u >> 23) & 0xff) + 65) * 2731 >> 16;
     return (u & 0x7fffffffu) ? b : 0;
+}
+
+// ---- one sum in one 64-bit word, for the cross-rank exchange --------------------------------
+// While at most 32 terms meet in a sum its limbs stay below 2^29 in magnitude (digits are below
+// 2^24), and float terms' bins are at most 13, so a sum fits one word: the bin in bits 60-63,
+// hi in 30-59 and lo in 0-29 (two's complement). Words merge as the sums do (xsum_word_merge:
+// both raised to the larger bin, the limbs added), so ranks reduce them directly, one word a
+// sum, without agreeing the bins first (app/dist/exact_reduce.c). A sum that does not fit, or a
+// merge whose limbs leave the range, becomes XSUM_WORD_OVER, which absorbs every merge (below
+// XSUM_WORD_NONFINITE, which absorbs it): the exchange then reduces that sum in full.
+#define XSUM_WORD_OVER      14
+#define XSUM_WORD_NONFINITE 15
+#define XSUM_WORD_LIMB      ((int64_t)1 << 29)  // |hi|, |lo| below this
+#define XSUM_WORD_MASK      ((UINT64_C(1) << 30) - 1)
+
+SPK_HD int xsum_word_limbs_fit(int64_t hi, int64_t lo) {
+    return hi > -XSUM_WORD_LIMB && hi < XSUM_WORD_LIMB && lo > -XSUM_WORD_LIMB && lo < XSUM_WORD_LIMB;
+}
+
+// A word from a code (a bin up to 13, OVER or NONFINITE) and limbs that fit (ignored past 13).
+SPK_HD uint64_t xsum_word_pack(int code, int64_t hi, int64_t lo) {
+    const int keep = code < XSUM_WORD_OVER;
+    return (uint64_t)code << 60 | ((uint64_t)(keep ? hi : 0) & XSUM_WORD_MASK) << 30 |
+           ((uint64_t)(keep ? lo : 0) & XSUM_WORD_MASK);
+}
+
+// The word of the sum (J, hi, lo).
+SPK_HD uint64_t xsum_word(int J, int64_t hi, int64_t lo) {
+    const int code = J == XSUM_BIN_NONFINITE                             ? XSUM_WORD_NONFINITE
+                     : J < XSUM_WORD_OVER && xsum_word_limbs_fit(hi, lo) ? J
+                                                                         : XSUM_WORD_OVER;
+    return xsum_word_pack(code, hi, lo);
+}
+
+SPK_HD int xsum_word_code(uint64_t w) { return (int)(w >> 60); }
+// A limb's field (shift 30: hi, 0: lo), sign-extended.
+SPK_HD int64_t xsum_word_limb(uint64_t w, int shift) {
+    const uint64_t f = (w >> shift) & XSUM_WORD_MASK;
+    return (int64_t)(f ^ (UINT64_C(1) << 29)) - XSUM_WORD_LIMB;
+}
+
+// a + b, each raised to the larger code's bin (XSUM_WORD_OVER and NONFINITE absorb). Branch-free.
+SPK_HD uint64_t xsum_word_merge(uint64_t a, uint64_t b) {
+    const int ja = xsum_word_code(a), jb = xsum_word_code(b), j = ja > jb ? ja : jb;
+    const int64_t ah = xsum_word_limb(a, 30), al = xsum_word_limb(a, 0);
+    const int64_t bh = xsum_word_limb(b, 30), bl = xsum_word_limb(b, 0);
+    const int64_t hi = (ja == j ? ah : 0) + (jb == j ? bh : 0);
+    const int64_t lo = (ja == j ? al : ja + 1 == j ? ah : 0) + (jb == j ? bl : jb + 1 == j ? bh : 0);
+    return xsum_word_pack(j < XSUM_WORD_OVER && !xsum_word_limbs_fit(hi, lo) ? XSUM_WORD_OVER : j, hi, lo);
+}
+
+// The value of a word that is not XSUM_WORD_OVER, as xsum_value gives its sum's (NaN when
+// non-finite).
+SPK_HD double xsum_word_value(uint64_t w) {
+    const int j = xsum_word_code(w);
+    return xsum_value(j == XSUM_WORD_NONFINITE ? XSUM_BIN_NONFINITE : j, xsum_word_limb(w, 30), xsum_word_limb(w, 0));
 }

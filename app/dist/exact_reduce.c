@@ -42,6 +42,12 @@ static void merge_packed(void *in, void *inout, int *len, MPI_Datatype *type) {
     }
 }
 
+// MPI's user reduction on words (kernels/exact_sum_math.h): the same merge, one word a sum.
+static void merge_words(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    xsum_words_merge(inout, in, *len);
+}
+
 static void pack(char *p, xsum_t s, int64_t n) {
     for (int64_t i = 0; i < n; i++) put(p + PACKED * i, s.bin[i], s.hi[i], s.lo[i]);
 }
@@ -54,14 +60,19 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
     }
 }
 
-// A bucket in flight on MPI: the bins' maximum and whether any rank's limbs are too large to
-// combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase 2): combined,
-// one int64 a sum (xsum_combine), or else hi and lo apart. MPI's own reductions, in place on the
-// sums. With floats out: phase 2 is a reduce-scatter, each rank rounding its share of the sums to
-// float, and phase 3 gathers the floats (a float allreduce's second half, 4 bytes a sum).
+// A bucket in flight on MPI. With floats out on host memory: the sums as words, reduce-scattered
+// with merge_words (phase 2, at once), each rank rounding its share to float, then the floats
+// gathered (phase 3, a float allreduce's second half); a sum whose word overflowed is reduced
+// in full at the wait (words_redo). Otherwise: the bins' maximum and whether any rank's limbs
+// are too large to combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase
+// 2): combined, one int64 a sum (xsum_combine), or else hi and lo apart, MPI's own reductions
+// in place on the sums; with floats out a reduce-scatter, the floats then gathered (phase 3).
 typedef struct {
     int64_t from, to;
     float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
+    int words;           // exchanged as words
+    xsum_t sums;         // the sums (host memory), for words_redo
+    int64_t over;        // how many of this rank's share overflowed
     int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
                          // on the heap: MPI writes it while the bucket array may move
     int *share;          // (out) each rank's count, then its offset in the bucket
@@ -79,6 +90,8 @@ struct exact_reduce {
     MPI_Comm floats;    // and one for phase 3
     MPI_Datatype type;  // PACKED bytes (exact_reduce_now)
     MPI_Op op;          // merge_packed (exact_reduce_now)
+    MPI_Op word_op;     // merge_words (buckets with floats out)
+    uint64_t *words;    // (n) their words, on host memory
     int64_t n;
     xsum_t s;          // the sums of the bucketed reduction in progress (on the backend)
     xsum_t host;       // (n) their host copy, separate memory without NCCL
@@ -108,8 +121,12 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
     mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &r->type));
     mpiCheck(MPI_Type_commit(&r->type));
     mpiCheck(MPI_Op_create(merge_packed, 1, &r->op));
+    mpiCheck(MPI_Op_create(merge_words, 1, &r->word_op));
     r->max = mallocCheck((size_t)n + 1);
-    if (be->separate_memory) r->host = xsum_layout(callocCheck(1, xsum_bytes(n)), n);
+    if (be->separate_memory)
+        r->host = xsum_layout(callocCheck(1, xsum_bytes(n)), n);
+    else
+        r->words = mallocCheck((size_t)n * sizeof(uint64_t));
     return r;
 }
 
@@ -170,9 +187,37 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
 
 int exact_reduce_floats(const exact_reduce_t *r) { return !r->nccl && !r->be->separate_memory; }
 
-// The bucketed reductions use MPI's own reductions (vectorized, no packing) in two rounds, as
-// NCCL's path does: a bucket of sums ends as exact_reduce_now's merge would leave it, because
-// raising is linear in the limbs and raising twice is raising once to the larger bin.
+// The bucketed reductions: with floats out, one reduce-scatter of words and a gather of floats;
+// otherwise MPI's own reductions (vectorized, no packing) in two rounds, as NCCL's path does. A
+// bucket of sums ends as exact_reduce_now's merge would leave it, because raising is linear in
+// the limbs and raising twice is raising once to the larger bin.
+static bucket_t *push_bucket(exact_reduce_t *r, int64_t from, int64_t to, float *out) {
+    if (r->nbuckets == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 16;
+        bucket_t *more = mallocCheck((size_t)r->cap * sizeof *more);
+        if (r->nbuckets) memcpy(more, r->bucket, (size_t)r->nbuckets * sizeof *more);
+        free(r->bucket);
+        r->bucket = more;
+    }
+    bucket_t *b = &r->bucket[r->nbuckets++];
+    memset(b, 0, sizeof *b);
+    b->from = from, b->to = to;
+    b->out = out;
+    for (int k = 0; k < 5; k++) b->req[k] = MPI_REQUEST_NULL;
+    return b;
+}
+
+// Rank i rounds the sums [offset, offset + count) of the bucket: share[i] = count,
+// share[size + i] = offset.
+static void set_shares(const exact_reduce_t *r, bucket_t *b) {
+    const int count = (int)(b->to - b->from), size = r->comm->size;
+    b->share = mallocCheck(2 * sizeof(int) * (size_t)size);
+    for (int i = 0; i < size; i++) {
+        b->share[size + i] = (int)((int64_t)count * i / size);
+        b->share[i] = (int)((int64_t)count * (i + 1) / size) - b->share[size + i];
+    }
+}
+
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     SPK_ASSERT(!out || exact_reduce_floats(r));
@@ -185,70 +230,101 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, f
         return;
     }
 #endif
+    bucket_t *b = push_bucket(r, from, to, out);
+    if (out) {  // (host memory) phase 2 at once: the words' reduce-scatter, in start order
+        uint64_t *w = r->words + from;
+        b->words = 1;
+        b->sums = s;
+        xsum_to_words(w, xsum_at(s, from), count);
+        set_shares(r, b);
+        r->bytes += comm_scatter_bytes(r->comm, count * (int64_t)sizeof *w);
+        mpiCheck(MPI_Ireduce_scatter(MPI_IN_PLACE, w, b->share, MPI_UINT64_T, r->word_op, r->world, &b->req[2]));
+        return;
+    }
     r->bytes += comm_allreduce_bytes(r->comm, count + 1);
     xsum_t h = s;
     if (r->be->separate_memory) {  // the bucket's sums, to the host first
         h = r->host;
         spk_xsum_download(r->be, xsum_at(h, from), xsum_at(s, from), count);
     }
-    if (r->nbuckets == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 16;
-        bucket_t *more = mallocCheck((size_t)r->cap * sizeof *more);
-        if (r->nbuckets) memcpy(more, r->bucket, (size_t)r->nbuckets * sizeof *more);
-        free(r->bucket);
-        r->bucket = more;
-    }
-    bucket_t *b = &r->bucket[r->nbuckets++];
-    b->from = from, b->to = to;
-    b->out = out;
-    b->share = NULL;
-    for (int k = 0; k < 5; k++) b->req[k] = MPI_REQUEST_NULL;
     b->wide = mallocCheck(2);
     b->wide[0] = (int8_t)!xsum_fit_combined(xsum_at(h, from), count, r->comm->size);
     mpiCheck(MPI_Iallreduce(h.bin + from, r->max + from, (int)count, MPI_INT8_T, MPI_MAX, r->world, &b->req[0]));
     mpiCheck(MPI_Iallreduce(b->wide, b->wide + 1, 1, MPI_INT8_T, MPI_MAX, r->world, &b->req[1]));
 }
 
-// Phase 2 of a bucket whose phase 1 has arrived: its sums raised to the bins, their limbs summed
-// (or, with floats out, each rank's share of them: at the start of the bucket's limbs).
+// Phase 2 of a bucket of sums whose phase 1 has arrived: its sums raised to the bins, their limbs
+// summed. (A bucket of words is in phase 2 from its start.)
 static void limbs_start(exact_reduce_t *r, bucket_t *b) {
+    if (b->words) return;
     const xsum_t h = xsum_at(r->be->separate_memory ? r->host : r->s, b->from);
-    const int count = (int)(b->to - b->from), size = r->comm->size;
+    const int count = (int)(b->to - b->from);
     const int limbs = b->wide[1] ? 2 : 1;
     int64_t *limb[2] = {h.hi, h.lo};
     if (limbs == 1)
         xsum_raise_combine(h, r->max + b->from, count);
     else
         xsum_raise_to(h, r->max + b->from, count);
-    if (!b->out) {
-        r->bytes += comm_allreduce_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
-        for (int k = 0; k < limbs; k++)
-            mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, limb[k], count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2 + k]));
-        return;
-    }
-    b->share = mallocCheck(2 * sizeof(int) * (size_t)size);
-    for (int i = 0; i < size; i++) {  // rank i rounds sums [offset, offset + count) of the bucket
-        b->share[size + i] = (int)((int64_t)count * i / size);
-        b->share[i] = (int)((int64_t)count * (i + 1) / size) - b->share[size + i];
-    }
-    r->bytes += comm_scatter_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
+    r->bytes += comm_allreduce_bytes(r->comm, count * limbs * (int64_t)sizeof(int64_t));
     for (int k = 0; k < limbs; k++)
-        mpiCheck(MPI_Ireduce_scatter(MPI_IN_PLACE, limb[k], b->share, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2 + k]));
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, limb[k], count, MPI_INT64_T, MPI_SUM, r->limbs, &b->req[2 + k]));
 }
 
-// Phase 3 of a bucket with floats out whose share has arrived: rounded, then gathered.
+// Phase 3 of a bucket of words whose share has arrived (at the start of its words): rounded,
+// then gathered.
 static void floats_start(exact_reduce_t *r, bucket_t *b) {
-    const xsum_t h = xsum_at(r->s, b->from);
     const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
-    int8_t *bin = r->max + b->from + at;
     float *out = b->out + b->from;
-    if (b->wide[1])  // (host memory: the backend's own rounding, on the agreed bins)
-        r->be->xsum_to_float(out + at, (xsum_t){bin, h.hi, h.lo}, n);
-    else
-        xsum_combined_to_float(out + at, bin, h.hi, n);
+    b->over = xsum_words_to_float(out + at, r->words + b->from, n);
     r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));
     mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, b->share, b->share + size, MPI_FLOAT, r->floats,
                              &b->req[4]));
+}
+
+// Whether a gathered float stands for a sum whose word overflowed.
+static int over(const float *y) {
+    uint32_t u;
+    memcpy(&u, y, sizeof u);
+    return u == XSUM_OVER_BITS;
+}
+
+// The sums whose word overflowed somewhere (the gathered floats hold XSUM_OVER_BITS there, the
+// same on every rank), reduced in full in one round as exact_reduce_now's, their floats put in
+// place. Only for more than 32 terms a sum, in buckets where limbs grew large: the ranks first
+// add up their shares' counts (8 bytes), and the floats are searched only if there are any.
+static void words_redo(exact_reduce_t *r) {
+    int words = 0;
+    int64_t n = 0;
+    for (int j = 0; j < r->nbuckets; j++) {
+        words |= r->bucket[j].words;
+        n += r->bucket[j].over;
+    }
+    if (!words) return;  // (every rank alike)
+    MPI_Request req;
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, &n, 1, MPI_INT64_T, MPI_SUM, r->world, &req));
+    comm_wait(r->comm, &req);
+    r->bytes += comm_allreduce_bytes(r->comm, (int64_t)sizeof n);
+    if (n == 0) return;
+    SPK_ASSERT(n <= MAX_COUNT);
+    const xsum_t t = xsum_layout(mallocCheck(xsum_bytes(n)), n);
+    int64_t k = 0;
+    for (int j = 0; j < r->nbuckets; j++) {
+        const bucket_t *b = &r->bucket[j];
+        for (int64_t i = b->from; b->words && i < b->to; i++)
+            if (over(&b->out[i])) t.bin[k] = b->sums.bin[i], t.hi[k] = b->sums.hi[i], t.lo[k++] = b->sums.lo[i];
+    }
+    SPK_ASSERT(k == n);
+    char *p = mallocCheck((size_t)n * PACKED);
+    r->bytes += comm_allreduce_bytes(r->comm, n * PACKED);
+    host_allreduce(r->comm, r->world, r->type, r->op, t, n, p);
+    k = 0;
+    for (int j = 0; j < r->nbuckets; j++) {
+        const bucket_t *b = &r->bucket[j];
+        for (int64_t i = b->from; b->words && i < b->to; i++)
+            if (over(&b->out[i])) b->out[i] = (float)xsum_value_of(t, k++);
+    }
+    free(p);
+    free(t.bin);
 }
 
 // Whether both requests of a phase have completed (MPI_Testall with MPI_STATUSES_IGNORE trips
@@ -304,8 +380,11 @@ void exact_reduce_wait(exact_reduce_t *r) {
         comm_wait(r->comm, &b->req[4]);
         if (!b->out && !b->wide[1]) xsum_split_combined(h, b->to - b->from);
         if (r->be->separate_memory) spk_xsum_upload(r->be, xsum_at(r->s, b->from), h, b->to - b->from);
-        free(b->wide);
-        free(b->share);
+    }
+    words_redo(r);
+    for (int k = 0; k < r->nbuckets; k++) {
+        free(r->bucket[k].wide);
+        free(r->bucket[k].share);
     }
     r->nbuckets = 0;
     r->advanced = 0;
@@ -325,12 +404,14 @@ void exact_reduce_free(exact_reduce_t *r) {
         r->be->free(r->now_buf);
     } else {
         MPI_Op_free(&r->op);
+        MPI_Op_free(&r->word_op);
         MPI_Type_free(&r->type);
         MPI_Comm_free(&r->world);
         MPI_Comm_free(&r->limbs);
         MPI_Comm_free(&r->floats);
         free(r->now_buf);
         free(r->max);
+        free(r->words);
     }
     free(r->host.bin);
     free(r->bucket);

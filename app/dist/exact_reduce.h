@@ -3,13 +3,19 @@
 // larger bin and adds the limbs, integer addition, exact: associative and commutative, so the
 // result does not depend on the collective's algorithm, the number of ranks or how the sums are
 // cut into buckets.
-//   host memory             bucketed: the bins' maximum (MPI_INT8_T MAX), every sum raised to
-//                           it, the limbs' sums (MPI_INT64_T SUM), MPI's own reductions in place:
-//                           combined into one int64 a sum unless some rank's limbs are too large
-//                           for that (a flag agreed with the bins; then hi and lo apart). With
-//                           floats out, the limbs are reduce-scattered and the rounded floats
-//                           gathered: per sum 1 byte allreduced, 8 reduce-scattered and 4
-//                           gathered, 7/4 of a float allreduce's bytes (comm_allreduce_bytes);
+//   host memory             bucketed, floats out (the gradients): every sum as one 64-bit word
+//                           (bin and both limbs, kernels/exact_sum_math.h), reduce-scattered with
+//                           a user reduction merging words, each rank rounding its share, the
+//                           floats gathered: per sum 8 bytes reduce-scattered and 4 gathered,
+//                           3/2 of a float allreduce's bytes (comm_allreduce_bytes), and no
+//                           round to agree the bins first. A word holds a sum of up to 32 terms;
+//                           past that a merge may not fit, and those sums (marked in the floats)
+//                           are reduced in full at the wait, 17 bytes each, the same values.
+//                           Bucketed, sums out: the bins' maximum (MPI_INT8_T MAX), every sum
+//                           raised to it, the limbs' sums (MPI_INT64_T SUM), MPI's own
+//                           reductions in place: combined into one int64 a sum unless some
+//                           rank's limbs are too large for that (a flag agreed with the bins;
+//                           then hi and lo apart);
 //                           exact_reduce_now (small, blocking): one MPI_Iallreduce with a user
 //                           reduction doing the merge on the sums packed bin and limbs together
 //                           (17 bytes a sum)
@@ -36,7 +42,7 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n);
 // A bucketed reduction of the sums s: buckets [from, to) start in increasing order (every rank
 // the same buckets), progress moves them on, and wait returns when they are done: out NULL, s
 // holds the sums; out (host memory, where exact_reduce_floats says so), out[from, to) holds them
-// rounded to float, as xsum_to_float would, and s[from, to) is left undefined. Each rank then
+// rounded to float, as xsum_to_float would, and s[from, to) is left as it was. Each rank then
 // rounds a share of the sums and the ranks gather the floats: 4 bytes a sum on the way back
 // instead of 8, and each rank rounds 1 / R of them.
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out);

@@ -220,6 +220,64 @@ static void row_paths(void) {
     }
 }
 
+// One word a sum (the cross-rank exchange's form): up to 32 terms merge in any order to the sum's
+// own value; past that, a merge whose limbs leave the word says so (XSUM_WORD_OVER) instead of
+// wrapping; bins past 13 and non-finite sums likewise; a word's float is the sum's.
+static void words(void) {
+    const int rows = 32;
+    const int64_t n = 1031;
+    const float *x = terms(rows, n);
+    const xsum_t all = summed(x, rows, n);
+    xsum_t part[4] = {host_sums(n), host_sums(n), host_sums(n), host_sums(n)};
+    for (int r = 0; r < rows; r++) xsum_add(part[rng_int(4)], x + (size_t)r * n, 1, n, 1);
+    uint64_t *w[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)n);
+        xsum_to_words(w[k], part[k], n);
+    }
+    xsum_words_merge(w[3], w[0], n);  // ((3 + 0) + (2 + 1))
+    xsum_words_merge(w[2], w[1], n);
+    xsum_words_merge(w[3], w[2], n);
+    float *y = alloc_f(n), *want = alloc_f(n);
+    xsum_words_to_float(y, w[3], n);
+    xsum_to_float(want, all, n);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += xsum_word_code(w[3][i]) != all.bin[i];
+    check_true(bad == 0 && memcmp(y, want, sizeof(float) * n) == 0,
+               "32 terms in 4 words merged: the sums' bins and floats, bit for bit");
+
+    // 40 terms of the largest digits: two words of 20 fit, their merge does not.
+    const double top = ldexp(1.0 - ldexp(1.0, -24), -48);  // just below 2^-48: the top of bin 5
+    int J = 0;
+    int64_t hi = 0, lo = 0;
+    for (int k = 0; k < 20; k++) xsum_deposit(&J, &hi, &lo, top);
+    const uint64_t half = xsum_word(J, hi, lo);
+    check_true(xsum_word_code(half) == J && xsum_word_value(half) == 20 * top, "20 terms of the largest digits fit");
+    check_true(xsum_word_code(xsum_word_merge(half, half)) == XSUM_WORD_OVER, "40 of them: the merge says OVER");
+    check_true(xsum_word_code(xsum_word(J, (int64_t)1 << 29, 0)) == XSUM_WORD_OVER &&
+                   xsum_word_code(xsum_word(14, 1, 0)) == XSUM_WORD_OVER,
+               "limbs of 2^29 and bins past 13 do not fit a word");
+    const uint64_t small = xsum_word(J - 1, 5, -7), big = xsum_word(J, -3, 9);
+    int Jm = J - 1;
+    int64_t mh = 5, ml = -7;
+    xsum_merge_into(&Jm, &mh, &ml, J, -3, 9);
+    const uint64_t m = xsum_word_merge(small, big);
+    check_true(xsum_word_code(m) == Jm && xsum_word_limb(m, 30) == mh && xsum_word_limb(m, 0) == ml &&
+                   xsum_word_merge(big, small) == m,
+               "words of two bins merge as their sums do, either way round");
+
+    const uint64_t nan = xsum_word(XSUM_BIN_NONFINITE, 0, 0), over = xsum_word_merge(half, half);
+    const uint64_t q[3] = {xsum_word_merge(nan, over), xsum_word_merge(over, small), half};
+    float f[3];
+    xsum_words_to_float(f, q, 3);
+    uint32_t bits;
+    memcpy(&bits, &f[1], sizeof bits);
+    check_true(isnan(f[0]) && bits == XSUM_OVER_BITS && f[2] == (float)(20 * top),
+               "non-finite absorbs OVER, OVER absorbs a sum; their floats: NaN, the OVER mark");
+    memcpy(&bits, &f[0], sizeof bits);
+    check_true(bits != XSUM_OVER_BITS, "a non-finite sum's NaN is not the OVER mark");
+}
+
 static void cpu_checks(void) {
     row_paths();
     groups();
@@ -230,6 +288,7 @@ static void cpu_checks(void) {
     headroom();
     float_bins();
     value_rounding();
+    words();
 }
 
 // ---- every backend: the CPU's bits --------------------------------------------------------------
