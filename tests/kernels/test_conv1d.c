@@ -174,6 +174,7 @@ static void cpu_checks(void) {
     invariant_case(6, 32, 48, 40, 3, 2, 3);
     invariant_case(5, 64, 40, 30, 1, 1, 1);
     invariant_case(4, 200, 300, 12, 3, 1, 2);   // 3 x 3 blocks of the exact weight gradient
+    invariant_case(4, 280, 520, 6, 3, 1, 2);    // 2 x 2 blocks of a group's folded weight gradient
     invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
     run_all();
     spk_gemm_set_backend(g_default_backend);
