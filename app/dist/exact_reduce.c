@@ -43,6 +43,9 @@ static void merge_packed(void *in, void *inout, int *len, MPI_Datatype *type) {
 }
 
 // MPI's user reduction on words (kernels/exact_sum_math.h): the same merge, one word a sum.
+// Exact, so associative, while the limbs fit; a merge that does not fit marks the sum, and which
+// partial merge overflows first may depend on MPI's order, but a marked sum is redone in full
+// (words_redo), so the floats do not.
 static void merge_words(void *in, void *inout, int *len, MPI_Datatype *type) {
     (void)type;
     xsum_words_merge(inout, in, *len);
@@ -66,7 +69,7 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
 // in full at the wait (words_redo). Otherwise: the bins' maximum and whether any rank's limbs
 // are too large to combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase
 // 2): combined, one int64 a sum (xsum_combine), or else hi and lo apart, MPI's own reductions
-// in place on the sums; with floats out a reduce-scatter, the floats then gathered (phase 3).
+// in place on the sums, allreduced (sums out).
 typedef struct {
     int64_t from, to;
     float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
@@ -76,7 +79,8 @@ typedef struct {
     int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
                          // on the heap: MPI writes it while the bucket array may move
     int *share;          // (out) each rank's count, then its offset in the bucket
-    MPI_Request req[5];  // phase 1: [0] bins, [1] wide; phase 2: [2] hi, [3] lo; phase 3: [4] floats
+    MPI_Request req[5];  // phase 1: [0] bins, [1] wide; phase 2: [2] hi (or the words), [3] lo;
+                         // phase 3: [4] floats
 } bucket_t;
 
 struct exact_reduce {
@@ -84,9 +88,10 @@ struct exact_reduce {
     const spk_backend_t *be;
     struct nccl_comm *nccl;
     MPI_Comm world;     // a duplicate: these collectives keep to themselves
-    MPI_Comm limbs;     // another, for the buckets' phase 2 alone: MPI matches collectives by
-                        // their order on a communicator, and phase 2 starts when phase 1 is
-                        // seen done, at a moment that differs between ranks
+    MPI_Comm limbs;     // another, for the sums' phase 2 alone: MPI matches collectives by their
+                        // order on a communicator, and phase 2 starts when phase 1 is seen done,
+                        // at a moment that differs between ranks (the words' phase 2 starts with
+                        // the bucket, on world)
     MPI_Comm floats;    // and one for phase 3
     MPI_Datatype type;  // PACKED bytes (exact_reduce_now)
     MPI_Op op;          // merge_packed (exact_reduce_now)

@@ -2,7 +2,8 @@
 // partial sums s become their sums over all ranks. Merging two partial sums raises both to the
 // larger bin and adds the limbs, integer addition, exact: associative and commutative, so the
 // result does not depend on the collective's algorithm, the number of ranks or how the sums are
-// cut into buckets.
+// cut into buckets (the one-word form below is exact while it fits, and a sum that does not fit
+// is redone in full).
 //   host memory             bucketed, floats out (the gradients): every sum as one 64-bit word
 //                           (bin and both limbs, kernels/exact_sum_math.h), reduce-scattered with
 //                           a user reduction merging words, each rank rounding its share, the
