@@ -20,9 +20,9 @@
 // (XSUM_MAX_TERMS) leave hi 2^24 + lo far inside int64. Why 24 bits: up to 32 terms' limbs fit
 // 30 bits each, so a sum with its bin is one 64-bit word (xsum_word) that ranks merge without
 // agreeing the bins first; and after the bins are agreed, hi 2^24 + lo is one int64 while fewer
-// than 2^15 terms meet (xsum_combine): 8 bytes a sum instead of 16 (app/dist/exact_reduce.c). A non-finite term makes the bin
-// XSUM_BIN_NONFINITE for good (the value is then NaN); merging keeps it, as bins merge by their
-// maximum.
+// than 2^15 terms meet (xsum_combine): 8 bytes a sum instead of 16 (app/dist/exact_reduce.c).
+// A non-finite term makes the bin XSUM_BIN_NONFINITE for good (the value is then NaN); merging
+// keeps it, as bins merge by their maximum.
 //
 // All-zero memory is the empty sum (J = 0, value 0).
 #pragma once
@@ -200,10 +200,11 @@ SPK_HD int64_t xsum_word_limb(uint64_t w, int shift) {
 // a + b, each raised to the larger code's bin (XSUM_WORD_OVER and NONFINITE absorb). Branch-free.
 SPK_HD uint64_t xsum_word_merge(uint64_t a, uint64_t b) {
     const int ja = xsum_word_code(a), jb = xsum_word_code(b), j = ja > jb ? ja : jb;
-    const int64_t ah = xsum_word_limb(a, 30), al = xsum_word_limb(a, 0);
-    const int64_t bh = xsum_word_limb(b, 30), bl = xsum_word_limb(b, 0);
-    const int64_t hi = (ja == j ? ah : 0) + (jb == j ? bh : 0);
-    const int64_t lo = (ja == j ? al : ja + 1 == j ? ah : 0) + (jb == j ? bl : jb + 1 == j ? bh : 0);
+    int64_t ah = xsum_word_limb(a, 30), al = xsum_word_limb(a, 0);
+    int64_t bh = xsum_word_limb(b, 30), bl = xsum_word_limb(b, 0);
+    xsum_raise_limbs(ja, j, &ah, &al);  // (codes past 13 keep no limbs: xsum_word_pack)
+    xsum_raise_limbs(jb, j, &bh, &bl);
+    const int64_t hi = ah + bh, lo = al + bl;
     return xsum_word_pack(j < XSUM_WORD_OVER && !xsum_word_limbs_fit(hi, lo) ? XSUM_WORD_OVER : j, hi, lo);
 }
 
