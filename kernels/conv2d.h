@@ -97,18 +97,16 @@ void conv2d_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate)
                            float *workspace,  // (conv2d_workspace_floats_fixed)
                            int group);
 
-// How oneDNN computes the float32 convolutions (process-wide, as the models choose: app/model/model.h).
-// WINOGRAD: the 3x3 stride-1 layers with channels in sixteens (nearly all of a ResNet's work) by
-// oneDNN's Winograd F(4x4, 3x3), 4x fewer multiplications than the direct sum, with its own
-// rounding (the transforms' sums: a step's gradients stray up to 3x further from float64 than
-// the direct sum's where many ReLU inputs sit near zero); every other shape, and all of them
+// How the CPU computes the float32 convolutions (process-wide, as the models choose:
+// app/model/model.h). WINOGRAD: the 3x3 stride-1 layers (nearly all of a ResNet's work) by
+// Winograd's F(4x4, 3x3), 4x fewer multiplications than the direct sum, with its own rounding
+// (the transforms' sums: a step's gradients stray up to 3x further from float64 than the direct
+// sum's where many ReLU inputs sit near zero): oneDNN's where it has one (AVX-512 CPUs, channels
+// in sixteens), kernels/cpu/conv2d_winograd.c's elsewhere. Every other shape, and all of them
 // under DIRECT (the default), by the direct convolution. The invariant mode's fixed kernels and
 // native bf16 operands are unaffected; the widened bf16 path is a float32 convolution.
 typedef enum { CONV2D_ALGO_DIRECT = 0, CONV2D_ALGO_WINOGRAD = 1 } conv2d_algorithm;
 void conv2d_set_algorithm(conv2d_algorithm a);
-// 1 where oneDNN has a Winograd convolution on this CPU (oneDNN 2.6: AVX-512 only); elsewhere
-// WINOGRAD runs every shape direct.
-int conv2d_winograd_available(void);
 
 // Plain reference (direct loops, double accumulation). Slow; for tests.
 void conv2d_forward_reference(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s);

@@ -13,16 +13,12 @@
 // The CPU's 2-D convolutions (kernels/conv2d.h): Winograd for the ResNets, whose 3x3 layers are
 // nearly all their work (the fp32 step 1.5x faster), and for CAM++, whose front end's are a third
 // of it (1.1x); direct for the rest (the face encoder's pictures: not measured).
-static void select_conv_algorithm(const model_config_t *cfg, const spk_backend_t *be) {
+static void select_conv_algorithm(const model_config_t *cfg) {
     const char *a = cfg->conv_algorithm;
     const int automatic = !a[0] || strcmp(a, "auto") == 0;
     const int fits = strncmp(cfg->name, "resnet", 6) == 0 || strcmp(cfg->name, "campplus") == 0;
-    const int asked = strcmp(a, "winograd") == 0, winograd = asked || (automatic && fits);
+    const int winograd = strcmp(a, "winograd") == 0 || (automatic && fits);
     conv2d_set_algorithm(winograd ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
-    if (asked && strncmp(be->name, "cpu", 3) == 0 && !conv2d_winograd_available())
-        printf0(
-            "device: no Winograd convolution here (oneDNN's needs AVX-512, and oneDNN): --conv-algorithm "
-            "winograd runs direct\n");
 }
 
 model_t *model_create(const model_config_t *given, const model_data_t *data, const spk_backend_t *be) {
@@ -43,7 +39,7 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     m->staging = be->staging_create();
     const model_family_t *f = model_family_find(cfg->name);
     if (!f) spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
-    select_conv_algorithm(cfg, be);
+    select_conv_algorithm(cfg);
     f->build(m, cfg, data);
     if (m->ops && m->ops->finish) m->ops->finish(m);
     model_upload(m);

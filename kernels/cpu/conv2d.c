@@ -1,7 +1,8 @@
 // Conv2d over channels-last activations (kernels/conv2d.h) on the CPU: oneDNN's direct
 // convolutions where oneDNN is built in and chosen as the GEMM backend (kernels/cpu/conv2d_dnnl.c,
 // measured 2.5-5x faster than im2col here, docs/kernels.md), else im2col + SGEMM per sample;
-// loops of our own for one input channel, where oneDNN is slow. The bias gradient is ours
+// loops of our own for one input channel, where oneDNN is slow. Winograd where asked for:
+// oneDNN's, or ours where it has none (kernels/cpu/conv2d_winograd.c). The bias gradient is ours
 // either way: channel sums over the output rows.
 #include "kernels/conv2d.h"
 
@@ -10,6 +11,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
+#include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
@@ -197,28 +199,46 @@ static void one_channel_weights(float *dw, const float *dy, const float *x, cons
 
 // ---- the contract ------------------------------------------------------------------------------
 
-size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
-    check_shape(s);
-    const size_t general =
-        conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
-    return one_channel(s) && one_channel_floats(s) > general ? one_channel_floats(s) : general;
+static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
+
+void conv2d_set_algorithm(conv2d_algorithm a) { g_algorithm = a; }
+
+// The shapes our Winograd takes (the first layer keeps its own loops).
+static int winograd_shape(const conv2d_shape_t *s) { return conv2d_winograd_shape(s) && !one_channel(s); }
+
+// Our Winograd runs the shape: asked for, and oneDNN has none here.
+static int winograd_ours(const conv2d_shape_t *s) {
+    return g_algorithm == CONV2D_ALGO_WINOGRAD && winograd_shape(s) &&
+           !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available());
 }
 
-// oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.
-static void forward_on(int dnnl, float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+// Enough for either algorithm: a workspace sized while one model's choice held stays enough
+// when another model in the process has set the other.
+size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
+    check_shape(s);
+    size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
+    if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
+    if (winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
+    return n;
+}
+
+// Winograd or oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.
+static void forward_on(int fast, float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                        float *workspace) {
     check_shape(s);
     if (one_channel(s))
         one_channel_forward(y, x, w, bias, s, workspace);
-    else if (dnnl)
-        conv2d_dnnl_forward(y, x, w, bias, s, CONV2D_F32, workspace);
+    else if (fast && winograd_ours(s))
+        conv2d_winograd_forward(y, 0, x, w, bias, s, workspace);
+    else if (fast && conv2d_dnnl_usable(CONV2D_F32))
+        conv2d_dnnl_forward(y, x, w, bias, s, CONV2D_F32, g_algorithm, workspace);
     else
         im2col_forward(y, x, w, bias, s, workspace);
 }
 
 void conv2d_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                     float *workspace) {
-    forward_on(conv2d_dnnl_usable(CONV2D_F32), y, x, w, bias, s, workspace);
+    forward_on(1, y, x, w, bias, s, workspace);
 }
 
 void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const float *x,
@@ -229,11 +249,15 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
         one_channel_weights(dw, dy, x, s, workspace);
         dw = NULL;
     }
+    if (winograd_ours(s)) {
+        conv2d_winograd_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
+        return;
+    }
     if (!conv2d_dnnl_usable(CONV2D_F32)) {
         im2col_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
         return;
     }
-    if (dx || dw) conv2d_dnnl_backward(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, workspace);
+    if (dx || dw) conv2d_dnnl_backward(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, g_algorithm, workspace);
 }
 
 void conv2d_forward_reference(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s) {

@@ -110,7 +110,8 @@ void conv2d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 
     const size_t nx = conv2d_x_size(s);
     if (native()) {
         if (x) bf16_from_f32(xh, x, nx);
-        conv2d_dnnl_forward(y, xh, w, bias, s, CONV2D_BF16, workspace + half_floats(conv2d_y_size(s)));
+        conv2d_dnnl_forward(y, xh, w, bias, s, CONV2D_BF16, CONV2D_ALGO_DIRECT,
+                            workspace + half_floats(conv2d_y_size(s)));
         return;
     }
     const wide_t p = wide_parts(s, workspace);
@@ -136,7 +137,7 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
             dyh = r;
         }
         float *ws = workspace + half_floats(ny);
-        conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, ws);
+        conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
         return;
     }
     const wide_t p = wide_parts(s, workspace);

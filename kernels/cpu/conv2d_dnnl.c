@@ -40,10 +40,6 @@ static uint64_t g_clock;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t g_engine;
 static dnnl_stream_t g_stream;
-static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
-
-void conv2d_set_algorithm(conv2d_algorithm a) { g_algorithm = a; }
-
 int conv2d_dnnl_usable(conv2d_operands t) {
     return spk_gemm_get_backend() == SPK_GEMM_DNNL && (t == CONV2D_F32 || spk_gemm_bf16_native());
 }
@@ -292,7 +288,7 @@ static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_
 }
 
 // Asked once, of a shape test_conv2d runs as Winograd where oneDNN has it.
-int conv2d_winograd_available(void) {
+int conv2d_dnnl_winograd_available(void) {
     static int known = -1;
     if (known < 0) {
         const conv2d_shape_t s = conv2d_square(2, 32, 32, 8, 10, 3, 1);
@@ -360,8 +356,8 @@ static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, const dn
 }
 
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
-                         conv2d_operands t, void *workspace) {
-    const plan_t *p = plan_of(s, t, g_algorithm);
+                         conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
     const void *wf = reordered(p->w_to_fwd, p, &p->w_oihw, &p->w_fwd, w, q.w_fwd, q.scratch);
     const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
@@ -379,8 +375,8 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
 // dy is reordered once for both gradients; the weight gradient goes first, as the input
 // gradient of a blocked plan then takes the blocked x's place.
 void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
-                          const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
-    const plan_t *p = plan_of(s, t, g_algorithm);
+                          const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
     const void *cdy = reordered(p->dy_in, p, &p->dy, &p->cdy, dy, q.yb, q.scratch);
     if (dw) {
@@ -411,13 +407,12 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
 int conv2d_dnnl_usable(conv2d_operands t) { return (void)t, 0; }
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
-                         conv2d_operands t, void *workspace) {
-    (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)workspace;
+                         conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)a, (void)workspace;
 }
 void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
-                          const conv2d_shape_t *s, conv2d_operands t, void *workspace) {
-    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)workspace;
+                          const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)a, (void)workspace;
 }
-void conv2d_set_algorithm(conv2d_algorithm a) { (void)a; }
-int conv2d_winograd_available(void) { return 0; }
+int conv2d_dnnl_winograd_available(void) { return 0; }
 #endif

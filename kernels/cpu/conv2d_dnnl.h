@@ -1,7 +1,7 @@
 // oneDNN's convolution primitives behind kernels/cpu/conv2d.c and conv2d_bf16.c: channels-last
 // activations as they are, the PyTorch-layout weights reordered per call into the format the
-// primitive chose, the weight gradient reordered back and added; Winograd plans
-// (conv2d_set_algorithm), and float32 direct ones on CPUs without AVX-512, reorder the
+// primitive chose, the weight gradient reordered back and added; Winograd plans (the caller
+// passes the algorithm asked for), and float32 direct ones on CPUs without AVX-512, reorder the
 // activations to a blocked layout too. Plans (the primitives and the reorders of a shape,
 // operand type and algorithm) are made on first use and cached.
 //
@@ -18,12 +18,17 @@ typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1 } conv2d_operands;
 // CPU's bf16 instructions).
 int conv2d_dnnl_usable(conv2d_operands t);
 
+// 1 where oneDNN has a Winograd convolution on this CPU (oneDNN 2.6: AVX-512 only) and is the
+// GEMM backend; elsewhere kernels/cpu/conv2d_winograd.c runs Winograd.
+int conv2d_dnnl_winograd_available(void);
+
 // Bytes of scratch the three passes need (weights in the primitives' formats, the weight
 // gradient before it is added, oneDNN's scratchpad, and an input gradient to be added).
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
 
+// a: the algorithm asked for (Winograd runs where oneDNN has it for the shape and operands).
 void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
-                         conv2d_operands t, void *workspace);
+                         conv2d_operands t, conv2d_algorithm a, void *workspace);
 // dx = or += (accumulate) the input gradient, dw += the weight gradient; either may be NULL.
 void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
-                          const conv2d_shape_t *s, conv2d_operands t, void *workspace);
+                          const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace);

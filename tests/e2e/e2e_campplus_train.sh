@@ -14,10 +14,13 @@ cpp="--model campplus --channels 16 --growth-rate 8 --emb-dim 32 --frames 32 --d
     --optimizer adam --lr 0.003 --scale 16 --progress 0"
 run 2 $SPKDDP train $cpp --epochs 24 --metrics m.jsonl >log 2>&1 || { cat log; fail "training"; }
 field() { sed -nE "${1}s/.*\"$2\": ([-0-9.e+]+).*/\1/p" "$3"; }
-first=$(field 1 loss m.jsonl) last=$(field '$' loss m.jsonl) acc=$(field '$' accuracy m.jsonl)
-echo "campplus: loss $first -> $last, training accuracy $acc (chance 0.1)"
+first=$(field 1 loss m.jsonl) last=$(field '$' loss m.jsonl)
+# the mean of the last 8 epochs' accuracies (1280 samples): an epoch's own wanders 0.16-0.26
+# around 0.2 in this tiny run, whichever the convolution algorithm; chance is 0.10 +- 0.01
+acc=$(grep -oE '"accuracy": [0-9.e+-]+' m.jsonl | tail -8 | awk '{ s += $2 } END { printf "%.3f", s / NR }')
+echo "campplus: loss $first -> $last, training accuracy over the last 8 epochs $acc (chance 0.1)"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "the loss did not fall enough: $first -> $last"
-awk -v a="$acc" 'BEGIN { exit !(a >= 0.2) }' || fail "training accuracy $acc is not above chance"
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.15) }' || fail "training accuracy $acc is not above chance"
 grep -q "replicas identical" log || fail "replicas differ"
 
 run 2 $SPKDDP train $cpp --epochs 2 --ckpt-dir ck_keep >/dev/null 2>&1 || fail "keeping the inputs"

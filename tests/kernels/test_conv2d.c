@@ -229,42 +229,45 @@ static void backend_checks(void) {
         backend_case(conv2d_backend_shapes[i]);
 }
 
-// oneDNN's Winograd plans (kernels/conv2d.h): against the reference and the adjoint as above, on
-// shapes that take it (3x3, stride 1, channels in sixteens, sizes not multiples of its 4x4
-// tiles), and not the direct convolution's bits (else it did not run) where oneDNN has Winograd on
-// this CPU; the direct bits where it has not (AVX2).
+// Winograd (kernels/conv2d.h: oneDNN's where it has one, kernels/cpu/conv2d_winograd.c's
+// elsewhere) on the current GEMM backend: against the reference and the adjoint as above, on
+// shapes that take it (3x3, stride 1, channels in sixteens, more than one transform chunk of
+// 64; maps not multiples of the 4x4 tiles; more tiles than one block of 48) and on shapes that
+// run direct, not the direct convolution's bits (else it did not run), and the forward and
+// input gradient the same bits on 1 and 2 threads.
 static void winograd_checks(void) {
-    if (spk_gemm_set_backend(SPK_GEMM_DNNL) != 0) return;
     conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
     reference_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 1, 1);
     reference_case(conv2d_shape(3, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
     reference_case(conv2d_shape(1, 48, 48, 10, 25, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
-    reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);     // not a Winograd shape
-    reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);  // nor this
-    const conv2d_shape_t s = conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1);
+    reference_case(conv2d_shape(4, 80, 32, 16, 13, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);
+    reference_case(conv2d_shape(3, 16, 24, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);  // channels not in sixteens
+    reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);     // nor these
+    reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);  // not a Winograd shape
+    const conv2d_shape_t s = conv2d_shape(5, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
-    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y[2], *dw[2];
+    const int threads = with_threads(2);  // the workspace is sized for the most threads it will see
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y[3], *dx[3], *dw[3];
     // a workspace sized under one algorithm serves the other (models in one process may differ)
     // (oneDNN's kernels are not instrumented, so the sizes are compared, not only the guard)
-    conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
     const size_t nws_winograd = conv2d_workspace_floats(&s);
     conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
     const size_t nws = conv2d_workspace_floats(&s);
     check_true(nws == nws_winograd, "winograd: the workspace size does not depend on the algorithm");
     float *ws = workspace_with_guard(nws);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {  // direct; Winograd on 2 threads; on 1
         conv2d_set_algorithm(k ? CONV2D_ALGO_WINOGRAD : CONV2D_ALGO_DIRECT);
-        y[k] = alloc_f(ny), dw[k] = zeros_f(nw);
+        with_threads(k == 2 ? 1 : 2);
+        y[k] = alloc_f(ny), dx[k] = alloc_f(nx), dw[k] = zeros_f(nw);
         conv2d_forward(y[k], x, w, NULL, &s, ws);
-        conv2d_backward(NULL, 0, dw[k], NULL, y[k], x, w, &s, ws);
+        conv2d_backward(dx[k], 0, dw[k], NULL, y[k], x, w, &s, ws);
     }
+    with_threads(threads);
     check_guard("winograd in a workspace sized under direct", ws, nws);
-    if (conv2d_winograd_available())
-        check_true(memcmp(y[0], y[1], ny * 4) != 0 && memcmp(dw[0], dw[1], nw * 4) != 0,
-                   "winograd: its own rounding, not the direct convolution's bits");
-    else  // the same plans, run direct
-        check_true(memcmp(y[0], y[1], ny * 4) == 0 && memcmp(dw[0], dw[1], nw * 4) == 0,
-                   "winograd unavailable here: the direct convolution's bits");
+    check_true(memcmp(y[0], y[1], ny * 4) != 0 && memcmp(dw[0], dw[1], nw * 4) != 0,
+               "winograd: its own rounding, not the direct convolution's bits");
+    check_true(memcmp(y[1], y[2], ny * 4) == 0 && memcmp(dx[1], dx[2], nx * 4) == 0,
+               "winograd: the forward and input gradient the same bits on 1 and 2 threads");
     conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
     test_release();
 }
@@ -295,8 +298,8 @@ static void cpu_checks(void) {
         invariant_case(conv2d_shape(6, 8, 8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 3);
         invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer
         invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
+        winograd_checks();
     }
-    winograd_checks();
     spk_gemm_set_backend(keep);
 }
 

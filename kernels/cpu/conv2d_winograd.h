@@ -1,0 +1,37 @@
+// Winograd F(4x4, 3x3) convolutions of our own, behind kernels/cpu/conv2d.c where Winograd is
+// asked for (conv2d_set_algorithm) and oneDNN has none: CPUs without AVX-512 (oneDNN 2.6's
+// Winograd is AVX-512 only) and builds without oneDNN. Channels-last activations and
+// PyTorch-layout weights, as kernels/conv2d.h; the shapes are 3x3, stride 1, padding 1, no
+// dilation (a ResNet's and the CAM++ front end's 3x3 layers, nearly all their work), with
+// channels in sixteens as oneDNN's Winograd takes them, so that every CPU runs the same layers
+// by Winograd (fewer channels gain little, and lose accuracy where a network is ill-conditioned).
+//
+// Each 4x4 output tile is A^T [(G w G^T) . (B^T d B)] A for its 6x6 input patch d (at the
+// points 0, +-2/3, +-3/2 and infinity, which round less than Lavin and Gray's 0, +-1, +-2): 36
+// products a tile and channel pair where the direct
+// sum takes 144. The input gradient is the same convolution of dy with the weights rotated
+// and transposed; the weight gradient is its adjoint, G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
+// The products run as small GEMMs over blocks of tiles held in cache (an AVX2 micro-kernel
+// where the compiler targets AVX2 and FMA, plain loops elsewhere). The rounding is the
+// transforms' own, as oneDNN's Winograd's is (docs/kernels.md). The bits do not depend on the
+// thread count except the weight gradient's, whose per-thread partial sums are added in
+// thread order: the same bits for the same thread count.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/conv2d.h"
+
+// Whether the shape is one these kernels take.
+int conv2d_winograd_shape(const conv2d_shape_t *s);
+
+// Floats of workspace the three passes need (weights transformed, per-thread blocks and partial
+// weight gradients).
+size_t conv2d_winograd_workspace_floats(const conv2d_shape_t *s);
+
+// y = (accumulate 0) or += (1) the convolution of x, plus bias (NULL: none).
+void conv2d_winograd_forward(float *y, int accumulate, const float *x, const float *w, const float *bias,
+                             const conv2d_shape_t *s, float *workspace);
+
+// dx = or += (dx_accumulate) the input gradient, dw += the weight gradient; either may be NULL.
+void conv2d_winograd_backward(float *dx, int dx_accumulate, float *dw, const float *dy, const float *x, const float *w,
+                              const conv2d_shape_t *s, float *workspace);
