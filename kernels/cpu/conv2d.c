@@ -203,12 +203,9 @@ static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
 
 void conv2d_set_algorithm(conv2d_algorithm a) { g_algorithm = a; }
 
-// The shapes our Winograd takes (the first layer keeps its own loops).
-static int winograd_shape(const conv2d_shape_t *s) { return conv2d_winograd_shape(s) && !one_channel(s); }
-
 // Our Winograd runs the shape: asked for, and oneDNN has none here.
 static int winograd_ours(const conv2d_shape_t *s) {
-    return g_algorithm == CONV2D_ALGO_WINOGRAD && winograd_shape(s) &&
+    return g_algorithm == CONV2D_ALGO_WINOGRAD && conv2d_winograd_shape(s) &&
            !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available());
 }
 
@@ -218,7 +215,7 @@ size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     check_shape(s);
     size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
-    if (winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
+    if (conv2d_winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
     return n;
 }
 

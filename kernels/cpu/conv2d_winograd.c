@@ -4,13 +4,21 @@
 // sample b's output (cropped at the edges) and reads the 6x6 input patch one row and column
 // further out on each side (zeros outside). A transformed 6x6 tile has 36 elements e = 6 i + j.
 //
-// The products: for each element e, a block's transformed tiles (NT, K) times the transformed
-// weights (K, N) - 36 GEMMs a block, each with the block's tiles as rows. The blocks are small
-// enough to stay in cache between the transforms and the GEMMs; threads take whole blocks.
+// The products: for each element e, a block's transformed tiles (tiles x K) times the transformed
+// weights (K x N): 36 GEMMs a block, each with the block's tiles as rows, on a 6x16 micro-kernel.
+// Forward and input gradient: a thread takes a block of up to NT tiles, transforms its patches,
+// multiplies and transforms the products back into its output tiles; every tile's arithmetic is
+// the same whichever thread and block run it. Weight gradient: the sums over tiles (36 x Cin x
+// Cout) are either kept per thread, each thread adding its blocks' products into its own copy
+// and the copies added in thread order at the end (the fastest while the copies are small), or
+// kept once, the threads transforming a super-block of SB tiles together and then splitting its
+// 36 x Cin/6 GEMMs (K = the tiles) between them (where the copies would take more than
+// PER_THREAD_SUMS_MAX bytes: wide layers on many threads).
 //
-// Workspace (floats): [weights transformed: 36 x K x N16][zeros (channels)][a slot per thread:
-// tiles in (36 x NT x K) + slack][tiles out (36 x NT x N16)][weight-gradient partial
-// (36 x Cin x Cout16)], where N16 is N rounded up to sixteens (the micro-kernel's columns).
+// Workspace (floats): [weights transformed, or the weight gradient's sums: 36 x Cin x Cout]
+// [zeros: max(Cin, Cout)][a slot of tiles in and out (36 x NT x (Cin + Cout)) per thread, or the
+// super-block (36 x SB x (Cin + Cout)), whichever is larger][slack][the other threads' sums,
+// when kept per thread].
 #include "kernels/cpu/conv2d_winograd.h"
 
 #include <omp.h>
@@ -25,50 +33,52 @@
 enum {
     E = 36,    // elements of a transformed tile
     NT = 24,   // tiles a block, a multiple of MR (ResNet34's 3x3 layers on AVX2: 12-48 alike, 96 12% slower)
+    SB = 96,   // tiles a super-block of the weight gradient's shared sums (the K of its GEMMs)
     MR = 6,    // the micro-kernel's rows ...
-    NR = 16,   // ... and columns
+    NR = 16,   // ... and columns (the channel counts are multiples)
     CB = 64,   // channels a transform handles at once (its temporaries stay in L1)
-    SLACK = 8  // floats past the tiles in: the weight gradient's micro-kernel reads up to MR - 1 past a row
+    SLACK = 8  // floats past the tiles: the weight gradient's micro-kernel reads up to MR - 1 past a row's end
 };
 
-static size_t round16(int n) { return (size_t)(n + NR - 1) / NR * NR; }
 static int max_int(int a, int b) { return a > b ? a : b; }
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 int conv2d_winograd_shape(const conv2d_shape_t *s) {
-    return conv2d_shape_ok(s) && s->Cin % 16 == 0 && s->Cout % 16 == 0 && s->KH == 3 && s->KW == 3 && s->SH == 1 &&
+    return conv2d_shape_ok(s) && s->Cin % NR == 0 && s->Cout % NR == 0 && s->KH == 3 && s->KW == 3 && s->SH == 1 &&
            s->SW == 1 && s->PH == 1 && s->PW == 1 && s->DH == 1 && s->DW == 1;
 }
 
 typedef struct {
-    int B, H, W;    // batch and map (input = output)
-    int th, tw;     // tiles a column and a row
-    size_t tiles;   // B th tw
-    size_t blocks;  // of NT tiles
+    int B, H, W;   // batch and map (input = output)
+    int th, tw;    // tiles a column and a row
+    size_t tiles;  // B th tw
 } tiling_t;
 
 static tiling_t tiling_of(const conv2d_shape_t *s) {
-    tiling_t t = {s->B, s->H, s->W, (s->H + 3) / 4, (s->W + 3) / 4, 0, 0};
+    tiling_t t = {s->B, s->H, s->W, (s->H + 3) / 4, (s->W + 3) / 4, 0};
     t.tiles = (size_t)t.B * t.th * t.tw;
-    t.blocks = (t.tiles + NT - 1) / NT;
     return t;
 }
 
-static size_t weights_floats(const conv2d_shape_t *s) {
-    const size_t a = (size_t)s->Cin * round16(s->Cout), b = (size_t)s->Cout * round16(s->Cin);
-    return E * (a > b ? a : b);
+static size_t sums_floats(const conv2d_shape_t *s) { return (size_t)E * s->Cin * s->Cout; }
+static size_t slot_floats(const conv2d_shape_t *s) { return (size_t)E * NT * (s->Cin + s->Cout); }
+static size_t tiles_floats(const conv2d_shape_t *s) {
+    const size_t slots = (size_t)omp_get_max_threads() * slot_floats(s), super = (size_t)E * SB * (s->Cin + s->Cout);
+    return (slots > super ? slots : super) + SLACK;
 }
-static size_t in_floats(const conv2d_shape_t *s) { return (size_t)E * NT * max_int(s->Cin, s->Cout) + SLACK; }
-static size_t out_floats(const conv2d_shape_t *s) {
-    const size_t a = round16(s->Cin), b = round16(s->Cout);
-    return (size_t)E * NT * (a > b ? a : b);
+
+// Per-thread sums while all of them fit in this many bytes: on 2 threads they ran ResNet34's
+// weight gradients 10-30% faster than the shared sums (32-256 channels; 19 MB at 256).
+#define PER_THREAD_SUMS_MAX (64u << 20)
+
+static int sums_per_thread(const conv2d_shape_t *s) {
+    return (size_t)omp_get_max_threads() * sums_floats(s) * sizeof(float) <= PER_THREAD_SUMS_MAX;
 }
-static size_t partial_floats(const conv2d_shape_t *s) { return (size_t)E * s->Cin * round16(s->Cout); }
-static size_t slot_floats(const conv2d_shape_t *s) { return in_floats(s) + out_floats(s) + partial_floats(s); }
 
 size_t conv2d_winograd_workspace_floats(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_winograd_shape(s));
-    return weights_floats(s) + (size_t)max_int(s->Cin, s->Cout) + (size_t)omp_get_max_threads() * slot_floats(s);
+    const size_t others = sums_per_thread(s) ? (size_t)(omp_get_max_threads() - 1) * sums_floats(s) : 0;
+    return sums_floats(s) + (size_t)max_int(s->Cin, s->Cout) + tiles_floats(s) + others;
 }
 
 // ---- the transforms ---------------------------------------------------------------------------
@@ -167,12 +177,11 @@ static void kernel_of_sums(double g[9], const double s[E]) {
     for (int r = 0; r < 3; r++) gt_apply(g + 3 * r, 1, h + 6 * r, 1);
 }
 
-// The weights as the products read them: up[((e nob + ob) K + k) 16 + j] holds element e of
-// kernel (k -> n = 16 ob + j), zero for n >= N. flip 0: the convolution itself (K = Cin, N =
-// Cout); 1: its input gradient's (K = Cout, N = Cin), kernel (o -> c) rotated half a turn.
+// The weights as the products read them: up[((e N/16 + n/16) K + k) 16 + n%16] holds element e
+// of kernel (k -> n). flip 0: the convolution itself (K = Cin, N = Cout); 1: its input
+// gradient's (K = Cout, N = Cin), kernel (o -> c) rotated half a turn.
 static void weights_transform(float *up, const float *w, int K, int N, int flip) {
-    const int nob = (int)(round16(N) / NR);
-    memset(up, 0, sizeof(float) * E * round16(N) * K);
+    const size_t nob = (size_t)N / NR;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
@@ -180,7 +189,7 @@ static void weights_transform(float *up, const float *w, int K, int N, int flip)
             double gd[9], u[E];
             for (int i = 0; i < 9; i++) gd[i] = g[flip ? 8 - i : i];
             weight_tile(u, gd);
-            for (int e = 0; e < E; e++) up[(((size_t)e * nob + n / NR) * K + k) * NR + n % NR] = (float)u[e];
+            for (int e = 0; e < E; e++) up[((e * nob + n / NR) * K + k) * NR + n % NR] = (float)u[e];
         }
 }
 
@@ -314,26 +323,21 @@ static void micro_kernel(int K, const float *a, size_t ars, size_t aks, const fl
 // ---- the passes --------------------------------------------------------------------------------
 
 typedef struct {
-    float *weights, *zeros, *slots;
-    size_t slot;  // floats a slot
-    size_t in, out;
+    float *weights;  // the transformed weights, or the weight gradient's sums (thread 0's)
+    float *zeros;    // max(Cin, Cout)
+    float *tiles;    // the slots, or the super-block
+    float *others;   // threads 1, 2, ...'s sums, when kept per thread
+    size_t slot;     // floats a slot
 } parts_t;
 
 static parts_t parts_of(const conv2d_shape_t *s, float *workspace) {
     const int channels = max_int(s->Cin, s->Cout);
-    parts_t p = {workspace, workspace + weights_floats(s), NULL, slot_floats(s), in_floats(s), out_floats(s)};
-    p.slots = p.zeros + channels;
+    parts_t p = {workspace, workspace + sums_floats(s), NULL, NULL, slot_floats(s)};
+    p.tiles = p.zeros + channels;
+    p.others = p.tiles + tiles_floats(s);
     memset(p.zeros, 0, sizeof(float) * channels);
+    memset(p.others - SLACK, 0, sizeof(float) * SLACK);
     return p;
-}
-
-// The calling thread's slot.
-static float *slot_of(const parts_t *p) { return p->slots + (size_t)omp_get_thread_num() * p->slot; }
-
-// Tiles in block blk (NT but for the last).
-static int block_tiles(const tiling_t *t, size_t blk) {
-    const size_t left = t->tiles - blk * NT;
-    return left < NT ? (int)left : NT;
 }
 
 static void tile_origin(const tiling_t *t, size_t tile, int *b, int *i0, int *j0) {
@@ -343,78 +347,123 @@ static void tile_origin(const tiling_t *t, size_t tile, int *b, int *i0, int *j0
     *j0 = 4 * (int)(r % t->tw);
 }
 
-// y (K -> N channels) = or += the convolution of x with the transformed weights up.
+// y (K -> N channels) = or += the convolution of x with the transformed weights up. Blocks of
+// up to NT tiles, fewer where that leaves a thread without one (a short batch in inference).
 static void convolve(float *y, int accumulate, const float *x, const float *up, const float *bias, int K, int N,
                      const tiling_t *t, const parts_t *p) {
-    const size_t ldn = round16(N), nob = ldn / NR;
+    const size_t nob = (size_t)N / NR, per_thread = (t->tiles + omp_get_max_threads() - 1) / omp_get_max_threads();
+    const size_t bt = per_thread >= NT ? NT : per_thread <= MR ? MR : (per_thread + MR - 1) / MR * MR;
+    const size_t blocks = (t->tiles + bt - 1) / bt;
 #pragma omp parallel
     {
-        float *in = slot_of(p), *out = in + p->in;
-        memset(in, 0, sizeof(float) * (p->in + p->out));  // rows past a short block are read, not used
+        float *in = p->tiles + (size_t)omp_get_thread_num() * p->slot, *out = in + (size_t)E * NT * K;
 #pragma omp for schedule(static)
-        for (size_t blk = 0; blk < t->blocks; blk++) {
-            const size_t first = blk * NT;
-            const int nt = block_tiles(t, blk);
+        for (size_t blk = 0; blk < blocks; blk++) {
+            const size_t first = blk * bt;
+            const int nt = (int)(t->tiles - first < bt ? t->tiles - first : bt);
             int b, i0, j0;
             for (int k = 0; k < nt; k++) {
                 tile_origin(t, first + k, &b, &i0, &j0);
                 input_tile(in + (size_t)k * K, (size_t)NT * K, x, t, K, b, i0, j0, p->zeros);
             }
-            for (int e = 0; e < E; e++)
-                for (size_t ob = 0; ob < nob; ob++) {
-                    const float *w = up + ((size_t)e * nob + ob) * K * NR;
+            for (int e = 0; e < E; e++)  // rows past nt (up to MR - 1) are computed, not stored
+                for (size_t ob = 0; ob < nob; ob++)
                     for (int r = 0; r < nt; r += MR)
-                        micro_kernel(K, in + ((size_t)e * NT + r) * K, K, 1, w, NR,
-                                     out + ((size_t)e * NT + r) * ldn + ob * NR, ldn, min_int(MR, nt - r), 0);
-                }
+                        micro_kernel(K, in + ((size_t)e * NT + r) * K, K, 1, up + ((size_t)e * nob + ob) * K * NR, NR,
+                                     out + ((size_t)e * NT + r) * N + ob * NR, N, min_int(MR, nt - r), 0);
             for (int k = 0; k < nt; k++) {
                 tile_origin(t, first + k, &b, &i0, &j0);
-                output_tile(y, accumulate, out + (size_t)k * ldn, (size_t)NT * ldn, bias, t, N, b, i0, j0);
+                output_tile(y, accumulate, out + (size_t)k * N, (size_t)NT * N, bias, t, N, b, i0, j0);
             }
         }
     }
 }
 
-// dw += G^T [sum over tiles (A dy A^T) . (B^T x B)] G: each thread sums its blocks' products
-// into its partial (36, Cin, Cout16); the partials are added in thread order.
-static void weight_gradient(float *dw, const float *dy, const float *x, const conv2d_shape_t *s, const tiling_t *t,
-                            const parts_t *p) {
+// sums = sum over tiles (A dy A^T) . (B^T x B), kept once. Per super-block of SB tiles: the
+// threads transform its tiles (x's and dy's), then each (element, six input channels) unit adds
+// the super-block's products into its rows of the sums; the super-blocks in order.
+static void sums_shared(float *sums, const float *dy, const float *x, const conv2d_shape_t *s, const tiling_t *t,
+                        const parts_t *p) {
+    const int Cin = s->Cin, Cout = s->Cout, cblocks = (Cin + MR - 1) / MR;
+    const size_t nob = (size_t)Cout / NR, supers = (t->tiles + SB - 1) / SB;
+    float *xt = p->tiles, *zt = xt + (size_t)E * SB * Cin;
+#pragma omp parallel
+    for (size_t sb = 0; sb < supers; sb++) {
+        const size_t first = sb * SB;
+        const int nt = (int)(t->tiles - first < SB ? t->tiles - first : SB);
+#pragma omp for schedule(static)
+        for (int k = 0; k < nt; k++) {
+            int b, i0, j0;
+            tile_origin(t, first + k, &b, &i0, &j0);
+            input_tile(xt + (size_t)k * Cin, (size_t)SB * Cin, x, t, Cin, b, i0, j0, p->zeros);
+            grad_tile(zt + (size_t)k * Cout, (size_t)SB * Cout, dy, t, Cout, b, i0, j0, p->zeros);
+        }
+#pragma omp for schedule(static)
+        for (int u = 0; u < E * cblocks; u++) {  // a row past Cin reads the next tile's (or the slack)
+            const int e = u / cblocks, c = u % cblocks * MR;
+            for (size_t ob = 0; ob < nob; ob++)
+                micro_kernel(nt, xt + (size_t)e * SB * Cin + c, 1, (size_t)Cin, zt + (size_t)e * SB * Cout + ob * NR,
+                             (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout,
+                             min_int(MR, Cin - c), 1);
+        }
+    }
+}
+
+// The same sums kept per thread: each thread adds its blocks' products into its own copy (thread
+// 0's is sums), and the copies are added in thread order.
+static void sums_per_thread_run(float *sums, const float *dy, const float *x, const conv2d_shape_t *s,
+                                const tiling_t *t, const parts_t *p) {
     const int Cin = s->Cin, Cout = s->Cout;
-    const size_t ldo = round16(Cout), nob = ldo / NR, np = partial_floats(s);
+    const size_t nob = (size_t)Cout / NR, ns = sums_floats(s), blocks = (t->tiles + NT - 1) / NT;
     int threads = 1;
 #pragma omp parallel
     {
-        float *in = slot_of(p), *z = in + p->in, *part = z + p->out;
-        memset(in, 0, sizeof(float) * p->slot);  // z's padded columns, and the slack, stay zero
+        const int me = omp_get_thread_num();
+        float *in = p->tiles + (size_t)me * p->slot, *z = in + (size_t)E * NT * Cin;
+        float *own = me ? p->others + (size_t)(me - 1) * ns : sums;
+        memset(own, 0, sizeof(float) * ns);
 #pragma omp single
         threads = omp_get_num_threads();
 #pragma omp for schedule(static)
-        for (size_t blk = 0; blk < t->blocks; blk++) {
-            const int nt = block_tiles(t, blk);
+        for (size_t blk = 0; blk < blocks; blk++) {
             const size_t first = blk * NT;
-            int b, i0, j0;
+            const int nt = (int)(t->tiles - first < NT ? t->tiles - first : NT);
             for (int k = 0; k < nt; k++) {
+                int b, i0, j0;
                 tile_origin(t, first + k, &b, &i0, &j0);
                 input_tile(in + (size_t)k * Cin, (size_t)NT * Cin, x, t, Cin, b, i0, j0, p->zeros);
-                grad_tile(z + (size_t)k * ldo, (size_t)NT * ldo, dy, t, Cout, b, i0, j0, p->zeros);
+                grad_tile(z + (size_t)k * Cout, (size_t)NT * Cout, dy, t, Cout, b, i0, j0, p->zeros);
             }
-            for (int e = 0; e < E; e++)
+            for (int e = 0; e < E; e++)  // a row past Cin reads the next tile's (or the slack)
                 for (int c = 0; c < Cin; c += MR)
                     for (size_t ob = 0; ob < nob; ob++)
                         micro_kernel(nt, in + (size_t)e * NT * Cin + c, 1, (size_t)Cin,
-                                     z + (size_t)e * NT * ldo + ob * NR, ldo,
-                                     part + ((size_t)e * Cin + c) * ldo + ob * NR, ldo, min_int(MR, Cin - c), 1);
+                                     z + (size_t)e * NT * Cout + ob * NR, (size_t)Cout,
+                                     own + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout, min_int(MR, Cin - c),
+                                     1);
         }
     }
-    float *sum = p->slots + p->in + p->out;  // thread 0's partial
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < np; i++)
-        for (int k = 1; k < threads; k++) sum[i] += sum[(size_t)k * p->slot + i];
+    for (size_t i = 0; i < ns; i++)
+        for (int k = 1; k < threads; k++) sums[i] += p->others[(size_t)(k - 1) * ns + i];
+}
+
+// dw += G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
+static void weight_gradient(float *dw, const float *dy, const float *x, const conv2d_shape_t *s, const tiling_t *t,
+                            const parts_t *p) {
+    const int Cin = s->Cin, Cout = s->Cout;
+    float *sums = p->weights;  // (36, Cin, Cout)
+    if (sums_per_thread(s))
+        sums_per_thread_run(sums, dy, x, s, t, p);
+    else {
+        memset(sums, 0, sizeof(float) * sums_floats(s));
+        sums_shared(sums, dy, x, s, t, p);
+    }
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < Cout; o++)
         for (int c = 0; c < Cin; c++) {
             double st[E], g[9];
-            for (int e = 0; e < E; e++) st[e] = sum[((size_t)e * Cin + c) * ldo + o];
+            for (int e = 0; e < E; e++) st[e] = sums[((size_t)e * Cin + c) * Cout + o];
             kernel_of_sums(g, st);
             float *d = dw + ((size_t)o * Cin + c) * 9;
             for (int i = 0; i < 9; i++) d[i] += (float)g[i];

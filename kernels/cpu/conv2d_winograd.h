@@ -11,11 +11,10 @@
 // products a tile and channel pair where the direct
 // sum takes 144. The input gradient is the same convolution of dy with the weights rotated
 // and transposed; the weight gradient is its adjoint, G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
-// The products run as small GEMMs over blocks of tiles held in cache (an AVX2 micro-kernel
-// where the compiler targets AVX2 and FMA, plain loops elsewhere). The rounding is the
-// transforms' own, as oneDNN's Winograd's is (docs/kernels.md). The bits do not depend on the
-// thread count except the weight gradient's, whose per-thread partial sums are added in
-// thread order: the same bits for the same thread count.
+// The products run as small GEMMs over blocks of tiles (an AVX2 micro-kernel where the compiler
+// targets AVX2 and FMA, plain loops elsewhere). The rounding is the transforms' own, as oneDNN's
+// Winograd's is (docs/kernels.md). The forward's and the input gradient's bits do not depend on
+// the thread count; the weight gradient's are the same for the same thread count.
 #pragma once
 #include <stddef.h>
 

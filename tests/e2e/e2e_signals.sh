@@ -129,14 +129,16 @@ fi
 # Hydra 4.0.2 records 1 for a rank whose PMI connection closed before MPI_Finalize, over the
 # status it already reaped, and ORs the ranks' statuses: 143 << 8 | 1 reads as "signal 1"
 # (printed on stdout) and exits 1. Only that case is read as 143.
+# (the ranks are found by this test's own output path: other tests' embeds may be running)
+embed_ranks() { pgrep -f "^$SPKDDP embed .*--out $PWD/emb\.h5( |$)"; }
 embed_bad=0 outcomes=""
 for delay in 0 "0.0$((RANDOM % 4 + 1))"; do
     rm -f emb.h5
-    setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out emb.h5 >emb.out 2>emb.err &
+    setsid "$MPIEXEC" -n 2 $SPKDDP embed --ckpt "$ref_ckpt" --data audio.h5 --out "$PWD/emb.h5" >emb.out 2>emb.err &
     m=$!
-    wait_started pgrep -f "^$SPKDDP embed" || fail "embed: the ranks never blocked the stop signals"
+    wait_started embed_ranks || fail "embed: the ranks never blocked the stop signals"
     sleep "$delay"
-    kill -TERM $(pgrep -f "^$SPKDDP embed") 2>/dev/null
+    kill -TERM $(embed_ranks) 2>/dev/null
     wait $m
     rc=$?
     [ $rc -eq 1 ] && grep -q '(signal 1)$' emb.out && rc=143

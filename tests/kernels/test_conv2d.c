@@ -233,7 +233,8 @@ static void backend_checks(void) {
 // elsewhere) on the current GEMM backend: against the reference and the adjoint as above, on
 // shapes that take it (3x3, stride 1, channels in sixteens, more than one transform chunk of
 // 64; maps not multiples of the 4x4 tiles; more tiles than one block of 48) and on shapes that
-// run direct, not the direct convolution's bits (else it did not run), and the forward and
+// run direct; wide enough (512 channels) that the weight gradient's sums are kept once rather
+// than per thread; not the direct convolution's bits (else it did not run), and the forward and
 // input gradient the same bits on 1 and 2 threads.
 static void winograd_checks(void) {
     conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
@@ -241,10 +242,12 @@ static void winograd_checks(void) {
     reference_case(conv2d_shape(3, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
     reference_case(conv2d_shape(1, 48, 48, 10, 25, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);
     reference_case(conv2d_shape(4, 80, 32, 16, 13, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);
-    reference_case(conv2d_shape(3, 16, 24, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);  // channels not in sixteens
-    reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);     // nor these
-    reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);  // not a Winograd shape
-    const conv2d_shape_t s = conv2d_shape(5, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);
+    reference_case(conv2d_shape(2, 512, 512, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 0, 0);  // the sums kept once
+    reference_case(conv2d_shape(3, 16, 24, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);   // channels not in sixteens
+    reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);      // nor these
+    reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);   // not a Winograd shape
+    const conv2d_shape_t s =
+        conv2d_shape(1, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);  // blocks of 12 tiles on 2 threads, 18 on 1
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
     const int threads = with_threads(2);  // the workspace is sized for the most threads it will see
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *y[3], *dx[3], *dw[3];
