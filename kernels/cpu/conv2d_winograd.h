@@ -8,9 +8,9 @@
 //
 // Each 4x4 output tile is A^T [(G w G^T) . (B^T d B)] A for its 6x6 input patch d (at the
 // points 0, +-2/3, +-3/2 and infinity, which round less than Lavin and Gray's 0, +-1, +-2): 36
-// products a tile and channel pair where the direct
-// sum takes 144. The input gradient is the same convolution of dy with the weights rotated
-// and transposed; the weight gradient is its adjoint, G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
+// products a tile and channel pair where the direct sum takes 144. The input gradient is the
+// same convolution of dy with the weights rotated and transposed; the weight gradient is its
+// adjoint, G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
 // The products run as small GEMMs over blocks of tiles (an AVX2 micro-kernel where the compiler
 // targets AVX2 and FMA, plain loops elsewhere). The rounding is the transforms' own, as oneDNN's
 // Winograd's is (docs/kernels.md). The forward's and the input gradient's bits do not depend on
@@ -23,8 +23,8 @@
 // Whether the shape is one these kernels take.
 int conv2d_winograd_shape(const conv2d_shape_t *s);
 
-// Floats of workspace the three passes need (weights transformed, per-thread blocks and partial
-// weight gradients).
+// Floats of workspace the three passes need (the weights transformed, blocks of tiles, the
+// weight gradient's sums).
 size_t conv2d_winograd_workspace_floats(const conv2d_shape_t *s);
 
 // y = (accumulate 0) or += (1) the convolution of x, plus bias (NULL: none).
