@@ -215,8 +215,8 @@ size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     check_shape(s);
     size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
-    if (conv2d_winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
-    return n;
+    const size_t winograd = conv2d_winograd_shape(s) ? conv2d_winograd_workspace_floats(s) : 0;
+    return winograd > n ? winograd : n;
 }
 
 // Winograd or oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.

@@ -357,6 +357,32 @@ static void tile_origin(const tiling_t *t, size_t tile, int *b, int *i0, int *j0
     *j0 = 4 * (int)(r % t->tw);
 }
 
+// Tiles in the block of at most `size` that starts at tile `first`.
+static int block_tiles(const tiling_t *t, size_t first, size_t size) {
+    return (int)(t->tiles - first < size ? t->tiles - first : size);
+}
+
+// The weight gradient's two transforms of tile `tile`, into row k of blocks of `rows` tiles:
+// B^T x B into xt (Cin a row), A dy A^T into zt (Cout a row).
+static void gradient_tiles(float *xt, float *zt, size_t rows, int k, size_t tile, const float *x, const float *dy,
+                           const conv2d_shape_t *s, const tiling_t *t, const float *zeros) {
+    int b, i0, j0;
+    tile_origin(t, tile, &b, &i0, &j0);
+    input_tile(xt + (size_t)k * s->Cin, rows * s->Cin, x, t, s->Cin, b, i0, j0, zeros);
+    grad_tile(zt + (size_t)k * s->Cout, rows * s->Cout, dy, t, s->Cout, b, i0, j0, zeros);
+}
+
+// sums[e][c..c+5][:] += the products of element e over the nt tiles of blocks of `rows` tiles
+// (a row past Cin reads the next tile's, or the slack, and is not stored).
+static void add_products(float *sums, const float *xt, const float *zt, size_t rows, int nt, int e, int c,
+                         const conv2d_shape_t *s) {
+    const int Cin = s->Cin, Cout = s->Cout;
+    for (int ob = 0; ob < Cout / NR; ob++)
+        micro_kernel(nt, xt + (size_t)e * rows * Cin + c, 1, (size_t)Cin, zt + (size_t)e * rows * Cout + ob * NR,
+                     (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout, min_int(MR, Cin - c),
+                     1);
+}
+
 // y (K -> N channels) = or += the convolution of x with the transformed weights up. Blocks of
 // up to NT tiles, fewer where that leaves a thread without one (a short batch in inference).
 static void convolve(float *y, int accumulate, const float *x, const float *up, const float *bias, int K, int N,
@@ -370,7 +396,7 @@ static void convolve(float *y, int accumulate, const float *x, const float *up, 
 #pragma omp for schedule(static)
         for (size_t blk = 0; blk < blocks; blk++) {
             const size_t first = blk * bt;
-            const int nt = (int)(t->tiles - first < bt ? t->tiles - first : bt);
+            const int nt = block_tiles(t, first, bt);
             int b, i0, j0;
             for (int k = 0; k < nt; k++) {
                 tile_origin(t, first + k, &b, &i0, &j0);
@@ -394,28 +420,16 @@ static void convolve(float *y, int accumulate, const float *x, const float *up, 
 // the super-block's products into its rows of the sums; the super-blocks in order.
 static void sums_shared(float *sums, const float *dy, const float *x, const conv2d_shape_t *s, const tiling_t *t,
                         const parts_t *p) {
-    const int Cin = s->Cin, Cout = s->Cout, cblocks = (Cin + MR - 1) / MR;
-    const size_t nob = (size_t)Cout / NR, supers = (t->tiles + SB - 1) / SB;
-    float *xt = p->tiles, *zt = xt + (size_t)E * SB * Cin;
+    const int cblocks = (s->Cin + MR - 1) / MR;
+    const size_t supers = (t->tiles + SB - 1) / SB;
+    float *xt = p->tiles, *zt = xt + (size_t)E * SB * s->Cin;
 #pragma omp parallel
     for (size_t sb = 0; sb < supers; sb++) {
-        const size_t first = sb * SB;
-        const int nt = (int)(t->tiles - first < SB ? t->tiles - first : SB);
+        const int nt = block_tiles(t, sb * SB, SB);
 #pragma omp for schedule(static)
-        for (int k = 0; k < nt; k++) {
-            int b, i0, j0;
-            tile_origin(t, first + k, &b, &i0, &j0);
-            input_tile(xt + (size_t)k * Cin, (size_t)SB * Cin, x, t, Cin, b, i0, j0, p->zeros);
-            grad_tile(zt + (size_t)k * Cout, (size_t)SB * Cout, dy, t, Cout, b, i0, j0, p->zeros);
-        }
+        for (int k = 0; k < nt; k++) gradient_tiles(xt, zt, SB, k, sb * SB + k, x, dy, s, t, p->zeros);
 #pragma omp for schedule(static)
-        for (int u = 0; u < E * cblocks; u++) {  // a row past Cin reads the next tile's (or the slack)
-            const int e = u / cblocks, c = u % cblocks * MR;
-            for (size_t ob = 0; ob < nob; ob++)
-                micro_kernel(nt, xt + (size_t)e * SB * Cin + c, 1, (size_t)Cin, zt + (size_t)e * SB * Cout + ob * NR,
-                             (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout,
-                             min_int(MR, Cin - c), 1);
-        }
+        for (int u = 0; u < E * cblocks; u++) add_products(sums, xt, zt, SB, nt, u / cblocks, u % cblocks * MR, s);
     }
 }
 
@@ -423,34 +437,22 @@ static void sums_shared(float *sums, const float *dy, const float *x, const conv
 // 0's is sums), and the copies are added in thread order.
 static void sums_per_thread_run(float *sums, const float *dy, const float *x, const conv2d_shape_t *s,
                                 const tiling_t *t, const parts_t *p) {
-    const int Cin = s->Cin, Cout = s->Cout;
-    const size_t nob = (size_t)Cout / NR, ns = sums_floats(s), blocks = (t->tiles + NT - 1) / NT;
+    const size_t ns = sums_floats(s), blocks = (t->tiles + NT - 1) / NT;
     int threads = 1;
 #pragma omp parallel
     {
         const int me = omp_get_thread_num();
-        float *in = p->tiles + (size_t)me * p->slot, *z = in + (size_t)E * NT * Cin;
+        float *in = p->tiles + (size_t)me * p->slot, *z = in + (size_t)E * NT * s->Cin;
         float *own = me ? p->others + (size_t)(me - 1) * ns : sums;
         memset(own, 0, sizeof(float) * ns);
 #pragma omp single
         threads = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (size_t blk = 0; blk < blocks; blk++) {
-            const size_t first = blk * NT;
-            const int nt = (int)(t->tiles - first < NT ? t->tiles - first : NT);
-            for (int k = 0; k < nt; k++) {
-                int b, i0, j0;
-                tile_origin(t, first + k, &b, &i0, &j0);
-                input_tile(in + (size_t)k * Cin, (size_t)NT * Cin, x, t, Cin, b, i0, j0, p->zeros);
-                grad_tile(z + (size_t)k * Cout, (size_t)NT * Cout, dy, t, Cout, b, i0, j0, p->zeros);
-            }
-            for (int e = 0; e < E; e++)  // a row past Cin reads the next tile's (or the slack)
-                for (int c = 0; c < Cin; c += MR)
-                    for (size_t ob = 0; ob < nob; ob++)
-                        micro_kernel(nt, in + (size_t)e * NT * Cin + c, 1, (size_t)Cin,
-                                     z + (size_t)e * NT * Cout + ob * NR, (size_t)Cout,
-                                     own + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout, min_int(MR, Cin - c),
-                                     1);
+            const int nt = block_tiles(t, blk * NT, NT);
+            for (int k = 0; k < nt; k++) gradient_tiles(in, z, NT, k, blk * NT + k, x, dy, s, t, p->zeros);
+            for (int e = 0; e < E; e++)
+                for (int c = 0; c < s->Cin; c += MR) add_products(own, in, z, NT, nt, e, c, s);
         }
     }
 #pragma omp parallel for schedule(static)

@@ -232,7 +232,7 @@ static void backend_checks(void) {
 // Winograd (kernels/conv2d.h: oneDNN's where it has one, kernels/cpu/conv2d_winograd.c's
 // elsewhere) on the current GEMM backend: against the reference and the adjoint as above, on
 // shapes that take it (3x3, stride 1, channels in sixteens, more than one transform chunk of
-// 64; maps not multiples of the 4x4 tiles; more tiles than one block of 48) and on shapes that
+// 64; maps not multiples of the 4x4 tiles; more tiles than one block of 24) and on shapes that
 // run direct; wide enough (512 channels) that the weight gradient's sums are kept once rather
 // than per thread; not the direct convolution's bits (else it did not run), and the forward and
 // input gradient the same bits on 1 and 2 threads.
