@@ -1,7 +1,8 @@
 // Conv2d over channels-last activations (kernels/conv2d.h) on the CPU: oneDNN's direct
 // convolutions where oneDNN is built in and chosen as the GEMM backend (kernels/cpu/conv2d_dnnl.c,
 // measured 2.5-5x faster than im2col here, docs/kernels.md), else im2col + SGEMM per sample;
-// loops of our own for one input channel, where oneDNN is slow. Winograd where asked for:
+// loops of our own for one input channel, where oneDNN is slow; 1x1 layers as GEMMs over all the
+// rows, whose weight gradient outruns oneDNN's convolution everywhere. Winograd where asked for:
 // oneDNN's, or ours where it has none (kernels/cpu/conv2d_winograd.c). The bias gradient is ours
 // either way: channel sums over the output rows.
 #include "kernels/conv2d.h"
@@ -197,6 +198,42 @@ static void one_channel_weights(float *dw, const float *dy, const float *x, cons
             for (int o = 0; o < O; o++) dw[(size_t)o * taps + t] += part[((size_t)b * taps + t) * O + o];
 }
 
+// ---- pointwise (1x1, stride 1, no padding) --------------------------------------------------------
+// Over channels-last rows a 1x1 convolution is one GEMM over all B*H*W rows: y = x w^T,
+// dx = dy w, dw += dy^T x, with w (Cout, Cin) as it is and no reorders. Measured against
+// oneDNN's convolution primitives on the Zen 3 (2 threads, CAM++'s dense layers at 32 x 100
+// rows and a Bottleneck's at 32 x 80 x 200): the GEMM's weight gradient is 13-45% faster on
+// every shape, its forward and input gradient up to 2x faster below 256 input channels and
+// 5-20% slower above, where oneDNN keeps them.
+
+static int pointwise(const conv2d_shape_t *s) {
+    return s->KH == 1 && s->KW == 1 && s->SH == 1 && s->SW == 1 && s->PH == 0 && s->PW == 0;
+}
+
+// Whether the forward and input gradient of a pointwise shape go to the GEMM.
+static int pointwise_gemm(const conv2d_shape_t *s) {
+    return pointwise(s) && (s->Cin < 256 || !conv2d_dnnl_usable(CONV2D_F32));
+}
+
+static int rows_of(const conv2d_shape_t *s) { return s->B * s->H * s->W; }
+
+static void pointwise_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s) {
+    const int N = rows_of(s), O = s->Cout;
+    if (bias)
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++) memcpy(y + (size_t)i * O, bias, sizeof(float) * O);
+    spk_sgemm('N', 'T', N, O, s->Cin, 1.0f, x, s->Cin, w, s->Cin, bias ? 1.0f : 0.0f, y, O);
+}
+
+static void pointwise_input_grad(float *dx, int accumulate, const float *dy, const float *w, const conv2d_shape_t *s) {
+    spk_sgemm('N', 'N', rows_of(s), s->Cin, s->Cout, 1.0f, dy, s->Cout, w, s->Cin, accumulate ? 1.0f : 0.0f, dx,
+              s->Cin);
+}
+
+static void pointwise_weight_grad(float *dw, const float *dy, const float *x, const conv2d_shape_t *s) {
+    spk_sgemm('T', 'N', s->Cout, s->Cin, rows_of(s), 1.0f, dy, s->Cout, x, s->Cin, 1.0f, dw, s->Cin);
+}
+
 // ---- the contract ------------------------------------------------------------------------------
 
 static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
@@ -225,6 +262,8 @@ static void forward_on(int fast, float *y, const float *x, const float *w, const
     check_shape(s);
     if (one_channel(s))
         one_channel_forward(y, x, w, bias, s, workspace);
+    else if (fast && pointwise_gemm(s))
+        pointwise_forward(y, x, w, bias, s);
     else if (fast && winograd_ours(s))
         conv2d_winograd_forward(y, 0, x, w, bias, s, workspace);
     else if (fast && conv2d_dnnl_usable(CONV2D_F32))
@@ -245,6 +284,14 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
     if (dw && one_channel(s)) {  // the input gradient (rarely wanted of a first layer) as below
         one_channel_weights(dw, dy, x, s, workspace);
         dw = NULL;
+    }
+    if (dw && pointwise(s)) {
+        pointwise_weight_grad(dw, dy, x, s);
+        dw = NULL;
+    }
+    if (dx && pointwise_gemm(s)) {
+        pointwise_input_grad(dx, dx_accumulate, dy, w, s);
+        dx = NULL;
     }
     if (winograd_ours(s)) {
         conv2d_winograd_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);

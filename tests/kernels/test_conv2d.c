@@ -297,6 +297,8 @@ static void cpu_checks(void) {
         reference_case(conv2d_shape(2, 5, 3, 4, 4, 3, 3, 1, 1, 0, 0, 1, 1), 1, 0);    // no padding
         reference_case(conv2d_shape(4, 64, 16, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);  // a Bottleneck's 1x1s
         reference_case(conv2d_shape(4, 16, 64, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);
+        reference_case(conv2d_shape(3, 8, 4, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1), 1, k == 0);  // 1x1 with a bias
+        reference_case(conv2d_shape(2, 256, 16, 1, 9, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);    // 1x1 of 256 inputs
         invariant_case(conv2d_shape(4, 8, 16, 9, 10, 3, 3, 2, 2, 1, 1, 1, 1), 1);
         invariant_case(conv2d_shape(6, 8, 8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 3);
         invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer

@@ -5,7 +5,9 @@
 // a normwise relative error of 1e-4 (the CAM masks' bias gradients are sums over B x S = 8
 // segments that nearly cancel: PyTorch's own float32 step is 4.9e-5 from float64 there; 0.1%
 // anywhere in the mask's backward fails by tenfold). Then the same step with the layers' inputs recomputed in the
-// backward gives the same bits, and so does the step on one thread.
+// backward gives the same bits, and so does the step on one thread, except for the 1x1
+// convolutions' weight gradients: GEMMs whose sums over the rows the threads split (kernels/conv2d.h's
+// pointwise path), held to 1e-6 of each other.
 #include "app/model/campplus/campplus_dense.h"
 #include "tests/model/golden_util.h"
 
@@ -41,6 +43,27 @@ static step_t train_step(model_t *m, dense_block_t *k, int recompute, const floa
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+// The parameter gradients of a and b the same bits, but for the 1x1 convolutions' weights
+// (linear1 and the transition's linear) when `split` (their GEMMs' sums split by thread): within
+// 1e-6 of each other, normwise.
+static int same_gradients(const model_t *m, const float *a, const float *b, int split) {
+    for (int i = 0; i < m->table.count; i++) {
+        const param_tensor_t *t = &m->table.t[i];
+        const float *x = a + t->offset, *y = b + t->offset;
+        const size_t n = (size_t)t->numel;
+        const int pointwise =
+            !strstr(t->name, "cam_layer") && (strstr(t->name, ".linear1.weight") || strstr(t->name, ".linear.weight"));
+        if (!(split && pointwise)) {
+            if (!same_bits(x, y, n)) return 0;
+            continue;
+        }
+        double d = 0, r = 0;
+        for (size_t j = 0; j < n; j++) d += ((double)x[j] - y[j]) * ((double)x[j] - y[j]), r += (double)x[j] * x[j];
+        if (d > 1e-12 * r) return 0;
+    }
+    return 1;
+}
 
 static void step_free(model_t *m, step_t *r) {
     free(r->out);
@@ -120,7 +143,7 @@ int main(int argc, char **argv) {
         const char *what = variant == 0 ? "recompute" : "one thread";
         EXPECT(same_bits(a.out, b.out, out_n), "%s: the output differs", what);
         EXPECT(same_bits(a.gin, b.gin, R * C0), "%s: the input gradient differs", what);
-        EXPECT(same_bits(a.grads, b.grads, (size_t)m.table.total), "%s: the gradients differ", what);
+        EXPECT(same_gradients(&m, a.grads, b.grads, variant == 1), "%s: the gradients differ", what);
         EXPECT(same_bits(a.state, b.state, (size_t)m.state_table.total), "%s: the running statistics differ", what);
         step_free(&m, &b);
     }
