@@ -3,8 +3,9 @@
 // measured 2.5-5x faster than im2col here, docs/kernels.md), else im2col + SGEMM per sample;
 // loops of our own for one input channel, where oneDNN is slow; 1x1 layers as GEMMs over all the
 // rows, whose weight gradient outruns oneDNN's convolution everywhere. Winograd where asked for:
-// oneDNN's, or ours where it has none (kernels/cpu/conv2d_winograd.c). The bias gradient is ours
-// either way: channel sums over the output rows.
+// oneDNN's, or ours where it has none (kernels/cpu/conv2d_winograd.c); 3x3 layers that stride
+// the height by ours where oneDNN's kernels are AVX2's (kernels/cpu/conv2d_taps.c). The bias
+// gradient is ours either way: channel sums over the output rows.
 #include "kernels/conv2d.h"
 
 #include <omp.h>
@@ -12,6 +13,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
+#include "kernels/cpu/conv2d_taps.h"
 #include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
@@ -246,6 +248,13 @@ static int winograd_ours(const conv2d_shape_t *s) {
            !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available());
 }
 
+// Ours runs the height-strided 3x3 layers (CAM++'s front end) where oneDNN's best kernels are
+// AVX2's, which have them on channels-last only (its weight gradient at a third of the peak), or
+// oneDNN is not the backend.
+static int taps_ours(const conv2d_shape_t *s) {
+    return s->SH > 1 && conv2d_taps_shape(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
+}
+
 // Enough for either algorithm: a workspace sized while one model's choice held stays enough
 // when another model in the process has set the other.
 size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
@@ -253,6 +262,7 @@ size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
     const size_t winograd = conv2d_winograd_shape(s) ? conv2d_winograd_workspace_floats(s) : 0;
+    if (taps_ours(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
     return winograd > n ? winograd : n;
 }
 
@@ -266,6 +276,8 @@ static void forward_on(int fast, float *y, const float *x, const float *w, const
         pointwise_forward(y, x, w, bias, s);
     else if (fast && winograd_ours(s))
         conv2d_winograd_forward(y, 0, x, w, bias, s, workspace);
+    else if (fast && taps_ours(s))
+        conv2d_taps_forward(y, x, w, bias, s, workspace);
     else if (fast && conv2d_dnnl_usable(CONV2D_F32))
         conv2d_dnnl_forward(y, x, w, bias, s, CONV2D_F32, g_algorithm, workspace);
     else
@@ -295,6 +307,10 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
     }
     if (winograd_ours(s)) {
         conv2d_winograd_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
+        return;
+    }
+    if (taps_ours(s)) {
+        conv2d_taps_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
         return;
     }
     if (!conv2d_dnnl_usable(CONV2D_F32)) {

@@ -44,6 +44,8 @@ int conv2d_dnnl_usable(conv2d_operands t) {
     return spk_gemm_get_backend() == SPK_GEMM_DNNL && (t == CONV2D_F32 || spk_gemm_bf16_native());
 }
 
+int conv2d_dnnl_avx512(void) { return spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core); }
+
 static size_t up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 static void md_tag(dnnl_memory_desc_t *md, int n, const dnnl_dims_t dims, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
@@ -181,7 +183,7 @@ static conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands 
 // stride-2 weight gradient on AVX2 gave other bits on each of 39 repeats at 2 threads (a race:
 // the face encoder's first shortcut at --face-channels 4), its blocked one the same bits.
 static dnnl_format_tag_t direct_blocked_tag(const conv2d_shape_t *s, conv2d_operands t) {
-    const int avx2_best = !spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core);
+    const int avx2_best = !conv2d_dnnl_avx512();
     const int eights = s->Cin % 8 == 0 && s->Cout % 8 == 0, few = s->Cin > 1 && s->Cin < 8;
     const int fits = (eights || few) && s->Cin <= 128 && s->Cout <= 128;
     return t == CONV2D_F32 && avx2_best && fits ? dnnl_nChw8c : 0;
@@ -417,4 +419,5 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
     (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)a, (void)workspace;
 }
 int conv2d_dnnl_winograd_available(void) { return 0; }
+int conv2d_dnnl_avx512(void) { return 0; }
 #endif

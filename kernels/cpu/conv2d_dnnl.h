@@ -22,6 +22,9 @@ int conv2d_dnnl_usable(conv2d_operands t);
 // GEMM backend; elsewhere kernels/cpu/conv2d_winograd.c runs Winograd.
 int conv2d_dnnl_winograd_available(void);
 
+// 1 where oneDNN's best kernels on this CPU are AVX-512's (0 on AVX2 CPUs and without oneDNN).
+int conv2d_dnnl_avx512(void);
+
 // Bytes of scratch the three passes need (weights in the primitives' formats, the weight
 // gradient before it is added, oneDNN's scratchpad, and an input gradient to be added).
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);

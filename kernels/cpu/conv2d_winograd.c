@@ -26,18 +26,16 @@
 
 #include "kernels/base/spk_assert.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/micro_kernel.h"
 
 enum {
-    E = 36,    // elements of a transformed tile
-    NT = 24,   // tiles a block, a multiple of MR (ResNet34's 3x3 layers on AVX2: 12-48 alike, 96 12% slower)
-    SB = 96,   // tiles a super-block of the weight gradient's shared sums (the K of its GEMMs)
-    MR = 6,    // the micro-kernel's rows ...
-    NR = 16,   // ... and columns (the channel counts are multiples)
-    CB = 64,   // channels a transform handles at once (its temporaries stay in L1)
-    SLACK = 8  // floats past the tiles: the weight gradient's micro-kernel reads up to MR - 1 past a row's end
+    E = 36,       // elements of a transformed tile
+    NT = 24,      // tiles a block, a multiple of MR (ResNet34's 3x3 layers on AVX2: 12-48 alike, 96 12% slower)
+    SB = 96,      // tiles a super-block of the weight gradient's shared sums (the K of its GEMMs)
+    MR = SPK_MR,  // the micro-kernel's rows ...
+    NR = SPK_NR,  // ... and columns (the channel counts are multiples)
+    CB = 64,      // channels a transform handles at once (its temporaries stay in L1)
+    SLACK = 8     // floats past the tiles: the weight gradient's micro-kernel reads up to MR - 1 past a row's end
 };
 
 static int max_int(int a, int b) { return a > b ? a : b; }
@@ -282,54 +280,6 @@ static void grad_tile(float *z, size_t estride, const float *dy, const tiling_t 
     }
 }
 
-// ---- the products: C (MR x NR) = or += A (MR x K) B (K x NR) -----------------------------------
-// a(i, k) = a[i ars + k aks], b(k, j) = b[k bks + j], c(i, j) = c[i ldc + j]; rows i >= mr are
-// computed (their a must be readable) and not stored.
-#if defined(__AVX2__) && defined(__FMA__)
-// Twelve named accumulators: an array indexed after the loop would live on the stack.
-static void micro_kernel(int K, const float *a, size_t ars, size_t aks, const float *b, size_t bks, float *c,
-                         size_t ldc, int mr, int add) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-           c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int k = 0; k < K; k++, a += aks, b += bks) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 ai = _mm256_broadcast_ss(a);
-        c00 = _mm256_fmadd_ps(ai, b0, c00), c01 = _mm256_fmadd_ps(ai, b1, c01);
-        ai = _mm256_broadcast_ss(a + ars);
-        c10 = _mm256_fmadd_ps(ai, b0, c10), c11 = _mm256_fmadd_ps(ai, b1, c11);
-        ai = _mm256_broadcast_ss(a + 2 * ars);
-        c20 = _mm256_fmadd_ps(ai, b0, c20), c21 = _mm256_fmadd_ps(ai, b1, c21);
-        ai = _mm256_broadcast_ss(a + 3 * ars);
-        c30 = _mm256_fmadd_ps(ai, b0, c30), c31 = _mm256_fmadd_ps(ai, b1, c31);
-        ai = _mm256_broadcast_ss(a + 4 * ars);
-        c40 = _mm256_fmadd_ps(ai, b0, c40), c41 = _mm256_fmadd_ps(ai, b1, c41);
-        ai = _mm256_broadcast_ss(a + 5 * ars);
-        c50 = _mm256_fmadd_ps(ai, b0, c50), c51 = _mm256_fmadd_ps(ai, b1, c51);
-    }
-    const __m256 acc[2 * MR] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    for (int i = 0; i < mr; i++) {
-        float *ci = c + i * ldc;
-        __m256 lo = acc[2 * i], hi = acc[2 * i + 1];
-        if (add) lo = _mm256_add_ps(lo, _mm256_loadu_ps(ci)), hi = _mm256_add_ps(hi, _mm256_loadu_ps(ci + 8));
-        _mm256_storeu_ps(ci, lo);
-        _mm256_storeu_ps(ci + 8, hi);
-    }
-}
-#else
-static void micro_kernel(int K, const float *a, size_t ars, size_t aks, const float *b, size_t bks, float *c,
-                         size_t ldc, int mr, int add) {
-    float acc[MR][NR] = {{0}};
-    for (int k = 0; k < K; k++, a += aks, b += bks)
-        for (int i = 0; i < MR; i++) {
-            const float ai = a[i * ars];
-#pragma omp simd
-            for (int j = 0; j < NR; j++) acc[i][j] += ai * b[j];
-        }
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < NR; j++) c[i * ldc + j] = add ? c[i * ldc + j] + acc[i][j] : acc[i][j];
-}
-#endif
-
 // ---- the passes --------------------------------------------------------------------------------
 
 typedef struct {
@@ -378,9 +328,9 @@ static void add_products(float *sums, const float *xt, const float *zt, size_t r
                          const conv2d_shape_t *s) {
     const int Cin = s->Cin, Cout = s->Cout;
     for (int ob = 0; ob < Cout / NR; ob++)
-        micro_kernel(nt, xt + (size_t)e * rows * Cin + c, 1, (size_t)Cin, zt + (size_t)e * rows * Cout + ob * NR,
-                     (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout, min_int(MR, Cin - c),
-                     1);
+        spk_micro_kernel(nt, xt + (size_t)e * rows * Cin + c, 1, (size_t)Cin, zt + (size_t)e * rows * Cout + ob * NR,
+                         (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout,
+                         min_int(MR, Cin - c), 1);
 }
 
 // y (K -> N channels) = or += the convolution of x with the transformed weights up. Blocks of
@@ -405,8 +355,8 @@ static void convolve(float *y, int accumulate, const float *x, const float *up, 
             for (int e = 0; e < E; e++)  // rows past nt (up to MR - 1) are computed, not stored
                 for (size_t ob = 0; ob < nob; ob++)
                     for (int r = 0; r < nt; r += MR)
-                        micro_kernel(K, in + ((size_t)e * NT + r) * K, K, 1, up + ((size_t)e * nob + ob) * K * NR, NR,
-                                     out + ((size_t)e * NT + r) * N + ob * NR, N, min_int(MR, nt - r), 0);
+                        spk_micro_kernel(K, in + ((size_t)e * NT + r) * K, K, 1, up + ((size_t)e * nob + ob) * K * NR,
+                                         NR, out + ((size_t)e * NT + r) * N + ob * NR, N, min_int(MR, nt - r), 0);
             for (int k = 0; k < nt; k++) {
                 tile_origin(t, first + k, &b, &i0, &j0);
                 output_tile(y, accumulate, out + (size_t)k * N, (size_t)NT * N, bias, t, N, b, i0, j0);

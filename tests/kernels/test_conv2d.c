@@ -275,6 +275,26 @@ static void winograd_checks(void) {
     test_release();
 }
 
+// The height-strided 3x3 layers (kernels/cpu/conv2d_taps.c where the backend is not oneDNN, or
+// oneDNN's kernels are AVX2's): the forward and input gradient the same bits on 1 and 2 threads.
+static void strided_thread_checks(void) {
+    const conv2d_shape_t s = conv2d_shape(3, 16, 32, 10, 13, 3, 3, 2, 1, 1, 1, 1, 1);
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    const int threads = with_threads(2);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *dy = rand_f(ny, -1, 1);
+    float *ws = alloc_f(conv2d_workspace_floats(&s)), *y[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        with_threads(2 - k);
+        y[k] = alloc_f(ny), dx[k] = alloc_f(nx);
+        conv2d_forward(y[k], x, w, NULL, &s, ws);
+        conv2d_backward(dx[k], 0, NULL, NULL, dy, x, w, &s, ws);
+    }
+    with_threads(threads);
+    check_true(memcmp(y[0], y[1], ny * 4) == 0 && memcmp(dx[0], dx[1], nx * 4) == 0,
+               "stride (2, 1): the forward and input gradient the same bits on 1 and 2 threads");
+    test_release();
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend backends[2] = {SPK_GEMM_DNNL, SPK_GEMM_BLAS};
     const spk_gemm_backend keep = spk_gemm_get_backend();
@@ -299,11 +319,18 @@ static void cpu_checks(void) {
         reference_case(conv2d_shape(4, 16, 64, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);
         reference_case(conv2d_shape(3, 8, 4, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1), 1, k == 0);  // 1x1 with a bias
         reference_case(conv2d_shape(2, 256, 16, 1, 9, 1, 1, 1, 1, 0, 0, 1, 1), 0, 0);    // 1x1 of 256 inputs
+        // strided heights (CAM++'s front end: ours where oneDNN's kernels are AVX2's or it is not
+        // the backend), including strides whose input rows some classes of taps leave alone
+        reference_case(conv2d_shape(2, 16, 32, 9, 7, 3, 3, 2, 1, 1, 1, 1, 1), 1, k == 0);
+        reference_case(conv2d_shape(3, 32, 16, 8, 13, 3, 3, 2, 1, 1, 1, 1, 1), 0, 0);
+        reference_case(conv2d_shape(2, 16, 16, 11, 8, 3, 3, 3, 1, 1, 1, 1, 1), 1, 0);
+        reference_case(conv2d_shape(2, 16, 16, 13, 5, 3, 3, 4, 1, 1, 1, 1, 1), 0, 0);
         invariant_case(conv2d_shape(4, 8, 16, 9, 10, 3, 3, 2, 2, 1, 1, 1, 1), 1);
         invariant_case(conv2d_shape(6, 8, 8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 3);
         invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer
         invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
         winograd_checks();
+        if (backends[k] == SPK_GEMM_BLAS) strided_thread_checks();
     }
     spk_gemm_set_backend(keep);
 }
