@@ -248,11 +248,14 @@ static int winograd_ours(const conv2d_shape_t *s) {
            !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available());
 }
 
-// Ours runs the height-strided 3x3 layers (CAM++'s front end) where oneDNN's best kernels are
-// AVX2's, which have them on channels-last only (its weight gradient at a third of the peak), or
-// oneDNN is not the backend.
+// Ours (kernels/cpu/conv2d_taps.c) runs two kinds of CAM++'s layers where oneDNN's best kernels
+// are AVX2's or oneDNN is not the backend: the front end's 3x3 layers that stride the height,
+// which oneDNN 2.6 has on channels-last only (its weight gradient at a third of the peak), and the
+// context layers' dilated 1-D convolutions, whose blocked weight gradient it has only as
+// reference loops (channels-last: a third of the peak).
 static int taps_ours(const conv2d_shape_t *s) {
-    return s->SH > 1 && conv2d_taps_shape(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
+    const int strided = s->SH > 1 && s->KH == 3 && s->KW == 3, dilated = s->H == 1 && s->KH == 1 && s->DW > 1;
+    return (strided || dilated) && conv2d_taps_shape(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
 }
 
 // Enough for either algorithm: a workspace sized while one model's choice held stays enough

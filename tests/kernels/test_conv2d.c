@@ -11,6 +11,7 @@
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d_taps.h"
 #include "kernels/gemm.h"
 
 #define GUARD 4096
@@ -295,6 +296,55 @@ static void strided_thread_checks(void) {
     test_release();
 }
 
+// kernels/cpu/conv2d_taps.c called directly, on shapes beyond those conv2d.c gives it (other
+// kernels, paddings, dilations and strides along the height), against the double reference and
+// its adjoint; a guard band after its workspace; dx accumulated; NaN in the workspace at entry.
+static void taps_case(conv2d_shape_t s, int with_bias) {
+    if (!conv2d_taps_shape(&s)) {
+        printf("conv2d_taps: no vector micro-kernel in this build: skipped\n");
+        return;
+    }
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char tag[160];
+    snprintf(tag, sizeof tag, "taps B%d %dx%d C%d->%d k%dx%d s%d p%d,%d d%d,%d", s.B, s.H, s.W, s.Cin, s.Cout, s.KH,
+             s.KW, s.SH, s.PH, s.PW, s.DH, s.DW);
+    const size_t nws = conv2d_taps_workspace_floats(&s);
+    float *ws = workspace_with_guard(nws);
+    fill_nan(ws, nws);
+    float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = with_bias ? rand_f(s.Cout, -1, 1) : NULL;
+    float *y = alloc_f(ny), *yref = alloc_f(ny), *dy = rand_f(ny, -1, 1);
+    conv2d_forward_reference(yref, x, w, bias, &s);
+    conv2d_taps_forward(y, x, w, bias, &s, ws);
+    char nm[240];
+    snprintf(nm, sizeof nm, "forward vs reference %s", tag);
+    check_close(nm, y, yref, ny, 1e-5, 1e-5 * (1 + s.Cin * s.KH * s.KW));
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(s.Cout);
+    conv2d_backward_reference(dxr, dwr, dbr, dy, x, w, &s);
+    float *dx = rand_f(nx, -1, 1), *dw = zeros_f(nw);
+    fill_nan(ws, nws);
+    conv2d_taps_backward(dx, 0, dw, dy, x, w, &s, ws);
+    const double nsum = (double)s.B * conv2d_out_h(&s) * conv2d_out_w(&s);
+    snprintf(nm, sizeof nm, "dx vs adjoint %s", tag);
+    check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + s.Cout * s.KH * s.KW));
+    snprintf(nm, sizeof nm, "dw vs adjoint %s", tag);
+    check_close_d(nm, dw, dwr, nw, 1e-4, 1e-5 * (1 + nsum));
+    float *px = rand_f(nx, -1, 1), *ax = copy_f(px, nx);
+    conv2d_taps_backward(ax, 1, NULL, dy, x, w, &s, ws);
+    check_accumulated(tag, ax, px, dx, nx);
+    check_guard(tag, ws, nws);
+    test_release();
+}
+
+static void taps_checks(void) {
+    taps_case(conv2d_shape(2, 16, 32, 9, 7, 3, 3, 2, 1, 1, 1, 1, 1), 1);    // CAM++'s front end
+    taps_case(conv2d_shape(2, 16, 16, 1, 23, 1, 3, 1, 1, 0, 2, 1, 2), 0);   // CAM++'s context layers
+    taps_case(conv2d_shape(3, 16, 16, 10, 11, 5, 5, 2, 1, 2, 2, 1, 1), 1);  // 5x5
+    taps_case(conv2d_shape(2, 32, 16, 12, 9, 3, 3, 2, 1, 2, 1, 2, 1), 0);   // dilated height
+    taps_case(conv2d_shape(2, 16, 32, 8, 10, 1, 1, 2, 1, 0, 0, 1, 1), 0);   // a 1x1 shortcut
+    taps_case(conv2d_shape(2, 16, 16, 7, 12, 3, 3, 1, 1, 0, 0, 1, 1), 1);   // no padding
+    taps_case(conv2d_shape(1, 16, 16, 13, 6, 3, 3, 5, 1, 1, 1, 1, 1), 0);   // rows no output reads
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend backends[2] = {SPK_GEMM_DNNL, SPK_GEMM_BLAS};
     const spk_gemm_backend keep = spk_gemm_get_backend();
@@ -333,6 +383,7 @@ static void cpu_checks(void) {
         if (backends[k] == SPK_GEMM_BLAS) strided_thread_checks();
     }
     spk_gemm_set_backend(keep);
+    taps_checks();
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_conv2d", 7, cpu_checks, backend_checks); }
