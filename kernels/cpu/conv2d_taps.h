@@ -1,9 +1,10 @@
 // Direct convolutions of our own, one GEMM per output row, behind kernels/cpu/conv2d.c for two
 // kinds of CAM++'s layers where oneDNN's best kernels are AVX2's or oneDNN is not the backend:
-// the front end's 3x3 layers that stride the height (stride (2, 1)), which oneDNN 2.6 has on
-// channels-last activations only, at 69-83% of the peak forward, 55% for the input gradient
-// (its im2col + GEMM) and 32-35% for the weight gradient; and the context layers' dilated
-// 1-D convolutions (128 -> 32, kernel 3, dilation 2), whose weight gradient it has at 34% (a
+// the front end's layers that stride the height (stride (2, 1): 3x3, and the 1x1 shortcuts),
+// which oneDNN 2.6 has on channels-last activations only for the 3x3 (69-83% of the peak
+// forward, 55% for the input gradient by its im2col + GEMM, 32-35% for the weight gradient) and
+// blocked with reorders for the 1x1 (2.1x slower than these); and the context layers' dilated
+// 1-D convolutions (128 -> 32, kernel 3, dilation 2), whose weight gradient it has at 37% (a
 // 2-core Zen 3, batch 32, docs/kernels.md).
 //
 // An output row's taps (the inputs each of its positions reads, kernel row by kernel column by
