@@ -1,13 +1,17 @@
 // BatchNorm + ReLU over a dense block's channels, statistics shared by the readers
-// (kernels/dense_bn.h). The sums run per (group, lane of DBN_LANES channels) on one thread each:
-// rows in order, float over chunks of DBN_CHUNK rows, chunks added in double, so the result
-// depends on the shape alone. The elementwise passes are parallel over rows.
+// (kernels/dense_bn.h). Every sum runs per channel over the rows in order, in float over chunks
+// of DBN_CHUNK rows and the chunks added in double, so the result depends on the shape alone:
+// the statistics per (group, lane of DBN_LANES channels) on one thread each, a reader's backward
+// per (group, chunk of rows), each chunk's sums kept apart. The elementwise passes are parallel
+// over rows, and the readers' walk each row whole.
 #include "kernels/dense_bn.h"
 
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/elementwise_math.h"
 
@@ -87,124 +91,104 @@ void dense_bn_stats_finish(float *mean, float *var, float *running_mean, float *
     if (running_mean) dense_bn_running_update(running_mean, running_var, mean, var, N, C, momentum);
 }
 
-// A reader's constants of the lane of channels [c0, c0 + cn) (the rest zero).
+// A reader's per-channel constants over channels [0, C), folded once a call: rstd, the scale
+// rstd * weight, the mean, the shift (bias) and the weight.
 typedef struct {
-    float rstd[DBN_LANES], scale[DBN_LANES], mu[DBN_LANES], beta[DBN_LANES], w[DBN_LANES];
-} lane_t;
+    float *rstd, *scale, *mu, *beta, *w;
+} reader_t;
 
-static void lane_of(lane_t *q, const float *mean, const float *var, const float *weight, const float *bias, int c0,
-                    int cn, float eps) {
-    memset(q, 0, sizeof *q);
-    fold(q->rstd, q->scale, var, weight, c0, cn, eps);
-    for (int c = 0; c < cn; c++)
-        q->mu[c] = mean[c0 + c], q->beta[c] = bias ? bias[c0 + c] : 0.0f, q->w[c] = weight ? weight[c0 + c] : 1.0f;
+static reader_t reader_of(const float *mean, const float *var, const float *weight, const float *bias, int C,
+                          float eps) {
+    float *k = mallocCheck(sizeof(float) * 5 * (size_t)C);
+    reader_t q = {k, k + C, k + 2 * (size_t)C, k + 3 * (size_t)C, k + 4 * (size_t)C};
+    fold(q.rstd, q.scale, var, weight, 0, C, eps);
+    for (int c = 0; c < C; c++)
+        q.mu[c] = mean[c], q.beta[c] = bias ? bias[c] : 0.0f, q.w[c] = weight ? weight[c] : 1.0f;
+    return q;
 }
 
+// Threads take chunks of rows and walk each row whole: a lane at a time down the chunk (rows
+// 4 KiB apart in a wide block) ran at a third of the memory's bandwidth.
 void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int ldx, const float *mean,
                            const float *var, const float *weight, const float *bias, int N, int C, float eps) {
     SPK_ASSERT(N > 0 && C > 0 && ldx >= C && ldz >= C && (z || zh));
-    const int chunks = (N + DBN_CHUNK - 1) / DBN_CHUNK;
+    const reader_t q = reader_of(mean, var, weight, bias, C, eps);
 #pragma omp parallel for schedule(static)
-    for (int k = 0; k < chunks; k++) {  // a chunk of rows, lane by lane (the folding paid once per chunk)
-        const int i1 = (k + 1) * DBN_CHUNK < N ? (k + 1) * DBN_CHUNK : N;
-        for (int c0 = 0; c0 < C; c0 += DBN_LANES) {
-            const int cn = lane_width(C, c0);
-            lane_t q;
-            lane_of(&q, mean, var, weight, bias, c0, cn, eps);
-            for (int i = k * DBN_CHUNK; i < i1; i++) {
-                const float *r = x + (size_t)i * ldx + c0;
-                float v[DBN_LANES];
+    for (int i = 0; i < N; i++) {
+        const float *restrict r = x + (size_t)i * ldx;
+        if (z) {
+            float *restrict o = z + (size_t)i * ldz;
 #pragma omp simd
-                for (int c = 0; c < cn; c++) {
-                    const float a = spk_bn_apply(r[c], q.mu[c], q.scale[c], q.beta[c]);
-                    v[c] = a > 0.0f ? a : 0.0f;
-                }
-                if (z) memcpy(z + (size_t)i * ldz + c0, v, (size_t)cn * sizeof(float));
-                if (zh) {
-                    spk_bf16 *o = zh + (size_t)i * ldz + c0;
+            for (int c = 0; c < C; c++) {
+                const float a = spk_bn_apply(r[c], q.mu[c], q.scale[c], q.beta[c]);
+                o[c] = a > 0.0f ? a : 0.0f;
+            }
+        }
+        if (zh) {
+            spk_bf16 *restrict o = zh + (size_t)i * ldz;
 #pragma omp simd
-                    for (int c = 0; c < cn; c++) o[c] = spk_bf16_round(v[c]);
-                }
+            for (int c = 0; c < C; c++) {
+                const float a = spk_bn_apply(r[c], q.mu[c], q.scale[c], q.beta[c]);
+                o[c] = spk_bf16_round(a > 0.0f ? a : 0.0f);
             }
         }
     }
+    free(q.rstd);
 }
 
-// One row of a reader's backward, lanes [0, n): g = m * w (= or +=), s1 += m, s2 += m * xhat.
+// One row of a reader's backward over channels [0, n) of a block (its constants from c0):
+// g = m * w (= or +=), s1 += m, s2 += m * xhat.
 static inline void backward_row(float *restrict gr, int accumulate, float *restrict s1, float *restrict s2,
-                                const float *restrict xr, const float *restrict dr, const lane_t *q, int n) {
-    float m[DBN_LANES];
+                                const float *restrict xr, const float *restrict dr, const reader_t *q, int c0, int n) {
+    const float *restrict mu = q->mu + c0, *restrict scale = q->scale + c0, *restrict beta = q->beta + c0;
+    const float *restrict rstd = q->rstd + c0, *restrict w = q->w + c0;
 #pragma omp simd
     for (int c = 0; c < n; c++) {
-        const float z = spk_bn_apply(xr[c], q->mu[c], q->scale[c], q->beta[c]);
-        m[c] = z > 0.0f ? dr[c] : 0.0f;
-        s1[c] += m[c];
-        s2[c] += m[c] * ((xr[c] - q->mu[c]) * q->rstd[c]);
-    }
-    if (accumulate) {
-#pragma omp simd
-        for (int c = 0; c < n; c++) gr[c] += m[c] * q->w[c];
-    } else {
-#pragma omp simd
-        for (int c = 0; c < n; c++) gr[c] = m[c] * q->w[c];
+        const float z = spk_bn_apply(xr[c], mu[c], scale[c], beta[c]);
+        const float m = z > 0.0f ? dr[c] : 0.0f;
+        s1[c] += m;
+        s2[c] += m * ((xr[c] - mu[c]) * rstd[c]);
+        gr[c] = accumulate ? gr[c] + m * w[c] : m * w[c];
     }
 }
 
-// A thread takes a block of up to DBN_BLOCK lanes of one group and goes down its rows a chunk at a
-// time, every lane of the chunk before the next chunk: each lane's sums run over the rows in order
-// and add the chunks in order as a lane alone would (so the blocks, sized to give every thread
-// work, change no bit), while the rows it reads (strided by the dense block's width) stay within
-// a few pages instead of spanning the whole batch for every lane.
-#define DBN_BLOCK 8
-
+// Threads take chunks of DBN_CHUNK rows of a group and walk each row whole, each chunk's float
+// sums kept apart and the chunks added in order in double per channel, as a lane walked down
+// the rows alone would add them (so the split changes no bit; a block of lanes walking the rows
+// together ran at half the memory's bandwidth).
 void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, const float *dz, int ldz, const float *x,
                             int ldx, const float *mean, const float *var, const float *weight, const float *bias, int B,
                             int HW, int C, float eps, int group) {
     SPK_ASSERT(B > 0 && HW > 0 && C > 0 && ldx >= C && ldz >= C && ldg >= C && group > 0 && B % group == 0);
-    const int groups = B / group, lanes = (C + DBN_LANES - 1) / DBN_LANES, nt = omp_get_max_threads();
-    int blocks = (lanes + DBN_BLOCK - 1) / DBN_BLOCK;
-    if (groups < nt) blocks = (blocks + nt - 1) / nt * nt;  // the same work for every thread
-    const int per = (lanes + blocks - 1) / blocks;          // lanes a block
-    blocks = (lanes + per - 1) / per;
-    const size_t rows = (size_t)group * HW;
+    const int groups = B / group;
+    const size_t rows = (size_t)group * HW, chunks = (rows + DBN_CHUNK - 1) / DBN_CHUNK;
+    const reader_t q = reader_of(mean, var, weight, bias, C, eps);
+    float *sums = mallocCheck(sizeof(float) * 2 * (size_t)C * groups * chunks);  // (groups, chunks, 2, C)
+#pragma omp parallel for schedule(static)
+    for (size_t task = 0; task < groups * chunks; task++) {
+        const size_t first = task / chunks * rows, i0 = task % chunks * DBN_CHUNK;
+        const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
+        float *s1 = sums + task * 2 * C, *s2 = s1 + C;
+        memset(s1, 0, sizeof(float) * 2 * (size_t)C);
+        for (size_t i = first + i0; i < first + i1; i++)
+            backward_row(g + i * ldg, accumulate, s1, s2, x + i * ldx, dz + i * ldz, &q, 0, C);
+    }
 #pragma omp parallel for schedule(static) collapse(2)
     for (int k = 0; k < groups; k++)
-        for (int blk = 0; blk < blocks; blk++) {
-            const int l0 = blk * per, nl = lanes - l0 < per ? lanes - l0 : per;
-            lane_t q[DBN_BLOCK];
-            double a1[DBN_BLOCK][DBN_LANES] = {{0}}, a2[DBN_BLOCK][DBN_LANES] = {{0}};
-            for (int l = 0; l < nl; l++) {
-                const int c0 = (l0 + l) * DBN_LANES;
-                lane_of(&q[l], mean, var, weight, bias, c0, lane_width(C, c0), eps);
+        for (int c = 0; c < C; c++) {
+            double a1 = 0.0, a2 = 0.0;
+            for (size_t ch = 0; ch < chunks; ch++) {
+                const float *s1 = sums + ((size_t)k * chunks + ch) * 2 * C;
+                a1 += s1[c], a2 += s1[C + c];
             }
-            const size_t first = (size_t)k * rows;
-            for (size_t i0 = 0; i0 < rows; i0 += DBN_CHUNK) {  // float over a chunk, chunks in double
-                const size_t i1 = i0 + DBN_CHUNK < rows ? i0 + DBN_CHUNK : rows;
-                for (int l = 0; l < nl; l++) {
-                    const int c0 = (l0 + l) * DBN_LANES, cn = lane_width(C, c0);
-                    float s1[DBN_LANES] = {0}, s2[DBN_LANES] = {0};
-                    for (size_t i = first + i0; i < first + i1; i++) {
-                        float *gr = g + i * ldg + c0;
-                        const float *xr = x + i * ldx + c0, *dr = dz + i * ldz + c0;
-                        if (cn == DBN_LANES)
-                            backward_row(gr, accumulate, s1, s2, xr, dr, &q[l], DBN_LANES);
-                        else
-                            backward_row(gr, accumulate, s1, s2, xr, dr, &q[l], cn);
-                    }
-                    for (int c = 0; c < DBN_LANES; c++) a1[l][c] += s1[c], a2[l][c] += s2[c];
-                }
-            }
-            for (int l = 0; l < nl; l++) {
-                const int c0 = (l0 + l) * DBN_LANES, cn = lane_width(C, c0);
-                for (int c = 0; c < cn; c++) {
-                    const float m1 = (float)a1[l][c], m2 = (float)a2[l][c];
-                    part[(size_t)k * C + c0 + c] = m1;
-                    part[((size_t)groups + k) * C + c0 + c] = m2;
-                    part[((size_t)2 * groups + k) * C + c0 + c] = m1 * q[l].w[c];
-                    part[((size_t)3 * groups + k) * C + c0 + c] = m2 * q[l].w[c];
-                }
-            }
+            const float m1 = (float)a1, m2 = (float)a2;
+            part[(size_t)k * C + c] = m1;
+            part[((size_t)groups + k) * C + c] = m2;
+            part[((size_t)2 * groups + k) * C + c] = m1 * q.w[c];
+            part[((size_t)3 * groups + k) * C + c] = m2 * q.w[c];
         }
+    free(sums);
+    free(q.rstd);
 }
 
 void dense_bn_input_grad(float *dx, int lddx, int accumulate, const float *g, int ldg, const float *x, int ldx,
