@@ -254,20 +254,24 @@ static int winograd_ours(const conv2d_shape_t *s) {
 // weight gradient of the 3x3) or blocked with reorders (the 1x1: ours 2.1x faster), and the
 // context layers' dilated 1-D convolutions, whose blocked weight gradient oneDNN has only as
 // reference loops (channels-last: 37% of the peak).
-static int taps_ours(const conv2d_shape_t *s) {
+static int taps_layer(const conv2d_shape_t *s) {
     const int strided = s->SH > 1 && s->SW == 1 && ((s->KH == 3 && s->KW == 3) || (s->KH == 1 && s->KW == 1));
     const int dilated = s->H == 1 && s->KH == 1 && s->DW > 1;
-    return (strided || dilated) && conv2d_taps_shape(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
+    return (strided || dilated) && conv2d_taps_shape(s);
 }
 
-// Enough for either algorithm: a workspace sized while one model's choice held stays enough
-// when another model in the process has set the other.
+static int taps_ours(const conv2d_shape_t *s) {
+    return taps_layer(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
+}
+
+// Enough for either algorithm, and for ours or oneDNN's kernels of a layer: a workspace sized
+// while one model's choice (or one GEMM backend) held stays enough under the other.
 size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     check_shape(s);
     size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
     const size_t winograd = conv2d_winograd_shape(s) ? conv2d_winograd_workspace_floats(s) : 0;
-    if (taps_ours(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
+    if (taps_layer(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
     return winograd > n ? winograd : n;
 }
 

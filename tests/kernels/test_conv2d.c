@@ -383,6 +383,12 @@ static void cpu_checks(void) {
         invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
         winograd_checks();
         if (backends[k] == SPK_GEMM_BLAS) strided_thread_checks();
+        // a workspace sized under either backend serves the taps kernels (AVX-512 CPUs run them
+        // under the im2col backend only)
+        const conv2d_shape_t strided = conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 1, 1, 1, 1, 1);
+        check_true(
+            !conv2d_taps_shape(&strided) || conv2d_workspace_floats(&strided) >= conv2d_taps_workspace_floats(&strided),
+            "stride (2, 1): the workspace holds the taps kernels' on either backend");
     }
     spk_gemm_set_backend(keep);
     taps_checks();
