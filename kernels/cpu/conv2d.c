@@ -270,9 +270,9 @@ size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
     check_shape(s);
     size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
-    const size_t winograd = conv2d_winograd_shape(s) ? conv2d_winograd_workspace_floats(s) : 0;
+    if (conv2d_winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
     if (taps_layer(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
-    return winograd > n ? winograd : n;
+    return n;
 }
 
 // Winograd or oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.
@@ -284,7 +284,7 @@ static void forward_on(int fast, float *y, const float *x, const float *w, const
     else if (fast && pointwise_gemm(s))
         pointwise_forward(y, x, w, bias, s);
     else if (fast && winograd_ours(s))
-        conv2d_winograd_forward(y, 0, x, w, bias, s, workspace);
+        conv2d_winograd_forward(y, x, w, bias, s, workspace);
     else if (fast && taps_ours(s))
         conv2d_taps_forward(y, x, w, bias, s, workspace);
     else if (fast && conv2d_dnnl_usable(CONV2D_F32))

@@ -213,6 +213,8 @@ static void weight_gradient(float *dw, const float *dy, const float *x, const co
                                      min_int(MR, K - k), 1);
         }
 #pragma omp barrier
+        const size_t stride = slot_floats(s);  // from one thread's sums to the next's
+        const float *first_sums = slot_of(s, workspace, 0) + matrix_floats(s);
 #pragma omp for schedule(static)
         for (int o = 0; o < O; o++)
             for (int c = 0; c < s->Cin; c++)
@@ -220,7 +222,7 @@ static void weight_gradient(float *dw, const float *dy, const float *x, const co
                     for (int q = 0; q < s->KW; q++) {
                         const size_t k = (size_t)(q * s->KH + r) * s->Cin + c;
                         float g = 0.0f;
-                        for (int u = 0; u < nth; u++) g += (slot_of(s, workspace, u) + matrix_floats(s))[k * O + o];
+                        for (int u = 0; u < nth; u++) g += first_sums[u * stride + k * O + o];
                         dw[(((size_t)o * s->Cin + c) * s->KH + r) * s->KW + q] += g;
                     }
     }

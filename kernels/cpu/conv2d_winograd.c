@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
-
 #include "kernels/cpu/micro_kernel.h"
 
 enum {
@@ -432,13 +431,13 @@ static void weight_gradient(float *dw, const float *dy, const float *x, const co
         }
 }
 
-void conv2d_winograd_forward(float *y, int accumulate, const float *x, const float *w, const float *bias,
-                             const conv2d_shape_t *s, float *workspace) {
+void conv2d_winograd_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                             float *workspace) {
     SPK_ASSERT(conv2d_winograd_shape(s));
     const tiling_t t = tiling_of(s);
     const parts_t p = parts_of(s, workspace);
     weights_transform(p.weights, w, s->Cin, s->Cout, 0);
-    convolve(y, accumulate, x, p.weights, bias, s->Cin, s->Cout, &t, &p);
+    convolve(y, 0, x, p.weights, bias, s->Cin, s->Cout, &t, &p);
 }
 
 void conv2d_winograd_backward(float *dx, int dx_accumulate, float *dw, const float *dy, const float *x, const float *w,

@@ -27,9 +27,9 @@ int conv2d_winograd_shape(const conv2d_shape_t *s);
 // weight gradient's sums).
 size_t conv2d_winograd_workspace_floats(const conv2d_shape_t *s);
 
-// y = (accumulate 0) or += (1) the convolution of x, plus bias (NULL: none).
-void conv2d_winograd_forward(float *y, int accumulate, const float *x, const float *w, const float *bias,
-                             const conv2d_shape_t *s, float *workspace);
+// y = the convolution of x, plus bias (NULL: none).
+void conv2d_winograd_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
+                             float *workspace);
 
 // dx = or += (dx_accumulate) the input gradient, dw += the weight gradient; either may be NULL.
 void conv2d_winograd_backward(float *dx, int dx_accumulate, float *dw, const float *dy, const float *x, const float *w,

@@ -136,14 +136,14 @@ void dense_bn_relu_forward(float *z, spk_bf16 *zh, int ldz, const float *x, int 
     free(q.rstd);
 }
 
-// One row of a reader's backward over channels [0, n) of a block (its constants from c0):
-// g = m * w (= or +=), s1 += m, s2 += m * xhat.
+// One row of a reader's backward over its C channels: g = m * w (= or +=), s1 += m,
+// s2 += m * xhat.
 static inline void backward_row(float *restrict gr, int accumulate, float *restrict s1, float *restrict s2,
-                                const float *restrict xr, const float *restrict dr, const reader_t *q, int c0, int n) {
-    const float *restrict mu = q->mu + c0, *restrict scale = q->scale + c0, *restrict beta = q->beta + c0;
-    const float *restrict rstd = q->rstd + c0, *restrict w = q->w + c0;
+                                const float *restrict xr, const float *restrict dr, const reader_t *q, int C) {
+    const float *restrict mu = q->mu, *restrict scale = q->scale, *restrict beta = q->beta;
+    const float *restrict rstd = q->rstd, *restrict w = q->w;
 #pragma omp simd
-    for (int c = 0; c < n; c++) {
+    for (int c = 0; c < C; c++) {
         const float z = spk_bn_apply(xr[c], mu[c], scale[c], beta[c]);
         const float m = z > 0.0f ? dr[c] : 0.0f;
         s1[c] += m;
@@ -171,7 +171,7 @@ void dense_bn_relu_backward(float *g, int ldg, int accumulate, float *part, cons
         float *s1 = sums + task * 2 * C, *s2 = s1 + C;
         memset(s1, 0, sizeof(float) * 2 * (size_t)C);
         for (size_t i = first + i0; i < first + i1; i++)
-            backward_row(g + i * ldg, accumulate, s1, s2, x + i * ldx, dz + i * ldz, &q, 0, C);
+            backward_row(g + i * ldg, accumulate, s1, s2, x + i * ldx, dz + i * ldz, &q, C);
     }
 #pragma omp parallel for schedule(static) collapse(2)
     for (int k = 0; k < groups; k++)
