@@ -13,6 +13,7 @@
 #include "tests/test_util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,14 +148,25 @@ static void face_pieces(void) {
     model_free(m);
 }
 
-int main(void) {
-    int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
-    EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
-    EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
-    printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
-    gradcheck("ecapa", 0);
-    gradcheck("ecapa-av", 0);
-    gradcheck("ecapa-av", 1);
-    face_pieces();
+// test_ecapa_model [ecapa|ecapa-av|ecapa-av-faces]: one part (ctest runs them side by side), or all.
+int main(int argc, char **argv) {
+    const char *part = argc > 1 ? argv[1] : "all";
+    const int all = strcmp(part, "all") == 0;
+    if (!all && strcmp(part, "ecapa") != 0 && strcmp(part, "ecapa-av") != 0 && strcmp(part, "ecapa-av-faces") != 0) {
+        fprintf(stderr, "test_ecapa_model: unknown part %s (ecapa, ecapa-av, ecapa-av-faces)\n", part);
+        return 2;
+    }
+    if (all || strcmp(part, "ecapa") == 0) {
+        int64_t n512 = encoder_params(512), n1024 = encoder_params(1024);
+        EXPECT(n512 == 6194048, "C=512 encoder has %lld parameters, want 6,194,048", (long long)n512);
+        EXPECT(n1024 == 20767552, "C=1024 encoder has %lld parameters, want 20,767,552", (long long)n1024);
+        printf("encoder parameters: C=512 %lld, C=1024 %lld\n", (long long)n512, (long long)n1024);
+        gradcheck("ecapa", 0);
+    }
+    if (all || strcmp(part, "ecapa-av") == 0) gradcheck("ecapa-av", 0);
+    if (all || strcmp(part, "ecapa-av-faces") == 0) {
+        gradcheck("ecapa-av", 1);
+        face_pieces();
+    }
     return test_report("test_ecapa_model");
 }
