@@ -10,7 +10,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "kernels/conv2d.h"
+#include "kernels/conv2d_types.h"
 
 typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1 } conv2d_operands;
 

@@ -19,7 +19,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "kernels/conv2d.h"
+#include "kernels/conv2d_types.h"
 
 // Whether the shape is one these kernels take: stride 1 along the width (any along the height;
 // any kernel of up to 16 x 16, padding and dilation), channels in sixteens, and a vector

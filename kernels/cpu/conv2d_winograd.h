@@ -18,7 +18,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "kernels/conv2d.h"
+#include "kernels/conv2d_types.h"
 
 // Whether the shape is one these kernels take.
 int conv2d_winograd_shape(const conv2d_shape_t *s);
