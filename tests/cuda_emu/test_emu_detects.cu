@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <thread>
+
 namespace {
 
 const int kThreads = 128;
@@ -218,6 +220,18 @@ extern "C" int emu_selftest(const char* what) {
     if (!strcmp(what, "host_access")) {
         float* d = device_floats(nullptr, 16);
         printf("%g\n", d[3]);
+        return 0;
+    }
+    // A host thread started before device memory existed (a data loader, say) is denied too:
+    // with a protection key the right is each thread's own.
+    if (!strcmp(what, "host_access_thread")) {
+        float* volatile shared = nullptr;
+        std::thread reader([&shared] {
+            while (!shared) std::this_thread::yield();
+            printf("%g\n", shared[3]);
+        });
+        shared = device_floats(nullptr, 16);
+        reader.join();
         return 0;
     }
     if (!strcmp(what, "divergent_barrier")) {

@@ -66,6 +66,7 @@ set_tests_properties(cuda_emu_selftest_race cuda_emu_selftest_missing_wait PROPE
 set(_spk_emu_expect
   "host_pointer|argument 1: 0x[0-9a-f]+ is host memory, not device memory"
   "host_access|host code accessed device memory at 0x[0-9a-f]+ \\(12 bytes into the 64-byte allocation"
+  "host_access_thread|host code accessed device memory at 0x[0-9a-f]+ \\(12 bytes into the 64-byte allocation"
   "divergent_barrier|64 of 128 threads exited while thread 0 waits at __syncthreads"
   "overrun|wrote past the end of the 400-byte allocation"
   "bad_config|2048 threads per block: cudaErrorInvalidConfiguration"
@@ -81,6 +82,13 @@ foreach(e ${_spk_emu_expect})
   # The stand-in aborts on what it catches; the shell reports the abort as output, not a crash.
   add_test(NAME cuda_emu_selftest_${c} COMMAND sh -c "\"$0\" $1; exit 0" $<TARGET_FILE:test_emu_detects> ${c})
   set_tests_properties(cuda_emu_selftest_${c} PROPERTIES PASS_REGULAR_EXPRESSION "${pattern}")
+endforeach()
+# The same faults with mprotect, where the CPU or kernel has no memory protection keys.
+foreach(c host_access host_access_thread)
+  add_test(NAME cuda_emu_selftest_${c}_mprotect
+           COMMAND sh -c "SPKDDP_CUDA_EMU_PKEYS=0 \"$0\" $1; exit 0" $<TARGET_FILE:test_emu_detects> ${c})
+  set_tests_properties(cuda_emu_selftest_${c}_mprotect PROPERTIES PASS_REGULAR_EXPRESSION
+                       "host code accessed device memory at 0x[0-9a-f]+ \\(12 bytes into the 64-byte allocation")
 endforeach()
 
 add_test(NAME cuda_emu_e2e_train

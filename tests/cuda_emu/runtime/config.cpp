@@ -10,7 +10,7 @@ namespace spk_emu {
 namespace {
 
 Config read_config() {
-    Config c{false, 1, true, false, kRuntimeVersion, {0, 0, 0}};
+    Config c{false, 1, true, true, false, kRuntimeVersion, {0, 0, 0}};
     if (const char* o = getenv("SPKDDP_CUDA_EMU_ORDER"); o && o[0]) {
         if (strcmp(o, "reverse") == 0)
             c.reverse = true;
@@ -24,6 +24,7 @@ Config read_config() {
         c.devices = (int)n;
     }
     if (const char* p = getenv("SPKDDP_CUDA_EMU_PROTECT"); p && strcmp(p, "0") == 0) c.protect = false;
+    if (const char* p = getenv("SPKDDP_CUDA_EMU_PKEYS"); p && strcmp(p, "0") == 0) c.pkeys = false;
     if (const char* r = getenv("SPKDDP_CUDA_EMU_CUDNN_REPORT"); r && r[0]) {
         if (strcmp(r, "default") == 0)
             c.cudnn_reports_default = true;

@@ -10,6 +10,8 @@
 //     r % N == r' % N.
 //   SPKDDP_CUDA_EMU_PROTECT=0   leaves device memory readable by host code between device
 //     operations (default: any host access to it faults with a message).
+//   SPKDDP_CUDA_EMU_PKEYS=0   protects it with mprotect around each device operation even
+//     where the CPU has memory protection keys (default: a key, far cheaper; the same faults).
 //   SPKDDP_CUDA_EMU_CUDNN_REPORT=fma|default   how the cuDNN heuristics describe their results
 //     (which real cuDNN versions do is not settled): fma (default) reports fp32 kernels as
 //     CUDNN_FMA_MATH; default reports them as CUDNN_DEFAULT_MATH and the backward passes'
@@ -29,6 +31,7 @@ struct Config {
     bool reverse;
     int devices;
     bool protect;
+    bool pkeys;
     bool cudnn_reports_default;
     int driver_version;   // CUDA's encoding, 1000 * major + 10 * minor; 0: no driver
     unsigned refused[3];  // per pass (forward, backward data, backward filter): bit a refuses algorithm a

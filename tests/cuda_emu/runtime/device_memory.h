@@ -2,8 +2,9 @@
 // cudaMalloc carves 256-byte aligned blocks out of it, each followed by a redzone; fresh and
 // freed memory is filled with 0xFF bytes (NaN as floats, -1 as ints), so reading memory
 // nobody wrote shows up in results. Between device operations the arena is inaccessible
-// (SPKDDP_CUDA_EMU_PROTECT, on by default): host code that dereferences a device pointer
-// faults with a message, as it would on a GPU. Every pointer handed to a copy, a kernel or a
+// (SPKDDP_CUDA_EMU_PROTECT, on by default; through a protection key where the CPU has them,
+// SPKDDP_CUDA_EMU_PKEYS=0 for mprotect): host code that dereferences a device pointer faults
+// with a message, as it would on a GPU. Every pointer handed to a copy, a kernel or a
 // library call is looked up here.
 #pragma once
 #include <cstddef>
