@@ -2,15 +2,11 @@
 
 #include "app/dist/threads.h"
 #include "kernels/base/check.h"
-#include "kernels/base/clock.h"
-#include "kernels/base/env.h"
 #include "kernels/base/stop_signals.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 // Large messages are split so the MPI int count never overflows.
 #define MAX_CHUNK (1 << 28)
@@ -40,33 +36,11 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     mpiCheck(MPI_Comm_rank(node, &c->local_rank));
     mpiCheck(MPI_Comm_size(node, &c->local_size));
     MPI_Comm_free(&node);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const int wait = spk_env_choice("SPKDDP_WAIT", "auto|spin|sleep");
-    c->sleepy_wait = wait == 2 || (wait <= 0 && cores > 0 && c->local_size > cores);
+    c->wait = spk_wait_policy(c->local_size);
     c->threads = threads_configure(c->local_size);
-    c->wait_timeout_s = spk_env_number("SPKDDP_MPI_TIMEOUT", 600.0, 0.0, 1e9);  // 0: no deadline
 }
 
-void comm_wait(const comm_t *c, MPI_Request *req) {
-    if (!c->sleepy_wait && c->wait_timeout_s <= 0) {
-        mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
-        return;
-    }
-    const double deadline = spk_seconds() + c->wait_timeout_s;
-    const struct timespec nap = {0, 50 * 1000};  // 50 us
-    for (unsigned polls = 1;; polls++) {
-        spk_park_if_stopping();
-        int done = 0;
-        mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        if (done) return;
-        if (c->sleepy_wait) nanosleep(&nap, NULL);
-        if (c->wait_timeout_s > 0 && polls % 1024 == 0 && spk_seconds() > deadline)
-            spk_die(SPK_EXIT_FAILURE,
-                    "an MPI collective has waited %.0f s for the other ranks: one of them is dead, stuck or "
-                    "unreachable (SPKDDP_MPI_TIMEOUT sets the limit in seconds; 0 waits forever)",
-                    c->wait_timeout_s);
-    }
-}
+void comm_wait(const comm_t *c, MPI_Request *req) { spk_mpi_wait(&c->wait, req, "an MPI collective"); }
 
 static int64_t type_size(MPI_Datatype t) {
     int s;

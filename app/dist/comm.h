@@ -1,8 +1,10 @@
 // Communication: MPI set-up, broadcasts, reductions, replica checks (gradient averaging,
 // which may also run on NCCL, is app/dist/grad_sync.h).
-// Waits use nonblocking calls polled with a short sleep when the node is oversubscribed
-// (more ranks than cores), so waiting ranks do not steal cycles from working ones.
+// Waits are kernels/base/mpi_wait.h's: nonblocking calls polled with a short sleep when the
+// node is oversubscribed (more ranks than cores), and never past a deadline.
 #pragma once
+#include "kernels/base/mpi_wait.h"
+
 #include <mpi.h>
 #include <stdint.h>
 
@@ -10,16 +12,12 @@ typedef struct {
     MPI_Comm world;
     int rank, size;
     int local_rank, local_size;  // within this node (MPI_COMM_TYPE_SHARED)
-    int sleepy_wait;             // poll with nanosleep instead of spinning
-    double wait_timeout_s;       // a wait longer than this ends the job (SPKDDP_MPI_TIMEOUT; 0: none)
+    spk_wait_t wait;             // how MPI waits poll, and their deadline
     int threads;                 // compute threads of this rank (app/dist/threads.h)
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
-// Waits for a request; spins or sleeps according to c->sleepy_wait. MPICH over TCP has no
-// fault detection: a peer whose host vanished without closing its connections (power, link)
-// leaves the others waiting forever, and only Slurm notices lost nodes. So a wait that
-// outlasts c->wait_timeout_s ends the job with a message, as the NCCL path's deadline does.
+// Waits for a request of a collective under c->wait.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);
 void comm_allreduce_sum_f64(const comm_t *c, double *v, int n);

@@ -248,7 +248,7 @@ static int finish(trainer_t *t, int stopped) {
 
 int trainer_run(const comm_t *comm, const train_config_t *cfg, const char *config_text, const char *config_yaml) {
     trainer_t *t = trainer_setup(comm, cfg, config_text, config_yaml);
-    step_watchdog_start(comm->wait_timeout_s);
+    step_watchdog_start(comm->wait.timeout_s);
     step_watchdog_at_step(t->global_step);
     const int stopped = run_epochs(t);
     step_watchdog_stop();

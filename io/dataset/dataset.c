@@ -6,6 +6,7 @@
 #include "io/common/h5util.h"
 #include "io/dataset/utt_ids.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <errno.h>
 #include <math.h>
@@ -443,8 +444,16 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
         stream_open(ds, &ds->visual, "visual/features", &h->visual);
     }
     ds->visual_ratio = h->visual_ratio;
+    // Collective reads let MPI-IO merge the ranks' requests into large ones (two-phase I/O), which
+    // parallel file systems need. Inside, each is a handful of blocking collectives that spin:
+    // on a node with more ranks than cores every one waits for a descheduled rank, and a
+    // 3-rank run on 2 cores spent most of its time there. There, each rank reads on its own.
+    int ranks;
+    mpiCheck(MPI_Comm_size(comm, &ranks));
+    const int collective = !(ranks > 1 && spk_wait_policy(spk_ranks_on_node(comm)).sleepy);
     ds->dxpl = h5Check(H5Pcreate(H5P_DATASET_XFER), "%s: cannot create transfer properties", path);
-    h5Check(H5Pset_dxpl_mpio(ds->dxpl, H5FD_MPIO_COLLECTIVE), "%s: cannot request collective I/O", path);
+    h5Check(H5Pset_dxpl_mpio(ds->dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+            "%s: cannot select the MPI-IO transfer mode", path);
     free(v);
 }
 

@@ -40,7 +40,7 @@ typedef struct {
 typedef struct {
     char path[4096];
     hid_t file;
-    hid_t dxpl;            // collective transfer property list
+    hid_t dxpl;            // transfer property list: collective, or independent on an oversubscribed node
     int64_t num_utts;      // N
     int64_t num_speakers;  // labels are in [0, num_speakers)
     int32_t *labels;       // (N,)
