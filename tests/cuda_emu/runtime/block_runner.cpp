@@ -86,7 +86,10 @@ void run_block(unsigned n) {
     for (unsigned i = 0; i < n; i++) {
         Thread& t = g_runner.threads[i];
         if (!t.stack) t.stack = fiber_stack_alloc(stack_bytes);
-        fiber_init(t.context, t.stack, stack_bytes, thread_main, &t);
+        // Stacks are a multiple of 4 KiB apart, so their tops would share one set of the L1
+        // cache (and few of the L2's), and every switch would miss: each starts 64 bytes lower.
+        const size_t color = (size_t)(i % 64) * 64;
+        fiber_init(t.context, t.stack, stack_bytes - color, thread_main, &t);
         t.finished = false;
         t.index = unflatten(i, g_coords.block_dim);
     }
