@@ -46,7 +46,7 @@ Arena g_arena;
 // depth is too: a host thread touching device memory faults while another runs device work.
 __thread int t_access_depth;
 
-int access_depth() { return g_arena.pkey >= 0 ? t_access_depth : g_arena.access_depth; }
+int& access_depth() { return g_arena.pkey >= 0 ? t_access_depth : g_arena.access_depth; }
 
 void set_protection(size_t from, size_t bytes, bool accessible) {
     if (!config().protect || g_arena.pkey >= 0 || bytes == 0) return;
@@ -274,20 +274,25 @@ void check_redzone(const Allocation& a, const char* after) {
 #endif
 }
 
+namespace {
+// Every page handed out so far, for this thread (a key) or the process (mprotect).
+void set_access(bool accessible) {
+    if (g_arena.pkey >= 0)
+        pkey_set(g_arena.pkey, accessible ? 0 : PKEY_DISABLE_ACCESS);
+    else
+        set_protection(0, g_arena.high_water, accessible);
+}
+}  // namespace
+
+// The arena is reserved first, so the protection's kind (and the depth counted) cannot change
+// between here and the destructor, as it would if device work allocated the first block.
 DeviceAccess::DeviceAccess() {
-    if (g_arena.pkey >= 0) {
-        if (t_access_depth++ == 0) pkey_set(g_arena.pkey, 0);
-    } else if (g_arena.access_depth++ == 0) {
-        set_protection(0, g_arena.high_water, true);
-    }
+    if (!g_arena.base) reserve_arena();
+    if (access_depth()++ == 0) set_access(true);
 }
 
 DeviceAccess::~DeviceAccess() {
-    if (g_arena.pkey >= 0) {
-        if (--t_access_depth == 0) pkey_set(g_arena.pkey, PKEY_DISABLE_ACCESS);
-    } else if (--g_arena.access_depth == 0) {
-        set_protection(0, g_arena.high_water, false);
-    }
+    if (--access_depth() == 0) set_access(false);
 }
 
 }  // namespace spk_emu
