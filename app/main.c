@@ -3,6 +3,7 @@
 #include "app/dist/comm.h"
 #include "kernels/base/check.h"
 #include "kernels/base/stop_signals.h"
+#include "kernels/device.h"
 
 #include <string.h>
 
@@ -44,7 +45,9 @@ int main(int argc, char **argv) {
         spk_exit_all(argc < 2 ? SPK_EXIT_USAGE : SPK_EXIT_OK);
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf0("spkddp %s\n", SPKDDP_VERSION);
+        char cuda[512];
+        spk_device_libraries(cuda, sizeof cuda);
+        printf0("spkddp %s\nCUDA: %s\n", SPKDDP_VERSION, cuda);
         spk_exit_all(SPK_EXIT_OK);
     }
     for (int i = 0; i < NCOMMANDS; i++) {

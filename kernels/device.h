@@ -3,6 +3,10 @@
 #pragma once
 #include <stddef.h>
 
+// Whether this machine shows an NVIDIA GPU: an NVIDIA display or 3-D controller on the PCI
+// bus, the NVIDIA driver's control device, or WSL's GPU device (/dev/dxg). Needs no CUDA; a
+// container may show the devices without the bus.
+int spk_nvidia_gpu_present(void);
 // Devices visible to this process: 0 when there is none to use (no CUDA build, no driver
 // installed, no GPU visible), -1 when a driver is there but cannot run this build (older than
 // the CUDA runtime spkddp was built with, or failing to start): a failure, not an absence.
@@ -15,6 +19,9 @@ int spk_device_select(int index, char *why, size_t cap);
 int spk_device_pci_id(int index, char *out, size_t cap);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79 GiB)" or "" when unknown.
 void spk_device_describe(int index, char *out, size_t cap);
+// The CUDA libraries this build runs on, with their versions ("CUDA runtime 13.0, cuBLAS 13.1.0,
+// cuDNN 9.14.0, NCCL 2.28.3"), or why there are none; needs no GPU.
+void spk_device_libraries(char *out, size_t cap);
 // Brackets the work a profiler should record (ncu --profile-from-start off, nsys
 // --capture-range=cudaProfilerApi): on 1 starts, on 0 stops (cudaProfilerStart/Stop). A
 // refusal is a note on stderr, not a failure; nothing without CUDA.

@@ -32,5 +32,7 @@ void spk_device_describe(int index, char *out, size_t cap) {
     if (cap) out[0] = 0;
 }
 
+void spk_device_libraries(char *out, size_t cap) { snprintf(out, cap, "none (built without CUDA)"); }
+
 void spk_device_profile(int on) { (void)on; }
 #endif

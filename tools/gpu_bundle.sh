@@ -69,6 +69,7 @@ if [ $stand_in -eq 1 ]; then
     for t in "${tests[@]}"; do cp "$bdir/tests/${t}_emu" "$stage/tests/$t"; done
 else
     cp "$bdir/app/spkddp" "$stage/app/spkddp"
+    cp "$bdir/app/libspkddp_cuda.so" "$stage/lib/"  # its CUDA module, found through $ORIGIN/../lib
     for t in "${tests[@]}"; do cp "$bdir/tests/$t" "$stage/tests/$t"; done
 fi
 # The two-rank device test (gpu_check's e2e step), with MPICH's own launcher: a host's mpiexec
@@ -87,7 +88,9 @@ cp "$src/tests/golden/make_ecapa_golden.py" "$src/tests/golden/make_resnet_golde
 # gives (glibc, libstdc++/libgcc, the CUDA driver and libraries: tools/bundle_host_libs.txt).
 host_re=$(grep -v '^#' "$src/tools/bundle_host_libs.txt" | grep . | paste -sd'|')
 declare -A seen=()
-queue=("$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/make_bad_data "$stage"/bin/mpiexec.hydra "$stage"/bin/hydra_pmi_proxy)
+module=()  # spkddp's CUDA module, in lib/ (the stand-in's twins have none)
+[ -f "$stage/lib/libspkddp_cuda.so" ] && module=("$stage/lib/libspkddp_cuda.so")
+queue=("$stage"/app/spkddp "${module[@]}" "$stage"/tests/test_* "$stage"/tests/make_bad_data "$stage"/bin/mpiexec.hydra "$stage"/bin/hydra_pmi_proxy)
 while [ ${#queue[@]} -gt 0 ]; do
     f=${queue[0]}
     queue=("${queue[@]:1}")
@@ -106,7 +109,7 @@ done
 [ -z "$from" ] || patchelf --set-rpath '$ORIGIN/../lib' "$stage"/app/spkddp "$stage"/tests/test_*
 # shellcheck disable=SC2016  # the launcher is the system's, built without a search path of ours
 patchelf --set-rpath '$ORIGIN/../lib' "$stage"/bin/mpiexec.hydra "$stage"/bin/hydra_pmi_proxy
-strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/make_bad_data 2>/dev/null || true
+strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/make_bad_data "${module[@]}" 2>/dev/null || true
 
 {
     echo "spkddp GPU bundle$([ $stand_in -eq 1 ] && echo " (CUDA stand-in twins, for testing)")"
@@ -114,7 +117,7 @@ strip --strip-unneeded "$stage"/app/spkddp "$stage"/tests/test_* "$stage"/tests/
     echo "CUDA: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'), architectures 90 (sm_90 SASS + compute_90 PTX)"
     echo "the host gives: $(grep -v '^#' "$src/tools/bundle_host_libs.txt" | grep . | tr '\n' ' ')"
     # What env.sh must find on the host (none for the stand-in's twins).
-    echo "cuda-libs: $(ldd "$stage"/app/spkddp "$stage"/tests/test_* 2>/dev/null | awk '{print $1}' |
+    echo "cuda-libs: $(ldd "$stage"/app/spkddp "${module[@]}" "$stage"/tests/test_* 2>/dev/null | awk '{print $1}' |
         grep -E '^lib(cudart|cublas|cublasLt|cudnn|nccl)\.so\.[0-9]+$' | sort -u | tr '\n' ' ')"
     echo "carried libraries:"
     (cd "$stage/lib" && for l in *; do printf '  %-28s %9d bytes\n' "$l" "$(stat -c %s "$l")"; done)

@@ -152,10 +152,15 @@ smi="no nvidia-smi on the PATH"
 command -v nvidia-smi >/dev/null &&
     smi=$(timeout 15 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -2)
 note gpu "$smi"
-note spkddp "$(timeout 10 "$spk" --version 2>&1 | head -1)"
+note spkddp "$(timeout 30 "$spk" --version 2>&1 | paste -sd ';')"
+# The CUDA libraries are the module's (kernels/cuda_module.h): beside spkddp in a build, in the
+# bundle's lib/.
+module=$(ls "$(dirname "$spk")/libspkddp_cuda.so" "$(dirname "$spk")/../lib/libspkddp_cuda.so" 2>/dev/null | head -1)
 {
-    echo "ldd $spk"
-    timeout 20 ldd "$spk" 2>&1
+    for f in "$spk" $module; do
+        echo "ldd $f"
+        timeout 20 ldd "$f" 2>&1
+    done
     for t in "$build"/tests/test_gpu_shapes; do
         echo "ldd $t"
         timeout 20 ldd "$t" 2>&1

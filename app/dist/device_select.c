@@ -3,7 +3,6 @@
 #include "kernels/base/check.h"
 #include "kernels/device.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,29 +63,6 @@ static const spk_backend_t *select_cuda(const comm_t *c, int count, int required
 #endif
 }
 
-// A PCI device's hexadecimal sysfs attribute (vendor, class), or 0.
-static unsigned pci_attr(const char *device, const char *name) {
-    char path[600];
-    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/%s", device, name);
-    unsigned v = 0;
-    FILE *f = fopen(path, "r");
-    if (f && fscanf(f, "%x", &v) != 1) v = 0;
-    if (f) fclose(f);
-    return v;
-}
-
-// An NVIDIA display or 3-D controller on the PCI bus (vendor 0x10de, class 0x03xxxx).
-static int nvidia_gpu_on_bus(void) {
-    DIR *d = opendir("/sys/bus/pci/devices");
-    if (!d) return 0;
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));)
-        found = e->d_name[0] != '.' && pci_attr(e->d_name, "vendor") == 0x10de &&
-                pci_attr(e->d_name, "class") >> 16 == 0x03;
-    closedir(d);
-    return found;
-}
-
 const char *device_default(void) {
     const char *d = getenv("SPKDDP_DEVICE");
     return d && d[0] ? d : "auto";
@@ -114,7 +90,7 @@ const spk_backend_t *device_select(const comm_t *c, const char *device, const ch
         spk_fail_all(SPK_EXIT_USAGE, "%s: --device cuda: %s", command, why[0] ? why : "a rank sees no CUDA device");
     // A machine without an NVIDIA GPU runs on the CPU without a word; a GPU CUDA could not use
     // (no driver, an old one, a device that did not start) is worth one, from rank 0.
-    const int worth_a_line = count < 0 || nvidia_gpu_on_bus();
+    const int worth_a_line = count < 0 || spk_nvidia_gpu_present();
     if (min_over_ranks(c, !worth_a_line) == 0)
         printf0("device: %s; running on the CPU\n", why[0] ? why : "a rank sees no CUDA device");
     return &spk_backend_cpu;

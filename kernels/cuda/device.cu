@@ -1,6 +1,9 @@
 // CUDA device discovery and selection.
+#include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -82,4 +85,20 @@ extern "C" void spk_device_profile(int on) {
                 cudaGetErrorString(e));
         cudaGetLastError();
     }
+}
+
+extern "C" void spk_device_libraries(char *out, size_t cap) {
+    int runtime = 0, driver = 0, nccl = 0, blas[3] = {0, 0, 0};
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);  // 0 when no driver library is installed: still worth the rest
+    const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; i++) cublasGetProperty(parts[i], &blas[i]);
+    ncclGetVersion(&nccl);
+    const size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch since cuDNN 9
+    char r[16], d[32] = "none";
+    cuda_version_text(runtime, r, sizeof r);
+    if (driver) cuda_version_text(driver, d, sizeof d);
+    snprintf(out, cap, "CUDA runtime %s (driver: %s%s), cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu, NCCL %d.%d.%d", r,
+             driver ? "CUDA " : "", d, blas[0], blas[1], blas[2], dnn / 10000, dnn / 100 % 100, dnn % 100, nccl / 10000,
+             nccl / 100 % 100, nccl % 100);
 }

@@ -5,9 +5,9 @@
 # 2. Every binary and carried library needs only the host libraries tools/bundle_host_libs.txt
 #    allows, or ones the bundle carries; the binaries' only search path is $ORIGIN/../lib.
 # 3. In a stripped environment (env -i: no LD_LIBRARY_PATH), through env.sh: every library but
-#    the host's resolves inside the bundle; spkddp synthesises and trains a world of one with no
-#    launcher, on the CPU, saying that no CUDA driver is installed; the GPU tests report
-#    skipped (77); a kernel test's CPU checks pass.
+#    the host's resolves inside the bundle; spkddp's CUDA module loads; spkddp synthesises and
+#    trains a world of one with no launcher, on the CPU, saying that no CUDA driver is
+#    installed; the GPU tests report skipped (77); a kernel test's CPU checks pass.
 # 4. The stand-in bundle (--stand-in: the stand-in's twins the tests' build BUILD already has,
 #    packed quickly) runs its gpu_check.sh in a stripped environment: every step passes or says
 #    why it cannot run here, at most 8 files come back (tests/cuda_emu/gpu_check_summary.sh).
@@ -61,6 +61,9 @@ while read -r name _ path _; do
     [[ "$path" == "$work/unpacked-env/"* ]] || fail "$name resolves to '$path', outside the bundle"
 done < <(grep '=>' ldd.txt)
 grep -q "not found" ldd.txt && fail "libraries not found: $(grep 'not found' ldd.txt | tr '\n' ' ')"
+# spkddp's CUDA module (the bundle's lib/) loads, with the libraries env.sh found.
+in_bundle spkddp --version >version.txt 2>&1 || fail "spkddp --version in the bundle: $(cat version.txt)"
+grep -q "^CUDA: CUDA runtime" version.txt || fail "the bundle's CUDA module does not load: $(cat version.txt)"
 in_bundle spkddp synth --kind speakers --out sp.h5 --dim 16 --speakers 6 --utts-per-speaker 4 --min-frames 24 \
     --max-frames 40 >synth.log 2>&1 || fail "synth in the bundle: $(tail -2 synth.log)"
 in_bundle spkddp train --data sp.h5 --model ecapa --channels 16 --attention-channels 8 --se-channels 8 --emb-dim 16 \

@@ -40,6 +40,10 @@ endif()
 spk_e2e_test(e2e_augment_verify)
 spk_e2e_test(e2e_invariant)
 spk_e2e_test(e2e_invariant_bf16)
+if(SPKDDP_CUDA)  # spkddp and its CUDA module (kernels/cuda_module.h)
+  spk_e2e_test(e2e_cuda_module)
+  set_tests_properties(e2e_cuda_module PROPERTIES LABELS "e2e")
+endif()
 
 # The device code path against the CPU path (e2e/e2e_device.sh): cpu-staged runs it on any
 # machine and must be bitwise equal; the cuda variant is in gpu/tests.cmake.

@@ -104,6 +104,7 @@ typedef struct {
 const char* cudnnGetErrorString(cudnnStatus_t status);
 void cudnnGetLastErrorString(char* message, size_t max_size);
 
+size_t cudnnGetVersion(void);  // CUDNN_VERSION
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle);
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle);
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream);

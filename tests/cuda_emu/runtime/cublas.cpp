@@ -197,6 +197,12 @@ const char* cublasGetStatusString(cublasStatus_t s) {
     return "unknown error";
 }
 
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
+    if (!value) return CUBLAS_STATUS_INVALID_VALUE;
+    *value = type == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasCreate(cublasHandle_t* handle) {
     if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
     *handle = new cublasContext;

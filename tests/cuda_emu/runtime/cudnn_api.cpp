@@ -286,6 +286,8 @@ void cudnnGetLastErrorString(char* message, size_t max_size) {
     if (message && max_size) snprintf(message, max_size, "%s", last_note());
 }
 
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
     if (!handle) return CUDNN_STATUS_BAD_PARAM;
     *handle = new cudnnContext;

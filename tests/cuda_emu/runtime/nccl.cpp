@@ -212,6 +212,12 @@ const char* ncclGetErrorString(ncclResult_t r) {
 
 const char* ncclGetLastError(ncclComm_t) { return last_note(); }
 
+ncclResult_t ncclGetVersion(int* version) {
+    if (!version) return ncclInvalidArgument;
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     if (!id) return ncclInvalidArgument;
     memset(id, 0, sizeof *id);
