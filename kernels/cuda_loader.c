@@ -20,16 +20,19 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static const char no_gpu[] = "no usable CUDA device: this machine has no NVIDIA GPU";
 
-// The module beside the program (a build tree), else where the dynamic loader looks: the
-// program's search path ($ORIGIN/../lib in the GPU bundle), then LD_LIBRARY_PATH.
+// The module beside the program (a build tree), where `cmake --install` puts it
+// (SPK_CUDA_MODULE_INSTALLED, relative to the program's folder), else where the dynamic loader
+// looks: the program's search path ($ORIGIN/../lib in the GPU bundle), then LD_LIBRARY_PATH.
 static void *open_module(void) {
-    char path[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - sizeof SPK_CUDA_MODULE_FILE - 1);
-    if (n > 0) {
-        path[n] = 0;
-        char *slash = strrchr(path, '/');
-        if (slash) {
-            strcpy(slash + 1, SPK_CUDA_MODULE_FILE);
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? memrchr(exe, '/', (size_t)n) : NULL;
+    if (slash) {
+        *slash = 0;
+        const char *const near[] = {"", SPK_CUDA_MODULE_INSTALLED "/"};
+        for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/%s" SPK_CUDA_MODULE_FILE, exe, near[i]);
             if (access(path, F_OK) == 0) return dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
     }
