@@ -3,7 +3,6 @@
 #include "app/dist/comm.h"
 #include "kernels/base/check.h"
 #include "kernels/base/stop_signals.h"
-#include "kernels/device.h"
 
 #include <string.h>
 
@@ -45,10 +44,7 @@ int main(int argc, char **argv) {
         spk_exit_all(argc < 2 ? SPK_EXIT_USAGE : SPK_EXIT_OK);
     }
     if (strcmp(argv[1], "--version") == 0) {
-        char cuda[512];
-        spk_device_libraries(cuda, sizeof cuda);
-        printf0("spkddp %s\nCUDA: %s\n", SPKDDP_VERSION, cuda);
-        spk_exit_all(SPK_EXIT_OK);
+        spk_exit_all(cmd_version(&comm, argc - 2, argv + 2));
     }
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {

@@ -14,3 +14,5 @@ int cmd_trials(const comm_t *comm, int argc, char **argv);
 int cmd_bench(const comm_t *comm, int argc, char **argv);
 int cmd_export(const comm_t *comm, int argc, char **argv);
 int cmd_average(const comm_t *comm, int argc, char **argv);
+// spkddp --version: the version and every library it runs on, with theirs.
+int cmd_version(const comm_t *comm, int argc, char **argv);

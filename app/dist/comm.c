@@ -5,6 +5,7 @@
 #include "kernels/base/stop_signals.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,3 +101,14 @@ void comm_barrier(const comm_t *c) {
 int64_t comm_allreduce_bytes(const comm_t *c, int64_t payload) { return 2 * payload * (c->size - 1) / c->size; }
 
 int64_t comm_scatter_bytes(const comm_t *c, int64_t whole) { return whole * (c->size - 1) / c->size; }
+
+void comm_library(char *out, size_t cap) {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0, major = 0, minor = 0;
+    MPI_Get_library_version(text, &len);
+    MPI_Get_version(&major, &minor);
+    text[strcspn(text, "\n")] = 0;  // MPICH: "MPICH Version:\t4.0.2", then more lines
+    for (char *p = text; *p; p++)
+        if (*p == '\t') *p = ' ';
+    snprintf(out, cap, "%s (MPI %d.%d)", text, major, minor);
+}

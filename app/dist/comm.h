@@ -6,6 +6,7 @@
 #include "kernels/base/mpi_wait.h"
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -17,6 +18,8 @@ typedef struct {
 } comm_t;
 
 void comm_init(comm_t *c, int *argc, char ***argv);
+// "MPICH 4.0.2 (MPI 4.0)": the MPI library's first line of self-description, and the standard.
+void comm_library(char *out, size_t cap);
 // Waits for a request of a collective under c->wait.
 void comm_wait(const comm_t *c, MPI_Request *req);
 void comm_bcast(const comm_t *c, void *buf, int64_t count, MPI_Datatype type, int root);

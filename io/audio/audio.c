@@ -280,3 +280,9 @@ int audio_read_command(const char *cmd, int target_rate, int channel, audio_t *a
     free(data);
     return rc == AUDIO_OK ? to_rate(a, target_rate, name, err, errcap) : rc;
 }
+
+void audio_libraries(char *out, size_t cap) {
+    char ff[160];
+    audio_ffmpeg_library(ff, sizeof ff);
+    snprintf(out, cap, "%s; %s; %s", sf_version_string(), soxr_version(), ff);
+}

@@ -38,6 +38,8 @@ void audio_set_command_limits(double timeout_s, size_t max_bytes);
 // 1 when this build decodes and resamples audio (libsndfile, FFmpeg, libsoxr), 0 when it was
 // configured without them (-DSPKDDP_MEDIA=OFF: io/audio/audio_none.c).
 int audio_can_decode(void);
+// The decoding and resampling libraries with their versions, or that the build has none.
+void audio_libraries(char *out, size_t cap);
 #define AUDIO_NO_DECODING "this spkddp was built without audio decoding (configured with -DSPKDDP_MEDIA=OFF)"
 // Resamples x (n samples at in_rate) to out_rate with the same libsoxr settings as
 // audio_read. On success *out is malloc'ed and *out_n set; returns 0, or -1 with err filled.

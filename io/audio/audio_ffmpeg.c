@@ -174,3 +174,9 @@ int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size
     }
     return rc;
 }
+
+void audio_ffmpeg_library(char *out, size_t cap) {
+    const unsigned f = avformat_version(), c = avcodec_version();
+    snprintf(out, cap, "FFmpeg %s (libavformat %u.%u.%u, libavcodec %u.%u.%u)", av_version_info(), f >> 16,
+             f >> 8 & 0xff, f & 0xff, c >> 16, c >> 8 & 0xff, c & 0xff);
+}

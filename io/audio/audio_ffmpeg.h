@@ -11,3 +11,5 @@
 // Fills *a at the file's rate (a->rate = a->file_rate). Returns an audio_status; on
 // AUDIO_ERR_OPEN, err holds FFmpeg's reason without the path (the caller words the sentence).
 int audio_ffmpeg_read(const char *path, int channel, audio_t *a, char *err, size_t errcap);
+// "FFmpeg 5.1.6 (libavformat 59.27.100, libavcodec 59.37.100)".
+void audio_ffmpeg_library(char *out, size_t cap);

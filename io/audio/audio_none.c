@@ -4,11 +4,14 @@
 // would decode or resample audio fails with a sentence naming the file.
 #include "io/audio/audio.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define NO_MEDIA AUDIO_NO_DECODING
 
 int audio_can_decode(void) { return 0; }
+
+void audio_libraries(char *out, size_t cap) { snprintf(out, cap, "none (built without SPKDDP_MEDIA)"); }
 
 int audio_read(const char *path, int target_rate, int channel, audio_t *a, char *err, size_t errcap) {
     (void)target_rate, (void)channel;

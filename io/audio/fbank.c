@@ -233,3 +233,5 @@ void fbank_free(fbank_t *fb) {
     free(fb->bank_center_hz);
     memset(fb, 0, sizeof *fb);
 }
+
+const char *fbank_fft_library(void) { return fftwf_version; }

@@ -62,6 +62,8 @@ typedef struct {
 } fbank_t;
 
 fbank_opts_t fbank_default_opts(void);
+// The FFT library's version ("fftw-3.3.10-sse2-avx").
+const char *fbank_fft_library(void);
 // Returns 0, or -1 with one sentence in err (bad rate, too many bins for the FFT size, ...).
 int fbank_init_opts(fbank_t *fb, int sample_rate, const fbank_opts_t *opts, char *err, size_t errcap);
 // Kaldi defaults with num_bins bins (dither off). Returns 0 or -1 (writes the reason to stderr).

@@ -3,6 +3,7 @@
 #include "kernels/base/check.h"
 #include "kernels/base/env.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -346,4 +347,15 @@ int h5_mem_image(hid_t f, void **buf, size_t *n) {
     }
     *n = (size_t)size;
     return 0;
+}
+
+void h5_library(char *out, size_t cap) {
+    unsigned major = 0, minor = 0, release = 0;
+    H5get_libversion(&major, &minor, &release);
+#ifdef H5_HAVE_PARALLEL
+    const char *kind = "parallel";
+#else
+    const char *kind = "serial";
+#endif
+    snprintf(out, cap, "HDF5 %u.%u.%u (%s)", major, minor, release, kind);
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// "HDF5 1.10.8 (parallel)": the library's version, and whether it reads through MPI-IO.
+void h5_library(char *out, size_t cap);
 void h5_quiet(void);  // silence HDF5's own error-stack printing (SPKDDP_H5_DEBUG=1 keeps it)
 // Why the last HDF5 call failed, from its error stack: the system's words when the stack
 // holds them ("No space left on device", from MPI-IO or the file driver), else the innermost

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install`: e2e_install.sh BUILD_DIR WORKDIR
 #   - installs into a fresh prefix: bin/spkddp and, in a CUDA build, lib/spkddp/libspkddp_cuda.so;
-#   - the installed spkddp runs from there (synth, a training step on the CPU) and, in a CUDA
-#     build, finds and loads its module (--version names the CUDA libraries).
+#   - the installed spkddp runs from there (synth, a training step on the CPU); --version names
+#     the libraries under each floor and, in a CUDA build, the CUDA libraries its module loaded.
 set -u
 build=$1
 work=$2
@@ -13,6 +13,9 @@ cmake --install "$build" --prefix "$work/prefix" >install.log 2>&1 || { cat inst
 spk=$work/prefix/bin/spkddp
 [ -x "$spk" ] || { echo "FAIL: no $spk"; exit 1; }
 "$spk" --version >version.txt 2>&1 || fail "--version: $(cat version.txt)"
+for line in "^spkddp [0-9]" "^CUDA: " "^CPU: .*OpenBLAS [0-9]" "^MPI: " "^I/O: HDF5 [0-9.]+ \(parallel\)"; do
+    grep -qE "$line" version.txt || fail "--version has no line /$line/: $(cat version.txt)"
+done
 if grep -q "SPKDDP_CUDA:BOOL=ON" "$build/CMakeCache.txt"; then
     ls "$work"/prefix/lib*/spkddp/libspkddp_cuda.so >/dev/null 2>&1 || fail "the CUDA module was not installed"
     grep -q "^CUDA: CUDA runtime" version.txt || fail "the installed spkddp does not load its module: $(cat version.txt)"
@@ -23,6 +26,6 @@ fi
     --global-batch 4 --epochs 1 --max-steps 1 --ckpt-dir ck --progress 0 >train.log 2>&1 || fail "train: $(tail -2 train.log)"
 [ -f ck/ckpt-000000000001.h5 ] || fail "no checkpoint"
 echo "installed: $(cd prefix && find . -type f | sort | tr '\n' ' ')"
-echo "$(head -2 version.txt | tr '\n' ' ')"
+cat version.txt
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all checks passed"
