@@ -31,15 +31,14 @@
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/conv1d_layout.h"
 #include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
-#define CONV_CHUNK_COLS 2048
-#define PAR_MIN_COPY    32768    // elements: below this, copies run on one thread
-#define PAR_MIN_FLOPS   4000000  // multiply-adds: below this, GEMM loops run on one thread
-#define ALIGN           64       // bytes: workspace regions start on cache lines
+#define PAR_MIN_FLOPS 4000000  // multiply-adds: below this, GEMM loops run on one thread
+#define ALIGN         64       // bytes: workspace regions start on cache lines
 
 static void sgemm_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                            float beta, float *C, int ldc) {
@@ -55,38 +54,7 @@ const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
 // The world-size-invariant mode's: every GEMM planned for one thread, whatever the thread count.
 static const conv_operands_t conv_operands_f32_fixed = {sizeof(float), sgemm_fixed_operands, 0};
 
-// Element i of an operand array of `elem`-byte elements.
-static inline const char *elem_at(const void *p, size_t i, size_t elem) { return (const char *)p + i * elem; }
-
-// Row c of sample b of an operand tensor.
-static inline const char *row_at(conv_tensor_t x, int b, int c, size_t elem) {
-    return elem_at(x.p, (size_t)b * x.sample + (size_t)c * x.row, elem);
-}
-
-// The B samples of the tensor follow each other along its rows: any run of samples is a run of
-// columns, which the folded schedule's GEMMs read in place.
-static inline int is_folded(conv_tensor_t x, int B, int T) { return x.sample == (size_t)T && x.row >= (size_t)B * T; }
-
-// One element of 2 or 4 bytes (the operand types), without a memcpy call per element.
-static inline void copy_elem(char *dst, const char *src, size_t elem) {
-    if (elem == 2)
-        memcpy(dst, src, 2);
-    else
-        memcpy(dst, src, 4);
-}
-
 static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
-
-// Reflect index for u in (-T, 2T - 1): torch 'reflect' (edge sample not repeated).
-static inline int reflect_index(int u, int T) { return u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u); }
-
-static int chunk_samples(int B, int T) {
-    int nb = (CONV_CHUNK_COLS + T - 1) / T;
-    if (nb < 1) nb = 1;
-    if (nb > B) nb = B;
-    const int nchunks = (B + nb - 1) / nb;
-    return (B + nchunks - 1) / nchunks;  // balance the chunks
-}
 
 void conv_check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
     SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
@@ -122,7 +90,7 @@ static size_t slot_bytes(int Cin, int T, int K) { return (size_t)Cin * K * T * s
 // The folded schedule's part of the workspace: col (Cin*K, nc), an im2col or the float32
 // dcol, then (Cout, nc), the float32 GEMM output or the gathered dy operand.
 static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
-    const size_t nc = (size_t)chunk_samples(B, T) * T;
+    const size_t nc = (size_t)conv_chunk_samples(B, T) * T;
     return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
 }
 
@@ -144,104 +112,7 @@ static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
     return n < (size_t)B ? (int)n : B;
 }
 
-// wt (CK, Cout) = w (Cout, CK)^T, in 32 x 32 tiles
-static void transpose_weight(void *wt, const void *w, int Cout, int CK, size_t elem) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int o0 = 0; o0 < Cout; o0 += 32) {
-        for (int i0 = 0; i0 < CK; i0 += 32) {
-            const int o1 = o0 + 32 < Cout ? o0 + 32 : Cout, i1 = i0 + 32 < CK ? i0 + 32 : CK;
-            for (int i = i0; i < i1; i++)
-                for (int o = o0; o < o1; o++)
-                    copy_elem((char *)wt + ((size_t)i * Cout + o) * elem, elem_at(w, (size_t)o * CK + i, elem), elem);
-        }
-    }
-}
-
-// One row of an im2col: dst[t] = xr[r(t + off)] for t < T
-static inline void im2col_row(char *dst, const char *xr, int off, int T, size_t elem) {
-    const int t_lo = off < 0 ? -off : 0;     // first t with t + off >= 0
-    const int t_hi = off > 0 ? T - off : T;  // first t with t + off >= T
-    for (int t = 0; t < t_lo; t++) copy_elem(dst + t * elem, xr + reflect_index(t + off, T) * elem, elem);
-    memcpy(dst + t_lo * elem, xr + (t_lo + off) * elem, elem * (size_t)(t_hi - t_lo));
-    for (int t = t_hi; t < T; t++) copy_elem(dst + t * elem, xr + reflect_index(t + off, T) * elem, elem);
-}
-
-// col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)]
-static void im2col(void *col, int ldc, conv_tensor_t x, int b0, int nb, int Cin, int T, int K, int dilation,
-                   size_t elem) {
-    const int p = conv_pad(K, dilation);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
-    for (int ci = 0; ci < Cin; ci++) {
-        for (int k = 0; k < K; k++) {
-            char *row = (char *)col + ((size_t)ci * K + k) * ldc * elem;
-            for (int bi = 0; bi < nb; bi++)
-                im2col_row(row + (size_t)bi * T * elem, row_at(x, b0 + bi, ci, elem), k * dilation - p, T, elem);
-        }
-    }
-}
-
-// dst (C, nb*T) = samples b0 .. b0+nb of x folded together: row c holds their rows c in turn.
-static void fold_rows(void *dst, conv_tensor_t x, int b0, int nb, int C, int T, size_t elem) {
-    const size_t nc = (size_t)nb * T;
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)C * nc >= PAR_MIN_COPY)
-    for (int c = 0; c < C; c++)
-        for (int bi = 0; bi < nb; bi++)
-            memcpy((char *)dst + ((size_t)c * nc + (size_t)bi * T) * elem, row_at(x, b0 + bi, c, elem),
-                   elem * (size_t)T);
-}
-
-// dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]
-// dx_set: each row zeroed first (in cache, instead of a pass over the whole dx beforehand).
-static void col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation,
-                       int dx_set) {
-    const int p = conv_pad(K, dilation);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cin * K * ldc >= PAR_MIN_COPY)
-    for (int bi = 0; bi < nb; bi++) {
-        for (int ci = 0; ci < Cin; ci++) {
-            float *dxr = dx + ((size_t)(b0 + bi) * Cin + ci) * T;
-            if (dx_set) memset(dxr, 0, (size_t)T * sizeof *dxr);
-            for (int k = 0; k < K; k++) {
-                const int off = k * dilation - p;
-                const int t_lo = off < 0 ? -off : 0;
-                const int t_hi = off > 0 ? T - off : T;
-                const float *src = col + ((size_t)ci * K + k) * ldc + (size_t)bi * T;
-                for (int t = 0; t < t_lo; t++) dxr[reflect_index(t + off, T)] += src[t];
-#pragma omp simd
-                for (int t = t_lo; t < t_hi; t++) dxr[t + off] += src[t];
-                for (int t = t_hi; t < T; t++) dxr[reflect_index(t + off, T)] += src[t];
-            }
-        }
-    }
-}
-
 // ---- per-sample schedule -------------------------------------------------------------------
-
-// col (rows c0*K .. c1*K of the im2col matrix of sample b, T columns)
-static void im2col_sample(void *col, conv_tensor_t x, int b, int c0, int c1, int T, int K, int dilation, size_t elem) {
-    const int p = conv_pad(K, dilation);
-    for (int ci = c0; ci < c1; ci++)
-        for (int k = 0; k < K; k++)
-            im2col_row((char *)col + ((size_t)(ci - c0) * K + k) * T * elem, row_at(x, b, ci, elem), k * dilation - p,
-                       T, elem);
-}
-
-// dx_b (Cin, T) += fold of dcol (Cin*K, T)
-static void col2im_add_sample(float *dxb, const float *dcol, int Cin, int T, int K, int dilation) {
-    const int p = conv_pad(K, dilation);
-    for (int ci = 0; ci < Cin; ci++) {
-        float *dxr = dxb + (size_t)ci * T;
-        for (int k = 0; k < K; k++) {
-            const int off = k * dilation - p;
-            const int t_lo = off < 0 ? -off : 0;
-            const int t_hi = off > 0 ? T - off : T;
-            const float *src = dcol + ((size_t)ci * K + k) * T;
-            for (int t = 0; t < t_lo; t++) dxr[reflect_index(t + off, T)] += src[t];
-#pragma omp simd
-            for (int t = t_lo; t < t_hi; t++) dxr[t + off] += src[t];
-            for (int t = t_hi; t < T; t++) dxr[reflect_index(t + off, T)] += src[t];
-        }
-    }
-}
 
 // threads for the per-sample loops: all of them, capped by the workspace slots (K > 1) and by
 // the amount of work
@@ -264,10 +135,10 @@ static void forward_per_sample(const conv_operands_t *op, float *y, conv_tensor_
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             float *yb = y + (size_t)b * Cout * T;
-            const void *src = row_at(x, b, 0, e);
+            const void *src = conv_row_at(x, b, 0, e);
             int ld = (int)x.row;
             if (K > 1) {
-                im2col_sample(col, x, b, 0, Cin, T, K, dilation, e);
+                conv_im2col_sample(col, x, b, 0, Cin, T, K, dilation, e);
                 src = col;
                 ld = T;
             }
@@ -289,7 +160,7 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_s
     // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
     const int big = big_weight(Cin, Cout, K);
     void *wt = (char *)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
-    if (big) transpose_weight(wt, w, Cout, CK, e);
+    if (big) conv_transpose_weight(wt, w, Cout, CK, e);
     const char ta = big ? 'N' : 'T';
     const void *a = big ? wt : w;
     const int lda = big ? Cout : CK;
@@ -298,14 +169,14 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_s
         float *dcol = K > 1 ? (float *)((char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
-            const void *dyb = row_at(dy, b, 0, e);
+            const void *dyb = conv_row_at(dy, b, 0, e);
             float *dxb = dx + (size_t)b * Cin * T;
             if (dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
             if (K == 1) {
                 op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
             } else {
                 op->gemm(ta, 'N', CK, T, Cout, a, lda, dyb, (int)dy.row, 0.0f, dcol, T);
-                col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
+                conv_col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
             }
         }
     }
@@ -340,18 +211,18 @@ static void backward_per_sample(const conv_operands_t *op, float *dx, int dx_set
                 const int e1 = (int)((long)extent * (blk + 1) / nblocks);
                 for (int b = 0; b < B; b++) {
                     if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                        op->gemm('N', 'T', e1 - e0, CK, T, row_at(dy, b, e0, e), (int)dy.row, row_at(x, b, 0, e),
-                                 (int)x.row, 1.0f, dw + (size_t)e0 * CK, CK);
+                        op->gemm('N', 'T', e1 - e0, CK, T, conv_row_at(dy, b, e0, e), (int)dy.row,
+                                 conv_row_at(x, b, 0, e), (int)x.row, 1.0f, dw + (size_t)e0 * CK, CK);
                         continue;
                     }
-                    const void *src = row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
+                    const void *src = conv_row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
                     int ld = (int)x.row;
                     if (K > 1) {
-                        im2col_sample(col, x, b, e0, e1, T, K, dilation, e);
+                        conv_im2col_sample(col, x, b, e0, e1, T, K, dilation, e);
                         src = col;
                         ld = T;
                     }
-                    op->gemm('N', 'T', Cout, (e1 - e0) * K, T, row_at(dy, b, 0, e), (int)dy.row, src, ld, 1.0f,
+                    op->gemm('N', 'T', Cout, (e1 - e0) * K, T, conv_row_at(dy, b, 0, e), (int)dy.row, src, ld, 1.0f,
                              dw + (size_t)e0 * K, CK);
                 }
             }
@@ -363,22 +234,22 @@ static void backward_per_sample(const conv_operands_t *op, float *dx, int dx_set
 
 static void forward_folded(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                            int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
-    const int nb_max = chunk_samples(B, T);
+    const int nb_max = conv_chunk_samples(B, T);
     const int CK = Cin * K;
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
         const int nc = nb * T;
         void *col = scratch;                                                                         // (CK, nc)
         float *yf = (float *)((char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
-        const void *src = row_at(x, b0, 0, op->elem);
+        const void *src = conv_row_at(x, b0, 0, op->elem);
         int ld = (int)x.row;
-        if (K > 1 || !is_folded(x, B, T)) {
-            im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
+        if (K > 1 || !conv_is_folded(x, B, T)) {
+            conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
             src = col;
             ld = nc;
         }
         op->gemm('N', 'N', Cout, nc, CK, w, CK, src, ld, 0.0f, yf, nc);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= PAR_MIN_COPY)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= CONV_PAR_MIN_COPY)
         for (int bi = 0; bi < nb; bi++) {
             for (int co = 0; co < Cout; co++) {
                 const float bv = bias ? bias[co] : 0.0f;
@@ -398,25 +269,25 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
                             void *scratch) {
     const int CK = Cin * K;
     const size_t e = op->elem;
-    const int dy_in_place = is_folded(dy, B, T), x_in_place = K == 1 && is_folded(x, B, T);
-    const int nb_max = !dx && dy_in_place && x_in_place ? B : chunk_samples(B, T);
+    const int dy_in_place = conv_is_folded(dy, B, T), x_in_place = K == 1 && conv_is_folded(x, B, T);
+    const int nb_max = !dx && dy_in_place && x_in_place ? B : conv_chunk_samples(B, T);
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
         const int nc = nb * T;
-        void *col = scratch;                     // (CK, nc): im2col, then the float32 dcol
-        const void *dyf = row_at(dy, b0, 0, e);  // (Cout, nc)
+        void *col = scratch;                          // (CK, nc): im2col, then the float32 dcol
+        const void *dyf = conv_row_at(dy, b0, 0, e);  // (Cout, nc)
         int lddy = (int)dy.row;
         if (!dy_in_place) {
             char *copy = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
-            fold_rows(copy, dy, b0, nb, Cout, T, e);
+            conv_fold_rows(copy, dy, b0, nb, Cout, T, e);
             dyf = copy;
             lddy = nc;
         }
         if (dw) {
-            const void *src = row_at(x, b0, 0, e);
+            const void *src = conv_row_at(x, b0, 0, e);
             int ld = (int)x.row;
             if (!x_in_place) {
-                im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
+                conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
                 src = col;
                 ld = nc;
             }
@@ -424,7 +295,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
         }
         if (dx) {
             op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float *)col, nc);
-            col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation, dx_set);
+            conv_col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation, dx_set);
         }
     }
 }
@@ -462,7 +333,7 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
 // ---- float32 entry points (kernels/conv1d.h) --------------------------------------------------
 
 static void bias_grad(float *dbias, const float *dy, int B, int Cout, int T) {
-#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= CONV_PAR_MIN_COPY)
     for (int co = 0; co < Cout; co++) {
         float acc = 0.0f;
         for (int b = 0; b < B; b++) acc += spk_row_sum(dy + ((size_t)b * Cout + co) * T, T);
@@ -525,15 +396,15 @@ static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum
             const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
             const int n = (c1 - c0) * K;
             for (int b = 0; b < B; b++) {
-                const void *src = row_at(x, b, c0, e);  // rows c0*K .. c1*K of col_b
+                const void *src = conv_row_at(x, b, c0, e);  // rows c0*K .. c1*K of col_b
                 int ld = (int)x.row;
                 if (K > 1) {
-                    im2col_sample(col, x, b, c0, c1, T, K, dilation, e);
+                    conv_im2col_sample(col, x, b, c0, c1, T, K, dilation, e);
                     src = col;
                     ld = T;
                 }
                 float *t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
-                op->gemm('N', 'T', o1 - o0, n, T, row_at(dy, b, o0, e), (int)dy.row, src, ld, 0.0f, t, CK);
+                op->gemm('N', 'T', o1 - o0, n, T, conv_row_at(dy, b, o0, e), (int)dy.row, src, ld, 0.0f, t, CK);
                 for (int o = o0; o < o1; o++)
                     xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
             }
@@ -546,13 +417,13 @@ static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum
 // it is in cache). How the columns meet depends on G, T and the layer only: float32 K = 1 layers
 // whose weights fit L2 add each sample's GEMM over time into blocks of EXACT_FOLD_COLS columns,
 // reading x and dy in place (as the default per-sample schedule; no copies); the others fold the
-// group's columns (G T of them, in chunks of chunk_samples(G, T) samples whose products add up in
+// group's columns (G T of them, in chunks of conv_chunk_samples(G, T) samples whose products add up in
 // dw_tmp), as the default folded weight gradient, in blocks of EXACT_FOLDED_ROWS x
 // EXACT_FOLDED_COLS: each block's GEMM packs its rows of dYg and its columns of colg, so blocks
 // of whole rows and 256 columns packed the 1536 x 1536 layer's dYg six times (the exact weight
 // gradient 25-40 ms slower than the default's, one thread, batch 16; 512 x 768: 6-12 ms, with as
-// many blocks). Scratch: the folded schedule's (folded_bytes), which holds chunk_samples(B, T)
-// >= chunk_samples(G, T) samples' columns.
+// many blocks). Scratch: the folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T)
+// >= conv_chunk_samples(G, T) samples' columns.
 #define EXACT_FOLD_COLS   256
 #define EXACT_FOLDED_ROWS 512
 #define EXACT_FOLDED_COLS 768
@@ -565,12 +436,12 @@ static void deposit_block(xsum_t dw, const float *dw_tmp, int o0, int o1, int CK
 static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
                                  int group) {
-    const int CK = Cin * K, nb_max = chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
+    const int CK = Cin * K, nb_max = conv_chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
     const int fcols = (CK + EXACT_FOLDED_COLS - 1) / EXACT_FOLDED_COLS;
     const int frows = (Cout + EXACT_FOLDED_ROWS - 1) / EXACT_FOLDED_ROWS;
     const size_t e = op->elem;
     const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
-    SPK_ASSERT(nb_max <= chunk_samples(B, T));
+    SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
     char *col = scratch;                                                              // (CK, nc)
     char *dyf = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));  // (Cout, nc)
     for (int g0 = 0; g0 < B; g0 += group) {
@@ -579,8 +450,8 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
             for (int blk = 0; blk < ncol; blk++) {
                 const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
                 for (int b = g0; b < g0 + group; b++)
-                    op->gemm('N', 'T', Cout, n1 - n0, T, row_at(dy, b, 0, e), (int)dy.row, row_at(x, b, n0, e),
-                             (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + n0, CK);
+                    op->gemm('N', 'T', Cout, n1 - n0, T, conv_row_at(dy, b, 0, e), (int)dy.row,
+                             conv_row_at(x, b, n0, e), (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + n0, CK);
                 deposit_block(dw, dw_tmp, 0, Cout, CK, n0, n1);
             }
             continue;
@@ -588,8 +459,8 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
         for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
             const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
             const int last = b0 + nb == g0 + group;
-            im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
-            fold_rows(dyf, dy, b0, nb, Cout, T, e);
+            conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
+            conv_fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
             for (int blk = 0; blk < fcols * frows; blk++) {
                 const int n0 = blk % fcols * EXACT_FOLDED_COLS, o0 = blk / fcols * EXACT_FOLDED_ROWS;
@@ -606,7 +477,7 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
 // dbias: each group's samples' float sums over time of dy (float32 whatever the operands), in
 // order, one term per group.
 static void bias_grad_exact(xsum_t dbias, const float *dy, int B, int Cout, int T, int group) {
-#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= PAR_MIN_COPY)
+#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= CONV_PAR_MIN_COPY)
     for (int co = 0; co < Cout; co++) {
         float g = 0.0f;
         for (int b = 0; b < B; b++) {

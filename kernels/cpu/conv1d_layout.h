@@ -1,0 +1,38 @@
+// The 1-D convolution's data movement, under the schedules of kernels/cpu/conv1d.c: operand
+// rows, the im2col matrix (reflect 'same' padding) and its fold back onto dx, samples folded
+// into columns, the transposed weight. Operands have elements of `elem` bytes (2: bf16, 4:
+// float32); folds back are float32. Private to kernels/cpu.
+#pragma once
+#include <stddef.h>
+
+#include "kernels/cpu/conv1d_schedule.h"
+
+#define CONV_PAR_MIN_COPY 32768  // elements: below this, copies run on the calling thread
+
+// Row c of sample b of an operand tensor.
+static inline const char *conv_row_at(conv_tensor_t x, int b, int c, size_t elem) {
+    return (const char *)x.p + ((size_t)b * x.sample + (size_t)c * x.row) * elem;
+}
+
+// The B samples of the tensor follow each other along its rows: any run of samples is a run of
+// columns, which the folded schedule's GEMMs read in place.
+static inline int conv_is_folded(conv_tensor_t x, int B, int T) {
+    return x.sample == (size_t)T && x.row >= (size_t)B * T;
+}
+
+// Samples per chunk of the folded schedule (about 2048 columns, balanced over B).
+int conv_chunk_samples(int B, int T);
+// wt (CK, Cout) = w (Cout, CK)^T.
+void conv_transpose_weight(void *wt, const void *w, int Cout, int CK, size_t elem);
+// col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)], bi < nb.
+void conv_im2col(void *col, int ldc, conv_tensor_t x, int b0, int nb, int Cin, int T, int K, int dilation, size_t elem);
+// dst (C, nb*T) = samples b0 .. b0+nb of x folded together: row c holds their rows c in turn.
+void conv_fold_rows(void *dst, conv_tensor_t x, int b0, int nb, int C, int T, size_t elem);
+// dx[b0 + bi, ci, r(t + k*d - p)] += col[(ci*K + k) * ldc + bi*T + t]; dx_set: each row zeroed
+// first (in cache, instead of a pass over the whole dx beforehand).
+void conv_col2im_add(float *dx, const float *col, int ldc, int b0, int nb, int Cin, int T, int K, int dilation,
+                     int dx_set);
+// col = rows c0*K .. c1*K of the im2col matrix of sample b (T columns).
+void conv_im2col_sample(void *col, conv_tensor_t x, int b, int c0, int c1, int T, int K, int dilation, size_t elem);
+// dx_b (Cin, T) += the fold of dcol (Cin*K, T).
+void conv_col2im_add_sample(float *dxb, const float *dcol, int Cin, int T, int K, int dilation);
