@@ -53,8 +53,10 @@ void batchnorm1d_backward(float *dx,            // (B, C, T) +=
 // convolution, ReLU, BatchNorm; the BatchNorm's input is relu(x) either way): dx = the gradient
 // at the ReLU's input, the BatchNorm's input gradient where x > 0 and 0 elsewhere, OVERWRITTEN;
 // dweight, dbias accumulate. The bits of zeroing dx, then batchnorm1d_backward over relu(x), then
-// relu_mask(dx, x), in one pass instead of three.
+// relu_mask(dx, x), in one pass instead of three. dsum: += the sums of dx over b and t (the
+// gradient of the preceding convolution's bias, as conv1d_backward would add it), or NULL.
 void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
+                               float *dsum,          // (C) += ; or NULL
                                float *dweight,       // (C) +=
                                float *dbias,         // (C) +=
                                const float *dy,      // (B, C, T)

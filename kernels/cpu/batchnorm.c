@@ -55,8 +55,8 @@ static double channel_sum(const float *x, int c, int B, int C, int T, int relu_i
 
 // Where backward puts the input gradient: added to dx (relu_set 0); or, x being a ReLU's
 // input or output (the BatchNorm's input relu(x)), the gradient where x > 0 and 0 elsewhere (0 +
-// it: the bits of adding it to a zeroed dx), overwriting dx, or rounded into the folded dxh with
-// its float sums added to dsum.
+// it: the bits of adding it to a zeroed dx), overwriting dx (its sums added to dsum, if any), or
+// rounded into the folded dxh with its float sums added to dsum.
 typedef struct {
     float *dx;
     int relu_set;
@@ -90,6 +90,7 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
 #pragma omp simd
             for (int t = 0; t < T; t++)
                 d[t] = spk_relu_grad(0.0f + spk_bn_dx(g[t], (spk_relu(r[t]) - mu) * rs, wc, rs, mdy, mdyx), r[t]);
+            if (o->dsum) acc += spk_row_sum(d, T);  // the row still in L1; conv1d's bias gradient's order
         } else {
 #pragma omp simd
             for (int t = 0; t < T; t++) d[t] += spk_bn_dx(g[t], (r[t] - mu) * rs, wc, rs, mdy, mdyx);
@@ -212,9 +213,9 @@ void batchnorm1d_backward(float *dx, float *dweight, float *dbias, const float *
     backward(&(bn_dx_out_t){.dx = dx}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
-void batchnorm1d_relu_backward(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
+void batchnorm1d_relu_backward(float *dx, float *dsum, float *dweight, float *dbias, const float *dy, const float *x,
                                const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
-    backward(&(bn_dx_out_t){.dx = dx, .relu_set = 1}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
+    backward(&(bn_dx_out_t){.dx = dx, .relu_set = 1, .dsum = dsum}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
 void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias, const float *dy,

@@ -9,6 +9,7 @@
 // The world-size-invariant kernels (below) sum each sample in double by one block per channel
 // and add the per-sample sums to exact sums.
 #include "kernels/cuda/batchnorm_common.cuh"
+#include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace {
@@ -218,10 +219,11 @@ extern "C" void batchnorm1d_backward_cuda(float *dx, float *dweight, float *dbia
     backward<false>(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
-extern "C" void batchnorm1d_relu_backward_cuda(float *dx, float *dweight, float *dbias, const float *dy, const float *x,
-                                               const float *weight, const float *mean, const float *rstd, int B, int C,
-                                               int T) {
+extern "C" void batchnorm1d_relu_backward_cuda(float *dx, float *dsum, float *dweight, float *dbias, const float *dy,
+                                               const float *x, const float *weight, const float *mean,
+                                               const float *rstd, int B, int C, int T) {
     backward<true>(dx, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
+    if (dsum) conv_bias_backward(dsum, dx, B, C, T);  // as conv1d_backward_cuda adds it
 }
 
 extern "C" void batchnorm1d_relu_backward_fold_cuda(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias,

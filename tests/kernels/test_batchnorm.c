@@ -6,13 +6,15 @@
 // whose partial sums are merged, normalises each half exactly as the whole batch (outputs,
 // saved and running statistics, input and parameter gradients, on 1 or 2 threads), close to
 // batchnorm1d_forward_train / _backward on the whole batch. batchnorm1d_relu_backward: the bits of
-// zeroing, the backward and relu_mask, on the CPU; every backend within tolerance of it; folded
+// zeroing, the backward and relu_mask, its dsum those of conv1d_backward's bias gradient, on the
+// CPU; every backend within tolerance of it; folded
 // to bf16 (batchnorm1d_relu_backward_fold), the bits of bf16_fold_from_f32 of it on the CPU and
 // within a bf16 step of them on every backend.
 #include "backends.h"
 #include "exact_check.h"
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
+#include "kernels/conv1d.h"
 
 #include <string.h>
 
@@ -230,12 +232,18 @@ static void relu_case(int B, int C, int T, int affine) {
     float *dx = rand_f(n, -1, 1), *ref = zeros_f(n);
     batchnorm1d_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
     relu_mask(ref, x, n);
-    batchnorm1d_relu_backward(dx, affine ? dw : NULL, affine ? db : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward(dx, NULL, affine ? dw : NULL, affine ? db : NULL, gy, x, w, mean, rstd, B, C, T);
     char nm[96];
     snprintf(nm, sizeof nm, "bn relu backward dx B%d C%d T%d: the composition's bits", B, C, T);
     check_true(memcmp(dx, ref, n * sizeof *dx) == 0, nm);
     snprintf(nm, sizeof nm, "bn relu backward dweight, dbias B%d C%d T%d: the composition's bits", B, C, T);
     check_true(memcmp(dw, rdw, C * sizeof *dw) == 0 && memcmp(db, rdb, C * sizeof *db) == 0, nm);
+    // dsum: the bits conv1d_backward adds as the bias gradient of dx, into a prefill
+    float *sum = rand_f(C, -1, 1), *want_sum = copy_f(sum, C), *dx2 = alloc_f(n);
+    conv1d_backward(NULL, 0, NULL, want_sum, ref, NULL, NULL, B, 1, C, T, 1, 1, NULL);
+    batchnorm1d_relu_backward(dx2, sum, NULL, NULL, gy, x, w, mean, rstd, B, C, T);
+    snprintf(nm, sizeof nm, "bn relu backward dsum B%d C%d T%d: conv1d_backward's bias gradient bits", B, C, T);
+    check_true(memcmp(sum, want_sum, C * sizeof *sum) == 0 && memcmp(dx2, ref, n * sizeof *dx2) == 0, nm);
     size_t zeros = 0;
     for (size_t i = 0; i < n; i++) zeros += x[i] == 0.0f && dx[i] == 0.0f;
     snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d: the ReLU's zeros pass no gradient", B, C, T);
@@ -243,8 +251,8 @@ static void relu_case(int B, int C, int T, int affine) {
 
     // the ReLU's input in place of its output: the same bits
     memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
-    batchnorm1d_relu_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
-    batchnorm1d_relu_backward(dx, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward(ref, NULL, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward(dx, NULL, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
     snprintf(nm, sizeof nm, "bn relu backward B%d C%d T%d from the ReLU's input: its output's bits", B, C, T);
     check_true(memcmp(dx, ref, n * sizeof *dx) == 0 && memcmp(dw, rdw, C * sizeof *dw) == 0 &&
                    memcmp(db, rdb, C * sizeof *db) == 0,
@@ -255,7 +263,7 @@ static void relu_case(int B, int C, int T, int affine) {
     float *sums = rand_f(C, -1, 1), *rsums = copy_f(sums, C);
     bf16_fold_from_f32(want, rsums, ref, B, C, T);
     memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
-    batchnorm1d_relu_backward(ref, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward(ref, NULL, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
     batchnorm1d_relu_backward_fold(got, sums, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
     snprintf(nm, sizeof nm, "bn relu backward folded B%d C%d T%d: bf16_fold_from_f32's bits and sums", B, C, T);
     check_true(memcmp(got, want, n * sizeof *got) == 0 && memcmp(sums, rsums, C * sizeof *sums) == 0, nm);
@@ -330,11 +338,12 @@ static void backend_case(int B, int C, int T, int affine) {
         cmp_train("bn relu train", tag, (const float *[]){dry, drmean, drrstd, drrm, drrv},
                   (const float *[]){ry, rmean, rrstd, rrm, rrv}, n, C);
     }
-    grads_t r = grads_prefill(3, (size_t[]){n, C, C});
-    batchnorm1d_relu_backward(r.cpu[0], r.cpu[1], r.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
-    g_be->batchnorm1d_relu_backward(r.dev[0], r.dev[1], r.dev[2], dgy, dxr, dwt, dmean, drstd, B, C, T);
-    g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], dgy, dx, dwt, dmean, drstd, B, C, T);  // input
-    grads_check(&r, "bn relu", tag, (const char *[]){"dx", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
+    grads_t r = grads_prefill(4, (size_t[]){n, C, C, C});  // dx, dsum (the convolution's bias gradient), ...
+    batchnorm1d_relu_backward(r.cpu[0], r.cpu[1], r.cpu[2], r.cpu[3], gy, xr, wt, mean, rstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(r.dev[0], r.dev[1], r.dev[2], r.dev[3], dgy, dxr, dwt, dmean, drstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(r.dev2[0], r.dev2[1], r.dev2[2], r.dev2[3], dgy, dx, dwt, dmean, drstd, B, C,
+                                    T);  // input
+    grads_check(&r, "bn relu", tag, (const char *[]){"dx", "dsum", "dweight", "dbias"}, (double[]){TOL, TOL, TOL, TOL});
 
     // and folded to bf16 with the sums of dx (into prefills), twice
     spk_bf16 *hh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
@@ -344,7 +353,7 @@ static void backend_case(int B, int C, int T, int affine) {
     // the backend's own unfolded op then its fold, whose bits the folded op promises
     float *gdx = dev_f(NULL, n), *wsum = dev_f(f.cpu[0], C);
     spk_bf16 *wh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
-    g_be->batchnorm1d_relu_backward(gdx, NULL, NULL, dgy, dxr, dwt, dmean, drstd, B, C, T);
+    g_be->batchnorm1d_relu_backward(gdx, NULL, NULL, NULL, dgy, dxr, dwt, dmean, drstd, B, C, T);
     g_be->bf16_fold_from_f32(wh, wsum, gdx, B, C, T);
     batchnorm1d_relu_backward_fold(hh, f.cpu[0], f.cpu[1], f.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
     for (int rep = 0; rep < 2; rep++) {  // from the ReLU's output, then from its input

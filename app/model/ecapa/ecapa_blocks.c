@@ -88,8 +88,8 @@ void tdnn_backward(tdnn_t *l, model_t *m, float *dx, int dx_accumulate, const fl
                                            l->rstd, l->xh, B, l->cin, l->cout, T, l->k, l->dil, g, work);
         return;
     }
-    tdnn_post_backward(l, m, dy, g, B, T);
-    model_conv1d_backward(m, dx, dx_accumulate, l->w, l->b, g, x, l->xh, B, l->cin, l->cout, T, l->k, l->dil, work);
+    model_bn_relu_conv1d_backward(m, dx, dx_accumulate, l->w, l->b, l->bn_w, l->bn_b, dy, l->a, l->mean, l->rstd, x,
+                                  l->xh, B, l->cin, l->cout, T, l->k, l->dil, g, work);
 }
 
 void tdnn_post_backward(tdnn_t *l, model_t *m, const float *dy, float *g, int B, int T) {

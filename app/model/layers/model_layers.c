@@ -126,7 +126,7 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
     const spk_backend_t *K = m->be;
     if (!m->invariant) {
         float *gr = m->grads;
-        K->batchnorm1d_relu_backward(dx, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x,
+        K->batchnorm1d_relu_backward(dx, NULL, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x,
                                      w < 0 ? NULL : m->params + w, mean, rstd, B, C, T);
         return;
     }
@@ -134,6 +134,21 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
     K->vec_zero(dx, n);
     model_batchnorm_backward(m, dx, w, b, dy, x, mean, rstd, B, C, T);
     K->relu_mask(dx, x, n);
+}
+
+void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
+                                   int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
+                                   const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
+                                   int dilation, float *g, float *work) {
+    if (m->bf16 || m->invariant) {  // their bias gradients are the convolution's (bf16 operands, exact sums)
+        model_batchnorm_relu_backward(m, g, bn_w, bn_b, dy, a, mean, rstd, B, Cout, T);
+        model_conv1d_backward(m, dx, dx_accumulate, w, b, g, x, xh, B, Cin, Cout, T, K, dilation, work);
+        return;
+    }
+    float *gr = m->grads;
+    m->be->batchnorm1d_relu_backward(g, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w, bn_b < 0 ? NULL : gr + bn_b,
+                                     dy, a, bn_w < 0 ? NULL : m->params + bn_w, mean, rstd, B, Cout, T);
+    model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
 }
 
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,

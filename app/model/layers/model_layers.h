@@ -32,6 +32,15 @@ void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const
 // The same when x is a ReLU's output or input: dx (overwritten) the gradient at the ReLU's input.
 void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                                    const float *mean, const float *rstd, int B, int C, int T);
+// The backward of a convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
+// BatchNorm's output gradient dy into g (B, Cout, T), the gradient at the convolution's output:
+// the BatchNorm's parameter gradients, the convolution's (w, b) and dx (+= with dx_accumulate,
+// or =). a is the BatchNorm's input, x (xh) the convolution's. In float32 outside the invariant
+// mode the BatchNorm's pass adds the convolution's bias gradient too (one pass over g fewer).
+void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
+                                   int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
+                                   const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
+                                   int dilation, float *g, float *work);
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
 // BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
 // and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
