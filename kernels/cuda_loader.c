@@ -1,10 +1,11 @@
 // The spkddp program's CUDA entry points (kernels/cuda_module.h): each calls through the table
-// of libspkddp_cuda.so. Device queries open the module on a machine with an NVIDIA GPU; on one
-// without, they answer "no device" without loading cuBLAS, cuDNN or NCCL, and until a query
-// has opened it the CUDA backend is absent.
+// of libspkddp_cuda.so. Device queries open the module on a machine with an NVIDIA GPU (or with
+// SPKDDP_CUDA_PROBE=1); on one without, they answer "no device" without loading cuBLAS, cuDNN or
+// NCCL, and until a query has opened it the CUDA backend is absent.
 #include "kernels/cuda_module.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/env.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -56,11 +57,15 @@ static const spk_cuda_module_t *opened(void) {
     return atomic_load(&g_module);
 }
 
-// The module for a device query: none on a machine without an NVIDIA GPU.
-static const spk_cuda_module_t *for_query(void) { return spk_nvidia_gpu_present() ? opened() : NULL; }
+// Whether device queries ask CUDA: on a machine that shows an NVIDIA GPU, or anywhere with
+// SPKDDP_CUDA_PROBE=1 (for a GPU the file system does not show).
+static int probe(void) { return spk_nvidia_gpu_present() || spk_env_switch("SPKDDP_CUDA_PROBE"); }
+
+// The module for a device query: none where there is nothing to probe.
+static const spk_cuda_module_t *for_query(void) { return probe() ? opened() : NULL; }
 
 // Why for_query() gave none.
-static const char *why_none(void) { return spk_nvidia_gpu_present() ? g_why : no_gpu; }
+static const char *why_none(void) { return probe() ? g_why : no_gpu; }
 
 // The module for calls that come only once the CUDA backend was chosen.
 static const spk_cuda_module_t *chosen(void) {
@@ -74,7 +79,7 @@ int spk_device_count(char *why, size_t cap) {
     const spk_cuda_module_t *m = for_query();
     if (m) return m->spk_device_count(why, cap);
     if (why) snprintf(why, cap, "%s", why_none());
-    return spk_nvidia_gpu_present() ? -1 : 0;
+    return probe() ? -1 : 0;
 }
 
 int spk_device_select(int index, char *why, size_t cap) {

@@ -4,7 +4,8 @@
 #   - the module exports its table alone, and the program exports every function of its own
 #     that the module calls;
 #   - `spkddp --version` opens the module and names the libraries' versions (no GPU needed);
-#   - on a machine without an NVIDIA GPU a command loads none of the CUDA libraries;
+#   - on a machine without an NVIDIA GPU a command loads none of the CUDA libraries, unless
+#     SPKDDP_CUDA_PROBE=1, when the query goes through the module (no driver here: said so);
 #   - spkddp copied without its module (a login node without the CUDA libraries): --version
 #     says why the module cannot be loaded, and commands run on the CPU.
 . "$(dirname "$0")/lib.sh" "$1" "$2" "$3"
@@ -38,6 +39,12 @@ else
     LD_DEBUG=files $SPKDDP $bench >bench.log 2>ld.log || fail "bench: $(tail -2 bench.log)"
     ! grep -qE "file=lib(cudart|cublas|cudnn|nccl)" ld.log || fail "a CPU run loaded $(grep -oE "file=lib(cudart|cublas|cudnn|nccl)[^ ]*" ld.log | sort -u | tr '\n' ' ')"
     echo "ok  no GPU here: a run loads none of the CUDA libraries"
+    # Told to probe anyway, a query goes through the module to the CUDA runtime, which finds no driver.
+    SPKDDP_CUDA_PROBE=1 LD_DEBUG=files $SPKDDP $bench --device cuda >probe.log 2>ld_probe.log
+    grep -q "file=libcublas" ld_probe.log || fail "SPKDDP_CUDA_PROBE=1 did not load the CUDA libraries"
+    grep -q "spkddp: error: bench: --device cuda: no usable CUDA device: no CUDA driver is installed" ld_probe.log ||
+        fail "SPKDDP_CUDA_PROBE=1 --device cuda: $(grep error ld_probe.log)"
+    echo "ok  SPKDDP_CUDA_PROBE=1: the module's device query answers: $(grep -o 'no usable.*' ld_probe.log)"
 fi
 
 mkdir alone && cp "$SPKDDP" alone/spkddp || fail "copy"
