@@ -30,6 +30,7 @@ static void usage(void) {
     printf0("usage: spkddp COMMAND [options]   (spkddp COMMAND --help for its options)\n\ncommands:\n");
     for (int i = 0; i < NCOMMANDS; i++) printf0("  %-10s %s\n", commands[i].name, commands[i].help);
     printf0("\nrun under MPI: mpiexec -n 2 spkddp train --data toy.h5\n");
+    printf0("spkddp --version: this spkddp's version and the libraries it runs on\n");
 }
 
 int main(int argc, char **argv) {
