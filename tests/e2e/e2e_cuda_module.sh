@@ -7,7 +7,8 @@
 #   - on a machine without an NVIDIA GPU a command loads none of the CUDA libraries, unless
 #     SPKDDP_CUDA_PROBE=1, when the query goes through the module (no driver here: said so);
 #   - spkddp copied without its module (a login node without the CUDA libraries): --version
-#     says why the module cannot be loaded, and commands run on the CPU.
+#     says why the module cannot be loaded, and commands run on the CPU; beside an empty file
+#     or another build's module (a table of another size), likewise.
 . "$(dirname "$0")/lib.sh" "$1" "$2" "$3"
 module=$(dirname "$SPKDDP")/libspkddp_cuda.so
 [ -f "$module" ] || { fail "no $module beside $SPKDDP"; finish; }
@@ -55,4 +56,17 @@ alone/spkddp synth --kind speakers --out sp.h5 --dim 8 --speakers 4 --utts-per-s
     --max-frames 24 >synth.log 2>&1 || fail "synth without the module: $(tail -2 synth.log)"
 alone/spkddp $bench --device cpu >alone_bench.log 2>&1 || fail "bench without the module: $(tail -2 alone_bench.log)"
 echo "ok  without the module: $(sed -n 's/^CUDA: //p' alone.txt | cut -c1-60)...; synth and bench run"
+
+# A module that is not one (an empty file), and one from another build (a table of another
+# size): each refused with its reason, and CPU commands still run.
+mkdir broken other && cp "$SPKDDP" broken/spkddp && cp "$SPKDDP" other/spkddp || fail "copy"
+: >broken/libspkddp_cuda.so
+printf 'const struct { unsigned long size; } spk_cuda_module_table = {1};\n' >other.c
+cc -shared -fPIC -o other/libspkddp_cuda.so other.c || fail "cannot build a module of another build"
+broken/spkddp --version 2>&1 | grep -q "^CUDA: the CUDA backend (libspkddp_cuda.so) could not be loaded: .*libspkddp_cuda.so" ||
+    fail "an empty module: $(broken/spkddp --version 2>&1 | grep CUDA:)"
+other/spkddp --version 2>&1 | grep -q "^CUDA: the CUDA backend (libspkddp_cuda.so) is from another build of spkddp" ||
+    fail "another build's module: $(other/spkddp --version 2>&1 | grep CUDA:)"
+other/spkddp $bench --device cpu >other_bench.log 2>&1 || fail "bench beside another build's module: $(tail -2 other_bench.log)"
+echo "ok  an empty module and another build's are refused with their reasons; the CPU still runs"
 finish
