@@ -91,7 +91,9 @@ void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, 
 //   backward: batchnorm1d_backward_partial adds each group's sums of dy and dy * xhat to
 //             sums[0, C) and sums[C, 2C) and, unless empty, to dbias and dweight (the same
 //             terms: those gradients are these sums); batchnorm1d_backward_global then adds
-//             the input gradient with the reduced sums to dx.
+//             the input gradient with the reduced sums to dx, or with relu_set (x a ReLU's
+//             output or input) overwrites dx with the gradient at the ReLU's input: the bits
+//             of zeroing dx, adding it, then relu_mask(dx, x).
 void batchnorm1d_stats_partial(xsum_t sums,         // (2C) +=
                                const float *x,      // (B, C, T)
                                const float *shift,  // (C) or NULL
@@ -105,8 +107,8 @@ void batchnorm1d_backward_partial(xsum_t sums,     // (2C) +=
                                   xsum_t dbias,    // (C) += , or empty
                                   const float *dy, const float *x, const float *mean, const float *rstd, int B, int C,
                                   int T, int group);
-void batchnorm1d_backward_global(float *dx,  // (B, C, T) +=
-                                 const float *dy, const float *x, const float *weight, const float *mean,
+void batchnorm1d_backward_global(float *dx,  // (B, C, T) += ; = with relu_set
+                                 int relu_set, const float *dy, const float *x, const float *weight, const float *mean,
                                  const float *rstd,
                                  xsum_t sums,  // (2C) reduced, from batchnorm1d_backward_partial
                                  int64_t N, int B, int C, int T);

@@ -304,8 +304,8 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
     }
 }
 
-void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, const float *weight, const float *mean,
-                                 const float *rstd, xsum_t sums, int64_t N, int B, int C, int T) {
+void batchnorm1d_backward_global(float *dx, int relu_set, const float *dy, const float *x, const float *weight,
+                                 const float *mean, const float *rstd, xsum_t sums, int64_t N, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int c = 0; c < C; c++) {
@@ -313,6 +313,6 @@ void batchnorm1d_backward_global(float *dx, const float *dy, const float *x, con
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
-        channel_dx(&(bn_dx_out_t){.dx = dx}, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
+        channel_dx(&(bn_dx_out_t){.dx = dx, .relu_set = relu_set}, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
     }
 }

@@ -309,7 +309,7 @@ __global__ void bn_backward_partial_kernel(xsum_t sums, xsum_t dweight, xsum_t d
     }
 }
 
-__global__ void bn_backward_global_kernel(float *dx, const float *dy, const float *x, const float *weight,
+__global__ void bn_backward_global_kernel(float *dx, int relu_set, const float *dy, const float *x, const float *weight,
                                           const float *mean, const float *rstd, xsum_t sums, int64_t N, int B, int C,
                                           int T) {
     const int c = blockIdx.x;
@@ -318,7 +318,8 @@ __global__ void bn_backward_global_kernel(float *dx, const float *dy, const floa
     const float mdy = bn_xsum_mean(sums, c, N), mdyx = bn_xsum_mean(sums, C + c, N);
     for (size_t i = threadIdx.x; i < (size_t)B * T; i += SPK_CUDA_THREADS) {
         const size_t o = bn_offset(i, c, C, T);
-        dx[o] += spk_bn_dx(dy[o], (x[o] - mu) * rs, wc, rs, mdy, mdyx);
+        const float g = spk_bn_dx(dy[o], (bn_in(x[o], relu_set) - mu) * rs, wc, rs, mdy, mdyx);
+        dx[o] = relu_set ? spk_relu_grad(0.0f + g, x[o]) : dx[o] + g;  // bn_dx_kernel's two forms
     }
 }
 
@@ -347,9 +348,10 @@ extern "C" void batchnorm1d_backward_partial_cuda(xsum_t sums, xsum_t dweight, x
                group);
 }
 
-extern "C" void batchnorm1d_backward_global_cuda(float *dx, const float *dy, const float *x, const float *weight,
-                                                 const float *mean, const float *rstd, xsum_t sums, int64_t N, int B,
-                                                 int C, int T) {
+extern "C" void batchnorm1d_backward_global_cuda(float *dx, int relu_set, const float *dy, const float *x,
+                                                 const float *weight, const float *mean, const float *rstd, xsum_t sums,
+                                                 int64_t N, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
-    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, dy, x, weight, mean, rstd, sums, N, B, C, T);
+    SPK_LAUNCH(bn_backward_global_kernel, spk_rows_grid((size_t)C), dx, relu_set, dy, x, weight, mean, rstd, sums, N, B,
+               C, T);
 }

@@ -162,7 +162,7 @@ static void invariant_case(int B, int C, int T, int group) {
     batchnorm1d_forward_global(whole.y, whole.mean, whole.rstd, whole.rm, whole.rv, x, w, bias, fwd, N, B, C, T, 1e-5f,
                                0.1f);
     batchnorm1d_backward_partial(bwd, whole.dw, whole.db, gy, x, whole.mean, whole.rstd, B, C, T, group);
-    batchnorm1d_backward_global(whole.dx, gy, x, w, whole.mean, whole.rstd, bwd, N, B, C, T);
+    batchnorm1d_backward_global(whole.dx, 0, gy, x, w, whole.mean, whole.rstd, bwd, N, B, C, T);
     with_threads(1);                      // two "ranks": halves [0, h) and [h, B), each with its own partial sums
     const int h = B / group / 2 * group;  // whole groups on each rank
     const size_t off = (size_t)h * C * T;
@@ -178,9 +178,18 @@ static void invariant_case(int B, int C, int T, int group) {
     batchnorm1d_backward_partial(g0, split.dw, split.db, gy, x, split.mean, split.rstd, h, C, T, group);
     batchnorm1d_backward_partial(g1, split.dw, split.db, gy + off, x + off, mean1, rstd1, B - h, C, T, group);
     xsum_merge(g0, g1, 2 * C);
-    batchnorm1d_backward_global(split.dx, gy, x, w, split.mean, split.rstd, g0, N, h, C, T);
-    batchnorm1d_backward_global(split.dx + off, gy + off, x + off, w, mean1, rstd1, g0, N, B - h, C, T);
+    batchnorm1d_backward_global(split.dx, 0, gy, x, w, split.mean, split.rstd, g0, N, h, C, T);
+    batchnorm1d_backward_global(split.dx + off, 0, gy + off, x + off, w, mean1, rstd1, g0, N, B - h, C, T);
     with_threads(before);
+    {  // relu_set: the bits of zeroing dx, adding the gradient, then relu_mask, over a ReLU's output
+        float *xr = alloc_f(n), *want = zeros_f(n), *got = rand_f(n, -1, 1);
+        for (size_t i = 0; i < n; i++) xr[i] = i % 3 ? x[i] : 0.0f;
+        batchnorm1d_backward_global(want, 0, gy, xr, w, whole.mean, whole.rstd, bwd, N, B, C, T);
+        relu_mask(want, xr, n);
+        batchnorm1d_backward_global(got, 1, gy, xr, w, whole.mean, whole.rstd, bwd, N, B, C, T);
+        check_true(memcmp(got, want, sizeof(float) * n) == 0,
+                   cname("bn global B%d C%d T%d relu_set: zeroing, the gradient and relu_mask's bits", B, C, T));
+    }
     check_true(
         memcmp(split.y, whole.y, sizeof(float) * n) == 0 && memcmp(split.mean, whole.mean, 4 * C) == 0 &&
             memcmp(mean1, whole.mean, 4 * C) == 0 && memcmp(rstd1, whole.rstd, 4 * C) == 0 &&
@@ -392,9 +401,16 @@ static void backend_case(int B, int C, int T, int affine) {
         g_be->xsum_to_float(sf, dsw, C);
         cmp(cname("bn backward_partial dweight %s", tag), sf, sums_to_floats(hw, C), C, TOL);
     }
-    batchnorm1d_backward_global(hdx, gy, x, wt, mean, rstd, hg, N, B, C, T);
-    g_be->batchnorm1d_backward_global(ddx, dgy, dx, dwt, dmean, drstd, dg, N, B, C, T);
+    batchnorm1d_backward_global(hdx, 0, gy, x, wt, mean, rstd, hg, N, B, C, T);
+    g_be->batchnorm1d_backward_global(ddx, 0, dgy, dx, dwt, dmean, drstd, dg, N, B, C, T);
     cmp(cname("bn backward_global dx %s", tag), ddx, hdx, n, TOL);
+    // after a ReLU (its output, a third of it 0): dx overwritten with the gradient at its input
+    float *xz = relu_of(x, n);
+    for (size_t i = 0; i < n; i += 3) xz[i] = 0.0f;
+    float *dxz = dev_f(xz, n);
+    batchnorm1d_backward_global(hdx, 1, gy, xz, wt, mean, rstd, hg, N, B, C, T);
+    g_be->batchnorm1d_backward_global(ddx, 1, dgy, dxz, dwt, dmean, drstd, dg, N, B, C, T);
+    cmp(cname("bn backward_global relu_set dx %s", tag), ddx, hdx, n, TOL);
     dev_release();
     test_release();
 }

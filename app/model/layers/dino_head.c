@@ -153,7 +153,7 @@ static void bn_backward(dino_head_t *h, model_t *m, const dino_hidden_t *y, floa
         K->vec_acc(m->grads + y->g, h->local + H, (size_t)H);
     }
     model_exact_allreduce(m, h->sums, 2 * (int64_t)H);
-    K->batchnorm1d_backward_global(dx, dy, y->h, m->params + y->g, y->mean, y->rstd, h->sums, n_global, N, H, 1);
+    K->batchnorm1d_backward_global(dx, 0, dy, y->h, m->params + y->g, y->mean, y->rstd, h->sums, n_global, N, H, 1);
 }
 
 // A hidden layer on `in`: Linear, BatchNorm, GELU.

@@ -105,20 +105,29 @@ void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, 
                                           w < 0 ? NULL : p + w, b < 0 ? NULL : p + b, B, C, T, eps, momentum);
 }
 
-void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
-                              const float *mean, const float *rstd, int B, int C, int T) {
+// The invariant mode's backward over the global batch: dx += it, or with relu_set = it at the
+// ReLU's input (batchnorm1d_backward_global).
+static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, const float *dy,
+                                      const float *x, const float *mean, const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;
-    const float *p = m->params;
-    float *gr = m->grads;
-    const float *pw = w < 0 ? NULL : p + w;
-    if (!m->invariant) {
-        K->batchnorm1d_backward(dx, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x, pw, mean, rstd, B, C, T);
-        return;
-    }
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm1d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, x, mean, rstd, B, C, T, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);
-    if (dx) K->batchnorm1d_backward_global(dx, dy, x, pw, mean, rstd, s, m->global_batch * T, B, C, T);
+    if (dx)
+        K->batchnorm1d_backward_global(dx, relu_set, dy, x, w < 0 ? NULL : m->params + w, mean, rstd, s,
+                                       m->global_batch * T, B, C, T);
+}
+
+void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
+                              const float *mean, const float *rstd, int B, int C, int T) {
+    if (m->invariant) {
+        batchnorm_backward_global(m, dx, 0, w, b, dy, x, mean, rstd, B, C, T);
+        return;
+    }
+    const float *p = m->params;
+    float *gr = m->grads;
+    m->be->batchnorm1d_backward(dx, w < 0 ? NULL : gr + w, b < 0 ? NULL : gr + b, dy, x, w < 0 ? NULL : p + w, mean,
+                                rstd, B, C, T);
 }
 
 void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
@@ -130,10 +139,7 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
                                      w < 0 ? NULL : m->params + w, mean, rstd, B, C, T);
         return;
     }
-    const size_t n = (size_t)B * C * T;
-    K->vec_zero(dx, n);
-    model_batchnorm_backward(m, dx, w, b, dy, x, mean, rstd, B, C, T);
-    K->relu_mask(dx, x, n);
+    batchnorm_backward_global(m, dx, 1, w, b, dy, x, mean, rstd, B, C, T);
 }
 
 void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
