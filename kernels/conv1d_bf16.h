@@ -51,7 +51,8 @@ void conv1d_bf16_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; o
 size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
 void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
                                int Cin, int Cout, int T, int K, int dilation, float *workspace);
-void conv1d_bf16_backward_exact(float *dx,           // (B, Cin, T) += ; or NULL
+void conv1d_bf16_backward_exact(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
+                                int dx_accumulate,
                                 float *dw_tmp,       // (Cout, Cin, K) scratch
                                 xsum_t dw,           // (Cout, Cin, K) +=
                                 xsum_t dbias,        // (Cout) +=

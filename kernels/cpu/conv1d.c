@@ -491,12 +491,12 @@ static void bias_grad_exact(xsum_t dbias, const float *dy, int B, int Cout, int 
     }
 }
 
-void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias,
-                                  const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w, int B, int Cin,
-                                  int Cout, int T, int K, int dilation, void *scratch, int group) {
+void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw,
+                                  xsum_t dbias, const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w,
+                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
-    if (dx) input_grad_per_sample(op, dx, 0, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (dx) input_grad_per_sample(op, dx, !dx_accumulate, dy, w, B, Cin, Cout, T, K, dilation, scratch);
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         const int nt = per_sample_threads(B, Cin, Cout, T, K);
@@ -518,12 +518,12 @@ void conv1d_forward_fixed(float *y, const float *x, const float *w, const float 
     conv_schedule_forward_fixed(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
 }
 
-void conv1d_backward_exact(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy, const float *x,
-                           const float *w, int B, int Cin, int Cout, int T, int K, int dilation, float *workspace,
-                           int group) {
+void conv1d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
+                           const float *x, const float *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                           float *workspace, int group) {
     const conv_tensor_t dyt = {dy, (size_t)Cout * T, (size_t)T}, xt = {x, (size_t)Cin * T, (size_t)T};
-    conv_schedule_backward_exact(&conv_operands_f32_fixed, dx, dw_tmp, dw, dbias, dy, dyt, xt, w, B, Cin, Cout, T, K,
-                                 dilation, workspace, group);
+    conv_schedule_backward_exact(&conv_operands_f32_fixed, dx, dx_accumulate, dw_tmp, dw, dbias, dy, dyt, xt, w, B, Cin,
+                                 Cout, T, K, dilation, workspace, group);
 }
 
 void conv1d_forward_reference(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,

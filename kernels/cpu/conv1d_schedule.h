@@ -49,9 +49,9 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
 // the strides of one sample whatever B is.
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
-void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias,
-                                  const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w, int B, int Cin,
-                                  int Cout, int T, int K, int dilation, void *scratch, int group);
+void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw,
+                                  xsum_t dbias, const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w,
+                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group);
 
 // Reflect 'same' padding of a conv with kernel K and dilation d; shapes it cannot take abort.
 static inline int conv_pad(int K, int dilation) { return dilation * (K - 1) / 2; }

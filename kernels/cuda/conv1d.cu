@@ -206,9 +206,9 @@ extern "C" void conv1d_forward_fixed_cuda(float *y, const float *x, const float 
                             workspace);
 }
 
-extern "C" void conv1d_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
-                                           const float *x, const float *w, int B, int Cin, int Cout, int T, int K,
-                                           int dilation, float *workspace, int group) {
+extern "C" void conv1d_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                           const float *dy, const float *x, const float *w, int B, int Cin, int Cout,
+                                           int T, int K, int dilation, float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     const size_t nw = (size_t)Cout * Cin * K;
@@ -216,8 +216,8 @@ extern "C" void conv1d_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t dw, 
         const float *dyb = dy + (size_t)b * Cout * T;
         const float *xb = x + (size_t)b * Cin * T;
         if (dx)
-            conv1d_backward_cuda(dx + (size_t)b * Cin * T, 1, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T, K,
-                                 dilation, workspace);
+            conv1d_backward_cuda(dx + (size_t)b * Cin * T, dx_accumulate, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T,
+                                 K, dilation, workspace);
         if (xsum_empty(dw)) continue;
         SPK_ASSERT(dw_tmp != nullptr);
         // the group's samples' gradients, accumulated in order, then one term

@@ -163,9 +163,9 @@ extern "C" void conv1d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const flo
                                  dilation, workspace);
 }
 
-extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
-                                                const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout, int T,
-                                                int K, int dilation, float *workspace, int group) {
+extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
+                                                const float *dy, const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin,
+                                                int Cout, int T, int K, int dilation, float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     const size_t nx = (size_t)Cin * T, ny = (size_t)Cout * T, nw = (size_t)Cout * Cin * K;
@@ -174,11 +174,11 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, float *dw_tmp, xsum_t
     for (int b = 0; b < B && (dx || with_dw); b++) {
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, 1, with_dw ? dw_tmp : nullptr, nullptr, dy + b * ny,
-                                  nullptr, xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
+        conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
+                                  dy + b * ny, nullptr, xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's: the float32 path's sums
-        conv1d_backward_exact_cuda(nullptr, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, B, Cin, Cout, T, K,
+        conv1d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, B, Cin, Cout, T, K,
                                    dilation, workspace, group);
 }

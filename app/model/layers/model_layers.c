@@ -16,10 +16,9 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
                            float *work) {
     const float *p = m->params;
     float *gr = m->grads;
-    if (m->invariant && dx && !dx_accumulate) m->be->vec_zero(dx, (size_t)B * Cin * T);  // the exact ones add
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        m->be->conv1d_bf16_backward_exact(dx, gr + w, xgrad(m, w), xgrad(m, b), dy, xh, m->params_bf16 + w, B, Cin,
-                                          Cout, T, K, dilation, work, m->group);
+        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, xh,
+                                          m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
     else if (m->bf16)
         m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, NULL, xh, m->params_bf16 + w,
                                     B, Cin, Cout, T, K, dilation, work);
@@ -27,8 +26,8 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
         m->be->conv1d_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, x, p + w, B, Cin, Cout, T, K,
                                dilation, work);
     else
-        m->be->conv1d_backward_exact(dx, gr + w, xgrad(m, w), xgrad(m, b), dy, x, p + w, B, Cin, Cout, T, K, dilation,
-                                     work, m->group);
+        m->be->conv1d_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, x, p + w, B, Cin, Cout, T,
+                                     K, dilation, work, m->group);
 }
 
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
