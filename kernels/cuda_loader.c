@@ -76,10 +76,11 @@ static const spk_cuda_module_t *chosen(void) {
 
 // No GPU is an absence (0); a GPU whose module cannot be loaded, a failure (-1).
 int spk_device_count(char *why, size_t cap) {
-    const spk_cuda_module_t *m = for_query();
+    const int asked = probe();
+    const spk_cuda_module_t *m = asked ? opened() : NULL;
     if (m) return m->spk_device_count(why, cap);
-    if (why) snprintf(why, cap, "%s", why_none());
-    return probe() ? -1 : 0;
+    if (why) snprintf(why, cap, "%s", asked ? g_why : no_gpu);
+    return asked ? -1 : 0;
 }
 
 int spk_device_select(int index, char *why, size_t cap) {

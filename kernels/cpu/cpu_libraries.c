@@ -39,9 +39,8 @@ void spk_cpu_libraries(char *out, size_t cap) {
     snprintf(dnn, sizeof dnn, "oneDNN not used");
 #endif
     // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
-    int n = 0;
     char version[32] = "?";
-    sscanf(openblas_get_config(), "OpenBLAS %31s%n", version, &n);
+    sscanf(openblas_get_config(), "OpenBLAS %31s", version);
     snprintf(out, cap, "%s; OpenBLAS %s (%s kernels); %d OpenMP threads", dnn, version, openblas_get_corename(),
              omp_get_max_threads());
 }

@@ -110,27 +110,21 @@ static void conv_dx_set_check(const char *op, const char *tag, conv_call_t c, si
     same_bits(cname("%s dbias beside an overwritten dx %s", op, tag), got_b, want_b, nb);
 }
 
-// The invariant mode's exact backward on c's operands, dx written (an exact_backward_fn,
-// tests/kernels/backends.h); c->ws is the fixed ops' workspace.
-static void conv_exact_call(void *p, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias) {
-    const conv_call_t *c = (const conv_call_t *)p;
+// The invariant mode's exact backward on c's operands, dx added (dx_accumulate) or written;
+// c->ws is the fixed ops' workspace.
+static void conv_exact(const conv_call_t *c, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias) {
     const int group = c->group > 1 ? c->group : 1;
     if (c->bf16)
-        c->be->conv1d_bf16_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T,
-                                          c->K, c->d, c->ws, group);
+        c->be->conv1d_bf16_backward_exact(dx, dx_accumulate, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->B, c->Cin,
+                                          c->Cout, c->T, c->K, c->d, c->ws, group);
     else
-        c->be->conv1d_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->B, c->Cin, c->Cout, c->T, c->K,
-                                     c->d, c->ws, group);
+        c->be->conv1d_backward_exact(dx, dx_accumulate, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->B, c->Cin, c->Cout,
+                                     c->T, c->K, c->d, c->ws, group);
 }
 
-// The exact backward's dx alone, added (dx_accumulate) or written.
-static void conv_exact_dx(const conv_call_t *c, float *dx, int dx_accumulate) {
-    if (c->bf16)
-        c->be->conv1d_bf16_backward_exact(dx, dx_accumulate, NULL, xsum_none(), xsum_none(), c->dy, c->xh, c->wh, c->B,
-                                          c->Cin, c->Cout, c->T, c->K, c->d, c->ws, 1);
-    else
-        c->be->conv1d_backward_exact(dx, dx_accumulate, NULL, xsum_none(), xsum_none(), c->dy, c->x, c->w, c->B, c->Cin,
-                                     c->Cout, c->T, c->K, c->d, c->ws, 1);
+// The same, dx written (an exact_backward_fn, tests/kernels/backends.h).
+static void conv_exact_call(void *p, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias) {
+    conv_exact((const conv_call_t *)p, dx, 0, dw_tmp, dw, dbias);
 }
 
 // What an exact backward gave: dx, and the parameter gradients' sums (test buffers).
@@ -164,8 +158,8 @@ static exact_grads_t conv_exact_split_check(const char *op, const char *tag, con
         memcmp(dx1, dx, sizeof(float) * nx) == 0 && same_sums(dw1, dw, (int64_t)nw) && same_sums(db1, db, c->Cout),
         cname("%s %s group %d: batch split, 1 or 2 threads: the same dx and sums", op, tag, group));
     float *added = zeros_f(nx), *written = rand_f(nx, -1, 1);  // over a garbage prefill
-    conv_exact_dx(c, added, 1);
-    conv_exact_dx(c, written, 0);
+    conv_exact(c, added, 1, NULL, xsum_none(), xsum_none());
+    conv_exact(c, written, 0, NULL, xsum_none(), xsum_none());
     check_true(memcmp(written, added, sizeof(float) * nx) == 0 && memcmp(written, dx, sizeof(float) * nx) == 0,
                cname("%s %s: dx written = added into zeros", op, tag));
     return (exact_grads_t){dx, dw, db};
