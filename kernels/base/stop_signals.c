@@ -20,6 +20,7 @@
 #define MAX_CHILDREN  16
 #define COPY_WINDOW_S 2.0   // a forwarded copy of the same stop arrives within this
 #define MPI_START_S   10.0  // how long a stop at once waits for MPI_Init to finish
+#define RANK0_FIRST_S 2.0   // how long another rank's stop at once waits for rank 0 to leave
 
 static struct {
     stop_policy_t policy;
@@ -31,6 +32,7 @@ static struct {
     atomic_int done;     // the command has returned (stop_signals_command_done)
     _Atomic double met;  // when the ranks last met (stop_signals_progress)
     double first;        // when the first stop signal came
+    pthread_t main;      // the thread that started them, which runs the command
     pthread_mutex_t mu;  // guards the lists below
     char temps[MAX_TEMPS][PATH_MAX];
     pid_t children[MAX_CHILDREN];
@@ -110,10 +112,25 @@ void stop_signals_disown_temp(const char *path) { list_drop(path, 0); }
 void stop_signals_own_child(pid_t pgid) { list_put(NULL, pgid); }
 void stop_signals_disown_child(pid_t pgid) { list_drop(NULL, pgid); }
 
+// The signal that holds the main thread still while another rank waits for rank 0 (leave):
+// its command must not go on talking to ranks that may be gone.
+#define FREEZE_SIGNAL (SIGRTMIN + 2)
+static void freeze(int sig) {
+    (void)sig;
+    for (;;) pause();
+}
+
 // Ends the process from the signal thread: children stopped, temp files removed, one line
 // (from rank 0 only when every rank says the same), then _exit: the other threads may hold
 // any lock, so no exit handlers run. A rank that leaves alone (every_rank) ends the job
 // through MPI, since the others may be waiting for it.
+//
+// Another rank that would stay silent first gives rank 0 RANK0_FIRST_S to leave: leaving first,
+// it would have the launcher end rank 0 before rank 0's line is out (hydra kills the other ranks
+// of a job when one leaves without MPI_Finalize; a rank also may come out of MPI_Init a moment
+// before rank 0 does). Rank 0 leaving ends this rank too. If rank 0 has not left by then, the
+// stop reached this rank alone, and it says so itself. Meanwhile its command is held still
+// (FREEZE_SIGNAL), so it neither talks to a rank that is gone nor takes a new temp file.
 SPK_PRINTF(3, 4) _Noreturn static void leave(int code, int every_rank, const char *fmt, ...) {
     pthread_mutex_lock(&s.mu);
     int removed = 0;
@@ -121,7 +138,13 @@ SPK_PRINTF(3, 4) _Noreturn static void leave(int code, int every_rank, const cha
         if (s.children[i] > 0) kill(-s.children[i], SIGTERM);
     for (int i = 0; i < MAX_TEMPS; i++)
         if (s.temps[i][0] && unlink(s.temps[i]) == 0) removed++;
-    if (every_rank || s.rank == 0) {
+    if (!every_rank && s.rank != 0) {
+        pthread_kill(s.main, FREEZE_SIGNAL);
+        const double until = spk_seconds() + RANK0_FIRST_S;
+        const struct timespec tick = {0, 10 * 1000 * 1000};
+        while (spk_seconds() < until) nanosleep(&tick, NULL);
+    }
+    if (every_rank || s.rank == 0 || !atomic_load(&s.done)) {
         char line[512];
         va_list ap;
         va_start(ap, fmt);
@@ -198,6 +221,10 @@ void stop_signals_start(const char *command, stop_policy_t policy) {
     snprintf(s.command, sizeof s.command, "%s", command);
     s.rank = env_rank();
     s.grace = spk_env_number("SPKDDP_STOP_GRACE", 25.0, 0.001, 86400.0);  // Slurm's KillWait is 30
+    s.main = pthread_self();
+    struct sigaction hold = {.sa_handler = freeze};
+    sigemptyset(&hold.sa_mask);
+    if (sigaction(FREEZE_SIGNAL, &hold, NULL) != 0) spk_die(SPK_EXIT_FAILURE, "cannot set up the stop signals");
     sigset_t set;
     stop_set(&set);
     if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) spk_die(SPK_EXIT_FAILURE, "cannot block the stop signals");

@@ -1,10 +1,12 @@
 // Stop signals for every command: SIGTERM (scancel, preemption, a time limit), SIGINT (Ctrl-C,
 // which a terminal sends to mpiexec and the ranks alike) and SIGUSR1 (Slurm's --signal).
 //
-// No handler ever runs inside the program's threads. The signals are blocked before MPI and the
+// No handler runs inside the program's work. The signals are blocked before MPI and the
 // libraries start their threads (which inherit the mask), and one thread of ours takes them
 // with sigtimedwait. So no system call of any library is interrupted and the reaction is plain
-// code, not async-signal-safe contortions. Two policies:
+// code, not async-signal-safe contortions. (One handler exists, on the way out: a stop at once
+// on a rank other than 0 holds its main thread still while rank 0 leaves first with the line.)
+// Two policies:
 //   STOP_AT_SAFE_POINT (train): the signal is only recorded; the trainer reads it at every step
 //     (stop_signals_pending), the ranks agree on a step, checkpoint and exit 75. From the signal
 //     on, a rank that goes SPKDDP_STOP_GRACE seconds (default 25) without meeting the others

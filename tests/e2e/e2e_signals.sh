@@ -128,7 +128,10 @@ fi
 # 143 with it (docs/hardening.md).
 # Hydra 4.0.2 records 1 for a rank whose PMI connection closed before MPI_Finalize, over the
 # status it already reaped, and ORs the ranks' statuses: 143 << 8 | 1 reads as "signal 1"
-# (printed on stdout) and exits 1. Only that case is read as 143.
+# (printed on stdout) and exits 1. Likewise, when one rank has left, hydra ends the others
+# with SIGKILL, and now and then reports that kill (exit 9, "Killed (signal 9)" in its banner
+# on stdout) over the leaving rank's 143, as it does for any program (docs/hardening.md). Only
+# those two cases are read as 143.
 # (the ranks are found by this test's own output path: other tests' embeds may be running)
 embed_ranks() { pgrep -f "^$SPKDDP embed .*--out $PWD/emb\.h5( |$)"; }
 embed_bad=0 outcomes=""
@@ -142,9 +145,10 @@ for delay in 0 "0.0$((RANDOM % 4 + 1))"; do
     wait $m
     rc=$?
     [ $rc -eq 1 ] && grep -q '(signal 1)$' emb.out && rc=143
+    [ $rc -eq 9 ] && grep -q 'Killed (signal 9)$' emb.out && rc=143
     left=$(ls -A | grep -c 'emb\.h5.*tmp')
     lines=$(wc -l <emb.err)
-    stop_line=$(grep -c '^spkddp: error: \[rank 0\] embed: stopped by SIGTERM before it finished; no partial file is left$' emb.err)
+    stop_line=$(grep -cE '^spkddp: error: \[rank 0\] embed: stopped by SIGTERM before it finished; no partial file is left( \(1 unfinished file removed\))?$' emb.err)
     if { [ $rc -eq 143 ] || [ $rc -eq 0 ]; } && [ ! -e emb.h5 ] && [ "$left" -eq 0 ] && [ "$lines" -eq 1 ] && [ "$stop_line" -eq 1 ]; then
         outcomes="$outcomes stopped($delay s)"
     elif { [ $rc -eq 0 ] || [ $rc -eq 143 ]; } && [ -e emb.h5 ] && [ "$left" -eq 0 ] && [ "$lines" -eq "$stop_line" ] \
