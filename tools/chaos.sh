@@ -27,7 +27,7 @@ case $MODEL in
 --epochs 4 --global-batch 8 --optimizer adam --lr 1e-3" ;;
     *) echo "chaos.sh: MODEL must be linear or ecapa" >&2; exit 2 ;;
 esac
-"$SPKDDP" synth --kind speakers --out data.h5 --dim $DIM --speakers 8 --utts-per-speaker 10 --min-frames 20 \
+"$SPKDDP" synth --kind speakers --out data.h5 --dim $DIM --speakers 8 --utts-per-speaker 40 --min-frames 20 \
     --max-frames 40 >/dev/null || exit 1
 TRAIN="train --data data.h5 $ARGS --ckpt-every $CKPT_EVERY --progress 0"
 
@@ -39,7 +39,7 @@ sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 rank_pid() {
     local p
     for p in $(pgrep -f "$SPKDDP train .*--ckpt-dir $WORK/$2( |$)"); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMI_RANK=$1" && { echo "$p"; return; }
+        tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "PMI_RANK=$1" && { echo "$p"; return; }
     done
 }
 
@@ -55,8 +55,8 @@ printf '%-5s %-5s %-9s %-8s %-6s %-7s %-6s %-8s %s\n' trial rank kill_at end_s e
 ends=() bad_loads=0 not_bitwise=0 no_end=0 missed=0 failed=0 tmps=0
 i=0
 # A kill that comes after the run ended does not count; KILLS kills that landed are made,
-# within 2 x KILLS tries.
-while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((2 * KILLS)) ]; do
+# within 4 x KILLS tries.
+while [ $((i - missed)) -lt "$KILLS" ] && [ "$i" -lt $((4 * KILLS)) ]; do
     i=$((i + 1)) d=t$i rank=$((RANDOM % NP))
     # The moment: after a random number of the run's checkpoints (0: during the start-up),
     # then a random part of the time between two of them. Counting checkpoints, not seconds,
