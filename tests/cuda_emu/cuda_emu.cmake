@@ -4,6 +4,9 @@
 #                         and compiled as C++, with kernels/cuda/*.c as they are
 #   <lib>_emu, spkddp_emu the application's libraries rebuilt with SPKDDP_HAVE_CUDA=1 on top of
 #                         it: `spkddp_emu train --device cuda` runs the CUDA path on the CPU
+#   spkddp_cuda_emu,      the two as the real build makes spkddp: the kernels and the stand-in
+#   spkddp_emu_module     as the module cuda_emu/module/libspkddp_cuda.so, which the program
+#                         beside it opens (kernels/cuda_module.h; SPKDDP_CUDA_PROBE=1 here)
 # kernels/cuda is globbed at configure time (CONFIGURE_DEPENDS), so renamed or added files
 # are picked up by the next build. The application's libraries are cloned from their
 # targets' properties (sources, include directories, definitions, links), so this file names
@@ -11,11 +14,17 @@
 set(SPK_EMU_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(SPK_EMU_GEN ${CMAKE_BINARY_DIR}/cuda_emu/src)  # rewritten sources, mirroring the tree
 
+# Each of the stand-in's libraries is compiled once, position-independent, for the static
+# library the test programs link and for the module.
 file(GLOB SPK_EMU_RUNTIME_SRC CONFIGURE_DEPENDS ${SPK_EMU_DIR}/runtime/*.cpp)
-add_library(spk_cuda_emu STATIC ${SPK_EMU_RUNTIME_SRC})
+add_library(spk_cuda_emu_objects OBJECT ${SPK_EMU_RUNTIME_SRC})
+target_include_directories(spk_cuda_emu_objects PUBLIC ${SPK_EMU_DIR}/include)
+target_link_libraries(spk_cuda_emu_objects PUBLIC MPI::MPI_C)
+set_target_properties(spk_cuda_emu_objects PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
+                      POSITION_INDEPENDENT_CODE ON)
+add_library(spk_cuda_emu STATIC $<TARGET_OBJECTS:spk_cuda_emu_objects>)
 target_include_directories(spk_cuda_emu PUBLIC ${SPK_EMU_DIR}/include)
 target_link_libraries(spk_cuda_emu PUBLIC MPI::MPI_C)
-set_target_properties(spk_cuda_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
 # The C++ a CUDA source (or header) becomes; its rewrite runs whenever it changes.
 function(spk_emu_rewrite src out_var)
@@ -44,13 +53,17 @@ function(spk_emu_cuda_library name)
       list(APPEND srcs ${f})
     endif()
   endforeach()
-  add_library(${name} STATIC ${srcs})
+  add_library(${name}_objects OBJECT ${srcs})
+  target_include_directories(${name}_objects PUBLIC ${SPK_EMU_GEN} ${CMAKE_SOURCE_DIR})
+  target_link_libraries(${name}_objects PUBLIC spk_cuda_emu spk_base)  # their headers
+  set_target_properties(${name}_objects PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
+                        POSITION_INDEPENDENT_CODE ON)
+  # As nvcc: CUDA C++ (__CUDACC__) with cuda_runtime.h included first.
+  target_compile_options(${name}_objects PRIVATE
+    "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include cuda_runtime.h>" $<$<COMPILE_LANGUAGE:CXX>:-D__CUDACC__ -Wno-unknown-pragmas>)
+  add_library(${name} STATIC $<TARGET_OBJECTS:${name}_objects>)
   target_include_directories(${name} PUBLIC ${SPK_EMU_GEN} ${CMAKE_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC spk_cuda_emu spk_base)
-  set_target_properties(${name} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-  # As nvcc: CUDA C++ (__CUDACC__) with cuda_runtime.h included first.
-  target_compile_options(${name} PRIVATE
-    "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include cuda_runtime.h>" $<$<COMPILE_LANGUAGE:CXX>:-D__CUDACC__ -Wno-unknown-pragmas>)
 endfunction()
 
 file(GLOB SPK_EMU_KERNEL_SRC CONFIGURE_DEPENDS
@@ -137,4 +150,24 @@ endforeach()
 # What the real CUDA build adds (kernels/CMakeLists.txt), whether or not this build has nvcc
 # (kernels/cuda/nccl_comm.c comes with the rest of kernels/cuda).
 target_compile_definitions(spk_kernels_emu PUBLIC SPKDDP_HAVE_CUDA=1)
-target_link_libraries(spk_kernels_emu PUBLIC spk_kernels_cuda_emu)
+
+# The module and the program that loads it, as kernels/CMakeLists.txt and app/CMakeLists.txt
+# make them: the module links none of kernels/base (its calls there reach the program's), and
+# a program whose SPK_CUDA_MODULE property is on links the loader instead of the kernels.
+set(SPK_EMU_MODULE_DIR ${CMAKE_BINARY_DIR}/cuda_emu/module)
+add_library(spkddp_cuda_emu MODULE $<TARGET_OBJECTS:spk_kernels_cuda_emu_objects> $<TARGET_OBJECTS:spk_cuda_emu_objects>)
+target_link_libraries(spkddp_cuda_emu PRIVATE MPI::MPI_C)
+set(_spk_emu_module_map ${CMAKE_SOURCE_DIR}/kernels/cuda/module_exports.map)
+target_link_options(spkddp_cuda_emu PRIVATE "LINKER:--version-script=${_spk_emu_module_map}")
+set_target_properties(spkddp_cuda_emu PROPERTIES OUTPUT_NAME spkddp_cuda LIBRARY_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR}
+                      LINK_DEPENDS ${_spk_emu_module_map})
+add_library(spk_cuda_loader_emu STATIC ${CMAKE_SOURCE_DIR}/kernels/cuda_loader.c)
+target_link_libraries(spk_cuda_loader_emu PUBLIC spk_base ${CMAKE_DL_LIBS})
+target_compile_definitions(spk_cuda_loader_emu PRIVATE SPKDDP_HAVE_CUDA=1 SPK_CUDA_MODULE_INSTALLED="../lib/spkddp")
+target_link_libraries(spk_kernels_emu PUBLIC
+  "$<IF:$<BOOL:$<TARGET_PROPERTY:SPK_CUDA_MODULE>>,spk_cuda_loader_emu,spk_kernels_cuda_emu>")
+add_executable(spkddp_emu_module ${CMAKE_SOURCE_DIR}/app/main.c)
+target_link_libraries(spkddp_emu_module PRIVATE spk_cli_emu)
+target_link_options(spkddp_emu_module PRIVATE "LINKER:--export-dynamic-symbol=spk_*")
+set_target_properties(spkddp_emu_module PROPERTIES SPK_CUDA_MODULE ON RUNTIME_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR})
+add_dependencies(spkddp_emu_module spkddp_cuda_emu)

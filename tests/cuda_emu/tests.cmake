@@ -96,6 +96,13 @@ add_test(NAME cuda_emu_e2e_train
                  ${_spk_emu_work}/cuda_emu_e2e_train)
 set_tests_properties(cuda_emu_e2e_train PROPERTIES TIMEOUT 600)
 
+# The CUDA backend as spkddp loads it, a module beside the program (kernels/cuda_module.h), against
+# spkddp_emu, which links the same kernels.
+add_test(NAME cuda_emu_e2e_module
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_emu/e2e_cuda_emu_module.sh $<TARGET_FILE:spkddp_emu_module>
+                 $<TARGET_FILE:spkddp_emu> ${SPK_MPIEXEC} ${_spk_emu_work}/cuda_emu_e2e_module)
+set_tests_properties(cuda_emu_e2e_module PROPERTIES TIMEOUT 600)
+
 # The GPU end-to-end test itself (gpu_e2e_cuda, tests/e2e/e2e_device.sh, with its tolerance) on
 # two stand-in GPUs, with a smaller ECAPA than on a GPU.
 add_test(NAME cuda_emu_e2e_device
