@@ -20,7 +20,7 @@
 #define MAX_CHILDREN  16
 #define COPY_WINDOW_S 2.0   // a forwarded copy of the same stop arrives within this
 #define MPI_START_S   10.0  // how long a stop at once waits for MPI_Init to finish
-#define RANK0_FIRST_S 2.0   // how long another rank's stop at once waits for rank 0 to leave
+#define TOGETHER_S    0.1   // a stop at once ends the rank this long after the signal came
 
 static struct {
     stop_policy_t policy;
@@ -112,8 +112,8 @@ void stop_signals_disown_temp(const char *path) { list_drop(path, 0); }
 void stop_signals_own_child(pid_t pgid) { list_put(NULL, pgid); }
 void stop_signals_disown_child(pid_t pgid) { list_drop(NULL, pgid); }
 
-// The signal that holds the main thread still while another rank waits for rank 0 (leave):
-// its command must not go on talking to ranks that may be gone.
+// The signal that holds the main thread still while a stop at once waits to end the rank: its
+// command must not go on talking to ranks that may be gone.
 #define FREEZE_SIGNAL (SIGRTMIN + 2)
 static void freeze(int sig) {
     (void)sig;
@@ -125,12 +125,12 @@ static void freeze(int sig) {
 // any lock, so no exit handlers run. A rank that leaves alone (every_rank) ends the job
 // through MPI, since the others may be waiting for it.
 //
-// Another rank that would stay silent first gives rank 0 RANK0_FIRST_S to leave: leaving first,
-// it would have the launcher end rank 0 before rank 0's line is out (hydra kills the other ranks
-// of a job when one leaves without MPI_Finalize; a rank also may come out of MPI_Init a moment
-// before rank 0 does). Rank 0 leaving ends this rank too. If rank 0 has not left by then, the
-// stop reached this rank alone, and it says so itself. Meanwhile its command is held still
-// (FREEZE_SIGNAL), so it neither talks to a rank that is gone nor takes a new temp file.
+// A stop at once (every rank says the same) prints first, then ends the rank TOGETHER_S after
+// the signal came, once MPI_Init has returned (await_mpi_start), its command held still
+// meanwhile. The first rank to leave ends the job through the launcher (hydra SIGKILLs the
+// others when one leaves without MPI_Finalize): ranks leaving at once left rank 0 no time to
+// print when its signal thread ran a moment late, and a rank killed so is now and then what
+// hydra reports as the job's exit code. Leaving together, each rank ends itself.
 SPK_PRINTF(3, 4) _Noreturn static void leave(int code, int every_rank, const char *fmt, ...) {
     pthread_mutex_lock(&s.mu);
     int removed = 0;
@@ -138,13 +138,7 @@ SPK_PRINTF(3, 4) _Noreturn static void leave(int code, int every_rank, const cha
         if (s.children[i] > 0) kill(-s.children[i], SIGTERM);
     for (int i = 0; i < MAX_TEMPS; i++)
         if (s.temps[i][0] && unlink(s.temps[i]) == 0) removed++;
-    if (!every_rank && s.rank != 0) {
-        pthread_kill(s.main, FREEZE_SIGNAL);
-        const double until = spk_seconds() + RANK0_FIRST_S;
-        const struct timespec tick = {0, 10 * 1000 * 1000};
-        while (spk_seconds() < until) nanosleep(&tick, NULL);
-    }
-    if (every_rank || s.rank == 0 || !atomic_load(&s.done)) {
+    if (every_rank || s.rank == 0) {
         char line[512];
         va_list ap;
         va_start(ap, fmt);
@@ -161,6 +155,10 @@ SPK_PRINTF(3, 4) _Noreturn static void leave(int code, int every_rank, const cha
         (void)w;
     }
     if (every_rank) spk_abort_from_thread(code);
+    await_mpi_start();
+    pthread_kill(s.main, FREEZE_SIGNAL);
+    const struct timespec tick = {0, 1000 * 1000};
+    while (spk_seconds() < s.first + TOGETHER_S) nanosleep(&tick, NULL);
     _exit(code);
 }
 
@@ -195,7 +193,6 @@ static void *watch(void *arg) {
             atomic_store(&s.met, now);
             atomic_store(&s.pending, sig);
             if (s.policy == STOP_AT_ONCE && !atomic_load(&s.done)) {
-                await_mpi_start();
                 leave(128 + sig, 0, "stopped by %s before it finished; no partial file is left",
                       stop_signals_name(sig));
             }

@@ -5,13 +5,13 @@
 // libraries start their threads (which inherit the mask), and one thread of ours takes them
 // with sigtimedwait. So no system call of any library is interrupted and the reaction is plain
 // code, not async-signal-safe contortions. (One handler exists, on the way out: a stop at once
-// on a rank other than 0 holds its main thread still while rank 0 leaves first with the line.)
-// Two policies:
+// holds the main thread still for the moment before the rank ends.) Two policies:
 //   STOP_AT_SAFE_POINT (train): the signal is only recorded; the trainer reads it at every step
 //     (stop_signals_pending), the ranks agree on a step, checkpoint and exit 75. From the signal
 //     on, a rank that goes SPKDDP_STOP_GRACE seconds (default 25) without meeting the others
 //     (stop_signals_progress) exits 1 with one line instead of holding the job.
-//   STOP_AT_ONCE (every other command): the command ends at once with one line, exit 128+N;
+//   STOP_AT_ONCE (every other command): the command ends at once with one line, exit 128+N
+//     (0.1 s after the signal, so that the ranks stopped by one scancel or Ctrl-C end together);
 //     its temp files are removed and its child processes ended, nothing partial stays. A
 //     failure the stop causes (another rank stopped by the same signal left first) yields to
 //     it: no second line.
