@@ -151,23 +151,18 @@ endforeach()
 # (kernels/cuda/nccl_comm.c comes with the rest of kernels/cuda).
 target_compile_definitions(spk_kernels_emu PUBLIC SPKDDP_HAVE_CUDA=1)
 
-# The module and the program that loads it, as kernels/CMakeLists.txt and app/CMakeLists.txt
-# make them: the module links none of kernels/base (its calls there reach the program's), and
-# a program whose SPK_CUDA_MODULE property is on links the loader instead of the kernels.
+# The module and the program that loads it, by kernels/CMakeLists.txt's rules (spk_cuda_module,
+# spk_cuda_module_program, the loader): the module links none of kernels/base (its calls there
+# reach the program's).
 set(SPK_EMU_MODULE_DIR ${CMAKE_BINARY_DIR}/cuda_emu/module)
 add_library(spkddp_cuda_emu MODULE $<TARGET_OBJECTS:spk_kernels_cuda_emu_objects> $<TARGET_OBJECTS:spk_cuda_emu_objects>)
 target_link_libraries(spkddp_cuda_emu PRIVATE MPI::MPI_C)
-set(_spk_emu_module_map ${CMAKE_SOURCE_DIR}/kernels/cuda/module_exports.map)
-target_link_options(spkddp_cuda_emu PRIVATE "LINKER:--version-script=${_spk_emu_module_map}")
-set_target_properties(spkddp_cuda_emu PROPERTIES OUTPUT_NAME spkddp_cuda LIBRARY_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR}
-                      LINK_DEPENDS ${_spk_emu_module_map})
-add_library(spk_cuda_loader_emu STATIC ${CMAKE_SOURCE_DIR}/kernels/cuda_loader.c)
-target_link_libraries(spk_cuda_loader_emu PUBLIC spk_base ${CMAKE_DL_LIBS})
-target_compile_definitions(spk_cuda_loader_emu PRIVATE SPKDDP_HAVE_CUDA=1 SPK_CUDA_MODULE_INSTALLED="../lib/spkddp")
+spk_cuda_module(spkddp_cuda_emu)
+set_target_properties(spkddp_cuda_emu PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR})
 target_link_libraries(spk_kernels_emu PUBLIC
-  "$<IF:$<BOOL:$<TARGET_PROPERTY:SPK_CUDA_MODULE>>,spk_cuda_loader_emu,spk_kernels_cuda_emu>")
+  "$<IF:$<BOOL:$<TARGET_PROPERTY:SPK_CUDA_MODULE>>,spk_cuda_loader,spk_kernels_cuda_emu>")
 add_executable(spkddp_emu_module ${CMAKE_SOURCE_DIR}/app/main.c)
 target_link_libraries(spkddp_emu_module PRIVATE spk_cli_emu)
-target_link_options(spkddp_emu_module PRIVATE "LINKER:--export-dynamic-symbol=spk_*")
-set_target_properties(spkddp_emu_module PROPERTIES SPK_CUDA_MODULE ON RUNTIME_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR})
+spk_cuda_module_program(spkddp_emu_module)
+set_target_properties(spkddp_emu_module PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${SPK_EMU_MODULE_DIR})
 add_dependencies(spkddp_emu_module spkddp_cuda_emu)
