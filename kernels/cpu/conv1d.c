@@ -94,7 +94,7 @@ static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
     return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
 }
 
-// Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout), big weights only ]
+// Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout) ]
 static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
     const size_t folded = folded_bytes(B, Cin, Cout, T, K);
     // per-sample slots are only used for K > 1 (im2col); K = 1 runs straight on the tensors
@@ -104,7 +104,7 @@ static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
 
 size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    return scratch_bytes(B, Cin, Cout, T, K) + (big_weight(Cin, Cout, K) ? (size_t)Cin * K * Cout * op->elem : 0);
+    return scratch_bytes(B, Cin, Cout, T, K) + (size_t)Cin * K * Cout * op->elem;
 }
 
 static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
@@ -157,13 +157,11 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_s
     const int CK = Cin * K;
     const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
-    // op(A) = W^T (CK, Cout): either W read transposed, or a transposed copy (big W)
-    const int big = big_weight(Cin, Cout, K);
-    void *wt = (char *)scratch + scratch_bytes(B, Cin, Cout, T, K);  // (CK, Cout) if big
-    if (big) conv_transpose_weight(wt, w, Cout, CK, e);
-    const char ta = big ? 'N' : 'T';
-    const void *a = big ? wt : w;
-    const int lda = big ? Cout : CK;
+    // op(A) = W^T (CK, Cout) as a transposed copy, made once per call: GEMMs reading W
+    // transposed were 20-30% slower on AVX2 (oneDNN's sgemm, 512 -> 512 and 1536 -> 128 1x1, one
+    // thread; docs/kernels.md), and no faster with AVX-512
+    void *wt = (char *)scratch + scratch_bytes(B, Cin, Cout, T, K);
+    conv_transpose_weight(wt, w, Cout, CK, e);
 #pragma omp parallel num_threads(nt)
     {
         float *dcol = K > 1 ? (float *)((char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
@@ -171,11 +169,11 @@ static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_s
         for (int b = 0; b < B; b++) {
             const void *dyb = conv_row_at(dy, b, 0, e);
             float *dxb = dx + (size_t)b * Cin * T;
-            if (dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
-            if (K == 1) {
-                op->gemm(ta, 'N', Cin, T, Cout, a, lda, dyb, (int)dy.row, 1.0f, dxb, T);
+            if (K == 1) {  // dx_set: written, not added
+                op->gemm('N', 'N', Cin, T, Cout, wt, Cout, dyb, (int)dy.row, dx_set ? 0.0f : 1.0f, dxb, T);
             } else {
-                op->gemm(ta, 'N', CK, T, Cout, a, lda, dyb, (int)dy.row, 0.0f, dcol, T);
+                if (dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
+                op->gemm('N', 'N', CK, T, Cout, wt, Cout, dyb, (int)dy.row, 0.0f, dcol, T);
                 conv_col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
             }
         }
