@@ -19,16 +19,13 @@ void sigmoid_backward(float *dx, const float *dy, const float *y, size_t n) {
     EACH(i) dx[i] += spk_sigmoid_grad(dy[i], y[i]);
 }
 
-void tanh_forward(float *y, const float *x, size_t n) {
-#pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) y[i] = spk_tanh(x[i]);
-}
+void tanh_forward(float *y, const float *x, size_t n) { EACH(i) y[i] = spk_tanh(x[i]); }
 
 void tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
     EACH(i) dx[i] += spk_tanh_grad(dy[i], y[i]);
 }
 
-// erfcf is libm's scalar function: threaded, not vectorized (as tanh)
+// erfcf is libm's scalar function: threaded, not vectorized
 void gelu_forward(float *y, const float *x, size_t n) {
 #pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = spk_gelu(x[i]);

@@ -97,6 +97,38 @@ static void exp_accuracy(void) {
     check_true(isfinite(spk_expf(1000.0f)), "spk_expf large input stays finite");
 }
 
+// spk_tanh on a grid over [-20, 20] denser than the polynomial's range (|x| < 0.625), against
+// tanh in double, in ulps of the result: within 1.5; odd; and its special values.
+static void tanh_accuracy(void) {
+    const int n = 800001;
+    double worst = 0;
+    float wx = 0;
+    for (int i = 0; i < n; i++) {
+        const float x = -20.0f + 40.0f * (float)i / (float)(n - 1);
+        const double want = tanh((double)x);
+        const float wf = (float)want;
+        const double ulp = wf == 0.0f ? 1e-45 : (double)nextafterf(fabsf(wf), INFINITY) - fabsf(wf);
+        const double e = fabs(spk_tanh(x) - want) / ulp;
+        if (e > worst) {
+            worst = e;
+            wx = x;
+        }
+        if (spk_tanh(-x) != -spk_tanh(x)) {
+            printf("FAIL spk_tanh is not odd at x = %.9g\n", x);
+            g_failures++;
+            return;
+        }
+    }
+    if (worst > 1.5) {
+        printf("FAIL spk_tanh: %.3g ulp at x = %.9g\n", worst, wx);
+        g_failures++;
+    }
+    check_true(signbit(spk_tanh(-0.0f)) && spk_tanh(-0.0f) == 0.0f, "spk_tanh(-0) == -0");
+    check_true(spk_tanh(INFINITY) == 1.0f && spk_tanh(-INFINITY) == -1.0f, "spk_tanh(+-inf) == +-1");
+    check_true(spk_tanh(1e-30f) == 1e-30f, "spk_tanh(tiny) == tiny");
+    check_true(isnan(spk_tanh(NAN)), "spk_tanh(NaN) is NaN");
+}
+
 // GELU beyond the random inputs, on a grid over [-12, 12]: the forward within a few ulp of a
 // double reference even in the far negative tail (x * Phi(x) keeps its relative precision: erfc
 // of a split argument, not 1 + erf), the derivative against its double reference; special values.
@@ -127,6 +159,7 @@ static void gelu_checks(void) {
 
 static void cpu_checks(void) {
     exp_accuracy();
+    tanh_accuracy();
     run("relu", relu_forward, relu_backward, ref_relu, 1000, 300);
     run("sigmoid", sigmoid_forward, sigmoid_backward, ref_sigmoid, 1000, 300);
     run("tanh", tanh_forward, tanh_backward, ref_tanh, 1000, 300);
