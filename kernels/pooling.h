@@ -26,7 +26,8 @@ void channel_scale_backward(float *dx,        // (B, C, T) += dy * s
 // ---- weighted statistics (attentive statistics pooling) ------------------------------------
 // mean[b,c] = sum_t w x,  std[b,c] = sqrt(max(sum_t w (x - mean)^2, eps))
 // (SpeechBrain _compute_statistics; eps = 1e-12 there). w == NULL means uniform w = 1/T
-// (global context); then dw must be NULL. The gradient is exact for any w (no assumption that
+// (global context); then dw must be NULL. Backward adds to dx (the pooled frames have other
+// gradients) and writes dw (the attention weights' only one). The gradient is exact for any w (no assumption that
 // rows sum to 1); where the clamp is active (variance < eps) no gradient flows through it.
 // mean/std/dmean/dstd are (B, C) blocks with row stride ld >= C (ld = C: packed; ld = 2C with
 // std = mean + C: the [mean | std] concatenation of attentive statistics pooling).
@@ -36,7 +37,7 @@ void weighted_stats_forward(float *mean,     // (B, ld) first C of each row writ
                             const float *w,  // (B, C, T) or NULL
                             int B, int C, int T, int ld, float eps);
 void weighted_stats_backward(float *dx,           // (B, C, T) +=, or NULL
-                             float *dw,           // (B, C, T) +=, or NULL
+                             float *dw,           // (B, C, T) =, or NULL
                              const float *dmean,  // (B, ld) or NULL (no gradient)
                              const float *dstd,   // (B, ld) or NULL
                              const float *x,      // (B, C, T)
@@ -46,9 +47,10 @@ void weighted_stats_backward(float *dx,           // (B, C, T) +=, or NULL
                              int B, int C, int T, int ld, float eps);
 
 // ---- softmax over time: y[b,c,:] = softmax(x[b,c,:]) --------------------------------------
-// y may alias x in forward. Backward uses the forward output: dx += y * (dy - sum_t dy*y).
+// y may alias x in forward. Backward uses the forward output: dx = y * (dy - sum_t dy*y), written
+// (not added: its one caller, attentive pooling, would add it to zeros); dx may alias dy.
 void softmax_time_forward(float *y, const float *x, int B, int C, int T);  // (B, C, T)
-void softmax_time_backward(float *dx,                                      // (B, C, T) +=
+void softmax_time_backward(float *dx,                                      // (B, C, T) =
                            const float *dy,                                // (B, C, T)
                            const float *y,                                 // (B, C, T) forward output
                            int B, int C, int T);

@@ -142,7 +142,7 @@ void weighted_stats_backward(float *dx, float *dw, const float *dmean, const flo
 #pragma omp simd
                 for (int t = 0; t < T; t++) {
                     const float d = xr[t] - mu;
-                    r[t] += xr[t] * a + gv * d * d;
+                    r[t] = xr[t] * a + gv * d * d;
                 }
             }
         }
@@ -175,7 +175,7 @@ void softmax_time_backward(float *dx, const float *dy, const float *y, int B, in
 #pragma omp simd reduction(+ : s)
         for (int t = 0; t < T; t++) s += g[t] * p[t];
 #pragma omp simd
-        for (int t = 0; t < T; t++) o[t] += p[t] * (g[t] - s);
+        for (int t = 0; t < T; t++) o[t] = p[t] * (g[t] - s);
     }
 }
 

@@ -69,7 +69,7 @@ __global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const
 
 // Gradient of wstats_fwd_kernel (see the CPU's weighted_stats_backward for the derivation):
 // a = dmean - 2 gv s1 with s1 = sum w (x - mu), gv = dstd / (2 std) where var >= eps, else 0;
-// dx += w (a + 2 gv (x - mu)), dw += x a + gv (x - mu)^2.
+// dx += w (a + 2 gv (x - mu)), dw = x a + gv (x - mu)^2.
 __global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, const float *dstd, const float *x,
                                   const float *w, const float *mean, const float *std, int C, int T, int ld,
                                   float eps) {
@@ -103,7 +103,7 @@ __global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, cons
         float *r = dw + row * T;
         SPK_ROW_LOOP(t, T) {
             const float d = xr[t] - mu;
-            r[t] += xr[t] * a + gv * d * d;
+            r[t] = xr[t] * a + gv * d * d;
         }
     }
 }
@@ -120,7 +120,7 @@ __global__ void softmax_time_fwd_kernel(float *y, const float *x, int T) {
     spk_block_softmax_row(y + row * T, r, T, mx, shd);
 }
 
-// dx += y (dy - sum_t dy y)
+// dx = y (dy - sum_t dy y); dx may alias dy (the block's sum is taken before any write)
 __global__ void softmax_time_bwd_kernel(float *dx, const float *dy, const float *y, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
@@ -130,7 +130,7 @@ __global__ void softmax_time_bwd_kernel(float *dx, const float *dy, const float 
     SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * p[t]);
     const float s = spk_fsum_value(spk_block_sum(acc, sh));
     float *o = dx + row * T;
-    SPK_ROW_LOOP(t, T) o[t] += p[t] * (g[t] - s);
+    SPK_ROW_LOOP(t, T) o[t] = p[t] * (g[t] - s);
 }
 
 // ---- TSTP over channels-last maps ---------------------------------------------------------

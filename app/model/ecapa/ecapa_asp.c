@@ -121,11 +121,9 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     const int C = a->cin, A = a->att;
     const float *p = m->params, *W = p + a->tdnn.w;
     float *gr = m->grads, *dW = gr + a->tdnn.w, *dbias = gr + a->tdnn.b;
-    const size_t bc = (size_t)B * C * T, ba = (size_t)B * A * T;
-    K->vec_zero(a->g_w, bc);
+    const size_t ba = (size_t)B * A * T;
     K->weighted_stats_backward(dh, a->g_w, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld,
                                STATS_EPS);
-    K->vec_zero(a->g_logit, bc);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
     model_conv1d_backward(m, a->g_t, 0, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1,
                           work);
