@@ -16,7 +16,7 @@ void channel_scale_forward(float *y,        // (B, C, T)
                            const float *x,  // (B, C, T)
                            const float *s,  // (B, C)
                            int B, int C, int T);
-void channel_scale_backward(float *dx,        // (B, C, T) += dy * s
+void channel_scale_backward(float *dx,        // (B, C, T) = dy * s (written: the scaled map's only use)
                             float *ds,        // (B, C) += sum_t dy * x
                             const float *dy,  // (B, C, T)
                             const float *x,   // (B, C, T)

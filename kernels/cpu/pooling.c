@@ -65,7 +65,7 @@ void channel_scale_backward(float *dx, float *ds, const float *dy, const float *
             const float sc = s[i];
             float *o = dx + i * T;
 #pragma omp simd
-            for (int t = 0; t < T; t++) o[t] += g[t] * sc;
+            for (int t = 0; t < T; t++) o[t] = g[t] * sc;
         }
     }
 }

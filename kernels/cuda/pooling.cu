@@ -24,7 +24,7 @@ __global__ void channel_scale_fwd_kernel(float *y, const float *x, const float *
     SPK_GRID_LOOP(i, n) y[i] = x[i] * s[i / T];
 }
 
-// one block per row: ds[row] += sum_t dy * x; dx += dy * s
+// one block per row: ds[row] += sum_t dy * x; dx = dy * s
 __global__ void channel_scale_bwd_kernel(float *dx, float *ds, const float *dy, const float *x, const float *s, int T) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
@@ -39,7 +39,7 @@ __global__ void channel_scale_bwd_kernel(float *dx, float *ds, const float *dy, 
     if (dx) {
         const float sc = s[row];
         float *o = dx + row * T;
-        SPK_ROW_LOOP(t, T) o[t] += g[t] * sc;
+        SPK_ROW_LOOP(t, T) o[t] = g[t] * sc;
     }
 }
 

@@ -198,7 +198,6 @@ void seres_backward(seres_t *s, model_t *m, float *dx, const float *dout, const 
 
     // SE: the (B, C) and (B, se) gradients live in the head of `tmp`.
     float *ds = tmp, *ds1 = tmp + (size_t)B * C, *ds0 = ds1 + (size_t)B * se;
-    K->vec_zero(d_t2, n);
     K->vec_zero(tmp, (size_t)B * (2 * C + se));
     K->channel_scale_backward(d_t2, ds, dout, s->tdnn2.y, s->s, B, C, T);
     float *ds2 = ds0 + (size_t)B * C;  // pre-sigmoid gradient (B, C)
