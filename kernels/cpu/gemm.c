@@ -7,10 +7,8 @@
 #include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/cpu/gemm_any.h"
@@ -56,30 +54,13 @@ void spk_sgemm_serial(char transa, char transb, int M, int N, int K, float alpha
     spk_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// A batch's shared A read transposed (transa 'T', strideA 0) becomes a transposed copy, made
-// once, read as 'N': oneDNN's AVX2 sgemm runs 'T' 20-30% slower (ECAPA's attention, 1536 x 128
-// times 128 x 200 per sample: 64 -> 85 GFLOP/s on one thread). Returns the copy (M, K) to
-// free, or NULL where A is used as it is. Set by the operands alone, never by the batch size.
-static float *shared_a_transposed(char *transa, const float **A, int *lda, int64_t strideA, int M, int K) {
-    if (*transa != 'T' || strideA != 0 || M == 0 || K == 0) return NULL;
-    float *at = mallocCheck((size_t)M * K * sizeof(float));
-    for (int k = 0; k < K; k++)
-        for (int m = 0; m < M; m++) at[(size_t)m * K + k] = (*A)[(size_t)k * *lda + m];
-    *transa = 'N';
-    *A = at;
-    *lda = K;
-    return at;
-}
-
 void spk_sgemm_batched(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
                        int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
                        int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0);
-    float *at = batch > 0 ? shared_a_transposed(&transa, &A, &lda, strideA, M, K) : NULL;
     for (int i = 0; i < batch; i++)  // strideC = 0: the later items add onto the first
         spk_sgemm(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb,
                   strideC == 0 && i > 0 ? 1.0f : beta, C + i * strideC, ldc);
-    free(at);
 }
 
 void spk_sgemm(char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -134,12 +115,10 @@ void spk_sgemm_batched_fixed(char transa, char transb, int M, int N, int K, floa
                              int64_t strideA, const float *B, int ldb, int64_t strideB, float beta, float *C, int ldc,
                              int64_t strideC, int batch) {
     SPK_ASSERT(batch >= 0 && (strideC != 0 || batch <= 1));
-    float *at = batch > 0 ? shared_a_transposed(&transa, &A, &lda, strideA, M, K) : NULL;
 #pragma omp parallel for schedule(dynamic, 1) if (batch > 1 && (double)batch * M * N * K >= GEMM_LOOP_MIN_FLOPS)
     for (int i = 0; i < batch; i++)
         spk_sgemm_fixed(transa, transb, M, N, K, alpha, A + i * strideA, lda, B + i * strideB, ldb, beta,
                         C + i * strideC, ldc);
-    free(at);
 }
 
 // Blocks of C for spk_sgemm_batched_exact, set by the shapes only: up to 128 rows by 256
