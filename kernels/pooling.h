@@ -27,8 +27,9 @@ void channel_scale_backward(float *dx,        // (B, C, T) = dy * s (written: th
 // mean[b,c] = sum_t w x,  std[b,c] = sqrt(max(sum_t w (x - mean)^2, eps))
 // (SpeechBrain _compute_statistics; eps = 1e-12 there). w == NULL means uniform w = 1/T
 // (global context); then dw must be NULL. Backward adds to dx (the pooled frames have other
-// gradients) and writes dw (the attention weights' only one). The gradient is exact for any w (no assumption that
-// rows sum to 1); where the clamp is active (variance < eps) no gradient flows through it.
+// gradients) and writes dw (the attention weights' only one). The gradient is exact for any w
+// (no assumption that rows sum to 1); where the clamp is active (variance < eps) no gradient
+// flows through it.
 // mean/std/dmean/dstd are (B, C) blocks with row stride ld >= C (ld = C: packed; ld = 2C with
 // std = mean + C: the [mean | std] concatenation of attentive statistics pooling).
 void weighted_stats_forward(float *mean,     // (B, ld) first C of each row written
