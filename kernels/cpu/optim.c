@@ -27,6 +27,24 @@ void sgd_step(float *params, const float *grads, float *momentum_buf, size_t n, 
         spk_sgd_update(&params[i], &momentum_buf[i], grads[i], neg_lr, mom, omd, wd, nesterov, first);
 }
 
+// Elements [i0, i1) with the weight decays' presence as constants: with them read inside the
+// loop gcc did not vectorise it. The per-element arithmetic is the same either way.
+#define ADAM_CHUNK 8192
+static inline __attribute__((always_inline)) void adam_span(float *restrict params, const float *restrict grads,
+                                                            float *restrict exp_avg, float *restrict exp_avg_sq,
+                                                            size_t i0, size_t i1, float b1, float omb1, float b2,
+                                                            float omb2, float epsf, float neg_step_size, float bc2_sqrt,
+                                                            float wd, float decay, const int has_coupled,
+                                                            const int has_decoupled) {
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) {
+        float g = grads[i];
+        if (has_coupled) g = g + wd * params[i];
+        if (has_decoupled) params[i] = params[i] * decay;
+        spk_adam_update(&params[i], &exp_avg[i], &exp_avg_sq[i], g, b1, omb1, b2, omb2, epsf, neg_step_size, bc2_sqrt);
+    }
+}
+
 static void adam_common(float *params, const float *grads, float *exp_avg, float *exp_avg_sq, size_t n, double lr,
                         double beta1, double beta2, double eps, double coupled_wd, double decoupled_wd, int64_t step) {
     SPK_ASSERT(step >= 1);
@@ -39,12 +57,18 @@ static void adam_common(float *params, const float *grads, float *exp_avg, float
     const float epsf = (float)eps, wd = (float)coupled_wd;
     const float decay = (float)(1.0 - lr * decoupled_wd);
     const int has_coupled = coupled_wd != 0.0, has_decoupled = decoupled_wd != 0.0;
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i];
-        if (has_coupled) g = g + wd * params[i];
-        if (has_decoupled) params[i] = params[i] * decay;
-        spk_adam_update(&params[i], &exp_avg[i], &exp_avg_sq[i], g, b1, omb1, b2, omb2, epsf, neg_step_size, bc2_sqrt);
+    const size_t chunks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
+#pragma omp parallel for schedule(dynamic, 1) if (n >= PAR_MIN)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t i0 = k * ADAM_CHUNK, i1 = i0 + ADAM_CHUNK < n ? i0 + ADAM_CHUNK : n;
+#define SPAN(C, D)                                                                                               \
+    adam_span(params, grads, exp_avg, exp_avg_sq, i0, i1, b1, omb1, b2, omb2, epsf, neg_step_size, bc2_sqrt, wd, \
+              decay, C, D)
+        if (has_coupled)
+            has_decoupled ? SPAN(1, 1) : SPAN(1, 0);
+        else
+            has_decoupled ? SPAN(0, 1) : SPAN(0, 0);
+#undef SPAN
     }
 }
 
