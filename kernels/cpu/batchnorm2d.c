@@ -176,8 +176,8 @@ void batchnorm2d_forward_infer(float *y, const float *x, const float *running_me
     }
 }
 
-// The backward's per-element pass over one row (the row's offset applied to the pointers; the
-// channel vectors wr ... mdyx indexed from c0).
+// The backward's per-element pass over one row, its operands (the channel vectors wr ... mdyx
+// indexed from c0; any of dx, dxh, dres and y may be NULL).
 typedef struct {
     float *dx;
     spk_bf16 *dxh;
@@ -185,24 +185,26 @@ typedef struct {
     const float *dy, *y, *x, *wr, *mean, *rstd, *mdy, *mdyx;
 } bwd_row_t;
 
-// out: 0 no input gradient, 1 dx, 2 dxh; res: dres is written; acc: dx and dres are added to.
+// The row starting at element r. out: 0 no input gradient, 1 dx, 2 dxh; res: dres is written;
+// acc: dx and dres are added to.
 ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int out,
                              const int acc) {
-    float *restrict dx = a->dx + r, *restrict dres = a->dres + r;
-    spk_bf16 *restrict dxh = a->dxh + r;
-    const float *restrict dy = a->dy + r, *restrict y = a->y + r, *restrict x = a->x + r;
+    float *restrict dx = a->dx, *restrict dres = a->dres;
+    spk_bf16 *restrict dxh = a->dxh;
+    const float *restrict dy = a->dy, *restrict y = a->y, *restrict x = a->x;
     const float *restrict wr = a->wr, *restrict mean = a->mean, *restrict rstd = a->rstd;
     const float *restrict mdy = a->mdy, *restrict mdyx = a->mdyx;
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
-        const float g = relu && !(y[c] > 0.0f) ? 0.0f : dy[c];
-        if (res) dres[c] = acc ? dres[c] + g : g;
+        const size_t j = r + c;
+        const float g = relu && !(y[j] > 0.0f) ? 0.0f : dy[j];
+        if (res) dres[j] = acc ? dres[j] + g : g;
         if (!out) continue;
-        const float d = spk_bn_dx(g, (x[c] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+        const float d = spk_bn_dx(g, (x[j] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
         if (out == 2)
-            dxh[c] = spk_bf16_round(d);
+            dxh[j] = spk_bf16_round(d);
         else
-            dx[c] = acc ? dx[c] + d : d;
+            dx[j] = acc ? dx[j] + d : d;
     }
 }
 
