@@ -19,12 +19,16 @@
 # resnet34 ...) also in its channels_last memory format; its best counts. bf16 is spkddp's
 # --precision bf16 against torch.autocast(dtype=torch.bfloat16). Each side's GFLOP/s (the
 # model's FLOPs per sample, forward + backward = 3x forward) is given as a fraction of the
-# machine's fp32 and bf16 peaks (tools/bench_peak.c), and the machine's load before and after
-# the runs (figures taken while other jobs share the cores are not fair ones: rerun then).
+# machine's fp32 and bf16 peaks (tools/bench_peak.c; on AMX CPUs the tiles' bf16 peak), and the
+# machine's load before and after the runs (figures taken while other jobs share the cores are
+# not fair ones: rerun then).
 # Beside each wall-clock rate it gives the CPU-time rate, samples per CPU second of the process
 # times the thread count: what the run would reach with its cores to itself. It moves far less
 # than wall time when other jobs share the cores; it is exact for THREADS=1 and an upper bound
-# otherwise (threads that spin while waiting count, so set OMP_WAIT_POLICY=passive).
+# otherwise (threads that spin while waiting count, so set OMP_WAIT_POLICY=passive). Passive
+# costs the wall-clock rates, though: every parallel region then wakes a sleeping thread (on 2
+# threads, CAM++'s bf16 step 15% slower for spkddp and 30% for PyTorch). On a machine of one's
+# own, leave OMP_WAIT_POLICY unset for the wall-clock figures.
 set -euo pipefail
 build=${1:-build}
 shift || true
