@@ -197,7 +197,7 @@ ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int rel
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
         const size_t j = r + c;
-        const float g = relu && !(y[j] > 0.0f) ? 0.0f : dy[j];
+        const float g = masked(dy[j], y, j, relu);
         if (res) dres[j] = acc ? dres[j] + g : g;
         if (!out) continue;
         const float d = spk_bn_dx(g, (x[j] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
