@@ -80,7 +80,7 @@ typedef struct {
 // A memory object of the primitive's choice of layout for `what`, on a buffer of its own
 // (contents are only timed).
 static dnnl_memory_t mem(dnnl_conv *c, const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+    spk_cmd md = dnnl_primitive_desc_query_md(pd, what, 0);
     void *h = calloc(1, dnnl_memory_desc_get_size(md) + 64);
     if (!h) {
         fprintf(stderr, "out of memory\n");
@@ -102,25 +102,17 @@ static void dnnl_conv_init(dnnl_conv *c, dnnl_data_type_t dt, dnnl_format_tag_t 
     dnnl_dims_t sd = {B, Cin, T + 2 * p}, wd = {Cout, Cin, K}, bd = {Cout}, dd = {B, Cout, T};
     dnnl_dims_t str = {1}, dil = {d - 1}, pad = {0};
     const dnnl_format_tag_t wtag = tag == dnnl_format_tag_any ? tag : dnnl_oiw;
-    dnnl_memory_desc_t smd, wmd, bmd, dmd, smd32, wmd32, dmd32;
-    CK(dnnl_memory_desc_init_by_tag(&smd, 3, sd, dt, tag));
-    CK(dnnl_memory_desc_init_by_tag(&wmd, 3, wd, dt, wtag));
-    CK(dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_x));
-    CK(dnnl_memory_desc_init_by_tag(&dmd, 3, dd, dt, tag));
-    CK(dnnl_memory_desc_init_by_tag(&smd32, 3, sd, dnnl_f32, tag));   // diff_src
-    CK(dnnl_memory_desc_init_by_tag(&wmd32, 3, wd, dnnl_f32, wtag));  // diff_weights
-    CK(dnnl_memory_desc_init_by_tag(&dmd32, 3, dd, dnnl_f32, tag));   // dst
-    dnnl_convolution_desc_t fd, bdd, bwd;
+    spk_md smd = spk_md_tag(3, sd, dt, tag), wmd = spk_md_tag(3, wd, dt, wtag),
+           bmd = spk_md_tag(1, bd, dnnl_f32, dnnl_x);
+    spk_md dmd = spk_md_tag(3, dd, dt, tag);
+    spk_md smd32 = spk_md_tag(3, sd, dnnl_f32, tag);   // diff_src
+    spk_md wmd32 = spk_md_tag(3, wd, dnnl_f32, wtag);  // diff_weights
+    spk_md dmd32 = spk_md_tag(3, dd, dnnl_f32, tag);   // dst
     dnnl_primitive_desc_t fpd, dpd, wpd;
-    CK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &smd, &wmd, &bmd,
-                                                  &dmd32, str, dil, pad, pad));
-    CK(dnnl_primitive_desc_create(&fpd, &fd, NULL, c->eng, NULL));
-    CK(dnnl_dilated_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &smd32, &wmd, &dmd, str, dil,
-                                                        pad, pad));
-    CK(dnnl_primitive_desc_create(&dpd, &bdd, NULL, c->eng, fpd));
-    CK(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &smd, &wmd32, &bmd, &dmd, str,
-                                                           dil, pad, pad));
-    CK(dnnl_primitive_desc_create(&wpd, &bwd, NULL, c->eng, fpd));
+    const dnnl_alg_kind_t direct = dnnl_convolution_direct;
+    CK(spk_conv_pd(&fpd, c->eng, dnnl_forward_training, direct, smd, wmd, bmd, dmd32, str, dil, pad, pad, NULL, NULL));
+    CK(spk_conv_pd(&dpd, c->eng, dnnl_backward_data, direct, smd32, wmd, NULL, dmd, str, dil, pad, pad, fpd, NULL));
+    CK(spk_conv_pd(&wpd, c->eng, dnnl_backward_weights, direct, smd, wmd32, bmd, dmd, str, dil, pad, pad, fpd, NULL));
     CK(dnnl_primitive_create(&c->fwd, fpd));
     CK(dnnl_primitive_create(&c->bwd_data, dpd));
     CK(dnnl_primitive_create(&c->bwd_w, wpd));
@@ -129,16 +121,18 @@ static void dnnl_conv_init(dnnl_conv *c, dnnl_data_type_t dt, dnnl_format_tag_t 
     c->fa[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(c, fpd, dnnl_query_src_md)};
     c->fa[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mem(c, fpd, dnnl_query_weights_md)};
     c->fa[2].arg = DNNL_ARG_BIAS;
-    CK(dnnl_memory_create(&c->fa[2].memory, &bmd, c->eng, calloc(Cout, sizeof(float))));
+    CK(dnnl_memory_create(&c->fa[2].memory, bmd, c->eng, calloc(Cout, sizeof(float))));
     c->fa[3] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(c, fpd, dnnl_query_dst_md)};
     c->da[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, mem(c, dpd, dnnl_query_diff_src_md)};
     c->da[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, mem(c, dpd, dnnl_query_weights_md)};
     c->da[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, mem(c, dpd, dnnl_query_diff_dst_md)};
     c->wa[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(c, wpd, dnnl_query_src_md)};
     c->wa[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, mem(c, wpd, dnnl_query_diff_weights_md)};
-    CK(dnnl_memory_create(&c->wa[2].memory, &bmd, c->eng, calloc(Cout, sizeof(float))));
+    CK(dnnl_memory_create(&c->wa[2].memory, bmd, c->eng, calloc(Cout, sizeof(float))));
     c->wa[2].arg = DNNL_ARG_DIFF_BIAS;
     c->wa[3] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, mem(c, wpd, dnnl_query_diff_dst_md)};
+    spk_md *mds[] = {&smd, &wmd, &bmd, &dmd, &smd32, &wmd32, &dmd32};
+    for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
 }
 
 static void dnnl_run(dnnl_conv *c, int which) {

@@ -25,9 +25,9 @@ typedef struct {
     dnnl_primitive_t dw_add;                                // the primitive's weight gradient, added into oihw
     // Blocked plans reorder the activations to and from channels-last with these.
     dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL on channels-last activations
-    dnnl_memory_desc_t x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
-    dnnl_memory_desc_t cx, cy, cdx, cdy;  // the activations as the primitives take them
-    int winograd;                         // the convolutions are Winograd's
+    spk_md x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
+    spk_md cx, cy, cdx, cdy;  // the activations as the primitives take them
+    int winograd;             // the convolutions are Winograd's
     size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes;
     uint64_t last_used;  // NULL fwd: a free slot
 } plan_t;
@@ -48,19 +48,23 @@ int conv2d_dnnl_avx512(void) { return spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core)
 
 static size_t up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
-static void md_tag(dnnl_memory_desc_t *md, int n, const dnnl_dims_t dims, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
-    dnnlCheck(dnnl_memory_desc_init_by_tag(md, n, dims, dt, tag));
-}
+// The convolution's arguments but the operands (spk_conv_pd's).
+typedef struct {
+    dnnl_alg_kind_t alg;
+    dnnl_dims_t strides, dil, pad, pad_r;
+} conv_args_t;
 
-// A primitive descriptor from its operation descriptor (user-provided scratchpad), growing
-// *scratch to its scratchpad; NULL where oneDNN has no implementation of it (a Winograd or
-// blocked plan's shape it does not take), any other failure ends the job.
-static dnnl_primitive_desc_t make_pd(const void *op_desc, const_dnnl_primitive_desc_t hint, size_t *scratch) {
+// The convolution primitive descriptor of prop on src, w, bias, dst (user-provided scratchpad),
+// growing *scratch to its scratchpad; NULL where oneDNN has no implementation of it (a Winograd
+// or blocked plan's shape it does not take), any other failure ends the job.
+static dnnl_primitive_desc_t make_pd(dnnl_prop_kind_t prop, const conv_args_t *a, spk_cmd src, spk_cmd w, spk_cmd bias,
+                                     spk_cmd dst, const_dnnl_primitive_desc_t hint, size_t *scratch) {
     dnnl_primitive_attr_t attr;
     dnnlCheck(dnnl_primitive_attr_create(&attr));
     dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     dnnl_primitive_desc_t pd = NULL;
-    const dnnl_status_t st = dnnl_primitive_desc_create(&pd, op_desc, attr, g_engine, hint);
+    const dnnl_status_t st =
+        spk_conv_pd(&pd, g_engine, prop, a->alg, src, w, bias, dst, a->strides, a->dil, a->pad, a->pad_r, hint, attr);
     dnnlCheck(dnnl_primitive_attr_destroy(attr));
     if (st == dnnl_unimplemented) return NULL;
     dnnlCheck(st);
@@ -77,8 +81,7 @@ static dnnl_primitive_t make_prim(dnnl_primitive_desc_t pd) {
 }
 
 // A reorder from -> to (NULL when the two are the same layout), adding into `to` when sum is set.
-static dnnl_primitive_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int sum,
-                                     size_t *scratch) {
+static dnnl_primitive_t make_reorder(spk_cmd from, spk_cmd to, int sum, size_t *scratch) {
     if (!sum && dnnl_memory_desc_equal(from, to)) return NULL;
     dnnl_primitive_attr_t attr;
     dnnlCheck(dnnl_primitive_attr_create(&attr));
@@ -86,7 +89,7 @@ static dnnl_primitive_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_
     dnnl_post_ops_t ops = NULL;
     if (sum) {
         dnnlCheck(dnnl_post_ops_create(&ops));
-        dnnlCheck(dnnl_post_ops_append_sum(ops, 1.0f));
+        spk_post_ops_append_sum(ops);
         dnnlCheck(dnnl_primitive_attr_set_post_ops(attr, ops));
     }
     dnnl_primitive_desc_t pd;
@@ -117,43 +120,38 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
                       size_t *scratch) {
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW};
-    const dnnl_dims_t strides = {s->SH, s->SW}, dil = {s->DH - 1, s->DW - 1}, pad = {s->PH, s->PW};
     // oneDNN's right padding: what makes the output size exact (it may be below PH when the
     // stride skips the last rows, as PyTorch does).
-    const dnnl_dims_t pad_r = {(OH - 1) * s->SH + (s->KH - 1) * s->DH + 1 - s->H - s->PH,
-                               (OW - 1) * s->SW + (s->KW - 1) * s->DW + 1 - s->W - s->PW};
-    dnnl_memory_desc_t w_any, dw_any;
-    md_tag(&w_any, 4, wd, dt, dnnl_format_tag_any);
-    md_tag(&dw_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    const conv_args_t a = {alg,
+                           {s->SH, s->SW},
+                           {s->DH - 1, s->DW - 1},
+                           {s->PH, s->PW},
+                           {(OH - 1) * s->SH + (s->KH - 1) * s->DH + 1 - s->H - s->PH,
+                            (OW - 1) * s->SW + (s->KW - 1) * s->DW + 1 - s->W - s->PW}};
+    spk_md w_any = spk_md_tag(4, wd, dt, dnnl_format_tag_any),
+           dw_any = spk_md_tag(4, wd, dnnl_f32, dnnl_format_tag_any);
     size_t need = *scratch;
     dnnl_primitive_desc_t pds[4] = {NULL, NULL, NULL, NULL};  // fwd, fwd_bias, bwd_data, bwd_weights
-    dnnl_convolution_desc_t fd, fbd, bdd, bwd;
-    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, alg, &p->cx, &w_any, NULL, &p->cy,
-                                                         strides, dil, pad, pad_r));
-    dnnlCheck(dnnl_dilated_convolution_forward_desc_init(&fbd, dnnl_forward_training, alg, &p->cx, &w_any, &p->bias,
-                                                         &p->cy, strides, dil, pad, pad_r));
-    dnnlCheck(dnnl_dilated_convolution_backward_data_desc_init(&bdd, alg, &p->cdx, &w_any, &p->cdy, strides, dil, pad,
-                                                               pad_r));
-    dnnlCheck(dnnl_dilated_convolution_backward_weights_desc_init(&bwd, alg, &p->cx, &dw_any, NULL, &p->cdy, strides,
-                                                                  dil, pad, pad_r));
-    pds[0] = make_pd(&fd, NULL, &need);
-    if (pds[0]) pds[1] = make_pd(&fbd, NULL, &need);
-    if (pds[1]) pds[2] = make_pd(&bdd, pds[0], &need);
-    if (pds[2]) pds[3] = make_pd(&bwd, pds[0], &need);
+    pds[0] = make_pd(dnnl_forward_training, &a, p->cx, w_any, NULL, p->cy, NULL, &need);
+    if (pds[0]) pds[1] = make_pd(dnnl_forward_training, &a, p->cx, w_any, p->bias, p->cy, NULL, &need);
+    if (pds[1]) pds[2] = make_pd(dnnl_backward_data, &a, p->cdx, w_any, NULL, p->cdy, pds[0], &need);
+    if (pds[2]) pds[3] = make_pd(dnnl_backward_weights, &a, p->cx, dw_any, NULL, p->cdy, pds[0], &need);
+    spk_md_free(&w_any);
+    spk_md_free(&dw_any);
     // both forwards must take the weights in one format (the one reorder serves both)
     int ref = 0;
     for (int i = 0; i < 4 && pds[3] && no_ref; i++) ref |= is_reference(pds[i]);
     if (!pds[3] || ref ||
         !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
                                 dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
-        SPK_ASSERT(alg != dnnl_convolution_direct || dnnl_memory_desc_equal(&p->cx, &p->x) == 0);
+        SPK_ASSERT(alg != dnnl_convolution_direct || dnnl_memory_desc_equal(p->cx, p->x) == 0);
         destroy_pds(pds, 4);
         return 0;
     }
     *scratch = need;
-    p->w_fwd = *dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0);
-    p->w_bwd = *dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0);
-    p->dw_prim = *dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0);
+    p->w_fwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0));
+    p->w_bwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0));
+    p->dw_prim = spk_md_clone(dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0));
     p->fwd = make_prim(pds[0]);
     p->fwd_bias = make_prim(pds[1]);
     p->bwd_data = make_prim(pds[2]);
@@ -189,16 +187,22 @@ static dnnl_format_tag_t direct_blocked_tag(const conv2d_shape_t *s, conv2d_oper
     return t == CONV2D_F32 && avx2_best && fits ? dnnl_nChw8c : 0;
 }
 
+static void free_activation_mds(plan_t *p) {
+    spk_md *mds[] = {&p->cx, &p->cy, &p->cdx, &p->cdy};
+    for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
+}
+
 // The convolutions of algorithm alg on activations in layout tag, reordered to and from
 // channels-last by the plan; 0 (nothing made) where oneDNN has them not, or only as reference
 // loops (AVX2's dilated weight gradient in nChw8c: CAM++'s layers), checked before any is made.
 static int make_blocked_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_format_tag_t tag,
                               dnnl_data_type_t dt, size_t *scratch) {
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, conv2d_out_h(s), conv2d_out_w(s)};
-    md_tag(&p->cx, 4, xd, dnnl_f32, tag);
-    md_tag(&p->cy, 4, yd, dnnl_f32, tag);
-    p->cdx = p->cx, p->cdy = p->cy;
-    return make_convs(p, s, alg, dt, 1, scratch);
+    p->cx = spk_md_tag(4, xd, dnnl_f32, tag), p->cdx = spk_md_clone(p->cx);
+    p->cy = spk_md_tag(4, yd, dnnl_f32, tag), p->cdy = spk_md_clone(p->cy);
+    if (make_convs(p, s, alg, dt, 1, scratch)) return 1;
+    free_activation_mds(p);
+    return 0;
 }
 
 // Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
@@ -213,13 +217,13 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, OH, OW};
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW}, bd = {s->Cout};
-    md_tag(&p->x, 4, xd, dt, dnnl_nhwc);
-    md_tag(&p->y, 4, yd, dnnl_f32, dnnl_nhwc);
-    md_tag(&p->dx, 4, xd, dnnl_f32, dnnl_nhwc);
-    md_tag(&p->dy, 4, yd, dt, dnnl_nhwc);
-    md_tag(&p->w_oihw, 4, wd, dt, dnnl_oihw);
-    md_tag(&p->dw_oihw, 4, wd, dnnl_f32, dnnl_oihw);
-    md_tag(&p->bias, 1, bd, dnnl_f32, dnnl_a);
+    p->x = spk_md_tag(4, xd, dt, dnnl_nhwc);
+    p->y = spk_md_tag(4, yd, dnnl_f32, dnnl_nhwc);
+    p->dx = spk_md_tag(4, xd, dnnl_f32, dnnl_nhwc);
+    p->dy = spk_md_tag(4, yd, dt, dnnl_nhwc);
+    p->w_oihw = spk_md_tag(4, wd, dt, dnnl_oihw);
+    p->dw_oihw = spk_md_tag(4, wd, dnnl_f32, dnnl_oihw);
+    p->bias = spk_md_tag(1, bd, dnnl_f32, dnnl_a);
 
     size_t scratch = 0;
     int blocked = p->winograd = 0;  // (plan_algorithm's Winograd is float32 only)
@@ -228,29 +232,30 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     const dnnl_format_tag_t tag = direct_blocked_tag(s, t);
     if (!blocked && tag) blocked = make_blocked_convs(p, s, dnnl_convolution_direct, tag, dt, &scratch);
     if (blocked) {
-        p->x_in = make_reorder(&p->x, &p->cx, 0, &scratch);
-        p->dy_in = make_reorder(&p->dy, &p->cdy, 0, &scratch);
-        p->y_out = make_reorder(&p->cy, &p->y, 0, &scratch);
-        p->dx_out = make_reorder(&p->cdx, &p->dx, 0, &scratch);
-        p->dx_add = make_reorder(&p->cdx, &p->dx, 1, &scratch);
-        p->xb_bytes = up(dnnl_memory_desc_get_size(&p->cx));
-        p->yb_bytes = up(dnnl_memory_desc_get_size(&p->cy));
+        p->x_in = make_reorder(p->x, p->cx, 0, &scratch);
+        p->dy_in = make_reorder(p->dy, p->cdy, 0, &scratch);
+        p->y_out = make_reorder(p->cy, p->y, 0, &scratch);
+        p->dx_out = make_reorder(p->cdx, p->dx, 0, &scratch);
+        p->dx_add = make_reorder(p->cdx, p->dx, 1, &scratch);
+        p->xb_bytes = up(dnnl_memory_desc_get_size(p->cx));
+        p->yb_bytes = up(dnnl_memory_desc_get_size(p->cy));
         p->dx_bytes = 0;
     } else {
-        p->cx = p->x, p->cy = p->y, p->cdx = p->dx, p->cdy = p->dy;
+        p->cx = spk_md_clone(p->x), p->cy = spk_md_clone(p->y), p->cdx = spk_md_clone(p->dx);
+        p->cdy = spk_md_clone(p->dy);
         make_convs(p, s, dnnl_convolution_direct, dt, 0, &scratch);
         p->dx_bytes = up(conv2d_x_size(s) * sizeof(float));
         p->xb_bytes = p->yb_bytes = 0;
     }
-    p->w_to_fwd = make_reorder(&p->w_oihw, &p->w_fwd, 0, &scratch);
-    p->w_to_bwd = make_reorder(&p->w_oihw, &p->w_bwd, 0, &scratch);
-    p->dw_add = make_reorder(&p->dw_prim, &p->dw_oihw, 1, &scratch);
-    p->w_fwd_bytes = up(dnnl_memory_desc_get_size(&p->w_fwd));
-    p->w_bwd_bytes = up(dnnl_memory_desc_get_size(&p->w_bwd));
-    p->dw_bytes = up(dnnl_memory_desc_get_size(&p->dw_prim));
+    p->w_to_fwd = make_reorder(p->w_oihw, p->w_fwd, 0, &scratch);
+    p->w_to_bwd = make_reorder(p->w_oihw, p->w_bwd, 0, &scratch);
+    p->dw_add = make_reorder(p->dw_prim, p->dw_oihw, 1, &scratch);
+    p->w_fwd_bytes = up(dnnl_memory_desc_get_size(p->w_fwd));
+    p->w_bwd_bytes = up(dnnl_memory_desc_get_size(p->w_bwd));
+    p->dw_bytes = up(dnnl_memory_desc_get_size(p->dw_prim));
     p->scratch_bytes = up(scratch);
     const dnnl_dims_t sd = {(int64_t)(scratch ? scratch : 1)};
-    md_tag(&p->scratch, 1, sd, dnnl_u8, dnnl_a);
+    p->scratch = spk_md_tag(1, sd, dnnl_u8, dnnl_a);
 }
 
 static void plan_destroy(plan_t *p) {
@@ -261,6 +266,10 @@ static void plan_destroy(plan_t *p) {
             dnnlCheck(dnnl_primitive_destroy(*prims[i]));
             *prims[i] = NULL;
         }
+    spk_md *mds[] = {&p->x,     &p->y,       &p->dx,      &p->dy,   &p->w_oihw, &p->w_fwd,
+                     &p->w_bwd, &p->dw_prim, &p->dw_oihw, &p->bias, &p->scratch};
+    for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
+    free_activation_mds(p);
 }
 
 // The plan of a shape: every call of a kernel contract comes from one serial region, so the plan
@@ -336,25 +345,25 @@ size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
 }
 
 // Runs prim with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
-static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg,
-                const dnnl_memory_desc_t *const *md, void *const *ptr) {
+static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg, const spk_cmd *md,
+                void *const *ptr) {
     dnnl_exec_arg_t args[6];
     for (int i = 0; i < n; i++) {
         args[i].arg = arg[i];
         dnnlCheck(dnnl_memory_create(&args[i].memory, md[i], g_engine, ptr[i]));
     }
     args[n].arg = DNNL_ARG_SCRATCHPAD;
-    dnnlCheck(dnnl_memory_create(&args[n].memory, &p->scratch, g_engine, scratch));
+    dnnlCheck(dnnl_memory_create(&args[n].memory, p->scratch, g_engine, scratch));
     dnnlCheck(dnnl_primitive_execute(prim, g_stream, n + 1, args));
     dnnlCheck(dnnl_stream_wait(g_stream));
     for (int i = 0; i <= n; i++) dnnlCheck(dnnl_memory_destroy(args[i].memory));
 }
 
 // from (desc fmd) reordered into to (desc tmd) by reorder; from itself when reorder is NULL.
-static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, const dnnl_memory_desc_t *fmd,
-                             const dnnl_memory_desc_t *tmd, const void *from, void *to, char *scratch) {
+static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, spk_cmd fmd, spk_cmd tmd, const void *from,
+                             void *to, char *scratch) {
     if (!reorder) return from;
-    run(reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (const dnnl_memory_desc_t *[]){fmd, tmd},
+    run(reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (spk_cmd[]){fmd, tmd},
         (void *[]){(void *)from, to});
     return to;
 }
@@ -363,17 +372,16 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
                          conv2d_operands t, conv2d_algorithm a, void *workspace) {
     const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
-    const void *wf = reordered(p->w_to_fwd, p, &p->w_oihw, &p->w_fwd, w, q.w_fwd, q.scratch);
-    const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
+    const void *wf = reordered(p->w_to_fwd, p, p->w_oihw, p->w_fwd, w, q.w_fwd, q.scratch);
+    const void *cx = reordered(p->x_in, p, p->x, p->cx, x, q.xb, q.scratch);
     float *cy = p->y_out ? (float *)q.yb : y;
     if (bias)
         run(p->fwd_bias, p, q.scratch, 4, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
-            (const dnnl_memory_desc_t *[]){&p->cx, &p->w_fwd, &p->bias, &p->cy},
-            (void *[]){(void *)cx, (void *)wf, (void *)bias, cy});
+            (spk_cmd[]){p->cx, p->w_fwd, p->bias, p->cy}, (void *[]){(void *)cx, (void *)wf, (void *)bias, cy});
     else
         run(p->fwd, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-            (const dnnl_memory_desc_t *[]){&p->cx, &p->w_fwd, &p->cy}, (void *[]){(void *)cx, (void *)wf, cy});
-    reordered(p->y_out, p, &p->cy, &p->y, cy, y, q.scratch);
+            (spk_cmd[]){p->cx, p->w_fwd, p->cy}, (void *[]){(void *)cx, (void *)wf, cy});
+    reordered(p->y_out, p, p->cy, p->y, cy, y, q.scratch);
 }
 
 // dy is reordered once for both gradients; the weight gradient goes first, as the input
@@ -382,22 +390,22 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
     const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
-    const void *cdy = reordered(p->dy_in, p, &p->dy, &p->cdy, dy, q.yb, q.scratch);
+    const void *cdy = reordered(p->dy_in, p, p->dy, p->cdy, dy, q.yb, q.scratch);
     if (dw) {
-        const void *cx = reordered(p->x_in, p, &p->x, &p->cx, x, q.xb, q.scratch);
+        const void *cx = reordered(p->x_in, p, p->x, p->cx, x, q.xb, q.scratch);
         run(p->bwd_weights, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
-            (const dnnl_memory_desc_t *[]){&p->cx, &p->cdy, &p->dw_prim}, (void *[]){(void *)cx, (void *)cdy, q.dw});
-        run(p->dw_add, p, q.scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
-            (const dnnl_memory_desc_t *[]){&p->dw_prim, &p->dw_oihw}, (void *[]){q.dw, dw});
+            (spk_cmd[]){p->cx, p->cdy, p->dw_prim}, (void *[]){(void *)cx, (void *)cdy, q.dw});
+        run(p->dw_add, p, q.scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (spk_cmd[]){p->dw_prim, p->dw_oihw},
+            (void *[]){q.dw, dw});
     }
     if (!dx) return;
-    const void *wb = reordered(p->w_to_bwd, p, &p->w_oihw, &p->w_bwd, w, q.w_bwd, q.scratch);
+    const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.scratch);
     const int blocked = p->dx_out != NULL;
     float *out = blocked ? (float *)q.xb : accumulate ? (float *)q.dx : dx;
     run(p->bwd_data, p, q.scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-        (const dnnl_memory_desc_t *[]){&p->cdy, &p->w_bwd, &p->cdx}, (void *[]){(void *)cdy, (void *)wb, out});
+        (spk_cmd[]){p->cdy, p->w_bwd, p->cdx}, (void *[]){(void *)cdy, (void *)wb, out});
     if (blocked) {
-        reordered(accumulate ? p->dx_add : p->dx_out, p, &p->cdx, &p->dx, out, dx, q.scratch);
+        reordered(accumulate ? p->dx_add : p->dx_out, p, p->cdx, p->dx, out, dx, q.scratch);
         return;
     }
     if (!accumulate) return;

@@ -54,7 +54,7 @@ static void gemm_wide(char ta, char tb, int M, int N, int K, const spk_bf16 *A, 
 typedef struct {
     int64_t key[14];        // ta, tb, M, N, K, lda, ldb, ldc, strideA, strideB, strideC, batch, beta, threads
     dnnl_primitive_t prim;  // NULL: a free slot
-    dnnl_memory_desc_t a, b, c, scratch;
+    spk_md a, b, c, scratch;
     size_t scratch_bytes;
     int users;           // threads executing it now: it is not evicted while > 0
     uint64_t last_used;  // for evicting the least recently used
@@ -82,41 +82,38 @@ int spk_gemm_bf16_native(void) { return spk_gemm_get_backend() == SPK_GEMM_DNNL 
 
 // The matrix (rows, cols) of `trans` layout with row stride ld, behind `batch` (0: none) with
 // batch stride `stride` (0: one matrix for all).
-static void matrix_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, char trans, int64_t rows, int64_t cols, int64_t ld,
-                      int64_t batch, int64_t stride) {
+static spk_md matrix_md(dnnl_data_type_t dt, char trans, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                        int64_t stride) {
     const int64_t rs = trans == 'N' ? ld : 1, cs = trans == 'N' ? 1 : ld;
     if (batch == 0) {
         dnnl_dims_t dims = {rows, cols}, strides = {rs, cs};
-        dnnlCheck(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides));
-        return;
+        return spk_md_strides(2, dims, dt, strides);
     }
     // A shared matrix is a batch of one, which matmul broadcasts; its batch stride is unused.
     dnnl_dims_t dims = {stride ? batch : 1, rows, cols}, strides = {stride ? stride : rows * cols, rs, cs};
-    dnnlCheck(dnnl_memory_desc_init_by_strides(md, 3, dims, dt, strides));
+    return spk_md_strides(3, dims, dt, strides);
 }
 
 static void plan_create(plan_t *p, const int64_t *k) {
     const char ta = (char)k[0], tb = (char)k[1];
     const int64_t M = k[2], N = k[3], K = k[4], batch = k[11];
     if (!g_engine) dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
-    matrix_md(&p->a, dnnl_bf16, ta, M, K, k[5], batch, k[8]);
-    matrix_md(&p->b, dnnl_bf16, tb, K, N, k[6], batch, k[9]);
-    matrix_md(&p->c, dnnl_f32, 'N', M, N, k[7], batch, k[10]);
-    dnnl_matmul_desc_t desc;
-    dnnlCheck(dnnl_matmul_desc_init(&desc, &p->a, &p->b, NULL, &p->c));
+    p->a = matrix_md(dnnl_bf16, ta, M, K, k[5], batch, k[8]);
+    p->b = matrix_md(dnnl_bf16, tb, K, N, k[6], batch, k[9]);
+    p->c = matrix_md(dnnl_f32, 'N', M, N, k[7], batch, k[10]);
     dnnl_primitive_attr_t attr;
     dnnlCheck(dnnl_primitive_attr_create(&attr));
     dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     dnnl_post_ops_t ops = NULL;
     if (k[12]) {  // beta = 1: accumulate into C
         dnnlCheck(dnnl_post_ops_create(&ops));
-        dnnlCheck(dnnl_post_ops_append_sum(ops, 1.0f));
+        spk_post_ops_append_sum(ops);
         dnnlCheck(dnnl_primitive_attr_set_post_ops(attr, ops));
     }
     dnnl_primitive_desc_t pd;
-    dnnlCheck(dnnl_primitive_desc_create(&pd, &desc, attr, g_engine, NULL));
-    p->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    p->scratch_bytes = dnnl_memory_desc_get_size(&p->scratch);
+    dnnlCheck(spk_matmul_pd(&pd, g_engine, p->a, p->b, p->c, attr));
+    p->scratch = spk_md_clone(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    p->scratch_bytes = dnnl_memory_desc_get_size(p->scratch);
     dnnlCheck(dnnl_primitive_create(&p->prim, pd));
     dnnlCheck(dnnl_primitive_desc_destroy(pd));
     if (ops) dnnlCheck(dnnl_post_ops_destroy(ops));
@@ -139,6 +136,8 @@ static plan_t *plan_acquire(const int64_t *key) {
         if (!victim) spk_die(SPK_EXIT_FAILURE, "all %d bf16 GEMM shapes are in use at once", MAX_PLANS);
         if (victim->prim) dnnlCheck(dnnl_primitive_destroy(victim->prim));
         victim->prim = NULL;
+        spk_md *mds[] = {&victim->a, &victim->b, &victim->c, &victim->scratch};
+        for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
         plan_create(victim, key);
         p = victim;
     }
@@ -154,7 +153,7 @@ static void plan_release(plan_t *p) {
     pthread_mutex_unlock(&g_lock);
 }
 
-static dnnl_memory_t memory(const dnnl_memory_desc_t *md, const void *ptr) {
+static dnnl_memory_t memory(spk_cmd md, const void *ptr) {
     dnnl_memory_t m;
     dnnlCheck(dnnl_memory_create(&m, md, g_engine, (void *)ptr));
     return m;
@@ -167,10 +166,10 @@ static void plan_run(const plan_t *p, const void *A, const void *B, float *C) {
         t_scratch = mallocCheck(p->scratch_bytes);
         t_scratch_bytes = p->scratch_bytes;
     }
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, memory(&p->a, A)},
-                               {DNNL_ARG_WEIGHTS, memory(&p->b, B)},
-                               {DNNL_ARG_DST, memory(&p->c, C)},
-                               {DNNL_ARG_SCRATCHPAD, memory(&p->scratch, t_scratch)}};
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, memory(p->a, A)},
+                               {DNNL_ARG_WEIGHTS, memory(p->b, B)},
+                               {DNNL_ARG_DST, memory(p->c, C)},
+                               {DNNL_ARG_SCRATCHPAD, memory(p->scratch, t_scratch)}};
     dnnlCheck(dnnl_primitive_execute(p->prim, t_stream, 4, args));
     dnnlCheck(dnnl_stream_wait(t_stream));
     for (int i = 0; i < 4; i++) dnnlCheck(dnnl_memory_destroy(args[i].memory));
