@@ -6,6 +6,9 @@
 //   y = act(bn(x) + residual),  act = ReLU when relu is set, else the identity;
 //   residual may be NULL (no addition).
 //
+// The training forward also writes yh = bf16(y) when yh is not NULL: the next bf16
+// convolution's rounded input (kernels/conv2d_bf16.h, xh), in the pass that writes y.
+//
 // The backward takes the forward's output y for the ReLU mask: g = relu ? dy * (y > 0) : dy.
 // It writes the residual's gradient (g) and the input's (BatchNorm's backward of g); both are
 // overwritten, or added to when `accumulate` is set (a residual network's gradient buffers
@@ -23,6 +26,7 @@
 #include "kernels/exact_sum.h"
 
 void batchnorm2d_forward_train(float *y,               // (N, C)
+                               spk_bf16 *yh,           // (N, C) = bf16(y), or NULL
                                float *mean,            // (C) out, saved for backward
                                float *rstd,            // (C) out, saved for backward
                                float *running_mean,    // (C) updated, or NULL

@@ -114,36 +114,51 @@ static void first_block_mean(float *shift, const float *x, int N, int C) {
 // outlines a parallel loop before inlining, so a constant outside it does not reach the loop).
 #define ROW_INLINE static inline __attribute__((always_inline))
 
-// One row's channels [0, cn): y = act((x - mean) * scale + beta + residual).
-ROW_INLINE void apply_row(float *restrict y, const float *restrict x, const float *restrict mean,
+// One row's channels [0, cn): y = act((x - mean) * scale + beta + residual), and yh = bf16(y)
+// when rounded.
+ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float *restrict x, const float *restrict mean,
                           const float *restrict scale, const float *restrict beta, const float *restrict residual,
-                          const int relu, const int with_residual, int cn) {
+                          const int relu, const int with_residual, const int rounded, int cn) {
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
         float v = spk_bn_apply(x[c], mean[c], scale[c], beta[c]);
         if (with_residual) v += residual[c];
-        y[c] = relu && !(v > 0.0f) ? 0.0f : v;
+        v = relu && !(v > 0.0f) ? 0.0f : v;
+        y[c] = v;
+        if (rounded) yh[c] = spk_bf16_round(v);
     }
 }
 
-// y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C.
-static void apply(float *y, const float *x, const float *mean, const float *scale, const float *beta,
+// The row at element r, with its choices as constants (apply_row).
+ROW_INLINE void apply_row_at(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale,
+                             const float *beta, const float *residual, size_t r, const int relu, const int rounded,
+                             int cn) {
+    if (residual)
+        apply_row(y + r, rounded ? yh + r : NULL, x + r, mean, scale, beta, residual + r, relu, 1, rounded, cn);
+    else
+        apply_row(y + r, rounded ? yh + r : NULL, x + r, mean, scale, beta, NULL, relu, 0, rounded, cn);
+}
+
+// y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C,
+// and yh = bf16(y) unless yh is NULL.
+static void apply(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale, const float *beta,
                   const float *residual, int relu, int N, int C, int c0, int cn) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const size_t r = (size_t)i * C + c0;
-        if (residual)
-            relu ? apply_row(y + r, x + r, mean, scale, beta, residual + r, 1, 1, cn)
-                 : apply_row(y + r, x + r, mean, scale, beta, residual + r, 0, 1, cn);
+        if (yh)
+            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 1, cn)
+                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 1, cn);
         else
-            relu ? apply_row(y + r, x + r, mean, scale, beta, NULL, 1, 0, cn)
-                 : apply_row(y + r, x + r, mean, scale, beta, NULL, 0, 0, cn);
+            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 0, cn)
+                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 0, cn);
     }
 }
 
-void batchnorm2d_forward_train(float *y, float *mean, float *rstd, float *running_mean, float *running_var,
-                               const float *x, const float *weight, const float *bias, const float *residual, int relu,
-                               int N, int C, float eps, float momentum, float *workspace) {
+void batchnorm2d_forward_train(float *y, spk_bf16 *yh, float *mean, float *rstd, float *running_mean,
+                               float *running_var, const float *x, const float *weight, const float *bias,
+                               const float *residual, int relu, int N, int C, float eps, float momentum,
+                               float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
     const parts_t w = parts_of(workspace, N, C);
     float *shift = w.a, *scale = w.b, *beta = w.c;
@@ -158,7 +173,7 @@ void batchnorm2d_forward_train(float *y, float *mean, float *rstd, float *runnin
         scale[c] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
         beta[c] = bias ? bias[c] : 0.0f;
     }
-    apply(y, x, mean, scale, beta, residual, relu, N, C, 0, C);
+    apply(y, yh, x, mean, scale, beta, residual, relu, N, C, 0, C);
 }
 
 void batchnorm2d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
@@ -172,7 +187,7 @@ void batchnorm2d_forward_infer(float *y, const float *x, const float *running_me
             scale[c] = spk_bn_scale(spk_bn_rstd(running_var[c0 + c], eps), weight ? weight[c0 + c] : 1.0f);
             beta[c] = bias ? bias[c0 + c] : 0.0f;
         }
-        apply(y, x, running_mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+        apply(y, NULL, x, running_mean + c0, scale, beta, residual, relu, N, C, c0, cn);
     }
 }
 
@@ -334,7 +349,7 @@ void batchnorm2d_forward_global(float *y, float *mean, float *rstd, float *runni
             scale[c - c0] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
             beta[c - c0] = bias ? bias[c] : 0.0f;
         }
-        apply(y, x, mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+        apply(y, NULL, x, mean + c0, scale, beta, residual, relu, N, C, c0, cn);
     }
 }
 

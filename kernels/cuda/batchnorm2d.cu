@@ -95,17 +95,19 @@ __global__ void stats_kernel(float *mean, float *rstd, float *running_mean, floa
     spk_bn_save_stats(mean, rstd, running_mean, running_var, c, (float)mu, rs, var, (size_t)N, momentum);
 }
 
-// y = act(bn(x) + residual) with rstd given, or (var given) 1/sqrt(var + eps). y may alias x:
-// each element is read, then written, by one thread.
-__global__ void apply_kernel(float *y, const float *x, const float *mean, const float *rstd, const float *var,
-                             float eps, const float *weight, const float *bias, const float *residual, int relu,
-                             size_t n, int C) {
+// y = act(bn(x) + residual) with rstd given, or (var given) 1/sqrt(var + eps), and yh = bf16(y)
+// unless yh is NULL. y may alias x: each element is read, then written, by one thread.
+__global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *rstd,
+                             const float *var, float eps, const float *weight, const float *bias, const float *residual,
+                             int relu, size_t n, int C) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)(i % C);
         const float rs = var ? spk_bn_rstd(var[c], eps) : rstd[c];
         float v = spk_bn_apply(x[i], mean[c], spk_bn_scale(rs, weight ? weight[c] : 1.0f), bias ? bias[c] : 0.0f);
         if (residual) v += residual[i];
-        y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+        v = relu && !(v > 0.0f) ? 0.0f : v;
+        y[i] = v;
+        if (yh) yh[i] = spk_bf16_round(v);
     }
 }
 
@@ -136,7 +138,7 @@ extern "C" size_t batchnorm2d_workspace_floats_cuda(int N, int C) {
     return (size_t)C * S * 2 * (sizeof(spk_fsum) / sizeof(float)) + 2 * (size_t)C;
 }
 
-extern "C" void batchnorm2d_forward_train_cuda(float *y, float *mean, float *rstd, float *running_mean,
+extern "C" void batchnorm2d_forward_train_cuda(float *y, spk_bf16 *yh, float *mean, float *rstd, float *running_mean,
                                                float *running_var, const float *x, const float *weight,
                                                const float *bias, const float *residual, int relu, int N, int C,
                                                float eps, float momentum, float *workspace) {
@@ -148,7 +150,7 @@ extern "C" void batchnorm2d_forward_train_cuda(float *y, float *mean, float *rst
     SPK_LAUNCH(stats_kernel, spk_rows_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, p.S,
                eps, momentum);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, yh, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
 }
 
 extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const float *running_mean,
@@ -156,8 +158,8 @@ extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const f
                                                const float *residual, int relu, int N, int C, float eps) {
     SPK_ASSERT(N > 0 && C > 0);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, running_mean, nullptr, running_var, eps, weight, bias, residual, relu,
-               n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, running_mean, nullptr, running_var, eps, weight, bias,
+               residual, relu, n, C);
 }
 
 namespace {
@@ -261,7 +263,7 @@ extern "C" void batchnorm2d_forward_global_cuda(float *y, float *mean, float *rs
     SPK_LAUNCH(global_stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, sums, N_global, C, eps,
                momentum);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
 }
 
 extern "C" void batchnorm2d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy,

@@ -1,7 +1,8 @@
 // batchnorm2d: against PyTorch (tests/golden/kernels2d_golden.h: a ResNet block's
 // relu(bn(x) + residual) in training mode, its gradients, the running statistics after it and
 // the inference forward), against a double reference of the forward and backward with and without
-// ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs, the same bits on 1 and 2 threads.
+// ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs, the same bits on 1 and 2 threads,
+// the training forward's rounded copy (yh) the bits of bf16(y).
 // The world-size-invariant mode's passes: partial sums independent of the split and the threads,
 // global passes close to the plain ones. Then every backend against the CPU kernels
 // (tests/kernels/backends.h).
@@ -21,7 +22,7 @@ static void golden_case(void) {
     const size_t n = (size_t)N * C;
     float *ws = alloc_f(batchnorm2d_workspace_floats(N, C)), *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C);
     float *rm = copy_f(g_bn_rm, C), *rv = copy_f(g_bn_rv, C);
-    batchnorm2d_forward_train(y, mean, rstd, rm, rv, g_bn_x, g_bn_w, g_bn_b, g_bn_res, 1, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, g_bn_x, g_bn_w, g_bn_b, g_bn_res, 1, N, C, EPS, MOM, ws);
     check_close("PyTorch: y = relu(bn(x) + residual)", y, g_bn_y, n, 1e-5, 1e-6);
     check_close("PyTorch: running mean", rm, g_bn_rm_after, C, 1e-6, 1e-7);
     check_close("PyTorch: running var", rv, g_bn_rv_after, C, 1e-6, 1e-7);
@@ -74,7 +75,7 @@ typedef struct {
 
 static double bn_loss(void *p) {
     bn_ctx *c = (bn_ctx *)p;
-    batchnorm2d_forward_train(c->y, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->with_res ? c->res : NULL,
+    batchnorm2d_forward_train(c->y, NULL, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->with_res ? c->res : NULL,
                               c->relu, c->N, c->C, EPS, MOM, c->ws);
     return dot_d(c->y, c->r, (size_t)c->N * c->C);
 }
@@ -102,17 +103,22 @@ static void reference_case(int N, int C, int relu, int with_res) {
     char nm[200];
     snprintf(nm, sizeof nm, "forward vs double %s", tag);
     check_close_d(nm, c.y, yr, n, 1e-5, 1e-5);
-    // the same bits on one thread
+    // the same bits on one thread, and with the rounded copy written beside
     float *y1 = alloc_f(n);
+    spk_bf16 *yh1 = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)),
+             *yh_want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    batchnorm2d_forward_train(y1, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu, N, C, EPS,
-                              MOM, c.ws);
+    batchnorm2d_forward_train(y1, yh1, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu, N, C,
+                              EPS, MOM, c.ws);
     float *g1 = alloc_f(n);
     batchnorm2d_backward(g1, NULL, 0, NULL, NULL, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
     omp_set_num_threads(threads);
     snprintf(nm, sizeof nm, "forward the same bits on 1 thread %s", tag);
     check_true(memcmp(y1, c.y, n * 4) == 0, nm);
+    bf16_from_f32(yh_want, y1, n);
+    snprintf(nm, sizeof nm, "forward's yh = bf16(y) %s", tag);
+    check_true(memcmp(yh1, yh_want, n * sizeof *yh1) == 0, nm);
 
     float *dx = rand_f(n, -1, 1), *dres = rand_f(n, -1, 1), *dw = zeros_f(C), *db = zeros_f(C);
     batchnorm2d_backward(dx, with_res ? dres : NULL, 0, dw, db, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
@@ -184,7 +190,7 @@ static void invariant_case(int B, int HW, int C, int relu, int with_res, int gro
     float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *yp = alloc_f(n), *mp = alloc_f(C), *sp = alloc_f(C);
     batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, s2, N, N, C, EPS, MOM);
     float *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
-    batchnorm2d_forward_train(yp, mp, sp, rm1, rv1, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(yp, NULL, mp, sp, rm1, rv1, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
     check_close(cname("batchnorm2d_forward_global %s vs forward_train", tag), y, yp, n, 1e-5, 1e-5);
     check_close(cname("batchnorm2d_forward_global %s running variance", tag), rv, rv1, C, 1e-6, 1e-7);
 
@@ -231,13 +237,16 @@ static void backend_case(int N, int C, int relu, int with_res) {
     float *dy = rand_f(n, -1, 1), *rm = rand_f(C, -0.1f, 0.1f), *rv = rand_f(C, 0.9f, 1.1f);
     float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
     float *rm_ = dev_f(rm, C), *rv_ = dev_f(rv, C);
-    batchnorm2d_forward_train(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
     float *x_ = dev_f(x, n), *w_ = dev_f(w, C), *b_ = dev_f(b, C), *res_ = dev_f(res, n), *dy_ = dev_f(dy, n);
     float *y_ = dev_f(NULL, n), *mean_ = dev_f(NULL, C), *rstd_ = dev_f(NULL, C);
     float *ws_ = dev_f(NULL, g_be->batchnorm2d_workspace_floats(N, C));
-    g_be->batchnorm2d_forward_train(y_, mean_, rstd_, rm_, rv_, x_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS,
-                                    MOM, ws_);
+    spk_bf16 *yh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16)), *yw_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    g_be->batchnorm2d_forward_train(y_, yh_, mean_, rstd_, rm_, rv_, x_, w_, b_, with_res ? res_ : NULL, relu, N, C,
+                                    EPS, MOM, ws_);
     cmp(cname("batchnorm2d forward %s", t), y_, y, n, TOL);
+    g_be->bf16_from_f32(yw_, y_, n);
+    same_bits_bf16(cname("batchnorm2d forward's yh = the backend's y rounded %s", t), yh_, yw_, n);
     cmp(cname("batchnorm2d mean %s", t), mean_, mean, C, TOL);
     cmp(cname("batchnorm2d rstd %s", t), rstd_, rstd, C, TOL);
     cmp(cname("batchnorm2d running mean %s", t), rm_, rm, C, TOL);

@@ -51,6 +51,7 @@ static void campplus_register(campplus_t *c, model_t *m) {
         res_block_register(&c->fcm[i], m, prefix, CAMPP_FCM, CAMPP_FCM, j == 0 ? 2 : 1, 1, 1);
     }
     conv2d_bn_register(&c->stem, m, "head.conv1", "head.bn1", 1, CAMPP_FCM, conv2d_geom_square(3, 1));
+    res_blocks_chain(&c->stem, c->fcm, 2 * CAMPP_FCM_BLOCKS, &c->fcm_out);
     c->units[c->nunits++] = &c->stem;
     for (int i = 0; i < 2 * CAMPP_FCM_BLOCKS; i++) c->nunits += res_block_units(&c->fcm[i], c->units + c->nunits);
     c->units[c->nunits++] = &c->fcm_out;
@@ -201,8 +202,8 @@ static const float *forward_streams(campplus_t *c, model_t *m, const float *fram
         dense_block_forward(&c->blocks[i], m, block_input(c, i), train, &c->scratch, c->work);
     const float *last = block_input(c, CAMPP_BLOCKS);
     if (train)
-        model_batchnorm2d_train(m, c->out_y, c->out_mean, c->out_rstd, c->out_bn_mean, c->out_bn_var, last, c->out_bn_w,
-                                c->out_bn_b, NULL, 1, B, c->t1, C, CAMPP_EPS, CAMPP_MOMENTUM, c->work);
+        model_batchnorm2d_train(m, c->out_y, NULL, c->out_mean, c->out_rstd, c->out_bn_mean, c->out_bn_var, last,
+                                c->out_bn_w, c->out_bn_b, NULL, 1, B, c->t1, C, CAMPP_EPS, CAMPP_MOMENTUM, c->work);
     else
         K->batchnorm2d_forward_infer(c->out_y, last, st + c->out_bn_mean, st + c->out_bn_var, p + c->out_bn_w,
                                      p + c->out_bn_b, NULL, 1, R1, C, CAMPP_EPS);

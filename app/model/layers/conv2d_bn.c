@@ -78,15 +78,19 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
     const float *p = m->params;
     float *st = m->state;
     SPK_ASSERT(conv2d_bn_out_size(u) <= u->cap);
-    if (m->bf16)
-        K->conv2d_bf16_forward(u->a, u->xh, x, m->params_bf16 + u->w, NULL, &u->s, work);
+    if (m->bf16)  // x NULL: the unit before wrote xh
+        K->conv2d_bf16_forward(u->a, u->xh, u->xh_ready ? NULL : x, m->params_bf16 + u->w, NULL, &u->s, work);
     else
         K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
+    u->xh_ready = 0;
     const int B = samples(u), HW = rows(u) / B;
-    if (train)
-        model_batchnorm2d_train(m, u->y, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b, residual,
-                                relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
-    else
+    spk_bf16 *yh = m->bf16 && u->next ? u->next->xh : NULL;
+    SPK_ASSERT(!yh || conv2d_x_size(&u->next->s) == conv2d_bn_out_size(u));
+    if (train) {
+        if (model_batchnorm2d_train(m, u->y, yh, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b,
+                                    residual, relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work))
+            u->next->xh_ready = 1;
+    } else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
 }

@@ -39,7 +39,7 @@ static inline int64_t conv2d_halved_rows(int64_t h, int times) {
     return h;
 }
 
-typedef struct {
+typedef struct conv2d_bn {
     int cin, cout;
     conv2d_geom_t g;
     int64_t w;                            // <conv>.weight (cout, cin, k, k)
@@ -52,6 +52,11 @@ typedef struct {
     size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
     int per_sample;  // inputs a sample has (a video's frames; 0 or 1: one): the BatchNorm normalises over
                      // samples of per_sample maps each, as the invariant mode counts the global batch
+    // bf16 training: the unit whose input is this one's output y (its first reader), whose xh
+    // this unit's BatchNorm writes in the pass that writes y (NULL: none, or not a conv2d_bn),
+    // and, on that unit, whether its xh holds the rounding of this step's input already.
+    struct conv2d_bn *next;
+    int xh_ready;
 } conv2d_bn_t;
 
 // Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and

@@ -35,6 +35,7 @@ void face_encoder_register(face_encoder_t *f, model_t *m, const char *prefix, in
     snprintf(conv, sizeof conv, "%s.conv1", prefix);
     snprintf(bn, sizeof bn, "%s.bn1", prefix);
     conv2d_bn_register(&f->stem, m, conv, bn, cin, width, conv2d_geom_square(3, 2));
+    res_blocks_chain(&f->stem, f->block, FACE_STAGES * FACE_BLOCKS, NULL);
     f->units[f->nunits++] = &f->stem;
     for (int b = 0; b < FACE_STAGES * FACE_BLOCKS; b++)
         f->nunits += res_block_units(&f->block[b], f->units + f->nunits);

@@ -47,6 +47,15 @@ int res_block_units(res_block_t *b, conv2d_bn_t **units) {
     return n;
 }
 
+void res_blocks_chain(conv2d_bn_t *before, res_block_t *b, int count, conv2d_bn_t *after) {
+    SPK_ASSERT(count > 0);
+    before->next = &b[0].u[0];
+    for (int i = 0; i < count; i++) {
+        for (int k = 0; k < b[i].n - 1; k++) b[i].u[k].next = &b[i].u[k + 1];
+        b[i].u[b[i].n - 1].next = i + 1 < count ? &b[i + 1].u[0] : after;
+    }
+}
+
 const float *res_block_out(const res_block_t *b) { return b->u[b->n - 1].y; }
 int res_block_out_channels(const res_block_t *b) { return b->u[b->n - 1].cout; }
 

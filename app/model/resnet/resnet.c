@@ -51,6 +51,7 @@ static void resnet_register(resnet_t *r, model_t *m) {
         }
     }
     conv2d_bn_register(&r->stem, m, "conv1", "bn1", 1, (int)r->m_channels, conv2d_geom_square(3, 1));
+    res_blocks_chain(&r->stem, r->block, count, NULL);
     // every unit, for the loops over all of them
     r->units = callocCheck((size_t)(1 + 4 * count), sizeof *r->units);
     r->units[r->nunits++] = &r->stem;
