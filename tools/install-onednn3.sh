@@ -4,7 +4,7 @@
 # library, and its headers), and prints the CMake option that builds against it:
 #   bash tools/install-onednn3.sh && cmake -S . -B build -DCMAKE_PREFIX_PATH=$HOME/.cache/spkddp/onednn-3.2
 # Debian 12 ships oneDNN 2.6 (libdnnl-dev), which the default build uses. oneDNN 3's AMX
-# convolutions train ResNet34 in bf16 11% faster on a Sapphire Rapids Xeon (docs/kernels.md).
+# convolutions train ResNet34 in bf16 10% faster on a Sapphire Rapids Xeon (docs/kernels.md).
 # Intel's later oneDNN 3 wheels (onednn) are the SYCL and TBB build, which would run its threads
 # beside spkddp's OpenMP ones: this one shares them (libgomp, as spkddp).
 set -euo pipefail
