@@ -73,6 +73,7 @@ cpu_rate() {
 }
 
 echo "machine: $(lscpu | sed -nE 's/^Model name: *//p'), $(nproc) cores; $threads threads per side"
+echo "spkddp: $("$build/app/spkddp" --version | sed -nE 's/^CPU: //p')"
 echo "pytorch: $("$py" -c 'import torch; print(torch.__version__, "from", torch.__file__.rsplit("/", 2)[0])')"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 peaks=$("$build/tests/bench_peak" "$threads")
