@@ -1,8 +1,10 @@
 // WeSpeaker's ResNets in spkddp: the encoder parameter count of every depth at WeSpeaker's
 // defaults (F 80, m 32, embedding 256: ResNet34 6,634,336, as PyTorch counts it in
 // tests/golden/make_resnet_golden.py), embeddings of utterances of several lengths the same
-// alone as in a batch (inference uses the running statistics), and a training step on the
-// cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's.
+// alone as in a batch (inference uses the running statistics), a training step on the
+// cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's, and a bf16 step
+// with each BatchNorm writing the next convolution's rounded input bitwise the step where each
+// convolution rounds its own.
 #include "app/model/model.h"
 #include "app/model/resnet/resnet.h"
 #include "kernels/base/rng.h"
@@ -23,11 +25,14 @@ static int64_t encoder_params(const char *depth) {
     return n;
 }
 
-static model_t *small(const char *depth, const spk_backend_t *be) {
+static model_t *small_at(const char *depth, const spk_backend_t *be, const char *precision) {
     model_config_t mc = model_config_defaults(depth);
     mc.channels = 4, mc.emb_dim = 8, mc.scale = 8;
+    snprintf(mc.precision, sizeof mc.precision, "%s", precision);
     return model_create(&mc, &(model_data_t){.feature_dim = 16, .num_classes = 5}, be);
 }
+
+static model_t *small(const char *depth, const spk_backend_t *be) { return small_at(depth, be, "fp32"); }
 
 // A batch of n utterances whose lengths are len[i], random frames.
 static batch_t batch_of(int n, const int *len, int F, rng_t *r) {
@@ -67,9 +72,9 @@ static void embed_lengths(const char *depth) {
     model_free(m);
 }
 
-// One training step on cpu and on cpu-staged: the same gradients and running statistics.
-static void staged_step(const char *depth) {
-    model_t *a = small(depth, &spk_backend_cpu), *s = small(depth, &spk_backend_cpu_staged);
+// One training step of models a and s: the same gradients and running statistics (what names
+// the comparison).
+static void same_step(model_t *a, model_t *s, const char *depth, const char *what) {
     rng_t r = rng_init(4, 78, 0, 0);
     const int len[4] = {24, 24, 24, 24};
     batch_t b = batch_of(4, len, 16, &r);
@@ -84,14 +89,30 @@ static void staged_step(const char *depth) {
     float *ga = malloc((size_t)a->table.total * sizeof(float)), *gs = malloc((size_t)s->table.total * sizeof(float));
     s->be->download(gs, s->grads, (size_t)s->table.total * sizeof(float));
     memcpy(ga, a->grads, (size_t)a->table.total * sizeof(float));
-    EXPECT(memcmp(ga, gs, (size_t)a->table.total * sizeof(float)) == 0, "%s: cpu-staged gradients differ", depth);
+    EXPECT(memcmp(ga, gs, (size_t)a->table.total * sizeof(float)) == 0, "%s: %s: the gradients differ", depth, what);
     EXPECT(memcmp(a->host_state, s->host_state, (size_t)a->state_table.total * sizeof(float)) == 0,
-           "%s: cpu-staged running statistics differ", depth);
+           "%s: %s: the running statistics differ", depth, what);
     free(ga);
     free(gs);
     batch_free(&b);
     model_free(a);
     model_free(s);
+}
+
+// cpu-staged (the GPU path's data movement) against cpu.
+static void staged_step(const char *depth) {
+    same_step(small(depth, &spk_backend_cpu), small(depth, &spk_backend_cpu_staged), depth, "cpu-staged");
+}
+
+// bf16 training with every BatchNorm writing the next convolution's rounded input (the units'
+// chain, conv2d_bn_t.next) against the chain cut, where each convolution rounds its own input.
+static void chained_rounding_step(const char *depth) {
+    model_t *chained = small_at(depth, &spk_backend_cpu, "bf16"), *cut = small_at(depth, &spk_backend_cpu, "bf16");
+    const resnet_t *r = cut->impl;
+    int linked = 0;
+    for (int i = 0; i < r->nunits; i++) linked += r->units[i]->next != NULL, r->units[i]->next = NULL;
+    EXPECT(linked > 0, "%s: no unit writes the next one's rounded input", depth);
+    same_step(chained, cut, depth, "bf16, BatchNorm writing the next convolution's input");
 }
 
 int main(void) {
@@ -107,5 +128,7 @@ int main(void) {
     embed_lengths("resnet50");
     staged_step("resnet34");
     staged_step("resnet50");
+    chained_rounding_step("resnet34");
+    chained_rounding_step("resnet50");
     return test_report("test_resnet_model");
 }
