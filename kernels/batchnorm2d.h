@@ -7,7 +7,9 @@
 //   residual may be NULL (no addition).
 //
 // The training forward also writes yh = bf16(y) when yh is not NULL: the next bf16
-// convolution's rounded input (kernels/conv2d_bf16.h, xh), in the pass that writes y.
+// convolution's rounded input (kernels/conv2d_bf16.h, xh), in the pass that writes y. With the
+// ReLU, an output that bf16 rounds to zero (below 2^-133) is then zero in y too, so that yh is
+// nonzero exactly where y > 0 and the rounded backward may take its mask from yh.
 //
 // The backward takes the forward's output y for the ReLU mask: g = relu ? dy * (y > 0) : dy.
 // It writes the residual's gradient (g) and the input's (BatchNorm's backward of g); both are
@@ -64,9 +66,12 @@ void batchnorm2d_backward(float *dx,         // (N, C) = or += (accumulate); or 
 // The same backward when the input gradient goes only to a bf16 convolution's output gradient
 // (kernels/conv2d_bf16.h, dyh): dxh = bf16 of the dx batchnorm2d_backward would overwrite, with no
 // float copy; the other arguments are batchnorm2d_backward's (accumulate applies to dresidual).
+// yh: the forward's rounded output, or NULL; where given the ReLU's mask is read from it (half
+// the bytes of y; the same mask) and y may be NULL.
 void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                                  const float *dy, const float *y, const float *x, const float *weight,
-                                  const float *mean, const float *rstd, int relu, int N, int C, float *workspace);
+                                  const float *dy, const float *y, const spk_bf16 *yh, const float *x,
+                                  const float *weight, const float *mean, const float *rstd, int relu, int N, int C,
+                                  float *workspace);
 
 // Scratch of the training passes: the per-block partial sums.
 size_t batchnorm2d_workspace_floats(int N, int C);

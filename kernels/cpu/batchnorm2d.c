@@ -38,22 +38,42 @@ static parts_t parts_of(float *workspace, int N, int C) {
     return p;
 }
 
-// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output.
+// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output y, or
+// by its bf16 copy yh (nonzero where y > 0: the forward zeroes the outputs bf16 rounds to zero).
 static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
+static inline float masked_h(float dy, const spk_bf16 *yh, size_t j, int relu) { return relu && !yh[j] ? 0.0f : dy; }
 
 // Rows [i0, i1) of lanes [c0, c0 + n) into s1, s2 (n a constant where the compiler should keep
 // the sums in registers): the statistics' terms (dy NULL) or the backward's.
+// The per-row loops below take their choices (ReLU, residual, which outputs, the mask's source)
+// as constants, so that each combination is a vectorised loop of its own: with the choices read
+// inside one loop gcc vectorised none of it (conditional loads), and scalar code made these
+// passes a third slower than their memory traffic. The dispatch is per row, inside the parallel
+// loop (OpenMP outlines a parallel loop before inlining, so a constant outside it does not reach
+// the loop).
+#define ROW_INLINE static inline __attribute__((always_inline))
+
+// The backward's terms of one row's lanes [c0, c0 + n): g and g * xhat, the mask from yh when
+// hmask is set.
+ROW_INLINE void grad_terms_row(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
+                               const spk_bf16 *yh, const int hmask, int relu, const float *shift, const float *scale,
+                               size_t row, int c0, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) {
+        const float g = hmask ? masked_h(dy[row + c], yh, row + c, relu) : masked(dy[row + c], y, row + c, relu);
+        s1[c] += g;
+        s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
+    }
+}
+
 static inline void sum_rows(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
-                            int relu, const float *shift, const float *scale, int i0, int i1, int C, int c0, int n) {
+                            const spk_bf16 *yh, int relu, const float *shift, const float *scale, int i0, int i1, int C,
+                            int c0, int n) {
     if (dy) {
         for (int i = i0; i < i1; i++) {
             const size_t row = (size_t)i * C + c0;
-#pragma omp simd
-            for (int c = 0; c < n; c++) {
-                const float g = masked(dy[row + c], y, row + c, relu);
-                s1[c] += g;
-                s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
-            }
+            yh ? grad_terms_row(s1, s2, x, dy, y, yh, 1, relu, shift, scale, row, c0, n)
+               : grad_terms_row(s1, s2, x, dy, y, yh, 0, relu, shift, scale, row, c0, n);
         }
         return;
     }
@@ -71,8 +91,8 @@ static inline void sum_rows(float *restrict s1, float *restrict s2, const float 
 // Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
 // masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
 // shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
-static void block_sums(double *part, const float *x, const float *dy, const float *y, int relu, const float *shift,
-                       const float *scale, int N, int C) {
+static void block_sums(double *part, const float *x, const float *dy, const float *y, const spk_bf16 *yh, int relu,
+                       const float *shift, const float *scale, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < blocks_of(N); k++) {
         double *p = part + (size_t)k * 2 * C;
@@ -81,11 +101,11 @@ static void block_sums(double *part, const float *x, const float *dy, const floa
             const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
             float s1[BN2D_LANES] = {0}, s2[BN2D_LANES] = {0};
             if (cn == BN2D_LANES)  // the common widths at compile time
-                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, BN2D_LANES);
+                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, BN2D_LANES);
             else if (cn == 32)
-                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, 32);
+                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, 32);
             else
-                sum_rows(s1, s2, x, dy, y, relu, shift, scale, i0, i1, C, c0, cn);
+                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, cn);
             for (int c = 0; c < cn; c++) p[c0 + c] = s1[c], p[C + c0 + c] = s2[c];
         }
     }
@@ -107,13 +127,6 @@ static void first_block_mean(float *shift, const float *x, int N, int C) {
     for (int c = 0; c < C; c++) shift[c] /= (float)rows;
 }
 
-// The per-row loops below take their choices (ReLU, residual, which outputs) as constants, so
-// that each combination is a vectorised loop of its own: with the choices read inside one loop
-// gcc vectorised none of it (conditional loads), and scalar code made these passes a third
-// slower than their memory traffic. The dispatch is per row, inside the parallel loop (OpenMP
-// outlines a parallel loop before inlining, so a constant outside it does not reach the loop).
-#define ROW_INLINE static inline __attribute__((always_inline))
-
 // One row's channels [0, cn): y = act((x - mean) * scale + beta + residual), and yh = bf16(y)
 // when rounded.
 ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float *restrict x, const float *restrict mean,
@@ -124,8 +137,12 @@ ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float 
         float v = spk_bn_apply(x[c], mean[c], scale[c], beta[c]);
         if (with_residual) v += residual[c];
         v = relu && !(v > 0.0f) ? 0.0f : v;
+        if (rounded) {
+            const spk_bf16 h = spk_bf16_round(v);
+            if (relu && !h) v = 0.0f;  // y > 0 where yh is nonzero: the backward's mask may read yh
+            yh[c] = h;
+        }
         y[c] = v;
-        if (rounded) yh[c] = spk_bf16_round(v);
     }
 }
 
@@ -163,7 +180,7 @@ void batchnorm2d_forward_train(float *y, spk_bf16 *yh, float *mean, float *rstd,
     const parts_t w = parts_of(workspace, N, C);
     float *shift = w.a, *scale = w.b, *beta = w.c;
     first_block_mean(shift, x, N, C);
-    block_sums(w.part, x, NULL, NULL, 0, shift, NULL, N, C);
+    block_sums(w.part, x, NULL, NULL, NULL, 0, shift, NULL, N, C);
     combine(w.sums, w.part, N, C);
     for (int c = 0; c < C; c++) {
         double mu, var;
@@ -198,21 +215,23 @@ typedef struct {
     spk_bf16 *dxh;
     float *dres;
     const float *dy, *y, *x, *wr, *mean, *rstd, *mdy, *mdyx;
+    const spk_bf16 *yh;  // the mask's source where given, else y
 } bwd_row_t;
 
 // The row starting at element r. out: 0 no input gradient, 1 dx, 2 dxh; res: dres is written;
-// acc: dx and dres are added to.
+// acc: dx and dres are added to; hmask: the mask from yh.
 ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int out,
-                             const int acc) {
+                             const int acc, const int hmask) {
     float *restrict dx = a->dx, *restrict dres = a->dres;
     spk_bf16 *restrict dxh = a->dxh;
     const float *restrict dy = a->dy, *restrict y = a->y, *restrict x = a->x;
     const float *restrict wr = a->wr, *restrict mean = a->mean, *restrict rstd = a->rstd;
     const float *restrict mdy = a->mdy, *restrict mdyx = a->mdyx;
+    const spk_bf16 *restrict yh = a->yh;
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
         const size_t j = r + c;
-        const float g = masked(dy[j], y, j, relu);
+        const float g = hmask ? masked_h(dy[j], yh, j, relu) : masked(dy[j], y, j, relu);
         if (res) dres[j] = acc ? dres[j] + g : g;
         if (!out) continue;
         const float d = spk_bn_dx(g, (x[j] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
@@ -224,22 +243,22 @@ ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int rel
 }
 
 ROW_INLINE void backward_row_out(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int acc) {
-    if (a->dxh)
-        backward_row(a, r, cn, relu, res, 2, acc);
+    if (a->dxh)  // (the mask from yh: the bf16 training step's)
+        a->yh ? backward_row(a, r, cn, relu, res, 2, acc, 1) : backward_row(a, r, cn, relu, res, 2, acc, 0);
     else if (a->dx)
-        backward_row(a, r, cn, relu, res, 1, acc);
+        backward_row(a, r, cn, relu, res, 1, acc, 0);
     else
-        backward_row(a, r, cn, relu, res, 0, acc);
+        backward_row(a, r, cn, relu, res, 0, acc, 0);
 }
 
 // Over channels [c0, c0 + cn) of C: dresidual = or += g, dx = or += BatchNorm's input gradient
 // of g (g: dy masked by the ReLU of y), or dxh = it rounded to bf16, from the channels' weights wr
 // and the means of g and g * xhat over the (global) batch (wr ... mdyx indexed from c0).
 static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy, const float *y,
-                           const float *x, const float *wr, const float *mean, const float *rstd, const float *mdy,
-                           const float *mdyx, int relu, int N, int C, int c0, int cn) {
+                           const spk_bf16 *yh, const float *x, const float *wr, const float *mean, const float *rstd,
+                           const float *mdy, const float *mdyx, int relu, int N, int C, int c0, int cn) {
     if (!dx && !dxh && !dresidual) return;
-    const bwd_row_t a = {dx, dxh, dresidual, dy, y, x, wr, mean, rstd, mdy, mdyx};
+    const bwd_row_t a = {dx, dxh, dresidual, dy, y, x, wr, mean, rstd, mdy, mdyx, yh};
     const int res = dresidual != NULL;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
@@ -254,12 +273,12 @@ static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accum
 }
 
 static void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                     const float *dy, const float *y, const float *x, const float *weight, const float *mean,
-                     const float *rstd, int relu, int N, int C, float *workspace) {
+                     const float *dy, const float *y, const spk_bf16 *yh, const float *x, const float *weight,
+                     const float *mean, const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
-    SPK_ASSERT(!relu || y != NULL);
+    SPK_ASSERT(!relu || y != NULL || yh != NULL);
     const parts_t w = parts_of(workspace, N, C);
-    block_sums(w.part, x, dy, y, relu, mean, rstd, N, C);
+    block_sums(w.part, x, dy, y, yh, relu, mean, rstd, N, C);
     combine(w.sums, w.part, N, C);
     float *wr = w.a, *mdy = w.b, *mdyx = w.c;
     for (int c = 0; c < C; c++) {
@@ -269,20 +288,22 @@ static void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate,
         mdy[c] = (float)(w.sums[c] / N);
         mdyx[c] = (float)(w.sums[C + c] / N);
     }
-    backward_apply(dx, dxh, dresidual, accumulate, dy, y, x, wr, mean, rstd, mdy, mdyx, relu, N, C, 0, C);
+    backward_apply(dx, dxh, dresidual, accumulate, dy, y, yh, x, wr, mean, rstd, mdy, mdyx, relu, N, C, 0, C);
 }
 
 void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
                           const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
                           int relu, int N, int C, float *workspace) {
-    backward(dx, NULL, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+    backward(dx, NULL, dresidual, accumulate, dweight, dbias, dy, y, NULL, x, weight, mean, rstd, relu, N, C,
+             workspace);
 }
 
 void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                                  const float *dy, const float *y, const float *x, const float *weight,
-                                  const float *mean, const float *rstd, int relu, int N, int C, float *workspace) {
+                                  const float *dy, const float *y, const spk_bf16 *yh, const float *x,
+                                  const float *weight, const float *mean, const float *rstd, int relu, int N, int C,
+                                  float *workspace) {
     SPK_ASSERT(dxh);
-    backward(NULL, dxh, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+    backward(NULL, dxh, dresidual, accumulate, dweight, dbias, dy, y, yh, x, weight, mean, rstd, relu, N, C, workspace);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
@@ -373,7 +394,7 @@ void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, co
             mdy[c] = (float)(xsum_value_of(sums, c0 + c) / (double)N_global);
             mdyx[c] = (float)(xsum_value_of(sums, C + c0 + c) / (double)N_global);
         }
-        backward_apply(dx, NULL, dresidual, accumulate, dy, y, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C, c0,
-                       cn);
+        backward_apply(dx, NULL, dresidual, accumulate, dy, y, NULL, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C,
+                       c0, cn);
     }
 }

@@ -33,9 +33,10 @@ Parts parts(float *workspace, int N, int C) {
     return p;
 }
 
-// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output.
-__device__ __forceinline__ float masked(const float *dy, const float *y, size_t o, int relu) {
-    return relu && !(y[o] > 0.0f) ? 0.0f : dy[o];
+// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output y, or
+// by its bf16 copy yh where given (nonzero where y > 0, kernels/batchnorm2d.h).
+__device__ __forceinline__ float masked(const float *dy, const float *y, const spk_bf16 *yh, size_t o, int relu) {
+    return relu && !(yh ? yh[o] != 0 : y[o] > 0.0f) ? 0.0f : dy[o];
 }
 
 // The terms in V: float for the compensated sums, double for the invariant mode's (as the CPU's).
@@ -53,8 +54,9 @@ template <typename V>
 struct grad_term {  // g, g * xhat
     const float *dy, *y, *x, *mean, *rstd;
     int relu;
+    const spk_bf16 *yh;
     __device__ void operator()(size_t o, int c, V *v) const {
-        const V g = masked(dy, y, o, relu);
+        const V g = masked(dy, y, yh, o, relu);
         v[0] = g;
         v[1] = g * ((x[o] - mean[c]) * rstd[c]);
     }
@@ -106,18 +108,22 @@ __global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const float
         float v = spk_bn_apply(x[i], mean[c], spk_bn_scale(rs, weight ? weight[c] : 1.0f), bias ? bias[c] : 0.0f);
         if (residual) v += residual[i];
         v = relu && !(v > 0.0f) ? 0.0f : v;
+        if (yh) {
+            const spk_bf16 h = spk_bf16_round(v);
+            if (relu && !h) v = 0.0f;  // y > 0 where yh is nonzero (kernels/batchnorm2d.h)
+            yh[i] = h;
+        }
         y[i] = v;
-        if (yh) yh[i] = spk_bf16_round(v);
     }
 }
 
 // dresidual = or += g; dx = or += BatchNorm's input gradient of g, or dxh = it rounded to bf16.
 __global__ void grad_apply_kernel(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy,
-                                  const float *y, const float *x, const float *weight, const float *mean,
-                                  const float *rstd, const float *means, int relu, size_t n, int C) {
+                                  const float *y, const spk_bf16 *yh, const float *x, const float *weight,
+                                  const float *mean, const float *rstd, const float *means, int relu, size_t n, int C) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)(i % C);
-        const float g = masked(dy, y, i, relu);
+        const float g = masked(dy, y, yh, i, relu);
         if (dresidual) dresidual[i] = accumulate ? dresidual[i] + g : g;
         if (!dx && !dxh) continue;
         const float rs = rstd[c];
@@ -165,21 +171,21 @@ extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const f
 namespace {
 
 void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
-              const float *y, const float *x, const float *weight, const float *mean, const float *rstd, int relu,
-              int N, int C, float *workspace) {
+              const float *y, const spk_bf16 *yh, const float *x, const float *weight, const float *mean,
+              const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
-    SPK_ASSERT(!relu || y != NULL);
+    SPK_ASSERT(!relu || y != NULL || yh != NULL);
     const Parts p = parts(workspace, N, C);
     float *means = p.per_chan;  // (C, 2): mean g, mean g * xhat
     if (dx || dxh || dweight || dbias) {
-        const grad_term<float> term = {dy, y, x, mean, rstd, relu};
+        const grad_term<float> term = {dy, y, x, mean, rstd, relu, yh};
         SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
         SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, p.part, p.S, (size_t)N);
     }
     const size_t n = (size_t)N * C;
     if (dx || dxh || dresidual)
-        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, y, x, weight, mean, rstd, means,
-                   relu, n, C);
+        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, y, yh, x, weight, mean, rstd,
+                   means, relu, n, C);
 }
 
 }  // namespace
@@ -188,15 +194,17 @@ extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accum
                                           const float *dy, const float *y, const float *x, const float *weight,
                                           const float *mean, const float *rstd, int relu, int N, int C,
                                           float *workspace) {
-    backward(dx, nullptr, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+    backward(dx, nullptr, dresidual, accumulate, dweight, dbias, dy, y, nullptr, x, weight, mean, rstd, relu, N, C,
+             workspace);
 }
 
 extern "C" void batchnorm2d_backward_rounded_cuda(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight,
-                                                  float *dbias, const float *dy, const float *y, const float *x,
-                                                  const float *weight, const float *mean, const float *rstd, int relu,
-                                                  int N, int C, float *workspace) {
+                                                  float *dbias, const float *dy, const float *y, const spk_bf16 *yh,
+                                                  const float *x, const float *weight, const float *mean,
+                                                  const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(dxh);
-    backward(nullptr, dxh, dresidual, accumulate, dweight, dbias, dy, y, x, weight, mean, rstd, relu, N, C, workspace);
+    backward(nullptr, dxh, dresidual, accumulate, dweight, dbias, dy, y, yh, x, weight, mean, rstd, relu, N, C,
+             workspace);
 }
 
 // ---- the world-size-invariant mode (kernels/batchnorm2d.h) --------------------------------------
@@ -270,7 +278,7 @@ extern "C" void batchnorm2d_backward_partial_cuda(xsum_t sums, xsum_t dweight, x
                                                   const float *y, const float *x, const float *mean, const float *rstd,
                                                   int relu, int B, int HW, int C, int group) {
     SPK_ASSERT(!relu || y != NULL);
-    group_sums(sums, dbias, dweight, grad_term<double>{dy, y, x, mean, rstd, relu}, B, HW, C, group);
+    group_sums(sums, dbias, dweight, grad_term<double>{dy, y, x, mean, rstd, relu, nullptr}, B, HW, C, group);
 }
 
 extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, int accumulate, const float *dy,
@@ -283,6 +291,6 @@ extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, in
     float *means = (float *)spk_cuda_scratch(sizeof(float) * 2 * (size_t)C);  // (C, 2): mean g, mean g * xhat
     SPK_LAUNCH(global_means_kernel, spk_grid((size_t)C), means, sums, N_global, C);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, y, x, weight, mean, rstd, means,
-               relu, n, C);
+    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, y, nullptr, x, weight, mean,
+               rstd, means, relu, n, C);
 }

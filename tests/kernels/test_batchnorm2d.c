@@ -157,11 +157,20 @@ static void reference_case(int N, int C, int relu, int with_res) {
     spk_bf16 *h = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     bf16_from_f32(want, dx, n);
     float *rr = copy_f(pr, n), *rw = copy_f(pw, C), *rb = copy_f(pb, C);
-    batchnorm2d_backward_rounded(h, with_res ? rr : NULL, 1, rw, rb, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C,
-                                 c.ws);
+    batchnorm2d_backward_rounded(h, with_res ? rr : NULL, 1, rw, rb, c.r, c.y, NULL, c.x, c.w, c.mean, c.rstd, relu, N,
+                                 C, c.ws);
     snprintf(nm, sizeof nm, "batchnorm2d_backward_rounded: bf16 of dx, the other outputs' bits %s", tag);
     check_true(memcmp(h, want, n * sizeof *h) == 0 && (!with_res || memcmp(rr, ar, n * sizeof *rr) == 0) &&
                    memcmp(rw, aw, C * sizeof *rw) == 0 && memcmp(rb, ab, C * sizeof *rb) == 0,
+               nm);
+    // the mask from the forward's rounded output (y NULL): the same bits
+    spk_bf16 *hm = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    float *mr = copy_f(pr, n), *mw = copy_f(pw, C), *mb = copy_f(pb, C);
+    batchnorm2d_backward_rounded(hm, with_res ? mr : NULL, 1, mw, mb, c.r, NULL, yh1, c.x, c.w, c.mean, c.rstd, relu, N,
+                                 C, c.ws);
+    snprintf(nm, sizeof nm, "batchnorm2d_backward_rounded: the mask from yh, the same bits %s", tag);
+    check_true(memcmp(hm, h, n * sizeof *h) == 0 && (!with_res || memcmp(mr, rr, n * sizeof *rr) == 0) &&
+                   memcmp(mw, rw, C * sizeof *rw) == 0 && memcmp(mb, rb, C * sizeof *rb) == 0,
                nm);
     test_release();
 }
@@ -216,8 +225,30 @@ static void invariant_case(int B, int HW, int C, int relu, int with_res, int gro
     test_release();
 }
 
+// Outputs below bf16's range: with yh written, y is zero where yh is (the rounded backward's
+// mask may read yh), where without it y keeps them.
+static void tiny_outputs_case(void) {
+    const int N = 64, C = 16;
+    const size_t n = (size_t)N * C;
+    float *x = rand_f(n, -1, 1), *w = alloc_f(C), *b = zeros_f(C), *y = alloc_f(n), *y0 = alloc_f(n);
+    float *mean = alloc_f(C), *rstd = alloc_f(C), *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
+    for (int c = 0; c < C; c++) w[c] = 1e-40f;  // outputs of at most a few 1e-40: subnormal
+    spk_bf16 *yh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
+    batchnorm2d_forward_train(y0, NULL, mean, rstd, NULL, NULL, x, w, b, NULL, 1, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, yh, mean, rstd, NULL, NULL, x, w, b, NULL, 1, N, C, EPS, MOM, ws);
+    size_t kept = 0, agree = 0;
+    for (size_t j = 0; j < n; j++) {
+        kept += y0[j] > 0.0f && spk_bf16_round(y0[j]) == 0;
+        agree += (yh[j] != 0) == (y[j] > 0.0f);
+    }
+    check_true(kept > 0, "tiny outputs: some positive outputs round to a bf16 zero (the case is exercised)");
+    check_true(agree == n, "tiny outputs: with yh written, y > 0 exactly where yh is nonzero");
+    test_release();
+}
+
 static void cpu_checks(void) {
     golden_case();
+    tiny_outputs_case();
     reference_case(7, 3, 0, 0);
     reference_case(300, 5, 1, 0);
     reference_case(600, 9, 0, 1);   // finite differences over three blocks
@@ -273,10 +304,13 @@ static void backend_case(int N, int C, int relu, int with_res) {
     // rounded: the backend's overwritten dx rounded, bitwise; within a bf16 step of the CPU's
     spk_bf16 *hh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
     spk_bf16 *wh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
-    batchnorm2d_backward_rounded(hh, NULL, 0, NULL, NULL, dy, y, x, w, mean, rstd, relu, N, C, ws);
+    batchnorm2d_backward_rounded(hh, NULL, 0, NULL, NULL, dy, y, NULL, x, w, mean, rstd, relu, N, C, ws);
     g_be->bf16_from_f32(wh_, o_, n);
-    g_be->batchnorm2d_backward_rounded(dh_, NULL, 0, NULL, NULL, dy_, y_, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    g_be->batchnorm2d_backward_rounded(dh_, NULL, 0, NULL, NULL, dy_, y_, NULL, x_, w_, mean_, rstd_, relu, N, C, ws_);
     same_bits_bf16(cname("batchnorm2d_backward_rounded = the backend's dx rounded %s", t), dh_, wh_, n);
+    g_be->bf16_from_f32(yh_, y_, n);  // (y_ is the CPU's forward output here)
+    g_be->batchnorm2d_backward_rounded(wh_, NULL, 0, NULL, NULL, dy_, NULL, yh_, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    same_bits_bf16(cname("batchnorm2d_backward_rounded with the mask from yh %s", t), wh_, dh_, n);
     cmp_bf16_step(cname("batchnorm2d_backward_rounded %s", t), dh_, hh, n);
     // inference
     batchnorm2d_forward_infer(y, x, rm, rv, w, b, with_res ? res : NULL, relu, N, C, EPS);

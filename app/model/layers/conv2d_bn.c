@@ -86,10 +86,12 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
     const int B = samples(u), HW = rows(u) / B;
     spk_bf16 *yh = m->bf16 && u->next ? u->next->xh : NULL;
     SPK_ASSERT(!yh || conv2d_x_size(&u->next->s) == conv2d_bn_out_size(u));
+    u->wrote_next = 0;
     if (train) {
-        if (model_batchnorm2d_train(m, u->y, yh, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b,
-                                    residual, relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work))
-            u->next->xh_ready = 1;
+        u->wrote_next =
+            model_batchnorm2d_train(m, u->y, yh, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b,
+                                    residual, relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
+        if (u->wrote_next) u->next->xh_ready = 1;
     } else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
@@ -102,7 +104,8 @@ static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accum
     const spk_backend_t *K = m->be;
     float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)ga;
-    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, u->y, u->a, m->params + u->bn_w,
+    const spk_bf16 *yh = u->wrote_next ? u->next->xh : NULL;  // the next unit's backward left it as it was
+    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, u->y, yh, u->a, m->params + u->bn_w,
                                     u->mean, u->rstd, relu, rows(u), u->cout, work);
     K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, u->xh, m->params_bf16 + u->w, &u->s, work);
 }

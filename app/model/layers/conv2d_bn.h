@@ -53,10 +53,12 @@ typedef struct conv2d_bn {
     int per_sample;  // inputs a sample has (a video's frames; 0 or 1: one): the BatchNorm normalises over
                      // samples of per_sample maps each, as the invariant mode counts the global batch
     // bf16 training: the unit whose input is this one's output y (its first reader), whose xh
-    // this unit's BatchNorm writes in the pass that writes y (NULL: none, or not a conv2d_bn),
-    // and, on that unit, whether its xh holds the rounding of this step's input already.
+    // this unit's BatchNorm writes in the pass that writes y (NULL: none, or not a conv2d_bn);
+    // on that unit, whether its xh holds the rounding of this step's input already; and on this
+    // one, whether the last forward wrote next's xh (its backward then reads the ReLU's mask
+    // there, half the bytes of y).
     struct conv2d_bn *next;
-    int xh_ready;
+    int xh_ready, wrote_next;
 } conv2d_bn_t;
 
 // Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and
