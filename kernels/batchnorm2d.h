@@ -9,7 +9,8 @@
 // The training forward also writes yh = bf16(y) when yh is not NULL: the next bf16
 // convolution's rounded input (kernels/conv2d_bf16.h, xh), in the pass that writes y. With the
 // ReLU, an output that bf16 rounds to zero (below 2^-133) is then zero in y too, so that yh is
-// nonzero exactly where y > 0 and the rounded backward may take its mask from yh.
+// nonzero exactly where y > 0 and the rounded backward may take its mask from yh. y may be NULL
+// when yh is given: the rounded output alone is written.
 //
 // The backward takes the forward's output y for the ReLU mask: g = relu ? dy * (y > 0) : dy.
 // It writes the residual's gradient (g) and the input's (BatchNorm's backward of g); both are
@@ -27,7 +28,7 @@
 #include "kernels/bf16.h"
 #include "kernels/exact_sum.h"
 
-void batchnorm2d_forward_train(float *y,               // (N, C)
+void batchnorm2d_forward_train(float *y,               // (N, C), or NULL (yh alone)
                                spk_bf16 *yh,           // (N, C) = bf16(y), or NULL
                                float *mean,            // (C) out, saved for backward
                                float *rstd,            // (C) out, saved for backward

@@ -128,7 +128,7 @@ static void first_block_mean(float *shift, const float *x, int N, int C) {
 }
 
 // One row's channels [0, cn): y = act((x - mean) * scale + beta + residual), and yh = bf16(y)
-// when rounded.
+// when rounded (rounded 2: yh alone).
 ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float *restrict x, const float *restrict mean,
                           const float *restrict scale, const float *restrict beta, const float *restrict residual,
                           const int relu, const int with_residual, const int rounded, int cn) {
@@ -142,7 +142,7 @@ ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float 
             if (relu && !h) v = 0.0f;  // y > 0 where yh is nonzero: the backward's mask may read yh
             yh[c] = h;
         }
-        y[c] = v;
+        if (rounded != 2) y[c] = v;
     }
 }
 
@@ -150,20 +150,26 @@ ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float 
 ROW_INLINE void apply_row_at(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale,
                              const float *beta, const float *residual, size_t r, const int relu, const int rounded,
                              int cn) {
+    float *yr = rounded != 2 ? y + r : NULL;
+    spk_bf16 *hr = rounded ? yh + r : NULL;
     if (residual)
-        apply_row(y + r, rounded ? yh + r : NULL, x + r, mean, scale, beta, residual + r, relu, 1, rounded, cn);
+        apply_row(yr, hr, x + r, mean, scale, beta, residual + r, relu, 1, rounded, cn);
     else
-        apply_row(y + r, rounded ? yh + r : NULL, x + r, mean, scale, beta, NULL, relu, 0, rounded, cn);
+        apply_row(yr, hr, x + r, mean, scale, beta, NULL, relu, 0, rounded, cn);
 }
 
 // y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C,
-// and yh = bf16(y) unless yh is NULL.
+// and yh = bf16(y) unless yh is NULL; y is not written when NULL.
 static void apply(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale, const float *beta,
                   const float *residual, int relu, int N, int C, int c0, int cn) {
+    SPK_ASSERT(y || yh);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const size_t r = (size_t)i * C + c0;
-        if (yh)
+        if (yh && !y)
+            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 2, cn)
+                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 2, cn);
+        else if (yh)
             relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 1, cn)
                  : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 1, cn);
         else

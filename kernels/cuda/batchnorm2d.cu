@@ -113,7 +113,7 @@ __global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const float
             if (relu && !h) v = 0.0f;  // y > 0 where yh is nonzero (kernels/batchnorm2d.h)
             yh[i] = h;
         }
-        y[i] = v;
+        if (y) y[i] = v;
     }
 }
 

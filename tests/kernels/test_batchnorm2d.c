@@ -119,6 +119,11 @@ static void reference_case(int N, int C, int relu, int with_res) {
     bf16_from_f32(yh_want, y1, n);
     snprintf(nm, sizeof nm, "forward's yh = bf16(y) %s", tag);
     check_true(memcmp(yh1, yh_want, n * sizeof *yh1) == 0, nm);
+    spk_bf16 *yh_only = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));  // y NULL: yh alone, the same bits
+    batchnorm2d_forward_train(NULL, yh_only, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu,
+                              N, C, EPS, MOM, c.ws);
+    snprintf(nm, sizeof nm, "forward with y NULL: yh alone, the same bits %s", tag);
+    check_true(memcmp(yh_only, yh1, n * sizeof *yh1) == 0, nm);
 
     float *dx = rand_f(n, -1, 1), *dres = rand_f(n, -1, 1), *dw = zeros_f(C), *db = zeros_f(C);
     batchnorm2d_backward(dx, with_res ? dres : NULL, 0, dw, db, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
@@ -278,6 +283,9 @@ static void backend_case(int N, int C, int relu, int with_res) {
     cmp(cname("batchnorm2d forward %s", t), y_, y, n, TOL);
     g_be->bf16_from_f32(yw_, y_, n);
     same_bits_bf16(cname("batchnorm2d forward's yh = the backend's y rounded %s", t), yh_, yw_, n);
+    g_be->batchnorm2d_forward_train(NULL, yw_, mean_, rstd_, NULL, NULL, x_, w_, b_, with_res ? res_ : NULL, relu, N, C,
+                                    EPS, MOM, ws_);
+    same_bits_bf16(cname("batchnorm2d forward with y NULL: yh alone %s", t), yw_, yh_, n);
     cmp(cname("batchnorm2d mean %s", t), mean_, mean, C, TOL);
     cmp(cname("batchnorm2d rstd %s", t), rstd_, rstd, C, TOL);
     cmp(cname("batchnorm2d running mean %s", t), rm_, rm, C, TOL);

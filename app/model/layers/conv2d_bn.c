@@ -84,13 +84,14 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
         K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
     u->xh_ready = 0;
     const int B = samples(u), HW = rows(u) / B;
-    spk_bf16 *yh = m->bf16 && u->next ? u->next->xh : NULL;
+    const int fused = train && model_writes_bf16(m) && u->next;
+    spk_bf16 *yh = fused ? u->next->xh : NULL;
     SPK_ASSERT(!yh || conv2d_x_size(&u->next->s) == conv2d_bn_out_size(u));
     u->wrote_next = 0;
     if (train) {
-        u->wrote_next =
-            model_batchnorm2d_train(m, u->y, yh, u->mean, u->rstd, u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b,
-                                    residual, relu, B, HW, u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
+        u->wrote_next = model_batchnorm2d_train(m, fused && u->only_next ? NULL : u->y, yh, u->mean, u->rstd,
+                                                u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b, residual, relu, B, HW,
+                                                u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
         if (u->wrote_next) u->next->xh_ready = 1;
     } else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
@@ -105,8 +106,8 @@ static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accum
     float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)ga;
     const spk_bf16 *yh = u->wrote_next ? u->next->xh : NULL;  // the next unit's backward left it as it was
-    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, u->y, yh, u->a, m->params + u->bn_w,
-                                    u->mean, u->rstd, relu, rows(u), u->cout, work);
+    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, yh ? NULL : u->y, yh, u->a,
+                                    m->params + u->bn_w, u->mean, u->rstd, relu, rows(u), u->cout, work);
     K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, u->xh, m->params_bf16 + u->w, &u->s, work);
 }
 

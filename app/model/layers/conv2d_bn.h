@@ -56,9 +56,10 @@ typedef struct conv2d_bn {
     // this unit's BatchNorm writes in the pass that writes y (NULL: none, or not a conv2d_bn);
     // on that unit, whether its xh holds the rounding of this step's input already; and on this
     // one, whether the last forward wrote next's xh (its backward then reads the ReLU's mask
-    // there, half the bytes of y).
+    // there, half the bytes of y), and whether next is the one reader of y (a residual block's
+    // inner unit), whose float32 output bf16 training then does not write.
     struct conv2d_bn *next;
-    int xh_ready, wrote_next;
+    int xh_ready, wrote_next, only_next;
 } conv2d_bn_t;
 
 // Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and

@@ -199,6 +199,7 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
                                      momentum, work);
         return yh != NULL;
     }
+    SPK_ASSERT(y != NULL);  // (yh alone is the plain mode's)
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm2d_stats_partial(s, x, rm, B, HW, C, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);

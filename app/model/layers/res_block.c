@@ -51,7 +51,7 @@ void res_blocks_chain(conv2d_bn_t *before, res_block_t *b, int count, conv2d_bn_
     SPK_ASSERT(count > 0);
     before->next = &b[0].u[0];
     for (int i = 0; i < count; i++) {
-        for (int k = 0; k < b[i].n - 1; k++) b[i].u[k].next = &b[i].u[k + 1];
+        for (int k = 0; k < b[i].n - 1; k++) b[i].u[k].next = &b[i].u[k + 1], b[i].u[k].only_next = 1;
         b[i].u[b[i].n - 1].next = i + 1 < count ? &b[i + 1].u[0] : after;
     }
 }
