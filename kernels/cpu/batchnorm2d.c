@@ -43,8 +43,6 @@ static parts_t parts_of(float *workspace, int N, int C) {
 static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
 static inline float masked_h(float dy, const spk_bf16 *yh, size_t j, int relu) { return relu && !yh[j] ? 0.0f : dy; }
 
-// Rows [i0, i1) of lanes [c0, c0 + n) into s1, s2 (n a constant where the compiler should keep
-// the sums in registers): the statistics' terms (dy NULL) or the backward's.
 // The per-row loops below take their choices (ReLU, residual, which outputs, the mask's source)
 // as constants, so that each combination is a vectorised loop of its own: with the choices read
 // inside one loop gcc vectorised none of it (conditional loads), and scalar code made these
@@ -66,6 +64,8 @@ ROW_INLINE void grad_terms_row(float *restrict s1, float *restrict s2, const flo
     }
 }
 
+// Rows [i0, i1) of lanes [c0, c0 + n) into s1, s2 (n a constant where the compiler should keep
+// the sums in registers): the statistics' terms (dy NULL) or the backward's.
 static inline void sum_rows(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
                             const spk_bf16 *yh, int relu, const float *shift, const float *scale, int i0, int i1, int C,
                             int c0, int n) {

@@ -59,9 +59,7 @@ typedef struct {
 // or blocked plan's shape it does not take), any other failure ends the job.
 static dnnl_primitive_desc_t make_pd(dnnl_prop_kind_t prop, const conv_args_t *a, spk_cmd src, spk_cmd w, spk_cmd bias,
                                      spk_cmd dst, const_dnnl_primitive_desc_t hint, size_t *scratch) {
-    dnnl_primitive_attr_t attr;
-    dnnlCheck(dnnl_primitive_attr_create(&attr));
-    dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    dnnl_primitive_attr_t attr = spk_dnnl_attr(0);
     dnnl_primitive_desc_t pd = NULL;
     const dnnl_status_t st =
         spk_conv_pd(&pd, g_engine, prop, a->alg, src, w, bias, dst, a->strides, a->dil, a->pad, a->pad_r, hint, attr);
@@ -83,20 +81,11 @@ static dnnl_primitive_t make_prim(dnnl_primitive_desc_t pd) {
 // A reorder from -> to (NULL when the two are the same layout), adding into `to` when sum is set.
 static dnnl_primitive_t make_reorder(spk_cmd from, spk_cmd to, int sum, size_t *scratch) {
     if (!sum && dnnl_memory_desc_equal(from, to)) return NULL;
-    dnnl_primitive_attr_t attr;
-    dnnlCheck(dnnl_primitive_attr_create(&attr));
-    dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    dnnl_post_ops_t ops = NULL;
-    if (sum) {
-        dnnlCheck(dnnl_post_ops_create(&ops));
-        spk_post_ops_append_sum(ops);
-        dnnlCheck(dnnl_primitive_attr_set_post_ops(attr, ops));
-    }
+    dnnl_primitive_attr_t attr = spk_dnnl_attr(sum);
     dnnl_primitive_desc_t pd;
     dnnlCheck(dnnl_reorder_primitive_desc_create(&pd, from, g_engine, to, g_engine, attr));
     const size_t s = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     if (s > *scratch) *scratch = s;
-    if (ops) dnnlCheck(dnnl_post_ops_destroy(ops));
     dnnlCheck(dnnl_primitive_attr_destroy(attr));
     return make_prim(pd);
 }

@@ -121,11 +121,21 @@ static inline dnnl_status_t spk_matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine
 #endif
 }
 
-// Appends "add the destination's old contents" to ops.
-static inline void spk_post_ops_append_sum(dnnl_post_ops_t ops) {
+// The attributes of spkddp's primitives: a scratchpad the caller provides and, where sum is set,
+// a sum post-op (the primitive adds into its destination). The caller destroys them.
+static inline dnnl_primitive_attr_t spk_dnnl_attr(int sum) {
+    dnnl_primitive_attr_t attr;
+    dnnlCheck(dnnl_primitive_attr_create(&attr));
+    dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (!sum) return attr;
+    dnnl_post_ops_t ops;
+    dnnlCheck(dnnl_post_ops_create(&ops));
 #if DNNL_VERSION_MAJOR >= 3
     dnnlCheck(dnnl_post_ops_append_sum(ops, 1.0f, 0, dnnl_data_type_undef));
 #else
     dnnlCheck(dnnl_post_ops_append_sum(ops, 1.0f));
 #endif
+    dnnlCheck(dnnl_primitive_attr_set_post_ops(attr, ops));  // (a copy of ops)
+    dnnlCheck(dnnl_post_ops_destroy(ops));
+    return attr;
 }

@@ -101,22 +101,13 @@ static void plan_create(plan_t *p, const int64_t *k) {
     p->a = matrix_md(dnnl_bf16, ta, M, K, k[5], batch, k[8]);
     p->b = matrix_md(dnnl_bf16, tb, K, N, k[6], batch, k[9]);
     p->c = matrix_md(dnnl_f32, 'N', M, N, k[7], batch, k[10]);
-    dnnl_primitive_attr_t attr;
-    dnnlCheck(dnnl_primitive_attr_create(&attr));
-    dnnlCheck(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    dnnl_post_ops_t ops = NULL;
-    if (k[12]) {  // beta = 1: accumulate into C
-        dnnlCheck(dnnl_post_ops_create(&ops));
-        spk_post_ops_append_sum(ops);
-        dnnlCheck(dnnl_primitive_attr_set_post_ops(attr, ops));
-    }
+    dnnl_primitive_attr_t attr = spk_dnnl_attr(k[12] != 0);  // k[12]: beta = 1, accumulate into C
     dnnl_primitive_desc_t pd;
     dnnlCheck(spk_matmul_pd(&pd, g_engine, p->a, p->b, p->c, attr));
     p->scratch = spk_md_clone(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     p->scratch_bytes = dnnl_memory_desc_get_size(p->scratch);
     dnnlCheck(dnnl_primitive_create(&p->prim, pd));
     dnnlCheck(dnnl_primitive_desc_destroy(pd));
-    if (ops) dnnlCheck(dnnl_post_ops_destroy(ops));
     dnnlCheck(dnnl_primitive_attr_destroy(attr));
     memcpy(p->key, k, sizeof p->key);
 }

@@ -1,8 +1,8 @@
 // batchnorm2d: against PyTorch (tests/golden/kernels2d_golden.h: a ResNet block's
 // relu(bn(x) + residual) in training mode, its gradients, the running statistics after it and
 // the inference forward), against a double reference of the forward and backward with and without
-// ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs, the same bits on 1 and 2 threads,
-// the training forward's rounded copy (yh) the bits of bf16(y).
+// ReLU and residual, finite differences (without the ReLU), overwriting and accumulating outputs,
+// the same bits on 1 and 2 threads, the training forward's rounded copy (yh) the bits of bf16(y).
 // The world-size-invariant mode's passes: partial sums independent of the split and the threads,
 // global passes close to the plain ones. Then every backend against the CPU kernels
 // (tests/kernels/backends.h).

@@ -23,11 +23,11 @@ void res_block_shape(res_block_t *b, int B, int *H, int *W);
 // Appends the block's units to units[] (the main path, then the shortcut);
 // returns how many.
 int res_block_units(res_block_t *b, conv2d_bn_t **units);
-// The block's output (B, OH, OW, cout) of the last forward.
 // Chains `before` (a stem), blocks b[0, count) in order and `after` (NULL: none) for bf16
 // training (conv2d_bn_t.next): every unit's output to the unit that reads it first (a block's
 // first convolution reads its input). Call once every unit is registered.
 void res_blocks_chain(conv2d_bn_t *before, res_block_t *b, int count, conv2d_bn_t *after);
+// The block's output (B, OH, OW, cout) of the last forward.
 const float *res_block_out(const res_block_t *b);
 int res_block_out_channels(const res_block_t *b);
 void res_block_forward(res_block_t *b, model_t *m, const float *in, int train, float *work);
