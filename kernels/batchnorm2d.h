@@ -12,6 +12,12 @@
 // nonzero exactly where y > 0 and the rounded backward may take its mask from yh. y may be NULL
 // when yh is given: the rounded output alone is written.
 //
+// The training passes may read their input x as bf16 (xh, with x NULL): the output of a bf16
+// convolution that rounds it (kernels/conv2d_bf16.h, conv2d_bf16_forward_rounded), half the bytes
+// in each of the passes that read it. The arithmetic is the float32 one on the widened values:
+// the results are bitwise those of x = the widened xh. The residual may come in bf16 too
+// (residual_h, with residual NULL): the bf16 training step's residual blocks add it so.
+//
 // The backward takes the forward's output y for the ReLU mask: g = relu ? dy * (y > 0) : dy.
 // It writes the residual's gradient (g) and the input's (BatchNorm's backward of g); both are
 // overwritten, or added to when `accumulate` is set (a residual network's gradient buffers
@@ -28,16 +34,18 @@
 #include "kernels/bf16.h"
 #include "kernels/exact_sum.h"
 
-void batchnorm2d_forward_train(float *y,               // (N, C), or NULL (yh alone)
-                               spk_bf16 *yh,           // (N, C) = bf16(y), or NULL
-                               float *mean,            // (C) out, saved for backward
-                               float *rstd,            // (C) out, saved for backward
-                               float *running_mean,    // (C) updated, or NULL
-                               float *running_var,     // (C) updated, or NULL
-                               const float *x,         // (N, C)
-                               const float *weight,    // (C) or NULL
-                               const float *bias,      // (C) or NULL
-                               const float *residual,  // (N, C) or NULL
+void batchnorm2d_forward_train(float *y,                    // (N, C), or NULL (yh alone)
+                               spk_bf16 *yh,                // (N, C) = bf16(y), or NULL
+                               float *mean,                 // (C) out, saved for backward
+                               float *rstd,                 // (C) out, saved for backward
+                               float *running_mean,         // (C) updated, or NULL
+                               float *running_var,          // (C) updated, or NULL
+                               const float *x,              // (N, C), or NULL (xh)
+                               const spk_bf16 *xh,          // (N, C) the input in bf16, or NULL (x)
+                               const float *weight,         // (C) or NULL
+                               const float *bias,           // (C) or NULL
+                               const float *residual,       // (N, C) or NULL
+                               const spk_bf16 *residual_h,  // (N, C) the residual in bf16, or NULL
                                int relu, int N, int C, float eps, float momentum,
                                float *workspace);  // (batchnorm2d_workspace_floats)
 
@@ -68,11 +76,14 @@ void batchnorm2d_backward(float *dx,         // (N, C) = or += (accumulate); or 
 // (kernels/conv2d_bf16.h, dyh): dxh = bf16 of the dx batchnorm2d_backward would overwrite, with no
 // float copy; the other arguments are batchnorm2d_backward's (accumulate applies to dresidual).
 // yh: the forward's rounded output, or NULL; where given the ReLU's mask is read from it (half
-// the bytes of y; the same mask) and y may be NULL.
+// the bytes of y; the same mask) and y may be NULL. The input is x, or its bf16 copy xh (x NULL)
+// as the forward took it; with xh, dy may come in bf16 too (dyh, dy NULL: a bf16 convolution's
+// rounded input gradient, kernels/conv2d_bf16.h). As in the forward, bitwise the results of the
+// widened values.
 void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                                  const float *dy, const float *y, const spk_bf16 *yh, const float *x,
-                                  const float *weight, const float *mean, const float *rstd, int relu, int N, int C,
-                                  float *workspace);
+                                  const float *dy, const spk_bf16 *dyh, const float *y, const spk_bf16 *yh,
+                                  const float *x, const spk_bf16 *xh, const float *weight, const float *mean,
+                                  const float *rstd, int relu, int N, int C, float *workspace);
 
 // Scratch of the training passes: the per-block partial sums.
 size_t batchnorm2d_workspace_floats(int N, int C);

@@ -30,6 +30,17 @@ void conv2d_bf16_forward(float *y,           // (B, OH, OW, Cout)
                          const conv2d_shape_t *s,
                          float *workspace);  // (conv2d_bf16_workspace_floats)
 
+// The forward without bias whose output is stored in bf16: yh = bf16 of the float32 sums (round
+// to nearest even), as PyTorch AMP's convolutions store theirs. The bf16 training step of the
+// 2-D encoders keeps its convolutions' outputs so: BatchNorm2d reads them at half the bytes
+// (kernels/batchnorm2d.h). xh and x as conv2d_bf16_forward's.
+void conv2d_bf16_forward_rounded(spk_bf16 *yh,       // (B, OH, OW, Cout)
+                                 spk_bf16 *xh,       // (B, H, W, Cin) = bf16(x), written unless x is NULL
+                                 const float *x,     // (B, H, W, Cin) or NULL
+                                 const spk_bf16 *w,  // (Cout, Cin, KH, KW)
+                                 const conv2d_shape_t *s,
+                                 float *workspace);  // (conv2d_bf16_workspace_floats)
+
 void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
                           int dx_accumulate,
                           float *dw,            // (Cout, Cin, KH, KW) += ; or NULL
@@ -40,6 +51,18 @@ void conv2d_bf16_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate);
                           const spk_bf16 *w,    // (Cout, Cin, KH, KW)
                           const conv2d_shape_t *s,
                           float *workspace);  // (conv2d_bf16_workspace_floats)
+
+// The backward whose input gradient is stored in bf16: dxh = bf16 of the float32 sums
+// (overwritten), as PyTorch AMP's convolutions store theirs; dw += as conv2d_bf16_backward's
+// (the same bits), or NULL. dy comes rounded (dyh). The bf16 training step's convolutions whose
+// input gradient goes to a BatchNorm2d alone, which reads it so (kernels/batchnorm2d.h).
+void conv2d_bf16_backward_rounded(spk_bf16 *dxh,        // (B, H, W, Cin)
+                                  float *dw,            // (Cout, Cin, KH, KW) += ; or NULL
+                                  const spk_bf16 *dyh,  // (B, OH, OW, Cout)
+                                  const spk_bf16 *xh,   // (B, H, W, Cin) the forward's rounded input
+                                  const spk_bf16 *w,    // (Cout, Cin, KH, KW)
+                                  const conv2d_shape_t *s,
+                                  float *workspace);  // (conv2d_bf16_workspace_floats)
 
 // The world-size-invariant mode (kernels/backend.h, docs/invariant.md), with
 // conv2d_forward_fixed's and conv2d_backward_exact's contracts (kernels/conv2d.h) over bf16

@@ -43,7 +43,9 @@
     X(conv2d_backward)                \
     X(conv2d_bf16_workspace_floats)   \
     X(conv2d_bf16_forward)            \
+    X(conv2d_bf16_forward_rounded)    \
     X(conv2d_bf16_backward)           \
+    X(conv2d_bf16_backward_rounded)   \
     X(bf16_from_f32)                  \
     X(bf16_to_f32)                    \
     X(bf16_fold_from_f32)             \

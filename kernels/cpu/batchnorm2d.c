@@ -43,6 +43,11 @@ static parts_t parts_of(float *workspace, int N, int C) {
 static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
 static inline float masked_h(float dy, const spk_bf16 *yh, size_t j, int relu) { return relu && !yh[j] ? 0.0f : dy; }
 
+// The normalisation's input at element j: x, or (hx) its bf16 copy xh, widened.
+static inline float input_at(const float *x, const spk_bf16 *xh, size_t j, int hx) {
+    return hx ? spk_bf16_to_f32(xh[j]) : x[j];
+}
+
 // The per-row loops below take their choices (ReLU, residual, which outputs, the mask's source)
 // as constants, so that each combination is a vectorised loop of its own: with the choices read
 // inside one loop gcc vectorised none of it (conditional loads), and scalar code made these
@@ -51,47 +56,70 @@ static inline float masked_h(float dy, const spk_bf16 *yh, size_t j, int relu) {
 // the loop).
 #define ROW_INLINE static inline __attribute__((always_inline))
 
+// The input of the normalisation, float32 (x) or bf16 (xh, where not NULL), as the passes
+// below take it.
+typedef struct {
+    const float *x;
+    const spk_bf16 *xh;
+} bn_in_t;
+
 // The backward's terms of one row's lanes [c0, c0 + n): g and g * xhat, the mask from yh when
-// hmask is set.
-ROW_INLINE void grad_terms_row(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
-                               const spk_bf16 *yh, const int hmask, int relu, const float *shift, const float *scale,
-                               size_t row, int c0, int n) {
+// hmask is set, the input from xh when hx is, the output gradient from dy.xh when hdy is.
+ROW_INLINE void grad_terms_row(float *restrict s1, float *restrict s2, bn_in_t in, const int hx, bn_in_t dy,
+                               const int hdy, const float *y, const spk_bf16 *yh, const int hmask, int relu,
+                               const float *shift, const float *scale, size_t row, int c0, int n) {
 #pragma omp simd
     for (int c = 0; c < n; c++) {
-        const float g = hmask ? masked_h(dy[row + c], yh, row + c, relu) : masked(dy[row + c], y, row + c, relu);
+        const float d = input_at(dy.x, dy.xh, row + c, hdy);
+        const float g = hmask ? masked_h(d, yh, row + c, relu) : masked(d, y, row + c, relu);
         s1[c] += g;
-        s2[c] += g * ((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
+        s2[c] += g * ((input_at(in.x, in.xh, row + c, hx) - shift[c0 + c]) * scale[c0 + c]);
     }
 }
 
+// The statistics' terms of one row's lanes: a = x - shift and a^2.
+ROW_INLINE void stat_terms_row(float *restrict s1, float *restrict s2, bn_in_t in, const int hx, const float *shift,
+                               size_t row, int c0, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) {
+        const float a = input_at(in.x, in.xh, row + c, hx) - shift[c0 + c];
+        s1[c] += a;
+        s2[c] += a * a;
+    }
+}
+
+// The backward's terms of a row with the mask's source as a constant too (a bf16 dy comes with a
+// bf16 input: the bf16 training step's).
+ROW_INLINE void grad_terms_at(float *restrict s1, float *restrict s2, bn_in_t in, const int hx, bn_in_t dy,
+                              const int hdy, const float *y, const spk_bf16 *yh, int relu, const float *shift,
+                              const float *scale, size_t row, int c0, int n) {
+    yh ? grad_terms_row(s1, s2, in, hx, dy, hdy, y, yh, 1, relu, shift, scale, row, c0, n)
+       : grad_terms_row(s1, s2, in, hx, dy, hdy, y, yh, 0, relu, shift, scale, row, c0, n);
+}
+
 // Rows [i0, i1) of lanes [c0, c0 + n) into s1, s2 (n a constant where the compiler should keep
-// the sums in registers): the statistics' terms (dy NULL) or the backward's.
-static inline void sum_rows(float *restrict s1, float *restrict s2, const float *x, const float *dy, const float *y,
+// the sums in registers): the statistics' terms (dy none) or the backward's.
+static inline void sum_rows(float *restrict s1, float *restrict s2, bn_in_t in, bn_in_t dy, const float *y,
                             const spk_bf16 *yh, int relu, const float *shift, const float *scale, int i0, int i1, int C,
                             int c0, int n) {
-    if (dy) {
-        for (int i = i0; i < i1; i++) {
-            const size_t row = (size_t)i * C + c0;
-            yh ? grad_terms_row(s1, s2, x, dy, y, yh, 1, relu, shift, scale, row, c0, n)
-               : grad_terms_row(s1, s2, x, dy, y, yh, 0, relu, shift, scale, row, c0, n);
-        }
-        return;
-    }
+    const int hx = in.xh != NULL, grad = dy.x || dy.xh;
     for (int i = i0; i < i1; i++) {
         const size_t row = (size_t)i * C + c0;
-#pragma omp simd
-        for (int c = 0; c < n; c++) {
-            const float a = x[row + c] - shift[c0 + c];
-            s1[c] += a;
-            s2[c] += a * a;
-        }
+        if (!grad)
+            hx ? stat_terms_row(s1, s2, in, 1, shift, row, c0, n) : stat_terms_row(s1, s2, in, 0, shift, row, c0, n);
+        else if (dy.xh)
+            grad_terms_at(s1, s2, in, 1, dy, 1, y, yh, relu, shift, scale, row, c0, n);
+        else if (hx)
+            grad_terms_at(s1, s2, in, 1, dy, 0, y, yh, relu, shift, scale, row, c0, n);
+        else
+            grad_terms_at(s1, s2, in, 0, dy, 0, y, yh, relu, shift, scale, row, c0, n);
     }
 }
 
 // Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
 // masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
 // shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
-static void block_sums(double *part, const float *x, const float *dy, const float *y, const spk_bf16 *yh, int relu,
+static void block_sums(double *part, bn_in_t x, bn_in_t dy, const float *y, const spk_bf16 *yh, int relu,
                        const float *shift, const float *scale, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < blocks_of(N); k++) {
@@ -119,23 +147,24 @@ static void combine(double *sums, const double *part, int N, int C) {
 }
 
 // The mean of each channel over the first block of rows (the shift of the variance sums).
-static void first_block_mean(float *shift, const float *x, int N, int C) {
+static void first_block_mean(float *shift, bn_in_t in, int N, int C) {
     const int rows = N < BN2D_BLOCK ? N : BN2D_BLOCK;
     for (int c = 0; c < C; c++) shift[c] = 0.0f;
     for (int i = 0; i < rows; i++)
-        for (int c = 0; c < C; c++) shift[c] += x[(size_t)i * C + c];
+        for (int c = 0; c < C; c++) shift[c] += input_at(in.x, in.xh, (size_t)i * C + c, in.xh != NULL);
     for (int c = 0; c < C; c++) shift[c] /= (float)rows;
 }
 
 // One row's channels [0, cn): y = act((x - mean) * scale + beta + residual), and yh = bf16(y)
-// when rounded (rounded 2: yh alone).
-ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float *restrict x, const float *restrict mean,
-                          const float *restrict scale, const float *restrict beta, const float *restrict residual,
-                          const int relu, const int with_residual, const int rounded, int cn) {
+// when rounded (rounded 2: yh alone); the input from in.xh when hx is set, the residual from
+// res (with_residual 1) or its bf16 copy res_h (2).
+ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, bn_in_t in, const int hx,
+                          const float *restrict mean, const float *restrict scale, const float *restrict beta,
+                          bn_in_t res, const int relu, const int with_residual, const int rounded, int cn) {
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
-        float v = spk_bn_apply(x[c], mean[c], scale[c], beta[c]);
-        if (with_residual) v += residual[c];
+        float v = spk_bn_apply(input_at(in.x, in.xh, (size_t)c, hx), mean[c], scale[c], beta[c]);
+        if (with_residual) v += input_at(res.x, res.xh, (size_t)c, with_residual == 2);
         v = relu && !(v > 0.0f) ? 0.0f : v;
         if (rounded) {
             const spk_bf16 h = spk_bf16_round(v);
@@ -146,47 +175,64 @@ ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, const float 
     }
 }
 
-// The row at element r, with its choices as constants (apply_row).
-ROW_INLINE void apply_row_at(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale,
-                             const float *beta, const float *residual, size_t r, const int relu, const int rounded,
-                             int cn) {
-    float *yr = rounded != 2 ? y + r : NULL;
-    spk_bf16 *hr = rounded ? yh + r : NULL;
-    if (residual)
-        apply_row(yr, hr, x + r, mean, scale, beta, residual + r, relu, 1, rounded, cn);
-    else
-        apply_row(yr, hr, x + r, mean, scale, beta, NULL, relu, 0, rounded, cn);
+// in (an input and its bf16 copy, one of them set) from element r on.
+static inline bn_in_t at_row(bn_in_t in, size_t r) {
+    return (bn_in_t){in.x ? in.x + r : NULL, in.xh ? in.xh + r : NULL};
 }
 
-// y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C,
-// and yh = bf16(y) unless yh is NULL; y is not written when NULL.
-static void apply(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *scale, const float *beta,
-                  const float *residual, int relu, int N, int C, int c0, int cn) {
+// The row at element r, with its choices as constants (apply_row).
+ROW_INLINE void apply_row_at(float *y, spk_bf16 *yh, bn_in_t in, const float *mean, const float *scale,
+                             const float *beta, bn_in_t res, size_t r, const int relu, const int rounded, int cn) {
+    float *yr = rounded != 2 ? y + r : NULL;
+    spk_bf16 *hr = rounded ? yh + r : NULL;
+    const bn_in_t at = at_row(in, r), rs = at_row(res, r);
+    const int with_res = res.xh ? 2 : res.x ? 1 : 0;
+    if (in.xh)
+        with_res == 2   ? apply_row(yr, hr, at, 1, mean, scale, beta, rs, relu, 2, rounded, cn)
+        : with_res == 1 ? apply_row(yr, hr, at, 1, mean, scale, beta, rs, relu, 1, rounded, cn)
+                        : apply_row(yr, hr, at, 1, mean, scale, beta, rs, relu, 0, rounded, cn);
+    else
+        with_res == 2   ? apply_row(yr, hr, at, 0, mean, scale, beta, rs, relu, 2, rounded, cn)
+        : with_res == 1 ? apply_row(yr, hr, at, 0, mean, scale, beta, rs, relu, 1, rounded, cn)
+                        : apply_row(yr, hr, at, 0, mean, scale, beta, rs, relu, 0, rounded, cn);
+}
+
+// The row at element r with the ReLU's choice as a constant too.
+ROW_INLINE void apply_row_relu(float *y, spk_bf16 *yh, bn_in_t in, const float *mean, const float *scale,
+                               const float *beta, bn_in_t res, size_t r, int relu, const int rounded, int cn) {
+    relu ? apply_row_at(y, yh, in, mean, scale, beta, res, r, 1, rounded, cn)
+         : apply_row_at(y, yh, in, mean, scale, beta, res, r, 0, rounded, cn);
+}
+
+// y = act((x - mean) * scale + beta + residual) over rows [0, N) and channels [c0, c0 + cn) of C
+// (the residual none, float32 or bf16), and yh = bf16(y) unless yh is NULL; y is not written when
+// NULL.
+static void apply(float *y, spk_bf16 *yh, bn_in_t x, const float *mean, const float *scale, const float *beta,
+                  bn_in_t residual, int relu, int N, int C, int c0, int cn) {
     SPK_ASSERT(y || yh);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const size_t r = (size_t)i * C + c0;
         if (yh && !y)
-            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 2, cn)
-                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 2, cn);
+            apply_row_relu(y, yh, x, mean, scale, beta, residual, r, relu, 2, cn);
         else if (yh)
-            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 1, cn)
-                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 1, cn);
+            apply_row_relu(y, yh, x, mean, scale, beta, residual, r, relu, 1, cn);
         else
-            relu ? apply_row_at(y, yh, x, mean, scale, beta, residual, r, 1, 0, cn)
-                 : apply_row_at(y, yh, x, mean, scale, beta, residual, r, 0, 0, cn);
+            apply_row_relu(y, yh, x, mean, scale, beta, residual, r, relu, 0, cn);
     }
 }
 
 void batchnorm2d_forward_train(float *y, spk_bf16 *yh, float *mean, float *rstd, float *running_mean,
-                               float *running_var, const float *x, const float *weight, const float *bias,
-                               const float *residual, int relu, int N, int C, float eps, float momentum,
-                               float *workspace) {
+                               float *running_var, const float *x, const spk_bf16 *xh, const float *weight,
+                               const float *bias, const float *residual, const spk_bf16 *residual_h, int relu, int N,
+                               int C, float eps, float momentum, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
+    SPK_ASSERT(!x != !xh && !(residual && residual_h));
     const parts_t w = parts_of(workspace, N, C);
+    const bn_in_t in = {x, xh};
     float *shift = w.a, *scale = w.b, *beta = w.c;
-    first_block_mean(shift, x, N, C);
-    block_sums(w.part, x, NULL, NULL, NULL, 0, shift, NULL, N, C);
+    first_block_mean(shift, in, N, C);
+    block_sums(w.part, in, (bn_in_t){NULL, NULL}, NULL, NULL, 0, shift, NULL, N, C);
     combine(w.sums, w.part, N, C);
     for (int c = 0; c < C; c++) {
         double mu, var;
@@ -196,7 +242,7 @@ void batchnorm2d_forward_train(float *y, spk_bf16 *yh, float *mean, float *rstd,
         scale[c] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
         beta[c] = bias ? bias[c] : 0.0f;
     }
-    apply(y, yh, x, mean, scale, beta, residual, relu, N, C, 0, C);
+    apply(y, yh, in, mean, scale, beta, (bn_in_t){residual, residual_h}, relu, N, C, 0, C);
 }
 
 void batchnorm2d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
@@ -210,7 +256,8 @@ void batchnorm2d_forward_infer(float *y, const float *x, const float *running_me
             scale[c] = spk_bn_scale(spk_bn_rstd(running_var[c0 + c], eps), weight ? weight[c0 + c] : 1.0f);
             beta[c] = bias ? bias[c0 + c] : 0.0f;
         }
-        apply(y, NULL, x, running_mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+        apply(y, NULL, (bn_in_t){x, NULL}, running_mean + c0, scale, beta, (bn_in_t){residual, NULL}, relu, N, C, c0,
+              cn);
     }
 }
 
@@ -221,26 +268,30 @@ typedef struct {
     spk_bf16 *dxh;
     float *dres;
     const float *dy, *y, *x, *wr, *mean, *rstd, *mdy, *mdyx;
-    const spk_bf16 *yh;  // the mask's source where given, else y
+    const spk_bf16 *yh;   // the mask's source where given, else y
+    const spk_bf16 *xh;   // the input where given, else x
+    const spk_bf16 *dyh;  // the output gradient where given, else dy
 } bwd_row_t;
 
 // The row starting at element r. out: 0 no input gradient, 1 dx, 2 dxh; res: dres is written;
-// acc: dx and dres are added to; hmask: the mask from yh.
+// acc: dx and dres are added to; hmask: the mask from yh; hx: the input from xh; hdy: the output
+// gradient from dyh.
 ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int out,
-                             const int acc, const int hmask) {
+                             const int acc, const int hmask, const int hx, const int hdy) {
     float *restrict dx = a->dx, *restrict dres = a->dres;
     spk_bf16 *restrict dxh = a->dxh;
     const float *restrict dy = a->dy, *restrict y = a->y, *restrict x = a->x;
     const float *restrict wr = a->wr, *restrict mean = a->mean, *restrict rstd = a->rstd;
     const float *restrict mdy = a->mdy, *restrict mdyx = a->mdyx;
-    const spk_bf16 *restrict yh = a->yh;
+    const spk_bf16 *restrict yh = a->yh, *restrict xh = a->xh, *restrict dyh = a->dyh;
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
         const size_t j = r + c;
-        const float g = hmask ? masked_h(dy[j], yh, j, relu) : masked(dy[j], y, j, relu);
+        const float d0 = input_at(dy, dyh, j, hdy);
+        const float g = hmask ? masked_h(d0, yh, j, relu) : masked(d0, y, j, relu);
         if (res) dres[j] = acc ? dres[j] + g : g;
         if (!out) continue;
-        const float d = spk_bn_dx(g, (x[j] - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+        const float d = spk_bn_dx(g, (input_at(x, xh, j, hx) - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
         if (out == 2)
             dxh[j] = spk_bf16_round(d);
         else
@@ -248,23 +299,35 @@ ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int rel
     }
 }
 
+// The rounded input gradient's row with the mask's source as a constant too.
+ROW_INLINE void backward_row_h(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int acc,
+                               const int hx, const int hdy) {
+    a->yh ? backward_row(a, r, cn, relu, res, 2, acc, 1, hx, hdy)
+          : backward_row(a, r, cn, relu, res, 2, acc, 0, hx, hdy);
+}
+
 ROW_INLINE void backward_row_out(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int acc) {
-    if (a->dxh)  // (the mask from yh: the bf16 training step's)
-        a->yh ? backward_row(a, r, cn, relu, res, 2, acc, 1) : backward_row(a, r, cn, relu, res, 2, acc, 0);
+    if (a->dxh && a->dyh)  // (bf16 inputs, the mask from yh: the bf16 training step's)
+        backward_row_h(a, r, cn, relu, res, acc, 1, 1);
+    else if (a->dxh && a->xh)
+        backward_row_h(a, r, cn, relu, res, acc, 1, 0);
+    else if (a->dxh)
+        backward_row_h(a, r, cn, relu, res, acc, 0, 0);
     else if (a->dx)
-        backward_row(a, r, cn, relu, res, 1, acc, 0);
+        backward_row(a, r, cn, relu, res, 1, acc, 0, 0, 0);
     else
-        backward_row(a, r, cn, relu, res, 0, acc, 0);
+        backward_row(a, r, cn, relu, res, 0, acc, 0, 0, 0);
 }
 
 // Over channels [c0, c0 + cn) of C: dresidual = or += g, dx = or += BatchNorm's input gradient
 // of g (g: dy masked by the ReLU of y), or dxh = it rounded to bf16, from the channels' weights wr
 // and the means of g and g * xhat over the (global) batch (wr ... mdyx indexed from c0).
-static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy, const float *y,
-                           const spk_bf16 *yh, const float *x, const float *wr, const float *mean, const float *rstd,
+static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, bn_in_t dy, const float *y,
+                           const spk_bf16 *yh, bn_in_t x, const float *wr, const float *mean, const float *rstd,
                            const float *mdy, const float *mdyx, int relu, int N, int C, int c0, int cn) {
     if (!dx && !dxh && !dresidual) return;
-    const bwd_row_t a = {dx, dxh, dresidual, dy, y, x, wr, mean, rstd, mdy, mdyx, yh};
+    SPK_ASSERT((!x.xh && !dy.xh) || !dx);  // (bf16 inputs come with the rounded input gradient)
+    const bwd_row_t a = {dx, dxh, dresidual, dy.x, y, x.x, wr, mean, rstd, mdy, mdyx, yh, x.xh, dy.xh};
     const int res = dresidual != NULL;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
@@ -279,10 +342,11 @@ static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accum
 }
 
 static void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                     const float *dy, const float *y, const spk_bf16 *yh, const float *x, const float *weight,
-                     const float *mean, const float *rstd, int relu, int N, int C, float *workspace) {
+                     bn_in_t dy, const float *y, const spk_bf16 *yh, bn_in_t x, const float *weight, const float *mean,
+                     const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
     SPK_ASSERT(!relu || y != NULL || yh != NULL);
+    SPK_ASSERT(!x.x != !x.xh && !dy.x != !dy.xh && (!dy.xh || x.xh));
     const parts_t w = parts_of(workspace, N, C);
     block_sums(w.part, x, dy, y, yh, relu, mean, rstd, N, C);
     combine(w.sums, w.part, N, C);
@@ -300,16 +364,17 @@ static void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate,
 void batchnorm2d_backward(float *dx, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
                           const float *y, const float *x, const float *weight, const float *mean, const float *rstd,
                           int relu, int N, int C, float *workspace) {
-    backward(dx, NULL, dresidual, accumulate, dweight, dbias, dy, y, NULL, x, weight, mean, rstd, relu, N, C,
-             workspace);
+    backward(dx, NULL, dresidual, accumulate, dweight, dbias, (bn_in_t){dy, NULL}, y, NULL, (bn_in_t){x, NULL}, weight,
+             mean, rstd, relu, N, C, workspace);
 }
 
 void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias,
-                                  const float *dy, const float *y, const spk_bf16 *yh, const float *x,
-                                  const float *weight, const float *mean, const float *rstd, int relu, int N, int C,
-                                  float *workspace) {
+                                  const float *dy, const spk_bf16 *dyh, const float *y, const spk_bf16 *yh,
+                                  const float *x, const spk_bf16 *xh, const float *weight, const float *mean,
+                                  const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(dxh);
-    backward(NULL, dxh, dresidual, accumulate, dweight, dbias, dy, y, yh, x, weight, mean, rstd, relu, N, C, workspace);
+    backward(NULL, dxh, dresidual, accumulate, dweight, dbias, (bn_in_t){dy, dyh}, y, yh, (bn_in_t){x, xh}, weight,
+             mean, rstd, relu, N, C, workspace);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
@@ -376,7 +441,7 @@ void batchnorm2d_forward_global(float *y, float *mean, float *rstd, float *runni
             scale[c - c0] = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
             beta[c - c0] = bias ? bias[c] : 0.0f;
         }
-        apply(y, NULL, x, mean + c0, scale, beta, residual, relu, N, C, c0, cn);
+        apply(y, NULL, (bn_in_t){x, NULL}, mean + c0, scale, beta, (bn_in_t){residual, NULL}, relu, N, C, c0, cn);
     }
 }
 
@@ -400,7 +465,7 @@ void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, co
             mdy[c] = (float)(xsum_value_of(sums, c0 + c) / (double)N_global);
             mdyx[c] = (float)(xsum_value_of(sums, C + c0 + c) / (double)N_global);
         }
-        backward_apply(dx, NULL, dresidual, accumulate, dy, y, NULL, x, wr, mean + c0, rstd + c0, mdy, mdyx, relu, N, C,
-                       c0, cn);
+        backward_apply(dx, NULL, dresidual, accumulate, (bn_in_t){dy, NULL}, y, NULL, (bn_in_t){x, NULL}, wr, mean + c0,
+                       rstd + c0, mdy, mdyx, relu, N, C, c0, cn);
     }
 }

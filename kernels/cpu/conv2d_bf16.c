@@ -70,7 +70,11 @@ static size_t half_floats(size_t n) { return up_floats((n + 1) / 2); }  // n bf1
 // then the float32 convolution's workspace.
 size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
-    if (native()) return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
+    if (native()) {  // (the rounded forward's plan has its own primitives)
+        const size_t a = conv2d_dnnl_workspace_bytes(s, CONV2D_BF16),
+                     b = conv2d_dnnl_workspace_bytes(s, CONV2D_BF16_OUT);
+        return half_floats(conv2d_y_size(s)) + ((a > b ? a : b) + 3) / 4;
+    }
     return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats(s);
 }
@@ -123,6 +127,22 @@ void conv2d_bf16_forward(float *y, spk_bf16 *xh, const float *x, const spk_bf16 
     conv2d_forward(y, p.x, p.w, bias, s, p.conv);
 }
 
+// Native: oneDNN writes the rounded sums. Widened: the float32 convolution into the workspace's
+// dy part, then rounded.
+void conv2d_bf16_forward_rounded(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w, const conv2d_shape_t *s,
+                                 float *workspace) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    if (native()) {
+        if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
+        conv2d_dnnl_forward(yh, xh, w, NULL, s, CONV2D_BF16_OUT, CONV2D_ALGO_DIRECT,
+                            workspace + half_floats(conv2d_y_size(s)));
+        return;
+    }
+    const wide_t p = wide_parts(s, workspace);
+    conv2d_bf16_forward(p.dy, xh, x, w, NULL, s, workspace);  // (its y is not among the parts it uses)
+    bf16_from_f32(yh, p.dy, conv2d_y_size(s));
+}
+
 void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy, const spk_bf16 *dyh,
                           const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
@@ -153,6 +173,26 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
         bf16_to_f32(p.x, xh, conv2d_x_size(s));
         conv2d_backward(NULL, 0, dw, NULL, p.dy, p.x, NULL, s, p.conv);
     }
+}
+
+// Native: the weight gradient on conv2d_bf16_backward's plan (the same bits), the input gradient
+// on the plan that writes it in bf16. Widened: the float32 input gradient in the workspace's x
+// part (after the weight gradient used it), then rounded.
+void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w,
+                                  const conv2d_shape_t *s, float *workspace) {
+    SPK_ASSERT(conv2d_shape_ok(s) && dxh && dyh);
+    if (native()) {
+        float *ws = workspace + half_floats(conv2d_y_size(s));
+        if (dw) conv2d_dnnl_backward(NULL, 0, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
+        conv2d_dnnl_backward(dxh, 0, NULL, dyh, xh, w, s, CONV2D_BF16_OUT, CONV2D_ALGO_DIRECT, ws);
+        return;
+    }
+    const wide_t p = wide_parts(s, workspace);
+    if (dw) conv2d_bf16_backward(NULL, 0, dw, NULL, NULL, dyh, xh, w, s, workspace);
+    bf16_to_f32(p.dy, dyh, conv2d_y_size(s));
+    bf16_to_f32(p.w, w, conv2d_w_size(s));
+    conv2d_backward(p.x, 0, NULL, NULL, p.dy, NULL, p.w, s, p.conv);
+    bf16_from_f32(dxh, p.x, conv2d_x_size(s));
 }
 
 // ---- the world-size-invariant mode (kernels/conv2d_bf16.h) ------------------------------------

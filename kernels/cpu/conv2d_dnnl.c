@@ -202,13 +202,13 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
         dnnlCheck(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
     }
-    const dnnl_data_type_t dt = t == CONV2D_BF16 ? dnnl_bf16 : dnnl_f32;
+    const dnnl_data_type_t dt = t == CONV2D_F32 ? dnnl_f32 : dnnl_bf16;
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, OH, OW};
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW}, bd = {s->Cout};
     p->x = spk_md_tag(4, xd, dt, dnnl_nhwc);
-    p->y = spk_md_tag(4, yd, dnnl_f32, dnnl_nhwc);
-    p->dx = spk_md_tag(4, xd, dnnl_f32, dnnl_nhwc);
+    p->y = spk_md_tag(4, yd, t == CONV2D_BF16_OUT ? dnnl_bf16 : dnnl_f32, dnnl_nhwc);
+    p->dx = spk_md_tag(4, xd, t == CONV2D_BF16_OUT ? dnnl_bf16 : dnnl_f32, dnnl_nhwc);
     p->dy = spk_md_tag(4, yd, dt, dnnl_nhwc);
     p->w_oihw = spk_md_tag(4, wd, dt, dnnl_oihw);
     p->dw_oihw = spk_md_tag(4, wd, dnnl_f32, dnnl_oihw);
@@ -357,13 +357,13 @@ static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, spk_cmd 
     return to;
 }
 
-void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, conv2d_algorithm a, void *workspace) {
     const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
     const void *wf = reordered(p->w_to_fwd, p, p->w_oihw, p->w_fwd, w, q.w_fwd, q.scratch);
     const void *cx = reordered(p->x_in, p, p->x, p->cx, x, q.xb, q.scratch);
-    float *cy = p->y_out ? (float *)q.yb : y;
+    void *cy = p->y_out ? (void *)q.yb : y;
     if (bias)
         run(p->fwd_bias, p, q.scratch, 4, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
             (spk_cmd[]){p->cx, p->w_fwd, p->bias, p->cy}, (void *[]){(void *)cx, (void *)wf, (void *)bias, cy});
@@ -375,8 +375,9 @@ void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bi
 
 // dy is reordered once for both gradients; the weight gradient goes first, as the input
 // gradient of a blocked plan then takes the blocked x's place.
-void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    SPK_ASSERT(!accumulate || t != CONV2D_BF16_OUT);
     const plan_t *p = plan_of(s, t, a);
     const parts_t q = parts_of(p, workspace);
     const void *cdy = reordered(p->dy_in, p, p->dy, p->cdy, dy, q.yb, q.scratch);
@@ -390,7 +391,7 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
     if (!dx) return;
     const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.scratch);
     const int blocked = p->dx_out != NULL;
-    float *out = blocked ? (float *)q.xb : accumulate ? (float *)q.dx : dx;
+    void *out = blocked ? (void *)q.xb : accumulate ? (void *)q.dx : dx;
     run(p->bwd_data, p, q.scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
         (spk_cmd[]){p->cdy, p->w_bwd, p->cdx}, (void *[]){(void *)cdy, (void *)wb, out});
     if (blocked) {
@@ -399,19 +400,21 @@ void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, 
     }
     if (!accumulate) return;
     const size_t n = conv2d_x_size(s);
+    float *acc = dx;
+    const float *part = out;
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) dx[i] += out[i];
+    for (size_t i = 0; i < n; i++) acc[i] += part[i];
 }
 
 #else  // built without oneDNN: kernels/cpu/conv2d.c runs its own convolution
 
 int conv2d_dnnl_usable(conv2d_operands t) { return (void)t, 0; }
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
-void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, conv2d_algorithm a, void *workspace) {
     (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)a, (void)workspace;
 }
-void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
     (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)a, (void)workspace;
 }

@@ -6,13 +6,15 @@
 // operand type and algorithm) are made on first use and cached.
 //
 // Operand types: CONV2D_F32 takes float32 x, w and dy; CONV2D_BF16 takes them in bf16 (x and dy
-// rounded by the caller, w the bf16 copy). Outputs (y, dx, dw) are float32 either way.
+// rounded by the caller, w the bf16 copy). Outputs (y, dx, dw) are float32 either way, but for
+// CONV2D_BF16_OUT: CONV2D_BF16's operands with y and dx written in bf16 (oneDNN rounds its
+// float32 sums; dx overwritten, not added to).
 #pragma once
 #include <stddef.h>
 
 #include "kernels/conv2d_types.h"
 
-typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1 } conv2d_operands;
+typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1, CONV2D_BF16_OUT = 2 } conv2d_operands;
 
 // Whether oneDNN runs this shape with these operands here (built with oneDNN; bf16 needs the
 // CPU's bf16 instructions).
@@ -30,8 +32,9 @@ int conv2d_dnnl_avx512(void);
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
 
 // a: the algorithm asked for (Winograd runs where oneDNN has it for the shape and operands).
-void conv2d_dnnl_forward(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+// y: float32, or bf16 for CONV2D_BF16_OUT.
+void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, conv2d_algorithm a, void *workspace);
 // dx = or += (accumulate) the input gradient, dw += the weight gradient; either may be NULL.
-void conv2d_dnnl_backward(float *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace);

@@ -33,18 +33,26 @@ Parts parts(float *workspace, int N, int C) {
     return p;
 }
 
-// The gradient reaching the normalisation: dy, masked by the ReLU of the forward's output y, or
-// by its bf16 copy yh where given (nonzero where y > 0, kernels/batchnorm2d.h).
-__device__ __forceinline__ float masked(const float *dy, const float *y, const spk_bf16 *yh, size_t o, int relu) {
-    return relu && !(yh ? yh[o] != 0 : y[o] > 0.0f) ? 0.0f : dy[o];
+// An input at element o: x, or its bf16 copy xh where given (x NULL).
+__device__ __forceinline__ float input_at(const float *x, const spk_bf16 *xh, size_t o) {
+    return xh ? spk_bf16_to_f32(xh[o]) : x[o];
+}
+
+// The gradient reaching the normalisation: dy (or its bf16 copy dyh), masked by the ReLU of the
+// forward's output y, or by its bf16 copy yh where given (nonzero where y > 0,
+// kernels/batchnorm2d.h).
+__device__ __forceinline__ float masked(const float *dy, const spk_bf16 *dyh, const float *y, const spk_bf16 *yh,
+                                        size_t o, int relu) {
+    return relu && !(yh ? yh[o] != 0 : y[o] > 0.0f) ? 0.0f : input_at(dy, dyh, o);
 }
 
 // The terms in V: float for the compensated sums, double for the invariant mode's (as the CPU's).
 template <typename V>
 struct shifted_term {  // a = x - shift (0 when NULL), a^2
     const float *x, *shift;
+    const spk_bf16 *xh;
     __device__ void operator()(size_t o, int c, V *v) const {
-        const V a = (V)x[o] - (shift ? shift[c] : 0.0f);
+        const V a = (V)input_at(x, xh, o) - (shift ? shift[c] : 0.0f);
         v[0] = a;
         v[1] = a * a;
     }
@@ -54,23 +62,24 @@ template <typename V>
 struct grad_term {  // g, g * xhat
     const float *dy, *y, *x, *mean, *rstd;
     int relu;
-    const spk_bf16 *yh;
+    const spk_bf16 *yh, *xh, *dyh;
     __device__ void operator()(size_t o, int c, V *v) const {
-        const V g = masked(dy, y, yh, o, relu);
+        const V g = masked(dy, dyh, y, yh, o, relu);
         v[0] = g;
-        v[1] = g * ((x[o] - mean[c]) * rstd[c]);
+        v[1] = g * ((input_at(x, xh, o) - mean[c]) * rstd[c]);
     }
 };
 
 // shift[c] = the mean of channel c over the first min(N, 256) rows, by blocks of 32 channels
 // times 8 row lanes as the channel sums (a fixed order).
-__global__ void shift_kernel(float *shift, const float *x, int N, int C) {
+__global__ void shift_kernel(float *shift, const float *x, const spk_bf16 *xh, int N, int C) {
     __shared__ float sh[SPK_CUDA_THREADS];
     const int rows = N < kShiftRows ? N : kShiftRows;
     const int lane = threadIdx.x % SPK_ROWS_CHANNELS, c = blockIdx.x * SPK_ROWS_CHANNELS + lane;
     float s = 0.0f;
     if (c < C)
-        for (int i = threadIdx.x / SPK_ROWS_CHANNELS; i < rows; i += SPK_ROWS_LANES) s += x[(size_t)i * C + c];
+        for (int i = threadIdx.x / SPK_ROWS_CHANNELS; i < rows; i += SPK_ROWS_LANES)
+            s += input_at(x, xh, (size_t)i * C + c);
     spk_block_fold(s, sh, SPK_ROWS_CHANNELS);
     if (threadIdx.x < SPK_ROWS_CHANNELS && c < C) shift[c] = sh[lane] / (float)rows;
 }
@@ -98,15 +107,17 @@ __global__ void stats_kernel(float *mean, float *rstd, float *running_mean, floa
 }
 
 // y = act(bn(x) + residual) with rstd given, or (var given) 1/sqrt(var + eps), and yh = bf16(y)
-// unless yh is NULL. y may alias x: each element is read, then written, by one thread.
-__global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const float *mean, const float *rstd,
-                             const float *var, float eps, const float *weight, const float *bias, const float *residual,
-                             int relu, size_t n, int C) {
+// unless yh is NULL; the input x, or xh where given. y may alias x: each element is read, then
+// written, by one thread.
+__global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const spk_bf16 *xh, const float *mean,
+                             const float *rstd, const float *var, float eps, const float *weight, const float *bias,
+                             const float *residual, const spk_bf16 *residual_h, int relu, size_t n, int C) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)(i % C);
         const float rs = var ? spk_bn_rstd(var[c], eps) : rstd[c];
-        float v = spk_bn_apply(x[i], mean[c], spk_bn_scale(rs, weight ? weight[c] : 1.0f), bias ? bias[c] : 0.0f);
-        if (residual) v += residual[i];
+        float v = spk_bn_apply(input_at(x, xh, i), mean[c], spk_bn_scale(rs, weight ? weight[c] : 1.0f),
+                               bias ? bias[c] : 0.0f);
+        if (residual || residual_h) v += input_at(residual, residual_h, i);
         v = relu && !(v > 0.0f) ? 0.0f : v;
         if (yh) {
             const spk_bf16 h = spk_bf16_round(v);
@@ -119,16 +130,17 @@ __global__ void apply_kernel(float *y, spk_bf16 *yh, const float *x, const float
 
 // dresidual = or += g; dx = or += BatchNorm's input gradient of g, or dxh = it rounded to bf16.
 __global__ void grad_apply_kernel(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy,
-                                  const float *y, const spk_bf16 *yh, const float *x, const float *weight,
-                                  const float *mean, const float *rstd, const float *means, int relu, size_t n, int C) {
+                                  const spk_bf16 *dyh, const float *y, const spk_bf16 *yh, const float *x,
+                                  const spk_bf16 *xh, const float *weight, const float *mean, const float *rstd,
+                                  const float *means, int relu, size_t n, int C) {
     SPK_GRID_LOOP(i, n) {
         const int c = (int)(i % C);
-        const float g = masked(dy, y, yh, i, relu);
+        const float g = masked(dy, dyh, y, yh, i, relu);
         if (dresidual) dresidual[i] = accumulate ? dresidual[i] + g : g;
         if (!dx && !dxh) continue;
         const float rs = rstd[c];
-        const float d =
-            spk_bn_dx(g, (x[i] - mean[c]) * rs, weight ? weight[c] : 1.0f, rs, means[2 * c], means[2 * c + 1]);
+        const float d = spk_bn_dx(g, (input_at(x, xh, i) - mean[c]) * rs, weight ? weight[c] : 1.0f, rs, means[2 * c],
+                                  means[2 * c + 1]);
         if (dxh)
             dxh[i] = spk_bf16_round(d);
         else
@@ -145,18 +157,21 @@ extern "C" size_t batchnorm2d_workspace_floats_cuda(int N, int C) {
 }
 
 extern "C" void batchnorm2d_forward_train_cuda(float *y, spk_bf16 *yh, float *mean, float *rstd, float *running_mean,
-                                               float *running_var, const float *x, const float *weight,
-                                               const float *bias, const float *residual, int relu, int N, int C,
-                                               float eps, float momentum, float *workspace) {
+                                               float *running_var, const float *x, const spk_bf16 *xh,
+                                               const float *weight, const float *bias, const float *residual,
+                                               const spk_bf16 *residual_h, int relu, int N, int C, float eps,
+                                               float momentum, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);  // N > 1: PyTorch's "more than 1 value per channel"
+    SPK_ASSERT(!x != !xh && !(residual && residual_h));
     const Parts p = parts(workspace, N, C);
     float *shift = p.per_chan;
-    SPK_LAUNCH(shift_kernel, spk_rows_channel_grid(C, 1), shift, x, N, C);
-    SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, shifted_term<float>{x, shift}, N, C);
+    SPK_LAUNCH(shift_kernel, spk_rows_channel_grid(C, 1), shift, x, xh, N, C);
+    SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, shifted_term<float>{x, shift, xh}, N, C);
     SPK_LAUNCH(stats_kernel, spk_rows_grid((size_t)C), mean, rstd, running_mean, running_var, p.part, shift, N, p.S,
                eps, momentum);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, yh, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, yh, x, xh, mean, rstd, nullptr, eps, weight, bias, residual, residual_h,
+               relu, n, C);
 }
 
 extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const float *running_mean,
@@ -164,28 +179,28 @@ extern "C" void batchnorm2d_forward_infer_cuda(float *y, const float *x, const f
                                                const float *residual, int relu, int N, int C, float eps) {
     SPK_ASSERT(N > 0 && C > 0);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, running_mean, nullptr, running_var, eps, weight, bias,
-               residual, relu, n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, nullptr, running_mean, nullptr, running_var, eps, weight, bias,
+               residual, nullptr, relu, n, C);
 }
 
 namespace {
 
 void backward(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight, float *dbias, const float *dy,
-              const float *y, const spk_bf16 *yh, const float *x, const float *weight, const float *mean,
-              const float *rstd, int relu, int N, int C, float *workspace) {
+              const spk_bf16 *dyh, const float *y, const spk_bf16 *yh, const float *x, const spk_bf16 *xh,
+              const float *weight, const float *mean, const float *rstd, int relu, int N, int C, float *workspace) {
     SPK_ASSERT(N > 1 && C > 0);
     SPK_ASSERT(!relu || y != NULL || yh != NULL);
     const Parts p = parts(workspace, N, C);
     float *means = p.per_chan;  // (C, 2): mean g, mean g * xhat
     if (dx || dxh || dweight || dbias) {
-        const grad_term<float> term = {dy, y, x, mean, rstd, relu, yh};
+        const grad_term<float> term = {dy, y, x, mean, rstd, relu, yh, xh, dyh};
         SPK_LAUNCH(sums_kernel, spk_rows_channel_grid(C, p.S), p.part, term, N, C);
         SPK_LAUNCH(bn_grad_finish_kernel, spk_rows_grid((size_t)C), dweight, dbias, means, p.part, p.S, (size_t)N);
     }
     const size_t n = (size_t)N * C;
     if (dx || dxh || dresidual)
-        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, y, yh, x, weight, mean, rstd,
-                   means, relu, n, C);
+        SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, dyh, y, yh, x, xh, weight, mean,
+                   rstd, means, relu, n, C);
 }
 
 }  // namespace
@@ -194,16 +209,17 @@ extern "C" void batchnorm2d_backward_cuda(float *dx, float *dresidual, int accum
                                           const float *dy, const float *y, const float *x, const float *weight,
                                           const float *mean, const float *rstd, int relu, int N, int C,
                                           float *workspace) {
-    backward(dx, nullptr, dresidual, accumulate, dweight, dbias, dy, y, nullptr, x, weight, mean, rstd, relu, N, C,
-             workspace);
+    backward(dx, nullptr, dresidual, accumulate, dweight, dbias, dy, nullptr, y, nullptr, x, nullptr, weight, mean,
+             rstd, relu, N, C, workspace);
 }
 
 extern "C" void batchnorm2d_backward_rounded_cuda(spk_bf16 *dxh, float *dresidual, int accumulate, float *dweight,
-                                                  float *dbias, const float *dy, const float *y, const spk_bf16 *yh,
-                                                  const float *x, const float *weight, const float *mean,
-                                                  const float *rstd, int relu, int N, int C, float *workspace) {
-    SPK_ASSERT(dxh);
-    backward(nullptr, dxh, dresidual, accumulate, dweight, dbias, dy, y, yh, x, weight, mean, rstd, relu, N, C,
+                                                  float *dbias, const float *dy, const spk_bf16 *dyh, const float *y,
+                                                  const spk_bf16 *yh, const float *x, const spk_bf16 *xh,
+                                                  const float *weight, const float *mean, const float *rstd, int relu,
+                                                  int N, int C, float *workspace) {
+    SPK_ASSERT(dxh && !x != !xh && !dy != !dyh);
+    backward(nullptr, dxh, dresidual, accumulate, dweight, dbias, dy, dyh, y, yh, x, xh, weight, mean, rstd, relu, N, C,
              workspace);
 }
 
@@ -260,7 +276,7 @@ __global__ void global_means_kernel(float *means, xsum_t sums, int64_t N, int C)
 
 extern "C" void batchnorm2d_stats_partial_cuda(xsum_t sums, const float *x, const float *shift, int B, int HW, int C,
                                                int group) {
-    group_sums(sums, xsum_none(), xsum_none(), shifted_term<double>{x, shift}, B, HW, C, group);
+    group_sums(sums, xsum_none(), xsum_none(), shifted_term<double>{x, shift, nullptr}, B, HW, C, group);
 }
 
 extern "C" void batchnorm2d_forward_global_cuda(float *y, float *mean, float *rstd, float *running_mean,
@@ -271,14 +287,16 @@ extern "C" void batchnorm2d_forward_global_cuda(float *y, float *mean, float *rs
     SPK_LAUNCH(global_stats_kernel, spk_grid((size_t)C), mean, rstd, running_mean, running_var, sums, N_global, C, eps,
                momentum);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, mean, rstd, nullptr, eps, weight, bias, residual, relu, n, C);
+    SPK_LAUNCH(apply_kernel, spk_grid(n), y, nullptr, x, nullptr, mean, rstd, nullptr, eps, weight, bias, residual,
+               nullptr, relu, n, C);
 }
 
 extern "C" void batchnorm2d_backward_partial_cuda(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy,
                                                   const float *y, const float *x, const float *mean, const float *rstd,
                                                   int relu, int B, int HW, int C, int group) {
     SPK_ASSERT(!relu || y != NULL);
-    group_sums(sums, dbias, dweight, grad_term<double>{dy, y, x, mean, rstd, relu, nullptr}, B, HW, C, group);
+    group_sums(sums, dbias, dweight, grad_term<double>{dy, y, x, mean, rstd, relu, nullptr, nullptr, nullptr}, B, HW, C,
+               group);
 }
 
 extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, int accumulate, const float *dy,
@@ -291,6 +309,6 @@ extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, in
     float *means = (float *)spk_cuda_scratch(sizeof(float) * 2 * (size_t)C);  // (C, 2): mean g, mean g * xhat
     SPK_LAUNCH(global_means_kernel, spk_grid((size_t)C), means, sums, N_global, C);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, y, nullptr, x, weight, mean,
-               rstd, means, relu, n, C);
+    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, nullptr, y, nullptr, x, nullptr,
+               weight, mean, rstd, means, relu, n, C);
 }

@@ -6,7 +6,7 @@
 //
 // On the GPU the outputs pass through bf16, as PyTorch AMP's convolutions do: cuDNN writes y, dx
 // and dw in bf16 (its bf16 configuration has bf16 outputs), and our kernels widen them into the
-// float32 outputs (y written, dx written or added, dw added). The CPU keeps float32 outputs, so
+// float32 outputs (y written, dx written or added, dw added); the rounded forward keeps cuDNN's y. The CPU keeps float32 outputs, so
 // the two agree to bf16 precision (8 significant bits), not to float32 rounding. The bias is
 // added in float32 and its gradient is the channel sums of the float32 dy, as on the CPU.
 //
@@ -50,15 +50,47 @@ extern "C" size_t conv2d_bf16_workspace_floats_cuda(const conv2d_shape_t *s) {
     return conv2d_workspace_floats_of(s, 1, head_bytes(s));
 }
 
+namespace {
+
+// cuDNN's bf16 forward into out, on xh (rounded from x first unless x is NULL).
+void forward_into(spk_bf16 *out, spk_bf16 *xh, const float *x, const spk_bf16 *w, const conv2d_shape_t *s,
+                  const Regions &r) {
+    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
+    if (x) bf16_from_f32_cuda(xh, x, conv2d_x_size(s));
+    conv2d_to_krsc(r.wk, w, s);
+    conv2d_forward_pass(pl, out, xh, r.wk, r.tail.cudnn);
+}
+
+// cuDNN's bf16 backward passes from dyh: the input gradient into dxh, the weight gradient added
+// into dw (either NULL: not computed).
+void backward_passes(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w,
+                     const conv2d_shape_t *s, const Regions &r) {
+    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
+    if (dxh) {
+        conv2d_to_krsc(r.wk, w, s);
+        conv2d_data_pass(pl, dxh, 0, dyh, r.wk, r.tail.cudnn);
+    }
+    if (dw) {  // the weights' copy is free again (same stream, in order)
+        conv2d_filter_pass(pl, r.wk, dyh, xh, r.tail.cudnn);
+        conv2d_add_from_krsc(dw, r.wk, s);
+    }
+}
+
+}  // namespace
+
 extern "C" void conv2d_bf16_forward_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                                          const conv2d_shape_t *s, float *workspace) {
     conv2d_check(s);
-    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
     const Regions r = regions(workspace, s);
-    if (x) bf16_from_f32_cuda(xh, x, conv2d_x_size(s));
-    conv2d_to_krsc(r.wk, w, s);
-    conv2d_forward_pass(pl, r.out, xh, r.wk, r.tail.cudnn);
+    forward_into(r.out, xh, x, w, s, r);
     conv2d_epilogue(y, r.out, bias, 0, conv2d_y_size(s), s->Cout);
+}
+
+// cuDNN writes its bf16 output straight into yh.
+extern "C" void conv2d_bf16_forward_rounded_cuda(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                                 const conv2d_shape_t *s, float *workspace) {
+    conv2d_check(s);
+    forward_into(yh, xh, x, w, s, regions(workspace, s));
 }
 
 extern "C" void conv2d_bf16_backward_cuda(float *dx, int dx_accumulate, float *dw, float *dbias, const float *dy,
@@ -69,20 +101,20 @@ extern "C" void conv2d_bf16_backward_cuda(float *dx, int dx_accumulate, float *d
     const Regions r = regions(workspace, s);
     if (dbias) conv2d_bias_backward(dbias, dy, s, r.tail.part);
     if (!dx && !dw) return;
-    const spk_conv_plan_t &pl = conv2d_plan(s, 1);
     if (!dyh) {
         bf16_from_f32_cuda(r.dyh, dy, conv2d_y_size(s));
         dyh = r.dyh;
     }
-    if (dx) {
-        conv2d_to_krsc(r.wk, w, s);
-        conv2d_data_pass(pl, r.out, 0, dyh, r.wk, r.tail.cudnn);
-        conv2d_epilogue(dx, r.out, nullptr, dx_accumulate, conv2d_x_size(s), s->Cin);
-    }
-    if (dw) {  // the weights' copy is free again (same stream, in order)
-        conv2d_filter_pass(pl, r.wk, dyh, xh, r.tail.cudnn);
-        conv2d_add_from_krsc(dw, r.wk, s);
-    }
+    backward_passes(dx ? r.out : nullptr, dw, dyh, xh, w, s, r);
+    if (dx) conv2d_epilogue(dx, r.out, nullptr, dx_accumulate, conv2d_x_size(s), s->Cin);
+}
+
+// cuDNN writes its bf16 input gradient straight into dxh.
+extern "C" void conv2d_bf16_backward_rounded_cuda(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh, const spk_bf16 *xh,
+                                                  const spk_bf16 *w, const conv2d_shape_t *s, float *workspace) {
+    conv2d_check(s);
+    SPK_ASSERT(dxh && dyh);
+    backward_passes(dxh, dw, dyh, xh, w, s, regions(workspace, s));
 }
 
 // ---- the world-size-invariant mode (kernels/conv2d_bf16.h) ---------------------------------------

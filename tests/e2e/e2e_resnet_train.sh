@@ -6,8 +6,8 @@
 # ECAPA-TDNN reaches 0.91); gradients averaged in many
 # small buckets during the backward give bitwise what one bucket gives (the blocks report their
 # gradients ready in order); a run stopped and resumed ends bitwise where the uninterrupted run
-# ends; --conv-algorithm direct takes other bits within rounding of Winograd's; bf16 trains, and the
-# bottleneck depths run; a feature count that does not halve three
+# ends; --conv-algorithm direct takes other bits within rounding of Winograd's; bf16 (its activations
+# stored in bf16, as PyTorch AMP's) learns as fp32 does, and the bottleneck depths run; a feature count that does not halve three
 # times is refused with one sentence (tests/e2e/e2e_invariant.sh has the invariant mode).
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -54,8 +54,12 @@ $SPKDDP diff ck_full/ckpt-000000000030.h5 ck_stop/ckpt-000000000030.h5 >/dev/nul
     fail "stop at step 14 and resume does not end where the uninterrupted run ends"
 echo "ok  stopped at step 14 and resumed: bitwise the uninterrupted run"
 
-run 2 $SPKDDP train $r34 --epochs 2 --precision bf16 --ckpt-dir ck_bf16 >log_bf16 2>&1 || { cat log_bf16; fail "bf16"; }
+run 2 $SPKDDP train $r34 --epochs 24 --precision bf16 --metrics m_bf16.jsonl >log_bf16 2>&1 || { cat log_bf16; fail "bf16"; }
 grep -q "replicas identical" log_bf16 || fail "bf16: replicas differ"
+hfirst=$(field 1 loss m_bf16.jsonl) hlast=$(field '$' loss m_bf16.jsonl) hacc=$(field '$' accuracy m_bf16.jsonl)
+echo "resnet34 bf16: loss $hfirst -> $hlast, training accuracy $hacc"
+awk -v a="$last" -v b="$hlast" 'BEGIN { exit !(b < 1.1 * a) }' || fail "bf16 ends at loss $hlast, fp32 at $last"
+awk -v a="$hacc" 'BEGIN { exit !(a >= 0.25) }' || fail "bf16 training accuracy $hacc is not well above chance"
 run 2 $SPKDDP train --model resnet50 --channels 8 --emb-dim 16 --frames 32 --data sp.h5 --global-batch 8 --epochs 1 \
     --progress 0 >log_r50 2>&1 || { cat log_r50; fail "resnet50"; }
 echo "ok  bf16 ResNet34 and a Bottleneck ResNet50 train"

@@ -22,7 +22,8 @@ static void golden_case(void) {
     const size_t n = (size_t)N * C;
     float *ws = alloc_f(batchnorm2d_workspace_floats(N, C)), *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C);
     float *rm = copy_f(g_bn_rm, C), *rv = copy_f(g_bn_rv, C);
-    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, g_bn_x, g_bn_w, g_bn_b, g_bn_res, 1, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, g_bn_x, NULL, g_bn_w, g_bn_b, g_bn_res, NULL, 1, N, C, EPS,
+                              MOM, ws);
     check_close("PyTorch: y = relu(bn(x) + residual)", y, g_bn_y, n, 1e-5, 1e-6);
     check_close("PyTorch: running mean", rm, g_bn_rm_after, C, 1e-6, 1e-7);
     check_close("PyTorch: running var", rv, g_bn_rv_after, C, 1e-6, 1e-7);
@@ -75,8 +76,8 @@ typedef struct {
 
 static double bn_loss(void *p) {
     bn_ctx *c = (bn_ctx *)p;
-    batchnorm2d_forward_train(c->y, NULL, c->mean, c->rstd, NULL, NULL, c->x, c->w, c->b, c->with_res ? c->res : NULL,
-                              c->relu, c->N, c->C, EPS, MOM, c->ws);
+    batchnorm2d_forward_train(c->y, NULL, c->mean, c->rstd, NULL, NULL, c->x, NULL, c->w, c->b,
+                              c->with_res ? c->res : NULL, NULL, c->relu, c->N, c->C, EPS, MOM, c->ws);
     return dot_d(c->y, c->r, (size_t)c->N * c->C);
 }
 
@@ -109,8 +110,8 @@ static void reference_case(int N, int C, int relu, int with_res) {
              *yh_want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    batchnorm2d_forward_train(y1, yh1, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu, N, C,
-                              EPS, MOM, c.ws);
+    batchnorm2d_forward_train(y1, yh1, c.mean, c.rstd, NULL, NULL, c.x, NULL, c.w, c.b, with_res ? c.res : NULL, NULL,
+                              relu, N, C, EPS, MOM, c.ws);
     float *g1 = alloc_f(n);
     batchnorm2d_backward(g1, NULL, 0, NULL, NULL, c.r, c.y, c.x, c.w, c.mean, c.rstd, relu, N, C, c.ws);
     omp_set_num_threads(threads);
@@ -120,8 +121,8 @@ static void reference_case(int N, int C, int relu, int with_res) {
     snprintf(nm, sizeof nm, "forward's yh = bf16(y) %s", tag);
     check_true(memcmp(yh1, yh_want, n * sizeof *yh1) == 0, nm);
     spk_bf16 *yh_only = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));  // y NULL: yh alone, the same bits
-    batchnorm2d_forward_train(NULL, yh_only, c.mean, c.rstd, NULL, NULL, c.x, c.w, c.b, with_res ? c.res : NULL, relu,
-                              N, C, EPS, MOM, c.ws);
+    batchnorm2d_forward_train(NULL, yh_only, c.mean, c.rstd, NULL, NULL, c.x, NULL, c.w, c.b, with_res ? c.res : NULL,
+                              NULL, relu, N, C, EPS, MOM, c.ws);
     snprintf(nm, sizeof nm, "forward with y NULL: yh alone, the same bits %s", tag);
     check_true(memcmp(yh_only, yh1, n * sizeof *yh1) == 0, nm);
 
@@ -162,8 +163,8 @@ static void reference_case(int N, int C, int relu, int with_res) {
     spk_bf16 *h = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *want = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     bf16_from_f32(want, dx, n);
     float *rr = copy_f(pr, n), *rw = copy_f(pw, C), *rb = copy_f(pb, C);
-    batchnorm2d_backward_rounded(h, with_res ? rr : NULL, 1, rw, rb, c.r, c.y, NULL, c.x, c.w, c.mean, c.rstd, relu, N,
-                                 C, c.ws);
+    batchnorm2d_backward_rounded(h, with_res ? rr : NULL, 1, rw, rb, c.r, NULL, c.y, NULL, c.x, NULL, c.w, c.mean,
+                                 c.rstd, relu, N, C, c.ws);
     snprintf(nm, sizeof nm, "batchnorm2d_backward_rounded: bf16 of dx, the other outputs' bits %s", tag);
     check_true(memcmp(h, want, n * sizeof *h) == 0 && (!with_res || memcmp(rr, ar, n * sizeof *rr) == 0) &&
                    memcmp(rw, aw, C * sizeof *rw) == 0 && memcmp(rb, ab, C * sizeof *rb) == 0,
@@ -171,8 +172,8 @@ static void reference_case(int N, int C, int relu, int with_res) {
     // the mask from the forward's rounded output (y NULL): the same bits
     spk_bf16 *hm = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
     float *mr = copy_f(pr, n), *mw = copy_f(pw, C), *mb = copy_f(pb, C);
-    batchnorm2d_backward_rounded(hm, with_res ? mr : NULL, 1, mw, mb, c.r, NULL, yh1, c.x, c.w, c.mean, c.rstd, relu, N,
-                                 C, c.ws);
+    batchnorm2d_backward_rounded(hm, with_res ? mr : NULL, 1, mw, mb, c.r, NULL, NULL, yh1, c.x, NULL, c.w, c.mean,
+                                 c.rstd, relu, N, C, c.ws);
     snprintf(nm, sizeof nm, "batchnorm2d_backward_rounded: the mask from yh, the same bits %s", tag);
     check_true(memcmp(hm, h, n * sizeof *h) == 0 && (!with_res || memcmp(mr, rr, n * sizeof *rr) == 0) &&
                    memcmp(mw, rw, C * sizeof *rw) == 0 && memcmp(mb, rb, C * sizeof *rb) == 0,
@@ -204,7 +205,8 @@ static void invariant_case(int B, int HW, int C, int relu, int with_res, int gro
     float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *yp = alloc_f(n), *mp = alloc_f(C), *sp = alloc_f(C);
     batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, s2, N, N, C, EPS, MOM);
     float *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
-    batchnorm2d_forward_train(yp, NULL, mp, sp, rm1, rv1, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(yp, NULL, mp, sp, rm1, rv1, x, NULL, w, b, with_res ? res : NULL, NULL, relu, N, C, EPS,
+                              MOM, ws);
     check_close(cname("batchnorm2d_forward_global %s vs forward_train", tag), y, yp, n, 1e-5, 1e-5);
     check_close(cname("batchnorm2d_forward_global %s running variance", tag), rv, rv1, C, 1e-6, 1e-7);
 
@@ -239,8 +241,8 @@ static void tiny_outputs_case(void) {
     float *mean = alloc_f(C), *rstd = alloc_f(C), *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
     for (int c = 0; c < C; c++) w[c] = 1e-40f;  // outputs of at most a few 1e-40: subnormal
     spk_bf16 *yh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16));
-    batchnorm2d_forward_train(y0, NULL, mean, rstd, NULL, NULL, x, w, b, NULL, 1, N, C, EPS, MOM, ws);
-    batchnorm2d_forward_train(y, yh, mean, rstd, NULL, NULL, x, w, b, NULL, 1, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y0, NULL, mean, rstd, NULL, NULL, x, NULL, w, b, NULL, NULL, 1, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, yh, mean, rstd, NULL, NULL, x, NULL, w, b, NULL, NULL, 1, N, C, EPS, MOM, ws);
     size_t kept = 0, agree = 0;
     for (size_t j = 0; j < n; j++) {
         kept += y0[j] > 0.0f && spk_bf16_round(y0[j]) == 0;
@@ -264,6 +266,51 @@ static void cpu_checks(void) {
     invariant_case(4, 9, 16, 0, 1, 2);
 }
 
+// The training passes with their input, residual and output gradient in bf16 (xh, residual_h,
+// dyh): bitwise the passes on the float32 ones equal to them (widened), on the backend.
+static void bf16_input_case(int N, int C, int relu, int with_res, const char *t) {
+    const size_t n = (size_t)N * C;
+    float *x_ = dev_f(rand_f(n, -1, 3), n), *w_ = dev_f(rand_f(C, 0.5f, 1.5f), C),
+          *b_ = dev_f(rand_f(C, -0.5f, 0.5f), C);
+    float *res_ = with_res ? dev_f(rand_f(n, -1, 1), n) : NULL, *dy_ = dev_f(rand_f(n, -1, 1), n);
+    float *ws_ = dev_f(NULL, g_be->batchnorm2d_workspace_floats(N, C)), *rm = rand_f(C, -0.1f, 0.1f),
+          *rv = rand_f(C, 0.9f, 1.1f);
+    spk_bf16 *xh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    float *xw_ = dev_f(NULL, n);
+    g_be->bf16_from_f32(xh_, x_, n);
+    g_be->bf16_to_f32(xw_, xh_, n);
+    spk_bf16 *rh_ = with_res ? (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16)) : NULL;
+    float *rw_ = with_res ? dev_f(NULL, n) : NULL;
+    if (with_res) g_be->bf16_from_f32(rh_, res_, n), g_be->bf16_to_f32(rw_, rh_, n);
+    spk_bf16 *dyh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+    float *dyw_ = dev_f(NULL, n);
+    g_be->bf16_from_f32(dyh_, dy_, n);
+    g_be->bf16_to_f32(dyw_, dyh_, n);
+    float *out[2][8];  // per input: y, mean, rstd, running mean, running var, dresidual, dweight, dbias; yh, dxh
+    spk_bf16 *hout[2][2];
+    for (int k = 0; k < 2; k++) {
+        float **o = out[k];
+        o[0] = dev_f(NULL, n), o[1] = dev_f(NULL, C), o[2] = dev_f(NULL, C), o[3] = dev_f(rm, C), o[4] = dev_f(rv, C);
+        o[5] = dev_f(NULL, n), o[6] = dev_f(zeros_f(C), C), o[7] = dev_f(zeros_f(C), C);
+        hout[k][0] = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16)),
+        hout[k][1] = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
+        const float *x = k ? NULL : xw_;
+        const spk_bf16 *xh = k ? xh_ : NULL;
+        g_be->batchnorm2d_forward_train(o[0], hout[k][0], o[1], o[2], o[3], o[4], x, xh, w_, b_, k ? NULL : rw_,
+                                        k ? rh_ : NULL, relu, N, C, EPS, MOM, ws_);
+        g_be->batchnorm2d_backward_rounded(hout[k][1], with_res ? o[5] : NULL, 0, o[6], o[7], k ? NULL : dyw_,
+                                           k ? dyh_ : NULL, o[0], NULL, x, xh, w_, o[1], o[2], relu, N, C, ws_);
+    }
+    const char *names[8] = {"y", "mean", "rstd", "running mean", "running var", "dresidual", "dweight", "dbias"};
+    const size_t len[8] = {n, C, C, C, C, n, C, C};
+    for (int i = 0; i < 8; i++)
+        if (i != 5 || with_res)
+            same_bits(cname("batchnorm2d with bf16 inputs: the %s of their widening %s", names[i], t), out[1][i],
+                      out[0][i], len[i]);
+    same_bits_bf16(cname("batchnorm2d with bf16 inputs: the yh of their widening %s", t), hout[1][0], hout[0][0], n);
+    same_bits_bf16(cname("batchnorm2d with bf16 inputs: the dxh of their widening %s", t), hout[1][1], hout[0][1], n);
+}
+
 static void backend_case(int N, int C, int relu, int with_res) {
     const size_t n = (size_t)N * C;
     const char *t0 = cname("N%d C%d%s%s", N, C, relu ? " relu" : "", with_res ? " residual" : "");
@@ -273,18 +320,19 @@ static void backend_case(int N, int C, int relu, int with_res) {
     float *dy = rand_f(n, -1, 1), *rm = rand_f(C, -0.1f, 0.1f), *rv = rand_f(C, 0.9f, 1.1f);
     float *y = alloc_f(n), *mean = alloc_f(C), *rstd = alloc_f(C), *ws = alloc_f(batchnorm2d_workspace_floats(N, C));
     float *rm_ = dev_f(rm, C), *rv_ = dev_f(rv, C);
-    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, x, w, b, with_res ? res : NULL, relu, N, C, EPS, MOM, ws);
+    batchnorm2d_forward_train(y, NULL, mean, rstd, rm, rv, x, NULL, w, b, with_res ? res : NULL, NULL, relu, N, C, EPS,
+                              MOM, ws);
     float *x_ = dev_f(x, n), *w_ = dev_f(w, C), *b_ = dev_f(b, C), *res_ = dev_f(res, n), *dy_ = dev_f(dy, n);
     float *y_ = dev_f(NULL, n), *mean_ = dev_f(NULL, C), *rstd_ = dev_f(NULL, C);
     float *ws_ = dev_f(NULL, g_be->batchnorm2d_workspace_floats(N, C));
     spk_bf16 *yh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16)), *yw_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
-    g_be->batchnorm2d_forward_train(y_, yh_, mean_, rstd_, rm_, rv_, x_, w_, b_, with_res ? res_ : NULL, relu, N, C,
-                                    EPS, MOM, ws_);
+    g_be->batchnorm2d_forward_train(y_, yh_, mean_, rstd_, rm_, rv_, x_, NULL, w_, b_, with_res ? res_ : NULL, NULL,
+                                    relu, N, C, EPS, MOM, ws_);
     cmp(cname("batchnorm2d forward %s", t), y_, y, n, TOL);
     g_be->bf16_from_f32(yw_, y_, n);
     same_bits_bf16(cname("batchnorm2d forward's yh = the backend's y rounded %s", t), yh_, yw_, n);
-    g_be->batchnorm2d_forward_train(NULL, yw_, mean_, rstd_, NULL, NULL, x_, w_, b_, with_res ? res_ : NULL, relu, N, C,
-                                    EPS, MOM, ws_);
+    g_be->batchnorm2d_forward_train(NULL, yw_, mean_, rstd_, NULL, NULL, x_, NULL, w_, b_, with_res ? res_ : NULL, NULL,
+                                    relu, N, C, EPS, MOM, ws_);
     same_bits_bf16(cname("batchnorm2d forward with y NULL: yh alone %s", t), yw_, yh_, n);
     cmp(cname("batchnorm2d mean %s", t), mean_, mean, C, TOL);
     cmp(cname("batchnorm2d rstd %s", t), rstd_, rstd, C, TOL);
@@ -312,14 +360,17 @@ static void backend_case(int N, int C, int relu, int with_res) {
     // rounded: the backend's overwritten dx rounded, bitwise; within a bf16 step of the CPU's
     spk_bf16 *hh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
     spk_bf16 *wh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
-    batchnorm2d_backward_rounded(hh, NULL, 0, NULL, NULL, dy, y, NULL, x, w, mean, rstd, relu, N, C, ws);
+    batchnorm2d_backward_rounded(hh, NULL, 0, NULL, NULL, dy, NULL, y, NULL, x, NULL, w, mean, rstd, relu, N, C, ws);
     g_be->bf16_from_f32(wh_, o_, n);
-    g_be->batchnorm2d_backward_rounded(dh_, NULL, 0, NULL, NULL, dy_, y_, NULL, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    g_be->batchnorm2d_backward_rounded(dh_, NULL, 0, NULL, NULL, dy_, NULL, y_, NULL, x_, NULL, w_, mean_, rstd_, relu,
+                                       N, C, ws_);
     same_bits_bf16(cname("batchnorm2d_backward_rounded = the backend's dx rounded %s", t), dh_, wh_, n);
     g_be->bf16_from_f32(yh_, y_, n);  // (y_ is the CPU's forward output here)
-    g_be->batchnorm2d_backward_rounded(wh_, NULL, 0, NULL, NULL, dy_, NULL, yh_, x_, w_, mean_, rstd_, relu, N, C, ws_);
+    g_be->batchnorm2d_backward_rounded(wh_, NULL, 0, NULL, NULL, dy_, NULL, NULL, yh_, x_, NULL, w_, mean_, rstd_, relu,
+                                       N, C, ws_);
     same_bits_bf16(cname("batchnorm2d_backward_rounded with the mask from yh %s", t), wh_, dh_, n);
     cmp_bf16_step(cname("batchnorm2d_backward_rounded %s", t), dh_, hh, n);
+    bf16_input_case(N, C, relu, with_res, t);
     // inference
     batchnorm2d_forward_infer(y, x, rm, rv, w, b, with_res ? res : NULL, relu, N, C, EPS);
     g_be->batchnorm2d_forward_infer(y_, x_, rm_, rv_, w_, b_, with_res ? res_ : NULL, relu, N, C, EPS);

@@ -33,6 +33,15 @@ static float *rounded(const float *x, size_t n) {
     return r;
 }
 
+// On the backend: x rounded to bf16 and widened (the floats of bf16(x)).
+static float *rounded_dev(const float *x_, size_t n) {
+    spk_bf16 *h_ = dev_alloc(n * sizeof(spk_bf16));
+    float *r_ = dev_f(NULL, n);
+    g_be->bf16_from_f32(h_, x_, n);
+    g_be->bf16_to_f32(r_, h_, n);
+    return r_;
+}
+
 static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
     char tag[200];
@@ -60,6 +69,15 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     conv2d_bf16_forward(y2, xh, NULL, wh, bias, &s, ws);
     snprintf(nm, sizeof nm, "forward from xh alone %s", tag);
     check_true(memcmp(y, y2, ny * 4) == 0, nm);
+    // the rounded forward: the bf16 rounding of the float32 forward's sums, bit for bit
+    spk_bf16 *yh = alloc_h(ny), *xh2 = alloc_h(nx);
+    conv2d_bf16_forward_rounded(yh, xh2, x, wh, &s, ws);
+    conv2d_bf16_forward(y2, xh, NULL, wh, NULL, &s, ws);
+    snprintf(nm, sizeof nm, "rounded forward = bf16(forward), xh = bf16(x) %s", tag);
+    check_true(!memcmp(yh, to_bf16(y2, ny), ny * sizeof(spk_bf16)) && !memcmp(xh2, xh, nx * sizeof(spk_bf16)), nm);
+    conv2d_bf16_forward_rounded(yh, xh2, NULL, wh, &s, ws);
+    snprintf(nm, sizeof nm, "rounded forward from xh alone %s", tag);
+    check_true(!memcmp(yh, to_bf16(y2, ny), ny * sizeof(spk_bf16)), nm);
 
     float *dx = rand_f(nx, -1, 1), *dw = zeros_f(nw), *db = zeros_f(s.Cout);
     conv2d_bf16_backward(dx, 0, dw, db, dy, NULL, xh, wh, &s, ws);
@@ -86,6 +104,12 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
     conv2d_bf16_backward(hx, 0, hw, NULL, NULL, to_bf16(dy, ny), xh, wh, &s, ws);
     snprintf(nm, sizeof nm, "dx and dw from dyh: dy's bits %s", tag);
     check_true(!memcmp(hx, dx, nx * 4) && !memcmp(hw, dw, nw * 4), nm);
+    // the rounded backward: dx rounded, dw the same bits (dxh overwritten, dw accumulated)
+    spk_bf16 *dxh = alloc_h(nx);
+    float *rw = zeros_f(nw);
+    conv2d_bf16_backward_rounded(dxh, rw, to_bf16(dy, ny), xh, wh, &s, ws);
+    snprintf(nm, sizeof nm, "rounded backward: bf16(dx), dw's bits %s", tag);
+    check_true(!memcmp(dxh, to_bf16(dx, nx), nx * sizeof(spk_bf16)) && !memcmp(rw, dw, nw * 4), nm);
     test_release();
 }
 
@@ -159,6 +183,16 @@ static void backend_case(const int *a) {
     float *ws_ = dev_f(NULL, g_be->conv2d_bf16_workspace_floats(&s));
     g_be->conv2d_bf16_forward(y_, xh_, x_, wh_, b_, &s, ws_);
     cmp(cname("conv2d_bf16 forward %s", t), y_, y, ny, TOL_BF16);
+    // the rounded forward: the bits of the backend's forward (without bias) rounded, and close to
+    // the CPU's
+    spk_bf16 *yh_ = dev_alloc(ny * sizeof(spk_bf16)), *xr_ = dev_alloc(nx * sizeof(spk_bf16));
+    float *yn_ = dev_f(NULL, ny), *yw_ = dev_f(NULL, ny), *yc = alloc_f(ny);
+    g_be->conv2d_bf16_forward_rounded(yh_, xr_, x_, wh_, &s, ws_);
+    g_be->conv2d_bf16_forward(yn_, xh_, NULL, wh_, NULL, &s, ws_);
+    g_be->bf16_to_f32(yw_, yh_, ny);
+    same_bits(cname("conv2d_bf16_forward_rounded = its forward rounded %s", t), yw_, rounded_dev(yn_, ny), ny);
+    conv2d_bf16_forward(yc, xh, x, wh, NULL, &s, ws);
+    cmp(cname("conv2d_bf16_forward_rounded %s", t), yw_, rounded(yc, ny), ny, TOL_BF16);
     spk_bf16 *got = alloc_h(nx);
     g_be->download(got, xh_, nx * sizeof(spk_bf16));
     be_verdict(cname("conv2d_bf16 stored input %s", t), memcmp(got, xh, nx * sizeof(spk_bf16)) == 0,
@@ -181,6 +215,20 @@ static void backend_case(const int *a) {
         g_be->conv2d_bf16_backward(dx2, acc, dw2, NULL, NULL, dyh_, xh_, wh_, &s, ws_);
         same_bits(cname("conv2d_bf16 dx from dyh (accumulate %d) %s", acc, t), dx2, dx1, nx);
         same_bits(cname("conv2d_bf16 dw from dyh %s", t), dw2, dw1, nw);
+    }
+    // the rounded backward: the backend's dx rounded, bitwise, dw its bits too; close to the CPU's
+    {
+        float *dx1 = dev_f(NULL, nx), *dw1 = dev_f(zeros_f(nw), nw), *dw2 = dev_f(zeros_f(nw), nw);
+        float *dxw_ = dev_f(NULL, nx), *dxc = alloc_f(nx);
+        spk_bf16 *dxh_ = dev_alloc(nx * sizeof(spk_bf16));
+        g_be->conv2d_bf16_backward(dx1, 0, dw1, NULL, NULL, dyh_, xh_, wh_, &s, ws_);
+        g_be->conv2d_bf16_backward_rounded(dxh_, dw2, dyh_, xh_, wh_, &s, ws_);
+        g_be->bf16_to_f32(dxw_, dxh_, nx);
+        same_bits(cname("conv2d_bf16_backward_rounded = its backward's dx rounded %s", t), dxw_, rounded_dev(dx1, nx),
+                  nx);
+        same_bits(cname("conv2d_bf16_backward_rounded dw %s", t), dw2, dw1, nw);
+        conv2d_bf16_backward(dxc, 0, NULL, NULL, dy, NULL, xh, wh, &s, ws);
+        cmp(cname("conv2d_bf16_backward_rounded %s", t), dxw_, rounded(dxc, nx), nx, TOL_BF16);
     }
 
     // the invariant mode's forward (the invariant table) and exact backward

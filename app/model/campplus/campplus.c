@@ -192,18 +192,19 @@ static const float *forward_streams(campplus_t *c, model_t *m, const float *fram
     SPK_ASSERT(B <= c->cap_b && T <= c->cap_t);
     const int C = (int)last_channels(c), E = (int)c->d.emb, R1 = B * c->t1;
     K->batch_transpose(c->x, frames, B, T, (int)c->d.feat);  // (B, T, F) -> (B, F, T): an F x T image
-    conv2d_bn_forward(&c->stem, m, c->x, NULL, 1, train, c->work);
+    conv2d_bn_forward(&c->stem, m, c->x, NULL, NULL, 1, train, c->work);
     for (int i = 0; i < 2 * CAMPP_FCM_BLOCKS; i++) res_block_forward(&c->fcm[i], m, fcm_input(c, i), train, c->work);
-    conv2d_bn_forward(&c->fcm_out, m, fcm_input(c, 2 * CAMPP_FCM_BLOCKS), NULL, 1, train, c->work);
+    conv2d_bn_forward(&c->fcm_out, m, fcm_input(c, 2 * CAMPP_FCM_BLOCKS), NULL, NULL, 1, train, c->work);
     // (B, F/8, T, 32) -> (B, T, 32, F/8): channel c * F/8 + h, as the toolkit's reshape
     K->batch_transpose(c->flat, c->fcm_out.y, B, c->fh, T * CAMPP_FCM);
-    conv2d_bn_forward(&c->tdnn, m, c->flat, NULL, 1, train, c->work);
+    conv2d_bn_forward(&c->tdnn, m, c->flat, NULL, NULL, 1, train, c->work);
     for (int i = 0; i < CAMPP_BLOCKS; i++)
         dense_block_forward(&c->blocks[i], m, block_input(c, i), train, &c->scratch, c->work);
     const float *last = block_input(c, CAMPP_BLOCKS);
     if (train)
-        model_batchnorm2d_train(m, c->out_y, NULL, c->out_mean, c->out_rstd, c->out_bn_mean, c->out_bn_var, last,
-                                c->out_bn_w, c->out_bn_b, NULL, 1, B, c->t1, C, CAMPP_EPS, CAMPP_MOMENTUM, c->work);
+        model_batchnorm2d_train(m, c->out_y, NULL, c->out_mean, c->out_rstd, c->out_bn_mean, c->out_bn_var, last, NULL,
+                                c->out_bn_w, c->out_bn_b, NULL, NULL, 1, B, c->t1, C, CAMPP_EPS, CAMPP_MOMENTUM,
+                                c->work);
     else
         K->batchnorm2d_forward_infer(c->out_y, last, st + c->out_bn_mean, st + c->out_bn_var, p + c->out_bn_w,
                                      p + c->out_bn_b, NULL, 1, R1, C, CAMPP_EPS);

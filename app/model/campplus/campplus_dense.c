@@ -210,7 +210,7 @@ void dense_block_forward(dense_block_t *k, model_t *m, const float *in, int trai
         cam_layer_t *l = &k->layer[i];
         float *z = m->bf16 ? NULL : k->recompute ? s->zs : l->z;
         normalise(k, m, z, m->bf16 ? l->lin.xh : NULL, l->cin, l->bn1_w, l->bn1_b, l->bn1_mean, l->bn1_var, train);
-        conv2d_bn_forward(&l->lin, m, z, NULL, 1, train, work);
+        conv2d_bn_forward(&l->lin, m, z, NULL, NULL, 1, train, work);
         cam_forward(k, m, l, l->lin.y, work);
         if (train) channel_stats(k, m, l->cin, k->growth, s);
     }

@@ -64,7 +64,7 @@ void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m) {
     u->y = model_buf(m, n);
     u->mean = model_buf(m, (size_t)u->cout);
     u->rstd = model_buf(m, (size_t)u->cout);
-    if (m->bf16) u->xh = model_buf_bf16(m, nx);
+    if (m->bf16 && !u->xh_of) u->xh = model_buf_bf16(m, nx);
     u->cap = n;
     u->cap_x = nx;
 }
@@ -72,26 +72,37 @@ void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m) {
 // The BatchNorm's batch: samples of per_sample maps each.
 static int samples(const conv2d_bn_t *u) { return u->per_sample > 1 ? u->s.B / u->per_sample : u->s.B; }
 
-void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, int relu, int train,
-                       float *work) {
+void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, const spk_bf16 *residual_h,
+                       int relu, int train, float *work) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *st = m->state;
     SPK_ASSERT(conv2d_bn_out_size(u) <= u->cap);
-    if (m->bf16)  // x NULL: the unit before wrote xh
-        K->conv2d_bf16_forward(u->a, u->xh, u->xh_ready ? NULL : x, m->params_bf16 + u->w, NULL, &u->s, work);
+    // bf16 training keeps the convolution's output in bf16, as PyTorch AMP does (in a's storage)
+    const int rounded = train && model_writes_bf16(m);
+    spk_bf16 *ah = rounded ? (spk_bf16 *)u->a : NULL;
+    // x NULL: the unit before wrote xh, or xh_of rounded it
+    const float *xin = u->xh_ready || u->xh_of ? NULL : x;
+    if (rounded)
+        K->conv2d_bf16_forward_rounded(ah, conv2d_bn_xh(u), xin, m->params_bf16 + u->w, &u->s, work);
+    else if (m->bf16)
+        K->conv2d_bf16_forward(u->a, conv2d_bn_xh(u), xin, m->params_bf16 + u->w, NULL, &u->s, work);
     else
         K->conv2d_forward(u->a, x, p + u->w, NULL, &u->s, work);
     u->xh_ready = 0;
     const int B = samples(u), HW = rows(u) / B;
-    const int fused = train && model_writes_bf16(m) && u->next;
-    spk_bf16 *yh = fused ? u->next->xh : NULL;
-    SPK_ASSERT(!yh || conv2d_x_size(&u->next->s) == conv2d_bn_out_size(u));
+    const int fused = rounded && u->next;
+    SPK_ASSERT(!fused || conv2d_x_size(&u->next->s) == conv2d_bn_out_size(u));
+    SPK_ASSERT(!residual_h || rounded);
+    // the BatchNorm's outputs: y, and the next unit's rounded input; out_bf16: the output in bf16 alone
+    spk_bf16 *yh = fused ? u->next->xh : rounded && u->out_bf16 ? (spk_bf16 *)u->y : NULL;
+    float *y = (fused && u->only_next) || (rounded && u->out_bf16) ? NULL : u->y;
     u->wrote_next = 0;
     if (train) {
-        u->wrote_next = model_batchnorm2d_train(m, fused && u->only_next ? NULL : u->y, yh, u->mean, u->rstd,
-                                                u->bn_mean, u->bn_var, u->a, u->bn_w, u->bn_b, residual, relu, B, HW,
-                                                u->cout, CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
+        const int wrote = model_batchnorm2d_train(m, y, yh, u->mean, u->rstd, u->bn_mean, u->bn_var, ah ? NULL : u->a,
+                                                  ah, u->bn_w, u->bn_b, residual, residual_h, relu, B, HW, u->cout,
+                                                  CONV2D_BN_EPS, CONV2D_BN_MOMENTUM, work);
+        u->wrote_next = wrote && fused;
         if (u->wrote_next) u->next->xh_ready = 1;
     } else
         K->batchnorm2d_forward_infer(u->y, u->a, st + u->bn_mean, st + u->bn_var, p + u->bn_w, p + u->bn_b, residual,
@@ -99,16 +110,25 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
 }
 
 // The gradient between the BatchNorm and the bf16 convolution only as the convolution's rounded
-// output gradient, in ga's storage (half its floats).
+// output gradient, in ga's storage (half its floats); the BatchNorm's input is the bf16 output the
+// forward kept in a's storage.
 static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                              int relu, float *ga, float *work) {
     const spk_backend_t *K = m->be;
     float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)ga;
     const spk_bf16 *yh = u->wrote_next ? u->next->xh : NULL;  // the next unit's backward left it as it was
-    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dy, yh ? NULL : u->y, yh, u->a,
-                                    m->params + u->bn_w, u->mean, u->rstd, relu, rows(u), u->cout, work);
-    K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, u->xh, m->params_bf16 + u->w, &u->s, work);
+    const spk_bf16 *dyh = u->dy_bf16 ? (const spk_bf16 *)dy : NULL;
+    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dyh ? NULL : dy, dyh, yh ? NULL : u->y, yh,
+                                    NULL, (const spk_bf16 *)u->a, m->params + u->bn_w, u->mean, u->rstd, relu, rows(u),
+                                    u->cout, work);
+    if (dx && u->dx_bf16) {
+        SPK_ASSERT(!dx_accumulate);
+        K->conv2d_bf16_backward_rounded((spk_bf16 *)dx, gr + u->w, gh, conv2d_bn_xh(u), m->params_bf16 + u->w, &u->s,
+                                        work);
+    } else
+        K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, conv2d_bn_xh(u), m->params_bf16 + u->w,
+                                &u->s, work);
 }
 
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
@@ -119,7 +139,7 @@ void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate
     }
     model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, samples(u),
                                rows(u) / samples(u), u->cout, work);
-    model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, u->xh, &u->s, work);
+    model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, conv2d_bn_xh(u), &u->s, work);
 }
 
 int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->g.kh * u->g.kw; }

@@ -45,8 +45,9 @@ typedef struct conv2d_bn {
     int64_t w;                            // <conv>.weight (cout, cin, k, k)
     int64_t bn_w, bn_b, bn_mean, bn_var;  // <bn>.weight, .bias; .running_mean, .running_var (state)
     conv2d_shape_t s;                     // the convolution at the current batch and input size
-    float *a;                             // (B, OH, OW, cout) the convolution's output
-    float *y;                             // (B, OH, OW, cout) act(bn(a) + residual)
+    float *a;                             // (B, OH, OW, cout) the convolution's output (bf16 training: its
+                                          // bf16 rounding, in the same storage)
+    float *y;                             // (B, OH, OW, cout) act(bn(a) + residual) (out_bf16: see below)
     float *mean, *rstd;                   // (cout) the batch statistics of the last training forward
     spk_bf16 *xh;                         // bf16 models: the rounded input (B, H, W, cin)
     size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
@@ -56,10 +57,20 @@ typedef struct conv2d_bn {
     // this unit's BatchNorm writes in the pass that writes y (NULL: none, or not a conv2d_bn);
     // on that unit, whether its xh holds the rounding of this step's input already; and on this
     // one, whether the last forward wrote next's xh (its backward then reads the ReLU's mask
-    // there, half the bytes of y), and whether next is the one reader of y (a residual block's
-    // inner unit), whose float32 output bf16 training then does not write.
+    // there, half the bytes of y), and whether next's xh is the one reader of y (a residual
+    // block's inner unit; a stem or block output whose next block takes its residual from there
+    // too), whose float32 output bf16 training then does not write.
     struct conv2d_bn *next;
     int xh_ready, wrote_next, only_next;
+    // bf16 models: the unit whose rounded input is this one's too (a block's shortcut reads the
+    // block's input as its first unit does), or NULL: its own. bf16 training: out_bf16 keeps
+    // the output in bf16 alone, in y's storage (a shortcut's, added as a bf16 residual).
+    struct conv2d_bn *xh_of;
+    int out_bf16;
+    // bf16 training: the output's gradient comes in bf16 (dy_bf16: its one reader was the next
+    // unit's convolution, whose input gradient is stored so), the input's goes in bf16 (dx_bf16:
+    // to the BatchNorm of the unit before alone), each in the storage of the float buffer passed.
+    int dy_bf16, dx_bf16;
 } conv2d_bn_t;
 
 // Registers a BatchNorm: <bn>.weight and .bias (c each) as parameters, .running_mean and
@@ -78,14 +89,17 @@ void conv2d_bn_release(conv2d_bn_t *u, const model_t *m);
 // Output elements at the current shape.
 size_t conv2d_bn_out_size(const conv2d_bn_t *u);
 
-// y = act(bn(conv(x)) + residual) (residual NULL: none); train: batch statistics (updating the
-// running ones), else the running statistics.
-void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, int relu, int train,
-                       float *work);
+// y = act(bn(conv(x)) + residual) (residual NULL: none; residual_h: it in bf16, bf16 training
+// only); train: batch statistics (updating the running ones), else the running statistics.
+void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, const spk_bf16 *residual_h,
+                       int relu, int train, float *work);
+// The unit's rounded input (bf16 models): its own, or xh_of's.
+static inline spk_bf16 *conv2d_bn_xh(const conv2d_bn_t *u) { return u->xh_of ? u->xh_of->xh : u->xh; }
 // From dy, the gradient of y: the parameter gradients (accumulated), the residual's gradient into
 // dres (overwritten; NULL: not needed) and the input's into dx (overwritten, or added with
 // dx_accumulate; NULL: not needed). ga: scratch of the unit's output size. x: the forward's input
-// (unused by bf16 models, which read xh).
+// (unused by bf16 models, which read xh). bf16 training: dy and dx hold bf16 values where
+// dy_bf16 and dx_bf16 say so.
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work);
 // The offset just past the unit's parameters (its gradients are final once its backward ran).

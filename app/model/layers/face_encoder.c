@@ -87,7 +87,7 @@ static void forward_pictures(face_encoder_t *f, model_t *m, const float *picture
                              int train, float *work) {
     SPK_ASSERT(n <= f->cap_n);
     set_shapes(f, n, per_sample);
-    conv2d_bn_forward(&f->stem, m, pictures, NULL, 1, train, work);
+    conv2d_bn_forward(&f->stem, m, pictures, NULL, NULL, 1, train, work);
     for (int b = 0; b < FACE_STAGES * FACE_BLOCKS; b++)
         res_block_forward(&f->block[b], m, block_input(f, b), train, work);
     // the positions as one row of out_side^2 "frames": mean and deviation per channel

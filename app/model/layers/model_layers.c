@@ -189,17 +189,18 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
 }
 
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
-                            int64_t running_var, const float *x, int64_t w, int64_t b, const float *residual, int relu,
-                            int B, int HW, int C, float eps, float momentum, float *work) {
+                            int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
+                            const float *residual, const spk_bf16 *residual_h, int relu, int B, int HW, int C,
+                            float eps, float momentum, float *work) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *rm = m->state + running_mean, *rv = m->state + running_var;
     if (!m->invariant) {
-        K->batchnorm2d_forward_train(y, yh, mean, rstd, rm, rv, x, p + w, p + b, residual, relu, B * HW, C, eps,
-                                     momentum, work);
+        K->batchnorm2d_forward_train(y, yh, mean, rstd, rm, rv, x, xh, p + w, p + b, residual, residual_h, relu, B * HW,
+                                     C, eps, momentum, work);
         return yh != NULL;
     }
-    SPK_ASSERT(y != NULL);  // (yh alone is the plain mode's)
+    SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh alone and bf16 inputs are the plain mode's)
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm2d_stats_partial(s, x, rm, B, HW, C, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);

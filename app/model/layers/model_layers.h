@@ -65,12 +65,14 @@ void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int6
 // samples of HW rows with the residual-ReLU epilogue (kernels/batchnorm2d.h; the backward writes
 // dx and dres), over the rank's batch or, in the invariant mode, the global one. The training
 // forward writes yh = bf16(y) too where yh is given and the mode has that fused pass (not the
-// invariant one), and says whether it did.
+// invariant one), and says whether it did; its input is x, or in the plain mode its bf16 copy xh
+// (and the residual so: residual_h).
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const float *x,
                            const spk_bf16 *xh, const conv2d_shape_t *s, float *work);
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
-                            int64_t running_var, const float *x, int64_t w, int64_t b, const float *residual, int relu,
-                            int B, int HW, int C, float eps, float momentum, float *work);
+                            int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
+                            const float *residual, const spk_bf16 *residual_h, int relu, int B, int HW, int C,
+                            float eps, float momentum, float *work);
 void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, int64_t b, const float *dy,
                                 const float *y, const float *x, const float *mean, const float *rstd, int relu, int B,
                                 int HW, int C, float *work);

@@ -29,8 +29,12 @@ void res_block_register(res_block_t *b, model_t *m, const char *prefix, int in, 
             conv2d_geom_t s = conv2d_geom_square(1, 1);
             s.sh = sh, s.sw = sw;
             conv2d_bn_register(&b->sc, m, conv, bn, in, out, s);
+            b->sc.xh_of = &b->u[0];  // (its input is the first unit's)
+            b->sc.out_bf16 = 1;      // bf16 training: its one reader takes it as a bf16 residual
         }
     }
+    // bf16 training: the gradients between the main path's units pass in bf16
+    for (int i = 0; i < b->n; i++) b->u[i].dy_bf16 = i<b->n - 1, b->u[i].dx_bf16 = i> 0;
 }
 
 void res_block_shape(res_block_t *b, int B, int *H, int *W) {
@@ -47,24 +51,35 @@ int res_block_units(res_block_t *b, conv2d_bn_t **units) {
     return n;
 }
 
+// Every output with a next unit has no other reader in bf16 training: a block reads its input as
+// its first unit's rounded input (res_block_forward), and `after` reads only its own.
 void res_blocks_chain(conv2d_bn_t *before, res_block_t *b, int count, conv2d_bn_t *after) {
     SPK_ASSERT(count > 0);
     before->next = &b[0].u[0];
+    before->only_next = 1;
     for (int i = 0; i < count; i++) {
         for (int k = 0; k < b[i].n - 1; k++) b[i].u[k].next = &b[i].u[k + 1], b[i].u[k].only_next = 1;
-        b[i].u[b[i].n - 1].next = i + 1 < count ? &b[i + 1].u[0] : after;
+        conv2d_bn_t *last = &b[i].u[b[i].n - 1];
+        last->next = i + 1 < count ? &b[i + 1].u[0] : after;
+        last->only_next = last->next != NULL;
     }
 }
 
 const float *res_block_out(const res_block_t *b) { return b->u[b->n - 1].y; }
 int res_block_out_channels(const res_block_t *b) { return b->u[b->n - 1].cout; }
 
+// bf16 training adds the residual in bf16, as PyTorch AMP's blocks do: the block's input as its
+// first unit rounded it, or the shortcut's output, which it keeps in bf16 alone (out_bf16).
 void res_block_forward(res_block_t *b, model_t *m, const float *in, int train, float *work) {
-    for (int k = 0; k < b->n - 1; k++) conv2d_bn_forward(&b->u[k], m, k ? b->u[k - 1].y : in, NULL, 1, train, work);
-    if (b->has_sc) conv2d_bn_forward(&b->sc, m, in, NULL, 0, train, work);
-    conv2d_bn_forward(&b->u[b->n - 1], m, b->u[b->n - 2].y, b->has_sc ? b->sc.y : in, 1, train, work);
+    for (int k = 0; k < b->n - 1; k++)
+        conv2d_bn_forward(&b->u[k], m, k ? b->u[k - 1].y : in, NULL, NULL, 1, train, work);
+    if (b->has_sc) conv2d_bn_forward(&b->sc, m, in, NULL, NULL, 0, train, work);
+    const float *res = b->has_sc ? b->sc.y : in;
+    const spk_bf16 *res_h = !train || !model_writes_bf16(m) ? NULL : b->has_sc ? (const spk_bf16 *)b->sc.y : b->u[0].xh;
+    conv2d_bn_forward(&b->u[b->n - 1], m, b->u[b->n - 2].y, res_h ? NULL : res, res_h, 1, train, work);
 }
 
+// (bf16 training: go holds the inner units' gradients in bf16, conv2d_bn_t.dy_bf16.)
 void res_block_backward(res_block_t *b, model_t *m, const float *in, float *go, float *gx, float *ga, float *gres,
                         float *work) {
     const int n = b->n;

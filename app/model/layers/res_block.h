@@ -25,7 +25,9 @@ void res_block_shape(res_block_t *b, int B, int *H, int *W);
 int res_block_units(res_block_t *b, conv2d_bn_t **units);
 // Chains `before` (a stem), blocks b[0, count) in order and `after` (NULL: none) for bf16
 // training (conv2d_bn_t.next): every unit's output to the unit that reads it first (a block's
-// first convolution reads its input). Call once every unit is registered.
+// first convolution reads its input), which in bf16 training is its only reader (the last
+// block's output is written in float32 too when `after` is NULL). Call once every unit is
+// registered.
 void res_blocks_chain(conv2d_bn_t *before, res_block_t *b, int count, conv2d_bn_t *after);
 // The block's output (B, OH, OW, cout) of the last forward.
 const float *res_block_out(const res_block_t *b);

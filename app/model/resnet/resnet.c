@@ -152,7 +152,7 @@ static void trunk_forward(resnet_t *r, model_t *m, const float *frames, float *s
     const spk_backend_t *K = m->be;
     SPK_ASSERT(B <= r->cap_b && T <= r->cap_t);
     K->batch_transpose(r->x, frames, B, T, (int)r->feat);  // (B, T, F) -> (B, F, T): an F x T image
-    conv2d_bn_forward(&r->stem, m, r->x, NULL, 1, train, r->work);
+    conv2d_bn_forward(&r->stem, m, r->x, NULL, NULL, 1, train, r->work);
     for (int i = 0; i < r->nblocks; i++) res_block_forward(&r->block[i], m, block_input(r, i), train, r->work);
     K->tstp_forward(stats, block_input(r, r->nblocks), B, r->out_h, r->out_w, r->out_c, TSTP_EPS);
 }
