@@ -7,7 +7,11 @@
 # EPOCHS (20; EPOCHS_<model> for one model, e.g. EPOCHS_resnet34=12 for the same training time),
 # NP (2), MPIEXEC (mpiexec), FLAGS (the training flags all get; default: 48-frame crops, global
 # batch 32, Adam 0.002 with cosine decay; FLAGS_<model> replaces them for one model, e.g. its own
-# learning rate), SYNTH (flags for both corpora, e.g. "--spectral --dim 40").
+# learning rate), SYNTH (flags for both corpora, e.g. "--spectral --dim 40"). CORPUS=speech takes the
+# synthetic voices of tests/e2e/make_speech_corpus.sh instead (source-filter speech: pitch,
+# formants, vocal-tract length; SPEAKERS x UTTS training utterances of 1-2 s, default 40 x 12,
+# and 16 unseen voices x 8), as 80-band fbank by `spkddp prepare`: a spectrum with the local
+# structure 2-D convolutions use, where `spkddp synth`'s features have none.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
@@ -18,10 +22,20 @@ flags=${FLAGS:---frames 48 --global-batch 32 --optimizer adam --lr 0.002 --lr-sc
 recipe=$here/../jobscripts/recipes/synthetic
 mkdir -p "${1:-compare}"
 cd "${1:-compare}"
-# shellcheck disable=SC2086
-[ -f train.h5 ] || "$SPKDDP" synth --config "$recipe/synth_train.yaml" ${SYNTH:-} >/dev/null
-# shellcheck disable=SC2086
-[ -f test.h5 ] || "$SPKDDP" synth --config "$recipe/synth_test.yaml" ${SYNTH:-} >/dev/null
+if [ "${CORPUS:-synth}" = speech ]; then
+    for set in train test; do
+        [ -f $set.h5 ] && continue
+        if [ $set = train ]; then a=("${SPEAKERS:-40}" "${UTTS:-12}" 1); else a=(16 8 2); fi  # seed 2: other voices
+        bash "$here/../tests/e2e/make_speech_corpus.sh" ${set}_audio "${a[@]}" >/dev/null
+        "$MPIEXEC" -n "$NP" "$SPKDDP" prepare --wav-scp ${set}_audio/wav.scp --utt2spk ${set}_audio/utt2spk \
+            --out $set.h5 >/dev/null
+    done
+else
+    # shellcheck disable=SC2086
+    [ -f train.h5 ] || "$SPKDDP" synth --config "$recipe/synth_train.yaml" ${SYNTH:-} >/dev/null
+    # shellcheck disable=SC2086
+    [ -f test.h5 ] || "$SPKDDP" synth --config "$recipe/synth_test.yaml" ${SYNTH:-} >/dev/null
+fi
 for seed in ${SEEDS:-1 2 3}; do
     for mc in ${MODELS:-ecapa:512 resnet34:32}; do
         m=${mc%%:*} c=${mc#*:} d=${mc/:/_}_$seed
