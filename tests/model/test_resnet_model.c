@@ -5,6 +5,7 @@
 // cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's, and a bf16 step
 // with each BatchNorm writing the next convolution's rounded input bitwise the step where each
 // convolution rounds its own.
+#include "app/model/campplus/campplus.h"
 #include "app/model/model.h"
 #include "app/model/resnet/resnet.h"
 #include "kernels/base/rng.h"
@@ -105,12 +106,21 @@ static void staged_step(const char *depth) {
 }
 
 // bf16 training with every BatchNorm writing the next convolution's rounded input (the units'
-// chain, conv2d_bn_t.next) against the chain cut, where each convolution rounds its own input.
+// chain, conv2d_bn_t.next; the outputs only the next unit reads then not written in float32)
+// against the chain cut, where each convolution rounds its own input. ResNets, and CAM++, whose
+// front end's last block writes the input of the unit after the blocks.
 static void chained_rounding_step(const char *depth) {
     model_t *chained = small_at(depth, &spk_backend_cpu, "bf16"), *cut = small_at(depth, &spk_backend_cpu, "bf16");
-    const resnet_t *r = cut->impl;
-    int linked = 0;
-    for (int i = 0; i < r->nunits; i++) linked += r->units[i]->next != NULL, r->units[i]->next = NULL;
+    int count = 0, linked = 0;
+    conv2d_bn_t *const *units;
+    if (strcmp(depth, "campplus") == 0) {
+        const campplus_t *c = cut->impl;
+        units = c->units, count = c->nunits;
+    } else {
+        const resnet_t *r = cut->impl;
+        units = r->units, count = r->nunits;
+    }
+    for (int i = 0; i < count; i++) linked += units[i]->next != NULL, units[i]->next = NULL;
     EXPECT(linked > 0, "%s: no unit writes the next one's rounded input", depth);
     same_step(chained, cut, depth, "bf16, BatchNorm writing the next convolution's input");
 }
@@ -130,5 +140,6 @@ int main(void) {
     staged_step("resnet50");
     chained_rounding_step("resnet34");
     chained_rounding_step("resnet50");
+    chained_rounding_step("campplus");
     return test_report("test_resnet_model");
 }
