@@ -43,11 +43,6 @@ static parts_t parts_of(float *workspace, int N, int C) {
 static inline float masked(float dy, const float *y, size_t j, int relu) { return relu && !(y[j] > 0.0f) ? 0.0f : dy; }
 static inline float masked_h(float dy, const spk_bf16 *yh, size_t j, int relu) { return relu && !yh[j] ? 0.0f : dy; }
 
-// The normalisation's input at element j: x, or (hx) its bf16 copy xh, widened.
-static inline float input_at(const float *x, const spk_bf16 *xh, size_t j, int hx) {
-    return hx ? spk_bf16_to_f32(xh[j]) : x[j];
-}
-
 // The per-row loops below take their choices (ReLU, residual, which outputs, the mask's source)
 // as constants, so that each combination is a vectorised loop of its own: with the choices read
 // inside one loop gcc vectorised none of it (conditional loads), and scalar code made these
@@ -56,12 +51,14 @@ static inline float input_at(const float *x, const spk_bf16 *xh, size_t j, int h
 // the loop).
 #define ROW_INLINE static inline __attribute__((always_inline))
 
-// The input of the normalisation, float32 (x) or bf16 (xh, where not NULL), as the passes
-// below take it.
+// An input of the passes below (x, a residual, dy): float32 (x), or bf16 (xh, where not NULL).
 typedef struct {
     const float *x;
     const spk_bf16 *xh;
 } bn_in_t;
+
+// The input at element j: in.x, or (h, a constant in the loops) in.xh widened.
+static inline float input_at(bn_in_t in, size_t j, int h) { return h ? spk_bf16_to_f32(in.xh[j]) : in.x[j]; }
 
 // The backward's terms of one row's lanes [c0, c0 + n): g and g * xhat, the mask from yh when
 // hmask is set, the input from xh when hx is, the output gradient from dy.xh when hdy is.
@@ -70,10 +67,10 @@ ROW_INLINE void grad_terms_row(float *restrict s1, float *restrict s2, bn_in_t i
                                const float *shift, const float *scale, size_t row, int c0, int n) {
 #pragma omp simd
     for (int c = 0; c < n; c++) {
-        const float d = input_at(dy.x, dy.xh, row + c, hdy);
+        const float d = input_at(dy, row + c, hdy);
         const float g = hmask ? masked_h(d, yh, row + c, relu) : masked(d, y, row + c, relu);
         s1[c] += g;
-        s2[c] += g * ((input_at(in.x, in.xh, row + c, hx) - shift[c0 + c]) * scale[c0 + c]);
+        s2[c] += g * ((input_at(in, row + c, hx) - shift[c0 + c]) * scale[c0 + c]);
     }
 }
 
@@ -82,7 +79,7 @@ ROW_INLINE void stat_terms_row(float *restrict s1, float *restrict s2, bn_in_t i
                                size_t row, int c0, int n) {
 #pragma omp simd
     for (int c = 0; c < n; c++) {
-        const float a = input_at(in.x, in.xh, row + c, hx) - shift[c0 + c];
+        const float a = input_at(in, row + c, hx) - shift[c0 + c];
         s1[c] += a;
         s2[c] += a * a;
     }
@@ -151,7 +148,7 @@ static void first_block_mean(float *shift, bn_in_t in, int N, int C) {
     const int rows = N < BN2D_BLOCK ? N : BN2D_BLOCK;
     for (int c = 0; c < C; c++) shift[c] = 0.0f;
     for (int i = 0; i < rows; i++)
-        for (int c = 0; c < C; c++) shift[c] += input_at(in.x, in.xh, (size_t)i * C + c, in.xh != NULL);
+        for (int c = 0; c < C; c++) shift[c] += input_at(in, (size_t)i * C + c, in.xh != NULL);
     for (int c = 0; c < C; c++) shift[c] /= (float)rows;
 }
 
@@ -163,8 +160,8 @@ ROW_INLINE void apply_row(float *restrict y, spk_bf16 *restrict yh, bn_in_t in, 
                           bn_in_t res, const int relu, const int with_residual, const int rounded, int cn) {
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
-        float v = spk_bn_apply(input_at(in.x, in.xh, (size_t)c, hx), mean[c], scale[c], beta[c]);
-        if (with_residual) v += input_at(res.x, res.xh, (size_t)c, with_residual == 2);
+        float v = spk_bn_apply(input_at(in, (size_t)c, hx), mean[c], scale[c], beta[c]);
+        if (with_residual) v += input_at(res, (size_t)c, with_residual == 2);
         v = relu && !(v > 0.0f) ? 0.0f : v;
         if (rounded) {
             const spk_bf16 h = spk_bf16_round(v);
@@ -267,10 +264,9 @@ typedef struct {
     float *dx;
     spk_bf16 *dxh;
     float *dres;
-    const float *dy, *y, *x, *wr, *mean, *rstd, *mdy, *mdyx;
-    const spk_bf16 *yh;   // the mask's source where given, else y
-    const spk_bf16 *xh;   // the input where given, else x
-    const spk_bf16 *dyh;  // the output gradient where given, else dy
+    bn_in_t dy, x;  // the output gradient and the input, float32 or bf16
+    const float *y, *wr, *mean, *rstd, *mdy, *mdyx;
+    const spk_bf16 *yh;  // the mask's source where given, else y
 } bwd_row_t;
 
 // The row starting at element r. out: 0 no input gradient, 1 dx, 2 dxh; res: dres is written;
@@ -280,18 +276,19 @@ ROW_INLINE void backward_row(const bwd_row_t *a, size_t r, int cn, const int rel
                              const int acc, const int hmask, const int hx, const int hdy) {
     float *restrict dx = a->dx, *restrict dres = a->dres;
     spk_bf16 *restrict dxh = a->dxh;
-    const float *restrict dy = a->dy, *restrict y = a->y, *restrict x = a->x;
+    const bn_in_t dy = a->dy, x = a->x;
+    const float *restrict y = a->y;
     const float *restrict wr = a->wr, *restrict mean = a->mean, *restrict rstd = a->rstd;
     const float *restrict mdy = a->mdy, *restrict mdyx = a->mdyx;
-    const spk_bf16 *restrict yh = a->yh, *restrict xh = a->xh, *restrict dyh = a->dyh;
+    const spk_bf16 *restrict yh = a->yh;
 #pragma omp simd
     for (int c = 0; c < cn; c++) {
         const size_t j = r + c;
-        const float d0 = input_at(dy, dyh, j, hdy);
+        const float d0 = input_at(dy, j, hdy);
         const float g = hmask ? masked_h(d0, yh, j, relu) : masked(d0, y, j, relu);
         if (res) dres[j] = acc ? dres[j] + g : g;
         if (!out) continue;
-        const float d = spk_bn_dx(g, (input_at(x, xh, j, hx) - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
+        const float d = spk_bn_dx(g, (input_at(x, j, hx) - mean[c]) * rstd[c], wr[c], rstd[c], mdy[c], mdyx[c]);
         if (out == 2)
             dxh[j] = spk_bf16_round(d);
         else
@@ -307,9 +304,9 @@ ROW_INLINE void backward_row_h(const bwd_row_t *a, size_t r, int cn, const int r
 }
 
 ROW_INLINE void backward_row_out(const bwd_row_t *a, size_t r, int cn, const int relu, const int res, const int acc) {
-    if (a->dxh && a->dyh)  // (bf16 inputs, the mask from yh: the bf16 training step's)
+    if (a->dxh && a->dy.xh)  // (bf16 inputs, the mask from yh: the bf16 training step's)
         backward_row_h(a, r, cn, relu, res, acc, 1, 1);
-    else if (a->dxh && a->xh)
+    else if (a->dxh && a->x.xh)
         backward_row_h(a, r, cn, relu, res, acc, 1, 0);
     else if (a->dxh)
         backward_row_h(a, r, cn, relu, res, acc, 0, 0);
@@ -327,7 +324,7 @@ static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accum
                            const float *mdy, const float *mdyx, int relu, int N, int C, int c0, int cn) {
     if (!dx && !dxh && !dresidual) return;
     SPK_ASSERT((!x.xh && !dy.xh) || !dx);  // (bf16 inputs come with the rounded input gradient)
-    const bwd_row_t a = {dx, dxh, dresidual, dy.x, y, x.x, wr, mean, rstd, mdy, mdyx, yh, x.xh, dy.xh};
+    const bwd_row_t a = {dx, dxh, dresidual, dy, x, y, wr, mean, rstd, mdy, mdyx, yh};
     const int res = dresidual != NULL;
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {

@@ -176,8 +176,9 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
 }
 
 // Native: the weight gradient on conv2d_bf16_backward's plan (the same bits), the input gradient
-// on the plan that writes it in bf16. Widened: the float32 input gradient in the workspace's x
-// part (after the weight gradient used it), then rounded.
+// on the plan that writes it in bf16. Widened: conv2d_bf16_backward's float32 passes on the
+// widened operands (dy widened once for both), the input gradient into the workspace's x part
+// once the weight gradient has used it, then rounded.
 void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w,
                                   const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s) && dxh && dyh);
@@ -188,8 +189,11 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh,
         return;
     }
     const wide_t p = wide_parts(s, workspace);
-    if (dw) conv2d_bf16_backward(NULL, 0, dw, NULL, NULL, dyh, xh, w, s, workspace);
     bf16_to_f32(p.dy, dyh, conv2d_y_size(s));
+    if (dw) {
+        bf16_to_f32(p.x, xh, conv2d_x_size(s));
+        conv2d_backward(NULL, 0, dw, NULL, p.dy, p.x, NULL, s, p.conv);
+    }
     bf16_to_f32(p.w, w, conv2d_w_size(s));
     conv2d_backward(p.x, 0, NULL, NULL, p.dy, NULL, p.w, s, p.conv);
     bf16_from_f32(dxh, p.x, conv2d_x_size(s));

@@ -34,7 +34,10 @@ void res_block_register(res_block_t *b, model_t *m, const char *prefix, int in, 
         }
     }
     // bf16 training: the gradients between the main path's units pass in bf16
-    for (int i = 0; i < b->n; i++) b->u[i].dy_bf16 = i<b->n - 1, b->u[i].dx_bf16 = i> 0;
+    for (int i = 0; i < b->n; i++) {
+        b->u[i].dy_bf16 = i < b->n - 1;  // its output's one reader is the next unit's convolution
+        b->u[i].dx_bf16 = i > 0;         // its input's one reader is the unit before's BatchNorm2d
+    }
 }
 
 void res_block_shape(res_block_t *b, int B, int *H, int *W) {
