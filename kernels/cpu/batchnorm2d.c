@@ -6,6 +6,7 @@
 #include "kernels/batchnorm2d.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
@@ -116,6 +117,17 @@ static inline void sum_rows(float *restrict s1, float *restrict s2, bn_in_t in, 
 // Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
 // masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
 // shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
+// Rows [i0, i1) of lanes [c0, c0 + cn) into s1, s2, the common widths at compile time.
+static void lane_sums(float *s1, float *s2, bn_in_t x, bn_in_t dy, const float *y, const spk_bf16 *yh, int relu,
+                      const float *shift, const float *scale, int i0, int i1, int C, int c0, int cn) {
+    if (cn == BN2D_LANES)
+        sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, BN2D_LANES);
+    else if (cn == 32)
+        sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, 32);
+    else
+        sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, cn);
+}
+
 static void block_sums(double *part, bn_in_t x, bn_in_t dy, const float *y, const spk_bf16 *yh, int relu,
                        const float *shift, const float *scale, int N, int C) {
 #pragma omp parallel for schedule(static)
@@ -125,12 +137,7 @@ static void block_sums(double *part, bn_in_t x, bn_in_t dy, const float *y, cons
         for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {
             const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
             float s1[BN2D_LANES] = {0}, s2[BN2D_LANES] = {0};
-            if (cn == BN2D_LANES)  // the common widths at compile time
-                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, BN2D_LANES);
-            else if (cn == 32)
-                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, 32);
-            else
-                sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, cn);
+            lane_sums(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, cn);
             for (int c = 0; c < cn; c++) p[c0 + c] = s1[c], p[C + c0 + c] = s2[c];
         }
     }
@@ -375,47 +382,52 @@ void batchnorm2d_backward_rounded(spk_bf16 *dxh, float *dresidual, int accumulat
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
-// Each sample's sums over its HW rows, per channel in double and in row order (vectorised across
-// channels, so a channel's order is the rows'), its group's samples added in order, each group
-// one exact term. Threads take blocks of channels.
+// Each sample's sums as the default mode's, a sample at a time: float over blocks of its rows
+// (from its first), the blocks added in double in order; threads over samples and lanes of
+// channels. Then per channel its group's samples added in order, each group one exact term.
 
 // Per group: sums[c] += sum of a(i, c), sums[C + c] += sum of b(i, c) over the group's rows, a
-// and b as block_sums: x - shift and its square, or (grad) g and g * xhat.
+// and b as block_sums: x - shift and its square (no shift: 0), or (grad) g and g * xhat.
 static void group_sums(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *x, const float *dy, const float *y,
                        int relu, const float *shift, const float *scale, int B, int HW, int C, int group) {
     SPK_ASSERT(B > 0 && HW > 0 && C > 0 && group > 0 && B % group == 0);
-#pragma omp parallel for schedule(static)
-    for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {
-        const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
-        double g1[BN2D_LANES], g2[BN2D_LANES];
-        for (int b = 0; b < B; b++) {
-            if (b % group == 0)
-                for (int c = 0; c < cn; c++) g1[c] = g2[c] = 0.0;
-            for (int i = 0; i < HW; i++) {
-                const size_t row = ((size_t)b * HW + i) * C + c0;
-#pragma omp simd
-                for (int c = 0; c < cn; c++) {
-                    double a, q;
-                    if (dy) {
-                        a = masked(dy[row + c], y, row + c, relu);
-                        q = a * (double)((x[row + c] - shift[c0 + c]) * scale[c0 + c]);
-                    } else {
-                        a = (double)x[row + c] - (shift ? shift[c0 + c] : 0.0f);
-                        q = a * a;
-                    }
-                    g1[c] += a;
-                    g2[c] += q;
-                }
+    const int lanes = (C + BN2D_LANES - 1) / BN2D_LANES;
+    double *part = malloc(sizeof(double) * 2 * (size_t)B * C);  // (B, 2, C): each sample's two sums
+    float *zero = shift ? NULL : calloc((size_t)C, sizeof(float));
+    SPK_ASSERT(part != NULL && (shift || zero));
+    const bn_in_t in = {x, NULL}, grad = {dy, NULL};
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int l = 0; l < lanes; l++) {
+            const int c0 = l * BN2D_LANES, cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES, end = (b + 1) * HW;
+            double g1[BN2D_LANES] = {0}, g2[BN2D_LANES] = {0};
+            for (int i0 = b * HW; i0 < end; i0 += BN2D_BLOCK) {
+                float s1[BN2D_LANES] = {0}, s2[BN2D_LANES] = {0};
+                lane_sums(s1, s2, in, grad, y, NULL, relu, shift ? shift : zero, scale, i0,
+                          end - i0 < BN2D_BLOCK ? end : i0 + BN2D_BLOCK, C, c0, cn);
+                for (int c = 0; c < cn; c++) g1[c] += s1[c], g2[c] += s2[c];
             }
-            if (b % group != group - 1) continue;
             for (int c = 0; c < cn; c++) {
-                xsum_add_one(xsum_at(sums, c0 + c), g1[c]);
-                xsum_add_one(xsum_at(sums, C + c0 + c), g2[c]);
-                if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c0 + c), g1[c]);
-                if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c0 + c), g2[c]);
+                part[(size_t)b * 2 * C + c0 + c] = g1[c];
+                part[((size_t)b * 2 + 1) * C + c0 + c] = g2[c];
             }
         }
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        double g1 = 0.0, g2 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const double p1 = part[(size_t)b * 2 * C + c], p2 = part[((size_t)b * 2 + 1) * C + c];
+            g1 = b % group ? g1 + p1 : p1;
+            g2 = b % group ? g2 + p2 : p2;
+            if (b % group != group - 1) continue;
+            xsum_add_one(xsum_at(sums, c), g1);
+            xsum_add_one(xsum_at(sums, C + c), g2);
+            if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), g1);
+            if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), g2);
+        }
     }
+    free(part);
+    free(zero);
 }
 
 void batchnorm2d_stats_partial(xsum_t sums, const float *x, const float *shift, int B, int HW, int C, int group) {

@@ -352,12 +352,15 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 }
 
 // ---- the world-size-invariant mode ------------------------------------------------------------
-// Every sample on its own: im2col and GEMMs on one thread per sample (the loops above, whose
-// GEMMs are serial), threads over samples; the weight gradient summed over a group's samples in
-// order on one thread, threads over groups, each group's sum one exact term. The first layer's
-// loops compute each pixel on its own already.
-// Workspace: [the bias gradient's per-sample sums (B, Cout)][one slot per thread: col (P, K),
-// dwr (Cout, K), dwt (Cout, Cin, KH, KW)], after the layout of the plain im2col path.
+// Every sample on its own: by oneDNN's plans of one sample on one thread where it has the shape
+// (kernels/cpu/conv2d_dnnl.h), else im2col and GEMMs on one thread per sample (the loops above,
+// whose GEMMs are serial); threads over samples. The first layer's loops compute each pixel on
+// its own already. Weight gradients: each sample's, summed over its group in order (in float,
+// sample after sample, as xsum_add sums a group's rows), each group's sum one exact term.
+// Workspace: [the bias gradient's per-sample sums (B, Cout)] then oneDNN's part, or [one slot per
+// thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)].
+
+static int fixed_dnnl(const conv2d_shape_t *s) { return !one_channel(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32); }
 
 static size_t slot_floats(const conv2d_shape_t *s) {
     return patches(s) * patch_len(s) + (size_t)s->Cout * patch_len(s) + conv2d_w_size(s);
@@ -365,14 +368,19 @@ static size_t slot_floats(const conv2d_shape_t *s) {
 
 size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
     check_shape(s);
-    const size_t exact = (size_t)s->B * s->Cout + (size_t)omp_get_max_threads() * slot_floats(s);
+    const size_t ours = (size_t)omp_get_max_threads() * slot_floats(s);
+    const size_t exact =
+        (size_t)s->B * s->Cout + (fixed_dnnl(s) ? (conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_F32) + 3) / 4 : ours);
     size_t n = im2col_floats(s) > exact ? im2col_floats(s) : exact;
     return one_channel(s) && one_channel_floats(s) > n ? one_channel_floats(s) : n;
 }
 
 void conv2d_forward_fixed(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                           float *workspace) {
-    forward_on(0, y, x, w, bias, s, workspace);
+    if (fixed_dnnl(s))
+        conv2d_dnnl_forward_fixed(y, x, w, bias, s, CONV2D_F32, workspace);
+    else
+        forward_on(0, y, x, w, bias, s, workspace);
 }
 
 void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
@@ -380,7 +388,8 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
     check_shape(s);
     SPK_ASSERT(group > 0 && s->B % group == 0);
     const size_t K = patch_len(s), P = patches(s), xs = (size_t)s->H * s->W * s->Cin, nw = conv2d_w_size(s);
-    if (dx) im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
+    const int dnnl = fixed_dnnl(s);
+    if (dx && !dnnl) im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
     if (!xsum_empty(dbias)) {  // each sample's float sum over its pixels, in order
         float *part = workspace;
 #pragma omp parallel for schedule(static)
@@ -392,6 +401,12 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
                 for (int o = 0; o < s->Cout; o++) pb[o] += dy[((size_t)b * P + p) * s->Cout + o];
         }
         xsum_add(dbias, part, s->B, s->Cout, group);
+    }
+    if (dnnl) {  // after the bias gradient: oneDNN's part of the workspace follows its sums
+        if (dx || !xsum_empty(dw))
+            conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, group,
+                                       workspace + (size_t)s->B * s->Cout);
+        return;
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != NULL);

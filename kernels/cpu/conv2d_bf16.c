@@ -200,12 +200,22 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh,
 }
 
 // ---- the world-size-invariant mode (kernels/conv2d_bf16.h) ------------------------------------
-// Widened, whatever the CPU: oneDNN's direct convolutions split samples and reductions between
-// threads, while the float32 convolution has fixed twins (kernels/conv2d.h). The products are
-// the same bf16 ones, summed in float32.
+// Native where the default is and oneDNN has the shape's plans of one sample (kernels/cpu/
+// conv2d_dnnl.h: made and run on one thread, threads over samples). Elsewhere widened, whatever
+// the CPU, on the float32 convolution's fixed twins (kernels/conv2d.h), as is the first layer
+// (one input channel: its own loops compute each pixel alone). The products are the same bf16
+// ones, summed in float32.
 
+static int native_fixed(const conv2d_shape_t *s) {
+    return native() && s->Cin > 1 && conv2d_dnnl_fixed_usable(s, CONV2D_BF16);
+}
+
+// Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's].
 size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
+    if (native_fixed(s))
+        return half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout) +
+               (conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
     return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats_fixed(s);
 }
@@ -213,6 +223,11 @@ size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s) {
 void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                                const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
+    if (native_fixed(s)) {
+        if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
+        conv2d_dnnl_forward_fixed(y, xh, w, bias, s, CONV2D_BF16, workspace);
+        return;
+    }
     const wide_t p = wide_parts(s, workspace);
     if (x)
         round_both(xh, p.x, x, conv2d_x_size(s));
@@ -226,11 +241,21 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
                                 const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s, float *workspace,
                                 int group) {
     SPK_ASSERT(conv2d_shape_ok(s));
+    const size_t ny = conv2d_y_size(s);
+    const int nat = native_fixed(s);
+    float *after_dy = nat ? workspace + half_floats(ny) : NULL;
     const wide_t p = wide_parts(s, workspace);
     if (!xsum_empty(dbias))  // of dy as it is, as conv2d_bf16_backward's
-        conv2d_backward_exact(NULL, 0, NULL, xsum_none(), dbias, dy, NULL, NULL, s, p.conv, group);
+        conv2d_backward_exact(NULL, 0, NULL, xsum_none(), dbias, dy, NULL, NULL, s, nat ? after_dy : p.conv, group);
     if (!dx && xsum_empty(dw)) return;
-    round_wide(p.dy, dy, conv2d_y_size(s));
+    if (nat) {
+        spk_bf16 *dyh = (spk_bf16 *)workspace;
+        bf16_from_f32(dyh, dy, ny);
+        conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, group,
+                                   after_dy + up_floats((size_t)s->B * s->Cout));
+        return;
+    }
+    round_wide(p.dy, dy, ny);
     if (dx) bf16_to_f32(p.w, w, conv2d_w_size(s));
     if (!xsum_empty(dw)) bf16_to_f32(p.x, xh, conv2d_x_size(s));
     conv2d_backward_exact(dx, dx_accumulate, dw_tmp, dw, xsum_none(), p.dy, xsum_empty(dw) ? NULL : p.x,

@@ -7,8 +7,10 @@
 #include "kernels/cpu/conv2d_dnnl.h"
 
 #ifdef SPK_USE_DNNL
+#include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
@@ -19,17 +21,19 @@
 #define ALIGN 64
 
 typedef struct {
-    int key[15];                                            // the shape's 13 sizes, the operand type, the algorithm
+    int key[16];  // the shape's 13 sizes, the operand type, the algorithm, fixed (the invariant mode's)
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
     dnnl_primitive_t w_to_fwd, w_to_bwd;                    // oihw -> each primitive's weights (NULL: already oihw)
     dnnl_primitive_t dw_add;                                // the primitive's weight gradient, added into oihw
+    dnnl_primitive_t dw_out;                                // ... written into oihw (fixed plans; NULL: it is oihw)
     // Blocked plans reorder the activations to and from channels-last with these.
     dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL on channels-last activations
     spk_md x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
     spk_md cx, cy, cdx, cdy;  // the activations as the primitives take them
     int winograd;             // the convolutions are Winograd's
     size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes;
-    uint64_t last_used;  // NULL fwd: a free slot
+    int none;            // a fixed plan oneDNN has only as reference loops: not used
+    uint64_t last_used;  // 0: a free slot
 } plan_t;
 
 // Training uses a few dozen shapes; inference on utterances of many lengths makes one per length,
@@ -133,7 +137,7 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     if (!pds[3] || ref ||
         !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
                                 dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
-        SPK_ASSERT(alg != dnnl_convolution_direct || dnnl_memory_desc_equal(p->cx, p->x) == 0);
+        SPK_ASSERT(no_ref || alg != dnnl_convolution_direct || dnnl_memory_desc_equal(p->cx, p->x) == 0);
         destroy_pds(pds, 4);
         return 0;
     }
@@ -197,7 +201,7 @@ static int make_blocked_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_
 // Winograd where asked for and oneDNN takes the shape (float32, 3x3, stride 1, channels in
 // sixteens), on activations it reorders to nChw16c; else oneDNN's direct convolution, on
 // direct_blocked_tag's layout where it has one and oneDNN takes it, else on channels-last.
-static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int fixed) {
     if (!g_engine) {
         dnnlCheck(dnnl_engine_create(&g_engine, dnnl_cpu, 0));
         dnnlCheck(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags));
@@ -215,10 +219,10 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     p->bias = spk_md_tag(1, bd, dnnl_f32, dnnl_a);
 
     size_t scratch = 0;
-    int blocked = p->winograd = 0;  // (plan_algorithm's Winograd is float32 only)
-    if (a == CONV2D_ALGO_WINOGRAD)
+    int blocked = p->winograd = p->none = 0;  // (plan_algorithm's Winograd is float32 only)
+    if (!fixed && a == CONV2D_ALGO_WINOGRAD)
         blocked = p->winograd = make_blocked_convs(p, s, dnnl_convolution_winograd, dnnl_nChw16c, dt, &scratch);
-    const dnnl_format_tag_t tag = direct_blocked_tag(s, t);
+    const dnnl_format_tag_t tag = fixed ? 0 : direct_blocked_tag(s, t);
     if (!blocked && tag) blocked = make_blocked_convs(p, s, dnnl_convolution_direct, tag, dt, &scratch);
     if (blocked) {
         p->x_in = make_reorder(p->x, p->cx, 0, &scratch);
@@ -229,16 +233,18 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         p->xb_bytes = up(dnnl_memory_desc_get_size(p->cx));
         p->yb_bytes = up(dnnl_memory_desc_get_size(p->cy));
         p->dx_bytes = 0;
-    } else {
+    } else {  // a fixed plan takes no reference loops: without them it is none
         p->cx = spk_md_clone(p->x), p->cy = spk_md_clone(p->y), p->cdx = spk_md_clone(p->dx);
         p->cdy = spk_md_clone(p->dy);
-        make_convs(p, s, dnnl_convolution_direct, dt, 0, &scratch);
+        p->none = !make_convs(p, s, dnnl_convolution_direct, dt, fixed, &scratch) && fixed;
+        if (p->none) return;
         p->dx_bytes = up(conv2d_x_size(s) * sizeof(float));
         p->xb_bytes = p->yb_bytes = 0;
     }
     p->w_to_fwd = make_reorder(p->w_oihw, p->w_fwd, 0, &scratch);
     p->w_to_bwd = make_reorder(p->w_oihw, p->w_bwd, 0, &scratch);
     p->dw_add = make_reorder(p->dw_prim, p->dw_oihw, 1, &scratch);
+    if (fixed) p->dw_out = make_reorder(p->dw_prim, p->dw_oihw, 0, &scratch);
     p->w_fwd_bytes = up(dnnl_memory_desc_get_size(p->w_fwd));
     p->w_bwd_bytes = up(dnnl_memory_desc_get_size(p->w_bwd));
     p->dw_bytes = up(dnnl_memory_desc_get_size(p->dw_prim));
@@ -248,8 +254,9 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
 }
 
 static void plan_destroy(plan_t *p) {
-    dnnl_primitive_t *prims[] = {&p->fwd,    &p->fwd_bias, &p->bwd_data, &p->bwd_weights, &p->w_to_fwd, &p->w_to_bwd,
-                                 &p->dw_add, &p->x_in,     &p->dy_in,    &p->y_out,       &p->dx_out,   &p->dx_add};
+    dnnl_primitive_t *prims[] = {&p->fwd,      &p->fwd_bias, &p->bwd_data, &p->bwd_weights, &p->w_to_fwd,
+                                 &p->w_to_bwd, &p->dw_add,   &p->dw_out,   &p->x_in,        &p->dy_in,
+                                 &p->y_out,    &p->dx_out,   &p->dx_add};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (*prims[i]) {
             dnnlCheck(dnnl_primitive_destroy(*prims[i]));
@@ -263,28 +270,32 @@ static void plan_destroy(plan_t *p) {
 
 // The plan of a shape: every call of a kernel contract comes from one serial region, so the plan
 // stays valid until the next lookup.
-static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked) {
+static const plan_t *plan_lookup(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked, int fixed) {
     const conv2d_shape_t c = *s;
-    const conv2d_algorithm a = plan_algorithm(s, t, asked);
-    const int key[15] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a};
+    const conv2d_algorithm a = fixed ? CONV2D_ALGO_DIRECT : plan_algorithm(s, t, asked);
+    const int key[16] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a, fixed};
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = &g_plans[0];
     for (int i = 0; i < MAX_PLANS && !p; i++) {
         plan_t *q = &g_plans[i];
-        if (q->fwd && memcmp(q->key, key, sizeof key) == 0)
+        if (q->last_used && memcmp(q->key, key, sizeof key) == 0)
             p = q;
-        else if (!q->fwd || (victim->fwd && q->last_used < victim->last_used))
+        else if (!q->last_used || (victim->last_used && q->last_used < victim->last_used))
             victim = q;
     }
     if (!p) {
         plan_destroy(victim);
-        plan_create(victim, s, t, a);
+        plan_create(victim, s, t, a, fixed);
         memcpy(victim->key, key, sizeof key);
         p = victim;
     }
     p->last_used = ++g_clock;
     pthread_mutex_unlock(&g_lock);
     return p;
+}
+
+static const plan_t *plan_of(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked) {
+    return plan_lookup(s, t, asked, 0);
 }
 
 // Asked once (while oneDNN is the backend), of a shape test_conv2d runs as Winograd where oneDNN
@@ -333,9 +344,9 @@ size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
     return direct > winograd ? direct : winograd;
 }
 
-// Runs prim with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
-static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg, const spk_cmd *md,
-                void *const *ptr) {
+// Runs prim on stream st with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
+static void run_on(dnnl_stream_t st, dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg,
+                   const spk_cmd *md, void *const *ptr) {
     dnnl_exec_arg_t args[6];
     for (int i = 0; i < n; i++) {
         args[i].arg = arg[i];
@@ -343,9 +354,14 @@ static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, co
     }
     args[n].arg = DNNL_ARG_SCRATCHPAD;
     dnnlCheck(dnnl_memory_create(&args[n].memory, p->scratch, g_engine, scratch));
-    dnnlCheck(dnnl_primitive_execute(prim, g_stream, n + 1, args));
-    dnnlCheck(dnnl_stream_wait(g_stream));
+    dnnlCheck(dnnl_primitive_execute(prim, st, n + 1, args));
+    dnnlCheck(dnnl_stream_wait(st));
     for (int i = 0; i <= n; i++) dnnlCheck(dnnl_memory_destroy(args[i].memory));
+}
+
+static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg, const spk_cmd *md,
+                void *const *ptr) {
+    run_on(g_stream, prim, p, scratch, n, arg, md, ptr);
 }
 
 // from (desc fmd) reordered into to (desc tmd) by reorder; from itself when reorder is NULL.
@@ -406,6 +422,190 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
     for (size_t i = 0; i < n; i++) acc[i] += part[i];
 }
 
+// ---- the world-size-invariant mode ---------------------------------------------------------------
+// Plans of one sample, made and run with the OpenMP ICV at 1: oneDNN plans a primitive's kernels
+// for the threads it may use when it makes it, and may split a sample's sums between them. At 1,
+// and for B = 1, a sample's result depends on neither the batch nor the thread count. Threads
+// take samples, each with a stream and a slot of the workspace of its own (scratchpad, weight
+// gradient, input gradient to be added), and set their own ICV to 1 (the caller's is as it was),
+// so that oneDNN opens no team of its own inside theirs.
+
+static dnnl_stream_t *g_thread_streams;
+static int g_thread_stream_count;
+
+// A stream for each of `threads` threads (made from the serial region, before they run).
+static dnnl_stream_t *thread_streams(int threads) {
+    pthread_mutex_lock(&g_lock);
+    if (threads > g_thread_stream_count) {
+        dnnl_stream_t *grown = realloc(g_thread_streams, sizeof *grown * (size_t)threads);
+        SPK_ASSERT(grown != NULL);
+        for (int i = g_thread_stream_count; i < threads; i++)
+            dnnlCheck(dnnl_stream_create(&grown[i], g_engine, dnnl_stream_default_flags));
+        g_thread_streams = grown, g_thread_stream_count = threads;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return g_thread_streams;
+}
+
+// The fixed plan of one sample of s (made at the ICV of 1: the callers set it).
+static const plan_t *fixed_plan(const conv2d_shape_t *s, conv2d_operands t) {
+    SPK_ASSERT(t != CONV2D_BF16_OUT);
+    conv2d_shape_t one = *s;
+    one.B = 1;
+    return plan_lookup(&one, t, CONV2D_ALGO_DIRECT, 1);
+}
+
+static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands t) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const plan_t *p = fixed_plan(s, t);
+    omp_set_num_threads(threads);
+    return p;
+}
+
+int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t) {
+    return conv2d_dnnl_usable(t) && !fixed_plan_at_one(s, t)->none;
+}
+
+// [weights in the forward's format][in the backward's][per-sample weight gradients (threads,
+// Cout*Cin*KH*KW floats)][a group's running sum][one slot per thread: scratchpad, weight gradient
+// in the primitive's format, one sample's input gradient].
+typedef struct {
+    char *w_fwd, *w_bwd;
+    float *rows, *sum;
+    char *slots;
+    size_t slot;
+} fixed_parts_t;
+
+static size_t fixed_slot_bytes(const plan_t *p) { return p->scratch_bytes + p->dw_bytes + p->dx_bytes; }
+static size_t rows_bytes(const conv2d_shape_t *s, int threads) {
+    return up(((size_t)threads + 1) * conv2d_w_size(s) * sizeof(float));
+}
+
+static fixed_parts_t fixed_parts_of(const plan_t *p, const conv2d_shape_t *s, int threads, void *workspace) {
+    char *b = (char *)workspace + (ALIGN - (uintptr_t)workspace % ALIGN) % ALIGN;
+    fixed_parts_t q;
+    q.w_fwd = b, b += p->w_fwd_bytes;
+    q.w_bwd = b, b += p->w_bwd_bytes;
+    q.rows = (float *)b, q.sum = q.rows + (size_t)threads * conv2d_w_size(s), b += rows_bytes(s, threads);
+    q.slots = b, q.slot = fixed_slot_bytes(p);
+    return q;
+}
+
+size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
+    const plan_t *p = fixed_plan_at_one(s, t);
+    const int threads = omp_get_max_threads();
+    return p->none ? 0
+                   : ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + rows_bytes(s, threads) +
+                         (size_t)threads * fixed_slot_bytes(p);
+}
+
+static size_t operand_bytes(conv2d_operands t) { return t == CONV2D_F32 ? sizeof(float) : sizeof(uint16_t); }
+
+void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+                               conv2d_operands t, void *workspace) {
+    const int threads = omp_get_max_threads();
+    const plan_t *p = fixed_plan_at_one(s, t);
+    SPK_ASSERT(!p->none);
+    dnnl_stream_t *st = thread_streams(threads);
+    const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
+    const void *wf = reordered(p->w_to_fwd, p, p->w_oihw, p->w_fwd, w, q.w_fwd, q.slots);
+    const size_t xs = (size_t)s->H * s->W * s->Cin * operand_bytes(t),
+                 ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int b = 0; b < s->B; b++) {
+        const int i = omp_get_thread_num();
+        omp_set_num_threads(1);  // oneDNN reads it as it runs: no team of its own in this one
+        void *scratch = q.slots + (size_t)i * q.slot, *xb = (char *)x + b * xs, *yb = y + b * ys;
+        if (bias)
+            run_on(st[i], p->fwd_bias, p, scratch, 4,
+                   (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
+                   (spk_cmd[]){p->cx, p->w_fwd, p->bias, p->cy}, (void *[]){xb, (void *)wf, (void *)bias, yb});
+        else
+            run_on(st[i], p->fwd, p, scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                   (spk_cmd[]){p->cx, p->w_fwd, p->cy}, (void *[]){xb, (void *)wf, yb});
+    }
+}
+
+// rows[i] = sample b0 + i's weight gradient in PyTorch's layout, for i < n (threads over i).
+static void weight_grads(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, int b0, int n, const void *dy,
+                         const void *x, const conv2d_shape_t *s, conv2d_operands t) {
+    const size_t xs = (size_t)s->H * s->W * s->Cin * operand_bytes(t),
+                 ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < n; i++) {
+        const int k = omp_get_thread_num(), b = b0 + i;
+        omp_set_num_threads(1);
+        char *scratch = q->slots + (size_t)k * q->slot;
+        float *row = q->rows + (size_t)i * conv2d_w_size(s);
+        void *dw = p->dw_out ? (void *)(scratch + p->scratch_bytes) : row;
+        run_on(st[k], p->bwd_weights, p, scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
+               (spk_cmd[]){p->cx, p->cdy, p->dw_prim}, (void *[]){(char *)x + b * xs, (char *)dy + b * ys, dw});
+        if (p->dw_out)
+            run_on(st[k], p->dw_out, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
+                   (spk_cmd[]){p->dw_prim, p->dw_oihw}, (void *[]){dw, row});
+    }
+}
+
+// dw += each group's term: its samples' weight gradients, `threads` samples at a time, summed in
+// order into the running sum (a group larger than the threads) or by xsum_add (whole groups at a
+// time): the same float additions either way, so the thread count does not show.
+static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, int threads,
+                               const void *dy, const void *x, const conv2d_shape_t *s, conv2d_operands t, int group) {
+    const size_t nw = conv2d_w_size(s);
+    const float *rows = q->rows;
+    float *sum = q->sum;
+    if (group <= threads) {
+        const int wave = threads / group * group;
+        for (int b0 = 0; b0 < s->B; b0 += wave) {
+            const int n = s->B - b0 < wave ? s->B - b0 : wave;
+            weight_grads(p, st, q, b0, n, dy, x, s, t);
+            xsum_add(dw, rows, n, (int64_t)nw, group);
+        }
+        return;
+    }
+    for (int g0 = 0; g0 < s->B; g0 += group)
+        for (int i0 = 0; i0 < group; i0 += threads) {
+            const int n = group - i0 < threads ? group - i0 : threads;
+            weight_grads(p, st, q, g0 + i0, n, dy, x, s, t);
+#pragma omp parallel for simd schedule(static)
+            for (size_t k = 0; k < nw; k++) {
+                float v = i0 ? sum[k] : rows[k];
+                for (int i = i0 ? 0 : 1; i < n; i++) v += rows[(size_t)i * nw + k];
+                sum[k] = v;
+            }
+            if (i0 + n == group) xsum_add(dw, sum, 1, (int64_t)nw, 1);
+        }
+}
+
+void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+                                const conv2d_shape_t *s, conv2d_operands t, int group, void *workspace) {
+    SPK_ASSERT(group > 0 && s->B % group == 0);
+    const int threads = omp_get_max_threads();
+    const plan_t *p = fixed_plan_at_one(s, t);
+    SPK_ASSERT(!p->none);
+    dnnl_stream_t *st = thread_streams(threads);
+    const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
+    if (!xsum_empty(dw)) weight_grads_exact(dw, p, st, &q, threads, dy, x, s, t, group);
+    if (dx) {
+        const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
+        const size_t xs = (size_t)s->H * s->W * s->Cin,
+                     ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int b = 0; b < s->B; b++) {
+            const int i = omp_get_thread_num();
+            omp_set_num_threads(1);
+            char *scratch = q.slots + (size_t)i * q.slot;
+            float *dxb = dx + b * xs, *out = accumulate ? (float *)(scratch + p->scratch_bytes + p->dw_bytes) : dxb;
+            run_on(st[i], p->bwd_data, p, scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                   (spk_cmd[]){p->cdy, p->w_bwd, p->cdx}, (void *[]){(char *)dy + b * ys, (void *)wb, out});
+            if (accumulate)
+#pragma omp simd
+                for (size_t k = 0; k < xs; k++) dxb[k] += out[k];
+        }
+    }
+}
+
 #else  // built without oneDNN: kernels/cpu/conv2d.c runs its own convolution
 
 int conv2d_dnnl_usable(conv2d_operands t) { return (void)t, 0; }
@@ -420,4 +620,14 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
 }
 int conv2d_dnnl_winograd_available(void) { return 0; }
 int conv2d_dnnl_avx512(void) { return 0; }
+int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
+size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
+void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+                               conv2d_operands t, void *workspace) {
+    (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)workspace;
+}
+void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+                                const conv2d_shape_t *s, conv2d_operands t, int group, void *workspace) {
+    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)group, (void)workspace;
+}
 #endif

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "kernels/conv2d_types.h"
+#include "kernels/exact_sum.h"
 
 typedef enum { CONV2D_F32 = 0, CONV2D_BF16 = 1, CONV2D_BF16_OUT = 2 } conv2d_operands;
 
@@ -38,3 +39,17 @@ void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bia
 // dx = or += (accumulate) the input gradient, dw += the weight gradient; either may be NULL.
 void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, const void *x, const void *w,
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace);
+
+// The world-size-invariant mode (kernels/conv2d.h's and conv2d_bf16.h's fixed and exact twins),
+// CONV2D_F32 or CONV2D_BF16 operands: every sample by a plan of one sample made and run on one
+// thread, threads over samples, so a sample's result depends on neither the batch nor the
+// thread count. Usable where oneDNN has the shape's three passes on channels-last activations
+// without its reference loops. The weight gradient: each sample's (float32), summed in order
+// over its group of `group` samples in float, each group's sum one exact term added to dw.
+int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t);
+size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
+void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
+                               conv2d_operands t, void *workspace);
+// dx = or += (accumulate) the input gradient (or NULL), dw += the groups' terms (or empty).
+void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+                                const conv2d_shape_t *s, conv2d_operands t, int group, void *workspace);

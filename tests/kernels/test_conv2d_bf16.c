@@ -3,8 +3,8 @@
 // exact in float32, so only float32 summation error is allowed), the rounded input it stores,
 // dx overwritten or accumulated, dw and dbias accumulated, NULL outputs; with oneDNN's bf16
 // convolutions and with the widened path on oneDNN's and on the im2col float32 convolution. The
-// invariant mode's twins are the float32 ones on the rounded operands, bit for bit (their
-// invariance is test_conv2d's). Then every backend against the CPU kernels (a backend may round
+// invariant mode's twins: widened, the float32 ones on the rounded operands, bit for bit; native,
+// invariant themselves and close to those. Then every backend against the CPU kernels (a backend may round
 // its outputs to bf16, as cuDNN's bf16 convolutions do: bf16 tolerance).
 #include <stdio.h>
 #include <string.h>
@@ -114,33 +114,86 @@ static void run_case(conv2d_shape_t s, int with_bias, const char *path) {
 }
 
 // ---- the world-size-invariant mode ---------------------------------------------------------------
-static void invariant_case(conv2d_shape_t s, int group) {
+// Widened: the float32 twins on the rounded operands, bit for bit (their invariance is
+// test_conv2d's). Native (oneDNN's plans of one sample): a sample's output and input gradient
+// the same alone as in the batch and on 1 or 2 threads, the exact sums the same for the batch
+// split into two calls, and all close to the float32 twins on the rounded operands.
+static void invariant_case(conv2d_shape_t s, int group, int native) {
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
-    char t[96];
+    const size_t xs = nx / s.B, ys = ny / s.B;
+    char t[120];
     conv2d_tag(t, sizeof t, &s, 1);
+    snprintf(t + strlen(t), sizeof t - strlen(t), " group %d %s", group, native ? "onednn-bf16" : "widened");
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(s.Cout, -1, 1), *dy = rand_f(ny, -1, 1);
     float *xr = rounded(x, nx), *wr = rounded(w, nw), *dyr = rounded(dy, ny);
-    spk_bf16 *wh = to_bf16(w, nw), *xh = alloc_h(nx);
+    spk_bf16 *wh = to_bf16(w, nw), *xh = alloc_h(nx), *xh1 = alloc_h(nx);
     float *ws = alloc_f(conv2d_bf16_workspace_floats_fixed(&s)), *ws32 = alloc_f(conv2d_workspace_floats_fixed(&s));
-    float *y = alloc_f(ny), *y32 = alloc_f(ny), *tmp = alloc_f(nw);
+    float *y = alloc_f(ny), *y1 = alloc_f(ny), *y32 = alloc_f(ny), *tmp = alloc_f(nw);
+    conv2d_shape_t one = s, head = s, rest = s;
+    one.B = 1;
+    int before = with_threads(2);
     conv2d_bf16_forward_fixed(y, xh, x, wh, bias, &s, ws);
+    with_threads(1);
+    for (int b = 0; b < s.B; b++) conv2d_bf16_forward_fixed(y1 + b * ys, xh1 + b * xs, x + b * xs, wh, bias, &one, ws);
+    with_threads(before);
     conv2d_forward_fixed(y32, xr, wr, bias, &s, ws32);
-    check_true(memcmp(y, y32, ny * 4) == 0 && memcmp(xh, to_bf16(x, nx), nx * sizeof(spk_bf16)) == 0,
-               cname("conv2d_bf16_forward_fixed %s == conv2d_forward_fixed on rounded operands, xh = bf16(x)", t));
-    float *dx = zeros_f(nx), *dx32 = zeros_f(nx);
-    xsum_t dw = host_sums((int64_t)nw), dw32 = host_sums((int64_t)nw), db = host_sums(s.Cout), db32 = host_sums(s.Cout);
+    check_true(memcmp(y, y1, ny * 4) == 0 && memcmp(xh, to_bf16(x, nx), nx * sizeof(spk_bf16)) == 0 &&
+                   memcmp(xh1, xh, nx * sizeof(spk_bf16)) == 0,
+               cname("conv2d_bf16_forward_fixed %s: a sample alone == in the batch, xh = bf16(x)", t));
+    if (native)
+        check_close(cname("conv2d_bf16_forward_fixed %s vs the float32 one on rounded operands", t), y, y32, ny, 1e-5,
+                    1e-4);
+    else
+        check_true(memcmp(y, y32, ny * 4) == 0,
+                   cname("conv2d_bf16_forward_fixed %s == conv2d_forward_fixed on rounded operands", t));
+
+    float *dx = zeros_f(nx), *dx1 = zeros_f(nx), *dx32 = zeros_f(nx);
+    xsum_t dw = host_sums((int64_t)nw), dw1 = host_sums((int64_t)nw), dw32 = host_sums((int64_t)nw);
+    xsum_t db = host_sums(s.Cout), db1 = host_sums(s.Cout), db32 = host_sums(s.Cout);
+    const int first = (s.B / group + 1) / 2 * group;  // whole groups in both calls
+    head.B = first, rest.B = s.B - first;
+    before = with_threads(2);
     conv2d_bf16_backward_exact(dx, 0, tmp, dw, db, dy, xh, wh, &s, ws, group);
+    with_threads(1);  // the batch in two calls, the second first
+    conv2d_bf16_backward_exact(dx1 + first * xs, 0, tmp, dw1, db1, dy + first * ys, xh + first * xs, wh, &rest, ws,
+                               group);
+    conv2d_bf16_backward_exact(dx1, 0, tmp, dw1, db1, dy, xh, wh, &head, ws, group);
+    with_threads(before);
+    check_true(memcmp(dx, dx1, nx * 4) == 0 && same_sums(dw, dw1, (int64_t)nw) && same_sums(db, db1, s.Cout),
+               cname("conv2d_bf16_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", t));
     conv2d_backward_exact(dx32, 0, tmp, dw32, xsum_none(), dyr, xr, wr, &s, ws32, group);
     conv2d_backward_exact(NULL, 0, NULL, xsum_none(), db32, dy, NULL, NULL, &s, ws32, group);  // dy unrounded
-    check_true(memcmp(dx, dx32, nx * 4) == 0 && same_sums(dw, dw32, (int64_t)nw) && same_sums(db, db32, s.Cout),
-               cname("conv2d_bf16_backward_exact %s group %d == the float32 one on rounded operands", t, group));
+    if (native) {
+        check_close(cname("conv2d_bf16_backward_exact %s dx vs the float32 one", t), dx, dx32, nx, 1e-5, 1e-4);
+        check_close(cname("conv2d_bf16_backward_exact %s dw vs the float32 one", t), sums_to_floats(dw, (int64_t)nw),
+                    sums_to_floats(dw32, (int64_t)nw), nw, 1e-4, 1e-4);
+        check_true(same_sums(db, db32, s.Cout), cname("conv2d_bf16_backward_exact %s dbias == the float32 one", t));
+    } else {
+        check_true(memcmp(dx, dx32, nx * 4) == 0 && same_sums(dw, dw32, (int64_t)nw) && same_sums(db, db32, s.Cout),
+                   cname("conv2d_bf16_backward_exact %s == the float32 one on rounded operands", t));
+    }
     test_release();
 }
 
+static void invariant_checks(void) {
+    for (int native = 0; native < 2; native++) {
+        if (native && (spk_gemm_set_backend(SPK_GEMM_DNNL) != 0 || !spk_gemm_bf16_native())) {
+            printf("conv2d_bf16: no native bf16 here; the invariant mode's widened path only\n");
+            break;
+        }
+        conv2d_bf16_set_path(native ? CONV2D_BF16_NATIVE : CONV2D_BF16_WIDENED);
+        invariant_case(conv2d_shape(4, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, native);
+        invariant_case(conv2d_shape(4, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 2, native);
+        invariant_case(conv2d_shape(6, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 3, native);
+        invariant_case(conv2d_shape(8, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 4, native);
+    }
+    conv2d_bf16_set_path(CONV2D_BF16_AUTO);
+}
+
 static void cpu_checks(void) {
-    invariant_case(conv2d_shape(4, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1);
-    invariant_case(conv2d_shape(4, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 2);
     const spk_gemm_backend keep = spk_gemm_get_backend();
+    invariant_checks();
+    spk_gemm_set_backend(keep);
     const struct {
         spk_gemm_backend gemm;
         conv2d_bf16_path path;
