@@ -360,7 +360,9 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 // Workspace: [the bias gradient's per-sample sums (B, Cout)] then oneDNN's part, or [one slot per
 // thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)].
 
-static int fixed_dnnl(const conv2d_shape_t *s) { return !one_channel(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32); }
+static int fixed_dnnl(const conv2d_shape_t *s) {
+    return !one_channel(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32, g_algorithm);
+}
 
 static size_t slot_floats(const conv2d_shape_t *s) {
     return patches(s) * patch_len(s) + (size_t)s->Cout * patch_len(s) + conv2d_w_size(s);
@@ -378,7 +380,7 @@ size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
 void conv2d_forward_fixed(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                           float *workspace) {
     if (fixed_dnnl(s))
-        conv2d_dnnl_forward_fixed(y, x, w, bias, s, CONV2D_F32, workspace);
+        conv2d_dnnl_forward_fixed(y, x, w, bias, s, CONV2D_F32, g_algorithm, workspace);
     else
         forward_on(0, y, x, w, bias, s, workspace);
 }
@@ -404,7 +406,7 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
     }
     if (dnnl) {  // after the bias gradient: oneDNN's part of the workspace follows its sums
         if (dx || !xsum_empty(dw))
-            conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, group,
+            conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dy, x, w, s, CONV2D_F32, g_algorithm, group,
                                        workspace + (size_t)s->B * s->Cout);
         return;
     }

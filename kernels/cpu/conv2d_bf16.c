@@ -207,7 +207,7 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh,
 // ones, summed in float32.
 
 static int native_fixed(const conv2d_shape_t *s) {
-    return native() && s->Cin > 1 && conv2d_dnnl_fixed_usable(s, CONV2D_BF16);
+    return native() && s->Cin > 1 && conv2d_dnnl_fixed_usable(s, CONV2D_BF16, CONV2D_ALGO_DIRECT);
 }
 
 // Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's].
@@ -225,7 +225,7 @@ void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk
     SPK_ASSERT(conv2d_shape_ok(s));
     if (native_fixed(s)) {
         if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
-        conv2d_dnnl_forward_fixed(y, xh, w, bias, s, CONV2D_BF16, workspace);
+        conv2d_dnnl_forward_fixed(y, xh, w, bias, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, workspace);
         return;
     }
     const wide_t p = wide_parts(s, workspace);
@@ -251,7 +251,7 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
     if (nat) {
         spk_bf16 *dyh = (spk_bf16 *)workspace;
         bf16_from_f32(dyh, dy, ny);
-        conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, group,
+        conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group,
                                    after_dy + up_floats((size_t)s->B * s->Cout));
         return;
     }

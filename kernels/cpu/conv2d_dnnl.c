@@ -220,7 +220,7 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
 
     size_t scratch = 0;
     int blocked = p->winograd = p->none = 0;  // (plan_algorithm's Winograd is float32 only)
-    if (!fixed && a == CONV2D_ALGO_WINOGRAD)
+    if (a == CONV2D_ALGO_WINOGRAD)
         blocked = p->winograd = make_blocked_convs(p, s, dnnl_convolution_winograd, dnnl_nChw16c, dt, &scratch);
     const dnnl_format_tag_t tag = fixed ? 0 : direct_blocked_tag(s, t);
     if (!blocked && tag) blocked = make_blocked_convs(p, s, dnnl_convolution_direct, tag, dt, &scratch);
@@ -272,7 +272,7 @@ static void plan_destroy(plan_t *p) {
 // stays valid until the next lookup.
 static const plan_t *plan_lookup(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked, int fixed) {
     const conv2d_shape_t c = *s;
-    const conv2d_algorithm a = fixed ? CONV2D_ALGO_DIRECT : plan_algorithm(s, t, asked);
+    const conv2d_algorithm a = plan_algorithm(s, t, asked);
     const int key[16] = {c.B, c.Cin, c.Cout, c.H, c.W, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW, c.DH, c.DW, t, a, fixed};
     pthread_mutex_lock(&g_lock);
     plan_t *p = NULL, *victim = &g_plans[0];
@@ -364,13 +364,19 @@ static void run(dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, co
     run_on(g_stream, prim, p, scratch, n, arg, md, ptr);
 }
 
-// from (desc fmd) reordered into to (desc tmd) by reorder; from itself when reorder is NULL.
+// from (desc fmd) reordered into to (desc tmd) by reorder on stream st; from itself when reorder
+// is NULL.
+static const void *reordered_on(dnnl_stream_t st, dnnl_primitive_t reorder, const plan_t *p, spk_cmd fmd, spk_cmd tmd,
+                                const void *from, void *to, char *scratch) {
+    if (!reorder) return from;
+    run_on(st, reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (spk_cmd[]){fmd, tmd},
+           (void *[]){(void *)from, to});
+    return to;
+}
+
 static const void *reordered(dnnl_primitive_t reorder, const plan_t *p, spk_cmd fmd, spk_cmd tmd, const void *from,
                              void *to, char *scratch) {
-    if (!reorder) return from;
-    run(reorder, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO}, (spk_cmd[]){fmd, tmd},
-        (void *[]){(void *)from, to});
-    return to;
+    return reordered_on(g_stream, reorder, p, fmd, tmd, from, to, scratch);
 }
 
 void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
@@ -426,9 +432,10 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
 // Plans of one sample, made and run with the OpenMP ICV at 1: oneDNN plans a primitive's kernels
 // for the threads it may use when it makes it, and may split a sample's sums between them. At 1,
 // and for B = 1, a sample's result depends on neither the batch nor the thread count. Threads
-// take samples, each with a stream and a slot of the workspace of its own (scratchpad, weight
-// gradient, input gradient to be added), and set their own ICV to 1 (the caller's is as it was),
-// so that oneDNN opens no team of its own inside theirs.
+// take samples, each with a stream and a slot of the workspace of its own, and set their own ICV
+// to 1 (the caller's is as it was). Winograd where asked for and oneDNN has it, as the default
+// plans; channels-last direct convolutions elsewhere (no blocked ones), none where oneDNN would
+// run its reference loops.
 
 static dnnl_stream_t *g_thread_streams;
 static int g_thread_stream_count;
@@ -448,28 +455,27 @@ static dnnl_stream_t *thread_streams(int threads) {
 }
 
 // The fixed plan of one sample of s (made at the ICV of 1: the callers set it).
-static const plan_t *fixed_plan(const conv2d_shape_t *s, conv2d_operands t) {
+static const plan_t *fixed_plan(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     SPK_ASSERT(t != CONV2D_BF16_OUT);
     conv2d_shape_t one = *s;
     one.B = 1;
-    return plan_lookup(&one, t, CONV2D_ALGO_DIRECT, 1);
+    return plan_lookup(&one, t, a, 1);
 }
 
-static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands t) {
+static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const plan_t *p = fixed_plan(s, t);
+    const plan_t *p = fixed_plan(s, t, a);
     omp_set_num_threads(threads);
     return p;
 }
 
-int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t) {
-    return conv2d_dnnl_usable(t) && !fixed_plan_at_one(s, t)->none;
+int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+    return conv2d_dnnl_usable(t) && !fixed_plan_at_one(s, t, a)->none;
 }
 
 // [weights in the forward's format][in the backward's][per-sample weight gradients (threads,
-// Cout*Cin*KH*KW floats)][a group's running sum][one slot per thread: scratchpad, weight gradient
-// in the primitive's format, one sample's input gradient].
+// Cout*Cin*KH*KW floats)][a group's running sum][one slot per thread].
 typedef struct {
     char *w_fwd, *w_bwd;
     float *rows, *sum;
@@ -477,7 +483,17 @@ typedef struct {
     size_t slot;
 } fixed_parts_t;
 
-static size_t fixed_slot_bytes(const plan_t *p) { return p->scratch_bytes + p->dw_bytes + p->dx_bytes; }
+// A thread's slot: oneDNN's scratchpad, a weight gradient in the primitive's format, one sample's
+// input gradient to be added (channels-last plans), its x or dx and its y or dy in the plan's
+// blocked layout (Winograd's).
+typedef struct {
+    char *scratch, *dw, *dx, *xb, *yb;
+} slot_t;
+
+static size_t fixed_slot_bytes(const plan_t *p) {
+    return p->scratch_bytes + p->dw_bytes + p->dx_bytes + p->xb_bytes + p->yb_bytes;
+}
+
 static size_t rows_bytes(const conv2d_shape_t *s, int threads) {
     return up(((size_t)threads + 1) * conv2d_w_size(s) * sizeof(float));
 }
@@ -492,20 +508,82 @@ static fixed_parts_t fixed_parts_of(const plan_t *p, const conv2d_shape_t *s, in
     return q;
 }
 
-size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
-    const plan_t *p = fixed_plan_at_one(s, t);
+// The slot of the calling thread, whose ICV it sets to 1: oneDNN reads it as it runs, and opens
+// no team of its own inside this one.
+static slot_t my_slot(const plan_t *p, const fixed_parts_t *q) {
+    omp_set_num_threads(1);
+    slot_t t;
+    t.scratch = q->slots + (size_t)omp_get_thread_num() * q->slot;
+    t.dw = t.scratch + p->scratch_bytes;
+    t.dx = t.dw + p->dw_bytes;
+    t.xb = t.dx + p->dx_bytes;
+    t.yb = t.xb + p->xb_bytes;
+    return t;
+}
+
+static size_t fixed_bytes(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+    const plan_t *p = fixed_plan_at_one(s, t, a);
     const int threads = omp_get_max_threads();
     return p->none ? 0
                    : ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + rows_bytes(s, threads) +
                          (size_t)threads * fixed_slot_bytes(p);
 }
 
+// Enough for either algorithm (as conv2d_dnnl_workspace_bytes).
+size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) {
+    const size_t direct = fixed_bytes(s, t, CONV2D_ALGO_DIRECT);
+    if (plan_algorithm(s, t, CONV2D_ALGO_WINOGRAD) == CONV2D_ALGO_DIRECT) return direct;
+    const size_t winograd = fixed_bytes(s, t, CONV2D_ALGO_WINOGRAD);
+    return direct > winograd ? direct : winograd;
+}
+
 static size_t operand_bytes(conv2d_operands t) { return t == CONV2D_F32 ? sizeof(float) : sizeof(uint16_t); }
 
+// One sample's passes on stream st, its channels-last operands reordered to and from the plan's
+// layout where it has its own.
+static void sample_forward(const plan_t *p, dnnl_stream_t st, slot_t sl, const void *x, const void *wf,
+                           const float *bias, void *y) {
+    const void *cx = reordered_on(st, p->x_in, p, p->x, p->cx, x, sl.xb, sl.scratch);
+    void *cy = p->y_out ? (void *)sl.yb : y;
+    if (bias)
+        run_on(st, p->fwd_bias, p, sl.scratch, 4, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
+               (spk_cmd[]){p->cx, p->w_fwd, p->bias, p->cy}, (void *[]){(void *)cx, (void *)wf, (void *)bias, cy});
+    else
+        run_on(st, p->fwd, p, sl.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+               (spk_cmd[]){p->cx, p->w_fwd, p->cy}, (void *[]){(void *)cx, (void *)wf, cy});
+    reordered_on(st, p->y_out, p, p->cy, p->y, cy, y, sl.scratch);
+}
+
+static void sample_input_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float *dx, int accumulate, const void *dy,
+                              const void *wb, size_t nx) {
+    const void *cdy = reordered_on(st, p->dy_in, p, p->dy, p->cdy, dy, sl.yb, sl.scratch);
+    const int blocked = p->dx_out != NULL;
+    void *out = blocked ? (void *)sl.xb : accumulate ? (void *)sl.dx : dx;
+    run_on(st, p->bwd_data, p, sl.scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+           (spk_cmd[]){p->cdy, p->w_bwd, p->cdx}, (void *[]){(void *)cdy, (void *)wb, out});
+    if (blocked) {
+        reordered_on(st, accumulate ? p->dx_add : p->dx_out, p, p->cdx, p->dx, out, dx, sl.scratch);
+    } else if (accumulate) {
+        const float *part = out;
+#pragma omp simd
+        for (size_t k = 0; k < nx; k++) dx[k] += part[k];
+    }
+}
+
+static void sample_weight_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float *row, const void *dy,
+                               const void *x) {
+    const void *cdy = reordered_on(st, p->dy_in, p, p->dy, p->cdy, dy, sl.yb, sl.scratch);
+    const void *cx = reordered_on(st, p->x_in, p, p->x, p->cx, x, sl.xb, sl.scratch);
+    void *dw = p->dw_out ? (void *)sl.dw : row;
+    run_on(st, p->bwd_weights, p, sl.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
+           (spk_cmd[]){p->cx, p->cdy, p->dw_prim}, (void *[]){(void *)cx, (void *)cdy, dw});
+    reordered_on(st, p->dw_out, p, p->dw_prim, p->dw_oihw, dw, row, sl.scratch);
+}
+
 void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
-                               conv2d_operands t, void *workspace) {
+                               conv2d_operands t, conv2d_algorithm a, void *workspace) {
     const int threads = omp_get_max_threads();
-    const plan_t *p = fixed_plan_at_one(s, t);
+    const plan_t *p = fixed_plan_at_one(s, t, a);
     SPK_ASSERT(!p->none);
     dnnl_stream_t *st = thread_streams(threads);
     const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
@@ -513,18 +591,8 @@ void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const flo
     const size_t xs = (size_t)s->H * s->W * s->Cin * operand_bytes(t),
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int b = 0; b < s->B; b++) {
-        const int i = omp_get_thread_num();
-        omp_set_num_threads(1);  // oneDNN reads it as it runs: no team of its own in this one
-        void *scratch = q.slots + (size_t)i * q.slot, *xb = (char *)x + b * xs, *yb = y + b * ys;
-        if (bias)
-            run_on(st[i], p->fwd_bias, p, scratch, 4,
-                   (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
-                   (spk_cmd[]){p->cx, p->w_fwd, p->bias, p->cy}, (void *[]){xb, (void *)wf, (void *)bias, yb});
-        else
-            run_on(st[i], p->fwd, p, scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-                   (spk_cmd[]){p->cx, p->w_fwd, p->cy}, (void *[]){xb, (void *)wf, yb});
-    }
+    for (int b = 0; b < s->B; b++)
+        sample_forward(p, st[omp_get_thread_num()], my_slot(p, &q), (const char *)x + b * xs, wf, bias, y + b * ys);
 }
 
 // rows[i] = sample b0 + i's weight gradient in PyTorch's layout, for i < n (threads over i).
@@ -533,18 +601,9 @@ static void weight_grads(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t
     const size_t xs = (size_t)s->H * s->W * s->Cin * operand_bytes(t),
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < n; i++) {
-        const int k = omp_get_thread_num(), b = b0 + i;
-        omp_set_num_threads(1);
-        char *scratch = q->slots + (size_t)k * q->slot;
-        float *row = q->rows + (size_t)i * conv2d_w_size(s);
-        void *dw = p->dw_out ? (void *)(scratch + p->scratch_bytes) : row;
-        run_on(st[k], p->bwd_weights, p, scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
-               (spk_cmd[]){p->cx, p->cdy, p->dw_prim}, (void *[]){(char *)x + b * xs, (char *)dy + b * ys, dw});
-        if (p->dw_out)
-            run_on(st[k], p->dw_out, p, scratch, 2, (int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
-                   (spk_cmd[]){p->dw_prim, p->dw_oihw}, (void *[]){dw, row});
-    }
+    for (int i = 0; i < n; i++)
+        sample_weight_grad(p, st[omp_get_thread_num()], my_slot(p, q), q->rows + (size_t)i * conv2d_w_size(s),
+                           (const char *)dy + (b0 + i) * ys, (const char *)x + (b0 + i) * xs);
 }
 
 // dw += each group's term: its samples' weight gradients, `threads` samples at a time, summed in
@@ -579,31 +638,23 @@ static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, co
 }
 
 void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
-                                const conv2d_shape_t *s, conv2d_operands t, int group, void *workspace) {
+                                const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int group,
+                                void *workspace) {
     SPK_ASSERT(group > 0 && s->B % group == 0);
     const int threads = omp_get_max_threads();
-    const plan_t *p = fixed_plan_at_one(s, t);
+    const plan_t *p = fixed_plan_at_one(s, t, a);
     SPK_ASSERT(!p->none);
     dnnl_stream_t *st = thread_streams(threads);
     const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
     if (!xsum_empty(dw)) weight_grads_exact(dw, p, st, &q, threads, dy, x, s, t, group);
-    if (dx) {
-        const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
-        const size_t xs = (size_t)s->H * s->W * s->Cin,
-                     ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
+    if (!dx) return;
+    const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
+    const size_t xs = (size_t)s->H * s->W * s->Cin,
+                 ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int b = 0; b < s->B; b++) {
-            const int i = omp_get_thread_num();
-            omp_set_num_threads(1);
-            char *scratch = q.slots + (size_t)i * q.slot;
-            float *dxb = dx + b * xs, *out = accumulate ? (float *)(scratch + p->scratch_bytes + p->dw_bytes) : dxb;
-            run_on(st[i], p->bwd_data, p, scratch, 3, (int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-                   (spk_cmd[]){p->cdy, p->w_bwd, p->cdx}, (void *[]){(char *)dy + b * ys, (void *)wb, out});
-            if (accumulate)
-#pragma omp simd
-                for (size_t k = 0; k < xs; k++) dxb[k] += out[k];
-        }
-    }
+    for (int b = 0; b < s->B; b++)
+        sample_input_grad(p, st[omp_get_thread_num()], my_slot(p, &q), dx + b * xs, accumulate,
+                          (const char *)dy + b * ys, wb, xs);
 }
 
 #else  // built without oneDNN: kernels/cpu/conv2d.c runs its own convolution
@@ -620,14 +671,18 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
 }
 int conv2d_dnnl_winograd_available(void) { return 0; }
 int conv2d_dnnl_avx512(void) { return 0; }
-int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
+int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+    return (void)s, (void)t, (void)a, 0;
+}
 size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t) { return (void)s, (void)t, 0; }
 void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
-                               conv2d_operands t, void *workspace) {
-    (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)workspace;
+                               conv2d_operands t, conv2d_algorithm a, void *workspace) {
+    (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)a, (void)workspace;
 }
 void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
-                                const conv2d_shape_t *s, conv2d_operands t, int group, void *workspace) {
-    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)group, (void)workspace;
+                                const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int group,
+                                void *workspace) {
+    (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)a, (void)group,
+        (void)workspace;
 }
 #endif

@@ -11,6 +11,7 @@
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d.h"
+#include "kernels/cpu/conv2d_dnnl.h"
 #include "kernels/cpu/conv2d_taps.h"
 #include "kernels/gemm.h"
 
@@ -237,6 +238,21 @@ static void backend_checks(void) {
 // run direct; wide enough (512 channels) that the weight gradient's sums are kept once rather
 // than per thread; not the direct convolution's bits (else it did not run), and the forward and
 // input gradient the same bits on 1 and 2 threads.
+// Where oneDNN has Winograd, the invariant mode's forward takes it when asked: not the direct
+// convolution's bits.
+static void fixed_winograd_case(conv2d_shape_t s) {
+    if (!conv2d_dnnl_winograd_available()) return;
+    const size_t ny = conv2d_y_size(&s);
+    float *x = rand_f(conv2d_x_size(&s), -1, 1), *w = rand_f(conv2d_w_size(&s), -0.5f, 0.5f);
+    float *ws = alloc_f(conv2d_workspace_floats_fixed(&s)), *yw = alloc_f(ny), *yd = alloc_f(ny);
+    conv2d_forward_fixed(yw, x, w, NULL, &s, ws);
+    conv2d_set_algorithm(CONV2D_ALGO_DIRECT);
+    conv2d_forward_fixed(yd, x, w, NULL, &s, ws);
+    conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
+    check_true(memcmp(yw, yd, ny * 4) != 0, "conv2d_forward_fixed: Winograd where asked for, not the direct bits");
+    test_release();
+}
+
 static void winograd_checks(void) {
     conv2d_set_algorithm(CONV2D_ALGO_WINOGRAD);
     reference_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 1, 1);
@@ -247,6 +263,10 @@ static void winograd_checks(void) {
     reference_case(conv2d_shape(3, 16, 24, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);   // channels not in sixteens
     reference_case(conv2d_shape(2, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, 0);      // nor these
     reference_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 2, 2, 1, 1, 1, 1), 0, 0);   // not a Winograd shape
+    // the invariant mode's plans of one sample: Winograd's too, as invariant
+    invariant_case(conv2d_shape(4, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 2);
+    invariant_case(conv2d_shape(6, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 3);
+    fixed_winograd_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1));
     const conv2d_shape_t s =
         conv2d_shape(1, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);  // blocks of 12 tiles on 2 threads, 18 on 1
     const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
