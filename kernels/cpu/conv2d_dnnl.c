@@ -474,28 +474,26 @@ int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t, conv2d_
     return conv2d_dnnl_usable(t) && !fixed_plan_at_one(s, t, a)->none;
 }
 
-// [weights in the forward's format][in the backward's][per-sample weight gradients (threads,
-// Cout*Cin*KH*KW floats)][a group's running sum][one slot per thread].
+// [weights in the forward's format][in the backward's][per-sample weight gradients (threads), a
+// group's running sum, both in the primitive's format][that sum in PyTorch's layout][one slot per
+// thread].
 typedef struct {
     char *w_fwd, *w_bwd;
-    float *rows, *sum;
+    float *rows, *sum, *oihw;
     char *slots;
     size_t slot;
 } fixed_parts_t;
 
-// A thread's slot: oneDNN's scratchpad, a weight gradient in the primitive's format, one sample's
-// input gradient to be added (channels-last plans), its x or dx and its y or dy in the plan's
-// blocked layout (Winograd's).
+// A thread's slot: oneDNN's scratchpad, one sample's input gradient to be added (channels-last
+// plans), its x or dx and its y or dy in the plan's blocked layout (Winograd's).
 typedef struct {
-    char *scratch, *dw, *dx, *xb, *yb;
+    char *scratch, *dx, *xb, *yb;
 } slot_t;
 
-static size_t fixed_slot_bytes(const plan_t *p) {
-    return p->scratch_bytes + p->dw_bytes + p->dx_bytes + p->xb_bytes + p->yb_bytes;
-}
+static size_t fixed_slot_bytes(const plan_t *p) { return p->scratch_bytes + p->dx_bytes + p->xb_bytes + p->yb_bytes; }
 
-static size_t rows_bytes(const conv2d_shape_t *s, int threads) {
-    return up(((size_t)threads + 1) * conv2d_w_size(s) * sizeof(float));
+static size_t rows_bytes(const plan_t *p, const conv2d_shape_t *s, int threads) {
+    return ((size_t)threads + 1) * p->dw_bytes + up(conv2d_w_size(s) * sizeof(float));
 }
 
 static fixed_parts_t fixed_parts_of(const plan_t *p, const conv2d_shape_t *s, int threads, void *workspace) {
@@ -503,7 +501,8 @@ static fixed_parts_t fixed_parts_of(const plan_t *p, const conv2d_shape_t *s, in
     fixed_parts_t q;
     q.w_fwd = b, b += p->w_fwd_bytes;
     q.w_bwd = b, b += p->w_bwd_bytes;
-    q.rows = (float *)b, q.sum = q.rows + (size_t)threads * conv2d_w_size(s), b += rows_bytes(s, threads);
+    q.rows = (float *)b, q.sum = (float *)(b + (size_t)threads * p->dw_bytes);
+    q.oihw = (float *)(b + ((size_t)threads + 1) * p->dw_bytes), b += rows_bytes(p, s, threads);
     q.slots = b, q.slot = fixed_slot_bytes(p);
     return q;
 }
@@ -514,8 +513,7 @@ static slot_t my_slot(const plan_t *p, const fixed_parts_t *q) {
     omp_set_num_threads(1);
     slot_t t;
     t.scratch = q->slots + (size_t)omp_get_thread_num() * q->slot;
-    t.dw = t.scratch + p->scratch_bytes;
-    t.dx = t.dw + p->dw_bytes;
+    t.dx = t.scratch + p->scratch_bytes;
     t.xb = t.dx + p->dx_bytes;
     t.yb = t.xb + p->xb_bytes;
     return t;
@@ -525,7 +523,7 @@ static size_t fixed_bytes(const conv2d_shape_t *s, conv2d_operands t, conv2d_alg
     const plan_t *p = fixed_plan_at_one(s, t, a);
     const int threads = omp_get_max_threads();
     return p->none ? 0
-                   : ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + rows_bytes(s, threads) +
+                   : ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + rows_bytes(p, s, threads) +
                          (size_t)threads * fixed_slot_bytes(p);
 }
 
@@ -570,14 +568,12 @@ static void sample_input_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, floa
     }
 }
 
-static void sample_weight_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float *row, const void *dy,
-                               const void *x) {
+// dw (the primitive's format) = the sample's weight gradient.
+static void sample_weight_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float *dw, const void *dy, const void *x) {
     const void *cdy = reordered_on(st, p->dy_in, p, p->dy, p->cdy, dy, sl.yb, sl.scratch);
     const void *cx = reordered_on(st, p->x_in, p, p->x, p->cx, x, sl.xb, sl.scratch);
-    void *dw = p->dw_out ? (void *)sl.dw : row;
     run_on(st, p->bwd_weights, p, sl.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
            (spk_cmd[]){p->cx, p->cdy, p->dw_prim}, (void *[]){(void *)cx, (void *)cdy, dw});
-    reordered_on(st, p->dw_out, p, p->dw_prim, p->dw_oihw, dw, row, sl.scratch);
 }
 
 void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
@@ -595,46 +591,49 @@ void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const flo
         sample_forward(p, st[omp_get_thread_num()], my_slot(p, &q), (const char *)x + b * xs, wf, bias, y + b * ys);
 }
 
-// rows[i] = sample b0 + i's weight gradient in PyTorch's layout, for i < n (threads over i).
+// rows[i] = sample b0 + i's weight gradient in the primitive's format, for i < n (threads over i).
 static void weight_grads(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, int b0, int n, const void *dy,
                          const void *x, const conv2d_shape_t *s, conv2d_operands t) {
     const size_t xs = (size_t)s->H * s->W * s->Cin * operand_bytes(t),
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < n; i++)
-        sample_weight_grad(p, st[omp_get_thread_num()], my_slot(p, q), q->rows + (size_t)i * conv2d_w_size(s),
+        sample_weight_grad(p, st[omp_get_thread_num()], my_slot(p, q), q->rows + i * p->dw_bytes / sizeof(float),
                            (const char *)dy + (b0 + i) * ys, (const char *)x + (b0 + i) * xs);
 }
 
-// dw += each group's term: its samples' weight gradients, `threads` samples at a time, summed in
-// order into the running sum (a group larger than the threads) or by xsum_add (whole groups at a
-// time): the same float additions either way, so the thread count does not show.
+// dw += each group's term: its samples' weight gradients, up to `threads` at a time (whole groups,
+// or a group in parts), added in order into the group's running sum in the primitive's format
+// (as xsum_add adds a group's rows: the thread count does not show), reordered to PyTorch's
+// layout once a group is complete (a permutation: the same values).
 static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, int threads,
                                const void *dy, const void *x, const conv2d_shape_t *s, conv2d_operands t, int group) {
-    const size_t nw = conv2d_w_size(s);
-    const float *rows = q->rows;
+    const size_t len = p->dw_bytes / sizeof(float);  // (padded where the format pads)
+    const int wave = group <= threads ? threads / group * group : threads;
     float *sum = q->sum;
-    if (group <= threads) {
-        const int wave = threads / group * group;
-        for (int b0 = 0; b0 < s->B; b0 += wave) {
-            const int n = s->B - b0 < wave ? s->B - b0 : wave;
-            weight_grads(p, st, q, b0, n, dy, x, s, t);
-            xsum_add(dw, rows, n, (int64_t)nw, group);
-        }
-        return;
-    }
-    for (int g0 = 0; g0 < s->B; g0 += group)
-        for (int i0 = 0; i0 < group; i0 += threads) {
-            const int n = group - i0 < threads ? group - i0 : threads;
-            weight_grads(p, st, q, g0 + i0, n, dy, x, s, t);
+    for (int b0 = 0; b0 < s->B;) {
+        const int left = group <= threads ? s->B - b0 : group - b0 % group;
+        const int n = left < wave ? left : wave;
+        weight_grads(p, st, q, b0, n, dy, x, s, t);
+        for (int i = 0; i < n;) {  // each group's samples in this wave: i .. i + m
+            const int b = b0 + i, first = b % group == 0, m = n - i < group - b % group ? n - i : group - b % group;
+            const float *r = q->rows + i * len, *term = sum;
+            if (group == 1)  // the sample is the term
+                term = r;
+            else
 #pragma omp parallel for simd schedule(static)
-            for (size_t k = 0; k < nw; k++) {
-                float v = i0 ? sum[k] : rows[k];
-                for (int i = i0 ? 0 : 1; i < n; i++) v += rows[(size_t)i * nw + k];
-                sum[k] = v;
-            }
-            if (i0 + n == group) xsum_add(dw, sum, 1, (int64_t)nw, 1);
+                for (size_t k = 0; k < len; k++) {
+                    float v = first ? r[k] : sum[k];
+                    for (int j = first; j < m; j++) v += r[j * len + k];
+                    sum[k] = v;
+                }
+            if ((b + m) % group == 0)
+                xsum_add(dw, reordered(p->dw_out, p, p->dw_prim, p->dw_oihw, term, q->oihw, q->slots), 1,
+                         (int64_t)conv2d_w_size(s), 1);
+            i += m;
         }
+        b0 += n;
+    }
 }
 
 void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
