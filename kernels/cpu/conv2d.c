@@ -13,6 +13,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
+#include "kernels/cpu/conv2d_dnnl_fixed.h"
 #include "kernels/cpu/conv2d_taps.h"
 #include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/rows.h"

@@ -12,6 +12,7 @@
 #include "kernels/base/env.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
+#include "kernels/cpu/conv2d_dnnl_fixed.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm_bf16.h"
 

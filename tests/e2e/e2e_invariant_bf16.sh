@@ -2,10 +2,10 @@
 # The world-size-invariant mode with bf16 operands (--invariant --precision bf16, docs/invariant.md):
 # ECAPA (C=64) on 1, 2, 4 and 8 ranks ends with bitwise the same checkpoint, so do 1 and 2
 # threads, cpu-staged, micro-batches (--grad-accum 2) and a run stopped on 2 ranks and resumed on
-# 4; ResNet34 and CAM++ likewise on 1, 2 and 4 ranks; SupCon, DINO and ecapa-av on 1 and 2. The
-# run is a bf16 one (it differs from the float32 invariant run, within bf16's rounding), the
-# widened path of CPUs without native bf16 is invariant in itself, and a plain float allreduce in
-# place of the exact one breaks the identity.
+# 4; ResNet34 and CAM++ likewise on 1, 2 and 4 ranks and 2 threads; SupCon, DINO and ecapa-av on 1
+# and 2. The run is a bf16 one (it differs from the float32 invariant run, within bf16's
+# rounding), the widened path of CPUs without native bf16 is invariant in itself, and a plain
+# float allreduce in place of the exact one breaks the identity.
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 and 8 ranks on few cores
 
@@ -63,8 +63,9 @@ for k in 1 2 4; do
     SPKDDP_THREADS=1 run $k $SPKDDP train $cpp --ckpt-dir c$k >log_c$k 2>&1 || { cat log_c$k; fail "campplus on $k"; }
 done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $r34 --ckpt-dir r1t2 >/dev/null 2>&1 || fail "resnet34 on 2 threads"
+SPKDDP_THREADS=2 run 1 $SPKDDP train $cpp --ckpt-dir c1t2 >/dev/null 2>&1 || fail "campplus on 2 threads"
 for d in r2 r4 r1t2; do same r1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "resnet34 bf16: $d == 1 rank (bitwise)"; done
-for d in c2 c4; do same c1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "campplus bf16: $d == 1 rank (bitwise)"; done
+for d in c2 c4 c1t2; do same c1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "campplus bf16: $d == 1 rank (bitwise)"; done
 
 # The contrastive and self-supervised losses and the audio-visual encoder, 1 and 2 ranks.
 $SPKDDP synth --kind speakers --out av.h5 --dim 16 --visual-dim 12 --speakers 10 --utts-per-speaker 8 \
