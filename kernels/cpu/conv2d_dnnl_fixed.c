@@ -16,18 +16,14 @@
 // plans; channels-last direct convolutions elsewhere (no blocked ones), none where oneDNN would
 // run its reference loops.
 
-// The fixed plan of one sample of s (made at the ICV of 1: the callers set it).
-static const plan_t *fixed_plan(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
+// The fixed plan of one sample of s, looked up (and made) at the ICV of 1.
+static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     SPK_ASSERT(t != CONV2D_BF16_OUT);
     conv2d_shape_t one = *s;
     one.B = 1;
-    return plan_lookup(&one, t, a, 1);
-}
-
-static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const plan_t *p = fixed_plan(s, t, a);
+    const plan_t *p = plan_lookup(&one, t, a, 1);
     omp_set_num_threads(threads);
     return p;
 }
