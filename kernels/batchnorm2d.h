@@ -102,7 +102,8 @@ size_t batchnorm2d_workspace_floats(int N, int C);
 //   backward: batchnorm2d_backward_partial adds each group's sums of g and g * xhat (g: dy masked
 //             by the ReLU of y) to sums[0, C) and sums[C, 2C) and, unless empty, to dbias and
 //             dweight; batchnorm2d_backward_global then writes (or adds) the residual's and the
-//             input's gradients, as batchnorm2d_backward, with the reduced sums.
+//             input's gradients, as batchnorm2d_backward, with the reduced sums (the input's, or
+//             its bf16 rounding alone: dxh, the output gradient of a bf16 convolution).
 void batchnorm2d_stats_partial(xsum_t sums,         // (2C) +=
                                const float *x,      // (B * HW, C)
                                const float *shift,  // (C) or NULL
@@ -117,6 +118,7 @@ void batchnorm2d_backward_partial(xsum_t sums,     // (2C) +=
                                   const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
                                   int relu, int B, int HW, int C, int group);
 void batchnorm2d_backward_global(float *dx,         // (N, C) = or += (accumulate); or NULL
+                                 spk_bf16 *dxh,     // (N, C) = bf16 of the input gradient, or NULL (with dx NULL)
                                  float *dresidual,  // (N, C) = or += (accumulate); or NULL
                                  int accumulate, const float *dy, const float *y, const float *x, const float *weight,
                                  const float *mean, const float *rstd, int relu,

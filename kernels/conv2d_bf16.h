@@ -68,18 +68,20 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh,        // (B, H, W, Cin)
 // conv2d_forward_fixed's and conv2d_backward_exact's contracts (kernels/conv2d.h) over bf16
 // operands: each sample computed on its own by plans that depend neither on B nor on the thread
 // count; dw and dbias exact sums, one term per group of `group` samples (dbias from dy as
-// float32, as conv2d_bf16_backward's).
+// float32, as conv2d_bf16_backward's). The output gradient comes as dy, or rounded as dyh (one
+// of them; dbias empty with dyh).
 size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s);
 void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                                const conv2d_shape_t *s, float *workspace);
 void conv2d_bf16_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
                                 int dx_accumulate,
-                                float *dw_tmp,       // (Cout, Cin, KH, KW) scratch
-                                xsum_t dw,           // (Cout, Cin, KH, KW) +=
-                                xsum_t dbias,        // (Cout) +=
-                                const float *dy,     // (B, OH, OW, Cout)
-                                const spk_bf16 *xh,  // (B, H, W, Cin) the forward's rounded input
-                                const spk_bf16 *w,   // (Cout, Cin, KH, KW)
+                                float *dw_tmp,        // (Cout, Cin, KH, KW) scratch
+                                xsum_t dw,            // (Cout, Cin, KH, KW) +=
+                                xsum_t dbias,         // (Cout) +=
+                                const float *dy,      // (B, OH, OW, Cout), or NULL
+                                const spk_bf16 *dyh,  // (B, OH, OW, Cout) bf16(dy), or NULL
+                                const spk_bf16 *xh,   // (B, H, W, Cin) the forward's rounded input
+                                const spk_bf16 *w,    // (Cout, Cin, KH, KW)
                                 const conv2d_shape_t *s,
                                 float *workspace,  // (conv2d_bf16_workspace_floats_fixed)
                                 int group);

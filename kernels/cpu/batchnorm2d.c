@@ -461,10 +461,10 @@ void batchnorm2d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
     group_sums(sums, dweight, dbias, x, dy, y, relu, mean, rstd, B, HW, C, group);
 }
 
-void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, const float *dy, const float *y,
-                                 const float *x, const float *weight, const float *mean, const float *rstd, int relu,
-                                 xsum_t sums, int64_t N_global, int N, int C) {
-    SPK_ASSERT(N > 0 && C > 0 && N_global > 0);
+void batchnorm2d_backward_global(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate, const float *dy,
+                                 const float *y, const float *x, const float *weight, const float *mean,
+                                 const float *rstd, int relu, xsum_t sums, int64_t N_global, int N, int C) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 0 && !(dx && dxh));
     SPK_ASSERT(!relu || y != NULL);
     for (int c0 = 0; c0 < C; c0 += BN2D_LANES) {  // the channels' means, a lane at a time
         const int cn = C - c0 < BN2D_LANES ? C - c0 : BN2D_LANES;
@@ -474,7 +474,7 @@ void batchnorm2d_backward_global(float *dx, float *dresidual, int accumulate, co
             mdy[c] = (float)(xsum_value_of(sums, c0 + c) / (double)N_global);
             mdyx[c] = (float)(xsum_value_of(sums, C + c0 + c) / (double)N_global);
         }
-        backward_apply(dx, NULL, dresidual, accumulate, (bn_in_t){dy, NULL}, y, NULL, (bn_in_t){x, NULL}, wr, mean + c0,
+        backward_apply(dx, dxh, dresidual, accumulate, (bn_in_t){dy, NULL}, y, NULL, (bn_in_t){x, NULL}, wr, mean + c0,
                        rstd + c0, mdy, mdyx, relu, N, C, c0, cn);
     }
 }

@@ -239,9 +239,10 @@ void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk
 }
 
 void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
-                                const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s, float *workspace,
-                                int group) {
+                                const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
+                                float *workspace, int group) {
     SPK_ASSERT(conv2d_shape_ok(s));
+    SPK_ASSERT(!dy != !dyh && (!dyh || xsum_empty(dbias)));
     const size_t ny = conv2d_y_size(s);
     const int nat = native_fixed(s);
     float *after_dy = nat ? workspace + half_floats(ny) : NULL;
@@ -250,13 +251,19 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
         conv2d_backward_exact(NULL, 0, NULL, xsum_none(), dbias, dy, NULL, NULL, s, nat ? after_dy : p.conv, group);
     if (!dx && xsum_empty(dw)) return;
     if (nat) {
-        spk_bf16 *dyh = (spk_bf16 *)workspace;
-        bf16_from_f32(dyh, dy, ny);
+        if (!dyh) {
+            spk_bf16 *r = (spk_bf16 *)workspace;
+            bf16_from_f32(r, dy, ny);
+            dyh = r;
+        }
         conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group,
                                    after_dy + up_floats((size_t)s->B * s->Cout));
         return;
     }
-    round_wide(p.dy, dy, ny);
+    if (dyh)
+        bf16_to_f32(p.dy, dyh, ny);
+    else
+        round_wide(p.dy, dy, ny);
     if (dx) bf16_to_f32(p.w, w, conv2d_w_size(s));
     if (!xsum_empty(dw)) bf16_to_f32(p.x, xh, conv2d_x_size(s));
     conv2d_backward_exact(dx, dx_accumulate, dw_tmp, dw, xsum_none(), p.dy, xsum_empty(dw) ? NULL : p.x,

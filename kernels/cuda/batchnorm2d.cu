@@ -299,16 +299,16 @@ extern "C" void batchnorm2d_backward_partial_cuda(xsum_t sums, xsum_t dweight, x
                group);
 }
 
-extern "C" void batchnorm2d_backward_global_cuda(float *dx, float *dresidual, int accumulate, const float *dy,
-                                                 const float *y, const float *x, const float *weight, const float *mean,
-                                                 const float *rstd, int relu, xsum_t sums, int64_t N_global, int N,
-                                                 int C) {
-    SPK_ASSERT(N > 0 && C > 0 && N_global > 0);
+extern "C" void batchnorm2d_backward_global_cuda(float *dx, spk_bf16 *dxh, float *dresidual, int accumulate,
+                                                 const float *dy, const float *y, const float *x, const float *weight,
+                                                 const float *mean, const float *rstd, int relu, xsum_t sums,
+                                                 int64_t N_global, int N, int C) {
+    SPK_ASSERT(N > 0 && C > 0 && N_global > 0 && !(dx && dxh));
     SPK_ASSERT(!relu || y != NULL);
-    if (!dx && !dresidual) return;
+    if (!dx && !dxh && !dresidual) return;
     float *means = (float *)spk_cuda_scratch(sizeof(float) * 2 * (size_t)C);  // (C, 2): mean g, mean g * xhat
     SPK_LAUNCH(global_means_kernel, spk_grid((size_t)C), means, sums, N_global, C);
     const size_t n = (size_t)N * C;
-    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, nullptr, dresidual, accumulate, dy, nullptr, y, nullptr, x, nullptr,
+    SPK_LAUNCH(grad_apply_kernel, spk_grid(n), dx, dxh, dresidual, accumulate, dy, nullptr, y, nullptr, x, nullptr,
                weight, mean, rstd, means, relu, n, C);
 }

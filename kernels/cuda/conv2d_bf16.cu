@@ -147,10 +147,12 @@ extern "C" void conv2d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const flo
 }
 
 extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
-                                                const float *dy, const spk_bf16 *xh, const spk_bf16 *w,
-                                                const conv2d_shape_t *s, float *workspace, int group) {
+                                                const float *dy, const spk_bf16 *dyh, const spk_bf16 *xh,
+                                                const spk_bf16 *w, const conv2d_shape_t *s, float *workspace,
+                                                int group) {
     conv2d_check(s);
     SPK_ASSERT(group > 0 && s->B % group == 0);
+    SPK_ASSERT(!dy != !dyh && (!dyh || xsum_empty(dbias)));
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's
         conv2d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, s, workspace, group);
     const conv2d_shape_t s1 = one_sample(s);
@@ -161,7 +163,8 @@ extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
         conv2d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy + b * ny, nullptr, xh + b * nx, w, &s1, workspace);
+                                  dy ? dy + b * ny : nullptr, dyh ? dyh + b * ny : nullptr, xh + b * nx, w, &s1,
+                                  workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
 }

@@ -215,14 +215,14 @@ static void bn_case(const char *layer, int B, int HW, int C, int group, int relu
         float *hx = acc ? copy_f(pdx, n) : alloc_f(n), *hr = acc ? copy_f(pdres, n) : alloc_f(n);
         float *dx_ = dev_f(acc ? pdx : NULL, n), *dr_ = dev_f(acc ? pdres : NULL, n);
         float *dr2_ = dev_f(acc ? pdres : NULL, n);
-        batchnorm2d_backward_global(hx, with_res ? hr : NULL, acc, dy, y, x, w, mean, rstd, relu, hg, N, N, C);
-        g_be->batchnorm2d_backward_global(dx_, with_res ? dr_ : NULL, acc, dy_, y_, x_, w_, mean_, rstd_, relu, g[0].s,
-                                          N, N, C);
+        batchnorm2d_backward_global(hx, NULL, with_res ? hr : NULL, acc, dy, y, x, w, mean, rstd, relu, hg, N, N, C);
+        g_be->batchnorm2d_backward_global(dx_, NULL, with_res ? dr_ : NULL, acc, dy_, y_, x_, w_, mean_, rstd_, relu,
+                                          g[0].s, N, N, C);
         const char *mode = acc ? "accumulated" : "overwritten";
         cmp(cname("batchnorm2d_backward_global dx %s %s", mode, tag), dx_, hx, n, TOL);
         if (!with_res) continue;
         cmp(cname("batchnorm2d_backward_global dresidual %s %s", mode, tag), dr_, hr, n, TOL);
-        g_be->batchnorm2d_backward_global(NULL, dr2_, acc, dy_, y_, x_, w_, mean_, rstd_, relu, g[0].s, N, N, C);
+        g_be->batchnorm2d_backward_global(NULL, NULL, dr2_, acc, dy_, y_, x_, w_, mean_, rstd_, relu, g[0].s, N, N, C);
         same_bits_check(cname("batchnorm2d_backward_global dresidual alone %s %s", mode, tag), dr2_, dr_, n);
     }
     dev_release();

@@ -87,7 +87,7 @@ static void conv2d_backward_call(void *p, grad3_t g) {
 static void conv2d_exact_call(void *p, float *dx, float *dw_tmp, xsum_t dw, xsum_t dbias) {
     const conv2d_call_t *c = (const conv2d_call_t *)p;
     if (c->bf16)
-        c->be->conv2d_bf16_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->s, c->ws, 1);
+        c->be->conv2d_bf16_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, NULL, c->xh, c->wh, c->s, c->ws, 1);
     else
         c->be->conv2d_backward_exact(dx, 0, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->s, c->ws, 1);
 }

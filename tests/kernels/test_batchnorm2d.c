@@ -223,10 +223,15 @@ static void invariant_case(int B, int HW, int C, int relu, int with_res, int gro
                cname("batchnorm2d_backward_partial %s: batch split, 1 or 2 threads", tag));
     float *dx = rand_f(n, -1, 1), *dres = rand_f(n, -1, 1), *dxp = alloc_f(n), *dresp = alloc_f(n);
     float *dwp = zeros_f(C), *dbp = zeros_f(C);
-    batchnorm2d_backward_global(dx, with_res ? dres : NULL, 0, dy, y, x, w, mean, rstd, relu, g2, N, N, C);
+    batchnorm2d_backward_global(dx, NULL, with_res ? dres : NULL, 0, dy, y, x, w, mean, rstd, relu, g2, N, N, C);
     batchnorm2d_backward(dxp, with_res ? dresp : NULL, 0, dwp, dbp, dy, y, x, w, mean, rstd, relu, N, C, ws);
     check_close(cname("batchnorm2d_backward_global %s dx vs backward", tag), dx, dxp, n, 1e-4, 1e-5);
     if (with_res) check_close(cname("batchnorm2d_backward_global %s dresidual", tag), dres, dresp, n, 0, 0);
+    spk_bf16 *dxh = (spk_bf16 *)test_alloc(n * sizeof(spk_bf16)), *dxh_want = (spk_bf16 *)test_alloc(n * 2);
+    batchnorm2d_backward_global(NULL, dxh, NULL, 0, dy, y, x, w, mean, rstd, relu, g2, N, N, C);
+    bf16_from_f32(dxh_want, dx, n);
+    check_true(!memcmp(dxh, dxh_want, n * sizeof(spk_bf16)),
+               cname("batchnorm2d_backward_global %s: dxh alone = bf16(dx)", tag));
     check_close(cname("batchnorm2d_backward_partial %s dweight", tag), sums_to_floats(dw2, C), dwp, C, 1e-5, 1e-5 * N);
     check_close(cname("batchnorm2d_backward_partial %s dbias", tag), sums_to_floats(db2, C), dbp, C, 1e-5, 1e-5 * N);
     test_release();
@@ -399,9 +404,13 @@ static void backend_case(int N, int C, int relu, int with_res) {
         g_be->xsum_to_float(f2, dg, 2 * C);
         cmp(cname("batchnorm2d_backward_partial %s", t), f2, sums_to_floats(hg, 2 * C), 2 * C, TOL);
         float *gx = alloc_f(n), *gx_ = dev_f(NULL, n);
-        batchnorm2d_backward_global(gx, NULL, 0, dy, y, x, w, mean, rstd, relu, hg, N, N, C);
-        g_be->batchnorm2d_backward_global(gx_, NULL, 0, dy_, y_, x_, w_, mean_, rstd_, relu, dg, N, N, C);
+        batchnorm2d_backward_global(gx, NULL, NULL, 0, dy, y, x, w, mean, rstd, relu, hg, N, N, C);
+        g_be->batchnorm2d_backward_global(gx_, NULL, NULL, 0, dy_, y_, x_, w_, mean_, rstd_, relu, dg, N, N, C);
         cmp(cname("batchnorm2d_backward_global %s", t), gx_, gx, n, TOL);
+        spk_bf16 *gxh_ = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16)), *gxh_want_ = (spk_bf16 *)dev_alloc(n * 2);
+        g_be->batchnorm2d_backward_global(NULL, gxh_, NULL, 0, dy_, y_, x_, w_, mean_, rstd_, relu, dg, N, N, C);
+        g_be->bf16_from_f32(gxh_want_, gx_, n);
+        same_bits_bf16(cname("batchnorm2d_backward_global %s: dxh alone = bf16(dx)", t), gxh_, gxh_want_, n);
     }
     dev_release();
     test_release();

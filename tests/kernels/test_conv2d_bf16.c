@@ -153,14 +153,19 @@ static void invariant_case(conv2d_shape_t s, int group, int native) {
     const int first = (s.B / group + 1) / 2 * group;  // whole groups in both calls
     head.B = first, rest.B = s.B - first;
     before = with_threads(2);
-    conv2d_bf16_backward_exact(dx, 0, tmp, dw, db, dy, xh, wh, &s, ws, group);
+    conv2d_bf16_backward_exact(dx, 0, tmp, dw, db, dy, NULL, xh, wh, &s, ws, group);
     with_threads(1);  // the batch in two calls, the second first
-    conv2d_bf16_backward_exact(dx1 + first * xs, 0, tmp, dw1, db1, dy + first * ys, xh + first * xs, wh, &rest, ws,
-                               group);
-    conv2d_bf16_backward_exact(dx1, 0, tmp, dw1, db1, dy, xh, wh, &head, ws, group);
+    conv2d_bf16_backward_exact(dx1 + first * xs, 0, tmp, dw1, db1, dy + first * ys, NULL, xh + first * xs, wh, &rest,
+                               ws, group);
+    conv2d_bf16_backward_exact(dx1, 0, tmp, dw1, db1, dy, NULL, xh, wh, &head, ws, group);
     with_threads(before);
     check_true(memcmp(dx, dx1, nx * 4) == 0 && same_sums(dw, dw1, (int64_t)nw) && same_sums(db, db1, s.Cout),
                cname("conv2d_bf16_backward_exact %s: batch split, 1 or 2 threads: the same dx and sums", t));
+    float *dxr = zeros_f(nx);  // the output gradient handed over rounded: the same bits
+    xsum_t dwr = host_sums((int64_t)nw);
+    conv2d_bf16_backward_exact(dxr, 0, tmp, dwr, xsum_none(), NULL, to_bf16(dy, ny), xh, wh, &s, ws, group);
+    check_true(memcmp(dxr, dx, nx * 4) == 0 && same_sums(dwr, dw, (int64_t)nw),
+               cname("conv2d_bf16_backward_exact %s: from dyh, dy's bits", t));
     conv2d_backward_exact(dx32, 0, tmp, dw32, xsum_none(), dyr, xr, wr, &s, ws32, group);
     conv2d_backward_exact(NULL, 0, NULL, xsum_none(), db32, dy, NULL, NULL, &s, ws32, group);  // dy unrounded
     if (native) {

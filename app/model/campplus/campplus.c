@@ -237,8 +237,8 @@ void campplus_backward(campplus_t *c, model_t *m, const float *g_emb, float *dfr
     K->vec_zero(c->g_rows, (size_t)R1 * C);
     K->tstp_backward(c->g_rows, g_audio, c->out_y, c->pooled, B, 1, c->t1, C);
     float *go = c->g[0], *gx = c->g[1];
-    model_batchnorm2d_backward(m, go, NULL, c->out_bn_w, c->out_bn_b, c->g_rows, c->out_y, block_input(c, CAMPP_BLOCKS),
-                               c->out_mean, c->out_rstd, 1, B, c->t1, C, c->work);
+    model_batchnorm2d_backward(m, go, NULL, NULL, c->out_bn_w, c->out_bn_b, c->g_rows, c->out_y,
+                               block_input(c, CAMPP_BLOCKS), c->out_mean, c->out_rstd, 1, B, c->t1, C, c->work);
     model_grads_ready(m, c->out_bn_b + C);
     for (int i = CAMPP_BLOCKS - 1; i >= 0; i--) {
         dense_block_backward(&c->blocks[i], m, go, gx, &c->scratch, c->work);

@@ -248,7 +248,7 @@ static void cam_backward(dense_block_t *k, model_t *m, cam_layer_t *l, const flo
     K->relu_mask(s->gq, l->q, (size_t)BS * (H / 2));
     K->vec_zero(s->gctx, (size_t)BS * H);
     model_linear_backward(m, s->gctx, l->l1_w, l->l1_b, s->gq, l->ctx, BS, H, H / 2);
-    model_conv2d_backward(m, s->gh, 0, l->local_w, s->gl, l->lin.y, l->yh, &l->local, work);
+    model_conv2d_backward(m, s->gh, 0, l->local_w, s->gl, NULL, l->lin.y, l->yh, &l->local, work);
     K->segment_context_backward(s->gh, s->gctx, k->B, k->T, H, CAMPP_SEG);
 }
 
@@ -258,7 +258,7 @@ void dense_block_backward(dense_block_t *k, model_t *m, const float *g_out, floa
     model_dense_sums_zero(m, &s->sums);
     // the transition: its convolution, then its BatchNorm starts the accumulators of every channel
     const float *zt = reader_input(k, m, k->zt, cmax, k->tr_bn_w, k->tr_bn_b, s);
-    model_conv2d_backward(m, s->gz, 0, k->tr_w, g_out, zt, k->zth, &k->tr, work);
+    model_conv2d_backward(m, s->gz, 0, k->tr_w, g_out, NULL, zt, k->zth, &k->tr, work);
     model_dense_bn_backward(m, s->g, cmax, 0, &s->sums, k->tr_bn_w, k->tr_bn_b, s->gz, cmax, k->buf, cmax, k->mean,
                             k->var, B, T, cmax, s->part);
     model_grads_ready(m, k->tr_bn_b + cmax);

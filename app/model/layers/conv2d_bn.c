@@ -137,9 +137,12 @@ void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate
         rounded_backward(u, m, dx, dx_accumulate, dres, dy, relu, ga, work);
         return;
     }
-    model_batchnorm2d_backward(m, ga, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu, samples(u),
-                               rows(u) / samples(u), u->cout, work);
-    model_conv2d_backward(m, dx, dx_accumulate, u->w, ga, x, conv2d_bn_xh(u), &u->s, work);
+    // the invariant mode's bf16 convolution reads its output gradient rounded: the BatchNorm writes
+    // it so, in ga's storage, and no float32 copy
+    spk_bf16 *gh = m->bf16 && m->invariant ? (spk_bf16 *)ga : NULL;
+    model_batchnorm2d_backward(m, gh ? NULL : ga, gh, dres, u->bn_w, u->bn_b, dy, u->y, u->a, u->mean, u->rstd, relu,
+                               samples(u), rows(u) / samples(u), u->cout, work);
+    model_conv2d_backward(m, dx, dx_accumulate, u->w, gh ? NULL : ga, gh, x, conv2d_bn_xh(u), &u->s, work);
 }
 
 int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->g.kh * u->g.kw; }

@@ -172,13 +172,14 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
 
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
 
-void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const float *x,
-                           const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
+void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
+                           const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
     const spk_backend_t *K = m->be;
     float *gr = m->grads;
+    SPK_ASSERT(!dy != !dyh && (!dyh || (m->bf16 && m->invariant)));
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, xh, m->params_bf16 + w,
-                                      s, work, m->group);
+        K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, dyh, xh,
+                                      m->params_bf16 + w, s, work, m->group);
     else if (m->bf16)
         K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, NULL, xh, m->params_bf16 + w, s, work);
     else if (!m->invariant)
@@ -209,12 +210,13 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     return 0;
 }
 
-void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, int64_t b, const float *dy,
-                                const float *y, const float *x, const float *mean, const float *rstd, int relu, int B,
-                                int HW, int C, float *work) {
+void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
+                                const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
+                                int relu, int B, int HW, int C, float *work) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     float *gr = m->grads;
+    SPK_ASSERT(!dxh || m->invariant);
     if (!m->invariant) {
         K->batchnorm2d_backward(dx, dres, 0, gr + w, gr + b, dy, y, x, p + w, mean, rstd, relu, B * HW, C, work);
         return;
@@ -222,7 +224,8 @@ void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, i
     const xsum_t s = stats_sums(m, 2 * (int64_t)C);
     K->batchnorm2d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, y, x, mean, rstd, relu, B, HW, C, m->group);
     model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->batchnorm2d_backward_global(dx, dres, 0, dy, y, x, p + w, mean, rstd, relu, s, m->global_batch * HW, B * HW, C);
+    K->batchnorm2d_backward_global(dx, dxh, dres, 0, dy, y, x, p + w, mean, rstd, relu, s, m->global_batch * HW, B * HW,
+                                   C);
 }
 
 // ---- shared-statistics BatchNorm of a dense block ---------------------------------------------

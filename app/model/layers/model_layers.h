@@ -66,16 +66,18 @@ void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int6
 // dx and dres), over the rank's batch or, in the invariant mode, the global one. The training
 // forward writes yh = bf16(y) too where yh is given and the mode has that fused pass (not the
 // invariant one), and says whether it did; its input is x, or in the plain mode its bf16 copy xh
-// (and the residual so: residual_h).
-void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const float *x,
-                           const spk_bf16 *xh, const conv2d_shape_t *s, float *work);
+// (and the residual so: residual_h). In the invariant mode's bf16 training the BatchNorm's input
+// gradient may come as its bf16 rounding alone (dxh instead of dx), and the convolution's output
+// gradient so (dyh instead of dy): the one reader of the one is the other.
+void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
+                           const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work);
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
                             int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
                             const float *residual, const spk_bf16 *residual_h, int relu, int B, int HW, int C,
                             float eps, float momentum, float *work);
-void model_batchnorm2d_backward(model_t *m, float *dx, float *dres, int64_t w, int64_t b, const float *dy,
-                                const float *y, const float *x, const float *mean, const float *rstd, int relu, int B,
-                                int HW, int C, float *work);
+void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
+                                const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
+                                int relu, int B, int HW, int C, float *work);
 
 // ---- shared-statistics BatchNorm + ReLU of a dense block (kernels/dense_bn.h) ----------------
 // The readers' sums of a block's channels: S1 in [0, cap), S2 in [cap, 2 cap) as floats (what
