@@ -228,15 +228,6 @@ void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, 
 
 // ---- the world-size-invariant mode --------------------------------------------------------------
 
-// Adds the group sums of a channel: g1/g2 collect the samples of a group, in order.
-static void add_group(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double *g1, double *g2) {
-    *g1 = b % group ? *g1 + s1 : s1;
-    *g2 = b % group ? *g2 + s2 : s2;
-    if (b % group != group - 1) return;
-    xsum_add_one(xsum_at(sums, c), *g1);
-    xsum_add_one(xsum_at(sums, C + c), *g2);
-}
-
 void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, int B, int C, int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
 #pragma omp parallel for schedule(dynamic, 4)
@@ -252,7 +243,7 @@ void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, 
                 s1 += d;
                 s2 += d * d;
             }
-            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
+            xsum_add_group_pair(sums, c, C, b, group, s1, s2, &g1, &g2);
         }
     }
 }
@@ -296,8 +287,7 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
                 s1 += g[t];
                 s2 += g[t] * ((r[t] - mu) * rs);
             }
-            add_group(sums, c, C, b, group, s1, s2, &g1, &g2);
-            if (b % group != group - 1) continue;
+            if (!xsum_add_group_pair(sums, c, C, b, group, s1, s2, &g1, &g2)) continue;
             if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), g1);
             if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), g2);
         }

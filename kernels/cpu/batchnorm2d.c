@@ -114,9 +114,6 @@ static inline void sum_rows(float *restrict s1, float *restrict s2, bn_in_t in, 
     }
 }
 
-// Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
-// masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
-// shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
 // Rows [i0, i1) of lanes [c0, c0 + cn) into s1, s2, the common widths at compile time.
 static void lane_sums(float *s1, float *s2, bn_in_t x, bn_in_t dy, const float *y, const spk_bf16 *yh, int relu,
                       const float *shift, const float *scale, int i0, int i1, int C, int c0, int cn) {
@@ -128,6 +125,9 @@ static void lane_sums(float *s1, float *s2, bn_in_t x, bn_in_t dy, const float *
         sum_rows(s1, s2, x, dy, y, yh, relu, shift, scale, i0, i1, C, c0, cn);
 }
 
+// Per block k of rows, into part[k] (2C doubles): [0, C) the sums of a = x - shift, or of g =
+// masked dy; [C, 2C) the sums of a^2, or of g * xhat (grad set: the backward's sums, with
+// shift = mean and scale = rstd). Float over the block's rows, channels vectorised.
 static void block_sums(double *part, bn_in_t x, bn_in_t dy, const float *y, const spk_bf16 *yh, int relu,
                        const float *shift, const float *scale, int N, int C) {
 #pragma omp parallel for schedule(static)
@@ -417,11 +417,7 @@ static void group_sums(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *x
         double g1 = 0.0, g2 = 0.0;
         for (int b = 0; b < B; b++) {
             const double p1 = part[(size_t)b * 2 * C + c], p2 = part[((size_t)b * 2 + 1) * C + c];
-            g1 = b % group ? g1 + p1 : p1;
-            g2 = b % group ? g2 + p2 : p2;
-            if (b % group != group - 1) continue;
-            xsum_add_one(xsum_at(sums, c), g1);
-            xsum_add_one(xsum_at(sums, C + c), g2);
+            if (!xsum_add_group_pair(sums, c, C, b, group, p1, p2, &g1, &g2)) continue;
             if (!xsum_empty(dbias)) xsum_add_one(xsum_at(dbias, c), g1);
             if (!xsum_empty(dweight)) xsum_add_one(xsum_at(dweight, c), g2);
         }

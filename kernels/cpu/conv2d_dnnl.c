@@ -8,14 +8,13 @@
 #include "kernels/cpu/conv2d_dnnl.h"
 
 #ifdef SPK_USE_DNNL
-#include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kernels/cpu/conv2d_dnnl_plan.h"
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/conv2d_dnnl_plan.h"
 #include "kernels/cpu/dnnl_check.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"

@@ -46,3 +46,16 @@ static inline void xsum_add_one(xsum_t s, double v) {
     xsum_deposit(&J, s.hi, s.lo, v);
     s.bin[0] = (int8_t)J;
 }
+
+// A channel's two per-sample sums by groups (BatchNorm's, kernels/cpu/batchnorm*.c): sample b's
+// s1 and s2 join g1 and g2, its group's samples so far added in order; at the group's last
+// sample they go into sums[c] and sums[C + c] as one term each. Returns whether they did.
+static inline int xsum_add_group_pair(xsum_t sums, int c, int C, int b, int group, double s1, double s2, double *g1,
+                                      double *g2) {
+    *g1 = b % group ? *g1 + s1 : s1;
+    *g2 = b % group ? *g2 + s2 : s2;
+    if (b % group != group - 1) return 0;
+    xsum_add_one(xsum_at(sums, c), *g1);
+    xsum_add_one(xsum_at(sums, C + c), *g2);
+    return 1;
+}

@@ -6,9 +6,10 @@
 //
 // On the GPU the outputs pass through bf16, as PyTorch AMP's convolutions do: cuDNN writes y, dx
 // and dw in bf16 (its bf16 configuration has bf16 outputs), and our kernels widen them into the
-// float32 outputs (y written, dx written or added, dw added); the rounded forward keeps cuDNN's y. The CPU keeps float32 outputs, so
-// the two agree to bf16 precision (8 significant bits), not to float32 rounding. The bias is
-// added in float32 and its gradient is the channel sums of the float32 dy, as on the CPU.
+// float32 outputs (y written, dx written or added, dw added); the rounded forward keeps cuDNN's
+// y. The CPU keeps float32 outputs, so the two agree to bf16 precision (8 significant bits), not
+// to float32 rounding. The bias is added in float32 and its gradient is the channel sums of the
+// float32 dy, as on the CPU.
 //
 // workspace = [ dy rounded: (B, OH, OW, Cout) bf16 ][ KRSC weights, then the KRSC filter
 // gradient: bf16 ][ cuDNN's y or dx: bf16 ][ bias partial sums ][ cuDNN ], each region rounded
