@@ -10,9 +10,18 @@
 
 #include "kernels/conv2d_types.h"
 #include "kernels/cpu/conv2d_operands.h"
+#include "kernels/cpu/conv2d_phases.h"
 #include "kernels/cpu/dnnl_check.h"
 
 #define CONV2D_PLAN_ALIGN 64  // oneDNN's kernels store to its buffers with aligned writes
+
+// A phase's forward convolution of dy (none for a phase no tap reaches). One phase writes dx
+// itself, (add) adding into a float32 one; more write the phases' buffer.
+typedef struct {
+    dnnl_primitive_t fwd, add, w_in;  // w_in: the turned weights (iohw) to fwd's format (NULL: the same)
+    spk_md turned, w, out;
+    size_t turned_bytes, w_bytes;
+} plan_phase_t;
 
 typedef struct {
     int key[16];  // the shape's 13 sizes, the operand type, the algorithm, fixed (the invariant mode's)
@@ -25,7 +34,12 @@ typedef struct {
     spk_md x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
     spk_md cx, cy, cdx, cdy;  // the activations as the primitives take them
     int winograd;             // the convolutions are Winograd's
-    size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes;
+    // phases > 0: the input gradient as forward convolutions of dy, one per phase
+    // (kernels/cpu/conv2d_phases.h), where bwd_data is not used
+    int phases;
+    conv2d_phase_t phase[CONV2D_MAX_PHASES];
+    plan_phase_t phase_convs[CONV2D_MAX_PHASES];
+    size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes, phase_w_bytes;
     int none;            // a fixed plan oneDNN has only as reference loops: not used
     uint64_t last_used;  // 0: a free slot
 } plan_t;

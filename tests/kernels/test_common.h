@@ -111,7 +111,7 @@ static int check_close_d(const char *name, const float *got, const double *want,
     return 1;
 }
 static int check_close(const char *name, const float *got, const float *want, size_t n, double rtol, double atol) {
-    double *w = (double *)malloc(sizeof(double) * (n ? n : 1));
+    double *w = (double *)calloc(n ? n : 1, sizeof(double));
     for (size_t i = 0; i < n; i++) w[i] = want[i];
     const int ok = check_close_d(name, got, w, n, rtol, atol);
     free(w);

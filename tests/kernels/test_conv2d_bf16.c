@@ -13,6 +13,7 @@
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d_bf16.h"
+#include "kernels/cpu/conv2d_phases.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
@@ -195,8 +196,89 @@ static void invariant_checks(void) {
     conv2d_bf16_set_path(CONV2D_BF16_AUTO);
 }
 
+// ---- the input gradient by phases (kernels/cpu/conv2d_phases.c) ---------------------------------
+// Each phase's forward convolution of dy by its turned weights as loops here, laid into dx by
+// conv2d_phases_interleave: dx against the adjoint (overwritten, accumulated, bf16), on any CPU
+// (oneDNN runs the phases only where it has bf16 kernels).
+static void phase_forward(float *out, const float *dy, const spk_bf16 *wt, const conv2d_shape_t *s,
+                          const conv2d_phase_t *p) {
+    const int OH = conv2d_out_h(s), OW = conv2d_out_w(s), th = p->taps_h, tw = p->taps_w;
+    for (int b = 0; b < s->B; b++)
+        for (int m = 0; m < p->out_h; m++)
+            for (int l = 0; l < p->out_w; l++)
+                for (int ci = 0; ci < s->Cin; ci++) {
+                    float acc = 0.0f;
+                    for (int jh = 0; jh < th; jh++)
+                        for (int jw = 0; jw < tw; jw++) {
+                            const int u = m - p->pad_t + jh * p->dil_h, v = l - p->pad_l + jw * p->dil_w;
+                            if (u < 0 || u >= OH || v < 0 || v >= OW) continue;
+                            for (int co = 0; co < s->Cout; co++)  // the turned weights: (Cout, Cin, th, tw)
+                                acc += dy[(((size_t)b * OH + u) * OW + v) * s->Cout + co] *
+                                       spk_bf16_to_f32(wt[(((size_t)co * s->Cin + ci) * th + jh) * tw + jw]);
+                        }
+                    out[(((size_t)b * p->out_h + m) * p->out_w + l) * s->Cin + ci] = acc;
+                }
+}
+
+static void phases_case(conv2d_shape_t s) {
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s);
+    char t[120], nm[200];
+    conv2d_tag(t, sizeof t, &s, 0);
+    conv2d_phase_t ph[CONV2D_MAX_PHASES];
+    const int n = conv2d_phases_of(ph, &s);
+    snprintf(nm, sizeof nm, "phases: SH x SW of them %s", t);
+    check_true(n == s.SH * s.SW, nm);
+    if (n != s.SH * s.SW) return;
+    float *w = rand_f(nw, -0.5f, 0.5f), *dy = rand_f(ny, -1, 1), *wr = rounded(w, nw);
+    spk_bf16 *wh = to_bf16(w, nw);
+    double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(s.Cout);
+    conv2d_backward_reference(dxr, dwr, dbr, dy, alloc_f(nx), wr, &s);
+    float *parts = alloc_f(conv2d_phases_size(ph, n, &s));
+    for (int i = 0; i < n; i++) {
+        if (!ph[i].taps_h) continue;
+        spk_bf16 *wt = wh;
+        if (conv2d_phase_turns(&ph[i], &s)) conv2d_phase_turn(wt = alloc_h(nw), wh, &s, &ph[i]);
+        phase_forward(parts + ph[i].offset, dy, wt, &s, &ph[i]);
+    }
+    float *dx = rand_f(nx, -1, 1), *px = rand_f(nx, -1, 1), *ax = copy_f(px, nx);
+    conv2d_phases_interleave(dx, 0, parts, ph, &s, sizeof(float));
+    snprintf(nm, sizeof nm, "phases: dx vs adjoint %s", t);
+    check_close_d(nm, dx, dxr, nx, 1e-4, 1e-5 * (1 + s.Cout * s.KH * s.KW));
+    conv2d_phases_interleave(ax, 1, parts, ph, &s, sizeof(float));
+    check_accumulated(nm, ax, px, dx, nx);
+    const size_t np = conv2d_phases_size(ph, n, &s);
+    spk_bf16 *dxh = alloc_h(nx);
+    conv2d_phases_interleave(dxh, 0, to_bf16(parts, np), ph, &s, sizeof(spk_bf16));
+    snprintf(nm, sizeof nm, "phases: bf16 dx = bf16(dx) %s", t);
+    check_true(memcmp(dxh, to_bf16(dx, nx), nx * sizeof(spk_bf16)) == 0, nm);
+    test_release();
+}
+
+static void phases_checks(void) {
+    phases_case(conv2d_shape(2, 3, 5, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1));    // one phase: the kernel flipped
+    phases_case(conv2d_shape(2, 4, 6, 9, 11, 3, 3, 1, 1, 0, 0, 1, 1));   // valid
+    phases_case(conv2d_shape(2, 5, 4, 12, 10, 3, 3, 1, 1, 2, 3, 2, 3));  // dilated
+    phases_case(conv2d_shape(2, 4, 4, 9, 8, 5, 3, 1, 1, 2, 1, 1, 1));    // rectangular
+    phases_case(conv2d_shape(2, 6, 3, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1));    // 1x1: w as it is
+    phases_case(conv2d_shape(2, 3, 5, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1));  // ResNet's downsampling
+    phases_case(conv2d_shape(2, 3, 5, 9, 11, 3, 3, 2, 2, 1, 1, 1, 1));   // odd sizes
+    phases_case(conv2d_shape(2, 4, 4, 9, 11, 5, 5, 2, 2, 2, 2, 1, 1));
+    phases_case(conv2d_shape(3, 6, 4, 8, 9, 1, 1, 2, 2, 0, 0, 1, 1));   // phases no tap reaches
+    phases_case(conv2d_shape(2, 4, 5, 9, 10, 3, 3, 2, 1, 1, 1, 1, 1));  // CAM++'s stride (2, 1)
+    phases_case(conv2d_shape(2, 4, 5, 7, 10, 3, 5, 1, 2, 1, 2, 1, 1));  // stride (1, 2)
+    phases_case(conv2d_shape(2, 4, 4, 8, 9, 2, 2, 2, 2, 0, 0, 1, 1));   // one tap each
+    phases_case(conv2d_shape(2, 4, 4, 8, 10, 4, 4, 2, 2, 1, 1, 1, 1));  // even kernel
+    conv2d_phase_t ph[CONV2D_MAX_PHASES];
+    const conv2d_shape_t none[] = {conv2d_shape(1, 4, 4, 9, 9, 3, 3, 3, 3, 1, 1, 1, 1),   // stride 3
+                                   conv2d_shape(1, 4, 4, 9, 9, 3, 3, 2, 2, 1, 1, 2, 2),   // stride and dilation
+                                   conv2d_shape(1, 4, 4, 6, 7, 3, 3, 1, 1, 3, 2, 1, 1)};  // past the reach
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        check_true(conv2d_phases_of(ph, &none[i]) == 0, "phases: none where they do not apply");
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend keep = spk_gemm_get_backend();
+    phases_checks();
     invariant_checks();
     spk_gemm_set_backend(keep);
     const struct {
@@ -220,6 +302,19 @@ static void cpu_checks(void) {
         run_case(conv2d_shape(2, 4, 8, 11, 6, 3, 3, 2, 1, 1, 1, 1, 1), 1, path);
         run_case(conv2d_shape(2, 1, 32, 16, 20, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
         run_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
+        // the input gradient by phases (kernels/cpu/conv2d_phases.h): stride 1 valid, dilated,
+        // 1x1, rectangular, padding past the kernel's reach (no phases); strides 2 and (2, 1),
+        // odd and even sizes, phases no tap reaches (1x1) and one tap each (2x2)
+        run_case(conv2d_shape(2, 16, 32, 9, 11, 3, 3, 1, 1, 0, 0, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 32, 16, 12, 10, 3, 3, 1, 1, 2, 2, 2, 2), 0, path);
+        run_case(conv2d_shape(2, 32, 32, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 16, 16, 9, 8, 5, 3, 1, 1, 2, 1, 1, 1), 1, path);
+        run_case(conv2d_shape(2, 16, 16, 6, 7, 3, 3, 1, 1, 3, 2, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 16, 32, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 16, 16, 9, 11, 5, 5, 2, 2, 2, 2, 1, 1), 1, path);
+        run_case(conv2d_shape(2, 32, 16, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 16, 32, 9, 10, 3, 3, 2, 1, 1, 1, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 16, 16, 8, 9, 2, 2, 2, 2, 0, 0, 1, 1), 0, path);
     }
     conv2d_bf16_set_path(CONV2D_BF16_AUTO);
     spk_gemm_set_backend(keep);
