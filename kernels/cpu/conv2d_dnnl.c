@@ -186,11 +186,13 @@ static int make_phase(plan_phase_t *q, const conv2d_phase_t *ph, const conv2d_sh
 // threads: 4.8 -> 3.3 ms for the 128-channel 3x3 layer, 6.7 -> 5.1 for the 32-channel one), and
 // where one phase covers dx (stride 1) a sum post-op adds into an input gradient being
 // accumulated, where the backward-data primitive takes none (a pass over dx less). For bf16
-// channels-last plans that are not the invariant mode's, where oneDNN has every phase's forward
-// as other than its reference loops; p->phases stays 0 elsewhere.
+// channels-last plans of 2-D maps, the invariant mode's too (a fixed plan's phases are made at
+// its ICV of 1), where oneDNN has every phase's forward as other than its reference loops;
+// p->phases stays 0 elsewhere. CAM++'s 1-D layers (H = 1) keep the backward-data primitive: one
+// sample's 100 frames of 128 -> 992 channels ran 2-3x slower as a forward (invariant mode).
 static void make_phases(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, size_t *scratch) {
     conv2d_phase_t ph[CONV2D_MAX_PHASES];
-    const int n = t == CONV2D_F32 ? 0 : conv2d_phases_of(ph, s);
+    const int n = t == CONV2D_F32 || s->H == 1 ? 0 : conv2d_phases_of(ph, s);
     const dnnl_data_type_t dxt = t == CONV2D_BF16_OUT ? dnnl_bf16 : dnnl_f32;
     plan_phase_t q[CONV2D_MAX_PHASES] = {0};
     size_t need = *scratch, w_bytes = 0;
@@ -297,7 +299,7 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         p->cdy = spk_md_clone(p->dy);
         p->none = !make_convs(p, s, dnnl_convolution_direct, dt, fixed, &scratch) && fixed;
         if (p->none) return;
-        if (!fixed) make_phases(p, s, t, &scratch);
+        make_phases(p, s, t, &scratch);
         // the input gradient to be added, or the phases' outputs (one phase: none)
         p->dx_bytes = p->phases == 1 ? 0
                       : p->phases    ? plan_up(conv2d_phases_size(p->phase, p->phases, s) * sizeof(float))
@@ -477,26 +479,31 @@ void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bia
     reordered(p->y_out, p, p->cy, p->y, cy, y, q.scratch);
 }
 
-// A phased plan's input gradient (make_phases): dx = or += the phases' forward convolutions of dy
-// by their turned weights, one phase into dx itself, more into the phases' buffer and then laid
-// into dx.
-static void phased_backward_data(void *dx, int accumulate, const void *cdy, const void *w, const conv2d_shape_t *s,
-                                 const plan_t *p, const parts_t *q) {
+void plan_phase_weights(const plan_t *p, const conv2d_shape_t *s, const void *w, char *buf, char *scratch,
+                        const void **wc) {
+    for (int i = 0; i < p->phases; i++) {
+        const plan_phase_t *c = &p->phase_convs[i];
+        wc[i] = NULL;
+        if (!c->fwd) continue;
+        const void *wt = w;
+        if (c->turned_bytes) conv2d_phase_turn((spk_bf16 *)(wt = buf), w, s, &p->phase[i]);
+        wc[i] = reordered(c->w_in, p, c->turned, c->w, wt, buf + c->turned_bytes, scratch);
+        buf += c->turned_bytes + c->w_bytes;
+    }
+}
+
+void plan_phases_run(dnnl_stream_t st, const plan_t *p, const conv2d_shape_t *s, void *dx, int accumulate,
+                     const void *cdy, const void *const *wc, char *parts, char *scratch) {
     const size_t elem = dnnl_memory_desc_get_size(p->dx) / conv2d_x_size(s);
-    char *wb = q->phase_w;
     for (int i = 0; i < p->phases; i++) {
         const plan_phase_t *c = &p->phase_convs[i];
         if (!c->fwd) continue;
-        const void *wt = w;
-        if (c->turned_bytes) conv2d_phase_turn((spk_bf16 *)(wt = wb), w, s, &p->phase[i]);
-        const void *wc = reordered(c->w_in, p, c->turned, c->w, wt, wb + c->turned_bytes, q->scratch);
-        void *out = p->phases == 1 ? dx : q->dx + p->phase[i].offset * elem;
-        run(p->phases == 1 && accumulate ? c->add : c->fwd, p, q->scratch, 3,
-            (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, (spk_cmd[]){p->cdy, c->w, c->out},
-            (void *[]){(void *)cdy, (void *)wc, out});
-        wb += c->turned_bytes + c->w_bytes;
+        void *out = p->phases == 1 ? dx : parts + p->phase[i].offset * elem;
+        plan_run_on(st ? st : g_stream, p->phases == 1 && accumulate ? c->add : c->fwd, p, scratch, 3,
+                    (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, (spk_cmd[]){p->cdy, c->w, c->out},
+                    (void *[]){(void *)cdy, (void *)wc[i], out});
     }
-    if (p->phases > 1) conv2d_phases_interleave(dx, accumulate, q->dx, p->phase, s, elem);
+    if (p->phases > 1) conv2d_phases_interleave(dx, accumulate, parts, p->phase, s, elem);
 }
 
 // dy is reordered once for both gradients; the weight gradient goes first, as the input
@@ -516,7 +523,9 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
     }
     if (!dx) return;
     if (p->phases) {
-        phased_backward_data(dx, accumulate, cdy, w, s, p, &q);
+        const void *wc[CONV2D_MAX_PHASES];
+        plan_phase_weights(p, s, w, q.phase_w, q.scratch, wc);
+        plan_phases_run(NULL, p, s, dx, accumulate, cdy, wc, q.dx, q.scratch);
         return;
     }
     const void *wb = reordered(p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.scratch);

@@ -32,18 +32,19 @@ int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t, conv2d_
     return conv2d_dnnl_usable(t) && !fixed_plan_at_one(s, t, a)->none;
 }
 
-// [weights in the forward's format][in the backward's][per-sample weight gradients (threads), a
-// group's running sum, both in the primitive's format][that sum in PyTorch's layout][one slot per
-// thread].
+// [weights in the forward's format][in the backward's][the phases' (phased plans)][per-sample
+// weight gradients (threads), a group's running sum, both in the primitive's format][that sum in
+// PyTorch's layout][one slot per thread].
 typedef struct {
-    char *w_fwd, *w_bwd;
+    char *w_fwd, *w_bwd, *phase_w;
     float *rows, *sum, *oihw;
     char *slots;
     size_t slot;
 } fixed_parts_t;
 
 // A thread's slot: oneDNN's scratchpad, one sample's input gradient to be added (channels-last
-// plans), its x or dx and its y or dy in the plan's blocked layout (Winograd's).
+// plans) or its phases' outputs (phased ones), its x or dx and its y or dy in the plan's blocked
+// layout (Winograd's).
 typedef struct {
     char *scratch, *dx, *xb, *yb;
 } slot_t;
@@ -59,6 +60,7 @@ static fixed_parts_t fixed_parts_of(const plan_t *p, const conv2d_shape_t *s, in
     fixed_parts_t q;
     q.w_fwd = b, b += p->w_fwd_bytes;
     q.w_bwd = b, b += p->w_bwd_bytes;
+    q.phase_w = b, b += p->phase_w_bytes;
     q.rows = (float *)b, q.sum = (float *)(b + (size_t)threads * p->dw_bytes);
     q.oihw = (float *)(b + ((size_t)threads + 1) * p->dw_bytes), b += rows_bytes(p, s, threads);
     q.slots = b, q.slot = fixed_slot_bytes(p);
@@ -81,8 +83,8 @@ static size_t fixed_bytes(const conv2d_shape_t *s, conv2d_operands t, conv2d_alg
     const plan_t *p = fixed_plan_at_one(s, t, a);
     const int threads = omp_get_max_threads();
     return p->none ? 0
-                   : CONV2D_PLAN_ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + rows_bytes(p, s, threads) +
-                         (size_t)threads * fixed_slot_bytes(p);
+                   : CONV2D_PLAN_ALIGN + p->w_fwd_bytes + p->w_bwd_bytes + p->phase_w_bytes +
+                         rows_bytes(p, s, threads) + (size_t)threads * fixed_slot_bytes(p);
 }
 
 // Enough for either algorithm (as conv2d_dnnl_workspace_bytes).
@@ -206,9 +208,22 @@ void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void
     const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
     if (!xsum_empty(dw)) weight_grads_exact(dw, p, st, &q, threads, dy, x, s, t, group);
     if (!dx) return;
-    const void *wb = plan_reordered(NULL, p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
     const size_t xs = (size_t)s->H * s->W * s->Cin,
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout * operand_bytes(t);
+    if (p->phases) {  // (the phases' outputs in each thread's slot)
+        conv2d_shape_t one = *s;
+        one.B = 1;
+        const void *wc[CONV2D_MAX_PHASES];
+        plan_phase_weights(p, &one, w, q.phase_w, q.slots, wc);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int b = 0; b < s->B; b++) {
+            const slot_t sl = my_slot(p, &q);
+            plan_phases_run(st[omp_get_thread_num()], p, &one, dx + b * xs, accumulate, (const char *)dy + b * ys, wc,
+                            sl.dx, sl.scratch);
+        }
+        return;
+    }
+    const void *wb = plan_reordered(NULL, p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int b = 0; b < s->B; b++)
         sample_input_grad(p, st[omp_get_thread_num()], my_slot(p, &q), dx + b * xs, accumulate,

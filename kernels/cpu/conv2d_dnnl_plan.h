@@ -54,6 +54,14 @@ dnnl_stream_t *plan_thread_streams(int threads);
 // Runs prim on stream st with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
 void plan_run_on(dnnl_stream_t st, dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg,
                  const spk_cmd *md, void *const *ptr);
+// A phased plan's input gradient (p->phases > 0), in two parts: the phases' weights, turned from
+// w and reordered for their convolutions into buf (p->phase_w_bytes), wc[i] phase i's (from a
+// serial region); then dx = or += the phases' convolutions of cdy on stream st (NULL: the
+// default stream), with parts (p->dx_bytes) for their outputs where there are more than one.
+void plan_phase_weights(const plan_t *p, const conv2d_shape_t *s, const void *w, char *buf, char *scratch,
+                        const void **wc);
+void plan_phases_run(dnnl_stream_t st, const plan_t *p, const conv2d_shape_t *s, void *dx, int accumulate,
+                     const void *cdy, const void *const *wc, char *parts, char *scratch);
 // from (desc fmd) reordered into to (desc tmd) by reorder on stream st (NULL: the default
 // stream); from itself when reorder is NULL.
 const void *plan_reordered(dnnl_stream_t st, dnnl_primitive_t reorder, const plan_t *p, spk_cmd fmd, spk_cmd tmd,
