@@ -304,7 +304,10 @@ static void cpu_checks(void) {
         run_case(conv2d_shape(2, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 0, path);
         // the input gradient by phases (kernels/cpu/conv2d_phases.h): stride 1 valid, dilated,
         // 1x1, rectangular, padding past the kernel's reach (no phases); strides 2 and (2, 1),
-        // odd and even sizes, phases no tap reaches (1x1) and one tap each (2x2)
+        // odd and even sizes, phases no tap reaches (1x1) and one tap each (2x2). Not 16 -> 32
+        // channels at 9 x 10 with stride (2, 1): oneDNN 2.6 reads past a buffer of its own while
+        // it generates that shape's AMX forward (under AddressSanitizer a fault in 10 of 40 runs,
+        // and in 1 of 40 on the tree before the phases, by where the buffer lands)
         run_case(conv2d_shape(2, 16, 32, 9, 11, 3, 3, 1, 1, 0, 0, 1, 1), 0, path);
         run_case(conv2d_shape(2, 32, 16, 12, 10, 3, 3, 1, 1, 2, 2, 2, 2), 0, path);
         run_case(conv2d_shape(2, 32, 32, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1), 0, path);
@@ -313,7 +316,7 @@ static void cpu_checks(void) {
         run_case(conv2d_shape(2, 16, 32, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1), 0, path);
         run_case(conv2d_shape(2, 16, 16, 9, 11, 5, 5, 2, 2, 2, 2, 1, 1), 1, path);
         run_case(conv2d_shape(2, 32, 16, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1), 0, path);
-        run_case(conv2d_shape(2, 16, 32, 9, 10, 3, 3, 2, 1, 1, 1, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 32, 32, 10, 12, 3, 3, 2, 1, 1, 1, 1, 1), 0, path);
         run_case(conv2d_shape(2, 16, 16, 8, 9, 2, 2, 2, 2, 0, 0, 1, 1), 0, path);
     }
     conv2d_bf16_set_path(CONV2D_BF16_AUTO);
