@@ -3,8 +3,10 @@
 // memory, which oneDNN's direct (jit/brgemm) convolutions read without reordering on AVX-512
 // CPUs; Winograd plans, and float32 direct ones of up to 128 channels in eights where the best
 // kernels are AVX2's (direct_blocked_tag), reorder them to a blocked layout. The weights are
-// "any", letting each primitive pick its blocked format. Calls come from a serial region (the
-// kernel contract), so one stream serves them all; the cache has its own lock all the same.
+// "any", letting each primitive pick its blocked format. The bf16 plans of 2-D maps run the
+// input gradient as forward convolutions, by phases of the input (make_phases). Calls come from
+// a serial region (the kernel contract), so one stream serves them all; the cache has its own
+// lock all the same.
 #include "kernels/cpu/conv2d_dnnl.h"
 
 #ifdef SPK_USE_DNNL
