@@ -71,7 +71,7 @@ static dnnl_primitive_t make_prim(dnnl_primitive_desc_t pd) {
 }
 
 // A reorder from -> to (NULL when the two are the same layout), adding into `to` when sum is set.
-static dnnl_primitive_t make_reorder(spk_cmd from, spk_cmd to, int sum, size_t *scratch) {
+static dnnl_primitive_desc_t make_reorder_pd(spk_cmd from, spk_cmd to, int sum, size_t *scratch) {
     if (!sum && dnnl_memory_desc_equal(from, to)) return NULL;
     dnnl_primitive_attr_t attr = spk_dnnl_attr(sum);
     dnnl_primitive_desc_t pd;
@@ -79,7 +79,12 @@ static dnnl_primitive_t make_reorder(spk_cmd from, spk_cmd to, int sum, size_t *
     const size_t s = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     if (s > *scratch) *scratch = s;
     dnnlCheck(dnnl_primitive_attr_destroy(attr));
-    return make_prim(pd);
+    return pd;
+}
+
+static dnnl_primitive_t make_reorder(spk_cmd from, spk_cmd to, int sum, size_t *scratch) {
+    dnnl_primitive_desc_t pd = make_reorder_pd(from, to, sum, scratch);
+    return pd ? make_prim(pd) : NULL;
 }
 
 static void destroy_pds(dnnl_primitive_desc_t *pds, int n) {
@@ -135,8 +140,7 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     p->dw_prim = spk_md_clone(dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0));
     p->fwd = make_prim(pds[0]);
     p->fwd_bias = make_prim(pds[1]);
-    p->bwd_data = make_prim(pds[2]);
-    p->bwd_weights = make_prim(pds[3]);
+    p->bwd_data_pd = pds[2], p->bwd_weights_pd = pds[3];  // (plan_backward_ready)
     return 1;
 }
 
@@ -144,6 +148,7 @@ static void phase_free(plan_phase_t *q) {
     dnnl_primitive_t *prims[] = {&q->fwd, &q->add, &q->w_in};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (*prims[i]) dnnlCheck(dnnl_primitive_destroy(*prims[i]));
+    destroy_pds((dnnl_primitive_desc_t[]){q->fwd_pd, q->add_pd, q->w_in_pd}, 3);
     spk_md_free(&q->turned);
     spk_md_free(&q->w);
     spk_md_free(&q->out);
@@ -175,12 +180,16 @@ static int make_phase(plan_phase_t *q, const conv2d_phase_t *ph, const conv2d_sh
     }
     q->w = spk_md_clone(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
     q->turned = spk_md_tag(4, wd, dnnl_bf16, dnnl_iohw);
-    q->fwd = make_prim(pd);
-    q->add = add ? make_prim(add) : NULL;
-    q->w_in = make_reorder(q->turned, q->w, 0, scratch);
+    q->fwd_pd = pd, q->add_pd = add;
+    q->w_in_pd = make_reorder_pd(q->turned, q->w, 0, scratch);
     q->turned_bytes = conv2d_phase_turns(ph, s) ? plan_up(dnnl_memory_desc_get_size(q->turned)) : 0;
-    q->w_bytes = q->w_in ? plan_up(dnnl_memory_desc_get_size(q->w)) : 0;
+    q->w_bytes = q->w_in_pd ? plan_up(dnnl_memory_desc_get_size(q->w)) : 0;
     return 1;
+}
+
+// *prim made from *pd, where not yet made.
+static void made_from(dnnl_primitive_t *prim, dnnl_primitive_desc_t *pd) {
+    if (*pd) *prim = make_prim(*pd), *pd = NULL;
 }
 
 // The input gradient by phases (kernels/cpu/conv2d_phases.h) on oneDNN's forward kernels, which
@@ -282,7 +291,8 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     p->bias = spk_md_tag(1, bd, dnnl_f32, dnnl_a);
 
     size_t scratch = 0;
-    int blocked = p->winograd = p->none = p->phases = 0;  // (plan_algorithm's Winograd is float32 only)
+    p->dx_bytes = p->xb_bytes = p->yb_bytes = p->phase_w_bytes = 0;  // (the slot's last plan's are stale)
+    int blocked = p->winograd = p->none = p->phases = 0;             // (plan_algorithm's Winograd is float32 only)
     if (a == CONV2D_ALGO_WINOGRAD)
         blocked = p->winograd = make_blocked_convs(p, s, dnnl_convolution_winograd, dnnl_nChw16c, dt, &scratch);
     const dnnl_format_tag_t tag = fixed ? 0 : direct_blocked_tag(s, t);
@@ -302,6 +312,7 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         p->none = !make_convs(p, s, dnnl_convolution_direct, dt, fixed, &scratch) && fixed;
         if (p->none) return;
         make_phases(p, s, t, &scratch);
+        if (p->phases) destroy_pds(&p->bwd_data_pd, 1), p->bwd_data_pd = NULL;  // (not used)
         // the input gradient to be added, or the phases' outputs (one phase: none)
         p->dx_bytes = p->phases == 1 ? 0
                       : p->phases    ? plan_up(conv2d_phases_size(p->phase, p->phases, s) * sizeof(float))
@@ -333,6 +344,8 @@ static void plan_destroy(plan_t *p) {
                      &p->w_bwd, &p->dw_prim, &p->dw_oihw, &p->bias, &p->scratch};
     for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
     for (int i = 0; i < CONV2D_MAX_PHASES; i++) phase_free(&p->phase_convs[i]);
+    destroy_pds((dnnl_primitive_desc_t[]){p->bwd_data_pd, p->bwd_weights_pd}, 2);
+    p->bwd_data_pd = p->bwd_weights_pd = NULL;
     free_activation_mds(p);
 }
 
@@ -481,6 +494,18 @@ void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bia
     reordered(p->y_out, p, p->cy, p->y, cy, y, q.scratch);
 }
 
+void plan_backward_ready(const plan_t *p) {
+    plan_t *m = (plan_t *)p;  // (the cache's own plan: calls come from one serial region)
+    made_from(&m->bwd_data, &m->bwd_data_pd);
+    made_from(&m->bwd_weights, &m->bwd_weights_pd);
+    for (int i = 0; i < p->phases; i++) {
+        plan_phase_t *c = &m->phase_convs[i];
+        made_from(&c->fwd, &c->fwd_pd);
+        made_from(&c->add, &c->add_pd);
+        made_from(&c->w_in, &c->w_in_pd);
+    }
+}
+
 void plan_phase_weights(const plan_t *p, const conv2d_shape_t *s, const void *w, char *buf, char *scratch,
                         const void **wc) {
     for (int i = 0; i < p->phases; i++) {
@@ -514,6 +539,7 @@ void conv2d_dnnl_backward(void *dx, int accumulate, float *dw, const void *dy, c
                           const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, void *workspace) {
     SPK_ASSERT(!accumulate || t != CONV2D_BF16_OUT);
     const plan_t *p = plan_of(s, t, a);
+    plan_backward_ready(p);
     const parts_t q = parts_of(p, workspace);
     const void *cdy = reordered(p->dy_in, p, p->dy, p->cdy, dy, q.yb, q.scratch);
     if (dw) {

@@ -204,6 +204,9 @@ void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void
     const int threads = omp_get_max_threads();
     const plan_t *p = fixed_plan_at_one(s, t, a);
     SPK_ASSERT(!p->none);
+    omp_set_num_threads(1);  // (the backward's primitives are made at the plan's ICV too)
+    plan_backward_ready(p);
+    omp_set_num_threads(threads);
     dnnl_stream_t *st = plan_thread_streams(threads);
     const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
     if (!xsum_empty(dw)) weight_grads_exact(dw, p, st, &q, threads, dy, x, s, t, group);

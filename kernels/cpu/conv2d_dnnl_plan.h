@@ -16,8 +16,10 @@
 #define CONV2D_PLAN_ALIGN 64  // oneDNN's kernels store to its buffers with aligned writes
 
 // A phase's forward convolution of dy (none for a phase no tap reaches). One phase writes dx
-// itself, (add) adding into a float32 one; more write the phases' buffer.
+// itself, (add) adding into a float32 one; more write the phases' buffer. Made as descriptors
+// with the plan, as primitives on the first backward (plan_backward_ready).
 typedef struct {
+    dnnl_primitive_desc_t fwd_pd, add_pd, w_in_pd;
     dnnl_primitive_t fwd, add, w_in;  // w_in: the turned weights (iohw) to fwd's format (NULL: the same)
     spk_md turned, w, out;
     size_t turned_bytes, w_bytes;
@@ -26,9 +28,13 @@ typedef struct {
 typedef struct {
     int key[16];  // the shape's 13 sizes, the operand type, the algorithm, fixed (the invariant mode's)
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
-    dnnl_primitive_t w_to_fwd, w_to_bwd;                    // oihw -> each primitive's weights (NULL: already oihw)
-    dnnl_primitive_t dw_add;                                // the primitive's weight gradient, added into oihw
-    dnnl_primitive_t dw_out;                                // ... written into oihw (fixed plans; NULL: it is oihw)
+    // the backward's descriptors, made into bwd_data and bwd_weights on the first backward
+    // (plan_backward_ready): inference, which makes a plan for each utterance length, does not
+    // generate their code (the phases' forwards doubled ResNet34's bf16 embedding time)
+    dnnl_primitive_desc_t bwd_data_pd, bwd_weights_pd;
+    dnnl_primitive_t w_to_fwd, w_to_bwd;  // oihw -> each primitive's weights (NULL: already oihw)
+    dnnl_primitive_t dw_add;              // the primitive's weight gradient, added into oihw
+    dnnl_primitive_t dw_out;              // ... written into oihw (fixed plans; NULL: it is oihw)
     // Blocked plans reorder the activations to and from channels-last with these.
     dnnl_primitive_t x_in, dy_in, y_out, dx_out, dx_add;  // NULL on channels-last activations
     spk_md x, y, dx, dy, w_oihw, w_fwd, w_bwd, dw_prim, dw_oihw, bias, scratch;
@@ -54,6 +60,9 @@ dnnl_stream_t *plan_thread_streams(int threads);
 // Runs prim on stream st with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
 void plan_run_on(dnnl_stream_t st, dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg,
                  const spk_cmd *md, void *const *ptr);
+// Makes the backward's primitives from their descriptors where not yet made (from a serial
+// region, before a plan's backward runs).
+void plan_backward_ready(const plan_t *p);
 // A phased plan's input gradient (p->phases > 0), in two parts: the phases' weights, turned from
 // w and reordered for their convolutions into buf (p->phase_w_bytes), wc[i] phase i's (from a
 // serial region); then dx = or += the phases' convolutions of cdy on stream st (NULL: the
