@@ -100,10 +100,11 @@ static int is_reference(const_dnnl_primitive_desc_t pd) {
     return strncmp(impl, "ref", 3) == 0;
 }
 
-// The four primitives of algorithm alg on the activations p->cx..cdy; 0 (nothing made) where
-// oneDNN implements one of them not, or (no_ref) only by its reference loops.
+// The four primitives of algorithm alg on the activations p->cx..cdy, the input gradient's only
+// where data is set; 0 (nothing made) where oneDNN implements one of them not, or (no_ref) only
+// by its reference loops.
 static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, dnnl_data_type_t dt, int no_ref,
-                      size_t *scratch) {
+                      int data, size_t *scratch) {
     const int64_t OH = conv2d_out_h(s), OW = conv2d_out_w(s);
     const dnnl_dims_t wd = {s->Cout, s->Cin, s->KH, s->KW};
     // oneDNN's right padding: what makes the output size exact (it may be below PH when the
@@ -120,13 +121,14 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     dnnl_primitive_desc_t pds[4] = {NULL, NULL, NULL, NULL};  // fwd, fwd_bias, bwd_data, bwd_weights
     pds[0] = make_pd(dnnl_forward_training, &a, p->cx, w_any, NULL, p->cy, NULL, 0, &need);
     if (pds[0]) pds[1] = make_pd(dnnl_forward_training, &a, p->cx, w_any, p->bias, p->cy, NULL, 0, &need);
-    if (pds[1]) pds[2] = make_pd(dnnl_backward_data, &a, p->cdx, w_any, NULL, p->cdy, pds[0], 0, &need);
-    if (pds[2]) pds[3] = make_pd(dnnl_backward_weights, &a, p->cx, dw_any, NULL, p->cdy, pds[0], 0, &need);
+    if (pds[1] && data) pds[2] = make_pd(dnnl_backward_data, &a, p->cdx, w_any, NULL, p->cdy, pds[0], 0, &need);
+    if (pds[1] && (pds[2] || !data))
+        pds[3] = make_pd(dnnl_backward_weights, &a, p->cx, dw_any, NULL, p->cdy, pds[0], 0, &need);
     spk_md_free(&w_any);
     spk_md_free(&dw_any);
     // both forwards must take the weights in one format (the one reorder serves both)
     int ref = 0;
-    for (int i = 0; i < 4 && pds[3] && no_ref; i++) ref |= is_reference(pds[i]);
+    for (int i = 0; i < 4 && pds[3] && no_ref; i++) ref |= pds[i] && is_reference(pds[i]);
     if (!pds[3] || ref ||
         !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0),
                                 dnnl_primitive_desc_query_md(pds[1], dnnl_query_weights_md, 0))) {
@@ -136,7 +138,7 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     }
     *scratch = need;
     p->w_fwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0));
-    p->w_bwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0));
+    if (data) p->w_bwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0));
     p->dw_prim = spk_md_clone(dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0));
     p->fwd = make_prim(pds[0]);
     p->fwd_bias = make_prim(pds[1]);
@@ -265,7 +267,7 @@ static int make_blocked_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_
     const dnnl_dims_t xd = {s->B, s->Cin, s->H, s->W}, yd = {s->B, s->Cout, conv2d_out_h(s), conv2d_out_w(s)};
     p->cx = spk_md_tag(4, xd, dnnl_f32, tag), p->cdx = spk_md_clone(p->cx);
     p->cy = spk_md_tag(4, yd, dnnl_f32, tag), p->cdy = spk_md_clone(p->cy);
-    if (make_convs(p, s, alg, dt, 1, scratch)) return 1;
+    if (make_convs(p, s, alg, dt, 1, 1, scratch)) return 1;
     free_activation_mds(p);
     return 0;
 }
@@ -309,10 +311,12 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
     } else {  // a fixed plan takes no reference loops: without them it is none
         p->cx = spk_md_clone(p->x), p->cy = spk_md_clone(p->y), p->cdx = spk_md_clone(p->dx);
         p->cdy = spk_md_clone(p->dy);
-        p->none = !make_convs(p, s, dnnl_convolution_direct, dt, fixed, &scratch) && fixed;
-        if (p->none) return;
+        // a phased plan's input gradient is forwards: no backward-data primitive (a fixed plan's
+        // descriptor is made all the same, as its check for reference loops always was)
         make_phases(p, s, t, &scratch);
-        if (p->phases) destroy_pds(&p->bwd_data_pd, 1), p->bwd_data_pd = NULL;  // (not used)
+        p->none = !make_convs(p, s, dnnl_convolution_direct, dt, fixed, !p->phases || fixed, &scratch) && fixed;
+        if (p->none) return;
+        if (p->phases) destroy_pds(&p->bwd_data_pd, 1), p->bwd_data_pd = NULL, spk_md_free(&p->w_bwd);
         // the input gradient to be added, or the phases' outputs (one phase: none)
         p->dx_bytes = p->phases == 1 ? 0
                       : p->phases    ? plan_up(conv2d_phases_size(p->phase, p->phases, s) * sizeof(float))
@@ -320,11 +324,11 @@ static void plan_create(plan_t *p, const conv2d_shape_t *s, conv2d_operands t, c
         p->xb_bytes = p->yb_bytes = 0;
     }
     p->w_to_fwd = make_reorder(p->w_oihw, p->w_fwd, 0, &scratch);
-    p->w_to_bwd = make_reorder(p->w_oihw, p->w_bwd, 0, &scratch);
+    p->w_to_bwd = p->w_bwd ? make_reorder(p->w_oihw, p->w_bwd, 0, &scratch) : NULL;
     p->dw_add = make_reorder(p->dw_prim, p->dw_oihw, 1, &scratch);
     if (fixed) p->dw_out = make_reorder(p->dw_prim, p->dw_oihw, 0, &scratch);
     p->w_fwd_bytes = plan_up(dnnl_memory_desc_get_size(p->w_fwd));
-    p->w_bwd_bytes = plan_up(dnnl_memory_desc_get_size(p->w_bwd));
+    p->w_bwd_bytes = p->w_bwd ? plan_up(dnnl_memory_desc_get_size(p->w_bwd)) : 0;
     p->dw_bytes = plan_up(dnnl_memory_desc_get_size(p->dw_prim));
     p->scratch_bytes = plan_up(scratch);
     const dnnl_dims_t sd = {(int64_t)(scratch ? scratch : 1)};

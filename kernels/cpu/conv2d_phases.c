@@ -45,9 +45,7 @@ int conv2d_phases_of(conv2d_phase_t *ph, const conv2d_shape_t *s) {
                 !phase_dim(&w, rw, s->W, conv2d_out_w(s), s->KW, s->PW, s->SW, s->DW))
                 return 0;
             const int any = h.taps && w.taps;
-            ph[n] = (conv2d_phase_t){.r_h = rh,
-                                     .r_w = rw,
-                                     .out_h = h.out,
+            ph[n] = (conv2d_phase_t){.out_h = h.out,
                                      .out_w = w.out,
                                      .taps_h = any ? h.taps : 0,
                                      .taps_w = any ? w.taps : 0,

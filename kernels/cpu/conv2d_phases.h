@@ -14,8 +14,8 @@
 
 #define CONV2D_MAX_PHASES 4  // strides of up to 2 x 2
 
+// Phase n = r_h SW + r_w covers dx's rows r_h + SH m and columns r_w + SW l.
 typedef struct {
-    int r_h, r_w;                      // the phase: dx's rows r_h + SH m and columns r_w + SW l
     int out_h, out_w;                  // how many (its forward convolution's output)
     int taps_h, taps_w;                // the turned kernel (0: no tap reaches the phase: its dx is 0)
     int top_h, top_w, step_h, step_w;  // turned tap j is the kernel's row (column) top - step j
