@@ -140,8 +140,7 @@ static int make_convs(plan_t *p, const conv2d_shape_t *s, dnnl_alg_kind_t alg, d
     p->w_fwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[0], dnnl_query_weights_md, 0));
     if (data) p->w_bwd = spk_md_clone(dnnl_primitive_desc_query_md(pds[2], dnnl_query_weights_md, 0));
     p->dw_prim = spk_md_clone(dnnl_primitive_desc_query_md(pds[3], dnnl_query_diff_weights_md, 0));
-    p->fwd = make_prim(pds[0]);
-    p->fwd_bias = make_prim(pds[1]);
+    p->fwd_pd = pds[0], p->fwd_bias_pd = pds[1];          // (plan_forward_ready)
     p->bwd_data_pd = pds[2], p->bwd_weights_pd = pds[3];  // (plan_backward_ready)
     return 1;
 }
@@ -348,8 +347,8 @@ static void plan_destroy(plan_t *p) {
                      &p->w_bwd, &p->dw_prim, &p->dw_oihw, &p->bias, &p->scratch};
     for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) spk_md_free(mds[i]);
     for (int i = 0; i < CONV2D_MAX_PHASES; i++) phase_free(&p->phase_convs[i]);
-    destroy_pds((dnnl_primitive_desc_t[]){p->bwd_data_pd, p->bwd_weights_pd}, 2);
-    p->bwd_data_pd = p->bwd_weights_pd = NULL;
+    destroy_pds((dnnl_primitive_desc_t[]){p->fwd_pd, p->fwd_bias_pd, p->bwd_data_pd, p->bwd_weights_pd}, 4);
+    p->fwd_pd = p->fwd_bias_pd = p->bwd_data_pd = p->bwd_weights_pd = NULL;
     free_activation_mds(p);
 }
 
@@ -485,6 +484,7 @@ dnnl_stream_t *plan_thread_streams(int threads) {
 void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                          conv2d_operands t, conv2d_algorithm a, void *workspace) {
     const plan_t *p = plan_of(s, t, a);
+    plan_forward_ready(p, bias != NULL);
     const parts_t q = parts_of(p, workspace);
     const void *wf = reordered(p->w_to_fwd, p, p->w_oihw, p->w_fwd, w, q.w_fwd, q.scratch);
     const void *cx = reordered(p->x_in, p, p->x, p->cx, x, q.xb, q.scratch);
@@ -496,6 +496,14 @@ void conv2d_dnnl_forward(void *y, const void *x, const void *w, const float *bia
         run(p->fwd, p, q.scratch, 3, (int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
             (spk_cmd[]){p->cx, p->w_fwd, p->cy}, (void *[]){(void *)cx, (void *)wf, cy});
     reordered(p->y_out, p, p->cy, p->y, cy, y, q.scratch);
+}
+
+void plan_forward_ready(const plan_t *p, int bias) {
+    plan_t *m = (plan_t *)p;  // (the cache's own plan: calls come from one serial region)
+    if (bias)
+        made_from(&m->fwd_bias, &m->fwd_bias_pd);
+    else
+        made_from(&m->fwd, &m->fwd_pd);
 }
 
 void plan_backward_ready(const plan_t *p) {

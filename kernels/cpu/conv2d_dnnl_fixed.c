@@ -142,6 +142,9 @@ void conv2d_dnnl_forward_fixed(float *y, const void *x, const void *w, const flo
     const int threads = omp_get_max_threads();
     const plan_t *p = fixed_plan_at_one(s, t, a);
     SPK_ASSERT(!p->none);
+    omp_set_num_threads(1);  // (the forward's primitive is made at the plan's ICV too)
+    plan_forward_ready(p, bias != NULL);
+    omp_set_num_threads(threads);
     dnnl_stream_t *st = plan_thread_streams(threads);
     const fixed_parts_t q = fixed_parts_of(p, s, threads, workspace);
     const void *wf = plan_reordered(NULL, p->w_to_fwd, p, p->w_oihw, p->w_fwd, w, q.w_fwd, q.slots);

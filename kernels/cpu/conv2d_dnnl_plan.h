@@ -28,10 +28,12 @@ typedef struct {
 typedef struct {
     int key[16];  // the shape's 13 sizes, the operand type, the algorithm, fixed (the invariant mode's)
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
-    // the backward's descriptors, made into bwd_data and bwd_weights on the first backward
-    // (plan_backward_ready): inference, which makes a plan for each utterance length, does not
-    // generate their code (the phases' forwards doubled ResNet34's bf16 embedding time)
-    dnnl_primitive_desc_t bwd_data_pd, bwd_weights_pd;
+    // Their descriptors, each made into its primitive when first run (plan_forward_ready,
+    // plan_backward_ready): generating a primitive's code costs more than most of its runs, and
+    // inference makes a plan for each utterance length, each asked for the workspace of both
+    // output types, and runs one forward of the four (ResNet34's bf16 embedding: 7.1 s of 10.9
+    // went to generating forwards it never ran, the backward's not counted).
+    dnnl_primitive_desc_t fwd_pd, fwd_bias_pd, bwd_data_pd, bwd_weights_pd;
     dnnl_primitive_t w_to_fwd, w_to_bwd;  // oihw -> each primitive's weights (NULL: already oihw)
     dnnl_primitive_t dw_add;              // the primitive's weight gradient, added into oihw
     dnnl_primitive_t dw_out;              // ... written into oihw (fixed plans; NULL: it is oihw)
@@ -60,6 +62,9 @@ dnnl_stream_t *plan_thread_streams(int threads);
 // Runs prim on stream st with up to 5 (argument, memory desc, pointer) triples and the scratchpad.
 void plan_run_on(dnnl_stream_t st, dnnl_primitive_t prim, const plan_t *p, void *scratch, int n, const int *arg,
                  const spk_cmd *md, void *const *ptr);
+// Makes the forward's primitive (with a bias or without) from its descriptor where not yet made
+// (from a serial region, before a plan's forward runs).
+void plan_forward_ready(const plan_t *p, int bias);
 // Makes the backward's primitives from their descriptors where not yet made (from a serial
 // region, before a plan's backward runs).
 void plan_backward_ready(const plan_t *p);
