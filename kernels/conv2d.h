@@ -24,6 +24,9 @@
 #include "kernels/exact_sum.h"
 
 size_t conv2d_workspace_floats(const conv2d_shape_t *s);
+// The workspace conv2d_forward alone needs (inference: no backward runs on it), at most
+// conv2d_workspace_floats(s). The CPU's oneDNN plans then make none of the backward's parts.
+size_t conv2d_forward_workspace_floats(const conv2d_shape_t *s);
 
 void conv2d_forward(float *y,           // (B, OH, OW, Cout)
                     const float *x,     // (B, H, W, Cin)

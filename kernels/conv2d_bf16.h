@@ -21,6 +21,9 @@
 #include "kernels/conv2d.h"
 
 size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s);
+// The workspace conv2d_bf16_forward alone needs (inference: neither a backward nor the rounded
+// forward runs on it), at most conv2d_bf16_workspace_floats(s).
+size_t conv2d_bf16_forward_workspace_floats(const conv2d_shape_t *s);
 
 void conv2d_bf16_forward(float *y,           // (B, OH, OW, Cout)
                          spk_bf16 *xh,       // (B, H, W, Cin) = bf16(x), written unless x is NULL

@@ -267,13 +267,20 @@ static int taps_ours(const conv2d_shape_t *s) {
 
 // Enough for either algorithm, and for ours or oneDNN's kernels of a layer: a workspace sized
 // while one model's choice (or one GEMM backend) held stays enough under the other.
-size_t conv2d_workspace_floats(const conv2d_shape_t *s) {
+// The workspace of every path a shape may take, oneDNN's plan sized by dnnl_bytes.
+static size_t workspace_floats(const conv2d_shape_t *s, size_t (*dnnl_bytes)(const conv2d_shape_t *, conv2d_operands)) {
     check_shape(s);
-    size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (conv2d_dnnl_workspace_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
+    size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (dnnl_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
     if (conv2d_winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
     if (taps_layer(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
     return n;
+}
+
+size_t conv2d_workspace_floats(const conv2d_shape_t *s) { return workspace_floats(s, conv2d_dnnl_workspace_bytes); }
+
+size_t conv2d_forward_workspace_floats(const conv2d_shape_t *s) {
+    return workspace_floats(s, conv2d_dnnl_forward_workspace_bytes);
 }
 
 // Winograd or oneDNN where allowed; the invariant mode's forward is the per-sample im2col path.

@@ -80,6 +80,15 @@ size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
            conv2d_workspace_floats(s);
 }
 
+// The same parts, of the float32-output forward's plan alone: no rounded forward's plan, no
+// backward's parts.
+size_t conv2d_bf16_forward_workspace_floats(const conv2d_shape_t *s) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    if (native()) return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_forward_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
+    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
+           conv2d_forward_workspace_floats(s);
+}
+
 typedef struct {
     float *x, *w, *dy, *conv;
 } wide_t;

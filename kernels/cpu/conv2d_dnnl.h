@@ -24,6 +24,9 @@ int conv2d_dnnl_avx512(void);
 // Bytes of scratch the three passes need (weights in the primitives' formats, the weight
 // gradient before it is added, oneDNN's scratchpad, and an input gradient to be added).
 size_t conv2d_dnnl_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
+// ... of the forward alone (inference: no backward runs on this workspace), which makes none of
+// the backward's parts of the plan.
+size_t conv2d_dnnl_forward_workspace_bytes(const conv2d_shape_t *s, conv2d_operands t);
 
 // a: the algorithm asked for (Winograd runs where oneDNN has it for the shape and operands).
 // y: float32, or bf16 for CONV2D_BF16_OUT.

@@ -23,7 +23,7 @@ static const plan_t *fixed_plan_at_one(const conv2d_shape_t *s, conv2d_operands 
     one.B = 1;
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const plan_t *p = plan_lookup(&one, t, a, 1);
+    const plan_t *p = plan_lookup(&one, t, a, 1, 1);
     omp_set_num_threads(threads);
     return p;
 }

@@ -17,7 +17,8 @@
 
 // A phase's forward convolution of dy (none for a phase no tap reaches). One phase writes dx
 // itself, (add) adding into a float32 one; more write the phases' buffer. Made as descriptors
-// with the plan, as primitives on the first backward (plan_backward_ready).
+// with the backward's parts (plan_complete), as primitives on the first backward
+// (plan_backward_ready).
 typedef struct {
     dnnl_primitive_desc_t fwd_pd, add_pd, w_in_pd;
     dnnl_primitive_t fwd, add, w_in;  // w_in: the turned weights (iohw) to fwd's format (NULL: the same)
@@ -48,15 +49,18 @@ typedef struct {
     conv2d_phase_t phase[CONV2D_MAX_PHASES];
     plan_phase_t phase_convs[CONV2D_MAX_PHASES];
     size_t w_fwd_bytes, w_bwd_bytes, dw_bytes, scratch_bytes, dx_bytes, xb_bytes, yb_bytes, phase_w_bytes;
-    int none;            // a fixed plan oneDNN has only as reference loops: not used
-    uint64_t last_used;  // 0: a free slot
+    size_t forward_scratch_bytes;  // the scratchpad before the backward's parts were made
+    int complete;                  // the backward's parts are made (the phases: plan_complete)
+    int none;                      // a fixed plan oneDNN has only as reference loops: not used
+    uint64_t last_used;            // 0: a free slot
 } plan_t;
 
 size_t plan_up(size_t n);  // n rounded up to CONV2D_PLAN_ALIGN
 // The algorithm a shape's plan runs: Winograd only where asked for and the shape fits.
 conv2d_algorithm plan_algorithm(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked);
 // The plan of a shape (made on first use): valid until the next lookup, which may evict it.
-const plan_t *plan_lookup(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked, int fixed);
+// backward: with the backward's parts made too (fixed plans always are).
+const plan_t *plan_lookup(const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm asked, int fixed, int backward);
 // A stream for each of `threads` threads (called from a serial region, before they run).
 dnnl_stream_t *plan_thread_streams(int threads);
 // Runs prim on stream st with up to 5 (argument, memory desc, pointer) triples and the scratchpad.

@@ -44,6 +44,11 @@ extern "C" size_t conv2d_workspace_floats_cuda(const conv2d_shape_t *s) {
     return conv2d_workspace_floats_of(s, 0, head_bytes(s));
 }
 
+// A shape's plan holds its three passes' algorithms, chosen together, and one workspace for them.
+extern "C" size_t conv2d_forward_workspace_floats_cuda(const conv2d_shape_t *s) {
+    return conv2d_workspace_floats_cuda(s);
+}
+
 extern "C" void conv2d_forward_cuda(float *y, const float *x, const float *w, const float *bias,
                                     const conv2d_shape_t *s, float *workspace) {
     forward_in_calls(y, x, w, bias, s, s->B, workspace);

@@ -51,6 +51,11 @@ extern "C" size_t conv2d_bf16_workspace_floats_cuda(const conv2d_shape_t *s) {
     return conv2d_workspace_floats_of(s, 1, head_bytes(s));
 }
 
+// As the float32 one's: the plan's passes share one workspace.
+extern "C" size_t conv2d_bf16_forward_workspace_floats_cuda(const conv2d_shape_t *s) {
+    return conv2d_bf16_workspace_floats_cuda(s);
+}
+
 namespace {
 
 // cuDNN's bf16 forward into out, on xh (rounded from x first unless x is NULL).

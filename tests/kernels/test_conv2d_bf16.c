@@ -13,6 +13,7 @@
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d_bf16.h"
+#include "kernels/cpu/conv2d_dnnl_plan.h"
 #include "kernels/cpu/conv2d_phases.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
@@ -276,9 +277,38 @@ static void phases_checks(void) {
         check_true(conv2d_phases_of(ph, &none[i]) == 0, "phases: none where they do not apply");
 }
 
+// Inference's workspace (conv2d_bf16_forward_workspace_floats): a phased shape's plan makes no
+// phases for it, the workspace holds at most the training one's, and the forward in it writes
+// nothing past it and the bits of the forward in the training one.
+static void forward_workspace_checks(void) {
+#ifdef SPK_USE_DNNL
+    if (spk_gemm_set_backend(SPK_GEMM_DNNL) != 0 || !spk_gemm_bf16_native()) return;
+    const conv2d_shape_t s = conv2d_shape(2, 16, 32, 12, 14, 3, 3, 2, 2, 1, 1, 1, 1);  // in no other case
+    const size_t nx = conv2d_x_size(&s), ny = conv2d_y_size(&s), nw = conv2d_w_size(&s), guard = 4096;
+    const size_t nf = conv2d_bf16_forward_workspace_floats(&s);
+    const plan_t *p = plan_lookup(&s, CONV2D_BF16, CONV2D_ALGO_DIRECT, 0, 0);
+    check_true(!p->complete && !p->phases, "forward workspace: no phases made");
+    float *x = rand_f(nx, -1, 1), *y = alloc_f(ny), *y2 = alloc_f(ny), *wf = alloc_f(nf + guard);
+    for (size_t i = 0; i < guard; i++) wf[nf + i] = 1234.5f;
+    spk_bf16 *w = to_bf16(rand_f(nw, -0.5f, 0.5f), nw), *xh = alloc_h(nx);
+    conv2d_bf16_forward(y, xh, x, w, NULL, &s, wf);
+    int clean = 1;
+    for (size_t i = 0; i < guard; i++) clean &= wf[nf + i] == 1234.5f;
+    check_true(clean, "forward workspace: nothing written past it");
+    const size_t nb = conv2d_bf16_workspace_floats(&s);
+    p = plan_lookup(&s, CONV2D_BF16, CONV2D_ALGO_DIRECT, 0, 0);
+    check_true(nf <= nb && p->complete && (p->phases > 0 || !spk_dnnl_isa_has(dnnl_cpu_isa_avx512_core_amx)),
+               "forward workspace: the training one's sizing makes the phases");
+    conv2d_bf16_forward(y2, xh, x, w, NULL, &s, alloc_f(nb));
+    check_true(memcmp(y, y2, ny * sizeof(float)) == 0, "forward workspace: the training workspace's bits");
+#endif
+}
+
 static void cpu_checks(void) {
     const spk_gemm_backend keep = spk_gemm_get_backend();
     phases_checks();
+    forward_workspace_checks();
+    spk_gemm_set_backend(keep);
     invariant_checks();
     spk_gemm_set_backend(keep);
     const struct {
@@ -339,6 +369,12 @@ static void backend_case(const int *a) {
     float *ws_ = dev_f(NULL, g_be->conv2d_bf16_workspace_floats(&s));
     g_be->conv2d_bf16_forward(y_, xh_, x_, wh_, b_, &s, ws_);
     cmp(cname("conv2d_bf16 forward %s", t), y_, y, ny, TOL_BF16);
+    // inference's workspace: the forward's alone, no larger
+    const size_t nf = g_be->conv2d_bf16_forward_workspace_floats(&s);
+    check_true(nf <= g_be->conv2d_bf16_workspace_floats(&s), "conv2d_bf16: the forward's workspace within the whole");
+    float *fy_ = dev_f(NULL, ny);
+    g_be->conv2d_bf16_forward(fy_, xh_, x_, wh_, b_, &s, dev_f(NULL, nf));
+    cmp(cname("conv2d_bf16 forward in its own workspace %s", t), fy_, y, ny, TOL_BF16);
     // the rounded forward: the bits of the backend's forward (without bias) rounded, and close to
     // the CPU's
     spk_bf16 *yh_ = dev_alloc(ny * sizeof(spk_bf16)), *xr_ = dev_alloc(nx * sizeof(spk_bf16));

@@ -63,9 +63,7 @@ static int64_t layer_end(const cam_layer_t *l) { return l->bn1_b + l->cin; }
 
 // ---- buffers ----------------------------------------------------------------------------------------
 
-static size_t conv_work(const model_t *m, const conv2d_shape_t *s) {
-    return m->bf16 ? m->be->conv2d_bf16_workspace_floats(s) : m->be->conv2d_workspace_floats(s);
-}
+static size_t conv_work(const model_t *m, const conv2d_shape_t *s) { return model_conv2d_work_floats(m, s); }
 
 // An nn.Conv1d of kernel k, stride 1, 'same' padding, over B maps of one row of T frames.
 static conv2d_shape_t conv1d_shape(int B, int cin, int cout, int T, int k, int dilation) {

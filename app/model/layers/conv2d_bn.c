@@ -42,7 +42,7 @@ size_t conv2d_bn_out_size(const conv2d_bn_t *u) { return conv2d_y_size(&u->s); }
 static int rows(const conv2d_bn_t *u) { return (int)(conv2d_y_size(&u->s) / (size_t)u->cout); }
 
 size_t conv2d_bn_work_floats(const conv2d_bn_t *u, const model_t *m) {
-    const size_t conv = m->bf16 ? m->be->conv2d_bf16_workspace_floats(&u->s) : m->be->conv2d_workspace_floats(&u->s);
+    const size_t conv = model_conv2d_work_floats(m, &u->s);
     const size_t bn = m->be->batchnorm2d_workspace_floats(rows(u), u->cout);
     return conv > bn ? conv : bn;
 }

@@ -172,6 +172,13 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
 
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
 
+size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s) {
+    const spk_backend_t *K = m->be;
+    if (m->embedding)
+        return m->bf16 ? K->conv2d_bf16_forward_workspace_floats(s) : K->conv2d_forward_workspace_floats(s);
+    return m->bf16 ? K->conv2d_bf16_workspace_floats(s) : K->conv2d_workspace_floats(s);
+}
+
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
                            const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
     const spk_backend_t *K = m->be;

@@ -60,6 +60,11 @@ void model_gemm_bf16_grad_exact(model_t *m, char transa, char transb, int M, int
                                 int batch);
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n);
 
+// The workspace of a 2-D convolution of the model's precision: of its forward alone while embed
+// runs (m->embedding: no backward, and a new shape for each utterance length, whose backward's
+// parts the CPU's oneDNN plans would otherwise make), else of all its passes.
+size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s);
+
 // The 2-D layers of app/model/layers/conv2d_bn.h: a convolution's weight gradient and input
 // gradient (dx overwritten or added, dx_accumulate) by precision and mode; BatchNorm2d over B
 // samples of HW rows with the residual-ReLU epilogue (kernels/batchnorm2d.h; the backward writes
