@@ -124,108 +124,142 @@ static int per_sample_threads(int B, int Cin, int Cout, int T, int K) {
     return nt;
 }
 
+// One call's operands, as the per-sample loops' bodies read them: y or dx (out), x or dy (in),
+// the weights or their transposed copy (w), and for the weight gradient's blocks dy and x.
+typedef struct {
+    const conv_operands_t *op;
+    float *out;
+    int dx_set;
+    conv_tensor_t in, x;
+    const void *w;
+    const float *bias;
+    int B, Cin, Cout, T, K, dilation;
+    int nblocks, extent, by_rows;  // the weight gradient's blocks
+} sample_args_t;
+
+typedef void sample_body_fn(const sample_args_t *a, int i, char *slot);
+
+static sample_args_t sample_args(const conv_operands_t *op, float *out, conv_tensor_t in, const void *w, int B, int Cin,
+                                 int Cout, int T, int K, int dilation) {
+    sample_args_t a = {0};
+    a.op = op, a.out = out, a.in = in, a.w = w;
+    a.B = B, a.Cin = Cin, a.Cout = Cout, a.T = T, a.K = K, a.dilation = dilation;
+    return a;
+}
+
+// body(a, i, slot) for i < n on nt threads, slot the thread's (K > 1; NULL for K = 1); with
+// nt = 1 outside any parallel region: inside a region of one thread the GEMMs, which thread
+// themselves outside an active region, open nested teams, whose threads libgomp makes afresh
+// for each (ECAPA's embedding of single utterances on 2 threads made 2,820 threads and took
+// 9.1 s, against 2.3 s on one thread).
+static void per_sample_loop(int nt, int n, void *scratch, sample_body_fn *body, const sample_args_t *a) {
+    const size_t slot = a->K > 1 ? slot_bytes(a->Cin, a->T, a->K) : 0;
+    if (nt == 1) {
+        for (int i = 0; i < n; i++) body(a, i, slot ? (char *)scratch : NULL);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+    for (int i = 0; i < n; i++) body(a, i, slot ? (char *)scratch + (size_t)omp_get_thread_num() * slot : NULL);
+}
+
+// Sample b's output; col: its im2col (CK, T).
+static void forward_sample(const sample_args_t *a, int b, char *col) {
+    const int CK = a->Cin * a->K, Cout = a->Cout, T = a->T;
+    const size_t e = a->op->elem;
+    float *yb = a->out + (size_t)b * Cout * T;
+    const void *src = conv_row_at(a->in, b, 0, e);
+    int ld = (int)a->in.row;
+    if (a->K > 1) {
+        conv_im2col_sample(col, a->in, b, 0, a->Cin, T, a->K, a->dilation, e);
+        src = col;
+        ld = T;
+    }
+    if (a->bias)
+        for (int co = 0; co < Cout; co++)
+            for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = a->bias[co];
+    a->op->gemm('N', 'N', Cout, T, CK, a->w, CK, src, ld, a->bias ? 1.0f : 0.0f, yb, T);
+}
+
 static void forward_per_sample(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                                int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
-    const int CK = Cin * K;
-    const size_t e = op->elem;
-    const int nt = per_sample_threads(B, Cin, Cout, T, K);
-#pragma omp parallel num_threads(nt)
-    {
-        char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;  // (CK, T)
-#pragma omp for schedule(dynamic, 1)
-        for (int b = 0; b < B; b++) {
-            float *yb = y + (size_t)b * Cout * T;
-            const void *src = conv_row_at(x, b, 0, e);
-            int ld = (int)x.row;
-            if (K > 1) {
-                conv_im2col_sample(col, x, b, 0, Cin, T, K, dilation, e);
-                src = col;
-                ld = T;
-            }
-            if (bias)
-                for (int co = 0; co < Cout; co++)
-                    for (int t = 0; t < T; t++) yb[(size_t)co * T + t] = bias[co];
-            op->gemm('N', 'N', Cout, T, CK, w, CK, src, ld, bias ? 1.0f : 0.0f, yb, T);
-        }
+    sample_args_t a = sample_args(op, y, x, w, B, Cin, Cout, T, K, dilation);
+    a.bias = bias;
+    per_sample_loop(per_sample_threads(B, Cin, Cout, T, K), B, scratch, forward_sample, &a);
+}
+
+// Sample b's input gradient from the transposed weights; dcol: the GEMM's output (K > 1).
+static void input_grad_sample(const sample_args_t *a, int b, char *dcol) {
+    const int Cin = a->Cin, T = a->T, K = a->K;
+    const void *dyb = conv_row_at(a->in, b, 0, a->op->elem);
+    float *dxb = a->out + (size_t)b * Cin * T;
+    if (K == 1) {  // dx_set: written, not added
+        a->op->gemm('N', 'N', Cin, T, a->Cout, a->w, a->Cout, dyb, (int)a->in.row, a->dx_set ? 0.0f : 1.0f, dxb, T);
+        return;
     }
+    if (a->dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
+    a->op->gemm('N', 'N', Cin * K, T, a->Cout, a->w, a->Cout, dyb, (int)a->in.row, 0.0f, (float *)dcol, T);
+    conv_col2im_add_sample(dxb, (float *)dcol, Cin, T, K, a->dilation);
 }
 
 // dx (B, Cin, T) += the input gradient, sample by sample (op: the GEMMs, serial or fixed);
 // dx_set: each sample's dx zeroed first.
 static void input_grad_per_sample(const conv_operands_t *op, float *dx, int dx_set, conv_tensor_t dy, const void *w,
                                   int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
-    const int CK = Cin * K;
-    const size_t e = op->elem;
-    const int nt = per_sample_threads(B, Cin, Cout, T, K);
     // op(A) = W^T (CK, Cout) as a transposed copy, made once per call: GEMMs reading W
     // transposed were 20-30% slower on AVX2 (oneDNN's sgemm, 512 -> 512 and 1536 -> 128 1x1, one
     // thread; docs/kernels.md), and no faster with AVX-512
     void *wt = (char *)scratch + scratch_bytes(B, Cin, Cout, T, K);
-    conv_transpose_weight(wt, w, Cout, CK, e);
-#pragma omp parallel num_threads(nt)
-    {
-        float *dcol = K > 1 ? (float *)((char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K)) : NULL;
-#pragma omp for schedule(dynamic, 1)
-        for (int b = 0; b < B; b++) {
-            const void *dyb = conv_row_at(dy, b, 0, e);
-            float *dxb = dx + (size_t)b * Cin * T;
-            if (K == 1) {  // dx_set: written, not added
-                op->gemm('N', 'N', Cin, T, Cout, wt, Cout, dyb, (int)dy.row, dx_set ? 0.0f : 1.0f, dxb, T);
-            } else {
-                if (dx_set) memset(dxb, 0, (size_t)Cin * T * sizeof *dxb);
-                op->gemm('N', 'N', CK, T, Cout, wt, Cout, dyb, (int)dy.row, 0.0f, dcol, T);
-                conv_col2im_add_sample(dxb, dcol, Cin, T, K, dilation);
-            }
+    conv_transpose_weight(wt, w, Cout, Cin * K, op->elem);
+    sample_args_t a = sample_args(op, dx, dy, wt, B, Cin, Cout, T, K, dilation);
+    a.dx_set = dx_set;
+    per_sample_loop(per_sample_threads(B, Cin, Cout, T, K), B, scratch, input_grad_sample, &a);
+}
+
+// Block blk of dW (a range of rows or columns of its extent), summing the samples in order.
+static void weight_grad_block(const sample_args_t *a, int blk, char *col) {
+    const int CK = a->Cin * a->K, T = a->T;
+    const size_t e = a->op->elem;
+    const int e0 = (int)((long)a->extent * blk / a->nblocks);
+    const int e1 = (int)((long)a->extent * (blk + 1) / a->nblocks);
+    const conv_tensor_t dy = a->in, x = a->x;
+    for (int b = 0; b < a->B; b++) {
+        if (a->by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
+            a->op->gemm('N', 'T', e1 - e0, CK, T, conv_row_at(dy, b, e0, e), (int)dy.row, conv_row_at(x, b, 0, e),
+                        (int)x.row, 1.0f, a->out + (size_t)e0 * CK, CK);
+            continue;
         }
+        const void *src = conv_row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
+        int ld = (int)x.row;
+        if (a->K > 1) {
+            conv_im2col_sample(col, x, b, e0, e1, T, a->K, a->dilation, e);
+            src = col;
+            ld = T;
+        }
+        a->op->gemm('N', 'T', a->Cout, (e1 - e0) * a->K, T, conv_row_at(dy, b, 0, e), (int)dy.row, src, ld, 1.0f,
+                    a->out + (size_t)e0 * a->K, CK);
     }
 }
 
 static void backward_per_sample(const conv_operands_t *op, float *dx, int dx_set, float *dw, conv_tensor_t dy,
                                 conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
                                 void *scratch) {
-    const int CK = Cin * K;
-    const size_t e = op->elem;
     const int nt = per_sample_threads(B, Cin, Cout, T, K);
     if (dx) input_grad_per_sample(op, dx, dx_set, dy, w, B, Cin, Cout, T, K, dilation, scratch);
-    if (dw) {
-        // dW is cut into blocks, each owned by whichever thread takes it and summing the
-        // samples in order, so the result does not depend on the schedule. Blocks are column
-        // ranges (input channels: im2col is then done once per block), or row ranges (output
-        // channels) for K = 1 with Cout > Cin, keeping each block's GEMM wide. Block count: a
-        // multiple of the thread count (balanced when the cores are free), up to 4 per thread
-        // (a thread slowed by other load hands blocks to the others), >= 64 rows/columns each.
-        const int by_rows = K == 1 && Cout > Cin;
-        const int extent = by_rows ? Cout : Cin;
-        int per = (by_rows ? Cout : CK) / (64 * nt);
-        per = per < 1 ? 1 : (per > 4 ? 4 : per);
-        int nblocks = nt * per;
-        if (nblocks > extent) nblocks = extent;
-#pragma omp parallel num_threads(nt)
-        {
-            char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
-#pragma omp for schedule(dynamic, 1)
-            for (int blk = 0; blk < nblocks; blk++) {
-                const int e0 = (int)((long)extent * blk / nblocks);
-                const int e1 = (int)((long)extent * (blk + 1) / nblocks);
-                for (int b = 0; b < B; b++) {
-                    if (by_rows) {  // dW[e0:e1, :] += dy_b[e0:e1, :] . x_b^T
-                        op->gemm('N', 'T', e1 - e0, CK, T, conv_row_at(dy, b, e0, e), (int)dy.row,
-                                 conv_row_at(x, b, 0, e), (int)x.row, 1.0f, dw + (size_t)e0 * CK, CK);
-                        continue;
-                    }
-                    const void *src = conv_row_at(x, b, e0, e);  // rows e0*K .. e1*K of col_b
-                    int ld = (int)x.row;
-                    if (K > 1) {
-                        conv_im2col_sample(col, x, b, e0, e1, T, K, dilation, e);
-                        src = col;
-                        ld = T;
-                    }
-                    op->gemm('N', 'T', Cout, (e1 - e0) * K, T, conv_row_at(dy, b, 0, e), (int)dy.row, src, ld, 1.0f,
-                             dw + (size_t)e0 * K, CK);
-                }
-            }
-        }
-    }
+    if (!dw) return;
+    // dW is cut into blocks, each owned by whichever thread takes it and summing the samples in
+    // order, so the result does not depend on the schedule. Blocks are column ranges (input
+    // channels: im2col is then done once per block), or row ranges (output channels) for K = 1
+    // with Cout > Cin, keeping each block's GEMM wide. Block count: a multiple of the thread
+    // count (balanced when the cores are free), up to 4 per thread (a thread slowed by other load
+    // hands blocks to the others), >= 64 rows/columns each.
+    sample_args_t a = sample_args(op, dw, dy, NULL, B, Cin, Cout, T, K, dilation);
+    a.x = x;
+    a.by_rows = K == 1 && Cout > Cin;
+    a.extent = a.by_rows ? Cout : Cin;
+    int per = (a.by_rows ? Cout : Cin * K) / (64 * nt);
+    per = per < 1 ? 1 : (per > 4 ? 4 : per);
+    a.nblocks = nt * per < a.extent ? nt * per : a.extent;
+    per_sample_loop(nt, a.nblocks, scratch, weight_grad_block, &a);
 }
 
 // ---- folded schedule ------------------------------------------------------------------------
