@@ -265,12 +265,24 @@ static int taps_ours(const conv2d_shape_t *s) {
     return taps_layer(s) && !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_avx512());
 }
 
+// 1x1 convolutions of stride > 1 and fewer than 16 input channels take the im2col path on
+// AVX-512 CPUs: there oneDNN 2.6's weight gradient (jit_1x1:avx512_core) writes past the
+// scratchpad it asks for, over whatever the workspace holds next (2 -> 4 channels, batch 4, 80 x
+// 100 maps: 33 KB asked, 116 KB written; 4 -> 8: 65 KB and 137 KB), which made a ResNet's
+// narrow shortcut's weight gradient garbage; oneDNN 3.2's does not. Such layers are little work.
+static int narrow_strided_pointwise(const conv2d_shape_t *s) {
+    return s->KH == 1 && s->KW == 1 && (s->SH > 1 || s->SW > 1) && s->Cin < 16 && conv2d_dnnl_avx512();
+}
+
+static int dnnl_takes(const conv2d_shape_t *s) {
+    return conv2d_dnnl_usable(CONV2D_F32) && !narrow_strided_pointwise(s);
+}
+
 // Enough for either algorithm, and for ours or oneDNN's kernels of a layer: a workspace sized
-// while one model's choice (or one GEMM backend) held stays enough under the other.
-// The workspace of every path a shape may take, oneDNN's plan sized by dnnl_bytes.
+// while one model's choice held stays enough under the other. oneDNN's plan sized by dnnl_bytes.
 static size_t workspace_floats(const conv2d_shape_t *s, size_t (*dnnl_bytes)(const conv2d_shape_t *, conv2d_operands)) {
     check_shape(s);
-    size_t n = conv2d_dnnl_usable(CONV2D_F32) ? (dnnl_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
+    size_t n = dnnl_takes(s) ? (dnnl_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
     if (one_channel(s) && one_channel_floats(s) > n) n = one_channel_floats(s);
     if (conv2d_winograd_shape(s) && conv2d_winograd_workspace_floats(s) > n) n = conv2d_winograd_workspace_floats(s);
     if (taps_layer(s) && conv2d_taps_workspace_floats(s) > n) n = conv2d_taps_workspace_floats(s);
@@ -295,7 +307,7 @@ static void forward_on(int fast, float *y, const float *x, const float *w, const
         conv2d_winograd_forward(y, x, w, bias, s, workspace);
     else if (fast && taps_ours(s))
         conv2d_taps_forward(y, x, w, bias, s, workspace);
-    else if (fast && conv2d_dnnl_usable(CONV2D_F32))
+    else if (fast && dnnl_takes(s))
         conv2d_dnnl_forward(y, x, w, bias, s, CONV2D_F32, g_algorithm, workspace);
     else
         im2col_forward(y, x, w, bias, s, workspace);
@@ -330,7 +342,7 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
         conv2d_taps_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
         return;
     }
-    if (!conv2d_dnnl_usable(CONV2D_F32)) {
+    if (!dnnl_takes(s)) {
         im2col_backward(dx, dx_accumulate, dw, dy, x, w, s, workspace);
         return;
     }
@@ -369,7 +381,7 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 // thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)].
 
 static int fixed_dnnl(const conv2d_shape_t *s) {
-    return !one_channel(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32, g_algorithm);
+    return !one_channel(s) && !narrow_strided_pointwise(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32, g_algorithm);
 }
 
 static size_t slot_floats(const conv2d_shape_t *s) {
