@@ -8,6 +8,7 @@
 
 #include "../golden/kernels2d_golden.h"
 #include "backends.h"
+#include "conv2d_parts.h"
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d.h"
@@ -452,6 +453,9 @@ static void cpu_checks(void) {
             "stride (2, 1): the workspace holds the taps kernels' on either backend");
     }
     lazy_plan_checks();
+#ifdef SPK_USE_DNNL
+    if (spk_gemm_set_backend(SPK_GEMM_DNNL) == 0) parts_checks(CONV2D_F32);
+#endif
     spk_gemm_set_backend(keep);
     taps_checks();
 }

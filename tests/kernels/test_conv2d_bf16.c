@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backends.h"
+#include "conv2d_parts.h"
 #include "conv2d_reference.h"
 #include "exact_check.h"
 #include "kernels/conv2d_bf16.h"
@@ -308,6 +309,9 @@ static void cpu_checks(void) {
     const spk_gemm_backend keep = spk_gemm_get_backend();
     phases_checks();
     forward_workspace_checks();
+#ifdef SPK_USE_DNNL
+    if (spk_gemm_set_backend(SPK_GEMM_DNNL) == 0 && spk_gemm_bf16_native()) parts_checks(CONV2D_BF16);
+#endif
     spk_gemm_set_backend(keep);
     invariant_checks();
     spk_gemm_set_backend(keep);
