@@ -18,6 +18,16 @@ function(spk_e2e_test name)
     $<TARGET_FILE:make_bad_data>)
   set_tests_properties(${name} PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
 endfunction()
+# The thread count of runs (e2e_threads.sh), by an LD_PRELOAD shim: not under the sanitizers,
+# whose runtime must load first.
+if(NOT SPKDDP_SANITIZE)
+  add_library(count_threads MODULE ${CMAKE_CURRENT_LIST_DIR}/count_threads.c)
+  target_link_libraries(count_threads PRIVATE ${CMAKE_DL_LIBS})
+  add_test(NAME e2e_threads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_threads.sh $<TARGET_FILE:spkddp>
+    ${SPK_MPIEXEC} ${CMAKE_CURRENT_BINARY_DIR}/work/e2e_threads $<TARGET_FILE:make_bad_data>
+    $<TARGET_FILE:count_threads>)
+  set_tests_properties(e2e_threads PROPERTIES LABELS "e2e;stress" TIMEOUT 600)
+endif()
 spk_e2e_test(e2e_ddp_identity)
 spk_e2e_test(e2e_resume)
 spk_e2e_test(e2e_bad_input)
