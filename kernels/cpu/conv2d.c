@@ -279,7 +279,8 @@ static int dnnl_takes(const conv2d_shape_t *s) {
 }
 
 // Enough for either algorithm, and for ours or oneDNN's kernels of a layer: a workspace sized
-// while one model's choice held stays enough under the other. oneDNN's plan sized by dnnl_bytes.
+// while one model's choice (or one GEMM backend) held stays enough under the other. oneDNN's
+// plan sized by dnnl_bytes.
 static size_t workspace_floats(const conv2d_shape_t *s, size_t (*dnnl_bytes)(const conv2d_shape_t *, conv2d_operands)) {
     check_shape(s);
     size_t n = dnnl_takes(s) ? (dnnl_bytes(s, CONV2D_F32) + 3) / 4 : im2col_floats(s);
