@@ -30,10 +30,9 @@ typedef struct {
     int key[16];  // the shape's 13 sizes, the operand type, the algorithm, fixed (the invariant mode's)
     dnnl_primitive_t fwd, fwd_bias, bwd_data, bwd_weights;  // fwd_bias: the forward adding a bias
     // Their descriptors, each made into its primitive when first run (plan_forward_ready,
-    // plan_backward_ready): generating a primitive's code costs more than most of its runs, and
-    // inference makes a plan for each utterance length, each asked for the workspace of both
-    // output types, and runs one forward of the four (ResNet34's bf16 embedding: 7.1 s of 10.9
-    // went to generating forwards it never ran, the backward's not counted).
+    // plan_backward_ready): generating a primitive's code costs more than most of its runs, a
+    // layer uses one of the two forwards, and inference makes a plan for each utterance length
+    // (ResNet34's bf16 embedding spent 7.1 s of 10.9 generating forwards it never ran).
     dnnl_primitive_desc_t fwd_pd, fwd_bias_pd, bwd_data_pd, bwd_weights_pd;
     dnnl_primitive_t w_to_fwd, w_to_bwd;  // oihw -> each primitive's weights (NULL: already oihw)
     dnnl_primitive_t dw_add;              // the primitive's weight gradient, added into oihw
