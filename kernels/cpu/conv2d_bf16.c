@@ -67,6 +67,12 @@ static int native(void) {
 static size_t up_floats(size_t n) { return (n + ALIGN / 4 - 1) / (ALIGN / 4) * (ALIGN / 4); }
 static size_t half_floats(size_t n) { return up_floats((n + 1) / 2); }  // n bf16 values, in floats
 
+// The widened path's workspace (wide_parts): x, w and dy rounded, as float32, then conv floats
+// for the float32 convolution.
+static size_t widened_floats(const conv2d_shape_t *s, size_t conv) {
+    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) + conv;
+}
+
 // Workspace, native: [dy rounded (bf16)][oneDNN's]. Widened: [x][w][dy] rounded, as float32,
 // then the float32 convolution's workspace.
 size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
@@ -76,8 +82,7 @@ size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
                      b = conv2d_dnnl_workspace_bytes(s, CONV2D_BF16_OUT);
         return half_floats(conv2d_y_size(s)) + ((a > b ? a : b) + 3) / 4;
     }
-    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
-           conv2d_workspace_floats(s);
+    return widened_floats(s, conv2d_workspace_floats(s));
 }
 
 // The same parts, of the float32-output forward's plan alone: no rounded forward's plan, no
@@ -85,8 +90,7 @@ size_t conv2d_bf16_workspace_floats(const conv2d_shape_t *s) {
 size_t conv2d_bf16_forward_workspace_floats(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
     if (native()) return half_floats(conv2d_y_size(s)) + (conv2d_dnnl_forward_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
-    return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
-           conv2d_forward_workspace_floats(s);
+    return widened_floats(s, conv2d_forward_workspace_floats(s));
 }
 
 typedef struct {

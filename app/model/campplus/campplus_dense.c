@@ -63,8 +63,6 @@ static int64_t layer_end(const cam_layer_t *l) { return l->bn1_b + l->cin; }
 
 // ---- buffers ----------------------------------------------------------------------------------------
 
-static size_t conv_work(const model_t *m, const conv2d_shape_t *s) { return model_conv2d_work_floats(m, s); }
-
 // An nn.Conv1d of kernel k, stride 1, 'same' padding, over B maps of one row of T frames.
 static conv2d_shape_t conv1d_shape(int B, int cin, int cout, int T, int k, int dilation) {
     return conv2d_geom_shape(conv2d_geom_1d(k, 1, dilation * (k - 1) / 2, dilation), B, cin, cout, 1, T);
@@ -92,14 +90,14 @@ void dense_block_release(dense_block_t *k, const model_t *m) {
 size_t dense_block_reserve(dense_block_t *k, const model_t *m, int B, int T, int recompute) {
     k->B = B, k->T = T, k->S = (T + CAMPP_SEG - 1) / CAMPP_SEG;
     k->tr = conv1d_shape(B, k->cmax, k->cmax / 2, T, 1, 1);
-    size_t work = conv_work(m, &k->tr);
+    size_t work = model_conv2d_work_floats(m, &k->tr);
     for (int i = 0; i < k->n; i++) {
         cam_layer_t *l = &k->layer[i];
         int oh, ow;
         conv2d_bn_shape(&l->lin, B, 1, T, &oh, &ow);
         conv2d_bn_alloc(&l->lin, m);
         l->local = conv1d_shape(B, k->bneck, k->growth, T, 3, k->dilation);
-        const size_t a = conv2d_bn_work_floats(&l->lin, m), b = conv_work(m, &l->local);
+        const size_t a = conv2d_bn_work_floats(&l->lin, m), b = model_conv2d_work_floats(m, &l->local);
         work = a > work ? a : work;
         work = b > work ? b : work;
     }
