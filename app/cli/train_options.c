@@ -185,6 +185,10 @@ static const opt_t rows[] = {
     OPT_INTEGER(train_config_t, model.bn_size, "bn-size", 1, 64,
                 "campplus: a CAM layer's bottleneck, in growth-rate widths (default 4)"),
     OPT_CONV_ALGORITHM(train_config_t, model.conv_algorithm),
+    OPT_SWITCH(train_config_t, model.zero_init_residual, "zero-init-residual",
+               "2-D residual blocks (the ResNets, CAM++'s front end, face encoders) start as their shortcuts: each "
+               "block's last BatchNorm weight 0 (torchvision's zero_init_residual); the ResNets then learn several "
+               "times faster at the start"),
     OPT_SWITCH(train_config_t, model.recompute, "recompute",
                "campplus: make the dense layers' normalised inputs again in the backward instead of keeping them "
                "(3D-Speaker's memory_efficient): activation memory linear in the layers, not quadratic"),

@@ -41,6 +41,11 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     if (!f) spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
     select_conv_algorithm(cfg);
     f->build(m, cfg, data);
+    if (cfg->zero_init_residual && !m->residual_zeroed)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "--zero-init-residual: %s has no 2-D residual blocks (the ResNets, CAM++'s front end and the "
+                     "face encoders have)",
+                     cfg->name);
     if (m->ops && m->ops->finish) m->ops->finish(m);
     model_upload(m);
     return m;

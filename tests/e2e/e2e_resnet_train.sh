@@ -3,7 +3,7 @@
 # training accuracy rises well above chance) with replicas identical. Slowly: the synthetic
 # features have no frequency locality for its 2-D convolutions to use, and PyTorch's ResNet34
 # of the same width learns them as slowly (training accuracy 0.27 after 12 epochs where an
-# ECAPA-TDNN reaches 0.91); gradients averaged in many
+# ECAPA-TDNN reaches 0.91), and --zero-init-residual much faster; gradients averaged in many
 # small buckets during the backward give bitwise what one bucket gives (the blocks report their
 # gradients ready in order); a run stopped and resumed ends bitwise where the uninterrupted run
 # ends; --conv-algorithm direct takes other bits within rounding of Winograd's; bf16 (its activations
@@ -22,6 +22,16 @@ echo "resnet34: loss $first -> $last, training accuracy $acc (chance 0.1)"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.7 * a) }' || fail "the loss did not fall enough: $first -> $last"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.25) }' || fail "training accuracy $acc is not well above chance"
 grep -q "replicas identical" log || fail "replicas differ"
+
+# --zero-init-residual: every block starts as its shortcut, and the same run learns several times
+# faster (here 24 epochs end at loss 2.2, accuracy 0.76, against 4.7 and 0.29).
+run 2 $SPKDDP train $r34 --epochs 24 --zero-init-residual --metrics mz.jsonl >logz 2>&1 || { cat logz; fail "zero-init"; }
+zlast=$(field '$' loss mz.jsonl) zacc=$(field '$' accuracy mz.jsonl)
+echo "resnet34 --zero-init-residual: loss $(field 1 loss mz.jsonl) -> $zlast, training accuracy $zacc"
+awk -v a="$last" -v b="$zlast" -v x="$acc" -v y="$zacc" 'BEGIN { exit !(b < 0.8 * a && y > x) }' ||
+    fail "--zero-init-residual ends at loss $zlast, accuracy $zacc; the default init at $last, $acc"
+expect_error 2 "^spkddp: error: --zero-init-residual: ecapa has no 2-D residual blocks" -- \
+    $SPKDDP train --model ecapa --channels 16 --data sp.h5 --batch 4 --epochs 1 --zero-init-residual
 
 run 2 $SPKDDP train $r34 --epochs 1 --ckpt-dir ck_one >/dev/null 2>&1 || fail "one bucket"
 SPKDDP_BUCKET_MB=0.01 run 2 $SPKDDP train $r34 --epochs 1 --ckpt-dir ck_many >/dev/null 2>&1 || fail "small buckets"

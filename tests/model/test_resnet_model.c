@@ -4,7 +4,8 @@
 // alone as in a batch (inference uses the running statistics), a training step on the
 // cpu-staged backend (the GPU path's data movement) bitwise the cpu backend's, and a bf16 step
 // with each BatchNorm writing the next convolution's rounded input bitwise the step where each
-// convolution rounds its own.
+// convolution rounds its own; --zero-init-residual zeroes each residual block's last BatchNorm
+// weight and nothing else.
 #include "app/model/campplus/campplus.h"
 #include "app/model/model.h"
 #include "app/model/resnet/resnet.h"
@@ -125,6 +126,35 @@ static void chained_rounding_step(const char *depth) {
     same_step(chained, cut, depth, "bf16, BatchNorm writing the next convolution's input");
 }
 
+// --zero-init-residual: the same initial parameters but the weight of every residual block's
+// last BatchNorm (bn2 of a BasicBlock, bn3 of a Bottleneck), which is 0; `blocks` of them.
+static void zero_residual_init(const char *depth, const char *last_bn, int blocks) {
+    model_t *plain = small(depth, &spk_backend_cpu);
+    model_config_t mc = model_config_defaults(depth);
+    mc.channels = 4, mc.emb_dim = 8, mc.scale = 8, mc.zero_init_residual = 1;
+    model_t *zero = model_create(&mc, &(model_data_t){.feature_dim = 16, .num_classes = 5}, &spk_backend_cpu);
+    EXPECT(zero->residual_zeroed, "%s: no residual block was zeroed", depth);
+    int zeroed = 0;
+    for (int i = 0; i < plain->table.count; i++) {
+        const param_tensor_t *t = &plain->table.t[i];
+        const float *a = plain->host_params + t->offset, *z = zero->host_params + t->offset;
+        const char *dot = strstr(t->name, last_bn);
+        const int is_last = dot && strcmp(dot, last_bn) == 0 && strstr(t->name, "layer") != NULL;
+        int64_t off = 0, nonzero = 0;
+        for (int64_t j = 0; j < t->numel; j++) off += a[j] != z[j], nonzero += z[j] != 0.0f;
+        if (is_last) {
+            zeroed++;
+            EXPECT(nonzero == 0, "%s: %s keeps %lld nonzero values", depth, t->name, (long long)nonzero);
+        } else {
+            EXPECT(off == 0, "%s: %s differs from the default initialisation in %lld values", depth, t->name,
+                   (long long)off);
+        }
+    }
+    EXPECT(zeroed == blocks, "%s: %d BatchNorm weights zeroed, want one for each of %d blocks", depth, zeroed, blocks);
+    model_free(plain);
+    model_free(zero);
+}
+
 int main(void) {
     // WeSpeaker's depths at its defaults (PyTorch's counts, tests/golden/make_resnet_golden.py)
     const char *depth[7] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnet221", "resnet293"};
@@ -141,5 +171,8 @@ int main(void) {
     chained_rounding_step("resnet34");
     chained_rounding_step("resnet50");
     chained_rounding_step("campplus");
+    zero_residual_init("resnet34", ".bn2.weight", 16);
+    zero_residual_init("resnet50", ".bn3.weight", 16);
+    zero_residual_init("campplus", ".bn2.weight", 4);
     return test_report("test_resnet_model");
 }

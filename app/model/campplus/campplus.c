@@ -320,6 +320,10 @@ void model_campplus_build(model_t *m, const model_config_t *cfg, const model_dat
     m->min_batch = 2;  // BatchNorm over the batch
     model_alloc_buffers(m, data);
     campplus_init_params(c, m, cfg->seed);
+    if (cfg->zero_init_residual) {
+        res_blocks_zero_residual(c->fcm, 2 * CAMPP_FCM_BLOCKS, m);
+        if (c->has_face) face_encoder_zero_residual(&c->av.face, m);
+    }
 }
 
 double campplus_forward_flop(const model_config_t *cfg, int64_t feat) {

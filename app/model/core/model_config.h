@@ -28,6 +28,7 @@ typedef struct {
     int recompute;              // CAM++: make the dense layers' normalised inputs again in the backward
                                 // (speakerlab's memory_efficient) instead of keeping them
     char conv_algorithm[12];    // the 2-D convolutions on CPUs: auto | direct | winograd (model.h)
+    int zero_init_residual;     // 2-D residual blocks start as their shortcuts (res_block.h)
     char loss[16];              // aam | supcon | angleproto | ge2e | aam+supcon | aam+angleproto | aam+ge2e
                                 // (app/model/layers/contrastive_head.h)
     double contrastive_weight;  // the metric-learning term's weight beside the AAM-softmax

@@ -116,6 +116,7 @@ struct model {
     int embed_modality;      // what embed keeps of an audio-visual model (MODALITY_*; set by the caller)
     int embedding;           // embed is running: inference on whole utterances, which a layer may take in pieces
     int head_unused;         // the loss leaves the first tensor (the classifier) without a gradient (--loss supcon ...)
+    int residual_zeroed;     // --zero-init-residual found residual blocks to start as their shortcuts
     // A teacher (--loss dino): state also holds MODEL_TEACHER "<name>" for every parameter (from state
     // offset teacher_params, the parameters' layout) and every other state tensor (from
     // teacher_state, the layout of state[0, teacher_state_n)), registered by model_alloc_buffers.

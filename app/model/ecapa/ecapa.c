@@ -394,6 +394,7 @@ void model_ecapa_build(model_t *m, const model_config_t *cfg, const model_data_t
     m->min_batch = 2;  // the pooled statistics' BatchNorm normalises over the batch
     model_alloc_buffers(m, data);
     ecapa_init_params(e, m, cfg->seed);
+    if (cfg->zero_init_residual && e->vis.has_face) face_encoder_zero_residual(&e->vis.face, m);
 }
 
 // Forward multiply-adds of ECAPA per sample (x2 = FLOP): every conv over T frames, the

@@ -57,3 +57,7 @@ void face_encoder_backward(face_encoder_t *f, model_t *m, const float *g_out, co
                            int B, int Tv, float *work);
 // The offset just past the encoder's parameters (its gradients are final once its backward ran).
 int64_t face_encoder_end(const face_encoder_t *f);
+// --zero-init-residual on the encoder's blocks (res_blocks_zero_residual).
+static inline void face_encoder_zero_residual(const face_encoder_t *f, model_t *m) {
+    res_blocks_zero_residual(f->block, FACE_STAGES * FACE_BLOCKS, m);
+}

@@ -94,3 +94,11 @@ void res_block_backward(res_block_t *b, model_t *m, const float *in, float *go, 
 }
 
 int64_t res_block_end(const res_block_t *b) { return conv2d_bn_end(&b->u[0]); }
+
+void res_blocks_zero_residual(const res_block_t *b, int count, model_t *m) {
+    for (int i = 0; i < count; i++) {
+        const conv2d_bn_t *last = &b[i].u[b[i].n - 1];
+        for (int c = 0; c < last->cout; c++) m->host_params[last->bn_w + c] = 0.0f;
+    }
+    m->residual_zeroed = 1;
+}

@@ -40,3 +40,7 @@ void res_block_backward(res_block_t *b, model_t *m, const float *in, float *go, 
                         float *work);
 // The offset just past the block's parameters (final once its backward ran).
 int64_t res_block_end(const res_block_t *b);
+// --zero-init-residual: the weight of each block's last BatchNorm on the main path set to 0 in
+// m's initial parameters, so that blocks b[0, count) start as their shortcuts and the network as
+// a shallow one (Goyal et al. 2017; torchvision's zero_init_residual). Marks m as having some.
+void res_blocks_zero_residual(const res_block_t *b, int count, model_t *m);

@@ -279,6 +279,10 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
     m->min_batch = 2;  // BatchNorm over the batch
     model_alloc_buffers(m, data);
     resnet_init_params(r, m, cfg->seed);
+    if (cfg->zero_init_residual) {
+        res_blocks_zero_residual(r->block, r->nblocks, m);
+        if (r->has_face) face_encoder_zero_residual(&r->av.face, m);
+    }
 }
 
 // Multiply-adds of a convolution of cin -> cout channels, k x k, over an h x w output.
