@@ -26,7 +26,9 @@
 #               (SPKDDP_CONV1X1_GEMM=1), against bench-P;
 #               bench-resnet34-bf16, torch-resnet34-bf16, ratio-resnet34-bf16: WeSpeaker's
 #               ResNet34 (m 32, 80 features) at batch 128, T=200; bench-campplus-bf16 likewise
-#               3D-Speaker's CAM++ (PyTorch's side where speakerlab is installed)
+#               3D-Speaker's CAM++ (PyTorch's side where speakerlab is installed);
+#               bench-ecapa512-bf16, ratio-resnet34-ecapa512-bf16: ECAPA C=512 at that batch,
+#               and ResNet34's rate over it
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
 #   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
 #               every backward twice for the same bits; shapes-gemm1x1: batch 32 with the 1x1
@@ -66,6 +68,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
     resnet_shape="--channels 8 --batch 4 --frames 24 --feat 16"
     campplus_shape="--channels 8 --growth-rate 4 --bn-size 2 --batch 2 --frames 24 --feat 16 --steps 1 --warmup 1"
+    ecapa512_shape="--channels 16 --batch 4 --frames 24"
     export E2E_DEVICE_MODEL=$train_model
 else
     shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50" plans_args=""
@@ -75,6 +78,7 @@ else
     bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
     resnet_shape="--batch 128 --frames 200"
     campplus_shape="--batch 128 --frames 200 $bench_steps"
+    ecapa512_shape="--channels 512 --batch 128 --frames 200"
 fi
 bench_args="$bench_shape $bench_steps"
 if [ -n "${GPU_CHECK_WORK:-}" ]; then
@@ -272,6 +276,15 @@ for p in bf16 tf32 fp32; do
             torch_pair "campplus-$p" "$p" $bench_args
         else
             note "torch-campplus-$p" "SKIP: no speakerlab (3D-Speaker's CAMPPlus) beside '$torch_py'"
+        fi
+        # ECAPA C=512 at the same batch: at equal epochs ResNet34 reaches its EER on synthetic
+        # speech (docs/models.md), so their rates here say which is ahead at equal time
+        bench_args="$ecapa512_shape $bench_steps"
+        bench "bench-ecapa512-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+        r34=$(figure "bench-resnet34-$p")
+        if [ -n "$ours" ] && [ -n "$r34" ]; then
+            note "ratio-resnet34-ecapa512-$p" \
+                "$(awk -v a="$r34" -v b="$ours" 'BEGIN { printf "ResNet34 / ECAPA C=512 samples/s = %.2fx", a / b }')"
         fi
         bench_args=$bench_args_ecapa
     fi
