@@ -127,12 +127,20 @@ static void chained_rounding_step(const char *depth) {
 }
 
 // --zero-init-residual: the same initial parameters but the weight of every residual block's
-// last BatchNorm (bn2 of a BasicBlock, bn3 of a Bottleneck), which is 0; `blocks` of them.
+// last BatchNorm (bn2 of a BasicBlock, bn3 of a Bottleneck), which is 0; `blocks` of them. The
+// -av models on pictures of 18 x 18 x 3, whose face encoder has 8 blocks more.
 static void zero_residual_init(const char *depth, const char *last_bn, int blocks) {
-    model_t *plain = small(depth, &spk_backend_cpu);
+    const int av = strstr(depth, "-av") != NULL;
+    const model_data_t data = {.feature_dim = 16,
+                               .num_classes = 5,
+                               .visual_dim = av ? 3 * 18 * 18 : 0,
+                               .visual_ratio = av ? 4 : 0,
+                               .visual_kind = av ? VISUAL_PICTURES : 0};
     model_config_t mc = model_config_defaults(depth);
-    mc.channels = 4, mc.emb_dim = 8, mc.scale = 8, mc.zero_init_residual = 1;
-    model_t *zero = model_create(&mc, &(model_data_t){.feature_dim = 16, .num_classes = 5}, &spk_backend_cpu);
+    mc.channels = 4, mc.emb_dim = 8, mc.scale = 8, mc.face_channels = av ? 4 : 0;
+    model_t *plain = model_create(&mc, &data, &spk_backend_cpu);
+    mc.zero_init_residual = 1;
+    model_t *zero = model_create(&mc, &data, &spk_backend_cpu);
     EXPECT(zero->residual_zeroed, "%s: no residual block was zeroed", depth);
     int zeroed = 0;
     for (int i = 0; i < plain->table.count; i++) {
@@ -174,5 +182,7 @@ int main(void) {
     zero_residual_init("resnet34", ".bn2.weight", 16);
     zero_residual_init("resnet50", ".bn3.weight", 16);
     zero_residual_init("campplus", ".bn2.weight", 4);
+    zero_residual_init("resnet34-av", ".bn2.weight", 16 + 8);
+    zero_residual_init("campplus-av", ".bn2.weight", 4 + 8);
     return test_report("test_resnet_model");
 }
