@@ -239,6 +239,11 @@ bench() {  # bench NAME PRECISION [ENV=VALUE ...]
     finish_step "$name"
     ours=$f
 }
+# note_ratio NAME LABEL A B: "LABEL = A/Bx" in the summary, when both figures were measured.
+note_ratio() {
+    [ -n "$3" ] && [ -n "$4" ] && note "$1" "$(awk -v a="$3" -v b="$4" -v l="$2" 'BEGIN { printf "%s = %.2fx", l, a / b }')"
+    return 0
+}
 # torch_pair NAME PRECISION [bench_pytorch.py flags]: PyTorch's run beside the spkddp run just
 # made (its samples/s in $ours), and the ratio.
 torch_pair() {
@@ -250,9 +255,7 @@ torch_pair() {
         mem=$(sed -nE 's/.*peak memory ([0-9]+) MiB.*/\1/p' "$logs/torch-$name.log")
         [ -n "$theirs" ] && extra="; ${theirs} samples/s, peak memory ${mem} MiB"
         finish_step "torch-$name"
-        if [ -n "$ours" ] && [ -n "$theirs" ]; then
-            note "ratio-$name" "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "spkddp / pytorch = %.2fx", a / b }')"
-        fi
+        note_ratio "ratio-$name" "spkddp / pytorch" "$ours" "$theirs"
     else
         note "torch-$name" "SKIP: no CUDA PyTorch in '$torch_py' (set TORCH_PYTHON; nothing is installed here)"
     fi
@@ -281,11 +284,7 @@ for p in bf16 tf32 fp32; do
         # speech (docs/models.md), so their rates here say which is ahead at equal time
         bench_args="$ecapa512_shape $bench_steps"
         bench "bench-ecapa512-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
-        r34=$(figure "bench-resnet34-$p")
-        if [ -n "$ours" ] && [ -n "$r34" ]; then
-            note "ratio-resnet34-ecapa512-$p" \
-                "$(awk -v a="$r34" -v b="$ours" 'BEGIN { printf "ResNet34 / ECAPA C=512 samples/s = %.2fx", a / b }')"
-        fi
+        note_ratio "ratio-resnet34-ecapa512-$p" "ResNet34 / ECAPA C=512 samples/s" "$(figure "bench-resnet34-$p")" "$ours"
         bench_args=$bench_args_ecapa
     fi
 done
@@ -297,9 +296,7 @@ done
 for p in tf32 fp32; do
     ref=$(figure "bench-$p")
     bench "bench-$p-gemm1x1" "$p" SPKDDP_CUDNN_SEARCH=heuristic SPKDDP_CONV1X1_GEMM=1
-    if [ -n "$ours" ] && [ -n "$ref" ]; then
-        note "ratio-$p-gemm1x1" "$(awk -v a="$ours" -v b="$ref" 'BEGIN { printf "1x1 on cuBLAS / on cuDNN = %.2fx", a / b }')"
-    fi
+    note_ratio "ratio-$p-gemm1x1" "1x1 on cuBLAS / on cuDNN" "$ours" "$ref"
 done
 
 # ---- correctness at depth ----------------------------------------------------------------------

@@ -90,6 +90,8 @@ static inline void prefetch_span(const void *p, size_t elem, size_t at, int n) {
 
 static inline const void *in_base(bn_in_t in) { return in.xh ? (const void *)in.xh : (const void *)in.x; }
 static inline size_t in_size(bn_in_t in) { return in.xh ? sizeof *in.xh : sizeof *in.x; }
+// A ReLU's mask source, y or its bf16 copy yh where given (masked, masked_h), as an input.
+static inline bn_in_t mask_of(const float *y, const spk_bf16 *yh) { return (bn_in_t){yh ? NULL : y, yh}; }
 
 // The backward's terms of one row's lanes [c0, c0 + n): g and g * xhat, the mask from yh when
 // hmask is set, the input from xh when hx is, the output gradient from dy.xh when hdy is.
@@ -131,10 +133,10 @@ static inline void sum_rows(float *restrict s1, float *restrict s2, bn_in_t in, 
                             const spk_bf16 *yh, int relu, const float *shift, const float *scale, int i0, int i1, int C,
                             int c0, int n, int rows) {
     const int hx = in.xh != NULL, grad = dy.x || dy.xh, ahead = rows_ahead(n, in_size(in));
-    // what the rows read: the input, dy, and the mask's source (yh where given, else y)
-    const void *xp = in_base(in), *dp = in_base(dy),
-               *mask = grad && relu ? (yh ? (const void *)yh : (const void *)y) : NULL;
-    const size_t xs = in_size(in), ds = in_size(dy), mask_size = yh ? sizeof *yh : sizeof *y;
+    // what the rows read: the input, dy, and the mask's source
+    const bn_in_t m = mask_of(y, yh);
+    const void *xp = in_base(in), *dp = in_base(dy), *mask = grad && relu ? in_base(m) : NULL;
+    const size_t xs = in_size(in), ds = in_size(dy), mask_size = in_size(m);
     for (int i = i0; i < i1; i++) {
         const size_t row = (size_t)i * C + c0, at = ahead_at(i, ahead, rows, C, c0);
         prefetch_span(xp, xs, at, n), prefetch_span(dp, ds, at, n), prefetch_span(mask, mask_size, at, n);
@@ -373,8 +375,9 @@ static void backward_apply(float *dx, spk_bf16 *dxh, float *dresidual, int accum
     SPK_ASSERT((!x.xh && !dy.xh) || !dx);  // (bf16 inputs come with the rounded input gradient)
     const bwd_row_t a = {dx, dxh, dresidual, dy, x, y, wr, mean, rstd, mdy, mdyx, yh};
     const int res = dresidual != NULL, ahead = rows_ahead(cn, in_size(x));
-    const void *dp = in_base(dy), *xp = in_base(x), *mask = relu ? (yh ? (const void *)yh : (const void *)y) : NULL;
-    const size_t ds = in_size(dy), xs = in_size(x), mask_size = yh ? sizeof *yh : sizeof *y;
+    const bn_in_t m = mask_of(y, yh);
+    const void *dp = in_base(dy), *xp = in_base(x), *mask = relu ? in_base(m) : NULL;
+    const size_t ds = in_size(dy), xs = in_size(x), mask_size = in_size(m);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const size_t r = (size_t)i * C + c0, at = ahead_at(i, ahead, N, C, c0);
