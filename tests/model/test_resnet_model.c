@@ -27,9 +27,15 @@ static int64_t encoder_params(const char *depth) {
     return n;
 }
 
-static model_t *small_at(const char *depth, const spk_backend_t *be, const char *precision) {
+// A small model's config: width 4, embedding 8.
+static model_config_t small_config(const char *depth) {
     model_config_t mc = model_config_defaults(depth);
     mc.channels = 4, mc.emb_dim = 8, mc.scale = 8;
+    return mc;
+}
+
+static model_t *small_at(const char *depth, const spk_backend_t *be, const char *precision) {
+    model_config_t mc = small_config(depth);
     snprintf(mc.precision, sizeof mc.precision, "%s", precision);
     return model_create(&mc, &(model_data_t){.feature_dim = 16, .num_classes = 5}, be);
 }
@@ -136,8 +142,8 @@ static void zero_residual_init(const char *depth, const char *last_bn, int block
                                .visual_dim = av ? 3 * 18 * 18 : 0,
                                .visual_ratio = av ? 4 : 0,
                                .visual_kind = av ? VISUAL_PICTURES : 0};
-    model_config_t mc = model_config_defaults(depth);
-    mc.channels = 4, mc.emb_dim = 8, mc.scale = 8, mc.face_channels = av ? 4 : 0;
+    model_config_t mc = small_config(depth);
+    mc.face_channels = av ? 4 : 0;
     model_t *plain = model_create(&mc, &data, &spk_backend_cpu);
     mc.zero_init_residual = 1;
     model_t *zero = model_create(&mc, &data, &spk_backend_cpu);
