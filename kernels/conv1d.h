@@ -38,8 +38,11 @@ void conv1d_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NUL
 
 // The world-size-invariant mode (kernels/backend.h). conv1d_forward_fixed: conv1d_forward with
 // each sample's GEMMs planned for one thread, so a sample's output depends on neither B nor the
-// thread count. conv1d_backward_exact: dx as conv1d_backward (computed the same way; += with
-// dx_accumulate, else =, the bits of adding to zeros), and dw,
+// thread count. conv1d_forward_grouped: the same for groups of `group` consecutive samples (B is
+// a multiple), a group's output depending on neither B nor the thread count (group 1: the
+// fixed forward; larger groups may fold a group's samples into one GEMM, and G is then part of
+// the result, as it is of the exact sums). conv1d_backward_exact: dx as conv1d_backward (computed the same way; += with
+// dx_accumulate, else =, the bits of adding to zeros; by the forward's chunks of groups), and dw,
 // dbias are exact sums (kernels/exact_sum.h) to which every group of `group` consecutive samples
 // (B is a multiple) adds its contribution as one term (dw: the group's GEMMs over time, summed in
 // order, by blocks set by the shapes; dbias: its samples' float sums over time), so they do not
@@ -49,6 +52,8 @@ void conv1d_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NUL
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
 void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
                           int K, int dilation, float *workspace);
+void conv1d_forward_grouped(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,
+                            int T, int K, int dilation, float *workspace, int group);
 void conv1d_backward_exact(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
                            int dx_accumulate,
                            float *dw_tmp,    // (Cout, Cin, K) scratch

@@ -128,6 +128,7 @@
     X(xsum_to_float)                        \
     X(xsum_rows_add)                        \
     X(spk_sgemm_batched_exact)              \
+    X(conv1d_forward_grouped)               \
     X(conv1d_backward_exact)                \
     X(conv2d_backward_exact)                \
     X(spk_gemm_bf16_batched_exact)          \

@@ -87,11 +87,15 @@ static int use_per_sample(const conv_operands_t *op, int Cin, int Cout, int K) {
 
 static size_t slot_bytes(int Cin, int T, int K) { return (size_t)Cin * K * T * sizeof(float); }
 
-// The folded schedule's part of the workspace: col (Cin*K, nc), an im2col or the float32
-// dcol, then (Cout, nc), the float32 GEMM output or the gathered dy operand.
-static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
-    const size_t nc = (size_t)conv_chunk_samples(B, T) * T;
+// A chunk of nc columns of the folded schedules: (CK, nc) for an im2col or the float32 dcol,
+// then (Cout, nc), the float32 GEMM output or the gathered dy operand.
+static size_t chunk_bytes(int Cin, int Cout, int K, size_t nc) {
     return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
+}
+
+// The folded schedule's part of the workspace: one chunk of conv_chunk_samples(B, T) samples.
+static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
+    return chunk_bytes(Cin, Cout, K, (size_t)conv_chunk_samples(B, T) * T);
 }
 
 // Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout) ]
@@ -135,6 +139,7 @@ typedef struct {
     const float *bias;
     int B, Cin, Cout, T, K, dilation;
     int nblocks, extent, by_rows;  // the weight gradient's blocks
+    int group;                     // the invariant mode's chunks of groups
 } sample_args_t;
 
 typedef void sample_body_fn(const sample_args_t *a, int i, char *slot);
@@ -147,19 +152,23 @@ static sample_args_t sample_args(const conv_operands_t *op, float *out, conv_ten
     return a;
 }
 
-// body(a, i, slot) for i < n on nt threads, slot the thread's (K > 1; NULL for K = 1); with
-// nt = 1 outside any parallel region: inside a region of one thread the GEMMs, which thread
-// themselves outside an active region, open nested teams, whose threads libgomp makes afresh
-// for each (ECAPA's embedding of single utterances on 2 threads made 2,820 threads and took
-// 9.1 s, against 2.3 s on one thread).
-static void per_sample_loop(int nt, int n, void *scratch, sample_body_fn *body, const sample_args_t *a) {
-    const size_t slot = a->K > 1 ? slot_bytes(a->Cin, a->T, a->K) : 0;
+// body(a, i, slot) for i < n on nt threads, slot the thread's `slot` bytes of scratch (NULL for
+// 0); with nt = 1 outside any parallel region: inside a region of one thread the GEMMs, which
+// thread themselves outside an active region, open nested teams, whose threads libgomp makes
+// afresh for each (ECAPA's embedding of single utterances on 2 threads made 2,820 threads and
+// took 9.1 s, against 2.3 s on one thread).
+static void item_loop(int nt, int n, void *scratch, size_t slot, sample_body_fn *body, const sample_args_t *a) {
     if (nt == 1) {
         for (int i = 0; i < n; i++) body(a, i, slot ? (char *)scratch : NULL);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int i = 0; i < n; i++) body(a, i, slot ? (char *)scratch + (size_t)omp_get_thread_num() * slot : NULL);
+}
+
+// The per-sample loops: a slot is an im2col of one sample (K > 1).
+static void per_sample_loop(int nt, int n, void *scratch, sample_body_fn *body, const sample_args_t *a) {
+    item_loop(nt, n, scratch, a->K > 1 ? slot_bytes(a->Cin, a->T, a->K) : 0, body, a);
 }
 
 // Sample b's output; col: its im2col (CK, T).
@@ -264,33 +273,49 @@ static void backward_per_sample(const conv_operands_t *op, float *dx, int dx_set
 
 // ---- folded schedule ------------------------------------------------------------------------
 
+// Samples b0 .. b0+nb of y with the batch folded into the GEMM's columns; chunk: chunk_bytes
+// for nb_max samples.
+static void forward_chunk(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
+                          int b0, int nb, int nb_max, int B, int Cin, int Cout, int T, int K, int dilation,
+                          char *chunk) {
+    const int nc = nb * T, CK = Cin * K;
+    void *col = chunk;                                                                 // (CK, nc)
+    float *yf = (float *)(chunk + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
+    const void *src = conv_row_at(x, b0, 0, op->elem);
+    int ld = (int)x.row;
+    if (K > 1 || !conv_is_folded(x, B, T)) {
+        conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
+        src = col;
+        ld = nc;
+    }
+    op->gemm('N', 'N', Cout, nc, CK, w, CK, src, ld, 0.0f, yf, nc);
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= CONV_PAR_MIN_COPY)
+    for (int bi = 0; bi < nb; bi++) {
+        for (int co = 0; co < Cout; co++) {
+            const float bv = bias ? bias[co] : 0.0f;
+            const float *s = yf + (size_t)co * nc + (size_t)bi * T;
+            float *dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
+#pragma omp simd
+            for (int t = 0; t < T; t++) dst[t] = s[t] + bv;
+        }
+    }
+}
+
+// dx of samples b0 .. b0+nb from their folded dy (Cout, nb*T) at dyf (leading dimension lddy):
+// dcol = W^T dyf, folded back; dcol (CK, nb*T) float32.
+static void input_grad_chunk(const conv_operands_t *op, float *dx, int dx_set, const void *dyf, int lddy, const void *w,
+                             int b0, int nb, int Cin, int Cout, int T, int K, int dilation, float *dcol) {
+    const int CK = Cin * K, nc = nb * T;
+    op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, dcol, nc);
+    conv_col2im_add(dx, dcol, nc, b0, nb, Cin, T, K, dilation, dx_set);
+}
+
 static void forward_folded(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                            int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     const int nb_max = conv_chunk_samples(B, T);
-    const int CK = Cin * K;
     for (int b0 = 0; b0 < B; b0 += nb_max) {
         const int nb = B - b0 < nb_max ? B - b0 : nb_max;
-        const int nc = nb * T;
-        void *col = scratch;                                                                         // (CK, nc)
-        float *yf = (float *)((char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
-        const void *src = conv_row_at(x, b0, 0, op->elem);
-        int ld = (int)x.row;
-        if (K > 1 || !conv_is_folded(x, B, T)) {
-            conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, op->elem);
-            src = col;
-            ld = nc;
-        }
-        op->gemm('N', 'N', Cout, nc, CK, w, CK, src, ld, 0.0f, yf, nc);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)Cout * nc >= CONV_PAR_MIN_COPY)
-        for (int bi = 0; bi < nb; bi++) {
-            for (int co = 0; co < Cout; co++) {
-                const float bv = bias ? bias[co] : 0.0f;
-                const float *s = yf + (size_t)co * nc + (size_t)bi * T;
-                float *dst = y + ((size_t)(b0 + bi) * Cout + co) * T;
-#pragma omp simd
-                for (int t = 0; t < T; t++) dst[t] = s[t] + bv;
-            }
-        }
+        forward_chunk(op, y, x, w, bias, b0, nb, nb_max, B, Cin, Cout, T, K, dilation, scratch);
     }
 }
 
@@ -325,10 +350,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
             }
             op->gemm('N', 'T', Cout, CK, nc, dyf, lddy, src, ld, 1.0f, dw, CK);
         }
-        if (dx) {
-            op->gemm('T', 'N', CK, nc, Cout, w, CK, dyf, lddy, 0.0f, (float *)col, nc);
-            conv_col2im_add(dx, (float *)col, nc, b0, nb, Cin, T, K, dilation, dx_set);
-        }
+        if (dx) input_grad_chunk(op, dx, dx_set, dyf, lddy, w, b0, nb, Cin, Cout, T, K, dilation, (float *)col);
     }
 }
 
@@ -395,10 +417,100 @@ void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
 
+// Groups of G > 1 on float32 layers whose weights exceed L2 (which the default runs folded): the
+// forward and the input gradient fold each group's samples into the GEMMs' columns too, in
+// chunks of conv_chunk_samples(G, T) samples (the group-folded weight gradient's below), one
+// GEMM per chunk planned for one thread, threads taking whole chunks. The chunks and their
+// GEMMs' shapes depend on G, T and the layer only. A 1536 x 1536 GEMM over a chunk of 8
+// samples measured 46 ms on one thread, against 61 ms as 8 GEMMs of one sample (which pack the
+// weights 8 times) and 55 ms as 6 blocks of 256 rows (which pack the chunk 6 times), so the
+// chunks are not cut further for more threads. bf16 layers keep their GEMMs of one sample: with
+// every bf16 layer folded so, ECAPA C=512's invariant step took 5% longer (the copies into
+// chunks cost more than the native bf16 GEMMs gained), and with the large ones alone it did
+// not change.
+static int fixed_folds(const conv_operands_t *op, int Cin, int Cout, int K, int group) {
+    return group > 1 && op->elem == sizeof(float) && big_weight(Cin, Cout, K);
+}
+
+// Chunks in flight at once, each in a slot of the workspace: as many as the process has cores
+// (a constant, unlike the thread count, which regions of one thread lower; the calls use at
+// most this many threads), up to FIXED_MAX_CHUNKS to hold memory down.
+#define FIXED_MAX_CHUNKS 4
+
+static int fixed_chunk_slots(int B) {
+    int n = omp_get_num_procs();
+    n = n < FIXED_MAX_CHUNKS ? n : FIXED_MAX_CHUNKS;
+    return n < B ? n : B;
+}
+
+static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
+    return round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
+}
+
+static size_t fixed_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
+    const size_t plain = conv_schedule_bytes(op, B, Cin, Cout, T, K, dilation);
+    if (!fixed_folds(op, Cin, Cout, K, 2)) return plain;
+    const size_t chunks = (size_t)fixed_chunk_slots(B) * fixed_slot_bytes(B, Cin, Cout, T, K);
+    return chunks > plain ? chunks : plain;
+}
+
+// Chunk i of the call's groups: its first sample and its samples.
+static void group_chunk(const sample_args_t *a, int i, int *b0, int *nb) {
+    const int per = conv_chunk_samples(a->group, a->T), n = (a->group + per - 1) / per;
+    const int j = i % n;
+    *b0 = i / n * a->group + j * per;
+    *nb = a->group - j * per < per ? a->group - j * per : per;
+}
+
+static int group_chunks(int B, int group, int T) {
+    const int per = conv_chunk_samples(group, T);
+    return B / group * ((group + per - 1) / per);
+}
+
+static int fixed_chunk_threads(int B, int Cin, int Cout, int T, int K, int nchunks) {
+    int nt = omp_get_max_threads();
+    if (nt > fixed_chunk_slots(B)) nt = fixed_chunk_slots(B);
+    if (nt > nchunks) nt = nchunks;
+    if ((double)B * Cin * K * Cout * T < PAR_MIN_FLOPS) nt = 1;
+    return nt;
+}
+
+static void forward_group_chunk(const sample_args_t *a, int i, char *chunk) {
+    int b0, nb;
+    group_chunk(a, i, &b0, &nb);
+    forward_chunk(a->op, a->out, a->in, a->w, a->bias, b0, nb, conv_chunk_samples(a->B, a->T), a->B, a->Cin, a->Cout,
+                  a->T, a->K, a->dilation, chunk);
+}
+
+static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
+    int b0, nb;
+    group_chunk(a, i, &b0, &nb);
+    const size_t nc_max = (size_t)conv_chunk_samples(a->B, a->T) * a->T, nc = (size_t)nb * a->T;
+    char *dyf = chunk + round_up((size_t)a->Cin * a->K * nc_max * sizeof(float));  // (Cout, nc)
+    conv_fold_rows(dyf, a->in, b0, nb, a->Cout, a->T, a->op->elem);
+    input_grad_chunk(a->op, a->out, a->dx_set, dyf, (int)nc, a->w, b0, nb, a->Cin, a->Cout, a->T, a->K, a->dilation,
+                     (float *)chunk);
+}
+
+// y, or dx from dy, by the chunks of the groups.
+static void by_group_chunks(sample_body_fn *body, sample_args_t *a, int group, void *scratch) {
+    a->group = group;
+    const int n = group_chunks(a->B, group, a->T);
+    const int nt = fixed_chunk_threads(a->B, a->Cin, a->Cout, a->T, a->K, n);
+    item_loop(nt, n, scratch, fixed_slot_bytes(a->B, a->Cin, a->Cout, a->T, a->K), body, a);
+}
+
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
-                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
+                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    if (!fixed_folds(op, Cin, Cout, K, group)) {
+        forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
+        return;
+    }
+    sample_args_t a = sample_args(op, y, x, w, B, Cin, Cout, T, K, dilation);
+    a.bias = bias;
+    by_group_chunks(forward_group_chunk, &a, group, scratch);
 }
 
 // The exact weight gradient of samples one by one (groups of 1), by blocks of output channels x
@@ -528,7 +640,13 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_a
                                   int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
-    if (dx) input_grad_per_sample(op, dx, !dx_accumulate, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    if (dx && fixed_folds(op, Cin, Cout, K, group)) {
+        sample_args_t a = sample_args(op, dx, dy, w, B, Cin, Cout, T, K, dilation);
+        a.dx_set = !dx_accumulate;
+        by_group_chunks(input_grad_group_chunk, &a, group, scratch);
+    } else if (dx) {
+        input_grad_per_sample(op, dx, !dx_accumulate, dy, w, B, Cin, Cout, T, K, dilation, scratch);
+    }
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         const int nt = per_sample_threads(B, Cin, Cout, T, K);
@@ -541,13 +659,20 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_a
 }
 
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
-    return conv1d_workspace_floats(B, Cin, Cout, T, K, dilation);
+    const size_t bytes = fixed_schedule_bytes(&conv_operands_f32_fixed, B, Cin, Cout, T, K, dilation);
+    return (bytes + sizeof(float) - 1) / sizeof(float);
+}
+
+void conv1d_forward_grouped(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout,
+                            int T, int K, int dilation, float *workspace, int group) {
+    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
+    conv_schedule_forward_fixed(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace,
+                                group);
 }
 
 void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
                           int K, int dilation, float *workspace) {
-    const conv_tensor_t xt = {x, (size_t)Cin * T, (size_t)T};
-    conv_schedule_forward_fixed(&conv_operands_f32_fixed, y, xt, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+    conv1d_forward_grouped(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, 1);
 }
 
 void conv1d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,

@@ -83,7 +83,7 @@ void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     if (x) bf16_from_f32(xh, x, (size_t)B * Cin * T);
     conv_schedule_forward_fixed(&operands_fixed, y, per_sample(xh, Cin, T), w, bias, B, Cin, Cout, T, K, dilation,
-                                workspace);
+                                workspace, 1);
 }
 
 void conv1d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,

@@ -41,14 +41,16 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
                             conv_tensor_t x, const void *w, int B, int Cin, int Cout, int T, int K, int dilation,
                             void *scratch);
 
-// The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_fixed and
+// The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_grouped and
 // conv1d_backward_exact, over op's operands; op's GEMMs planned for one thread): the forward
-// and the input gradient sample by sample, the weight gradient in blocks set by the shapes,
-// each group of `group` samples one term of the exact sums dw; dbias from dy_f32, the float32
-// output gradient (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with
-// the strides of one sample whatever B is.
+// and the input gradient sample by sample, or, for groups of `group` > 1 samples on float32
+// layers whose weights exceed L2, by chunks of each group's samples folded together; the weight gradient in blocks set by the shapes,
+// each group one term of the exact sums dw; dbias from dy_f32, the float32 output gradient
+// (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with the strides of
+// one sample whatever B is. Scratch: conv1d_workspace_floats_fixed's (float32 operands), else
+// conv_schedule_bytes.
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
-                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch);
+                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group);
 void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw,
                                   xsum_t dbias, const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w,
                                   int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group);

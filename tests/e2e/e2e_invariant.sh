@@ -6,7 +6,8 @@
 # 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
 # changes nothing; a global batch of 160, whose sums exceed the exchange's one word and are partly
 # redone in full, is the same on 1 and 2 ranks; groups of 2 samples per exact term
-# (--invariant-group) agree on 1, 2 and 8 ranks. The linear model, ecapa-av, resnet34 and campplus
+# (--invariant-group) agree on 1, 2 and 8 ranks, and at C=512 (a layer past L2, folded in
+# groups) on 1 and 2 ranks and 2 threads. The linear model, ecapa-av, resnet34 and campplus
 # on 1, 2 and 4 ranks likewise. With a plain float
 # allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
 # rank: the comparison can fail. Micro-batches (--grad-accum 2): bitwise on 1, 2 and 4 ranks.
@@ -74,6 +75,18 @@ for k in 2 8; do
     same g1/ckpt-000000000003.h5 g$k/ckpt-000000000003.h5 "ecapa, groups of 2: $k ranks == 1 rank (bitwise)"
 done
 expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
+# At C=512 the 1536 x 1536 layer's weights exceed L2: in groups its forward and input gradient
+# fold each group's samples into one GEMM (threads take whole groups). 1 rank, 2 ranks and 1
+# rank of 2 threads alike.
+wide=${ecapa/--channels 64/--channels 512}
+for k in 1 2; do
+    run $k $SPKDDP train $wide --invariant-group 8 --epochs 1 --max-steps 2 --ckpt-dir w$k >/dev/null 2>&1 \
+        || fail "C=512, groups of 8 on $k ranks"
+done
+SPKDDP_THREADS=2 run 1 $SPKDDP train $wide --invariant-group 8 --epochs 1 --max-steps 2 --ckpt-dir wt >/dev/null 2>&1 \
+    || fail "C=512, groups of 8 on 2 threads"
+same w1/ckpt-000000000002.h5 w2/ckpt-000000000002.h5 "ecapa C=512, groups of 8: 2 ranks == 1 rank (bitwise)"
+same w1/ckpt-000000000002.h5 wt/ckpt-000000000002.h5 "ecapa C=512, groups of 8: 2 threads == 1 thread (bitwise)"
 # A resume leaving the mode would not continue the checkpoint's trajectory: refused.
 plain=${ecapa/--invariant /}
 expect_error 4 "written with --invariant 1, this run has --invariant 0" -- \

@@ -142,7 +142,7 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     snprintf(tag, sizeof tag, "B%d Cin%d Cout%d T%d K%d d%d group %d", B, Cin, Cout, T, K, d, group);
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
-    float *ws = alloc_f(conv1d_workspace_floats(B, Cin, Cout, T, K, d));
+    float *ws = alloc_f(conv1d_workspace_floats_fixed(B, Cin, Cout, T, K, d));  // >= the default's
     float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *y = alloc_f(ny);
     int before = with_threads(2);
     conv1d_forward_fixed(y2, x, w, bias, B, Cin, Cout, T, K, d, ws);
@@ -154,6 +154,18 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
                cname("conv1d_forward_fixed %s: a sample alone == in the batch", tag));
     conv1d_forward(y, x, w, bias, B, Cin, Cout, T, K, d, ws);
     check_close(cname("conv1d_forward_fixed %s vs conv1d_forward", tag), y2, y, ny, 1e-5, 1e-4);
+    if (group > 1) {  // the batch's groups on 2 threads == each group alone on 1
+        before = with_threads(2);
+        conv1d_forward_grouped(y2, x, w, bias, B, Cin, Cout, T, K, d, ws, group);
+        with_threads(1);
+        for (int b = 0; b < B; b += group)
+            conv1d_forward_grouped(y1 + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, group, Cin, Cout, T, K,
+                                   d, ws, group);
+        with_threads(before);
+        check_true(memcmp(y1, y2, sizeof(float) * ny) == 0,
+                   cname("conv1d_forward_grouped %s: a group alone == in the batch", tag));
+        check_close(cname("conv1d_forward_grouped %s vs conv1d_forward", tag), y2, y, ny, 1e-5, 1e-4);
+    }
 
     conv_call_t c = conv_call(&spk_backend_cpu, gy, x, w, B, Cin, Cout, T, K, d, ws);
     c.group = group;
@@ -176,6 +188,11 @@ static void cpu_checks(void) {
     invariant_case(4, 200, 300, 12, 3, 1, 2);   // 3 x 3 blocks of the exact weight gradient
     invariant_case(4, 280, 520, 6, 3, 1, 2);    // 2 x 2 blocks of a group's folded weight gradient
     invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
+    // >= 2^20 weights in groups: the forward and the input gradient by chunks of each group (one
+    // chunk a group; then chunks of 2 and 1 samples, which hold about 2048 columns)
+    invariant_case(4, 1024, 1024, 24, 1, 1, 2);
+    invariant_case(4, 512, 683, 16, 3, 1, 2);
+    invariant_case(6, 1024, 1024, 1100, 1, 1, 3);
     run_all();
     spk_gemm_set_backend(g_default_backend);
     conv1d_set_algo(CONV1D_AUTO);

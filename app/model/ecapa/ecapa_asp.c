@@ -108,11 +108,7 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     }
     tdnn_post_forward(&a->tdnn, m, B, T, train);
     K->tanh_forward(a->attn_t, a->tdnn.y, (size_t)B * T * A);
-    if (m->bf16)
-        K->conv1d_bf16_forward(a->attn_w, a->attn_th, a->attn_t, m->params_bf16 + a->conv_w, p + a->conv_b, B, A, C, T,
-                               1, 1, work);
-    else
-        K->conv1d_forward(a->attn_w, a->attn_t, p + a->conv_w, p + a->conv_b, B, A, C, T, 1, 1, work);
+    model_conv1d_forward(m, a->attn_w, a->attn_th, a->attn_t, a->conv_w, a->conv_b, B, A, C, T, 1, 1, train, work);
     K->softmax_time_forward(a->attn_w, a->attn_w, B, C, T);
     K->weighted_stats_forward(pooled, pooled + C, h, a->attn_w, B, C, T, ld, STATS_EPS);
 }

@@ -58,12 +58,7 @@ size_t tdnn_work_floats(const tdnn_t *l, const model_t *m, int B, int T) {
 }
 
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work) {
-    const float *p = m->params;
-    if (m->bf16)
-        m->be->conv1d_bf16_forward(l->a, l->xh, x, m->params_bf16 + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil,
-                                   work);
-    else
-        m->be->conv1d_forward(l->a, x, p + l->w, p + l->b, B, l->cin, l->cout, T, l->k, l->dil, work);
+    model_conv1d_forward(m, l->a, l->xh, x, l->w, l->b, B, l->cin, l->cout, T, l->k, l->dil, train, work);
     tdnn_post_forward(l, m, B, T, train);
 }
 

@@ -11,6 +11,19 @@
 
 static xsum_t xgrad(const model_t *m, int64_t off) { return off < 0 ? xsum_none() : xsum_at(m->xgrads, off); }
 
+void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
+                          int Cout, int T, int K, int dilation, int train, float *work) {
+    const spk_backend_t *be = m->be;
+    const float *bias = b < 0 ? NULL : m->params + b;
+    const int group = m->invariant && train ? m->group : 0;
+    if (m->bf16)
+        be->conv1d_bf16_forward(y, xh, x, m->params_bf16 + w, bias, B, Cin, Cout, T, K, dilation, work);
+    else if (group)
+        be->conv1d_forward_grouped(y, x, m->params + w, bias, B, Cin, Cout, T, K, dilation, work, group);
+    else
+        be->conv1d_forward(y, x, m->params + w, bias, B, Cin, Cout, T, K, dilation, work);
+}
+
 void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
                            const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation,
                            float *work) {

@@ -10,6 +10,12 @@
 
 #include <stdint.h>
 
+// Conv1d y = conv(x, W at w) + bias at b (b < 0: none); bf16 models round x into xh first. In
+// the invariant mode's float32 training the samples go in groups of m->group
+// (conv1d_forward_grouped: large layers fold each group's samples), else through the backend's
+// forward (the invariant twin's: sample by sample, for any B).
+void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
+                          int Cout, int T, int K, int dilation, int train, float *work);
 // Conv1d weight and bias gradients (b < 0: none) and dx += (dx_accumulate) or = : bf16 models on
 // the forward's rounded input xh (x unused), the invariant mode as exact sums, else
 // conv1d_backward.
