@@ -41,8 +41,9 @@ void conv1d_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NUL
 // thread count. conv1d_forward_grouped: the same for groups of `group` consecutive samples (B is
 // a multiple), a group's output depending on neither B nor the thread count (group 1: the
 // fixed forward; larger groups may fold a group's samples into one GEMM, and G is then part of
-// the result, as it is of the exact sums). conv1d_backward_exact: dx as conv1d_backward (computed the same way; += with
-// dx_accumulate, else =, the bits of adding to zeros; by the forward's chunks of groups), and dw,
+// the result, as it is of the exact sums). conv1d_backward_exact: dx as conv1d_backward
+// (computed the same way, by the grouped forward's chunks; += with dx_accumulate, else =, the
+// bits of adding to zeros), and dw,
 // dbias are exact sums (kernels/exact_sum.h) to which every group of `group` consecutive samples
 // (B is a multiple) adds its contribution as one term (dw: the group's GEMMs over time, summed in
 // order, by blocks set by the shapes; dbias: its samples' float sums over time), so they do not

@@ -44,9 +44,9 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
 // The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_grouped and
 // conv1d_backward_exact, over op's operands; op's GEMMs planned for one thread): the forward
 // and the input gradient sample by sample, or, for groups of `group` > 1 samples on float32
-// layers whose weights exceed L2, by chunks of each group's samples folded together; the weight gradient in blocks set by the shapes,
-// each group one term of the exact sums dw; dbias from dy_f32, the float32 output gradient
-// (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with the strides of
+// layers whose weights exceed L2, by chunks of each group's samples folded together; the
+// weight gradient in blocks set by the shapes, each group one term of the exact sums dw; dbias
+// from dy_f32, the float32 output gradient (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with the strides of
 // one sample whatever B is. Scratch: conv1d_workspace_floats_fixed's (float32 operands), else
 // conv_schedule_bytes.
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
