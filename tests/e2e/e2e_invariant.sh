@@ -76,7 +76,7 @@ for k in 2 8; do
 done
 expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
 # At C=512 the 1536 x 1536 layer's weights exceed L2: in groups its forward and input gradient
-# fold each group's samples into one GEMM (threads take whole groups). 1 rank, 2 ranks and 1
+# fold each group's samples into one GEMM (threads take whole chunks). 1 rank, 2 ranks and 1
 # rank of 2 threads alike.
 wide=${ecapa/--channels 64/--channels 512}
 for k in 1 2; do
