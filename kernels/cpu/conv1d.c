@@ -93,6 +93,11 @@ static size_t chunk_bytes(int Cin, int Cout, int K, size_t nc) {
     return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
 }
 
+// The (Cout, nc) part of a chunk laid out for nc columns.
+static char *chunk_second(void *chunk, int Cin, int K, size_t nc) {
+    return (char *)chunk + round_up((size_t)Cin * K * nc * sizeof(float));
+}
+
 // The folded schedule's part of the workspace: one chunk of conv_chunk_samples(B, T) samples.
 static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
     return chunk_bytes(Cin, Cout, K, (size_t)conv_chunk_samples(B, T) * T);
@@ -279,8 +284,8 @@ static void forward_chunk(const conv_operands_t *op, float *y, conv_tensor_t x, 
                           int b0, int nb, int nb_max, int B, int Cin, int Cout, int T, int K, int dilation,
                           char *chunk) {
     const int nc = nb * T, CK = Cin * K;
-    void *col = chunk;                                                                 // (CK, nc)
-    float *yf = (float *)(chunk + round_up((size_t)CK * nb_max * T * sizeof(float)));  // (Cout, nc)
+    void *col = chunk;                                                     // (CK, nc)
+    float *yf = (float *)chunk_second(chunk, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
     const void *src = conv_row_at(x, b0, 0, op->elem);
     int ld = (int)x.row;
     if (K > 1 || !conv_is_folded(x, B, T)) {
@@ -335,7 +340,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
         const void *dyf = conv_row_at(dy, b0, 0, e);  // (Cout, nc)
         int lddy = (int)dy.row;
         if (!dy_in_place) {
-            char *copy = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));
+            char *copy = chunk_second(scratch, Cin, K, (size_t)nb_max * T);
             conv_fold_rows(copy, dy, b0, nb, Cout, T, e);
             dyf = copy;
             lddy = nc;
@@ -428,8 +433,12 @@ void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
 // every bf16 layer folded so, ECAPA C=512's invariant step took 5% longer (the copies into
 // chunks cost more than the native bf16 GEMMs gained), and with the large ones alone it did
 // not change.
+static int layer_folds(const conv_operands_t *op, int Cin, int Cout, int K) {
+    return op->elem == sizeof(float) && big_weight(Cin, Cout, K);
+}
+
 static int fixed_folds(const conv_operands_t *op, int Cin, int Cout, int K, int group) {
-    return group > 1 && op->elem == sizeof(float) && big_weight(Cin, Cout, K);
+    return group > 1 && layer_folds(op, Cin, Cout, K);
 }
 
 // Chunks in flight at once, each in a slot of the workspace: as many as the process has cores
@@ -449,7 +458,7 @@ static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
 
 static size_t fixed_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
     const size_t plain = conv_schedule_bytes(op, B, Cin, Cout, T, K, dilation);
-    if (!fixed_folds(op, Cin, Cout, K, 2)) return plain;
+    if (!layer_folds(op, Cin, Cout, K)) return plain;
     const size_t chunks = (size_t)fixed_chunk_slots(B) * fixed_slot_bytes(B, Cin, Cout, T, K);
     return chunks > plain ? chunks : plain;
 }
@@ -486,7 +495,7 @@ static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
     int b0, nb;
     group_chunk(a, i, &b0, &nb);
     const size_t nc_max = (size_t)conv_chunk_samples(a->B, a->T) * a->T, nc = (size_t)nb * a->T;
-    char *dyf = chunk + round_up((size_t)a->Cin * a->K * nc_max * sizeof(float));  // (Cout, nc)
+    char *dyf = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
     conv_fold_rows(dyf, a->in, b0, nb, a->Cout, a->T, a->op->elem);
     input_grad_chunk(a->op, a->out, a->dx_set, dyf, (int)nc, a->w, b0, nb, a->Cin, a->Cout, a->T, a->K, a->dilation,
                      (float *)chunk);
@@ -586,8 +595,8 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
     const size_t e = op->elem;
     const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
     SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
-    char *col = scratch;                                                              // (CK, nc)
-    char *dyf = (char *)scratch + round_up((size_t)CK * nb_max * T * sizeof(float));  // (Cout, nc)
+    char *col = scratch;                                            // (CK, nc)
+    char *dyf = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
     for (int g0 = 0; g0 < B; g0 += group) {
         if (in_place) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
