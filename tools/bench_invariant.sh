@@ -11,7 +11,8 @@
 #   e.g. tools/bench_invariant.sh build 2 3 6 -- --batch 16            # ECAPA C=512, T=200
 #        tools/bench_invariant.sh build 2 3 6 -- --batch 16 --channels 64
 # Modes: default, --invariant, --invariant --invariant-group 4 and 16 (16: the whole per-rank
-# batch of 16, which allows 1 or 2 ranks only).
+# batch of 16, which allows 1 or 2 ranks only), and groups of 16 with BatchNorm by groups
+# (--invariant-bn group: each rank's batch of 16 normalised as the default mode does).
 set -euo pipefail
 build=$(cd "${1:?usage: tools/bench_invariant.sh BUILD_DIR [NP] [REPS] [STEPS] -- [bench flags]}" && pwd)
 np=${2:-2}
@@ -21,7 +22,8 @@ shift $(($# < 4 ? $# : 4))
 [ "${1:-}" = "--" ] && shift
 spkddp=$build/app/spkddp
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-modes=("" "--invariant" "--invariant --invariant-group 4" "--invariant --invariant-group 16")
+modes=("" "--invariant" "--invariant --invariant-group 4" "--invariant --invariant-group 16"
+    "--invariant --invariant-group 16 --invariant-bn group")
 declare -A sps cpu mb
 load0=$(cut -d' ' -f1 /proc/loadavg)
 
@@ -49,8 +51,8 @@ spread() {
         printf f " (" f "-" f ")", a[int((NR + 1) / 2)], a[1], a[NR] }'
 }
 echo "spkddp bench --device cpu $* on $np ranks, $(nproc) cores, load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end, $reps runs each:"
-printf "%-34s %22s %22s %8s\n" mode "samples/s" "CPU s/step" MB/step
+printf "%-54s %22s %22s %8s\n" mode "samples/s" "CPU s/step" MB/step
 for i in "${!modes[@]}"; do
-    printf "%-34s %22s %22s %8s\n" "${modes[$i]:-default}" "$(spread %.2f <<<"${sps[$i]}")" \
+    printf "%-54s %22s %22s %8s\n" "${modes[$i]:-default}" "$(spread %.2f <<<"${sps[$i]}")" \
         "$(spread %.3f <<<"${cpu[$i]}")" "${mb[$i]:--}"
 done

@@ -48,6 +48,7 @@ static const opt_t rows[] = {
     OPT_NUMBER(bench_opts_t, model.head_sample, "head-sample", 0, 1,
                "--head sharded: the fraction of the other classes each step scores (Partial FC)"),
     OPT_INVARIANT_GROUP(bench_opts_t, model.invariant_group),
+    OPT_INVARIANT_BN(bench_opts_t, model.invariant_bn),
     OPT_INTEGER(bench_opts_t, model.growth_rate, "growth-rate", 1, 1024, "campplus: growth rate (default 32)"),
     OPT_INTEGER(bench_opts_t, model.bn_size, "bn-size", 1, 64, "campplus: bottleneck in growth-rate widths (4)"),
     OPT_SWITCH(bench_opts_t, model.recompute, "recompute", "campplus: recompute the dense layers' inputs"),
@@ -125,6 +126,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
         }
         model_zero_grads(m);
         m->step_key = s;
+        m->batch_offset = (int64_t)comm->rank * b->n;  // (the invariant mode's contiguous slices)
         grad_sync_begin(&gs, m);
         m->ops->train_step(m, b);
         grad_sync_finish(&gs);
@@ -159,7 +161,9 @@ static void report(const comm_t *comm, const bench_opts_t *o, const spk_backend_
     const model_config_t resolved = model_config_resolve(&o->model), *mc = &resolved;
     printf0("bench: %s C=%lld batch %d x %d ranks, T=%lld, F=%lld, %s %s%s", mc->name, (long long)mc->channels,
             (int)o->batch, comm->size, (long long)mc->frames, (long long)o->feat, be->name, mc->precision,
-            mc->invariant ? " invariant" : "");
+            !mc->invariant                           ? ""
+            : strcmp(mc->invariant_bn, "group") == 0 ? " invariant, BatchNorm by groups"
+                                                     : " invariant");
     if (be == &spk_backend_cpu) printf0(" %d threads/rank", comm->threads);
     if (strcmp(mc->loss, "aam") != 0)
         printf0(", loss %s (%s negatives, groups of %lld)", mc->loss, o->negatives, (long long)mc->per_speaker);
@@ -220,6 +224,10 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     m->batch_comm = &hc.ops;
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
+                     m->min_batch);
+    if (m->bn_by_group && m->group < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "bench: --invariant-bn group needs --invariant-group %d or more (BatchNorm over it)",
                      m->min_batch);
     const int contrastive = strcmp(o.model.loss, "aam") != 0;
     if (contrastive && (o.batch % o.model.per_speaker != 0 || strcmp(o.model.name, "linear") == 0 ||

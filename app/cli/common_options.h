@@ -29,6 +29,11 @@
     OPT_INTEGER(T, field, "invariant-group", 1, 1e6,                                                            \
                 "--invariant: consecutive samples summed in float before their exact sum (faster; must divide " \
                 "the per-rank batch of every world size the run uses; part of the result)")
+#define OPT_INVARIANT_BN(T, field)                                                                                \
+    OPT_CHOICE(T, field, "invariant-bn", "global|group",                                                          \
+               "--invariant: BatchNorm's statistics over the global batch (synchronized, two exchanges a layer) " \
+               "or over each --invariant-group of samples (no exchange; a group as large as the per-rank batch "  \
+               "normalises as PyTorch DDP does; running statistics from the global batch's first group)")
 // --model NAME: a row of the model registry (app/model/registry.h).
 #define OPT_MODEL(T, field, help)       OPT_CHOICE_OF(T, field, "model", model_family_choices, help)
 #define OPT_MODEL_AUDIO(T, field, help) OPT_CHOICE_OF(T, field, "model", model_family_choices_audio, help)

@@ -112,6 +112,7 @@ static const opt_t rows[] = {
                "AAM-softmax head)"),
     OPT_INVARIANT(train_config_t, model.invariant),
     OPT_INVARIANT_GROUP(train_config_t, model.invariant_group),
+    OPT_INVARIANT_BN(train_config_t, model.invariant_bn),
     OPT_PRECISION(train_config_t, model.precision),
     OPT_CHOICE(train_config_t, head, "head", "replicated|sharded",
                "the AAM-softmax classifier whole on every rank, or its classes split across the ranks (for 100k+ "

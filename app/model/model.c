@@ -28,6 +28,7 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     m->bf16 = strcmp(cfg->precision, "bf16") == 0;
     m->invariant = cfg->invariant;
     m->group = cfg->invariant && cfg->invariant_group > 1 ? (int)cfg->invariant_group : 1;
+    m->bn_by_group = cfg->invariant && strcmp(cfg->invariant_bn, "group") == 0;
     m->be = cfg->invariant ? spk_backend_invariant(be) : be;
     m->feature_dim = data->feature_dim;
     m->num_classes = data->num_classes;
@@ -39,6 +40,12 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     m->staging = be->staging_create();
     const model_family_t *f = model_family_find(cfg->name);
     if (!f) spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
+    // (CAM++'s dense blocks share each BatchNorm's sums between their layers, and the DINO head
+    // has its own BatchNorm: both over the global batch only.)
+    if (m->bn_by_group && (strncmp(cfg->name, "campplus", 8) == 0 || strcmp(cfg->loss, "dino") == 0))
+        spk_fail_all(
+            SPK_EXIT_USAGE, "--invariant-bn group: %s normalises over the global batch only; use --invariant-bn global",
+            strcmp(cfg->loss, "dino") == 0 ? "--loss dino's projection head" : "CAM++'s dense blocks' BatchNorm");
     select_conv_algorithm(cfg);
     f->build(m, cfg, data);
     if (cfg->zero_init_residual && !m->residual_zeroed)

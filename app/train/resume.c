@@ -19,7 +19,7 @@ static int matters(const char *key, const train_config_t *c) {
         const model_family_t *f = model_family_find(c->model.name);
         return !f || f->frames > 0;
     }
-    if (strcmp(key, "invariant-group") == 0) return c->model.invariant;
+    if (strcmp(key, "invariant-group") == 0 || strcmp(key, "invariant-bn") == 0) return c->model.invariant;
     return 1;
 }
 

@@ -40,6 +40,7 @@ const char *const resume_trajectory[] = {
     "spec-freq-width",
     "invariant",
     "invariant-group",
+    "invariant-bn",
     "grad-accum",
     "clip-grad-norm",
     "precision",

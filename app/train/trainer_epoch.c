@@ -85,7 +85,7 @@ double trainer_replica_divergence(trainer_t *t) {
     const model_t *m = t->model;
     const int64_t own = t->sliced ? t->shard.own : 0;  // a slice of the head is each rank's own
     double d = comm_divergence(t->comm, m->host_params + own, m->table.total - own, t->scratch);
-    if (m->invariant) {
+    if (model_state_shared(m)) {
         const double ds = comm_divergence(t->comm, m->host_state, m->state_table.total, t->scratch);
         if (!(ds <= d)) d = ds;
     }
@@ -106,7 +106,7 @@ static epoch_summary_t summarise_epoch(trainer_t *t) {
     memory_peaks(t->comm, t->be, &s.rss_mib, &s.device_mib);
     s.divergence = trainer_replica_divergence(t);
     if (t->has_val) {
-        if (!m->invariant) {  // rank 0's running stats rule
+        if (!model_state_shared(m)) {  // rank 0's running stats rule
             comm_bcast(t->comm, m->host_state, m->state_table.total, MPI_FLOAT, 0);
             model_upload(m);
         }

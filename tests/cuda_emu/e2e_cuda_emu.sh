@@ -12,7 +12,8 @@
 #     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
 #     (exact sums through MPI on the host) end bitwise equal; the sharded head (exact sums over
 #     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
-#     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise;
+#     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise; and
+#     ECAPA and ResNet34 with BatchNorm by groups (--invariant-bn group) likewise;
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
 #     mode 1 rank and 2 GPUs bitwise alike;
@@ -112,6 +113,16 @@ r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epoch
 gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }
 gpus 2 reverse run 2 $SPKDDP train $r34 --ckpt-dir r34_2 >log_r34_2 2>&1 || { cat log_r34_2; fail "invariant resnet34: two GPUs"; }
 same r34_1/$ckpt r34_2/$ckpt 0 "invariant resnet34, groups of 2: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+# BatchNorm by groups (no exchange; the first group's running statistics): 1-D and 2-D.
+gbn="--max-steps 2 --device cuda --invariant --invariant-group 2 --invariant-bn group"
+gpus 1 forward run 1 $SPKDDP train $common $gbn --ckpt-dir gbn1 >log_gbn1 2>&1 || { cat log_gbn1; fail "BatchNorm by groups: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $common $gbn --ckpt-dir gbn2 >log_gbn2 2>&1 || { cat log_gbn2; fail "BatchNorm by groups: two GPUs"; }
+same gbn1/$ckpt gbn2/$ckpt 0 "invariant, BatchNorm by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
+gpus 2 reverse run 2 $SPKDDP train $r34 --invariant-bn group --ckpt-dir r34_g2 >log_r34_g2 2>&1 ||
+    { cat log_r34_g2; fail "resnet34, BatchNorm2d by groups: two GPUs"; }
+gpus 1 forward run 1 $SPKDDP train $r34 --invariant-bn group --ckpt-dir r34_g1 >log_r34_g1 2>&1 ||
+    { cat log_r34_g1; fail "resnet34, BatchNorm2d by groups: one rank"; }
+same r34_g1/$ckpt r34_g2/$ckpt 0 "invariant resnet34, BatchNorm2d by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
 cpp="--data sp.h5 --model campplus --channels 16 --growth-rate 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8
      --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda"
 gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cpp 2>&1 || { cat log_cpp; fail "campplus on a GPU"; }

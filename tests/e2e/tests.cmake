@@ -50,6 +50,7 @@ endif()
 spk_e2e_test(e2e_augment_verify)
 spk_e2e_test(e2e_invariant)
 spk_e2e_test(e2e_invariant_bf16)
+spk_e2e_test(e2e_invariant_bn)
 add_test(NAME e2e_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/e2e_install.sh ${CMAKE_BINARY_DIR}
   ${CMAKE_CURRENT_BINARY_DIR}/work/e2e_install)
 set_tests_properties(e2e_install PROPERTIES LABELS "e2e" TIMEOUT 300)

@@ -23,6 +23,7 @@ model_config_t model_config_defaults(const char *name) {
     snprintf(c.name, sizeof c.name, "%s", name);
     snprintf(c.precision, sizeof c.precision, "fp32");
     snprintf(c.conv_algorithm, sizeof c.conv_algorithm, "auto");
+    snprintf(c.invariant_bn, sizeof c.invariant_bn, "global");
     return c;
 }
 

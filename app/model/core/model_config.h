@@ -21,6 +21,8 @@ typedef struct {
                                 // the global batch, every per-sample contribution summed exactly
     int64_t invariant_group;    // invariant mode: samples per exact term (a divisor of every per-rank
                                 // batch the run will see; 1: each sample on its own)
+    char invariant_bn[8];       // invariant mode: global (BatchNorm over the global batch) | group
+                                // (over each invariant group: no exchange, app/model/core/model_core.h)
     int64_t growth_rate;        // CAM++: channels each CAM layer adds (0: the model's, 32)
     int64_t bn_size;            // CAM++: a CAM layer's bottleneck in growth_rate widths (0: the model's, 4)
     double head_sample;         // a sharded head's Partial FC: the fraction of the other classes each

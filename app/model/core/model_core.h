@@ -139,7 +139,13 @@ struct model {
     xsum_cell_t stats_loss[2];  // invariant mode: their exact loss sums (this rank's samples)
     // The world-size-invariant mode.
     int invariant;
-    int group;      // samples per exact term of train_step (model_config_t.invariant_group)
+    int group;  // samples per exact term of train_step (model_config_t.invariant_group)
+    // --invariant-bn group: BatchNorm normalises each group of samples with its own statistics
+    // (no exchange); the running statistics follow the global batch's first group, which the
+    // rank with batch_offset 0 holds (the caller sets it: this rank's first sample's position
+    // in the global batch) on any world size, and are that rank's (rank 0's rule, as PyTorch DDP).
+    int bn_by_group;
+    int64_t batch_offset;
     xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank
@@ -163,6 +169,10 @@ void model_zero_grads(model_t *m);
 // A model with a teacher (m->teacher) takes the teacher's parameters and state as its own, in
 // the host copies (then model_upload): what embed and export use of a DINO run.
 void model_use_teacher(model_t *m);
+
+// Whether every rank holds the same running statistics (the invariant mode's BatchNorm over the
+// global batch); otherwise rank 0's are the model's.
+static inline int model_state_shared(const model_t *m) { return m->invariant && !m->bn_by_group; }
 
 // ---- for the families (app/model/<family>/) -------------------------------------------------
 // Allocates params/grads/state and the host copies once the tables are complete.

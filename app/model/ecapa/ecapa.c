@@ -147,16 +147,16 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     if (e->work_floats > w) w = e->work_floats;
     ecapa_free_acts(e, m);
     const size_t F = (size_t)e->d.feat, C = (size_t)e->d.channels, E = (size_t)e->d.emb, P = (size_t)e->pooled_dim;
-    tdnn_alloc(&e->block0, m, bt);
+    tdnn_alloc(&e->block0, m, B, bt);
     for (int i = 0; i < 3; i++) seres_alloc(&e->blocks[i], m, (int)C, (int)e->d.se, B, bt);
-    tdnn_alloc(&e->mfa, m, bt);
+    tdnn_alloc(&e->mfa, m, B, bt);
     asp_alloc(&e->asp, m, B, bt);
     size_t bv = 0;
     if (e->has_visual) {
         size_t Cv = (size_t)e->d.vchannels;
         bv = bt / (size_t)e->d.vratio + (size_t)B;
-        tdnn_alloc(&e->vis.blocks[0], m, bv);
-        tdnn_alloc(&e->vis.blocks[1], m, bv);
+        tdnn_alloc(&e->vis.blocks[0], m, B, bv);
+        tdnn_alloc(&e->vis.blocks[1], m, B, bv);
         asp_alloc(&e->vis.asp, m, B, bv);
         e->vis.x = model_buf(m, bv * (size_t)e->d.vfeat);
         e->vis.g_h = model_buf(m, bv * Cv);
@@ -173,8 +173,8 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->pooled = model_buf(m, (size_t)B * P);
     e->pooled_bn = model_buf(m, (size_t)B * P);
     if (e->has_visual) e->pooled_kept = model_buf(m, (size_t)B * P);
-    e->bn_mean = model_buf(m, P);
-    e->bn_rstd = model_buf(m, P);
+    e->bn_mean = model_buf(m, model_bn_stats_floats(m, B, (int)P));
+    e->bn_rstd = model_buf(m, model_bn_stats_floats(m, B, (int)P));
     e->emb = model_buf(m, (size_t)B * E);
     for (int i = 0; i < 2; i++)
         e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient

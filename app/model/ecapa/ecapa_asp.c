@@ -31,7 +31,7 @@ void asp_register(asp_t *a, model_t *m, const char *prefix, int cin, int att) {
 
 void asp_alloc(asp_t *a, const model_t *m, int B, size_t bt) {
     const size_t c = (size_t)a->cin, at = (size_t)a->att;
-    tdnn_alloc_post(&a->tdnn, m, bt);
+    tdnn_alloc_post(&a->tdnn, m, B, bt);
     if (m->bf16) {
         a->hh = model_buf_bf16(m, bt * c);
         a->attn_th = model_buf_bf16(m, bt * at);

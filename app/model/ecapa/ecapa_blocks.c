@@ -32,15 +32,15 @@ void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout,
     l->run_var = param_table_add(&m->state_table, name, 1, (int64_t[]){cout});
 }
 
-void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt) {
+void tdnn_alloc_post(tdnn_t *l, const model_t *m, int B, size_t bt) {
     l->a = model_buf(m, bt * (size_t)l->cout);
     l->y = model_buf(m, bt * (size_t)l->cout);
-    l->mean = model_buf(m, (size_t)l->cout);
-    l->rstd = model_buf(m, (size_t)l->cout);
+    l->mean = model_buf(m, model_bn_stats_floats(m, B, l->cout));
+    l->rstd = model_buf(m, model_bn_stats_floats(m, B, l->cout));
 }
 
-void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt) {
-    tdnn_alloc_post(l, m, bt);
+void tdnn_alloc(tdnn_t *l, const model_t *m, int B, size_t bt) {
+    tdnn_alloc_post(l, m, B, bt);
     if (m->bf16) l->xh = model_buf_bf16(m, bt * (size_t)l->cin);
 }
 
@@ -119,9 +119,9 @@ void seres_register(seres_t *s, model_t *m, const char *prefix, int C, int se, i
 
 void seres_alloc(seres_t *s, const model_t *m, int C, int se, int B, size_t bt) {
     size_t c = (size_t)C / ECAPA_SCALE;
-    tdnn_alloc(&s->tdnn1, m, bt);
-    tdnn_alloc(&s->tdnn2, m, bt);
-    for (int i = 0; i < ECAPA_SCALE - 1; i++) tdnn_alloc(&s->res[i], m, bt);
+    tdnn_alloc(&s->tdnn1, m, B, bt);
+    tdnn_alloc(&s->tdnn2, m, B, bt);
+    for (int i = 0; i < ECAPA_SCALE - 1; i++) tdnn_alloc(&s->res[i], m, B, bt);
     if (!model_writes_bf16(m)) {  // else the branches' inputs exist only as their rounded operands
         for (int i = 0; i < ECAPA_SCALE - 1; i++) s->res_in[i] = model_buf(m, bt * c);
         s->res_out = model_buf(m, bt * (size_t)C);

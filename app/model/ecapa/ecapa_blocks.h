@@ -37,8 +37,8 @@ typedef struct {
 } seres_t;
 
 void tdnn_register(tdnn_t *l, model_t *m, const char *prefix, int cin, int cout, int k, int dil);
-void tdnn_alloc(tdnn_t *l, const model_t *m, size_t bt);       // activations for bt = B * T sample-frames
-void tdnn_alloc_post(tdnn_t *l, const model_t *m, size_t bt);  // the same but for the conv input
+void tdnn_alloc(tdnn_t *l, const model_t *m, int B, size_t bt);       // activations for bt = B * T sample-frames
+void tdnn_alloc_post(tdnn_t *l, const model_t *m, int B, size_t bt);  // the same but for the conv input
 void tdnn_free(tdnn_t *l, const model_t *m);
 // x may be NULL in bf16 models when l->xh holds the rounded input already.
 void tdnn_forward(tdnn_t *l, model_t *m, const float *x, int B, int T, int train, float *work);

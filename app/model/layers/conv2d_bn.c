@@ -39,6 +39,9 @@ void conv2d_bn_shape(conv2d_bn_t *u, int B, int H, int W, int *oh, int *ow) {
 
 size_t conv2d_bn_out_size(const conv2d_bn_t *u) { return conv2d_y_size(&u->s); }
 
+// The BatchNorm's batch: samples of per_sample maps each.
+static int samples(const conv2d_bn_t *u) { return u->per_sample > 1 ? u->s.B / u->per_sample : u->s.B; }
+
 static int rows(const conv2d_bn_t *u) { return (int)(conv2d_y_size(&u->s) / (size_t)u->cout); }
 
 size_t conv2d_bn_work_floats(const conv2d_bn_t *u, const model_t *m) {
@@ -53,24 +56,23 @@ void conv2d_bn_release(conv2d_bn_t *u, const model_t *m) {
     model_buf_free(m, &u->mean);
     model_buf_free(m, &u->rstd);
     model_buf_bf16_free(m, &u->xh);
-    u->cap = u->cap_x = 0;
+    u->cap = u->cap_x = u->cap_stats = 0;
 }
 
 void conv2d_bn_alloc(conv2d_bn_t *u, const model_t *m) {
     const size_t n = conv2d_bn_out_size(u), nx = conv2d_x_size(&u->s);
-    if (n <= u->cap && (!m->bf16 || nx <= u->cap_x)) return;
+    const size_t stats = model_bn_stats_floats(m, samples(u), u->cout);
+    if (n <= u->cap && (!m->bf16 || nx <= u->cap_x) && stats <= u->cap_stats) return;
     conv2d_bn_release(u, m);
     u->a = model_buf(m, n);
     u->y = model_buf(m, n);
-    u->mean = model_buf(m, (size_t)u->cout);
-    u->rstd = model_buf(m, (size_t)u->cout);
+    u->mean = model_buf(m, stats);
+    u->rstd = model_buf(m, stats);
     if (m->bf16 && !u->xh_of) u->xh = model_buf_bf16(m, nx);
     u->cap = n;
     u->cap_x = nx;
+    u->cap_stats = stats;
 }
-
-// The BatchNorm's batch: samples of per_sample maps each.
-static int samples(const conv2d_bn_t *u) { return u->per_sample > 1 ? u->s.B / u->per_sample : u->s.B; }
 
 void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *residual, const spk_bf16 *residual_h,
                        int relu, int train, float *work) {

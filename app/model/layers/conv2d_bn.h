@@ -51,6 +51,7 @@ typedef struct conv2d_bn {
     float *mean, *rstd;                   // (cout) the batch statistics of the last training forward
     spk_bf16 *xh;                         // bf16 models: the rounded input (B, H, W, cin)
     size_t cap, cap_x;                    // a and y hold cap floats, xh cap_x values
+    size_t cap_stats;                     // mean and rstd hold cap_stats floats
     int per_sample;  // inputs a sample has (a video's frames; 0 or 1: one): the BatchNorm normalises over
                      // samples of per_sample maps each, as the invariant mode counts the global batch
     // bf16 training: the unit whose input is this one's output y (its first reader), whose xh

@@ -88,20 +88,63 @@ static xsum_t stats_sums(model_t *m, int64_t n) {
     return m->xstats;
 }
 
+// The invariant mode's sets of BatchNorm statistics in a batch of B: one over the global batch
+// (exchanged), or with --invariant-bn group one for each group of samples (this rank's alone).
+typedef struct {
+    int sets, samples;  // sets, and samples in each
+    int64_t per_set;    // samples each set's statistics are over
+} bn_sets_t;
+
+static bn_sets_t bn_sets(const model_t *m, int B) {
+    if (!m->bn_by_group) return (bn_sets_t){1, B, m->global_batch};
+    SPK_ASSERT(B % m->group == 0);
+    return (bn_sets_t){B / m->group, m->group, m->group};
+}
+
+size_t model_bn_stats_floats(const model_t *m, int B, int C) {
+    return (size_t)(m->bn_by_group ? B / m->group : 1) * (size_t)C;
+}
+
+// Set i of a batch: its first value (sets of `size` values), its saved statistics (c0), the
+// running statistics it updates (rm, rv: NULL for none) and its sums, zeroed. Over the global
+// batch the one set updates them; by groups, the global batch's first group alone (held where
+// batch_offset is 0), so their bits are the same on any world size. They are also the set's
+// shift (kernels/batchnorm.h), which the other sets take as 0.
+typedef struct {
+    size_t at, c0;
+    float *rm, *rv;
+    xsum_t s;
+} bn_set_t;
+
+static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_mean, int64_t running_var) {
+    const int runs = !m->bn_by_group || (i == 0 && m->batch_offset == 0);
+    return (bn_set_t){(size_t)i * size, (size_t)i * C, runs ? m->state + running_mean : NULL,
+                      runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
+}
+
+// Reduces set i's sums over the ranks when they are the global batch's.
+static void bn_exchange(model_t *m, xsum_t s, int64_t n) {
+    if (!m->bn_by_group) model_exact_allreduce(m, s, n);
+}
+
 void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
                            const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
-    float *rm = m->state + running_mean, *rv = m->state + running_var;
     const float *pw = w < 0 ? NULL : p + w, *pb = b < 0 ? NULL : p + b;
     if (!m->invariant) {
-        K->batchnorm1d_forward_train(y, mean, rstd, rm, rv, x, pw, pb, B, C, T, eps, momentum);
+        K->batchnorm1d_forward_train(y, mean, rstd, m->state + running_mean, m->state + running_var, x, pw, pb, B, C, T,
+                                     eps, momentum);
         return;
     }
-    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm1d_stats_partial(s, x, rm, B, C, T, m->group);
-    model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->batchnorm1d_forward_global(y, mean, rstd, rm, rv, x, pw, pb, s, m->global_batch * T, B, C, T, eps, momentum);
+    const bn_sets_t g = bn_sets(m, B);
+    for (int i = 0; i < g.sets; i++) {
+        const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, running_mean, running_var);
+        K->batchnorm1d_stats_partial(v.s, x + v.at, v.rm, g.samples, C, T, m->group);
+        bn_exchange(m, v.s, 2 * (int64_t)C);
+        K->batchnorm1d_forward_global(y + v.at, mean + v.c0, rstd + v.c0, v.rm, v.rv, x + v.at, pw, pb, v.s,
+                                      g.per_set * T, g.samples, C, T, eps, momentum);
+    }
 }
 
 void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean,
@@ -122,12 +165,16 @@ void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, 
 static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, const float *dy,
                                       const float *x, const float *mean, const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;
-    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm1d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, x, mean, rstd, B, C, T, m->group);
-    model_exact_allreduce(m, s, 2 * (int64_t)C);
-    if (dx)
-        K->batchnorm1d_backward_global(dx, relu_set, dy, x, w < 0 ? NULL : m->params + w, mean, rstd, s,
-                                       m->global_batch * T, B, C, T);
+    const bn_sets_t g = bn_sets(m, B);
+    for (int i = 0; i < g.sets; i++) {
+        const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, 0, 0);
+        K->batchnorm1d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, x + v.at, mean + v.c0, rstd + v.c0,
+                                        g.samples, C, T, m->group);
+        bn_exchange(m, v.s, 2 * (int64_t)C);
+        if (dx)
+            K->batchnorm1d_backward_global(dx + v.at, relu_set, dy + v.at, x + v.at, w < 0 ? NULL : m->params + w,
+                                           mean + v.c0, rstd + v.c0, v.s, g.per_set * T, g.samples, C, T);
+    }
 }
 
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
@@ -215,18 +262,21 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
                             float eps, float momentum, float *work) {
     const spk_backend_t *K = m->be;
     const float *p = m->params;
-    float *rm = m->state + running_mean, *rv = m->state + running_var;
     if (!m->invariant) {
-        K->batchnorm2d_forward_train(y, yh, mean, rstd, rm, rv, x, xh, p + w, p + b, residual, residual_h, relu, B * HW,
-                                     C, eps, momentum, work);
+        K->batchnorm2d_forward_train(y, yh, mean, rstd, m->state + running_mean, m->state + running_var, x, xh, p + w,
+                                     p + b, residual, residual_h, relu, B * HW, C, eps, momentum, work);
         return yh != NULL;
     }
     SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh alone and bf16 inputs are the plain mode's)
-    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm2d_stats_partial(s, x, rm, B, HW, C, m->group);
-    model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->batchnorm2d_forward_global(y, mean, rstd, rm, rv, x, p + w, p + b, residual, relu, s, m->global_batch * HW,
-                                  B * HW, C, eps, momentum);
+    const bn_sets_t g = bn_sets(m, B);
+    for (int i = 0; i < g.sets; i++) {
+        const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, running_mean, running_var);
+        K->batchnorm2d_stats_partial(v.s, x + v.at, v.rm, g.samples, HW, C, m->group);
+        bn_exchange(m, v.s, 2 * (int64_t)C);
+        K->batchnorm2d_forward_global(y + v.at, mean + v.c0, rstd + v.c0, v.rm, v.rv, x + v.at, p + w, p + b,
+                                      residual ? residual + v.at : NULL, relu, v.s, g.per_set * HW, g.samples * HW, C,
+                                      eps, momentum);
+    }
     return 0;
 }
 
@@ -241,11 +291,16 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
         K->batchnorm2d_backward(dx, dres, 0, gr + w, gr + b, dy, y, x, p + w, mean, rstd, relu, B * HW, C, work);
         return;
     }
-    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->batchnorm2d_backward_partial(s, xgrad(m, w), xgrad(m, b), dy, y, x, mean, rstd, relu, B, HW, C, m->group);
-    model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->batchnorm2d_backward_global(dx, dxh, dres, 0, dy, y, x, p + w, mean, rstd, relu, s, m->global_batch * HW, B * HW,
-                                   C);
+    const bn_sets_t g = bn_sets(m, B);
+    for (int i = 0; i < g.sets; i++) {
+        const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, 0, 0);
+        K->batchnorm2d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, y + v.at, x + v.at, mean + v.c0,
+                                        rstd + v.c0, relu, g.samples, HW, C, m->group);
+        bn_exchange(m, v.s, 2 * (int64_t)C);
+        K->batchnorm2d_backward_global(dx ? dx + v.at : NULL, dxh ? dxh + v.at : NULL, dres ? dres + v.at : NULL, 0,
+                                       dy + v.at, y + v.at, x + v.at, p + w, mean + v.c0, rstd + v.c0, relu, v.s,
+                                       g.per_set * HW, g.samples * HW, C);
+    }
 }
 
 // ---- shared-statistics BatchNorm of a dense block ---------------------------------------------

@@ -25,6 +25,9 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
 // Dense layer y = x W^T + b: W (Out, In) at w.
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
                            int Out);
+// Floats of a BatchNorm layer's saved mean (and of its rstd) for a batch of B: C, or with
+// --invariant-bn group C for each group of samples (every BatchNorm below, mean and rstd).
+size_t model_bn_stats_floats(const model_t *m, int B, int C);
 // BatchNorm1d: w, b < 0 for one without affine parameters.
 void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
                            const float *x, int64_t w, int64_t b, int B, int C, int T, float eps, float momentum);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The invariant mode's BatchNorm by groups (--invariant-bn group, docs/invariant.md): each group
+# of samples normalises with its own statistics, so no BatchNorm exchanges anything.
+# - ECAPA (1-D), ecapa-av and ResNet34 (2-D) give bitwise the same checkpoint on 1, 2 and 4 ranks and on
+#   2 threads, running statistics included (rank 0's: the global batch's first group's).
+# - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
+#   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
+#   same step within 1e-5; the synchronized BatchNorm of --invariant-bn global does not (the
+#   comparison can fail).
+# - With one group per rank on one rank it is the global mode, bitwise.
+# - Refused: groups too small for BatchNorm, CAM++ (its dense blocks share statistics over the
+#   global batch), and a resume that changes the mode.
+. "$(dirname "$0")/lib.sh" "$@"
+export OMP_WAIT_POLICY=passive  # 4 ranks on few cores
+
+$SPKDDP synth --kind speakers --out sp.h5 --dim 16 --speakers 10 --utts-per-speaker 16 --min-frames 40 \
+    --max-frames 80 >/dev/null || fail "synth"
+ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 40
+    --global-batch 16 --optimizer adam --lr 0.002 --progress 0 --epochs 1"
+grouped="--invariant --invariant-bn group --invariant-group 4"
+
+for k in 1 2 4; do
+    run $k $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e$k >log_e$k 2>&1 || { cat log_e$k; fail "ecapa on $k ranks"; }
+done
+SPKDDP_THREADS=2 run 1 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir et >/dev/null 2>&1 || fail "ecapa, 2 threads"
+for d in e2 e4 et; do
+    same e1/ckpt-000000000004.h5 $d/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: $d == 1 rank (bitwise)"
+done
+grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
+
+$SPKDDP synth --kind speakers --out av.h5 --dim 16 --visual-dim 12 --speakers 10 --utts-per-speaker 8 \
+    --min-frames 48 --max-frames 96 >/dev/null || fail "synth av"
+for k in 1 2; do
+    run $k $SPKDDP train --model ecapa-av --data av.h5 --channels 32 --attention-channels 16 --se-channels 16 \
+        --emb-dim 32 --visual-channels 16 --frames 48 --global-batch 16 --optimizer adam --lr 0.002 --progress 0 \
+        --epochs 1 --max-steps 3 $grouped --ckpt-dir av$k >/dev/null 2>&1 || fail "ecapa-av on $k ranks"
+done
+same av1/ckpt-000000000003.h5 av2/ckpt-000000000003.h5 "ecapa-av, BatchNorm by groups of 4: 2 ranks == 1 rank (bitwise)"
+
+r34="--model resnet34 --data sp.h5 --channels 8 --emb-dim 16 --frames 32 --global-batch 16 --optimizer adam
+    --lr 0.002 --progress 0 --epochs 1 --max-steps 3"
+for k in 1 2; do
+    run $k $SPKDDP train $r34 $grouped --ckpt-dir r$k >log_r$k 2>&1 || { cat log_r$k; fail "resnet34 on $k ranks"; }
+done
+same r1/ckpt-000000000003.h5 r2/ckpt-000000000003.h5 "resnet34, BatchNorm2d by groups of 4: 2 ranks == 1 rank (bitwise)"
+
+# PyTorch DDP's BatchNorm: one SGD step of the default mode against the two invariant ones.
+ddp="$ecapa --optimizer sgd --lr 0.1 --max-steps 1 --sampler balanced --utts-per-speaker 2"
+run 2 $SPKDDP train $ddp --ckpt-dir ddp >/dev/null 2>&1 || fail "default mode, 2 ranks"
+run 2 $SPKDDP train $ddp --invariant --invariant-bn group --invariant-group 8 --ckpt-dir byg >/dev/null 2>&1 ||
+    fail "groups of 8, 2 ranks"
+run 2 $SPKDDP train $ddp --invariant --invariant-group 8 --ckpt-dir glob >/dev/null 2>&1 || fail "global, 2 ranks"
+if $SPKDDP diff ddp/ckpt-000000000001.h5 byg/ckpt-000000000001.h5 --rtol 1e-5 >diff.out; then
+    echo "ok  groups of 8 on 2 ranks == the default mode's 2 ranks x 8 (within 1e-5)"
+else
+    cat diff.out
+    fail "BatchNorm by groups does not compute DDP's local BatchNorm"
+fi
+$SPKDDP diff ddp/ckpt-000000000001.h5 glob/ckpt-000000000001.h5 --rtol 1e-3 >/dev/null &&
+    fail "the global BatchNorm matched the default mode's local one too: the comparison cannot fail"
+
+# One group per rank on one rank: the global batch's statistics, the same bits.
+run 1 $SPKDDP train $ecapa --invariant --invariant-group 16 --max-steps 2 --ckpt-dir one_g >/dev/null 2>&1 || fail "global"
+run 1 $SPKDDP train $ecapa --invariant --invariant-bn group --invariant-group 16 --max-steps 2 --ckpt-dir one_b \
+    >/dev/null 2>&1 || fail "one group"
+same one_g/ckpt-000000000002.h5 one_b/ckpt-000000000002.h5 "one group of the whole batch == BatchNorm over it (bitwise)"
+
+expect_error 2 "invariant-bn group normalises each --invariant-group of samples, and ecapa's BatchNorm needs at least 2" \
+    -- run 1 $SPKDDP train $ecapa --invariant --invariant-bn group
+expect_error 2 "CAM\+\+'s dense blocks' BatchNorm" -- run 1 $SPKDDP train --model campplus --data sp.h5 --channels 16 \
+    --frames 32 --global-batch 16 $grouped
+expect_error 4 "invariant-bn" -- run 1 $SPKDDP train $ecapa --invariant --invariant-group 4 --epochs 2 \
+    --resume e1/ckpt-000000000004.h5 --ckpt-dir switch
+finish
