@@ -12,6 +12,9 @@
 # formants, vocal-tract length; SPEAKERS x UTTS training utterances of 1-2 s, default 40 x 12,
 # and 16 unseen voices x 8), as 80-band fbank by `spkddp prepare`: a spectrum with the local
 # structure 2-D convolutions use, where `spkddp synth`'s features have none.
+# PYTORCH=PYTHON also trains each model with the same flags in PyTorch (tools/train_pytorch.py:
+# the toolkits' own classes, the same recipe; Adam with cosine decay only) and scores it on the
+# same trials: whether a model's accuracy here is the model's or spkddp's.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
@@ -53,5 +56,10 @@ for seed in ${SEEDS:-1 2 3}; do
         [ -f trials.txt ] || "$SPKDDP" trials --emb "$d.emb.h5" --out trials.txt >/dev/null
         eer=$("$MPIEXEC" -n "$NP" "$SPKDDP" score --emb "$d.emb.h5" --trials trials.txt | grep -o 'EER *[0-9.]*%' | head -1)
         echo "$m C=$c seed $seed: $epochs epochs, training ${t} s, last epoch $(grep '^epoch' "$d.log" | tail -1 | grep -o 'loss [0-9.]* *acc [0-9.]*' || true), cosine $eer"
+        [ -n "${PYTORCH:-}" ] || continue
+        # shellcheck disable=SC2086
+        "$PYTORCH" "$here/train_pytorch.py" --model "$m" --channels "$c" $mflags --epochs "$epochs" --seed "$seed" \
+            --threads "$NP" --train train.h5 --test test.h5 --trials trials.txt >"$d.torch.log" 2>&1
+        echo "  PyTorch: $(tail -1 "$d.torch.log"), last epoch $(grep '^epoch' "$d.torch.log" | tail -1 | grep -o 'loss [0-9.]* acc [0-9.]*' || true)"
     done
 done
