@@ -2,7 +2,9 @@
 # The invariant mode's BatchNorm by groups (--invariant-bn group, docs/invariant.md): each group
 # of samples normalises with its own statistics, so no BatchNorm exchanges anything.
 # - ECAPA (1-D), ecapa-av and ResNet34 (2-D) give bitwise the same checkpoint on 1, 2 and 4 ranks and on
-#   2 threads, running statistics included (rank 0's: the global batch's first group's).
+#   2 threads, running statistics included (rank 0's: the global batch's first group's), and
+#   ECAPA the same held-out metrics; a run resumed on another world size and micro-batches
+#   likewise.
 # - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
 #   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
 #   same step within 1e-5; the synchronized BatchNorm of --invariant-bn global does not (the
@@ -13,20 +15,39 @@
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 ranks on few cores
 
-$SPKDDP synth --kind speakers --out sp.h5 --dim 16 --speakers 10 --utts-per-speaker 16 --min-frames 40 \
-    --max-frames 80 >/dev/null || fail "synth"
+$SPKDDP synth --kind speakers --out sp.h5 --val-out spv.h5 --dim 16 --speakers 10 --utts-per-speaker 16 \
+    --val-utts-per-speaker 3 --min-frames 40 --max-frames 80 >/dev/null || fail "synth"
 ecapa="--model ecapa --data sp.h5 --channels 64 --attention-channels 16 --se-channels 16 --emb-dim 32 --frames 40
     --global-batch 16 --optimizer adam --lr 0.002 --progress 0 --epochs 1"
 grouped="--invariant --invariant-bn group --invariant-group 4"
+strip() { sed -E 's/"(samples_per_s|epoch_seconds|data_wait_s|world_size|peak_rss_mib|device_mem_mib)": [^,}]*//g' "$1"; }
 
+# 160 utterances / 16: 2 epochs are 20 steps; the held-out loss and accuracy use rank 0's
+# running statistics.
 for k in 1 2 4; do
-    run $k $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e$k >log_e$k 2>&1 || { cat log_e$k; fail "ecapa on $k ranks"; }
+    run $k $SPKDDP train $ecapa $grouped --epochs 2 --val-data spv.h5 --metrics m$k.jsonl --ckpt-dir e$k >log_e$k 2>&1 ||
+        { cat log_e$k; fail "ecapa on $k ranks"; }
 done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir et >/dev/null 2>&1 || fail "ecapa, 2 threads"
-for d in e2 e4 et; do
-    same e1/ckpt-000000000004.h5 $d/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: $d == 1 rank (bitwise)"
+run 1 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e1s >/dev/null 2>&1 || fail "ecapa, 4 steps"
+final=ckpt-000000000020.h5
+for k in 2 4; do
+    same e1/$final e$k/$final "ecapa, BatchNorm by groups of 4: $k ranks == 1 rank after 20 steps (bitwise)"
+    diff <(strip m1.jsonl) <(strip m$k.jsonl) >/dev/null && echo "ok  ecapa: $k-rank metrics == 1-rank metrics" ||
+        fail "ecapa: the metrics of $k ranks differ from 1 rank's"
 done
+same e1s/ckpt-000000000004.h5 et/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 threads == 1 thread (bitwise)"
 grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
+# Stopped at step 7 on 2 ranks, continued on 4; micro-batches (each forward's first group
+# updates the running statistics) on 1 and 2 ranks.
+run 2 $SPKDDP train $ecapa $grouped --epochs 2 --max-steps 7 --ckpt-dir el >/dev/null 2>&1 || fail "first leg on 2 ranks"
+run 4 $SPKDDP train $ecapa $grouped --epochs 2 --ckpt-dir el --resume auto >/dev/null 2>&1 || fail "resume on 4 ranks"
+same e2/$final el/$final "ecapa: stopped at step 7 on 2 ranks, resumed on 4 == uninterrupted (bitwise)"
+for k in 1 2; do
+    run $k $SPKDDP train $ecapa $grouped --grad-accum 2 --max-steps 2 --ckpt-dir ga$k >/dev/null 2>&1 ||
+        fail "micro-batches on $k ranks"
+done
+same ga1/ckpt-000000000002.h5 ga2/ckpt-000000000002.h5 "ecapa, 2 micro-batches: 2 ranks == 1 rank (bitwise)"
 
 $SPKDDP synth --kind speakers --out av.h5 --dim 16 --visual-dim 12 --speakers 10 --utts-per-speaker 8 \
     --min-frames 48 --max-frames 96 >/dev/null || fail "synth av"
@@ -70,5 +91,5 @@ expect_error 2 "invariant-bn group normalises each --invariant-group of samples,
 expect_error 2 "CAM\+\+'s dense blocks' BatchNorm" -- run 1 $SPKDDP train --model campplus --data sp.h5 --channels 16 \
     --frames 32 --global-batch 16 $grouped
 expect_error 4 "invariant-bn" -- run 1 $SPKDDP train $ecapa --invariant --invariant-group 4 --epochs 2 \
-    --resume e1/ckpt-000000000004.h5 --ckpt-dir switch
+    --resume e1s/ckpt-000000000004.h5 --ckpt-dir switch
 finish
