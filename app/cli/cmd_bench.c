@@ -225,6 +225,9 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     if (o.batch < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE, "bench: %s needs --batch %d or more (BatchNorm over the batch)", m->name,
                      m->min_batch);
+    if (m->invariant && o.batch % m->group != 0)
+        spk_fail_all(SPK_EXIT_USAGE, "bench: --invariant-group %d does not divide --batch %lld", m->group,
+                     (long long)o.batch);
     if (m->bn_by_group && m->group < m->min_batch)
         spk_fail_all(SPK_EXIT_USAGE,
                      "bench: --invariant-bn group needs --invariant-group %d or more (BatchNorm over it)",

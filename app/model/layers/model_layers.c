@@ -271,9 +271,14 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     const bn_sets_t g = bn_sets(m, B);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, running_mean, running_var);
-        K->batchnorm2d_stats_partial(v.s, x + v.at, v.rm, g.samples, HW, C, m->group);
+        // A group that leaves the running statistics alone takes its first row as the shift (the
+        // 2-D kernels add a block of rows in float before double): work holds it, and takes the
+        // mean's update, which goes nowhere.
+        float *shift = v.rm;
+        if (!shift) K->vec_copy(shift = work, x + v.at, (size_t)C);
+        K->batchnorm2d_stats_partial(v.s, x + v.at, shift, g.samples, HW, C, m->group);
         bn_exchange(m, v.s, 2 * (int64_t)C);
-        K->batchnorm2d_forward_global(y + v.at, mean + v.c0, rstd + v.c0, v.rm, v.rv, x + v.at, p + w, p + b,
+        K->batchnorm2d_forward_global(y + v.at, mean + v.c0, rstd + v.c0, shift, v.rv, x + v.at, p + w, p + b,
                                       residual ? residual + v.at : NULL, relu, v.s, g.per_set * HW, g.samples * HW, C,
                                       eps, momentum);
     }

@@ -77,7 +77,8 @@ size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s);
 // The 2-D layers of app/model/layers/conv2d_bn.h: a convolution's weight gradient and input
 // gradient (dx overwritten or added, dx_accumulate) by precision and mode; BatchNorm2d over B
 // samples of HW rows with the residual-ReLU epilogue (kernels/batchnorm2d.h; the backward writes
-// dx and dres), over the rank's batch or, in the invariant mode, the global one. The training
+// dx and dres), over the rank's batch or, in the invariant mode, the global one (or each group
+// of samples: --invariant-bn group; work then holds a group's shift). The training
 // forward writes yh = bf16(y) too where yh is given and the mode has that fused pass (not the
 // invariant one), and says whether it did; its input is x, or in the plain mode its bf16 copy xh
 // (and the residual so: residual_h). In the invariant mode's bf16 training the BatchNorm's input
