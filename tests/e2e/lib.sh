@@ -29,6 +29,14 @@ same() {
     if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
 }
 
+# strip_timings FILE [KEY|...]: a metrics JSONL file without what timing and memory make differ
+# between runs (samples_per_s, epoch_seconds, data_wait_s, peak_rss_mib, device_mem_mib) and the
+# extra keys given, for comparing two runs' metrics.
+strip_timings() {
+    local keys="samples_per_s|epoch_seconds|data_wait_s|peak_rss_mib|device_mem_mib${2:+|$2}"
+    sed -E "s/\"($keys)\": [^,}]*//g" "$1"
+}
+
 finish() {
     if [ "$FAILS" -ne 0 ]; then echo "$FAILS failure(s)"; exit 1; fi
     echo "all checks passed"
