@@ -228,10 +228,6 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
     if (m->invariant && o.batch % m->group != 0)
         spk_fail_all(SPK_EXIT_USAGE, "bench: --invariant-group %d does not divide --batch %lld", m->group,
                      (long long)o.batch);
-    if (m->bn_by_group && m->group < m->min_batch)
-        spk_fail_all(SPK_EXIT_USAGE,
-                     "bench: --invariant-bn group needs --invariant-group %d or more (BatchNorm over it)",
-                     m->min_batch);
     const int contrastive = strcmp(o.model.loss, "aam") != 0;
     if (contrastive && (o.batch % o.model.per_speaker != 0 || strcmp(o.model.name, "linear") == 0 ||
                         (sharded && !strstr(o.model.loss, "aam"))))

@@ -48,6 +48,11 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
             strcmp(cfg->loss, "dino") == 0 ? "--loss dino's projection head" : "CAM++'s dense blocks' BatchNorm");
     select_conv_algorithm(cfg);
     f->build(m, cfg, data);
+    if (m->bn_by_group && m->group < m->min_batch)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "--invariant-bn group normalises each --invariant-group of samples, and %s's BatchNorm needs at "
+                     "least %d (have --invariant-group %d)",
+                     cfg->name, m->min_batch, m->group);
     if (cfg->zero_init_residual && !m->residual_zeroed)
         spk_fail_all(SPK_EXIT_USAGE,
                      "--zero-init-residual: %s has no 2-D residual blocks (the ResNets, CAM++'s front end and the "

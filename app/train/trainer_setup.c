@@ -160,12 +160,6 @@ static void invariant_checks(const trainer_t *t) {
             "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
             "the groups of samples must stay whole on any world size you use",
             (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch, t->comm->size);
-    if (t->model->bn_by_group && c->model.invariant_group < t->model->min_batch)
-        spk_fail_all(
-            SPK_EXIT_USAGE,
-            "train: --invariant-bn group normalises each --invariant-group of samples, and %s's BatchNorm needs "
-            "at least %d (have --invariant-group %lld)",
-            c->model.name, t->model->min_batch, (long long)c->model.invariant_group);
 }
 
 // Micro-batches per epoch in the invariant mode: whole updates of the epoch order only, so the
