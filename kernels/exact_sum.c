@@ -17,7 +17,7 @@ size_t xsum_bytes(int64_t n) { return bin_bytes(n) + 2 * sizeof(int64_t) * (size
 xsum_t xsum_layout(void *buf, int64_t n) {
     char *p = buf;
     int64_t *limbs = (int64_t *)(p + bin_bytes(n));
-    return (xsum_t){(int8_t *)p, limbs, limbs + n};
+    return (xsum_t){(int8_t *)p, limbs, limbs + n, NULL};
 }
 
 void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
@@ -65,9 +65,15 @@ void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
     }
 }
 
-double xsum_value_of(xsum_t s, int64_t i) { return xsum_value(s.bin[i], s.hi[i], s.lo[i]); }
+double xsum_value_of(xsum_t s, int64_t i) {
+    return s.word ? xsum_word_value(s.word[i]) : xsum_value(s.bin[i], s.hi[i], s.lo[i]);
+}
 
 void xsum_to_words(uint64_t *w, xsum_t s, int64_t n) {
+    if (s.word) {
+        if (w != s.word) memcpy(w, s.word, sizeof *w * (size_t)n);
+        return;
+    }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) w[i] = xsum_word(s.bin[i], s.hi[i], s.lo[i]);
 }

@@ -14,10 +14,15 @@
 
 #include "kernels/spk_hd.h"
 
+// A sum is held in full (bin, hi, lo) or, where it takes at most 32 terms in all (over every
+// rank), as the one word of the cross-rank exchange (word; bin, hi and lo NULL): 8 bytes a sum
+// instead of 17, the same values (xsum_word_deposit). Only the CPU's kernels take words, and
+// only xsum_add, xsum_add_row, xsum_add_one, xsum_zero, xsum_to_float and xsum_to_words.
 typedef struct {
-    int8_t *bin;  // (n)
-    int64_t *hi;  // (n)
-    int64_t *lo;  // (n)
+    int8_t *bin;     // (n)
+    int64_t *hi;     // (n)
+    int64_t *lo;     // (n)
+    uint64_t *word;  // (n) instead of the three
 } xsum_t;
 
 // One sum held by value, for host code (losses, test reductions).
@@ -32,19 +37,28 @@ size_t xsum_bytes(int64_t n);
 xsum_t xsum_layout(void *buf, int64_t n);
 // The sums [off, off + n) of s.
 SPK_HD xsum_t xsum_at(xsum_t s, int64_t off) {
-    xsum_t v = {s.bin + off, s.hi + off, s.lo + off};
+    if (s.word) {
+        xsum_t v = {NULL, NULL, NULL, s.word + off};
+        return v;
+    }
+    xsum_t v = {s.bin + off, s.hi + off, s.lo + off, NULL};
     return v;
 }
 SPK_HD xsum_t xsum_cell(xsum_cell_t *c) {
-    xsum_t v = {&c->bin, &c->hi, &c->lo};
+    xsum_t v = {&c->bin, &c->hi, &c->lo, NULL};
     return v;
 }
 // The empty view (a gradient that is not wanted), and the test for it.
 SPK_HD xsum_t xsum_none(void) {
-    xsum_t s = {NULL, NULL, NULL};
+    xsum_t s = {NULL, NULL, NULL, NULL};
     return s;
 }
-SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL; }
+SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL && s.word == NULL; }
+// n sums held as words in buf (8 n bytes, all-zero being the empty sums).
+SPK_HD xsum_t xsum_words(uint64_t *buf) {
+    xsum_t s = {NULL, NULL, NULL, buf};
+    return s;
+}
 
 // ---- backend ops (every backend implements these on its own memory) ------------------------
 void xsum_zero(xsum_t s, int64_t n);

@@ -171,15 +171,14 @@ SPK_HD int xsum_float_bin_bound(float x) {
 #define XSUM_WORD_LIMB      ((int64_t)1 << 29)  // |hi|, |lo| below this
 #define XSUM_WORD_MASK      ((UINT64_C(1) << 30) - 1)
 
-SPK_HD int xsum_word_limbs_fit(int64_t hi, int64_t lo) {
-    return hi > -XSUM_WORD_LIMB && hi < XSUM_WORD_LIMB && lo > -XSUM_WORD_LIMB && lo < XSUM_WORD_LIMB;
+SPK_HD int xsum_word_limbs_fit(int64_t hi, int64_t lo) {  // (& rather than &&: loops of it vectorize)
+    return (hi > -XSUM_WORD_LIMB) & (hi < XSUM_WORD_LIMB) & (lo > -XSUM_WORD_LIMB) & (lo < XSUM_WORD_LIMB);
 }
 
 // A word from a code (a bin up to 13, OVER or NONFINITE) and limbs that fit (ignored past 13).
 SPK_HD uint64_t xsum_word_pack(int code, int64_t hi, int64_t lo) {
-    const int keep = code < XSUM_WORD_OVER;
-    return (uint64_t)code << 60 | ((uint64_t)(keep ? hi : 0) & XSUM_WORD_MASK) << 30 |
-           ((uint64_t)(keep ? lo : 0) & XSUM_WORD_MASK);
+    const uint64_t keep = XSUM_WORD_MASK & (0 - (uint64_t)(code < XSUM_WORD_OVER));  // (a mask: loops vectorize)
+    return (uint64_t)code << 60 | ((uint64_t)hi & keep) << 30 | ((uint64_t)lo & keep);
 }
 
 // The word of the sum (J, hi, lo).
@@ -213,4 +212,28 @@ SPK_HD uint64_t xsum_word_merge(uint64_t a, uint64_t b) {
 SPK_HD double xsum_word_value(uint64_t w) {
     const int j = xsum_word_code(w);
     return xsum_value(j == XSUM_WORD_NONFINITE ? XSUM_BIN_NONFINITE : j, xsum_word_limb(w, 30), xsum_word_limb(w, 0));
+}
+
+// ---- sums held as words, for accumulation (kernels/exact_sum.h) ------------------------------
+// The sum's bin, or XSUM_BIN_NONFINITE for the codes past the bins (a word held locally is never
+// XSUM_WORD_OVER: see below).
+SPK_HD int xsum_word_bin(uint64_t w) {
+    const int code = xsum_word_code(w);
+    return code < XSUM_WORD_OVER ? code : XSUM_BIN_NONFINITE;
+}
+
+// The word of a sum just deposited to. Its limbs fit while the word has taken at most 32 terms,
+// which the caller guarantees; a bin past the words' (a double term above 2^144, beyond float's
+// range) or limbs that do not fit make the sum non-finite, never XSUM_WORD_OVER, whose terms
+// would be lost.
+SPK_HD uint64_t xsum_word_of_deposit(int J, int64_t hi, int64_t lo) {
+    return xsum_word(J < XSUM_WORD_OVER && xsum_word_limbs_fit(hi, lo) ? J : XSUM_BIN_NONFINITE, hi, lo);
+}
+
+// w + v: the word's sum, the deposit (xsum_deposit), the word again. Branch-free.
+SPK_HD uint64_t xsum_word_deposit(uint64_t w, double v) {
+    int J = xsum_word_bin(w);
+    int64_t hi = xsum_word_limb(w, 30), lo = xsum_word_limb(w, 0);
+    xsum_deposit(&J, &hi, &lo, v);
+    return xsum_word_of_deposit(J, hi, lo);
 }

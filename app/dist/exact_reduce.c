@@ -74,6 +74,7 @@ typedef struct {
     int64_t from, to;
     float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
     int words;           // exchanged as words
+    uint64_t *w;         // the words [from, to): a copy in r->words, or sums held as words in place
     xsum_t sums;         // the sums (host memory), for words_redo
     int64_t over;        // how many of this rank's share overflowed
     int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
@@ -237,8 +238,11 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, f
 #endif
     bucket_t *b = push_bucket(r, from, to, out);
     if (out) {  // (host memory) phase 2 at once: the words' reduce-scatter, in start order
-        uint64_t *w = r->words + from;
+        // Sums held as words are reduced in place: they take at most 32 terms in all, so no
+        // merge overflows and words_redo never needs them again.
+        uint64_t *w = s.word ? s.word + from : r->words + from;
         b->words = 1;
+        b->w = w;
         b->sums = s;
         xsum_to_words(w, xsum_at(s, from), count);
         set_shares(r, b);
@@ -280,7 +284,8 @@ static void limbs_start(exact_reduce_t *r, bucket_t *b) {
 static void floats_start(exact_reduce_t *r, bucket_t *b) {
     const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
     float *out = b->out + b->from;
-    b->over = xsum_words_to_float(out + at, r->words + b->from, n);
+    b->over = xsum_words_to_float(out + at, b->w, n);
+    SPK_ASSERT(!b->over || !b->sums.word);  // (more than 32 terms: the caller's exact_terms is wrong)
     r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));
     mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, b->share, b->share + size, MPI_FLOAT, r->floats,
                              &b->req[4]));

@@ -5,13 +5,68 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels/base/spk_assert.h"
 #include "kernels/exact_sum.h"
 #include "kernels/exact_sum_math.h"
+
+// Sums held as words (kernels/exact_sum_math.h), in loops that vectorize, with the bits of
+// xsum_word_deposit. A first pass says which loop the row needs: into empty words, each term's
+// digits at its own bin (an update's first term); where no term raises its word's bin, the
+// digits added to the limbs; else the finite deposit (xsum_deposit_finite) written out on the
+// word's fields; where a term or a word is not finite, the general deposit.
+static inline void xsum_add_row_words(uint64_t *restrict w, const float *restrict x, int64_t n) {
+    int special = 0, used = 0, raise = 0;
+#pragma omp simd reduction(| : special, used, raise)
+    for (int64_t i = 0; i < n; i++) {
+        const int code = (int)(w[i] >> 60);
+        special |= (code >= XSUM_WORD_OVER) | !(fabsf(x[i]) <= 3.4028235e38f);
+        used |= w[i] != 0;
+        raise |= xsum_float_bin_bound(x[i]) > code;
+    }
+    int fit = 1;
+    if (special) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_deposit(w[i], (double)x[i]);
+    } else if (!used) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            const double v = (double)x[i];
+            const int J = xsum_bin_of(fabs(v));
+            int64_t hi = 0, lo = 0;
+            xsum_add_digits(J, &hi, &lo, v);
+            w[i] = xsum_word_pack(J, hi, lo);
+        }
+    } else if (!raise) {
+#pragma omp simd reduction(& : fit)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t hi = xsum_word_limb(w[i], 30), lo = xsum_word_limb(w[i], 0);
+            xsum_add_digits(xsum_word_code(w[i]), &hi, &lo, (double)x[i]);
+            fit &= xsum_word_limbs_fit(hi, lo);
+            w[i] = xsum_word_pack(xsum_word_code(w[i]), hi, lo);
+        }
+    } else {  // (xsum_deposit_finite on the word's fields, written out: its int8 bin keeps it scalar)
+#pragma omp simd reduction(& : fit)
+        for (int64_t i = 0; i < n; i++) {
+            const double v = (double)x[i];
+            const int j0 = xsum_word_code(w[i]), b = xsum_bin_of(fabs(v)), j1 = b > j0 ? b : j0;
+            const int64_t h0 = xsum_word_limb(w[i], 30), l0 = xsum_word_limb(w[i], 0);
+            int64_t hi = j1 == j0 ? h0 : 0, lo = j1 == j0 ? l0 : (j1 == j0 + 1 ? h0 : 0);  // raised to j1
+            xsum_add_digits(j1, &hi, &lo, v);
+            fit &= xsum_word_limbs_fit(hi, lo);
+            w[i] = xsum_word_pack(j1, hi, lo);
+        }
+    }
+    SPK_ASSERT(fit);  // (at most 32 terms a word: model_plan_update)
+}
 
 // s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised, or is not finite
 // (or meets a sum that is not), then the digits alone (as after a row's first terms: no bin to
 // store or raise), the finite deposit, or the general one.
 static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
+    if (s.word) {
+        xsum_add_row_words(s.word, x, n);
+        return;
+    }
     int8_t *restrict bin = s.bin;
     int64_t *restrict hi = s.hi, *restrict lo = s.lo;
     const float *restrict xr = x;
@@ -42,6 +97,10 @@ static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
 
 // s[0] += v (one sum, one term).
 static inline void xsum_add_one(xsum_t s, double v) {
+    if (s.word) {
+        s.word[0] = xsum_word_deposit(s.word[0], v);
+        return;
+    }
     int J = s.bin[0];
     xsum_deposit(&J, s.hi, s.lo, v);
     s.bin[0] = (int8_t)J;

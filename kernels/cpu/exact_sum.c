@@ -12,6 +12,10 @@
 void xsum_zero(xsum_t s, int64_t n) {
     SPK_ASSERT(n >= 0);
     if (n == 0) return;
+    if (s.word) {
+        memset(s.word, 0, sizeof(uint64_t) * (size_t)n);
+        return;
+    }
     memset(s.bin, 0, (size_t)n);
     memset(s.hi, 0, sizeof(int64_t) * (size_t)n);
     memset(s.lo, 0, sizeof(int64_t) * (size_t)n);
@@ -42,16 +46,26 @@ void xsum_add(xsum_t s, const float *x, int rows, int64_t n, int group) {
 }
 
 void xsum_to_float(float *y, xsum_t s, int64_t n) {
+    if (s.word) {  // (never XSUM_WORD_OVER: words are merged only by the exchange)
+        xsum_words_to_float(y, s.word, n);
+        return;
+    }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
 void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len) {
-    SPK_ASSERT(n >= 0 && len >= 0);
+    SPK_ASSERT(n >= 0 && len >= 0 && !src.word);
 #pragma omp parallel for schedule(static) if (n * len >= PAR_MIN)
     for (int j = 0; j < n; j++) {
         const xsum_t d = xsum_at(dst, (int64_t)idx[j] * len), s = xsum_at(src, (int64_t)j * len);
-        for (int64_t i = 0; i < len; i++) {
+        for (int64_t i = 0; d.word && i < len; i++) {  // (the word's terms and src's: at most 32)
+            int J = xsum_word_bin(d.word[i]);
+            int64_t hi = xsum_word_limb(d.word[i], 30), lo = xsum_word_limb(d.word[i], 0);
+            xsum_merge_into(&J, &hi, &lo, s.bin[i], s.hi[i], s.lo[i]);
+            d.word[i] = xsum_word_of_deposit(J, hi, lo);
+        }
+        for (int64_t i = 0; !d.word && i < len; i++) {
             int J = d.bin[i];
             xsum_merge_into(&J, &d.hi[i], &d.lo[i], s.bin[i], s.hi[i], s.lo[i]);
             d.bin[i] = (int8_t)J;

@@ -3,7 +3,8 @@
 // bins' maximum, then the limbs' sums); within the stated error of the exact sum (an __int128
 // reference); a large term after small ones or before them alike; Inf and NaN make NaN; 2^22
 // terms of the largest digits without overflow; the float fast path's bin bound; the value's
-// rounding. Then every backend's xsum ops give the CPU's bits.
+// rounding; sums held as words accumulate the words of the same sums held in full. Then every
+// backend's xsum ops give the CPU's bits.
 #include "backends.h"
 #include "exact_check.h"
 #include "kernels/cpu/exact_rows.h"
@@ -201,13 +202,20 @@ static void groups(void) {
 // the digits alone, the finite deposit, the general one. Each gives the bits of xsum_deposit term
 // by term: rows into empty sums (every bin raised), rows that raise some bins, rows that raise
 // none, and rows with a NaN or an Inf.
+// terms() for every loop of the row deposit: row 2 raises no bin, the last two hold a NaN and an
+// Inf.
+static float *row_path_terms(int rows, int64_t n) {
+    float *x = terms(rows, n);
+    for (int64_t i = 0; i < n; i++) x[(size_t)2 * n + i] = ldexpf(x[(size_t)n + i], -30);
+    x[(size_t)(rows - 2) * n + 17] = NAN;
+    x[(size_t)(rows - 1) * n + 3] = -INFINITY;
+    return x;
+}
+
 static void row_paths(void) {
     const int rows = 6;
     const int64_t n = 1000;
-    float *x = terms(rows, n);
-    for (int64_t i = 0; i < n; i++) x[(size_t)2 * n + i] = ldexpf(x[(size_t)n + i], -30);  // row 2 raises nothing
-    x[(size_t)4 * n + 17] = NAN;
-    x[(size_t)5 * n + 3] = -INFINITY;
+    const float *x = row_path_terms(rows, n);
     const xsum_t got = host_sums(n), want = host_sums(n);
     for (int r = 0; r < rows; r++) {
         xsum_add_row(got, x + (size_t)r * n, n);
@@ -278,6 +286,50 @@ static void words(void) {
     check_true(bits != XSUM_OVER_BITS, "a non-finite sum's NaN is not the OVER mark");
 }
 
+// Sums held as words (xsum_words): every loop of the row deposit (into empty words, raising
+// none, raising some, non-finite terms), grouped rows, double terms and merged partial sums
+// give the words of the same sums held in full, for 32 terms of the widest spread.
+static void word_sums(void) {
+    const int rows = 32;
+    const int64_t n = 1000;
+    const float *x = row_path_terms(rows, n);
+    uint64_t *buf = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)n);
+    const xsum_t got = xsum_words(buf), full = host_sums(n);
+    xsum_zero(got, n);
+    uint64_t *want = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)n);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        xsum_add_row(got, x + (size_t)r * n, n);
+        xsum_add_row(full, x + (size_t)r * n, n);
+        xsum_to_words(want, full, n);
+        bad += memcmp(buf, want, sizeof(uint64_t) * (size_t)n) != 0;
+    }
+    check_true(bad == 0, "32 rows into words: after each row, the words of the sums in full");
+
+    const xsum_t g = xsum_words(buf), gf = host_sums(n);
+    xsum_zero(g, n);
+    xsum_add(g, x, 16, n, 4);  // groups of 4 rows, one term each
+    xsum_add(gf, x, 16, n, 4);
+    for (int64_t i = 0; i < 8; i++) {
+        const double v = ldexp((double)x[i] + 0x1p-40, 60);  // double terms, past a float's bits
+        xsum_add_one(xsum_at(g, i), v);
+        xsum_add_one(xsum_at(gf, i), v);
+    }
+    const xsum_t part = host_sums(2 * n);  // two rows of partial sums merged into rows 1 and 0
+    xsum_add(part, x + (size_t)16 * n, 1, 2 * n, 1);
+    const int idx[2] = {1, 0};
+    const int64_t half = n / 2;
+    xsum_rows_add(g, part, idx, 2, half);
+    xsum_rows_add(gf, part, idx, 2, half);
+    xsum_to_words(want, gf, n);
+    float *y = alloc_f(n), *yf = alloc_f(n);
+    xsum_to_float(y, g, n);
+    xsum_to_float(yf, gf, n);
+    check_true(memcmp(buf, want, sizeof(uint64_t) * (size_t)n) == 0 && memcmp(y, yf, sizeof(float) * n) == 0 &&
+                   xsum_value_of(g, 5) == xsum_value_of(gf, 5),
+               "groups, double terms and merged partial sums: the words and floats of the sums in full");
+}
+
 static void cpu_checks(void) {
     row_paths();
     groups();
@@ -289,6 +341,7 @@ static void cpu_checks(void) {
     float_bins();
     value_rounding();
     words();
+    word_sums();
 }
 
 // ---- every backend: the CPU's bits --------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include "app/model/core/model_core.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ void model_alloc_buffers(model_t *m, const model_data_t *data) {
     m->state = model_buf(m, (size_t)m->state_table.total);
     if (m->bf16) m->params_bf16 = model_buf_bf16(m, (size_t)m->table.total);
     if (m->invariant) {
-        m->xgrads = model_xsum(m, m->table.total);
+        m->xgrads = m->xgrads_full = model_xsum(m, m->table.total);
         m->xcells = model_xsum(m, 2);
         m->fcells = model_buf(m, 1);
     }
@@ -122,9 +123,26 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
+void model_plan_update(model_t *m, int64_t samples) {
+    // A teacher's passes (DINO) take several views of a sample, each its own terms: not counted.
+    m->exact_terms = m->invariant && !m->teacher ? (samples + m->group - 1) / m->group : 0;
+}
+
+// The gradient sums' form for this update: words (8 bytes a sum instead of 17, which the
+// cross-rank exchange sends as they are) while every sum takes at most 32 terms in all and
+// lives in host memory, where the CPU's kernels deposit into them. SPKDDP_EXACT_SUMS=full
+// keeps the full form: the tests' comparison of both (the same bits).
+static xsum_t grad_sums(const model_t *m) {
+    const int words = m->exact_terms >= 1 && m->exact_terms <= 32 && !m->be->separate_memory &&
+                      spk_env_choice("SPKDDP_EXACT_SUMS", "words|full") != 1;
+    return words ? xsum_words((uint64_t *)(void *)m->xgrads_full.bin) : m->xgrads_full;
+}
+
 void model_zero_grads(model_t *m) {
     m->be->vec_zero(m->grads, (size_t)m->table.total);
-    if (m->invariant) m->be->xsum_zero(m->xgrads, m->table.total);
+    if (!m->invariant) return;
+    m->xgrads = grad_sums(m);
+    m->be->xsum_zero(m->xgrads, m->table.total);
 }
 
 void model_free_buffers(model_t *m) {
@@ -138,7 +156,8 @@ void model_free_buffers(model_t *m) {
     model_buf_free(m, &m->grads);
     model_buf_free(m, &m->state);
     model_buf_bf16_free(m, &m->params_bf16);
-    model_xsum_free(m, &m->xgrads);
+    model_xsum_free(m, &m->xgrads_full);
+    m->xgrads = xsum_none();
     model_xsum_free(m, &m->xcells);
     model_xsum_free(m, &m->xstats);
     model_buf_free(m, &m->fcells);

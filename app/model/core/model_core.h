@@ -146,7 +146,12 @@ struct model {
     // in the global batch) on any world size, and are that rank's (rank 0's rule, as PyTorch DDP).
     int bn_by_group;
     int64_t batch_offset;
-    xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples
+    xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples, in
+                    // full or as words (kernels/exact_sum.h), in xgrads_full's memory
+    xsum_t xgrads_full;
+    // The most terms a gradient sum takes this update over all ranks (model_plan_update); from 1
+    // to 32, on host memory, xgrads are words.
+    int64_t exact_terms;
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank
     // (the global batch size, each BatchNorm's statistics and gradients). NULL: one rank.
@@ -164,7 +169,11 @@ struct model {
 // host_params/host_state -> params/state, and back; nothing to do on a host-memory backend.
 void model_upload(model_t *m);
 void model_download(model_t *m);
-// Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode).
+// Before an update's model_zero_grads: it trains on `samples` samples over all ranks (every
+// micro-batch). The invariant mode's gradient sums then take a term for each group of them.
+void model_plan_update(model_t *m, int64_t samples);
+// Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
+// the planned update allows).
 void model_zero_grads(model_t *m);
 // A model with a teacher (m->teacher) takes the teacher's parameters and state as its own, in
 // the host copies (then model_upload): what embed and export use of a DINO run.
