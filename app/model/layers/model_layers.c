@@ -122,9 +122,35 @@ static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_me
                       runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
 }
 
+// BatchNorm by groups on the CPU: each group through the default mode's kernels, whose every
+// channel one thread sums in a fixed order over the samples it is given, so a group's results
+// depend on its samples alone (not on the world size or the thread count). They take fewer
+// passes than the exact sums; the parameters' gradients join the exact sums as float terms.
+static int bn_default_by_group(const model_t *m) { return m->bn_by_group && !m->be->separate_memory; }
+
 // Reduces set i's sums over the ranks when they are the global batch's.
 static void bn_exchange(model_t *m, xsum_t s, int64_t n) {
     if (!m->bn_by_group) model_exact_allreduce(m, s, n);
+}
+
+// The default mode's forward (with relu, of relu(x)) over this rank's batch, or by groups
+// (bn_default_by_group), the running statistics updated as bn_set says.
+static void forward_by_sets(model_t *m, int relu, float *y, float *mean, float *rstd, int64_t running_mean,
+                            int64_t running_var, const float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
+                            float momentum) {
+    const float *pw = w < 0 ? NULL : m->params + w, *pb = b < 0 ? NULL : m->params + b;
+    const bn_sets_t g = m->invariant ? bn_sets(m, B) : (bn_sets_t){1, B, B};
+    for (int i = 0; i < g.sets; i++) {
+        const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
+        const int runs = !m->invariant || (i == 0 && m->batch_offset == 0);
+        float *rm = runs ? m->state + running_mean : NULL, *rv = runs ? m->state + running_var : NULL;
+        if (relu)
+            m->be->batchnorm1d_relu_forward_train(y + at, mean + c0, rstd + c0, rm, rv, x + at, pw, pb, g.samples, C, T,
+                                                  eps, momentum);
+        else
+            m->be->batchnorm1d_forward_train(y + at, mean + c0, rstd + c0, rm, rv, x + at, pw, pb, g.samples, C, T, eps,
+                                             momentum);
+    }
 }
 
 void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean, int64_t running_var,
@@ -132,9 +158,8 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     const float *pw = w < 0 ? NULL : p + w, *pb = b < 0 ? NULL : p + b;
-    if (!m->invariant) {
-        K->batchnorm1d_forward_train(y, mean, rstd, m->state + running_mean, m->state + running_var, x, pw, pb, B, C, T,
-                                     eps, momentum);
+    if (!m->invariant || bn_default_by_group(m)) {
+        forward_by_sets(m, 0, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
         return;
     }
     const bn_sets_t g = bn_sets(m, B);
@@ -150,22 +175,45 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
 void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean,
                                 int64_t running_var, float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
                                 float momentum) {
-    if (m->invariant) {  // the statistics' exact sums read relu(x) stored
+    if (m->invariant && !bn_default_by_group(m)) {  // the statistics' exact sums read relu(x) stored
         m->be->relu_forward(x, x, (size_t)B * C * T);
         model_batchnorm_train(m, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
         return;
     }
-    const float *p = m->params;
-    m->be->batchnorm1d_relu_forward_train(y, mean, rstd, m->state + running_mean, m->state + running_var, x,
-                                          w < 0 ? NULL : p + w, b < 0 ? NULL : p + b, B, C, T, eps, momentum);
+    forward_by_sets(m, 1, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
 }
 
 // The invariant mode's backward over the global batch: dx += it, or with relu_set = it at the
-// ReLU's input (batchnorm1d_backward_global).
-static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, const float *dy,
-                                      const float *x, const float *mean, const float *rstd, int B, int C, int T) {
+// ReLU's input (batchnorm1d_backward_global). By groups on the CPU (bn_default_by_group), with
+// relu_set, dx's sums over each group join conv_b's exact sums (>= 0: the bias of the
+// convolution dx is the output gradient of, in the pass that writes dx, as the default mode's).
+static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, int64_t conv_b,
+                                      const float *dy, const float *x, const float *mean, const float *rstd, int B,
+                                      int C, int T) {
     const spk_backend_t *K = m->be;
     const bn_sets_t g = bn_sets(m, B);
+    if (bn_default_by_group(m)) {
+        SPK_ASSERT(conv_b < 0 || (relu_set && dx));
+        const int64_t off[3] = {w, b, conv_b};
+        float *part[3];  // the group's terms, in the gradients' place (scratch in this mode)
+        for (int k = 0; k < 3; k++) part[k] = off[k] < 0 ? NULL : m->grads + off[k];
+        for (int i = 0; i < g.sets; i++) {
+            const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
+            for (int k = 0; k < 3; k++)
+                if (part[k]) K->vec_zero(part[k], (size_t)C);
+            const float *pw = w < 0 ? NULL : m->params + w;
+            if (relu_set)
+                K->batchnorm1d_relu_backward(dx ? dx + at : NULL, part[2], part[0], part[1], dy + at, x + at, pw,
+                                             mean + c0, rstd + c0, g.samples, C, T);
+            else
+                K->batchnorm1d_backward(dx ? dx + at : NULL, part[0], part[1], dy + at, x + at, pw, mean + c0,
+                                        rstd + c0, g.samples, C, T);
+            for (int k = 0; k < 3; k++)
+                if (part[k]) K->xsum_add(xgrad(m, off[k]), part[k], 1, C, 1);
+        }
+        return;
+    }
+    SPK_ASSERT(conv_b < 0);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, 0, 0);
         K->batchnorm1d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, x + v.at, mean + v.c0, rstd + v.c0,
@@ -180,7 +228,7 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T) {
     if (m->invariant) {
-        batchnorm_backward_global(m, dx, 0, w, b, dy, x, mean, rstd, B, C, T);
+        batchnorm_backward_global(m, dx, 0, w, b, -1, dy, x, mean, rstd, B, C, T);
         return;
     }
     const float *p = m->params;
@@ -198,13 +246,18 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
                                      w < 0 ? NULL : m->params + w, mean, rstd, B, C, T);
         return;
     }
-    batchnorm_backward_global(m, dx, 1, w, b, dy, x, mean, rstd, B, C, T);
+    batchnorm_backward_global(m, dx, 1, w, b, -1, dy, x, mean, rstd, B, C, T);
 }
 
 void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                    int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
                                    const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
                                    int dilation, float *g, float *work) {
+    if (bn_default_by_group(m)) {  // the bias gradient's terms from the BatchNorm's pass
+        batchnorm_backward_global(m, g, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
+        model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
+        return;
+    }
     if (m->bf16 || m->invariant) {  // their bias gradients are the convolution's (bf16 operands, exact sums)
         model_batchnorm_relu_backward(m, g, bn_w, bn_b, dy, a, mean, rstd, B, Cout, T);
         model_conv1d_backward(m, dx, dx_accumulate, w, b, g, x, xh, B, Cin, Cout, T, K, dilation, work);
