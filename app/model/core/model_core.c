@@ -125,7 +125,11 @@ void model_download(model_t *m) {
 
 void model_plan_update(model_t *m, int64_t samples) {
     // A teacher's passes (DINO) take several views of a sample, each its own terms: not counted.
-    m->exact_terms = m->invariant && !m->teacher ? (samples + m->group - 1) / m->group : 0;
+    // A sample's visual frames, its crop's (whole utterances: not bounded), may each be a picture.
+    const int64_t frames = !m->input.visual                           ? 1
+                           : m->input.crop > 0 && m->visual_ratio > 0 ? m->input.crop / m->visual_ratio
+                                                                      : 0;
+    m->exact_terms = m->invariant && !m->teacher ? (samples * frames + m->group - 1) / m->group : 0;
 }
 
 // The gradient sums' form for this update: words (8 bytes a sum instead of 17, which the

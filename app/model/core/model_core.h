@@ -170,7 +170,8 @@ struct model {
 void model_upload(model_t *m);
 void model_download(model_t *m);
 // Before an update's model_zero_grads: it trains on `samples` samples over all ranks (every
-// micro-batch). The invariant mode's gradient sums then take a term for each group of them.
+// micro-batch). The invariant mode's gradient sums then take a term for each group of them, or
+// with the visual stream for each group of pictures (a face encoder's samples).
 void model_plan_update(model_t *m, int64_t samples);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
 // the planned update allows).
