@@ -18,6 +18,9 @@ typedef struct spk_backend {
     const char *name;     // "cpu", "cpu-staged", "cuda"
     int separate_memory;  // buffers are not the host's: inputs are uploaded, results downloaded
     int invariant;        // the world-size-invariant twin (spk_backend_invariant)
+    // The default BatchNorm kernels sum in an order fixed by the rows they are given, not by
+    // threads or launches: the invariant mode's groups may take them.
+    int bn_fixed_order;
 
     // memory: zero-filled allocation in bytes (aborts with a sentence when out of memory)
     void *(*alloc)(size_t bytes);

@@ -24,11 +24,11 @@ static void host_sync(void) {}
 
 #define SPK_CPU_OP(name) .name = name,
 // The two differ only in whether models must treat the buffers as memory of their own.
-#define SPK_CPU_BACKEND(label, separate, create)                                                                  \
-    {                                                                                                             \
-        .name = label, .separate_memory = separate, .alloc = host_alloc, .free = free, .upload = host_copy,       \
-        .download = host_copy, .sync = host_sync, .staging_create = create, SPK_STAGING_MEMBERS(spk_cpu_staging), \
-        SPK_BACKEND_OPS(SPK_CPU_OP)                                                                               \
+#define SPK_CPU_BACKEND(label, separate, create)                                                            \
+    {                                                                                                       \
+        .name = label, .separate_memory = separate, .bn_fixed_order = 1, .alloc = host_alloc, .free = free, \
+        .upload = host_copy, .download = host_copy, .sync = host_sync, .staging_create = create,            \
+        SPK_STAGING_MEMBERS(spk_cpu_staging), SPK_BACKEND_OPS(SPK_CPU_OP)                                   \
     }
 
 const spk_backend_t spk_backend_cpu = SPK_CPU_BACKEND("cpu", 0, spk_cpu_staging_create);

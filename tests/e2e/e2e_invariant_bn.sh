@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The invariant mode's BatchNorm by groups (--invariant-bn group, docs/invariant.md): each group
 # of samples normalises with its own statistics, so no BatchNorm exchanges anything.
-# - ECAPA (1-D), ecapa-av and ResNet34 (2-D) give bitwise the same checkpoint on 1, 2 and 4 ranks and on
-#   2 threads, running statistics included (rank 0's: the global batch's first group's), and
-#   ECAPA the same held-out metrics; a run resumed on another world size and micro-batches
-#   likewise.
+# - ECAPA (1-D), ecapa-av and ResNet34 (2-D, float32 and bf16) give bitwise the same checkpoint
+#   on 1, 2 and 4 ranks and on 2 threads (ECAPA also on cpu-staged), running statistics included
+#   (rank 0's: the global batch's first group's), and ECAPA the same held-out metrics; a run
+#   resumed on another world size and micro-batches likewise.
 # - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
 #   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
-#   same step within 1e-5; the synchronized BatchNorm of --invariant-bn global does not (the
-#   comparison can fail).
+#   same step within 1e-5 (ECAPA and ResNet34); the synchronized BatchNorm of --invariant-bn
+#   global does not (the comparison can fail).
 # - One group of the whole batch on one rank is the global mode, within 1e-5 after an SGD step
 #   (on the CPU the groups take the default mode's BatchNorm kernels, the global mode exact sums).
 # - Refused: groups too small for BatchNorm, CAM++ (its dense blocks share statistics over the
@@ -30,6 +30,8 @@ for k in 1 2 4; do
 done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir et >/dev/null 2>&1 || fail "ecapa, 2 threads"
 run 1 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e1s >/dev/null 2>&1 || fail "ecapa, 4 steps"
+run 2 $SPKDDP train $ecapa $grouped --max-steps 4 --device cpu-staged --ckpt-dir est >/dev/null 2>&1 ||
+    fail "ecapa, cpu-staged"
 final=ckpt-000000000020.h5
 for k in 2 4; do
     same e1/$final e$k/$final "ecapa, BatchNorm by groups of 4: $k ranks == 1 rank after 20 steps (bitwise)"
@@ -37,6 +39,7 @@ for k in 2 4; do
         fail "ecapa: the metrics of $k ranks differ from 1 rank's"
 done
 same e1s/ckpt-000000000004.h5 et/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 threads == 1 thread (bitwise)"
+same e1s/ckpt-000000000004.h5 est/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 ranks on cpu-staged == 1 on cpu (bitwise)"
 grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
 # Stopped at step 7 on 2 ranks, continued on 4; micro-batches (each forward's first group
 # updates the running statistics) on 1 and 2 ranks.
@@ -63,7 +66,13 @@ r34="--model resnet34 --data sp.h5 --channels 8 --emb-dim 16 --frames 32 --globa
 for k in 1 2; do
     run $k $SPKDDP train $r34 $grouped --ckpt-dir r$k >log_r$k 2>&1 || { cat log_r$k; fail "resnet34 on $k ranks"; }
 done
+SPKDDP_THREADS=2 run 1 $SPKDDP train $r34 $grouped --ckpt-dir r1t2 >/dev/null 2>&1 || fail "resnet34 on 2 threads"
+for k in 1 2; do
+    run $k $SPKDDP train $r34 $grouped --precision bf16 --ckpt-dir rh$k >/dev/null 2>&1 || fail "resnet34 bf16, $k ranks"
+done
 same r1/ckpt-000000000003.h5 r2/ckpt-000000000003.h5 "resnet34, BatchNorm2d by groups of 4: 2 ranks == 1 rank (bitwise)"
+same r1/ckpt-000000000003.h5 r1t2/ckpt-000000000003.h5 "resnet34, BatchNorm2d by groups of 4: 2 threads == 1 (bitwise)"
+same rh1/ckpt-000000000003.h5 rh2/ckpt-000000000003.h5 "resnet34 bf16, BatchNorm2d by groups of 4: 2 ranks == 1 rank (bitwise)"
 
 # PyTorch DDP's BatchNorm: one SGD step of the default mode against the two invariant ones.
 ddp="$ecapa --optimizer sgd --lr 0.1 --max-steps 1 --sampler balanced --utts-per-speaker 2"
@@ -79,6 +88,16 @@ else
 fi
 $SPKDDP diff ddp/ckpt-000000000001.h5 glob/ckpt-000000000001.h5 --rtol 1e-3 >/dev/null &&
     fail "the global BatchNorm matched the default mode's local one too: the comparison cannot fail"
+r34ddp="${r34/--max-steps 3/--max-steps 1} --optimizer sgd --lr 0.1 --sampler balanced --utts-per-speaker 2"
+run 2 $SPKDDP train $r34ddp --ckpt-dir rddp >/dev/null 2>&1 || fail "resnet34, default mode, 2 ranks"
+run 2 $SPKDDP train $r34ddp --invariant --invariant-bn group --invariant-group 8 --ckpt-dir rbyg >/dev/null 2>&1 ||
+    fail "resnet34, groups of 8, 2 ranks"
+if $SPKDDP diff rddp/ckpt-000000000001.h5 rbyg/ckpt-000000000001.h5 --rtol 1e-5 >diff.out; then
+    echo "ok  resnet34: groups of 8 on 2 ranks == the default mode's 2 ranks x 8 (within 1e-5)"
+else
+    cat diff.out
+    fail "resnet34: BatchNorm2d by groups does not compute DDP's local BatchNorm"
+fi
 
 # One group of the whole batch on one rank: the global batch's statistics. On the CPU the groups
 # take the default mode's BatchNorm kernels, so the same values to rounding, after one SGD step.

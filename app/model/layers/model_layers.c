@@ -122,11 +122,11 @@ static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_me
                       runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
 }
 
-// BatchNorm by groups on the CPU: each group through the default mode's kernels, whose every
-// channel one thread sums in a fixed order over the samples it is given, so a group's results
+// BatchNorm by groups on the CPU: each group through the default mode's kernels, which sum in an
+// order fixed by the rows they are given (spk_backend_t.bn_fixed_order), so a group's results
 // depend on its samples alone (not on the world size or the thread count). They take fewer
 // passes than the exact sums; the parameters' gradients join the exact sums as float terms.
-static int bn_default_by_group(const model_t *m) { return m->bn_by_group && !m->be->separate_memory; }
+static int bn_default_by_group(const model_t *m) { return m->bn_by_group && m->be->bn_fixed_order; }
 
 // Reduces set i's sums over the ranks when they are the global batch's.
 static void bn_exchange(model_t *m, xsum_t s, int64_t n) {
@@ -322,6 +322,17 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     }
     SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh alone and bf16 inputs are the plain mode's)
     const bn_sets_t g = bn_sets(m, B);
+    if (bn_default_by_group(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
+        for (int i = 0; i < g.sets; i++) {
+            const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
+            const int runs = i == 0 && m->batch_offset == 0;
+            K->batchnorm2d_forward_train(y + at, NULL, mean + c0, rstd + c0, runs ? m->state + running_mean : NULL,
+                                         runs ? m->state + running_var : NULL, x + at, NULL, p + w, p + b,
+                                         residual ? residual + at : NULL, NULL, relu, g.samples * HW, C, eps, momentum,
+                                         work);
+        }
+        return 0;
+    }
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, running_mean, running_var);
         // A group that leaves the running statistics alone takes its first row as the shift (the
@@ -350,6 +361,25 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
         return;
     }
     const bn_sets_t g = bn_sets(m, B);
+    if (bn_default_by_group(m)) {
+        float *dw = gr + w, *db = gr + b;  // (scratch: the group's terms)
+        for (int i = 0; i < g.sets; i++) {
+            const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
+            const int N = g.samples * HW;
+            K->vec_zero(dw, (size_t)C);
+            K->vec_zero(db, (size_t)C);
+            float *dr = dres ? dres + at : NULL;
+            if (dxh)
+                K->batchnorm2d_backward_rounded(dxh + at, dr, 0, dw, db, dy + at, NULL, y + at, NULL, x + at, NULL,
+                                                p + w, mean + c0, rstd + c0, relu, N, C, work);
+            else
+                K->batchnorm2d_backward(dx ? dx + at : NULL, dr, 0, dw, db, dy + at, y + at, x + at, p + w, mean + c0,
+                                        rstd + c0, relu, N, C, work);
+            K->xsum_add(xgrad(m, w), dw, 1, C, 1);
+            K->xsum_add(xgrad(m, b), db, 1, C, 1);
+        }
+        return;
+    }
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, 0, 0);
         K->batchnorm2d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, y + v.at, x + v.at, mean + v.c0,
