@@ -116,8 +116,11 @@ typedef struct {
     xsum_t s;
 } bn_set_t;
 
+// Whether set i updates the running statistics (bn_set's rule).
+static int bn_set_runs(const model_t *m, int i) { return !m->bn_by_group || (i == 0 && m->batch_offset == 0); }
+
 static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_mean, int64_t running_var) {
-    const int runs = !m->bn_by_group || (i == 0 && m->batch_offset == 0);
+    const int runs = bn_set_runs(m, i);
     return (bn_set_t){(size_t)i * size, (size_t)i * C, runs ? m->state + running_mean : NULL,
                       runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
 }
@@ -139,10 +142,10 @@ static void forward_by_sets(model_t *m, int relu, float *y, float *mean, float *
                             int64_t running_var, const float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
                             float momentum) {
     const float *pw = w < 0 ? NULL : m->params + w, *pb = b < 0 ? NULL : m->params + b;
-    const bn_sets_t g = m->invariant ? bn_sets(m, B) : (bn_sets_t){1, B, B};
+    const bn_sets_t g = bn_sets(m, B);  // (one set of the batch unless by groups)
     for (int i = 0; i < g.sets; i++) {
         const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
-        const int runs = !m->invariant || (i == 0 && m->batch_offset == 0);
+        const int runs = bn_set_runs(m, i);
         float *rm = runs ? m->state + running_mean : NULL, *rv = runs ? m->state + running_var : NULL;
         if (relu)
             m->be->batchnorm1d_relu_forward_train(y + at, mean + c0, rstd + c0, rm, rv, x + at, pw, pb, g.samples, C, T,
@@ -197,11 +200,11 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
         const int64_t off[3] = {w, b, conv_b};
         float *part[3];  // the group's terms, in the gradients' place (scratch in this mode)
         for (int k = 0; k < 3; k++) part[k] = off[k] < 0 ? NULL : m->grads + off[k];
+        const float *pw = w < 0 ? NULL : m->params + w;
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
             for (int k = 0; k < 3; k++)
                 if (part[k]) K->vec_zero(part[k], (size_t)C);
-            const float *pw = w < 0 ? NULL : m->params + w;
             if (relu_set)
                 K->batchnorm1d_relu_backward(dx ? dx + at : NULL, part[2], part[0], part[1], dy + at, x + at, pw,
                                              mean + c0, rstd + c0, g.samples, C, T);
@@ -325,7 +328,7 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     if (bn_default_by_group(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
-            const int runs = i == 0 && m->batch_offset == 0;
+            const int runs = bn_set_runs(m, i);
             K->batchnorm2d_forward_train(y + at, NULL, mean + c0, rstd + c0, runs ? m->state + running_mean : NULL,
                                          runs ? m->state + running_var : NULL, x + at, NULL, p + w, p + b,
                                          residual ? residual + at : NULL, NULL, relu, g.samples * HW, C, eps, momentum,
