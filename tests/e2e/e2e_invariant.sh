@@ -9,7 +9,8 @@
 # (--invariant-group) agree on 1, 2 and 8 ranks, and at C=512 (a layer past L2, folded in
 # groups) on 1 and 2 ranks and 2 threads. The linear model, ecapa-av, resnet34 and campplus
 # on 1, 2 and 4 ranks likewise; resnet34 and campplus with the gradient sums in full
-# (SPKDDP_EXACT_SUMS=full) as with the words they take up to 32 terms in. With a plain float
+# (SPKDDP_EXACT_SUMS=full) as with the words they take up to 32 terms in, campplus also with two
+# CAM segments a sample (240-frame crops). With a plain float
 # allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
 # rank: the comparison can fail. Micro-batches (--grad-accum 2): bitwise on 1, 2 and 4 ranks.
 . "$(dirname "$0")/lib.sh" "$@"
@@ -127,6 +128,12 @@ for k in 1 2 4; do
 done
 SPKDDP_THREADS=2 run 1 $SPKDDP train $cpp --ckpt-dir c1t2 >/dev/null 2>&1 || fail "campplus on 2 threads"
 SPKDDP_EXACT_SUMS=full SPKDDP_THREADS=1 run 2 $SPKDDP train $cpp --ckpt-dir c2f >/dev/null 2>&1 || fail "campplus, full"
+# 240-frame crops: two segments a sample in the CAM layers, whose sums take a term per segment
+long=${cpp/--frames 32/--frames 240}
+for form in words full; do
+    SPKDDP_EXACT_SUMS=$form run 2 $SPKDDP train $long --ckpt-dir cl_$form >/dev/null 2>&1 || fail "campplus, 240 frames, $form"
+done
+same cl_words/ckpt-000000000003.h5 cl_full/ckpt-000000000003.h5 "campplus, 2 segments a sample: the sums as words == in full (bitwise)"
 for d in c2 c4 c1t2 c2f; do
     same c1/ckpt-000000000003.h5 $d/ckpt-000000000003.h5 "campplus: $d == 1 rank, 1 thread (bitwise)"
 done

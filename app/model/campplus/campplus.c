@@ -317,7 +317,8 @@ void model_campplus_build(model_t *m, const model_config_t *cfg, const model_dat
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "campplus: --frames %lld is too short (at least %lld)", (long long)cfg->frames,
                      (long long)m->input.min_frames);
-    m->min_batch = 2;  // BatchNorm over the batch
+    m->rows_per_sample = m->input.crop / 2 / CAMPP_SEG + 1;  // the CAM layers' segments, at most
+    m->min_batch = 2;                                        // BatchNorm over the batch
     model_alloc_buffers(m, data);
     campplus_init_params(c, m, cfg->seed);
     if (cfg->zero_init_residual) {

@@ -129,7 +129,8 @@ void model_plan_update(model_t *m, int64_t samples) {
     const int64_t frames = !m->input.visual                           ? 1
                            : m->input.crop > 0 && m->visual_ratio > 0 ? m->input.crop / m->visual_ratio
                                                                       : 0;
-    m->exact_terms = m->invariant && !m->teacher ? (samples * frames + m->group - 1) / m->group : 0;
+    const int64_t rows = frames > m->rows_per_sample ? frames : m->rows_per_sample;
+    m->exact_terms = m->invariant && !m->teacher && frames ? (samples * rows + m->group - 1) / m->group : 0;
 }
 
 // The gradient sums' form for this update: words (8 bytes a sum instead of 17, which the

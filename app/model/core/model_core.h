@@ -152,6 +152,9 @@ struct model {
     // The most terms a gradient sum takes this update over all ranks (model_plan_update); from 1
     // to 32, on host memory, xgrads are words.
     int64_t exact_terms;
+    // The most rows a sample gives a layer whose exact gradient sums take a term per group of
+    // rows rather than of samples (CAM++'s segments): set by such a family; 0 means 1.
+    int64_t rows_per_sample;
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank
     // (the global batch size, each BatchNorm's statistics and gradients). NULL: one rank.
@@ -171,7 +174,8 @@ void model_upload(model_t *m);
 void model_download(model_t *m);
 // Before an update's model_zero_grads: it trains on `samples` samples over all ranks (every
 // micro-batch). The invariant mode's gradient sums then take a term for each group of them, or
-// with the visual stream for each group of pictures (a face encoder's samples).
+// of a layer's rows where a sample gives it several: pictures with the visual stream (a face
+// encoder's samples), m->rows_per_sample.
 void model_plan_update(model_t *m, int64_t samples);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
 // the planned update allows).
