@@ -29,6 +29,16 @@ same() {
     if $SPKDDP diff "$1" "$2" >diff.out; then echo "ok  $3"; else cat diff.out; fail "$3"; fi
 }
 
+# within A B RTOL WHAT: checkpoints A and B equal within RTOL (spkddp diff --rtol).
+within() {
+    if $SPKDDP diff "$1" "$2" --rtol "$3" >diff.out; then
+        echo "ok  $4 (within $3)"
+    else
+        cat diff.out
+        fail "$4: beyond rtol $3"
+    fi
+}
+
 # strip_timings FILE [KEY|...]: a metrics JSONL file without what timing and memory make differ
 # between runs (samples_per_s, epoch_seconds, data_wait_s, peak_rss_mib, device_mem_mib) and the
 # extra keys given, for comparing two runs' metrics.
