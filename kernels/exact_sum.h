@@ -17,7 +17,8 @@
 // A sum is held in full (bin, hi, lo) or, where it takes at most 32 terms in all (over every
 // rank), as the one word of the cross-rank exchange (word; bin, hi and lo NULL): 8 bytes a sum
 // instead of 17, the same values (xsum_word_deposit). Only the CPU's kernels take words, and
-// only xsum_add, xsum_add_row, xsum_add_one, xsum_zero, xsum_to_float and xsum_to_words.
+// only xsum_add, xsum_add_row, xsum_add_one, xsum_zero, xsum_to_float, xsum_to_words,
+// xsum_value_of and xsum_rows_add (as its destination).
 typedef struct {
     int8_t *bin;     // (n)
     int64_t *hi;     // (n)

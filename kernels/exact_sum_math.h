@@ -222,6 +222,13 @@ SPK_HD int xsum_word_bin(uint64_t w) {
     return code < XSUM_WORD_OVER ? code : XSUM_BIN_NONFINITE;
 }
 
+// The sum (J, hi, lo) a word holds.
+SPK_HD void xsum_word_unpack(uint64_t w, int *J, int64_t *hi, int64_t *lo) {
+    *J = xsum_word_bin(w);
+    *hi = xsum_word_limb(w, 30);
+    *lo = xsum_word_limb(w, 0);
+}
+
 // The word of a sum just deposited to. Its limbs fit while the word has taken at most 32 terms,
 // which the caller guarantees; a bin past the words' (a double term above 2^144, beyond float's
 // range) or limbs that do not fit make the sum non-finite, never XSUM_WORD_OVER, whose terms
@@ -232,8 +239,9 @@ SPK_HD uint64_t xsum_word_of_deposit(int J, int64_t hi, int64_t lo) {
 
 // w + v: the word's sum, the deposit (xsum_deposit), the word again. Branch-free.
 SPK_HD uint64_t xsum_word_deposit(uint64_t w, double v) {
-    int J = xsum_word_bin(w);
-    int64_t hi = xsum_word_limb(w, 30), lo = xsum_word_limb(w, 0);
+    int J;
+    int64_t hi, lo;
+    xsum_word_unpack(w, &J, &hi, &lo);
     xsum_deposit(&J, &hi, &lo, v);
     return xsum_word_of_deposit(J, hi, lo);
 }

@@ -18,7 +18,7 @@ static inline void xsum_add_row_words(uint64_t *restrict w, const float *restric
     int special = 0, used = 0, raise = 0;
 #pragma omp simd reduction(| : special, used, raise)
     for (int64_t i = 0; i < n; i++) {
-        const int code = (int)(w[i] >> 60);
+        const int code = xsum_word_code(w[i]);
         special |= (code >= XSUM_WORD_OVER) | !(fabsf(x[i]) <= 3.4028235e38f);
         used |= w[i] != 0;
         raise |= xsum_float_bin_bound(x[i]) > code;
@@ -49,8 +49,8 @@ static inline void xsum_add_row_words(uint64_t *restrict w, const float *restric
         for (int64_t i = 0; i < n; i++) {
             const double v = (double)x[i];
             const int j0 = xsum_word_code(w[i]), b = xsum_bin_of(fabs(v)), j1 = b > j0 ? b : j0;
-            const int64_t h0 = xsum_word_limb(w[i], 30), l0 = xsum_word_limb(w[i], 0);
-            int64_t hi = j1 == j0 ? h0 : 0, lo = j1 == j0 ? l0 : (j1 == j0 + 1 ? h0 : 0);  // raised to j1
+            int64_t hi = xsum_word_limb(w[i], 30), lo = xsum_word_limb(w[i], 0);
+            xsum_raise_limbs(j0, j1, &hi, &lo);
             xsum_add_digits(j1, &hi, &lo, v);
             fit &= xsum_word_limbs_fit(hi, lo);
             w[i] = xsum_word_pack(j1, hi, lo);

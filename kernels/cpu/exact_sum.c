@@ -60,8 +60,9 @@ void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len) {
     for (int j = 0; j < n; j++) {
         const xsum_t d = xsum_at(dst, (int64_t)idx[j] * len), s = xsum_at(src, (int64_t)j * len);
         for (int64_t i = 0; d.word && i < len; i++) {  // (the word's terms and src's: at most 32)
-            int J = xsum_word_bin(d.word[i]);
-            int64_t hi = xsum_word_limb(d.word[i], 30), lo = xsum_word_limb(d.word[i], 0);
+            int J;
+            int64_t hi, lo;
+            xsum_word_unpack(d.word[i], &J, &hi, &lo);
             xsum_merge_into(&J, &hi, &lo, s.bin[i], s.hi[i], s.lo[i]);
             d.word[i] = xsum_word_of_deposit(J, hi, lo);
         }

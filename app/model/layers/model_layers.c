@@ -131,6 +131,20 @@ static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_me
 // passes than the exact sums; the parameters' gradients join the exact sums as float terms.
 static int bn_default_by_group(const model_t *m) { return m->bn_by_group && m->be->bn_fixed_order; }
 
+// A group's float terms of the C-channel gradients at off[0..n) (< 0: none), held in the
+// gradients' own place (scratch in the invariant mode): zeroed before the group's kernel, then
+// each one term of the exact sums.
+static float *group_terms_zero(model_t *m, int64_t off, int C) {
+    if (off < 0) return NULL;
+    m->be->vec_zero(m->grads + off, (size_t)C);
+    return m->grads + off;
+}
+
+static void group_terms_add(model_t *m, const int64_t *off, int n, int C) {
+    for (int k = 0; k < n; k++)
+        if (off[k] >= 0) m->be->xsum_add(xgrad(m, off[k]), m->grads + off[k], 1, C, 1);
+}
+
 // Reduces set i's sums over the ranks when they are the global batch's.
 static void bn_exchange(model_t *m, xsum_t s, int64_t n) {
     if (!m->bn_by_group) model_exact_allreduce(m, s, n);
@@ -198,21 +212,18 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
     if (bn_default_by_group(m)) {
         SPK_ASSERT(conv_b < 0 || (relu_set && dx));
         const int64_t off[3] = {w, b, conv_b};
-        float *part[3];  // the group's terms, in the gradients' place (scratch in this mode)
-        for (int k = 0; k < 3; k++) part[k] = off[k] < 0 ? NULL : m->grads + off[k];
         const float *pw = w < 0 ? NULL : m->params + w;
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
-            for (int k = 0; k < 3; k++)
-                if (part[k]) K->vec_zero(part[k], (size_t)C);
+            float *part[3];
+            for (int k = 0; k < 3; k++) part[k] = group_terms_zero(m, off[k], C);
             if (relu_set)
                 K->batchnorm1d_relu_backward(dx ? dx + at : NULL, part[2], part[0], part[1], dy + at, x + at, pw,
                                              mean + c0, rstd + c0, g.samples, C, T);
             else
                 K->batchnorm1d_backward(dx ? dx + at : NULL, part[0], part[1], dy + at, x + at, pw, mean + c0,
                                         rstd + c0, g.samples, C, T);
-            for (int k = 0; k < 3; k++)
-                if (part[k]) K->xsum_add(xgrad(m, off[k]), part[k], 1, C, 1);
+            group_terms_add(m, off, 3, C);
         }
         return;
     }
@@ -365,12 +376,11 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
     }
     const bn_sets_t g = bn_sets(m, B);
     if (bn_default_by_group(m)) {
-        float *dw = gr + w, *db = gr + b;  // (scratch: the group's terms)
+        const int64_t off[2] = {w, b};
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
             const int N = g.samples * HW;
-            K->vec_zero(dw, (size_t)C);
-            K->vec_zero(db, (size_t)C);
+            float *dw = group_terms_zero(m, w, C), *db = group_terms_zero(m, b, C);
             float *dr = dres ? dres + at : NULL;
             if (dxh)
                 K->batchnorm2d_backward_rounded(dxh + at, dr, 0, dw, db, dy + at, NULL, y + at, NULL, x + at, NULL,
@@ -378,8 +388,7 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
             else
                 K->batchnorm2d_backward(dx ? dx + at : NULL, dr, 0, dw, db, dy + at, y + at, x + at, p + w, mean + c0,
                                         rstd + c0, relu, N, C, work);
-            K->xsum_add(xgrad(m, w), dw, 1, C, 1);
-            K->xsum_add(xgrad(m, b), db, 1, C, 1);
+            group_terms_add(m, off, 2, C);
         }
         return;
     }
