@@ -17,7 +17,7 @@ size_t xsum_bytes(int64_t n) { return bin_bytes(n) + 2 * sizeof(int64_t) * (size
 xsum_t xsum_layout(void *buf, int64_t n) {
     char *p = buf;
     int64_t *limbs = (int64_t *)(p + bin_bytes(n));
-    return (xsum_t){(int8_t *)p, limbs, limbs + n, NULL};
+    return (xsum_t){(int8_t *)p, limbs, limbs + n, NULL, NULL};
 }
 
 void xsum_raise_to(xsum_t s, const int8_t *bin, int64_t n) {
@@ -66,12 +66,18 @@ void xsum_merge(xsum_t dst, xsum_t src, int64_t n) {
 }
 
 double xsum_value_of(xsum_t s, int64_t i) {
-    return s.word ? xsum_word_value(s.word[i]) : xsum_value(s.bin[i], s.hi[i], s.lo[i]);
+    return s.word  ? xsum_word_value(s.word[i])
+           : s.one ? xsum_word_value(xsum_word_of_term(s.one[i]))
+                   : xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
 void xsum_to_words(uint64_t *w, xsum_t s, int64_t n) {
     if (s.word) {
         if (w != s.word) memcpy(w, s.word, sizeof *w * (size_t)n);
+        return;
+    }
+    if (s.one) {
+        xsum_words_of_pairs(w, s.one, NULL, n);
         return;
     }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
@@ -81,6 +87,47 @@ void xsum_to_words(uint64_t *w, xsum_t s, int64_t n) {
 void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) inout[i] = xsum_word_merge(inout[i], in[i]);
+}
+
+void xsum_words_of_pairs(uint64_t *w, const float *a, const float *b, int64_t n) {
+    if (!b) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_term(a[i]);
+        return;
+    }
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_terms(a[i], b[i]);
+}
+
+// The sum of the float terms a and b rounded to float, as the word of their sum rounds
+// (xsum_word_of_terms, xsum_words_to_float), without the word: each term cut toward zero at the
+// grid of the larger one's bin (the larger is kept whole), the two added in double (exactly:
+// below 2^49 grid steps), rounded once to float; -0 + 0.0 reads as +0, and a non-finite term
+// gives xsum_value's NaN, selected by a mask. Loops of it vectorize.
+static float pair_value(float a, float b) {
+    int fa, fb;
+    const double u = (double)xsum_finite_or_zero(a, &fa), v = (double)xsum_finite_or_zero(b, &fb);
+    const int ja = xsum_bin_of(fabs(u)), jb = xsum_bin_of(fabs(v)), J = ja > jb ? ja : jb;
+    const double up = xsum_grid_scale(J), down = xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS);  // (the grid)
+    const float sum = (float)((trunc(u * up) + trunc(v * up)) * down + 0.0), nan = (float)NAN;
+    const uint32_t keep = 0u - (uint32_t)(fa & fb);
+    uint32_t y, q;
+    memcpy(&y, &sum, sizeof y);
+    memcpy(&q, &nan, sizeof q);
+    y = (y & keep) | (q & ~keep);
+    float out;
+    memcpy(&out, &y, sizeof out);
+    return out;
+}
+
+void xsum_pairs_to_float(float *y, const float *a, const float *b, int64_t n) {
+    if (!b) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = pair_value(a[i], 0.0f);
+        return;
+    }
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = pair_value(a[i], b[i]);
 }
 
 int64_t xsum_words_to_float(float *y, const uint64_t *w, int64_t n) {

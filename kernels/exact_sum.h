@@ -16,14 +16,19 @@
 
 // A sum is held in full (bin, hi, lo) or, where it takes at most 32 terms in all (over every
 // rank), as the one word of the cross-rank exchange (word; bin, hi and lo NULL): 8 bytes a sum
-// instead of 17, the same values (xsum_word_deposit). Only the CPU's kernels take words, and
-// only xsum_add, xsum_add_row, xsum_add_one, xsum_zero, xsum_to_float, xsum_to_words,
-// xsum_value_of and xsum_rows_add (as its destination).
+// instead of 17, the same values (xsum_word_deposit). Where besides this rank gives it one float
+// term, it is held as that term (one; the others NULL): 4 bytes, the term itself, its sum's value
+// (a single float term is kept whole; -0 reads as +0 and a non-finite term as NaN, as in full),
+// and the exchange sends those floats before any word (app/dist/exact_reduce.c). A second term
+// that is not zero fails an assertion, as does a double term that no float equals. Only the
+// CPU's kernels take words and terms, and only xsum_add, xsum_add_row, xsum_add_one, xsum_zero,
+// xsum_to_float, xsum_to_words, xsum_value_of and xsum_rows_add (as its destination, words only).
 typedef struct {
     int8_t *bin;     // (n)
     int64_t *hi;     // (n)
     int64_t *lo;     // (n)
     uint64_t *word;  // (n) instead of the three
+    float *one;      // (n) instead of the three: each sum's one term
 } xsum_t;
 
 // One sum held by value, for host code (losses, test reductions).
@@ -39,25 +44,34 @@ xsum_t xsum_layout(void *buf, int64_t n);
 // The sums [off, off + n) of s.
 SPK_HD xsum_t xsum_at(xsum_t s, int64_t off) {
     if (s.word) {
-        xsum_t v = {NULL, NULL, NULL, s.word + off};
+        xsum_t v = {NULL, NULL, NULL, s.word + off, NULL};
         return v;
     }
-    xsum_t v = {s.bin + off, s.hi + off, s.lo + off, NULL};
+    if (s.one) {
+        xsum_t v = {NULL, NULL, NULL, NULL, s.one + off};
+        return v;
+    }
+    xsum_t v = {s.bin + off, s.hi + off, s.lo + off, NULL, NULL};
     return v;
 }
 SPK_HD xsum_t xsum_cell(xsum_cell_t *c) {
-    xsum_t v = {&c->bin, &c->hi, &c->lo, NULL};
+    xsum_t v = {&c->bin, &c->hi, &c->lo, NULL, NULL};
     return v;
 }
 // The empty view (a gradient that is not wanted), and the test for it.
 SPK_HD xsum_t xsum_none(void) {
-    xsum_t s = {NULL, NULL, NULL, NULL};
+    xsum_t s = {NULL, NULL, NULL, NULL, NULL};
     return s;
 }
-SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL && s.word == NULL; }
+SPK_HD int xsum_empty(xsum_t s) { return s.bin == NULL && s.word == NULL && s.one == NULL; }
 // n sums held as words in buf (8 n bytes, all-zero being the empty sums).
 SPK_HD xsum_t xsum_words(uint64_t *buf) {
-    xsum_t s = {NULL, NULL, NULL, buf};
+    xsum_t s = {NULL, NULL, NULL, buf, NULL};
+    return s;
+}
+// n sums of one term each, held as the terms in buf (4 n bytes, zeroed by xsum_zero).
+SPK_HD xsum_t xsum_ones(float *buf) {
+    xsum_t s = {NULL, NULL, NULL, NULL, buf};
     return s;
 }
 
@@ -93,6 +107,10 @@ double xsum_value_of(xsum_t s, int64_t i);
 #define XSUM_OVER_BITS 0x7fc0beefu
 // w[i] = s[i] as one word (XSUM_WORD_OVER where it does not fit).
 void xsum_to_words(uint64_t *w, xsum_t s, int64_t n);
+// w[i] = the word of the sum of the float terms a[i] and b[i] (b NULL: a[i] alone); y[i] = that
+// sum rounded to float, as xsum_to_float rounds it (two ranks' terms meeting in the exchange).
+void xsum_words_of_pairs(uint64_t *w, const float *a, const float *b, int64_t n);
+void xsum_pairs_to_float(float *y, const float *a, const float *b, int64_t n);
 // inout[i] = the merge of inout[i] and in[i] (the cross-rank reduction's operator).
 void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n);
 // y[i] = w[i]'s value rounded to float, as xsum_to_float rounds its sum, or the NaN of

@@ -237,6 +237,42 @@ SPK_HD uint64_t xsum_word_of_deposit(int J, int64_t hi, int64_t lo) {
     return xsum_word(J < XSUM_WORD_OVER && xsum_word_limbs_fit(hi, lo) ? J : XSUM_BIN_NONFINITE, hi, lo);
 }
 
+// x if finite, else 0 (and *finite says which), on the bits: GCC vectorizes loops of it where
+// it does not a select on a float comparison.
+SPK_HD float xsum_finite_or_zero(float x, int *finite) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    *finite = (b & 0x7f800000u) != 0x7f800000u;
+    b &= 0u - (uint32_t)*finite;
+    float y;
+    memcpy(&y, &b, sizeof y);
+    return y;
+}
+
+// The word of a sum of one float term x (kept whole: a float's bits all lie on its bin's grid);
+// non-finite if x is (float bins are at most 13, so J | 15 is the non-finite code). Branch-free.
+SPK_HD uint64_t xsum_word_of_term(float x) {
+    int finite;
+    const double v = (double)xsum_finite_or_zero(x, &finite);
+    const int J = xsum_bin_of(fabs(v));
+    int64_t hi = 0, lo = 0;
+    xsum_add_digits(J, &hi, &lo, v);
+    return xsum_word_pack(J | (XSUM_WORD_NONFINITE & -(1 - finite)), hi, lo);
+}
+
+// The word of the sum of the float terms a and b: both kept whole (a float's
+// bits all lie on its bin's grid, and the larger bin's grid is the sum's), as deposits would
+// leave them; non-finite if either is. Branch-free.
+SPK_HD uint64_t xsum_word_of_terms(float a, float b) {
+    int fa, fb;
+    const double u = (double)xsum_finite_or_zero(a, &fa), v = (double)xsum_finite_or_zero(b, &fb);
+    const int ja = xsum_bin_of(fabs(u)), jb = xsum_bin_of(fabs(v)), J = ja > jb ? ja : jb;
+    int64_t hi = 0, lo = 0;
+    xsum_add_digits(J, &hi, &lo, u);
+    xsum_add_digits(J, &hi, &lo, v);
+    return xsum_word_pack(J | (XSUM_WORD_NONFINITE & -(1 - (fa & fb))), hi, lo);
+}
+
 // w + v: the word's sum, the deposit (xsum_deposit), the word again. Branch-free.
 SPK_HD uint64_t xsum_word_deposit(uint64_t w, double v) {
     int J;

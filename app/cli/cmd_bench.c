@@ -124,7 +124,7 @@ static double time_steps(const comm_t *comm, const spk_backend_t *be, model_t *m
             grad_sync_take_bytes(&gs);
             head_comm_take_bytes(hc);
         }
-        model_plan_update(m, (int64_t)b->n * comm->size);
+        model_plan_update(m, (int64_t)b->n * comm->size, comm->size);
         model_zero_grads(m);
         m->step_key = s;
         m->batch_offset = (int64_t)comm->rank * b->n;  // (the invariant mode's contiguous slices)

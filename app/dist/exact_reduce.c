@@ -70,10 +70,17 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
 // are too large to combine (phase 1), then, every sum raised to the bins, the limbs' sums (phase
 // 2): combined, one int64 a sum (xsum_combine), or else hi and lo apart, MPI's own reductions
 // in place on the sums, allreduced (sums out).
+// With one term a sum (xsum_ones) on a power-of-two number of ranks, the words' reduce-scatter is
+// recursive halving of our own instead (halve): each rank sends the partner its half's terms as
+// floats, 4 bytes each, and words only after they meet (on 2 ranks no words at all: the
+// partner's terms and this rank's round to this rank's share at once).
 typedef struct {
     int64_t from, to;
     float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
     int words;           // exchanged as words
+    int halvings;        // the recursive halvings left, the current one's messages in req[2], req[3]
+    int blocks[2];       // the ranks' shares this rank holds the sums of: [blocks[0], blocks[1])
+    int rounded;         // this rank's share is in out already
     uint64_t *w;         // the words [from, to): a copy in r->words, or sums held as words in place
     xsum_t sums;         // the sums (host memory), for words_redo
     int64_t over;        // how many of this rank's share overflowed
@@ -94,10 +101,13 @@ struct exact_reduce {
                         // at a moment that differs between ranks (the words' phase 2 starts with
                         // the bucket, on world)
     MPI_Comm floats;    // and one for phase 3
+    MPI_Comm halves;    // and one for the recursive halvings' messages
+    int max_tag;        // MPI_TAG_UB
     MPI_Datatype type;  // PACKED bytes (exact_reduce_now)
     MPI_Op op;          // merge_packed (exact_reduce_now)
     MPI_Op word_op;     // merge_words (buckets with floats out)
     uint64_t *words;    // (n) their words, on host memory
+    uint64_t *recv;     // (n) the halvings' incoming terms or words, at their sums' places
     int64_t n;
     xsum_t s;          // the sums of the bucketed reduction in progress (on the backend)
     xsum_t host;       // (n) their host copy, separate memory without NCCL
@@ -124,6 +134,10 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
     mpiCheck(MPI_Comm_dup(c->world, &r->world));
     mpiCheck(MPI_Comm_dup(c->world, &r->limbs));
     mpiCheck(MPI_Comm_dup(c->world, &r->floats));
+    mpiCheck(MPI_Comm_dup(c->world, &r->halves));
+    int *tag_ub, flag;
+    mpiCheck(MPI_Comm_get_attr(r->halves, MPI_TAG_UB, &tag_ub, &flag));
+    r->max_tag = flag ? *tag_ub : 32767;
     mpiCheck(MPI_Type_contiguous(PACKED, MPI_BYTE, &r->type));
     mpiCheck(MPI_Type_commit(&r->type));
     mpiCheck(MPI_Op_create(merge_packed, 1, &r->op));
@@ -224,6 +238,64 @@ static void set_shares(const exact_reduce_t *r, bucket_t *b) {
     }
 }
 
+// The recursive halvings of a bucket of one term a sum (2^k ranks, k halvings): in each, this
+// rank and rank ^ 2^(halvings left - 1) split the shares they hold, each keeping the half its own
+// share is in and sending the other; after the last it holds its own share. The first sends the
+// terms (floats), the others the words of the sums so far. Tags: the bucket's place and the
+// halving.
+static int halving_count(int size) {
+    int k = 0;
+    while ((1 << k) < size) k++;
+    return k;
+}
+
+static void halving_start(exact_reduce_t *r, bucket_t *b) {
+    const int size = r->comm->size, rank = r->comm->rank, bit = 1 << (b->halvings - 1);
+    const int mid = (b->blocks[0] + b->blocks[1]) / 2, upper = (rank & bit) != 0;
+    const int keep0 = upper ? mid : b->blocks[0], keep1 = upper ? b->blocks[1] : mid;
+    const int send0 = upper ? b->blocks[0] : mid, send1 = upper ? mid : b->blocks[1];
+    const int count = (int)(b->to - b->from), *off = b->share + size;
+    const int k0 = off[keep0], k1 = keep1 < size ? off[keep1] : count;
+    const int s0 = off[send0], s1 = send1 < size ? off[send1] : count;
+    const int first = b->halvings == halving_count(size);
+    const int tag = (int)(b - r->bucket) * 32 + b->halvings;
+    SPK_ASSERT(tag <= r->max_tag);
+    uint64_t *recv = r->recv + b->from + k0;
+    if (first) {
+        const float *one = b->sums.one + b->from;
+        mpiCheck(MPI_Irecv(recv, k1 - k0, MPI_FLOAT, rank ^ bit, tag, r->halves, &b->req[3]));
+        mpiCheck(MPI_Isend(one + s0, s1 - s0, MPI_FLOAT, rank ^ bit, tag, r->halves, &b->req[2]));
+        r->bytes += (int64_t)(s1 - s0) * (int64_t)sizeof(float);
+    } else {
+        mpiCheck(MPI_Irecv(recv, k1 - k0, MPI_UINT64_T, rank ^ bit, tag, r->halves, &b->req[3]));
+        mpiCheck(MPI_Isend(b->w + s0, s1 - s0, MPI_UINT64_T, rank ^ bit, tag, r->halves, &b->req[2]));
+        r->bytes += (int64_t)(s1 - s0) * (int64_t)sizeof(uint64_t);
+    }
+    b->blocks[0] = keep0, b->blocks[1] = keep1;
+}
+
+// The current halving's messages have arrived: the kept half's sums take the partner's, and the
+// next halving starts (or, after the last, this rank's share is ready to round).
+static void halving_end(exact_reduce_t *r, bucket_t *b) {
+    const int size = r->comm->size, count = (int)(b->to - b->from), *off = b->share + size;
+    const int k0 = off[b->blocks[0]], k1 = b->blocks[1] < size ? off[b->blocks[1]] : count;
+    const int first = b->halvings == halving_count(size);
+    const uint64_t *recv = r->recv + b->from + k0;
+    b->halvings--;
+    if (first && !b->halvings) {  // two ranks: their terms, rounded
+        xsum_pairs_to_float(b->out + b->from + k0, b->sums.one + b->from + k0, (const float *)recv, k1 - k0);
+        b->rounded = 1;
+    } else if (first) {
+        xsum_words_of_pairs(b->w + k0, b->sums.one + b->from + k0, (const float *)recv, k1 - k0);
+    } else {
+        xsum_words_merge(b->w + k0, recv, k1 - k0);
+    }
+    if (b->halvings)
+        halving_start(r, b);
+    else
+        b->w += k0;  // (this rank's share, as the reduce-scatter leaves it: floats_start)
+}
+
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     SPK_ASSERT(!out || exact_reduce_floats(r));
@@ -244,8 +316,17 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, f
         b->words = 1;
         b->w = w;
         b->sums = s;
-        xsum_to_words(w, xsum_at(s, from), count);
         set_shares(r, b);
+        const int size = r->comm->size;
+        if (s.one && size > 1 &&
+            (size & (size - 1)) == 0) {  // (one term a rank: at most 32 in all, no merge overflows)
+            if (!r->recv) r->recv = mallocCheck((size_t)r->n * sizeof(uint64_t));
+            b->halvings = halving_count(size);
+            b->blocks[1] = size;
+            halving_start(r, b);
+            return;
+        }
+        xsum_to_words(w, xsum_at(s, from), count);
         r->bytes += comm_scatter_bytes(r->comm, count * (int64_t)sizeof *w);
         mpiCheck(MPI_Ireduce_scatter(MPI_IN_PLACE, w, b->share, MPI_UINT64_T, r->word_op, r->world, &b->req[2]));
         return;
@@ -284,8 +365,8 @@ static void limbs_start(exact_reduce_t *r, bucket_t *b) {
 static void floats_start(exact_reduce_t *r, bucket_t *b) {
     const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
     float *out = b->out + b->from;
-    b->over = xsum_words_to_float(out + at, b->w, n);
-    SPK_ASSERT(!b->over || !b->sums.word);  // (more than 32 terms: the caller's exact_terms is wrong)
+    if (!b->rounded) b->over = xsum_words_to_float(out + at, b->w, n);
+    SPK_ASSERT(!b->over || b->sums.bin);  // (more than 32 terms: the caller's exact_terms is wrong)
     r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));
     mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, b->share, b->share + size, MPI_FLOAT, r->floats,
                              &b->req[4]));
@@ -351,7 +432,9 @@ void exact_reduce_progress(exact_reduce_t *r) {
     // in start order (the same order on every rank), up to the first whose phase has not arrived.
     while (r->advanced < r->nbuckets && arrived(&r->bucket[r->advanced].req[0]))
         limbs_start(r, &r->bucket[r->advanced++]);
-    while (r->gathered < r->advanced && arrived(&r->bucket[r->gathered].req[2])) {
+    for (int j = r->gathered; j < r->advanced; j++)  // (halvings move on in any order: tagged)
+        while (r->bucket[j].halvings && arrived(&r->bucket[j].req[2])) halving_end(r, &r->bucket[j]);
+    while (r->gathered < r->advanced && !r->bucket[r->gathered].halvings && arrived(&r->bucket[r->gathered].req[2])) {
         bucket_t *b = &r->bucket[r->gathered++];
         if (b->out) floats_start(r, b);
     }
@@ -378,8 +461,12 @@ void exact_reduce_wait(exact_reduce_t *r) {
     }
     for (; r->gathered < r->nbuckets; r->gathered++) {  // and phase 3
         bucket_t *b = &r->bucket[r->gathered];
-        comm_wait(r->comm, &b->req[2]);
-        comm_wait(r->comm, &b->req[3]);
+        for (;;) {  // (each halving's messages, then the next's)
+            comm_wait(r->comm, &b->req[2]);
+            comm_wait(r->comm, &b->req[3]);
+            if (!b->halvings) break;
+            halving_end(r, b);
+        }
         if (b->out) floats_start(r, b);
     }
     for (int k = 0; k < r->nbuckets; k++) {
@@ -419,7 +506,9 @@ void exact_reduce_free(exact_reduce_t *r) {
         MPI_Comm_free(&r->world);
         MPI_Comm_free(&r->limbs);
         MPI_Comm_free(&r->floats);
+        MPI_Comm_free(&r->halves);
         free(r->now_buf);
+        free(r->recv);
         free(r->max);
         free(r->words);
     }

@@ -97,11 +97,11 @@ static void accumulate(trainer_t *t, int64_t step) {
     const int64_t last =
         (first + t->cfg->grad_accum < t->micro_steps ? first + t->cfg->grad_accum : t->micro_steps) - 1;
     int64_t n_prev = 0, n_all = 0;
-    model_plan_update(m, t->cfg->global_batch * t->cfg->views);  // (the form of the invariant mode's sums)
-    model_zero_grads(m);                                         // (and the exact sums of the invariant mode)
-    m->step_key = t->global_step;                                // (a sharded head's class sampling)
-    m->batch_offset = (int64_t)t->comm->rank * t->cfg->batch;    // (the invariant mode's contiguous slices)
-    if (t->prefetched < first) t->prefetched = first;            // resumed mid-epoch
+    model_plan_update(m, t->cfg->global_batch * t->cfg->views, t->comm->size);  // (the invariant mode's sums)
+    model_zero_grads(m);                                       // (and the exact sums of the invariant mode)
+    m->step_key = t->global_step;                              // (a sharded head's class sampling)
+    m->batch_offset = (int64_t)t->comm->rank * t->cfg->batch;  // (the invariant mode's contiguous slices)
+    if (t->prefetched < first) t->prefetched = first;          // resumed mid-epoch
     for (int64_t u = first; u <= last; u++) {
         // Batches are read two ahead; the loader's threads compute their frames meanwhile.
         const double w0 = spk_seconds();

@@ -29,13 +29,7 @@ static inline void xsum_add_row_words(uint64_t *restrict w, const float *restric
         for (int64_t i = 0; i < n; i++) w[i] = xsum_word_deposit(w[i], (double)x[i]);
     } else if (!used) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; i++) {
-            const double v = (double)x[i];
-            const int J = xsum_bin_of(fabs(v));
-            int64_t hi = 0, lo = 0;
-            xsum_add_digits(J, &hi, &lo, v);
-            w[i] = xsum_word_pack(J, hi, lo);
-        }
+        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_term(x[i]);
     } else if (!raise) {
 #pragma omp simd reduction(& : fit)
         for (int64_t i = 0; i < n; i++) {
@@ -59,12 +53,29 @@ static inline void xsum_add_row_words(uint64_t *restrict w, const float *restric
     SPK_ASSERT(fit);  // (at most 32 terms a word: model_plan_update)
 }
 
+// Sums of one term each (kernels/exact_sum.h): every sum takes x[i], which it holds as it is,
+// if it is still empty; a zero term changes nothing, and a sum that already holds a term other
+// than zero fails the assertion (the caller's count of terms is wrong).
+static inline void xsum_add_row_one(float *restrict t, const float *restrict x, int64_t n) {
+    int fit = 1;
+#pragma omp simd reduction(& : fit)
+    for (int64_t i = 0; i < n; i++) {
+        fit &= (t[i] == 0.0f) | (x[i] == 0.0f);
+        t[i] = t[i] == 0.0f ? x[i] : t[i];
+    }
+    SPK_ASSERT(fit);  // (one term a sum on this rank: model_plan_update)
+}
+
 // s[i] += x[i], i < n. Two passes: whether any term needs its sum's bin raised, or is not finite
 // (or meets a sum that is not), then the digits alone (as after a row's first terms: no bin to
 // store or raise), the finite deposit, or the general one.
 static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
     if (s.word) {
         xsum_add_row_words(s.word, x, n);
+        return;
+    }
+    if (s.one) {
+        xsum_add_row_one(s.one, x, n);
         return;
     }
     int8_t *restrict bin = s.bin;
@@ -99,6 +110,12 @@ static inline void xsum_add_row(xsum_t s, const float *x, int64_t n) {
 static inline void xsum_add_one(xsum_t s, double v) {
     if (s.word) {
         s.word[0] = xsum_word_deposit(s.word[0], v);
+        return;
+    }
+    if (s.one) {
+        const float x = (float)v;
+        SPK_ASSERT((double)x == v || v != v);  // (float terms only: model_plan_update)
+        xsum_add_row_one(s.one, &x, 1);
         return;
     }
     int J = s.bin[0];

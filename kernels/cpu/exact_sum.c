@@ -16,6 +16,10 @@ void xsum_zero(xsum_t s, int64_t n) {
         memset(s.word, 0, sizeof(uint64_t) * (size_t)n);
         return;
     }
+    if (s.one) {
+        memset(s.one, 0, sizeof(float) * (size_t)n);
+        return;
+    }
     memset(s.bin, 0, (size_t)n);
     memset(s.hi, 0, sizeof(int64_t) * (size_t)n);
     memset(s.lo, 0, sizeof(int64_t) * (size_t)n);
@@ -50,12 +54,16 @@ void xsum_to_float(float *y, xsum_t s, int64_t n) {
         xsum_words_to_float(y, s.word, n);
         return;
     }
+    if (s.one) {
+        xsum_pairs_to_float(y, s.one, NULL, n);
+        return;
+    }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = (float)xsum_value(s.bin[i], s.hi[i], s.lo[i]);
 }
 
 void xsum_rows_add(xsum_t dst, xsum_t src, const int *idx, int n, int64_t len) {
-    SPK_ASSERT(n >= 0 && len >= 0 && !src.word);
+    SPK_ASSERT(n >= 0 && len >= 0 && !src.word && !src.one && !dst.one);
 #pragma omp parallel for schedule(static) if (n * len >= PAR_MIN)
     for (int j = 0; j < n; j++) {
         const xsum_t d = xsum_at(dst, (int64_t)idx[j] * len), s = xsum_at(src, (int64_t)j * len);

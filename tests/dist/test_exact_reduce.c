@@ -70,6 +70,45 @@ static int same_floats(const float *y, xsum_t s, int64_t n) {
     return ok;
 }
 
+// One term a sum on each rank (xsum_ones: sample `rank`), Inf, NaN, signed zeros and an overflow
+// among them: the floats out are the rounding of the ranks' samples summed in full. On a power of
+// two ranks the exchange halves recursively, the terms going as floats: on 2 ranks the bytes of
+// a float allreduce.
+static void check_one_term(const comm_t *c, exact_reduce_t *r, float *x, const int64_t *cuts) {
+    xsum_t all = host_sums(N);
+    float *mine = calloc(N, sizeof(float)), *y = calloc(N, sizeof(float));
+    for (int s = 0; s < c->size; s++) {
+        sample_terms(s, x);
+        x[5] = x[6] = -0.0f;
+        x[7] = s % 2 ? -0.0f : 0.0f;
+        x[8] = s == c->size - 1 ? INFINITY : 1.0f;
+        x[9] = s == 0 ? NAN : 2.0f;
+        x[10] = 3.0e38f;
+        xsum_add(all, x, 1, N, 1);
+        if (s == c->rank) memcpy(mine, x, sizeof(float) * N);
+    }
+    const xsum_t one = xsum_ones(mine);
+    int64_t want = 0;
+    for (int b = 0; b < 3; b++) {
+        exact_reduce_start(r, one, cuts[b], cuts[b + 1], y);
+        exact_reduce_progress(r);
+        const int64_t n = cuts[b + 1] - cuts[b];
+        want += c->size == 2 ? 4 * (n - (c->rank ? n - n / 2 : n / 2)) + sc(c, 4 * n) : sc(c, 8 * n) + sc(c, 4 * n);
+    }
+    exact_reduce_wait(r);
+    want += ar(c, 8);  // (the count of overflowed words: none)
+    EXPECT(same_floats(y, all, N), "rank %d of %d: one term a rank: floats out != the sums' rounding", c->rank,
+           c->size);
+    const int64_t bytes = exact_reduce_take_bytes(r);
+    EXPECT(c->size == 1 || c->size > 2 || bytes == want, "one term a rank: %lld bytes sent, expected %lld",
+           (long long)bytes, (long long)want);
+    EXPECT(c->size < 4 || bytes < want, "one term a rank on %d ranks: %lld bytes sent, the words' %lld", c->size,
+           (long long)bytes, (long long)want);
+    free(all.bin);
+    free(mine);
+    free(y);
+}
+
 static void check_backend(const comm_t *c, const spk_backend_t *be) {
     float *x = malloc(sizeof(float) * N);
     xsum_t all = host_sums(N);  // every sample, on this rank alone
@@ -131,6 +170,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
                be->name, (long long)fbytes, (long long)want_f);
         free(y);
         be->free(again.bin);
+        check_one_term(c, r, x, cuts);
     }
 
     // Limbs too large to combine on one rank: that bucket goes as hi and lo, the same sums.

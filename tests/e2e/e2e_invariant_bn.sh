@@ -4,7 +4,8 @@
 # - ECAPA (1-D), ecapa-av and ResNet34 (2-D, float32 and bf16) give bitwise the same checkpoint
 #   on 1, 2 and 4 ranks and on 2 threads (ECAPA also on cpu-staged), running statistics included
 #   (rank 0's: the global batch's first group's), and ECAPA the same held-out metrics; a run
-#   resumed on another world size and micro-batches likewise.
+#   resumed on another world size and micro-batches likewise. With one group a rank the gradient
+#   sums hold their one term each (4 ranks: the same as words and in full).
 # - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
 #   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
 #   same step within 1e-5 (ECAPA and ResNet34); the synchronized BatchNorm of --invariant-bn
@@ -39,6 +40,14 @@ for k in 2 4; do
         fail "ecapa: the metrics of $k ranks differ from 1 rank's"
 done
 same e1s/ckpt-000000000004.h5 et/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 threads == 1 thread (bitwise)"
+# One group a rank: each gradient sum holds this rank's one term (SPKDDP_EXACT_SUMS' default),
+# and the exchange halves recursively, the terms going as floats; the same as words and in full.
+for form in terms words full; do
+    SPKDDP_EXACT_SUMS=$form run 4 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e4_$form >/dev/null 2>&1 ||
+        fail "ecapa, 4 ranks, sums as $form"
+    same e1s/ckpt-000000000004.h5 e4_$form/ckpt-000000000004.h5 \
+        "ecapa, one group a rank: 4 ranks with the sums as $form == 1 rank (bitwise)"
+done
 same e1s/ckpt-000000000004.h5 est/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 ranks on cpu-staged == 1 on cpu (bitwise)"
 grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
 # Stopped at step 7 on 2 ranks, continued on 4; micro-batches (each forward's first group
@@ -71,6 +80,8 @@ for k in 1 2; do
     run $k $SPKDDP train $r34 $grouped --precision bf16 --ckpt-dir rh$k >/dev/null 2>&1 || fail "resnet34 bf16, $k ranks"
 done
 same r1/ckpt-000000000003.h5 r2/ckpt-000000000003.h5 "resnet34, BatchNorm2d by groups of 4: 2 ranks == 1 rank (bitwise)"
+run 4 $SPKDDP train $r34 $grouped --ckpt-dir r4 >/dev/null 2>&1 || fail "resnet34 on 4 ranks"
+same r1/ckpt-000000000003.h5 r4/ckpt-000000000003.h5 "resnet34, one group a rank: 4 ranks == 1 rank (bitwise)"
 same r1/ckpt-000000000003.h5 r1t2/ckpt-000000000003.h5 "resnet34, BatchNorm2d by groups of 4: 2 threads == 1 (bitwise)"
 same rh1/ckpt-000000000003.h5 rh2/ckpt-000000000003.h5 "resnet34 bf16, BatchNorm2d by groups of 4: 2 ranks == 1 rank (bitwise)"
 

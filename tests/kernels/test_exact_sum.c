@@ -3,12 +3,14 @@
 // bins' maximum, then the limbs' sums); within the stated error of the exact sum (an __int128
 // reference); a large term after small ones or before them alike; Inf and NaN make NaN; 2^22
 // terms of the largest digits without overflow; the float fast path's bin bound; the value's
-// rounding; sums held as words accumulate the words of the same sums held in full. Then every
+// rounding; sums held as words, or as their one term, accumulate the same sums held in full. Then every
 // backend's xsum ops give the CPU's bits.
 #include "backends.h"
 #include "exact_check.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/exact_sum_math.h"
+
+#include <float.h>
 
 // rows x n float terms over 2^-30..2^30 with both signs, a third of them cancelling an earlier
 // row's term up to its last bits, and some exact zeros.
@@ -330,6 +332,75 @@ static void word_sums(void) {
                "groups, double terms and merged partial sums: the words and floats of the sums in full");
 }
 
+// Sums of one term each (xsum_ones), terms of every kind (zeros of both signs, the widest spread,
+// Inf and NaN), after a row of zeros and with double terms that floats equal: the floats, words
+// and values of the same sums in full; two ranks' terms meeting (xsum_words_of_pairs,
+// xsum_pairs_to_float) give the words and floats of their sums in full.
+static void one_term_sums(void) {
+    const int64_t n = 1000;
+    float *x = row_path_terms(3, n);
+    for (int64_t i = 0; i < 40; i++) x[i * 7] = i % 2 ? -0.0f : 0.0f;
+    x[9] = INFINITY, x[11] = NAN, x[13] = -FLT_MAX, x[n + 13] = -FLT_MAX;
+    float *buf = alloc_f(n);
+    const xsum_t got = xsum_ones(buf), full = host_sums(n);
+    xsum_zero(got, n);
+    float *zeros = alloc_f(n);
+    memset(zeros, 0, sizeof(float) * (size_t)n);
+    zeros[5] = -0.0f;
+    xsum_add_row(got, zeros, n);  // (a zero term changes nothing)
+    xsum_add(got, x, 1, n - 8, 1);
+    xsum_add(full, x, 1, n - 8, 1);
+    for (int64_t i = n - 8; i < n; i++) {
+        const double v = (double)x[i];  // double terms with a float's bits
+        xsum_add_one(xsum_at(got, i), v);
+        xsum_add_one(xsum_at(full, i), v);
+    }
+    uint64_t *w = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)n);
+    uint64_t *want_w = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)n);
+    float *y = alloc_f(n), *want = alloc_f(n);
+    xsum_to_words(w, got, n);
+    xsum_to_words(want_w, full, n);
+    xsum_to_float(y, got, n);
+    xsum_to_float(want, full, n);
+    int values = 1;
+    for (int64_t i = 0; i < n; i++) {
+        const double a = xsum_value_of(got, i), b = xsum_value_of(full, i);
+        values &= a == b || (isnan(a) && isnan(b));
+    }
+    check_true(memcmp(w, want_w, sizeof(uint64_t) * (size_t)n) == 0 &&
+                   memcmp(y, want, sizeof(float) * (size_t)n) == 0 && values,
+               "one term a sum: the words, floats and values of the sums in full");
+
+    const float *b = x + n;  // a second rank's terms
+    xsum_add(full, b, 1, n, 1);
+    xsum_to_words(want_w, full, n);
+    xsum_to_float(want, full, n);
+    xsum_words_of_pairs(w, buf, b, n);
+    xsum_pairs_to_float(y, buf, b, n);
+    check_true(memcmp(w, want_w, sizeof(uint64_t) * (size_t)n) == 0 && memcmp(y, want, sizeof(float) * (size_t)n) == 0,
+               "two ranks' terms meeting: the words and floats of their sums in full");
+
+    // Pairs of random bits (every exponent: subnormals, Inf, NaN; and terms a few bins apart).
+    const int64_t m = 1 << 18;
+    float *p = alloc_f(2 * m), *yp = alloc_f(m), *wp = alloc_f(m);
+    for (int64_t i = 0; i < 2 * m; i++) {
+        const uint32_t bits = (uint32_t)rng_int(1 << 16) << 16 | (uint32_t)rng_int(1 << 16);
+        memcpy(&p[i], &bits, sizeof bits);
+        if (i >= m && i % 3 == 0) p[i] = ldexpf(p[i - m], -rng_int(80)) * (rng_int(2) ? -1.0f : 1.0f);
+    }
+    p[5] = p[m + 5] = -0.0f;  // (+0 in full)
+    const xsum_t pf = host_sums(m);
+    xsum_add(pf, p, 2, m, 1);
+    uint64_t *pw = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
+    uint64_t *pw_want = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
+    xsum_to_float(wp, pf, m);
+    xsum_to_words(pw_want, pf, m);
+    xsum_pairs_to_float(yp, p, p + m, m);
+    xsum_words_of_pairs(pw, p, p + m, m);
+    check_true(memcmp(yp, wp, sizeof(float) * (size_t)m) == 0 && memcmp(pw, pw_want, sizeof(uint64_t) * (size_t)m) == 0,
+               "2^18 pairs of random bits: the floats and words of their sums in full");
+}
+
 static void cpu_checks(void) {
     row_paths();
     groups();
@@ -342,6 +413,7 @@ static void cpu_checks(void) {
     value_rounding();
     words();
     word_sums();
+    one_term_sums();
 }
 
 // ---- every backend: the CPU's bits --------------------------------------------------------------

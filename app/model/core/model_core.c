@@ -123,24 +123,35 @@ void model_download(model_t *m) {
     m->be->download(m->host_state, m->state, (size_t)m->state_table.total * sizeof(float));
 }
 
-void model_plan_update(model_t *m, int64_t samples) {
+void model_plan_update(model_t *m, int64_t samples, int ranks) {
     // A teacher's passes (DINO) take several views of a sample, each its own terms: not counted.
     // A sample's visual frames, its crop's (whole utterances: not bounded), may each be a picture.
     const int64_t frames = !m->input.visual                           ? 1
                            : m->input.crop > 0 && m->visual_ratio > 0 ? m->input.crop / m->visual_ratio
                                                                       : 0;
     const int64_t rows = frames > m->rows_per_sample ? frames : m->rows_per_sample;
+    const int64_t per_rank = (samples + ranks - 1) / ranks;  // (the sampler gives every rank as many)
     m->exact_terms = m->invariant && !m->teacher && frames ? (samples * rows + m->group - 1) / m->group : 0;
+    m->exact_rank_terms = m->exact_terms ? (per_rank * rows + m->group - 1) / m->group : 0;
 }
 
-// The gradient sums' form for this update: words (8 bytes a sum instead of 17, which the
-// cross-rank exchange sends as they are) while every sum takes at most 32 terms in all and
-// lives in host memory, where the CPU's kernels deposit into them. SPKDDP_EXACT_SUMS=full
-// keeps the full form: the tests' comparison of both (the same bits).
+// The gradient sums' form for this update, the most compact it allows in host memory, where the
+// CPU's kernels deposit into them (SPKDDP_EXACT_SUMS=words or full forces a fuller one: the
+// tests' comparison of the forms, the same bits):
+//   terms (4 bytes a sum)  every sum takes one float term on this rank and at most 32 in all:
+//                          this rank's samples are one group, BatchNorm's terms are floats
+//                          (BatchNorm by groups on the default kernels; the global mode's are
+//                          doubles), and no sharded classifier merges other ranks' sums in;
+//   words (8)              every sum takes at most 32 terms in all;
+//   full (17)              otherwise.
 static xsum_t grad_sums(const model_t *m) {
-    const int words = m->exact_terms >= 1 && m->exact_terms <= 32 && !m->be->separate_memory &&
-                      spk_env_choice("SPKDDP_EXACT_SUMS", "words|full") != 1;
-    return words ? xsum_words((uint64_t *)(void *)m->xgrads_full.bin) : m->xgrads_full;
+    const int form = spk_env_choice("SPKDDP_EXACT_SUMS", "terms|words|full");
+    const int words = m->exact_terms >= 1 && m->exact_terms <= 32 && !m->be->separate_memory && form != 2;
+    const int terms = words && m->exact_rank_terms == 1 && m->bn_by_group && m->be->bn_fixed_order &&
+                      m->head_rows == m->num_classes && form < 1;  // (unset: -1)
+    return terms   ? xsum_ones((float *)(void *)m->xgrads_full.bin)
+           : words ? xsum_words((uint64_t *)(void *)m->xgrads_full.bin)
+                   : m->xgrads_full;
 }
 
 void model_zero_grads(model_t *m) {

@@ -149,9 +149,9 @@ struct model {
     xsum_t xgrads;  // (table.total,) on be: exact gradient sums of this rank's samples, in
                     // full or as words (kernels/exact_sum.h), in xgrads_full's memory
     xsum_t xgrads_full;
-    // The most terms a gradient sum takes this update over all ranks (model_plan_update); from 1
-    // to 32, on host memory, xgrads are words.
-    int64_t exact_terms;
+    // The most terms a gradient sum takes this update over all ranks, and on this rank
+    // (model_plan_update); they choose xgrads' form (model_zero_grads).
+    int64_t exact_terms, exact_rank_terms;
     // The most rows a sample gives a layer whose exact gradient sums take a term per group of
     // rows rather than of samples (CAM++'s segments): set by such a family; 0 means 1.
     int64_t rows_per_sample;
@@ -176,7 +176,7 @@ void model_download(model_t *m);
 // micro-batch). The invariant mode's gradient sums then take a term for each group of them, or
 // of a layer's rows where a sample gives it several: pictures with the visual stream (a face
 // encoder's samples), m->rows_per_sample.
-void model_plan_update(model_t *m, int64_t samples);
+void model_plan_update(model_t *m, int64_t samples, int ranks);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
 // the planned update allows).
 void model_zero_grads(model_t *m);
