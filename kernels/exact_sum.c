@@ -4,6 +4,7 @@
 // kernels/cuda/exact_sum.cu).
 #include "kernels/exact_sum.h"
 
+#include "kernels/base/spk_assert.h"
 #include "kernels/exact_sum_math.h"
 
 #include <string.h>
@@ -77,7 +78,7 @@ void xsum_to_words(uint64_t *w, xsum_t s, int64_t n) {
         return;
     }
     if (s.one) {
-        xsum_words_of_pairs(w, s.one, NULL, n);
+        xsum_words_of_terms(w, (const float *const[]){s.one}, 1, n);
         return;
     }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
@@ -89,28 +90,14 @@ void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n) {
     for (int64_t i = 0; i < n; i++) inout[i] = xsum_word_merge(inout[i], in[i]);
 }
 
-void xsum_words_of_pairs(uint64_t *w, const float *a, const float *b, int64_t n) {
-    if (!b) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_term(a[i]);
-        return;
-    }
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_terms(a[i], b[i]);
-}
-
-// The sum of the float terms a and b rounded to float, as the word of their sum rounds
-// (xsum_word_of_terms, xsum_words_to_float), without the word: each term cut toward zero at the
-// grid of the larger one's bin (the larger is kept whole), the two added in double (exactly:
-// below 2^49 grid steps), rounded once to float; -0 + 0.0 reads as +0, and a non-finite term
-// gives xsum_value's NaN, selected by a mask. Loops of it vectorize.
-static float pair_value(float a, float b) {
-    int fa, fb;
-    const double u = (double)xsum_finite_or_zero(a, &fa), v = (double)xsum_finite_or_zero(b, &fb);
-    const int ja = xsum_bin_of(fabs(u)), jb = xsum_bin_of(fabs(v)), J = ja > jb ? ja : jb;
-    const double up = xsum_grid_scale(J), down = xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS);  // (the grid)
-    const float sum = (float)((trunc(u * up) + trunc(v * up)) * down + 0.0), nan = (float)NAN;
-    const uint32_t keep = 0u - (uint32_t)(fa & fb);
+// Sums of float terms rounded to float, as their words round (xsum_words_to_float) without the
+// words: each term cut toward zero at the grid of the largest one's bin (xsum_add_digits' digits;
+// the largest is kept whole), the cuts added in double (exactly: below 2^50 grid steps), rounded
+// once to float; -0 + 0.0 reads as +0, and a non-finite term gives xsum_value's NaN, selected by
+// a mask. Branch-free: loops of them vectorize.
+static float cuts_rounded(double cuts, int J, int finite) {
+    const float sum = (float)(cuts * xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS) + 0.0), nan = (float)NAN;
+    const uint32_t keep = 0u - (uint32_t)finite;
     uint32_t y, q;
     memcpy(&y, &sum, sizeof y);
     memcpy(&q, &nan, sizeof q);
@@ -120,14 +107,76 @@ static float pair_value(float a, float b) {
     return out;
 }
 
-void xsum_pairs_to_float(float *y, const float *a, const float *b, int64_t n) {
-    if (!b) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-        for (int64_t i = 0; i < n; i++) y[i] = pair_value(a[i], 0.0f);
-        return;
+static float value_of_2(float a, float b) {
+    int finite = 1;
+    double ua, ub;
+    const int ja = xsum_term_bin(a, &ua, &finite), jb = xsum_term_bin(b, &ub, &finite), J = ja > jb ? ja : jb;
+    const double up = xsum_grid_scale(J);
+    return cuts_rounded(trunc(ua * up) + trunc(ub * up), J, finite);
+}
+
+static float value_of_4(float a, float b, float c, float d) {
+    int finite;
+    double ua, ub, uc, ud;
+    const int J = xsum_4_terms_bin(a, b, c, d, &ua, &ub, &uc, &ud, &finite);
+    const double up = xsum_grid_scale(J);
+    return cuts_rounded((trunc(ua * up) + trunc(ub * up)) + (trunc(uc * up) + trunc(ud * up)), J, finite);
+}
+
+// One block of the ops below: out[i] for the terms t[0..k)[i].
+typedef void terms_block_fn(void *out, const float *const *t, int k, int64_t n);
+
+static void floats_block(void *out, const float *const *t, int k, int64_t n) {
+    float *restrict y = out;
+    const float *restrict a = t[0], *restrict b = t[k > 1 ? 1 : 0];
+    if (k == 4) {
+        const float *restrict c = t[2], *restrict d = t[3];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = value_of_4(a[i], b[i], c[i], d[i]);
+    } else if (k == 2) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = value_of_2(a[i], b[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = value_of_2(a[i], 0.0f);
     }
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = pair_value(a[i], b[i]);
+}
+
+static void words_block(void *out, const float *const *t, int k, int64_t n) {
+    uint64_t *restrict w = out;
+    const float *restrict a = t[0];
+    if (k == 4) {
+        const float *restrict b = t[1], *restrict c = t[2], *restrict d = t[3];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_4_terms(a[i], b[i], c[i], d[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) w[i] = xsum_word_of_term(a[i]);
+    }
+}
+
+#define TERMS_BLOCK 4096
+
+// Blocks of out (unit bytes an element), in parallel.
+static void by_blocks(terms_block_fn *block, size_t unit, void *out, const float *const *t, int k, int64_t n) {
+    const int64_t blocks = (n + TERMS_BLOCK - 1) / TERMS_BLOCK;
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t i0 = q * TERMS_BLOCK, len = i0 + TERMS_BLOCK < n ? TERMS_BLOCK : n - i0;
+        const float *tb[4];
+        for (int j = 0; j < k; j++) tb[j] = t[j] + i0;
+        block((char *)out + unit * (size_t)i0, tb, k, len);
+    }
+}
+
+void xsum_words_of_terms(uint64_t *w, const float *const *t, int k, int64_t n) {
+    SPK_ASSERT(k == 1 || k == 4);
+    by_blocks(words_block, sizeof *w, w, t, k, n);
+}
+
+void xsum_terms_to_float(float *y, const float *const *t, int k, int64_t n) {
+    SPK_ASSERT(k == 1 || k == 2 || k == 4);
+    by_blocks(floats_block, sizeof *y, y, t, k, n);
 }
 
 int64_t xsum_words_to_float(float *y, const uint64_t *w, int64_t n) {

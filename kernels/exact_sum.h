@@ -107,10 +107,11 @@ double xsum_value_of(xsum_t s, int64_t i);
 #define XSUM_OVER_BITS 0x7fc0beefu
 // w[i] = s[i] as one word (XSUM_WORD_OVER where it does not fit).
 void xsum_to_words(uint64_t *w, xsum_t s, int64_t n);
-// w[i] = the word of the sum of the float terms a[i] and b[i] (b NULL: a[i] alone); y[i] = that
-// sum rounded to float, as xsum_to_float rounds it (two ranks' terms meeting in the exchange).
-void xsum_words_of_pairs(uint64_t *w, const float *a, const float *b, int64_t n);
-void xsum_pairs_to_float(float *y, const float *a, const float *b, int64_t n);
+// Sums of k float terms each (ranks' terms meeting in the exchange), term j of sum i being
+// t[j][i]: w[i] = the sum's word (k = 1 or 4); y[i] = the sum rounded to float, as xsum_to_float
+// rounds it (k = 1, 2 or 4).
+void xsum_words_of_terms(uint64_t *w, const float *const *t, int k, int64_t n);
+void xsum_terms_to_float(float *y, const float *const *t, int k, int64_t n);
 // inout[i] = the merge of inout[i] and in[i] (the cross-rank reduction's operator).
 void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n);
 // y[i] = w[i]'s value rounded to float, as xsum_to_float rounds its sum, or the NaN of

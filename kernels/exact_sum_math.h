@@ -249,28 +249,49 @@ SPK_HD float xsum_finite_or_zero(float x, int *finite) {
     return y;
 }
 
-// The word of a sum of one float term x (kept whole: a float's bits all lie on its bin's grid);
-// non-finite if x is (float bins are at most 13, so J | 15 is the non-finite code). Branch-free.
+// A float term x as its sum's exact deposits take it: its value in *u if finite (else 0, and
+// *finite cleared), and its bin. A float is kept whole at its own bin's grid and at any larger
+// bin's that its bits reach (all of them at the grid of the bin above, none two bins up).
+SPK_HD int xsum_term_bin(float x, double *u, int *finite) {
+    int f;
+    *u = (double)xsum_finite_or_zero(x, &f);
+    *finite &= f;
+    return xsum_bin_of(fabs(*u));
+}
+
+// The word of a sum of one float term x; non-finite if x is (float bins are at most 13, so
+// J | 15 is the non-finite code). Branch-free.
 SPK_HD uint64_t xsum_word_of_term(float x) {
-    int finite;
-    const double v = (double)xsum_finite_or_zero(x, &finite);
-    const int J = xsum_bin_of(fabs(v));
+    int finite = 1;
+    double u;
+    const int J = xsum_term_bin(x, &u, &finite);
     int64_t hi = 0, lo = 0;
-    xsum_add_digits(J, &hi, &lo, v);
+    xsum_add_digits(J, &hi, &lo, u);
     return xsum_word_pack(J | (XSUM_WORD_NONFINITE & -(1 - finite)), hi, lo);
 }
 
-// The word of the sum of the float terms a and b: both kept whole (a float's
-// bits all lie on its bin's grid, and the larger bin's grid is the sum's), as deposits would
-// leave them; non-finite if either is. Branch-free.
-SPK_HD uint64_t xsum_word_of_terms(float a, float b) {
-    int fa, fb;
-    const double u = (double)xsum_finite_or_zero(a, &fa), v = (double)xsum_finite_or_zero(b, &fb);
-    const int ja = xsum_bin_of(fabs(u)), jb = xsum_bin_of(fabs(v)), J = ja > jb ? ja : jb;
+// xsum_term_bin of the four terms a, b, c and d of a sum (*finite: whether all are): the largest
+// one's bin, which is the sum's.
+SPK_HD int xsum_4_terms_bin(float a, float b, float c, float d, double *ua, double *ub, double *uc, double *ud,
+                            int *finite) {
+    *finite = 1;
+    const int ja = xsum_term_bin(a, ua, finite), jb = xsum_term_bin(b, ub, finite);
+    const int jc = xsum_term_bin(c, uc, finite), jd = xsum_term_bin(d, ud, finite);
+    const int jab = ja > jb ? ja : jb, jcd = jc > jd ? jc : jd;
+    return jab > jcd ? jab : jcd;
+}
+
+// The word of the sum of the float terms a, b, c and d, as deposits would leave it. Branch-free.
+SPK_HD uint64_t xsum_word_of_4_terms(float a, float b, float c, float d) {
+    int finite;
+    double ua, ub, uc, ud;
+    const int J = xsum_4_terms_bin(a, b, c, d, &ua, &ub, &uc, &ud, &finite);
     int64_t hi = 0, lo = 0;
-    xsum_add_digits(J, &hi, &lo, u);
-    xsum_add_digits(J, &hi, &lo, v);
-    return xsum_word_pack(J | (XSUM_WORD_NONFINITE & -(1 - (fa & fb))), hi, lo);
+    xsum_add_digits(J, &hi, &lo, ua);
+    xsum_add_digits(J, &hi, &lo, ub);
+    xsum_add_digits(J, &hi, &lo, uc);
+    xsum_add_digits(J, &hi, &lo, ud);
+    return xsum_word_pack(J | (XSUM_WORD_NONFINITE & -(1 - finite)), hi, lo);
 }
 
 // w + v: the word's sum, the deposit (xsum_deposit), the word again. Branch-free.

@@ -71,24 +71,25 @@ static void unpack(xsum_t s, const char *p, int64_t n) {
 // 2): combined, one int64 a sum (xsum_combine), or else hi and lo apart, MPI's own reductions
 // in place on the sums, allreduced (sums out).
 // With one term a sum (xsum_ones) on a power-of-two number of ranks, the words' reduce-scatter is
-// recursive halving of our own instead (halve): each rank sends the partner its half's terms as
-// floats, 4 bytes each, and words only after they meet (on 2 ranks no words at all: the
-// partner's terms and this rank's round to this rank's share at once).
+// recursive halving of our own instead (halving_start): the ranks' terms go as floats for as long
+// as they are no larger than a word (two halvings: 4 bytes a sum, then 8), and words after that.
+// On 2 and 4 ranks the terms meeting round to this rank's share at once, with no words at all.
 typedef struct {
     int64_t from, to;
-    float *out;          // the bucket's floats out[from, to), or NULL: the sums in place
-    int words;           // exchanged as words
-    int halvings;        // the recursive halvings left, the current one's messages in req[2], req[3]
-    int blocks[2];       // the ranks' shares this rank holds the sums of: [blocks[0], blocks[1])
-    int rounded;         // this rank's share is in out already
-    uint64_t *w;         // the words [from, to): a copy in r->words, or sums held as words in place
-    xsum_t sums;         // the sums (host memory), for words_redo
-    int64_t over;        // how many of this rank's share overflowed
-    int8_t *wide;        // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
-                         // on the heap: MPI writes it while the bucket array may move
-    int *share;          // (out) each rank's count, then its offset in the bucket
-    MPI_Request req[5];  // phase 1: [0] bins, [1] wide; phase 2: [2] hi (or the words), [3] lo;
-                         // phase 3: [4] floats
+    float *out;             // the bucket's floats out[from, to), or NULL: the sums in place
+    int words;              // exchanged as words
+    int halving, halvings;  // the recursive halving under way (halvings: none), and how many
+    int blocks[2];          // the ranks' shares this rank holds the sums of: [blocks[0], blocks[1])
+    MPI_Request hreq[4];    // the halving's messages: sends [0], [2], receives [1], [3]
+    int rounded;            // this rank's share is in out already
+    uint64_t *w;            // the words [from, to): a copy in r->words, or sums held as words in place
+    xsum_t sums;            // the sums (host memory), for words_redo
+    int64_t over;           // how many of this rank's share overflowed
+    int8_t *wide;           // [0] this rank's limbs are too large to combine, [1] some rank's (MAX);
+                            // on the heap: MPI writes it while the bucket array may move
+    int *share;             // (out) each rank's count, then its offset in the bucket
+    MPI_Request req[5];     // phase 1: [0] bins, [1] wide; phase 2: [2] hi (or the words), [3] lo;
+                            // phase 3: [4] floats
 } bucket_t;
 
 struct exact_reduce {
@@ -107,7 +108,9 @@ struct exact_reduce {
     MPI_Op op;          // merge_packed (exact_reduce_now)
     MPI_Op word_op;     // merge_words (buckets with floats out)
     uint64_t *words;    // (n) their words, on host memory
-    uint64_t *recv;     // (n) the halvings' incoming terms or words, at their sums' places
+    float *terms;       // (3 n) the halvings' incoming terms, at their sums' places: the first's, and
+                        // the second's (the partner's own and its first's)
+    uint64_t *recv;     // (n) the later halvings' incoming words
     int64_t n;
     xsum_t s;          // the sums of the bucketed reduction in progress (on the backend)
     xsum_t host;       // (n) their host copy, separate memory without NCCL
@@ -224,6 +227,7 @@ static bucket_t *push_bucket(exact_reduce_t *r, int64_t from, int64_t to, float 
     b->from = from, b->to = to;
     b->out = out;
     for (int k = 0; k < 5; k++) b->req[k] = MPI_REQUEST_NULL;
+    for (int k = 0; k < 4; k++) b->hreq[k] = MPI_REQUEST_NULL;
     return b;
 }
 
@@ -238,62 +242,88 @@ static void set_shares(const exact_reduce_t *r, bucket_t *b) {
     }
 }
 
-// The recursive halvings of a bucket of one term a sum (2^k ranks, k halvings): in each, this
-// rank and rank ^ 2^(halvings left - 1) split the shares they hold, each keeping the half its own
-// share is in and sending the other; after the last it holds its own share. The first sends the
-// terms (floats), the others the words of the sums so far. Tags: the bucket's place and the
-// halving.
+// The recursive halvings of a bucket of one term a sum (2^k ranks, k halvings): in halving h this
+// rank and rank ^ 2^(k-1-h) split the shares they hold, each keeping the half its own share is in
+// and sending the other; after the last it holds its own share. Halving 0 sends the terms, halving
+// 1 the terms and the first halving's, both as floats; later ones the words of the sums so far.
+// Tags: the bucket's place, the halving and the message.
 static int halving_count(int size) {
     int k = 0;
     while ((1 << k) < size) k++;
     return k;
 }
 
-static void halving_start(exact_reduce_t *r, bucket_t *b) {
-    const int size = r->comm->size, rank = r->comm->rank, bit = 1 << (b->halvings - 1);
-    const int mid = (b->blocks[0] + b->blocks[1]) / 2, upper = (rank & bit) != 0;
-    const int keep0 = upper ? mid : b->blocks[0], keep1 = upper ? b->blocks[1] : mid;
-    const int send0 = upper ? b->blocks[0] : mid, send1 = upper ? mid : b->blocks[1];
-    const int count = (int)(b->to - b->from), *off = b->share + size;
-    const int k0 = off[keep0], k1 = keep1 < size ? off[keep1] : count;
-    const int s0 = off[send0], s1 = send1 < size ? off[send1] : count;
-    const int first = b->halvings == halving_count(size);
-    const int tag = (int)(b - r->bucket) * 32 + b->halvings;
-    SPK_ASSERT(tag <= r->max_tag);
-    uint64_t *recv = r->recv + b->from + k0;
-    if (first) {
-        const float *one = b->sums.one + b->from;
-        mpiCheck(MPI_Irecv(recv, k1 - k0, MPI_FLOAT, rank ^ bit, tag, r->halves, &b->req[3]));
-        mpiCheck(MPI_Isend(one + s0, s1 - s0, MPI_FLOAT, rank ^ bit, tag, r->halves, &b->req[2]));
-        r->bytes += (int64_t)(s1 - s0) * (int64_t)sizeof(float);
-    } else {
-        mpiCheck(MPI_Irecv(recv, k1 - k0, MPI_UINT64_T, rank ^ bit, tag, r->halves, &b->req[3]));
-        mpiCheck(MPI_Isend(b->w + s0, s1 - s0, MPI_UINT64_T, rank ^ bit, tag, r->halves, &b->req[2]));
-        r->bytes += (int64_t)(s1 - s0) * (int64_t)sizeof(uint64_t);
-    }
-    b->blocks[0] = keep0, b->blocks[1] = keep1;
+// The bucket's sums [*e0, *e1) of the shares [blk0, blk1).
+static void share_sums(const exact_reduce_t *r, const bucket_t *b, int blk0, int blk1, int *e0, int *e1) {
+    const int size = r->comm->size, count = (int)(b->to - b->from), *off = b->share + size;
+    *e0 = off[blk0];
+    *e1 = blk1 < size ? off[blk1] : count;
 }
 
-// The current halving's messages have arrived: the kept half's sums take the partner's, and the
-// next halving starts (or, after the last, this rank's share is ready to round).
-static void halving_end(exact_reduce_t *r, bucket_t *b) {
-    const int size = r->comm->size, count = (int)(b->to - b->from), *off = b->share + size;
-    const int k0 = off[b->blocks[0]], k1 = b->blocks[1] < size ? off[b->blocks[1]] : count;
-    const int first = b->halvings == halving_count(size);
-    const uint64_t *recv = r->recv + b->from + k0;
-    b->halvings--;
-    if (first && !b->halvings) {  // two ranks: their terms, rounded
-        xsum_pairs_to_float(b->out + b->from + k0, b->sums.one + b->from + k0, (const float *)recv, k1 - k0);
-        b->rounded = 1;
-    } else if (first) {
-        xsum_words_of_pairs(b->w + k0, b->sums.one + b->from + k0, (const float *)recv, k1 - k0);
+// Message m of the halving: s_count of `type` sent to the partner, r_count received.
+static void halving_message(exact_reduce_t *r, bucket_t *b, int m, const void *send, int s_count, void *recv,
+                            int r_count, MPI_Datatype type, int partner) {
+    const int tag = ((int)(b - r->bucket) * 32 + b->halving) * 2 + m;
+    SPK_ASSERT(tag <= r->max_tag);
+    int unit;
+    mpiCheck(MPI_Type_size(type, &unit));
+    mpiCheck(MPI_Irecv(recv, r_count, type, partner, tag, r->halves, &b->hreq[2 * m + 1]));
+    mpiCheck(MPI_Isend(send, s_count, type, partner, tag, r->halves, &b->hreq[2 * m]));
+    r->bytes += (int64_t)s_count * unit;
+}
+
+static void halving_start(exact_reduce_t *r, bucket_t *b) {
+    const int rank = r->comm->rank, bit = r->comm->size >> (b->halving + 1), partner = rank ^ bit;
+    const int lo = b->blocks[0], hi = b->blocks[1], mid = (lo + hi) / 2, upper = (rank & bit) != 0;
+    int s0, s1, k0, k1;
+    share_sums(r, b, upper ? lo : mid, upper ? mid : hi, &s0, &s1);
+    b->blocks[0] = upper ? mid : lo, b->blocks[1] = upper ? hi : mid;
+    share_sums(r, b, b->blocks[0], b->blocks[1], &k0, &k1);
+    const int64_t at = b->from, n = r->n;
+    float *one = b->sums.one + at, *first = r->terms + at, *own = r->terms + n + at, *their = r->terms + 2 * n + at;
+    if (b->halving == 0) {
+        halving_message(r, b, 0, one + s0, s1 - s0, first + k0, k1 - k0, MPI_FLOAT, partner);
+    } else if (b->halving == 1) {
+        halving_message(r, b, 0, one + s0, s1 - s0, own + k0, k1 - k0, MPI_FLOAT, partner);
+        halving_message(r, b, 1, first + s0, s1 - s0, their + k0, k1 - k0, MPI_FLOAT, partner);
     } else {
-        xsum_words_merge(b->w + k0, recv, k1 - k0);
+        halving_message(r, b, 0, b->w + s0, s1 - s0, r->recv + at + k0, k1 - k0, MPI_UINT64_T, partner);
     }
-    if (b->halvings)
+}
+
+// The halving's messages have arrived: the kept sums take the partner's terms or words. After
+// halving 0 on 2 ranks and halving 1 on 4 they are every rank's terms: this rank's share,
+// rounded; after halving 1 on more, their words; after later ones, the words merged. Then the
+// next halving starts.
+static void halving_end(exact_reduce_t *r, bucket_t *b) {
+    int k0, k1;
+    share_sums(r, b, b->blocks[0], b->blocks[1], &k0, &k1);
+    const int64_t at = b->from + k0, n = r->n, len = k1 - k0;
+    const float *t[4] = {b->sums.one + at, r->terms + at, r->terms + n + at, r->terms + 2 * n + at};
+    const int last = b->halving == b->halvings - 1;
+    if (b->halving <= 1 && last) {
+        xsum_terms_to_float(b->out + at, t, 2 << b->halving, len);
+        b->rounded = 1;
+    } else if (b->halving == 1) {
+        xsum_words_of_terms(b->w + k0, t, 4, len);
+    } else if (b->halving > 1) {
+        xsum_words_merge(b->w + k0, r->recv + at, len);
+    }
+    if (++b->halving < b->halvings)
         halving_start(r, b);
     else
         b->w += k0;  // (this rank's share, as the reduce-scatter leaves it: floats_start)
+}
+
+// Whether every message of the bucket's halving has arrived.
+static int halving_arrived(bucket_t *b) {
+    int all = 1;
+    for (int k = 0; k < 4; k++) {
+        int done;
+        mpiCheck(MPI_Test(&b->hreq[k], &done, MPI_STATUS_IGNORE));
+        all &= done;
+    }
+    return all;
 }
 
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
@@ -320,8 +350,9 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, f
         const int size = r->comm->size;
         if (s.one && size > 1 &&
             (size & (size - 1)) == 0) {  // (one term a rank: at most 32 in all, no merge overflows)
-            if (!r->recv) r->recv = mallocCheck((size_t)r->n * sizeof(uint64_t));
             b->halvings = halving_count(size);
+            if (!r->terms) r->terms = mallocCheck(3 * (size_t)r->n * sizeof(float));
+            if (!r->recv && b->halvings > 2) r->recv = mallocCheck((size_t)r->n * sizeof(uint64_t));
             b->blocks[1] = size;
             halving_start(r, b);
             return;
@@ -432,9 +463,12 @@ void exact_reduce_progress(exact_reduce_t *r) {
     // in start order (the same order on every rank), up to the first whose phase has not arrived.
     while (r->advanced < r->nbuckets && arrived(&r->bucket[r->advanced].req[0]))
         limbs_start(r, &r->bucket[r->advanced++]);
-    for (int j = r->gathered; j < r->advanced; j++)  // (halvings move on in any order: tagged)
-        while (r->bucket[j].halvings && arrived(&r->bucket[j].req[2])) halving_end(r, &r->bucket[j]);
-    while (r->gathered < r->advanced && !r->bucket[r->gathered].halvings && arrived(&r->bucket[r->gathered].req[2])) {
+    for (int j = r->gathered; j < r->advanced; j++) {  // (halvings move on in any order: tagged)
+        bucket_t *b = &r->bucket[j];
+        while (b->halving < b->halvings && halving_arrived(b)) halving_end(r, b);
+    }
+    while (r->gathered < r->advanced && r->bucket[r->gathered].halving == r->bucket[r->gathered].halvings &&
+           arrived(&r->bucket[r->gathered].req[2])) {
         bucket_t *b = &r->bucket[r->gathered++];
         if (b->out) floats_start(r, b);
     }
@@ -461,12 +495,12 @@ void exact_reduce_wait(exact_reduce_t *r) {
     }
     for (; r->gathered < r->nbuckets; r->gathered++) {  // and phase 3
         bucket_t *b = &r->bucket[r->gathered];
-        for (;;) {  // (each halving's messages, then the next's)
-            comm_wait(r->comm, &b->req[2]);
-            comm_wait(r->comm, &b->req[3]);
-            if (!b->halvings) break;
+        while (b->halving < b->halvings) {  // (each halving's messages, then the next's)
+            for (int k = 0; k < 4; k++) comm_wait(r->comm, &b->hreq[k]);
             halving_end(r, b);
         }
+        comm_wait(r->comm, &b->req[2]);
+        comm_wait(r->comm, &b->req[3]);
         if (b->out) floats_start(r, b);
     }
     for (int k = 0; k < r->nbuckets; k++) {
@@ -508,6 +542,7 @@ void exact_reduce_free(exact_reduce_t *r) {
         MPI_Comm_free(&r->floats);
         MPI_Comm_free(&r->halves);
         free(r->now_buf);
+        free(r->terms);
         free(r->recv);
         free(r->max);
         free(r->words);

@@ -55,7 +55,7 @@ void xsum_to_float(float *y, xsum_t s, int64_t n) {
         return;
     }
     if (s.one) {
-        xsum_pairs_to_float(y, s.one, NULL, n);
+        xsum_terms_to_float(y, (const float *const[]){s.one}, 1, n);
         return;
     }
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)

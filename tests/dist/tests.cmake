@@ -1,6 +1,6 @@
 # dist/: cross-rank exact sums on 1, 2 and 4 ranks.
 spk_test_binary(dist test_exact_reduce)
-spk_mpi_test(test_exact_reduce 1 2 3 4)
+spk_mpi_test(test_exact_reduce 1 2 3 4 8)
 # dist/: the classifier sharded across 1-4 ranks against the replicated one.
 spk_test_binary(dist test_sharded_head)
 spk_mpi_test(test_sharded_head 1 2 3 4)

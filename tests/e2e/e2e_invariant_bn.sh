@@ -5,7 +5,7 @@
 #   on 1, 2 and 4 ranks and on 2 threads (ECAPA also on cpu-staged), running statistics included
 #   (rank 0's: the global batch's first group's), and ECAPA the same held-out metrics; a run
 #   resumed on another world size and micro-batches likewise. With one group a rank the gradient
-#   sums hold their one term each (4 ranks: the same as words and in full).
+#   sums hold their one term each (4 ranks: the same as words and in full; 8 ranks).
 # - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
 #   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
 #   same step within 1e-5 (ECAPA and ResNet34); the synchronized BatchNorm of --invariant-bn
@@ -48,6 +48,11 @@ for form in terms words full; do
     same e1s/ckpt-000000000004.h5 e4_$form/ckpt-000000000004.h5 \
         "ecapa, one group a rank: 4 ranks with the sums as $form == 1 rank (bitwise)"
 done
+# 8 ranks of one group of 2: the halvings past the second send words.
+pairs="${grouped/--invariant-group 4/--invariant-group 2} --max-steps 2"
+run 8 $SPKDDP train $ecapa $pairs --ckpt-dir e8 >/dev/null 2>&1 || fail "ecapa, 8 ranks"
+run 1 $SPKDDP train $ecapa $pairs --ckpt-dir e8_1 >/dev/null 2>&1 || fail "ecapa, groups of 2, 1 rank"
+same e8_1/ckpt-000000000002.h5 e8/ckpt-000000000002.h5 "ecapa, one group of 2 a rank: 8 ranks == 1 rank (bitwise)"
 same e1s/ckpt-000000000004.h5 est/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 ranks on cpu-staged == 1 on cpu (bitwise)"
 grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
 # Stopped at step 7 on 2 ranks, continued on 4; micro-batches (each forward's first group

@@ -332,10 +332,40 @@ static void word_sums(void) {
                "groups, double terms and merged partial sums: the words and floats of the sums in full");
 }
 
+// 2 and 4 ranks' terms meeting (xsum_terms_to_float, xsum_words_of_terms), 2^18 sums of random
+// bits (every exponent: subnormals, Inf, NaN; a third of the terms a few bins below the first,
+// and -0 + -0): the floats and words of the sums in full.
+static void terms_of_random_bits(void) {
+    const int64_t m = 1 << 18;
+    float *p = alloc_f(4 * m), *y = alloc_f(m), *want = alloc_f(m);
+    for (int64_t i = 0; i < 4 * m; i++) {
+        const uint32_t bits = (uint32_t)rng_int(1 << 16) << 16 | (uint32_t)rng_int(1 << 16);
+        memcpy(&p[i], &bits, sizeof bits);
+        if (i >= m && i % 3 == 0) p[i] = ldexpf(p[i % m], -rng_int(80)) * (rng_int(2) ? -1.0f : 1.0f);
+    }
+    for (int j = 0; j < 4; j++) p[j * m + 5] = -0.0f;
+    uint64_t *w = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
+    uint64_t *want_w = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
+    const float *t[4] = {p, p + m, p + 2 * m, p + 3 * m};
+    for (int k = 2; k <= 4; k += 2) {
+        const xsum_t full = host_sums(m);
+        xsum_add(full, p, k, m, 1);
+        xsum_to_float(want, full, m);
+        xsum_to_words(want_w, full, m);
+        xsum_terms_to_float(y, t, k, m);
+        int same_words = 1;
+        if (k == 4) {
+            xsum_words_of_terms(w, t, k, m);
+            same_words = memcmp(w, want_w, sizeof(uint64_t) * (size_t)m) == 0;
+        }
+        check_true(memcmp(y, want, sizeof(float) * (size_t)m) == 0 && same_words,
+                   cname("%d terms of random bits: the floats (and words) of their sums in full", k));
+    }
+}
+
 // Sums of one term each (xsum_ones), terms of every kind (zeros of both signs, the widest spread,
 // Inf and NaN), after a row of zeros and with double terms that floats equal: the floats, words
-// and values of the same sums in full; two ranks' terms meeting (xsum_words_of_pairs,
-// xsum_pairs_to_float) give the words and floats of their sums in full.
+// and values of the same sums in full; two ranks' terms meeting give the floats of their sums.
 static void one_term_sums(void) {
     const int64_t n = 1000;
     float *x = row_path_terms(3, n);
@@ -373,32 +403,11 @@ static void one_term_sums(void) {
 
     const float *b = x + n;  // a second rank's terms
     xsum_add(full, b, 1, n, 1);
-    xsum_to_words(want_w, full, n);
     xsum_to_float(want, full, n);
-    xsum_words_of_pairs(w, buf, b, n);
-    xsum_pairs_to_float(y, buf, b, n);
-    check_true(memcmp(w, want_w, sizeof(uint64_t) * (size_t)n) == 0 && memcmp(y, want, sizeof(float) * (size_t)n) == 0,
-               "two ranks' terms meeting: the words and floats of their sums in full");
-
-    // Pairs of random bits (every exponent: subnormals, Inf, NaN; and terms a few bins apart).
-    const int64_t m = 1 << 18;
-    float *p = alloc_f(2 * m), *yp = alloc_f(m), *wp = alloc_f(m);
-    for (int64_t i = 0; i < 2 * m; i++) {
-        const uint32_t bits = (uint32_t)rng_int(1 << 16) << 16 | (uint32_t)rng_int(1 << 16);
-        memcpy(&p[i], &bits, sizeof bits);
-        if (i >= m && i % 3 == 0) p[i] = ldexpf(p[i - m], -rng_int(80)) * (rng_int(2) ? -1.0f : 1.0f);
-    }
-    p[5] = p[m + 5] = -0.0f;  // (+0 in full)
-    const xsum_t pf = host_sums(m);
-    xsum_add(pf, p, 2, m, 1);
-    uint64_t *pw = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
-    uint64_t *pw_want = (uint64_t *)test_alloc(sizeof(uint64_t) * (size_t)m);
-    xsum_to_float(wp, pf, m);
-    xsum_to_words(pw_want, pf, m);
-    xsum_pairs_to_float(yp, p, p + m, m);
-    xsum_words_of_pairs(pw, p, p + m, m);
-    check_true(memcmp(yp, wp, sizeof(float) * (size_t)m) == 0 && memcmp(pw, pw_want, sizeof(uint64_t) * (size_t)m) == 0,
-               "2^18 pairs of random bits: the floats and words of their sums in full");
+    xsum_terms_to_float(y, (const float *const[]){buf, b}, 2, n);
+    check_true(memcmp(y, want, sizeof(float) * (size_t)n) == 0,
+               "two ranks' terms meeting: the floats of their sums in full");
+    terms_of_random_bits();
 }
 
 static void cpu_checks(void) {
