@@ -93,10 +93,11 @@ void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n) {
 // Sums of float terms rounded to float, as their words round (xsum_words_to_float) without the
 // words: each term cut toward zero at the grid of the largest one's bin (xsum_add_digits' digits;
 // the largest is kept whole), the cuts added in double (exactly: below 2^50 grid steps), rounded
-// once to float; -0 + 0.0 reads as +0, and a non-finite term gives xsum_value's NaN, selected by
-// a mask. Branch-free: loops of them vectorize.
-static float cuts_rounded(double cuts, int J, int finite) {
-    const float sum = (float)(cuts * xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS) + 0.0), nan = (float)NAN;
+// once to float; -0 + 0.0 reads as +0, and a non-finite term gives xsum_value's NaN.
+// Branch-free: loops of them vectorize.
+// sum if finite, else the NaN of xsum_value's, selected by a mask.
+static float finite_or_nan(float sum, int finite) {
+    const float nan = (float)NAN;
     const uint32_t keep = 0u - (uint32_t)finite;
     uint32_t y, q;
     memcpy(&y, &sum, sizeof y);
@@ -105,6 +106,17 @@ static float cuts_rounded(double cuts, int J, int finite) {
     float out;
     memcpy(&out, &y, sizeof out);
     return out;
+}
+
+static float cuts_rounded(double cuts, int J, int finite) {
+    return finite_or_nan((float)(cuts * xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS) + 0.0), finite);
+}
+
+// A sum of the one term a: a itself, -0 as +0, the NaN of xsum_value's if not finite.
+static float value_of_1(float a) {
+    int finite;
+    const float x = xsum_finite_or_zero(a, &finite);
+    return finite_or_nan(x + 0.0f, finite);
 }
 
 static float value_of_2(float a, float b) {
@@ -138,7 +150,7 @@ static void floats_block(void *out, const float *const *t, int k, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[i] = value_of_2(a[i], b[i]);
     } else {
 #pragma omp simd
-        for (int64_t i = 0; i < n; i++) y[i] = value_of_2(a[i], 0.0f);
+        for (int64_t i = 0; i < n; i++) y[i] = value_of_1(a[i]);
     }
 }
 

@@ -571,15 +571,26 @@ static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum
 // whose weights fit L2 add each sample's GEMM over time into blocks of EXACT_FOLD_COLS columns,
 // reading x and dy in place (as the default per-sample schedule; no copies); the others fold the
 // group's columns (G T of them, in chunks of conv_chunk_samples(G, T) samples whose products add up in
-// dw_tmp), as the default folded weight gradient, in blocks of EXACT_FOLDED_ROWS x
-// EXACT_FOLDED_COLS: each block's GEMM packs its rows of dYg and its columns of colg, so blocks
-// of whole rows and 256 columns packed the 1536 x 1536 layer's dYg six times (the exact weight
-// gradient 25-40 ms slower than the default's, one thread, batch 16; 512 x 768: 6-12 ms, with as
-// many blocks). Scratch: the folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T)
-// >= conv_chunk_samples(G, T) samples' columns.
+// dw_tmp), as the default folded weight gradient, in blocks of half the rows (at least 256:
+// exact_folded_part) by EXACT_FOLDED_COLS columns. Each block's GEMM packs its rows of dYg and
+// its columns of colg, so more blocks pack more: blocks of whole rows and 256 columns packed the
+// 1536 x 1536 layer's dYg six times (the exact weight gradient 25-40 ms slower than the
+// default's, one thread, batch 16); blocks of 512 x 768 left it 10% slower and ECAPA C=1024's
+// 3072 x 3072 layer 11%, quarters or halves of the columns 12-17% on the first; halves of the
+// rows by 1536 columns 1-5% on both, on one thread and on two (T = 200). The blocks depend on the
+// shape only, never on the thread count, which they bound: 2 for 1024 and 1536 channels, 4 for
+// 3072, so a rank's threads past those idle on these layers' weight gradients. Scratch: the
+// folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T) >=
+// conv_chunk_samples(G, T) samples' columns.
 #define EXACT_FOLD_COLS   256
-#define EXACT_FOLDED_ROWS 512
-#define EXACT_FOLDED_COLS 768
+#define EXACT_ROW_PARTS   2
+#define EXACT_FOLDED_COLS 1536
+
+// A block's rows of n: n / parts, at least 256, a multiple of 64.
+static int exact_folded_part(int n, int parts) {
+    const int m = (n + parts - 1) / parts;
+    return m < 256 ? 256 : (m + 63) / 64 * 64;
+}
 
 static void deposit_block(xsum_t dw, const float *dw_tmp, int o0, int o1, int CK, int n0, int n1) {
     for (int o = o0; o < o1; o++)
@@ -590,8 +601,8 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
                                  int group) {
     const int CK = Cin * K, nb_max = conv_chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
-    const int fcols = (CK + EXACT_FOLDED_COLS - 1) / EXACT_FOLDED_COLS;
-    const int frows = (Cout + EXACT_FOLDED_ROWS - 1) / EXACT_FOLDED_ROWS;
+    const int cols = EXACT_FOLDED_COLS, fcols = (CK + cols - 1) / cols;
+    const int rows = exact_folded_part(Cout, EXACT_ROW_PARTS), frows = (Cout + rows - 1) / rows;
     const size_t e = op->elem;
     const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
     SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
@@ -616,9 +627,9 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
             conv_fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
             for (int blk = 0; blk < fcols * frows; blk++) {
-                const int n0 = blk % fcols * EXACT_FOLDED_COLS, o0 = blk / fcols * EXACT_FOLDED_ROWS;
-                const int n1 = n0 + EXACT_FOLDED_COLS < CK ? n0 + EXACT_FOLDED_COLS : CK;
-                const int o1 = o0 + EXACT_FOLDED_ROWS < Cout ? o0 + EXACT_FOLDED_ROWS : Cout;
+                const int n0 = blk % fcols * cols, o0 = blk / fcols * rows;
+                const int n1 = n0 + cols < CK ? n0 + cols : CK;
+                const int o1 = o0 + rows < Cout ? o0 + rows : Cout;
                 op->gemm('N', 'T', o1 - o0, n1 - n0, nc, dyf + (size_t)o0 * nc * e, nc, col + (size_t)n0 * nc * e, nc,
                          b0 > g0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0, CK);  // the chunks add up in dw_tmp
                 if (last) deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);
