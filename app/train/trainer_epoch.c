@@ -160,6 +160,8 @@ static void append_metrics(const trainer_t *t, const epoch_summary_t *s) {
     if (!isnan(s->device_mib)) json_num(&j, "device_mem_mib", s->device_mib);
     json_num(&j, "divergence", s->divergence);
     json_int(&j, "world_size", t->comm->size);
+    json_int(&j, "invariant", t->model->invariant);  // (which mode ran: the same run on any world size, or not)
+    if (t->model->invariant) json_int(&j, "invariant_group", t->model->group);
     json_end(&j);
     metrics_append(t->cfg->metrics, &j);
 }
