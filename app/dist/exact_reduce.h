@@ -12,6 +12,10 @@
 //                           round to agree the bins first. A word holds a sum of up to 32 terms;
 //                           past that a merge may not fit, and those sums (marked in the floats)
 //                           are reduced in full at the wait, 17 bytes each, the same values.
+//                           Sums of one float term a rank (xsum_ones) on a power of two ranks:
+//                           recursive halving, the terms sent as floats (one a sum, then two),
+//                           words after that; on 2 ranks a float allreduce's bytes, on 4 7/6 of
+//                           them, rounded where the terms meet.
 //                           Bucketed, sums out: the bins' maximum (MPI_INT8_T MAX), every sum
 //                           raised to it, the limbs' sums (MPI_INT64_T SUM), MPI's own
 //                           reductions in place: combined into one int64 a sum unless some
