@@ -260,11 +260,23 @@ static void share_sums(const exact_reduce_t *r, const bucket_t *b, int blk0, int
     *e1 = blk1 < size ? off[blk1] : count;
 }
 
+// The tag of the bucket's halving's message m: unique among the buckets in flight, whose halvings
+// move on in any order.
+static int halving_tag(const exact_reduce_t *r, const bucket_t *b, int halving, int m) {
+    return ((int)(b - r->bucket) * 32 + halving) * 2 + m;
+}
+
+// Whether the bucket's tags fit MPI's (at least 32767; MPICH's 2^28 - 1): past that (a bucket
+// size made tiny), its sums go the words' way. (One term a rank: at most 32 in all, so no
+// merge overflows.)
+static int halving_tags_fit(const exact_reduce_t *r, const bucket_t *b) {
+    return (int64_t)(b - r->bucket) * 64 + 63 <= r->max_tag;
+}
+
 // Message m of the halving: s_count of `type` sent to the partner, r_count received.
 static void halving_message(exact_reduce_t *r, bucket_t *b, int m, const void *send, int s_count, void *recv,
                             int r_count, MPI_Datatype type, int partner) {
-    const int tag = ((int)(b - r->bucket) * 32 + b->halving) * 2 + m;
-    SPK_ASSERT(tag <= r->max_tag);
+    const int tag = halving_tag(r, b, b->halving, m);
     int unit;
     mpiCheck(MPI_Type_size(type, &unit));
     mpiCheck(MPI_Irecv(recv, r_count, type, partner, tag, r->halves, &b->hreq[2 * m + 1]));
@@ -348,8 +360,7 @@ void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, f
         b->sums = s;
         set_shares(r, b);
         const int size = r->comm->size;
-        if (s.one && size > 1 &&
-            (size & (size - 1)) == 0) {  // (one term a rank: at most 32 in all, no merge overflows)
+        if (s.one && size > 1 && (size & (size - 1)) == 0 && halving_tags_fit(r, b)) {
             b->halvings = halving_count(size);
             if (!r->terms) r->terms = mallocCheck(3 * (size_t)r->n * sizeof(float));
             if (!r->recv && b->halvings > 2) r->recv = mallocCheck((size_t)r->n * sizeof(uint64_t));

@@ -5,7 +5,8 @@
 #   on 1, 2 and 4 ranks and on 2 threads (ECAPA also on cpu-staged), running statistics included
 #   (rank 0's: the global batch's first group's), and ECAPA the same held-out metrics; a run
 #   resumed on another world size and micro-batches likewise. With one group a rank the gradient
-#   sums hold their one term each (4 ranks: the same as words and in full; 8 ranks).
+#   sums hold their one term each (4 ranks: the same as words and in full, and with thousands
+#   of small buckets in flight; 8 ranks).
 # - What it computes is PyTorch DDP's local BatchNorm: with speaker-balanced batches, which both
 #   modes cut into contiguous slices, 2 ranks x 8 of the default mode and groups of 8 give the
 #   same step within 1e-5 (ECAPA and ResNet34); the synchronized BatchNorm of --invariant-bn
@@ -48,6 +49,11 @@ for form in terms words full; do
     same e1s/ckpt-000000000004.h5 e4_$form/ckpt-000000000004.h5 \
         "ecapa, one group a rank: 4 ranks with the sums as $form == 1 rank (bitwise)"
 done
+# Buckets of 52 sums, thousands in flight, their halvings moving on in any order.
+SPKDDP_BUCKET_MB=0.0002 run 4 $SPKDDP train $ecapa $grouped --max-steps 4 --ckpt-dir e4_small >/dev/null 2>&1 ||
+    fail "ecapa, 4 ranks, small buckets"
+same e1s/ckpt-000000000004.h5 e4_small/ckpt-000000000004.h5 \
+    "ecapa, one group a rank: 4 ranks with buckets of 52 sums == 1 rank (bitwise)"
 # 8 ranks of one group of 2: the halvings past the second send words.
 pairs="${grouped/--invariant-group 4/--invariant-group 2} --max-steps 2"
 run 8 $SPKDDP train $ecapa $pairs --ckpt-dir e8 >/dev/null 2>&1 || fail "ecapa, 8 ranks"
