@@ -90,11 +90,6 @@ void xsum_words_merge(uint64_t *inout, const uint64_t *in, int64_t n) {
     for (int64_t i = 0; i < n; i++) inout[i] = xsum_word_merge(inout[i], in[i]);
 }
 
-// Sums of float terms rounded to float, as their words round (xsum_words_to_float) without the
-// words: each term cut toward zero at the grid of the largest one's bin (xsum_add_digits' digits;
-// the largest is kept whole), the cuts added in double (exactly: below 2^50 grid steps), rounded
-// once to float; -0 + 0.0 reads as +0, and a non-finite term gives xsum_value's NaN.
-// Branch-free: loops of them vectorize.
 // sum if finite, else the NaN of xsum_value's, selected by a mask.
 static float finite_or_nan(float sum, int finite) {
     const float nan = (float)NAN;
@@ -108,6 +103,11 @@ static float finite_or_nan(float sum, int finite) {
     return out;
 }
 
+// Sums of float terms rounded to float, as their words round (xsum_words_to_float) without the
+// words: each term cut toward zero at the grid of the largest one's bin (xsum_add_digits' digits;
+// the largest is kept whole), the cuts added in double (exactly: below 2^50 grid steps), rounded
+// once to float; -0 + 0.0 reads as +0, and a non-finite term gives xsum_value's NaN.
+// Branch-free: loops of them vectorize.
 static float cuts_rounded(double cuts, int J, int finite) {
     return finite_or_nan((float)(cuts * xsum_pow2(XSUM_BIN_BITS * (J - 1) - XSUM_BIN_BIAS) + 0.0), finite);
 }

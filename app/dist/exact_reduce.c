@@ -81,7 +81,6 @@ typedef struct {
     int halving, halvings;  // the recursive halving under way (halvings: none), and how many
     int blocks[2];          // the ranks' shares this rank holds the sums of: [blocks[0], blocks[1])
     MPI_Request hreq[4];    // the halving's messages: sends [0], [2], receives [1], [3]
-    int rounded;            // this rank's share is in out already
     uint64_t *w;            // the words [from, to): a copy in r->words, or sums held as words in place
     xsum_t sums;            // the sums (host memory), for words_redo
     int64_t over;           // how many of this rank's share overflowed
@@ -260,11 +259,15 @@ static void share_sums(const exact_reduce_t *r, const bucket_t *b, int blk0, int
     *e1 = blk1 < size ? off[blk1] : count;
 }
 
-// The tag of the bucket's halving's message m: unique among the buckets in flight, whose halvings
-// move on in any order.
-static int halving_tag(const exact_reduce_t *r, const bucket_t *b, int halving, int m) {
-    return ((int)(b - r->bucket) * 32 + halving) * 2 + m;
+// The tag of the bucket's current halving's message m: unique among the buckets in flight, whose
+// halvings move on in any order.
+static int halving_tag(const exact_reduce_t *r, const bucket_t *b, int m) {
+    return ((int)(b - r->bucket) * 32 + b->halving) * 2 + m;
 }
+
+// Whether the bucket's halvings leave this rank's share rounded already (on 2 and 4 ranks the
+// terms meet as floats and round at once).
+static int halvings_round(const bucket_t *b) { return b->halvings >= 1 && b->halvings <= 2; }
 
 // Whether the bucket's tags fit MPI's (at least 32767; MPICH's 2^28 - 1): past that (a bucket
 // size made tiny), its sums go the words' way. (One term a rank: at most 32 in all, so no
@@ -276,7 +279,7 @@ static int halving_tags_fit(const exact_reduce_t *r, const bucket_t *b) {
 // Message m of the halving: s_count of `type` sent to the partner, r_count received.
 static void halving_message(exact_reduce_t *r, bucket_t *b, int m, const void *send, int s_count, void *recv,
                             int r_count, MPI_Datatype type, int partner) {
-    const int tag = halving_tag(r, b, b->halving, m);
+    const int tag = halving_tag(r, b, m);
     int unit;
     mpiCheck(MPI_Type_size(type, &unit));
     mpiCheck(MPI_Irecv(recv, r_count, type, partner, tag, r->halves, &b->hreq[2 * m + 1]));
@@ -312,15 +315,12 @@ static void halving_end(exact_reduce_t *r, bucket_t *b) {
     share_sums(r, b, b->blocks[0], b->blocks[1], &k0, &k1);
     const int64_t at = b->from + k0, n = r->n, len = k1 - k0;
     const float *t[4] = {b->sums.one + at, r->terms + at, r->terms + n + at, r->terms + 2 * n + at};
-    const int last = b->halving == b->halvings - 1;
-    if (b->halving <= 1 && last) {
+    if (b->halving == b->halvings - 1 && halvings_round(b))
         xsum_terms_to_float(b->out + at, t, 2 << b->halving, len);
-        b->rounded = 1;
-    } else if (b->halving == 1) {
+    else if (b->halving == 1)
         xsum_words_of_terms(b->w + k0, t, 4, len);
-    } else if (b->halving > 1) {
+    else if (b->halving > 1)
         xsum_words_merge(b->w + k0, r->recv + at, len);
-    }
     if (++b->halving < b->halvings)
         halving_start(r, b);
     else
@@ -407,7 +407,7 @@ static void limbs_start(exact_reduce_t *r, bucket_t *b) {
 static void floats_start(exact_reduce_t *r, bucket_t *b) {
     const int size = r->comm->size, n = b->share[r->comm->rank], at = b->share[size + r->comm->rank];
     float *out = b->out + b->from;
-    if (!b->rounded) b->over = xsum_words_to_float(out + at, b->w, n);
+    if (!halvings_round(b)) b->over = xsum_words_to_float(out + at, b->w, n);
     SPK_ASSERT(!b->over || b->sums.bin);  // (more than 32 terms: the caller's exact_terms is wrong)
     r->bytes += comm_scatter_bytes(r->comm, (b->to - b->from) * (int64_t)sizeof(float));
     mpiCheck(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, b->share, b->share + size, MPI_FLOAT, r->floats,

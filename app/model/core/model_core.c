@@ -147,12 +147,14 @@ void model_plan_update(model_t *m, int64_t samples, int ranks) {
 static xsum_t grad_sums(const model_t *m) {
     const int form = spk_env_choice("SPKDDP_EXACT_SUMS", "terms|words|full");
     const int words = m->exact_terms >= 1 && m->exact_terms <= 32 && !m->be->separate_memory && form != 2;
-    const int terms = words && m->exact_rank_terms == 1 && m->bn_by_group && m->be->bn_fixed_order &&
+    const int terms = words && m->exact_rank_terms == 1 && model_bn_by_default_kernels(m) &&
                       m->head_rows == m->num_classes && form < 1;  // (unset: -1)
     return terms   ? xsum_ones((float *)(void *)m->xgrads_full.bin)
            : words ? xsum_words((uint64_t *)(void *)m->xgrads_full.bin)
                    : m->xgrads_full;
 }
+
+int model_bn_by_default_kernels(const model_t *m) { return m->bn_by_group && m->be->bn_fixed_order; }
 
 void model_zero_grads(model_t *m) {
     m->be->vec_zero(m->grads, (size_t)m->table.total);

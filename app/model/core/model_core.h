@@ -180,6 +180,10 @@ void model_plan_update(model_t *m, int64_t samples, int ranks);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
 // the planned update allows).
 void model_zero_grads(model_t *m);
+// BatchNorm by groups on the default kernels (--invariant-bn group where the backend's BatchNorm
+// sums in an order fixed by the rows it is given, spk_backend_t.bn_fixed_order): a group's
+// results depend on its samples alone, and its gradients join the exact sums as float terms.
+int model_bn_by_default_kernels(const model_t *m);
 // A model with a teacher (m->teacher) takes the teacher's parameters and state as its own, in
 // the host copies (then model_upload): what embed and export use of a DINO run.
 void model_use_teacher(model_t *m);

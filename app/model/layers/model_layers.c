@@ -125,12 +125,10 @@ static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_me
                       runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
 }
 
-// BatchNorm by groups on the CPU: each group through the default mode's kernels, which sum in an
-// order fixed by the rows they are given (spk_backend_t.bn_fixed_order), so a group's results
-// depend on its samples alone (not on the world size or the thread count). They take fewer
-// passes than the exact sums; the parameters' gradients join the exact sums as float terms.
-static int bn_default_by_group(const model_t *m) { return m->bn_by_group && m->be->bn_fixed_order; }
-
+// BatchNorm by groups on the CPU (model_bn_by_default_kernels): each group through the default
+// mode's kernels, so a group's results depend on its samples alone (not on the world size or the
+// thread count). They take fewer passes than the exact sums; the parameters' gradients join the
+// exact sums as float terms.
 // A group's float terms of the C-channel gradients at off[0..n) (< 0: none), held in the
 // gradients' own place (scratch in the invariant mode): zeroed before the group's kernel, then
 // each one term of the exact sums.
@@ -151,7 +149,7 @@ static void bn_exchange(model_t *m, xsum_t s, int64_t n) {
 }
 
 // The default mode's forward (with relu, of relu(x)) over this rank's batch, or by groups
-// (bn_default_by_group), the running statistics updated as bn_set says.
+// (model_bn_by_default_kernels), the running statistics updated as bn_set says.
 static void forward_by_sets(model_t *m, int relu, float *y, float *mean, float *rstd, int64_t running_mean,
                             int64_t running_var, const float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
                             float momentum) {
@@ -175,7 +173,7 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
     const spk_backend_t *K = m->be;
     const float *p = m->params;
     const float *pw = w < 0 ? NULL : p + w, *pb = b < 0 ? NULL : p + b;
-    if (!m->invariant || bn_default_by_group(m)) {
+    if (!m->invariant || model_bn_by_default_kernels(m)) {
         forward_by_sets(m, 0, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
         return;
     }
@@ -192,7 +190,7 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
 void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, int64_t running_mean,
                                 int64_t running_var, float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
                                 float momentum) {
-    if (m->invariant && !bn_default_by_group(m)) {  // the statistics' exact sums read relu(x) stored
+    if (m->invariant && !model_bn_by_default_kernels(m)) {  // the statistics' exact sums read relu(x) stored
         m->be->relu_forward(x, x, (size_t)B * C * T);
         model_batchnorm_train(m, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
         return;
@@ -201,7 +199,7 @@ void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, 
 }
 
 // The invariant mode's backward over the global batch: dx += it, or with relu_set = it at the
-// ReLU's input (batchnorm1d_backward_global). By groups on the CPU (bn_default_by_group), with
+// ReLU's input (batchnorm1d_backward_global). By groups on the CPU (model_bn_by_default_kernels), with
 // relu_set, dx's sums over each group join conv_b's exact sums (>= 0: the bias of the
 // convolution dx is the output gradient of, in the pass that writes dx, as the default mode's).
 static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, int64_t conv_b,
@@ -209,7 +207,7 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
                                       int C, int T) {
     const spk_backend_t *K = m->be;
     const bn_sets_t g = bn_sets(m, B);
-    if (bn_default_by_group(m)) {
+    if (model_bn_by_default_kernels(m)) {
         SPK_ASSERT(conv_b < 0 || (relu_set && dx));
         const int64_t off[3] = {w, b, conv_b};
         const float *pw = w < 0 ? NULL : m->params + w;
@@ -267,7 +265,7 @@ void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int
                                    int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
                                    const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
                                    int dilation, float *g, float *work) {
-    if (bn_default_by_group(m)) {  // the bias gradient's terms from the BatchNorm's pass
+    if (model_bn_by_default_kernels(m)) {  // the bias gradient's terms from the BatchNorm's pass
         batchnorm_backward_global(m, g, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
         model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
         return;
@@ -336,7 +334,7 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     }
     SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh alone and bf16 inputs are the plain mode's)
     const bn_sets_t g = bn_sets(m, B);
-    if (bn_default_by_group(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
+    if (model_bn_by_default_kernels(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
             const int runs = bn_set_runs(m, i);
@@ -375,7 +373,7 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
         return;
     }
     const bn_sets_t g = bn_sets(m, B);
-    if (bn_default_by_group(m)) {
+    if (model_bn_by_default_kernels(m)) {
         const int64_t off[2] = {w, b};
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
