@@ -274,6 +274,7 @@ static void winograd_checks(void) {
     // the invariant mode's plans of one sample: Winograd's too, as invariant
     invariant_case(conv2d_shape(4, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 2);
     invariant_case(conv2d_shape(6, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 3);
+    invariant_case(conv2d_shape(20, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 10);  // blocks of 8 and short ones
     fixed_winograd_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1));
     const conv2d_shape_t s =
         conv2d_shape(1, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);  // blocks of 12 tiles on 2 threads, 18 on 1
@@ -443,6 +444,13 @@ static void cpu_checks(void) {
         invariant_case(conv2d_shape(6, 8, 8, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 3);
         invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // the first layer
         invariant_case(conv2d_shape(4, 16, 32, 6, 5, 1, 1, 2, 2, 0, 0, 1, 1), 1);
+        // kernels/cpu/conv2d_dnnl_fixed.c's plans of 8 samples on maps of at most 1024 pixels: whole
+        // and short blocks; groups of whole blocks, of a block and a part, of less than a block; a
+        // map above 1024 pixels (a sample a plan)
+        invariant_case(conv2d_shape(20, 16, 16, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 4);
+        invariant_case(conv2d_shape(20, 16, 16, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 10);
+        invariant_case(conv2d_shape(32, 16, 32, 12, 14, 3, 3, 2, 2, 1, 1, 1, 1), 16);
+        invariant_case(conv2d_shape(3, 8, 8, 36, 30, 3, 3, 1, 1, 1, 1, 1, 1), 1);
         winograd_checks();
         if (backends[k] == SPK_GEMM_BLAS) strided_thread_checks();
         // a workspace sized under either backend serves the taps kernels (AVX-512 CPUs run them
