@@ -72,10 +72,13 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh,        // (B, H, W, Cin)
 // operands: each sample computed on its own by plans that depend neither on B nor on the thread
 // count; dw and dbias exact sums, one term per group of `group` samples (dbias from dy as
 // float32, as conv2d_bf16_backward's). The output gradient comes as dy, or rounded as dyh (one
-// of them; dbias empty with dyh).
+// of them; dbias empty with dyh). conv2d_bf16_forward_rounded_fixed: conv2d_bf16_forward_rounded
+// so (the bf16 training step's 2-D units where BatchNorm runs by groups on the default kernels).
 size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s);
 void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                                const conv2d_shape_t *s, float *workspace);
+void conv2d_bf16_forward_rounded_fixed(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                       const conv2d_shape_t *s, float *workspace);
 void conv2d_bf16_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or NULL
                                 int dx_accumulate,
                                 float *dw_tmp,        // (Cout, Cin, KH, KW) scratch

@@ -168,4 +168,5 @@
     X(conv1d_bf16_forward, conv1d_bf16_forward_fixed)                           \
     X(conv2d_bf16_workspace_floats, conv2d_bf16_workspace_floats_fixed)         \
     X(conv2d_bf16_forward_workspace_floats, conv2d_bf16_workspace_floats_fixed) \
-    X(conv2d_bf16_forward, conv2d_bf16_forward_fixed)
+    X(conv2d_bf16_forward, conv2d_bf16_forward_fixed)                           \
+    X(conv2d_bf16_forward_rounded, conv2d_bf16_forward_rounded_fixed)

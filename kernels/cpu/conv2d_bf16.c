@@ -224,22 +224,32 @@ static int native_fixed(const conv2d_shape_t *s) {
     return native() && s->Cin > 1 && conv2d_dnnl_fixed_usable(s, CONV2D_BF16, CONV2D_ALGO_DIRECT);
 }
 
-// Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's].
+// Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's] (the
+// rounded forward's plans have their own parts).
 size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
-    if (native_fixed(s))
-        return half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout) +
-               (conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16) + 3) / 4;
+    if (native_fixed(s)) {
+        const size_t a = conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16),
+                     b = conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16_OUT);
+        return half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout) + ((a > b ? a : b) + 3) / 4;
+    }
     return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats_fixed(s);
+}
+
+// The native forward: xh = bf16(x) where x is given, then oneDNN's fixed plans (y in float32, or
+// in bf16 for CONV2D_BF16_OUT).
+static void native_forward_fixed(void *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
+                                 const conv2d_shape_t *s, conv2d_operands t, float *workspace) {
+    if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
+    conv2d_dnnl_forward_fixed(y, xh, w, bias, s, t, CONV2D_ALGO_DIRECT, workspace);
 }
 
 void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias,
                                const conv2d_shape_t *s, float *workspace) {
     SPK_ASSERT(conv2d_shape_ok(s));
     if (native_fixed(s)) {
-        if (x) bf16_from_f32(xh, x, conv2d_x_size(s));
-        conv2d_dnnl_forward_fixed(y, xh, w, bias, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, workspace);
+        native_forward_fixed(y, xh, x, w, bias, s, CONV2D_BF16, workspace);
         return;
     }
     const wide_t p = wide_parts(s, workspace);
@@ -249,6 +259,20 @@ void conv2d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk
         bf16_to_f32(p.x, xh, conv2d_x_size(s));
     bf16_to_f32(p.w, w, conv2d_w_size(s));
     conv2d_forward_fixed(y, p.x, p.w, bias, s, p.conv);
+}
+
+// Native: oneDNN writes the rounded sums, as the default's. Widened: the fixed forward into the
+// workspace's dy part, then rounded.
+void conv2d_bf16_forward_rounded_fixed(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                       const conv2d_shape_t *s, float *workspace) {
+    SPK_ASSERT(conv2d_shape_ok(s));
+    if (native_fixed(s)) {
+        native_forward_fixed(yh, xh, x, w, NULL, s, CONV2D_BF16_OUT, workspace);
+        return;
+    }
+    const wide_t p = wide_parts(s, workspace);
+    conv2d_bf16_forward_fixed(p.dy, xh, x, w, NULL, s, workspace);  // (its y is not among the parts it uses)
+    bf16_from_f32(yh, p.dy, conv2d_y_size(s));
 }
 
 void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,

@@ -152,6 +152,15 @@ extern "C" void conv2d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const flo
         conv2d_bf16_forward_cuda(y + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, bias, &s1, workspace);
 }
 
+extern "C" void conv2d_bf16_forward_rounded_fixed_cuda(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                                       const conv2d_shape_t *s, float *workspace) {
+    conv2d_check(s);
+    const conv2d_shape_t s1 = one_sample(s);
+    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1);
+    for (int b = 0; b < s->B; b++)
+        conv2d_bf16_forward_rounded_cuda(yh + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, &s1, workspace);
+}
+
 extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
                                                 const float *dy, const spk_bf16 *dyh, const spk_bf16 *xh,
                                                 const spk_bf16 *w, const conv2d_shape_t *s, float *workspace,

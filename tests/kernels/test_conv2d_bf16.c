@@ -149,6 +149,18 @@ static void invariant_case(conv2d_shape_t s, int group, int native) {
     else
         check_true(memcmp(y, y32, ny * 4) == 0,
                    cname("conv2d_bf16_forward_fixed %s == conv2d_forward_fixed on rounded operands", t));
+    // the rounded twin: bf16 of the fixed forward's sums (no bias), bit for bit, a sample alone as in
+    // the batch, on 2 threads and 1
+    spk_bf16 *yh = alloc_h(ny), *yh1 = alloc_h(ny), *xh2 = alloc_h(nx);
+    conv2d_bf16_forward_fixed(y1, xh, NULL, wh, NULL, &s, ws);
+    before = with_threads(2);
+    conv2d_bf16_forward_rounded_fixed(yh, xh2, x, wh, &s, ws);
+    with_threads(1);
+    for (int b = 0; b < s.B; b++) conv2d_bf16_forward_rounded_fixed(yh1 + b * ys, xh + b * xs, NULL, wh, &one, ws);
+    with_threads(before);
+    check_true(!memcmp(yh, to_bf16(y1, ny), ny * sizeof(spk_bf16)) && !memcmp(yh1, yh, ny * sizeof(spk_bf16)) &&
+                   !memcmp(xh2, xh, nx * sizeof(spk_bf16)),
+               cname("conv2d_bf16_forward_rounded_fixed %s = bf16(the fixed forward), alone as in the batch", t));
 
     float *dx = zeros_f(nx), *dx1 = zeros_f(nx), *dx32 = zeros_f(nx);
     xsum_t dw = host_sums((int64_t)nw), dw1 = host_sums((int64_t)nw), dw32 = host_sums((int64_t)nw);
@@ -194,6 +206,7 @@ static void invariant_checks(void) {
         invariant_case(conv2d_shape(4, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 2, native);
         invariant_case(conv2d_shape(6, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 3, native);
         invariant_case(conv2d_shape(8, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 4, native);
+        invariant_case(conv2d_shape(20, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 10, native);  // blocks of 8, short ones
     }
     conv2d_bf16_set_path(CONV2D_BF16_AUTO);
 }
@@ -434,6 +447,12 @@ static void backend_case(const int *a) {
     conv2d_bf16_forward_fixed(y, xh, x, wh, bias, &s, iws);
     twin->conv2d_bf16_forward(y_, xh_, x_, wh_, b_, &s, iws_);
     cmp(cname("conv2d_bf16_forward_fixed %s", t), y_, y, ny, TOL_BF16);
+    spk_bf16 *iyh_ = dev_alloc(ny * sizeof(spk_bf16)), *ixh_ = dev_alloc(nx * sizeof(spk_bf16));
+    float *iyw_ = dev_f(NULL, ny);
+    twin->conv2d_bf16_forward_rounded(iyh_, ixh_, x_, wh_, &s, iws_);
+    twin->conv2d_bf16_forward(y_, xh_, NULL, wh_, NULL, &s, iws_);
+    twin->bf16_to_f32(iyw_, iyh_, ny);
+    same_bits(cname("conv2d_bf16_forward_rounded_fixed = its forward rounded %s", t), iyw_, rounded_dev(y_, ny), ny);
     conv2d_call_t icpu = {&spk_backend_cpu, 1, &s, dy, NULL, NULL, xh, wh, iws},
                   idev = {g_be, 1, &s, dy_, NULL, NULL, xh_, wh_, iws_};
     backend_exact_checks("conv2d_bf16_backward_exact", t, conv2d_exact_call, &icpu, &idev, nx, nw,

@@ -218,6 +218,13 @@ void model_xsum_free(const model_t *m, xsum_t *s);
 // own passes; the invariant mode keeps its operands per sample and rounds them in the
 // convolutions.
 static inline int model_writes_bf16(const model_t *m) { return m->bf16 && !m->invariant; }
+// bf16 training's 2-D units (app/model/layers/conv2d_bn.h) keep their convolutions' and
+// BatchNorms' outputs in bf16, written in their own passes: in the plain mode, and in the
+// invariant one where BatchNorm runs by groups on the default kernels (those passes a group at a
+// time; the convolutions' fixed twins write the rounded outputs).
+static inline int model_writes_bf16_2d(const model_t *m) {
+    return m->bf16 && (!m->invariant || model_bn_by_default_kernels(m));
+}
 
 // Called by a backward pass as gradients become final: grads[0, upto) will not change again
 // this step (model_t.grads_ready).

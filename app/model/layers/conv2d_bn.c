@@ -81,7 +81,7 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
     float *st = m->state;
     SPK_ASSERT(conv2d_bn_out_size(u) <= u->cap);
     // bf16 training keeps the convolution's output in bf16, as PyTorch AMP does (in a's storage)
-    const int rounded = train && model_writes_bf16(m);
+    const int rounded = train && model_writes_bf16_2d(m);
     spk_bf16 *ah = rounded ? (spk_bf16 *)u->a : NULL;
     // x NULL: the unit before wrote xh, or xh_of rounded it
     const float *xin = u->xh_ready || u->xh_of ? NULL : x;
@@ -111,31 +111,32 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
 }
 
+// Whether the gradients between a block's units pass in bf16 (dy_bf16, dx_bf16): in the plain
+// mode; the invariant mode's exact convolutions write float32 input gradients.
+static int grads_bf16(const model_t *m) { return !m->invariant; }
+
 // The gradient between the BatchNorm and the bf16 convolution only as the convolution's rounded
 // output gradient, in ga's storage (half its floats); the BatchNorm's input is the bf16 output the
 // forward kept in a's storage.
 static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                              int relu, float *ga, float *work) {
-    const spk_backend_t *K = m->be;
-    float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)ga;
     const spk_bf16 *yh = u->wrote_next ? u->next->xh : NULL;  // the next unit's backward left it as it was
-    const spk_bf16 *dyh = u->dy_bf16 ? (const spk_bf16 *)dy : NULL;
-    K->batchnorm2d_backward_rounded(gh, dres, 0, gr + u->bn_w, gr + u->bn_b, dyh ? NULL : dy, dyh, yh ? NULL : u->y, yh,
-                                    NULL, (const spk_bf16 *)u->a, m->params + u->bn_w, u->mean, u->rstd, relu, rows(u),
-                                    u->cout, work);
-    if (dx && u->dx_bf16) {
+    const spk_bf16 *dyh = u->dy_bf16 && grads_bf16(m) ? (const spk_bf16 *)dy : NULL;
+    const model_bn2d_in_t in = {dyh ? NULL : dy, yh ? NULL : u->y, NULL, dyh, yh, (const spk_bf16 *)u->a};
+    model_batchnorm2d_backward_rounded(m, gh, dres, u->bn_w, u->bn_b, &in, u->mean, u->rstd, relu, samples(u),
+                                       rows(u) / samples(u), u->cout, work);
+    if (dx && u->dx_bf16 && grads_bf16(m)) {
         SPK_ASSERT(!dx_accumulate);
-        K->conv2d_bf16_backward_rounded((spk_bf16 *)dx, gr + u->w, gh, conv2d_bn_xh(u), m->params_bf16 + u->w, &u->s,
-                                        work);
+        m->be->conv2d_bf16_backward_rounded((spk_bf16 *)dx, m->grads + u->w, gh, conv2d_bn_xh(u), m->params_bf16 + u->w,
+                                            &u->s, work);
     } else
-        K->conv2d_bf16_backward(dx, dx_accumulate, gr + u->w, NULL, NULL, gh, conv2d_bn_xh(u), m->params_bf16 + u->w,
-                                &u->s, work);
+        model_conv2d_backward(m, dx, dx_accumulate, u->w, NULL, gh, NULL, conv2d_bn_xh(u), &u->s, work);
 }
 
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work) {
-    if (model_writes_bf16(m)) {
+    if (model_writes_bf16_2d(m)) {
         rounded_backward(u, m, dx, dx_accumulate, dres, dy, relu, ga, work);
         return;
     }

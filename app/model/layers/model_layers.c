@@ -308,18 +308,22 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
                            const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work) {
     const spk_backend_t *K = m->be;
     float *gr = m->grads;
-    SPK_ASSERT(!dy != !dyh && (!dyh || (m->bf16 && m->invariant)));
+    SPK_ASSERT(!dy != !dyh && (!dyh || m->bf16));
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
         K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, dyh, xh,
                                       m->params_bf16 + w, s, work, m->group);
     else if (m->bf16)
-        K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, NULL, xh, m->params_bf16 + w, s, work);
+        K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, dyh, xh, m->params_bf16 + w, s, work);
     else if (!m->invariant)
         K->conv2d_backward(dx, dx_accumulate, gr + w, NULL, dy, x, m->params + w, s, work);
     else  // the gradient buffer is the exact sums' scratch
         K->conv2d_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, x, m->params + w, s, work,
                                  m->group);
 }
+
+// Where a 2-D BatchNorm's tensor starts at element `at` (NULL stays NULL).
+static const float *f_at(const float *p, size_t at) { return p ? p + at : NULL; }
+static const spk_bf16 *h_at(const spk_bf16 *p, size_t at) { return p ? p + at : NULL; }
 
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
                             int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
@@ -332,19 +336,19 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
                                      p + b, residual, residual_h, relu, B * HW, C, eps, momentum, work);
         return yh != NULL;
     }
-    SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh alone and bf16 inputs are the plain mode's)
     const bn_sets_t g = bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
             const int runs = bn_set_runs(m, i);
-            K->batchnorm2d_forward_train(y + at, NULL, mean + c0, rstd + c0, runs ? m->state + running_mean : NULL,
-                                         runs ? m->state + running_var : NULL, x + at, NULL, p + w, p + b,
-                                         residual ? residual + at : NULL, NULL, relu, g.samples * HW, C, eps, momentum,
-                                         work);
+            K->batchnorm2d_forward_train(y ? y + at : NULL, yh ? yh + at : NULL, mean + c0, rstd + c0,
+                                         runs ? m->state + running_mean : NULL, runs ? m->state + running_var : NULL,
+                                         f_at(x, at), h_at(xh, at), p + w, p + b, f_at(residual, at),
+                                         h_at(residual_h, at), relu, g.samples * HW, C, eps, momentum, work);
         }
-        return 0;
+        return yh != NULL;
     }
+    SPK_ASSERT(y != NULL && xh == NULL && residual_h == NULL);  // (yh and bf16 inputs are the default kernels')
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, running_mean, running_var);
         // A group that leaves the running statistics alone takes its first row as the shift (the
@@ -361,6 +365,31 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
     return 0;
 }
 
+// By groups on the default kernels: each group's backward (kernels/batchnorm2d.h's rounded one
+// where dxh is given, whose inputs may come in bf16), its weight and bias gradients one float term
+// each.
+static void batchnorm2d_backward_by_groups(model_t *m, float *dx, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
+                                           const model_bn2d_in_t *in, const float *mean, const float *rstd, int relu,
+                                           int B, int HW, int C, float *work) {
+    const spk_backend_t *K = m->be;
+    const int64_t off[2] = {w, b};
+    const bn_sets_t g = bn_sets(m, B);
+    for (int i = 0; i < g.sets; i++) {
+        const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
+        const int N = g.samples * HW;
+        float *dw = group_terms_zero(m, w, C), *db = group_terms_zero(m, b, C);
+        float *dr = dres ? dres + at : NULL;
+        if (dxh)
+            K->batchnorm2d_backward_rounded(dxh + at, dr, 0, dw, db, f_at(in->dy, at), h_at(in->dyh, at),
+                                            f_at(in->y, at), h_at(in->yh, at), f_at(in->x, at), h_at(in->xh, at),
+                                            m->params + w, mean + c0, rstd + c0, relu, N, C, work);
+        else
+            K->batchnorm2d_backward(dx ? dx + at : NULL, dr, 0, dw, db, in->dy + at, in->y + at, in->x + at,
+                                    m->params + w, mean + c0, rstd + c0, relu, N, C, work);
+        group_terms_add(m, off, 2, C);
+    }
+}
+
 void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
                                 const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
                                 int relu, int B, int HW, int C, float *work) {
@@ -372,24 +401,12 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
         K->batchnorm2d_backward(dx, dres, 0, gr + w, gr + b, dy, y, x, p + w, mean, rstd, relu, B * HW, C, work);
         return;
     }
-    const bn_sets_t g = bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {
-        const int64_t off[2] = {w, b};
-        for (int i = 0; i < g.sets; i++) {
-            const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
-            const int N = g.samples * HW;
-            float *dw = group_terms_zero(m, w, C), *db = group_terms_zero(m, b, C);
-            float *dr = dres ? dres + at : NULL;
-            if (dxh)
-                K->batchnorm2d_backward_rounded(dxh + at, dr, 0, dw, db, dy + at, NULL, y + at, NULL, x + at, NULL,
-                                                p + w, mean + c0, rstd + c0, relu, N, C, work);
-            else
-                K->batchnorm2d_backward(dx ? dx + at : NULL, dr, 0, dw, db, dy + at, y + at, x + at, p + w, mean + c0,
-                                        rstd + c0, relu, N, C, work);
-            group_terms_add(m, off, 2, C);
-        }
+        const model_bn2d_in_t in = {dy, y, x, NULL, NULL, NULL};
+        batchnorm2d_backward_by_groups(m, dx, dxh, dres, w, b, &in, mean, rstd, relu, B, HW, C, work);
         return;
     }
+    const bn_sets_t g = bn_sets(m, B);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, 0, 0);
         K->batchnorm2d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, y + v.at, x + v.at, mean + v.c0,
@@ -399,6 +416,19 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
                                        dy + v.at, y + v.at, x + v.at, p + w, mean + v.c0, rstd + v.c0, relu, v.s,
                                        g.per_set * HW, g.samples * HW, C);
     }
+}
+
+void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
+                                        const model_bn2d_in_t *in, const float *mean, const float *rstd, int relu,
+                                        int B, int HW, int C, float *work) {
+    SPK_ASSERT(model_writes_bf16_2d(m));
+    if (m->invariant) {
+        batchnorm2d_backward_by_groups(m, NULL, dxh, dres, w, b, in, mean, rstd, relu, B, HW, C, work);
+        return;
+    }
+    float *gr = m->grads;
+    m->be->batchnorm2d_backward_rounded(dxh, dres, 0, gr + w, gr + b, in->dy, in->dyh, in->y, in->yh, in->x, in->xh,
+                                        m->params + w, mean, rstd, relu, B * HW, C, work);
 }
 
 // ---- shared-statistics BatchNorm of a dense block ---------------------------------------------

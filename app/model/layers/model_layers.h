@@ -75,13 +75,14 @@ void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int6
 size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s);
 
 // The 2-D layers of app/model/layers/conv2d_bn.h: a convolution's weight gradient and input
-// gradient (dx overwritten or added, dx_accumulate) by precision and mode; BatchNorm2d over B
-// samples of HW rows with the residual-ReLU epilogue (kernels/batchnorm2d.h; the backward writes
-// dx and dres), over the rank's batch or, in the invariant mode, the global one (or each group
-// of samples: --invariant-bn group; work then holds a group's shift). The training
-// forward writes yh = bf16(y) too where yh is given and the mode has that fused pass (not the
-// invariant one), and says whether it did; its input is x, or in the plain mode its bf16 copy xh
-// (and the residual so: residual_h). In the invariant mode's bf16 training the BatchNorm's input
+// gradient (dx overwritten or added, dx_accumulate) by precision and mode, its output gradient as
+// dy or, in bf16 models, rounded as dyh; BatchNorm2d over B samples of HW rows with the
+// residual-ReLU epilogue (kernels/batchnorm2d.h; the backward writes dx and dres), over the rank's
+// batch or, in the invariant mode, the global one (or each group of samples: --invariant-bn
+// group; work then holds a group's shift). The training forward writes yh = bf16(y) too where yh
+// is given and the mode has that fused pass (the plain mode's, and groups' on the default
+// kernels: model_writes_bf16_2d), and says whether it did; its input is x or there its bf16 copy
+// xh (and the residual so: residual_h). In the invariant mode's bf16 training the BatchNorm's input
 // gradient may come as its bf16 rounding alone (dxh instead of dx), and the convolution's output
 // gradient so (dyh instead of dy): the one reader of the one is the other.
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
@@ -93,6 +94,17 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
 void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
                                 const float *dy, const float *y, const float *x, const float *mean, const float *rstd,
                                 int relu, int B, int HW, int C, float *work);
+// The backward's inputs where bf16 training kept them in bf16: each of the output gradient, the
+// output (the ReLU's mask) and the input in float32 or bf16 (the other NULL; x unused in bf16).
+typedef struct {
+    const float *dy, *y, *x;
+    const spk_bf16 *dyh, *yh, *xh;
+} model_bn2d_in_t;
+// bf16 training's rounded units (model_writes_bf16_2d): dxh = the convolution's output gradient,
+// rounded, written in the BatchNorm's pass.
+void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
+                                        const model_bn2d_in_t *in, const float *mean, const float *rstd, int relu,
+                                        int B, int HW, int C, float *work);
 
 // ---- shared-statistics BatchNorm + ReLU of a dense block (kernels/dense_bn.h) ----------------
 // The readers' sums of a block's channels: S1 in [0, cap), S2 in [cap, 2 cap) as floats (what
