@@ -91,6 +91,17 @@ void conv2d_bf16_backward_exact(float *dx,  // (B, H, W, Cin) = or += (dx_accumu
                                 const conv2d_shape_t *s,
                                 float *workspace,  // (conv2d_bf16_workspace_floats_fixed)
                                 int group);
+// conv2d_bf16_backward_rounded's twin: dxh = bf16 of conv2d_bf16_backward_exact's input gradient
+// (overwritten), dw as its (or empty).
+void conv2d_bf16_backward_rounded_exact(spk_bf16 *dxh,        // (B, H, W, Cin)
+                                        float *dw_tmp,        // (Cout, Cin, KH, KW) scratch
+                                        xsum_t dw,            // (Cout, Cin, KH, KW) +=
+                                        const spk_bf16 *dyh,  // (B, OH, OW, Cout)
+                                        const spk_bf16 *xh,   // (B, H, W, Cin) the forward's rounded input
+                                        const spk_bf16 *w,    // (Cout, Cin, KH, KW)
+                                        const conv2d_shape_t *s,
+                                        float *workspace,  // (conv2d_bf16_workspace_floats_fixed)
+                                        int group);
 
 // How the CPU computes it (process-wide; for tuning and tests): AUTO is what measured fastest
 // (kernels/cpu/conv2d_bf16.c): oneDNN's bf16 convolutions where the CPU has AMX, else the

@@ -134,6 +134,7 @@
     X(spk_gemm_bf16_batched_exact)          \
     X(conv1d_bf16_backward_exact)           \
     X(conv2d_bf16_backward_exact)           \
+    X(conv2d_bf16_backward_rounded_exact)   \
     X(batchnorm1d_stats_partial)            \
     X(batchnorm1d_forward_global)           \
     X(batchnorm1d_backward_partial)         \

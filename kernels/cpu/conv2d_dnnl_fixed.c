@@ -62,15 +62,16 @@ int conv2d_dnnl_fixed_usable(const conv2d_shape_t *s, conv2d_operands t, conv2d_
 static size_t operand_bytes(conv2d_operands t) { return t == CONV2D_F32 ? sizeof(float) : sizeof(uint16_t); }
 
 // A sample's x and y (or dx and dy) in the plan's operands and in float32, and its forward's
-// output (bf16 for CONV2D_BF16_OUT).
+// output and input gradient (bf16 for CONV2D_BF16_OUT).
 typedef struct {
-    size_t x, y, xf, yf, out;
+    size_t x, y, xf, yf, yo, dxo;
 } sample_bytes_t;
 
 static sample_bytes_t sample_bytes(const conv2d_shape_t *s, conv2d_operands t) {
     const size_t nx = (size_t)s->H * s->W * s->Cin, ny = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout;
-    return (sample_bytes_t){nx * operand_bytes(t), ny * operand_bytes(t), nx * sizeof(float), ny * sizeof(float),
-                            t == CONV2D_BF16_OUT ? ny * sizeof(uint16_t) : ny * sizeof(float)};
+    const size_t out = t == CONV2D_BF16_OUT ? sizeof(uint16_t) : sizeof(float);
+    return (sample_bytes_t){
+        nx * operand_bytes(t), ny * operand_bytes(t), nx * sizeof(float), ny * sizeof(float), ny * out, nx * out};
 }
 
 // A short block's operands padded to a whole block, and its results, in a slot (none where the
@@ -202,7 +203,7 @@ static void block_forward(const plan_t *p, dnnl_stream_t st, slot_t sl, const vo
     plan_reordered(st, p->y_out, p, p->cy, p->y, cy, y, sl.scratch);
 }
 
-static void block_input_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float *dx, int accumulate, const void *dy,
+static void block_input_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, void *dx, int accumulate, const void *dy,
                              const void *wb, size_t nx) {
     const void *cdy = plan_reordered(st, p->dy_in, p, p->dy, p->cdy, dy, sl.yb, sl.scratch);
     const int blocked = p->dx_out != NULL;
@@ -212,9 +213,10 @@ static void block_input_grad(const plan_t *p, dnnl_stream_t st, slot_t sl, float
     if (blocked) {
         plan_reordered(st, accumulate ? p->dx_add : p->dx_out, p, p->cdx, p->dx, out, dx, sl.scratch);
     } else if (accumulate) {
+        float *acc = dx;
         const float *part = out;
 #pragma omp simd
-        for (size_t k = 0; k < nx; k++) dx[k] += part[k];
+        for (size_t k = 0; k < nx; k++) acc[k] += part[k];
     }
 }
 
@@ -257,10 +259,10 @@ void conv2d_dnnl_forward_fixed(void *y, const void *x, const void *w, const floa
     for (int i = 0; i < batch_blocks(s); i++) {
         const slot_t sl = my_slot(p, &q);
         const block_t k = batch_block(s, i);
-        char *yk = (char *)y + k.b * n.out;
+        char *yk = (char *)y + k.b * n.yo;
         block_forward(p, st[omp_get_thread_num()], sl, padded(sl.in, (const char *)x + k.b * n.x, k, P, n.x), wf, bias,
                       k.n == P ? yk : sl.out);
-        if (k.n < P) unpadded(yk, sl.out, k, n.out, 0);
+        if (k.n < P) unpadded(yk, sl.out, k, n.yo, 0);
     }
 }
 
@@ -312,7 +314,7 @@ static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, co
 }
 
 // dx = or += a phased plan's input gradient, block by block.
-static void input_grad_phased(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, float *dx, int accumulate,
+static void input_grad_phased(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, void *dx, int accumulate,
                               const void *dy, const void *w, const conv2d_shape_t *s, conv2d_operands t) {
     const conv2d_shape_t one = block_shape(s, fixed_block(s));
     const sample_bytes_t n = sample_bytes(s, t);
@@ -322,11 +324,11 @@ static void input_grad_phased(const plan_t *p, dnnl_stream_t *st, const fixed_pa
     for (int i = 0; i < batch_blocks(s); i++) {  // (the phases' outputs in each thread's slot)
         const slot_t sl = my_slot(p, q);
         const block_t k = batch_block(s, i);
-        float *dxk = dx + (size_t)k.b * n.xf / sizeof(float);
+        char *dxk = (char *)dx + k.b * n.dxo;
         const int whole = k.n == one.B;
-        plan_phases_run(st[omp_get_thread_num()], p, &one, whole ? dxk : (float *)sl.out, whole && accumulate,
+        plan_phases_run(st[omp_get_thread_num()], p, &one, whole ? dxk : sl.out, whole && accumulate,
                         padded(sl.in, (const char *)dy + k.b * n.y, k, one.B, n.y), wc, sl.dx, sl.scratch);
-        if (!whole) unpadded(dxk, sl.out, k, n.xf, accumulate);
+        if (!whole) unpadded(dxk, sl.out, k, n.dxo, accumulate);
     }
 }
 
@@ -340,10 +342,10 @@ static const plan_t *backward_plan(const conv2d_shape_t *s, int P, conv2d_operan
     return p;
 }
 
-void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward_exact(void *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
                                 const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int group,
                                 void *workspace) {
-    SPK_ASSERT(group > 0 && s->B % group == 0 && t != CONV2D_BF16_OUT);
+    SPK_ASSERT(group > 0 && s->B % group == 0 && (t != CONV2D_BF16_OUT || (!accumulate && xsum_empty(dw))));
     const int threads = omp_get_max_threads();
     dnnl_stream_t *st = plan_thread_streams(threads);
     if (!xsum_empty(dw)) {
@@ -365,10 +367,10 @@ void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void
     for (int i = 0; i < batch_blocks(s); i++) {
         const slot_t sl = my_slot(p, &q);
         const block_t k = batch_block(s, i);
-        float *dxk = dx + (size_t)k.b * n.xf / sizeof(float);
-        block_input_grad(p, st[omp_get_thread_num()], sl, k.n == P ? dxk : (float *)sl.out, k.n == P && accumulate,
+        char *dxk = (char *)dx + k.b * n.dxo;
+        block_input_grad(p, st[omp_get_thread_num()], sl, k.n == P ? dxk : sl.out, k.n == P && accumulate,
                          padded(sl.in, (const char *)dy + k.b * n.y, k, P, n.y), wb, (size_t)P * n.xf / sizeof(float));
-        if (k.n < P) unpadded(dxk, sl.out, k, n.xf, accumulate);
+        if (k.n < P) unpadded(dxk, sl.out, k, n.dxo, accumulate);
     }
 }
 
@@ -382,7 +384,7 @@ void conv2d_dnnl_forward_fixed(void *y, const void *x, const void *w, const floa
                                conv2d_operands t, conv2d_algorithm a, void *workspace) {
     (void)y, (void)x, (void)w, (void)bias, (void)s, (void)t, (void)a, (void)workspace;
 }
-void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward_exact(void *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
                                 const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int group,
                                 void *workspace) {
     (void)dx, (void)accumulate, (void)dw, (void)dy, (void)x, (void)w, (void)s, (void)t, (void)a, (void)group,

@@ -1,6 +1,6 @@
 // oneDNN's convolutions for the world-size-invariant mode (kernels/conv2d.h's and conv2d_bf16.h's
 // fixed and exact twins, docs/invariant.md), on the plans of kernels/cpu/conv2d_dnnl.c, with
-// CONV2D_F32 or CONV2D_BF16 operands (and CONV2D_BF16_OUT for the forward: y in bf16): blocks of
+// CONV2D_F32 or CONV2D_BF16 operands (and CONV2D_BF16_OUT: y, or dx alone, in bf16): blocks of
 // samples by plans made and run on one thread, threads over blocks, the block's size a function
 // of the shape alone (8 samples on small maps, 1 elsewhere; a short block padded with zero
 // samples), so a sample's result depends on neither the batch nor the thread count; Winograd
@@ -20,6 +20,6 @@ size_t conv2d_dnnl_fixed_workspace_bytes(const conv2d_shape_t *s, conv2d_operand
 void conv2d_dnnl_forward_fixed(void *y, const void *x, const void *w, const float *bias, const conv2d_shape_t *s,
                                conv2d_operands t, conv2d_algorithm a, void *workspace);
 // dx = or += (accumulate) the input gradient (or NULL), dw += the groups' terms (or empty).
-void conv2d_dnnl_backward_exact(float *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
+void conv2d_dnnl_backward_exact(void *dx, int accumulate, xsum_t dw, const void *dy, const void *x, const void *w,
                                 const conv2d_shape_t *s, conv2d_operands t, conv2d_algorithm a, int group,
                                 void *workspace);

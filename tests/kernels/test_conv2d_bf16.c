@@ -29,12 +29,15 @@ static spk_bf16 *to_bf16(const float *x, size_t n) {
     return h;
 }
 
-// The floats of bf16(x): what the bf16 kernels multiply.
-static float *rounded(const float *x, size_t n) {
+// The floats of h.
+static float *widened(const spk_bf16 *h, size_t n) {
     float *r = alloc_f(n);
-    bf16_to_f32(r, to_bf16(x, n), n);
+    bf16_to_f32(r, h, n);
     return r;
 }
+
+// The floats of bf16(x): what the bf16 kernels multiply.
+static float *rounded(const float *x, size_t n) { return widened(to_bf16(x, n), n); }
 
 // On the backend: x rounded to bf16 and widened (the floats of bf16(x)).
 static float *rounded_dev(const float *x_, size_t n) {
@@ -181,6 +184,19 @@ static void invariant_case(conv2d_shape_t s, int group, int native) {
     conv2d_bf16_backward_exact(dxr, 0, tmp, dwr, xsum_none(), NULL, to_bf16(dy, ny), xh, wh, &s, ws, group);
     check_true(memcmp(dxr, dx, nx * 4) == 0 && same_sums(dwr, dw, (int64_t)nw),
                cname("conv2d_bf16_backward_exact %s: from dyh, dy's bits", t));
+    // the rounded twin: bf16 of that dx, the same sums; the batch split in two calls on 1 thread
+    spk_bf16 *dxh = alloc_h(nx), *dxh1 = alloc_h(nx), *dyh = to_bf16(dy, ny);
+    xsum_t dwh = host_sums((int64_t)nw), dwh1 = host_sums((int64_t)nw);
+    before = with_threads(2);
+    conv2d_bf16_backward_rounded_exact(dxh, tmp, dwh, dyh, xh, wh, &s, ws, group);
+    with_threads(1);
+    conv2d_bf16_backward_rounded_exact(dxh1 + first * xs, tmp, dwh1, dyh + first * ys, xh + first * xs, wh, &rest, ws,
+                                       group);
+    conv2d_bf16_backward_rounded_exact(dxh1, tmp, dwh1, dyh, xh, wh, &head, ws, group);
+    with_threads(before);
+    check_true(!memcmp(dxh, to_bf16(dxr, nx), nx * sizeof(spk_bf16)) && same_sums(dwh, dwr, (int64_t)nw) &&
+                   !memcmp(dxh1, dxh, nx * sizeof(spk_bf16)) && same_sums(dwh1, dwh, (int64_t)nw),
+               cname("conv2d_bf16_backward_rounded_exact %s = bf16(dx), dw's sums; batch split, 1 or 2 threads", t));
     conv2d_backward_exact(dx32, 0, tmp, dw32, xsum_none(), dyr, xr, wr, &s, ws32, group);
     conv2d_backward_exact(NULL, 0, NULL, xsum_none(), db32, dy, NULL, NULL, &s, ws32, group);  // dy unrounded
     if (native) {
@@ -453,6 +469,17 @@ static void backend_case(const int *a) {
     twin->conv2d_bf16_forward(y_, xh_, NULL, wh_, NULL, &s, iws_);
     twin->bf16_to_f32(iyw_, iyh_, ny);
     same_bits(cname("conv2d_bf16_forward_rounded_fixed = its forward rounded %s", t), iyw_, rounded_dev(y_, ny), ny);
+    spk_bf16 *idyh_ = dev_alloc(ny * sizeof(spk_bf16)), *idxh_ = dev_alloc(nx * sizeof(spk_bf16)), *hdxh = alloc_h(nx);
+    float *idx_ = dev_f(NULL, nx), *itmp_ = dev_f(NULL, nw), *htmp = alloc_f(nw);
+    xsum_t hdw = host_sums((int64_t)nw), idw_ = xsum_layout(dev_alloc(xsum_bytes((int64_t)nw)), (int64_t)nw);
+    twin->bf16_from_f32(idyh_, dy_, ny);
+    conv2d_bf16_backward_rounded_exact(hdxh, htmp, hdw, to_bf16(dy, ny), xh, wh, &s, iws, 1);
+    twin->conv2d_bf16_backward_rounded_exact(idxh_, itmp_, idw_, idyh_, xh_, wh_, &s, iws_, 1);
+    twin->bf16_to_f32(idx_, idxh_, nx);
+    cmp(cname("conv2d_bf16_backward_rounded_exact dx %s", t), idx_, widened(hdxh, nx), nx, TOL_BF16);
+    float *idw = dev_f(NULL, nw);
+    twin->xsum_to_float(idw, idw_, (int64_t)nw);
+    cmp(cname("conv2d_bf16_backward_rounded_exact dw %s", t), idw, sums_to_floats(hdw, (int64_t)nw), nw, TOL_BF16);
     conv2d_call_t icpu = {&spk_backend_cpu, 1, &s, dy, NULL, NULL, xh, wh, iws},
                   idev = {g_be, 1, &s, dy_, NULL, NULL, xh_, wh_, iws_};
     backend_exact_checks("conv2d_bf16_backward_exact", t, conv2d_exact_call, &icpu, &idev, nx, nw,

@@ -111,10 +111,6 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
                                      relu, rows(u), u->cout, CONV2D_BN_EPS);
 }
 
-// Whether the gradients between a block's units pass in bf16 (dy_bf16, dx_bf16): in the plain
-// mode; the invariant mode's exact convolutions write float32 input gradients.
-static int grads_bf16(const model_t *m) { return !m->invariant; }
-
 // The gradient between the BatchNorm and the bf16 convolution only as the convolution's rounded
 // output gradient, in ga's storage (half its floats); the BatchNorm's input is the bf16 output the
 // forward kept in a's storage.
@@ -122,14 +118,13 @@ static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accum
                              int relu, float *ga, float *work) {
     spk_bf16 *gh = (spk_bf16 *)ga;
     const spk_bf16 *yh = u->wrote_next ? u->next->xh : NULL;  // the next unit's backward left it as it was
-    const spk_bf16 *dyh = u->dy_bf16 && grads_bf16(m) ? (const spk_bf16 *)dy : NULL;
+    const spk_bf16 *dyh = u->dy_bf16 ? (const spk_bf16 *)dy : NULL;
     const model_bn2d_in_t in = {dyh ? NULL : dy, yh ? NULL : u->y, NULL, dyh, yh, (const spk_bf16 *)u->a};
     model_batchnorm2d_backward_rounded(m, gh, dres, u->bn_w, u->bn_b, &in, u->mean, u->rstd, relu, samples(u),
                                        rows(u) / samples(u), u->cout, work);
-    if (dx && u->dx_bf16 && grads_bf16(m)) {
+    if (dx && u->dx_bf16) {
         SPK_ASSERT(!dx_accumulate);
-        m->be->conv2d_bf16_backward_rounded((spk_bf16 *)dx, m->grads + u->w, gh, conv2d_bn_xh(u), m->params_bf16 + u->w,
-                                            &u->s, work);
+        model_conv2d_backward_rounded(m, (spk_bf16 *)dx, u->w, gh, conv2d_bn_xh(u), &u->s, work);
     } else
         model_conv2d_backward(m, dx, dx_accumulate, u->w, NULL, gh, NULL, conv2d_bn_xh(u), &u->s, work);
 }

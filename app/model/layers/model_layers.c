@@ -325,6 +325,17 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
 static const float *f_at(const float *p, size_t at) { return p ? p + at : NULL; }
 static const spk_bf16 *h_at(const spk_bf16 *p, size_t at) { return p ? p + at : NULL; }
 
+void model_conv2d_backward_rounded(model_t *m, spk_bf16 *dxh, int64_t w, const spk_bf16 *dyh, const spk_bf16 *xh,
+                                   const conv2d_shape_t *s, float *work) {
+    const spk_backend_t *K = m->be;
+    SPK_ASSERT(model_writes_bf16_2d(m));
+    if (m->invariant)
+        K->conv2d_bf16_backward_rounded_exact(dxh, m->grads + w, xgrad(m, w), dyh, xh, m->params_bf16 + w, s, work,
+                                              m->group);
+    else
+        K->conv2d_bf16_backward_rounded(dxh, m->grads + w, dyh, xh, m->params_bf16 + w, s, work);
+}
+
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
                             int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
                             const float *residual, const spk_bf16 *residual_h, int relu, int B, int HW, int C,

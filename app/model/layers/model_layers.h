@@ -87,6 +87,10 @@ size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s);
 // gradient so (dyh instead of dy): the one reader of the one is the other.
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
                            const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work);
+// bf16 training's rounded units (model_writes_bf16_2d): the input gradient written in bf16 alone
+// (dxh), for a BatchNorm2d that reads it so.
+void model_conv2d_backward_rounded(model_t *m, spk_bf16 *dxh, int64_t w, const spk_bf16 *dyh, const spk_bf16 *xh,
+                                   const conv2d_shape_t *s, float *work);
 int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, float *rstd, int64_t running_mean,
                             int64_t running_var, const float *x, const spk_bf16 *xh, int64_t w, int64_t b,
                             const float *residual, const spk_bf16 *residual_h, int relu, int B, int HW, int C,
