@@ -162,13 +162,13 @@ static void reserve(model_t *m, int B, int T) {
     c->x = model_buf(m, rows * c->d.feat);
     c->flat = model_buf(m, rows * CAMPP_FCM * (c->d.feat / 8));
     c->out_y = model_buf(m, rows * C);
-    c->out_mean = model_buf(m, C);
-    c->out_rstd = model_buf(m, C);
+    c->out_mean = model_buf(m, model_bn_stats_floats(m, cb, (int)C));  // (a set of statistics a group's)
+    c->out_rstd = model_buf(m, model_bn_stats_floats(m, cb, (int)C));
     c->pooled = model_buf(m, (size_t)cb * 2 * C);
     c->dense_out = model_buf(m, (size_t)cb * E);
     c->emb_out = model_buf(m, (size_t)cb * E);
-    c->emb_mean = model_buf(m, E);
-    c->emb_rstd = model_buf(m, E);
+    c->emb_mean = model_buf(m, model_bn_stats_floats(m, cb, (int)E));
+    c->emb_rstd = model_buf(m, model_bn_stats_floats(m, cb, (int)E));
     c->g_pooled = model_buf(m, (size_t)cb * (size_t)c->dense_in);
     c->g_dense = model_buf(m, (size_t)cb * E);
     c->g_rows = model_buf(m, rows * C);
@@ -317,8 +317,7 @@ void model_campplus_build(model_t *m, const model_config_t *cfg, const model_dat
     if (m->input.crop < m->input.min_frames)
         spk_fail_all(SPK_EXIT_USAGE, "campplus: --frames %lld is too short (at least %lld)", (long long)cfg->frames,
                      (long long)m->input.min_frames);
-    m->rows_per_sample = m->input.crop / 2 / CAMPP_SEG + 1;  // the CAM layers' segments, at most
-    m->min_batch = 2;                                        // BatchNorm over the batch
+    m->min_batch = 2;  // BatchNorm over the batch
     model_alloc_buffers(m, data);
     campplus_init_params(c, m, cfg->seed);
     if (cfg->zero_init_residual) {

@@ -6,8 +6,6 @@
 
 #include <stdio.h>
 
-#define DENSE_EPS 1e-5f  // PyTorch's BatchNorm1d
-
 // out = "<a>.<b>" (the names are far shorter than PARAM_NAME_MAX).
 static void join(char out[PARAM_NAME_MAX], const char *a, const char *b) {
     const int n = snprintf(out, PARAM_NAME_MAX, "%s.%s", a, b);
@@ -79,7 +77,7 @@ static void free_buffers(dense_block_t *k, const model_t *m) {
     model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     model_buf_bf16_free(m, &k->zth);
     for (int i = 0; i < k->n; i++) free_layer(&k->layer[i], m);
-    k->cap_r = k->cap_bs = 0;
+    k->cap_r = k->cap_bs = k->cap_stats = 0;
 }
 
 void dense_block_release(dense_block_t *k, const model_t *m) {
@@ -101,14 +99,14 @@ size_t dense_block_reserve(dense_block_t *k, const model_t *m, int B, int T, int
         work = a > work ? a : work;
         work = b > work ? b : work;
     }
-    const size_t R = (size_t)B * T, BS = (size_t)B * k->S;
-    if (R <= k->cap_r && BS <= k->cap_bs && recompute == k->recompute) return work;
+    const size_t R = (size_t)B * T, BS = (size_t)B * k->S, stats = model_bn_stats_floats(m, B, k->cmax);
+    if (R <= k->cap_r && BS <= k->cap_bs && stats <= k->cap_stats && recompute == k->recompute) return work;
     free_buffers(k, m);
     const size_t cr = R > k->cap_r ? R : k->cap_r, cbs = BS > k->cap_bs ? BS : k->cap_bs;
     k->recompute = recompute;
     k->buf = model_buf(m, cr * k->cmax);
-    k->mean = model_buf(m, (size_t)k->cmax);
-    k->var = model_buf(m, (size_t)k->cmax);
+    k->mean = model_buf(m, stats);
+    k->var = model_buf(m, stats);
     if (!recompute && !m->bf16) k->zt = model_buf(m, cr * k->cmax);  // bf16: zth alone
     if (m->bf16) k->zth = model_buf_bf16(m, cr * k->cmax);
     k->out = model_buf(m, cr * (k->cmax / 2));
@@ -121,7 +119,7 @@ size_t dense_block_reserve(dense_block_t *k, const model_t *m, int B, int T, int
         l->q = model_buf(m, cbs * (k->bneck / 2));
         l->mask = model_buf(m, cbs * k->growth);
     }
-    k->cap_r = cr, k->cap_bs = cbs;
+    k->cap_r = cr, k->cap_bs = cbs, k->cap_stats = stats;
     return work;
 }
 
@@ -156,7 +154,7 @@ void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_blo
     s->gq = model_buf(m, cbs * (H / 2));
     s->gctx = model_buf(m, cbs * H);
     s->part = model_buf(m, 4 * (size_t)cb * cc);
-    s->sums = model_dense_sums(m, cc);
+    s->sums = model_dense_sums(m, cc, (int)(model_bn_stats_floats(m, cb, 1)));
     s->cap_r = cr, s->cap_bs = cbs, s->cap_c = cc, s->cap_b = cb;
 }
 
@@ -165,8 +163,8 @@ void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_blo
 // The batch statistics of the block's channels [c0, c0 + C) (the invariant mode's sums shifted by
 // the transition's running mean, the same on every rank there).
 static void channel_stats(dense_block_t *k, model_t *m, int c0, int C, dense_scratch_t *s) {
-    model_dense_bn_stats(m, k->mean + c0, k->var + c0, k->buf + c0, k->cmax, m->state + k->tr_bn_mean + c0, k->B, k->T,
-                         C, s->part);
+    model_dense_bn_stats(m, k->mean + c0, k->var + c0, k->cmax, k->buf + c0, k->cmax, m->state + k->tr_bn_mean + c0,
+                         k->B, k->T, C, s->part);
 }
 
 // z = relu(bn(channels [0, C))) for a reader (w, b, its running statistics rm, rv): the shared batch
@@ -175,8 +173,7 @@ static void channel_stats(dense_block_t *k, model_t *m, int c0, int C, dense_scr
 static void normalise(dense_block_t *k, model_t *m, float *z, spk_bf16 *zh, int C, int64_t w, int64_t b, int64_t rm,
                       int64_t rv, int train) {
     const float *mean = train ? k->mean : m->state + rm, *var = train ? k->var : m->state + rv;
-    m->be->dense_bn_relu_forward(z, zh, C, k->buf, k->cmax, mean, var, m->params + w, m->params + b, k->B * k->T, C,
-                                 DENSE_EPS);
+    model_dense_bn_relu_forward(m, z, zh, C, k->buf, k->cmax, mean, var, train ? k->cmax : 0, w, b, k->B, k->T, C);
     if (train) model_dense_bn_running(m, rm, rv, k->mean, k->var, k->B, k->T, C);
 }
 
@@ -225,8 +222,7 @@ void dense_block_forward(dense_block_t *k, model_t *m, const float *in, int trai
 static const float *reader_input(dense_block_t *k, model_t *m, float *kept, int C, int64_t w, int64_t b,
                                  dense_scratch_t *s) {
     if (!k->recompute || m->bf16) return kept;
-    m->be->dense_bn_relu_forward(s->zs, NULL, C, k->buf, k->cmax, k->mean, k->var, m->params + w, m->params + b,
-                                 k->B * k->T, C, DENSE_EPS);
+    model_dense_bn_relu_forward(m, s->zs, NULL, C, k->buf, k->cmax, k->mean, k->var, k->cmax, w, b, k->B, k->T, C);
     return s->zs;
 }
 
@@ -240,10 +236,10 @@ static void cam_backward(dense_block_t *k, model_t *m, cam_layer_t *l, const flo
     K->vec_zero(s->gm2, (size_t)BS * G);
     K->sigmoid_backward(s->gm2, s->gmask, l->mask, (size_t)BS * G);
     K->vec_zero(s->gq, (size_t)BS * (H / 2));
-    model_linear_backward(m, s->gq, l->l2_w, l->l2_b, s->gm2, l->q, BS, H / 2, G);
+    model_linear_backward_rows(m, s->gq, l->l2_w, l->l2_b, s->gm2, l->q, k->B, k->S, H / 2, G);
     K->relu_mask(s->gq, l->q, (size_t)BS * (H / 2));
     K->vec_zero(s->gctx, (size_t)BS * H);
-    model_linear_backward(m, s->gctx, l->l1_w, l->l1_b, s->gq, l->ctx, BS, H, H / 2);
+    model_linear_backward_rows(m, s->gctx, l->l1_w, l->l1_b, s->gq, l->ctx, k->B, k->S, H, H / 2);
     model_conv2d_backward(m, s->gh, 0, l->local_w, s->gl, NULL, l->lin.y, l->yh, &l->local, work);
     K->segment_context_backward(s->gh, s->gctx, k->B, k->T, H, CAMPP_SEG);
 }
@@ -256,21 +252,22 @@ void dense_block_backward(dense_block_t *k, model_t *m, const float *g_out, floa
     const float *zt = reader_input(k, m, k->zt, cmax, k->tr_bn_w, k->tr_bn_b, s);
     model_conv2d_backward(m, s->gz, 0, k->tr_w, g_out, NULL, zt, k->zth, &k->tr, work);
     model_dense_bn_backward(m, s->g, cmax, 0, &s->sums, k->tr_bn_w, k->tr_bn_b, s->gz, cmax, k->buf, cmax, k->mean,
-                            k->var, B, T, cmax, s->part);
+                            k->var, cmax, B, T, cmax, s->part);
     model_grads_ready(m, k->tr_bn_b + cmax);
     for (int i = k->n - 1; i >= 0; i--) {
         cam_layer_t *l = &k->layer[i];
         // every reader of this layer's channels has run: their gradient, then the layer's own
         model_dense_bn_input_grad(m, s->gy, k->growth, s->g + l->cin, cmax, k->buf + l->cin, cmax, k->mean + l->cin,
-                                  k->var + l->cin, &s->sums, l->cin, B, T, k->growth);
+                                  k->var + l->cin, cmax, &s->sums, l->cin, B, T, k->growth);
         cam_backward(k, m, l, s->gy, s, work);
         const float *z = reader_input(k, m, l->z, l->cin, l->bn1_w, l->bn1_b, s);
         conv2d_bn_backward(&l->lin, m, s->gz, 0, NULL, s->gh, z, 1, s->ga, work);
         model_dense_bn_backward(m, s->g, cmax, 1, &s->sums, l->bn1_w, l->bn1_b, s->gz, l->cin, k->buf, cmax, k->mean,
-                                k->var, B, T, l->cin, s->part);
+                                k->var, cmax, B, T, l->cin, s->part);
         model_grads_ready(m, layer_end(l));
     }
-    model_dense_bn_input_grad(m, g_in, k->c0, s->g, cmax, k->buf, cmax, k->mean, k->var, &s->sums, 0, B, T, k->c0);
+    model_dense_bn_input_grad(m, g_in, k->c0, s->g, cmax, k->buf, cmax, k->mean, k->var, cmax, &s->sums, 0, B, T,
+                              k->c0);
 }
 
 double dense_block_macs(int c0, int layers, int growth, int bn_size, double T) {

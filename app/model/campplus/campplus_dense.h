@@ -54,12 +54,12 @@ typedef struct {
     conv2d_shape_t tr;                                // its convolution at the current shape
     int B, T, S;                                      // the current shape (S segments)
     int recompute;                                    // memory_efficient
-    size_t cap_r, cap_bs;                             // buffers hold cap_r rows, cap_bs segment rows
+    size_t cap_r, cap_bs, cap_stats;                  // buffers hold cap_r rows, cap_bs segment rows
     float *buf;                                       // (R, cmax) the block's channels
-    float *mean, *var;                                // (cmax) their batch statistics
-    float *zt;      // (R, cmax) the transition's normalised input (NULL with recompute or bf16)
-    spk_bf16 *zth;  // bf16 models: its rounded copy
-    float *out;     // (R, cmax / 2) the transition's output
+    float *mean, *var;  // (sets, cmax) their batch statistics (model_dense_bn_stats's sets; cap_stats floats)
+    float *zt;          // (R, cmax) the transition's normalised input (NULL with recompute or bf16)
+    spk_bf16 *zth;      // bf16 models: its rounded copy
+    float *out;         // (R, cmax / 2) the transition's output
 } dense_block_t;
 
 // The scratch every block shares (campplus_t owns one), sized by dense_scratch_reserve.
@@ -75,7 +75,7 @@ typedef struct {
     float *gmask, *gm2;       // (B S, growth): the mask's gradient, at its logits
     float *gq, *gctx;         // (B S, bottleneck / 2), (B S, bottleneck)
     float *part;              // (4, B, cmax) per-group sums
-    model_dense_sums_t sums;  // the readers' S1 and S2 (cmax)
+    model_dense_sums_t sums;  // the readers' S1 and S2 (cmax, each statistics set's)
 } dense_scratch_t;
 
 // Registers block `index` (1-based: xvector.block<index>, xvector.transit<index>), in reverse

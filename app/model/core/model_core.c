@@ -129,10 +129,9 @@ void model_plan_update(model_t *m, int64_t samples, int ranks) {
     const int64_t frames = !m->input.visual                           ? 1
                            : m->input.crop > 0 && m->visual_ratio > 0 ? m->input.crop / m->visual_ratio
                                                                       : 0;
-    const int64_t rows = frames > m->rows_per_sample ? frames : m->rows_per_sample;
     const int64_t per_rank = (samples + ranks - 1) / ranks;  // (the sampler gives every rank as many)
-    m->exact_terms = m->invariant && !m->teacher && frames ? (samples * rows + m->group - 1) / m->group : 0;
-    m->exact_rank_terms = m->exact_terms ? (per_rank * rows + m->group - 1) / m->group : 0;
+    m->exact_terms = m->invariant && !m->teacher && frames ? (samples * frames + m->group - 1) / m->group : 0;
+    m->exact_rank_terms = m->exact_terms ? (per_rank * frames + m->group - 1) / m->group : 0;
 }
 
 // The gradient sums' form for this update, the most compact it allows in host memory, where the

@@ -152,9 +152,6 @@ struct model {
     // The most terms a gradient sum takes this update over all ranks, and on this rank
     // (model_plan_update); they choose xgrads' form (model_zero_grads).
     int64_t exact_terms, exact_rank_terms;
-    // The most rows a sample gives a layer whose exact gradient sums take a term per group of
-    // rows rather than of samples (CAM++'s segments): set by such a family; 0 means 1.
-    int64_t rows_per_sample;
     // Set by the caller with grads_ready: replaces the n exact sums s (on be) by their sums over
     // all ranks, in place. Collective: train_step calls it in the same order on every rank
     // (the global batch size, each BatchNorm's statistics and gradients). NULL: one rank.
@@ -175,7 +172,7 @@ void model_download(model_t *m);
 // Before an update's model_zero_grads: it trains on `samples` samples over all ranks (every
 // micro-batch). The invariant mode's gradient sums then take a term for each group of them, or
 // of a layer's rows where a sample gives it several: pictures with the visual stream (a face
-// encoder's samples), m->rows_per_sample.
+// encoder's samples).
 void model_plan_update(model_t *m, int64_t samples, int ranks);
 // Zeroes the gradients before a train_step (grads, and xgrads in the invariant mode, in the form
 // the planned update allows).
