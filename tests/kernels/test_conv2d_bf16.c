@@ -219,6 +219,7 @@ static void invariant_checks(void) {
         }
         conv2d_bf16_set_path(native ? CONV2D_BF16_NATIVE : CONV2D_BF16_WIDENED);
         invariant_case(conv2d_shape(4, 3, 4, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 1, native);
+        invariant_case(conv2d_shape(4, 1, 8, 12, 10, 3, 3, 1, 1, 1, 1, 1, 1), 2, native);  // the first layer
         invariant_case(conv2d_shape(4, 16, 32, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1), 2, native);
         invariant_case(conv2d_shape(6, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 3, native);
         invariant_case(conv2d_shape(8, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 4, native);
