@@ -46,8 +46,9 @@ void conv2d_backward(float *dx,  // (B, H, W, Cin) = or += (dx_accumulate); or N
                      float *workspace);  // (conv2d_workspace_floats)
 
 // The world-size-invariant mode (kernels/backend.h, docs/invariant.md). conv2d_forward_fixed:
-// conv2d_forward with every sample computed on its own, by oneDNN plans of one sample or GEMMs,
-// both planned for one thread, so a sample's output depends on neither B nor the thread count. conv2d_backward_exact: dx as
+// conv2d_forward with every sample computed on its own, by oneDNN plans of blocks of samples
+// (the block fixed by the shape, a short one padded) or GEMMs, both planned for one thread, so a
+// sample's output depends on neither B nor the thread count. conv2d_backward_exact: dx as
 // conv2d_backward (= or += by dx_accumulate), computed the same way; dw and dbias are exact sums
 // (kernels/exact_sum.h) to which every group of `group` consecutive samples (B is a multiple)
 // adds its contribution as one term (its samples' float gradients summed in order), so they do

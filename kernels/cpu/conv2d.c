@@ -373,11 +373,11 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 }
 
 // ---- the world-size-invariant mode ------------------------------------------------------------
-// Every sample on its own: by oneDNN's plans of one sample on one thread where it has the shape
-// (kernels/cpu/conv2d_dnnl.h), else im2col and GEMMs on one thread per sample (the loops above,
-// whose GEMMs are serial); threads over samples. The first layer's loops compute each pixel on
-// its own already. Weight gradients: each sample's, summed over its group in order (in float,
-// sample after sample, as xsum_add sums a group's rows), each group's sum one exact term.
+// Every sample on its own: by oneDNN's fixed plans of blocks of samples on one thread where it has
+// the shape (kernels/cpu/conv2d_dnnl_fixed.h), else im2col and GEMMs on one thread per sample (the
+// loops above, whose GEMMs are serial); threads over samples. The first layer's loops compute each
+// pixel on its own already. Weight gradients: each sample's (or block's), summed over its group in
+// order (in float, as xsum_add sums a group's rows), each group's sum one exact term.
 // Workspace: [the bias gradient's per-sample sums (B, Cout)] then oneDNN's part, or [one slot per
 // thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)].
 
