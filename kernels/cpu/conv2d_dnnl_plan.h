@@ -1,7 +1,7 @@
 // The plans of kernels/cpu/conv2d_dnnl.c as its two users see them: that file's default passes
-// and the invariant mode's plans of blocks of samples (kernels/cpu/conv2d_dnnl_fixed.c). A plan holds
-// the primitives and reorders of a shape, an operand type, an algorithm and whether it is a
-// fixed one (made by the caller at the OpenMP ICV of 1, channels-last or Winograd, none where
+// and the invariant mode's plans of blocks of samples (kernels/cpu/conv2d_dnnl_fixed.c). A plan
+// holds the primitives and reorders of a shape, an operand type, an algorithm and whether it is
+// a fixed one (made by the caller at the OpenMP ICV of 1, channels-last or Winograd, none where
 // oneDNN has only its reference loops); conv2d_dnnl.c makes them on first use and caches them.
 #pragma once
 #ifdef SPK_USE_DNNL
