@@ -21,7 +21,9 @@
 // The samples a fixed plan takes: FIXED_BLOCK where a sample's output map has at most
 // FIXED_BLOCK_PIXELS pixels, one elsewhere. On small maps a plan of one sample leaves oneDNN's
 // kernels short of work (ResNet34's 256-channel 10 x 25 layers: 145 GFLOP/s against 284 for a
-// batch of 16, one thread); on large ones it is as fast or faster (a sample's maps stay in cache).
+// batch of 16, one thread; blocks of 4 gained half of what 8 do); on large ones it is as fast or
+// faster (a sample's maps stay in cache). The cost: a rank's threads beyond its blocks idle on
+// the small maps (32 samples on 16 threads: 4 blocks).
 // The weight gradient sums its blocks into their group's term, so its blocks are whole ones only
 // where they tile the groups, else single samples (wgrad_block): a group of 1, the mode's
 // default, is its sample alone.
