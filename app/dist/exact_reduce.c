@@ -327,17 +327,6 @@ static void halving_end(exact_reduce_t *r, bucket_t *b) {
         b->w += k0;  // (this rank's share, as the reduce-scatter leaves it: floats_start)
 }
 
-// Whether every message of the bucket's halving has arrived.
-static int halving_arrived(bucket_t *b) {
-    int all = 1;
-    for (int k = 0; k < 4; k++) {
-        int done;
-        mpiCheck(MPI_Test(&b->hreq[k], &done, MPI_STATUS_IGNORE));
-        all &= done;
-    }
-    return all;
-}
-
 void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     SPK_ASSERT(!out || exact_reduce_floats(r));
@@ -460,8 +449,8 @@ static void words_redo(exact_reduce_t *r) {
     free(t.bin);
 }
 
-// Whether both requests of a phase have completed (MPI_Testall with MPI_STATUSES_IGNORE trips
-// GCC's overflow warning).
+// Whether both requests of a pair have completed: a phase's, or a halving message's send and
+// receive (MPI_Testall with MPI_STATUSES_IGNORE trips GCC's overflow warning).
 static int arrived(MPI_Request *req) {
     int a, b;
     mpiCheck(MPI_Test(&req[0], &a, MPI_STATUS_IGNORE));
@@ -476,7 +465,7 @@ void exact_reduce_progress(exact_reduce_t *r) {
         limbs_start(r, &r->bucket[r->advanced++]);
     for (int j = r->gathered; j < r->advanced; j++) {  // (halvings move on in any order: tagged)
         bucket_t *b = &r->bucket[j];
-        while (b->halving < b->halvings && halving_arrived(b)) halving_end(r, b);
+        while (b->halving < b->halvings && arrived(b->hreq) && arrived(b->hreq + 2)) halving_end(r, b);
     }
     while (r->gathered < r->advanced && r->bucket[r->gathered].halving == r->bucket[r->gathered].halvings &&
            arrived(&r->bucket[r->gathered].req[2])) {

@@ -275,6 +275,11 @@ void conv2d_bf16_forward_rounded_fixed(spk_bf16 *yh, spk_bf16 *xh, const float *
     bf16_from_f32(yh, p.dy, conv2d_y_size(s));
 }
 
+// The native workspace's oneDNN part (after dy rounded and the bias gradient's sums).
+static float *native_dnnl_part(const conv2d_shape_t *s, float *workspace) {
+    return workspace + half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout);
+}
+
 void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
                                 const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
                                 float *workspace, int group) {
@@ -294,7 +299,7 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
             dyh = r;
         }
         conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group,
-                                   after_dy + up_floats((size_t)s->B * s->Cout));
+                                   native_dnnl_part(s, workspace));
         return;
     }
     if (dyh)
@@ -307,24 +312,21 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
                           dx ? p.w : NULL, s, p.conv, group);
 }
 
-// Native: the weight gradient on conv2d_bf16_backward_exact's plans (the same bits), the input
-// gradient on the fixed plans that write it in bf16. Widened: conv2d_bf16_backward_exact's float32
-// passes on the widened operands, the input gradient into the workspace's x part once the weight
-// gradient has used it, then rounded.
+// The weight sums as conv2d_bf16_backward_exact's (the same call). The input gradient, native: on
+// the fixed plans that write it in bf16; widened: conv2d_bf16_backward_exact's into the
+// workspace's x part (which its input gradient leaves alone), then rounded.
 void conv2d_bf16_backward_rounded_exact(spk_bf16 *dxh, float *dw_tmp, xsum_t dw, const spk_bf16 *dyh,
                                         const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
                                         float *workspace, int group) {
     SPK_ASSERT(conv2d_shape_ok(s) && dxh && dyh);
+    if (!xsum_empty(dw))
+        conv2d_bf16_backward_exact(NULL, 0, dw_tmp, dw, xsum_none(), NULL, dyh, xh, w, s, workspace, group);
     if (native_fixed(s)) {
-        float *ws = workspace + half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout);
-        if (!xsum_empty(dw))
-            conv2d_dnnl_backward_exact(NULL, 0, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group, ws);
-        conv2d_dnnl_backward_exact(dxh, 0, xsum_none(), dyh, xh, w, s, CONV2D_BF16_OUT, CONV2D_ALGO_DIRECT, group, ws);
+        conv2d_dnnl_backward_exact(dxh, 0, xsum_none(), dyh, xh, w, s, CONV2D_BF16_OUT, CONV2D_ALGO_DIRECT, group,
+                                   native_dnnl_part(s, workspace));
         return;
     }
     const wide_t p = wide_parts(s, workspace);
-    if (!xsum_empty(dw))
-        conv2d_bf16_backward_exact(NULL, 0, dw_tmp, dw, xsum_none(), NULL, dyh, xh, w, s, workspace, group);
     conv2d_bf16_backward_exact(p.x, 0, NULL, xsum_none(), xsum_none(), NULL, dyh, xh, w, s, workspace, group);
     bf16_from_f32(dxh, p.x, conv2d_x_size(s));
 }

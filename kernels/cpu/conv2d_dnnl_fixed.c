@@ -315,25 +315,6 @@ static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, co
     }
 }
 
-// dx = or += a phased plan's input gradient, block by block.
-static void input_grad_phased(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, void *dx, int accumulate,
-                              const void *dy, const void *w, const conv2d_shape_t *s, conv2d_operands t) {
-    const conv2d_shape_t one = block_shape(s, fixed_block(s));
-    const sample_bytes_t n = sample_bytes(s, t);
-    const void *wc[CONV2D_MAX_PHASES];
-    plan_phase_weights(p, &one, w, q->phase_w, q->slots, wc);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < batch_blocks(s); i++) {  // (the phases' outputs in each thread's slot)
-        const slot_t sl = my_slot(p, q);
-        const block_t k = batch_block(s, i);
-        char *dxk = (char *)dx + k.b * n.dxo;
-        const int whole = k.n == one.B;
-        plan_phases_run(st[omp_get_thread_num()], p, &one, whole ? dxk : sl.out, whole && accumulate,
-                        padded(sl.in, (const char *)dy + k.b * n.y, k, one.B, n.y), wc, sl.dx, sl.scratch);
-        if (!whole) unpadded(dxk, sl.out, k, n.dxo, accumulate);
-    }
-}
-
 // The fixed plan of blocks of P samples, its backward's primitives made (at the plan's ICV too).
 static const plan_t *backward_plan(const conv2d_shape_t *s, int P, conv2d_operands t, conv2d_algorithm a, int threads) {
     const plan_t *p = fixed_plan_of(s, P, t, a);
@@ -356,23 +337,31 @@ void conv2d_dnnl_backward_exact(void *dx, int accumulate, xsum_t dw, const void 
         weight_grads_exact(dw, pw, st, &qw, threads, dy, x, s, t, group);
     }
     if (!dx) return;
+    // the input gradient, block by block: the plan's backward-data primitive, or its phases'
+    // forward convolutions (their outputs in each thread's slot)
     const plan_t *p = backward_plan(s, fixed_block(s), t, a, threads);
     const fixed_parts_t q = fixed_parts_of(p, s, t, threads, workspace);
-    if (p->phases) {
-        input_grad_phased(p, st, &q, dx, accumulate, dy, w, s, t);
-        return;
-    }
+    const conv2d_shape_t one = block_shape(s, fixed_block(s));
     const sample_bytes_t n = sample_bytes(s, t);
-    const int P = fixed_block(s);
-    const void *wb = plan_reordered(NULL, p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
+    const void *wb = NULL, *wc[CONV2D_MAX_PHASES];
+    if (p->phases)
+        plan_phase_weights(p, &one, w, q.phase_w, q.slots, wc);
+    else
+        wb = plan_reordered(NULL, p->w_to_bwd, p, p->w_oihw, p->w_bwd, w, q.w_bwd, q.slots);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < batch_blocks(s); i++) {
         const slot_t sl = my_slot(p, &q);
         const block_t k = batch_block(s, i);
         char *dxk = (char *)dx + k.b * n.dxo;
-        block_input_grad(p, st[omp_get_thread_num()], sl, k.n == P ? dxk : sl.out, k.n == P && accumulate,
-                         padded(sl.in, (const char *)dy + k.b * n.y, k, P, n.y), wb, (size_t)P * n.xf / sizeof(float));
-        if (k.n < P) unpadded(dxk, sl.out, k, n.dxo, accumulate);
+        const int whole = k.n == one.B;
+        void *out = whole ? dxk : sl.out;
+        const void *dyk = padded(sl.in, (const char *)dy + k.b * n.y, k, one.B, n.y);
+        if (p->phases)
+            plan_phases_run(st[omp_get_thread_num()], p, &one, out, whole && accumulate, dyk, wc, sl.dx, sl.scratch);
+        else
+            block_input_grad(p, st[omp_get_thread_num()], sl, out, whole && accumulate, dyk, wb,
+                             (size_t)one.B * n.xf / sizeof(float));
+        if (!whole) unpadded(dxk, sl.out, k, n.dxo, accumulate);
     }
 }
 

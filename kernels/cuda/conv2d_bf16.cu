@@ -184,19 +184,17 @@ extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
     }
 }
 
+// The weight sums as conv2d_bf16_backward_exact_cuda's (the same call); each sample's input
+// gradient rounded by cuDNN on the plan of B = 1.
 extern "C" void conv2d_bf16_backward_rounded_exact_cuda(spk_bf16 *dxh, float *dw_tmp, xsum_t dw, const spk_bf16 *dyh,
                                                         const spk_bf16 *xh, const spk_bf16 *w, const conv2d_shape_t *s,
                                                         float *workspace, int group) {
     conv2d_check(s);
-    SPK_ASSERT(group > 0 && s->B % group == 0 && dxh && dyh);
+    SPK_ASSERT(dxh && dyh);
+    if (!xsum_empty(dw))
+        conv2d_bf16_backward_exact_cuda(nullptr, 0, dw_tmp, dw, xsum_none(), nullptr, dyh, xh, w, s, workspace, group);
     const conv2d_shape_t s1 = one_sample(s);
-    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1), nw = conv2d_w_size(s);
-    const int with_dw = !xsum_empty(dw);
-    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
-    for (int b = 0; b < s->B; b++) {  // as conv2d_bf16_backward_exact_cuda, dx rounded by cuDNN
-        if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv2d_bf16_backward_rounded_cuda(dxh + b * nx, with_dw ? dw_tmp : nullptr, dyh + b * ny, xh + b * nx, w, &s1,
-                                          workspace);
-        if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
-    }
+    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1);
+    for (int b = 0; b < s->B; b++)
+        conv2d_bf16_backward_rounded_cuda(dxh + b * nx, nullptr, dyh + b * ny, xh + b * nx, w, &s1, workspace);
 }

@@ -154,7 +154,7 @@ void dense_scratch_reserve(dense_scratch_t *s, const model_t *m, const dense_blo
     s->gq = model_buf(m, cbs * (H / 2));
     s->gctx = model_buf(m, cbs * H);
     s->part = model_buf(m, 4 * (size_t)cb * cc);
-    s->sums = model_dense_sums(m, cc, (int)(model_bn_stats_floats(m, cb, 1)));
+    s->sums = model_dense_sums(m, cc, cb);
     s->cap_r = cr, s->cap_bs = cbs, s->cap_c = cc, s->cap_b = cb;
 }
 

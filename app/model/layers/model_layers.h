@@ -124,7 +124,8 @@ typedef struct {
     float *f;
     xsum_t x;
 } model_dense_sums_t;
-model_dense_sums_t model_dense_sums(const model_t *m, int cap, int sets);
+// The sums of cap channels, a set's for each set a batch of at most B samples holds.
+model_dense_sums_t model_dense_sums(const model_t *m, int cap, int B);
 void model_dense_sums_free(const model_t *m, model_dense_sums_t *s);
 void model_dense_sums_zero(model_t *m, model_dense_sums_t *s);
 
