@@ -40,9 +40,11 @@ namespace {
 
 // ECAPA training uses ~7 shapes, plus 7 for a short last batch and 7 per evaluation batch size;
 // inference adds 7 per length bucket, which evict each other but not the training plans. A
-// ResNet34 has 11 convolution shapes.
-const int kPlans = 64;
+// ResNet34 has 11 convolution shapes; CAM++ 41, and 82 in bf16 in the invariant mode (its dense
+// layers' input widths, in batches and single samples), which a cache of 64 remade every step.
+const int kPlans = 256;
 spk_conv_plan_t g_plans[kPlans];
+int g_last = 0;  // the plan found last: the invariant mode asks for one sample's plan B times in a row
 long long g_serial = 0;      // plans made
 long long g_selections = 0;  // algorithm choices (heuristics queried)
 int g_tf32 = 0;              // spk_cuda_set_tf32
@@ -464,12 +466,15 @@ spk_conv_plan_t &make_plan(const spk_conv_geom_t &g, int bucket) {
 
 const spk_conv_plan_t &spk_conv_plan(const spk_conv_geom_t &g, int length) {
     const int bucket = length_bucket(length);
-    spk_conv_plan_t *pl = nullptr;
+    auto matches = [&](const spk_conv_plan_t &p) {
+        return p.valid && p.bucket == bucket && memcmp(&p.geom, &g, sizeof g) == 0;
+    };
+    spk_conv_plan_t *pl = matches(g_plans[g_last]) ? &g_plans[g_last] : nullptr;
     for (int i = 0; i < kPlans && !pl; i++)
-        if (g_plans[i].valid && g_plans[i].bucket == bucket && memcmp(&g_plans[i].geom, &g, sizeof g) == 0)
-            pl = &g_plans[i];
+        if (matches(g_plans[i])) pl = &g_plans[i];
     const bool fresh = !pl;
     if (fresh) pl = &make_plan(g, bucket);
+    g_last = (int)(pl - g_plans);
     if (pl->len != length || fresh) bind_length(*pl, length);
     pl->uses++;
     if (fresh && verbose()) print_plan(stderr, *pl);
