@@ -44,7 +44,7 @@ namespace {
 // layers' input widths, in batches and single samples), which a cache of 64 remade every step.
 const int kPlans = 256;
 spk_conv_plan_t g_plans[kPlans];
-int g_last = 0;  // the plan found last: the invariant mode asks for one sample's plan B times in a row
+int g_last = 0;              // the plan found last: the invariant mode asks for one sample's plan B times in a row
 long long g_serial = 0;      // plans made
 long long g_selections = 0;  // algorithm choices (heuristics queried)
 int g_tf32 = 0;              // spk_cuda_set_tf32
