@@ -38,7 +38,9 @@ void bf16_to_f32(float *y, const spk_bf16 *x, size_t n);
 // layout the bf16 GEMMs read with no gathering copy. When sums is not NULL, also
 // sums[c] += sum over b, t of x[b, c, t] in float32 (a bias gradient, in the same pass).
 void bf16_fold_from_f32(spk_bf16 *y, float *sums, const float *x, int B, int C, int T);
-// The same from C channels of a wider tensor, optionally plus a (B, C, T) one: y[c, b*T + t] =
-// bf16(x[(b*ldc + c)*T + t] + add[b, c, t]) (add NULL: without it), for x a channel slice of a
-// (B, ldc, T) tensor (ldc >= C): a split's chunk rounded as a convolution's input, with no copy.
-void bf16_fold_slice_from_f32(spk_bf16 *y, const float *x, int ldc, const float *add, int B, int C, int T);
+// C channels of a wider tensor, optionally plus a (B, C, T) one, rounded as a convolution's input
+// with no copy: y[c*yc + b*yb + t] = bf16(x[(b*ldc + c)*T + t] + add[b, c, t]) (add NULL: without
+// it), for x a channel slice of a (B, ldc, T) tensor (ldc >= C). y's strides place it: folded,
+// (C, B*T) with yc = B*T and yb = T; or channels of a (B, D, T) tensor, yc = T and yb = D*T.
+void bf16_slice_from_f32(spk_bf16 *y, size_t yc, size_t yb, const float *x, int ldc, const float *add, int B, int C,
+                         int T);

@@ -51,7 +51,7 @@
     X(bf16_from_f32)                        \
     X(bf16_to_f32)                          \
     X(bf16_fold_from_f32)                   \
-    X(bf16_fold_slice_from_f32)             \
+    X(bf16_slice_from_f32)                  \
     X(batchnorm1d_forward_train)            \
     X(batchnorm1d_relu_forward_train)       \
     X(batchnorm1d_forward_infer)            \

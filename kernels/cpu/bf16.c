@@ -34,13 +34,14 @@ void bf16_fold_from_f32(spk_bf16 *y, float *sums, const float *x, int B, int C, 
     }
 }
 
-void bf16_fold_slice_from_f32(spk_bf16 *y, const float *x, int ldc, const float *add, int B, int C, int T) {
+void bf16_slice_from_f32(spk_bf16 *y, size_t yc, size_t yb, const float *x, int ldc, const float *add, int B, int C,
+                         int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ldc >= C);
 #pragma omp parallel for schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int c = 0; c < C; c++) {
         for (int b = 0; b < B; b++) {
             const float *src = x + ((size_t)b * ldc + c) * T;
-            spk_bf16 *dst = y + ((size_t)c * B + b) * T;
+            spk_bf16 *dst = y + c * yc + b * yb;
             if (add) {
                 const float *a = add + ((size_t)b * C + c) * T;
 #pragma omp simd

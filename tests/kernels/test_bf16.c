@@ -41,9 +41,9 @@ static void check_round(float f, const char *what) {
     }
 }
 
-// Channels [3, 3 + Cs) of x (B, C, T), with and without a (B, Cs, T) addend: the bits of copying
-// the slice out (adding the addend) and folding it.
-static spk_bf16 *fold_slice_want(const float *x, const float *add, int B, int C, int T, int Cs) {
+// Channels [3, 3 + Cs) of x (B, C, T), with and without a (B, Cs, T) addend, copied out (the
+// addend added) in float: the values bf16_slice_from_f32 rounds.
+static float *slice_values(const float *x, const float *add, int B, int C, int T, int Cs) {
     const size_t ns = (size_t)B * Cs * T;
     float *s = alloc_f(ns);
     for (int b = 0; b < B; b++)
@@ -53,22 +53,36 @@ static spk_bf16 *fold_slice_want(const float *x, const float *add, int B, int C,
                 s[i] = x[((size_t)b * C + 3 + c) * T + t];
                 if (add) s[i] += add[i];
             }
-    spk_bf16 *want = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
-    bf16_fold_from_f32(want, NULL, s, B, Cs, T);
-    return want;
+    return s;
 }
 
+// bf16_slice_from_f32 in both layouts: folded, the bits of bf16_fold_from_f32 of the copied
+// slice; as channels [2, 2 + Cs) of a (B, Cs + 4, T) tensor, each value rounded in its place
+// and the other channels left alone.
 static void slice_check(const float *x, int B, int C, int T) {
-    const int Cs = C - 5;
-    const size_t ns = (size_t)B * Cs * T;
+    const int Cs = C - 5, D = Cs + 4;
+    const size_t ns = (size_t)B * Cs * T, nd = (size_t)B * D * T;
     float *add = rand_f(ns, -2, 2);
-    spk_bf16 *got = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
-    bf16_fold_slice_from_f32(got, x + 3 * T, C, NULL, B, Cs, T);
-    check_true(memcmp(got, fold_slice_want(x, NULL, B, C, T, Cs), ns * sizeof *got) == 0,
-               "bf16_fold_slice_from_f32: the bits of the slice copied out and folded");
-    bf16_fold_slice_from_f32(got, x + 3 * T, C, add, B, Cs, T);
-    check_true(memcmp(got, fold_slice_want(x, add, B, C, T, Cs), ns * sizeof *got) == 0,
-               "bf16_fold_slice_from_f32 with an addend: the bits of copy, add, fold");
+    spk_bf16 *got = (spk_bf16 *)test_alloc(nd * sizeof(spk_bf16)),
+             *want = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
+    for (int with_add = 0; with_add < 2; with_add++) {
+        const float *v = slice_values(x, with_add ? add : NULL, B, C, T, Cs);
+        bf16_slice_from_f32(got, (size_t)B * T, T, x + 3 * T, C, with_add ? add : NULL, B, Cs, T);
+        bf16_fold_from_f32(want, NULL, v, B, Cs, T);
+        check_true(memcmp(got, want, ns * sizeof *got) == 0,
+                   "bf16_slice_from_f32, folded: the bits of copy, add, fold");
+        memset(got, 0x7f, nd * sizeof *got);
+        bf16_slice_from_f32(got + 2 * T, T, (size_t)D * T, x + 3 * T, C, with_add ? add : NULL, B, Cs, T);
+        int bad = 0;
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < D; d++)
+                for (int t = 0; t < T; t++) {
+                    const spk_bf16 g = got[((size_t)b * D + d) * T + t];
+                    const int in = d >= 2 && d < 2 + Cs;
+                    bad += in ? g != spk_bf16_round(v[((size_t)b * Cs + d - 2) * T + t]) : g != 0x7f7f;
+                }
+        check_true(bad == 0, "bf16_slice_from_f32 into channels of a (B, D, T) tensor: rounded in place, no other");
+    }
 }
 
 static void cpu_checks(void) {
@@ -117,24 +131,31 @@ static void cpu_checks(void) {
     slice_check(xb, B, C, T);
 }
 
-// The backend's bf16_fold_slice_from_f32 has the CPU's bits, with and without the addend.
+// The backend's bf16_slice_from_f32 has the CPU's bits, with and without the addend, folded and
+// into channels [1, 1 + Cs) of a (B, Cs + 2, T) tensor.
 static void backend_slice_check(void) {
-    const int B = 4, C = 21, T = 333, Cs = 16;
-    const size_t n = (size_t)B * C * T, ns = (size_t)B * Cs * T;
+    const int B = 4, C = 21, T = 333, Cs = 16, D = Cs + 2;
+    const size_t n = (size_t)B * C * T, ns = (size_t)B * Cs * T, nd = (size_t)B * D * T;
     float *x = rand_f(n, -3, 3), *add = rand_f(ns, -3, 3), *dx = dev_f(x, n), *dadd = dev_f(add, ns);
-    spk_bf16 *want = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16)),
-             *got = (spk_bf16 *)test_alloc(ns * sizeof(spk_bf16));
-    spk_bf16 *dh = (spk_bf16 *)dev_alloc(ns * sizeof(spk_bf16));
-    for (int with_add = 0; with_add < 2; with_add++) {
-        bf16_fold_slice_from_f32(want, x + 2 * T, C, with_add ? add : NULL, B, Cs, T);
-        g_be->bf16_fold_slice_from_f32(dh, dx + 2 * T, C, with_add ? dadd : NULL, B, Cs, T);
-        g_be->download(got, dh, ns * sizeof(spk_bf16));
-        g_be_checks++;
-        if (memcmp(got, want, ns * sizeof(spk_bf16)) != 0) {
-            printf("FAIL [%s] bf16_fold_slice_from_f32 (addend %d) differs from the CPU's\n", g_be->name, with_add);
-            g_failures++;
+    spk_bf16 *want = (spk_bf16 *)test_alloc(nd * sizeof(spk_bf16)),
+             *got = (spk_bf16 *)test_alloc(nd * sizeof(spk_bf16));
+    spk_bf16 *dh = (spk_bf16 *)dev_alloc(nd * sizeof(spk_bf16));
+    for (int layout = 0; layout < 2; layout++)
+        for (int with_add = 0; with_add < 2; with_add++) {
+            const size_t yc = layout ? (size_t)T : (size_t)B * T, yb = layout ? (size_t)D * T : (size_t)T;
+            const size_t off = layout ? (size_t)T : 0;
+            memset(want, 0, nd * sizeof(spk_bf16));
+            g_be->upload(dh, want, nd * sizeof(spk_bf16));
+            bf16_slice_from_f32(want + off, yc, yb, x + 2 * T, C, with_add ? add : NULL, B, Cs, T);
+            g_be->bf16_slice_from_f32(dh + off, yc, yb, dx + 2 * T, C, with_add ? dadd : NULL, B, Cs, T);
+            g_be->download(got, dh, nd * sizeof(spk_bf16));
+            g_be_checks++;
+            if (memcmp(got, want, nd * sizeof(spk_bf16)) != 0) {
+                printf("FAIL [%s] bf16_slice_from_f32 (layout %d, addend %d) differs from the CPU's\n", g_be->name,
+                       layout, with_add);
+                g_failures++;
+            }
         }
-    }
 }
 
 static void backend_checks(void) {

@@ -210,10 +210,10 @@ void model_round_params(model_t *m);
 // n exact sums on the model's backend, and release (the empty view is fine).
 xsum_t model_xsum(const model_t *m, int64_t n);
 void model_xsum_free(const model_t *m, xsum_t *s);
-// bf16 models whose layers write their convolutions' bf16 operands (the input, in the 1-D
-// convolutions' folded layout, kernels/conv1d_bf16.h; the output gradient) straight from their
-// own passes; the invariant mode keeps its operands per sample and rounds them in the
-// convolutions.
+// bf16 models whose layers write their 1-D convolutions' output gradients rounded and folded
+// (kernels/conv1d_bf16.h) straight from their own passes, with the bias gradient's sums; the
+// invariant mode rounds them in its convolutions (every bf16 model writes the inputs so:
+// model_round_conv1d_input).
 static inline int model_writes_bf16(const model_t *m) { return m->bf16 && !m->invariant; }
 // bf16 training's 2-D units (app/model/layers/conv2d_bn.h) keep their convolutions' and
 // BatchNorms' outputs in bf16, written in their own passes: in the plain mode, and in the

@@ -169,7 +169,7 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
         }
     }
     e->x = model_buf(m, bt * F);
-    if (!model_writes_bf16(m)) e->cat = model_buf(m, bt * 3 * C);
+    if (!m->bf16) e->cat = model_buf(m, bt * 3 * C);
     e->pooled = model_buf(m, (size_t)B * P);
     e->pooled_bn = model_buf(m, (size_t)B * P);
     if (e->has_visual) e->pooled_kept = model_buf(m, (size_t)B * P);
@@ -219,12 +219,12 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
     for (int i = 0; i < 3; i++) {
         seres_forward(&e->blocks[i], m, in, C, se, B, T, train, e->work);
         in = e->blocks[i].out;
-        if (model_writes_bf16(m))  // MFA's concatenation only as its convolution's rounded operand
-            K->bf16_fold_from_f32(e->mfa.xh + (size_t)i * C * B * T, NULL, in, B, C, T);
+        if (m->bf16)  // MFA's concatenation only as its convolution's rounded operand
+            model_round_conv1d_input(m, e->mfa.xh, 3 * C, i * C, in, C, NULL, B, C, T);
         else
             K->channel_slice_copy(e->cat + (size_t)i * C * T, 3 * C, in, C, B, C, T);
     }
-    tdnn_forward(&e->mfa, m, model_writes_bf16(m) ? NULL : e->cat, B, T, train, e->work);
+    tdnn_forward(&e->mfa, m, m->bf16 ? NULL : e->cat, B, T, train, e->work);
     asp_forward(&e->asp, m, e->mfa.y, e->pooled, P, B, T, train, e->work);
     if (e->has_visual) {  // visual statistics fill pooled[6C, 6C + 2Cv)
         visual_t *v = &e->vis;

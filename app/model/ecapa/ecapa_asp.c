@@ -72,13 +72,6 @@ static bf16_layout_t bf16_layout(const model_t *m, int B, int rows, int T) {
     return (bf16_layout_t){B * T, T};
 }
 
-static void round_operand(const model_t *m, spk_bf16 *xh, const float *x, int B, int rows, int T) {
-    if (m->invariant)
-        m->be->bf16_from_f32(xh, x, (size_t)B * rows * T);
-    else
-        m->be->bf16_fold_from_f32(xh, NULL, x, B, rows, T);
-}
-
 // The convolution's workspace; in float32 also W^T (3C, A), for the backward's input gradient.
 size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T) {
     if (m->bf16) return m->be->conv1d_bf16_workspace_floats(B, a->att, a->cin, T, 1, 1);
@@ -99,7 +92,7 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         const bf16_layout_t l = bf16_layout(m, B, C, T);
-        round_operand(m, a->hh, h, B, C, T);
+        model_round_conv1d_input(m, a->hh, C, 0, h, C, NULL, B, C, T);
         K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, l.ld, l.stride, 1.0f, a->tdnn.a, T,
                                  (int64_t)A * T, B);
     } else {
@@ -135,7 +128,7 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         const bf16_layout_t lg = bf16_layout(m, B, A, T), lh = bf16_layout(m, B, C, T);
-        round_operand(m, a->gh, g, B, A, T);
+        model_round_conv1d_input(m, a->gh, A, 0, g, A, NULL, B, A, T);
         if (m->invariant)
             model_gemm_bf16_grad_exact(m, 'N', 'T', A, C, T, a->gh, lg.ld, lg.stride, a->hh, lh.ld, lh.stride,
                                        a->tdnn.w, 3 * C, B);

@@ -122,7 +122,7 @@ void seres_alloc(seres_t *s, const model_t *m, int C, int se, int B, size_t bt) 
     tdnn_alloc(&s->tdnn1, m, B, bt);
     tdnn_alloc(&s->tdnn2, m, B, bt);
     for (int i = 0; i < ECAPA_SCALE - 1; i++) tdnn_alloc(&s->res[i], m, B, bt);
-    if (!model_writes_bf16(m)) {  // else the branches' inputs exist only as their rounded operands
+    if (!m->bf16) {  // else the branches' inputs exist only as their rounded operands
         for (int i = 0; i < ECAPA_SCALE - 1; i++) s->res_in[i] = model_buf(m, bt * c);
         s->res_out = model_buf(m, bt * (size_t)C);
     }
@@ -151,14 +151,15 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
     tdnn_forward(&s->tdnn1, m, x, B, T, train, work);
     const float *t1 = s->tdnn1.y;
     // Res2Net: chunk 0 passes through; chunk 1 -> res[0]; chunk i -> res[i-1](x_i + y_{i-1}).
-    if (model_writes_bf16(m)) {  // each piece rounded into its convolution's folded operand
+    if (m->bf16) {  // each piece rounded into its convolution's operand
         spk_bf16 *cat = s->tdnn2.xh;
-        K->bf16_fold_slice_from_f32(cat, t1, C, NULL, B, c, T);
+        model_round_conv1d_input(m, cat, C, 0, t1, C, NULL, B, c, T);
         for (int i = 1; i < ECAPA_SCALE; i++) {
             tdnn_t *r = &s->res[i - 1];
-            K->bf16_fold_slice_from_f32(r->xh, t1 + (size_t)i * c * T, C, i >= 2 ? s->res[i - 2].y : NULL, B, c, T);
+            model_round_conv1d_input(m, r->xh, c, 0, t1 + (size_t)i * c * T, C, i >= 2 ? s->res[i - 2].y : NULL, B, c,
+                                     T);
             tdnn_forward(r, m, NULL, B, T, train, work);
-            K->bf16_fold_from_f32(cat + (size_t)i * nc, NULL, r->y, B, c, T);
+            model_round_conv1d_input(m, cat, C, i * c, r->y, c, NULL, B, c, T);
         }
         tdnn_forward(&s->tdnn2, m, NULL, B, T, train, work);
     } else {

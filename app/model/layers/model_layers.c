@@ -24,6 +24,15 @@ void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, in
         be->conv1d_forward(y, x, m->params + w, bias, B, Cin, Cout, T, K, dilation, work);
 }
 
+void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
+                              const float *add, int B, int c, int T) {
+    const size_t bt = (size_t)B * T;
+    if (m->invariant)
+        m->be->bf16_slice_from_f32(xh + (size_t)d0 * T, T, (size_t)Cin * T, x, ldx, add, B, c, T);
+    else
+        m->be->bf16_slice_from_f32(xh + (size_t)d0 * bt, bt, T, x, ldx, add, B, c, T);
+}
+
 void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
                            const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation,
                            float *work) {

@@ -16,6 +16,12 @@
 // forward (the invariant twin's: sample by sample, for any B).
 void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
                           int Cout, int T, int K, int dilation, int train, float *work);
+// Rounds c channels of x, a (B, ldx, T) tensor (plus add, (B, c, T), or NULL), into channels
+// [d0, d0 + c) of xh, the bf16 input of a 1-D convolution of Cin channels, in the layout its
+// kernels read (kernels/conv1d_bf16.h): folded, (Cin, B*T); in the invariant mode (B, Cin, T).
+// A split's chunks and a concatenation's parts go so into their convolutions with no float copy.
+void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
+                              const float *add, int B, int c, int T);
 // Conv1d weight and bias gradients (b < 0: none) and dx += (dx_accumulate) or = : bf16 models on
 // the forward's rounded input xh (x unused), the invariant mode as exact sums, else
 // conv1d_backward.
