@@ -67,13 +67,15 @@ void batchnorm1d_relu_backward(float *dx,            // (B, C, T) =
                                int B, int C, int T);
 
 // batchnorm1d_relu_backward whose input gradient goes straight to a bf16 convolution's output
-// gradient (kernels/conv1d_bf16.h): rounded and folded, dxh[c, b*T + t] = bf16(dx[b, c, t]), with
-// dsum[c] += the sum of dx[., c, .] in float32 (the convolution's bias gradient), the bits of
-// batchnorm1d_relu_backward followed by bf16_fold_from_f32(dxh, dsum, dx); dsum may be NULL, the
-// other arguments are batchnorm1d_relu_backward's. No float dx is written or read back.
-void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias, const float *dy,
-                                    const float *x, const float *weight, const float *mean, const float *rstd, int B,
-                                    int C, int T);
+// gradient (kernels/conv1d_bf16.h), rounded: dxh[c*yc + b*yb + t] = bf16(dx[b, c, t]), folded
+// (yc = B*T, yb = T) as conv1d_bf16_backward reads it, or (B, C, T) (yc = T, yb = C*T) as the
+// invariant mode's conv1d_bf16_backward_exact does; with dsum[c] += the sum of dx[., c, .] in
+// float32 (the convolution's bias gradient), the bits of batchnorm1d_relu_backward followed by
+// bf16_fold_from_f32(dxh, dsum, dx) (its sums' order); dsum may be NULL, the other arguments are
+// batchnorm1d_relu_backward's. No float dx is written or read back.
+void batchnorm1d_relu_backward_bf16(spk_bf16 *dxh, size_t yc, size_t yb, float *dsum, float *dweight, float *dbias,
+                                    const float *dy, const float *x, const float *weight, const float *mean,
+                                    const float *rstd, int B, int C, int T);
 
 // ---- the world-size-invariant mode: BatchNorm over the global batch ------------------------
 // Training statistics of every rank's samples together (synchronized BatchNorm), from exact

@@ -9,7 +9,7 @@
 // folded into time, xh[c, b*T + t] = bf16(x[b, c, t]), which the weight gradient's GEMM reads
 // in place. x may be NULL when xh already holds the rounded input. w is the bf16 copy of the
 // float32 weight. The backward rounds dy the same way; a caller that produced the output gradient
-// rounded and folded already (batchnorm1d_relu_backward_fold, with the bias gradient's sums)
+// rounded and folded already (batchnorm1d_relu_backward_bf16, with the bias gradient's sums)
 // passes it as dyh, with dy and dbias NULL.
 //
 // Scratch: `workspace` of conv1d_bf16_workspace_floats(...) floats (independent of the thread
@@ -47,18 +47,21 @@ void conv1d_bf16_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; o
 // GEMMs planned for one thread, dw and dbias exact sums with one term per group of `group`
 // samples (dbias from dy as float32, as conv1d_bf16_backward's). Here xh is NOT folded: (B, Cin,
 // T), xh[b, c, t] = bf16(x[b, c, t]), so that a sample's GEMMs read it with the strides of one
-// sample whatever B is; the fixed forward writes it so and the exact backward reads it so.
+// sample whatever B is; the fixed forward writes it so and the exact backward reads it so. The
+// exact backward takes the output gradient as dy, rounded in it, or rounded already as dyh, in
+// the same (B, Cout, T) layout (batchnorm1d_relu_backward_bf16), with dy NULL and dbias empty.
 size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
 void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
                                int Cin, int Cout, int T, int K, int dilation, float *workspace);
 void conv1d_bf16_backward_exact(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
                                 int dx_accumulate,
-                                float *dw_tmp,       // (Cout, Cin, K) scratch
-                                xsum_t dw,           // (Cout, Cin, K) +=
-                                xsum_t dbias,        // (Cout) +=
-                                const float *dy,     // (B, Cout, T)
-                                const spk_bf16 *xh,  // (B, Cin, T) the fixed forward's rounded input
-                                const spk_bf16 *w,   // (Cout, Cin, K)
+                                float *dw_tmp,        // (Cout, Cin, K) scratch
+                                xsum_t dw,            // (Cout, Cin, K) +=
+                                xsum_t dbias,         // (Cout) +=
+                                const float *dy,      // (B, Cout, T), or NULL with dyh
+                                const spk_bf16 *dyh,  // (B, Cout, T) dy already rounded, or NULL
+                                const spk_bf16 *xh,   // (B, Cin, T) the fixed forward's rounded input
+                                const spk_bf16 *w,    // (Cout, Cin, K)
                                 int B, int Cin, int Cout, int T, int K, int dilation,
                                 float *workspace,  // (conv1d_bf16_workspace_floats_fixed)
                                 int group);

@@ -57,7 +57,7 @@
     X(batchnorm1d_forward_infer)            \
     X(batchnorm1d_backward)                 \
     X(batchnorm1d_relu_backward)            \
-    X(batchnorm1d_relu_backward_fold)       \
+    X(batchnorm1d_relu_backward_bf16)       \
     X(batchnorm2d_workspace_floats)         \
     X(batchnorm2d_forward_train)            \
     X(batchnorm2d_forward_infer)            \

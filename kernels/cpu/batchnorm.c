@@ -61,6 +61,7 @@ typedef struct {
     float *dx;
     int relu_set;
     spk_bf16 *dxh;
+    size_t yc, yb;  // dxh's strides of a channel and of a sample
     float *dsum;
 } bn_dx_out_t;
 
@@ -73,7 +74,7 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
         const float *g = dy + ((size_t)b * C + c) * T;
         const float *r = x + ((size_t)b * C + c) * T;
         if (o->dxh) {
-            spk_bf16 *h = o->dxh + ((size_t)c * B + b) * T;
+            spk_bf16 *h = o->dxh + c * o->yc + b * o->yb;
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
@@ -218,12 +219,12 @@ void batchnorm1d_relu_backward(float *dx, float *dsum, float *dweight, float *db
     backward(&(bn_dx_out_t){.dx = dx, .relu_set = 1, .dsum = dsum}, dweight, dbias, dy, x, weight, mean, rstd, B, C, T);
 }
 
-void batchnorm1d_relu_backward_fold(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias, const float *dy,
-                                    const float *x, const float *weight, const float *mean, const float *rstd, int B,
-                                    int C, int T) {
+void batchnorm1d_relu_backward_bf16(spk_bf16 *dxh, size_t yc, size_t yb, float *dsum, float *dweight, float *dbias,
+                                    const float *dy, const float *x, const float *weight, const float *mean,
+                                    const float *rstd, int B, int C, int T) {
     SPK_ASSERT(dxh);
-    backward(&(bn_dx_out_t){.relu_set = 1, .dxh = dxh, .dsum = dsum}, dweight, dbias, dy, x, weight, mean, rstd, B, C,
-             T);
+    backward(&(bn_dx_out_t){.relu_set = 1, .dxh = dxh, .yc = yc, .yb = yb, .dsum = dsum}, dweight, dbias, dy, x, weight,
+             mean, rstd, B, C, T);
 }
 
 // ---- the world-size-invariant mode --------------------------------------------------------------

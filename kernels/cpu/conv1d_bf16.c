@@ -87,11 +87,15 @@ void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk
 }
 
 void conv1d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
-                                const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout, int T, int K,
-                                int dilation, float *workspace, int group) {
+                                const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout,
+                                int T, int K, int dilation, float *workspace, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    spk_bf16 *dyh = (spk_bf16 *)workspace;  // (B, Cout, T)
-    if (dx || !xsum_empty(dw)) bf16_from_f32(dyh, dy, (size_t)B * Cout * T);
+    SPK_ASSERT(!dy != !dyh && (dy || xsum_empty(dbias)));
+    if (!dyh && (dx || !xsum_empty(dw))) {
+        spk_bf16 *r = (spk_bf16 *)workspace;  // (B, Cout, T)
+        bf16_from_f32(r, dy, (size_t)B * Cout * T);
+        dyh = r;
+    }
     conv_schedule_backward_exact(&operands_fixed, dx, dx_accumulate, dw_tmp, dw, dbias, dy, per_sample(dyh, Cout, T),
                                  per_sample(xh, Cin, T), w, B, Cin, Cout, T, K, dilation,
                                  (char *)workspace + dy_bytes(B, Cout, T), group);

@@ -121,19 +121,20 @@ __global__ void bn_dx_kernel(float *dx, const float *dy, const float *x, const f
 
 // The ReLU-masked input gradient as a term of channel sums (its bias sums) that also stores it
 // rounded into the folded dxh: the channel grid visits every position once.
-struct relu_dx_fold_term {
+struct relu_dx_bf16_term {
     spk_bf16 *dxh;
+    size_t yc, yb;  // dxh's strides of a channel and of a sample
     const float *dy, *x, *weight, *mean, *rstd, *means;
     int B, C, T;
     __device__ void operator()(size_t o, float *v) const {
         const int c = blockIdx.x;
         const size_t b = o / ((size_t)C * T), t = o % T;
         v[0] = spk_relu_grad(0.0f + bn_dx_at(o, c, dy, x, weight, mean, rstd, means, true), x[o]);
-        dxh[((size_t)c * B + b) * T + t] = spk_bf16_round(v[0]);
+        dxh[c * yc + b * yb + t] = spk_bf16_round(v[0]);
     }
 };
 
-__global__ void bn_relu_dx_fold_kernel(spk_fsum *part, relu_dx_fold_term term) {
+__global__ void bn_relu_dx_bf16_kernel(spk_fsum *part, relu_dx_bf16_term term) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     spk_channel_partial<1>(part, term.B, term.C, term.T, term, sh);
 }
@@ -226,14 +227,14 @@ extern "C" void batchnorm1d_relu_backward_cuda(float *dx, float *dsum, float *dw
     if (dsum) conv_bias_backward(dsum, dx, B, C, T);  // as conv1d_backward_cuda adds it
 }
 
-extern "C" void batchnorm1d_relu_backward_fold_cuda(spk_bf16 *dxh, float *dsum, float *dweight, float *dbias,
-                                                    const float *dy, const float *x, const float *weight,
+extern "C" void batchnorm1d_relu_backward_bf16_cuda(spk_bf16 *dxh, size_t yc, size_t yb, float *dsum, float *dweight,
+                                                    float *dbias, const float *dy, const float *x, const float *weight,
                                                     const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && dxh);
     const grad_stage g = grad_means(dweight, dbias, dy, x, mean, rstd, B, C, T, true);
     // the gradient sums are spent (stream order): their head holds the dx sums' partials
-    const relu_dx_fold_term term{dxh, dy, x, weight, mean, rstd, g.means, B, C, T};
-    SPK_LAUNCH(bn_relu_dx_fold_kernel, spk_channel_grid(C, g.S), g.sums, term);
+    const relu_dx_bf16_term term{dxh, yc, yb, dy, x, weight, mean, rstd, g.means, B, C, T};
+    SPK_LAUNCH(bn_relu_dx_bf16_kernel, spk_channel_grid(C, g.S), g.sums, term);
     if (dsum) spk_channel_totals_add(dsum, g.sums, C, g.S);
 }
 

@@ -164,10 +164,12 @@ extern "C" void conv1d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const flo
 }
 
 extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
-                                                const float *dy, const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin,
-                                                int Cout, int T, int K, int dilation, float *workspace, int group) {
+                                                const float *dy, const spk_bf16 *dyh, const spk_bf16 *xh,
+                                                const spk_bf16 *w, int B, int Cin, int Cout, int T, int K, int dilation,
+                                                float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
+    SPK_ASSERT(!dy != !dyh && (dy || xsum_empty(dbias)));
     const size_t nx = (size_t)Cin * T, ny = (size_t)Cout * T, nw = (size_t)Cout * Cin * K;
     const int with_dw = !xsum_empty(dw);
     SPK_ASSERT(!with_dw || dw_tmp != nullptr);
@@ -175,7 +177,8 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
         // the group's samples' weight gradients add up in dw_tmp, then one term
         if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
         conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy + b * ny, nullptr, xh + b * nx, w, 1, Cin, Cout, T, K, dilation, workspace);
+                                  dy ? dy + b * ny : nullptr, dyh ? dyh + b * ny : nullptr, xh + b * nx, w, 1, Cin,
+                                  Cout, T, K, dilation, workspace);
         if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's: the float32 path's sums

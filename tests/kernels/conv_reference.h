@@ -70,18 +70,20 @@ typedef struct {
     const spk_bf16 *xh, *wh;
     int B, Cin, Cout, T, K, d;
     float *ws;
-    int group;   // the exact backward's samples per term (0: 1)
-    int dx_set;  // dx overwritten (dx_accumulate 0) instead of added to
+    int group;            // the exact backward's samples per term (0: 1)
+    int dx_set;           // dx overwritten (dx_accumulate 0) instead of added to
+    const spk_bf16 *dyh;  // the exact bf16 backward's output gradient rounded already, (B, Cout, T):
+                          // dy unused, no bias gradient
 } conv_call_t;
 
 static conv_call_t conv_call(const spk_backend_t *be, const float *dy, const float *x, const float *w, int B, int Cin,
                              int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws, 1, 0};
+    return (conv_call_t){be, 0, dy, x, w, NULL, NULL, B, Cin, Cout, T, K, d, ws, 1, 0, NULL};
 }
 
 static conv_call_t conv_call_bf16(const spk_backend_t *be, const float *dy, const spk_bf16 *xh, const spk_bf16 *wh,
                                   int B, int Cin, int Cout, int T, int K, int d, float *ws) {
-    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws, 1, 0};
+    return (conv_call_t){be, 1, dy, NULL, NULL, xh, wh, B, Cin, Cout, T, K, d, ws, 1, 0, NULL};
 }
 
 static void conv_backward_call(void *p, grad3_t g) {
@@ -115,8 +117,9 @@ static void conv_dx_set_check(const char *op, const char *tag, conv_call_t c, si
 static void conv_exact(const conv_call_t *c, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias) {
     const int group = c->group > 1 ? c->group : 1;
     if (c->bf16)
-        c->be->conv1d_bf16_backward_exact(dx, dx_accumulate, dw_tmp, dw, dbias, c->dy, c->xh, c->wh, c->B, c->Cin,
-                                          c->Cout, c->T, c->K, c->d, c->ws, group);
+        c->be->conv1d_bf16_backward_exact(dx, dx_accumulate, dw_tmp, dw, c->dyh ? xsum_none() : dbias,
+                                          c->dyh ? NULL : c->dy, c->dyh, c->xh, c->wh, c->B, c->Cin, c->Cout, c->T,
+                                          c->K, c->d, c->ws, group);
     else
         c->be->conv1d_backward_exact(dx, dx_accumulate, dw_tmp, dw, dbias, c->dy, c->x, c->w, c->B, c->Cin, c->Cout,
                                      c->T, c->K, c->d, c->ws, group);
@@ -142,6 +145,7 @@ static exact_grads_t conv_exact_split_check(const char *op, const char *tag, con
     conv_call_t tail = *c, head = *c;
     tail.B -= first, head.B = first;
     tail.dy += (size_t)first * c->Cout * c->T;
+    if (c->dyh) tail.dyh += (size_t)first * c->Cout * c->T;
     if (c->bf16)
         tail.xh += (size_t)first * c->Cin * c->T;
     else

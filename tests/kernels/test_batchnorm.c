@@ -8,7 +8,7 @@
 // batchnorm1d_forward_train / _backward on the whole batch. batchnorm1d_relu_backward: the bits of
 // zeroing, the backward and relu_mask, its dsum those of conv1d_backward's bias gradient, on the
 // CPU; every backend within tolerance of it; folded
-// to bf16 (batchnorm1d_relu_backward_fold), the bits of bf16_fold_from_f32 of it on the CPU and
+// to bf16 (batchnorm1d_relu_backward_bf16), the bits of bf16_fold_from_f32 of it on the CPU and
 // within a bf16 step of them on every backend.
 #include "backends.h"
 #include "exact_check.h"
@@ -273,11 +273,20 @@ static void relu_case(int B, int C, int T, int affine) {
     bf16_fold_from_f32(want, rsums, ref, B, C, T);
     memcpy(dw, rdw, C * sizeof *dw), memcpy(db, rdb, C * sizeof *db);
     batchnorm1d_relu_backward(ref, NULL, affine ? rdw : NULL, affine ? rdb : NULL, gy, x, w, mean, rstd, B, C, T);
-    batchnorm1d_relu_backward_fold(got, sums, affine ? dw : NULL, affine ? db : NULL, gy, pre, w, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward_bf16(got, (size_t)B * T, T, sums, affine ? dw : NULL, affine ? db : NULL, gy, pre, w,
+                                   mean, rstd, B, C, T);
     snprintf(nm, sizeof nm, "bn relu backward folded B%d C%d T%d: bf16_fold_from_f32's bits and sums", B, C, T);
     check_true(memcmp(got, want, n * sizeof *got) == 0 && memcmp(sums, rsums, C * sizeof *sums) == 0, nm);
     snprintf(nm, sizeof nm, "bn relu backward folded dweight, dbias B%d C%d T%d: the unfolded one's bits", B, C, T);
     check_true(memcmp(dw, rdw, C * sizeof *dw) == 0 && memcmp(db, rdb, C * sizeof *db) == 0, nm);
+    // in the (B, C, T) layout: bf16_from_f32's bits, the same sums
+    float *sums3 = rand_f(C, -1, 1), *rsums3 = copy_f(sums3, C);
+    bf16_fold_from_f32(want, rsums3, ref, B, C, T);  // (for the sums)
+    bf16_from_f32(want, ref, n);
+    batchnorm1d_relu_backward_bf16(got, T, (size_t)C * T, sums3, NULL, NULL, gy, pre, w, mean, rstd, B, C, T);
+    snprintf(nm, sizeof nm, "bn relu backward into (B, C, T) B%d C%d T%d: bf16_from_f32's bits, the same sums", B, C,
+             T);
+    check_true(memcmp(got, want, n * sizeof *got) == 0 && memcmp(sums3, rsums3, C * sizeof *sums3) == 0, nm);
     test_release();
 }
 
@@ -364,17 +373,23 @@ static void backend_case(int B, int C, int T, int affine) {
     spk_bf16 *wh = (spk_bf16 *)dev_alloc(n * sizeof(spk_bf16));
     g_be->batchnorm1d_relu_backward(gdx, NULL, NULL, NULL, dgy, dxr, dwt, dmean, drstd, B, C, T);
     g_be->bf16_fold_from_f32(wh, wsum, gdx, B, C, T);
-    batchnorm1d_relu_backward_fold(hh, f.cpu[0], f.cpu[1], f.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
+    batchnorm1d_relu_backward_bf16(hh, (size_t)B * T, T, f.cpu[0], f.cpu[1], f.cpu[2], gy, xr, wt, mean, rstd, B, C, T);
     for (int rep = 0; rep < 2; rep++) {  // from the ReLU's output, then from its input
         float *const *o = rep ? f.dev2 : f.dev;
         g_be->upload(dh, ones, n * sizeof(spk_bf16));  // a prefill of ones, all overwritten
-        g_be->batchnorm1d_relu_backward_fold(dh, o[0], o[1], o[2], dgy, rep ? dx : dxr, dwt, dmean, drstd, B, C, T);
+        g_be->batchnorm1d_relu_backward_bf16(dh, (size_t)B * T, T, o[0], o[1], o[2], dgy, rep ? dx : dxr, dwt, dmean,
+                                             drstd, B, C, T);
         cmp_bf16_step(cname("bn relu folded dxh %s", tag), dh, hh, n);
         same_bits_bf16(
             cname("bn relu folded dxh (%s) = the backend's backward and fold %s", rep ? "input" : "output", tag), dh,
             wh, n);
     }
     same_bits(cname("bn relu folded dsum = the backend's fold's sums %s", tag), f.dev[0], wsum, C);
+    // into the (B, C, T) layout: the bits of the backend's own backward, rounded in place
+    g_be->bf16_from_f32(wh, gdx, n);
+    g_be->upload(dh, ones, n * sizeof(spk_bf16));
+    g_be->batchnorm1d_relu_backward_bf16(dh, T, (size_t)C * T, NULL, NULL, NULL, dgy, dxr, dwt, dmean, drstd, B, C, T);
+    same_bits_bf16(cname("bn relu dxh into (B, C, T) = the backend's backward, rounded %s", tag), dh, wh, n);
     grads_check(&f, "bn relu folded", tag, (const char *[]){"dsum", "dweight", "dbias"}, (double[]){TOL, TOL, TOL});
 
     // the invariant mode's BatchNorm from (here unreduced) sums

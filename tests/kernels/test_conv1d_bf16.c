@@ -155,6 +155,13 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     conv_call_t c = conv_call_bf16(&spk_backend_cpu, gy, xh2, wh, B, Cin, Cout, T, K, d, ws);
     c.group = group;
     const exact_grads_t g = conv_exact_split_check("conv1d_bf16_backward_exact", tag, &c);
+    spk_bf16 *gyh = alloc_h(ny);  // the output gradient rounded already: the same dx and dw
+    bf16_from_f32(gyh, gy, ny);
+    conv_call_t ch = c;
+    ch.dyh = gyh;
+    const exact_grads_t gh = conv_exact_split_check("conv1d_bf16_backward_exact from dyh", tag, &ch);
+    snprintf(nm, sizeof nm, "conv1d_bf16_backward_exact %s: dy rounded already (dyh), the same dx and dw", tag);
+    check_true(memcmp(gh.dx, g.dx, sizeof(float) * nx) == 0 && same_sums(gh.dw, g.dw, (int64_t)nw), nm);
     double *dxr = zeros_d(nx), *dwr = zeros_d(nw), *dbr = zeros_d(Cout);
     conv_backward_reference(dxr, dwr, dbr, gr, xr, wr, B, Cin, Cout, T, K, d);
     float *fdx = alloc_f(nx), *fdw = alloc_f(nw), *fdb = alloc_f(Cout);
@@ -268,6 +275,13 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     conv_call_t icpu = conv_call_bf16(&spk_backend_cpu, gy, xh, wh, B, Cin, Cout, T, K, d, fws),
                 idev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, iws);
     backend_exact_checks("conv1d_bf16_backward_exact", tag, conv_exact_call, &icpu, &idev, nx, nw, with_bias ? Cout : 0,
+                         TOL_GEMM);
+    spk_bf16 *gyh = alloc_h(ny), *dgyh = (spk_bf16 *)dev_alloc(ny * 2);
+    bf16_from_f32(gyh, gy, ny);
+    g_be->upload(dgyh, gyh, ny * 2);
+    conv_call_t idev_h = idev;  // the output gradient rounded already
+    idev_h.dyh = dgyh;
+    backend_exact_checks("conv1d_bf16_backward_exact from dyh", tag, conv_exact_call, &icpu, &idev_h, nx, nw, 0,
                          TOL_GEMM);
     dev_release();
     test_release();

@@ -39,7 +39,7 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
     const float *p = m->params;
     float *gr = m->grads;
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, xh,
+        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, NULL, xh,
                                           m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
     else if (m->bf16)
         m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, NULL, xh, m->params_bf16 + w,
@@ -218,20 +218,25 @@ void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, 
 // ReLU's input (batchnorm1d_backward_global). By groups on the CPU (model_bn_by_default_kernels), with
 // relu_set, dx's sums over each group join conv_b's exact sums (>= 0: the bias of the
 // convolution dx is the output gradient of, in the pass that writes dx, as the default mode's).
-static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64_t w, int64_t b, int64_t conv_b,
-                                      const float *dy, const float *x, const float *mean, const float *rstd, int B,
-                                      int C, int T) {
+// dxh (BatchNorm by groups on the default kernels, relu_set): the input gradient only rounded,
+// (B, C, T), as a bf16 convolution's output gradient (dx NULL).
+static void batchnorm_backward_global(model_t *m, float *dx, spk_bf16 *dxh, int relu_set, int64_t w, int64_t b,
+                                      int64_t conv_b, const float *dy, const float *x, const float *mean,
+                                      const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;
     const bn_sets_t g = bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {
-        SPK_ASSERT(conv_b < 0 || (relu_set && dx));
+        SPK_ASSERT((conv_b < 0 || (relu_set && (dx || dxh))) && (!dxh || (relu_set && !dx)));
         const int64_t off[3] = {w, b, conv_b};
         const float *pw = w < 0 ? NULL : m->params + w;
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
             float *part[3];
             for (int k = 0; k < 3; k++) part[k] = group_terms_zero(m, off[k], C);
-            if (relu_set)
+            if (dxh)
+                K->batchnorm1d_relu_backward_bf16(dxh + at, T, (size_t)C * T, part[2], part[0], part[1], dy + at,
+                                                  x + at, pw, mean + c0, rstd + c0, g.samples, C, T);
+            else if (relu_set)
                 K->batchnorm1d_relu_backward(dx ? dx + at : NULL, part[2], part[0], part[1], dy + at, x + at, pw,
                                              mean + c0, rstd + c0, g.samples, C, T);
             else
@@ -241,7 +246,7 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
         }
         return;
     }
-    SPK_ASSERT(conv_b < 0);
+    SPK_ASSERT(conv_b < 0 && !dxh);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, 0, 0);
         K->batchnorm1d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, x + v.at, mean + v.c0, rstd + v.c0,
@@ -256,7 +261,7 @@ static void batchnorm_backward_global(model_t *m, float *dx, int relu_set, int64
 void model_batchnorm_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x,
                               const float *mean, const float *rstd, int B, int C, int T) {
     if (m->invariant) {
-        batchnorm_backward_global(m, dx, 0, w, b, -1, dy, x, mean, rstd, B, C, T);
+        batchnorm_backward_global(m, dx, NULL, 0, w, b, -1, dy, x, mean, rstd, B, C, T);
         return;
     }
     const float *p = m->params;
@@ -274,15 +279,22 @@ void model_batchnorm_relu_backward(model_t *m, float *dx, int64_t w, int64_t b, 
                                      w < 0 ? NULL : m->params + w, mean, rstd, B, C, T);
         return;
     }
-    batchnorm_backward_global(m, dx, 1, w, b, -1, dy, x, mean, rstd, B, C, T);
+    batchnorm_backward_global(m, dx, NULL, 1, w, b, -1, dy, x, mean, rstd, B, C, T);
 }
 
 void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                    int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
                                    const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
                                    int dilation, float *g, float *work) {
+    if (model_bn_by_default_kernels(m) && m->bf16) {  // the gradient between them only rounded, in g's storage
+        spk_bf16 *gh = (spk_bf16 *)g;                 // (B, Cout, T)
+        batchnorm_backward_global(m, NULL, gh, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
+        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, m->grads + w, xgrad(m, w), xsum_none(), NULL, gh, xh,
+                                          m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
+        return;
+    }
     if (model_bn_by_default_kernels(m)) {  // the bias gradient's terms from the BatchNorm's pass
-        batchnorm_backward_global(m, g, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
+        batchnorm_backward_global(m, g, NULL, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
         model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
         return;
     }
@@ -304,7 +316,7 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
     SPK_ASSERT(model_writes_bf16(m));
     float *gr = m->grads;
     spk_bf16 *gh = (spk_bf16 *)g;  // (Cout, B*T): half of g's floats
-    m->be->batchnorm1d_relu_backward_fold(gh, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,
+    m->be->batchnorm1d_relu_backward_bf16(gh, (size_t)B * T, T, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,
                                           bn_b < 0 ? NULL : gr + bn_b, dy, a, bn_w < 0 ? NULL : m->params + bn_w, mean,
                                           rstd, B, Cout, T);
     m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, NULL, NULL, gh, xh, m->params_bf16 + w, B, Cin, Cout, T, K,

@@ -62,7 +62,7 @@ void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
 // BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
 // and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
-// input. The gradient between them exists only rounded and folded (batchnorm1d_relu_backward_fold)
+// input. The gradient between them exists only rounded and folded (batchnorm1d_relu_backward_bf16)
 // in g's storage. Only where model_writes_bf16(m).
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                         int64_t bn_b, const float *dy, const float *a, const float *mean,
