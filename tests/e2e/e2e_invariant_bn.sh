@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The invariant mode's BatchNorm by groups (--invariant-bn group, docs/invariant.md): each group
 # of samples normalises with its own statistics, so no BatchNorm exchanges anything.
-# - ECAPA (1-D), ecapa-av and ResNet34 (2-D, float32 and bf16; groups of 4 and of 8, whose weight
-#   gradients take plans of 8 samples) give bitwise the same checkpoint on 1, 2 and 4 ranks and
+# - ECAPA (1-D; float32, and bf16 on 1 and 2 ranks, 2 threads and cpu-staged), ecapa-av and
+#   ResNet34 (2-D, float32 and bf16; groups of 4 and of 8, whose weight gradients take plans of
+#   8 samples) give bitwise the same checkpoint on 1, 2 and 4 ranks and
 #   on 2 threads (ECAPA also on cpu-staged), running statistics included (rank 0's: the global
 #   batch's first group's), and ECAPA the same held-out metrics; a run
 #   resumed on another world size and micro-batches likewise. With one group a rank the gradient
@@ -63,6 +64,19 @@ run 1 $SPKDDP train $ecapa $pairs --ckpt-dir e8_1 >/dev/null 2>&1 || fail "ecapa
 same e8_1/ckpt-000000000002.h5 e8/ckpt-000000000002.h5 "ecapa, one group of 2 a rank: 8 ranks == 1 rank (bitwise)"
 same e1s/ckpt-000000000004.h5 est/ckpt-000000000004.h5 "ecapa, BatchNorm by groups of 4: 2 ranks on cpu-staged == 1 on cpu (bitwise)"
 grep -q "replicas identical" log_e4 || fail "the parameters differ across 4 ranks"
+# bf16: each group's BatchNorm backward writes the convolutions' output gradients rounded
+# (batchnorm1d_relu_backward_bf16), and the chunks go into their operands rounded in place.
+for k in 1 2; do
+    run $k $SPKDDP train $ecapa $grouped --precision bf16 --max-steps 4 --ckpt-dir eh$k >/dev/null 2>&1 ||
+        fail "ecapa bf16 on $k ranks"
+done
+SPKDDP_THREADS=2 run 1 $SPKDDP train $ecapa $grouped --precision bf16 --max-steps 4 --ckpt-dir eht >/dev/null 2>&1 ||
+    fail "ecapa bf16, 2 threads"
+run 2 $SPKDDP train $ecapa $grouped --precision bf16 --max-steps 4 --device cpu-staged --ckpt-dir ehst >/dev/null 2>&1 ||
+    fail "ecapa bf16, cpu-staged"
+for d in eh2 eht ehst; do
+    same eh1/ckpt-000000000004.h5 $d/ckpt-000000000004.h5 "ecapa bf16, BatchNorm by groups of 4: $d == 1 rank (bitwise)"
+done
 # Stopped at step 7 on 2 ranks, continued on 4; micro-batches (each forward's first group
 # updates the running statistics) on 1 and 2 ranks.
 run 2 $SPKDDP train $ecapa $grouped --epochs 2 --max-steps 7 --ckpt-dir el >/dev/null 2>&1 || fail "first leg on 2 ranks"
