@@ -187,10 +187,12 @@ void grad_sync_wait(grad_sync_t *g) {
     }
 #endif
     for (int i = 0; i < g->nreq; i++) comm_wait(g->comm, &g->reqs[i]);
-    float *sum = g->host ? g->host : m->grads;
     if (!g->exact) {  // the invariant mode's gradients are sums already scaled by 1 / global batch
         const float inv = 1.0f / (float)g->comm->size;
-        for (int64_t i = g->skip; i < g->n; i++) sum[i] *= inv;
+        if (g->host)
+            for (int64_t i = g->skip; i < g->n; i++) g->host[i] *= inv;
+        else  // on the backend's threads (a rank of several threads ran this pass on one)
+            g->be->vec_scale(m->grads + g->skip, inv, (size_t)(g->n - g->skip));
     }
     if (g->host) g->be->upload(m->grads + g->skip, g->host + g->skip, (size_t)(g->n - g->skip) * sizeof(float));
 }
