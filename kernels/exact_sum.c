@@ -120,9 +120,10 @@ static float value_of_1(float a) {
 }
 
 static float value_of_2(float a, float b) {
-    int finite = 1;
-    double ua, ub;
-    const int ja = xsum_term_bin(a, &ua, &finite), jb = xsum_term_bin(b, &ub, &finite), J = ja > jb ? ja : jb;
+    int fa, fb;
+    const double ua = (double)xsum_finite_or_zero(a, &fa), ub = (double)xsum_finite_or_zero(b, &fb);
+    const double ma = fabs(ua), mb = fabs(ub);
+    const int finite = fa & fb, J = xsum_bin_of(ma > mb ? ma : mb);  // the larger one's bin
     const double up = xsum_grid_scale(J);
     return cuts_rounded(trunc(ua * up) + trunc(ub * up), J, finite);
 }

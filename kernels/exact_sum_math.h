@@ -274,11 +274,14 @@ SPK_HD uint64_t xsum_word_of_term(float x) {
 // one's bin, which is the sum's.
 SPK_HD int xsum_4_terms_bin(float a, float b, float c, float d, double *ua, double *ub, double *uc, double *ud,
                             int *finite) {
-    *finite = 1;
-    const int ja = xsum_term_bin(a, ua, finite), jb = xsum_term_bin(b, ub, finite);
-    const int jc = xsum_term_bin(c, uc, finite), jd = xsum_term_bin(d, ud, finite);
-    const int jab = ja > jb ? ja : jb, jcd = jc > jd ? jc : jd;
-    return jab > jcd ? jab : jcd;
+    int fa, fb, fc, fd;
+    *ua = (double)xsum_finite_or_zero(a, &fa), *ub = (double)xsum_finite_or_zero(b, &fb);
+    *uc = (double)xsum_finite_or_zero(c, &fc), *ud = (double)xsum_finite_or_zero(d, &fd);
+    *finite = fa & fb & fc & fd;
+    // bins grow with the magnitude: the largest one's, computed once (a select, which vectorizes)
+    const double mab = fabs(*ua) > fabs(*ub) ? fabs(*ua) : fabs(*ub),
+                 mcd = fabs(*uc) > fabs(*ud) ? fabs(*uc) : fabs(*ud);
+    return xsum_bin_of(mab > mcd ? mab : mcd);
 }
 
 // The word of the sum of the float terms a, b, c and d, as deposits would leave it. Branch-free.
