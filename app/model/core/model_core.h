@@ -210,16 +210,15 @@ void model_round_params(model_t *m);
 // n exact sums on the model's backend, and release (the empty view is fine).
 xsum_t model_xsum(const model_t *m, int64_t n);
 void model_xsum_free(const model_t *m, xsum_t *s);
-// bf16 models whose layers write their 1-D convolutions' output gradients rounded and folded
-// (kernels/conv1d_bf16.h) straight from their own passes, with the bias gradient's sums; the
-// invariant mode rounds them in its convolutions (every bf16 model writes the inputs so:
-// model_round_conv1d_input).
-static inline int model_writes_bf16(const model_t *m) { return m->bf16 && !m->invariant; }
-// bf16 training's 2-D units (app/model/layers/conv2d_bn.h) keep their convolutions' and
-// BatchNorms' outputs in bf16, written in their own passes: in the plain mode, and in the
-// invariant one where BatchNorm runs by groups on the default kernels (those passes a group at a
-// time; the convolutions' fixed twins write the rounded outputs).
-static inline int model_writes_bf16_2d(const model_t *m) {
+// bf16 models whose layers keep their activations' gradients and 2-D outputs in bf16, written
+// straight from their own passes: in the plain mode, and in the invariant one where BatchNorm runs
+// by groups on the default kernels (those passes a group at a time). The 1-D units' BatchNorms
+// write their convolutions' output gradients rounded (kernels/conv1d_bf16.h), with the bias
+// gradient's sums; the 2-D units (app/model/layers/conv2d_bn.h) keep their convolutions' and
+// BatchNorms' outputs in bf16 (the invariant mode's fixed twins write the rounded outputs).
+// Elsewhere the invariant mode rounds them in its convolutions. (Every bf16 model writes the
+// 1-D convolutions' inputs rounded: model_round_conv1d_input.)
+static inline int model_writes_bf16(const model_t *m) {
     return m->bf16 && (!m->invariant || model_bn_by_default_kernels(m));
 }
 

@@ -62,7 +62,7 @@ typedef struct {
     int cap_b;                 // activations hold up to cap_b samples
     size_t cap_bt;             // and up to cap_bt sample-frames (B * T)
     float *x;                  // (B, F, T) transposed input
-    float *cat;                // (B, 3C, T) blocks 1..3 concatenated (MFA input; NULL: model_writes_bf16)
+    float *cat;                // (B, 3C, T) blocks 1..3 concatenated (MFA input; NULL in bf16)
     float *pooled;             // (B, P) [mean | std] of the audio (and visual) stream
     float *pooled_bn;          // (B, P)
     float *pooled_kept;        // (B, P) ecapa-av: pooled with the statistics of dropped streams zero

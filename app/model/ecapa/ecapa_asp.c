@@ -116,7 +116,7 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     K->weighted_stats_backward(dh, a->g_w, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld,
                                STATS_EPS);
     K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
-    model_conv1d_backward(m, a->g_t, 0, a->conv_w, a->conv_b, a->g_logit, a->attn_t, a->attn_th, B, A, C, T, 1, 1,
+    model_conv1d_backward(m, a->g_t, 0, a->conv_w, a->conv_b, a->g_logit, NULL, a->attn_t, a->attn_th, B, A, C, T, 1, 1,
                           work);
     K->vec_zero(a->g_a, ba);
     K->tanh_backward(a->g_a, a->g_t, a->attn_t, ba);

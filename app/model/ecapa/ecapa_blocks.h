@@ -28,7 +28,7 @@ typedef struct {
     tdnn_t res[ECAPA_SCALE - 1];     // res2net_block.blocks.i
     int64_t se1_w, se1_b;            // se_block.conv1.conv.weight (se, C), bias (se)
     int64_t se2_w, se2_b;            // se_block.conv2.conv.weight (C, se), bias (C)
-    float *res_in[ECAPA_SCALE - 1];  // (B, C/8, T) input of res[i] (NULL: model_writes_bf16)
+    float *res_in[ECAPA_SCALE - 1];  // (B, C/8, T) input of res[i] (NULL in bf16)
     float *res_out;                  // (B, C, T) concatenated Res2Net output (the same)
     float *s0;                       // (B, C) time mean
     float *s1;                       // (B, se) relu(conv1)

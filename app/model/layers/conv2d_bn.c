@@ -81,7 +81,7 @@ void conv2d_bn_forward(conv2d_bn_t *u, model_t *m, const float *x, const float *
     float *st = m->state;
     SPK_ASSERT(conv2d_bn_out_size(u) <= u->cap);
     // bf16 training keeps the convolution's output in bf16, as PyTorch AMP does (in a's storage)
-    const int rounded = train && model_writes_bf16_2d(m);
+    const int rounded = train && model_writes_bf16(m);
     spk_bf16 *ah = rounded ? (spk_bf16 *)u->a : NULL;
     // x NULL: the unit before wrote xh, or xh_of rounded it
     const float *xin = u->xh_ready || u->xh_of ? NULL : x;
@@ -131,7 +131,7 @@ static void rounded_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accum
 
 void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate, float *dres, const float *dy,
                         const float *x, int relu, float *ga, float *work) {
-    if (model_writes_bf16_2d(m)) {
+    if (model_writes_bf16(m)) {
         rounded_backward(u, m, dx, dx_accumulate, dres, dy, relu, ga, work);
         return;
     }

@@ -34,15 +34,16 @@ void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, c
 }
 
 void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
-                           const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation,
-                           float *work) {
+                           const spk_bf16 *dyh, const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T,
+                           int K, int dilation, float *work) {
     const float *p = m->params;
     float *gr = m->grads;
+    SPK_ASSERT(!dy != !dyh && (!dyh || (m->bf16 && b < 0)));
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, NULL, xh,
+        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, dyh, xh,
                                           m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
     else if (m->bf16)
-        m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, NULL, xh, m->params_bf16 + w,
+        m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, dyh, xh, m->params_bf16 + w,
                                     B, Cin, Cout, T, K, dilation, work);
     else if (!m->invariant)
         m->be->conv1d_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, x, p + w, B, Cin, Cout, T, K,
@@ -286,27 +287,20 @@ void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int
                                    int64_t bn_b, const float *dy, const float *a, const float *mean, const float *rstd,
                                    const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
                                    int dilation, float *g, float *work) {
-    if (model_bn_by_default_kernels(m) && m->bf16) {  // the gradient between them only rounded, in g's storage
-        spk_bf16 *gh = (spk_bf16 *)g;                 // (B, Cout, T)
-        batchnorm_backward_global(m, NULL, gh, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
-        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, m->grads + w, xgrad(m, w), xsum_none(), NULL, gh, xh,
-                                          m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
-        return;
-    }
     if (model_bn_by_default_kernels(m)) {  // the bias gradient's terms from the BatchNorm's pass
         batchnorm_backward_global(m, g, NULL, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
-        model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
+        model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, NULL, x, xh, B, Cin, Cout, T, K, dilation, work);
         return;
     }
     if (m->bf16 || m->invariant) {  // their bias gradients are the convolution's (bf16 operands, exact sums)
         model_batchnorm_relu_backward(m, g, bn_w, bn_b, dy, a, mean, rstd, B, Cout, T);
-        model_conv1d_backward(m, dx, dx_accumulate, w, b, g, x, xh, B, Cin, Cout, T, K, dilation, work);
+        model_conv1d_backward(m, dx, dx_accumulate, w, b, g, NULL, x, xh, B, Cin, Cout, T, K, dilation, work);
         return;
     }
     float *gr = m->grads;
     m->be->batchnorm1d_relu_backward(g, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w, bn_b < 0 ? NULL : gr + bn_b,
                                      dy, a, bn_w < 0 ? NULL : m->params + bn_w, mean, rstd, B, Cout, T);
-    model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, x, xh, B, Cin, Cout, T, K, dilation, work);
+    model_conv1d_backward(m, dx, dx_accumulate, w, -1, g, NULL, x, xh, B, Cin, Cout, T, K, dilation, work);
 }
 
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
@@ -315,12 +309,14 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
                                         int dilation, float *g, float *work) {
     SPK_ASSERT(model_writes_bf16(m));
     float *gr = m->grads;
-    spk_bf16 *gh = (spk_bf16 *)g;  // (Cout, B*T): half of g's floats
-    m->be->batchnorm1d_relu_backward_bf16(gh, (size_t)B * T, T, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,
-                                          bn_b < 0 ? NULL : gr + bn_b, dy, a, bn_w < 0 ? NULL : m->params + bn_w, mean,
-                                          rstd, B, Cout, T);
-    m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, NULL, NULL, gh, xh, m->params_bf16 + w, B, Cin, Cout, T, K,
-                                dilation, work);
+    spk_bf16 *gh = (spk_bf16 *)g;  // half of g's floats: (Cout, B*T), or (B, Cout, T) in the invariant mode
+    if (m->invariant)  // BatchNorm by groups: each group's pass writes its samples and its bias gradient's term
+        batchnorm_backward_global(m, NULL, gh, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
+    else
+        m->be->batchnorm1d_relu_backward_bf16(gh, (size_t)B * T, T, b < 0 ? NULL : gr + b, bn_w < 0 ? NULL : gr + bn_w,
+                                              bn_b < 0 ? NULL : gr + bn_b, dy, a, bn_w < 0 ? NULL : m->params + bn_w,
+                                              mean, rstd, B, Cout, T);
+    model_conv1d_backward(m, dx, dx_accumulate, w, -1, NULL, gh, NULL, xh, B, Cin, Cout, T, K, dilation, work);
 }
 
 // ---- the 2-D layers (channels-last, app/model/layers/conv2d_bn.h) -------------------------------
@@ -356,7 +352,7 @@ static const spk_bf16 *h_at(const spk_bf16 *p, size_t at) { return p ? p + at : 
 void model_conv2d_backward_rounded(model_t *m, spk_bf16 *dxh, int64_t w, const spk_bf16 *dyh, const spk_bf16 *xh,
                                    const conv2d_shape_t *s, float *work) {
     const spk_backend_t *K = m->be;
-    SPK_ASSERT(model_writes_bf16_2d(m));
+    SPK_ASSERT(model_writes_bf16(m));
     if (m->invariant)
         K->conv2d_bf16_backward_rounded_exact(dxh, m->grads + w, xgrad(m, w), dyh, xh, m->params_bf16 + w, s, work,
                                               m->group);
@@ -460,7 +456,7 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
 void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
                                         const model_bn2d_in_t *in, const float *mean, const float *rstd, int relu,
                                         int B, int HW, int C, float *work) {
-    SPK_ASSERT(model_writes_bf16_2d(m));
+    SPK_ASSERT(model_writes_bf16(m));
     if (m->invariant) {
         batchnorm2d_backward_by_groups(m, NULL, dxh, dres, w, b, in, mean, rstd, relu, B, HW, C, work);
         return;

@@ -24,10 +24,11 @@ void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, c
                               const float *add, int B, int c, int T);
 // Conv1d weight and bias gradients (b < 0: none) and dx += (dx_accumulate) or = : bf16 models on
 // the forward's rounded input xh (x unused), the invariant mode as exact sums, else
-// conv1d_backward.
+// conv1d_backward. The output gradient is dy, or in bf16 models dyh, rounded already in the
+// layout of xh (then with no bias, b < 0: its sums come from the pass that rounded it).
 void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
-                           const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K, int dilation,
-                           float *work);
+                           const spk_bf16 *dyh, const float *x, const spk_bf16 *xh, int B, int Cin, int Cout, int T,
+                           int K, int dilation, float *work);
 // Dense layer y = x W^T + b: W (Out, In) at w, over B rows of a row a sample; _rows: of B samples
 // of `per` contiguous rows each (CAM++'s segments), its exact sums a term a group of samples.
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
@@ -62,8 +63,8 @@ void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
 // BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
 // and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
-// input. The gradient between them exists only rounded and folded (batchnorm1d_relu_backward_bf16)
-// in g's storage. Only where model_writes_bf16(m).
+// input. The gradient between them exists only rounded (batchnorm1d_relu_backward_bf16: folded,
+// or by groups (B, Cout, T) in the invariant mode) in g's storage. Only where model_writes_bf16(m).
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                         int64_t bn_b, const float *dy, const float *a, const float *mean,
                                         const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
@@ -90,13 +91,13 @@ size_t model_conv2d_work_floats(const model_t *m, const conv2d_shape_t *s);
 // batch or, in the invariant mode, the global one (or each group of samples: --invariant-bn
 // group; work then holds a group's shift). The training forward writes yh = bf16(y) too where yh
 // is given and the mode has that fused pass (the plain mode's, and groups' on the default
-// kernels: model_writes_bf16_2d), and says whether it did; its input is x or there its bf16 copy
+// kernels: model_writes_bf16), and says whether it did; its input is x or there its bf16 copy
 // xh (and the residual so: residual_h). In the invariant mode's bf16 training the BatchNorm's input
 // gradient may come as its bf16 rounding alone (dxh instead of dx), and the convolution's output
 // gradient so (dyh instead of dy): the one reader of the one is the other.
 void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, const float *dy, const spk_bf16 *dyh,
                            const float *x, const spk_bf16 *xh, const conv2d_shape_t *s, float *work);
-// bf16 training's rounded units (model_writes_bf16_2d): the input gradient written in bf16 alone
+// bf16 training's rounded units (model_writes_bf16): the input gradient written in bf16 alone
 // (dxh), for a BatchNorm2d that reads it so.
 void model_conv2d_backward_rounded(model_t *m, spk_bf16 *dxh, int64_t w, const spk_bf16 *dyh, const spk_bf16 *xh,
                                    const conv2d_shape_t *s, float *work);
@@ -113,7 +114,7 @@ typedef struct {
     const float *dy, *y, *x;
     const spk_bf16 *dyh, *yh, *xh;
 } model_bn2d_in_t;
-// bf16 training's rounded units (model_writes_bf16_2d): dxh = the convolution's output gradient,
+// bf16 training's rounded units (model_writes_bf16): dxh = the convolution's output gradient,
 // rounded, written in the BatchNorm's pass.
 void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, int64_t w, int64_t b,
                                         const model_bn2d_in_t *in, const float *mean, const float *rstd, int relu,

@@ -78,9 +78,7 @@ void res_block_forward(res_block_t *b, model_t *m, const float *in, int train, f
         conv2d_bn_forward(&b->u[k], m, k ? b->u[k - 1].y : in, NULL, NULL, 1, train, work);
     if (b->has_sc) conv2d_bn_forward(&b->sc, m, in, NULL, NULL, 0, train, work);
     const float *res = b->has_sc ? b->sc.y : in;
-    const spk_bf16 *res_h = !train || !model_writes_bf16_2d(m) ? NULL
-                            : b->has_sc                        ? (const spk_bf16 *)b->sc.y
-                                                               : b->u[0].xh;
+    const spk_bf16 *res_h = !train || !model_writes_bf16(m) ? NULL : b->has_sc ? (const spk_bf16 *)b->sc.y : b->u[0].xh;
     conv2d_bn_forward(&b->u[b->n - 1], m, b->u[b->n - 2].y, res_h ? NULL : res, res_h, 1, train, work);
 }
 
