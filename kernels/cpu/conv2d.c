@@ -14,6 +14,7 @@
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
 #include "kernels/cpu/conv2d_dnnl_fixed.h"
+#include "kernels/cpu/conv2d_pointwise.h"
 #include "kernels/cpu/conv2d_taps.h"
 #include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/rows.h"
@@ -209,13 +210,9 @@ static void one_channel_weights(float *dw, const float *dy, const float *x, cons
 // every shape, its forward and input gradient up to 2x faster below 256 input channels; above,
 // oneDNN's forward is 4-25% faster and its input gradient within 15% either way, and keeps them.
 
-static int pointwise(const conv2d_shape_t *s) {
-    return s->KH == 1 && s->KW == 1 && s->SH == 1 && s->SW == 1 && s->PH == 0 && s->PW == 0;
-}
-
 // Whether the forward and input gradient of a pointwise shape go to the GEMM.
 static int pointwise_gemm(const conv2d_shape_t *s) {
-    return pointwise(s) && (s->Cin < 256 || !conv2d_dnnl_usable(CONV2D_F32));
+    return conv2d_pointwise(s) && (s->Cin < 256 || !conv2d_dnnl_usable(CONV2D_F32));
 }
 
 static int rows_of(const conv2d_shape_t *s) { return s->B * s->H * s->W; }
@@ -231,10 +228,6 @@ static void pointwise_forward(float *y, const float *x, const float *w, const fl
 static void pointwise_input_grad(float *dx, int accumulate, const float *dy, const float *w, const conv2d_shape_t *s) {
     spk_sgemm('N', 'N', rows_of(s), s->Cin, s->Cout, 1.0f, dy, s->Cout, w, s->Cin, accumulate ? 1.0f : 0.0f, dx,
               s->Cin);
-}
-
-static void pointwise_weight_grad(float *dw, const float *dy, const float *x, const conv2d_shape_t *s) {
-    spk_sgemm('T', 'N', s->Cout, s->Cin, rows_of(s), 1.0f, dy, s->Cout, x, s->Cin, 1.0f, dw, s->Cin);
 }
 
 // ---- the contract ------------------------------------------------------------------------------
@@ -327,8 +320,8 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
         one_channel_weights(dw, dy, x, s, workspace);
         dw = NULL;
     }
-    if (dw && pointwise(s)) {
-        pointwise_weight_grad(dw, dy, x, s);
+    if (dw && conv2d_pointwise(s)) {
+        conv2d_pointwise_weight_grad(dw, dy, x, s);
         dw = NULL;
     }
     if (dx && pointwise_gemm(s)) {
@@ -377,9 +370,11 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 // the shape (kernels/cpu/conv2d_dnnl_fixed.h), else im2col and GEMMs on one thread per sample (the
 // loops above, whose GEMMs are serial); threads over samples. The first layer's loops compute each
 // pixel on its own already. Weight gradients: each sample's (or block's), summed over its group in
-// order (in float, as xsum_add sums a group's rows), each group's sum one exact term.
+// order (in float, as xsum_add sums a group's rows), each group's sum one exact term; a pointwise
+// layer's a GEMM over its group's rows (kernels/cpu/conv2d_pointwise.h).
 // Workspace: [the bias gradient's per-sample sums (B, Cout)] then oneDNN's part, or [one slot per
-// thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)].
+// thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)]; a pointwise layer's weight
+// gradient uses it from the start, once the bias's sums are in.
 
 static int fixed_dnnl(const conv2d_shape_t *s) {
     return !one_channel(s) && !narrow_strided_pointwise(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32, g_algorithm);
@@ -395,6 +390,7 @@ size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
     const size_t exact =
         (size_t)s->B * s->Cout + (fixed_dnnl(s) ? (conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_F32) + 3) / 4 : ours);
     size_t n = im2col_floats(s) > exact ? im2col_floats(s) : exact;
+    if (conv2d_pointwise_exact_floats(s) > n) n = conv2d_pointwise_exact_floats(s);
     return one_channel(s) && one_channel_floats(s) > n ? one_channel_floats(s) : n;
 }
 
@@ -424,6 +420,10 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
                 for (int o = 0; o < s->Cout; o++) pb[o] += dy[((size_t)b * P + p) * s->Cout + o];
         }
         xsum_add(dbias, part, s->B, s->Cout, group);
+    }
+    if (!xsum_empty(dw) && conv2d_pointwise(s)) {
+        conv2d_pointwise_weight_grad_exact(dw, dy, x, 0, s, group, workspace);  // (the bias's sums are in)
+        dw = xsum_none();
     }
     if (dnnl) {  // after the bias gradient: oneDNN's part of the workspace follows its sums
         if (dx || !xsum_empty(dw))

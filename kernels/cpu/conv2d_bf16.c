@@ -13,6 +13,7 @@
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl.h"
 #include "kernels/cpu/conv2d_dnnl_fixed.h"
+#include "kernels/cpu/conv2d_pointwise.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm_bf16.h"
 
@@ -170,8 +171,12 @@ void conv2d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
             bf16_from_f32(r, dy, ny);
             dyh = r;
         }
+        if (dw && conv2d_pointwise(s)) {
+            conv2d_pointwise_weight_grad_bf16(dw, dyh, xh, s);
+            dw = NULL;
+        }
         float *ws = workspace + half_floats(ny);
-        conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
+        if (dx || dw) conv2d_dnnl_backward(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
         return;
     }
     const wide_t p = wide_parts(s, workspace);
@@ -198,7 +203,10 @@ void conv2d_bf16_backward_rounded(spk_bf16 *dxh, float *dw, const spk_bf16 *dyh,
     SPK_ASSERT(conv2d_shape_ok(s) && dxh && dyh);
     if (native()) {
         float *ws = workspace + half_floats(conv2d_y_size(s));
-        if (dw) conv2d_dnnl_backward(NULL, 0, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
+        if (dw && conv2d_pointwise(s))
+            conv2d_pointwise_weight_grad_bf16(dw, dyh, xh, s);
+        else if (dw)
+            conv2d_dnnl_backward(NULL, 0, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, ws);
         conv2d_dnnl_backward(dxh, 0, NULL, dyh, xh, w, s, CONV2D_BF16_OUT, CONV2D_ALGO_DIRECT, ws);
         return;
     }
@@ -224,14 +232,15 @@ static int native_fixed(const conv2d_shape_t *s) {
     return native() && conv2d_dnnl_fixed_usable(s, CONV2D_BF16, CONV2D_ALGO_DIRECT);
 }
 
-// Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's] (the
-// rounded forward's plans have their own parts).
+// Native: [dy rounded (bf16)][the bias gradient's per-sample sums (B, Cout)][oneDNN's, or a
+// pointwise layer's weight gradient's] (the rounded forward's plans have their own parts).
 size_t conv2d_bf16_workspace_floats_fixed(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_shape_ok(s));
     if (native_fixed(s)) {
         const size_t a = conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16),
                      b = conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_BF16_OUT);
-        return half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout) + ((a > b ? a : b) + 3) / 4;
+        const size_t dnnl = ((a > b ? a : b) + 3) / 4, pw = conv2d_pointwise_exact_floats(s);
+        return half_floats(conv2d_y_size(s)) + up_floats((size_t)s->B * s->Cout) + (dnnl > pw ? dnnl : pw);
     }
     return up_floats(conv2d_x_size(s)) + up_floats(conv2d_w_size(s)) + up_floats(conv2d_y_size(s)) +
            conv2d_workspace_floats_fixed(s);
@@ -298,8 +307,13 @@ void conv2d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsu
             bf16_from_f32(r, dy, ny);
             dyh = r;
         }
-        conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group,
-                                   native_dnnl_part(s, workspace));
+        if (!xsum_empty(dw) && conv2d_pointwise(s)) {
+            conv2d_pointwise_weight_grad_exact(dw, dyh, xh, 1, s, group, native_dnnl_part(s, workspace));
+            dw = xsum_none();
+        }
+        if (dx || !xsum_empty(dw))
+            conv2d_dnnl_backward_exact(dx, dx_accumulate, dw, dyh, xh, w, s, CONV2D_BF16, CONV2D_ALGO_DIRECT, group,
+                                       native_dnnl_part(s, workspace));
         return;
     }
     if (dyh)

@@ -488,6 +488,10 @@ static void cpu_checks(void) {
         invariant_case(conv2d_shape(20, 16, 16, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1), 10);
         invariant_case(conv2d_shape(32, 16, 32, 12, 14, 3, 3, 2, 2, 1, 1, 1, 1), 16);
         invariant_case(conv2d_shape(3, 8, 8, 36, 30, 3, 3, 1, 1, 1, 1, 1, 1), 1);
+        // pointwise layers' weight gradient by tiles of 256 x 256 (CAM++'s dense layers: one row),
+        // short tiles both ways, and a group of samples of several rows each
+        invariant_case(conv2d_shape(4, 300, 260, 1, 20, 1, 1, 1, 1, 0, 0, 1, 1), 2);
+        invariant_case(conv2d_shape(6, 24, 40, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1), 3);
         winograd_checks();
         if (backends[k] == SPK_GEMM_BLAS) strided_thread_checks();
         // a workspace sized under either backend serves the taps kernels (AVX-512 CPUs run them

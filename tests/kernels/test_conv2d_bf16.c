@@ -224,6 +224,9 @@ static void invariant_checks(void) {
         invariant_case(conv2d_shape(6, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 3, native);
         invariant_case(conv2d_shape(8, 16, 32, 10, 9, 1, 1, 2, 2, 0, 0, 1, 1), 4, native);
         invariant_case(conv2d_shape(20, 32, 32, 8, 10, 3, 3, 1, 1, 1, 1, 1, 1), 10, native);  // blocks of 8, short ones
+        // pointwise layers' weight gradient by tiles of 256 x 256 (kernels/cpu/conv2d_pointwise.h)
+        invariant_case(conv2d_shape(4, 300, 260, 1, 20, 1, 1, 1, 1, 0, 0, 1, 1), 2, native);
+        invariant_case(conv2d_shape(6, 24, 40, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1), 3, native);
     }
     conv2d_bf16_set_path(CONV2D_BF16_AUTO);
 }
@@ -375,6 +378,7 @@ static void cpu_checks(void) {
         run_case(conv2d_shape(2, 16, 32, 9, 11, 3, 3, 1, 1, 0, 0, 1, 1), 0, path);
         run_case(conv2d_shape(2, 32, 16, 12, 10, 3, 3, 1, 1, 2, 2, 2, 2), 0, path);
         run_case(conv2d_shape(2, 32, 32, 7, 9, 1, 1, 1, 1, 0, 0, 1, 1), 0, path);
+        run_case(conv2d_shape(2, 300, 260, 1, 20, 1, 1, 1, 1, 0, 0, 1, 1), 1, path);  // its weight gradient a GEMM
         run_case(conv2d_shape(2, 16, 16, 9, 8, 5, 3, 1, 1, 2, 1, 1, 1), 1, path);
         run_case(conv2d_shape(2, 16, 16, 6, 7, 3, 3, 1, 1, 3, 2, 1, 1), 0, path);
         run_case(conv2d_shape(2, 16, 32, 10, 12, 3, 3, 2, 2, 1, 1, 1, 1), 0, path);
