@@ -202,32 +202,13 @@ static void one_channel_weights(float *dw, const float *dy, const float *x, cons
             for (int o = 0; o < O; o++) dw[(size_t)o * taps + t] += part[((size_t)b * taps + t) * O + o];
 }
 
-// ---- pointwise (1x1, stride 1, no padding) --------------------------------------------------------
-// Over channels-last rows a 1x1 convolution is one GEMM over all B*H*W rows: y = x w^T,
-// dx = dy w, dw += dy^T x, with w (Cout, Cin) as it is and no reorders. Measured against
-// oneDNN's convolution primitives on the Zen 3 (2 threads, CAM++'s dense layers at 32 x 100
-// rows and a Bottleneck's at 32 x 80 x 200): the GEMM's weight gradient is 13-45% faster on
-// every shape, its forward and input gradient up to 2x faster below 256 input channels; above,
-// oneDNN's forward is 4-25% faster and its input gradient within 15% either way, and keeps them.
+// ---- pointwise (1x1, stride 1, no padding): GEMMs over the rows (kernels/cpu/conv2d_pointwise.h)
 
-// Whether the forward and input gradient of a pointwise shape go to the GEMM.
+// Whether the forward and input gradient of a pointwise shape go to the GEMM: below 256 input
+// channels, where it was up to 2x faster; above, oneDNN's forward was 4-25% faster and its input
+// gradient within 15% either way, and keeps them (a Zen 3, 2 threads, docs/kernels.md).
 static int pointwise_gemm(const conv2d_shape_t *s) {
     return conv2d_pointwise(s) && (s->Cin < 256 || !conv2d_dnnl_usable(CONV2D_F32));
-}
-
-static int rows_of(const conv2d_shape_t *s) { return s->B * s->H * s->W; }
-
-static void pointwise_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s) {
-    const int N = rows_of(s), O = s->Cout;
-    if (bias)
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < N; i++) memcpy(y + (size_t)i * O, bias, sizeof(float) * O);
-    spk_sgemm('N', 'T', N, O, s->Cin, 1.0f, x, s->Cin, w, s->Cin, bias ? 1.0f : 0.0f, y, O);
-}
-
-static void pointwise_input_grad(float *dx, int accumulate, const float *dy, const float *w, const conv2d_shape_t *s) {
-    spk_sgemm('N', 'N', rows_of(s), s->Cin, s->Cout, 1.0f, dy, s->Cout, w, s->Cin, accumulate ? 1.0f : 0.0f, dx,
-              s->Cin);
 }
 
 // ---- the contract ------------------------------------------------------------------------------
@@ -296,7 +277,7 @@ static void forward_on(int fast, float *y, const float *x, const float *w, const
     if (one_channel(s))
         one_channel_forward(y, x, w, bias, s, workspace);
     else if (fast && pointwise_gemm(s))
-        pointwise_forward(y, x, w, bias, s);
+        conv2d_pointwise_forward(y, x, w, bias, s);
     else if (fast && winograd_ours(s))
         conv2d_winograd_forward(y, x, w, bias, s, workspace);
     else if (fast && taps_ours(s))
@@ -325,7 +306,7 @@ void conv2d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
         dw = NULL;
     }
     if (dx && pointwise_gemm(s)) {
-        pointwise_input_grad(dx, dx_accumulate, dy, w, s);
+        conv2d_pointwise_input_grad(dx, dx_accumulate, dy, w, s);
         dx = NULL;
     }
     if (winograd_ours(s)) {

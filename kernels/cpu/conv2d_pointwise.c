@@ -1,11 +1,28 @@
-// 1x1 convolutions' weight gradients as GEMMs (kernels/cpu/conv2d_pointwise.h).
+// 1x1 convolutions as GEMMs (kernels/cpu/conv2d_pointwise.h).
 #include "kernels/cpu/conv2d_pointwise.h"
+
+#include <string.h>
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
 static int rows_of(const conv2d_shape_t *s) { return s->B * s->H * s->W; }
+
+void conv2d_pointwise_forward(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s) {
+    SPK_ASSERT(conv2d_pointwise(s));
+    const int N = rows_of(s), O = s->Cout;
+    if (bias)
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++) memcpy(y + (size_t)i * O, bias, sizeof(float) * O);
+    spk_sgemm('N', 'T', N, O, s->Cin, 1.0f, x, s->Cin, w, s->Cin, bias ? 1.0f : 0.0f, y, O);
+}
+
+void conv2d_pointwise_input_grad(float *dx, int accumulate, const float *dy, const float *w, const conv2d_shape_t *s) {
+    SPK_ASSERT(conv2d_pointwise(s));
+    spk_sgemm('N', 'N', rows_of(s), s->Cin, s->Cout, 1.0f, dy, s->Cout, w, s->Cin, accumulate ? 1.0f : 0.0f, dx,
+              s->Cin);
+}
 
 void conv2d_pointwise_weight_grad(float *dw, const float *dy, const float *x, const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_pointwise(s));
