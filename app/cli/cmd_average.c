@@ -3,6 +3,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "io/ckpt/ckpt_average.h"
+#include "io/common/out_paths.h"
 #include "kernels/base/check.h"
 
 #include <stdio.h>
@@ -28,6 +29,10 @@ int cmd_average(const comm_t *comm, int argc, char **argv) {
     char **in = callocCheck(AVERAGE_MAX_INPUTS, sizeof *in);
     const int n = opt_parse(&table, &o, argc, argv, in, AVERAGE_MAX_INPUTS);
     if (n < 1) spk_fail_all(SPK_EXIT_USAGE, "average: which checkpoints? usage: spkddp average --out A.h5 CKPT...");
+    path_arg_t *ins = callocCheck((size_t)n, sizeof *ins);
+    for (int i = 0; i < n; i++) ins[i] = (path_arg_t){"checkpoint", in[i]};
+    out_paths_check("average", (const path_arg_t[]){{"--out", o.out}}, 1, ins, n);
+    free(ins);
     int rc = 0;
     if (comm->rank == 0) {
         char err[1024];

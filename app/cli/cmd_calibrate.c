@@ -13,6 +13,7 @@
 #include "io/audio/kaldi_data.h"
 #include "io/common/atomic_file.h"
 #include "io/common/config_yaml.h"
+#include "io/common/out_paths.h"
 #include "io/dataset/utt_ids.h"
 #include "io/scores/score_list.h"
 #include "kernels/base/check.h"
@@ -21,6 +22,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define CALIB_MAX_FIELD 16  // the score column's awk field number at most
 
 typedef struct {
     char scores[OPT_STR_MAX], fit[OPT_STR_MAX], apply[OPT_STR_MAX], out[OPT_STR_MAX], utt2dur[OPT_STR_MAX];
@@ -31,7 +34,7 @@ typedef struct {
 static const opt_t rows[] = {
     OPT_TEXT(calib_opts_t, scores, "scores", OPT_REQUIRED,
              "score list: 'utt1 utt2 score [score ...] [target|nontarget]' lines (spkddp score --out)"),
-    OPT_INTEGER(calib_opts_t, field, "field", 0, 16,
+    OPT_INTEGER(calib_opts_t, field, "field", 0, CALIB_MAX_FIELD,
                 "the score column, as awk counts fields (0: the last number of each line)"),
     OPT_TEXT(calib_opts_t, fit, "fit", OPT_OPTIONAL, "fit on the (labelled) scores and write the model here (YAML)"),
     OPT_TEXT(calib_opts_t, apply, "apply", OPT_OPTIONAL, "apply this fitted model to the scores"),
@@ -152,8 +155,13 @@ static int load_model(const char *path, calibration_t *c, int *field, verdict_t 
             c->scale = x, seen |= 2;
         else if (!strcmp(k, "prior"))
             c->prior = x, seen |= 4;
+        else if (!strcmp(k, "field") && !(x >= 0 && x <= CALIB_MAX_FIELD && x == (int)x))
+            rc = fail(v, SPK_EXIT_DATA, "%s:%lld: 'field' must be a whole number in [0, %d]", path,
+                      (long long)e.e[i].line, CALIB_MAX_FIELD);
         else if (!strcmp(k, "field"))
             *field = (int)x, seen |= 8;
+        else if (!strcmp(k, "prior") && !(x > 0 && x < 1))
+            rc = fail(v, SPK_EXIT_DATA, "%s:%lld: 'prior' must be in (0, 1)", path, (long long)e.e[i].line);
         else if (!strcmp(k, QUALITY_KEYS[0]))
             c->weight[0] = x, c->n_quality |= 1;
         else if (!strcmp(k, QUALITY_KEYS[1]))
@@ -220,7 +228,19 @@ static int run(const calib_opts_t *o, verdict_t *v) {
         if (it < 0) spk_warn("calibrate: the fit did not converge in 100 Newton steps; the model is the last iterate");
     }
     double *llr = mallocCheck((size_t)s.n * sizeof(double));
-    for (int64_t i = 0; i < s.n; i++) llr[i] = calib_llr(&c, s.score[i], q ? q + CALIB_MAX_QUALITY * i : NULL);
+    for (int64_t i = 0; i < s.n && !v->code; i++) {
+        llr[i] = calib_llr(&c, s.score[i], q ? q + CALIB_MAX_QUALITY * i : NULL);
+        if (!isfinite(llr[i]))  // (a fit that ran away, or a model's extreme weights)
+            fail(v, SPK_EXIT_DATA, "%s: the %s%s gives trial '%s %s' (score %g) no finite log-likelihood ratio",
+                 o->scores, o->fit[0] ? "fitted model" : "model ", o->fit[0] ? "" : o->apply, s.a[i], s.b[i],
+                 s.score[i]);
+    }
+    if (v->code) {
+        free(llr);
+        free(q);
+        score_list_free(&s);
+        return v->code;
+    }
     if (s.labelled && nt > 0 && nt < s.n) {
         report("scores", &s, s.score);
         report("calibrated", &s, llr);
@@ -241,6 +261,9 @@ int cmd_calibrate(const comm_t *comm, int argc, char **argv) {
     opt_parse(&table, &o, argc, argv, NULL, 0);
     if (!o.fit[0] == !o.apply[0])
         spk_fail_all(SPK_EXIT_USAGE, "calibrate: give one of --fit MODEL (fit on labelled scores) and --apply MODEL");
+    const path_arg_t outs[] = {{"--fit", o.fit}, {"--out", o.out}};
+    const path_arg_t ins[] = {{"--scores", o.scores}, {"--apply", o.apply}, {"--utt2dur", o.utt2dur}};
+    out_paths_check("calibrate", outs, 2, ins, 3);
     verdict_t v = {0};
     if (comm->rank == 0) run(&o, &v);
     fflush(stdout);

@@ -8,6 +8,7 @@
 #include "app/eval/embedder.h"
 #include "app/model/model.h"
 #include "io/common/h5util.h"
+#include "io/common/out_paths.h"
 #include "io/dataset/dataset.h"
 #include "io/scores/emb_formats.h"
 #include "io/scores/embeddings.h"
@@ -73,6 +74,8 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
     embed_opts_t o = {.batch = 16, .format = "hdf5", .precision = "fp32", .conv_algorithm = "auto", .modality = "both"};
     snprintf(o.device, sizeof o.device, "%s", device_default());
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    out_paths_check("embed", (const path_arg_t[]){{"--out", o.out}}, 1,
+                    (const path_arg_t[]){{"--ckpt", o.ckpt}, {"--data", o.data}}, 2);
     const spk_backend_t *be = device_select(comm, o.device, "embed");
     device_set_precision(comm, be, o.precision);
     model_t *m = model_file_load(comm, o.ckpt, be, o.precision, o.conv_algorithm, NULL);

@@ -12,6 +12,7 @@
 #include "app/cli/options.h"
 #include "app/dist/device_select.h"
 #include "app/model/model_export.h"
+#include "io/common/out_paths.h"
 #include "io/export/spkddp_meta.h"
 #include "kernels/base/check.h"
 
@@ -124,6 +125,7 @@ int cmd_export(const comm_t *comm, int argc, char **argv) {
     export_opts_t o = {0};
     snprintf(o.format, sizeof o.format, "safetensors");
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    out_paths_check("export", (const path_arg_t[]){{"--out", o.out}}, 1, (const path_arg_t[]){{"--ckpt", o.ckpt}}, 1);
     const spk_backend_t *be = device_select(comm, "cpu", "export");
     ckpt_meta_t *meta = callocCheck(1, sizeof *meta);
     model_t *m = model_file_load(comm, o.ckpt, be, NULL, NULL, meta);

@@ -3,6 +3,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "app/prepare/prepare.h"
+#include "io/common/out_paths.h"
 #include "kernels/base/check.h"
 
 #include <math.h>
@@ -83,6 +84,9 @@ int cmd_prepare(const comm_t *comm, int argc, char **argv) {
     if (!o.wav_scp[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --wav-scp is required");
     if (!o.utt2spk[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --utt2spk is required");
     if (!o.out[0]) spk_fail_all(SPK_EXIT_USAGE, "prepare: --out is required");
+    const path_arg_t ins[] = {{"--wav-scp", o.wav_scp}, {"--segments", o.segments},   {"--utt2spk", o.utt2spk},
+                              {"--spk2id", o.spk2id},   {"--video-scp", o.video_scp}, {"--visual-scp", o.visual_scp}};
+    out_paths_check("prepare", (const path_arg_t[]){{"--out", o.out}}, 1, ins, 6);
     if (strcmp(o.store, "audio") == 0 && o.dither > 0)
         spk_fail_all(SPK_EXIT_USAGE, "prepare: --dither applies to --store fbank only");
     if (o.video_scp[0] && o.visual_scp[0])

@@ -8,6 +8,7 @@
 #include "app/eval/det_plot.h"
 #include "app/eval/scoring.h"
 #include "io/common/atomic_file.h"
+#include "io/common/out_paths.h"
 #include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
 
@@ -160,6 +161,11 @@ static void write_scores(const score_opts_t *o, const embeddings_t *e, const tri
 int cmd_score(const comm_t *comm, int argc, char **argv) {
     score_opts_t o = {.top = 300, .norm = "as-norm", .p_target = "0.01,0.05"};
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    char tab[4200] = "";
+    if (o.det[0]) det_table_path(o.det, tab, sizeof tab);
+    const path_arg_t outs[] = {{"--out", o.out}, {"--det", o.det}, {"--det's table", tab}};
+    const path_arg_t ins[] = {{"--emb", o.emb}, {"--trials", o.trials}, {"--cohort", o.cohort}, {"--fuse", o.fuse}};
+    out_paths_check("score", outs, 3, ins, 4);
     double priors[MAX_PRIORS];
     const int np = parse_priors(o.p_target, priors);
     embeddings_t e, c = {0};
@@ -209,8 +215,6 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
         for (int k = 0; k < ns; k++) series[k] = (det_series_t){sys[k].name, sys[k].pm, sys[k].pf, sys[k].points};
         char err[8600];
         if (det_plot(o.det, o.trials, series, ns, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
-        char tab[4200];
-        det_table_path(o.det, tab, sizeof tab);
         printf("DET curves in %s, their points in %s\n", o.det, tab);
     }
     comm_barrier(comm);

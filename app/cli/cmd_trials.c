@@ -4,6 +4,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common_options.h"
 #include "io/common/atomic_file.h"
+#include "io/common/out_paths.h"
 #include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"
@@ -30,6 +31,7 @@ static const opt_table_t table =
 int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
     opt_parse(&table, &o, argc, argv, NULL, 0);
+    out_paths_check("trials", (const path_arg_t[]){{"--out", o.out}}, 1, (const path_arg_t[]){{"--emb", o.emb}}, 1);
     if (o.targets == 0 && o.nontargets == 0)
         spk_fail_all(SPK_EXIT_USAGE, "trials: --targets 0 and --nontargets 0 make an empty list");
     embeddings_t e;

@@ -63,7 +63,9 @@ double calib_min_cllr(const double *scores, const uint8_t *target, int64_t n) {
     for (int64_t i = 0; i < n;) {
         block_t b = {0, 0};
         const double s = v[i].s;
-        for (; i < n && v[i].s == s; i++) b.targets += v[i].t, b.count += 1;
+        do  // (at least one trial a block: a NaN equals nothing, itself included)
+            b.targets += v[i].t, b.count += 1;
+        while (++i < n && v[i].s == s);
         while (top > 0 && stack[top - 1].targets * b.count >= b.targets * stack[top - 1].count) {
             b.targets += stack[top - 1].targets;
             b.count += stack[top - 1].count;

@@ -3,6 +3,8 @@
 #include "app/dist/device_select.h"
 #include "app/model/registry.h"
 #include "app/train/resume_allow.h"
+#include "io/common/metrics.h"
+#include "io/common/out_paths.h"
 #include "kernels/base/check.h"
 
 #include <string.h>
@@ -121,6 +123,23 @@ void train_config_finalize(train_config_t *c, int world) {
     if (c->metrics[0] && stat(c->metrics, &st) == 0 && !S_ISREG(st.st_mode))
         spk_fail_all(SPK_EXIT_USAGE, "train: --metrics %s: not a regular file (metrics are appended to a file)",
                      c->metrics);
+    const path_arg_t logs[] = {{"--metrics", c->metrics}, {"--step-log", c->step_log}};
+    const int resume_file = c->resume[0] && strcmp(c->resume, "auto") != 0;
+    const path_arg_t ins[] = {{"--data", c->data},
+                              {"--val-data", c->val_data},
+                              {"--val-trials", c->val_trials},
+                              {"--init-from", c->init_from},
+                              {"--resume", resume_file ? c->resume : NULL},
+                              {"--noise-bank", c->aug.noise_bank},
+                              {"--rir-bank", c->aug.rir_bank}};
+    out_paths_check("train", logs, 2, ins, 7);
+    for (int i = 0; i < 2; i++) {  // a fresh run rewrites them, keeping JSON lines only
+        const int64_t line = logs[i].path[0] ? metrics_file_foreign(logs[i].path) : 0;
+        if (line)
+            spk_fail_all(SPK_EXIT_USAGE,
+                         "train: %s %s exists and is not a file of JSON lines (line %lld): choose another path",
+                         logs[i].flag, logs[i].path, (long long)line);
+    }
     const int64_t per_update = world * c->grad_accum;  // forward/backward passes per update
     if (c->global_batch > 0) {
         if (c->global_batch % per_update != 0)

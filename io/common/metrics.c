@@ -61,6 +61,22 @@ void metrics_append(const char *path, const json_line_t *j) {
     close(fd);
 }
 
+int64_t metrics_file_foreign(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int64_t lineno = 0, bad = 0;
+    while (!bad && (n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        if (line[0] != '{' || strlen(line) != (size_t)n) bad = lineno;  // (a NUL byte: not text)
+    }
+    free(line);
+    fclose(f);
+    return bad;
+}
+
 // The integer value of "key" in a JSON line, or -1.
 static int64_t line_value(const char *line, const char *key) {
     char pattern[64];

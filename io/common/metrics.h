@@ -17,6 +17,9 @@ void json_num(json_line_t *j, const char *key, double v);  // %.9g; NaN/Inf beco
 void json_end(json_line_t *j);
 
 void metrics_append(const char *path, const json_line_t *j);
+// 0 when `path` is absent, empty or a file of JSON lines (each starting with '{'); else the
+// 1-based number of the first line that is not one, which a rewrite would drop.
+int64_t metrics_file_foreign(const char *path);
 // Keeps only lines whose "epoch" is below `epoch` (atomic rewrite). No file: nothing to do.
 void metrics_truncate_from(const char *path, int64_t epoch);
 // The same for per-step lines: keeps those whose "global_step" is at most global_step.

@@ -716,6 +716,13 @@ static void write_other_files(void) {
         {"sl_one_class.txt", "u0 u1 0.1 target\nu0 u2 0.9 target\n"},
         {"sl_utt2dur_short.txt", "u0 3.5\nu1 2.0\n"},
         {"sl_bad_model.yaml", "format: spkddp-calibration\nversion: 1\noffset: 0.5\n"},
+        {"sl_field_negative.yaml",
+         "format: spkddp-calibration\nversion: 1\nfield: -3\nprior: 0.5\noffset: 0\nscale: 1\n"},
+        {"sl_huge_weights.yaml",
+         "format: spkddp-calibration\nversion: 1\nfield: 3\nprior: 0.5\noffset: 0\nscale: "
+         "1\nlog-min-duration: 1e308\nlog-max-duration: -1e308\n"},
+        {"sl_utt2dur.txt", "u0 3.5\nu1 2.0\nu2 100\nu3 4.0\n"},
+        {"sl_huge_score.txt", "u0 u1 0.1 nontarget\nu0 u2 1e200 target\nu1 u3 0.7 target\nu2 u3 0.2 nontarget\n"},
     };
     for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++)
         write_text(scores[i][0], scores[i][1], strlen(scores[i][1]));

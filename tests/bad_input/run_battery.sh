@@ -36,6 +36,18 @@ cp "$D/ck_names_longer.h5" "$D/ck_names_longer_auto.dir/ckpt-000000000009.h5"
 cp "$D/v1_ckpt.h5" "$D/ck_taken_name.dir/ckpt-000000000002.h5"
 cp "$D/good_ckpt.h5" "$D/ck_older_into_newer.dir/ckpt-000000000002.h5"
 cp "$D/good_ckpt.h5" "$D/ck_older_into_newer.dir/ckpt-000000000009.h5"
+# Cases whose output would be one of their inputs: the folder holds the input, which must stay as it was.
+mkdir -p "$D"/fl_{metrics_foreign,metrics_is_data,out_is_emb,out_is_ckpt,out_is_average_input,out_is_data}.dir
+mkdir -p "$D"/fl_{det_table_is_trials,fit_is_scores}.dir
+echo "notes of a run" >"$D/fl_metrics_foreign.dir/notes.txt"
+cp "$D/base.h5" "$D/fl_metrics_is_data.dir/data.h5"
+cp "$D/base.h5" "$D/fl_out_is_data.dir/data.h5"
+cp "$D/good_emb.h5" "$D/fl_out_is_emb.dir/emb.h5"
+ln -s emb.h5 "$D/fl_out_is_emb.dir/link.h5"
+cp "$D/good_ckpt.h5" "$D/fl_out_is_ckpt.dir/c.h5"
+cp "$D/good_ckpt.h5" "$D/fl_out_is_average_input.dir/c.h5"
+cp "$D/good_trials.txt" "$D/fl_det_table_is_trials.dir/t.txt"
+cp "$D/sl_good.txt" "$D/fl_fit_is_scores.dir/s.txt"
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; printf '%s' "${s%"${s##*[![:space:]]}"}"; }
 
