@@ -267,11 +267,29 @@ int h5_read_i64s(hid_t loc, const char *name, int64_t *out, size_t n) {
     return rc;
 }
 
+// Fixed-length strings where they cost at most twice the strings' own bytes: they live in the
+// dataset itself, where a damaged byte damages one string, while variable-length ones live in the
+// file's global heap, whose damaged object sizes HDF5 1.10 reads past its buffers (a crash, not
+// an error). Readers take either (h5_read_strings).
 void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int64_t n, const char *what) {
+    size_t width = 1, total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const size_t len = strlen(strs[i]) + 1;
+        width = len > width ? len : width;
+        total += len;
+    }
+    const int fixed = (double)width * (double)n <= 2.0 * (double)total + 4096.0;
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_size(t, fixed ? width : H5T_VARIABLE);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
     hsize_t dims[1] = {(hsize_t)n};
-    h5_write_array(loc, name, t, 1, dims, strs, what);
+    char *packed = NULL;
+    if (fixed) {
+        packed = callocCheck((size_t)(n ? n : 1), width);
+        for (int64_t i = 0; i < n; i++) memcpy(packed + (size_t)i * width, strs[i], strlen(strs[i]));
+    }
+    h5_write_array(loc, name, t, 1, dims, fixed ? (const void *)packed : (const void *)strs, what);
+    free(packed);
     H5Tclose(t);
 }
 

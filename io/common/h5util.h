@@ -64,7 +64,8 @@ int h5_dataset_info(hid_t loc, const char *name, h5_info_t *info);
 // and unsigned values above INT64_MAX; the caller has checked the shape).
 int h5_read_i64s(hid_t loc, const char *name, int64_t *out, size_t n);
 
-// Variable-length string arrays.
+// String arrays: fixed-length where that costs at most twice the strings' bytes, else variable
+// length (h5util.c says why); h5_read_strings takes either.
 void h5_write_strings(hid_t loc, const char *name, const char *const *strs, int64_t n, const char *what);
 // Reads a 1-D string dataset of n entries (fixed or variable length, ASCII or UTF-8) into
 // malloc'ed strings (free with h5_free_strings); returns NULL when it is missing, of another

@@ -123,12 +123,12 @@ static void tamper(hid_t obj, int is_attr) {
         hid_t mt = H5Tcopy(H5T_C_S1);
         H5Tset_size(mt, H5T_VARIABLE);
         char **s = calloc((size_t)n, sizeof *s);
-        if (is_attr && !H5Tis_variable_str(ft)) {  // fixed-length attribute: one string
+        if (!H5Tis_variable_str(ft)) {  // fixed-length strings: the first one's first byte
             size_t len = H5Tget_size(ft);
-            char *buf = calloc(len + 1, 1);
-            H5Aread(obj, ft, buf);
+            char *buf = calloc((size_t)n, len + 1);
+            is_attr ? H5Aread(obj, ft, buf) : H5Dread(obj, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
             buf[0] ^= 1;
-            H5Awrite(obj, ft, buf);
+            is_attr ? H5Awrite(obj, ft, buf) : H5Dwrite(obj, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
             free(buf);
         } else {
             is_attr ? H5Aread(obj, mt, s) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, s);

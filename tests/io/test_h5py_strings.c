@@ -1,6 +1,7 @@
 // Files written by h5py: a Python str becomes a variable-length UTF-8 string (attributes and
 // datasets alike), a Python int an int64. Such datasets and embeddings files must read as
-// if spkddp had written them.
+// if spkddp had written them. And spkddp's own string arrays: fixed-length where that costs at
+// most twice their bytes (out of HDF5's global heap), else variable-length; both read back.
 #include "io/common/h5util.h"
 #include "io/dataset/dataset.h"
 #include "io/scores/embeddings.h"
@@ -30,6 +31,35 @@ static void strings(hid_t loc, const char *name, const char **v, hsize_t n) {
     hid_t t = utf8_type();
     h5_write_array(loc, name, t, 1, &n, v, name);
     H5Tclose(t);
+}
+
+// Whether dataset `name` holds variable-length strings.
+static int variable(hid_t f, const char *name) {
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), t = H5Dget_type(d);
+    const int v = H5Tis_variable_str(t) > 0;
+    H5Tclose(t);
+    H5Dclose(d);
+    return v;
+}
+
+static void own_strings(void) {
+    static char longest[20000];
+    memset(longest, 'x', sizeof longest - 1);
+    const char *names[4] = {"classifier.weight", "", "blocks.0.conv.weight", "é-utt"};
+    const char *skewed[4] = {"a", "b", longest, "c"};  // fixed width would take 4 x 20000 bytes
+    hid_t f = h5_mem_create("own strings");
+    h5_write_strings(f, "names", names, 4, "own strings");
+    h5_write_strings(f, "skewed", skewed, 4, "own strings");
+    h5_write_strings(f, "none", names, 0, "own strings");
+    EXPECT(!variable(f, "names") && variable(f, "skewed") && !variable(f, "none"), "fixed, variable, fixed");
+    char **a = h5_read_strings(f, "names", 4), **b = h5_read_strings(f, "skewed", 4);
+    for (int i = 0; i < 4; i++) {
+        EXPECT(a && strcmp(a[i], names[i]) == 0, "names[%d] reads back", i);
+        EXPECT(b && strcmp(b[i], skewed[i]) == 0, "skewed[%d] reads back", i);
+    }
+    h5_free_strings(a, 4);
+    h5_free_strings(b, 4);
+    H5Fclose(f);
 }
 
 int main(void) {
@@ -79,5 +109,6 @@ int main(void) {
            "embeddings: %s", err);
     embeddings_free(&e);
     unlink(path);
+    own_strings();
     return test_report("test_h5py_strings");
 }
