@@ -218,10 +218,27 @@ static void warn_short_schedule(const trainer_t *t) {
                 (long long)c->max_steps);
 }
 
+// SpecAugment's masks together as wide as a crop (or as the features) can blank a whole sample,
+// whose statistics pooling then has no variance to take: refused here rather than found as a NaN.
+static void check_spec_masks(const train_config_t *c, const model_t *m) {
+    const augment_config_t *a = &c->aug;
+    if (a->time_masks > 0 && m->input.crop > 0 && a->time_masks * a->time_width >= m->input.crop)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --spec-time-masks %lld x --spec-time-width %lld could mask all %lld frames of a crop: "
+                     "keep their product below the crop",
+                     (long long)a->time_masks, (long long)a->time_width, (long long)m->input.crop);
+    if (a->freq_masks > 0 && a->freq_masks * a->freq_width >= m->feature_dim)
+        spk_fail_all(SPK_EXIT_USAGE,
+                     "train: --spec-freq-masks %lld x --spec-freq-width %lld could mask all %lld feature dimensions "
+                     "of %s: keep their product below that",
+                     (long long)a->freq_masks, (long long)a->freq_width, (long long)m->feature_dim, c->data);
+}
+
 // The sampler and loaders, the steps of an epoch and the learning-rate schedule over them.
 static void plan_epochs(trainer_t *t) {
     const train_config_t *c = t->cfg;
     const model_t *m = t->model;
+    check_spec_masks(c, m);
     sampler_init(&t->sampler, t->data.num_utts, t->comm->size, t->comm->rank, (uint64_t)c->seed, !c->no_shuffle,
                  c->drop_last);
     loader_init(&t->loader, &t->data, (int)(c->batch * c->views), &m->input, (uint64_t)c->seed, -1);
