@@ -218,8 +218,8 @@ static void warn_short_schedule(const trainer_t *t) {
                 (long long)c->max_steps);
 }
 
-// SpecAugment's masks together as wide as a crop (or as the features) can blank a whole sample,
-// whose statistics pooling then has no variance to take: refused here rather than found as a NaN.
+// SpecAugment's masks together as wide as a crop (or as the features) can blank a whole sample:
+// ECAPA's training then stopped on a NaN loss that blamed the dataset. Refused before any step.
 static void check_spec_masks(const train_config_t *c, const model_t *m) {
     const augment_config_t *a = &c->aug;
     if (a->time_masks > 0 && m->input.crop > 0 && a->time_masks * a->time_width >= m->input.crop)
