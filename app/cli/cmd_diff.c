@@ -91,8 +91,10 @@ int cmd_diff(const comm_t *comm, int argc, char **argv) {
     ckpt_image_t a, b;
     load(pos[0], &a);
     load(pos[1], &b);
-    if (!param_table_equal(&a.params, &b.params) || !param_table_equal(&a.state, &b.state))
-        spk_die(SPK_EXIT_CKPT, "%s and %s hold different models", pos[0], pos[1]);
+    char why[512] = "";
+    if (param_table_difference(&a.params, &b.params, why, sizeof why) ||
+        param_table_difference(&a.state, &b.state, why, sizeof why))
+        spk_die(SPK_EXIT_CKPT, "%s and %s hold different models (%s)", pos[0], pos[1], why);
     double abs_p, abs_s, abs_o = 0;
     double rp = rel_diff(a.param_data, b.param_data, a.params.total, &abs_p);
     double rs = rel_diff(a.state_data, b.state_data, a.state.total, &abs_s);

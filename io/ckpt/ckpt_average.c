@@ -37,12 +37,14 @@ int ckpt_average(const char *const *paths, int n, const char *out, char *err, si
     for (int k = 1; k < n; k++) {
         if ((rc = ckpt_image_load(paths[k], &img, err, errcap)) != 0) goto done;
         const ckpt_meta_t *m = img.meta;
-        if (strcmp(m->model, first.meta->model) != 0 || !param_table_equal(&img.params, &first.params) ||
-            !param_table_equal(&img.state, &first.state))
-            FAIL(
-                "%s: holds another model than %s (model '%s' vs '%s', or other tensors); only checkpoints of one model "
-                "average",
-                paths[k], paths[0], m->model, first.meta->model);
+        char why[512] = "";
+        if (strcmp(m->model, first.meta->model) != 0)
+            snprintf(why, sizeof why, "model '%s' against '%s'", m->model, first.meta->model);
+        else if (!param_table_difference(&img.params, &first.params, why, sizeof why))
+            param_table_difference(&img.state, &first.state, why, sizeof why);
+        if (why[0])
+            FAIL("%s: holds another model than %s (%s); only checkpoints of one model average", paths[k], paths[0],
+                 why);
         if (m->feature_dim != first.meta->feature_dim || m->num_classes != first.meta->num_classes)
             FAIL("%s: trained on feature_dim %lld with %lld classes, %s on %lld with %lld", paths[k],
                  (long long)m->feature_dim, (long long)m->num_classes, paths[0], (long long)first.meta->feature_dim,

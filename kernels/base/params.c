@@ -33,13 +33,41 @@ void param_table_free(param_table_t *p) {
     memset(p, 0, sizeof *p);
 }
 
-int param_table_equal(const param_table_t *a, const param_table_t *b) {
-    if (a->count != b->count || a->total != b->total) return 0;
-    for (int i = 0; i < a->count; i++) {
-        const param_tensor_t *x = &a->t[i], *y = &b->t[i];
-        if (strcmp(x->name, y->name) != 0 || x->offset != y->offset || x->ndim != y->ndim) return 0;
-        for (int d = 0; d < x->ndim; d++)
-            if (x->shape[d] != y->shape[d]) return 0;
-    }
+static void shape_text(const param_tensor_t *x, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "(");
+    for (int d = 0; d < x->ndim && n < cap; d++)
+        n += (size_t)snprintf(out + n, cap - n, d ? ", %lld" : "%lld", (long long)x->shape[d]);
+    if (n < cap) snprintf(out + n, cap - n, ")");
+}
+
+static int same_shape(const param_tensor_t *x, const param_tensor_t *y) {
+    if (x->ndim != y->ndim) return 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != y->shape[d]) return 0;
     return 1;
 }
+
+int param_table_difference(const param_table_t *a, const param_table_t *b, char *why, size_t cap) {
+    char sa[96], sb[96], scratch[1];
+    if (!why) why = scratch, cap = sizeof scratch;
+    const int n = a->count < b->count ? a->count : b->count;
+    for (int i = 0; i < n; i++) {
+        const param_tensor_t *x = &a->t[i], *y = &b->t[i];
+        if (strcmp(x->name, y->name) != 0) {
+            snprintf(why, cap, "tensor %d is '%s' against '%s'", i, x->name, y->name);
+            return 1;
+        }
+        if (!same_shape(x, y) || x->offset != y->offset) {
+            shape_text(x, sa, sizeof sa), shape_text(y, sb, sizeof sb);
+            snprintf(why, cap, "'%s' is %s against %s", x->name, sa, sb);
+            return 1;
+        }
+    }
+    if (a->count != b->count || a->total != b->total) {
+        snprintf(why, cap, "%d tensors against %d", a->count, b->count);
+        return 1;
+    }
+    return 0;
+}
+
+int param_table_equal(const param_table_t *a, const param_table_t *b) { return !param_table_difference(a, b, NULL, 0); }

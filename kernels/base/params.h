@@ -2,6 +2,7 @@
 // execution order (the head first), so the gradients a backward pass finishes first form
 // one contiguous slice at the front of the gradient buffer, ready to be reduced early.
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 #define PARAM_NAME_MAX 64
@@ -26,3 +27,6 @@ int64_t param_table_add(param_table_t *p, const char *name, int ndim, const int6
 void param_table_free(param_table_t *p);
 // 1 when both tables have the same names, shapes and offsets.
 int param_table_equal(const param_table_t *a, const param_table_t *b);
+// 0 when they are equal; else 1, and `why` (may be NULL) says where a first differs from b:
+// "'blocks.0.conv.weight' is (16, 8, 3) against (8, 8, 3)", "52 tensors against 47", ...
+int param_table_difference(const param_table_t *a, const param_table_t *b, char *why, size_t cap);
