@@ -1,7 +1,7 @@
 // Checkpoint averaging on known numbers: three checkpoints whose parameters and BatchNorm
 // statistics are chosen so that the mean is exact in double and wrong if accumulated in float
 // (2^24 + 1 + 1), with the newest input's header, no optimizer slots and a fresh run id;
-// and checkpoints of different models refused.
+// and checkpoints of different models refused, naming the first tensor that differs.
 #include "io/ckpt/checkpoint.h"
 #include "io/ckpt/ckpt_average.h"
 #include "kernels/base/check.h"
@@ -75,7 +75,9 @@ int main(void) {
     snprintf(other, sizeof other, "%s/ckpt-%012d.h5", dir, 40);
     const char *mixed[2] = {in[0], other};
     rc = ckpt_average(mixed, 2, out, err, sizeof err);
-    EXPECT(rc == SPK_EXIT_CKPT && strstr(err, other) && strstr(err, "another model"), "rc %d: %s", rc, err);
+    EXPECT(rc == SPK_EXIT_CKPT && strstr(err, other) && strstr(err, "another model") &&
+               strstr(err, "'fc.weight' is (4, 1) against (2, 2)"),
+           "rc %d: %s", rc, err);
     const char *missing[2] = {in[0], "/nonexistent/ckpt.h5"};
     rc = ckpt_average(missing, 2, out, err, sizeof err);
     EXPECT(rc == SPK_EXIT_CKPT && strstr(err, "/nonexistent/ckpt.h5"), "rc %d: %s", rc, err);
