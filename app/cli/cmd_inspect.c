@@ -1,9 +1,11 @@
-// `spkddp inspect FILE`: a short summary of a dataset or a checkpoint (rank 0 prints).
+// `spkddp inspect FILE`: a short summary of a dataset, a checkpoint or an embeddings file (rank 0
+// prints).
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "io/ckpt/checkpoint.h"
 #include "io/common/h5util.h"
 #include "io/dataset/dataset.h"
+#include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
 
 #include <stdlib.h>
@@ -18,7 +20,7 @@ static const opt_t rows[] = {
     OPT_SWITCH(inspect_opts_t, params, "params", "checkpoints: list every parameter tensor"),
 };
 static const opt_table_t table =
-    OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset or checkpoint.", rows);
+    OPT_TABLE("inspect", "usage: spkddp inspect FILE -- summarise a dataset, checkpoint or embeddings file.", rows);
 
 // An augmentation bank (prepare --kind noise|rir): its kind and entries per category.
 static void print_bank(const dataset_t *ds, const int64_t *per_cat) {
@@ -110,6 +112,24 @@ static void inspect_checkpoint(const char *path, int list) {
     free(m);
 }
 
+// An embeddings file (spkddp embed): its size, the model that made it and its speakers.
+static void inspect_embeddings(const char *path) {
+    embeddings_t e;
+    char err[1024], model[64] = "";
+    const int rc = embeddings_read(path, &e, err, sizeof err);
+    if (rc) spk_die(rc, "%s", err);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) h5_attr_read_str(f, "model", model, sizeof model), H5Fclose(f);
+    int32_t speakers = 0;
+    for (int64_t i = 0; i < e.n; i++) speakers = e.labels[i] + 1 > speakers ? e.labels[i] + 1 : speakers;
+    printf("%s: spkddp embeddings\n", path);
+    printf("  embeddings    %lld of dimension %lld%s%s\n", (long long)e.n, (long long)e.dim, model[0] ? ", from " : "",
+           model);
+    if (e.has_labels) printf("  labels        %d speakers (0..%d)\n", (int)speakers, (int)speakers - 1);
+    printf("  utterances    %s ... %s\n", e.utt_ids[0], e.utt_ids[e.n - 1]);
+    embeddings_free(&e);
+}
+
 int cmd_inspect(const comm_t *comm, int argc, char **argv) {
     inspect_opts_t o = {0};
     char *pos[1];
@@ -117,7 +137,7 @@ int cmd_inspect(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "inspect: which file? usage: spkddp inspect FILE");
     const char *path = pos[0];
     char fmt[64] = "";
-    int is_ckpt = 0;
+    int is_ckpt = 0, is_emb = 0;
     if (comm->rank == 0) {
         h5_quiet();
         if (access(path, R_OK) != 0) spk_die(SPK_EXIT_USAGE, "%s: cannot read the file", path);
@@ -126,10 +146,14 @@ int cmd_inspect(const comm_t *comm, int argc, char **argv) {
         h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt);
         H5Fclose(f);
         is_ckpt = strcmp(fmt, CKPT_FORMAT) == 0;
+        is_emb = strcmp(fmt, EMB_FORMAT) == 0;
     }
     comm_bcast(comm, &is_ckpt, 1, MPI_INT, 0);
+    comm_bcast(comm, &is_emb, 1, MPI_INT, 0);
     if (is_ckpt) {
         if (comm->rank == 0) inspect_checkpoint(path, o.params);
+    } else if (is_emb) {
+        if (comm->rank == 0) inspect_embeddings(path);
     } else {
         inspect_dataset(comm, path);
     }

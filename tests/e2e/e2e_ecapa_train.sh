@@ -41,6 +41,9 @@ SPKDDP_BUCKET_MB=0.01 run 2 $SPKDDP train $av --epochs 1 --ckpt-dir ck_many >/de
 $SPKDDP diff ck_one/ckpt-000000000010.h5 ck_many/ckpt-000000000010.h5 >/dev/null \
     && echo "ok  ecapa-av: small overlapped buckets == one bucket (bitwise)" || fail "bucketed averaging changes ecapa-av"
 run 2 $SPKDDP embed --ckpt "$(ls ck_av/ckpt-*.h5 | tail -1)" --data avv.h5 --out av_emb.h5 >/dev/null || fail "ecapa-av embed"
+n_av=$($SPKDDP inspect avv.h5 | sed -n 's/^  utterances *\([0-9]*\).*/\1/p')
+$SPKDDP inspect av_emb.h5 | grep -qE "^  embeddings +$n_av of dimension [0-9]+, from ecapa-av$" \
+    && echo "ok  inspect summarises the embeddings file ($n_av utterances)" || fail "inspect av_emb.h5: $($SPKDDP inspect av_emb.h5 2>&1)"
 # In bf16 the blocks write their convolutions' rounded operands straight from their outputs (the
 # Res2Net branches, MFA, the BatchNorm-ReLU backward; docs/precision.md): the audio-visual model
 # learns that way too, and embeds.
