@@ -11,17 +11,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
+// The child's messages, copied to spkddp's stderr once it is done (at most the last 64 KiB).
+static void forward_messages(child_t *c) {
+    if (c->msg_fd < 0) return;
+    const off_t size = lseek(c->msg_fd, 0, SEEK_END), keep = 1 << 16;
+    if (size > 0 && lseek(c->msg_fd, size > keep ? size - keep : 0, SEEK_SET) >= 0) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(c->msg_fd, buf, sizeof buf)) > 0)
+            if (write(STDERR_FILENO, buf, (size_t)n) != n) break;
+    }
+    close(c->msg_fd);
+    c->msg_fd = -1;
+}
+
 int child_start(child_t *c, const char *cmd, char mode, char *err, size_t cap) {
     memset(c, 0, sizeof *c);
-    c->fd = -1;
+    c->fd = c->msg_fd = -1;
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         snprintf(err, cap, "cannot make a pipe (%s)", strerror(errno));
+        return -1;
+    }
+    const int msg = memfd_create("spkddp-child-messages", MFD_CLOEXEC);
+    if (msg < 0) {
+        snprintf(err, cap, "cannot make a file for its messages (%s)", strerror(errno));
+        close(p[0]), close(p[1]);
         return -1;
     }
     const int ours = mode == 'r' ? p[0] : p[1], theirs = mode == 'r' ? p[1] : p[0];
@@ -29,6 +50,12 @@ int child_start(child_t *c, const char *cmd, char mode, char *err, size_t cap) {
     posix_spawnattr_t at;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, theirs, mode == 'r' ? STDOUT_FILENO : STDIN_FILENO);
+    if (mode == 'r')
+        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    else
+        posix_spawn_file_actions_adddup2(&fa, msg, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, msg, STDERR_FILENO);
+    posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
     posix_spawnattr_init(&at);
     sigset_t none, all;
     sigemptyset(&none);
@@ -44,10 +71,12 @@ int child_start(child_t *c, const char *cmd, char mode, char *err, size_t cap) {
     close(theirs);
     if (rc != 0) {
         close(ours);
+        close(msg);
         snprintf(err, cap, "cannot start the command (%s)", strerror(rc));
         return -1;
     }
     c->fd = ours;
+    c->msg_fd = msg;
     stop_signals_own_child(c->pid);
     return 0;
 }
@@ -79,6 +108,7 @@ static int give_up(child_t *c, unsigned char *buf, char *err, size_t cap, const 
     close_pipe(c);
     end_group(c);
     stop_signals_disown_child(c->pid);
+    forward_messages(c);
     return -1;
 }
 
@@ -137,8 +167,9 @@ int child_finish(child_t *c, double timeout_s, int *status, char *err, size_t ca
     while ((r = waitpid(c->pid, &st, WNOHANG)) == 0 && spk_seconds() < end) usleep(2000);
     stop_signals_disown_child(c->pid);
     *status = -1;
+    if (r == 0) end_group(c);
+    forward_messages(c);
     if (r == 0) {
-        end_group(c);
         snprintf(err, cap, "the command did not exit within %.0f s; ended", timeout_s);
         return -1;
     }

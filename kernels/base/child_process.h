@@ -4,13 +4,19 @@
 // stdin, and every wait bounded. A child that outlives its deadline is ended with its whole
 // pipeline (SIGTERM to the group, SIGKILL a second later). While it runs, a stop signal to
 // spkddp ends it too.
+// The child holds no descriptor of spkddp's but that pipe: its messages (stderr, and stdout in
+// mode 'w') go to a memory file that spkddp copies to its own stderr when the child is done,
+// and its stdin in mode 'r' is /dev/null. A rank's stdout and stderr are mpiexec's pipes, and
+// its sockets MPI's: a child (or a grandchild of a pipeline) that kept them would keep mpiexec
+// waiting for their end after the rank itself died.
 #pragma once
 #include <stddef.h>
 #include <sys/types.h>
 
 typedef struct {
-    pid_t pid;  // also its process group
-    int fd;     // the pipe: its stdout (mode 'r') or its stdin (mode 'w'); -1 once closed
+    pid_t pid;   // also its process group
+    int fd;      // the pipe: its stdout (mode 'r') or its stdin (mode 'w'); -1 once closed
+    int msg_fd;  // the memory file of its messages; -1 once copied out
 } child_t;
 
 // 0, or -1 with the reason in err (callers name the command).

@@ -1,12 +1,14 @@
 // kernels/base/child_process.h: a command's whole output; its exit status, a death by signal,
 // a command that never ends its output (the deadline ends it and its whole pipeline), one
 // that never stops writing (the cap), and the signal mask a child starts with (empty, though
-// spkddp blocks its stop signals in every thread).
+// spkddp blocks its stop signals in every thread); the descriptors it holds (its pipe, /dev/null
+// and its messages' file, never one of spkddp's) and its messages copied to spkddp's stderr.
 #include "kernels/base/child_process.h"
 #include "kernels/base/clock.h"
 #include "tests/test_util.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +39,30 @@ int main(void) {
     EXPECT(run("kill -9 $$", 5, 1 << 20, &out, &len, err, &status) == -3 && strstr(err, "killed by signal 9"),
            "kill -9: '%s'", err);
     free(out);
+
+    // A descriptor of ours without close-on-exec (as MPI's sockets and mpiexec's pipes are): the
+    // child must not hold it, or mpiexec would wait for the child after a rank died.
+    const int ours = dup(STDOUT_FILENO);
+    char probe[128];
+    snprintf(probe, sizeof probe, "test -e /proc/self/fd/%d && echo held; ls /proc/self/fd | wc -l", ours);
+    EXPECT(run(probe, 5, 1 << 20, &out, &len, err, &status) == 0 && !memmem(out, len, "held", 4) &&
+               atoi(out) <= 4,  // 0, 1, 2 and the listing's own
+           "the child holds our descriptor %d or more than its own: %.*s", ours, (int)len, out ? out : "");
+    free(out);
+    close(ours);
+    // Its stderr reaches ours when it is done (the test's stderr, read back through a file).
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    FILE *cap = tmpfile();
+    dup2(fileno(cap), STDERR_FILENO);
+    EXPECT(run("echo to-stderr-1097 >&2", 5, 1 << 20, &out, &len, err, &status) == 0, "echo to stderr: %s", err);
+    free(out);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char seen[256] = "";
+    rewind(cap);
+    EXPECT(fgets(seen, sizeof seen, cap) && strcmp(seen, "to-stderr-1097\n") == 0, "its stderr came as '%s'", seen);
+    fclose(cap);
 
     // SIGTERM blocked here, as spkddp blocks it: the child must still start with an empty mask.
     sigset_t term;
