@@ -4,6 +4,7 @@
 #include "kernels/base/check.h"
 #include "kernels/base/stop_signals.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,16 @@ static void keep_freed_memory(void) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+// A report that never reached stdout (a full disk, a closed file) fails the command, rather than
+// ending it with 0 and nothing said.
+static void check_stdout(const char *command) {
+    errno = 0;
+    const int flushed = fflush(stdout) == 0;
+    if (!flushed || ferror(stdout))
+        spk_die(SPK_EXIT_FAILURE, "%s: cannot write its output to stdout%s%s%s", command, errno ? " (" : "",
+                errno ? strerror(errno) : "", errno ? ")" : "");
+}
+
 int main(int argc, char **argv) {
     keep_freed_memory();
     // Before MPI and the libraries start threads (kernels/base/stop_signals.h): training stops
@@ -65,6 +76,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], commands[i].name) == 0) {
             int rc = commands[i].run(&comm, argc - 2, argv + 2);
             stop_signals_command_done();
+            if (rc == SPK_EXIT_OK) check_stdout(argv[1]);
             spk_exit_all(rc);
         }
     }

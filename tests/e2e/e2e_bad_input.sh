@@ -89,6 +89,12 @@ fi
 # wait in the gradient allreduce outlasts SPKDDP_MPI_TIMEOUT and they end it with a message
 # (or, stopped inside a collective HDF5 read, where that deadline does not reach, the
 # trainer's watchdog does at twice the timeout: app/train/step_watchdog.h).
+# A report that cannot reach stdout fails the command.
+out=$($SPKDDP inspect toy.h5 2>&1 >/dev/full)
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "inspect: cannot write its output to stdout" <<<"$out" \
+    && echo "ok  [1] inspect >/dev/full: $(grep -o 'inspect: cannot write.*stdout' <<<"$out")" \
+    || fail "inspect >/dev/full: exit $rc: $out"
 start=$(date +%s)
 ( SPKDDP_MPI_TIMEOUT=3 run 2 $SPKDDP train --data big.h5 --ckpt-dir stopped --epochs 100000 --batch 4 >stopped.out 2>&1 ) &
 for i in $(seq 1 100); do [ -s stopped/metrics.jsonl ] && break; sleep 0.1; done
