@@ -71,6 +71,7 @@ typedef struct {
     char *bad;                  // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
     size_t bad_len, bad_cap;
     int64_t num_bad;
+    char *skipped;  // rank 0: the entries --skip-bad left out, for OUT.bad once the dataset is in place
     double t0, last_print;
 } prep_t;
 
@@ -305,14 +306,11 @@ static void settle_bad(prep_t *p, dataset_writer_t *w) {
                      (long long)total, (long long)p->N, listed_in(p));
     }
     if (p->comm->rank == 0) {
-        char path[PREPARE_TEXT_MAX + 8];
-        snprintf(path, sizeof path, "%s.bad", p->o.out);
-        FILE *f = fopen(path, "w");
-        if (!f || fputs(all, f) < 0 || fclose(f) != 0)
-            spk_die(SPK_EXIT_FAILURE, "%s: cannot write the list of skipped entries", path);
-        printf("prepare: left out %lld unreadable entr%s of %lld (listed in %s)\n", (long long)total,
-               total == 1 ? "y" : "ies", (long long)p->N, path);
+        printf("prepare: left out %lld unreadable entr%s of %lld (to be listed in %s.bad)\n", (long long)total,
+               total == 1 ? "y" : "ies", (long long)p->N, p->o.out);
         fflush(stdout);
+        p->skipped = all;
+        all = NULL;
     }
     free(all);
     p->num_bad = 0;
@@ -544,6 +542,24 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     free(ids);
 }
 
+// OUT.bad beside the dataset once that is in place: the entries --skip-bad left out, or no file at
+// all (an older one listed another dataset's). Written only now, so a run stopped or failed
+// before leaves none.
+static void write_skipped(prep_t *p) {
+    if (p->comm->rank != 0) return;
+    char path[PREPARE_TEXT_MAX + 8], err[PREPARE_TEXT_MAX + 256];
+    snprintf(path, sizeof path, "%s.bad", p->o.out);
+    if (!p->skipped) {
+        if (unlink(path) != 0 && errno != ENOENT)
+            spk_warn("%s: cannot remove the older list (%s)", path, strerror(errno));
+        return;
+    }
+    if (atomic_write_file(path, p->skipped, strlen(p->skipped), ATOMIC_REPLACE, err, sizeof err) != 0)
+        spk_die(SPK_EXIT_FAILURE, "%s (the list of skipped entries)", err);
+    free(p->skipped);
+    p->skipped = NULL;
+}
+
 int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     prep_t *p = callocCheck(1, sizeof *p);
     p->o = *cfg;
@@ -586,6 +602,7 @@ int prepare_run(const comm_t *comm, const prepare_config_t *cfg) {
     if (p->vis)
         prepare_visual_write(p->vis, w, comm, p->vframes, p->vbytes, p->rows, p->N, p->lo, p->o.buffer_mb << 20);
     finish(p, w, &pl, audio_s, resampled);
+    write_skipped(p);
 
     fbank_free(&p->fb);
     free(w);

@@ -60,6 +60,11 @@ run 2 $P --out bad.h5 >/dev/null 2>bad.err; rc=$?
 run 2 $P --out skip.h5 --skip-bad >skip.log 2>&1 || fail "--skip-bad: $(cat skip.log)"
 [ "$(wc -l <skip.h5.bad)" = 2 ] && grep -q "^segments:5:" skip.h5.bad && $SPKDDP inspect skip.h5 | grep -q "utterances    3$" \
     && echo "ok  --skip-bad: 3 utterances written, the 2 others listed in skip.h5.bad" || fail "--skip-bad: $(cat skip.log skip.h5.bad)"
+# A later run into the same --out with nothing to skip leaves no list of another dataset's entries.
+head -3 segments >good.segments && head -3 seg.utt2spk >good.utt2spk
+run 2 $SPKDDP prepare --wav-scp rec.scp --segments good.segments --utt2spk good.utt2spk --progress 0 --out skip.h5 \
+    --skip-bad >skip2.log 2>&1 && [ ! -e skip.h5.bad ] && $SPKDDP inspect skip.h5 | grep -q "utterances    3$" \
+    && echo "ok  a clean rerun into skip.h5 removes the older skip.h5.bad" || fail "clean rerun: $(cat skip2.log; ls skip.h5*)"
 
 # --- memory: peak RSS flat when the corpus doubles (the rows never all sit in memory) -----------------
 long=long.wav
