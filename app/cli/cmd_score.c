@@ -209,7 +209,8 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
         report(&sys[k], &t, priors, np);
     }
     report_det(sys, ns);
-    if (o.out[0] && comm->rank == 0) write_scores(&o, &e, &t, raw, norm);
+    // The plot first: it runs gnuplot, the scores are one atomic write, so a stop or a failure in
+    // the plot leaves neither output rather than the scores alone.
     if (o.det[0] && comm->rank == 0) {
         det_series_t series[3];
         for (int k = 0; k < ns; k++) series[k] = (det_series_t){sys[k].name, sys[k].pm, sys[k].pf, sys[k].points};
@@ -217,6 +218,7 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
         if (det_plot(o.det, o.trials, series, ns, err, sizeof err) != 0) spk_die(SPK_EXIT_FAILURE, "%s", err);
         printf("DET curves in %s, their points in %s\n", o.det, tab);
     }
+    if (o.out[0] && comm->rank == 0) write_scores(&o, &e, &t, raw, norm);
     comm_barrier(comm);
     for (int k = 0; k < ns; k++) {
         free(sys[k].pm);
