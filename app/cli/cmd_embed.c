@@ -7,6 +7,7 @@
 #include "app/dist/device_select.h"
 #include "app/eval/embedder.h"
 #include "app/model/model.h"
+#include "app/train/step_watchdog.h"
 #include "io/common/h5util.h"
 #include "io/common/out_paths.h"
 #include "io/dataset/dataset.h"
@@ -99,7 +100,9 @@ int cmd_embed(const comm_t *comm, int argc, char **argv) {
                                                             : MODALITY_BOTH;
     const int64_t N = ds.num_utts, E = m->emb_dim;
     embeddings_t out = {.n = N, .dim = E};
-    out.emb = embed_dataset(comm, m, &ds, o.batch, NULL);
+    step_watchdog_start(comm->wait.timeout_s);  // (the dataset's collective reads have no deadline of MPI's)
+    out.emb = embed_dataset(comm, m, &ds, o.batch, step_watchdog_met);
+    step_watchdog_stop();
     if (comm->rank == 0) {
         out.labels = ds.labels;
         out.utt_ids = h5_read_strings(ds.file, "utt_ids", N);

@@ -11,6 +11,7 @@
 #include "io/common/out_paths.h"
 #include "io/scores/embeddings.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -88,8 +89,10 @@ static void cohort_stats(const comm_t *comm, const embeddings_t *e, const embedd
     }
     int lo = displs[comm->rank], n = counts[comm->rank];
     score_cohort_stats(e->emb + (int64_t)lo * e->dim, n, c->emb, c->n, e->dim, top, mean + lo, std + lo);
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, mean, counts, displs, MPI_FLOAT, comm->world));
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, std, counts, displs, MPI_FLOAT, comm->world));
+    SPK_COLLECTIVE("the gather of the AS-norm statistics", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_FLOAT, mean, counts,
+                   displs, MPI_FLOAT, comm->world);
+    SPK_COLLECTIVE("the gather of the AS-norm statistics", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_FLOAT, std, counts,
+                   displs, MPI_FLOAT, comm->world);
     free(counts);
     free(displs);
 }

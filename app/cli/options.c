@@ -2,6 +2,7 @@
 
 #include "io/ckpt/checkpoint.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <mpi.h>
 
@@ -172,10 +173,11 @@ static void load_config(const opt_table_t *t, void *cfg, const char *path) {
         v.len = (int64_t)len;
     }
     if (ranks > 1) {
-        mpiCheck(MPI_Bcast(&v, sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
+        SPK_COLLECTIVE("the broadcast of the config file", MPI_Ibcast, &v, sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
         if (!v.code) {
             if (spk_rank() != 0) text = callocCheck(1, (size_t)v.len + 1);
-            mpiCheck(MPI_Bcast(text, (int)v.len, MPI_BYTE, 0, MPI_COMM_WORLD));
+            SPK_COLLECTIVE("the broadcast of the config file", MPI_Ibcast, text, (int)v.len, MPI_BYTE, 0,
+                           MPI_COMM_WORLD);
             if (spk_rank() != 0 && config_yaml_parse(text, (size_t)v.len, path, &c, v.err, sizeof v.err) == 0)
                 opt_apply_config(t, cfg, &c, path, v.err, sizeof v.err);
         }

@@ -38,6 +38,7 @@ void comm_init(comm_t *c, int *argc, char ***argv) {
     mpiCheck(MPI_Comm_size(node, &c->local_size));
     MPI_Comm_free(&node);
     c->wait = spk_wait_policy(c->local_size);
+    spk_wait_set_default(&c->wait);
     c->threads = threads_configure(c->local_size);
 }
 

@@ -1,6 +1,7 @@
 #include "app/dist/device_select.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 #include "kernels/device.h"
 
 #include <stdio.h>
@@ -26,7 +27,7 @@ static int any_gpu_shared(const comm_t *c, int dev) {
     MPI_Comm node;
     mpiCheck(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
     char *all = callocCheck((size_t)c->local_size, ID);
-    mpiCheck(MPI_Allgather(mine, ID, MPI_CHAR, all, ID, MPI_CHAR, node));
+    SPK_COLLECTIVE("the exchange of the GPUs' bus ids", MPI_Iallgather, mine, ID, MPI_CHAR, all, ID, MPI_CHAR, node);
     MPI_Comm_free(&node);
     int shared = 0;
     for (int i = 0; i < c->local_size; i++)

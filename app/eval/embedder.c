@@ -2,6 +2,7 @@
 
 #include "io/loader/loader.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <stdlib.h>
 
@@ -30,7 +31,8 @@ float *embed_dataset(const comm_t *comm, model_t *m, dataset_t *ds, int64_t batc
         if (n > 0) m->ops->embed(m, b, all + first * E);
     }
     loader_free(&l);
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, all, counts, displs, MPI_FLOAT, comm->world));
+    SPK_COLLECTIVE("the gather of the embeddings", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_FLOAT, all, counts, displs,
+                   MPI_FLOAT, comm->world);
     free(idx);
     free(counts);
     free(displs);

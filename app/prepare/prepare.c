@@ -35,6 +35,7 @@
 #include "io/dataset/dataset_write.h"
 #include "kernels/base/check.h"
 #include "kernels/base/clock.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -71,6 +72,7 @@ typedef struct {
     char *bad;                  // this rank's unreadable entries, one "file:line: utterance 'x': reason\n" each
     size_t bad_len, bad_cap;
     int64_t num_bad;
+    double scan_s;  // seconds this rank's scan took
     char *skipped;  // rank 0: the entries --skip-bad left out, for OUT.bad once the dataset is in place
     double t0, last_print;
 } prep_t;
@@ -156,9 +158,11 @@ static void share_work(prep_t *p) {
         }
     }
     int my_bytes = 0;
-    mpiCheck(MPI_Scatter(bytes, 1, MPI_INT, &my_bytes, 1, MPI_INT, 0, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iscatter, bytes, 1, MPI_INT, &my_bytes, 1, MPI_INT, 0,
+                   p->comm->world);
     p->text = mallocCheck((size_t)(my_bytes ? my_bytes : 1));
-    mpiCheck(MPI_Scatterv(all, bytes, displs, MPI_CHAR, p->text, my_bytes, MPI_CHAR, 0, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iscatterv, all, bytes, displs, MPI_CHAR, p->text, my_bytes,
+                   MPI_CHAR, 0, p->comm->world);
     free(all);
     free(bytes);
     free(displs);
@@ -218,6 +222,7 @@ static int silent(const float *x, int64_t n) {
 }
 
 static void scan(prep_t *p) {
+    const double t0 = spk_seconds();
     const int64_t mine = p->hi - p->lo;
     p->rows = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
     p->samples = callocCheck((size_t)(p->N ? p->N : 1), sizeof(int64_t));
@@ -251,6 +256,7 @@ static void scan(prep_t *p) {
         progress_line(p, p->vis ? "scan (and video)" : "scan", j + 1, mine, audio_s, 1);
     }
     audio_span_free(&r);
+    p->scan_s = spk_seconds() - t0;
 }
 
 // ---- 4. unreadable entries --------------------------------------------------------------------------
@@ -260,17 +266,26 @@ static char *gather_bad(prep_t *p, int64_t *total_bad) {
     const int K = p->comm->size;
     int len = (int)p->bad_len, *lens = NULL, *displs = NULL;
     char *all = NULL;
-    mpiCheck(MPI_Allreduce(&p->num_bad, total_bad, 1, MPI_INT64_T, MPI_SUM, p->comm->world));
+    // The ranks meet here after their scans, which decode every entry and may differ by more than
+    // SPKDDP_MPI_TIMEOUT on a large corpus: a healthy peer is waited for up to twice this rank's
+    // own scan as well (the shares are balanced by size), a stuck one no longer than that.
+    spk_wait_t w = *spk_wait_default();
+    if (w.timeout_s > 0 && w.timeout_s < 2.0 * p->scan_s) w.timeout_s = 2.0 * p->scan_s;
+    MPI_Request req;
+    mpiCheck(MPI_Iallreduce(&p->num_bad, total_bad, 1, MPI_INT64_T, MPI_SUM, p->comm->world, &req));
+    spk_mpi_wait(&w, &req, "the ranks' meeting after their scans");
     if (*total_bad == 0) return NULL;
     if (p->comm->rank == 0) lens = mallocCheck((size_t)K * sizeof(int)), displs = mallocCheck((size_t)K * sizeof(int));
-    mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Igather, &len, 1, MPI_INT, lens, 1, MPI_INT, 0,
+                   p->comm->world);
     if (p->comm->rank == 0) {
         int64_t t = 0;
         for (int r = 0; r < K; r++) displs[r] = (int)t, t += lens[r];
         all = mallocCheck((size_t)t + 1);
         all[t] = 0;
     }
-    mpiCheck(MPI_Gatherv(p->bad ? p->bad : "", len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Igatherv, p->bad ? p->bad : "", len, MPI_CHAR, all, lens,
+                   displs, MPI_CHAR, 0, p->comm->world);
     free(lens);
     free(displs);
     return all;
@@ -332,11 +347,15 @@ static plan_t plan_rows(prep_t *p, dataset_writer_t *w) {
         displs[r] = (int)block_lo(p->N, K, r);
         counts[r] = (int)(block_lo(p->N, K, r + 1) - displs[r]);
     }
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts, displs, MPI_INT64_T, p->comm->world));
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->samples, counts, displs, MPI_INT64_T, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_INT64_T, p->rows, counts,
+                   displs, MPI_INT64_T, p->comm->world);
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_INT64_T, p->samples, counts,
+                   displs, MPI_INT64_T, p->comm->world);
     if (p->vis) {
-        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->vframes, counts, displs, MPI_INT64_T, p->comm->world));
-        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT64_T, p->vbytes, counts, displs, MPI_INT64_T, p->comm->world));
+        SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_INT64_T, p->vframes,
+                       counts, displs, MPI_INT64_T, p->comm->world);
+        SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_INT64_T, p->vbytes,
+                       counts, displs, MPI_INT64_T, p->comm->world);
     }
     free(counts);
     free(displs);
@@ -495,9 +514,12 @@ static void finish(prep_t *p, dataset_writer_t *w, const plan_t *pl, double audi
     int64_t n_resampled = 0, peak_kib = 0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    mpiCheck(MPI_Reduce(&(int64_t){ru.ru_maxrss}, &peak_kib, 1, MPI_INT64_T, MPI_MAX, 0, p->comm->world));
-    mpiCheck(MPI_Reduce(&audio_s, &secs, 1, MPI_DOUBLE, MPI_SUM, 0, p->comm->world));
-    mpiCheck(MPI_Reduce(&resampled, &n_resampled, 1, MPI_INT64_T, MPI_SUM, 0, p->comm->world));
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Ireduce, &(int64_t){ru.ru_maxrss}, &peak_kib, 1, MPI_INT64_T,
+                   MPI_MAX, 0, p->comm->world);
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Ireduce, &audio_s, &secs, 1, MPI_DOUBLE, MPI_SUM, 0,
+                   p->comm->world);
+    SPK_COLLECTIVE("an exchange of prepare's lists", MPI_Ireduce, &resampled, &n_resampled, 1, MPI_INT64_T, MPI_SUM, 0,
+                   p->comm->world);
     dataset_writer_note_str(w, "features", "kaldi-fbank");
     dataset_writer_note_i64(w, "sample_rate", p->o.sample_rate);
     dataset_writer_note_f64(w, "frame_length_ms", p->fb.opts.frame_length_ms);

@@ -7,6 +7,7 @@
 #include "io/video/image_jpeg.h"
 #include "io/video/video_frames.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -239,7 +240,8 @@ void prepare_visual_write(prepare_visual_t *v, dataset_writer_t *w, const comm_t
         unit0 += m;
         left -= m;
         int mine = left > 0;
-        mpiCheck(MPI_Allreduce(&mine, &more, 1, MPI_INT, MPI_MAX, comm->world));
+        SPK_COLLECTIVE("an exchange of prepare's visual frames", MPI_Iallreduce, &mine, &more, 1, MPI_INT, MPI_MAX,
+                       comm->world);
     }
     free(buf);
 }

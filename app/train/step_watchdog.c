@@ -43,12 +43,14 @@ static void *watch(void *arg) {
             // is only a message to the launcher and an exit, and a launcher that merely sees the
             // rank exit waits to clean up peers it may no longer reach (hydra with a host cut
             // off), while after an abort it ends the job at once.
-            char msg[320];
+            char msg[320], at[64] = "";
+            const int64_t step = atomic_load(&w.step);
+            if (step > 0) snprintf(at, sizeof at, " (global step %lld)", (long long)step);
             int n = snprintf(msg, sizeof msg,
-                             "spkddp: error: [rank %d] the ranks have not met for %.0f s (global step %lld): a peer "
-                             "rank is dead, stuck or unreachable, and this rank waits where MPI's deadline does not "
-                             "reach (a collective read); exiting (twice SPKDDP_MPI_TIMEOUT)\n",
-                             spk_rank(), since, (long long)atomic_load(&w.step));
+                             "spkddp: error: [rank %d] the ranks have not met for %.0f s%s: a peer rank is dead, "
+                             "stuck or unreachable, and this rank waits where MPI's deadline does not reach (a "
+                             "collective read); exiting (twice SPKDDP_MPI_TIMEOUT)\n",
+                             spk_rank(), since, at);
             ssize_t r = write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
             (void)r;
             spk_abort_from_thread(SPK_EXIT_FAILURE);

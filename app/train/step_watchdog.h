@@ -5,7 +5,7 @@
 // (an allreduce, a collective read, a barrier: step_watchdog_met) less than twice that
 // timeout ago -- twice, so comm_wait's own message comes first where it applies; otherwise
 // this rank exits 1 with one line and the launcher ends the others. A meeting costs a clock
-// read.
+// read. Training runs it, and so does embed (its collective reads of the dataset).
 #pragma once
 #include <stdint.h>
 

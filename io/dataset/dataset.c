@@ -397,7 +397,7 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
     if (rank == 0) check_on_rank0(path, v);
     int32_t *labels = v->h.labels;
     int64_t *offsets = v->h.offsets, *voffsets = v->h.voffsets, *woffsets = v->h.woffsets, *joffsets = v->h.joffsets;
-    mpiCheck(MPI_Bcast(v, sizeof *v, MPI_BYTE, 0, comm));
+    SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, v, sizeof *v, MPI_BYTE, 0, comm);
     if (v->code) spk_fail_all(v->code, "%s", v->msg);
     const dataset_header_t *h = &v->h;
     const int64_t n = h->num_utts;
@@ -408,11 +408,17 @@ void dataset_open(dataset_t *ds, const char *path, MPI_Comm comm) {
         woffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
         joffsets = mallocCheck((size_t)(n + 1) * sizeof(int64_t));
     }
-    mpiCheck(MPI_Bcast(labels, (int)n, MPI_INT32_T, 0, comm));
-    mpiCheck(MPI_Bcast(offsets, (int)(n + 1), MPI_INT64_T, 0, comm));
-    if (h->has_visual) mpiCheck(MPI_Bcast(voffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
-    if (h->sample_rate > 0) mpiCheck(MPI_Bcast(woffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
-    if (h->image_size) mpiCheck(MPI_Bcast(joffsets, (int)(n + 1), MPI_INT64_T, 0, comm));
+    SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, labels, (int)n, MPI_INT32_T, 0, comm);
+    SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, offsets, (int)(n + 1), MPI_INT64_T, 0, comm);
+    if (h->has_visual)
+        SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, voffsets, (int)(n + 1), MPI_INT64_T, 0,
+                       comm);
+    if (h->sample_rate > 0)
+        SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, woffsets, (int)(n + 1), MPI_INT64_T, 0,
+                       comm);
+    if (h->image_size)
+        SPK_COLLECTIVE("the broadcast of the dataset's index", MPI_Ibcast, joffsets, (int)(n + 1), MPI_INT64_T, 0,
+                       comm);
     ds->jpeg.offsets = joffsets;
     ds->labels = labels;
     ds->audio.offsets = offsets;

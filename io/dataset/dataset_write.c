@@ -3,6 +3,7 @@
 #include "io/common/h5util.h"
 #include "io/dataset/dataset.h"
 #include "kernels/base/check.h"
+#include "kernels/base/mpi_wait.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/base/stop_signals.h"
 
@@ -129,7 +130,7 @@ static void check_space(const dataset_writer_t *w, int64_t elem_bytes) {
     double have = -1;
     struct statvfs fs;
     if (w->rank == 0 && statvfs(dir, &fs) == 0) have = (double)fs.f_bavail * (double)fs.f_frsize;
-    mpiCheck(MPI_Bcast(&have, 1, MPI_DOUBLE, 0, w->comm));
+    SPK_COLLECTIVE("the broadcast of the free disk space", MPI_Ibcast, &have, 1, MPI_DOUBLE, 0, w->comm);
     if (have < 0 || need <= have) return;
     int comm_size, world;
     mpiCheck(MPI_Comm_size(w->comm, &comm_size));

@@ -45,3 +45,19 @@ void spk_mpi_wait(const spk_wait_t *w, MPI_Request *req, const char *what) {
                     what, w->timeout_s);
     }
 }
+
+static spk_wait_t g_default;
+static int g_default_set;
+
+void spk_wait_set_default(const spk_wait_t *w) {
+    g_default = *w;
+    g_default_set = 1;
+}
+
+const spk_wait_t *spk_wait_default(void) {
+    if (!g_default_set) {
+        const spk_wait_t w = spk_wait_policy(1);
+        spk_wait_set_default(&w);
+    }
+    return &g_default;
+}

@@ -85,16 +85,17 @@ else
     echo "ok  killing one rank ended the job in $(( $(date +%s) - start )) s"
 fi
 
-# A rank that stops (SIGSTOP: no exit the launcher could see) ends the job too: the others'
-# wait in the gradient allreduce outlasts SPKDDP_MPI_TIMEOUT and they end it with a message
-# (or, stopped inside a collective HDF5 read, where that deadline does not reach, the
-# trainer's watchdog does at twice the timeout: app/train/step_watchdog.h).
 # A report that cannot reach stdout fails the command.
 out=$($SPKDDP inspect toy.h5 2>&1 >/dev/full)
 rc=$?
 [ "$rc" -eq 1 ] && grep -q "inspect: cannot write its output to stdout" <<<"$out" \
     && echo "ok  [1] inspect >/dev/full: $(grep -o 'inspect: cannot write.*stdout' <<<"$out")" \
     || fail "inspect >/dev/full: exit $rc: $out"
+
+# A rank that stops (SIGSTOP: no exit the launcher could see) ends the job too: the others'
+# wait in the gradient allreduce outlasts SPKDDP_MPI_TIMEOUT and they end it with a message
+# (or, stopped inside a collective HDF5 read, where that deadline does not reach, the
+# trainer's watchdog does at twice the timeout: app/train/step_watchdog.h).
 start=$(date +%s)
 ( SPKDDP_MPI_TIMEOUT=3 run 2 $SPKDDP train --data big.h5 --ckpt-dir stopped --epochs 100000 --batch 4 >stopped.out 2>&1 ) &
 for i in $(seq 1 100); do [ -s stopped/metrics.jsonl ] && break; sleep 0.1; done
@@ -109,4 +110,30 @@ elif ! grep -qE "an MPI collective has waited 3 s for the other ranks|the ranks 
 else
     echo "ok  a stopped rank ended the job in $(( $(date +%s) - start )) s: $(grep -m1 -oE 'rank [0-9]*.*(waited 3 s|not met for [0-9]* s)' stopped.out)"
 fi
+
+# The same for embed, stopped while it reads the dataset collectively (its watchdog).
+run 2 $SPKDDP train --data big.h5 --model ecapa --channels 8 --emb-dim 4 --attention-channels 4 --se-channels 4 \
+    --frames 10 --epochs 1 --batch 4 --ckpt-dir emb_ck >/dev/null 2>&1 || fail "train a model to embed with"
+$SPKDDP synth --kind speakers --out many.h5 --dim 8 --speakers 4 --utts-per-speaker 10000 --min-frames 300 \
+    --max-frames 600 >/dev/null
+start=$(date +%s)
+( SPKDDP_MPI_TIMEOUT=2 run 2 $SPKDDP embed --ckpt emb_ck/ckpt-000000000032.h5 --data many.h5 --out many_emb.h5 \
+    >embed_stopped.out 2>&1 ) &
+for i in $(seq 1 50); do pgrep -f "^$SPKDDP embed --ckpt emb_ck" >/dev/null && break; sleep 0.1; done
+sleep 1
+victim=$(pgrep -f "^$SPKDDP embed --ckpt emb_ck" | tail -1)
+[ -n "$victim" ] && kill -STOP "$victim"
+while pgrep -f "^$SPKDDP embed --ckpt emb_ck" | grep -qv "^$victim\$" && [ $(( $(date +%s) - start )) -lt 60 ]; do
+    sleep 0.5
+done
+if pgrep -f "^$SPKDDP embed --ckpt emb_ck" | grep -qv "^$victim\$"; then
+    fail "embed kept running 60 s after a rank was stopped"
+elif [ -e many_emb.h5 ]; then
+    fail "embed finished before its rank was stopped (make many.h5 larger)"
+elif ! grep -qE "the ranks have not met for [0-9]+ s|has waited 2 s for the other ranks" embed_stopped.out; then
+    fail "a stopped rank ended embed without the deadline's message: $(tail -3 embed_stopped.out)"
+else
+    echo "ok  a stopped rank ended embed in $(( $(date +%s) - start )) s: $(grep -m1 -oE 'rank [0-9]*.*(not met for [0-9]* s|waited 2 s)' embed_stopped.out)"
+fi
+pkill -9 -f "^$SPKDDP embed --ckpt emb_ck"
 finish
