@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,24 @@ static int takes_files(const char *dir) {
 static char g_created[CKPT_PATH_MAX];
 static void remove_if_unused(void) { rmdir(g_created); }  // fails, harmlessly, when not empty
 
+// Two runs writing one directory mix their checkpoints, and each checks for the other's only at
+// its start: rank 0 holds an advisory lock on the directory (flock) for the run's life, which the
+// kernel drops when the process ends, however it ends. A file system that cannot lock (some NFS
+// and Lustre mounts) runs without one, as before. 0, or -1 when another process holds it.
+static int g_lock_fd = -1;
+static int lock_dir(const char *dir) {
+    if (g_lock_fd >= 0) return 0;
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        g_lock_fd = fd;
+        return 0;
+    }
+    const int busy = errno == EWOULDBLOCK;
+    close(fd);
+    return busy ? -1 : 0;
+}
+
 void ckpt_policy_check_dir(const comm_t *comm, const char *dir) {
     if (!dir[0]) return;
     verdict_t v = {0};
@@ -67,6 +86,12 @@ void ckpt_policy_check_dir(const comm_t *comm, const char *dir) {
             v.code = SPK_EXIT_USAGE;
             snprintf(v.msg, sizeof v.msg, "train: --ckpt-dir %.1400s: checkpoints cannot be written there (%s)", dir,
                      strerror(e));
+        } else if (lock_dir(dir) != 0) {
+            v.code = SPK_EXIT_CKPT;
+            snprintf(v.msg, sizeof v.msg,
+                     "train: --ckpt-dir %.1200s is being written by another spkddp run (it holds the directory's "
+                     "lock): give another --ckpt-dir, or wait for that run to end",
+                     dir);
         }
     }
     settle(comm, &v);

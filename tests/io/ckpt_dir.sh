@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoint directories end to end: --keep across a requeue (the resumed run adopts its own
 # past, nothing else); another run's and corrupt files are never counted or deleted; a fresh
-# run into a used directory, and resuming an older checkpoint beside newer ones, are refused
+# run into a used directory, a second run into a directory another is writing, and resuming an
+# older checkpoint beside newer ones, are refused
 # (or the newer ones set aside whole); an unusable --ckpt-dir is refused at the start; a full
 # disk leaves the previous checkpoints, no temp file and one error line (exit 1); format 1
 # checkpoints load and resume to the same end.
@@ -100,6 +101,17 @@ fi
 # Format 1 checkpoints (3490411): they load and resume to where the uninterrupted run ended.
 # They have no run id, so rotation never deletes them: --keep 1 keeps the format 1 file and
 # the newest of the resumed run's own.
+# Two runs into one directory: the second is refused while the first holds it, whoever started
+# first; the first is undisturbed.
+T2="train --data d.h5 --epochs 100000 --global-batch 4 --ckpt-every 1000"
+( run 2 $SPKDDP $T2 --ckpt-dir busy >busy.out 2>&1 ) &
+for i in $(seq 1 100); do [ -n "$(pgrep -f "spkddp $T2 --ckpt-dir busy")" ] && break; sleep 0.1; done
+sleep 2
+expect_error 4 "train: --ckpt-dir busy is being written by another spkddp run" -- $SPKDDP $T2 --ckpt-dir busy --seed 2
+pgrep -f "spkddp $T2 --ckpt-dir busy" >/dev/null && echo "ok  the first run goes on" || fail "the first run ended: $(cat busy.out)"
+pkill -TERM -f "spkddp $T2 --ckpt-dir busy"
+for i in $(seq 1 100); do pgrep -f "spkddp $T2 --ckpt-dir busy" >/dev/null || break; sleep 0.1; done
+
 # That run was computed by a gcc build on another machine: bitwise equal there, here within
 # the rounding of other kernels and compilers (a clang sanitizer build: linear 5e-8, ECAPA+Adam
 # 6.5e-4 after 4 steps; a lost optimizer state or position is far outside).
