@@ -132,7 +132,9 @@ void train_config_finalize(train_config_t *c, int world) {
                               {"--resume", resume_file ? c->resume : NULL},
                               {"--noise-bank", c->aug.noise_bank},
                               {"--rir-bank", c->aug.rir_bank}};
-    out_paths_check("train", logs, 2, ins, 7);
+    out_paths_check_files("train", logs, 2, ins, 7);
+    for (int i = 0; i < 2; i++)  // (a log may go into the --ckpt-dir, which the run creates)
+        if (!out_paths_in_folder(logs[i].path, c->ckpt_dir)) out_paths_check("train", &logs[i], 1, NULL, 0);
     for (int i = 0; i < 2; i++) {  // a fresh run rewrites them, keeping JSON lines only
         const int64_t line = logs[i].path[0] ? metrics_file_foreign(logs[i].path) : 0;
         if (line)

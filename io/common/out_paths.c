@@ -37,7 +37,14 @@ int out_paths_same(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
-void out_paths_check(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins) {
+int out_paths_in_folder(const char *path, const char *folder) {
+    char dir[4096];
+    folder_of(path, dir, sizeof dir);
+    return folder && folder[0] && out_paths_same(dir, folder);
+}
+
+static void check(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins,
+                  int folders) {
     for (int i = 0; i < n_outs; i++) {
         const path_arg_t *o = &outs[i];
         if (!given(o->path)) continue;
@@ -49,6 +56,7 @@ void out_paths_check(const char *command, const path_arg_t *outs, int n_outs, co
             if (given(outs[j].path) && out_paths_same(o->path, outs[j].path))
                 spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s and %s %s are the same file", command, outs[j].flag,
                              outs[j].path, o->flag, o->path);
+        if (!folders) continue;
         char dir[4096];
         folder_of(o->path, dir, sizeof dir);
         struct stat st;
@@ -60,4 +68,12 @@ void out_paths_check(const char *command, const path_arg_t *outs, int n_outs, co
             spk_fail_all(SPK_EXIT_USAGE, "%s: %s %s: cannot write into %s (%s)", command, o->flag, o->path, dir,
                          strerror(errno));
     }
+}
+
+void out_paths_check(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins) {
+    check(command, outs, n_outs, ins, n_ins, 1);
+}
+
+void out_paths_check_files(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins) {
+    check(command, outs, n_outs, ins, n_ins, 0);
 }

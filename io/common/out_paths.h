@@ -13,6 +13,11 @@ typedef struct {
 // Ends the job (spk_fail_all, SPK_EXIT_USAGE: every rank reaches the same verdict) with one line
 // naming the command, the output and the input it would replace, or the missing folder.
 void out_paths_check(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins);
+// The same without the folders: outputs whose folder the command makes itself (train's logs in
+// its --ckpt-dir).
+void out_paths_check_files(const char *command, const path_arg_t *outs, int n_outs, const path_arg_t *ins, int n_ins);
 
 // Whether a and b name the same file (or, where either does not exist, the same folder entry).
 int out_paths_same(const char *a, const char *b);
+// Whether `path` lies directly in `folder` (which need not exist yet).
+int out_paths_in_folder(const char *path, const char *folder);
