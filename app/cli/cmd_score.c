@@ -174,7 +174,7 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     embeddings_t e, c = {0};
     load(o.emb, &e);
     trials_t t = {0};
-    trials_read(o.trials, e.utt_ids, e.n, &t);
+    trials_read(o.trials, e.utt_ids, e.n, "the embeddings", &t);
     float *raw = mallocCheck((size_t)t.n * sizeof(float)), *norm = NULL;
     trials_score(&t, e.emb, e.dim, raw);
     const int snorm = strcmp(o.norm, "s-norm") == 0;

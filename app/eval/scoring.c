@@ -133,14 +133,14 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
 
 // ---- trials ----------------------------------------------------------------------------------
 
-void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, trials_t *t) {
+void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, const char *ids_from, trials_t *t) {
     utt_index_t ix;
     char err[1024];
     int rc = utt_index_build(&ix, utt_ids, n_utts, "utterance ids", err, sizeof err);
     if (rc) spk_fail_all(rc, "%s", err);
     FILE *f = fopen(path, "r");
     if (!f) spk_fail_all(SPK_EXIT_DATA, "%s: cannot read the trials (%s)", path, strerror(errno));
-    rc = trials_parse(f, path, &ix, t, err, sizeof err);
+    rc = trials_parse(f, path, &ix, ids_from, t, err, sizeof err);
     fclose(f);
     utt_index_free(&ix);
     if (rc) spk_fail_all(rc, "%s", err);

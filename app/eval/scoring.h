@@ -32,9 +32,10 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
 static inline float score_asnorm(float s, float mu_e, float sd_e, float mu_t, float sd_t) {
     return (float)(0.5 * (((double)s - mu_e) / sd_e + ((double)s - mu_t) / sd_t));
 }
-// Reads a trial list (io/scores/trials.h) against utt_ids (n_utts). Every rank calls it and reaches
-// the same verdict: a bad list stops every rank with the file and line named (exit 3).
-void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, trials_t *t);
+// Reads a trial list (io/scores/trials.h) against utt_ids (n_utts, from `ids_from`). Every rank
+// calls it and reaches the same verdict: a bad list stops every rank with the file and line named
+// (exit 3).
+void trials_read(const char *path, char *const *utt_ids, int64_t n_utts, const char *ids_from, trials_t *t);
 // Cosine scores of every trial over L2-normalised embeddings (n_utts, d).
 void trials_score(const trials_t *t, const float *emb, int64_t d, float *scores);
 

@@ -48,7 +48,9 @@ static void open_data(trainer_t *t) {
             char **ids = h5_read_strings(t->val.file, "utt_ids", t->val.num_utts);
             if (!ids)
                 spk_fail_all(SPK_EXIT_DATA, "%s: '/utt_ids' is missing: --val-trials names utterances", c->val_data);
-            trials_read(c->val_trials, ids, t->val.num_utts, &t->trials);
+            char from[TRAIN_STR_MAX + 16];
+            snprintf(from, sizeof from, "--val-data %s", c->val_data);
+            trials_read(c->val_trials, ids, t->val.num_utts, from, &t->trials);
             h5_free_strings(ids, t->val.num_utts);
         } else if (t->val.feature_dim != t->data.feature_dim || t->val.num_speakers != t->data.num_speakers)
             spk_fail_all(SPK_EXIT_DATA,

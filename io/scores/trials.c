@@ -80,7 +80,8 @@ static const char *format_name(int format) {
     return format == FORMAT_VOXCELEB ? "VoxCeleb's '1|0 utt1 utt2'" : "'utt1 utt2 target|nontarget'";
 }
 
-int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, char *err, size_t cap) {
+int trials_parse(FILE *f, const char *path, const utt_index_t *ix, const char *ids_from, trials_t *t, char *err,
+                 size_t cap) {
     memset(t, 0, sizeof *t);
     char *line = NULL;
     size_t linecap = 0;
@@ -111,7 +112,7 @@ int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, 
         const char *ua = vox ? w[1] : w[0], *ub = vox ? w[2] : w[1];
         int64_t a = utt_index_find(ix, ua), b = utt_index_find(ix, ub);
         if (a < 0 || b < 0)
-            FAIL("%s:%lld: utterance '%.200s' is not in the embeddings", path, (long long)lineno, a < 0 ? ua : ub);
+            FAIL("%s:%lld: utterance '%.200s' is not in %.600s", path, (long long)lineno, a < 0 ? ua : ub, ids_from);
         if (a == b) FAIL("%s:%lld: utterance '%.200s' is tried against itself", path, (long long)lineno, ua);
         push(t, &lines, a, b, (uint8_t)is_t, lineno);
         targets += is_t;

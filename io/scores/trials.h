@@ -20,6 +20,8 @@ typedef struct {
 // target/nontarget (or 1/0 first), lines of both formats in one list, an id not in ix, an
 // utterance tried against itself, a pair listed twice, a NUL byte; and a list without both
 // kinds of trial (EER and minDCF need both). Returns 0,
-// or SPK_EXIT_DATA with the sentence in err.
-int trials_parse(FILE *f, const char *path, const utt_index_t *ix, trials_t *t, char *err, size_t cap);
+// or SPK_EXIT_DATA with the sentence in err. `ids_from` names where ix's ids came from, for the
+// message of an unknown one ("the embeddings", "--val-data val.h5").
+int trials_parse(FILE *f, const char *path, const utt_index_t *ix, const char *ids_from, trials_t *t, char *err,
+                 size_t cap);
 void trials_free(trials_t *t);

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = cut ? size - head - 1 : size;
         FILE *f = fmemopen((void *)(len ? list : " "), len ? len : 1, "r");
         trials_t t;
-        if (trials_parse(f, "t.txt", &ix, &t, err, sizeof err) == 0) {
+        if (trials_parse(f, "t.txt", &ix, "the embeddings", &t, err, sizeof err) == 0) {
             int64_t targets = 0;
             for (int64_t i = 0; i < t.n; i++) {
                 FZ_REQUIRE(t.a[i] >= 0 && t.a[i] < n && t.b[i] >= 0 && t.b[i] < n && t.a[i] != t.b[i] &&

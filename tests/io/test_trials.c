@@ -13,7 +13,7 @@ static int parse(const char *text, size_t len, trials_t *t, char *err, size_t ca
     if (utt_index_build(&ix, ids, 4, "ids", err, cap)) return -1;
     FILE *f = fmemopen((void *)text, len, "r");
     err[0] = 0;
-    int rc = trials_parse(f, "t.txt", &ix, t, err, cap);
+    int rc = trials_parse(f, "t.txt", &ix, "the embeddings", t, err, cap);
     fclose(f);
     utt_index_free(&ix);
     return rc;
