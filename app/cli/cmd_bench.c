@@ -215,7 +215,7 @@ int cmd_bench(const comm_t *comm, int argc, char **argv) {
                                               .num_classes = o.classes,
                                               .class_first = first,
                                               .class_rows = rows,
-                                              .source = "random data",
+                                              .source = NULL,  // (no file: messages name --feat)
                                               .param_copies = 4,
                                               .ranks_per_node = comm->local_size},
                               be);

@@ -285,12 +285,7 @@ static campp_dims_t dims_of(const model_config_t *cfg, int64_t feat) {
 
 void model_campplus_build(model_t *m, const model_config_t *cfg, const model_data_t *data) {
     const int64_t F = m->feature_dim;
-    // 3D-Speaker's front end flattens int(F / 8) rows: other F do not load there.
-    if (F < 8 || conv2d_halved_rows(F, 3) != F / 8)
-        spk_fail_all(SPK_EXIT_DATA,
-                     "%s: campplus needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
-                     "stride-2 stages, as 3D-Speaker's front end expects); this dataset has F = %lld",
-                     data->source ? data->source : "the dataset", (long long)F);
+    conv2d_check_front_rows("campplus", "3D-Speaker's front end", data, F);
     campplus_t *c = callocCheck(1, sizeof *c);
     c->d = dims_of(cfg, F);
     c->dense_in = 2 * channels_after(&c->d, CAMPP_BLOCKS - 1);

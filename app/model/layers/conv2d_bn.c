@@ -2,6 +2,7 @@
 #include "app/model/layers/conv2d_bn.h"
 
 #include "app/model/layers/model_layers.h"
+#include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 
 #include <stdio.h>
@@ -144,3 +145,18 @@ void conv2d_bn_backward(conv2d_bn_t *u, model_t *m, float *dx, int dx_accumulate
 }
 
 int64_t conv2d_bn_end(const conv2d_bn_t *u) { return u->w + (int64_t)u->cout * u->cin * u->g.kh * u->g.kw; }
+
+void conv2d_check_front_rows(const char *model, const char *toolkit, const model_data_t *data, int64_t F) {
+    if (F >= 8 && conv2d_halved_rows(F, 3) == F / 8) return;
+    char what[600], has[64] = "";
+    if (data->source) {
+        snprintf(what, sizeof what, "%.500s", data->source);
+        snprintf(has, sizeof has, "; this dataset has F = %lld", (long long)F);
+    } else {
+        snprintf(what, sizeof what, "--feat %lld", (long long)F);
+    }
+    spk_fail_all(data->source ? SPK_EXIT_DATA : SPK_EXIT_USAGE,
+                 "%s: %s needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three stride-2 "
+                 "stages, as %s expects)%s",
+                 what, model, toolkit, has);
+}

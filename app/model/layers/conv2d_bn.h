@@ -38,6 +38,9 @@ static inline int64_t conv2d_halved_rows(int64_t h, int times) {
     for (int i = 0; i < times; i++) h = (h + 1) / 2;
     return h;
 }
+// Ends the run unless F features leave F / 8 rows after three halvings, which `toolkit`'s class
+// of `model` needs to load the export: a dataset's (exit 3, naming it) or bench's --feat (exit 2).
+void conv2d_check_front_rows(const char *model, const char *toolkit, const model_data_t *data, int64_t F);
 
 typedef struct conv2d_bn {
     int cin, cout;

@@ -241,12 +241,7 @@ void model_resnet_build(model_t *m, const model_config_t *cfg, const model_data_
     const int d = depth_of(cfg->name);
     SPK_ASSERT(d >= 0);
     const int64_t F = m->feature_dim;
-    // WeSpeaker sizes its embedding layer for int(F / 8) rows: other F do not load there.
-    if (F < 8 || conv2d_halved_rows(F, 3) != F / 8)
-        spk_fail_all(SPK_EXIT_DATA,
-                     "%s: %s needs features whose count F is a multiple of 8 (or leaves F / 8 rows after three "
-                     "stride-2 stages, as WeSpeaker's embedding layer expects); this dataset has F = %lld",
-                     data->source ? data->source : "the dataset", cfg->name, (long long)F);
+    conv2d_check_front_rows(cfg->name, "WeSpeaker's embedding layer", data, F);
     resnet_t *r = callocCheck(1, sizeof *r);
     r->feat = F;
     r->m_channels = cfg->channels;
