@@ -3,18 +3,26 @@
 # stages that run in order, know what their outputs were made from, and stop in order.
 # Needs SPKDDP (the spkddp binary, or its name on PATH).
 
+# runs_spkddp PID: whether PID runs the spkddp binary; also one rebuilt or replaced since it
+# started, whose /proc/PID/exe reads "PATH (deleted)".
+runs_spkddp() {
+    local x
+    x=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+    [ "${x% (deleted)}" = "$SPKDDP_EXE" ]
+}
+
 # rank_pids PID: PID and its descendants (mpiexec -> hydra_pmi_proxy -> spkddp, or srun) that
 # run the spkddp binary.
 rank_pids() {
-    local exe todo p kids out=""
-    exe=$(readlink -f "$(command -v "$SPKDDP")")
-    [ "$(readlink -f "/proc/$1/exe" 2>/dev/null)" = "$exe" ] && out=$1
+    local todo p kids out=""
+    SPKDDP_EXE=$(readlink -f "$(command -v "$SPKDDP")")
+    runs_spkddp "$1" && out=$1
     todo=$1
     while [ -n "$todo" ]; do
         kids=""
         for p in $todo; do kids="$kids $(pgrep -P "$p")"; done
         for p in $kids; do
-            [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$exe" ] && out="$out $p"
+            runs_spkddp "$p" && out="$out $p"
         done
         todo=$(echo $kids)
     done
@@ -98,20 +106,28 @@ made_from() {
 # script is acted on at once (bash holds traps while a foreground child runs). On SIGINT,
 # SIGTERM or SIGUSR1 the ranks under CMD get SIGTERM as soon as they are running (training
 # checkpoints and exits 75; after a Ctrl-C they already have it) and the script stops after
-# CMD with its code: it never goes on to the next stage. Returns CMD's status.
+# CMD with its code: it never goes on to the next stage. Where no rank shows 2 s after the signal
+# (SPKDDP a wrapper or a container launcher, whose processes run another binary), CMD itself
+# gets the SIGTERM, for its launcher to pass on. Returns CMD's status.
 STAGE_SIGNAL=""
 trap 'STAGE_SIGNAL=INT' INT
 trap 'STAGE_SIGNAL=TERM' TERM
 trap 'STAGE_SIGNAL=USR1' USR1
 run_stage() {
-    local rc child sent=0 ranks
+    local rc child sent=0 ranks polls=0
     "$@" &
     child=$!
     while kill -0 "$child" 2>/dev/null; do
         if [ -n "$STAGE_SIGNAL" ] && [ $sent -eq 0 ]; then
             ranks=$(rank_pids "$child")
+            polls=$((polls + 1))
             # shellcheck disable=SC2086
-            [ -n "$ranks" ] && kill -TERM $ranks 2>/dev/null && sent=1
+            if [ -n "$ranks" ]; then
+                kill -TERM $ranks 2>/dev/null && sent=1
+            elif [ $polls -ge 20 ]; then
+                kill -TERM "$child" 2>/dev/null
+                sent=1
+            fi
         fi
         sleep 0.1
     done

@@ -113,4 +113,25 @@ if grep -q "already finished: 60 of 60 epochs, global step 180" run4.log && grep
 else
     fail "unchanged rerun: $(grep -E 'already|up to date|made from' run4.log)"
 fi
+
+# --- a stop reaches the ranks of a binary rebuilt since they started (lib.sh's run_stage) -------
+mkdir -p rebuilt && cp "$SPKDDP" rebuilt/spkddp
+$SPKDDP synth --kind speakers --out rb.h5 --dim 8 --speakers 4 --utts-per-speaker 16 --min-frames 10 --max-frames 20 >/dev/null
+cat >rb.sh <<EOS
+. "$recipe/../../lib.sh"
+par() { mpiexec -n 2 "\$SPKDDP" "\$@"; }
+run_stage par train --data rb.h5 --ckpt-dir rb_ck --batch 4 --epochs 100000 --progress 0 || exit \$?
+EOS
+SPKDDP=$PWD/rebuilt/spkddp bash rb.sh >rb.log 2>&1 &
+m=$!
+for _ in $(seq 1 300); do [ -n "$(ls rb_ck/ckpt-*.h5 2>/dev/null)" ] && break; sleep 0.05; done
+cp rebuilt/spkddp rebuilt/new && mv rebuilt/new rebuilt/spkddp  # its old file is now "(deleted)"
+kill -USR1 $m
+for _ in $(seq 1 300); do kill -0 $m 2>/dev/null || break; sleep 0.1; done
+kill -0 $m 2>/dev/null && { pkill -f "rebuilt/spkddp"; fail "the stop did not reach the ranks of a rebuilt binary"; }
+wait $m
+rc=$?
+[ $rc -eq 75 ] && grep -q "received SIGTERM: stopped at global step" rb.log \
+    && echo "ok  SIGUSR1 to a recipe stage reached the ranks of a rebuilt binary: exit 75 with a checkpoint" \
+    || fail "rebuilt binary: exit $rc: $(tail -3 rb.log)"
 finish

@@ -21,17 +21,19 @@
 # train stage as a batch job instead: CONFIG=jobscripts/recipes/voxceleb/train.yaml sbatch
 # jobscripts/train.sbatch (with that job's CKPT_DIR given to this script as CKPT).
 #
-# Environment: SPKDDP (spkddp), MPIEXEC (mpiexec), NP (8 ranks), CKPT (ckpt), TRAIN (train:
-# the configuration), AVERAGE (0: embed with the last checkpoint; N: the mean of the last N).
+# Environment: SPKDDP (spkddp), MPIEXEC (mpiexec), NP (8 ranks), TRAIN (train: the configuration),
+# CKPT (the configuration's ckpt-dir, else ckpt), AVERAGE (0: embed with the last checkpoint; N:
+# the mean of the last N, or of all when there are fewer).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-8}
-CKPT=${CKPT:-ckpt}
 TRAIN=${TRAIN:-train}
 AVERAGE=${AVERAGE:-0}
 . "$here/../../lib.sh"
+CKPT=${CKPT:-$(key ckpt-dir "$here/$TRAIN.yaml")}
+CKPT=${CKPT:-ckpt}
 stages_parse "prepare train embed score calibrate" "$@"
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
 
@@ -42,6 +44,10 @@ if stage_wanted embed; then
     [ ${#ckpts[@]} -gt 0 ] || { echo "$0: embed: no checkpoint in $CKPT/ (run the train stage)" >&2; exit 3; }
     ckpt=${ckpts[-1]}
     if [ "$AVERAGE" -gt 0 ]; then
+        if [ ${#ckpts[@]} -lt "$AVERAGE" ]; then
+            echo "$0: embed: AVERAGE=$AVERAGE, but $CKPT/ holds ${#ckpts[@]} checkpoint(s): averaging those" >&2
+            AVERAGE=${#ckpts[@]}
+        fi
         last=("${ckpts[@]: -$AVERAGE}")
         ckpt=$CKPT/avg$AVERAGE.h5
         if ! up_to_date "$ckpt" "${last[@]}"; then

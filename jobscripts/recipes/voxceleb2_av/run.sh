@@ -12,17 +12,19 @@
 # that is unchanged; training resumes from its newest checkpoint; a signal stops the stage in
 # progress in order (as jobscripts/recipes/voxceleb/run.sh).
 #
-# Environment: SPKDDP (spkddp), MPIEXEC (mpiexec), NP (8 ranks), CKPT (ckpt), TRAIN (train),
+# Environment: SPKDDP (spkddp), MPIEXEC (mpiexec), NP (8 ranks), CKPT (the configuration's
+# ckpt-dir, else ckpt), TRAIN (train),
 # TRIALS (trials per test utterance for each kind: 20 same-speaker and 20 other-speaker).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SPKDDP=${SPKDDP:-spkddp}
 MPIEXEC=${MPIEXEC:-mpiexec}
 NP=${NP:-8}
-CKPT=${CKPT:-ckpt}
 TRAIN=${TRAIN:-train}
 TRIALS=${TRIALS:-20}
 . "$here/../../lib.sh"
+CKPT=${CKPT:-$(key ckpt-dir "$here/$TRAIN.yaml")}
+CKPT=${CKPT:-ckpt}
 stages_parse "prepare train embed score" "$@"
 par() { "$MPIEXEC" -n "$NP" "$SPKDDP" "$@"; }
 
