@@ -2,6 +2,8 @@
 
 #include "io/common/atomic_file.h"
 #include "kernels/base/check.h"
+#include "kernels/base/clock.h"
+#include "kernels/base/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,20 +56,40 @@ static void remove_if_unused(void) { rmdir(g_created); }  // fails, harmlessly, 
 
 // Two runs writing one directory mix their checkpoints, and each checks for the other's only at
 // its start: rank 0 holds an advisory lock on the directory (flock) for the run's life, which the
-// kernel drops when the process ends, however it ends. A file system that cannot lock (some NFS
-// and Lustre mounts) runs without one, as before. 0, or -1 when another process holds it.
+// kernel drops when the process ends, however it ends. A lock that is held is waited for, up to
+// SPKDDP_CKPT_LOCK_WAIT seconds (default 120, at most half of SPKDDP_MPI_TIMEOUT, which the other
+// ranks wait under): on a network file system a crashed node's lock lasts until the server's
+// lease runs out, and the requeued run must not fail for it. A file system that cannot lock
+// (some NFS and Lustre mounts) runs without one, as before. 0, or -1 when another process held
+// it throughout.
 static int g_lock_fd = -1;
-static int lock_dir(const char *dir) {
+static int lock_dir(const comm_t *comm, const char *dir) {
     if (g_lock_fd >= 0) return 0;
     const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return 0;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-        g_lock_fd = fd;
-        return 0;
+    double wait = spk_env_number("SPKDDP_CKPT_LOCK_WAIT", 120.0, 0.0, 1e6);
+    if (comm->wait.timeout_s > 0 && wait > 0.5 * comm->wait.timeout_s) wait = 0.5 * comm->wait.timeout_s;
+    const double end = spk_seconds() + wait;
+    for (int tries = 0;; tries++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            g_lock_fd = fd;
+            return 0;
+        }
+        if (errno != EWOULDBLOCK) break;  // no locks here
+        if (spk_seconds() >= end) {
+            close(fd);
+            return -1;
+        }
+        if (tries == 0)
+            printf(
+                "note: --ckpt-dir %s is locked by another process; waiting up to %.0f s (a crashed run's lock on "
+                "a network file system lasts until the server's lease ends)\n",
+                dir, wait);
+        fflush(stdout);
+        usleep(250000);
     }
-    const int busy = errno == EWOULDBLOCK;
     close(fd);
-    return busy ? -1 : 0;
+    return 0;
 }
 
 void ckpt_policy_check_dir(const comm_t *comm, const char *dir) {
@@ -86,7 +108,7 @@ void ckpt_policy_check_dir(const comm_t *comm, const char *dir) {
             v.code = SPK_EXIT_USAGE;
             snprintf(v.msg, sizeof v.msg, "train: --ckpt-dir %.1400s: checkpoints cannot be written there (%s)", dir,
                      strerror(e));
-        } else if (lock_dir(dir) != 0) {
+        } else if (lock_dir(comm, dir) != 0) {
             v.code = SPK_EXIT_CKPT;
             snprintf(v.msg, sizeof v.msg,
                      "train: --ckpt-dir %.1200s is being written by another spkddp run (it holds the directory's "

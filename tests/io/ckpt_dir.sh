@@ -107,8 +107,19 @@ T2="train --data d.h5 --epochs 100000 --global-batch 4 --ckpt-every 1000"
 ( run 2 $SPKDDP $T2 --ckpt-dir busy >busy.out 2>&1 ) &
 for i in $(seq 1 100); do [ -n "$(pgrep -f "spkddp $T2 --ckpt-dir busy")" ] && break; sleep 0.1; done
 sleep 2
-expect_error 4 "train: --ckpt-dir busy is being written by another spkddp run" -- $SPKDDP $T2 --ckpt-dir busy --seed 2
+SPKDDP_CKPT_LOCK_WAIT=1 expect_error 4 "train: --ckpt-dir busy is being written by another spkddp run" -- \
+    $SPKDDP $T2 --ckpt-dir busy --seed 2
 pgrep -f "spkddp $T2 --ckpt-dir busy" >/dev/null && echo "ok  the first run goes on" || fail "the first run ended: $(cat busy.out)"
+# A requeued run waits for a lock that goes (here: the first run stops with a checkpoint), then resumes.
+( SPKDDP_CKPT_LOCK_WAIT=60 run 2 $SPKDDP $T2 --ckpt-dir busy --resume auto --max-steps 1 >requeued.out 2>&1 ) &
+w=$!
+for i in $(seq 1 100); do grep -q "is locked by another process" requeued.out 2>/dev/null && break; sleep 0.1; done
+pkill -TERM -f "spkddp $T2 --ckpt-dir busy\$"
+wait $w
+rc=$?
+grep -q "is locked by another process; waiting" requeued.out && grep -qE "resum" requeued.out && [ $rc -eq 0 ] \
+    && echo "ok  a run started while the directory was locked waited, then resumed the stopped run" \
+    || fail "waiting for the lock: exit $rc: $(tail -3 requeued.out)"
 pkill -TERM -f "spkddp $T2 --ckpt-dir busy"
 for i in $(seq 1 100); do pgrep -f "spkddp $T2 --ckpt-dir busy" >/dev/null || break; sleep 0.1; done
 
