@@ -32,8 +32,9 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
     opt_parse(&table, &o, argc, argv, NULL, 0);
     out_paths_check("trials", (const path_arg_t[]){{"--out", o.out}}, 1, (const path_arg_t[]){{"--emb", o.emb}}, 1);
-    if (o.targets == 0 && o.nontargets == 0)
-        spk_fail_all(SPK_EXIT_USAGE, "trials: --targets 0 and --nontargets 0 make an empty list");
+    if (o.targets == 0 || o.nontargets == 0)  // (score needs both kinds: EER and minDCF weigh one against the other)
+        spk_fail_all(SPK_EXIT_USAGE, "trials: --%s 0 makes a list without %s trials, which score cannot use",
+                     o.targets == 0 ? "targets" : "nontargets", o.targets == 0 ? "target" : "nontarget");
     embeddings_t e;
     char err[1024];
     int rc = embeddings_read(o.emb, &e, err, sizeof err);
@@ -44,14 +45,24 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
         atomic_text_t out;
         atomic_text_open(&out);
         FILE *f = out.f;
-        int64_t nt = 0, nn = 0, *taken = mallocCheck((size_t)(o.targets + o.nontargets + 1) * sizeof(int64_t));
+        // A request for more partners of a kind than come after i is cut to what there is, and the
+        // tries to what the list can hold: counts past it (--targets 1000000) drew until the tries
+        // ran out, for hours. Requests the list can meet draw as before.
+        int32_t speakers = 0;
+        for (int64_t i = 0; i < e.n; i++) speakers = e.labels[i] + 1 > speakers ? e.labels[i] + 1 : speakers;
+        int64_t *later = callocCheck((size_t)speakers, sizeof(int64_t));  // a speaker's utterances after i
+        for (int64_t i = 0; i < e.n; i++) later[e.labels[i]]++;
+        const int64_t cap_t = o.targets < e.n ? o.targets : e.n, cap_n = o.nontargets < e.n ? o.nontargets : e.n;
+        const int64_t tries_max = 64 * (cap_t + cap_n + 1);
+        int64_t nt = 0, nn = 0, *taken = mallocCheck((size_t)(cap_t + cap_n + 1) * sizeof(int64_t));
         for (int64_t i = 0; i < e.n; i++) {
             rng_t r = rng_init((uint64_t)o.seed, RNG_PURPOSE_SYNTH, 9, (uint64_t)i);
+            const int64_t same_after = --later[e.labels[i]], other_after = e.n - i - 1 - same_after;
             // Partners after i only, each once, so no pair appears twice; bounded tries keep
             // it finite.
-            int64_t want_t = o.targets, want_n = o.nontargets, ntaken = 0;
-            for (int tries = 0; (want_t > 0 || want_n > 0) && tries < 64 * (int)(o.targets + o.nontargets + 1);
-                 tries++) {
+            int64_t want_t = o.targets < same_after ? o.targets : same_after;
+            int64_t want_n = o.nontargets < other_after ? o.nontargets : other_after, ntaken = 0;
+            for (int64_t tries = 0; (want_t > 0 || want_n > 0) && tries < tries_max; tries++) {
                 if (i + 1 >= e.n) break;
                 int64_t j = i + 1 + (int64_t)rng_below(&r, (uint64_t)(e.n - i - 1)), k = 0;
                 while (k < ntaken && taken[k] != j) k++;
@@ -70,6 +81,7 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
             }
         }
         free(taken);
+        free(later);
         // A list without both kinds cannot be scored (and is not written).
         if ((nt == 0 && o.targets > 0) || (nn == 0 && o.nontargets > 0))
             spk_die(SPK_EXIT_DATA, "%s: no %s trials could be made from its '/labels' (%s)", o.emb,

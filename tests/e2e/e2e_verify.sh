@@ -34,6 +34,12 @@ run 2 $SPKDDP embed --ckpt "$ck" --data test.h5 --out test_emb.h5 >/dev/null || 
 run 2 $SPKDDP embed --ckpt "$ck" --data train.h5 --out cohort.h5 >/dev/null || fail "embed cohort"
 $SPKDDP inspect "$ck" >/dev/null || fail "inspect checkpoint"
 $SPKDDP trials --emb test_emb.h5 --out trials.txt >/dev/null || fail "trials"
+# Counts past what the list can hold give every pair, at once (they drew until the tries ran out).
+n=$($SPKDDP inspect test_emb.h5 | sed -nE 's/^  embeddings +([0-9]+) .*/\1/p')
+timeout 60 $SPKDDP trials --emb test_emb.h5 --out all_pairs.txt --targets 1000000 --nontargets 1000000 >/dev/null \
+    && [ "$(sort -u all_pairs.txt | wc -l)" -eq $((n * (n - 1) / 2)) ] \
+    && echo "ok  trials --targets/--nontargets 1000000: all $((n * (n - 1) / 2)) pairs of $n utterances" \
+    || fail "trials with counts past the pairs: $(wc -l <all_pairs.txt 2>&1) lines for $n utterances"
 run 2 $SPKDDP score --emb test_emb.h5 --trials trials.txt --cohort cohort.h5 --top 100 --out scores.txt >score.log \
     || { cat score.log; fail "score"; }
 cat score.log
