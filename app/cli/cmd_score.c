@@ -32,7 +32,7 @@ static const opt_t rows[] = {
     OPT_TEXT(score_opts_t, cohort, "cohort", OPT_OPTIONAL, "cohort embeddings for score normalisation"),
     OPT_CHOICE(score_opts_t, norm, "norm", "as-norm|s-norm",
                "with --cohort: as-norm (each side's --top best cohort scores) or s-norm (the whole cohort)"),
-    OPT_INTEGER(score_opts_t, top, "top", 1, 1e7, "AS-norm: top cohort scores per side"),
+    OPT_INTEGER(score_opts_t, top, "top", 2, 1e7, "AS-norm: top cohort scores per side (2 at least: a spread)"),
     OPT_TEXT(score_opts_t, p_target, "p-target", OPT_OPTIONAL,
              "target priors of the minDCFs, comma-separated (C_miss = C_fa = 1; VoxSRC: 0.05, NIST SRE: 0.01)"),
     OPT_TEXT(score_opts_t, det, "det", OPT_OPTIONAL,
@@ -186,6 +186,9 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
     }
     if (o.cohort[0]) {
         load(o.cohort, &c);
+        if (c.n < 2)
+            spk_fail_all(SPK_EXIT_DATA, "%s: a cohort of one embedding has no spread to normalise by; give at least 2",
+                         o.cohort);
         if (c.dim != e.dim)
             spk_fail_all(SPK_EXIT_DATA, "%s: cohort embeddings have dimension %lld, %s has %lld", o.cohort,
                          (long long)c.dim, o.emb, (long long)e.dim);
@@ -194,6 +197,14 @@ int cmd_score(const comm_t *comm, int argc, char **argv) {
                     (long long)o.top, (long long)c.n, o.cohort);
         float *mean = mallocCheck((size_t)e.n * sizeof(float)), *std = mallocCheck((size_t)e.n * sizeof(float));
         cohort_stats(comm, &e, &c, snorm ? c.n : o.top, mean, std);  // S-norm: the whole cohort
+        int64_t flat = 0;
+        for (int64_t i = 0; i < e.n; i++) flat += std[i] <= (float)SCORE_MIN_SPREAD;
+        if (flat)
+            printf0(
+                "warning: %lld of %lld embeddings score the same against all their %s (%s): their spread is "
+                "taken as %g, which scales their normalised scores by up to %g\n",
+                (long long)flat, (long long)e.n, snorm ? "cohort" : "top cohort", o.cohort, SCORE_MIN_SPREAD,
+                1.0 / SCORE_MIN_SPREAD);
         norm = mallocCheck((size_t)t.n * sizeof(float));
         for (int64_t i = 0; i < t.n; i++)
             norm[i] = score_asnorm(raw[i], mean[t.a[i]], std[t.a[i]], mean[t.b[i]], std[t.b[i]]);

@@ -125,7 +125,7 @@ void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_
             mu /= (double)top_k;
             for (int64_t k = 0; k < top_k; k++) var += (row[k] - mu) * (row[k] - mu);
             mean[i0 + i] = (float)mu;
-            std[i0 + i] = (float)fmax(sqrt(var / (double)top_k), 1e-6);
+            std[i0 + i] = (float)fmax(sqrt(var / (double)top_k), SCORE_MIN_SPREAD);
         }
     }
     free(s);

@@ -24,7 +24,9 @@ double score_min_dcf(const float *scores, const uint8_t *target, int64_t n, doub
 float score_cosine(const float *a, const float *b, int64_t d);
 // For each of n embeddings (n, d): mean and std (population) of its top_k cosine scores
 // against the cohort (m, d) -- the statistics AS-norm needs; top_k >= m gives S-norm's, over
-// the whole cohort. Rows must be L2-normalised.
+// the whole cohort. Rows must be L2-normalised. A std below SCORE_MIN_SPREAD (scores that do
+// not spread: equal cohort rows) is floored there, where the definition would divide by 0.
+#define SCORE_MIN_SPREAD 1e-6
 void score_cohort_stats(const float *emb, int64_t n, const float *cohort, int64_t m, int64_t d, int64_t top_k,
                         float *mean, float *std);
 // Symmetric normalisation with each side's cohort statistics (S-norm or AS-norm):

@@ -529,6 +529,14 @@ static void em_emb_dim_attr(hid_t f) { h5_attr_write_i64(f, "emb_dim", (int64_t)
 static void em_unstored(hid_t f) { put_unstored(f, "embeddings", H5T_IEEE_F32LE, 2, (hsize_t[]){N, emb_dim(f)}); }
 static void em_no_labels(hid_t f) { del(f, "labels"); }
 static void em_one_speaker(hid_t f) { put(f, "labels", H5T_NATIVE_INT32, 1, (hsize_t[]){N}, (int32_t[N]){0}); }
+static void em_cohort_one(hid_t f) {  // one row: no spread to normalise by
+    const hsize_t E = emb_dim(f);
+    float e[64 * N];
+    h5_read_array(f, "embeddings", H5T_NATIVE_FLOAT, e, "x");
+    put(f, "embeddings", H5T_IEEE_F32LE, 2, (hsize_t[]){1, E}, e);
+    put_strings(f, "utt_ids", ids, 1);
+    del(f, "labels");
+}
 static void em_cohort_dim(hid_t f) {
     const hsize_t E = emb_dim(f) + 1;
     put(f, "embeddings", H5T_NATIVE_FLOAT, 2, (hsize_t[]){N, E}, x);
@@ -663,6 +671,7 @@ static const mutation_t MUTATIONS[] = {
     M("good_emb.h5", em_no_labels),
     M("good_emb.h5", em_one_speaker),
     M("good_emb.h5", em_cohort_dim),
+    M("good_emb.h5", em_cohort_one),
 };
 
 // Files that are not HDF5 at all, and text inputs (trial lists, Kaldi lists).
