@@ -28,6 +28,28 @@ static const opt_t rows[] = {
 static const opt_table_t table =
     OPT_TABLE("trials", "Make a trial list from the speaker labels of an embeddings file.", rows);
 
+static const int32_t *g_labels;  // (the comparison's)
+static int by_speaker(const void *a, const void *b) {
+    const int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    return g_labels[i] != g_labels[j] ? (g_labels[i] > g_labels[j]) - (g_labels[i] < g_labels[j]) : (i > j) - (i < j);
+}
+
+// For each utterance, how many of its speaker's utterances come after it. Sorted by speaker, not
+// counted in an array by label: labels go up to 2^31, and need not be dense.
+static int64_t *same_speaker_after(const embeddings_t *e) {
+    int64_t *order = mallocCheck((size_t)(e->n ? e->n : 1) * sizeof(int64_t));
+    int64_t *after = mallocCheck((size_t)(e->n ? e->n : 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < e->n; i++) order[i] = i;
+    g_labels = e->labels;
+    qsort(order, (size_t)e->n, sizeof *order, by_speaker);
+    for (int64_t k = e->n - 1, run = 0; k >= 0; k--) {
+        run = k + 1 < e->n && e->labels[order[k + 1]] == e->labels[order[k]] ? run + 1 : 0;
+        after[order[k]] = run;
+    }
+    free(order);
+    return after;
+}
+
 int cmd_trials(const comm_t *comm, int argc, char **argv) {
     trials_opts_t o = {.targets = 3, .nontargets = 10, .seed = 1};
     opt_parse(&table, &o, argc, argv, NULL, 0);
@@ -48,16 +70,13 @@ int cmd_trials(const comm_t *comm, int argc, char **argv) {
         // A request for more partners of a kind than come after i is cut to what there is, and the
         // tries to what the list can hold: counts past it (--targets 1000000) drew until the tries
         // ran out, for hours. Requests the list can meet draw as before.
-        int32_t speakers = 0;
-        for (int64_t i = 0; i < e.n; i++) speakers = e.labels[i] + 1 > speakers ? e.labels[i] + 1 : speakers;
-        int64_t *later = callocCheck((size_t)speakers, sizeof(int64_t));  // a speaker's utterances after i
-        for (int64_t i = 0; i < e.n; i++) later[e.labels[i]]++;
+        int64_t *later = same_speaker_after(&e);
         const int64_t cap_t = o.targets < e.n ? o.targets : e.n, cap_n = o.nontargets < e.n ? o.nontargets : e.n;
         const int64_t tries_max = 64 * (cap_t + cap_n + 1);
         int64_t nt = 0, nn = 0, *taken = mallocCheck((size_t)(cap_t + cap_n + 1) * sizeof(int64_t));
         for (int64_t i = 0; i < e.n; i++) {
             rng_t r = rng_init((uint64_t)o.seed, RNG_PURPOSE_SYNTH, 9, (uint64_t)i);
-            const int64_t same_after = --later[e.labels[i]], other_after = e.n - i - 1 - same_after;
+            const int64_t same_after = later[i], other_after = e.n - i - 1 - same_after;
             // Partners after i only, each once, so no pair appears twice; bounded tries keep
             // it finite.
             int64_t want_t = o.targets < same_after ? o.targets : same_after;
