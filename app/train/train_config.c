@@ -3,7 +3,6 @@
 #include "app/dist/device_select.h"
 #include "app/model/registry.h"
 #include "app/train/resume_allow.h"
-#include "io/common/metrics.h"
 #include "io/common/out_paths.h"
 #include "kernels/base/check.h"
 
@@ -135,13 +134,6 @@ void train_config_finalize(train_config_t *c, int world) {
     out_paths_check_files("train", logs, 2, ins, 7);
     for (int i = 0; i < 2; i++)  // (a log may go into the --ckpt-dir, which the run creates)
         if (!out_paths_in_folder(logs[i].path, c->ckpt_dir)) out_paths_check("train", &logs[i], 1, NULL, 0);
-    for (int i = 0; i < 2; i++) {  // a fresh run rewrites them, keeping JSON lines only
-        const int64_t line = logs[i].path[0] ? metrics_file_foreign(logs[i].path) : 0;
-        if (line)
-            spk_fail_all(SPK_EXIT_USAGE,
-                         "train: %s %s exists and is not a file of JSON lines (line %lld): choose another path",
-                         logs[i].flag, logs[i].path, (long long)line);
-    }
     const int64_t per_update = world * c->grad_accum;  // forward/backward passes per update
     if (c->global_batch > 0) {
         if (c->global_batch % per_update != 0)
