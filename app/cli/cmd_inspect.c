@@ -137,7 +137,7 @@ int cmd_inspect(const comm_t *comm, int argc, char **argv) {
         spk_fail_all(SPK_EXIT_USAGE, "inspect: which file? usage: spkddp inspect FILE");
     const char *path = pos[0];
     char fmt[64] = "";
-    int is_ckpt = 0, is_emb = 0;
+    enum { DATASET, CHECKPOINT, EMBEDDINGS } kind = DATASET;
     if (comm->rank == 0) {
         h5_quiet();
         if (access(path, R_OK) != 0) spk_die(SPK_EXIT_USAGE, "%s: cannot read the file", path);
@@ -145,14 +145,12 @@ int cmd_inspect(const comm_t *comm, int argc, char **argv) {
         if (f < 0) spk_die(SPK_EXIT_USAGE, "%s: not an HDF5 file", path);
         h5_attr_read_str(f, "spkddp_format", fmt, sizeof fmt);
         H5Fclose(f);
-        is_ckpt = strcmp(fmt, CKPT_FORMAT) == 0;
-        is_emb = strcmp(fmt, EMB_FORMAT) == 0;
+        kind = strcmp(fmt, CKPT_FORMAT) == 0 ? CHECKPOINT : strcmp(fmt, EMB_FORMAT) == 0 ? EMBEDDINGS : DATASET;
     }
-    comm_bcast(comm, &is_ckpt, 1, MPI_INT, 0);
-    comm_bcast(comm, &is_emb, 1, MPI_INT, 0);
-    if (is_ckpt) {
+    comm_bcast(comm, &kind, sizeof kind, MPI_BYTE, 0);
+    if (kind == CHECKPOINT) {
         if (comm->rank == 0) inspect_checkpoint(path, o.params);
-    } else if (is_emb) {
+    } else if (kind == EMBEDDINGS) {
         if (comm->rank == 0) inspect_embeddings(path);
     } else {
         inspect_dataset(comm, path);
