@@ -211,15 +211,11 @@ static int run(const calib_opts_t *o, verdict_t *v) {
     if (o->fit[0] && (!s.labelled || nt == 0 || nt == s.n))
         fail(v, SPK_EXIT_DATA, "%s: fitting needs target and nontarget trials (%lld of %lld are targets%s)", o->scores,
              (long long)nt, (long long)s.n, s.labelled ? "" : "; the lines have no labels");
-    double *q = !v->code && o->utt2dur[0] ? quality_of(&s, o->utt2dur, v) : NULL;
+    double *q = !v->code && o->utt2dur[0] ? quality_of(&s, o->utt2dur, v) : NULL, *llr = NULL;
     if (!v->code && o->apply[0] && (c.n_quality != 0) != (q != NULL))
         fail(v, SPK_EXIT_USAGE, "calibrate: %s was fitted %s durations; %s", o->apply, c.n_quality ? "with" : "without",
              c.n_quality ? "give --utt2dur" : "leave out --utt2dur");
-    if (v->code) {
-        free(q);
-        score_list_free(&s);
-        return v->code;
-    }
+    if (v->code) goto done;
     printf("calibrate: %s: %lld trials", o->scores, (long long)s.n);
     if (s.labelled) printf(" (%lld target, %lld nontarget)", (long long)nt, (long long)(s.n - nt));
     printf(", scores from field %d%s\n", s.field, q ? ", log durations as quality measures" : "");
@@ -227,7 +223,7 @@ static int run(const calib_opts_t *o, verdict_t *v) {
         const int it = calib_fit(&c, s.score, q, q ? CALIB_MAX_QUALITY : 0, s.target, s.n, o->prior);
         if (it < 0) spk_warn("calibrate: the fit did not converge in 100 Newton steps; the model is the last iterate");
     }
-    double *llr = mallocCheck((size_t)s.n * sizeof(double));
+    llr = mallocCheck((size_t)s.n * sizeof(double));
     for (int64_t i = 0; i < s.n && !v->code; i++) {
         llr[i] = calib_llr(&c, s.score[i], q ? q + CALIB_MAX_QUALITY * i : NULL);
         if (!isfinite(llr[i]))  // (a fit that ran away, or a model's extreme weights)
@@ -235,12 +231,7 @@ static int run(const calib_opts_t *o, verdict_t *v) {
                  o->scores, o->fit[0] ? "fitted model" : "model ", o->fit[0] ? "" : o->apply, s.a[i], s.b[i],
                  s.score[i]);
     }
-    if (v->code) {
-        free(llr);
-        free(q);
-        score_list_free(&s);
-        return v->code;
-    }
+    if (v->code) goto done;
     if (s.labelled && nt > 0 && nt < s.n) {
         report("scores", &s, s.score);
         report("calibrated", &s, llr);
@@ -250,6 +241,7 @@ static int run(const calib_opts_t *o, verdict_t *v) {
     printf("   (prior %g)\n", c.prior);
     if (o->fit[0] && !save_model(o->fit, &c, s.field, v)) printf("wrote %s\n", o->fit);
     if (!v->code && o->out[0] && !write_llrs(o->out, &s, llr, v)) printf("wrote %s\n", o->out);
+done:
     free(llr);
     free(q);
     score_list_free(&s);
