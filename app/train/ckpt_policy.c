@@ -80,12 +80,13 @@ static int lock_dir(const comm_t *comm, const char *dir) {
             close(fd);
             return -1;
         }
-        if (tries == 0)
+        if (tries == 0) {
             printf(
                 "note: --ckpt-dir %s is locked by another process; waiting up to %.0f s (a crashed run's lock on "
                 "a network file system lasts until the server's lease ends)\n",
                 dir, wait);
-        fflush(stdout);
+            fflush(stdout);
+        }
         usleep(250000);
     }
     close(fd);
