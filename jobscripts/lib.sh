@@ -3,26 +3,26 @@
 # stages that run in order, know what their outputs were made from, and stop in order.
 # Needs SPKDDP (the spkddp binary, or its name on PATH).
 
-# runs_spkddp PID: whether PID runs the spkddp binary; also one rebuilt or replaced since it
-# started, whose /proc/PID/exe reads "PATH (deleted)".
-runs_spkddp() {
+# runs_binary PID EXE: whether PID runs the binary EXE (a resolved path); also one rebuilt or
+# replaced since it started, whose /proc/PID/exe reads "EXE (deleted)".
+runs_binary() {
     local x
     x=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
-    [ "${x% (deleted)}" = "$SPKDDP_EXE" ]
+    [ "${x% (deleted)}" = "$2" ]
 }
 
 # rank_pids PID: PID and its descendants (mpiexec -> hydra_pmi_proxy -> spkddp, or srun) that
 # run the spkddp binary.
 rank_pids() {
-    local todo p kids out=""
-    SPKDDP_EXE=$(readlink -f "$(command -v "$SPKDDP")")
-    runs_spkddp "$1" && out=$1
+    local exe todo p kids out=""
+    exe=$(readlink -f "$(command -v "$SPKDDP")")
+    runs_binary "$1" "$exe" && out=$1
     todo=$1
     while [ -n "$todo" ]; do
         kids=""
         for p in $todo; do kids="$kids $(pgrep -P "$p")"; done
         for p in $kids; do
-            runs_spkddp "$p" && out="$out $p"
+            runs_binary "$p" "$exe" && out="$out $p"
         done
         todo=$(echo $kids)
     done
