@@ -148,6 +148,9 @@ void nccl_allreduce_drain(nccl_comm_t *n, int64_t total) { chosen()->nccl_allred
 void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count) {
     chosen()->nccl_exact_allreduce_start(n, s, max, count);
 }
+void nccl_exact_words_start(nccl_comm_t *n, xsum_t s, float *y, int64_t count) {
+    chosen()->nccl_exact_words_start(n, s, y, count);
+}
 void nccl_allgather(nccl_comm_t *n, const float *send, float *recv, int64_t count) {
     chosen()->nccl_allgather(n, send, recv, count);
 }

@@ -24,8 +24,8 @@
     X(spk_cuda_init) X(spk_cuda_shutdown) X(spk_cuda_set_tf32) X(spk_cuda_bytes_in_use)            \
     X(spk_cuda_print_conv_plans)                                                                   \
     X(nccl_comm_unique_id) X(nccl_comm_create) X(nccl_allreduce_start) X(nccl_allreduce_end)       \
-    X(nccl_allreduce_drain) X(nccl_exact_allreduce_start) X(nccl_allgather) X(nccl_reduce_scatter) \
-    X(nccl_join) X(nccl_comm_destroy)
+    X(nccl_allreduce_drain) X(nccl_exact_allreduce_start) X(nccl_exact_words_start)               \
+    X(nccl_allgather) X(nccl_reduce_scatter) X(nccl_join) X(nccl_comm_destroy)
 // clang-format on
 
 #define SPK_CUDA_MODULE_MEMBER(name) __typeof__(name) *name;

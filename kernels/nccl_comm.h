@@ -36,6 +36,13 @@ void nccl_allreduce_drain(nccl_comm_t *n, int64_t total);
 // NCCL's stream), the limbs' sums (ncclInt64, ncclSum) in place. Returns at once;
 // nccl_allreduce_end waits for it with the rest.
 void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t count);
+// The same for sums that take at most 32 terms in all (no merge of their words overflows), with
+// y (count floats of device memory) <- their sums rounded, as xsum_to_float would, in 12 bytes a
+// sum where the above takes 17 in each direction: every sum as one word (kernels/exact_sum_math.h)
+// in s.hi's place, each rank's share of the words sent to it (ncclSend/ncclRecv), received into
+// s.lo's place (which must hold R - 1 shares of up to ceil(count / R) sums), merged and rounded there,
+// then each share's floats sent to every rank. s is scratch afterwards. Returns at once.
+void nccl_exact_words_start(nccl_comm_t *n, xsum_t s, float *y, int64_t count);
 // The global batch's collectives (contrastive losses over every rank's embeddings), on device
 // memory, every rank the same count: recv (size x count floats) <- every rank's send (count
 // floats) in rank order; recv (count floats) <- the sum over ranks of their send's block `rank`

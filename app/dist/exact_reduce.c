@@ -1,6 +1,7 @@
 #include "app/dist/exact_reduce.h"
 
 #include "kernels/base/check.h"
+#include "kernels/base/env.h"
 #include "kernels/base/spk_assert.h"
 #include "kernels/exact_sum_math.h"
 
@@ -207,7 +208,7 @@ void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n) {
     spk_xsum_upload(r->be, s, h, n);
 }
 
-int exact_reduce_floats(const exact_reduce_t *r) { return !r->nccl && !r->be->separate_memory; }
+int exact_reduce_floats(const exact_reduce_t *r) { return r->nccl || !r->be->separate_memory; }
 
 // The bucketed reductions: with floats out, one reduce-scatter of words and a gather of floats;
 // otherwise MPI's own reductions (vectorized, no packing) in two rounds, as NCCL's path does. A
@@ -327,18 +328,54 @@ static void halving_end(exact_reduce_t *r, bucket_t *b) {
         b->w += k0;  // (this rank's share, as the reduce-scatter leaves it: floats_start)
 }
 
-void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out) {
+#ifdef SPKDDP_HAVE_CUDA
+// Whether NCCL's words may go for a bucket of count sums of at most `terms` terms: no merge
+// overflows, and the R - 1 peers' words of this rank's share (up to ceil(count / R) each) fit the
+// bucket's lo limbs, where they are received (every rank decides alike). SPKDDP_EXACT_SUMS=full
+// keeps the 17 bytes (the tests' comparison of the two).
+static int nccl_words(const exact_reduce_t *r, int64_t count, int64_t terms) {
+    const int64_t size = r->comm->size, share = (count + size - 1) / size;
+    return terms >= 1 && terms <= 32 && (size - 1) * share <= count &&
+           spk_env_choice("SPKDDP_EXACT_SUMS", "terms|words|full") != 2;
+}
+
+// A bucket on NCCL: as words, floats out (12 bytes a sum), or as sums (17), rounded at the wait.
+static void nccl_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out, int64_t terms) {
+    const int64_t count = to - from;
+    bucket_t *b = push_bucket(r, from, to, out);
+    b->words = out && nccl_words(r, count, terms);
+    if (b->words) {
+        r->bytes += comm_scatter_bytes(r->comm, count * (int64_t)(sizeof(uint64_t) + sizeof(float)));
+        nccl_exact_words_start(r->nccl, xsum_at(s, from), out + from, count);
+        return;
+    }
+    r->bytes += comm_allreduce_bytes(r->comm, count * (1 + 2 * (int64_t)sizeof(int64_t)));
+    nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
+}
+
+// NCCL's buckets done (the kernels' stream waits for them): those of sums with floats out rounded.
+static void nccl_wait(exact_reduce_t *r) {
+    nccl_allreduce_end(r->nccl, r->n);
+    for (int k = 0; k < r->nbuckets; k++) {
+        const bucket_t *b = &r->bucket[k];
+        if (b->out && !b->words) r->be->xsum_to_float(b->out + b->from, xsum_at(r->s, b->from), b->to - b->from);
+    }
+    r->nbuckets = 0;
+}
+#endif
+
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out, int64_t terms) {
     SPK_ASSERT(from < to && to <= r->n && to - from <= MAX_COUNT);
     SPK_ASSERT(!out || exact_reduce_floats(r));
     const int64_t count = to - from;
     r->s = s;
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        r->bytes += comm_allreduce_bytes(r->comm, count * (1 + 2 * (int64_t)sizeof(int64_t)));
-        nccl_exact_allreduce_start(r->nccl, xsum_at(s, from), r->max + from, count);
+        nccl_start(r, s, from, to, out, terms);
         return;
     }
 #endif
+    (void)terms;  // (MPI's words redo a sum that overflows)
     bucket_t *b = push_bucket(r, from, to, out);
     if (out) {  // (host memory) phase 2 at once: the words' reduce-scatter, in start order
         // Sums held as words are reduced in place: they take at most 32 terms in all, so no
@@ -459,6 +496,7 @@ static int arrived(MPI_Request *req) {
 }
 
 void exact_reduce_progress(exact_reduce_t *r) {
+    if (r->nccl) return;  // (NCCL's stream moves its buckets on)
     // MPI moves nonblocking collectives only inside MPI calls. Buckets go on to their next phase
     // in start order (the same order on every rank), up to the first whose phase has not arrived.
     while (r->advanced < r->nbuckets && arrived(&r->bucket[r->advanced].req[0]))
@@ -483,7 +521,7 @@ void exact_reduce_progress(exact_reduce_t *r) {
 void exact_reduce_wait(exact_reduce_t *r) {
 #ifdef SPKDDP_HAVE_CUDA
     if (r->nccl) {
-        nccl_allreduce_end(r->nccl, r->n);
+        nccl_wait(r);
         return;
     }
 #endif

@@ -24,9 +24,14 @@
 //                           exact_reduce_now (small, blocking): one MPI_Iallreduce with a user
 //                           reduction doing the merge on the sums packed bin and limbs together
 //                           (17 bytes a sum)
-//   CUDA device memory      NCCL, which has no user reductions: the bins' maximum (ncclInt8
-//                           MAX), a kernel raising every sum to it, the limbs' sums (ncclInt64
-//                           SUM), all queued on NCCL's stream (17 bytes a sum)
+//   CUDA device memory      NCCL, which has no user reductions, all queued on NCCL's stream:
+//                           bucketed, floats out, sums of at most 32 terms in all: the sums as
+//                           words, each rank's share of them sent to it (ncclSend/ncclRecv),
+//                           merged and rounded by a kernel there, the floats sent to every rank
+//                           (12 bytes a sum, 3/2 of a float allreduce's, as on MPI); otherwise,
+//                           and for exact_reduce_now: the bins' maximum (ncclInt8 MAX), a kernel
+//                           raising every sum to it, the limbs' sums (ncclInt64 SUM), 17 bytes a
+//                           sum
 //   other separate memory   through host copies and MPI (cpu-staged; ranks sharing a GPU)
 // A float allreduce moves 4 bytes a number.
 #pragma once
@@ -46,11 +51,12 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
 void exact_reduce_now(exact_reduce_t *r, xsum_t s, int64_t n);
 // A bucketed reduction of the sums s: buckets [from, to) start in increasing order (every rank
 // the same buckets), progress moves them on, and wait returns when they are done: out NULL, s
-// holds the sums; out (host memory, where exact_reduce_floats says so), out[from, to) holds them
-// rounded to float, as xsum_to_float would, and s[from, to) is left as it was. Each rank then
-// rounds a share of the sums and the ranks gather the floats: 4 bytes a sum on the way back
-// instead of 8, and each rank rounds 1 / R of them.
-void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out);
+// holds the sums; out (the backend's memory, where exact_reduce_floats says so), out[from, to)
+// holds them rounded to float, as xsum_to_float would, and s[from, to) is left as it was (on
+// NCCL: scratch). Each rank then rounds a share of the sums and the ranks gather the floats: 4
+// bytes a sum on the way back instead of 8, and each rank rounds 1 / R of them. terms: the most
+// terms a sum of s takes over all ranks (0: not known); NCCL's words need at most 32.
+void exact_reduce_start(exact_reduce_t *r, xsum_t s, int64_t from, int64_t to, float *out, int64_t terms);
 int exact_reduce_floats(const exact_reduce_t *r);
 void exact_reduce_progress(exact_reduce_t *r);
 void exact_reduce_wait(exact_reduce_t *r);

@@ -87,7 +87,8 @@ void grad_sync_init(grad_sync_t *g, const comm_t *c, const spk_backend_t *be, in
 // Starts averaging grads[from, to) (xgrads in the invariant mode).
 static void start(grad_sync_t *g, int64_t from, int64_t to) {
     if (g->exact && !g->exact_as_float) {
-        exact_reduce_start(g->xr, g->model->xgrads, from, to, exact_reduce_floats(g->xr) ? g->model->grads : NULL);
+        exact_reduce_start(g->xr, g->model->xgrads, from, to, exact_reduce_floats(g->xr) ? g->model->grads : NULL,
+                           g->model->exact_terms);
         return;
     }
     float *grads = g->model->grads;

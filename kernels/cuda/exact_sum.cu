@@ -54,6 +54,25 @@ __global__ void xsum_raise_kernel(xsum_t s, const int8_t *bin, int64_t n) {
     }
 }
 
+// w[i] <- the word of s[i] (kernels/exact_sum_math.h); w may be s.hi's memory, as each thread
+// reads its sum before it writes the word.
+__global__ void xsum_to_words_kernel(uint64_t *w, xsum_t s, int64_t n) {
+    SPK_GRID_LOOP(i, n) {
+        const uint64_t word = xsum_word(s.bin[i], s.hi[i], s.lo[i]);
+        w[i] = word;
+    }
+}
+
+// y[i] <- own[i] merged with rows[k * n + i], k < rows, rounded to float as xsum_words_to_float
+// rounds a word (XSUM_OVER_BITS for a sum that did not fit).
+__global__ void xsum_words_round_kernel(float *y, const uint64_t *own, const uint64_t *rows, int nrows, int64_t n) {
+    SPK_GRID_LOOP(i, n) {
+        uint64_t w = own[i];
+        for (int k = 0; k < nrows; k++) w = xsum_word_merge(w, rows[(size_t)k * n + i]);
+        y[i] = xsum_word_code(w) == XSUM_WORD_OVER ? __uint_as_float(XSUM_OVER_BITS) : (float)xsum_word_value(w);
+    }
+}
+
 }  // namespace
 
 extern "C" void xsum_zero_cuda(xsum_t s, int64_t n) {
@@ -79,5 +98,18 @@ extern "C" void xsum_rows_add_cuda(xsum_t dst, xsum_t src, const int *idx, int n
 extern "C" void xsum_raise_to_cuda_stream(struct CUstream_st *stream, xsum_t s, const int8_t *bin, int64_t n) {
     if (n <= 0) return;
     xsum_raise_kernel<<<spk_grid((size_t)n), SPK_CUDA_THREADS, 0, stream>>>(s, bin, n);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void xsum_to_words_cuda_stream(struct CUstream_st *stream, uint64_t *w, xsum_t s, int64_t n) {
+    if (n <= 0) return;
+    xsum_to_words_kernel<<<spk_grid((size_t)n), SPK_CUDA_THREADS, 0, stream>>>(w, s, n);
+    SPK_CUDA_LAUNCHED();
+}
+
+extern "C" void xsum_words_round_cuda_stream(struct CUstream_st *stream, float *y, const uint64_t *own,
+                                             const uint64_t *rows, int nrows, int64_t n) {
+    if (n <= 0) return;
+    xsum_words_round_kernel<<<spk_grid((size_t)n), SPK_CUDA_THREADS, 0, stream>>>(y, own, rows, nrows, n);
     SPK_CUDA_LAUNCHED();
 }

@@ -142,6 +142,36 @@ void nccl_exact_allreduce_start(nccl_comm_t *n, xsum_t s, int8_t *max, int64_t c
     ncclSettle(n, ncclGroupEnd());  // a group's calls are settled at its end
 }
 
+// Rank i's share of count sums: [count i / R, count (i + 1) / R).
+static int64_t share_at(const nccl_comm_t *n, int64_t count, int i) { return count * i / n->size; }
+
+void nccl_exact_words_start(nccl_comm_t *n, xsum_t s, float *y, int64_t count) {
+    const int me = n->rank;
+    const int64_t at = share_at(n, count, me), len = share_at(n, count, me + 1) - at;
+    uint64_t *w = (uint64_t *)(void *)s.hi, *rows = (uint64_t *)(void *)s.lo;
+    cudaCheck(cudaEventRecord(n->ready, spk_cuda_stream()));
+    cudaCheck(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    xsum_to_words_cuda_stream(n->stream, w, s, count);
+    ncclCheck(ncclGroupStart());  // each share's words to its owner; the peers' words of ours, in rank order
+    for (int p = 0, k = 0; p < n->size; p++) {
+        if (p == me) continue;
+        const int64_t from = share_at(n, count, p), to = share_at(n, count, p + 1);
+        if (to > from) ncclCheck(ncclSend(w + from, (size_t)(to - from), ncclUint64, p, n->comm, n->stream));
+        if (len > 0)
+            ncclCheck(ncclRecv(rows + (size_t)k++ * (size_t)len, (size_t)len, ncclUint64, p, n->comm, n->stream));
+    }
+    ncclSettle(n, ncclGroupEnd());
+    xsum_words_round_cuda_stream(n->stream, y + at, w + at, rows, n->size - 1, len);
+    ncclCheck(ncclGroupStart());  // our share's floats to every peer, theirs to us
+    for (int p = 0; p < n->size; p++) {
+        if (p == me) continue;
+        const int64_t from = share_at(n, count, p), to = share_at(n, count, p + 1);
+        if (len > 0) ncclCheck(ncclSend(y + at, (size_t)len, ncclFloat, p, n->comm, n->stream));
+        if (to > from) ncclCheck(ncclRecv(y + from, (size_t)(to - from), ncclFloat, p, n->comm, n->stream));
+    }
+    ncclSettle(n, ncclGroupEnd());
+}
+
 void nccl_join(nccl_comm_t *n) {
     cudaCheck(cudaEventRecord(n->joined, n->stream));
     cudaCheck(cudaStreamWaitEvent(spk_cuda_stream(), n->joined, 0));

@@ -8,9 +8,11 @@
 #   - bitwise the same when the ranks share one GPU (gradients through MPI on the host);
 #   - the classifier sharded across the ranks (--head sharded) as on the CPU, bitwise in both orders;
 #   - one rank with SPKDDP_NCCL=1 (NCCL over one GPU) bitwise the same as without;
-#   - with --invariant, in float32 and bf16 (exact sums reduced by NCCL: int8 max, a raise kernel, int64 sums;
-#     BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and 2 ranks sharing one GPU
-#     (exact sums through MPI on the host) end bitwise equal; the sharded head (exact sums over
+#   - with --invariant, in float32 and bf16 (the gradients' exact sums as words sent to the
+#     share's GPU, merged and rounded there, the floats sent back; BatchNorm's by NCCL: int8 max,
+#     a raise kernel, int64 sums; BatchNorm over the global batch), 1 rank, 2 ranks on 2 GPUs and
+#     2 ranks sharing one GPU (exact sums through MPI on the host) end bitwise equal, and so do
+#     the gradients in full (SPKDDP_EXACT_SUMS=full: 17 bytes a sum) and 3 GPUs against 1; the sharded head (exact sums over
 #     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise; and
 #     ECAPA and ResNet34 with BatchNorm by groups (--invariant-bn group) likewise;
@@ -96,6 +98,16 @@ gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invaria
     >log_inv_shared 2>&1 || { cat log_inv_shared; fail "invariant: two ranks sharing a GPU"; }
 same inv1/$ckpt inv2/$ckpt 0 "invariant: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 same inv1/$ckpt inv_shared/$ckpt 0 "invariant: 1 rank vs 2 ranks sharing a GPU (MPI on the host)"
+# The gradients' words (12 bytes a sum: each share merged and rounded by its GPU) against the
+# sums in full (17), and 3 GPUs, whose shares of a bucket differ in size, against 1.
+SPKDDP_EXACT_SUMS=full gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant \
+    --ckpt-dir inv2_full >log_inv2_full 2>&1 || { cat log_inv2_full; fail "invariant: two GPUs, sums in full"; }
+same inv2/$ckpt inv2_full/$ckpt 0 "invariant on 2 GPUs: gradients as words vs as sums in full"
+gpus 1 forward run 1 $SPKDDP train $common --global-batch 6 --max-steps 2 --device cuda --invariant --ckpt-dir inv1_6 \
+    >log_inv1_6 2>&1 || { cat log_inv1_6; fail "invariant, global batch 6: one rank"; }
+gpus 3 reverse run 3 $SPKDDP train $common --global-batch 6 --max-steps 2 --device cuda --invariant --ckpt-dir inv3 \
+    >log_inv3 2>&1 || { cat log_inv3; fail "invariant, global batch 6: three GPUs"; }
+same inv1_6/$ckpt inv3/$ckpt 0 "invariant: 1 rank vs 3 ranks on 3 GPUs (NCCL)"
 # bf16 operands: each sample's cuBLAS calls of its own, the same exact sums.
 gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb1 \
     >log_invb1 2>&1 || { cat log_invb1; fail "invariant bf16: one rank"; }

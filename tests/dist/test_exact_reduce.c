@@ -90,7 +90,7 @@ static void check_one_term(const comm_t *c, exact_reduce_t *r, float *x, const i
     const xsum_t one = xsum_ones(mine);
     int64_t want = 0;
     for (int b = 0; b < 3; b++) {
-        exact_reduce_start(r, one, cuts[b], cuts[b + 1], y);
+        exact_reduce_start(r, one, cuts[b], cuts[b + 1], y, 0);
         exact_reduce_progress(r);
         const int64_t n = cuts[b + 1] - cuts[b];
         want += c->size == 2 ? 4 * (n - (c->rank ? n - n / 2 : n / 2)) + sc(c, 4 * n) : sc(c, 8 * n) + sc(c, 4 * n);
@@ -131,7 +131,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     const int64_t cuts[4] = {0, 1000, 3500, N};
     int64_t want_bytes = 0;
     for (int b = 0; b < 3; b++) {
-        exact_reduce_start(r, mine[0], cuts[b], cuts[b + 1], NULL);
+        exact_reduce_start(r, mine[0], cuts[b], cuts[b + 1], NULL, 0);
         exact_reduce_progress(r);
         want_bytes += ar(c, cuts[b + 1] - cuts[b] + 1) + ar(c, 8 * (cuts[b + 1] - cuts[b]));
     }
@@ -156,7 +156,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
         }
         int64_t want_f = 0;
         for (int b = 0; b < 3; b++) {
-            exact_reduce_start(r, again, cuts[b], cuts[b + 1], y);
+            exact_reduce_start(r, again, cuts[b], cuts[b + 1], y, 0);
             exact_reduce_progress(r);
             const int64_t n = cuts[b + 1] - cuts[b];
             want_f += sc(c, 8 * n) + sc(c, 4 * n);
@@ -186,7 +186,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     be->upload(dwide.bin, wide.bin, 8);
     be->upload(dwide.hi, wide.hi, 8 * 8);
     be->upload(dwide.lo, wide.lo, 8 * 8);
-    exact_reduce_start(r, dwide, 0, 8, NULL);
+    exact_reduce_start(r, dwide, 0, 8, NULL, 0);
     exact_reduce_wait(r);
     const xsum_t gotw = download(be, dwide, 8);
     EXPECT(same(gotw, want, 8), "[%s] rank %d of %d: limbs too large to combine: wrong sums", be->name, c->rank,
@@ -200,7 +200,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
         be->upload(dwide.hi, wide.hi, 8 * 8);
         be->upload(dwide.lo, wide.lo, 8 * 8);
         float yw[8];
-        exact_reduce_start(r, dwide, 0, 8, yw);
+        exact_reduce_start(r, dwide, 0, 8, yw, 0);
         exact_reduce_wait(r);
         EXPECT(same_floats(yw, want, 8), "[%s] rank %d of %d: limbs too large to combine: wrong floats", be->name,
                c->rank, c->size);
@@ -217,7 +217,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
         be->upload(dwide.bin, wide.bin, 8);
         be->upload(dwide.hi, wide.hi, 8 * 8);
         be->upload(dwide.lo, wide.lo, 8 * 8);
-        exact_reduce_start(r, dwide, 0, 8, yw);
+        exact_reduce_start(r, dwide, 0, 8, yw, 0);
         exact_reduce_wait(r);
         EXPECT(same_floats(yw, want, 8), "[%s] rank %d of %d: merges past a word: wrong floats", be->name, c->rank,
                c->size);
@@ -244,7 +244,7 @@ static void check_backend(const comm_t *c, const spk_backend_t *be) {
     const int64_t many[7] = {0, 10, 700, 1900, 2000, 4200, N};
     xsum_t small = xsum_layout(be->alloc(xsum_bytes(6 * 4)), 6 * 4);
     for (int b = 0; b < 6; b++) {
-        exact_reduce_start(r, again, many[b], many[b + 1], floats && b % 2 ? y : NULL);
+        exact_reduce_start(r, again, many[b], many[b + 1], floats && b % 2 ? y : NULL, 0);
         if (c->rank % 2 == 0) {
             nanosleep(&(struct timespec){0, 2000000}, NULL);
             exact_reduce_progress(r);

@@ -56,6 +56,7 @@ typedef enum {
     ncclInt32 = 2,
     ncclInt = 2,
     ncclInt64 = 4,
+    ncclUint64 = 5,
     ncclFloat32 = 7,
     ncclFloat = 7,
     ncclFloat64 = 8,
@@ -78,6 +79,13 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+// Point-to-point: count elements to or from rank peer. Between ncclGroupStart and ncclGroupEnd
+// they are posted together when the group ends, as one operation on their stream (one stream
+// and communicator a group), so pairs of sends and receives between two ranks cannot deadlock.
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
 // Calls between them are queued in the order made, as they would run (every rank of the
 // stand-in issues its collectives in one order).
 ncclResult_t ncclGroupStart(void);

@@ -163,6 +163,66 @@ private:
     bool gather_;
 };
 
+// One ncclSend or ncclRecv: bytes to or from rank peer.
+struct Transfer {
+    void* buf;
+    size_t bytes;
+    int peer;
+    bool send;
+};
+
+// A group's sends and receives, posted together over MPI when the stream reaches them (one tag:
+// MPI keeps the order of a pair's messages, and every rank runs its groups in the order made).
+class P2POp final : public Operation {
+public:
+    P2POp(ncclComm* comm, std::vector<Transfer> t) : comm_(comm), t_(std::move(t)) {}
+
+    bool collective() const override { return true; }
+    bool stalled() override { return false; }
+
+    void run() override {
+        if (comm_->aborted) return;
+        std::vector<MPI_Request> req(t_.size());
+        for (size_t i = 0; i < t_.size(); i++) {
+            const Transfer& x = t_[i];
+            if (x.bytes > (size_t)1 << 30) fail("the stand-in's NCCL moves at most 2^30 bytes in one send or receive");
+            const int rc = x.send ? MPI_Isend(x.buf, (int)x.bytes, MPI_BYTE, x.peer, 7, comm_->mpi, &req[i])
+                                  : MPI_Irecv(x.buf, (int)x.bytes, MPI_BYTE, x.peer, 7, comm_->mpi, &req[i]);
+            if (rc != MPI_SUCCESS) fail("MPI failed (code %d) posting an ncclSend/ncclRecv", rc);
+        }
+        if (MPI_Waitall((int)req.size(), req.data(), MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            fail("MPI failed inside a group of ncclSend/ncclRecv");
+    }
+
+private:
+    ncclComm* comm_;
+    std::vector<Transfer> t_;
+};
+
+// The group being made: its communicator, stream and transfers.
+struct PendingGroup {
+    ncclComm* comm = nullptr;
+    CUstream_st* stream = nullptr;
+    std::vector<Transfer> t;
+};
+PendingGroup g_pending;
+
+size_t type_size(ncclDataType_t t) {
+    switch (t) {
+        case ncclInt8:
+            return 1;
+        case ncclInt32:
+            return 4;
+        case ncclInt64:
+        case ncclUint64:
+        case ncclFloat64:
+            return 8;
+        case ncclFloat:
+            return 4;
+    }
+    return 0;
+}
+
 // The emulated combinations: float sum and average, int8 max, int64 sum.
 bool reduction_of(ncclDataType_t t, ncclRedOp_t op, Reduction* r) {
     if (t == ncclFloat && (op == ncclSum || op == ncclAvg))
@@ -303,35 +363,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
-    if (!g_comms.count(comm)) return usage("ncclAllReduce: not a communicator (aborted or destroyed?)");
-    if (setting_up(comm)) return usage("ncclAllReduce: the communicator's set-up is still in progress");
-    Reduction red;
-    if (!reduction_of(datatype, op, &red)) {
-        note("ncclAllReduce: only float sum and average, int8 max and int64 sum are emulated");
-        return ncclInvalidArgument;
-    }
-    CUstream_st* s = stream_from_handle(stream);
-    if (!s) return usage("ncclAllReduce: not a stream");
-    if (count == 0) return ncclSuccess;
-    for (const void* p : {(const void*)sendbuff, (const void*)recvbuff}) {
-        char why[256];
-        const Allocation* a = find_range(p, count * red.size, why, sizeof why);
-        if (!a) {
-            note("ncclAllReduce: %s", why);
-            return ncclInvalidArgument;
-        }
-        if (a->device != comm->device) return usage("ncclAllReduce: a buffer is memory of another device");
-    }
-    const bool injected = fault().at == ++g_allreduces;
-    enqueue(s, std::make_unique<AllReduceOp>(comm, sendbuff, recvbuff, count, red, injected));
-    return ncclSuccess;
-}
-
-// ncclAllGather and ncclReduceScatter of floats (sum): checked as ncclAllReduce is.
-static ncclResult_t batch_call(const char* name, const void* send, void* recv, size_t count, ncclDataType_t datatype,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, bool gather) {
+// The checks of a call named `name` that NCCL makes: a live communicator whose set-up is done,
+// a stream, and buffers of the communicator's device (ncclSuccess: all pass).
+static ncclResult_t check_comm(const char* name, ncclComm_t comm) {
     char why[256];
     if (!g_comms.count(comm)) {
         snprintf(why, sizeof why, "%s: not a communicator (aborted or destroyed?)", name);
@@ -341,30 +375,68 @@ static ncclResult_t batch_call(const char* name, const void* send, void* recv, s
         snprintf(why, sizeof why, "%s: the communicator's set-up is still in progress", name);
         return usage(why);
     }
+    return ncclSuccess;
+}
+
+static ncclResult_t check_stream(const char* name, cudaStream_t stream, CUstream_st** s) {
+    *s = stream_from_handle(stream);
+    if (*s) return ncclSuccess;
+    char why[256];
+    snprintf(why, sizeof why, "%s: not a stream", name);
+    return usage(why);
+}
+
+static ncclResult_t check_buffer(const char* name, ncclComm_t comm, const void* buf, size_t bytes) {
+    char why[256];
+    const Allocation* a = find_range(buf, bytes, why, sizeof why);
+    if (!a) {
+        note("%s: %s", name, why);
+        return ncclInvalidArgument;
+    }
+    if (a->device != comm->device) {
+        snprintf(why, sizeof why, "%s: a buffer is memory of another device", name);
+        return usage(why);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    const char* name = "ncclAllReduce";
+    ncclResult_t r = check_comm(name, comm);
+    if (r != ncclSuccess) return r;
+    Reduction red;
+    if (!reduction_of(datatype, op, &red)) {
+        note("ncclAllReduce: only float sum and average, int8 max and int64 sum are emulated");
+        return ncclInvalidArgument;
+    }
+    CUstream_st* s;
+    if ((r = check_stream(name, stream, &s)) != ncclSuccess) return r;
+    if (count == 0) return ncclSuccess;
+    if ((r = check_buffer(name, comm, sendbuff, count * red.size)) != ncclSuccess ||
+        (r = check_buffer(name, comm, recvbuff, count * red.size)) != ncclSuccess)
+        return r;
+    const bool injected = fault().at == ++g_allreduces;
+    enqueue(s, std::make_unique<AllReduceOp>(comm, sendbuff, recvbuff, count, red, injected));
+    return ncclSuccess;
+}
+
+// ncclAllGather and ncclReduceScatter of floats (sum).
+static ncclResult_t batch_call(const char* name, const void* send, void* recv, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, bool gather) {
+    ncclResult_t r = check_comm(name, comm);
+    if (r != ncclSuccess) return r;
     if (datatype != ncclFloat || (!gather && op != ncclSum)) {
         note("%s: only float (and for ncclReduceScatter, sum) is emulated", name);
         return ncclInvalidArgument;
     }
-    CUstream_st* s = stream_from_handle(stream);
-    if (!s) {
-        snprintf(why, sizeof why, "%s: not a stream", name);
-        return usage(why);
-    }
+    CUstream_st* s;
+    if ((r = check_stream(name, stream, &s)) != ncclSuccess) return r;
     if (count == 0) return ncclSuccess;
     const size_t all = count * (size_t)comm->nranks * sizeof(float), one = count * sizeof(float);
-    const void* bufs[] = {send, recv};
-    const size_t sizes[] = {gather ? one : all, gather ? all : one};
-    for (int i = 0; i < 2; i++) {
-        const Allocation* a = find_range(bufs[i], sizes[i], why, sizeof why);
-        if (!a) {
-            note("%s: %s", name, why);
-            return ncclInvalidArgument;
-        }
-        if (a->device != comm->device) {
-            snprintf(why, sizeof why, "%s: a buffer is memory of another device", name);
-            return usage(why);
-        }
-    }
+    if ((r = check_buffer(name, comm, send, gather ? one : all)) != ncclSuccess ||
+        (r = check_buffer(name, comm, recv, gather ? all : one)) != ncclSuccess)
+        return r;
     enqueue(s, std::make_unique<BatchOp>(comm, send, recv, count, gather));
     return ncclSuccess;
 }
@@ -386,8 +458,47 @@ ncclResult_t ncclGroupStart(void) {
 
 ncclResult_t ncclGroupEnd(void) {
     if (g_group_depth == 0) return usage("ncclGroupEnd without ncclGroupStart");
-    g_group_depth--;
+    if (--g_group_depth == 0 && !g_pending.t.empty()) {
+        enqueue(g_pending.stream, std::make_unique<P2POp>(g_pending.comm, std::move(g_pending.t)));
+        g_pending = PendingGroup{};
+    }
     return ncclSuccess;
+}
+
+// ncclSend and ncclRecv: the checks above, and the peer's rank.
+static ncclResult_t p2p_call(const char* name, void* buf, size_t count, ncclDataType_t datatype, int peer,
+                             ncclComm_t comm, cudaStream_t stream, bool send) {
+    ncclResult_t r = check_comm(name, comm);
+    if (r != ncclSuccess) return r;
+    const size_t unit = type_size(datatype);
+    if (!unit || peer < 0 || peer >= comm->nranks) {
+        note("%s: datatype %d or peer %d out of range", name, (int)datatype, peer);
+        return ncclInvalidArgument;
+    }
+    CUstream_st* s;
+    if ((r = check_stream(name, stream, &s)) != ncclSuccess) return r;
+    if (count == 0) return ncclSuccess;
+    if ((r = check_buffer(name, comm, buf, count * unit)) != ncclSuccess) return r;
+    if (g_group_depth == 0) {
+        enqueue(s, std::make_unique<P2POp>(comm, std::vector<Transfer>{{buf, count * unit, peer, send}}));
+        return ncclSuccess;
+    }
+    if (!g_pending.t.empty() && (g_pending.comm != comm || g_pending.stream != s))
+        return usage("the stand-in's NCCL takes one communicator and stream for a group's sends and receives");
+    g_pending.comm = comm;
+    g_pending.stream = s;
+    g_pending.t.push_back({buf, count * unit, peer, send});
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return p2p_call("ncclSend", (void*)sendbuff, count, datatype, peer, comm, stream, true);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return p2p_call("ncclRecv", recvbuff, count, datatype, peer, comm, stream, false);
 }
 
 }  // extern "C"
