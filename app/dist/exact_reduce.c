@@ -96,6 +96,7 @@ struct exact_reduce {
     const comm_t *comm;
     const spk_backend_t *be;
     struct nccl_comm *nccl;
+    int nccl_full;      // SPKDDP_EXACT_SUMS=full: NCCL's buckets in the 17-byte form alone
     MPI_Comm world;     // a duplicate: these collectives keep to themselves
     MPI_Comm limbs;     // another, for the sums' phase 2 alone: MPI matches collectives by their
                         // order on a communicator, and phase 2 starts when phase 1 is seen done,
@@ -132,6 +133,8 @@ exact_reduce_t *exact_reduce_create(const comm_t *c, const spk_backend_t *be, st
     r->n = n;
     if (nccl) {
         r->max = be->alloc((size_t)n + 1);  // device memory
+        r->nccl_full = spk_env_choice("SPKDDP_EXACT_SUMS", "terms|words|full") == 2;
+        comm_bcast(c, &r->nccl_full, 1, MPI_INT, 0);  // (rank 0's: every rank sends alike)
         return r;
     }
     mpiCheck(MPI_Comm_dup(c->world, &r->world));
@@ -335,8 +338,7 @@ static void halving_end(exact_reduce_t *r, bucket_t *b) {
 // keeps the 17 bytes (the tests' comparison of the two).
 static int nccl_words(const exact_reduce_t *r, int64_t count, int64_t terms) {
     const int64_t size = r->comm->size, share = (count + size - 1) / size;
-    return terms >= 1 && terms <= 32 && (size - 1) * share <= count &&
-           spk_env_choice("SPKDDP_EXACT_SUMS", "terms|words|full") != 2;
+    return terms >= 1 && terms <= 32 && (size - 1) * share <= count && !r->nccl_full;
 }
 
 // A bucket on NCCL: as words, floats out (12 bytes a sum), or as sums (17), rounded at the wait.

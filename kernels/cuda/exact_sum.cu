@@ -5,6 +5,10 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/exact_sum_math.h"
 
+// Device-side checks stay on in release builds, like SPK_ASSERT (kernels/base/spk_assert.h).
+#undef NDEBUG
+#include <assert.h>
+
 namespace {
 
 __global__ void xsum_zero_kernel(xsum_t s, int64_t n) {
@@ -64,12 +68,15 @@ __global__ void xsum_to_words_kernel(uint64_t *w, xsum_t s, int64_t n) {
 }
 
 // y[i] <- own[i] merged with rows[k * n + i], k < rows, rounded to float as xsum_words_to_float
-// rounds a word (XSUM_OVER_BITS for a sum that did not fit).
+// rounds a word. The caller's sums take at most 32 terms, so no merge overflows: one that does
+// means a wrong count (model_plan_update), and stops the run with a device-side assertion, as
+// SPK_ASSERT does on the CPU, rather than training on the NaN it would give.
 __global__ void xsum_words_round_kernel(float *y, const uint64_t *own, const uint64_t *rows, int nrows, int64_t n) {
     SPK_GRID_LOOP(i, n) {
         uint64_t w = own[i];
         for (int k = 0; k < nrows; k++) w = xsum_word_merge(w, rows[(size_t)k * n + i]);
-        y[i] = xsum_word_code(w) == XSUM_WORD_OVER ? __uint_as_float(XSUM_OVER_BITS) : (float)xsum_word_value(w);
+        assert(xsum_word_code(w) != XSUM_WORD_OVER);
+        y[i] = (float)xsum_word_value(w);
     }
 }
 

@@ -16,8 +16,8 @@ struct CUstream_st;
 void xsum_raise_to_cuda_stream(struct CUstream_st *stream, xsum_t s, const int8_t *bin, int64_t n);
 // w[i] <- the word of s[i], i < n (device memory; w may be s.hi).
 void xsum_to_words_cuda_stream(struct CUstream_st *stream, uint64_t *w, xsum_t s, int64_t n);
-// y[i] <- the float of own[i] merged with rows[k n + i] for k < nrows, i < n: xsum_words_to_float's
-// (XSUM_OVER_BITS where a merge did not fit).
+// y[i] <- the float of own[i] merged with rows[k n + i] for k < nrows, i < n: xsum_words_to_float's.
+// The sums take at most 32 terms: a merge that does not fit is a device-side assertion.
 void xsum_words_round_cuda_stream(struct CUstream_st *stream, float *y, const uint64_t *own, const uint64_t *rows,
                                   int nrows, int64_t n);
 

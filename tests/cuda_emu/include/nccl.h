@@ -81,7 +81,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 // Point-to-point: count elements to or from rank peer. Between ncclGroupStart and ncclGroupEnd
 // they are posted together when the group ends, as one operation on their stream (one stream
-// and communicator a group), so pairs of sends and receives between two ranks cannot deadlock.
+// and communicator a group), so pairs of sends and receives between two ranks cannot deadlock;
+// a collective called inside such a group is queued when called, before them.
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream);
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,

@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -148,13 +147,6 @@ struct SharedTouch {
 // cannot fuse them with a multiplication around the call, as nvcc does not.
 float __fadd_rn(float a, float b);
 float __fsub_rn(float a, float b);
-
-// The bits of a float and back, as CUDA's intrinsics.
-inline float __uint_as_float(unsigned int u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 #define threadIdx (static_cast<const uint3&>(::spk_emu::g_coords.thread_idx))
 #define blockIdx (static_cast<const uint3&>(::spk_emu::g_coords.block_idx))
