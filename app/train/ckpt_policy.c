@@ -228,20 +228,21 @@ static void resumed_start(const char *dir, int64_t step, int set_aside, verdict_
     free(list);
 }
 
-void ckpt_policy_start(ckpt_policy_t *p, const comm_t *comm, const train_config_t *c, const ckpt_meta_t *resumed) {
+void ckpt_policy_start(ckpt_policy_t *p, const comm_t *comm, const char *dir, int64_t keep, int set_aside_newer,
+                       const ckpt_meta_t *resumed) {
     memset(p, 0, sizeof *p);
-    p->dir = c->ckpt_dir;
+    p->dir = dir;
     if (!p->dir[0]) return;
     verdict_t v = {0};
     if (comm->rank == 0) {
         if (resumed)
-            resumed_start(p->dir, resumed->global_step, c->set_aside_newer, &v);
+            resumed_start(p->dir, resumed->global_step, set_aside_newer, &v);
         else
             fresh_start(p->dir, &v);
     }
     settle(comm, &v);
     if (comm->rank != 0) return;
-    ckpt_keeper_init(&p->keeper, (int)c->keep);
+    ckpt_keeper_init(&p->keeper, (int)keep);
     p->run_id = resumed && resumed->run_id ? resumed->run_id : ckpt_new_run_id();
     if (resumed) ckpt_keeper_adopt(&p->keeper, p->dir, resumed->run_id, resumed->global_step);
 }

@@ -11,7 +11,6 @@
 // Rank 0 owns the files; the collective calls say so.
 #pragma once
 #include "app/dist/comm.h"
-#include "app/train/train_config.h"
 #include "io/ckpt/checkpoint.h"
 #include "io/ckpt/ckpt_dir.h"
 
@@ -27,9 +26,11 @@ typedef struct {
 // Collective, before the data is opened: the directory exists and takes files, or every
 // rank stops with one line naming it and the reason (exit 2).
 void ckpt_policy_check_dir(const comm_t *comm, const char *dir);
-// Collective, once the start is known: resumed is the checkpoint's header, NULL for a fresh
-// run. Refuses (exit 4) or sets aside as described above, then adopts the run's past.
-void ckpt_policy_start(ckpt_policy_t *p, const comm_t *comm, const train_config_t *c, const ckpt_meta_t *resumed);
+// Collective, once the start is known: dir is --ckpt-dir (kept, not copied), keep --keep,
+// set_aside_newer --set-aside-newer; resumed is the checkpoint's header, NULL for a fresh run.
+// Refuses (exit 4) or sets aside as described above, then adopts the run's past.
+void ckpt_policy_start(ckpt_policy_t *p, const comm_t *comm, const char *dir, int64_t keep, int set_aside_newer,
+                       const ckpt_meta_t *resumed);
 // Rank 0: writes dir/ckpt-<step>.h5 (meta->run_id is set) and deletes the run's oldest
 // checkpoints beyond --keep.
 void ckpt_policy_save(ckpt_policy_t *p, ckpt_meta_t *meta, const ckpt_tensors_t *t, char *path, size_t cap);

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk_backend_t *be) {
-    *c = (step_controls_t){.cfg = cfg, .be = be, .ep_norm_max = 0};
+void step_controls_init(step_controls_t *c, const step_controls_config_t *cfg, const spk_backend_t *be) {
+    *c = (step_controls_t){.cfg = *cfg, .be = be, .ep_norm_max = 0};
     c->measure = cfg->clip_grad_norm > 0 || cfg->skip_nonfinite > 0 || cfg->log_every > 0 || !be->separate_memory;
     c->dev_norm = be->alloc(sizeof(double));
 }
@@ -81,15 +81,15 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
     const int bad_loss = !isfinite(r->loss), bad_grad = !isfinite(r->grad_norm);
     if (bad_loss || bad_grad) {
         const long long e = (long long)epoch + 1, s = (long long)global_step + 1;
-        if (c->skipped >= c->cfg->skip_nonfinite) {
-            const char *used = c->cfg->skip_nonfinite > 0 ? "; the updates --skip-nonfinite allows are used up" : "";
+        if (c->skipped >= c->cfg.skip_nonfinite) {
+            const char *used = c->cfg.skip_nonfinite > 0 ? "; the updates --skip-nonfinite allows are used up" : "";
             if (bad_loss)
                 spk_fail_all(SPK_EXIT_NUMERIC, "loss is %s at epoch %lld, global step %lld; " NONFINITE_ADVICE "%s",
-                             what_number(r->loss), e, s, c->cfg->data, used);
+                             what_number(r->loss), e, s, c->cfg.data, used);
             spk_fail_all(SPK_EXIT_NUMERIC,
                          "gradient norm is %s at epoch %lld, global step %lld (the loss is finite); " NONFINITE_ADVICE
                          "%s",
-                         what_number(r->grad_norm), e, s, c->cfg->data, used);
+                         what_number(r->grad_norm), e, s, c->cfg.data, used);
         }
         c->skipped++;
         c->ep_skipped++;
@@ -97,12 +97,12 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
         char a[32], b[32];
         printf0("epoch %lld, global step %lld: loss %s, gradient norm %s: update skipped (%lld of at most %lld)\n", e,
                 s, show(r->loss, a, sizeof a), show(r->grad_norm, b, sizeof b), (long long)c->skipped,
-                (long long)c->cfg->skip_nonfinite);
+                (long long)c->cfg.skip_nonfinite);
         return 0;
     }
     c->ep_norm_sum += r->grad_norm;
     if (r->grad_norm > c->ep_norm_max) c->ep_norm_max = r->grad_norm;
-    const double clip = c->cfg->clip_grad_norm;
+    const double clip = c->cfg.clip_grad_norm;
     if (clip > 0 && r->grad_norm > clip) {
         r->clip_scale = clip / (r->grad_norm + 1e-6);
         c->be->vec_scale(grads, (float)r->clip_scale, (size_t)n);
@@ -112,7 +112,7 @@ int step_controls_apply(step_controls_t *c, float *grads, int64_t n, step_report
 
 void step_controls_log(const step_controls_t *c, const step_report_t *r, int64_t epoch, int64_t global_step, double lr,
                        int64_t samples, double seconds, double data_wait) {
-    const int64_t every = c->cfg->log_every;
+    const int64_t every = c->cfg.log_every;
     if (every <= 0 || (global_step + 1) % every != 0 || spk_rank() != 0) return;
     json_line_t j;
     json_begin(&j);
@@ -128,15 +128,15 @@ void step_controls_log(const step_controls_t *c, const step_report_t *r, int64_t
     json_num(&j, "step_seconds", seconds);
     json_num(&j, "data_wait_s", data_wait);
     json_end(&j);
-    if (c->cfg->step_log[0])
-        metrics_append(c->cfg->step_log, &j);
+    if (c->cfg.step_log[0])
+        metrics_append(c->cfg.step_log, &j);
     else
         printf("%s\n", j.buf);
 }
 
 void step_controls_resume_log(const step_controls_t *c, int64_t global_step) {
-    if (c->cfg->log_every > 0 && c->cfg->step_log[0] && spk_rank() == 0)
-        metrics_truncate_after_step(c->cfg->step_log, global_step);
+    if (c->cfg.log_every > 0 && c->cfg.step_log[0] && spk_rank() == 0)
+        metrics_truncate_after_step(c->cfg.step_log, global_step);
 }
 
 void step_controls_save(const step_controls_t *c, ckpt_meta_t *m) {

@@ -19,14 +19,27 @@
 // keep the host a step ahead of the device and leave the gradient norm out of the metrics.
 #pragma once
 #include "app/dist/comm.h"
-#include "app/train/train_config.h"
 #include "io/ckpt/checkpoint.h"
 #include "kernels/backend.h"
 
 #include <stdint.h>
 
+// What a non-finite loss, gradient or parameter points to (after "...; "): a rate too high,
+// or data with no variance for a model that normalises by it. %s: the training data.
+#define NONFINITE_ADVICE \
+    "lower --lr, or check %s (utterances constant in time leave the pooled standard deviations no variance)"
+
+// The run's settings the controls take (its train_config_t's fields of the same names).
 typedef struct {
-    const train_config_t *cfg;
+    double clip_grad_norm;   // 0: no clipping
+    int64_t skip_nonfinite;  // non-finite updates skipped before the run stops
+    int64_t log_every;       // updates between JSON lines (0: none)
+    const char *step_log;    // their file ("": rank 0's stdout)
+    const char *data;        // the training data, for messages
+} step_controls_config_t;
+
+typedef struct {
+    step_controls_config_t cfg;
     const spk_backend_t *be;
     double *dev_norm;             // one double on the backend: vec_sum_squares' output
     int measure;                  // every update's norm and loss are read before it (see above)
@@ -49,7 +62,7 @@ typedef struct {
     int skipped;            // no optimizer step was taken
 } step_report_t;
 
-void step_controls_init(step_controls_t *c, const train_config_t *cfg, const spk_backend_t *be);
+void step_controls_init(step_controls_t *c, const step_controls_config_t *cfg, const spk_backend_t *be);
 // The gradient's first `own` floats are this rank's slice of a sharded classifier (--head sharded):
 // the norm is the whole gradient's, with every rank's slice. block > 0 (the invariant mode: the
 // floats of a class block, which slices never split) sums each block's squares alone and the

@@ -14,11 +14,6 @@
 
 #define TRAIN_STR_MAX 512  // every string field (paths, names)
 
-// What a non-finite loss, gradient or parameter points to (after "...; "): a rate too high,
-// or data with no variance for a model that normalises by it. %s: the training data.
-#define NONFINITE_ADVICE \
-    "lower --lr, or check %s (utterances constant in time leave the pooled standard deviations no variance)"
-
 typedef struct {
     // data
     char data[TRAIN_STR_MAX];

@@ -107,7 +107,9 @@ static void create_optimizer(trainer_t *t) {
     const int64_t n = t->model->table.total;
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
-    step_controls_init(&t->controls, t->cfg, t->be);
+    const train_config_t *c = t->cfg;
+    const step_controls_config_t sc = {c->clip_grad_norm, c->skip_nonfinite, c->log_every, c->step_log, c->data};
+    step_controls_init(&t->controls, &sc, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
     const model_t *m = t->model;
     if (m->invariant && m->head_comm) {  // the head's norm by class blocks on any number of ranks, one included
@@ -266,7 +268,7 @@ static void choose_start(trainer_t *t) {
     const train_config_t *c = t->cfg;
     ckpt_meta_t *m = callocCheck(1, sizeof *m);
     const int resumed = trainer_resume(t, m);
-    ckpt_policy_start(&t->ckpt, t->comm, c, resumed ? m : NULL);
+    ckpt_policy_start(&t->ckpt, t->comm, c->ckpt_dir, c->keep, c->set_aside_newer, resumed ? m : NULL);
     free(m);
     step_controls_resume_log(&t->controls, resumed ? t->global_step : 0);  // a fresh run: a fresh step log
     if (!resumed && c->init_from[0]) init_from_start(t->comm, t->model, c->init_from, c->init_head);

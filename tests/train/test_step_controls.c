@@ -23,9 +23,7 @@ static void fill(float *g, unsigned seed) {
 }
 
 int main(void) {
-    train_config_t cfg = train_config_defaults();
-    cfg.clip_grad_norm = 1.5;
-    cfg.skip_nonfinite = 2;
+    const step_controls_config_t cfg = {.clip_grad_norm = 1.5, .skip_nonfinite = 2, .step_log = "", .data = "test.h5"};
     step_controls_t c;
     step_controls_init(&c, &cfg, &spk_backend_cpu);
     float *g = malloc(N * sizeof(float)), *keep = malloc(N * sizeof(float));
