@@ -28,7 +28,9 @@
 #               ResNet34 (m 32, 80 features) at batch 128, T=200; bench-campplus-bf16 likewise
 #               3D-Speaker's CAM++ (PyTorch's side where speakerlab is installed);
 #               bench-ecapa512-bf16, ratio-resnet34-ecapa512-bf16: ECAPA C=512 at that batch,
-#               and ResNet34's rate over it
+#               and ResNet34's rate over it; bench-ecapa512-invariant-bf16,
+#               ratio-ecapa512-invariant-bf16: the same with --invariant, and its rate over the
+#               default's
 #   kernels     every op's test on the GPU against the CPU kernels (small shapes)
 #   shapes-32, shapes-128   every op at C=1024, T=200, batch 32 (then 128) against the CPU,
 #               every backward twice for the same bits; shapes-gemm1x1: batch 32 with the 1x1
@@ -285,6 +287,12 @@ for p in bf16 tf32 fp32; do
         bench_args="$ecapa512_shape $bench_steps"
         bench "bench-ecapa512-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
         note_ratio "ratio-resnet34-ecapa512-$p" "ResNet34 / ECAPA C=512 samples/s" "$(figure "bench-resnet34-$p")" "$ours"
+        # The world-size-invariant mode's cost on a GPU (docs/invariant.md): the same step with
+        # its per-sample cuDNN and cuBLAS calls and exact sums, against the default just made
+        ref=$ours
+        bench_args="$ecapa512_shape --steps 3 --warmup 1 --invariant"
+        bench "bench-ecapa512-invariant-$p" "$p" SPKDDP_CUDNN_SEARCH=heuristic
+        note_ratio "ratio-ecapa512-invariant-$p" "invariant / default samples/s" "$ours" "$ref"
         bench_args=$bench_args_ecapa
     fi
 done

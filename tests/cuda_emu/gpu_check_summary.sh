@@ -5,7 +5,8 @@
 # the bundle's test.
 check_summary() {
     local out=$1 summary=$1/summary.txt bad=0 s
-    for s in device step1 bench-bf16 bench-resnet34-bf16 bench-campplus-bf16 bench-ecapa512-bf16 bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
+    for s in device step1 bench-bf16 bench-resnet34-bf16 bench-campplus-bf16 bench-ecapa512-bf16 bench-ecapa512-invariant-bf16 \
+        bench-tf32 bench-fp32 bench-tf32-timed bench-fp32-timed \
         bench-tf32-gemm1x1 bench-fp32-gemm1x1 kernels shapes-32 shapes-128 shapes-gemm1x1 determinism tf32; do
         grep -qE "^$s +ok" "$summary" || { echo "FAIL: step $s did not pass"; bad=1; }
     done
@@ -20,6 +21,8 @@ check_summary() {
     grep -qE "^bench-fp32 +ok.* samples/s, GPU memory in use [0-9]+ MiB" "$summary" || { echo "FAIL: no bench figure"; bad=1; }
     grep -qE "^ratio-resnet34-ecapa512-bf16 +ResNet34 / ECAPA C=512 samples/s = [0-9.]+x" "$summary" ||
         { echo "FAIL: no ResNet34 / ECAPA C=512 rate"; bad=1; }
+    grep -qE "^ratio-ecapa512-invariant-bf16 +invariant / default samples/s = [0-9.]+x" "$summary" ||
+        { echo "FAIL: no invariant / default rate"; bad=1; }
     grep -qE "^done +[0-9]+ s, no step failed" "$summary" || { echo "FAIL: the summary does not end with done"; bad=1; }
     local n
     n=$(find "$out" -type f | wc -l)
