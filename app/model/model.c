@@ -40,15 +40,11 @@ model_t *model_create(const model_config_t *given, const model_data_t *data, con
     m->staging = be->staging_create();
     const model_family_t *f = model_family_find(cfg->name);
     if (!f) spk_fail_all(SPK_EXIT_USAGE, "unknown model '%s'", cfg->name);
-    // (CAM++'s dense blocks share each BatchNorm's sums between their layers: by groups through the
-    // default kernels, which the GPU's exact sums are not; the DINO head has its own BatchNorm,
-    // over the global batch only.)
-    const int dense = strncmp(cfg->name, "campplus", 8) == 0;
-    if (m->bn_by_group && ((dense && !model_bn_by_default_kernels(m)) || strcmp(cfg->loss, "dino") == 0))
+    // (The DINO head has its own BatchNorm, over the global batch only.)
+    if (m->bn_by_group && strcmp(cfg->loss, "dino") == 0)
         spk_fail_all(SPK_EXIT_USAGE,
-                     "--invariant-bn group: %s normalises over the global batch only; use --invariant-bn global",
-                     strcmp(cfg->loss, "dino") == 0 ? "--loss dino's projection head"
-                                                    : "on GPUs, CAM++'s dense blocks' BatchNorm");
+                     "--invariant-bn group: --loss dino's projection head normalises over the global batch only; use "
+                     "--invariant-bn global");
     select_conv_algorithm(cfg);
     f->build(m, cfg, data);
     if (m->bn_by_group && m->group < m->min_batch)

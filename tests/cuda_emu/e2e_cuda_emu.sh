@@ -15,7 +15,8 @@
 #     the gradients in full (SPKDDP_EXACT_SUMS=full: 17 bytes a sum) and 3 GPUs against 1; the sharded head (exact sums over
 #     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise; and
-#     ECAPA and ResNet34 with BatchNorm by groups (--invariant-bn group) likewise;
+#     ECAPA, ResNet34 and CAM++ with BatchNorm by groups (--invariant-bn group) likewise, CAM++'s
+#     groups of the per-rank batch also against the default mode's local BatchNorm (1e-3);
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
 #     mode 1 rank and 2 GPUs bitwise alike;
@@ -141,6 +142,22 @@ gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cp
 gpus 1 forward run 1 $SPKDDP train $cpp --invariant --ckpt-dir cpp_1 >log_cpp_1 2>&1 || { cat log_cpp_1; fail "invariant campplus: one rank"; }
 gpus 2 reverse run 2 $SPKDDP train $cpp --invariant --ckpt-dir cpp_2 >log_cpp_2 2>&1 || { cat log_cpp_2; fail "invariant campplus: two GPUs"; }
 same cpp_1/$ckpt cpp_2/$ckpt 0 "invariant campplus: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+# CAM++ with BatchNorm by groups: its dense blocks a set of statistics a group, through the
+# default kernels (their sums fixed by a group's rows), as on the CPU.
+cgbn="--invariant --invariant-group 2 --invariant-bn group"
+gpus 1 forward run 1 $SPKDDP train $cpp $cgbn --ckpt-dir cpp_g1 >log_cpp_g1 2>&1 ||
+    { cat log_cpp_g1; fail "campplus, BatchNorm by groups: one rank"; }
+gpus 2 reverse run 2 $SPKDDP train $cpp $cgbn --ckpt-dir cpp_g2 >log_cpp_g2 2>&1 ||
+    { cat log_cpp_g2; fail "campplus, BatchNorm by groups: two GPUs"; }
+same cpp_g1/$ckpt cpp_g2/$ckpt 0 "invariant campplus, BatchNorm by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
+# Groups as large as the per-rank batch are the default mode's local BatchNorm, with
+# speaker-balanced batches (which both modes cut into contiguous slices): one step.
+camb="${cpp/--max-steps 2/--max-steps 1} --sampler balanced --utts-per-speaker 2"
+gpus 2 reverse run 2 $SPKDDP train $camb --ckpt-dir cpp_ddp >log_cpp_ddp 2>&1 || { cat log_cpp_ddp; fail "campplus, balanced"; }
+gpus 2 reverse run 2 $SPKDDP train $camb --invariant --invariant-group 4 --invariant-bn group --ckpt-dir cpp_byg \
+    >log_cpp_byg 2>&1 || { cat log_cpp_byg; fail "campplus, balanced, BatchNorm by groups of 4"; }
+same cpp_ddp/ckpt-000000000001.h5 cpp_byg/ckpt-000000000001.h5 1e-3 \
+    "campplus on 2 GPUs: BatchNorm by groups of 4 vs the default mode's 2 ranks x 4"
 
 simclr="--loss supcon --labels utterance --views 2"
 run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc >log_cpu_sc 2>&1 ||

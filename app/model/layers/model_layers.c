@@ -471,11 +471,15 @@ void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, 
 #define DENSE_BN_EPS      1e-5f
 #define DENSE_BN_MOMENTUM 0.1f
 
-// By groups on the default kernels (model_bn_by_default_kernels) every group is a batch of its
-// own, as the plain mode's rank batch: its statistics set i at i * ldm, its readers' sums S1, S2
-// at i * 2 cap, its parameters' gradients one float term each.
+// By groups (--invariant-bn group) every group is a batch of its own through the default mode's
+// kernels, as the plain mode's rank batch: its statistics set i at i * ldm, its readers' sums S1,
+// S2 at i * 2 cap, its parameters' gradients one float term each. On every backend: the dense
+// kernels' sums follow an order fixed by a group's rows and channels alone (on GPUs,
+// kernels/cuda/dense_bn.cu), where the other BatchNorms' need model_bn_by_default_kernels.
+static int dense_by_groups(const model_t *m) { return m->bn_by_group; }
+
 model_dense_sums_t model_dense_sums(const model_t *m, int cap, int B) {
-    const int by_groups = model_bn_by_default_kernels(m);
+    const int by_groups = dense_by_groups(m);
     model_dense_sums_t s = {cap, by_groups ? B / m->group : 1, NULL, xsum_none()};
     s.f = model_buf(m, 2 * (size_t)cap * (size_t)s.sets);
     if (m->invariant && !by_groups) s.x = model_xsum(m, 2 * (int64_t)cap);
@@ -495,7 +499,7 @@ void model_dense_sums_zero(model_t *m, model_dense_sums_t *s) {
 
 // Rows the statistics are over: this rank's, the global batch's, or a group's.
 static int64_t dense_rows(const model_t *m, int B, int HW) {
-    return (!m->invariant ? B : model_bn_by_default_kernels(m) ? m->group : m->global_batch) * (int64_t)HW;
+    return (!m->invariant ? B : dense_by_groups(m) ? m->group : m->global_batch) * (int64_t)HW;
 }
 
 // The plain mode's statistics of B samples: their sums shifted by their own mean, from a first
@@ -514,7 +518,7 @@ static void batch_stats(model_t *m, float *mean, float *var, const float *x, int
 void model_dense_bn_stats(model_t *m, float *mean, float *var, int ldm, const float *x, int ld, const float *shift,
                           int B, int HW, int C, float *part) {
     const spk_backend_t *K = m->be;
-    if (!m->invariant || model_bn_by_default_kernels(m)) {
+    if (!m->invariant || dense_by_groups(m)) {
         const bn_sets_t g = bn_sets(m, B);
         for (int i = 0; i < g.sets; i++)
             batch_stats(m, mean + (size_t)i * ldm, var + (size_t)i * ldm, x + (size_t)i * g.samples * HW * ld, ld,
@@ -533,8 +537,7 @@ void model_dense_bn_stats(model_t *m, float *mean, float *var, int ldm, const fl
 
 void model_dense_bn_running(model_t *m, int64_t running_mean, int64_t running_var, const float *mean, const float *var,
                             int B, int HW, int C) {
-    if (model_bn_by_default_kernels(m) && !bn_set_runs(m, 0))
-        return;  // (the global batch's first group's, as bn_set's)
+    if (dense_by_groups(m) && !bn_set_runs(m, 0)) return;  // (the global batch's first group's, as bn_set's)
     m->be->dense_bn_running_update(m->state + running_mean, m->state + running_var, mean, var, dense_rows(m, B, HW), C,
                                    DENSE_BN_MOMENTUM);
 }
@@ -555,7 +558,7 @@ void model_dense_bn_backward(model_t *m, float *g, int ldg, int accumulate, mode
                              const float *dz, int ldz, const float *x, int ldx, const float *mean, const float *var,
                              int ldm, int B, int HW, int C, float *part) {
     const spk_backend_t *K = m->be;
-    if (model_bn_by_default_kernels(m)) {
+    if (dense_by_groups(m)) {
         const bn_sets_t q = bn_sets(m, B);
         for (int i = 0; i < q.sets; i++) {
             const size_t r = (size_t)i * q.samples * HW;
@@ -599,7 +602,7 @@ void model_dense_bn_input_grad(model_t *m, float *dx, int lddx, const float *g, 
             K->xsum_to_float(s->f + (size_t)i * s->cap + c0, t, C);
         }
     }
-    const bn_sets_t q = model_bn_by_default_kernels(m) ? bn_sets(m, B) : (bn_sets_t){1, B, B};
+    const bn_sets_t q = dense_by_groups(m) ? bn_sets(m, B) : (bn_sets_t){1, B, B};
     for (int i = 0; i < q.sets; i++) {
         const size_t r = (size_t)i * q.samples * HW;
         const float *f = s->f + (size_t)i * 2 * s->cap + c0;
