@@ -90,14 +90,19 @@ grep -q "averaged by NCCL over 1 GPU" log_one_nccl || fail "SPKDDP_NCCL=1 did no
 same one/$ckpt one_nccl/$ckpt 0 "one rank: NCCL over one GPU vs no averaging"
 
 # The world-size-invariant mode (docs/invariant.md): the same run on 1 and 2 ranks.
-gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv1 >log_inv1 2>&1 \
-    || { cat log_inv1; fail "invariant: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv2 >log_inv2 2>&1 \
-    || { cat log_inv2; fail "invariant: two GPUs"; }
+# one_vs_two DIR WHAT train-flags...: on 1 rank (into DIR1) and on 2 GPUs in the reverse
+# scheduling order (DIR2), bitwise the same checkpoint.
+one_vs_two() {
+    local dir=$1 what=$2
+    shift 2
+    gpus 1 forward run 1 $SPKDDP train "$@" --ckpt-dir "${dir}1" >"log_${dir}1" 2>&1 || { cat "log_${dir}1"; fail "$what: one rank"; }
+    gpus 2 reverse run 2 $SPKDDP train "$@" --ckpt-dir "${dir}2" >"log_${dir}2" 2>&1 || { cat "log_${dir}2"; fail "$what: two GPUs"; }
+    same "${dir}1/$ckpt" "${dir}2/$ckpt" 0 "$what: 1 rank vs 2 ranks on 2 GPUs"
+}
+one_vs_two inv "invariant (NCCL)" $common --max-steps 2 --device cuda --invariant
 grep -q "summed exactly by NCCL over 2 GPUs" log_inv2 || fail "invariant: the exact sums did not go through NCCL"
 gpus 1 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --ckpt-dir inv_shared \
     >log_inv_shared 2>&1 || { cat log_inv_shared; fail "invariant: two ranks sharing a GPU"; }
-same inv1/$ckpt inv2/$ckpt 0 "invariant: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
 same inv1/$ckpt inv_shared/$ckpt 0 "invariant: 1 rank vs 2 ranks sharing a GPU (MPI on the host)"
 # The gradients' words (12 bytes a sum: each share merged and rounded by its GPU) against the
 # sums in full (17), and 3 GPUs, whose shares of a bucket differ in size, against 1.
@@ -110,46 +115,22 @@ gpus 3 reverse run 3 $SPKDDP train $common --global-batch 6 --max-steps 2 --devi
     >log_inv3 2>&1 || { cat log_inv3; fail "invariant, global batch 6: three GPUs"; }
 same inv1_6/$ckpt inv3/$ckpt 0 "invariant: 1 rank vs 3 ranks on 3 GPUs (NCCL)"
 # bf16 operands: each sample's cuBLAS calls of its own, the same exact sums.
-gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb1 \
-    >log_invb1 2>&1 || { cat log_invb1; fail "invariant bf16: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda --invariant --precision bf16 --ckpt-dir invb2 \
-    >log_invb2 2>&1 || { cat log_invb2; fail "invariant bf16: two GPUs"; }
-same invb1/$ckpt invb2/$ckpt 0 "invariant bf16: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
-sharded_inv="--max-steps 2 --device cuda --invariant --head sharded --clip-grad-norm 1"
-gpus 1 forward run 1 $SPKDDP train $common $sharded_inv --ckpt-dir invs1 >log_invs1 2>&1 ||
-    { cat log_invs1; fail "invariant sharded head: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $common $sharded_inv --ckpt-dir invs2 >log_invs2 2>&1 ||
-    { cat log_invs2; fail "invariant sharded head: two GPUs"; }
-same invs1/$ckpt invs2/$ckpt 0 "invariant sharded head: 1 rank vs 2 ranks on 2 GPUs"
+one_vs_two invb "invariant bf16" $common --max-steps 2 --device cuda --invariant --precision bf16
+one_vs_two invs "invariant sharded head" $common --max-steps 2 --device cuda --invariant --head sharded --clip-grad-norm 1
 r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8 --optimizer sgd
      --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda --invariant --invariant-group 2"
-gpus 1 forward run 1 $SPKDDP train $r34 --ckpt-dir r34_1 >log_r34_1 2>&1 || { cat log_r34_1; fail "invariant resnet34: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $r34 --ckpt-dir r34_2 >log_r34_2 2>&1 || { cat log_r34_2; fail "invariant resnet34: two GPUs"; }
-same r34_1/$ckpt r34_2/$ckpt 0 "invariant resnet34, groups of 2: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+one_vs_two r34_ "invariant resnet34, groups of 2" $r34
 # BatchNorm by groups (no exchange; the first group's running statistics): 1-D and 2-D.
-gbn="--max-steps 2 --device cuda --invariant --invariant-group 2 --invariant-bn group"
-gpus 1 forward run 1 $SPKDDP train $common $gbn --ckpt-dir gbn1 >log_gbn1 2>&1 || { cat log_gbn1; fail "BatchNorm by groups: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $common $gbn --ckpt-dir gbn2 >log_gbn2 2>&1 || { cat log_gbn2; fail "BatchNorm by groups: two GPUs"; }
-same gbn1/$ckpt gbn2/$ckpt 0 "invariant, BatchNorm by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
-gpus 2 reverse run 2 $SPKDDP train $r34 --invariant-bn group --ckpt-dir r34_g2 >log_r34_g2 2>&1 ||
-    { cat log_r34_g2; fail "resnet34, BatchNorm2d by groups: two GPUs"; }
-gpus 1 forward run 1 $SPKDDP train $r34 --invariant-bn group --ckpt-dir r34_g1 >log_r34_g1 2>&1 ||
-    { cat log_r34_g1; fail "resnet34, BatchNorm2d by groups: one rank"; }
-same r34_g1/$ckpt r34_g2/$ckpt 0 "invariant resnet34, BatchNorm2d by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
+one_vs_two gbn "invariant, BatchNorm by groups of 2" $common --max-steps 2 --device cuda --invariant --invariant-group 2 \
+    --invariant-bn group
+one_vs_two r34_g "invariant resnet34, BatchNorm2d by groups of 2" $r34 --invariant-bn group
 cpp="--data sp.h5 --model campplus --channels 16 --growth-rate 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8
      --optimizer sgd --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda"
 gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cpp 2>&1 || { cat log_cpp; fail "campplus on a GPU"; }
-gpus 1 forward run 1 $SPKDDP train $cpp --invariant --ckpt-dir cpp_1 >log_cpp_1 2>&1 || { cat log_cpp_1; fail "invariant campplus: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $cpp --invariant --ckpt-dir cpp_2 >log_cpp_2 2>&1 || { cat log_cpp_2; fail "invariant campplus: two GPUs"; }
-same cpp_1/$ckpt cpp_2/$ckpt 0 "invariant campplus: 1 rank vs 2 ranks on 2 GPUs (NCCL)"
+one_vs_two cpp_ "invariant campplus" $cpp --invariant
 # CAM++ with BatchNorm by groups: its dense blocks a set of statistics a group, through the
 # default kernels (their sums fixed by a group's rows), as on the CPU.
-cgbn="--invariant --invariant-group 2 --invariant-bn group"
-gpus 1 forward run 1 $SPKDDP train $cpp $cgbn --ckpt-dir cpp_g1 >log_cpp_g1 2>&1 ||
-    { cat log_cpp_g1; fail "campplus, BatchNorm by groups: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $cpp $cgbn --ckpt-dir cpp_g2 >log_cpp_g2 2>&1 ||
-    { cat log_cpp_g2; fail "campplus, BatchNorm by groups: two GPUs"; }
-same cpp_g1/$ckpt cpp_g2/$ckpt 0 "invariant campplus, BatchNorm by groups of 2: 1 rank vs 2 ranks on 2 GPUs"
+one_vs_two cpp_g "invariant campplus, BatchNorm by groups of 2" $cpp --invariant --invariant-group 2 --invariant-bn group
 # Groups as large as the per-rank batch are the default mode's local BatchNorm, with
 # speaker-balanced batches (which both modes cut into contiguous slices): one step.
 camb="${cpp/--max-steps 2/--max-steps 1} --sampler balanced --utts-per-speaker 2"
@@ -166,11 +147,7 @@ gpus 2 forward run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr -
     { cat log_sc; fail "cuda simclr run"; }
 grep -q "reduce-scattered by NCCL" log_sc || fail "simclr: the global batch's collectives did not go through NCCL"
 same cpu_sc/$ckpt sc/$ckpt $RTOL "simclr, global negatives (NCCL all-gather, reduce-scatter): 2 steps on the stand-in vs cpu"
-gpus 1 forward run 1 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc1 >log_sc1 2>&1 ||
-    { cat log_sc1; fail "invariant simclr: one rank"; }
-gpus 2 reverse run 2 $SPKDDP train $common --max-steps 2 --device cuda $simclr --invariant --ckpt-dir sc2 >log_sc2 2>&1 ||
-    { cat log_sc2; fail "invariant simclr: two GPUs"; }
-same sc1/$ckpt sc2/$ckpt 0 "invariant simclr: 1 rank vs 2 ranks on 2 GPUs"
+one_vs_two sc "invariant simclr" $common --max-steps 2 --device cuda $simclr --invariant
 
 dino="--loss dino --views 4 --local-frames 16 --dino-hidden 16 --dino-bottleneck 8 --dino-out 32"
 run 2 $SPKDDP train $common --max-steps 2 --device cpu $dino --ckpt-dir cpu_dino >log_cpu_dino 2>&1 ||
