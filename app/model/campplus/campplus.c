@@ -1,6 +1,7 @@
 // 3D-Speaker's CAM++ as a model_t (app/model/campplus/campplus.h).
 #include "app/model/campplus/campplus.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "app/model/layers/model_layers.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"

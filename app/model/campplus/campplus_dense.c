@@ -1,6 +1,7 @@
 // CAM++'s densely connected blocks (app/model/campplus/campplus_dense.h).
 #include "app/model/campplus/campplus_dense.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"
 

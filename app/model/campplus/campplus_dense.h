@@ -17,6 +17,7 @@
 #pragma once
 #include "app/model/core/model_core.h"
 #include "app/model/layers/conv2d_bn.h"
+#include "app/model/layers/dense_bn.h"
 #include "app/model/layers/model_layers.h"
 
 #include <stddef.h>

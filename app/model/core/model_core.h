@@ -228,6 +228,11 @@ static inline void model_grads_ready(model_t *m, int64_t upto) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, upto);
 }
 
+// The exact gradient sums of the parameters at offset off (m->xgrads), or none for off < 0.
+static inline xsum_t model_xgrad(const model_t *m, int64_t off) {
+    return off < 0 ? xsum_none() : xsum_at(m->xgrads, off);
+}
+
 // Replaces the n exact sums s (on the model's backend) by their sums over all ranks, in place
 // (model_t.exact_allreduce; nothing to do on one rank).
 static inline void model_exact_allreduce(model_t *m, xsum_t s, int64_t n) {

@@ -3,6 +3,7 @@
 // the embedding layer.
 #include "app/model/ecapa/ecapa.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "app/model/layers/model_layers.h"
 #include "kernels/base/check.h"
 #include "kernels/base/rng.h"

@@ -1,6 +1,7 @@
 // ECAPA building blocks: the TDNN block and the SE-Res2Net block, forward and backward.
 #include "app/model/ecapa/ecapa_blocks.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "app/model/layers/model_layers.h"
 
 #include <stdio.h>

@@ -1,6 +1,7 @@
 // Conv2d + BatchNorm2d units (app/model/layers/conv2d_bn.h).
 #include "app/model/layers/conv2d_bn.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "app/model/layers/model_layers.h"
 #include "kernels/base/check.h"
 #include "kernels/base/spk_assert.h"

@@ -5,11 +5,10 @@
 // m->exact_allreduce.
 #include "app/model/layers/model_layers.h"
 
+#include "app/model/layers/bn_sets.h"
 #include "kernels/base/spk_assert.h"
 
 // ---- gradients --------------------------------------------------------------------------------
-
-static xsum_t xgrad(const model_t *m, int64_t off) { return off < 0 ? xsum_none() : xsum_at(m->xgrads, off); }
 
 void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
                           int Cout, int T, int K, int dilation, int train, float *work) {
@@ -40,7 +39,7 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
     float *gr = m->grads;
     SPK_ASSERT(!dy != !dyh && (!dyh || (m->bf16 && b < 0)));
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, dyh, xh,
+        m->be->conv1d_bf16_backward_exact(dx, dx_accumulate, gr + w, model_xgrad(m, w), model_xgrad(m, b), dy, dyh, xh,
                                           m->params_bf16 + w, B, Cin, Cout, T, K, dilation, work, m->group);
     else if (m->bf16)
         m->be->conv1d_bf16_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, dyh, xh, m->params_bf16 + w,
@@ -49,8 +48,8 @@ void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
         m->be->conv1d_backward(dx, dx_accumulate, gr + w, b < 0 ? NULL : gr + b, dy, x, p + w, B, Cin, Cout, T, K,
                                dilation, work);
     else
-        m->be->conv1d_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xgrad(m, b), dy, x, p + w, B, Cin, Cout, T,
-                                     K, dilation, work, m->group);
+        m->be->conv1d_backward_exact(dx, dx_accumulate, gr + w, model_xgrad(m, w), model_xgrad(m, b), dy, x, p + w, B,
+                                     Cin, Cout, T, K, dilation, work, m->group);
 }
 
 void model_linear_backward_rows(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B,
@@ -65,9 +64,9 @@ void model_linear_backward_rows(model_t *m, float *dx, int64_t w, int64_t b, con
     }
     if (dx) K->spk_sgemm('N', 'N', rows, In, Out, 1.0f, dy, Out, p + w, In, 1.0f, dx, In);  // row by row
     // dW += dy_i^T x_i for every row i (outer products), db += dy_i, a group of samples' rows a term
-    K->spk_sgemm_batched_exact('T', 'N', Out, In, 1, dy, Out, Out, x, In, In, gr + w, xgrad(m, w), In, rows,
+    K->spk_sgemm_batched_exact('T', 'N', Out, In, 1, dy, Out, Out, x, In, In, gr + w, model_xgrad(m, w), In, rows,
                                m->group * per);
-    if (b >= 0) K->xsum_add(xgrad(m, b), dy, rows, Out, m->group * per);
+    if (b >= 0) K->xsum_add(model_xgrad(m, b), dy, rows, Out, m->group * per);
 }
 
 void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const float *dy, const float *x, int B, int In,
@@ -78,49 +77,21 @@ void model_linear_backward(model_t *m, float *dx, int64_t w, int64_t b, const fl
 void model_gemm_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const float *A, int lda,
                            int64_t strideA, const float *Bm, int ldb, int64_t strideB, int64_t c, int ldc, int batch) {
     m->be->spk_sgemm_batched_exact(transa, transb, M, N, K, A, lda, strideA, Bm, ldb, strideB, m->grads + c,
-                                   xgrad(m, c), ldc, batch, m->group);
+                                   model_xgrad(m, c), ldc, batch, m->group);
 }
 
 void model_gemm_bf16_grad_exact(model_t *m, char transa, char transb, int M, int N, int K, const spk_bf16 *A, int lda,
                                 int64_t strideA, const spk_bf16 *Bm, int ldb, int64_t strideB, int64_t c, int ldc,
                                 int batch) {
     m->be->spk_gemm_bf16_batched_exact(transa, transb, M, N, K, A, lda, strideA, Bm, ldb, strideB, m->grads + c,
-                                       xgrad(m, c), ldc, batch, m->group);
+                                       model_xgrad(m, c), ldc, batch, m->group);
 }
 
 void model_rows_grad_exact(model_t *m, int64_t c, const float *x, int rows, int64_t n) {
-    m->be->xsum_add(xgrad(m, c), x, rows, n, m->group);
+    m->be->xsum_add(model_xgrad(m, c), x, rows, n, m->group);
 }
 
 // ---- BatchNorm --------------------------------------------------------------------------------
-
-// Room for n BatchNorm sums (grown once, on the first step).
-static xsum_t stats_sums(model_t *m, int64_t n) {
-    if (n > m->xstats_cap) {
-        model_xsum_free(m, &m->xstats);
-        m->xstats = model_xsum(m, n);
-        m->xstats_cap = n;
-    }
-    m->be->xsum_zero(m->xstats, n);
-    return m->xstats;
-}
-
-// The invariant mode's sets of BatchNorm statistics in a batch of B: one over the global batch
-// (exchanged), or with --invariant-bn group one for each group of samples (this rank's alone).
-typedef struct {
-    int sets, samples;  // sets, and samples in each
-    int64_t per_set;    // samples each set's statistics are over
-} bn_sets_t;
-
-static bn_sets_t bn_sets(const model_t *m, int B) {
-    if (!m->bn_by_group) return (bn_sets_t){1, B, m->global_batch};
-    SPK_ASSERT(B % m->group == 0);
-    return (bn_sets_t){B / m->group, m->group, m->group};
-}
-
-size_t model_bn_stats_floats(const model_t *m, int B, int C) {
-    return (size_t)(m->bn_by_group ? B / m->group : 1) * (size_t)C;
-}
 
 // Set i of a batch: its first value (sets of `size` values), its saved statistics (c0), the
 // running statistics it updates (rm, rv: NULL for none) and its sums, zeroed. Over the global
@@ -133,13 +104,10 @@ typedef struct {
     xsum_t s;
 } bn_set_t;
 
-// Whether set i updates the running statistics (bn_set's rule).
-static int bn_set_runs(const model_t *m, int i) { return !m->bn_by_group || (i == 0 && m->batch_offset == 0); }
-
 static bn_set_t bn_set(model_t *m, int i, size_t size, int C, int64_t running_mean, int64_t running_var) {
-    const int runs = bn_set_runs(m, i);
+    const int runs = model_bn_set_runs(m, i);
     return (bn_set_t){(size_t)i * size, (size_t)i * C, runs ? m->state + running_mean : NULL,
-                      runs ? m->state + running_var : NULL, stats_sums(m, 2 * (int64_t)C)};
+                      runs ? m->state + running_var : NULL, model_bn_stats_sums(m, 2 * (int64_t)C)};
 }
 
 // BatchNorm by groups on the CPU (model_bn_by_default_kernels): each group through the default
@@ -157,7 +125,7 @@ static float *group_terms_zero(model_t *m, int64_t off, int C) {
 
 static void group_terms_add(model_t *m, const int64_t *off, int n, int C) {
     for (int k = 0; k < n; k++)
-        if (off[k] >= 0) m->be->xsum_add(xgrad(m, off[k]), m->grads + off[k], 1, C, 1);
+        if (off[k] >= 0) m->be->xsum_add(model_xgrad(m, off[k]), m->grads + off[k], 1, C, 1);
 }
 
 // Reduces set i's sums over the ranks when they are the global batch's.
@@ -171,10 +139,10 @@ static void forward_by_sets(model_t *m, int relu, float *y, float *mean, float *
                             int64_t running_var, const float *x, int64_t w, int64_t b, int B, int C, int T, float eps,
                             float momentum) {
     const float *pw = w < 0 ? NULL : m->params + w, *pb = b < 0 ? NULL : m->params + b;
-    const bn_sets_t g = bn_sets(m, B);  // (one set of the batch unless by groups)
+    const bn_sets_t g = model_bn_sets(m, B);  // (one set of the batch unless by groups)
     for (int i = 0; i < g.sets; i++) {
         const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
-        const int runs = bn_set_runs(m, i);
+        const int runs = model_bn_set_runs(m, i);
         float *rm = runs ? m->state + running_mean : NULL, *rv = runs ? m->state + running_var : NULL;
         if (relu)
             m->be->batchnorm1d_relu_forward_train(y + at, mean + c0, rstd + c0, rm, rv, x + at, pw, pb, g.samples, C, T,
@@ -194,7 +162,7 @@ void model_batchnorm_train(model_t *m, float *y, float *mean, float *rstd, int64
         forward_by_sets(m, 0, y, mean, rstd, running_mean, running_var, x, w, b, B, C, T, eps, momentum);
         return;
     }
-    const bn_sets_t g = bn_sets(m, B);
+    const bn_sets_t g = model_bn_sets(m, B);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, running_mean, running_var);
         K->batchnorm1d_stats_partial(v.s, x + v.at, v.rm, g.samples, C, T, m->group);
@@ -225,7 +193,7 @@ static void batchnorm_backward_global(model_t *m, float *dx, spk_bf16 *dxh, int 
                                       int64_t conv_b, const float *dy, const float *x, const float *mean,
                                       const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;
-    const bn_sets_t g = bn_sets(m, B);
+    const bn_sets_t g = model_bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {
         SPK_ASSERT((conv_b < 0 || (relu_set && (dx || dxh))) && (!dxh || (relu_set && !dx)));
         const int64_t off[3] = {w, b, conv_b};
@@ -250,8 +218,8 @@ static void batchnorm_backward_global(model_t *m, float *dx, spk_bf16 *dxh, int 
     SPK_ASSERT(conv_b < 0 && !dxh);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * C * T, C, 0, 0);
-        K->batchnorm1d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, x + v.at, mean + v.c0, rstd + v.c0,
-                                        g.samples, C, T, m->group);
+        K->batchnorm1d_backward_partial(v.s, model_xgrad(m, w), model_xgrad(m, b), dy + v.at, x + v.at, mean + v.c0,
+                                        rstd + v.c0, g.samples, C, T, m->group);
         bn_exchange(m, v.s, 2 * (int64_t)C);
         if (dx)
             K->batchnorm1d_backward_global(dx + v.at, relu_set, dy + v.at, x + v.at, w < 0 ? NULL : m->params + w,
@@ -334,15 +302,15 @@ void model_conv2d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, 
     float *gr = m->grads;
     SPK_ASSERT(!dy != !dyh && (!dyh || m->bf16));
     if (m->bf16 && m->invariant)  // the forward's rounded input stands in for x
-        K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, dyh, xh,
+        K->conv2d_bf16_backward_exact(dx, dx_accumulate, gr + w, model_xgrad(m, w), xsum_none(), dy, dyh, xh,
                                       m->params_bf16 + w, s, work, m->group);
     else if (m->bf16)
         K->conv2d_bf16_backward(dx, dx_accumulate, gr + w, NULL, dy, dyh, xh, m->params_bf16 + w, s, work);
     else if (!m->invariant)
         K->conv2d_backward(dx, dx_accumulate, gr + w, NULL, dy, x, m->params + w, s, work);
     else  // the gradient buffer is the exact sums' scratch
-        K->conv2d_backward_exact(dx, dx_accumulate, gr + w, xgrad(m, w), xsum_none(), dy, x, m->params + w, s, work,
-                                 m->group);
+        K->conv2d_backward_exact(dx, dx_accumulate, gr + w, model_xgrad(m, w), xsum_none(), dy, x, m->params + w, s,
+                                 work, m->group);
 }
 
 // Where a 2-D BatchNorm's tensor starts at element `at` (NULL stays NULL).
@@ -354,8 +322,8 @@ void model_conv2d_backward_rounded(model_t *m, spk_bf16 *dxh, int64_t w, const s
     const spk_backend_t *K = m->be;
     SPK_ASSERT(model_writes_bf16(m));
     if (m->invariant)
-        K->conv2d_bf16_backward_rounded_exact(dxh, m->grads + w, xgrad(m, w), dyh, xh, m->params_bf16 + w, s, work,
-                                              m->group);
+        K->conv2d_bf16_backward_rounded_exact(dxh, m->grads + w, model_xgrad(m, w), dyh, xh, m->params_bf16 + w, s,
+                                              work, m->group);
     else
         K->conv2d_bf16_backward_rounded(dxh, m->grads + w, dyh, xh, m->params_bf16 + w, s, work);
 }
@@ -371,11 +339,11 @@ int model_batchnorm2d_train(model_t *m, float *y, spk_bf16 *yh, float *mean, flo
                                      p + b, residual, residual_h, relu, B * HW, C, eps, momentum, work);
         return yh != NULL;
     }
-    const bn_sets_t g = bn_sets(m, B);
+    const bn_sets_t g = model_bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {  // (its blocks of rows are fixed by the group's rows: thread-invariant)
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
-            const int runs = bn_set_runs(m, i);
+            const int runs = model_bn_set_runs(m, i);
             K->batchnorm2d_forward_train(y ? y + at : NULL, yh ? yh + at : NULL, mean + c0, rstd + c0,
                                          runs ? m->state + running_mean : NULL, runs ? m->state + running_var : NULL,
                                          f_at(x, at), h_at(xh, at), p + w, p + b, f_at(residual, at),
@@ -408,7 +376,7 @@ static void batchnorm2d_backward_by_groups(model_t *m, float *dx, spk_bf16 *dxh,
                                            int B, int HW, int C, float *work) {
     const spk_backend_t *K = m->be;
     const int64_t off[2] = {w, b};
-    const bn_sets_t g = bn_sets(m, B);
+    const bn_sets_t g = model_bn_sets(m, B);
     for (int i = 0; i < g.sets; i++) {
         const size_t at = (size_t)i * g.samples * HW * C, c0 = (size_t)i * C;
         const int N = g.samples * HW;
@@ -441,11 +409,11 @@ void model_batchnorm2d_backward(model_t *m, float *dx, spk_bf16 *dxh, float *dre
         batchnorm2d_backward_by_groups(m, dx, dxh, dres, w, b, &in, mean, rstd, relu, B, HW, C, work);
         return;
     }
-    const bn_sets_t g = bn_sets(m, B);
+    const bn_sets_t g = model_bn_sets(m, B);
     for (int i = 0; i < g.sets; i++) {
         const bn_set_t v = bn_set(m, i, (size_t)g.samples * HW * C, C, 0, 0);
-        K->batchnorm2d_backward_partial(v.s, xgrad(m, w), xgrad(m, b), dy + v.at, y + v.at, x + v.at, mean + v.c0,
-                                        rstd + v.c0, relu, g.samples, HW, C, m->group);
+        K->batchnorm2d_backward_partial(v.s, model_xgrad(m, w), model_xgrad(m, b), dy + v.at, y + v.at, x + v.at,
+                                        mean + v.c0, rstd + v.c0, relu, g.samples, HW, C, m->group);
         bn_exchange(m, v.s, 2 * (int64_t)C);
         K->batchnorm2d_backward_global(dx ? dx + v.at : NULL, dxh ? dxh + v.at : NULL, dres ? dres + v.at : NULL, 0,
                                        dy + v.at, y + v.at, x + v.at, p + w, mean + v.c0, rstd + v.c0, relu, v.s,
@@ -464,150 +432,4 @@ void model_batchnorm2d_backward_rounded(model_t *m, spk_bf16 *dxh, float *dres, 
     float *gr = m->grads;
     m->be->batchnorm2d_backward_rounded(dxh, dres, 0, gr + w, gr + b, in->dy, in->dyh, in->y, in->yh, in->x, in->xh,
                                         m->params + w, mean, rstd, relu, B * HW, C, work);
-}
-
-// ---- shared-statistics BatchNorm of a dense block ---------------------------------------------
-
-#define DENSE_BN_EPS      1e-5f
-#define DENSE_BN_MOMENTUM 0.1f
-
-// By groups (--invariant-bn group) every group is a batch of its own through the default mode's
-// kernels, as the plain mode's rank batch: its statistics set i at i * ldm, its readers' sums S1,
-// S2 at i * 2 cap, its parameters' gradients one float term each. On every backend: the dense
-// kernels' sums follow an order fixed by a group's rows and channels alone (on GPUs,
-// kernels/cuda/dense_bn.cu), where the other BatchNorms' need model_bn_by_default_kernels.
-static int dense_by_groups(const model_t *m) { return m->bn_by_group; }
-
-model_dense_sums_t model_dense_sums(const model_t *m, int cap, int B) {
-    const int by_groups = dense_by_groups(m);
-    model_dense_sums_t s = {cap, by_groups ? B / m->group : 1, NULL, xsum_none()};
-    s.f = model_buf(m, 2 * (size_t)cap * (size_t)s.sets);
-    if (m->invariant && !by_groups) s.x = model_xsum(m, 2 * (int64_t)cap);
-    return s;
-}
-
-void model_dense_sums_free(const model_t *m, model_dense_sums_t *s) {
-    model_buf_free(m, &s->f);
-    model_xsum_free(m, &s->x);
-    s->cap = s->sets = 0;
-}
-
-void model_dense_sums_zero(model_t *m, model_dense_sums_t *s) {
-    m->be->vec_zero(s->f, 2 * (size_t)s->cap * (size_t)s->sets);
-    if (!xsum_empty(s->x)) m->be->xsum_zero(s->x, 2 * (int64_t)s->cap);
-}
-
-// Rows the statistics are over: this rank's, the global batch's, or a group's.
-static int64_t dense_rows(const model_t *m, int B, int HW) {
-    return (!m->invariant ? B : dense_by_groups(m) ? m->group : m->global_batch) * (int64_t)HW;
-}
-
-// The plain mode's statistics of B samples: their sums shifted by their own mean, from a first
-// pass (a rank's running statistics are its own, rank 0's rule from a checkpoint on).
-static void batch_stats(model_t *m, float *mean, float *var, const float *x, int ld, int B, int HW, int C,
-                        float *part) {
-    const spk_backend_t *K = m->be;
-    const float *s1 = part, *s2 = part + C;
-    float *batch_mean = part + 2 * (size_t)C;
-    K->dense_bn_stats_partial(part, x, ld, NULL, B, HW, C, B);
-    K->dense_bn_stats_finish(batch_mean, var, NULL, NULL, s1, s2, NULL, (int64_t)B * HW, C, 0.0f);
-    K->dense_bn_stats_partial(part, x, ld, batch_mean, B, HW, C, B);
-    K->dense_bn_stats_finish(mean, var, NULL, NULL, s1, s2, batch_mean, (int64_t)B * HW, C, DENSE_BN_MOMENTUM);
-}
-
-void model_dense_bn_stats(model_t *m, float *mean, float *var, int ldm, const float *x, int ld, const float *shift,
-                          int B, int HW, int C, float *part) {
-    const spk_backend_t *K = m->be;
-    if (!m->invariant || dense_by_groups(m)) {
-        const bn_sets_t g = bn_sets(m, B);
-        for (int i = 0; i < g.sets; i++)
-            batch_stats(m, mean + (size_t)i * ldm, var + (size_t)i * ldm, x + (size_t)i * g.samples * HW * ld, ld,
-                        g.samples, HW, C, part);
-        return;
-    }
-    const int groups = B / m->group;
-    K->dense_bn_stats_partial(part, x, ld, shift, B, HW, C, m->group);
-    const xsum_t s = stats_sums(m, 2 * (int64_t)C);
-    K->xsum_add(s, part, groups, C, 1);
-    K->xsum_add(xsum_at(s, C), part + (size_t)groups * C, groups, C, 1);
-    model_exact_allreduce(m, s, 2 * (int64_t)C);
-    K->xsum_to_float(part, s, 2 * (int64_t)C);
-    K->dense_bn_stats_finish(mean, var, NULL, NULL, part, part + C, shift, dense_rows(m, B, HW), C, DENSE_BN_MOMENTUM);
-}
-
-void model_dense_bn_running(model_t *m, int64_t running_mean, int64_t running_var, const float *mean, const float *var,
-                            int B, int HW, int C) {
-    if (dense_by_groups(m) && !bn_set_runs(m, 0)) return;  // (the global batch's first group's, as bn_set's)
-    m->be->dense_bn_running_update(m->state + running_mean, m->state + running_var, mean, var, dense_rows(m, B, HW), C,
-                                   DENSE_BN_MOMENTUM);
-}
-
-void model_dense_bn_relu_forward(model_t *m, float *z, spk_bf16 *zh, int ldz, const float *x, int ldx,
-                                 const float *mean, const float *var, int ldm, int64_t w, int64_t b, int B, int HW,
-                                 int C) {
-    const bn_sets_t g = ldm ? bn_sets(m, B) : (bn_sets_t){1, B, B};
-    for (int i = 0; i < g.sets; i++) {
-        const size_t r = (size_t)i * g.samples * HW;
-        m->be->dense_bn_relu_forward(z ? z + r * ldz : NULL, zh ? zh + r * ldz : NULL, ldz, x + r * ldx, ldx,
-                                     mean + (size_t)i * ldm, var + (size_t)i * ldm, m->params + w, m->params + b,
-                                     g.samples * HW, C, DENSE_BN_EPS);
-    }
-}
-
-void model_dense_bn_backward(model_t *m, float *g, int ldg, int accumulate, model_dense_sums_t *s, int64_t w, int64_t b,
-                             const float *dz, int ldz, const float *x, int ldx, const float *mean, const float *var,
-                             int ldm, int B, int HW, int C, float *part) {
-    const spk_backend_t *K = m->be;
-    if (dense_by_groups(m)) {
-        const bn_sets_t q = bn_sets(m, B);
-        for (int i = 0; i < q.sets; i++) {
-            const size_t r = (size_t)i * q.samples * HW;
-            float *f = s->f + (size_t)i * 2 * s->cap;
-            K->dense_bn_relu_backward(g + r * ldg, ldg, accumulate, part, dz + r * ldz, ldz, x + r * ldx, ldx,
-                                      mean + (size_t)i * ldm, var + (size_t)i * ldm, m->params + w, m->params + b,
-                                      q.samples, HW, C, DENSE_BN_EPS, q.samples);
-            K->xsum_add(xgrad(m, b), part, 1, C, 1);
-            K->xsum_add(xgrad(m, w), part + C, 1, C, 1);
-            K->vec_acc(f, part + 2 * (size_t)C, (size_t)C);
-            K->vec_acc(f + s->cap, part + 3 * (size_t)C, (size_t)C);
-        }
-        return;
-    }
-    const int group = m->invariant ? m->group : B, groups = B / group;
-    K->dense_bn_relu_backward(g, ldg, accumulate, part, dz, ldz, x, ldx, mean, var, m->params + w, m->params + b, B, HW,
-                              C, DENSE_BN_EPS, group);
-    const float *q[4];  // the sums of m, m xhat, and those times the weight, (groups, C) each
-    for (int i = 0; i < 4; i++) q[i] = part + (size_t)i * groups * C;
-    if (!m->invariant) {
-        K->vec_acc(m->grads + b, q[0], (size_t)C);
-        K->vec_acc(m->grads + w, q[1], (size_t)C);
-        K->vec_acc(s->f, q[2], (size_t)C);
-        K->vec_acc(s->f + s->cap, q[3], (size_t)C);
-        return;
-    }
-    K->xsum_add(xgrad(m, b), q[0], groups, C, 1);
-    K->xsum_add(xgrad(m, w), q[1], groups, C, 1);
-    K->xsum_add(s->x, q[2], groups, C, 1);
-    K->xsum_add(xsum_at(s->x, s->cap), q[3], groups, C, 1);
-}
-
-void model_dense_bn_input_grad(model_t *m, float *dx, int lddx, const float *g, int ldg, const float *x, int ldx,
-                               const float *mean, const float *var, int ldm, model_dense_sums_t *s, int c0, int B,
-                               int HW, int C) {
-    const spk_backend_t *K = m->be;
-    if (!xsum_empty(s->x)) {  // the global batch's: reduced over the ranks
-        for (int i = 0; i < 2; i++) {
-            const xsum_t t = xsum_at(s->x, (int64_t)i * s->cap + c0);
-            model_exact_allreduce(m, t, C);
-            K->xsum_to_float(s->f + (size_t)i * s->cap + c0, t, C);
-        }
-    }
-    const bn_sets_t q = dense_by_groups(m) ? bn_sets(m, B) : (bn_sets_t){1, B, B};
-    for (int i = 0; i < q.sets; i++) {
-        const size_t r = (size_t)i * q.samples * HW;
-        const float *f = s->f + (size_t)i * 2 * s->cap + c0;
-        K->dense_bn_input_grad(dx + r * lddx, lddx, 0, g + r * ldg, ldg, x + r * ldx, ldx, mean + (size_t)i * ldm,
-                               var + (size_t)i * ldm, f, f + s->cap, dense_rows(m, B, HW), q.samples * HW, C,
-                               DENSE_BN_EPS);
-    }
 }
