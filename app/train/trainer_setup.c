@@ -108,7 +108,11 @@ static void create_optimizer(trainer_t *t) {
     const optimizer_config_t oc = train_config_optimizer(t->cfg);
     optimizer_init(&t->opt, &oc, n, t->be);
     const train_config_t *c = t->cfg;
-    const step_controls_config_t sc = {c->clip_grad_norm, c->skip_nonfinite, c->log_every, c->step_log, c->data};
+    const step_controls_config_t sc = {.clip_grad_norm = c->clip_grad_norm,
+                                       .skip_nonfinite = c->skip_nonfinite,
+                                       .log_every = c->log_every,
+                                       .step_log = c->step_log,
+                                       .data = c->data};
     step_controls_init(&t->controls, &sc, t->be);
     const int64_t own = t->sliced ? t->shard.own : 0;  // the head's slice: its gradient is the global batch's already
     const model_t *m = t->model;
