@@ -170,22 +170,28 @@ static void invariant_checks(const trainer_t *t) {
             (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch, t->comm->size);
 }
 
-// Micro-batches per epoch in the invariant mode: whole updates of the epoch order only, so the
-// steps and their samples are the same on any number of ranks (padding to a multiple of the
-// ranks would not be); each rank takes a contiguous slice of each micro-batch's global batch
-// (sampler_batch_slice).
-static int64_t invariant_steps(const trainer_t *t) {
+// Micro-batches per epoch in the invariant mode: whole updates, so the steps and their samples
+// are the same on any number of ranks. The epoch order is padded to a multiple of the update's
+// global batch (padding to a multiple of the ranks, PyTorch's, would change with their number),
+// or cut to one with --drop-last; each rank takes a contiguous slice of each micro-batch's global
+// batch (sampler_batch_slice).
+static int64_t invariant_steps(trainer_t *t) {
     const train_config_t *c = t->cfg;
-    const int64_t n = t->data.num_utts, steps = n / c->global_batch, rest = n - steps * c->global_batch;
     invariant_checks(t);
+    const int64_t n = t->data.num_utts, moved = sampler_pad_to(&t->sampler, c->global_batch);
     // With --grad-accum, each update's micro-batches add to the same exact sums, rounded once when
     // the last one is reduced: whole updates only, so every update is the same samples on any K.
-    if (rest)
+    if (moved && c->drop_last)
         printf0(
-            "note: --invariant trains on whole global batches: %lld of the %lld samples of each epoch are not "
-            "used%s\n",
-            (long long)rest, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
-    return steps * c->grad_accum;
+            "note: --invariant --drop-last trains on whole global batches: %lld of the %lld samples of each epoch "
+            "are not used%s\n",
+            (long long)moved, (long long)n, c->no_shuffle ? " (always the same ones with --no-shuffle)" : "");
+    else if (moved)
+        printf0(
+            "note: --invariant fills each epoch's last global batch of %lld with the first %lld samples of the "
+            "epoch's order again, on any number of ranks (--drop-last leaves the last %lld out instead)\n",
+            (long long)c->global_batch, (long long)moved, (long long)(c->global_batch - moved));
+    return t->sampler.total / c->global_batch * c->grad_accum;
 }
 
 // Steps per epoch with speaker-balanced global batches (io/loader/sampler.h): as many as the

@@ -25,6 +25,16 @@ void sampler_init(sampler_t *s, int64_t num_samples, int world, int rank, uint64
     s->order = mallocCheck((size_t)n * sizeof(int64_t));
 }
 
+int64_t sampler_pad_to(sampler_t *s, int64_t multiple) {
+    SPK_ASSERT(multiple > 0 && multiple % s->world == 0 && s->per_speaker == 0);
+    const int64_t n = s->num_samples, whole = n / multiple * multiple;
+    s->total = s->drop_last || whole == n ? whole : whole + multiple;
+    s->per_rank = s->total / s->world;
+    free(s->order);
+    s->order = mallocCheck((size_t)(s->total > n ? s->total : n) * sizeof(int64_t));
+    return s->drop_last ? n - s->total : s->total - n;
+}
+
 static void shuffle(int64_t *a, int64_t n, rng_t *r) {
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)rng_below(r, (uint64_t)i + 1);

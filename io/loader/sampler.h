@@ -49,6 +49,11 @@ int sampler_batch(const sampler_t *s, int64_t step, int64_t batch, int64_t *out)
 // so a group of consecutive positions stays on one rank whatever K (when it divides B). Only
 // whole global batches: (step + 1) K B <= total. Writes B indices, returns B.
 int sampler_batch_slice(const sampler_t *s, int64_t step, int64_t batch, int64_t *out);
+// The invariant mode's epoch length: whole updates of `multiple` samples (a multiple of the
+// world), by wrapping the order around as the default padding does, or cut to floor(N/multiple)
+// with drop_last. Depends on N and `multiple` only, never on the world size. Returns the
+// samples added (or, with drop_last, left out).
+int64_t sampler_pad_to(sampler_t *s, int64_t multiple);
 // Speaker-balanced epochs (metric learning: prototypical, GE2E, supervised contrastive). From
 // (seed, epoch), each speaker's utterances are shuffled and cut into groups of M (a speaker with
 // fewer than M has none; a remainder waits for another epoch's shuffle), the groups are shuffled,

@@ -6,7 +6,8 @@
 # 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
 # changes nothing; a global batch of 160, whose sums exceed the exchange's one word and are partly
 # redone in full, is the same on 1 and 2 ranks; groups of 2 samples per exact term
-# (--invariant-group) agree on 1, 2 and 8 ranks, and at C=512 (a layer past L2, folded in
+# (--invariant-group) agree on 1, 2 and 8 ranks; an epoch that global batches do not divide is
+# padded to whole ones the same on 1 and 4 ranks (or cut with --drop-last); and at C=512 (a layer past L2, folded in
 # groups) on 1 and 2 ranks and 2 threads. The linear model, ecapa-av, resnet34 and campplus
 # on 1, 2 and 4 ranks likewise; resnet34 and campplus with the gradient sums in full
 # (SPKDDP_EXACT_SUMS=full) as with the words they take up to 32 terms in, campplus also with two
@@ -76,6 +77,18 @@ for k in 2 8; do
     same g1/ckpt-000000000003.h5 g$k/ckpt-000000000003.h5 "ecapa, groups of 2: $k ranks == 1 rank (bitwise)"
 done
 expect_error 2 "invariant-group 3 does not divide the per-rank batch 8" -- run 2 $SPKDDP train $ecapa --invariant-group 3
+# An epoch that global batches do not divide (160 = 3 x 48 + 16): its order wraps around to fill
+# a fourth batch, the same on 1 and 4 ranks; --drop-last leaves the 16 out (3 steps).
+for k in 1 4; do
+    run $k $SPKDDP train ${ecapa/--global-batch 16/--global-batch 48} --epochs 1 --ckpt-dir pad$k >log_pad$k 2>&1 \
+        || { cat log_pad$k; fail "global batch 48 on $k ranks"; }
+done
+grep -q "fills each epoch's last global batch of 48 with the first 32 samples" log_pad4 || fail "no note on the padding"
+same pad1/ckpt-000000000004.h5 pad4/ckpt-000000000004.h5 "ecapa: 160 samples in 4 global batches of 48, 4 ranks == 1 rank (bitwise)"
+run 2 $SPKDDP train ${ecapa/--global-batch 16/--global-batch 48} --drop-last --epochs 1 --ckpt-dir padd >log_padd 2>&1 \
+    || { cat log_padd; fail "--drop-last"; }
+[ -f padd/ckpt-000000000003.h5 ] && [ ! -f padd/ckpt-000000000004.h5 ] && grep -q "16 of the 160 samples" log_padd \
+    && echo "ok  --drop-last: 3 whole global batches of 48, 16 samples left out" || fail "--drop-last did not cut the epoch"
 # At C=512 the 1536 x 1536 layer's weights exceed L2: in groups its forward and input gradient
 # fold each group's samples into one GEMM (threads take whole chunks). 1 rank, 2 ranks and 1
 # rank of 2 threads alike.

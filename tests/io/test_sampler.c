@@ -86,6 +86,46 @@ static void check_slices(int64_t N, int K, int64_t B) {
     }
 }
 
+// The invariant mode's epochs (sampler_pad_to): whole global batches of G = K B, the order
+// wrapped around to fill the last one (every sample seen) or cut with drop_last; the same total
+// and the same global batches on every world size that divides G.
+static void check_pad_to(int64_t N, int64_t G, int drop_last) {
+    const int64_t want = drop_last ? N / G * G : (N + G - 1) / G * G;
+    const int Ks[] = {1, 2, 4};
+    int64_t *first = NULL;
+    for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++) {
+        const int K = Ks[k];
+        const int64_t B = G / K;
+        int64_t *got = malloc((size_t)(want > 0 ? want : 1) * sizeof(int64_t));
+        for (int r = 0; r < K; r++) {
+            sampler_t s;
+            sampler_init(&s, N, K, r, 11, 1, drop_last);
+            const int64_t moved = sampler_pad_to(&s, G);
+            sampler_set_epoch(&s, 1);
+            EXPECT(s.total == want && s.per_rank * K == want, "N=%lld G=%lld K=%d: total %lld, want %lld", (long long)N,
+                   (long long)G, K, (long long)s.total, (long long)want);
+            EXPECT(moved == (drop_last ? N - want : want - N), "N=%lld G=%lld: %lld samples moved", (long long)N,
+                   (long long)G, (long long)moved);
+            for (int64_t st = 0; (st + 1) * G <= s.total; st++) sampler_batch_slice(&s, st, B, got + st * G + r * B);
+            sampler_free(&s);
+        }
+        if (!first) {
+            first = got;
+            int64_t *seen = calloc((size_t)N, sizeof(int64_t)), missed = 0;
+            for (int64_t i = 0; i < want; i++) seen[first[i]]++;
+            for (int64_t i = 0; i < N; i++) missed += seen[i] == 0;
+            EXPECT(drop_last || missed == 0, "N=%lld G=%lld: %lld samples never seen", (long long)N, (long long)G,
+                   (long long)missed);
+            free(seen);
+        } else {
+            EXPECT(memcmp(first, got, (size_t)want * sizeof(int64_t)) == 0,
+                   "N=%lld G=%lld: %d ranks see other global batches than one rank", (long long)N, (long long)G, K);
+            free(got);
+        }
+    }
+    free(first);
+}
+
 // Balanced epochs: `classes` speakers with 1 + (c * 7) % 9 utterances each (some fewer than M),
 // global batches of GB = N x M. On K = 1, 2, 4 ranks: the same global order; whole batches only,
 // as many as the groups allow; each batch N distinct speakers in runs of M; no sample twice in an
@@ -188,6 +228,13 @@ int main(void) {
     check_slices(100, 2, 8);
     check_slices(100, 4, 4);
     check_slices(37, 3, 5);
+    for (int dl = 0; dl < 2; dl++) {
+        check_pad_to(100, 16, dl);
+        check_pad_to(96, 16, dl);
+        check_pad_to(37, 8, dl);
+        check_pad_to(20, 8, dl);
+    }
+    check_pad_to(5, 8, 0);  // one global batch larger than the data: the order wraps
     const int64_t Ns[] = {1, 2, 7, 16, 128, 1001};
     const int Ks[] = {1, 2, 3, 4, 8};
     for (size_t a = 0; a < sizeof Ns / sizeof Ns[0]; a++)
