@@ -34,6 +34,7 @@
 #include "kernels/cpu/conv1d_layout.h"
 #include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/gemm_row_tiles.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
@@ -578,9 +579,14 @@ static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum
 // default's, one thread, batch 16); blocks of 512 x 768 left it 10% slower and ECAPA C=1024's
 // 3072 x 3072 layer 11%, quarters or halves of the columns 12-17% on the first; halves of the
 // rows by 1536 columns 1-5% on both, on one thread and on two (T = 200). The blocks depend on the
-// shape only, never on the thread count, which they bound: 2 for 1024 and 1536 channels, 4 for
-// 3072, so a rank's threads past those idle on these layers' weight gradients. Scratch: the
-// folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T) >=
+// shape only: 2 for 1024 and 1536 channels, 4 for 3072. Threads past the blocks split them into
+// tiles of rows (block_tile_rows) where the GEMM gives a block's tiles the block's own bits
+// (checked once per shape), so the result never depends on the thread count: oneDNN's bf16
+// matmul does for every block here; its float32 GEMM does up to 512 x 1536 x 3200, but not for
+// the blocks of the 1536- and 3072-channel layers (768 and 1536 rows by 1536 columns), which keep
+// 2 and 4 threads in float32 (blocks of 512 or 384 rows, which it would tile, cost the first
+// 7-14% on one thread and on two). Scratch:
+// the folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T) >=
 // conv_chunk_samples(G, T) samples' columns.
 #define EXACT_FOLD_COLS   256
 #define EXACT_ROW_PARTS   2
@@ -597,6 +603,24 @@ static void deposit_block(xsum_t dw, const float *dw_tmp, int o0, int o1, int CK
         xsum_add_row(xsum_at(dw, (int64_t)o * CK + n0), dw_tmp + (size_t)o * CK + n0, n1 - n0);
 }
 
+// Rows a task takes of the weight gradient's blocks (rows x cols of dW (Cout, CK), the last ones
+// possibly smaller; GEMMs over k columns of operands with leading dimensions lda and ldb): the
+// block's rows, or, when nt threads outnumber the blocks, tiles of them, if the GEMM gives every
+// block shape the same bits in those tiles as whole (gemm_row_tiles_exact). Either way the
+// result does not depend on nt.
+static int block_tile_rows(const conv_operands_t *op, int nt, int Cout, int rows, int CK, int cols, int k, int lda,
+                           int ldb) {
+    const int frows = (Cout + rows - 1) / rows, fcols = (CK + cols - 1) / cols, m = rows < Cout ? rows : Cout;
+    const int tile = gemm_row_tile_rows(nt, frows * fcols, m);
+    if (tile >= m) return rows;
+    const int ms[2] = {m, Cout - (frows - 1) * rows};
+    const int ns[2] = {cols < CK ? cols : CK, CK - (fcols - 1) * cols};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (!gemm_row_tiles_exact(op->gemm, op->elem, ms[i], ns[j], k, lda, ldb, CK, tile)) return rows;
+    return tile;
+}
+
 static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
                                  int group) {
@@ -610,26 +634,33 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
     char *dyf = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
     for (int g0 = 0; g0 < B; g0 += group) {
         if (in_place) {
+            const int tile = block_tile_rows(op, nt, Cout, Cout, CK, EXACT_FOLD_COLS, T, (int)dy.row, (int)x.row);
+            const int tiles = (Cout + tile - 1) / tile;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-            for (int blk = 0; blk < ncol; blk++) {
+            for (int task = 0; task < ncol * tiles; task++) {
+                const int blk = task / tiles, o0 = task % tiles * tile, o1 = o0 + tile < Cout ? o0 + tile : Cout;
                 const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
                 for (int b = g0; b < g0 + group; b++)
-                    op->gemm('N', 'T', Cout, n1 - n0, T, conv_row_at(dy, b, 0, e), (int)dy.row,
-                             conv_row_at(x, b, n0, e), (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + n0, CK);
-                deposit_block(dw, dw_tmp, 0, Cout, CK, n0, n1);
+                    op->gemm('N', 'T', o1 - o0, n1 - n0, T, conv_row_at(dy, b, o0, e), (int)dy.row,
+                             conv_row_at(x, b, n0, e), (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0,
+                             CK);
+                deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);
             }
             continue;
         }
         for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
             const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
             const int last = b0 + nb == g0 + group;
+            const int tile = block_tile_rows(op, nt, Cout, rows, CK, cols, nc, nc, nc),
+                      tiles = (rows + tile - 1) / tile;
             conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
             conv_fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-            for (int blk = 0; blk < fcols * frows; blk++) {
-                const int n0 = blk % fcols * cols, o0 = blk / fcols * rows;
-                const int n1 = n0 + cols < CK ? n0 + cols : CK;
-                const int o1 = o0 + rows < Cout ? o0 + rows : Cout;
+            for (int task = 0; task < fcols * frows * tiles; task++) {
+                const int blk = task / tiles, n0 = blk % fcols * cols, r0 = blk / fcols * rows;
+                const int o0 = r0 + task % tiles * tile, r1 = r0 + rows < Cout ? r0 + rows : Cout;
+                const int n1 = n0 + cols < CK ? n0 + cols : CK, o1 = o0 + tile < r1 ? o0 + tile : r1;
+                if (o0 >= o1) continue;  // (the last block's tiles past its rows)
                 op->gemm('N', 'T', o1 - o0, n1 - n0, nc, dyf + (size_t)o0 * nc * e, nc, col + (size_t)n0 * nc * e, nc,
                          b0 > g0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0, CK);  // the chunks add up in dw_tmp
                 if (last) deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);

@@ -3,17 +3,17 @@
 # speakers, 20 steps of Adam with a global batch of 16: 1, 2 and 4 ranks end with bitwise the same
 # checkpoint (8 ranks on a shorter run) and the same metrics, held-out loss and accuracy included,
 # but for timings; a run stopped at step 7 on 2 ranks and resumed on 4 equals the uninterrupted
-# 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged)
-# changes nothing; a global batch of 160, whose sums exceed the exchange's one word and are partly
-# redone in full, is the same on 1 and 2 ranks; groups of 2 samples per exact term
-# (--invariant-group) agree on 1, 2 and 8 ranks; an epoch that global batches do not divide is
-# padded to whole ones the same on 1 and 4 ranks (or cut with --drop-last); and at C=512 (a layer past L2, folded in
-# groups) on 1 and 2 ranks and 2 threads. The linear model, ecapa-av, resnet34 and campplus
-# on 1, 2 and 4 ranks likewise; resnet34 and campplus with the gradient sums in full
-# (SPKDDP_EXACT_SUMS=full) as with the words they take up to 32 terms in, campplus also with two
-# CAM segments a sample (240-frame crops). With a plain float
-# allreduce in place of the exact one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one
-# rank: the comparison can fail. Micro-batches (--grad-accum 2): bitwise on 1, 2 and 4 ranks.
+# 2-rank run; 1 and 2 threads per rank agree; the GPU code path's data movement (cpu-staged) changes
+# nothing; a global batch of 160, whose sums exceed the exchange's one word and are partly redone in
+# full, is the same on 1 and 2 ranks; groups of 2 samples per exact term (--invariant-group) agree
+# on 1, 2 and 8 ranks; an epoch that global batches do not divide is padded to whole ones the same
+# on 1 and 4 ranks (or cut with --drop-last); and at C=512 (a layer past L2, folded in groups) on 1
+# and 2 ranks and 2 and 8 threads, and in bf16 on 1 and 8 threads. The linear model, ecapa-av,
+# resnet34 and campplus on 1, 2 and 4 ranks likewise; resnet34 and campplus with the gradient sums
+# in full (SPKDDP_EXACT_SUMS=full) as with the words they take up to 32 terms in, campplus also with
+# two CAM segments a sample (240-frame crops). With a plain float allreduce in place of the exact
+# one (SPKDDP_EXACT_ALLREDUCE=float) 2 ranks disagree with one rank: the comparison can fail.
+# Micro-batches (--grad-accum 2): bitwise on 1, 2 and 4 ranks.
 . "$(dirname "$0")/lib.sh" "$@"
 export OMP_WAIT_POLICY=passive  # 4 and 8 ranks on few cores
 
@@ -101,6 +101,16 @@ SPKDDP_THREADS=2 run 1 $SPKDDP train $wide --invariant-group 8 --epochs 1 --max-
     || fail "C=512, groups of 8 on 2 threads"
 same w1/ckpt-000000000002.h5 w2/ckpt-000000000002.h5 "ecapa C=512, groups of 8: 2 ranks == 1 rank (bitwise)"
 same w1/ckpt-000000000002.h5 wt/ckpt-000000000002.h5 "ecapa C=512, groups of 8: 2 threads == 1 thread (bitwise)"
+# 8 threads, more than most layers' weight-gradient blocks: tiles of their rows, where the GEMM
+# gives them the blocks' bits (the 512-channel layers in float32, all in bf16).
+SPKDDP_THREADS=8 run 1 $SPKDDP train $wide --invariant-group 8 --epochs 1 --max-steps 2 --ckpt-dir wt8 >/dev/null 2>&1 \
+    || fail "C=512, groups of 8 on 8 threads"
+same w1/ckpt-000000000002.h5 wt8/ckpt-000000000002.h5 "ecapa C=512, groups of 8: 8 threads == 1 thread (bitwise)"
+for t in 1 8; do
+    SPKDDP_THREADS=$t run 1 $SPKDDP train $wide --invariant-group 8 --precision bf16 --epochs 1 --max-steps 2 \
+        --ckpt-dir wb$t >/dev/null 2>&1 || fail "C=512 bf16, groups of 8 on $t threads"
+done
+same wb1/ckpt-000000000002.h5 wb8/ckpt-000000000002.h5 "ecapa C=512 bf16, groups of 8: 8 threads == 1 thread (bitwise)"
 # A resume leaving the mode would not continue the checkpoint's trajectory: refused.
 plain=${ecapa/--invariant /}
 expect_error 4 "written with --invariant 1, this run has --invariant 0" -- \

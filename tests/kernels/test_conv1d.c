@@ -187,6 +187,7 @@ static void cpu_checks(void) {
     invariant_case(5, 64, 40, 30, 1, 1, 1);
     invariant_case(4, 200, 300, 12, 3, 1, 2);   // 3 x 3 blocks of the exact weight gradient
     invariant_case(4, 280, 520, 6, 3, 1, 2);    // 2 x 2 blocks of a group's folded weight gradient
+    invariant_case(4, 256, 512, 20, 1, 1, 2);   // in place, one block of 256 columns: 8 threads take tiles
     invariant_case(2, 1024, 1024, 3, 1, 1, 1);  // >= 2^20 weights: transposed-weight input gradient
     // >= 2^20 weights in groups: the forward and the input gradient by chunks of each group (one
     // chunk a group; then chunks of 2 and 1 samples, which hold about 2048 columns)

@@ -191,6 +191,8 @@ static void invariant_checks(void) {
         invariant_case(6, 32, 48, 40, 3, 2, 3, widened);
         invariant_case(5, 64, 40, 30, 1, 1, 1, widened);
         invariant_case(4, 200, 300, 12, 3, 1, 2, widened);  // 3 x 3 blocks of the exact weight gradient
+        invariant_case(4, 280, 520, 6, 3, 1, 2, widened);   // 2 blocks: 8 threads take tiles of their rows
+        invariant_case(4, 256, 512, 20, 1, 1, 2, widened);
     }
     spk_gemm_set_backend(library);
 }

@@ -1,0 +1,116 @@
+// Row tiles of a GEMM checked against the whole GEMM (kernels/cpu/gemm_row_tiles.h).
+//
+// A GEMM's element is a dot product over k whose order the library's kernel fixes, usually the
+// same whatever rows the call covers; but a library may switch paths by the shapes (oneDNN's
+// float32 GEMM on one thread: a 768 x 1536 x 3200 product differs from its 512-row tiles in 76%
+// of its elements, while 512 x 1536 and every tiling of it agree), so no tiling is taken on
+// trust: each is compared once, on random operands, with the call it replaces.
+#include "kernels/cpu/gemm_row_tiles.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/base/check.h"
+#include "kernels/gemm.h"
+
+typedef struct {
+    gemm_any_fn *gemm;
+    spk_gemm_backend backend;  // (the library behind gemm, chosen process-wide)
+    size_t elem;
+    int m, n, k, lda, ldb, ldc, rows;
+    int exact;
+} verdict_t;
+
+#define MAX_VERDICTS 256
+static verdict_t g_verdicts[MAX_VERDICTS];
+static int g_count, g_allowed;
+
+// Random operand values in [-1, 1) (bf16: a float's upper half), from a fixed seed.
+static void *random_operand(size_t count, size_t elem, uint64_t *state) {
+    char *p = mallocCheck(count * elem);
+    for (size_t i = 0; i < count; i++) {
+        *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+        const float f = (float)((*state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+        if (elem == sizeof(float)) {
+            memcpy(p + i * elem, &f, sizeof f);
+        } else {
+            uint32_t u;
+            memcpy(&u, &f, sizeof u);
+            const uint16_t h = (uint16_t)(u >> 16);
+            memcpy(p + i * elem, &h, sizeof h);
+        }
+    }
+    return p;
+}
+
+// Both ways on this thread alone, as the weight gradient's tasks call the GEMM inside a parallel
+// region: a library that may thread a call from a serial region plans it for one thread.
+static int compare(gemm_any_fn *gemm, size_t elem, int m, int n, int k, int lda, int ldb, int ldc, int rows) {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    uint64_t state = 0x5eed;
+    void *A = random_operand((size_t)m * lda, elem, &state), *B = random_operand((size_t)n * ldb, elem, &state);
+    float *C[2];
+    float *start = random_operand((size_t)m * ldc, sizeof(float), &state);
+    for (int way = 0; way < 2; way++) {
+        C[way] = mallocCheck((size_t)m * ldc * sizeof(float));
+        memcpy(C[way], start, (size_t)m * ldc * sizeof(float));
+        for (int pass = 0; pass < 2; pass++) {  // beta 0, then 1: the chunks of a group add up so
+            const float beta = pass ? 1.0f : 0.0f;
+            const int step = way ? rows : m;
+            for (int r0 = 0; r0 < m; r0 += step) {
+                const int r = m - r0 < step ? m - r0 : step;
+                gemm('N', 'T', r, n, k, (const char *)A + (size_t)r0 * lda * elem, lda, B, ldb, beta,
+                     C[way] + (size_t)r0 * ldc, ldc);
+            }
+        }
+    }
+    int same = 1;
+    for (int i = 0; i < m && same; i++)
+        same = memcmp(C[0] + (size_t)i * ldc, C[1] + (size_t)i * ldc, n * sizeof(float)) == 0;
+    free(A);
+    free(B);
+    free(start);
+    free(C[0]);
+    free(C[1]);
+    omp_set_num_threads(threads);
+    return same;
+}
+
+int gemm_row_tiles_exact(gemm_any_fn *gemm, size_t elem, int m, int n, int k, int lda, int ldb, int ldc, int rows) {
+    if (rows >= m) return 1;
+    const spk_gemm_backend backend = spk_gemm_get_backend();
+    int exact = -1;
+#pragma omp critical(gemm_row_tiles)
+    {
+        for (int i = 0; i < g_count && exact < 0; i++) {
+            const verdict_t *v = &g_verdicts[i];
+            if (v->gemm == gemm && v->backend == backend && v->elem == elem && v->m == m && v->n == n && v->k == k &&
+                v->lda == lda && v->ldb == ldb && v->ldc == ldc && v->rows == rows)
+                exact = v->exact;
+        }
+        if (exact < 0) {
+            exact = compare(gemm, elem, m, n, k, lda, ldb, ldc, rows);
+            g_allowed += exact;
+            if (g_count < MAX_VERDICTS)  // (past that, shapes are checked again: slower, never wrong)
+                g_verdicts[g_count++] = (verdict_t){gemm, backend, elem, m, n, k, lda, ldb, ldc, rows, exact};
+        }
+    }
+    return exact;
+}
+
+int gemm_row_tile_rows(int nt, int blocks, int m) {
+    const int per_block = (nt + blocks - 1) / blocks;
+    if (per_block < 2 || m < 128) return m;
+    const int tiles = per_block < m / 64 ? per_block : m / 64;
+    return ((m + tiles - 1) / tiles + 63) / 64 * 64;
+}
+
+int gemm_row_tiles_allowed(void) {
+    int n;
+#pragma omp critical(gemm_row_tiles)
+    n = g_allowed;
+    return n;
+}
