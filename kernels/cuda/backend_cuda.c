@@ -16,6 +16,7 @@ static void *device_alloc(size_t bytes) {
 
 static const spk_backend_t cuda_backend = {.name = "cuda",
                                            .separate_memory = 1,
+                                           .bn_fixed_order = 1,
                                            .alloc = device_alloc,
                                            .free = spk_cuda_free,
                                            .upload = spk_cuda_upload,

@@ -16,7 +16,8 @@
 #     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise; and
 #     ECAPA, ResNet34 and CAM++ with BatchNorm by groups (--invariant-bn group) likewise, CAM++'s
-#     groups of the per-rank batch also against the default mode's local BatchNorm (1e-3);
+#     and ECAPA's groups of the per-rank batch also against the default mode's local BatchNorm
+#     (1e-3, 1e-6);
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
 #     mode 1 rank and 2 GPUs bitwise alike;
@@ -129,7 +130,7 @@ cpp="--data sp.h5 --model campplus --channels 16 --growth-rate 8 --emb-dim 16 --
 gpus 1 forward run 1 $SPKDDP train $cpp --recompute --ckpt-dir cpp_plain >log_cpp 2>&1 || { cat log_cpp; fail "campplus on a GPU"; }
 one_vs_two cpp_ "invariant campplus" $cpp --invariant
 # CAM++ with BatchNorm by groups: its dense blocks a set of statistics a group, through the
-# default kernels (their sums fixed by a group's rows), as on the CPU.
+# default kernels (their sums fixed by a group's rows), as on the CPU and as every BatchNorm.
 one_vs_two cpp_g "invariant campplus, BatchNorm by groups of 2" $cpp --invariant --invariant-group 2 --invariant-bn group
 # Groups as large as the per-rank batch are the default mode's local BatchNorm, with
 # speaker-balanced batches (which both modes cut into contiguous slices): one step.
@@ -139,6 +140,15 @@ gpus 2 reverse run 2 $SPKDDP train $camb --invariant --invariant-group 4 --invar
     >log_cpp_byg 2>&1 || { cat log_cpp_byg; fail "campplus, balanced, BatchNorm by groups of 4"; }
 same cpp_ddp/ckpt-000000000001.h5 cpp_byg/ckpt-000000000001.h5 1e-3 \
     "campplus on 2 GPUs: BatchNorm by groups of 4 vs the default mode's 2 ranks x 4"
+# ECAPA's groups through the default kernels are the default mode's BatchNorm of a rank of 2
+# samples: within rounding of the weight gradients' sums (exact sums of one-pass statistics came
+# 7.3e-5 apart here, their small groups' variances cancelling).
+ecb="$common --max-steps 1 --sampler balanced --utts-per-speaker 2 --device cuda"
+gpus 4 reverse run 4 $SPKDDP train $ecb --ckpt-dir ec_ddp >log_ec_ddp 2>&1 || { cat log_ec_ddp; fail "ecapa, balanced, 4 GPUs"; }
+gpus 1 forward run 1 $SPKDDP train $ecb --invariant --invariant-group 2 --invariant-bn group --ckpt-dir ec_byg \
+    >log_ec_byg 2>&1 || { cat log_ec_byg; fail "ecapa, balanced, BatchNorm by groups of 2"; }
+same ec_ddp/ckpt-000000000001.h5 ec_byg/ckpt-000000000001.h5 1e-6 \
+    "ecapa on the GPU path: BatchNorm by groups of 2 vs the default mode's 4 ranks x 2"
 
 simclr="--loss supcon --labels utterance --views 2"
 run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc >log_cpu_sc 2>&1 ||
