@@ -18,7 +18,9 @@ static const opt_t rows[] = {
              "trials over --val-data utterances: per-epoch EER and minDCF (speakers may be unseen)"),
     OPT_INTEGER(train_config_t, model.frames, "frames", 1, 100000,
                 "training crop length in frames (ecapa: default 200; linear: whole utterances)"),
-    OPT_SWITCH(train_config_t, drop_last, "drop-last", "drop the tail instead of padding to a multiple of the ranks"),
+    OPT_SWITCH(train_config_t, drop_last, "drop-last",
+               "drop the epoch's tail instead of padding it to a multiple of the ranks (--invariant: of the global "
+               "batch)"),
     OPT_SWITCH(train_config_t, no_shuffle, "no-shuffle", "keep dataset order (no per-epoch shuffle)"),
     OPT_DEVICE(train_config_t, device),
     OPT_TF32(train_config_t, tf32),

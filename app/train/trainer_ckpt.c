@@ -40,6 +40,22 @@ static void fill_meta(const trainer_t *t, ckpt_meta_t *m) {
 }
 
 // Where a resumed run continues: the checkpoint's position and the metrics of its epoch.
+// An --invariant run begun on a build whose epochs left the data's last N mod G samples out (before
+// they were padded to whole global batches) says so in its position: its updates are floor(N / G)
+// an epoch. Its epochs from here are padded; --drop-last keeps them as they were.
+static void note_cut_epochs(const trainer_t *t, const ckpt_meta_t *m, const char *path) {
+    const train_config_t *c = t->cfg;
+    const int64_t G = c->global_batch, N = t->data.num_utts;
+    if (!t->model->invariant || c->drop_last || strcmp(c->sampler, "balanced") == 0 || N % G == 0 || m->epoch < 1)
+        return;
+    if (m->global_step == m->epoch * (N / G) + m->samples_in_epoch / G)
+        printf0(
+            "note: %s was written by an earlier build whose --invariant epochs left the last %lld of %lld "
+            "samples out; from here each epoch fills its last global batch from its start (--drop-last keeps "
+            "the earlier epochs)\n",
+            path, (long long)(N % G), (long long)N);
+}
+
 static void restore_position(trainer_t *t, const ckpt_meta_t *m) {
     t->epoch = m->epoch;
     t->samples_in_epoch = m->samples_in_epoch;
@@ -229,6 +245,7 @@ int trainer_resume(trainer_t *t, ckpt_meta_t *m) {
     if (r->note[0]) printf0("resume: changed from the checkpoint, as --resume-allow lets it: %s\n", r->note);
     if (!r->keep_optimizer && m->optimizer[0])
         printf0("resume: the optimizer state starts afresh (the checkpoint's is %s's)\n", m->optimizer);
+    note_cut_epochs(t, m, r->path);
     restore_position(t, m);
     printf0("resumed from %s: epoch %lld, step %lld, %lld samples into the epoch (written by %lld ranks, now %d)\n",
             r->path, (long long)t->epoch + 1, (long long)t->global_step, (long long)t->samples_in_epoch,

@@ -85,6 +85,11 @@ for k in 1 4; do
 done
 grep -q "fills each epoch's last global batch of 48 with the first 32 samples" log_pad4 || fail "no note on the padding"
 same pad1/ckpt-000000000004.h5 pad4/ckpt-000000000004.h5 "ecapa: 160 samples in 4 global batches of 48, 4 ranks == 1 rank (bitwise)"
+for k in 1 2; do  # the padded last update in two micro-batches of 24
+    run $k $SPKDDP train ${ecapa/--global-batch 16/--global-batch 48} --grad-accum 2 --epochs 1 --ckpt-dir pada$k \
+        >/dev/null 2>&1 || fail "global batch 48 in 2 micro-batches on $k ranks"
+done
+same pada1/ckpt-000000000004.h5 pada2/ckpt-000000000004.h5 "ecapa: 4 padded updates of 2 micro-batches, 2 ranks == 1 rank (bitwise)"
 run 2 $SPKDDP train ${ecapa/--global-batch 16/--global-batch 48} --drop-last --epochs 1 --ckpt-dir padd >log_padd 2>&1 \
     || { cat log_padd; fail "--drop-last"; }
 [ -f padd/ckpt-000000000003.h5 ] && [ ! -f padd/ckpt-000000000004.h5 ] && grep -q "16 of the 160 samples" log_padd \
