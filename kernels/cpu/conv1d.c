@@ -632,10 +632,11 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
     SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
     char *col = scratch;                                            // (CK, nc)
     char *dyf = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
+    const int ptile =
+        in_place ? block_tile_rows(op, nt, Cout, Cout, CK, EXACT_FOLD_COLS, T, (int)dy.row, (int)x.row) : 0;
     for (int g0 = 0; g0 < B; g0 += group) {
         if (in_place) {
-            const int tile = block_tile_rows(op, nt, Cout, Cout, CK, EXACT_FOLD_COLS, T, (int)dy.row, (int)x.row);
-            const int tiles = (Cout + tile - 1) / tile;
+            const int tile = ptile, tiles = (Cout + tile - 1) / tile;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
             for (int task = 0; task < ncol * tiles; task++) {
                 const int blk = task / tiles, o0 = task % tiles * tile, o1 = o0 + tile < Cout ? o0 + tile : Cout;

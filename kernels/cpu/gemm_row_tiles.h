@@ -9,13 +9,13 @@
 
 // gemm('N', 'T', m, n, k, A, lda, B, ldb, beta, C, ldc) with beta 0 and then 1, once whole and
 // once in tiles of `rows` rows, on random operands of `elem` bytes: 1 when every element of C has
-// the same bits both ways. The verdict is computed once per (gemm, its library, elem, shapes, rows) and kept;
-// thread-safe.
+// the same bits both ways after each call. The verdict is computed once per (gemm, its library,
+// elem, shapes, rows) and kept (past 1024 of them, new shapes get 0 unchecked); thread-safe.
 int gemm_row_tiles_exact(gemm_any_fn *gemm, size_t elem, int m, int n, int k, int lda, int ldb, int ldc, int rows);
 
-// Rows per tile that give `tasks` >= nt tiles over `blocks` blocks of m rows: m itself (no
-// tiles) when the blocks already occupy the threads or m is below two tiles of 64 rows; else a
-// multiple of 64.
+// Rows per tile for nt threads over `blocks` blocks of m rows: m itself (no tiles) when the
+// blocks already occupy the threads or m is below two tiles of 64 rows; else about m / ceil(nt /
+// blocks) rounded up to a multiple of 64 (so the tasks may fall short of nt).
 int gemm_row_tile_rows(int nt, int blocks, int m);
 
 // Verdicts computed so far that allowed tiles (for the tests).

@@ -136,7 +136,7 @@ typedef struct {
     xsum_t dw, db;
 } exact_grads_t;
 
-// The exact backward of c's batch on 2 threads, and split between two calls of whole groups (the
+// The exact backward of c's batch on 2 and on 8 threads, and split between two calls of whole groups (the
 // second part first) on one thread: the same dx and the same sums, or the check fails. Returns
 // the whole batch's, from a zero dx, for the caller's other checks.
 static exact_grads_t conv_exact_split_check(const char *op, const char *tag, const conv_call_t *c) {
@@ -152,15 +152,21 @@ static exact_grads_t conv_exact_split_check(const char *op, const char *tag, con
         tail.x += (size_t)first * c->Cin * c->T;
     float *dx = zeros_f(nx), *dx1 = zeros_f(nx), *tmp = alloc_f(nw);
     xsum_t dw = host_sums((int64_t)nw), db = host_sums(c->Cout), dw1 = host_sums((int64_t)nw), db1 = host_sums(c->Cout);
-    const int before = with_threads(8);  // (past the blocks of most shapes: tiles of their rows)
-    conv_exact_call((void *)c, dx, tmp, dw, db);
-    with_threads(1);
+    const int before = with_threads(1);
     conv_exact_call(&tail, dx1 + (size_t)first * c->Cin * c->T, tmp, dw1, db1);
     conv_exact_call(&head, dx1, tmp, dw1, db1);
+    // 2 threads, and 8: past the blocks of most shapes, tiles of their rows
+    for (int threads = 2; threads <= 8; threads *= 4) {
+        xsum_t dwt = host_sums((int64_t)nw), dbt = host_sums(c->Cout);
+        with_threads(threads);
+        conv_exact_call((void *)c, dx, tmp, dwt, dbt);
+        check_true(
+            memcmp(dx1, dx, sizeof(float) * nx) == 0 && same_sums(dw1, dwt, (int64_t)nw) &&
+                same_sums(db1, dbt, c->Cout),
+            cname("%s %s group %d: batch split, 1 or %d threads: the same dx and sums", op, tag, group, threads));
+        dw = dwt, db = dbt;
+    }
     with_threads(before);
-    check_true(
-        memcmp(dx1, dx, sizeof(float) * nx) == 0 && same_sums(dw1, dw, (int64_t)nw) && same_sums(db1, db, c->Cout),
-        cname("%s %s group %d: batch split, 1 or 8 threads: the same dx and sums", op, tag, group));
     float *added = zeros_f(nx), *written = rand_f(nx, -1, 1);  // over a garbage prefill
     conv_exact(c, added, 1, NULL, xsum_none(), xsum_none());
     conv_exact(c, written, 0, NULL, xsum_none(), xsum_none());

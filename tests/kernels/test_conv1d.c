@@ -11,6 +11,7 @@
 #include "conv_reference.h"
 #include "exact_check.h"
 #include "kernels/conv1d.h"
+#include "kernels/cpu/gemm_row_tiles.h"
 #include "kernels/gemm.h"
 
 #define GUARD 4096
@@ -194,6 +195,10 @@ static void cpu_checks(void) {
     invariant_case(4, 1024, 1024, 24, 1, 1, 2);
     invariant_case(4, 512, 683, 16, 3, 1, 2);
     invariant_case(6, 1024, 1024, 1100, 1, 1, 3);
+    // oneDNN's GEMM gives these shapes' row tiles their blocks' bits: 8 threads took tiles
+    if (g_default_backend == SPK_GEMM_DNNL)
+        check_true(gemm_row_tiles_allowed() > 0,
+                   "conv1d_backward_exact: tiles of the weight gradient's blocks checked and taken");
     run_all();
     spk_gemm_set_backend(g_default_backend);
     conv1d_set_algo(CONV1D_AUTO);

@@ -14,6 +14,7 @@
 #include "exact_check.h"
 #include "kernels/conv1d.h"
 #include "kernels/conv1d_bf16.h"
+#include "kernels/cpu/gemm_row_tiles.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
@@ -193,6 +194,9 @@ static void invariant_checks(void) {
         invariant_case(4, 200, 300, 12, 3, 1, 2, widened);  // 3 x 3 blocks of the exact weight gradient
         invariant_case(4, 280, 520, 6, 3, 1, 2, widened);   // 2 blocks: 8 threads take tiles of their rows
         invariant_case(4, 256, 512, 20, 1, 1, 2, widened);
+        if (!widened)  // oneDNN's bf16 matmul gives row tiles their blocks' bits: 8 threads took tiles
+            check_true(gemm_row_tiles_allowed() > 0,
+                       "conv1d_bf16_backward_exact: tiles of the weight gradient's blocks");
     }
     spk_gemm_set_backend(library);
 }
