@@ -15,9 +15,9 @@
 #     the gradients in full (SPKDDP_EXACT_SUMS=full: 17 bytes a sum) and 3 GPUs against 1; the sharded head (exact sums over
 #     the classes of both slices) on 1 rank and on 2 GPUs likewise; ResNet34 (per-sample cuDNN calls,
 #     BatchNorm2d over the global batch) with groups of 2 on 1 rank and on 2 GPUs likewise; and
-#     ECAPA, ResNet34 and CAM++ with BatchNorm by groups (--invariant-bn group) likewise, CAM++'s
-#     and ECAPA's groups of the per-rank batch also against the default mode's local BatchNorm
-#     (1e-3, 1e-6);
+#     ECAPA, ResNet34 and CAM++ with BatchNorm by groups (--invariant-bn group) likewise, their
+#     groups of the per-rank batch also against the default mode's local BatchNorm (1e-6, 1e-6
+#     and, CAM++'s bias gradients cancelling, 1e-3);
 #   - contrastive losses over the global batch (SimCLR, views of each utterance; embeddings
 #     all-gathered and gradients reduce-scattered by NCCL) as on the CPU, and in the invariant
 #     mode 1 rank and 2 GPUs bitwise alike;
@@ -149,6 +149,13 @@ gpus 1 forward run 1 $SPKDDP train $ecb --invariant --invariant-group 2 --invari
     >log_ec_byg 2>&1 || { cat log_ec_byg; fail "ecapa, balanced, BatchNorm by groups of 2"; }
 same ec_ddp/ckpt-000000000001.h5 ec_byg/ckpt-000000000001.h5 1e-6 \
     "ecapa on the GPU path: BatchNorm by groups of 2 vs the default mode's 4 ranks x 2"
+rb="${r34/--max-steps 2/--max-steps 1} --sampler balanced --utts-per-speaker 2 --conv-algorithm direct"
+rb=${rb/--invariant --invariant-group 2/}
+gpus 4 reverse run 4 $SPKDDP train $rb --ckpt-dir r34_ddp >log_r34_ddp 2>&1 || { cat log_r34_ddp; fail "resnet34, balanced, 4 GPUs"; }
+gpus 1 forward run 1 $SPKDDP train $rb --invariant --invariant-group 2 --invariant-bn group --ckpt-dir r34_byg \
+    >log_r34_byg 2>&1 || { cat log_r34_byg; fail "resnet34, balanced, BatchNorm2d by groups of 2"; }
+same r34_ddp/ckpt-000000000001.h5 r34_byg/ckpt-000000000001.h5 1e-6 \
+    "resnet34 on the GPU path: BatchNorm2d by groups of 2 vs the default mode's 4 ranks x 2"
 
 simclr="--loss supcon --labels utterance --views 2"
 run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc >log_cpu_sc 2>&1 ||
