@@ -40,7 +40,7 @@
 #   invariant2d the world-size-invariant mode's 2-D ops at ResNet's shapes: a sample alone the
 #               same bits as in the batch, split batches the same exact sums, groups 1, 2, 4
 #   bench-ecapa512-invariant-bf16, ratio-ecapa512-invariant-bf16   bench-ecapa512-bf16's step with
-#               --invariant, and its rate over the default's
+#               --invariant (one group a rank, BatchNorm by groups), and its rate over the default's
 #   e2e         gpu_e2e_cuda (tests/e2e/e2e_device.sh) when mpiexec is there
 #   memcheck, racecheck   compute-sanitizer over our kernels (names ending in _kernel)
 #   profile     ncu --clock-control none over one timed step of each profiled bench: time per
@@ -70,7 +70,7 @@ if [ "${GPU_CHECK_SCALE:-}" = small ]; then
     bench_shape="--channels 16 --batch 4 --frames 24" bench_steps="--steps 2 --warmup 1"
     resnet_shape="--channels 8 --batch 4 --frames 24 --feat 16"
     campplus_shape="--channels 8 --growth-rate 4 --bn-size 2 --batch 2 --frames 24 --feat 16 --steps 1 --warmup 1"
-    ecapa512_shape="--channels 16 --batch 4 --frames 24"
+    ecapa512_shape="--channels 16 --batch 4 --frames 24" ecapa512_batch=4
     export E2E_DEVICE_MODEL=$train_model
 else
     shapes32="1024 32 200" shapes128="1024 128 200" tf32_args="" sanitize_args="64 4 50" plans_args=""
@@ -80,7 +80,7 @@ else
     bench_shape="--channels 1024 --batch 128 --frames 200" bench_steps="--steps 10 --warmup 3"
     resnet_shape="--batch 128 --frames 200"
     campplus_shape="--batch 128 --frames 200 $bench_steps"
-    ecapa512_shape="--channels 512 --batch 128 --frames 200"
+    ecapa512_shape="--channels 512 --batch 128 --frames 200" ecapa512_batch=128
 fi
 bench_args="$bench_shape $bench_steps"
 if [ -n "${GPU_CHECK_WORK:-}" ]; then
@@ -363,9 +363,10 @@ run_step tf32 90 tf32_checks
 # shellcheck disable=SC2086
 run_step invariant2d 90 "$build/tests/test_gpu_invariant2d" $invariant2d_args
 # The world-size-invariant mode's cost on a GPU (docs/invariant.md): bench-ecapa512-bf16's step
-# with its per-sample cuDNN and cuBLAS calls and exact sums (late: a secondary figure, whose
-# per-sample calls may be slow)
-bench_args="$ecapa512_shape --steps 3 --warmup 1 --invariant"
+# with its per-sample cuDNN and cuBLAS calls and exact sums, in the configuration the CPU figures
+# are of (the rank's batch one group, BatchNorm by groups: the default mode's BatchNorm) (late: a
+# secondary figure, whose per-sample calls may be slow)
+bench_args="$ecapa512_shape --steps 3 --warmup 1 --invariant --invariant-group $ecapa512_batch --invariant-bn group"
 bench bench-ecapa512-invariant-bf16 bf16 SPKDDP_CUDNN_SEARCH=heuristic
 note_ratio ratio-ecapa512-invariant-bf16 "invariant / default samples/s" "$ours" "$(figure bench-ecapa512-bf16)"
 
