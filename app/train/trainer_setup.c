@@ -168,6 +168,14 @@ static void invariant_checks(const trainer_t *t) {
             "train: --invariant-group %lld does not divide the per-rank batch %lld (%lld samples on %d ranks): "
             "the groups of samples must stay whole on any world size you use",
             (long long)c->model.invariant_group, (long long)c->batch, (long long)c->global_batch, t->comm->size);
+    // Its slowest form, with BatchNorm: say what the faster one is (docs/invariant.md, "Cost").
+    if (c->model.invariant_group == 1 && strcmp(c->model.invariant_bn, "global") == 0 && t->model->min_batch > 1 &&
+        c->batch > 1 && strcmp(c->model.loss, "dino") != 0)
+        printf0(
+            "note: --invariant in its slowest form here (groups of one sample, BatchNorm over the global batch: "
+            "ECAPA 1.3-1.6x the default's step); --invariant-group %lld --invariant-bn group, PyTorch DDP's "
+            "BatchNorm, costs 1.0-1.1x and resumes bit for bit on fewer ranks, not more\n",
+            (long long)c->batch);
 }
 
 // Micro-batches per epoch in the invariant mode: whole updates, so the steps and their samples

@@ -38,6 +38,7 @@ for k in 2 4; do
         || fail "ecapa: metrics of $k ranks differ from 1 rank's"
 done
 grep -q "replicas identical" log4 || fail "replicas differ on 4 ranks"
+grep -q "note: --invariant in its slowest form here" log4 || fail "no note on --invariant-group 4 --invariant-bn group"
 
 run 8 $SPKDDP train $ecapa --epochs 1 --max-steps 3 --ckpt-dir ck8 >log8 2>&1 || { cat log8; fail "8 ranks"; }
 run 1 $SPKDDP train $ecapa --epochs 1 --max-steps 3 --ckpt-dir ck1s >/dev/null 2>&1 || fail "1 rank, 3 steps"
