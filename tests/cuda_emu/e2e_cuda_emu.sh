@@ -134,28 +134,27 @@ one_vs_two cpp_ "invariant campplus" $cpp --invariant
 one_vs_two cpp_g "invariant campplus, BatchNorm by groups of 2" $cpp --invariant --invariant-group 2 --invariant-bn group
 # Groups as large as the per-rank batch are the default mode's local BatchNorm, with
 # speaker-balanced batches (which both modes cut into contiguous slices): one step.
-camb="${cpp/--max-steps 2/--max-steps 1} --sampler balanced --utts-per-speaker 2"
-gpus 2 reverse run 2 $SPKDDP train $camb --ckpt-dir cpp_ddp >log_cpp_ddp 2>&1 || { cat log_cpp_ddp; fail "campplus, balanced"; }
-gpus 2 reverse run 2 $SPKDDP train $camb --invariant --invariant-group 4 --invariant-bn group --ckpt-dir cpp_byg \
-    >log_cpp_byg 2>&1 || { cat log_cpp_byg; fail "campplus, balanced, BatchNorm by groups of 4"; }
-same cpp_ddp/ckpt-000000000001.h5 cpp_byg/ckpt-000000000001.h5 1e-3 \
-    "campplus on 2 GPUs: BatchNorm by groups of 4 vs the default mode's 2 ranks x 4"
-# ECAPA's groups through the default kernels are the default mode's BatchNorm of a rank of 2
-# samples: within rounding of the weight gradients' sums (exact sums of one-pass statistics came
-# 7.3e-5 apart here, their small groups' variances cancelling).
-ecb="$common --max-steps 1 --sampler balanced --utts-per-speaker 2 --device cuda"
-gpus 4 reverse run 4 $SPKDDP train $ecb --ckpt-dir ec_ddp >log_ec_ddp 2>&1 || { cat log_ec_ddp; fail "ecapa, balanced, 4 GPUs"; }
-gpus 1 forward run 1 $SPKDDP train $ecb --invariant --invariant-group 2 --invariant-bn group --ckpt-dir ec_byg \
-    >log_ec_byg 2>&1 || { cat log_ec_byg; fail "ecapa, balanced, BatchNorm by groups of 2"; }
-same ec_ddp/ckpt-000000000001.h5 ec_byg/ckpt-000000000001.h5 1e-6 \
-    "ecapa on the GPU path: BatchNorm by groups of 2 vs the default mode's 4 ranks x 2"
-rb="${r34/--max-steps 2/--max-steps 1} --sampler balanced --utts-per-speaker 2 --conv-algorithm direct"
-rb=${rb/--invariant --invariant-group 2/}
-gpus 4 reverse run 4 $SPKDDP train $rb --ckpt-dir r34_ddp >log_r34_ddp 2>&1 || { cat log_r34_ddp; fail "resnet34, balanced, 4 GPUs"; }
-gpus 1 forward run 1 $SPKDDP train $rb --invariant --invariant-group 2 --invariant-bn group --ckpt-dir r34_byg \
-    >log_r34_byg 2>&1 || { cat log_r34_byg; fail "resnet34, balanced, BatchNorm2d by groups of 2"; }
-same r34_ddp/ckpt-000000000001.h5 r34_byg/ckpt-000000000001.h5 1e-6 \
-    "resnet34 on the GPU path: BatchNorm2d by groups of 2 vs the default mode's 4 ranks x 2"
+# groups_vs_default NAME RTOL K1 K2 G WHAT flags...: the default mode on K1 GPUs against
+# --invariant with BatchNorm by groups of G (the default's per-rank batch) on K2 GPUs.
+groups_vs_default() {
+    local name=$1 rtol=$2 k1=$3 k2=$4 g=$5 what=$6
+    shift 6
+    gpus "$k1" reverse run "$k1" $SPKDDP train "$@" --ckpt-dir "${name}_ddp" >"log_${name}_ddp" 2>&1 ||
+        { cat "log_${name}_ddp"; fail "$what: the default mode on $k1 GPUs"; }
+    gpus "$k2" forward run "$k2" $SPKDDP train "$@" --invariant --invariant-group "$g" --invariant-bn group \
+        --ckpt-dir "${name}_byg" >"log_${name}_byg" 2>&1 || { cat "log_${name}_byg"; fail "$what: groups of $g"; }
+    same "${name}_ddp/ckpt-000000000001.h5" "${name}_byg/ckpt-000000000001.h5" "$rtol" \
+        "$what: BatchNorm by groups of $g on $k2 GPUs vs the default mode's $k1 ranks x $g"
+}
+balanced="--max-steps 1 --sampler balanced --utts-per-speaker 2"
+groups_vs_default cpp 1e-3 2 2 4 "campplus" ${cpp/--max-steps 2/} $balanced
+# ECAPA's and ResNet34's groups through the default kernels are the default mode's BatchNorm of a
+# rank of 2 samples: within rounding of the weight gradients' sums (exact sums of one-pass
+# statistics came 7.3e-5 and 7.5e-6 apart here, their small groups' variances cancelling).
+groups_vs_default ec 1e-6 4 1 2 "ecapa on the GPU path" $common --device cuda $balanced
+rb=${r34/--max-steps 2/}
+groups_vs_default r34 1e-6 4 1 2 "resnet34 on the GPU path" ${rb/--invariant --invariant-group 2/} $balanced \
+    --conv-algorithm direct
 
 simclr="--loss supcon --labels utterance --views 2"
 run 2 $SPKDDP train $common --max-steps 2 --device cpu $simclr --ckpt-dir cpu_sc >log_cpu_sc 2>&1 ||
