@@ -27,6 +27,7 @@ enum rng_purpose {
     RNG_PURPOSE_BALANCED = 11,      // speaker-balanced epochs: each speaker's utterances, the groups
     RNG_PURPOSE_MODALITY = 12,      // modality dropout: which stream a training sample goes without
     RNG_PURPOSE_PICTURES = 13,      // picture augmentation: a sample's crop, flip, brightness and contrast
+    RNG_PURPOSE_GEMM_CHECK = 14,    // the operands on which a GEMM's row tiles are checked (gemm_row_tiles.c)
 };
 
 uint64_t rng_mix64(uint64_t z);                                           // the SplitMix64 finaliser

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "kernels/base/check.h"
+#include "kernels/base/rng.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 
 typedef struct {
@@ -27,18 +29,15 @@ typedef struct {
 static verdict_t g_verdicts[MAX_VERDICTS];
 static int g_count, g_allowed;
 
-// Random operand values in [-1, 1) (bf16: a float's upper half), from a fixed seed.
-static void *random_operand(size_t count, size_t elem, uint64_t *state) {
+// Random operand values in [-1, 1) (bf16: rounded), the same for every check.
+static void *random_operand(size_t count, size_t elem, rng_t *r) {
     char *p = mallocCheck(count * elem);
     for (size_t i = 0; i < count; i++) {
-        *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-        const float f = (float)((*state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+        const float f = (float)(2.0 * rng_uniform(r) - 1.0);
         if (elem == sizeof(float)) {
             memcpy(p + i * elem, &f, sizeof f);
         } else {
-            uint32_t u;
-            memcpy(&u, &f, sizeof u);
-            const uint16_t h = (uint16_t)(u >> 16);
+            const spk_bf16 h = spk_bf16_round(f);
             memcpy(p + i * elem, &h, sizeof h);
         }
     }
@@ -51,11 +50,11 @@ static void *random_operand(size_t count, size_t elem, uint64_t *state) {
 static int compare(gemm_any_fn *gemm, size_t elem, int m, int n, int k, int lda, int ldb, int ldc, int rows) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    uint64_t state = 0x5eed;
+    rng_t r = rng_init(0, RNG_PURPOSE_GEMM_CHECK, 0, 0);
     const size_t nc = (size_t)(m - 1) * ldc + n;  // C's floats, rows of ldc
-    void *A = random_operand((size_t)(m - 1) * lda + k, elem, &state);
-    void *B = random_operand((size_t)(n - 1) * ldb + k, elem, &state);
-    float *start = random_operand(nc, sizeof(float), &state), *C[2];
+    void *A = random_operand((size_t)(m - 1) * lda + k, elem, &r);
+    void *B = random_operand((size_t)(n - 1) * ldb + k, elem, &r);
+    float *start = random_operand(nc, sizeof(float), &r), *C[2];
     for (int way = 0; way < 2; way++) {
         C[way] = mallocCheck(nc * sizeof(float));
         memcpy(C[way], start, nc * sizeof(float));
