@@ -42,25 +42,30 @@ void conv1d_bf16_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; o
                           int B, int Cin, int Cout, int T, int K, int dilation,
                           float *workspace);  // (conv1d_bf16_workspace_floats)
 
-// The world-size-invariant mode (kernels/backend.h, docs/invariant.md), with conv1d_forward_fixed's
-// and conv1d_backward_exact's contracts (kernels/conv1d.h) over bf16 operands: each sample's
-// GEMMs planned for one thread, dw and dbias exact sums with one term per group of `group`
-// samples (dbias from dy as float32, as conv1d_bf16_backward's). Here xh is NOT folded: (B, Cin,
-// T), xh[b, c, t] = bf16(x[b, c, t]), so that a sample's GEMMs read it with the strides of one
-// sample whatever B is; the fixed forward writes it so and the exact backward reads it so. The
-// exact backward takes the output gradient as dy, rounded in it, or rounded already as dyh, in
-// the same (B, Cout, T) layout (batchnorm1d_relu_backward_bf16), with dy NULL and dbias empty.
+// The world-size-invariant mode (kernels/backend.h, docs/invariant.md), with
+// conv1d_forward_grouped's and conv1d_backward_exact's contracts (kernels/conv1d.h) over bf16
+// operands: a group's GEMMs planned for the group alone, dw and dbias exact sums with one term
+// per group of `group` samples (dbias from dy as float32, as conv1d_bf16_backward's). Here xh
+// holds groups of `group` samples one after another, each folded (Cin, group*T):
+// xh[((g*Cin + c)*group + bi)*T + t] = bf16(x[g*group + bi, c, t]), so that a group's GEMMs read
+// it with strides set by the group whatever B is (group 1: (B, Cin, T), group B: the default's
+// folded layout); the grouped forward writes it so (conv1d_bf16_forward_fixed: groups of one)
+// and the exact backward reads it so, with the same group. The exact backward takes the output
+// gradient as dy, rounded in it, or rounded already as dyh, in the same layout
+// (batchnorm1d_relu_backward_bf16 by groups), with dy NULL and dbias empty.
 size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
 void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
                                int Cin, int Cout, int T, int K, int dilation, float *workspace);
+void conv1d_bf16_forward_grouped(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
+                                 int Cin, int Cout, int T, int K, int dilation, float *workspace, int group);
 void conv1d_bf16_backward_exact(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NULL
                                 int dx_accumulate,
                                 float *dw_tmp,        // (Cout, Cin, K) scratch
                                 xsum_t dw,            // (Cout, Cin, K) +=
                                 xsum_t dbias,         // (Cout) +=
                                 const float *dy,      // (B, Cout, T), or NULL with dyh
-                                const spk_bf16 *dyh,  // (B, Cout, T) dy already rounded, or NULL
-                                const spk_bf16 *xh,   // (B, Cin, T) the fixed forward's rounded input
+                                const spk_bf16 *dyh,  // dy already rounded (groups folded, as xh), or NULL
+                                const spk_bf16 *xh,   // the grouped forward's rounded input
                                 const spk_bf16 *w,    // (Cout, Cin, K)
                                 int B, int Cin, int Cout, int T, int K, int dilation,
                                 float *workspace,  // (conv1d_bf16_workspace_floats_fixed)

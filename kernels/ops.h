@@ -132,6 +132,7 @@
     X(conv1d_backward_exact)                \
     X(conv2d_backward_exact)                \
     X(spk_gemm_bf16_batched_exact)          \
+    X(conv1d_bf16_forward_grouped)          \
     X(conv1d_bf16_backward_exact)           \
     X(conv2d_bf16_backward_exact)           \
     X(conv2d_bf16_backward_rounded_exact)   \

@@ -423,19 +423,26 @@ void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
 
-// Groups of G > 1 on float32 layers whose weights exceed L2 (which the default runs folded): the
-// forward and the input gradient fold each group's samples into the GEMMs' columns too, in
-// chunks of conv_chunk_samples(G, T) samples (the group-folded weight gradient's below), one
-// GEMM per chunk planned for one thread, threads taking whole chunks. The chunks and their
-// GEMMs' shapes depend on G, T and the layer only. A 1536 x 1536 GEMM over a chunk of 8
-// samples measured 46 ms on one thread, against 61 ms as 8 GEMMs of one sample (which pack the
-// weights 8 times) and 55 ms as 6 blocks of 256 rows (which pack the chunk 6 times), so the
-// chunks are not cut further for more threads. bf16 layers keep their GEMMs of one sample: with
-// every bf16 layer folded so, ECAPA C=512's invariant step took 5% longer (the copies into
-// chunks cost more than the native bf16 GEMMs gained), and with the large ones alone it did
-// not change.
+// Groups of G > 1 on bf16 layers (which the default runs folded) and on float32 layers whose
+// weights exceed L2 (likewise): the forward and the input gradient fold each group's samples
+// into the GEMMs' columns too, in chunks of conv_chunk_samples(G, T) samples (the group-folded
+// weight gradient's below), one GEMM per chunk planned for one thread, threads taking whole
+// chunks. The chunks and their GEMMs' shapes depend on G, T and the layer only. A 1536 x 1536
+// GEMM over a chunk of 8 samples measured 46 ms on one thread, against 61 ms as 8 GEMMs of one
+// sample (which pack the weights 8 times) and 55 ms as 6 blocks of 256 rows (which pack the
+// chunk 6 times), so the chunks are not cut further for more threads. bf16 operands come in the
+// mode's layout by groups, each group folded (kernels/conv1d_bf16.h), so their chunks are read
+// in place for K = 1, as the default's are (with the operands in (B, C, T) and copied into
+// chunks, folding every bf16 layer made ECAPA C=512's invariant step 5% slower; in place it
+// took 0.299 s against 0.320 s sample by sample, one thread, batch 16, the default's 0.294 s).
 static int layer_folds(const conv_operands_t *op, int Cin, int Cout, int K) {
-    return op->elem == sizeof(float) && big_weight(Cin, Cout, K);
+    return op->elem != sizeof(float) || big_weight(Cin, Cout, K);
+}
+
+// Group g of a tensor of the mode's layout: groups of `group` samples one after another, each in
+// C * group * T elements, its samples (C, T) each or folded together (C, group * T).
+static conv_tensor_t group_at(conv_tensor_t x, int g, int group, int C, int T, size_t e) {
+    return (conv_tensor_t){(const char *)x.p + (size_t)g * group * C * T * e, x.sample, x.row};
 }
 
 static int fixed_folds(const conv_operands_t *op, int Cin, int Cout, int K, int group) {
@@ -457,7 +464,7 @@ static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
     return round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
 }
 
-static size_t fixed_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
+size_t conv_schedule_bytes_fixed(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
     const size_t plain = conv_schedule_bytes(op, B, Cin, Cout, T, K, dilation);
     if (!layer_folds(op, Cin, Cout, K)) return plain;
     const size_t chunks = (size_t)fixed_chunk_slots(B) * fixed_slot_bytes(B, Cin, Cout, T, K);
@@ -485,20 +492,32 @@ static int fixed_chunk_threads(int B, int Cin, int Cout, int T, int K, int nchun
     return nt;
 }
 
+// A group's samples folded in the mode's layout are read in place (x for K = 1, and dy), as the
+// default folded schedule reads its own.
 static void forward_group_chunk(const sample_args_t *a, int i, char *chunk) {
     int b0, nb;
     group_chunk(a, i, &b0, &nb);
-    forward_chunk(a->op, a->out, a->in, a->w, a->bias, b0, nb, conv_chunk_samples(a->B, a->T), a->B, a->Cin, a->Cout,
-                  a->T, a->K, a->dilation, chunk);
+    const int g = b0 / a->group, T = a->T;
+    forward_chunk(a->op, a->out + (size_t)g * a->group * a->Cout * T,
+                  group_at(a->in, g, a->group, a->Cin, T, a->op->elem), a->w, a->bias, b0 - g * a->group, nb,
+                  conv_chunk_samples(a->B, T), a->group, a->Cin, a->Cout, T, a->K, a->dilation, chunk);
 }
 
 static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
     int b0, nb;
     group_chunk(a, i, &b0, &nb);
-    const size_t nc_max = (size_t)conv_chunk_samples(a->B, a->T) * a->T, nc = (size_t)nb * a->T;
-    char *dyf = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
-    conv_fold_rows(dyf, a->in, b0, nb, a->Cout, a->T, a->op->elem);
-    input_grad_chunk(a->op, a->out, a->dx_set, dyf, (int)nc, a->w, b0, nb, a->Cin, a->Cout, a->T, a->K, a->dilation,
+    const int g = b0 / a->group, T = a->T;
+    const size_t e = a->op->elem, nc_max = (size_t)conv_chunk_samples(a->B, T) * T, nc = (size_t)nb * T;
+    const conv_tensor_t dy = group_at(a->in, g, a->group, a->Cout, T, e);
+    const void *dyf = conv_row_at(dy, b0 - g * a->group, 0, e);
+    int lddy = (int)dy.row;
+    if (!conv_is_folded(dy, a->group, T)) {
+        char *copy = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
+        conv_fold_rows(copy, a->in, b0, nb, a->Cout, T, e);
+        dyf = copy;
+        lddy = (int)nc;
+    }
+    input_grad_chunk(a->op, a->out, a->dx_set, dyf, lddy, a->w, b0, nb, a->Cin, a->Cout, T, a->K, a->dilation,
                      (float *)chunk);
 }
 
@@ -630,8 +649,8 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
     const size_t e = op->elem;
     const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
     SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
-    char *col = scratch;                                            // (CK, nc)
-    char *dyf = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
+    char *col = scratch;                                                 // (CK, nc)
+    char *dyf_copy = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
     const int ptile =
         in_place ? block_tile_rows(op, nt, Cout, Cout, CK, EXACT_FOLD_COLS, T, (int)dy.row, (int)x.row) : 0;
     for (int g0 = 0; g0 < B; g0 += group) {
@@ -649,21 +668,32 @@ static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_
             }
             continue;
         }
-        for (int b0 = g0; b0 < g0 + group; b0 += nb_max) {
-            const int nb = g0 + group - b0 < nb_max ? g0 + group - b0 : nb_max, nc = nb * T;
-            const int last = b0 + nb == g0 + group;
-            const int tile = block_tile_rows(op, nt, Cout, rows, CK, cols, nc, nc, nc),
+        const int g = g0 / group;
+        const conv_tensor_t xg = group_at(x, g, group, Cin, T, e), dyg = group_at(dy, g, group, Cout, T, e);
+        const int dy_in_place = conv_is_folded(dyg, group, T), x_in_place = K == 1 && conv_is_folded(xg, group, T);
+        const int per = dy_in_place && x_in_place ? group : nb_max;  // with no copy to bound, one GEMM a group
+        for (int b0 = 0; b0 < group; b0 += per) {
+            const int nb = group - b0 < per ? group - b0 : per, nc = nb * T, last = b0 + nb == group;
+            const char *dyf = conv_row_at(dyg, b0, 0, e), *xf = conv_row_at(xg, b0, 0, e);
+            int lddy = (int)dyg.row, ldx = (int)xg.row;
+            if (!x_in_place) {
+                conv_im2col(col, nc, xg, b0, nb, Cin, T, K, dilation, e);
+                xf = col, ldx = nc;
+            }
+            if (!dy_in_place) {
+                conv_fold_rows(dyf_copy, dyg, b0, nb, Cout, T, e);
+                dyf = dyf_copy, lddy = nc;
+            }
+            const int tile = block_tile_rows(op, nt, Cout, rows, CK, cols, nc, lddy, ldx),
                       tiles = (rows + tile - 1) / tile;
-            conv_im2col(col, nc, x, b0, nb, Cin, T, K, dilation, e);
-            conv_fold_rows(dyf, dy, b0, nb, Cout, T, e);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
             for (int task = 0; task < fcols * frows * tiles; task++) {
                 const int blk = task / tiles, n0 = blk % fcols * cols, r0 = blk / fcols * rows;
                 const int o0 = r0 + task % tiles * tile, r1 = r0 + rows < Cout ? r0 + rows : Cout;
                 const int n1 = n0 + cols < CK ? n0 + cols : CK, o1 = o0 + tile < r1 ? o0 + tile : r1;
                 if (o0 >= o1) continue;  // (the last block's tiles past its rows)
-                op->gemm('N', 'T', o1 - o0, n1 - n0, nc, dyf + (size_t)o0 * nc * e, nc, col + (size_t)n0 * nc * e, nc,
-                         b0 > g0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0, CK);  // the chunks add up in dw_tmp
+                op->gemm('N', 'T', o1 - o0, n1 - n0, nc, dyf + (size_t)o0 * lddy * e, lddy, xf + (size_t)n0 * ldx * e,
+                         ldx, b0 > 0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0, CK);  // the chunks add up in dw_tmp
                 if (last) deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);
             }
         }
@@ -711,7 +741,7 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_a
 }
 
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
-    const size_t bytes = fixed_schedule_bytes(&conv_operands_f32_fixed, B, Cin, Cout, T, K, dilation);
+    const size_t bytes = conv_schedule_bytes_fixed(&conv_operands_f32_fixed, B, Cin, Cout, T, K, dilation);
     return (bytes + sizeof(float) - 1) / sizeof(float);
 }
 

@@ -6,8 +6,12 @@
 // it in place, with no gathering copy.
 #include "kernels/conv1d_bf16.h"
 
+#include <string.h>
+
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/bf16_fold.h"
 #include "kernels/cpu/conv1d_schedule.h"
+#include "kernels/cpu/exact_rows.h"
 #include "kernels/gemm_bf16.h"
 
 #define ALIGN 64
@@ -67,36 +71,53 @@ void conv1d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
 }
 
 // ---- the world-size-invariant mode (kernels/conv1d_bf16.h) ------------------------------------
-// The operands are rounded into the (B, C, T) layout, not the folded one: a sample's GEMMs then
-// read it with the strides of one sample, so its plan (and its sums) does not depend on B.
+// The operands are rounded into groups of `group` samples, each folded (C, group*T): a group's
+// GEMMs then read it in place with strides set by the group alone, so their plans (and sums) do
+// not depend on B; with groups of one sample that is the (B, C, T) layout.
+
+// Bytes of each group's bias sums (B/group, Cout) at most, rounded up to a cache line.
+static size_t sums_bytes(int B, int Cout) { return ((size_t)B * Cout * sizeof(float) + ALIGN - 1) / ALIGN * ALIGN; }
 
 size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
-    return conv1d_bf16_workspace_floats(B, Cin, Cout, T, K, dilation);
+    const size_t bytes = dy_bytes(B, Cout, T) + sums_bytes(B, Cout) +
+                         conv_schedule_bytes_fixed(&operands_fixed, B, Cin, Cout, T, K, dilation);
+    return (bytes + sizeof(float) - 1) / sizeof(float);
 }
 
-static conv_tensor_t per_sample(const spk_bf16 *p, int C, int T) {
-    return (conv_tensor_t){p, (size_t)C * T, (size_t)T};
+static conv_tensor_t by_group(const spk_bf16 *p, int C, int T, int group) {
+    return group == 1 ? (conv_tensor_t){p, (size_t)C * T, (size_t)T} : (conv_tensor_t){p, (size_t)T, (size_t)group * T};
+}
+
+void conv1d_bf16_forward_grouped(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
+                                 int Cin, int Cout, int T, int K, int dilation, float *workspace, int group) {
+    conv_check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    if (x) bf16_fold_groups_from_f32(xh, NULL, x, B, Cin, T, group);
+    conv_schedule_forward_fixed(&operands_fixed, y, by_group(xh, Cin, T, group), w, bias, B, Cin, Cout, T, K, dilation,
+                                workspace, group);
 }
 
 void conv1d_bf16_forward_fixed(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w, const float *bias, int B,
                                int Cin, int Cout, int T, int K, int dilation, float *workspace) {
-    conv_check_shape(B, Cin, Cout, T, K, dilation);
-    if (x) bf16_from_f32(xh, x, (size_t)B * Cin * T);
-    conv_schedule_forward_fixed(&operands_fixed, y, per_sample(xh, Cin, T), w, bias, B, Cin, Cout, T, K, dilation,
-                                workspace, 1);
+    conv1d_bf16_forward_grouped(y, xh, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, 1);
 }
 
 void conv1d_bf16_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias, const float *dy,
                                 const spk_bf16 *dyh, const spk_bf16 *xh, const spk_bf16 *w, int B, int Cin, int Cout,
                                 int T, int K, int dilation, float *workspace, int group) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
     SPK_ASSERT(!dy != !dyh && (dy || xsum_empty(dbias)));
-    if (!dyh && (dx || !xsum_empty(dw))) {
-        spk_bf16 *r = (spk_bf16 *)workspace;  // (B, Cout, T)
-        bf16_from_f32(r, dy, (size_t)B * Cout * T);
+    if (!dyh && (dx || !xsum_empty(dw))) {  // rounded, and the bias gradient's terms, in one pass
+        spk_bf16 *r = (spk_bf16 *)workspace;
+        float *sums = xsum_empty(dbias) ? NULL : (float *)((char *)workspace + dy_bytes(B, Cout, T));
+        if (sums) memset(sums, 0, (size_t)B / group * Cout * sizeof *sums);
+        bf16_fold_groups_from_f32(r, sums, dy, B, Cout, T, group);
+        for (int g = 0; sums && g < B / group; g++) xsum_add_row(xsum_at(dbias, 0), sums + (size_t)g * Cout, Cout);
         dyh = r;
+        dbias = xsum_none();
     }
-    conv_schedule_backward_exact(&operands_fixed, dx, dx_accumulate, dw_tmp, dw, dbias, dy, per_sample(dyh, Cout, T),
-                                 per_sample(xh, Cin, T), w, B, Cin, Cout, T, K, dilation,
-                                 (char *)workspace + dy_bytes(B, Cout, T), group);
+    conv_schedule_backward_exact(&operands_fixed, dx, dx_accumulate, dw_tmp, dw, dbias, dy,
+                                 by_group(dyh, Cout, T, group), by_group(xh, Cin, T, group), w, B, Cin, Cout, T, K,
+                                 dilation, (char *)workspace + dy_bytes(B, Cout, T) + sums_bytes(B, Cout), group);
 }

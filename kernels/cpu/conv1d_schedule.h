@@ -43,12 +43,15 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
 
 // The world-size-invariant mode's schedule (kernels/conv1d.h's conv1d_forward_grouped and
 // conv1d_backward_exact, over op's operands; op's GEMMs planned for one thread): the forward
-// and the input gradient sample by sample, or, for groups of `group` > 1 samples on float32
-// layers whose weights exceed L2, by chunks of each group's samples folded together; the
-// weight gradient in blocks set by the shapes, each group one term of the exact sums dw; dbias
-// from dy_f32, the float32 output gradient (B, Cout, T). x and dy must not be folded: a sample's GEMMs then read it with the strides of
-// one sample whatever B is. Scratch: conv1d_workspace_floats_fixed's (float32 operands), else
-// conv_schedule_bytes.
+// and the input gradient sample by sample, or, for groups of `group` > 1 samples on bf16 layers
+// and on float32 layers whose weights exceed L2, by chunks of each group's samples folded
+// together; the weight gradient in blocks set by the shapes, each group one term of the exact
+// sums dw; dbias from dy_f32, the float32 output gradient (B, Cout, T). x and dy hold groups of
+// `group` samples one after another, C * group * T elements each, with a group's samples (C, T)
+// each (sample = C*T, row = T) or folded together (sample = T, row = group*T; bf16 with group
+// > 1, read in place): either way what a group's GEMMs read depends on the group alone. Scratch:
+// conv_schedule_bytes_fixed.
+size_t conv_schedule_bytes_fixed(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation);
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                                  int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group);
 void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw,

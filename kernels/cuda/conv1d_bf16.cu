@@ -144,23 +144,28 @@ extern "C" void conv1d_bf16_backward_cuda(float *dx, int dx_accumulate, float *d
 }
 
 // ---- the world-size-invariant mode (kernels/conv1d_bf16.h) ---------------------------------------
-// Every sample gets calls of its own, on the shapes of B = 1 (cuBLAS's algorithm may depend on
-// the shape). With one sample the folded layout is the sample's (Cin, T) block of the (B, Cin, T)
-// xh the mode keeps.
+// Every group of samples gets calls of its own, on the shapes of B = group (cuBLAS's algorithm
+// may depend on the shape). A group's block of the mode's xh is the folded layout of those calls.
 
 extern "C" size_t conv1d_bf16_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
+    return conv1d_bf16_workspace_floats_cuda(B, Cin, Cout, T, K, dilation);  // room for any group of B
+}
+
+extern "C" void conv1d_bf16_forward_grouped_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w,
+                                                 const float *bias, int B, int Cin, int Cout, int T, int K,
+                                                 int dilation, float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
-    return conv1d_bf16_workspace_floats_cuda(1, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T;
+    for (int g = 0; g < B / group; g++)
+        conv1d_bf16_forward_cuda(y + g * ny, xh + g * nx, x ? x + g * nx : nullptr, w, bias, group, Cin, Cout, T, K,
+                                 dilation, workspace);
 }
 
 extern "C" void conv1d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w,
                                                const float *bias, int B, int Cin, int Cout, int T, int K, int dilation,
                                                float *workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    const size_t nx = (size_t)Cin * T, ny = (size_t)Cout * T;
-    for (int b = 0; b < B; b++)
-        conv1d_bf16_forward_cuda(y + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, bias, 1, Cin, Cout, T, K,
-                                 dilation, workspace);
+    conv1d_bf16_forward_grouped_cuda(y, xh, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, 1);
 }
 
 extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
@@ -170,16 +175,15 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     SPK_ASSERT(!dy != !dyh && (dy || xsum_empty(dbias)));
-    const size_t nx = (size_t)Cin * T, ny = (size_t)Cout * T, nw = (size_t)Cout * Cin * K;
+    const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T, nw = (size_t)Cout * Cin * K;
     const int with_dw = !xsum_empty(dw);
     SPK_ASSERT(!with_dw || dw_tmp != nullptr);
-    for (int b = 0; b < B && (dx || with_dw); b++) {
-        // the group's samples' weight gradients add up in dw_tmp, then one term
-        if (with_dw && b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_bf16_backward_cuda(dx ? dx + b * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy ? dy + b * ny : nullptr, dyh ? dyh + b * ny : nullptr, xh + b * nx, w, 1, Cin,
+    for (int g = 0; g < B / group && (dx || with_dw); g++) {  // the group's weight gradient in dw_tmp, one term
+        if (with_dw) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
+        conv1d_bf16_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
+                                  dy ? dy + g * ny : nullptr, dyh ? dyh + g * ny : nullptr, xh + g * nx, w, group, Cin,
                                   Cout, T, K, dilation, workspace);
-        if (with_dw && b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
+        if (with_dw) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's: the float32 path's sums
         conv1d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, B, Cin, Cout, T, K,

@@ -3,8 +3,8 @@
 // exact in float32, so only float32 summation error is allowed), against the float32 kernel on
 // the unrounded operands at bf16 tolerance, the rounded input it stores (folded), accumulation, NULL
 // outputs, the advertised workspace, same bits twice; on both schedules and on the native and
-// widened bf16 GEMMs. The invariant mode's twins: a sample alone == in the batch, on 1 or 2
-// threads, xh stored unfolded, the exact sums the same for a batch split between calls, and
+// widened bf16 GEMMs. The invariant mode's twins: a group alone == in the batch, on 1, 2 or 8
+// threads, xh stored by groups, the exact sums the same for a batch split between calls, and
 // against the references. Then every backend against the CPU kernels.
 #include <stdio.h>
 #include <string.h>
@@ -126,6 +126,18 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
 }
 
 // ---- the world-size-invariant mode ----------------------------------------------------------
+// x (B, C, T) rounded into the mode's layout (kernels/conv1d_bf16.h): groups of `group` samples,
+// each folded (C, group*T).
+static spk_bf16 *by_groups(const float *x, int B, int C, int T, int group) {
+    spk_bf16 *h = alloc_h((size_t)B * C * T);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++)
+                h[(((size_t)(b / group) * C + c) * group + b % group) * T + t] =
+                    spk_bf16_round(x[((size_t)b * C + c) * T + t]);
+    return h;
+}
+
 static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int group, int widened) {
     char tag[128], nm[260];
     snprintf(tag, sizeof tag, "[%s] B%d Cin%d Cout%d T%d K%d d%d group %d", widened ? "widened" : "native", B, Cin,
@@ -133,31 +145,41 @@ static void invariant_case(int B, int Cin, int Cout, int T, int K, int d, int gr
     const size_t nx = (size_t)B * Cin * T, ny = (size_t)B * Cout * T, nw = (size_t)Cout * Cin * K;
     float *x = rand_f(nx, -1, 1), *w = rand_f(nw, -0.5f, 0.5f), *bias = rand_f(Cout, -1, 1), *gy = rand_f(ny, -1, 1);
     float *xr = rounded(x, nx), *wr = rounded(w, nw), *gr = rounded(gy, ny);
-    spk_bf16 *wh = alloc_h(nw), *xh2 = alloc_h(nx), *xh1 = alloc_h(nx), *xh_want = alloc_h(nx);
+    spk_bf16 *wh = alloc_h(nw), *xh2 = alloc_h(nx), *xh1 = alloc_h(nx), *xh8 = alloc_h(nx);
+    spk_bf16 *xh_want = by_groups(x, B, Cin, T, group);
     bf16_from_f32(wh, w, nw);
-    bf16_from_f32(xh_want, x, nx);  // (B, Cin, T): not folded
     float *ws = alloc_f(conv1d_bf16_workspace_floats_fixed(B, Cin, Cout, T, K, d));
-    float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *yref = alloc_f(ny);
+    float *y2 = alloc_f(ny), *y1 = alloc_f(ny), *y8 = alloc_f(ny), *yref = alloc_f(ny);
     int before = with_threads(2);
-    conv1d_bf16_forward_fixed(y2, xh2, x, wh, bias, B, Cin, Cout, T, K, d, ws);
+    conv1d_bf16_forward_grouped(y2, xh2, x, wh, bias, B, Cin, Cout, T, K, d, ws, group);
+    with_threads(8);
+    conv1d_bf16_forward_grouped(y8, xh8, x, wh, bias, B, Cin, Cout, T, K, d, ws, group);
     with_threads(1);
-    for (int b = 0; b < B; b++)
-        conv1d_bf16_forward_fixed(y1 + (size_t)b * Cout * T, xh1 + (size_t)b * Cin * T, x + (size_t)b * Cin * T, wh,
-                                  bias, 1, Cin, Cout, T, K, d, ws);
+    for (int b = 0; b < B; b += group)
+        conv1d_bf16_forward_grouped(y1 + (size_t)b * Cout * T, xh1 + (size_t)b * Cin * T, x + (size_t)b * Cin * T, wh,
+                                    bias, group, Cin, Cout, T, K, d, ws, group);
     with_threads(before);
-    snprintf(nm, sizeof nm, "conv1d_bf16_forward_fixed %s: a sample alone == in the batch, xh = bf16(x) unfolded", tag);
-    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0 && memcmp(xh2, xh_want, nx * 2) == 0 &&
-                   memcmp(xh1, xh_want, nx * 2) == 0,
+    snprintf(nm, sizeof nm,
+             "conv1d_bf16_forward_grouped %s: a group alone == in the batch, on 1, 2 or 8 threads, xh = bf16(x) by "
+             "groups",
+             tag);
+    check_true(memcmp(y1, y2, sizeof(float) * ny) == 0 && memcmp(y8, y2, sizeof(float) * ny) == 0 &&
+                   memcmp(xh2, xh_want, nx * 2) == 0 && memcmp(xh1, xh_want, nx * 2) == 0 &&
+                   memcmp(xh8, xh_want, nx * 2) == 0,
                nm);
+    if (group == 1) {  // the fixed forward is the grouped one's groups of one sample
+        conv1d_bf16_forward_fixed(y8, xh8, x, wh, bias, B, Cin, Cout, T, K, d, ws);
+        snprintf(nm, sizeof nm, "conv1d_bf16_forward_fixed %s == grouped by one sample", tag);
+        check_true(memcmp(y8, y2, sizeof(float) * ny) == 0 && memcmp(xh8, xh_want, nx * 2) == 0, nm);
+    }
     conv1d_forward_reference(yref, xr, wr, bias, B, Cin, Cout, T, K, d);
-    snprintf(nm, sizeof nm, "conv1d_bf16_forward_fixed %s vs reference on rounded operands", tag);
+    snprintf(nm, sizeof nm, "conv1d_bf16_forward_grouped %s vs reference on rounded operands", tag);
     check_close(nm, y2, yref, ny, 1e-5, 1e-5 * (1 + Cin * K) / 8.0);
 
     conv_call_t c = conv_call_bf16(&spk_backend_cpu, gy, xh2, wh, B, Cin, Cout, T, K, d, ws);
     c.group = group;
     const exact_grads_t g = conv_exact_split_check("conv1d_bf16_backward_exact", tag, &c);
-    spk_bf16 *gyh = alloc_h(ny);  // the output gradient rounded already: the same dx and dw
-    bf16_from_f32(gyh, gy, ny);
+    spk_bf16 *gyh = by_groups(gy, B, Cout, T, group);  // the output gradient rounded already: the same dx and dw
     conv_call_t ch = c;
     ch.dyh = gyh;
     const exact_grads_t gh = conv_exact_split_check("conv1d_bf16_backward_exact from dyh", tag, &ch);
@@ -194,6 +216,8 @@ static void invariant_checks(void) {
         invariant_case(4, 200, 300, 12, 3, 1, 2, widened);  // 3 x 3 blocks of the exact weight gradient
         invariant_case(4, 280, 520, 6, 3, 1, 2, widened);   // 2 blocks: 8 threads take tiles of their rows
         invariant_case(4, 256, 512, 20, 1, 1, 2, widened);
+        invariant_case(8, 16, 24, 1000, 3, 2, 4, widened);  // groups of two chunks each
+        invariant_case(8, 16, 24, 1000, 1, 1, 4, widened);  // read in place, by chunks and whole groups
         if (!widened)  // oneDNN's bf16 matmul gives row tiles their blocks' bits: 8 threads took tiles
             check_true(gemm_row_tiles_allowed() > 0,
                        "conv1d_bf16_backward_exact: tiles of the weight gradient's blocks");
@@ -234,6 +258,18 @@ static void dyh_check(const char *tag, conv_call_t c, size_t nx, size_t nw) {
     }
 }
 
+// The rounded input a forward on the backend stored (dev_xh) has the CPU's bits (want).
+static void stored_input_check(const char *op, const char *tag, const spk_bf16 *dev_xh, const spk_bf16 *want,
+                               size_t nx) {
+    spk_bf16 *got = alloc_h(nx);
+    g_be->download(got, dev_xh, nx * 2);
+    g_be_checks++;
+    if (memcmp(got, want, nx * 2) != 0) {
+        printf("FAIL [%s] %s stored input differs %s\n", g_be->name, op, tag);
+        g_failures++;
+    }
+}
+
 static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with_bias) {
     const conv_case_t cc = conv_case(B, Cin, Cout, T, K, d, with_bias);
     const char *tag = cc.tag;
@@ -249,13 +285,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     g_be->upload(dwh, wh, nw * 2);
     g_be->conv1d_bf16_forward(dy, dxh, dx, dwh, db, B, Cin, Cout, T, K, d, dws);
     cmp(cname("conv1d_bf16 forward %s", tag), dy, y, ny, TOL_GEMM);
-    spk_bf16 *got_xh = alloc_h(nx);
-    g_be->download(got_xh, dxh, nx * 2);
-    g_be_checks++;
-    if (memcmp(got_xh, xh, nx * 2) != 0) {
-        printf("FAIL [%s] conv1d_bf16 stored input differs %s\n", g_be->name, tag);
-        g_failures++;
-    }
+    stored_input_check("conv1d_bf16", tag, dxh, xh, nx);
 
     float *gy = rand_f(ny, -1, 1), *dgy = dev_f(gy, ny);
     conv_call_t on_cpu = conv_call_bf16(&spk_backend_cpu, gy, xh, wh, B, Cin, Cout, T, K, d, ws),
@@ -272,12 +302,7 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     conv1d_bf16_forward_fixed(y, xh, x, wh, bias, B, Cin, Cout, T, K, d, fws);
     twin->conv1d_bf16_forward(dy, dxh, dx, dwh, db, B, Cin, Cout, T, K, d, iws);
     cmp(cname("conv1d_bf16_forward_fixed %s", tag), dy, y, ny, TOL_GEMM);
-    g_be->download(got_xh, dxh, nx * 2);
-    g_be_checks++;
-    if (memcmp(got_xh, xh, nx * 2) != 0) {
-        printf("FAIL [%s] conv1d_bf16_forward_fixed stored input differs %s\n", g_be->name, tag);
-        g_failures++;
-    }
+    stored_input_check("conv1d_bf16_forward_fixed", tag, dxh, xh, nx);
     conv_call_t icpu = conv_call_bf16(&spk_backend_cpu, gy, xh, wh, B, Cin, Cout, T, K, d, fws),
                 idev = conv_call_bf16(g_be, dgy, dxh, dwh, B, Cin, Cout, T, K, d, iws);
     backend_exact_checks("conv1d_bf16_backward_exact", tag, conv_exact_call, &icpu, &idev, nx, nw, with_bias ? Cout : 0,
@@ -289,6 +314,17 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
     idev_h.dyh = dgyh;
     backend_exact_checks("conv1d_bf16_backward_exact from dyh", tag, conv_exact_call, &icpu, &idev_h, nx, nw, 0,
                          TOL_GEMM);
+    if (B % 2 == 0) {  // groups of two samples: the grouped forward, its layout, the exact backward
+        spk_bf16 *gxh = alloc_h(nx), *dgxh = (spk_bf16 *)dev_alloc(nx * 2);
+        conv1d_bf16_forward_grouped(y, gxh, x, wh, bias, B, Cin, Cout, T, K, d, fws, 2);
+        g_be->conv1d_bf16_forward_grouped(dy, dgxh, dx, dwh, db, B, Cin, Cout, T, K, d, iws, 2);
+        cmp(cname("conv1d_bf16_forward_grouped %s group 2", tag), dy, y, ny, TOL_GEMM);
+        stored_input_check("conv1d_bf16_forward_grouped group 2", tag, dgxh, gxh, nx);
+        conv_call_t gcpu = icpu, gdev = idev;
+        gcpu.xh = gxh, gdev.xh = dgxh, gcpu.group = gdev.group = 2;
+        backend_exact_checks("conv1d_bf16_backward_exact group 2", tag, conv_exact_call, &gcpu, &gdev, nx, nw,
+                             with_bias ? Cout : 0, TOL_GEMM);
+    }
     dev_release();
     test_release();
 }

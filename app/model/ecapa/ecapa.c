@@ -221,7 +221,7 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
         seres_forward(&e->blocks[i], m, in, C, se, B, T, train, e->work);
         in = e->blocks[i].out;
         if (m->bf16)  // MFA's concatenation only as its convolution's rounded operand
-            model_round_conv1d_input(m, e->mfa.xh, 3 * C, i * C, in, C, NULL, B, C, T);
+            model_round_conv1d_input(m, model_conv1d_group(m, train), e->mfa.xh, 3 * C, i * C, in, C, NULL, B, C, T);
         else
             K->channel_slice_copy(e->cat + (size_t)i * C * T, 3 * C, in, C, B, C, T);
     }

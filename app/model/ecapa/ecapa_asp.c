@@ -61,7 +61,8 @@ void asp_free(asp_t *a, const model_t *m) {
 
 // Where sample b of a rounded (B, rows, T) operand lies: by default folded, (rows, B*T), so the
 // weight gradient is one GEMM over the batch; in the invariant mode (B, rows, T), so a sample's
-// GEMMs read it with one sample's strides whatever B is (kernels/conv1d_bf16.h).
+// GEMMs read it with one sample's strides whatever B is (model_round_conv1d_input's layout of
+// groups of one sample).
 typedef struct {
     int ld;          // row stride
     int64_t stride;  // from one sample to the next
@@ -92,7 +93,7 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         const bf16_layout_t l = bf16_layout(m, B, C, T);
-        model_round_conv1d_input(m, a->hh, C, 0, h, C, NULL, B, C, T);
+        model_round_conv1d_input(m, m->invariant, a->hh, C, 0, h, C, NULL, B, C, T);
         K->spk_gemm_bf16_batched('N', 'N', A, T, C, Wh, 3 * C, 0, a->hh, l.ld, l.stride, 1.0f, a->tdnn.a, T,
                                  (int64_t)A * T, B);
     } else {
@@ -128,7 +129,7 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     if (m->bf16) {
         const spk_bf16 *Wh = m->params_bf16 + a->tdnn.w;
         const bf16_layout_t lg = bf16_layout(m, B, A, T), lh = bf16_layout(m, B, C, T);
-        model_round_conv1d_input(m, a->gh, A, 0, g, A, NULL, B, A, T);
+        model_round_conv1d_input(m, m->invariant, a->gh, A, 0, g, A, NULL, B, A, T);
         if (m->invariant)
             model_gemm_bf16_grad_exact(m, 'N', 'T', A, C, T, a->gh, lg.ld, lg.stride, a->hh, lh.ld, lh.stride,
                                        a->tdnn.w, 3 * C, B);

@@ -154,13 +154,14 @@ void seres_forward(seres_t *s, model_t *m, const float *x, int C, int se, int B,
     // Res2Net: chunk 0 passes through; chunk 1 -> res[0]; chunk i -> res[i-1](x_i + y_{i-1}).
     if (m->bf16) {  // each piece rounded into its convolution's operand
         spk_bf16 *cat = s->tdnn2.xh;
-        model_round_conv1d_input(m, cat, C, 0, t1, C, NULL, B, c, T);
+        const int g = model_conv1d_group(m, train);
+        model_round_conv1d_input(m, g, cat, C, 0, t1, C, NULL, B, c, T);
         for (int i = 1; i < ECAPA_SCALE; i++) {
             tdnn_t *r = &s->res[i - 1];
-            model_round_conv1d_input(m, r->xh, c, 0, t1 + (size_t)i * c * T, C, i >= 2 ? s->res[i - 2].y : NULL, B, c,
-                                     T);
+            model_round_conv1d_input(m, g, r->xh, c, 0, t1 + (size_t)i * c * T, C, i >= 2 ? s->res[i - 2].y : NULL, B,
+                                     c, T);
             tdnn_forward(r, m, NULL, B, T, train, work);
-            model_round_conv1d_input(m, cat, C, i * c, r->y, c, NULL, B, c, T);
+            model_round_conv1d_input(m, g, cat, C, i * c, r->y, c, NULL, B, c, T);
         }
         tdnn_forward(&s->tdnn2, m, NULL, B, T, train, work);
     } else {

@@ -10,12 +10,16 @@
 
 // ---- gradients --------------------------------------------------------------------------------
 
+int model_conv1d_group(const model_t *m, int train) { return !m->invariant ? 0 : train ? m->group : 1; }
+
 void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
                           int Cout, int T, int K, int dilation, int train, float *work) {
     const spk_backend_t *be = m->be;
     const float *bias = b < 0 ? NULL : m->params + b;
     const int group = m->invariant && train ? m->group : 0;
-    if (m->bf16)
+    if (m->bf16 && group)
+        be->conv1d_bf16_forward_grouped(y, xh, x, m->params_bf16 + w, bias, B, Cin, Cout, T, K, dilation, work, group);
+    else if (m->bf16)
         be->conv1d_bf16_forward(y, xh, x, m->params_bf16 + w, bias, B, Cin, Cout, T, K, dilation, work);
     else if (group)
         be->conv1d_forward_grouped(y, x, m->params + w, bias, B, Cin, Cout, T, K, dilation, work, group);
@@ -23,13 +27,19 @@ void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, in
         be->conv1d_forward(y, x, m->params + w, bias, B, Cin, Cout, T, K, dilation, work);
 }
 
-void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
+void model_round_conv1d_input(const model_t *m, int group, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
                               const float *add, int B, int c, int T) {
-    const size_t bt = (size_t)B * T;
-    if (m->invariant)
-        m->be->bf16_slice_from_f32(xh + (size_t)d0 * T, T, (size_t)Cin * T, x, ldx, add, B, c, T);
-    else
-        m->be->bf16_slice_from_f32(xh + (size_t)d0 * bt, bt, T, x, ldx, add, B, c, T);
+    const spk_backend_t *K = m->be;
+    if (group <= 1) {  // folded over the batch, or samples one by one
+        const size_t bt = (size_t)B * T, yc = group ? (size_t)T : bt, yb = group ? (size_t)Cin * T : (size_t)T;
+        K->bf16_slice_from_f32(xh + (size_t)d0 * yc, yc, yb, x, ldx, add, B, c, T);
+        return;
+    }
+    SPK_ASSERT(B % group == 0);
+    const size_t gt = (size_t)group * T;
+    for (int g = 0; g < B / group; g++)  // each group folded (Cin, group*T)
+        K->bf16_slice_from_f32(xh + g * Cin * gt + d0 * gt, gt, T, x + g * gt * ldx, ldx, add ? add + g * gt * c : NULL,
+                               group, c, T);
 }
 
 void model_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, const float *dy,
@@ -188,23 +198,23 @@ void model_batchnorm_relu_train(model_t *m, float *y, float *mean, float *rstd, 
 // relu_set, dx's sums over each group join conv_b's exact sums (>= 0: the bias of the
 // convolution dx is the output gradient of, in the pass that writes dx, as the default mode's).
 // dxh (BatchNorm by groups on the default kernels, relu_set): the input gradient only rounded,
-// (B, C, T), as a bf16 convolution's output gradient (dx NULL).
+// in a bf16 convolution's layout of its output gradient (dx NULL).
 static void batchnorm_backward_global(model_t *m, float *dx, spk_bf16 *dxh, int relu_set, int64_t w, int64_t b,
                                       int64_t conv_b, const float *dy, const float *x, const float *mean,
                                       const float *rstd, int B, int C, int T) {
     const spk_backend_t *K = m->be;
     const bn_sets_t g = model_bn_sets(m, B);
     if (model_bn_by_default_kernels(m)) {
-        SPK_ASSERT((conv_b < 0 || (relu_set && (dx || dxh))) && (!dxh || (relu_set && !dx)));
+        SPK_ASSERT((conv_b < 0 || (relu_set && (dx || dxh))) && (!dxh || (relu_set && !dx && g.samples == m->group)));
         const int64_t off[3] = {w, b, conv_b};
         const float *pw = w < 0 ? NULL : m->params + w;
         for (int i = 0; i < g.sets; i++) {
             const size_t at = (size_t)i * g.samples * C * T, c0 = (size_t)i * C;
             float *part[3];
             for (int k = 0; k < 3; k++) part[k] = group_terms_zero(m, off[k], C);
-            if (dxh)
-                K->batchnorm1d_relu_backward_bf16(dxh + at, T, (size_t)C * T, part[2], part[0], part[1], dy + at,
-                                                  x + at, pw, mean + c0, rstd + c0, g.samples, C, T);
+            if (dxh)  // a group folded (C, group*T), the convolution's layout (model_conv1d_group)
+                K->batchnorm1d_relu_backward_bf16(dxh + at, (size_t)g.samples * T, T, part[2], part[0], part[1],
+                                                  dy + at, x + at, pw, mean + c0, rstd + c0, g.samples, C, T);
             else if (relu_set)
                 K->batchnorm1d_relu_backward(dx ? dx + at : NULL, part[2], part[0], part[1], dy + at, x + at, pw,
                                              mean + c0, rstd + c0, g.samples, C, T);
@@ -277,7 +287,7 @@ void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate
                                         int dilation, float *g, float *work) {
     SPK_ASSERT(model_writes_bf16(m));
     float *gr = m->grads;
-    spk_bf16 *gh = (spk_bf16 *)g;  // half of g's floats: (Cout, B*T), or (B, Cout, T) in the invariant mode
+    spk_bf16 *gh = (spk_bf16 *)g;  // half of g's floats, in the layout of xh (model_conv1d_group)
     if (m->invariant)  // BatchNorm by groups: each group's pass writes its samples and its bias gradient's term
         batchnorm_backward_global(m, NULL, gh, 1, bn_w, bn_b, b, dy, a, mean, rstd, B, Cout, T);
     else

@@ -10,17 +10,23 @@
 
 #include <stdint.h>
 
-// Conv1d y = conv(x, W at w) + bias at b (b < 0: none); bf16 models round x into xh first. In
-// the invariant mode's float32 training the samples go in groups of m->group
-// (conv1d_forward_grouped: large layers fold each group's samples), else through the backend's
-// forward (the invariant twin's: sample by sample, for any B).
+// Conv1d y = conv(x, W at w) + bias at b (b < 0: none); bf16 models round x into xh first (or
+// read it rounded already, x NULL), in model_conv1d_group's layout. In the invariant mode's
+// training the samples go in groups of m->group (conv1d_forward_grouped and its bf16 twin: bf16
+// layers and large float32 ones fold each group's samples), else through the backend's forward
+// (the invariant twin's: sample by sample, for any B).
 void model_conv1d_forward(model_t *m, float *y, spk_bf16 *xh, const float *x, int64_t w, int64_t b, int B, int Cin,
                           int Cout, int T, int K, int dilation, int train, float *work);
+// The layout of the bf16 operands of a 1-D convolution's forward (train or not) and backward
+// (kernels/conv1d_bf16.h): 0, folded over the batch (Cin, B*T); in the invariant mode groups of
+// this many samples one after another, each folded (Cin, group*T): in training the model's
+// groups, else samples one by one ((B, Cin, T)).
+int model_conv1d_group(const model_t *m, int train);
 // Rounds c channels of x, a (B, ldx, T) tensor (plus add, (B, c, T), or NULL), into channels
-// [d0, d0 + c) of xh, the bf16 input of a 1-D convolution of Cin channels, in the layout its
-// kernels read (kernels/conv1d_bf16.h): folded, (Cin, B*T); in the invariant mode (B, Cin, T).
-// A split's chunks and a concatenation's parts go so into their convolutions with no float copy.
-void model_round_conv1d_input(const model_t *m, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
+// [d0, d0 + c) of xh, a bf16 operand of Cin channels in the layout of `group`
+// (model_conv1d_group's). A split's chunks and a concatenation's parts go so into their
+// convolutions with no float copy.
+void model_round_conv1d_input(const model_t *m, int group, spk_bf16 *xh, int Cin, int d0, const float *x, int ldx,
                               const float *add, int B, int c, int T);
 // Conv1d weight and bias gradients (b < 0: none) and dx += (dx_accumulate) or = : bf16 models on
 // the forward's rounded input xh (x unused), the invariant mode as exact sums, else
@@ -61,8 +67,8 @@ void model_bn_relu_conv1d_backward(model_t *m, float *dx, int dx_accumulate, int
 // The backward of a bf16 convolution followed by a ReLU and a BatchNorm (a TDNN block), from the
 // BatchNorm's output gradient dy: the BatchNorm's parameter gradients, the convolution's (w, b)
 // and dx (+= with dx_accumulate, or =). a is the BatchNorm's input, xh the convolution's rounded
-// input. The gradient between them exists only rounded (batchnorm1d_relu_backward_bf16: folded,
-// or by groups (B, Cout, T) in the invariant mode) in g's storage. Only where model_writes_bf16(m).
+// input. The gradient between them exists only rounded (batchnorm1d_relu_backward_bf16, in the
+// layout of xh) in g's storage. Only where model_writes_bf16(m).
 void model_bn_relu_conv1d_bf16_backward(model_t *m, float *dx, int dx_accumulate, int64_t w, int64_t b, int64_t bn_w,
                                         int64_t bn_b, const float *dy, const float *a, const float *mean,
                                         const float *rstd, const spk_bf16 *xh, int B, int Cin, int Cout, int T, int K,
