@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#define CONV_CHUNK_COLS 2048
-
 // One element of 2 or 4 bytes (the operand types), without a memcpy call per element.
 static inline void copy_elem(char *dst, const char *src, size_t elem) {
     if (elem == 2)
@@ -16,13 +14,15 @@ static inline void copy_elem(char *dst, const char *src, size_t elem) {
 // Reflect index for u in (-T, 2T - 1): torch 'reflect' (edge sample not repeated).
 static inline int reflect_index(int u, int T) { return u < 0 ? -u : (u >= T ? 2 * (T - 1) - u : u); }
 
-int conv_chunk_samples(int B, int T) {
-    int nb = (CONV_CHUNK_COLS + T - 1) / T;
+int conv_chunk_samples_of(int B, int T, int cols) {
+    int nb = (cols + T - 1) / T;
     if (nb < 1) nb = 1;
     if (nb > B) nb = B;
     const int nchunks = (B + nb - 1) / nb;
     return (B + nchunks - 1) / nchunks;  // balance the chunks
 }
+
+int conv_chunk_samples(int B, int T) { return conv_chunk_samples_of(B, T, CONV_CHUNK_COLS); }
 
 // In 32 x 32 tiles.
 void conv_transpose_weight(void *wt, const void *w, int Cout, int CK, size_t elem) {

@@ -20,8 +20,12 @@ static inline int conv_is_folded(conv_tensor_t x, int B, int T) {
     return x.sample == (size_t)T && x.row >= (size_t)B * T;
 }
 
-// Samples per chunk of the folded schedule (about 2048 columns, balanced over B).
+#define CONV_CHUNK_COLS 2048
+
+// Samples per chunk of the folded schedule (about CONV_CHUNK_COLS columns, balanced over B), or
+// of about `cols` columns.
 int conv_chunk_samples(int B, int T);
+int conv_chunk_samples_of(int B, int T, int cols);
 // wt (CK, Cout) = w (Cout, CK)^T.
 void conv_transpose_weight(void *wt, const void *w, int Cout, int CK, size_t elem);
 // col[(ci*K + k) * ldc + bi*T + t] = x[b0 + bi, ci, r(t + k*d - p)], bi < nb.
