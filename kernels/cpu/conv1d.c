@@ -15,7 +15,9 @@
 // into the GEMM's N dimension,
 //   a chunk of ~2048 columns at a time, and each GEMM is threaded by the backend:
 //   col (Cin*K, Nc) = im2col of the chunk, Yf (Cout, Nc) = W . col -> scattered to y + bias,
-//   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx.
+//   dW += dYf . col^T, dcol = W^T . dYf -> folded back (col2im + reflect) onto dx. With bf16
+//   operands on a few threads the forward and dx go in smaller chunks that the threads share,
+//   one GEMM of one thread each (shares_chunks).
 //
 // Both schedules take operands (x, w, dy) of either element type (conv1d_schedule.h): float32
 // here, bf16 for the mixed-precision entry points (kernels/cpu/conv1d_bf16.c). im2col copies
@@ -104,6 +106,21 @@ static size_t folded_bytes(int B, int Cin, int Cout, int T, int K) {
     return chunk_bytes(Cin, Cout, K, (size_t)conv_chunk_samples(B, T) * T);
 }
 
+// Chunks in flight at once, each in a slot of the workspace: as many as the process has cores
+// (a constant, unlike the thread count, which regions of one thread lower; the calls use at
+// most this many threads), up to FIXED_MAX_CHUNKS to hold memory down.
+#define FIXED_MAX_CHUNKS 4
+
+static int fixed_chunk_slots(int B) {
+    int n = omp_get_num_procs();
+    n = n < FIXED_MAX_CHUNKS ? n : FIXED_MAX_CHUNKS;
+    return n < B ? n : B;
+}
+
+static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
+    return round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
+}
+
 // Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout) ]
 static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
     const size_t folded = folded_bytes(B, Cin, Cout, T, K);
@@ -112,9 +129,12 @@ static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
     return round_up(folded > slots ? folded : slots);
 }
 
+// With folded operands, room for the chunks the threads may share (shares_chunks), at the head.
 size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    return scratch_bytes(B, Cin, Cout, T, K) + (size_t)Cin * K * Cout * op->elem;
+    const size_t plain = scratch_bytes(B, Cin, Cout, T, K) + (size_t)Cin * K * Cout * op->elem;
+    const size_t chunks = op->folded ? (size_t)fixed_chunk_slots(B) * fixed_slot_bytes(B, Cin, Cout, T, K) : 0;
+    return chunks > plain ? chunks : plain;
 }
 
 static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
@@ -360,15 +380,112 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
     }
 }
 
+// ---- chunks of groups shared by the threads ---------------------------------------------------
+// The folded schedule's forward and input gradient by chunks of groups of samples, one GEMM of
+// one thread a chunk, the threads taking whole chunks: the invariant mode's groups (below), and
+// the default's bf16 batch on a few threads (shares_chunks), as one group.
+
+// Group g of a tensor of the mode's layout: groups of `group` samples one after another, each in
+// C * group * T elements, its samples (C, T) each or folded together (C, group * T).
+static conv_tensor_t group_at(conv_tensor_t x, int g, int group, int C, int T, size_t e) {
+    return (conv_tensor_t){(const char *)x.p + (size_t)g * group * C * T * e, x.sample, x.row};
+}
+
+// Samples in a chunk of a group: float32's of about 2048 columns (conv_chunk_samples); bf16's of
+// about BF16_CHUNK_COLS, read in place for K = 1, so more chunks cost no copies and give the
+// threads more to share. ECAPA C=512, groups of 32, T 200, `spkddp bench --precision bf16`: on
+// one thread chunks of 2, 4, 8 and 11 samples ran alike (53-57 samples/s); on two, 4 samples (91
+// and 94 samples/s) beat 8 (88, 91), 2 (86, 91) and 11 (82, 83, three chunks for two threads),
+// and the default's threaded GEMMs (83, 84).
+#define BF16_CHUNK_COLS 800
+
+static int group_chunk_samples(const sample_args_t *a) {
+    return conv_chunk_samples_of(a->group, a->T, a->op->elem == sizeof(float) ? CONV_CHUNK_COLS : BF16_CHUNK_COLS);
+}
+
+// Chunk i of the call's groups: its first sample and its samples.
+static void group_chunk(const sample_args_t *a, int i, int *b0, int *nb) {
+    const int per = group_chunk_samples(a), n = (a->group + per - 1) / per;
+    const int j = i % n;
+    *b0 = i / n * a->group + j * per;
+    *nb = a->group - j * per < per ? a->group - j * per : per;
+}
+
+static int group_chunks(const sample_args_t *a) {
+    const int per = group_chunk_samples(a);
+    return a->B / a->group * ((a->group + per - 1) / per);
+}
+
+static int fixed_chunk_threads(int B, int Cin, int Cout, int T, int K, int nchunks) {
+    int nt = omp_get_max_threads();
+    if (nt > fixed_chunk_slots(B)) nt = fixed_chunk_slots(B);
+    if (nt > nchunks) nt = nchunks;
+    if ((double)B * Cin * K * Cout * T < PAR_MIN_FLOPS) nt = 1;
+    return nt;
+}
+
+// A group's samples folded in the mode's layout are read in place (x for K = 1, and dy), as the
+// default folded schedule reads its own.
+static void forward_group_chunk(const sample_args_t *a, int i, char *chunk) {
+    int b0, nb;
+    group_chunk(a, i, &b0, &nb);
+    const int g = b0 / a->group, T = a->T;
+    forward_chunk(a->op, a->out + (size_t)g * a->group * a->Cout * T,
+                  group_at(a->in, g, a->group, a->Cin, T, a->op->elem), a->w, a->bias, b0 - g * a->group, nb,
+                  conv_chunk_samples(a->B, T), a->group, a->Cin, a->Cout, T, a->K, a->dilation, chunk);
+}
+
+static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
+    int b0, nb;
+    group_chunk(a, i, &b0, &nb);
+    const int g = b0 / a->group, T = a->T;
+    const size_t e = a->op->elem, nc_max = (size_t)conv_chunk_samples(a->B, T) * T, nc = (size_t)nb * T;
+    const conv_tensor_t dy = group_at(a->in, g, a->group, a->Cout, T, e);
+    const void *dyf = conv_row_at(dy, b0 - g * a->group, 0, e);
+    int lddy = (int)dy.row;
+    if (!conv_is_folded(dy, a->group, T)) {
+        char *copy = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
+        conv_fold_rows(copy, a->in, b0, nb, a->Cout, T, e);
+        dyf = copy;
+        lddy = (int)nc;
+    }
+    input_grad_chunk(a->op, a->out, a->dx_set, dyf, lddy, a->w, b0, nb, a->Cin, a->Cout, T, a->K, a->dilation,
+                     (float *)chunk);
+}
+
+// y, or dx from dy, by the chunks of the groups.
+static void by_group_chunks(sample_body_fn *body, sample_args_t *a, int group, void *scratch) {
+    a->group = group;
+    const int n = group_chunks(a);
+    const int nt = fixed_chunk_threads(a->B, a->Cin, a->Cout, a->T, a->K, n);
+    item_loop(nt, n, scratch, fixed_slot_bytes(a->B, a->Cin, a->Cout, a->T, a->K), body, a);
+}
+
+// The default's bf16 operands (folded) on 2 to fixed_chunk_slots threads: the forward and the
+// input gradient by chunks of about BF16_CHUNK_COLS columns that the threads share (the batch
+// one group, read in place), where oneDNN's threading of one GEMM of up to 2048 columns measured
+// slower (ECAPA C=512 on two threads, batches of 16 and 32: 4-24% more samples/s a step, in 6
+// alternated pairs). One thread keeps the GEMMs of 2048 columns (chunks of 800 took 1.5-2%
+// longer there), and more threads than slots the threaded GEMMs.
+static int shares_chunks(const conv_operands_t *op, int B) {
+    const int nt = omp_get_max_threads();
+    return op->folded && nt > 1 && nt <= fixed_chunk_slots(B);
+}
+
 // ---- the schedule's entry points --------------------------------------------------------------
 
 void conv_schedule_forward(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,
                            int B, int Cin, int Cout, int T, int K, int dilation, void *scratch) {
     conv_check_shape(B, Cin, Cout, T, K, dilation);
-    if (use_per_sample(op, Cin, Cout, K))
+    if (use_per_sample(op, Cin, Cout, K)) {
         forward_per_sample(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
-    else
+    } else if (shares_chunks(op, B)) {
+        sample_args_t a = sample_args(op, y, x, w, B, Cin, Cout, T, K, dilation);
+        a.bias = bias;
+        by_group_chunks(forward_group_chunk, &a, B, scratch);
+    } else {
         forward_folded(op, y, x, w, bias, B, Cin, Cout, T, K, dilation, scratch);
+    }
 }
 
 void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw, conv_tensor_t dy,
@@ -377,7 +494,13 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
     conv_check_shape(B, Cin, Cout, T, K, dilation);
     const int dx_set = !dx_accumulate;
     if (!use_per_sample(op, Cin, Cout, K)) {
-        backward_folded(op, dx, dx_set, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
+        if (dx && shares_chunks(op, B)) {
+            sample_args_t a = sample_args(op, dx, dy, w, B, Cin, Cout, T, K, dilation);
+            a.dx_set = dx_set;
+            by_group_chunks(input_grad_group_chunk, &a, B, scratch);
+            dx = NULL;
+        }
+        if (dx || dw) backward_folded(op, dx, dx_set, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
         return;
     }
     // The per-sample weight gradient re-reads its dW block for every sample, and for K > 1
@@ -439,29 +562,8 @@ static int layer_folds(const conv_operands_t *op, int Cin, int Cout, int K) {
     return op->elem != sizeof(float) || big_weight(Cin, Cout, K);
 }
 
-// Group g of a tensor of the mode's layout: groups of `group` samples one after another, each in
-// C * group * T elements, its samples (C, T) each or folded together (C, group * T).
-static conv_tensor_t group_at(conv_tensor_t x, int g, int group, int C, int T, size_t e) {
-    return (conv_tensor_t){(const char *)x.p + (size_t)g * group * C * T * e, x.sample, x.row};
-}
-
 static int fixed_folds(const conv_operands_t *op, int Cin, int Cout, int K, int group) {
     return group > 1 && layer_folds(op, Cin, Cout, K);
-}
-
-// Chunks in flight at once, each in a slot of the workspace: as many as the process has cores
-// (a constant, unlike the thread count, which regions of one thread lower; the calls use at
-// most this many threads), up to FIXED_MAX_CHUNKS to hold memory down.
-#define FIXED_MAX_CHUNKS 4
-
-static int fixed_chunk_slots(int B) {
-    int n = omp_get_num_procs();
-    n = n < FIXED_MAX_CHUNKS ? n : FIXED_MAX_CHUNKS;
-    return n < B ? n : B;
-}
-
-static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
-    return round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
 }
 
 size_t conv_schedule_bytes_fixed(const conv_operands_t *op, int B, int Cin, int Cout, int T, int K, int dilation) {
@@ -469,76 +571,6 @@ size_t conv_schedule_bytes_fixed(const conv_operands_t *op, int B, int Cin, int 
     if (!layer_folds(op, Cin, Cout, K)) return plain;
     const size_t chunks = (size_t)fixed_chunk_slots(B) * fixed_slot_bytes(B, Cin, Cout, T, K);
     return chunks > plain ? chunks : plain;
-}
-
-// Chunk i of the call's groups: its first sample and its samples.
-// Samples in a chunk of a group: float32's of about 2048 columns (conv_chunk_samples); bf16's of
-// about BF16_CHUNK_COLS, read in place for K = 1, so more chunks cost no copies and give the
-// threads more to share. ECAPA C=512, groups of 32, T 200, `spkddp bench --precision bf16`: on
-// one thread chunks of 2, 4, 8 and 11 samples ran alike (53-57 samples/s); on two, 4 samples (91
-// and 94 samples/s) beat 8 (88, 91), 2 (86, 91) and 11 (82, 83, three chunks for two threads),
-// and the default's threaded GEMMs (83, 84).
-#define BF16_CHUNK_COLS 800
-
-static int group_chunk_samples(const sample_args_t *a) {
-    return conv_chunk_samples_of(a->group, a->T, a->op->elem == sizeof(float) ? CONV_CHUNK_COLS : BF16_CHUNK_COLS);
-}
-
-static void group_chunk(const sample_args_t *a, int i, int *b0, int *nb) {
-    const int per = group_chunk_samples(a), n = (a->group + per - 1) / per;
-    const int j = i % n;
-    *b0 = i / n * a->group + j * per;
-    *nb = a->group - j * per < per ? a->group - j * per : per;
-}
-
-static int group_chunks(const sample_args_t *a) {
-    const int per = group_chunk_samples(a);
-    return a->B / a->group * ((a->group + per - 1) / per);
-}
-
-static int fixed_chunk_threads(int B, int Cin, int Cout, int T, int K, int nchunks) {
-    int nt = omp_get_max_threads();
-    if (nt > fixed_chunk_slots(B)) nt = fixed_chunk_slots(B);
-    if (nt > nchunks) nt = nchunks;
-    if ((double)B * Cin * K * Cout * T < PAR_MIN_FLOPS) nt = 1;
-    return nt;
-}
-
-// A group's samples folded in the mode's layout are read in place (x for K = 1, and dy), as the
-// default folded schedule reads its own.
-static void forward_group_chunk(const sample_args_t *a, int i, char *chunk) {
-    int b0, nb;
-    group_chunk(a, i, &b0, &nb);
-    const int g = b0 / a->group, T = a->T;
-    forward_chunk(a->op, a->out + (size_t)g * a->group * a->Cout * T,
-                  group_at(a->in, g, a->group, a->Cin, T, a->op->elem), a->w, a->bias, b0 - g * a->group, nb,
-                  conv_chunk_samples(a->B, T), a->group, a->Cin, a->Cout, T, a->K, a->dilation, chunk);
-}
-
-static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
-    int b0, nb;
-    group_chunk(a, i, &b0, &nb);
-    const int g = b0 / a->group, T = a->T;
-    const size_t e = a->op->elem, nc_max = (size_t)conv_chunk_samples(a->B, T) * T, nc = (size_t)nb * T;
-    const conv_tensor_t dy = group_at(a->in, g, a->group, a->Cout, T, e);
-    const void *dyf = conv_row_at(dy, b0 - g * a->group, 0, e);
-    int lddy = (int)dy.row;
-    if (!conv_is_folded(dy, a->group, T)) {
-        char *copy = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
-        conv_fold_rows(copy, a->in, b0, nb, a->Cout, T, e);
-        dyf = copy;
-        lddy = (int)nc;
-    }
-    input_grad_chunk(a->op, a->out, a->dx_set, dyf, lddy, a->w, b0, nb, a->Cin, a->Cout, T, a->K, a->dilation,
-                     (float *)chunk);
-}
-
-// y, or dx from dy, by the chunks of the groups.
-static void by_group_chunks(sample_body_fn *body, sample_args_t *a, int group, void *scratch) {
-    a->group = group;
-    const int n = group_chunks(a);
-    const int nt = fixed_chunk_threads(a->B, a->Cin, a->Cout, a->T, a->K, n);
-    item_loop(nt, n, scratch, fixed_slot_bytes(a->B, a->Cin, a->Cout, a->T, a->K), body, a);
 }
 
 void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tensor_t x, const void *w, const float *bias,

@@ -85,12 +85,16 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
                                {"folded", CONV1D_FOLDED, 0},
                                {"per-sample, widened", CONV1D_PER_SAMPLE, 1},
                                {"folded, widened", CONV1D_FOLDED, 1}};
-    for (int c = 0; c < 4; c++) {
+    const int before = with_threads(1);
+    for (int i = 0; i < 8; i++) {  // each configuration on 1 thread, and on 2 (the folded ones share chunks)
+        const int c = i / 2;
         if (!configs[c].widened && !spk_gemm_bf16_native()) continue;  // no native bf16 here
         spk_gemm_set_backend(configs[c].widened ? SPK_GEMM_BLAS : library);
         conv1d_set_algo(configs[c].algo);
+        with_threads(1 + i % 2);
         char tag[160], nm[260];
-        snprintf(tag, sizeof tag, "[%s] B%d Cin%d Cout%d T%d K%d d%d", configs[c].name, B, Cin, Cout, T, K, d);
+        snprintf(tag, sizeof tag, "[%s, %d threads] B%d Cin%d Cout%d T%d K%d d%d", configs[c].name, 1 + i % 2, B, Cin,
+                 Cout, T, K, d);
 
         fill_nan(y, ny);
         memset(xh, 0xff, nx * sizeof(spk_bf16));
@@ -115,6 +119,7 @@ static void run_case(int B, int Cin, int Cout, int T, int K, int d) {
         check_backward_contract("conv_bf16", tag, conv_backward_call, &bc, fresh, (grad3_t){px, pw, pb},
                                 (grad3_t){ax, aw, ab}, (grad3_t){ox, ow, ob}, sizes);
     }
+    with_threads(before);
     spk_gemm_set_backend(library);
     conv1d_set_algo(CONV1D_AUTO);
     int guard_ok = 1;
