@@ -23,25 +23,24 @@
 // here, bf16 for the mixed-precision entry points (kernels/cpu/conv1d_bf16.c). im2col copies
 // operands as they are; the GEMM outputs (y, dcol, dW) are float32 in both.
 //
-// The world-size-invariant mode (conv1d_forward_fixed, conv1d_backward_exact): the per-sample
-// forward and input gradient with GEMMs planned for one thread (float32 operands), and the
-// weight and bias gradients as exact sums of every sample's (or group's) contribution, by blocks
-// set by the shapes, so nothing depends on B or on the thread count.
+// The world-size-invariant mode (conv1d_forward_fixed, conv1d_forward_grouped,
+// conv1d_backward_exact): the forward and input gradient sample by sample or by chunks of
+// groups, with GEMMs planned for one thread, and the weight and bias gradients as exact sums of
+// every sample's (or group's) contribution, by blocks set by the shapes
+// (kernels/cpu/conv1d_exact_grads.c), so nothing depends on B or on the thread count.
 #include "kernels/conv1d.h"
 
 #include <omp.h>
 #include <string.h>
 
 #include "kernels/base/spk_assert.h"
+#include "kernels/cpu/conv1d_exact_grads.h"
 #include "kernels/cpu/conv1d_layout.h"
 #include "kernels/cpu/conv1d_schedule.h"
-#include "kernels/cpu/exact_rows.h"
-#include "kernels/cpu/gemm_row_tiles.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
 #define PAR_MIN_FLOPS 4000000  // multiply-adds: below this, GEMM loops run on one thread
-#define ALIGN         64       // bytes: workspace regions start on cache lines
 
 static void sgemm_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                            float beta, float *C, int ldc) {
@@ -57,8 +56,6 @@ const conv_operands_t conv_operands_f32 = {sizeof(float), sgemm_operands, 0};
 // The world-size-invariant mode's: every GEMM planned for one thread, whatever the thread count.
 static const conv_operands_t conv_operands_f32_fixed = {sizeof(float), sgemm_fixed_operands, 0};
 
-static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
-
 void conv_check_shape(int B, int Cin, int Cout, int T, int K, int dilation) {
     SPK_ASSERT(B > 0 && Cin > 0 && Cout > 0 && T > 0);
     SPK_ASSERT(K > 0 && K % 2 == 1 && dilation > 0);
@@ -69,18 +66,12 @@ static conv1d_algo g_algo = CONV1D_AUTO;
 
 void conv1d_set_algo(conv1d_algo algo) { g_algo = algo; }
 
-// Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
-// W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
-#define BIG_WEIGHT_FLOATS (1u << 20)
-
-static int big_weight(int Cin, int Cout, int K) { return (size_t)Cin * K * Cout >= BIG_WEIGHT_FLOATS; }
-
 // CONV1D_AUTO: the per-sample schedule for float32 operands and weights within L2; the folded
 // one for bf16 operands, and for weights beyond L2, which each per-sample GEMM would read from
 // L3 again (1536 -> 1536 measured ~10% faster folded, forward and input gradient).
 static int use_per_sample(const conv_operands_t *op, int Cin, int Cout, int K) {
     if (g_algo != CONV1D_AUTO) return g_algo == CONV1D_PER_SAMPLE;
-    return !op->folded && !big_weight(Cin, Cout, K);
+    return !op->folded && !conv_big_weight(Cin, Cout, K);
 }
 
 // Per-sample schedule: per-thread slots for K > 1, each an im2col (Cin*K, T) of operands or
@@ -88,17 +79,10 @@ static int use_per_sample(const conv_operands_t *op, int Cin, int Cout, int K) {
 // min(B, MIN_SLOTS) of them, so only more threads than that are capped.
 #define MIN_SLOTS 16
 
-static size_t slot_bytes(int Cin, int T, int K) { return (size_t)Cin * K * T * sizeof(float); }
-
 // A chunk of nc columns of the folded schedules: (CK, nc) for an im2col or the float32 dcol,
 // then (Cout, nc), the float32 GEMM output or the gathered dy operand.
 static size_t chunk_bytes(int Cin, int Cout, int K, size_t nc) {
-    return round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
-}
-
-// The (Cout, nc) part of a chunk laid out for nc columns.
-static char *chunk_second(void *chunk, int Cin, int K, size_t nc) {
-    return (char *)chunk + round_up((size_t)Cin * K * nc * sizeof(float));
+    return conv_round_up((size_t)Cin * K * nc * sizeof(float)) + (size_t)Cout * nc * sizeof(float);
 }
 
 // The folded schedule's part of the workspace: one chunk of conv_chunk_samples(B, T) samples.
@@ -118,15 +102,15 @@ static int fixed_chunk_slots(int B) {
 }
 
 static size_t fixed_slot_bytes(int B, int Cin, int Cout, int T, int K) {
-    return round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
+    return conv_round_up(folded_bytes(B, Cin, Cout, T, K));  // conv_chunk_samples(B, T) >= (G, T)
 }
 
 // Workspace layout: [ scratch: max(folded, slots) ][ W^T copy (CK, Cout) ]
 static size_t scratch_bytes(int B, int Cin, int Cout, int T, int K) {
     const size_t folded = folded_bytes(B, Cin, Cout, T, K);
     // per-sample slots are only used for K > 1 (im2col); K = 1 runs straight on the tensors
-    const size_t slots = K > 1 ? (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * slot_bytes(Cin, T, K) : 0;
-    return round_up(folded > slots ? folded : slots);
+    const size_t slots = K > 1 ? (size_t)(B < MIN_SLOTS ? B : MIN_SLOTS) * conv_slot_bytes(Cin, T, K) : 0;
+    return conv_round_up(folded > slots ? folded : slots);
 }
 
 // With folded operands, room for the chunks the threads may share (shares_chunks), at the head.
@@ -138,7 +122,7 @@ size_t conv_schedule_bytes(const conv_operands_t *op, int B, int Cin, int Cout, 
 }
 
 static int slots_in_workspace(int B, int Cin, int Cout, int T, int K) {
-    const size_t n = scratch_bytes(B, Cin, Cout, T, K) / slot_bytes(Cin, T, K);
+    const size_t n = scratch_bytes(B, Cin, Cout, T, K) / conv_slot_bytes(Cin, T, K);
     return n < (size_t)B ? (int)n : B;
 }
 
@@ -194,7 +178,7 @@ static void item_loop(int nt, int n, void *scratch, size_t slot, sample_body_fn 
 
 // The per-sample loops: a slot is an im2col of one sample (K > 1).
 static void per_sample_loop(int nt, int n, void *scratch, sample_body_fn *body, const sample_args_t *a) {
-    item_loop(nt, n, scratch, a->K > 1 ? slot_bytes(a->Cin, a->T, a->K) : 0, body, a);
+    item_loop(nt, n, scratch, a->K > 1 ? conv_slot_bytes(a->Cin, a->T, a->K) : 0, body, a);
 }
 
 // Sample b's output; col: its im2col (CK, T).
@@ -305,8 +289,8 @@ static void forward_chunk(const conv_operands_t *op, float *y, conv_tensor_t x, 
                           int b0, int nb, int nb_max, int B, int Cin, int Cout, int T, int K, int dilation,
                           char *chunk) {
     const int nc = nb * T, CK = Cin * K;
-    void *col = chunk;                                                     // (CK, nc)
-    float *yf = (float *)chunk_second(chunk, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
+    void *col = chunk;                                                          // (CK, nc)
+    float *yf = (float *)conv_chunk_second(chunk, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
     const void *src = conv_row_at(x, b0, 0, op->elem);
     int ld = (int)x.row;
     if (K > 1 || !conv_is_folded(x, B, T)) {
@@ -361,7 +345,7 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
         const void *dyf = conv_row_at(dy, b0, 0, e);  // (Cout, nc)
         int lddy = (int)dy.row;
         if (!dy_in_place) {
-            char *copy = chunk_second(scratch, Cin, K, (size_t)nb_max * T);
+            char *copy = conv_chunk_second(scratch, Cin, K, (size_t)nb_max * T);
             conv_fold_rows(copy, dy, b0, nb, Cout, T, e);
             dyf = copy;
             lddy = nc;
@@ -384,12 +368,6 @@ static void backward_folded(const conv_operands_t *op, float *dx, int dx_set, fl
 // The folded schedule's forward and input gradient by chunks of groups of samples, one GEMM of
 // one thread a chunk, the threads taking whole chunks: the invariant mode's groups (below), and
 // the default's bf16 batch on a few threads (shares_chunks), as one group.
-
-// Group g of a tensor of the mode's layout: groups of `group` samples one after another, each in
-// C * group * T elements, its samples (C, T) each or folded together (C, group * T).
-static conv_tensor_t group_at(conv_tensor_t x, int g, int group, int C, int T, size_t e) {
-    return (conv_tensor_t){(const char *)x.p + (size_t)g * group * C * T * e, x.sample, x.row};
-}
 
 // Samples in a chunk of a group: float32's of about 2048 columns (conv_chunk_samples); bf16's of
 // about BF16_CHUNK_COLS, read in place for K = 1, so more chunks cost no copies and give the
@@ -431,7 +409,7 @@ static void forward_group_chunk(const sample_args_t *a, int i, char *chunk) {
     group_chunk(a, i, &b0, &nb);
     const int g = b0 / a->group, T = a->T;
     forward_chunk(a->op, a->out + (size_t)g * a->group * a->Cout * T,
-                  group_at(a->in, g, a->group, a->Cin, T, a->op->elem), a->w, a->bias, b0 - g * a->group, nb,
+                  conv_group_at(a->in, g, a->group, a->Cin, T, a->op->elem), a->w, a->bias, b0 - g * a->group, nb,
                   conv_chunk_samples(a->B, T), a->group, a->Cin, a->Cout, T, a->K, a->dilation, chunk);
 }
 
@@ -440,11 +418,11 @@ static void input_grad_group_chunk(const sample_args_t *a, int i, char *chunk) {
     group_chunk(a, i, &b0, &nb);
     const int g = b0 / a->group, T = a->T;
     const size_t e = a->op->elem, nc_max = (size_t)conv_chunk_samples(a->B, T) * T, nc = (size_t)nb * T;
-    const conv_tensor_t dy = group_at(a->in, g, a->group, a->Cout, T, e);
+    const conv_tensor_t dy = conv_group_at(a->in, g, a->group, a->Cout, T, e);
     const void *dyf = conv_row_at(dy, b0 - g * a->group, 0, e);
     int lddy = (int)dy.row;
     if (!conv_is_folded(dy, a->group, T)) {
-        char *copy = chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
+        char *copy = conv_chunk_second(chunk, a->Cin, a->K, nc_max);  // (Cout, nc)
         conv_fold_rows(copy, a->in, b0, nb, a->Cout, T, e);
         dyf = copy;
         lddy = (int)nc;
@@ -506,7 +484,7 @@ void conv_schedule_backward(const conv_operands_t *op, float *dx, int dx_accumul
     // The per-sample weight gradient re-reads its dW block for every sample, and for K > 1
     // builds the block's im2col for every sample again; the folded GEMM (K = ~2048 columns
     // per call, one im2col) measured faster for weights beyond L2 (~20%) and for K > 1 (10-25%).
-    if (dw && (K > 1 || big_weight(Cin, Cout, K))) {
+    if (dw && (K > 1 || conv_big_weight(Cin, Cout, K))) {
         backward_folded(op, NULL, 0, dw, dy, x, w, B, Cin, Cout, T, K, dilation, scratch);
         dw = NULL;
     }
@@ -559,7 +537,7 @@ void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
 // chunks, folding every bf16 layer made ECAPA C=512's invariant step 5% slower; in place it
 // took 0.299 s against 0.320 s sample by sample, one thread, batch 16, the default's 0.294 s).
 static int layer_folds(const conv_operands_t *op, int Cin, int Cout, int K) {
-    return op->elem != sizeof(float) || big_weight(Cin, Cout, K);
+    return op->elem != sizeof(float) || conv_big_weight(Cin, Cout, K);
 }
 
 static int fixed_folds(const conv_operands_t *op, int Cin, int Cout, int K, int group) {
@@ -586,181 +564,6 @@ void conv_schedule_forward_fixed(const conv_operands_t *op, float *y, conv_tenso
     by_group_chunks(forward_group_chunk, &a, group, scratch);
 }
 
-// The exact weight gradient of samples one by one (groups of 1), by blocks of output channels x
-// input channels, set by the shapes only: rows of up to 256 floats (whole input channels), 32K
-// floats a block. Each block is owned by one thread, which computes every sample's part of it
-// into dw_tmp and adds it to the sums: the block and its sums stay in cache while the samples go
-// by.
-#define EXACT_BLOCK_COLS   256
-#define EXACT_BLOCK_FLOATS 32768
-
-static void weight_grad_by_sample(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy,
-                                  conv_tensor_t x, int B, int Cin, int Cout, int T, int K, int dilation, void *scratch,
-                                  int nt) {
-    const int CK = Cin * K;
-    const size_t e = op->elem;
-    int cols = EXACT_BLOCK_COLS / K;  // input channels per block
-    cols = cols < 1 ? 1 : (cols > Cin ? Cin : cols);
-    int rows = EXACT_BLOCK_FLOATS / (cols * K);
-    rows = rows < 1 ? 1 : (rows > Cout ? Cout : rows);
-    const int ncol = (Cin + cols - 1) / cols, nrow = (Cout + rows - 1) / rows;
-#pragma omp parallel num_threads(nt)
-    {
-        char *col = K > 1 ? (char *)scratch + (size_t)omp_get_thread_num() * slot_bytes(Cin, T, K) : NULL;
-#pragma omp for schedule(dynamic, 1)
-        for (int blk = 0; blk < ncol * nrow; blk++) {
-            const int c0 = blk % ncol * cols, c1 = c0 + cols < Cin ? c0 + cols : Cin;
-            const int o0 = blk / ncol * rows, o1 = o0 + rows < Cout ? o0 + rows : Cout;
-            const int n = (c1 - c0) * K;
-            for (int b = 0; b < B; b++) {
-                const void *src = conv_row_at(x, b, c0, e);  // rows c0*K .. c1*K of col_b
-                int ld = (int)x.row;
-                if (K > 1) {
-                    conv_im2col_sample(col, x, b, c0, c1, T, K, dilation, e);
-                    src = col;
-                    ld = T;
-                }
-                float *t = dw_tmp + (size_t)o0 * CK + (size_t)c0 * K;
-                op->gemm('N', 'T', o1 - o0, n, T, conv_row_at(dy, b, o0, e), (int)dy.row, src, ld, 0.0f, t, CK);
-                for (int o = o0; o < o1; o++)
-                    xsum_add_row(xsum_at(dw, (int64_t)o * CK + (int64_t)c0 * K), t + (size_t)(o - o0) * CK, n);
-            }
-        }
-    }
-}
-
-// Groups of G > 1: each group's gradient is the GEMM dW = dYg colg^T over the group's columns,
-// then one term of the sums, by blocks of dW (one thread each, the block's terms deposited while
-// it is in cache). How the columns meet depends on G, T and the layer only: float32 K = 1 layers
-// whose weights fit L2 add each sample's GEMM over time into blocks of EXACT_FOLD_COLS columns,
-// reading x and dy in place (as the default per-sample schedule; no copies); the others fold the
-// group's columns (G T of them, in chunks of conv_chunk_samples(G, T) samples whose products add up in
-// dw_tmp), as the default folded weight gradient, in blocks of half the rows (at least 256:
-// exact_folded_part) by EXACT_FOLDED_COLS columns. Each block's GEMM packs its rows of dYg and
-// its columns of colg, so more blocks pack more: blocks of whole rows and 256 columns packed the
-// 1536 x 1536 layer's dYg six times (the exact weight gradient 25-40 ms slower than the
-// default's, one thread, batch 16); blocks of 512 x 768 left it 10% slower and ECAPA C=1024's
-// 3072 x 3072 layer 11%, quarters or halves of the columns 12-17% on the first; halves of the
-// rows by 1536 columns 1-5% on both, on one thread and on two (T = 200). The blocks depend on the
-// shape only: 2 for 1024 and 1536 channels, 4 for 3072. Threads past the blocks split them into
-// tiles of rows (block_tile_rows) where the GEMM gives a block's tiles the block's own bits
-// (checked once per shape), so the result never depends on the thread count: oneDNN's bf16
-// matmul does for every block here; its float32 GEMM does up to 512 x 1536 x 3200, but not for
-// the blocks of the 1536- and 3072-channel layers (768 and 1536 rows by 1536 columns), which keep
-// 2 and 4 threads in float32 (blocks of 512 or 384 rows, which it would tile, cost the first
-// 7-14% on one thread and on two). Scratch:
-// the folded schedule's (folded_bytes), which holds conv_chunk_samples(B, T) >=
-// conv_chunk_samples(G, T) samples' columns.
-#define EXACT_FOLD_COLS   256
-#define EXACT_ROW_PARTS   2
-#define EXACT_FOLDED_COLS 1536
-
-// A block's rows of n: n / parts, at least 256, a multiple of 64.
-static int exact_folded_part(int n, int parts) {
-    const int m = (n + parts - 1) / parts;
-    return m < 256 ? 256 : (m + 63) / 64 * 64;
-}
-
-static void deposit_block(xsum_t dw, const float *dw_tmp, int o0, int o1, int CK, int n0, int n1) {
-    for (int o = o0; o < o1; o++)
-        xsum_add_row(xsum_at(dw, (int64_t)o * CK + n0), dw_tmp + (size_t)o * CK + n0, n1 - n0);
-}
-
-// Rows a task takes of the weight gradient's blocks (rows x cols of dW (Cout, CK), the last ones
-// possibly smaller; GEMMs over k columns of operands with leading dimensions lda and ldb): the
-// block's rows, or, when nt threads outnumber the blocks, tiles of them, if the GEMM gives every
-// block shape the same bits in those tiles as whole (gemm_row_tiles_exact). Either way the
-// result does not depend on nt.
-static int block_tile_rows(const conv_operands_t *op, int nt, int Cout, int rows, int CK, int cols, int k, int lda,
-                           int ldb) {
-    const int frows = (Cout + rows - 1) / rows, fcols = (CK + cols - 1) / cols, m = rows < Cout ? rows : Cout;
-    const int tile = gemm_row_tile_rows(nt, frows * fcols, m);
-    if (tile >= m) return rows;
-    const int ms[2] = {m, Cout - (frows - 1) * rows};
-    const int ns[2] = {cols < CK ? cols : CK, CK - (fcols - 1) * cols};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            if (!gemm_row_tiles_exact(op->gemm, op->elem, ms[i], ns[j], k, lda, ldb, CK, tile)) return rows;
-    return tile;
-}
-
-static void weight_grad_by_group(const conv_operands_t *op, float *dw_tmp, xsum_t dw, conv_tensor_t dy, conv_tensor_t x,
-                                 int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int nt,
-                                 int group) {
-    const int CK = Cin * K, nb_max = conv_chunk_samples(group, T), ncol = (CK + EXACT_FOLD_COLS - 1) / EXACT_FOLD_COLS;
-    const int cols = EXACT_FOLDED_COLS, fcols = (CK + cols - 1) / cols;
-    const int rows = exact_folded_part(Cout, EXACT_ROW_PARTS), frows = (Cout + rows - 1) / rows;
-    const size_t e = op->elem;
-    const int in_place = K == 1 && e == sizeof(float) && !big_weight(Cin, Cout, K);
-    SPK_ASSERT(nb_max <= conv_chunk_samples(B, T));
-    char *col = scratch;                                                 // (CK, nc)
-    char *dyf_copy = chunk_second(scratch, Cin, K, (size_t)nb_max * T);  // (Cout, nc)
-    const int ptile =
-        in_place ? block_tile_rows(op, nt, Cout, Cout, CK, EXACT_FOLD_COLS, T, (int)dy.row, (int)x.row) : 0;
-    for (int g0 = 0; g0 < B; g0 += group) {
-        if (in_place) {
-            const int tile = ptile, tiles = (Cout + tile - 1) / tile;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-            for (int task = 0; task < ncol * tiles; task++) {
-                const int blk = task / tiles, o0 = task % tiles * tile, o1 = o0 + tile < Cout ? o0 + tile : Cout;
-                const int n0 = blk * EXACT_FOLD_COLS, n1 = n0 + EXACT_FOLD_COLS < CK ? n0 + EXACT_FOLD_COLS : CK;
-                for (int b = g0; b < g0 + group; b++)
-                    op->gemm('N', 'T', o1 - o0, n1 - n0, T, conv_row_at(dy, b, o0, e), (int)dy.row,
-                             conv_row_at(x, b, n0, e), (int)x.row, b > g0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0,
-                             CK);
-                deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);
-            }
-            continue;
-        }
-        const int g = g0 / group;
-        const conv_tensor_t xg = group_at(x, g, group, Cin, T, e), dyg = group_at(dy, g, group, Cout, T, e);
-        const int dy_in_place = conv_is_folded(dyg, group, T), x_in_place = K == 1 && conv_is_folded(xg, group, T);
-        const int per = dy_in_place && x_in_place ? group : nb_max;  // with no copy to bound, one GEMM a group
-        for (int b0 = 0; b0 < group; b0 += per) {
-            const int nb = group - b0 < per ? group - b0 : per, nc = nb * T, last = b0 + nb == group;
-            const char *dyf = conv_row_at(dyg, b0, 0, e), *xf = conv_row_at(xg, b0, 0, e);
-            int lddy = (int)dyg.row, ldx = (int)xg.row;
-            if (!x_in_place) {
-                conv_im2col(col, nc, xg, b0, nb, Cin, T, K, dilation, e);
-                xf = col, ldx = nc;
-            }
-            if (!dy_in_place) {
-                conv_fold_rows(dyf_copy, dyg, b0, nb, Cout, T, e);
-                dyf = dyf_copy, lddy = nc;
-            }
-            const int tile = block_tile_rows(op, nt, Cout, rows, CK, cols, nc, lddy, ldx),
-                      tiles = (rows + tile - 1) / tile;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-            for (int task = 0; task < fcols * frows * tiles; task++) {
-                const int blk = task / tiles, n0 = blk % fcols * cols, r0 = blk / fcols * rows;
-                const int o0 = r0 + task % tiles * tile, r1 = r0 + rows < Cout ? r0 + rows : Cout;
-                const int n1 = n0 + cols < CK ? n0 + cols : CK, o1 = o0 + tile < r1 ? o0 + tile : r1;
-                if (o0 >= o1) continue;  // (the last block's tiles past its rows)
-                op->gemm('N', 'T', o1 - o0, n1 - n0, nc, dyf + (size_t)o0 * lddy * e, lddy, xf + (size_t)n0 * ldx * e,
-                         ldx, b0 > 0 ? 1.0f : 0.0f, dw_tmp + (size_t)o0 * CK + n0, CK);  // the chunks add up in dw_tmp
-                if (last) deposit_block(dw, dw_tmp, o0, o1, CK, n0, n1);
-            }
-        }
-    }
-}
-
-// dbias: each group's samples' float sums over time of dy (float32 whatever the operands), in
-// order, one term per group.
-static void bias_grad_exact(xsum_t dbias, const float *dy, int B, int Cout, int T, int group) {
-#pragma omp parallel for schedule(static) if ((size_t)B * Cout * T >= CONV_PAR_MIN_COPY)
-    for (int co = 0; co < Cout; co++) {
-        float g = 0.0f;
-        for (int b = 0; b < B; b++) {
-            const float *src = dy + ((size_t)b * Cout + co) * T;
-            float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-            for (int t = 0; t < T; t++) s += src[t];
-            g = b % group ? g + s : s;
-            if (b % group == group - 1) xsum_add_one(xsum_at(dbias, co), g);
-        }
-    }
-}
-
 void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw,
                                   xsum_t dbias, const float *dy_f32, conv_tensor_t dy, conv_tensor_t x, const void *w,
                                   int B, int Cin, int Cout, int T, int K, int dilation, void *scratch, int group) {
@@ -776,12 +579,9 @@ void conv_schedule_backward_exact(const conv_operands_t *op, float *dx, int dx_a
     if (!xsum_empty(dw)) {
         SPK_ASSERT(dw_tmp != NULL);
         const int nt = per_sample_threads(B, Cin, Cout, T, K);
-        if (group == 1)
-            weight_grad_by_sample(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch, nt);
-        else
-            weight_grad_by_group(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch, nt, group);
+        conv_weight_grad_exact(op, dw_tmp, dw, dy, x, B, Cin, Cout, T, K, dilation, scratch, nt, group);
     }
-    if (!xsum_empty(dbias)) bias_grad_exact(dbias, dy_f32, B, Cout, T, group);
+    if (!xsum_empty(dbias)) conv_bias_grad_exact(dbias, dy_f32, B, Cout, T, group);
 }
 
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {

@@ -9,6 +9,33 @@
 
 #define CONV_PAR_MIN_COPY 32768  // elements: below this, copies run on the calling thread
 
+#define CONV_ALIGN 64  // bytes: workspace regions start on cache lines
+
+static inline size_t conv_round_up(size_t n) { return (n + CONV_ALIGN - 1) / CONV_ALIGN * CONV_ALIGN; }
+
+// Weights larger than L2 get a transposed copy for the per-sample input gradient: a GEMM on
+// W^T re-packs W for every sample, which measured ~1.5x slower than packing a plain W^T.
+#define CONV_BIG_WEIGHT_FLOATS (1u << 20)
+
+static inline int conv_big_weight(int Cin, int Cout, int K) { return (size_t)Cin * K * Cout >= CONV_BIG_WEIGHT_FLOATS; }
+
+// A per-thread slot of the per-sample schedule: an im2col (Cin*K, T) of operands, or the float32
+// GEMM output dcol of the same shape.
+static inline size_t conv_slot_bytes(int Cin, int T, int K) { return (size_t)Cin * K * T * sizeof(float); }
+
+// The (Cout, nc) part of a chunk of the folded schedules laid out for nc columns (after the
+// (Cin*K, nc) im2col or float32 dcol).
+static inline char *conv_chunk_second(void *chunk, int Cin, int K, size_t nc) {
+    return (char *)chunk + conv_round_up((size_t)Cin * K * nc * sizeof(float));
+}
+
+// Group g of a tensor of the invariant mode's layout: groups of `group` samples one after
+// another, each in C * group * T elements, its samples (C, T) each or folded together
+// (C, group * T).
+static inline conv_tensor_t conv_group_at(conv_tensor_t x, int g, int group, int C, int T, size_t e) {
+    return (conv_tensor_t){(const char *)x.p + (size_t)g * group * C * T * e, x.sample, x.row};
+}
+
 // Row c of sample b of an operand tensor.
 static inline const char *conv_row_at(conv_tensor_t x, int b, int c, size_t elem) {
     return (const char *)x.p + ((size_t)b * x.sample + (size_t)c * x.row) * elem;
