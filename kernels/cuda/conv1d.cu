@@ -177,7 +177,8 @@ extern "C" void conv1d_backward_cuda(float *dx, int dx_accumulate, float *dw, fl
 
 // ---- the world-size-invariant mode (kernels/conv1d.h) -------------------------------------------
 // cuDNN's algorithm and its rounding may depend on B: every sample gets calls of its own, with the
-// plan of B = 1 (one per shape, so the same for every batch).
+// plan of B = 1 (one per shape, so the same for every batch), and in training every group of
+// samples, with the plan of B = group.
 
 namespace {
 
@@ -193,24 +194,30 @@ __global__ void sample_bias_sums_kernel(float *part, const float *dy, int T) {
 
 }  // namespace
 
+// Room for the calls of any group of B samples (a divisor of B): cuDNN's workspace for a plan need
+// not grow with the batch, so each group size's plan is asked.
 extern "C" size_t conv1d_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
-    (void)B;
-    return conv1d_workspace_floats_cuda(1, Cin, Cout, T, K, dilation);
+    size_t most = 0;
+    for (int n = 1; n <= B; n++) {
+        if (B % n) continue;
+        const size_t f = conv1d_workspace_floats_cuda(n, Cin, Cout, T, K, dilation);
+        most = f > most ? f : most;
+    }
+    return most;
+}
+
+extern "C" void conv1d_forward_grouped_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
+                                            int Cout, int T, int K, int dilation, float *workspace, int group) {
+    check_shape(B, Cin, Cout, T, K, dilation);
+    SPK_ASSERT(group > 0 && B % group == 0);
+    const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T;
+    for (int g = 0; g < B / group; g++)
+        conv1d_forward_cuda(y + g * ny, x + g * nx, w, bias, group, Cin, Cout, T, K, dilation, workspace);
 }
 
 extern "C" void conv1d_forward_fixed_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
                                           int Cout, int T, int K, int dilation, float *workspace) {
-    check_shape(B, Cin, Cout, T, K, dilation);
-    for (int b = 0; b < B; b++)
-        conv1d_forward_cuda(y + (size_t)b * Cout * T, x + (size_t)b * Cin * T, w, bias, 1, Cin, Cout, T, K, dilation,
-                            workspace);
-}
-
-// Groups change nothing here: every sample has calls of its own.
-extern "C" void conv1d_forward_grouped_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
-                                            int Cout, int T, int K, int dilation, float *workspace, int group) {
-    SPK_ASSERT(group > 0 && B % group == 0);
-    conv1d_forward_fixed_cuda(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace);
+    conv1d_forward_grouped_cuda(y, x, w, bias, B, Cin, Cout, T, K, dilation, workspace, 1);
 }
 
 extern "C" void conv1d_backward_exact_cuda(float *dx, int dx_accumulate, float *dw_tmp, xsum_t dw, xsum_t dbias,
@@ -218,19 +225,14 @@ extern "C" void conv1d_backward_exact_cuda(float *dx, int dx_accumulate, float *
                                            int T, int K, int dilation, float *workspace, int group) {
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
-    const size_t nw = (size_t)Cout * Cin * K;
-    for (int b = 0; b < B; b++) {
-        const float *dyb = dy + (size_t)b * Cout * T;
-        const float *xb = x + (size_t)b * Cin * T;
-        if (dx)
-            conv1d_backward_cuda(dx + (size_t)b * Cin * T, dx_accumulate, nullptr, nullptr, dyb, xb, w, 1, Cin, Cout, T,
-                                 K, dilation, workspace);
-        if (xsum_empty(dw)) continue;
-        SPK_ASSERT(dw_tmp != nullptr);
-        // the group's samples' gradients, accumulated in order, then one term
-        if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_backward_cuda(nullptr, 1, dw_tmp, nullptr, dyb, xb, w, 1, Cin, Cout, T, K, dilation, workspace);
-        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
+    const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T, nw = (size_t)Cout * Cin * K;
+    const int with_dw = !xsum_empty(dw);
+    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
+    for (int g = 0; g < B / group && (dx || with_dw); g++) {  // the group's weight gradient in dw_tmp, one term
+        if (with_dw) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
+        conv1d_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
+                             dy + g * ny, x + g * nx, w, group, Cin, Cout, T, K, dilation, workspace);
+        if (with_dw) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
     if (xsum_empty(dbias)) return;
     float *part = (float *)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)

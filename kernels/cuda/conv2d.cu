@@ -7,8 +7,8 @@
 // gradient: channel sums over the output rows, fixed order; kernels/cuda/conv2d_common.cuh).
 //
 // workspace = [ KRSC weights, then the KRSC filter gradient ][ bias partial sums ][ cuDNN ],
-// each region rounded up to 256 bytes. The world-size-invariant mode's (below) is that of one
-// sample, then [ per-sample bias sums ].
+// each region rounded up to 256 bytes. The world-size-invariant mode's (below) is the largest of
+// one sample's and each group size's, then [ per-sample bias sums ].
 #include "kernels/cuda/conv2d_common.cuh"
 
 namespace {
@@ -73,8 +73,9 @@ extern "C" void conv2d_backward_cuda(float *dx, int dx_accumulate, float *dw, fl
 }
 
 // ---- the world-size-invariant mode (kernels/conv2d.h) -------------------------------------------
-// cuDNN's algorithm and its rounding may depend on B: every sample gets calls of its own, with the
-// plan of B = 1 (one per shape, so the same for every batch), as the 1-D convolution's
+// cuDNN's algorithm and its rounding may depend on B: every sample's forward gets calls of its
+// own, with the plan of B = 1 (one per shape, so the same for every batch), and the exact
+// backward calls of each group of samples, with the plan of B = group, as the 1-D convolution's
 // (kernels/cuda/conv1d.cu). The weights are reordered once per call, not per sample.
 
 namespace {
@@ -104,11 +105,24 @@ void sample_bias_backward(xsum_t dbias, const float *dy, const conv2d_shape_t *s
     xsum_add_cuda(dbias, sums, s->B, s->Cout, group);
 }
 
+// Room for the calls of one sample and of any group of samples (a divisor of B): cuDNN's
+// workspace for a plan need not grow with the batch, so each group size's plan is asked. The
+// per-sample bias sums follow.
+size_t calls_floats(const conv2d_shape_t *s) {
+    size_t most = 0;
+    for (int n = 1; n <= s->B; n++) {
+        if (s->B % n) continue;
+        const conv2d_shape_t sn = samples_of(s, n);
+        const size_t f = conv2d_workspace_floats_cuda(&sn);
+        most = f > most ? f : most;
+    }
+    return most;
+}
+
 }  // namespace
 
 extern "C" size_t conv2d_workspace_floats_fixed_cuda(const conv2d_shape_t *s) {
-    const conv2d_shape_t s1 = samples_of(s, 1);
-    return conv2d_workspace_floats_cuda(&s1) + sample_bias_bytes(s) / sizeof(float);
+    return calls_floats(s) + sample_bias_bytes(s) / sizeof(float);
 }
 
 extern "C" void conv2d_forward_fixed_cuda(float *y, const float *x, const float *w, const float *bias,
@@ -121,25 +135,23 @@ extern "C" void conv2d_backward_exact_cuda(float *dx, int dx_accumulate, float *
                                            float *workspace, int group) {
     conv2d_check(s);
     SPK_ASSERT(group > 0 && s->B % group == 0);
-    const conv2d_shape_t s1 = samples_of(s, 1);
-    if (!xsum_empty(dbias))
-        sample_bias_backward(dbias, dy, s, group, (char *)(workspace + conv2d_workspace_floats_cuda(&s1)));
+    if (!xsum_empty(dbias)) sample_bias_backward(dbias, dy, s, group, (char *)(workspace + calls_floats(s)));
     if (!dx && xsum_empty(dw)) return;
-    const spk_conv_plan_t &pl = conv2d_plan(&s1, 0);
-    void *cws = conv2d_tail(workspace, head_bytes(s), &s1).cudnn;
-    const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1), nw = conv2d_w_size(s);
+    const conv2d_shape_t sg = samples_of(s, group);
+    const spk_conv_plan_t &pl = conv2d_plan(&sg, 0);
+    void *cws = conv2d_tail(workspace, head_bytes(s), &sg).cudnn;
+    const size_t nx = conv2d_x_size(&sg), ny = conv2d_y_size(&sg), nw = conv2d_w_size(s);
     float *wk = workspace;
     if (dx) {
         conv2d_to_krsc(wk, w, s);
-        for (int b = 0; b < s->B; b++) conv2d_data_pass(pl, dx + b * nx, dx_accumulate, dy + b * ny, wk, cws);
+        for (int g = 0; g < s->B / group; g++) conv2d_data_pass(pl, dx + g * nx, dx_accumulate, dy + g * ny, wk, cws);
     }
     if (xsum_empty(dw)) return;
     SPK_ASSERT(dw_tmp != nullptr);
-    for (int b = 0; b < s->B; b++) {  // the weights' copy is free again (same stream, in order)
-        // the group's samples' gradients, accumulated in order, then one term
-        if (b % group == 0) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv2d_filter_pass(pl, wk, dy + b * ny, x + b * nx, cws);
+    for (int g = 0; g < s->B / group; g++) {  // the weights' copy is free again (same stream, in order)
+        spk_cuda_memset0(dw_tmp, nw * sizeof(float));  // the group's gradient, then one term
+        conv2d_filter_pass(pl, wk, dy + g * ny, x + g * nx, cws);
         conv2d_add_from_krsc(dw_tmp, wk, s);
-        if (b % group == group - 1) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
+        xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
     }
 }

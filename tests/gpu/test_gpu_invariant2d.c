@@ -5,7 +5,8 @@
 //   test_gpu_invariant2d [C B H W]   (default: width C=32, batch 16, 80 x 200 input)
 // - a sample's output the same bits alone as in the batch (cuDNN plans of one sample);
 // - dx and the exact sums the same bits for the batch split into two calls (whole groups, the
-//   second first) as in one, and in a second run; groups of 1, 2 and 4;
+//   second first) as in one, and in a second run, and a group's terms those of its call alone
+//   (cuDNN plans of one group); groups of 1, 2 and 4;
 // - every output within the kernel tests' tolerance of the CPU kernels with the same group;
 // - dx accumulated, dw alone; BatchNorm without running statistics (shift 0), y over x, dx NULL.
 // Without a CUDA device it reports SKIPPED (exit 77).
@@ -123,24 +124,29 @@ static void conv_case(const char *layer, conv2d_shape_t s, int group, int with_b
             if (with_bias) same_sums_check(cname("conv2d_backward_exact dbias %s: %s", tag, how), db[k], db[0]);
         }
     }
-    // The groups' terms: every sample's float gradients alone (a sum of one float term holds it
-    // whole), summed in order per group and deposited on the host, are the batch's sums bit for bit.
-    float *per_w = alloc_f(s.B * nw), *per_b = alloc_f((size_t)s.B * s.Cout);
-    for (int b = 0; b < s.B; b++) {
+    // The groups' terms: every group's float gradients alone (a call of the group's samples, whose
+    // sums of one float term hold them whole), deposited on the host one term a group, are the
+    // batch's sums bit for bit (cuDNN's plan of B = group, whatever B is).
+    conv2d_shape_t grp = s;
+    grp.B = group;
+    const int groups = s.B / group;
+    float *per_w = alloc_f((size_t)groups * nw), *per_b = alloc_f((size_t)groups * s.Cout);
+    for (int g = 0; g < groups; g++) {
         dev_sums_t w1 = dev_sums((int64_t)nw), b1 = dev_sums(s.Cout);
-        g_be->conv2d_backward_exact(NULL, 0, tmp_, w1.s, b1.s, gy_ + b * ys, x_ + b * xs, w_, &one, ws_, 1);
+        g_be->conv2d_backward_exact(NULL, 0, tmp_, w1.s, b1.s, gy_ + (size_t)g * group * ys,
+                                    x_ + (size_t)g * group * xs, w_, &grp, ws_, group);
         float *fw = dev_f(NULL, nw), *fb = dev_f(NULL, s.Cout);
         g_be->xsum_to_float(fw, w1.s, (int64_t)nw);
         g_be->xsum_to_float(fb, b1.s, s.Cout);
-        g_be->download(per_w + b * nw, fw, sizeof(float) * nw);
-        g_be->download(per_b + (size_t)b * s.Cout, fb, sizeof(float) * s.Cout);
+        g_be->download(per_w + (size_t)g * nw, fw, sizeof(float) * nw);
+        g_be->download(per_b + (size_t)g * s.Cout, fb, sizeof(float) * s.Cout);
     }
     xsum_t gw = host_sums((int64_t)nw), gb = host_sums(s.Cout);
-    xsum_add(gw, per_w, s.B, (int64_t)nw, group);
-    xsum_add(gb, per_b, s.B, s.Cout, group);
-    same_as_host_sums(cname("conv2d_backward_exact dw %s: the groups' float sums of the samples'", tag), dw_all, gw);
+    xsum_add(gw, per_w, groups, (int64_t)nw, 1);
+    xsum_add(gb, per_b, groups, s.Cout, 1);
+    same_as_host_sums(cname("conv2d_backward_exact dw %s: the groups' calls alone, one term each", tag), dw_all, gw);
     if (with_bias)
-        same_as_host_sums(cname("conv2d_backward_exact dbias %s: the groups' float sums of the samples'", tag), db_all,
+        same_as_host_sums(cname("conv2d_backward_exact dbias %s: the groups' calls alone, one term each", tag), db_all,
                           gb);
 
     // the weight gradient alone: the bits it had with dx and dbias

@@ -236,6 +236,16 @@ static void backend_case(int B, int Cin, int Cout, int T, int K, int d, int with
                 idev = conv_call(g_be, dgy, dx, dw, B, Cin, Cout, T, K, d, iws);
     backend_exact_checks("conv1d_backward_exact", tag, conv_exact_call, &icpu, &idev, nx, nw, with_bias ? Cout : 0,
                          TOL_GEMM);
+    if (B % 2 == 0) {  // groups of two samples: the grouped forward and the exact backward's terms
+        float *gws = alloc_f(conv1d_workspace_floats_fixed(B, Cin, Cout, T, K, d));
+        conv1d_forward_grouped(y, x, w, bias, B, Cin, Cout, T, K, d, gws, 2);
+        g_be->conv1d_forward_grouped(dy, dx, dw, db, B, Cin, Cout, T, K, d, iws, 2);
+        cmp(cname("conv1d_forward_grouped %s group 2", tag), dy, y, ny, TOL_GEMM);
+        conv_call_t gcpu = icpu, gdev = idev;
+        gcpu.ws = gws, gcpu.group = gdev.group = 2;
+        backend_exact_checks("conv1d_backward_exact group 2", tag, conv_exact_call, &gcpu, &gdev, nx, nw,
+                             with_bias ? Cout : 0, TOL_GEMM);
+    }
     dev_release();
     test_release();
 }
