@@ -49,7 +49,7 @@ void conv1d_backward(float *dx,  // (B, Cin, T) += (dx_accumulate) or = ; or NUL
 // order, by blocks set by the shapes; dbias: its samples' float sums over time), so they do not
 // depend on which groups this call gets. dw_tmp: (Cout, Cin, K) floats of scratch, undefined
 // afterwards (needed with dw). Either sum may be empty (xsum_none()).
-// Their workspace: conv1d_workspace_floats_fixed (the CPU's is conv1d_workspace_floats's).
+// Their workspace: conv1d_workspace_floats_fixed (room for every group size's calls).
 size_t conv1d_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation);
 void conv1d_forward_fixed(float *y, const float *x, const float *w, const float *bias, int B, int Cin, int Cout, int T,
                           int K, int dilation, float *workspace);

@@ -115,12 +115,16 @@ gpus 1 forward run 1 $SPKDDP train $common --global-batch 6 --max-steps 2 --devi
 gpus 3 reverse run 3 $SPKDDP train $common --global-batch 6 --max-steps 2 --device cuda --invariant --ckpt-dir inv3 \
     >log_inv3 2>&1 || { cat log_inv3; fail "invariant, global batch 6: three GPUs"; }
 same inv1_6/$ckpt inv3/$ckpt 0 "invariant: 1 rank vs 3 ranks on 3 GPUs (NCCL)"
-# bf16 operands: each sample's cuBLAS calls of its own, the same exact sums.
+# bf16 operands: each sample's cuBLAS calls of its own, the same exact sums; with groups, each
+# group's calls and the operands folded by group (ECAPA's BatchNorm writing them so by groups).
 one_vs_two invb "invariant bf16" $common --max-steps 2 --device cuda --invariant --precision bf16
+one_vs_two invbg "invariant bf16, groups of 2, BatchNorm by groups" $common --max-steps 2 --device cuda --invariant \
+    --invariant-group 2 --invariant-bn group --precision bf16
 one_vs_two invs "invariant sharded head" $common --max-steps 2 --device cuda --invariant --head sharded --clip-grad-norm 1
 r34="--data sp.h5 --model resnet34 --channels 8 --emb-dim 16 --frames 24 --epochs 1 --global-batch 8 --optimizer sgd
      --momentum 0.9 --lr 0.02 --progress 0 --max-steps 2 --device cuda --invariant --invariant-group 2"
 one_vs_two r34_ "invariant resnet34, groups of 2" $r34
+one_vs_two r34h "invariant resnet34 bf16, groups of 2 (cuDNN's calls of a group)" $r34 --precision bf16
 # BatchNorm by groups (no exchange; the first group's running statistics): 1-D and 2-D.
 one_vs_two gbn "invariant, BatchNorm by groups of 2" $common --max-steps 2 --device cuda --invariant --invariant-group 2 \
     --invariant-bn group
