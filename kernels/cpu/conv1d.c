@@ -525,17 +525,18 @@ void conv1d_backward(float *dx, int dx_accumulate, float *dw, float *dbias, cons
 // ---- the world-size-invariant mode ----------------------------------------------------------
 
 // Groups of G > 1 on bf16 layers (which the default runs folded) and on float32 layers whose
-// weights exceed L2 (likewise): the forward and the input gradient fold each group's samples
-// into the GEMMs' columns too, in chunks of conv_chunk_samples(G, T) samples (the group-folded
-// weight gradient's below), one GEMM per chunk planned for one thread, threads taking whole
-// chunks. The chunks and their GEMMs' shapes depend on G, T and the layer only. A 1536 x 1536
-// GEMM over a chunk of 8 samples measured 46 ms on one thread, against 61 ms as 8 GEMMs of one
-// sample (which pack the weights 8 times) and 55 ms as 6 blocks of 256 rows (which pack the
-// chunk 6 times), so the chunks are not cut further for more threads. bf16 operands come in the
-// mode's layout by groups, each group folded (kernels/conv1d_bf16.h), so their chunks are read
-// in place for K = 1, as the default's are (with the operands in (B, C, T) and copied into
-// chunks, folding every bf16 layer made ECAPA C=512's invariant step 5% slower; in place it
-// took 0.299 s against 0.320 s sample by sample, one thread, batch 16, the default's 0.294 s).
+// weights exceed L2 (likewise): the forward and the input gradient fold each group's samples into
+// the GEMMs' columns too, in chunks of group_chunk_samples (about 2048 columns in float32, as the
+// group-folded weight gradient's, kernels/cpu/conv1d_exact_grads.c; 800 in bf16), one GEMM per
+// chunk planned for one thread, threads taking whole chunks. The chunks and their GEMMs' shapes
+// depend on G, T and the layer only. A 1536 x 1536 GEMM over a chunk of 8 samples measured 46 ms
+// on one thread, against 61 ms as 8 GEMMs of one sample (which pack the weights 8 times) and 55 ms
+// as 6 blocks of 256 rows (which pack the chunk 6 times), so the chunks are not cut further for
+// more threads. bf16 operands come in the mode's layout by groups, each group folded
+// (kernels/conv1d_bf16.h), so their chunks are read in place for K = 1, as the default's are (with
+// the operands in (B, C, T) and copied into chunks, folding every bf16 layer made ECAPA C=512's
+// invariant step 5% slower; in place it took 0.299 s against 0.320 s sample by sample, one thread,
+// batch 16, the default's 0.294 s).
 static int layer_folds(const conv_operands_t *op, int Cin, int Cout, int K) {
     return op->elem != sizeof(float) || conv_big_weight(Cin, Cout, K);
 }

@@ -10,11 +10,10 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/bf16_fold.h"
+#include "kernels/cpu/conv1d_layout.h"
 #include "kernels/cpu/conv1d_schedule.h"
 #include "kernels/cpu/exact_rows.h"
 #include "kernels/gemm_bf16.h"
-
-#define ALIGN 64
 
 static void gemm_operands(char ta, char tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                           float beta, float *C, int ldc) {
@@ -35,9 +34,7 @@ static void gemm_fixed_operands(char ta, char tb, int M, int N, int K, const voi
 static const conv_operands_t operands_fixed = {sizeof(spk_bf16), gemm_fixed_operands, 0};
 
 // Bytes of the rounded output gradient (B, Cout, T), rounded up to a cache line.
-static size_t dy_bytes(int B, int Cout, int T) {
-    return ((size_t)B * Cout * T * sizeof(spk_bf16) + ALIGN - 1) / ALIGN * ALIGN;
-}
+static size_t dy_bytes(int B, int Cout, int T) { return conv_round_up((size_t)B * Cout * T * sizeof(spk_bf16)); }
 
 size_t conv1d_bf16_workspace_floats(int B, int Cin, int Cout, int T, int K, int dilation) {
     const size_t bytes = dy_bytes(B, Cout, T) + conv_schedule_bytes(&operands, B, Cin, Cout, T, K, dilation);
@@ -76,7 +73,7 @@ void conv1d_bf16_backward(float *dx, int dx_accumulate, float *dw, float *dbias,
 // not depend on B; with groups of one sample that is the (B, C, T) layout.
 
 // Bytes of each group's bias sums (B/group, Cout) at most, rounded up to a cache line.
-static size_t sums_bytes(int B, int Cout) { return ((size_t)B * Cout * sizeof(float) + ALIGN - 1) / ALIGN * ALIGN; }
+static size_t sums_bytes(int B, int Cout) { return conv_round_up((size_t)B * Cout * sizeof(float)); }
 
 size_t conv1d_bf16_workspace_floats_fixed(int B, int Cin, int Cout, int T, int K, int dilation) {
     const size_t bytes = dy_bytes(B, Cout, T) + sums_bytes(B, Cout) +

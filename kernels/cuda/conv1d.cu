@@ -18,6 +18,7 @@
 #include "kernels/base/env.h"
 #include "kernels/cuda/conv1d_common.cuh"
 #include "kernels/cuda/conv_plans.cuh"
+#include "kernels/cuda/group_calls.cuh"
 
 namespace {
 
@@ -194,16 +195,9 @@ __global__ void sample_bias_sums_kernel(float *part, const float *dy, int T) {
 
 }  // namespace
 
-// Room for the calls of any group of B samples (a divisor of B): cuDNN's workspace for a plan need
-// not grow with the batch, so each group size's plan is asked.
+// Room for the calls of any group of B samples.
 extern "C" size_t conv1d_workspace_floats_fixed_cuda(int B, int Cin, int Cout, int T, int K, int dilation) {
-    size_t most = 0;
-    for (int n = 1; n <= B; n++) {
-        if (B % n) continue;
-        const size_t f = conv1d_workspace_floats_cuda(n, Cin, Cout, T, K, dilation);
-        most = f > most ? f : most;
-    }
-    return most;
+    return most_over_group_sizes(B, [&](int n) { return conv1d_workspace_floats_cuda(n, Cin, Cout, T, K, dilation); });
 }
 
 extern "C" void conv1d_forward_grouped_cuda(float *y, const float *x, const float *w, const float *bias, int B, int Cin,
@@ -226,14 +220,11 @@ extern "C" void conv1d_backward_exact_cuda(float *dx, int dx_accumulate, float *
     check_shape(B, Cin, Cout, T, K, dilation);
     SPK_ASSERT(group > 0 && B % group == 0);
     const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T, nw = (size_t)Cout * Cin * K;
-    const int with_dw = !xsum_empty(dw);
-    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
-    for (int g = 0; g < B / group && (dx || with_dw); g++) {  // the group's weight gradient in dw_tmp, one term
-        if (with_dw) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                             dy + g * ny, x + g * nx, w, group, Cin, Cout, T, K, dilation, workspace);
-        if (with_dw) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
-    }
+    if (dx || !xsum_empty(dw))
+        by_group_terms(B / group, dw_tmp, dw, nw, [&](int g, float *dwg) {
+            conv1d_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, dwg, nullptr, dy + g * ny, x + g * nx, w,
+                                 group, Cin, Cout, T, K, dilation, workspace);
+        });
     if (xsum_empty(dbias)) return;
     float *part = (float *)spk_cuda_scratch((size_t)B * Cout * sizeof(float));  // (B, Cout)
     SPK_LAUNCH(sample_bias_sums_kernel, spk_rows_grid((size_t)B * Cout), part, dy, T);

@@ -11,6 +11,7 @@
 // workspace = [ col: Cin*K*B*T bf16 ][ dyf: Cout*B*T bf16 ][ dcol: Cin*K*B*T float32 ], each
 // region rounded up to 256 bytes.
 #include "kernels/cuda/conv1d_common.cuh"
+#include "kernels/cuda/group_calls.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace {
@@ -176,15 +177,12 @@ extern "C" void conv1d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
     SPK_ASSERT(group > 0 && B % group == 0);
     SPK_ASSERT(!dy != !dyh && (dy || xsum_empty(dbias)));
     const size_t nx = (size_t)group * Cin * T, ny = (size_t)group * Cout * T, nw = (size_t)Cout * Cin * K;
-    const int with_dw = !xsum_empty(dw);
-    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
-    for (int g = 0; g < B / group && (dx || with_dw); g++) {  // the group's weight gradient in dw_tmp, one term
-        if (with_dw) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv1d_bf16_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy ? dy + g * ny : nullptr, dyh ? dyh + g * ny : nullptr, xh + g * nx, w, group, Cin,
-                                  Cout, T, K, dilation, workspace);
-        if (with_dw) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
-    }
+    if (dx || !xsum_empty(dw))
+        by_group_terms(B / group, dw_tmp, dw, nw, [&](int g, float *dwg) {
+            conv1d_bf16_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, dwg, nullptr, dy ? dy + g * ny : nullptr,
+                                      dyh ? dyh + g * ny : nullptr, xh + g * nx, w, group, Cin, Cout, T, K, dilation,
+                                      workspace);
+        });
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's: the float32 path's sums
         conv1d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, B, Cin, Cout, T, K,
                                    dilation, workspace, group);

@@ -8,7 +8,7 @@
 //
 // workspace = [ KRSC weights, then the KRSC filter gradient ][ bias partial sums ][ cuDNN ],
 // each region rounded up to 256 bytes. The world-size-invariant mode's (below) is the largest of
-// one sample's and each group size's, then [ per-sample bias sums ].
+// one sample's and each group size's; its per-sample bias sums use the head before the calls.
 #include "kernels/cuda/conv2d_common.cuh"
 
 namespace {
@@ -16,19 +16,12 @@ namespace {
 // The workspace's head: the KRSC weights, then the KRSC filter gradient.
 size_t head_bytes(const conv2d_shape_t *s) { return round256(conv2d_w_size(s) * sizeof(float)); }
 
-// The shape of `per` of s's samples: one cuDNN call's.
-conv2d_shape_t samples_of(const conv2d_shape_t *s, int per) {
-    conv2d_shape_t c = *s;
-    c.B = per;
-    return c;
-}
-
 // y = conv(x) (+ bias) over s's samples in calls of `per` samples each, on the plan of B = per.
 void forward_in_calls(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s, int per,
                       float *workspace) {
     conv2d_check(s);
     SPK_ASSERT(per > 0 && s->B % per == 0);
-    const conv2d_shape_t sc = samples_of(s, per);
+    const conv2d_shape_t sc = conv2d_samples_of(s, per);
     const spk_conv_plan_t &pl = conv2d_plan(&sc, 0);
     void *cws = conv2d_tail(workspace, head_bytes(s), &sc).cudnn;
     float *wk = workspace;
@@ -105,24 +98,17 @@ void sample_bias_backward(xsum_t dbias, const float *dy, const conv2d_shape_t *s
     xsum_add_cuda(dbias, sums, s->B, s->Cout, group);
 }
 
-// Room for the calls of one sample and of any group of samples (a divisor of B): cuDNN's
-// workspace for a plan need not grow with the batch, so each group size's plan is asked. The
-// per-sample bias sums follow.
-size_t calls_floats(const conv2d_shape_t *s) {
-    size_t most = 0;
-    for (int n = 1; n <= s->B; n++) {
-        if (s->B % n) continue;
-        const conv2d_shape_t sn = samples_of(s, n);
-        const size_t f = conv2d_workspace_floats_cuda(&sn);
-        most = f > most ? f : most;
-    }
-    return most;
-}
-
 }  // namespace
 
+// Room for the calls of one sample and of any group of samples; the per-sample bias sums, queued
+// before those calls on the same stream, take its head first.
 extern "C" size_t conv2d_workspace_floats_fixed_cuda(const conv2d_shape_t *s) {
-    return calls_floats(s) + sample_bias_bytes(s) / sizeof(float);
+    const size_t calls = most_over_group_sizes(s->B, [&](int n) {
+        const conv2d_shape_t sn = conv2d_samples_of(s, n);
+        return conv2d_workspace_floats_cuda(&sn);
+    });
+    const size_t sums = sample_bias_bytes(s) / sizeof(float);
+    return calls > sums ? calls : sums;
 }
 
 extern "C" void conv2d_forward_fixed_cuda(float *y, const float *x, const float *w, const float *bias,
@@ -135,9 +121,9 @@ extern "C" void conv2d_backward_exact_cuda(float *dx, int dx_accumulate, float *
                                            float *workspace, int group) {
     conv2d_check(s);
     SPK_ASSERT(group > 0 && s->B % group == 0);
-    if (!xsum_empty(dbias)) sample_bias_backward(dbias, dy, s, group, (char *)(workspace + calls_floats(s)));
+    if (!xsum_empty(dbias)) sample_bias_backward(dbias, dy, s, group, (char *)workspace);
     if (!dx && xsum_empty(dw)) return;
-    const conv2d_shape_t sg = samples_of(s, group);
+    const conv2d_shape_t sg = conv2d_samples_of(s, group);
     const spk_conv_plan_t &pl = conv2d_plan(&sg, 0);
     void *cws = conv2d_tail(workspace, head_bytes(s), &sg).cudnn;
     const size_t nx = conv2d_x_size(&sg), ny = conv2d_y_size(&sg), nw = conv2d_w_size(s);
@@ -147,11 +133,8 @@ extern "C" void conv2d_backward_exact_cuda(float *dx, int dx_accumulate, float *
         for (int g = 0; g < s->B / group; g++) conv2d_data_pass(pl, dx + g * nx, dx_accumulate, dy + g * ny, wk, cws);
     }
     if (xsum_empty(dw)) return;
-    SPK_ASSERT(dw_tmp != nullptr);
-    for (int g = 0; g < s->B / group; g++) {  // the weights' copy is free again (same stream, in order)
-        spk_cuda_memset0(dw_tmp, nw * sizeof(float));  // the group's gradient, then one term
+    by_group_terms(s->B / group, dw_tmp, dw, nw, [&](int g, float *dwg) {  // the weights' copy is free again
         conv2d_filter_pass(pl, wk, dy + g * ny, x + g * nx, cws);
-        conv2d_add_from_krsc(dw_tmp, wk, s);
-        xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
-    }
+        conv2d_add_from_krsc(dwg, wk, s);
+    });
 }

@@ -128,33 +128,21 @@ extern "C" void conv2d_bf16_backward_rounded_cuda(spk_bf16 *dxh, float *dw, cons
 // of each group of samples on the plan of B = group, as the float32 convolution's
 // (kernels/cuda/conv2d.cu), whose exact bias sums serve here too.
 
-namespace {
-
-conv2d_shape_t samples_of(const conv2d_shape_t *s, int per) {
-    conv2d_shape_t c = *s;
-    c.B = per;
-    return c;
-}
-
-}  // namespace
-
 // Room for the calls of one sample and of any group of samples (a divisor of B), and for the
 // float32 convolution's exact bias sums.
 extern "C" size_t conv2d_bf16_workspace_floats_fixed_cuda(const conv2d_shape_t *s) {
-    size_t most = conv2d_workspace_floats_fixed_cuda(s);
-    for (int n = 1; n <= s->B; n++) {
-        if (s->B % n) continue;
-        const conv2d_shape_t sn = samples_of(s, n);
-        const size_t f = conv2d_bf16_workspace_floats_cuda(&sn);
-        most = f > most ? f : most;
-    }
-    return most;
+    const size_t calls = most_over_group_sizes(s->B, [&](int n) {
+        const conv2d_shape_t sn = conv2d_samples_of(s, n);
+        return conv2d_bf16_workspace_floats_cuda(&sn);
+    });
+    const size_t f32 = conv2d_workspace_floats_fixed_cuda(s);
+    return calls > f32 ? calls : f32;
 }
 
 extern "C" void conv2d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const float *x, const spk_bf16 *w,
                                                const float *bias, const conv2d_shape_t *s, float *workspace) {
     conv2d_check(s);
-    const conv2d_shape_t s1 = samples_of(s, 1);
+    const conv2d_shape_t s1 = conv2d_samples_of(s, 1);
     const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1);
     for (int b = 0; b < s->B; b++)
         conv2d_bf16_forward_cuda(y + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, bias, &s1, workspace);
@@ -163,7 +151,7 @@ extern "C" void conv2d_bf16_forward_fixed_cuda(float *y, spk_bf16 *xh, const flo
 extern "C" void conv2d_bf16_forward_rounded_fixed_cuda(spk_bf16 *yh, spk_bf16 *xh, const float *x, const spk_bf16 *w,
                                                        const conv2d_shape_t *s, float *workspace) {
     conv2d_check(s);
-    const conv2d_shape_t s1 = samples_of(s, 1);
+    const conv2d_shape_t s1 = conv2d_samples_of(s, 1);
     const size_t nx = conv2d_x_size(&s1), ny = conv2d_y_size(&s1);
     for (int b = 0; b < s->B; b++)
         conv2d_bf16_forward_rounded_cuda(yh + b * ny, xh + b * nx, x ? x + b * nx : nullptr, w, &s1, workspace);
@@ -178,17 +166,14 @@ extern "C" void conv2d_bf16_backward_exact_cuda(float *dx, int dx_accumulate, fl
     SPK_ASSERT(!dy != !dyh && (!dyh || xsum_empty(dbias)));
     if (!xsum_empty(dbias))  // of dy as float32, as the default backward's
         conv2d_backward_exact_cuda(nullptr, 0, nullptr, xsum_none(), dbias, dy, nullptr, nullptr, s, workspace, group);
-    const conv2d_shape_t sg = samples_of(s, group);
+    const conv2d_shape_t sg = conv2d_samples_of(s, group);
     const size_t nx = conv2d_x_size(&sg), ny = conv2d_y_size(&sg), nw = conv2d_w_size(s);
-    const int with_dw = !xsum_empty(dw);
-    SPK_ASSERT(!with_dw || dw_tmp != nullptr);
-    for (int g = 0; g < s->B / group && (dx || with_dw); g++) {  // the group's weight gradient in dw_tmp, one term
-        if (with_dw) spk_cuda_memset0(dw_tmp, nw * sizeof(float));
-        conv2d_bf16_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, with_dw ? dw_tmp : nullptr, nullptr,
-                                  dy ? dy + g * ny : nullptr, dyh ? dyh + g * ny : nullptr, xh + g * nx, w, &sg,
-                                  workspace);
-        if (with_dw) xsum_add_cuda(dw, dw_tmp, 1, (int64_t)nw, 1);
-    }
+    if (dx || !xsum_empty(dw))
+        by_group_terms(s->B / group, dw_tmp, dw, nw, [&](int g, float *dwg) {
+            conv2d_bf16_backward_cuda(dx ? dx + g * nx : nullptr, dx_accumulate, dwg, nullptr,
+                                      dy ? dy + g * ny : nullptr, dyh ? dyh + g * ny : nullptr, xh + g * nx, w, &sg,
+                                      workspace);
+        });
 }
 
 // The weight sums as conv2d_bf16_backward_exact_cuda's (the same call); each group's input
@@ -200,7 +185,7 @@ extern "C" void conv2d_bf16_backward_rounded_exact_cuda(spk_bf16 *dxh, float *dw
     SPK_ASSERT(dxh && dyh && group > 0 && s->B % group == 0);
     if (!xsum_empty(dw))
         conv2d_bf16_backward_exact_cuda(nullptr, 0, dw_tmp, dw, xsum_none(), nullptr, dyh, xh, w, s, workspace, group);
-    const conv2d_shape_t sg = samples_of(s, group);
+    const conv2d_shape_t sg = conv2d_samples_of(s, group);
     const size_t nx = conv2d_x_size(&sg), ny = conv2d_y_size(&sg);
     for (int g = 0; g < s->B / group; g++)
         conv2d_bf16_backward_rounded_cuda(dxh + g * nx, nullptr, dyh + g * ny, xh + g * nx, w, &sg, workspace);

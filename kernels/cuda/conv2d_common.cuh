@@ -7,6 +7,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cuda/channel_sums.cuh"
 #include "kernels/cuda/conv_plans.cuh"
+#include "kernels/cuda/group_calls.cuh"
 
 namespace {
 
@@ -16,6 +17,13 @@ inline void conv2d_check(const conv2d_shape_t *s) {
     SPK_ASSERT(conv2d_out_h(s) > 0 && conv2d_out_w(s) > 0);
     // cuDNN's legacy descriptors count elements in int
     SPK_ASSERT(conv2d_x_size(s) < 0x7fffffffu && conv2d_y_size(s) < 0x7fffffffu && conv2d_w_size(s) < 0x7fffffffu);
+}
+
+// The shape of `per` of s's samples: one cuDNN call's.
+inline conv2d_shape_t conv2d_samples_of(const conv2d_shape_t *s, int per) {
+    conv2d_shape_t c = *s;
+    c.B = per;
+    return c;
 }
 
 inline size_t conv2d_rows(const conv2d_shape_t *s) { return (size_t)s->B * conv2d_out_h(s) * conv2d_out_w(s); }
