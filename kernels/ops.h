@@ -84,8 +84,8 @@
     X(channel_scale_backward)               \
     X(weighted_stats_forward)               \
     X(weighted_stats_backward)              \
-    X(softmax_time_forward)                 \
-    X(softmax_time_backward)                \
+    X(attentive_stats_forward)              \
+    X(attentive_stats_backward)             \
     X(tstp_forward)                         \
     X(tstp_backward)                        \
     X(segment_context_forward)              \

@@ -47,14 +47,27 @@ void weighted_stats_backward(float *dx,           // (B, C, T) +=, or NULL
                              const float *std,    // (B, ld) from forward
                              int B, int C, int T, int ld, float eps);
 
-// ---- softmax over time: y[b,c,:] = softmax(x[b,c,:]) --------------------------------------
-// y may alias x in forward. Backward uses the forward output: dx = y * (dy - sum_t dy*y), written
-// (not added: its one caller, attentive pooling, would add it to zeros); dx may alias dy.
-void softmax_time_forward(float *y, const float *x, int B, int C, int T);  // (B, C, T)
-void softmax_time_backward(float *dx,                                      // (B, C, T) =
-                           const float *dy,                                // (B, C, T)
-                           const float *y,                                 // (B, C, T) forward output
-                           int B, int C, int T);
+// ---- attentive statistics: a softmax over time, then the statistics it weights --------------
+// w = softmax over t of logits[b,c,:], then weighted_stats_forward(mean, std, x, w): the same
+// bits as the two in turn, in one pass over the rows. w may alias logits.
+void attentive_stats_forward(float *w,             // (B, C, T) the attention weights
+                             float *mean,          // (B, ld)
+                             float *std,           // (B, ld)
+                             const float *logits,  // (B, C, T)
+                             const float *x,       // (B, C, T)
+                             int B, int C, int T, int ld, float eps);
+// Its gradient: dlogits (written) is the softmax's backward of weighted_stats_backward's dw;
+// dx gets weighted_stats_backward's dx, written (dx_accumulate 0: the frames' first gradient,
+// no zeroing pass) or added. dlogits must not alias w or x.
+void attentive_stats_backward(float *dx,           // (B, C, T)
+                              float *dlogits,      // (B, C, T) =
+                              const float *dmean,  // (B, ld) or NULL
+                              const float *dstd,   // (B, ld) or NULL
+                              const float *x,      // (B, C, T)
+                              const float *w,      // (B, C, T) from forward
+                              const float *mean,   // (B, ld) from forward
+                              const float *std,    // (B, ld) from forward
+                              int B, int C, int T, int ld, float eps, int dx_accumulate);
 
 // ---- temporal statistics of channels-last maps (WeSpeaker's TSTP) --------------------------
 // x (B, H, W, C) with W the time axis (kernels/conv2d.h's layout); per channel c and height h:

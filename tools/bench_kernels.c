@@ -157,8 +157,8 @@ static void bench_elementwise(int reps) {
                            "batchnorm bwd (B,512,T)",
                            "relu fwd (B,512,T)",
                            "relu bwd (B,512,T)",
-                           "softmax_time fwd (B,1536,T)",
-                           "softmax_time bwd (B,1536,T)",
+                           "attentive_stats fwd (B,1536,T)",
+                           "attentive_stats bwd (B,1536,T)",
                            "weighted_stats fwd (B,1536,T)",
                            "weighted_stats bwd (B,1536,T)"};
     printf("\nmemory-bound kernels, B=%d T=%d: ms per call (best of %d)\n", B, T, reps);
@@ -180,10 +180,10 @@ static void bench_elementwise(int reps) {
                     relu_backward(dx, dy, y, n);
                     break;
                 case 4:
-                    softmax_time_forward(y, x, B, C3, T);
+                    attentive_stats_forward(y, st, st + C3, dy, x, B, C3, T, 2 * C3, 1e-12f);
                     break;
                 case 5:
-                    softmax_time_backward(dx, dy, y, B, C3, T);
+                    attentive_stats_backward(dx, y, dst, dst + C3, x, w, st, st + C3, B, C3, T, 2 * C3, 1e-12f, 0);
                     break;
                 case 6:
                     weighted_stats_forward(st, st + C3, x, w, B, C3, T, 2 * C3, 1e-12f);

@@ -43,14 +43,10 @@ __global__ void channel_scale_bwd_kernel(float *dx, float *ds, const float *dy, 
     }
 }
 
-// mean = sum_t w x, std = sqrt(max(sum_t w (x - mean)^2, eps)); w == NULL: w = 1/T.
-__global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const float *w, int C, int T, int ld,
-                                  float eps) {
-    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
-    const size_t row = blockIdx.x;
-    const size_t b = row / C, c = row - b * C;
-    const float *xr = x + row * T;
-    const float *wr = w ? w + row * T : nullptr;
+// mean = sum_t w x, std = sqrt(max(sum_t w (x - mean)^2, eps)) of this block's row; wr == NULL:
+// w = 1/T.
+__device__ void wstats_row(float *mean, float *std, const float *xr, const float *wr, int T, float eps,
+                           spk_fsum *sh) {
     const float wu = 1.0f / (float)T;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, (wr ? wr[t] : wu) * xr[t]);
@@ -62,25 +58,29 @@ __global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const
     }
     const float var = spk_fsum_value(spk_block_sum(acc, sh));
     if (threadIdx.x == 0) {
-        mean[b * ld + c] = mu;
-        std[b * ld + c] = sqrtf(var > eps ? var : eps);
+        *mean = mu;
+        *std = sqrtf(var > eps ? var : eps);
     }
 }
 
-// Gradient of wstats_fwd_kernel (see the CPU's weighted_stats_backward for the derivation):
-// a = dmean - 2 gv s1 with s1 = sum w (x - mu), gv = dstd / (2 std) where var >= eps, else 0;
-// dx += w (a + 2 gv (x - mu)), dw = x a + gv (x - mu)^2.
-__global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, const float *dstd, const float *x,
-                                  const float *w, const float *mean, const float *std, int C, int T, int ld,
+__global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const float *w, int C, int T, int ld,
                                   float eps) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const size_t b = row / C, c = row - b * C;
-    const size_t o = b * ld + c;
-    const float *xr = x + row * T;
-    const float *wr = w ? w + row * T : nullptr;
+    const size_t o = row / C * ld + row % C;
+    wstats_row(mean + o, std + o, x + row * T, w ? w + row * T : nullptr, T, eps, sh);
+}
+
+// The gradient of wstats_row (see the CPU's row_stats_grad for the derivation):
+// a = dmean - 2 gv s1 with s1 = sum w (x - mu), gv = dstd / (2 std) where var >= eps, else 0;
+// then dx = w (a + 2 gv (x - mu)) and dw = x a + gv (x - mu)^2.
+struct wstats_grad {
+    float a, gv;
+};
+
+__device__ wstats_grad wstats_row_grad(const float *xr, const float *wr, int T, float mu, float gm, const float *dstd,
+                                       float std, float eps, spk_fsum *sh) {
     const float wu = 1.0f / (float)T;
-    const float mu = mean[o];
     spk_fsum av = spk_fsum_zero(), a1 = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) {
         const float wt = wr ? wr[t] : wu, d = xr[t] - mu;
@@ -89,48 +89,73 @@ __global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, cons
     }
     const float var = spk_fsum_value(spk_block_sum(av, sh));
     const float s1 = spk_fsum_value(spk_block_sum(a1, sh));
-    const float gm = dmean ? dmean[o] : 0.0f;
-    const float gv = (dstd && var >= eps) ? dstd[o] * 0.5f / std[o] : 0.0f;
-    const float a = gm - 2.0f * gv * s1;
+    const float gv = (dstd && var >= eps) ? *dstd * 0.5f / std : 0.0f;
+    return {gm - 2.0f * gv * s1, gv};
+}
+
+__global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, const float *dstd, const float *x,
+                                  const float *w, const float *mean, const float *std, int C, int T, int ld,
+                                  float eps) {
+    __shared__ spk_fsum sh[SPK_CUDA_THREADS];
+    const size_t row = blockIdx.x;
+    const size_t o = row / C * ld + row % C;
+    const float *xr = x + row * T;
+    const float *wr = w ? w + row * T : nullptr;
+    const float wu = 1.0f / (float)T, mu = mean[o];
+    const wstats_grad g = wstats_row_grad(xr, wr, T, mu, dmean ? dmean[o] : 0.0f, dstd ? dstd + o : nullptr, std[o],
+                                          eps, sh);
     if (dx) {
         float *r = dx + row * T;
-        SPK_ROW_LOOP(t, T) {
-            const float wt = wr ? wr[t] : wu;
-            r[t] += wt * (a + 2.0f * gv * (xr[t] - mu));
-        }
+        SPK_ROW_LOOP(t, T) r[t] += (wr ? wr[t] : wu) * (g.a + 2.0f * g.gv * (xr[t] - mu));
     }
     if (dw) {
         float *r = dw + row * T;
         SPK_ROW_LOOP(t, T) {
             const float d = xr[t] - mu;
-            r[t] = xr[t] * a + gv * d * d;
+            r[t] = xr[t] * g.a + g.gv * d * d;
         }
     }
 }
 
-// y = softmax over the row; y may alias x (all reads of x end before the first write).
-__global__ void softmax_time_fwd_kernel(float *y, const float *x, int T) {
+// w = softmax of the row's logits (w may alias them: all reads end before the first write),
+// then the statistics it weights; each thread reads back the weights it wrote.
+__global__ void attentive_stats_fwd_kernel(float *w, float *mean, float *std, const float *logits, const float *x,
+                                           int C, int T, int ld, float eps) {
     __shared__ float shf[SPK_CUDA_THREADS];
     __shared__ spk_fsum shd[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const float *r = x + row * T;
+    const size_t o = row / C * ld + row % C;
+    const float *r = logits + row * T;
     float mx = -INFINITY;
     SPK_ROW_LOOP(t, T) mx = fmaxf(mx, r[t]);
     mx = spk_block_max(mx, shf);
-    spk_block_softmax_row(y + row * T, r, T, mx, shd);
+    spk_block_softmax_row(w + row * T, r, T, mx, shd);
+    wstats_row(mean + o, std + o, x + row * T, w + row * T, T, eps, shd);
 }
 
-// dx = y (dy - sum_t dy y); dx may alias dy (the block's sum is taken before any write)
-__global__ void softmax_time_bwd_kernel(float *dx, const float *dy, const float *y, int T) {
+// The weights' gradient gw = x a + gv (x - mu)^2 through the softmax: dlogits = w (gw - sum_t gw w);
+// dx = w (a + 2 gv (x - mu)), written or added.
+__global__ void attentive_stats_bwd_kernel(float *dx, float *dlogits, const float *dmean, const float *dstd,
+                                           const float *x, const float *w, const float *mean, const float *std, int C,
+                                           int T, int ld, float eps, int dx_accumulate) {
     __shared__ spk_fsum sh[SPK_CUDA_THREADS];
     const size_t row = blockIdx.x;
-    const float *g = dy + row * T;
-    const float *p = y + row * T;
+    const size_t o = row / C * ld + row % C;
+    const float *xr = x + row * T, *wr = w + row * T;
+    const float mu = mean[o];
+    const wstats_grad g = wstats_row_grad(xr, wr, T, mu, dmean ? dmean[o] : 0.0f, dstd ? dstd + o : nullptr, std[o],
+                                          eps, sh);
+    float *dl = dlogits + row * T, *r = dx + row * T;
     spk_fsum acc = spk_fsum_zero();
-    SPK_ROW_LOOP(t, T) spk_fsum_add(&acc, g[t] * p[t]);
+    SPK_ROW_LOOP(t, T) {
+        const float d = xr[t] - mu, gw = xr[t] * g.a + g.gv * d * d;
+        dl[t] = gw;
+        spk_fsum_add(&acc, gw * wr[t]);
+        const float gx = wr[t] * (g.a + 2.0f * g.gv * d);
+        r[t] = dx_accumulate ? r[t] + gx : gx;
+    }
     const float s = spk_fsum_value(spk_block_sum(acc, sh));
-    float *o = dx + row * T;
-    SPK_ROW_LOOP(t, T) o[t] = p[t] * (g[t] - s);
+    SPK_ROW_LOOP(t, T) dl[t] = wr[t] * (dl[t] - s);
 }
 
 // ---- TSTP over channels-last maps ---------------------------------------------------------
@@ -221,12 +246,15 @@ extern "C" void weighted_stats_backward_cuda(float *dx, float *dw, const float *
     SPK_LAUNCH(wstats_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dw, dmean, dstd, x, w, mean, std, C, T, ld, eps);
 }
 
-extern "C" void softmax_time_forward_cuda(float *y, const float *x, int B, int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    SPK_LAUNCH(softmax_time_fwd_kernel, spk_rows_grid((size_t)B * C), y, x, T);
+extern "C" void attentive_stats_forward_cuda(float *w, float *mean, float *std, const float *logits, const float *x,
+                                             int B, int C, int T, int ld, float eps) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
+    SPK_LAUNCH(attentive_stats_fwd_kernel, spk_rows_grid((size_t)B * C), w, mean, std, logits, x, C, T, ld, eps);
 }
-
-extern "C" void softmax_time_backward_cuda(float *dx, const float *dy, const float *y, int B, int C, int T) {
-    SPK_ASSERT(B > 0 && C > 0 && T > 0);
-    SPK_LAUNCH(softmax_time_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dy, y, T);
+extern "C" void attentive_stats_backward_cuda(float *dx, float *dlogits, const float *dmean, const float *dstd,
+                                              const float *x, const float *w, const float *mean, const float *std,
+                                              int B, int C, int T, int ld, float eps, int dx_accumulate) {
+    SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C && dx && dlogits);
+    SPK_LAUNCH(attentive_stats_bwd_kernel, spk_rows_grid((size_t)B * C), dx, dlogits, dmean, dstd, x, w, mean, std, C,
+               T, ld, eps, dx_accumulate);
 }

@@ -62,23 +62,28 @@ static void batchnorm_case(const char *layer, int C, int T) {
     test_release();
 }
 
-// The attentive pooling over (B, 3C, T): statistics with and without weights, softmax over
-// time, and its three GEMM batches (one summed over the batch: the weight gradient).
+// The attentive pooling over (B, 3C, T): statistics with and without weights, the attentive
+// statistics (softmax over time and the statistics it weights), and its three GEMM batches
+// (one summed over the batch: the weight gradient).
 static void pooling_case(void) {
     const int B = g_B, C = 3 * g_C, T = g_T, A = kAtt;
     const size_t n = (size_t)B * C * T, na = (size_t)B * A * T;
-    float *x = rand_f(n, -1, 1), *z = rand_f(n, -3, 3), *p = alloc_f(n), *gp = rand_f(n, -1, 1);
-    float *dx = dev_f(x, n), *dz = dev_f(z, n), *dp = dev_f(NULL, n), *dgp = dev_f(gp, n);
-    softmax_time_forward(p, z, B, C, T);
-    g_be->softmax_time_forward(dp, dz, B, C, T);
-    cmp("softmax over time forward (B, 3C, T)", dp, p, n, TOL);
-    grads_t g = grads_prefill(1, &n);
-    softmax_time_backward(g.cpu[0], gp, p, B, C, T);
-    g_be->softmax_time_backward(g.dev[0], dgp, dp, B, C, T);
-    g_be->softmax_time_backward(g.dev2[0], dgp, dp, B, C, T);
-    grads_check(&g, "softmax over time", "(B, 3C, T)", (const char *const[]){"dx"}, (const double[]){TOL});
+    float *x = rand_f(n, -1, 1), *z = rand_f(n, -3, 3), *p = alloc_f(n);
+    float *dx = dev_f(x, n), *dz = dev_f(z, n), *dp = dev_f(NULL, n);
     const size_t ns = (size_t)B * 2 * C;
     float *st = alloc_f(ns), *gst = rand_f(ns, -1, 1), *dst = dev_f(NULL, ns), *dgst = dev_f(gst, ns);
+    attentive_stats_forward(p, st, st + C, z, x, B, C, T, 2 * C, 1e-12f);
+    g_be->attentive_stats_forward(dp, dst, dst + C, dz, dx, B, C, T, 2 * C, 1e-12f);
+    cmp("attentive statistics' softmax over time (B, 3C, T)", dp, p, n, TOL);
+    cmp("attentive statistics (B, 3C, T)", dst, st, ns, TOL);
+    const size_t len2[2] = {n, n};
+    grads_t g = grads_prefill(2, len2);
+    attentive_stats_backward(g.cpu[0], g.cpu[1], gst, gst + C, x, p, st, st + C, B, C, T, 2 * C, 1e-12f, 0);
+    g_be->attentive_stats_backward(g.dev[0], g.dev[1], dgst, dgst + C, dx, dp, dst, dst + C, B, C, T, 2 * C, 1e-12f, 0);
+    g_be->attentive_stats_backward(g.dev2[0], g.dev2[1], dgst, dgst + C, dx, dp, dst, dst + C, B, C, T, 2 * C, 1e-12f,
+                                   0);
+    grads_check(&g, "attentive statistics", "(B, 3C, T)", (const char *const[]){"dx", "dlogits"},
+                (const double[]){TOL, TOL});
     for (int weighted = 0; weighted <= 1; weighted++) {
         const float *w = weighted ? p : NULL;
         const float *dw = weighted ? dp : NULL;

@@ -1,5 +1,6 @@
 // Time pooling ops: time mean, channel scale, weighted statistics (explicit and uniform
-// weights, packed and [mean | std] strided outputs, clamp), softmax over time, and the TSTP of
+// weights, packed and [mean | std] strided outputs, clamp), attentive statistics (a softmax
+// over time, then the statistics it weights), and the TSTP of
 // channels-last maps (against PyTorch too, tests/golden/kernels2d_golden.h). Forward vs double
 // references, finite-difference backward for every input, accumulation; then every backend
 // against the CPU kernels (tests/kernels/backends.h).
@@ -7,13 +8,14 @@
 #include "backends.h"
 #include "kernels/pooling.h"
 
-enum { OP_MEAN, OP_SCALE, OP_STATS, OP_STATS_UNIFORM, OP_SOFTMAX };
+enum { OP_MEAN, OP_SCALE, OP_STATS, OP_STATS_UNIFORM, OP_ATTENTIVE };
 
 typedef struct {
     int op, B, C, T, ld;
     float *x, *w, *s;    // inputs (w: weights or softmax-free; s: channel scales)
     float *out1, *out2;  // outputs
     float *r1, *r2;      // probe weights for the outputs
+    float *z;            // the attention's logits
 } pool_ctx;
 
 static double pool_loss(void *p) {
@@ -32,16 +34,16 @@ static double pool_loss(void *p) {
                                    1e-12f);
             return dot_d(c->out1, c->r1, (size_t)c->B * c->ld) + dot_d(c->out2, c->r2, (size_t)c->B * c->ld);
         default:
-            softmax_time_forward(c->out1, c->x, c->B, c->C, c->T);
-            return dot_d(c->out1, c->r1, n);
+            attentive_stats_forward(c->w, c->out1, c->out2, c->z, c->x, c->B, c->C, c->T, c->ld, 1e-12f);
+            return dot_d(c->out1, c->r1, (size_t)c->B * c->ld) + dot_d(c->out2, c->r2, (size_t)c->B * c->ld);
     }
 }
 
 static void test_mean_scale(int B, int C, int T) {
     char nm[128];
     const size_t nbc = (size_t)B * C, n = nbc * T;
-    pool_ctx c = {OP_MEAN,          B,   C, T, C, rand_f(n, -2, 2), NULL, rand_f(nbc, -1, 1), alloc_f(n), NULL,
-                  rand_f(n, -1, 1), NULL};
+    pool_ctx c = {OP_MEAN,          B,    C,   T, C, rand_f(n, -2, 2), NULL, rand_f(nbc, -1, 1), alloc_f(n), NULL,
+                  rand_f(n, -1, 1), NULL, NULL};
     pool_loss(&c);
     double *want = alloc_d(n);
     for (size_t i = 0; i < nbc; i++) {
@@ -104,7 +106,8 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
                   alloc_f(no),
                   alloc_f(no),
                   rand_f(no, -1, 1),
-                  rand_f(no, -1, 1)};
+                  rand_f(no, -1, 1),
+                  NULL};
     for (size_t i = 0; i < (size_t)B * C; i++) {
         double s = 0;
         for (int t = 0; t < T; t++) s += (c.w[i * T + t] = expf(rng_uniform(-2, 2)));
@@ -183,37 +186,74 @@ static void test_stats(int B, int C, int T, int uniform, int ld, int normalized)
     test_release();
 }
 
-static void test_softmax(int B, int C, int T, float range) {
-    char nm[128];
-    const size_t n = (size_t)B * C * T;
-    pool_ctx c = {OP_SOFTMAX,       B,   C, T, C, rand_f(n, -range, range), NULL, NULL, alloc_f(n), NULL,
-                  rand_f(n, -1, 1), NULL};
+// The softmax against a double reference, the statistics bit for bit those of
+// weighted_stats_forward over its weights; the backward by finite differences for the logits
+// and the frames, dx bit for bit weighted_stats_backward's, dlogits against the softmax's
+// backward of its dw in double; dx written or added.
+static void test_attentive(int B, int C, int T, int ld, float range) {
+    char nm[160];
+    const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
+    pool_ctx c = {.op = OP_ATTENTIVE,
+                  .B = B,
+                  .C = C,
+                  .T = T,
+                  .ld = ld,
+                  .x = rand_f(n, -2, 2),
+                  .w = alloc_f(n),
+                  .out1 = zeros_f(no),
+                  .out2 = zeros_f(no),
+                  .r1 = rand_f(no, -1, 1),
+                  .r2 = rand_f(no, -1, 1),
+                  .z = rand_f(n, -range, range)};
+    for (int t = 0; t < T; t++) c.x[t] = 0.0f;  // a constant row: the variance's clamp
+    // the probes must not touch the padding columns, which stay 0 (zeros_f) in every output
+    for (int b = 0; b < B; b++)
+        for (int j = C; j < ld; j++) c.r1[(size_t)b * ld + j] = c.r2[(size_t)b * ld + j] = 0;
     pool_loss(&c);
     double *want = alloc_d(n);
     for (size_t i = 0; i < (size_t)B * C; i++) {
         double mx = -INFINITY, s = 0;
-        for (int t = 0; t < T; t++) mx = fmax(mx, c.x[i * T + t]);
-        for (int t = 0; t < T; t++) s += exp(c.x[i * T + t] - mx);
-        for (int t = 0; t < T; t++) want[i * T + t] = exp(c.x[i * T + t] - mx) / s;
+        for (int t = 0; t < T; t++) mx = fmax(mx, c.z[i * T + t]);
+        for (int t = 0; t < T; t++) s += exp(c.z[i * T + t] - mx);
+        for (int t = 0; t < T; t++) want[i * T + t] = exp(c.z[i * T + t] - mx) / s;
     }
-    snprintf(nm, sizeof nm, "softmax_time fwd T%d range %g", T, range);
-    check_close_d(nm, c.out1, want, n, 2e-6, 1e-9);
-    float *inpl = copy_f(c.x, n);
-    softmax_time_forward(inpl, inpl, B, C, T);
-    snprintf(nm, sizeof nm, "softmax_time in place T%d", T);
-    check_close(nm, inpl, c.out1, n, 0, 0);
-    float *dx = zeros_f(n);
-    softmax_time_backward(dx, c.r1, c.out1, B, C, T);
-    snprintf(nm, sizeof nm, "softmax_time fd dx T%d range %g", T, range);
-    fd_check(nm, c.x, dx, n, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
+    snprintf(nm, sizeof nm, "attentive softmax T%d range %g", T, range);
+    check_close_d(nm, c.w, want, n, 2e-6, 1e-9);
+    float *m1 = zeros_f(no), *s1 = zeros_f(no);
+    weighted_stats_forward(m1, s1, c.x, c.w, B, C, T, ld, 1e-12f);
+    snprintf(nm, sizeof nm, "attentive mean is weighted_stats' T%d", T);
+    check_close(nm, c.out1, m1, no, 0, 0);
+    snprintf(nm, sizeof nm, "attentive std is weighted_stats' T%d", T);
+    check_close(nm, c.out2, s1, no, 0, 0);
+    float *inpl = copy_f(c.z, n), *m2 = zeros_f(no), *s2 = zeros_f(no);
+    attentive_stats_forward(inpl, m2, s2, inpl, c.x, B, C, T, ld, 1e-12f);
+    snprintf(nm, sizeof nm, "attentive in place T%d", T);
+    check_close(nm, inpl, c.w, n, 0, 0);
+    check_close(nm, m2, c.out1, no, 0, 0);
+
+    float *dx = alloc_f(n), *dl = alloc_f(n);
+    fill_nan(dx, n);  // written: whatever it held is gone
+    attentive_stats_backward(dx, dl, c.r1, c.r2, c.x, c.w, c.out1, c.out2, B, C, T, ld, 1e-12f, 0);
+    float *wx = zeros_f(n), *wdw = alloc_f(n);
+    weighted_stats_backward(wx, wdw, c.r1, c.r2, c.x, c.w, c.out1, c.out2, B, C, T, ld, 1e-12f);
+    snprintf(nm, sizeof nm, "attentive dx is weighted_stats' T%d", T);
+    check_close(nm, dx, wx, n, 0, 0);
+    for (size_t i = 0; i < (size_t)B * C; i++) {
+        double s = 0;
+        for (int t = 0; t < T; t++) s += (double)wdw[i * T + t] * c.w[i * T + t];
+        for (int t = 0; t < T; t++) want[i * T + t] = c.w[i * T + t] * (wdw[i * T + t] - s);
+    }
+    snprintf(nm, sizeof nm, "attentive dlogits is the softmax's backward of dw T%d", T);
+    check_close_d(nm, dl, want, n, 1e-5, 1e-6 * max_abs(dl, n));
+    snprintf(nm, sizeof nm, "attentive fd dlogits T%d range %g", T, range);
+    fd_check(nm, c.z, dl, n, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
+    snprintf(nm, sizeof nm, "attentive fd dx T%d range %g", T, range);
+    fd_check(nm, c.x + T, dx + T, n - T, pool_loss, &c, 1e-2f, 1e-2, 2e-3, 200);
     pool_loss(&c);
-    float *over = rand_f(n, -1, 1), *inplace = copy_f(c.r1, n);
-    softmax_time_backward(over, c.r1, c.out1, B, C, T);
-    snprintf(nm, sizeof nm, "softmax_time dx is written T%d", T);
-    check_close(nm, over, dx, n, 0, 0);
-    softmax_time_backward(inplace, inplace, c.out1, B, C, T);
-    snprintf(nm, sizeof nm, "softmax_time dx in place of dy T%d", T);
-    check_close(nm, inplace, dx, n, 0, 0);
+    float *px = rand_f(n, -1, 1), *ax = copy_f(px, n), *al = alloc_f(n);
+    attentive_stats_backward(ax, al, c.r1, c.r2, c.x, c.w, c.out1, c.out2, B, C, T, ld, 1e-12f, 1);
+    snprintf(nm, sizeof nm, "attentive dx accumulates T%d", T);
+    check_accumulated(nm, ax, px, dx, n);
     test_release();
 }
 
@@ -284,9 +324,9 @@ static void cpu_checks(void) {
         test_stats(4, 40, 250, uniform, 40, 1);
     }
     test_stats(2, 3, 9, 0, 3, 0);
-    test_softmax(2, 3, 9, 3);
-    test_softmax(2, 2, 5, 40);  // large logits
-    test_softmax(4, 40, 250, 5);
+    test_attentive(2, 3, 9, 3, 3);
+    test_attentive(2, 2, 5, 4, 40);     // large logits, [mean | std]
+    test_attentive(4, 40, 250, 80, 5);  // threaded path
 }
 
 // ---- every backend against the CPU kernels --------------------------------------------------
@@ -332,9 +372,10 @@ static void backend_weighted_stats(int uniform) {
     float *x = rand_f(n, -1, 2);
     for (int t = 0; t < T; t++) x[t] = 0.0f;
     float *w = NULL;
-    if (!uniform) {
+    if (!uniform) {  // a softmax's rows
         w = rand_f(n, -3, 3);
-        softmax_time_forward(w, w, B, C, T);
+        float *unused = alloc_f((size_t)B * 2 * C);
+        attentive_stats_forward(w, unused, unused + C, w, x, B, C, T, 2 * C, eps);
     }
     float *ms = zeros_f(2 * no);
     float *mean = ms, *std = uniform ? ms + no : ms + C;
@@ -363,19 +404,28 @@ static void backend_weighted_stats(int uniform) {
     test_release();
 }
 
-static void backend_softmax_time(void) {
-    const int B = 3, C = 7, T = 301;
-    const size_t n = (size_t)B * C * T;
-    float *x = rand_f(n, -6, 6), *y = alloc_f(n);
-    softmax_time_forward(y, x, B, C, T);
-    float *dyd = dev_f(x, n);
-    g_be->softmax_time_forward(dyd, dyd, B, C, T);  // in place
-    cmp("softmax_time forward (in place)", dyd, y, n, TOL);
-    float *gy = rand_f(n, -1, 1), *gx0 = rand_f(n, -1, 1), *gx = copy_f(gx0, n);
-    softmax_time_backward(gx, gy, y, B, C, T);
-    float *dgy = dev_f(gy, n), *dgx = dev_f(gx0, n);
-    g_be->softmax_time_backward(dgx, dgy, dyd, B, C, T);
-    cmp("softmax_time backward", dgx, gx, n, TOL);
+// [mean | std] rows (ld = 2C), row 0 constant (the clamp); T > the CUDA block size.
+static void backend_attentive_stats(void) {
+    const int B = 3, C = 7, T = 301, ld = 2 * C;
+    const float eps = 1e-12f;
+    const size_t n = (size_t)B * C * T, no = (size_t)B * ld;
+    float *x = rand_f(n, -1, 2), *z = rand_f(n, -6, 6), *w = alloc_f(n), *ms = zeros_f(no);
+    for (int t = 0; t < T; t++) x[t] = 0.0f;
+    attentive_stats_forward(w, ms, ms + C, z, x, B, C, T, ld, eps);
+    float *xd = dev_f(x, n), *wd = dev_f(z, n), *msd = dev_f(NULL, no);
+    g_be->attentive_stats_forward(wd, msd, msd + C, wd, xd, B, C, T, ld, eps);  // in place
+    cmp("attentive_stats forward w (in place)", wd, w, n, TOL);
+    cmp("attentive_stats forward [mean | std]", msd, ms, no, TOL);
+    float *gms = rand_f(no, -1, 1), *gmsd = dev_f(gms, no);
+    for (int acc = 0; acc <= 1; acc++) {
+        const char *tag = acc ? "dx added" : "dx written";
+        grads_t g = grads_prefill(2, (size_t[]){n, n});
+        attentive_stats_backward(g.cpu[0], g.cpu[1], gms, gms + C, x, w, ms, ms + C, B, C, T, ld, eps, acc);
+        g_be->attentive_stats_backward(g.dev[0], g.dev[1], gmsd, gmsd + C, xd, wd, msd, msd + C, B, C, T, ld, eps, acc);
+        g_be->attentive_stats_backward(g.dev2[0], g.dev2[1], gmsd, gmsd + C, xd, wd, msd, msd + C, B, C, T, ld, eps,
+                                       acc);
+        grads_check(&g, "attentive_stats", tag, (const char *[]){"dx", "dlogits"}, (double[]){TOL, TOL});
+    }
     dev_release();
     test_release();
 }
@@ -403,7 +453,7 @@ static void backend_checks(void) {
     backend_mean_scale();
     backend_weighted_stats(0);
     backend_weighted_stats(1);
-    backend_softmax_time();
+    backend_attentive_stats();
 }
 
 int main(int argc, char **argv) { return test_main(argc, argv, "test_pooling", 2024, cpu_checks, backend_checks); }

@@ -102,8 +102,8 @@ static void ecapa_free_acts(ecapa_t *e, const model_t *m) {
     }
     model_buf_free(m, &e->pooled_kept);
     float **const bufs[] = {&e->x,       &e->cat,     &e->pooled,  &e->pooled_bn, &e->bn_mean, &e->bn_rstd,
-                            &e->emb,     &e->g3[0],   &e->g3[1],   &e->gblk[0],   &e->gblk[1], &e->gblk[2],
-                            &e->gblk[3], &e->gvec[0], &e->gvec[1], &e->work};
+                            &e->emb,     &e->g3[0],   &e->g3[1],   &e->g3[2],     &e->gblk[0], &e->gblk[1],
+                            &e->gblk[2], &e->gblk[3], &e->gvec[0], &e->gvec[1],   &e->work};
     model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
     e->cap_b = 0;
     e->cap_bt = 0;
@@ -177,7 +177,7 @@ void ecapa_reserve(ecapa_t *e, const model_t *m, int B, int T) {
     e->bn_mean = model_buf(m, model_bn_stats_floats(m, B, (int)P));
     e->bn_rstd = model_buf(m, model_bn_stats_floats(m, B, (int)P));
     e->emb = model_buf(m, (size_t)B * E);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         e->g3[i] = model_buf(m, bt * (3 * C > F ? 3 * C : F));  // g3[1] also holds the input gradient
     for (int i = 0; i < 4; i++) e->gblk[i] = model_buf(m, bt * C);
     for (int i = 0; i < 2; i++) e->gvec[i] = model_buf(m, (size_t)B * P);
@@ -253,9 +253,7 @@ void ecapa_forward(ecapa_t *e, model_t *m, const float *frames, const float *vfr
 static void visual_backward(ecapa_t *e, model_t *m, const float *d_pooled, int B, int T) {
     const spk_backend_t *K = m->be;
     visual_t *v = &e->vis;
-    const int C = (int)e->d.channels, Cv = (int)e->d.vchannels, P = (int)e->pooled_dim, Tv = T / (int)e->d.vratio;
-    const size_t n = (size_t)B * Cv * Tv;
-    K->vec_zero(v->g_h, n);
+    const int C = (int)e->d.channels, P = (int)e->pooled_dim, Tv = T / (int)e->d.vratio;
     asp_backward(&v->asp, m, v->g_h, d_pooled + 6 * C, v->blocks[1].y, e->pooled + 6 * C, P, B, Tv, e->work);
     tdnn_backward(&v->blocks[1], m, v->g_mid, 0, v->g_h, v->blocks[0].y, B, Tv, v->g_tmp, e->work);
     tdnn_backward(&v->blocks[0], m, v->has_face ? v->g_x : NULL, 0, v->g_mid, v->x, B, Tv, v->g_tmp, e->work);
@@ -285,17 +283,16 @@ void ecapa_backward(ecapa_t *e, model_t *m, const float *g_emb, float *dframes, 
         visual_backward(e, m, d_pooled, B, T);
     }
 
-    K->vec_zero(dh, bt * 3 * C);
     asp_backward(&e->asp, m, dh, d_pooled, e->mfa.y, e->pooled, P, B, T, e->work);
     model_grads_ready(m, tdnn_end(&e->asp.tdnn));
 
     // MFA and the blocks, last first; each block's output gradient collects its uses.
-    tdnn_backward(&e->mfa, m, d_cat, 0, dh, e->cat, B, T, e->asp.g_w, e->work);
+    tdnn_backward(&e->mfa, m, d_cat, 0, dh, e->cat, B, T, e->g3[2], e->work);
     model_grads_ready(m, tdnn_end(&e->mfa));
     for (int i = 0; i < 3; i++) K->channel_slice_copy(e->gblk[i + 1], C, d_cat + (size_t)i * C * T, 3 * C, B, C, T);
     K->vec_zero(e->gblk[0], bt * C);
     // The pooling scratch and the MFA input gradient (copied out) serve the blocks now.
-    float *const scratch[4] = {e->asp.g_w, e->asp.g_logit, dh, d_cat};
+    float *const scratch[4] = {e->g3[2], e->asp.g_logit, dh, d_cat};
     for (int i = 2; i >= 0; i--) {
         const float *x = i == 0 ? e->block0.y : e->blocks[i - 1].out;
         seres_backward(&e->blocks[i], m, e->gblk[i], e->gblk[i + 1], x, C, se, B, T, scratch, e->work);

@@ -70,7 +70,7 @@ typedef struct {
     float *bn_mean, *bn_rstd;  // (P)
     float *emb;                // (B, E)
     // gradient scratch, reused by every step
-    float *g3[2];    // (B, 3C, T): MFA output and input gradients
+    float *g3[3];    // (B, 3C, T): MFA output and input gradients, and a scratch
     float *gblk[4];  // (B, C, T) gradients of the outputs of blocks 0..3
     float *gvec[2];  // (B, P)
     float *work;     // convolution and pooling workspace

@@ -41,7 +41,6 @@ void asp_alloc(asp_t *a, const model_t *m, int B, size_t bt) {
     a->ctx = model_buf(m, (size_t)B * at);
     a->attn_t = model_buf(m, bt * at);
     a->attn_w = model_buf(m, bt * c);
-    a->g_w = model_buf(m, bt * c);
     a->g_logit = model_buf(m, bt * c);
     a->g_t = model_buf(m, bt * at);
     a->g_a = model_buf(m, bt * at);
@@ -54,8 +53,8 @@ void asp_free(asp_t *a, const model_t *m) {
     model_buf_bf16_free(m, &a->hh);
     model_buf_bf16_free(m, &a->attn_th);
     model_buf_bf16_free(m, &a->gh);
-    float **bufs[] = {&a->gstats,  &a->ctx, &a->attn_t, &a->attn_w, &a->g_w,
-                      &a->g_logit, &a->g_t, &a->g_a,    &a->g_ctx,  &a->g_gstats};
+    float **bufs[] = {&a->gstats, &a->ctx, &a->attn_t, &a->attn_w,  &a->g_logit,
+                      &a->g_t,    &a->g_a, &a->g_ctx,  &a->g_gstats};
     model_bufs_free(m, bufs, sizeof bufs / sizeof bufs[0]);
 }
 
@@ -103,8 +102,7 @@ void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, in
     tdnn_post_forward(&a->tdnn, m, B, T, train);
     K->tanh_forward(a->attn_t, a->tdnn.y, (size_t)B * T * A);
     model_conv1d_forward(m, a->attn_w, a->attn_th, a->attn_t, a->conv_w, a->conv_b, B, A, C, T, 1, 1, train, work);
-    K->softmax_time_forward(a->attn_w, a->attn_w, B, C, T);
-    K->weighted_stats_forward(pooled, pooled + C, h, a->attn_w, B, C, T, ld, STATS_EPS);
+    K->attentive_stats_forward(a->attn_w, pooled, pooled + C, a->attn_w, h, B, C, T, ld, STATS_EPS);
 }
 
 void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const float *h, const float *pooled, int ld,
@@ -114,9 +112,9 @@ void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const f
     const float *p = m->params, *W = p + a->tdnn.w;
     float *gr = m->grads, *dW = gr + a->tdnn.w, *dbias = gr + a->tdnn.b;
     const size_t ba = (size_t)B * A * T;
-    K->weighted_stats_backward(dh, a->g_w, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld,
-                               STATS_EPS);
-    K->softmax_time_backward(a->g_logit, a->g_w, a->attn_w, B, C, T);
+    // dh's first gradient is written, not added to zeros
+    K->attentive_stats_backward(dh, a->g_logit, dpooled, dpooled + C, h, a->attn_w, pooled, pooled + C, B, C, T, ld,
+                                STATS_EPS, 0);
     model_conv1d_backward(m, a->g_t, 0, a->conv_w, a->conv_b, a->g_logit, NULL, a->attn_t, a->attn_th, B, A, C, T, 1, 1,
                           work);
     K->vec_zero(a->g_a, ba);

@@ -19,7 +19,7 @@ typedef struct {
     float *ctx;              // (B, att) the statistics' part of the TDNN's convolution, with its bias
     float *attn_t;           // (B, att, T) tanh
     float *attn_w;           // (B, cin, T) softmax over time
-    float *g_w, *g_logit;    // (B, cin, T) backward scratch
+    float *g_logit;          // (B, cin, T) backward: the attention's logits' gradient
     float *g_t, *g_a;        // (B, att, T)
     float *g_ctx;            // (B, att)
     float *g_gstats;         // (B, 2 cin)
@@ -31,6 +31,7 @@ void asp_free(asp_t *a, const model_t *m);
 size_t asp_work_floats(const asp_t *a, const model_t *m, int B, int T);
 // pooled[b * ld + c] = mean, pooled[b * ld + cin + c] = std of h (B, cin, T).
 void asp_forward(asp_t *a, model_t *m, const float *h, float *pooled, int ld, int B, int T, int train, float *work);
-// dh += gradient through the pooling; dpooled has the same layout as pooled.
+// dh = the gradient through the pooling (written: h has no other use); dpooled has the same
+// layout as pooled.
 void asp_backward(asp_t *a, model_t *m, float *dh, const float *dpooled, const float *h, const float *pooled, int ld,
                   int B, int T, float *work);
