@@ -21,7 +21,7 @@ size_t aam_softmax_workspace_floats(int B, int E, int S) { return aam_workspace_
 
 // out = in / max(|in|, eps) for each of `rows` rows of length E; norm[r] = |in_r| (unclamped)
 static void normalize_rows(float *out, float *norm, const float *in, int rows, int E) {
-#pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
+#pragma omp parallel for schedule(static) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++) {
         const float *x = in + (size_t)r * E;
         float *y = out + (size_t)r * E;
@@ -48,7 +48,7 @@ static inline void normalize_row_backward(float *d, const float *g, const float 
 }
 
 static void normalize_rows_backward(float *dx, const float *g, const float *y, const float *norm, int rows, int E) {
-#pragma omp parallel for schedule(dynamic, 16) if ((size_t)rows * E >= 32768)
+#pragma omp parallel for schedule(static) if ((size_t)rows * E >= 32768)
     for (int r = 0; r < rows; r++)
         normalize_row_backward(dx + (size_t)r * E, g + (size_t)r * E, y + (size_t)r * E, norm[r], E);
 }

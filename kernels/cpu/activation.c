@@ -7,7 +7,7 @@
 
 // for i in [0, n): one vectorized loop, threaded from PAR_MIN elements on.
 #define EACH(i) \
-    _Pragma("omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)") for (size_t i = 0; i < n; i++)
+    _Pragma("omp parallel for simd schedule(static) if (n >= PAR_MIN)") for (size_t i = 0; i < n; i++)
 
 void relu_forward(float *y, const float *x, size_t n) { EACH(i) y[i] = spk_relu(x[i]); }
 void relu_backward(float *dx, const float *dy, const float *y, size_t n) {
@@ -27,11 +27,11 @@ void tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
 
 // erfcf is libm's scalar function: threaded, not vectorized
 void gelu_forward(float *y, const float *x, size_t n) {
-#pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = spk_gelu(x[i]);
 }
 
 void gelu_backward(float *dx, const float *dy, const float *x, size_t n) {
-#pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) dx[i] += spk_gelu_grad(dy[i], x[i]);
 }

@@ -106,7 +106,7 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t N = (size_t)B * T;
     SPK_ASSERT(N > 1);  // PyTorch: "Expected more than 1 value per channel when training"
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const double mu = channel_sum(x, c, B, C, T, relu_in) / (double)N;
         const float muf = (float)mu;
@@ -146,7 +146,7 @@ void batchnorm1d_relu_forward_train(float *y, float *mean, float *rstd, float *r
 void batchnorm1d_forward_infer(float *y, const float *x, const float *running_mean, const float *running_var,
                                const float *weight, const float *bias, int B, int C, int T, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
-#pragma omp parallel for collapse(2) schedule(dynamic, 16)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const float rs = spk_bn_rstd(running_var[c], eps);
@@ -186,7 +186,7 @@ static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const f
                      const float *weight, const float *mean, const float *rstd, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const double N = (double)B * T;
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
@@ -231,7 +231,7 @@ void batchnorm1d_relu_backward_bf16(spk_bf16 *dxh, size_t yc, size_t yb, float *
 
 void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, int B, int C, int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const double sh = shift ? shift[c] : 0.0f;
         double g1 = 0.0, g2 = 0.0;
@@ -253,7 +253,7 @@ void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *runni
                                 const float *x, const float *weight, const float *bias, xsum_t sums, int64_t N, int B,
                                 int C, int T, float eps, float momentum) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 1);
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         double mu, var;
         spk_bn_stats_of_sums(xsum_value_of(sums, c), xsum_value_of(sums, C + c), running_mean ? running_mean[c] : 0.0f,
@@ -275,7 +275,7 @@ void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *runni
 void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, const float *dy, const float *x,
                                   const float *mean, const float *rstd, int B, int C, int T, int group) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && group > 0 && B % group == 0);
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double g1 = 0.0, g2 = 0.0;
@@ -298,7 +298,7 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
 void batchnorm1d_backward_global(float *dx, int relu_set, const float *dy, const float *x, const float *weight,
                                  const float *mean, const float *rstd, xsum_t sums, int64_t N, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && N > 0);
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         const float wc = weight ? weight[c] : 1.0f;

@@ -23,6 +23,6 @@ void vec_sum_squares(double *out, const float *x, size_t n) {
 }
 
 void vec_scale(float *y, float a, size_t n) {
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] *= a;
 }

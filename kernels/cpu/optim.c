@@ -18,11 +18,11 @@ void sgd_step(float *params, const float *grads, float *momentum_buf, size_t n, 
     const int first = step == 1;
     float dummy = 0.0f;
     if (momentum == 0.0) {
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
         for (size_t i = 0; i < n; i++) spk_sgd_update(&params[i], &dummy, grads[i], neg_lr, 0.0f, omd, wd, 0, first);
         return;
     }
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++)
         spk_sgd_update(&params[i], &momentum_buf[i], grads[i], neg_lr, mom, omd, wd, nesterov, first);
 }
@@ -58,7 +58,7 @@ static void adam_common(float *params, const float *grads, float *exp_avg, float
     const float decay = (float)(1.0 - lr * decoupled_wd);
     const int has_coupled = coupled_wd != 0.0, has_decoupled = decoupled_wd != 0.0;
     const size_t chunks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
-#pragma omp parallel for schedule(dynamic, 1) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t k = 0; k < chunks; k++) {
         const size_t i0 = k * ADAM_CHUNK, i1 = i0 + ADAM_CHUNK < n ? i0 + ADAM_CHUNK : n;
 #define SPAN(C, D)                                                                                               \

@@ -20,14 +20,14 @@ static float row_sum(const float *r, int T) {
 void time_mean_forward(float *m, const float *x, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
-#pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) m[i] = row_sum(x + i * T, T) / (float)T;
 }
 
 void time_mean_backward(float *dx, const float *dm, int B, int C, int T) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0);
     const size_t rows = (size_t)B * C;
-#pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         const float g = dm[i] / (float)T;
         float *r = dx + i * T;
@@ -38,7 +38,7 @@ void time_mean_backward(float *dx, const float *dm, int B, int C, int T) {
 
 void channel_scale_forward(float *y, const float *x, const float *s, int B, int C, int T) {
     const size_t rows = (size_t)B * C;
-#pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         const float g = s[i];
         const float *r = x + i * T;
@@ -51,7 +51,7 @@ void channel_scale_forward(float *y, const float *x, const float *s, int B, int 
 void channel_scale_backward(float *dx, float *ds, const float *dy, const float *x, const float *s, int B, int C,
                             int T) {
     const size_t rows = (size_t)B * C;
-#pragma omp parallel for schedule(dynamic, 16) if (rows * T >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (size_t i = 0; i < rows; i++) {
         const float *g = dy + i * T;
         if (ds) {
@@ -154,7 +154,7 @@ void weighted_stats_forward(float *mean, float *std, const float *x, const float
                             float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
     const float wu = 1.0f / (float)T;
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T;
@@ -173,7 +173,7 @@ void weighted_stats_backward(float *dx, float *dw, const float *dmean, const flo
     SPK_ASSERT(w != NULL || dw == NULL);
     if (!dx && !dw) return;
     const float wu = 1.0f / (float)T;
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T, o = (size_t)b * ld + c;
@@ -191,7 +191,7 @@ void weighted_stats_backward(float *dx, float *dw, const float *dmean, const flo
 void attentive_stats_forward(float *w, float *mean, float *std, const float *logits, const float *x, int B, int C,
                              int T, int ld, float eps) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C);
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T;
@@ -208,7 +208,7 @@ void attentive_stats_backward(float *dx, float *dlogits, const float *dmean, con
                               const float *w, const float *mean, const float *std, int B, int C, int T, int ld,
                               float eps, int dx_accumulate) {
     SPK_ASSERT(B > 0 && C > 0 && T > 0 && ld >= C && dx && dlogits);
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int c = 0; c < C; c++) {
             const size_t row = ((size_t)b * C + c) * T, o = (size_t)b * ld + c;

@@ -11,7 +11,7 @@
 void channel_slice_copy(float *dst, int dst_channels, const float *src, int src_channels, int B, int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     const size_t row = (size_t)C * T;  // channels of one sample are contiguous
-#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * row >= PAR_MIN)
+#pragma omp parallel for schedule(static) if ((size_t)B * row >= PAR_MIN)
     for (int b = 0; b < B; b++)
         memcpy(dst + (size_t)b * dst_channels * T, src + (size_t)b * src_channels * T, sizeof(float) * row);
 }
@@ -19,7 +19,7 @@ void channel_slice_copy(float *dst, int dst_channels, const float *src, int src_
 void channel_slice_add(float *dst, int dst_channels, const float *src, int src_channels, int B, int C, int T) {
     SPK_ASSERT(C <= dst_channels && C <= src_channels);
     const size_t row = (size_t)C * T;
-#pragma omp parallel for schedule(dynamic, 1) if ((size_t)B * row >= PAR_MIN)
+#pragma omp parallel for schedule(static) if ((size_t)B * row >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         float *d = dst + (size_t)b * dst_channels * T;
         const float *s = src + (size_t)b * src_channels * T;
@@ -30,7 +30,7 @@ void channel_slice_add(float *dst, int dst_channels, const float *src, int src_c
 
 void time_repeat_forward(float *y, int y_channels, const float *s, int ld, int B, int C, int T) {
     SPK_ASSERT(C <= y_channels && (ld == 0 || C <= ld));  // ld = 0: one s for every sample
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const float v = s[(size_t)b * ld + c];
@@ -41,7 +41,7 @@ void time_repeat_forward(float *y, int y_channels, const float *s, int ld, int B
 
 void time_repeat_backward(float *ds, int ld, const float *dy, int dy_channels, int B, int C, int T) {
     SPK_ASSERT(C <= dy_channels && C <= ld);
-#pragma omp parallel for collapse(2) schedule(dynamic, 16) if ((size_t)B * C * T >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * C * T >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) {
             const float *r = dy + ((size_t)b * dy_channels + c) * T;
@@ -55,7 +55,7 @@ void time_repeat_backward(float *ds, int ld, const float *dy, int dy_channels, i
 void batch_transpose(float *y, const float *x, int B, int R, int C) {
     // Tiled so the strided side (reads of x down a column) touches only TR_TILE cache lines
     // while the contiguous side streams; samples and row tiles are the parallel work items.
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((size_t)B * R * C >= PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * R * C >= PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int r0 = 0; r0 < R; r0 += TR_TILE) {
             const float *xb = x + (size_t)b * R * C;
@@ -72,12 +72,12 @@ void batch_transpose(float *y, const float *x, int B, int R, int C) {
 }
 
 void vec_acc(float *y, const float *a, size_t n) {
-#pragma omp parallel for simd schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] += a[i];
 }
 
 void vec_zero(float *y, size_t n) {
-#pragma omp parallel for schedule(dynamic, 8192) if (n >= PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) y[i] = 0.0f;
 }
 

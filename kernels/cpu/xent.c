@@ -35,7 +35,7 @@ void xent_forward(float *loss, int *correct, float *probs, const float *logits, 
 void xent_backward(float *dlogits, float dloss, const float *probs, const int *labels, int B, int N) {
     SPK_ASSERT(B > 0 && N > 0);
     const float g = dloss / (float)B;
-#pragma omp parallel for schedule(dynamic, 4) if ((size_t)B * N >= 32768)
+#pragma omp parallel for schedule(static) if ((size_t)B * N >= 32768)
     for (int b = 0; b < B; b++) {
         const float *p = probs + (size_t)b * N;
         float *d = dlogits + (size_t)b * N;
