@@ -6,8 +6,7 @@
 #define PAR_MIN 32768  // below this many elements, threading costs more than it saves
 
 // for i in [0, n): one vectorized loop, threaded from PAR_MIN elements on.
-#define EACH(i) \
-    _Pragma("omp parallel for simd schedule(static) if (n >= PAR_MIN)") for (size_t i = 0; i < n; i++)
+#define EACH(i) _Pragma("omp parallel for simd schedule(static) if (n >= PAR_MIN)") for (size_t i = 0; i < n; i++)
 
 void relu_forward(float *y, const float *x, size_t n) { EACH(i) y[i] = spk_relu(x[i]); }
 void relu_backward(float *dx, const float *dy, const float *y, size_t n) {
