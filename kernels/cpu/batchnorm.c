@@ -7,6 +7,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/elementwise_math.h"
 
@@ -36,11 +37,28 @@ static float relu_deviations(const float *r, float mu, int T) {
     return s;
 }
 
+// A channel's rows lie a sample apart, each a few hundred bytes: more streams than the hardware
+// prefetcher follows. The passes that read them from memory (the statistics, the gradient's
+// sums) and those that write them ask for the same channel's row about AHEAD_BYTES on (a few
+// samples later). A (32, 512, 200) ReLU + BatchNorm on a Zen 5: forward 2.0 -> 1.4 ms on one
+// thread, 1.5 -> 0.7 on two; backward 2.5 -> 1.7 and 1.9 -> 0.9.
+#define AHEAD_BYTES 3072
+
+static int rows_ahead(int T) {
+    const int n = (int)(AHEAD_BYTES / ((size_t)T * sizeof(float)));
+    return n > 0 ? n : 1;
+}
+
+// Where row b + ahead of channel c starts in a (B, C, T) array (b + ahead < B).
+static inline size_t row_ahead(int b, int ahead, int C, int c, int T) { return ((size_t)(b + ahead) * C + c) * T; }
+
 // sum over the B rows of length T of channel c (of relu(x) with relu_in)
 static double channel_sum(const float *x, int c, int B, int C, int T, int relu_in) {
     double acc = 0.0;
+    const int ahead = rows_ahead(T);
     for (int b = 0; b < B; b++) {
         const float *r = x + ((size_t)b * C + c) * T;
+        if (b + ahead < B) spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
         if (!relu_in) {
             acc += spk_row_sum(r, T);
             continue;
@@ -63,6 +81,7 @@ typedef struct {
     spk_bf16 *dxh;
     size_t yc, yb;  // dxh's strides of a channel and of a sample
     float *dsum;
+    int cold;  // dy and x come from memory, not from a pass over the channel just before
 } bn_dx_out_t;
 
 // The input gradient of channel c, from its statistics (mu, rs), its weight wc and the means of
@@ -70,11 +89,17 @@ typedef struct {
 static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, int c, int B, int C, int T, float mu,
                        float rs, float wc, float mdy, float mdyx) {
     float acc = 0.0f;  // bf16_fold_from_f32's order: per row, then rows in order
+    const int ahead = rows_ahead(T);
     for (int b = 0; b < B; b++) {
         const float *g = dy + ((size_t)b * C + c) * T;
         const float *r = x + ((size_t)b * C + c) * T;
+        if (o->cold && b + ahead < B) {
+            spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+        }
         if (o->dxh) {
             spk_bf16 *h = o->dxh + c * o->yc + b * o->yb;
+            if (b + ahead < B) spk_prefetch_write(h + ahead * o->yb, (size_t)T * sizeof *h);
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
@@ -87,6 +112,7 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
             continue;
         }
         float *d = o->dx + ((size_t)b * C + c) * T;
+        if (b + ahead < B) spk_prefetch_write(o->dx + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
         if (o->relu_set) {
 #pragma omp simd
             for (int t = 0; t < T; t++)
@@ -121,9 +147,11 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
         const float wc = weight ? weight[c] : 1.0f;
         const float bc = bias ? bias[c] : 0.0f;
         const float sc = spk_bn_scale(rs, wc);
+        const int ahead = rows_ahead(T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
             float *o = y + ((size_t)b * C + c) * T;
+            if (b + ahead < B) spk_prefetch_write(y + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(bn_in(r[t], relu_in), muf, sc, bc);
         }
@@ -190,9 +218,14 @@ static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const f
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
+        const int ahead = rows_ahead(T);
         for (int b = 0; b < B; b++) {
             const float *g = dy + ((size_t)b * C + c) * T;
             const float *r = x + ((size_t)b * C + c) * T;
+            if (b + ahead < B) {
+                spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            }
             float s[2];
             if (o->relu_set)
                 relu_grad_sums(s, g, r, mu, rs, T);
@@ -235,8 +268,10 @@ void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, 
     for (int c = 0; c < C; c++) {
         const double sh = shift ? shift[c] : 0.0f;
         double g1 = 0.0, g2 = 0.0;
+        const int ahead = rows_ahead(T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
+            if (b + ahead < B) spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
             double s1 = 0.0, s2 = 0.0;
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -263,9 +298,14 @@ void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *runni
         spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
         const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
         const float bc = bias ? bias[c] : 0.0f;
+        const int ahead = rows_ahead(T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
             float *o = y + ((size_t)b * C + c) * T;
+            if (b + ahead < B) {
+                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+                spk_prefetch_write(y + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            }
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
         }
@@ -279,9 +319,14 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double g1 = 0.0, g2 = 0.0;
+        const int ahead = rows_ahead(T);
         for (int b = 0; b < B; b++) {
             const float *g = dy + ((size_t)b * C + c) * T;
             const float *r = x + ((size_t)b * C + c) * T;
+            if (b + ahead < B) {
+                spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            }
             double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -304,6 +349,6 @@ void batchnorm1d_backward_global(float *dx, int relu_set, const float *dy, const
         const float wc = weight ? weight[c] : 1.0f;
         const float mdy = (float)(xsum_value_of(sums, c) / (double)N);
         const float mdyx = (float)(xsum_value_of(sums, C + c) / (double)N);
-        channel_dx(&(bn_dx_out_t){.dx = dx, .relu_set = relu_set}, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
+        channel_dx(&(bn_dx_out_t){.dx = dx, .relu_set = relu_set, .cold = 1}, dy, x, c, B, C, T, mu, rs, wc, mdy, mdyx);
     }
 }

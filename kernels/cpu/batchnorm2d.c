@@ -10,6 +10,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/exact_rows.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/elementwise_math.h"
 
 #define BN2D_BLOCK 256
@@ -80,12 +81,9 @@ static inline size_t ahead_at(int i, int ahead, int rows, int C, int c0) {
 }
 
 // The n elements from element `at` of p (elem bytes each; nothing where p is NULL). The passes
-// take p and elem from in_base and in_size before their loops: gcc 12 dropped the prefetches
-// where an inline function chose between an input's two pointers inside the loop.
+// take p and elem from in_base and in_size before their loops (kernels/cpu/prefetch.h).
 static inline void prefetch_span(const void *p, size_t elem, size_t at, int n) {
-    if (!p) return;
-    const char *b = (const char *)p + at * elem;
-    for (size_t k = 0; k < (size_t)n * elem; k += 64) __builtin_prefetch(b + k);
+    spk_prefetch_read(p ? (const char *)p + at * elem : NULL, (size_t)n * elem);
 }
 
 static inline const void *in_base(bn_in_t in) { return in.xh ? (const void *)in.xh : (const void *)in.x; }
