@@ -44,10 +44,7 @@ static float relu_deviations(const float *r, float mu, int T) {
 // thread, 1.5 -> 0.7 on two; backward 2.5 -> 1.7 and 1.9 -> 0.9.
 #define AHEAD_BYTES 3072
 
-static int rows_ahead(int T) {
-    const int n = (int)(AHEAD_BYTES / ((size_t)T * sizeof(float)));
-    return n > 0 ? n : 1;
-}
+static int rows_ahead(int T) { return spk_prefetch_rows_ahead((size_t)T * sizeof(float), AHEAD_BYTES); }
 
 // Where row b + ahead of channel c starts in a (B, C, T) array (b + ahead < B).
 static inline size_t row_ahead(int b, int ahead, int C, int c, int T) { return ((size_t)(b + ahead) * C + c) * T; }

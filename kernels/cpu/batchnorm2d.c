@@ -70,10 +70,7 @@ static inline float input_at(bn_in_t in, size_t j, int h) { return h ? spk_bf16_
 #define PREFETCH_BYTES 2048
 
 // Rows ahead for rows of n elements of `elem` bytes.
-static inline int rows_ahead(int n, size_t elem) {
-    const size_t bytes = (size_t)n * elem;
-    return bytes >= PREFETCH_BYTES ? 1 : (int)(PREFETCH_BYTES / bytes);
-}
+static inline int rows_ahead(int n, size_t elem) { return spk_prefetch_rows_ahead((size_t)n * elem, PREFETCH_BYTES); }
 
 // Where the pass on row i of [0, rows) prefetches: element c0 of row min(i + ahead, rows - 1).
 static inline size_t ahead_at(int i, int ahead, int rows, int C, int c0) {
