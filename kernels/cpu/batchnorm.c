@@ -44,18 +44,34 @@ static float relu_deviations(const float *r, float mu, int T) {
 // thread, 1.5 -> 0.7 on two; backward 2.5 -> 1.7 and 1.9 -> 0.9.
 #define AHEAD_BYTES 3072
 
-static int rows_ahead(int T) { return spk_prefetch_rows_ahead((size_t)T * sizeof(float), AHEAD_BYTES); }
+// Channel c's rows of (B, C, T) arrays, and how far ahead of row b a pass asks for.
+typedef struct {
+    int B, C, c, T, ahead;
+} channel_rows_t;
 
-// Where row b + ahead of channel c starts in a (B, C, T) array (b + ahead < B).
-static inline size_t row_ahead(int b, int ahead, int C, int c, int T) { return ((size_t)(b + ahead) * C + c) * T; }
+static inline channel_rows_t channel_rows(int B, int C, int c, int T) {
+    return (channel_rows_t){B, C, c, T, spk_prefetch_rows_ahead((size_t)T * sizeof(float), AHEAD_BYTES)};
+}
+
+// Channel c's row b + ahead of p, to be read or written (nothing past the last sample). Always
+// inlined, as the helpers they call (kernels/cpu/prefetch.h).
+__attribute__((always_inline)) static inline void ahead_read(const channel_rows_t *r, const float *p, int b) {
+    if (b + r->ahead < r->B)
+        spk_prefetch_read(p + ((size_t)(b + r->ahead) * r->C + r->c) * r->T, (size_t)r->T * sizeof(float));
+}
+
+__attribute__((always_inline)) static inline void ahead_write(const channel_rows_t *r, const float *p, int b) {
+    if (b + r->ahead < r->B)
+        spk_prefetch_write(p + ((size_t)(b + r->ahead) * r->C + r->c) * r->T, (size_t)r->T * sizeof(float));
+}
 
 // sum over the B rows of length T of channel c (of relu(x) with relu_in)
 static double channel_sum(const float *x, int c, int B, int C, int T, int relu_in) {
     double acc = 0.0;
-    const int ahead = rows_ahead(T);
+    const channel_rows_t rows = channel_rows(B, C, c, T);
     for (int b = 0; b < B; b++) {
         const float *r = x + ((size_t)b * C + c) * T;
-        if (b + ahead < B) spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+        ahead_read(&rows, x, b);
         if (!relu_in) {
             acc += spk_row_sum(r, T);
             continue;
@@ -86,17 +102,17 @@ typedef struct {
 static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, int c, int B, int C, int T, float mu,
                        float rs, float wc, float mdy, float mdyx) {
     float acc = 0.0f;  // bf16_fold_from_f32's order: per row, then rows in order
-    const int ahead = rows_ahead(T);
+    const channel_rows_t rows = channel_rows(B, C, c, T);
     for (int b = 0; b < B; b++) {
         const float *g = dy + ((size_t)b * C + c) * T;
         const float *r = x + ((size_t)b * C + c) * T;
-        if (o->cold && b + ahead < B) {
-            spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-            spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+        if (o->cold) {
+            ahead_read(&rows, dy, b);
+            ahead_read(&rows, x, b);
         }
         if (o->dxh) {
             spk_bf16 *h = o->dxh + c * o->yc + b * o->yb;
-            if (b + ahead < B) spk_prefetch_write(h + ahead * o->yb, (size_t)T * sizeof *h);
+            if (b + rows.ahead < B) spk_prefetch_write(h + rows.ahead * o->yb, (size_t)T * sizeof *h);
             float s = 0.0f;
 #pragma omp simd reduction(+ : s)
             for (int t = 0; t < T; t++) {
@@ -109,7 +125,7 @@ static void channel_dx(const bn_dx_out_t *o, const float *dy, const float *x, in
             continue;
         }
         float *d = o->dx + ((size_t)b * C + c) * T;
-        if (b + ahead < B) spk_prefetch_write(o->dx + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+        ahead_write(&rows, o->dx, b);
         if (o->relu_set) {
 #pragma omp simd
             for (int t = 0; t < T; t++)
@@ -144,11 +160,11 @@ static void forward_train(float *y, float *mean, float *rstd, float *running_mea
         const float wc = weight ? weight[c] : 1.0f;
         const float bc = bias ? bias[c] : 0.0f;
         const float sc = spk_bn_scale(rs, wc);
-        const int ahead = rows_ahead(T);
+        const channel_rows_t rows = channel_rows(B, C, c, T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
             float *o = y + ((size_t)b * C + c) * T;
-            if (b + ahead < B) spk_prefetch_write(y + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            ahead_write(&rows, y, b);
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(bn_in(r[t], relu_in), muf, sc, bc);
         }
@@ -215,14 +231,12 @@ static void backward(const bn_dx_out_t *o, float *dweight, float *dbias, const f
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double sdy = 0.0, sdyx = 0.0;  // sum dy, sum dy * xhat
-        const int ahead = rows_ahead(T);
+        const channel_rows_t rows = channel_rows(B, C, c, T);
         for (int b = 0; b < B; b++) {
             const float *g = dy + ((size_t)b * C + c) * T;
             const float *r = x + ((size_t)b * C + c) * T;
-            if (b + ahead < B) {
-                spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-            }
+            ahead_read(&rows, dy, b);
+            ahead_read(&rows, x, b);
             float s[2];
             if (o->relu_set)
                 relu_grad_sums(s, g, r, mu, rs, T);
@@ -265,10 +279,10 @@ void batchnorm1d_stats_partial(xsum_t sums, const float *x, const float *shift, 
     for (int c = 0; c < C; c++) {
         const double sh = shift ? shift[c] : 0.0f;
         double g1 = 0.0, g2 = 0.0;
-        const int ahead = rows_ahead(T);
+        const channel_rows_t rows = channel_rows(B, C, c, T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
-            if (b + ahead < B) spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
+            ahead_read(&rows, x, b);
             double s1 = 0.0, s2 = 0.0;
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {
@@ -295,14 +309,12 @@ void batchnorm1d_forward_global(float *y, float *mean, float *rstd, float *runni
         spk_bn_save_stats(mean, rstd, running_mean, running_var, c, muf, rs, var, (size_t)N, momentum);
         const float sc = spk_bn_scale(rs, weight ? weight[c] : 1.0f);
         const float bc = bias ? bias[c] : 0.0f;
-        const int ahead = rows_ahead(T);
+        const channel_rows_t rows = channel_rows(B, C, c, T);
         for (int b = 0; b < B; b++) {
             const float *r = x + ((size_t)b * C + c) * T;
             float *o = y + ((size_t)b * C + c) * T;
-            if (b + ahead < B) {
-                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-                spk_prefetch_write(y + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-            }
+            ahead_read(&rows, x, b);
+            ahead_write(&rows, y, b);
 #pragma omp simd
             for (int t = 0; t < T; t++) o[t] = spk_bn_apply(r[t], muf, sc, bc);
         }
@@ -316,14 +328,12 @@ void batchnorm1d_backward_partial(xsum_t sums, xsum_t dweight, xsum_t dbias, con
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], rs = rstd[c];
         double g1 = 0.0, g2 = 0.0;
-        const int ahead = rows_ahead(T);
+        const channel_rows_t rows = channel_rows(B, C, c, T);
         for (int b = 0; b < B; b++) {
             const float *g = dy + ((size_t)b * C + c) * T;
             const float *r = x + ((size_t)b * C + c) * T;
-            if (b + ahead < B) {
-                spk_prefetch_read(dy + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-                spk_prefetch_read(x + row_ahead(b, ahead, C, c, T), (size_t)T * sizeof(float));
-            }
+            ahead_read(&rows, dy, b);
+            ahead_read(&rows, x, b);
             double s1 = 0.0, s2 = 0.0;  // sum dy, sum dy * xhat
 #pragma omp simd reduction(+ : s1, s2)
             for (int t = 0; t < T; t++) {

@@ -76,6 +76,9 @@ __global__ void wstats_fwd_kernel(float *mean, float *std, const float *x, const
 // then dx = w (a + 2 gv (x - mu)) and dw = x a + gv (x - mu)^2.
 struct wstats_grad {
     float a, gv;
+    // a frame's gradients, of its weight wt and its deviation d = x - mu
+    __device__ float dx(float wt, float d) const { return wt * (a + 2.0f * gv * d); }
+    __device__ float dw(float x, float d) const { return x * a + gv * d * d; }
 };
 
 __device__ wstats_grad wstats_row_grad(const float *xr, const float *wr, int T, float mu, float gm, const float *dstd,
@@ -106,14 +109,11 @@ __global__ void wstats_bwd_kernel(float *dx, float *dw, const float *dmean, cons
                                           eps, sh);
     if (dx) {
         float *r = dx + row * T;
-        SPK_ROW_LOOP(t, T) r[t] += (wr ? wr[t] : wu) * (g.a + 2.0f * g.gv * (xr[t] - mu));
+        SPK_ROW_LOOP(t, T) r[t] += g.dx(wr ? wr[t] : wu, xr[t] - mu);
     }
     if (dw) {
         float *r = dw + row * T;
-        SPK_ROW_LOOP(t, T) {
-            const float d = xr[t] - mu;
-            r[t] = xr[t] * g.a + g.gv * d * d;
-        }
+        SPK_ROW_LOOP(t, T) r[t] = g.dw(xr[t], xr[t] - mu);
     }
 }
 
@@ -148,10 +148,9 @@ __global__ void attentive_stats_bwd_kernel(float *dx, float *dlogits, const floa
     float *dl = dlogits + row * T, *r = dx + row * T;
     spk_fsum acc = spk_fsum_zero();
     SPK_ROW_LOOP(t, T) {
-        const float d = xr[t] - mu, gw = xr[t] * g.a + g.gv * d * d;
+        const float d = xr[t] - mu, gw = g.dw(xr[t], d), gx = g.dx(wr[t], d);
         dl[t] = gw;
         spk_fsum_add(&acc, gw * wr[t]);
-        const float gx = wr[t] * (g.a + 2.0f * g.gv * d);
         r[t] = dx_accumulate ? r[t] + gx : gx;
     }
     const float s = spk_fsum_value(spk_block_sum(acc, sh));
