@@ -3,7 +3,8 @@
 // measured 2.5-5x faster than im2col here, docs/kernels.md), else im2col + SGEMM per sample;
 // loops of our own for one input channel, where oneDNN is slow; 1x1 layers as GEMMs over all the
 // rows, whose weight gradient outruns oneDNN's convolution everywhere. Winograd where asked for:
-// oneDNN's, or ours where it has none (kernels/cpu/conv2d_winograd.c); 3x3 layers that stride
+// ours (kernels/cpu/conv2d_winograd.c) on AVX-512 and where oneDNN has none, else oneDNN's
+// (an AVX-512 CPU running a portable build; the invariant mode's plans); 3x3 layers that stride
 // the height by ours where oneDNN's kernels are AVX2's (kernels/cpu/conv2d_taps.c). The bias
 // gradient is ours either way: channel sums over the output rows.
 #include "kernels/conv2d.h"
@@ -217,10 +218,10 @@ static conv2d_algorithm g_algorithm = CONV2D_ALGO_DIRECT;
 
 void conv2d_set_algorithm(conv2d_algorithm a) { g_algorithm = a; }
 
-// Our Winograd runs the shape: asked for, and oneDNN has none here.
+// Our Winograd runs the shape: asked for, and ours is AVX-512's or oneDNN has none here.
 static int winograd_ours(const conv2d_shape_t *s) {
     return g_algorithm == CONV2D_ALGO_WINOGRAD && conv2d_winograd_shape(s) &&
-           !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available());
+           (conv2d_winograd_avx512() || !(conv2d_dnnl_usable(CONV2D_F32) && conv2d_dnnl_winograd_available()));
 }
 
 // Ours (kernels/cpu/conv2d_taps.c) runs two kinds of CAM++'s layers where oneDNN's best kernels

@@ -5,7 +5,8 @@
 // further out on each side (zeros outside). A transformed 6x6 tile has 36 elements e = 6 i + j.
 //
 // The products: for each element e, a block's transformed tiles (tiles x K) times the transformed
-// weights (K x N): 36 GEMMs a block, each with the block's tiles as rows, on a 6x16 micro-kernel.
+// weights (K x N): 36 GEMMs a block, each with the block's tiles as rows, on a 6x16 micro-kernel
+// (6x32 on AVX-512: kernels/cpu/micro_kernel.h).
 // Forward and input gradient: a thread takes a block of up to NT tiles, transforms its patches,
 // multiplies and transforms the products back into its output tiles; every tile's arithmetic is
 // the same whichever thread and block run it. Weight gradient: the sums over tiles (36 x Cin x
@@ -44,6 +45,8 @@ int conv2d_winograd_shape(const conv2d_shape_t *s) {
     return conv2d_shape_ok(s) && s->Cin % NR == 0 && s->Cout % NR == 0 && s->KH == 3 && s->KW == 3 && s->SH == 1 &&
            s->SW == 1 && s->PH == 1 && s->PW == 1 && s->DH == 1 && s->DW == 1;
 }
+
+int conv2d_winograd_avx512(void) { return SPK_MICRO_KERNEL_AVX512; }
 
 typedef struct {
     int B, H, W;   // batch and map (input = output)
@@ -281,6 +284,16 @@ static void grad_tile(float *z, size_t estride, const float *dy, const tiling_t 
 
 // ---- the passes --------------------------------------------------------------------------------
 
+// C's column panel at b0 (16 columns), and with two the next one at b1 as well: the products'
+// GEMMs take their columns in pairs, which AVX-512 runs as one kernel of full vectors.
+static inline void panels(int two, int K, const float *a, size_t ars, size_t aks, const float *b0, const float *b1,
+                          size_t bks, float *c, size_t ldc, int mr, int add) {
+    if (two)
+        spk_micro_kernel_pair(K, a, ars, aks, b0, b1, bks, c, ldc, mr, add);
+    else
+        spk_micro_kernel(K, a, ars, aks, b0, bks, c, ldc, mr, add);
+}
+
 typedef struct {
     float *weights;  // the transformed weights, or the weight gradient's sums (thread 0's)
     float *zeros;    // max(Cin, Cout)
@@ -325,11 +338,12 @@ static void gradient_tiles(float *xt, float *zt, size_t rows, int k, size_t tile
 // (a row past Cin reads the next tile's, or the slack, and is not stored).
 static void add_products(float *sums, const float *xt, const float *zt, size_t rows, int nt, int e, int c,
                          const conv2d_shape_t *s) {
-    const int Cin = s->Cin, Cout = s->Cout;
-    for (int ob = 0; ob < Cout / NR; ob++)
-        spk_micro_kernel(nt, xt + (size_t)e * rows * Cin + c, 1, (size_t)Cin, zt + (size_t)e * rows * Cout + ob * NR,
-                         (size_t)Cout, sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout,
-                         min_int(MR, Cin - c), 1);
+    const int Cin = s->Cin, Cout = s->Cout, nob = Cout / NR;
+    for (int ob = 0; ob < nob; ob += 2) {
+        const float *b0 = zt + (size_t)e * rows * Cout + ob * NR;
+        panels(ob + 1 < nob, nt, xt + (size_t)e * rows * Cin + c, 1, (size_t)Cin, b0, b0 + NR, (size_t)Cout,
+               sums + ((size_t)e * Cin + c) * Cout + ob * NR, (size_t)Cout, min_int(MR, Cin - c), 1);
+    }
 }
 
 // y (K -> N channels) = or += the convolution of x with the transformed weights up. Blocks of
@@ -352,10 +366,12 @@ static void convolve(float *y, int accumulate, const float *x, const float *up, 
                 input_tile(in + (size_t)k * K, (size_t)NT * K, x, t, K, b, i0, j0, p->zeros);
             }
             for (int e = 0; e < E; e++)  // rows past nt (up to MR - 1) are computed, not stored
-                for (size_t ob = 0; ob < nob; ob++)
+                for (size_t ob = 0; ob < nob; ob += 2) {
+                    const float *b0 = up + ((size_t)e * nob + ob) * K * NR;
                     for (int r = 0; r < nt; r += MR)
-                        spk_micro_kernel(K, in + ((size_t)e * NT + r) * K, K, 1, up + ((size_t)e * nob + ob) * K * NR,
-                                         NR, out + ((size_t)e * NT + r) * N + ob * NR, N, min_int(MR, nt - r), 0);
+                        panels(ob + 1 < nob, K, in + ((size_t)e * NT + r) * K, K, 1, b0, b0 + (size_t)K * NR, NR,
+                               out + ((size_t)e * NT + r) * N + ob * NR, N, min_int(MR, nt - r), 0);
+                }
             for (int k = 0; k < nt; k++) {
                 tile_origin(t, first + k, &b, &i0, &j0);
                 output_tile(y, accumulate, out + (size_t)k * N, (size_t)NT * N, bias, t, N, b, i0, j0);
