@@ -348,18 +348,71 @@ void conv2d_forward_reference(float *y, const float *x, const float *w, const fl
 }
 
 // ---- the world-size-invariant mode ------------------------------------------------------------
-// Every sample on its own: by oneDNN's fixed plans of blocks of samples on one thread where it has
-// the shape (kernels/cpu/conv2d_dnnl_fixed.h), else im2col and GEMMs on one thread per sample (the
-// loops above, whose GEMMs are serial); threads over samples. The first layer's loops compute each
-// pixel on its own already. Weight gradients: each sample's (or block's), summed over its group in
-// order (in float, as xsum_add sums a group's rows), each group's sum one exact term; a pointwise
-// layer's a GEMM over its group's rows (kernels/cpu/conv2d_pointwise.h).
+// Every sample on its own: by our Winograd where the default takes it (its forward and input
+// gradient compute each tile on its own, whatever the batch and threads); by oneDNN's fixed plans
+// of blocks of samples on one thread where it has the shape (kernels/cpu/conv2d_dnnl_fixed.h);
+// else im2col and GEMMs on one thread per sample (the loops above, whose GEMMs are serial);
+// threads over samples. The first layer's loops compute each pixel on its own already. Weight
+// gradients: each sample's (or block's), summed over its group in order (in float, as xsum_add
+// sums a group's rows), each group's sum one exact term; a pointwise layer's a GEMM over its
+// group's rows (kernels/cpu/conv2d_pointwise.h); Winograd's by blocks of samples, each on one
+// thread (conv2d_winograd_weight_sums_serial), a group's added in order and turned into kernels.
 // Workspace: [the bias gradient's per-sample sums (B, Cout)] then oneDNN's part, or [one slot per
-// thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)]; a pointwise layer's weight
-// gradient uses it from the start, once the bias's sums are in.
+// thread: col (P, K), dwr (Cout, K), dwt (Cout, Cin, KH, KW)], or Winograd's parts
+// (winograd_exact_floats; its forward and input gradient use the workspace from the start, as
+// the default's); a pointwise layer's weight gradient uses it from the start, once the bias's
+// sums are in.
 
 static int fixed_dnnl(const conv2d_shape_t *s) {
     return !one_channel(s) && !narrow_strided_pointwise(s) && conv2d_dnnl_fixed_usable(s, CONV2D_F32, g_algorithm);
+}
+
+// Winograd's weight gradient in blocks of up to 8 samples (the largest power of two that divides
+// the group): a block's sums (36 Cin Cout) are zeroed, kept apart and added to its group's, which
+// on ResNet34's 256-channel 10 x 25 maps cost as much as a sample's products. Blocks of one
+// sample on the larger maps cost 17 ms more a step than blocks of 8 (one rank of one thread,
+// batch 16). A rank's threads beyond its blocks idle in this pass.
+static int winograd_block(int group) {
+    int P = 1;
+    while (P < 8 && group % (2 * P) == 0) P *= 2;
+    return P;
+}
+
+// [the blocks' sums (at most B of them)][a group's term (Cout Cin 9)][a serial workspace a thread]
+static size_t winograd_exact_floats(const conv2d_shape_t *s) {
+    const size_t own = (size_t)s->B * conv2d_winograd_sums_floats(s) + conv2d_w_size(s) +
+                       (size_t)omp_get_max_threads() * conv2d_winograd_serial_workspace_floats(s);
+    const size_t plain = conv2d_winograd_workspace_floats(s);
+    return own > plain ? own : plain;
+}
+
+// dw += each group's term: its blocks' sums over tiles (threads over blocks) added in order, then
+// turned into kernels once a group.
+static void winograd_weight_grad_exact(xsum_t dw, const float *dy, const float *x, const conv2d_shape_t *s, int group,
+                                       float *workspace) {
+    const int P = winograd_block(group), blocks = s->B / P, per = group / P;
+    const size_t ns = conv2d_winograd_sums_floats(s), nw = conv2d_w_size(s), xs = (size_t)s->H * s->W * s->Cin,
+                 ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout,
+                 serial = conv2d_winograd_serial_workspace_floats(s);
+    float *sums = workspace, *term = sums + (size_t)blocks * ns, *slots = term + nw;
+    conv2d_shape_t one = *s;
+    one.B = P;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int u = 0; u < blocks; u++)
+        conv2d_winograd_weight_sums_serial(sums + (size_t)u * ns, dy + (size_t)u * P * ys, x + (size_t)u * P * xs, &one,
+                                           slots + (size_t)omp_get_thread_num() * serial);
+    for (int g = 0; g < blocks / per; g++) {
+        float *first = sums + (size_t)g * per * ns;
+#pragma omp parallel for simd schedule(static)
+        for (size_t k = 0; k < ns; k++) {
+            float v = first[k];
+            for (int j = 1; j < per; j++) v += first[(size_t)j * ns + k];
+            first[k] = v;
+        }
+        memset(term, 0, nw * sizeof(float));
+        conv2d_winograd_weight_of_sums(term, first, s);
+        xsum_add(dw, term, 1, (int64_t)nw, 1);
+    }
 }
 
 static size_t slot_floats(const conv2d_shape_t *s) {
@@ -368,6 +421,7 @@ static size_t slot_floats(const conv2d_shape_t *s) {
 
 size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
     check_shape(s);
+    if (winograd_ours(s)) return (size_t)s->B * s->Cout + winograd_exact_floats(s);
     const size_t ours = (size_t)omp_get_max_threads() * slot_floats(s);
     const size_t exact =
         (size_t)s->B * s->Cout + (fixed_dnnl(s) ? (conv2d_dnnl_fixed_workspace_bytes(s, CONV2D_F32) + 3) / 4 : ours);
@@ -378,7 +432,9 @@ size_t conv2d_workspace_floats_fixed(const conv2d_shape_t *s) {
 
 void conv2d_forward_fixed(float *y, const float *x, const float *w, const float *bias, const conv2d_shape_t *s,
                           float *workspace) {
-    if (fixed_dnnl(s))
+    if (winograd_ours(s))
+        conv2d_winograd_forward(y, x, w, bias, s, workspace);
+    else if (fixed_dnnl(s))
         conv2d_dnnl_forward_fixed(y, x, w, bias, s, CONV2D_F32, g_algorithm, workspace);
     else
         forward_on(0, y, x, w, bias, s, workspace);
@@ -389,8 +445,10 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
     check_shape(s);
     SPK_ASSERT(group > 0 && s->B % group == 0);
     const size_t K = patch_len(s), P = patches(s), xs = (size_t)s->H * s->W * s->Cin, nw = conv2d_w_size(s);
-    const int dnnl = fixed_dnnl(s);
-    if (dx && !dnnl) im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
+    const int winograd = winograd_ours(s), dnnl = !winograd && fixed_dnnl(s);
+    if (dx && winograd) conv2d_winograd_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);
+    if (dx && !dnnl && !winograd)
+        im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
     if (!xsum_empty(dbias)) {  // each sample's float sum over its pixels, in order
         float *part = workspace;
 #pragma omp parallel for schedule(static)
@@ -414,6 +472,10 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
         return;
     }
     if (xsum_empty(dw)) return;
+    if (winograd) {  // after the bias gradient: the blocks' terms follow its sums
+        winograd_weight_grad_exact(dw, dy, x, s, group, workspace + (size_t)s->B * s->Cout);
+        return;
+    }
     SPK_ASSERT(dw_tmp != NULL);
     (void)dw_tmp;  // the slots below hold each group's gradient; dw_tmp's contract is kept for the GPU
     float *slots = workspace + (size_t)s->B * s->Cout;

@@ -15,7 +15,8 @@
 // The products run as small GEMMs over blocks of tiles (micro-kernels of AVX-512 or AVX2 and FMA
 // where the compiler targets them, plain loops elsewhere). The rounding is the transforms' own, as oneDNN's
 // Winograd's is (docs/kernels.md). The forward's and the input gradient's bits do not depend on
-// the thread count; the weight gradient's are the same for the same thread count.
+// the thread count nor on the batch's other samples (each tile is computed on its own); the
+// weight gradient's are the same for the same thread count.
 #pragma once
 #include <stddef.h>
 
@@ -39,3 +40,14 @@ void conv2d_winograd_forward(float *y, const float *x, const float *w, const flo
 // dx = or += (dx_accumulate) the input gradient, dw += the weight gradient; either may be NULL.
 void conv2d_winograd_backward(float *dx, int dx_accumulate, float *dw, const float *dy, const float *x, const float *w,
                               const conv2d_shape_t *s, float *workspace);
+
+// The weight gradient in two steps, for the invariant mode's blocks of samples: the sums over
+// tiles (A dy A^T) . (B^T x B) of a block, on the calling thread alone (from inside a parallel
+// region), the tiles' products added block after block in order, so that the bits depend on the
+// shape alone, never on the thread count; then dw += G^T sums G (threads over kernels; each
+// kernel's bits its own). The sums' floats, and the serial step's workspace:
+size_t conv2d_winograd_sums_floats(const conv2d_shape_t *s);
+size_t conv2d_winograd_serial_workspace_floats(const conv2d_shape_t *s);
+void conv2d_winograd_weight_sums_serial(float *sums, const float *dy, const float *x, const conv2d_shape_t *s,
+                                        float *workspace);
+void conv2d_winograd_weight_of_sums(float *dw, const float *sums, const conv2d_shape_t *s);

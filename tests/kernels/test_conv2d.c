@@ -275,6 +275,8 @@ static void winograd_checks(void) {
     invariant_case(conv2d_shape(4, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 2);
     invariant_case(conv2d_shape(6, 32, 16, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 3);
     invariant_case(conv2d_shape(20, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1), 10);  // blocks of 8 and short ones
+    invariant_case(conv2d_shape(16, 48, 32, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1), 8);   // our Winograd's blocks of 8
+    invariant_case(conv2d_shape(4, 32, 48, 25, 30, 3, 3, 1, 1, 1, 1, 1, 1), 2);  // of 1, 3 blocks of tiles
     fixed_winograd_case(conv2d_shape(2, 16, 32, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1));
     const conv2d_shape_t s =
         conv2d_shape(1, 32, 48, 11, 18, 3, 3, 1, 1, 1, 1, 1, 1);  // blocks of 12 tiles on 2 threads, 18 on 1
