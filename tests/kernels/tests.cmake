@@ -64,3 +64,7 @@ target_link_libraries(bench_peak OpenMP::OpenMP_C)
 # The 2-D convolution's algorithms on ResNet34's layers (not a test).
 add_executable(bench_conv2d ${CMAKE_CURRENT_LIST_DIR}/../../tools/bench_conv2d.c)
 target_link_libraries(bench_conv2d spk_kernels)
+
+# What a bf16 Winograd would lose against the direct bf16 convolution (not a test).
+add_executable(winograd_bf16_error ${CMAKE_CURRENT_LIST_DIR}/../../tools/winograd_bf16_error.c)
+target_link_libraries(winograd_bf16_error spk_kernels)
