@@ -378,40 +378,62 @@ static int winograd_block(int group) {
     return P;
 }
 
-// [the blocks' sums (at most B of them)][a group's term (Cout Cin 9)][a serial workspace a thread]
+// Blocks a wave of the weight gradient: the threads, at most as many as keep the blocks' sums
+// within WINOGRAD_WAVE_BYTES (ResNet34's 256-channel layers: 9.4 MB a block). The wave is the
+// schedule alone: a group's blocks are added in order whichever waves hold them.
+#define WINOGRAD_WAVE_BYTES (64u << 20)
+
+static int winograd_wave(const conv2d_shape_t *s) {
+    const size_t fit = WINOGRAD_WAVE_BYTES / (conv2d_winograd_sums_floats(s) * sizeof(float));
+    const int threads = omp_get_max_threads();
+    return fit < 1 ? 1 : fit < (size_t)threads ? (int)fit : threads;
+}
+
+// [a wave's blocks' sums][a group's running sum][its term (Cout Cin 9)][a serial workspace a
+// thread]
 static size_t winograd_exact_floats(const conv2d_shape_t *s) {
-    const size_t own = (size_t)s->B * conv2d_winograd_sums_floats(s) + conv2d_w_size(s) +
+    const size_t ns = conv2d_winograd_sums_floats(s);
+    const size_t own = ((size_t)winograd_wave(s) + 1) * ns + conv2d_w_size(s) +
                        (size_t)omp_get_max_threads() * conv2d_winograd_serial_workspace_floats(s);
     const size_t plain = conv2d_winograd_workspace_floats(s);
     return own > plain ? own : plain;
 }
 
-// dw += each group's term: its blocks' sums over tiles (threads over blocks) added in order, then
-// turned into kernels once a group.
+// dw += each group's term: its blocks' sums over tiles (threads over a wave's blocks) added in
+// order into the group's running sum, turned into kernels once the group is complete.
 static void winograd_weight_grad_exact(xsum_t dw, const float *dy, const float *x, const conv2d_shape_t *s, int group,
                                        float *workspace) {
-    const int P = winograd_block(group), blocks = s->B / P, per = group / P;
+    const int P = winograd_block(group), blocks = s->B / P, per = group / P, wave = winograd_wave(s);
     const size_t ns = conv2d_winograd_sums_floats(s), nw = conv2d_w_size(s), xs = (size_t)s->H * s->W * s->Cin,
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout,
                  serial = conv2d_winograd_serial_workspace_floats(s);
-    float *sums = workspace, *term = sums + (size_t)blocks * ns, *slots = term + nw;
+    float *sums = workspace, *run = sums + (size_t)wave * ns, *term = run + ns, *slots = term + nw;
     conv2d_shape_t one = *s;
     one.B = P;
+    for (int u0 = 0; u0 < blocks; u0 += wave) {
+        const int n = blocks - u0 < wave ? blocks - u0 : wave;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int u = 0; u < blocks; u++)
-        conv2d_winograd_weight_sums_serial(sums + (size_t)u * ns, dy + (size_t)u * P * ys, x + (size_t)u * P * xs, &one,
-                                           slots + (size_t)omp_get_thread_num() * serial);
-    for (int g = 0; g < blocks / per; g++) {
-        float *first = sums + (size_t)g * per * ns;
-#pragma omp parallel for simd schedule(static)
-        for (size_t k = 0; k < ns; k++) {
-            float v = first[k];
-            for (int j = 1; j < per; j++) v += first[(size_t)j * ns + k];
-            first[k] = v;
+        for (int i = 0; i < n; i++) {
+            const size_t u = (size_t)(u0 + i);
+            conv2d_winograd_weight_sums_serial(sums + (size_t)i * ns, dy + u * P * ys, x + u * P * xs, &one,
+                                               slots + (size_t)omp_get_thread_num() * serial);
         }
-        memset(term, 0, nw * sizeof(float));
-        conv2d_winograd_weight_of_sums(term, first, s);
-        xsum_add(dw, term, 1, (int64_t)nw, 1);
+        for (int i = 0; i < n;) {  // each group's blocks in this wave: i .. i + m
+            const int u = u0 + i, first = u % per == 0, m = n - i < per - u % per ? n - i : per - u % per;
+            const float *r = sums + (size_t)i * ns;
+#pragma omp parallel for simd schedule(static)
+            for (size_t k = 0; k < ns; k++) {
+                float v = first ? r[k] : run[k];
+                for (int j = first; j < m; j++) v += r[(size_t)j * ns + k];
+                run[k] = v;
+            }
+            if ((u + m) % per == 0) {
+                memset(term, 0, nw * sizeof(float));
+                conv2d_winograd_weight_of_sums(term, run, s);
+                xsum_add(dw, term, 1, (int64_t)nw, 1);
+            }
+            i += m;
+        }
     }
 }
 
