@@ -13,10 +13,10 @@
 // same convolution of dy with the weights rotated and transposed; the weight gradient is its
 // adjoint, G^T [sum over tiles (A dy A^T) . (B^T x B)] G.
 // The products run as small GEMMs over blocks of tiles (micro-kernels of AVX-512 or AVX2 and FMA
-// where the compiler targets them, plain loops elsewhere). The rounding is the transforms' own, as oneDNN's
-// Winograd's is (docs/kernels.md). The forward's and the input gradient's bits do not depend on
-// the thread count nor on the batch's other samples (each tile is computed on its own); the
-// weight gradient's are the same for the same thread count.
+// where the compiler targets them, plain loops elsewhere). The rounding is the transforms' own,
+// as oneDNN's Winograd's is (docs/kernels.md). The forward's and the input gradient's bits do not
+// depend on the thread count nor on the batch's other samples (each tile is computed on its
+// own); the weight gradient's are the same for the same thread count.
 #pragma once
 #include <stddef.h>
 
