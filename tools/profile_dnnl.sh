@@ -6,9 +6,13 @@
 # GFLOP/s and share of the machine's peak (tools/bench_peak.c, bf16 or fp32 by the operands) at
 # the largest count, and how its CPU time grows with the threads (ms x threads against the first
 # count: 1.00 scales perfectly). A Winograd convolution's GFLOP/s count the direct convolution's
-# FLOPs (so above 100% of the peak). The perf profile (tools/profile_step.sh) shows oneDNN's
-# just-in-time code as one row; this splits it. The float32 GEMMs of the 1-D models
-# (dnnl_sgemm) are no primitives and do not show: their bf16 ones (matmul) do.
+# FLOPs (so above 100% of the peak). Primitives that the threads run side by side, each planned
+# for one thread (the 1-D models' bf16 chunks on 2 or more threads, the invariant mode's
+# blocks), add up as CPU time: their milliseconds are the threads' together and their GFLOP/s a
+# single thread's, so their share of one core's peak is the share shown times the threads. The
+# perf profile (tools/profile_step.sh) shows oneDNN's just-in-time code as one row; this splits
+# it. The float32 GEMMs of the 1-D models (dnnl_sgemm) are no primitives and do not show: their
+# bf16 ones (matmul) do.
 #   tools/profile_dnnl.sh [BUILD_DIR] [bench flags, e.g. --model campplus --precision bf16]
 # Environment: THREADS (default "1 2"), STEPS (timed steps, default 4), TOP (shape rows, 25),
 # OUT (where the logs go, default a temporary folder). Every timed step runs the same shapes,
