@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "kernels/bf16.h"
 
@@ -20,6 +19,15 @@ static float bf16(float v) { return spk_bf16_to_f32(spk_bf16_round(v)); }
 
 static double uniform(void) { return (rand() + 1.0) / ((double)RAND_MAX + 2.0); }
 static double normal(void) { return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()); }
+
+static void *alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "winograd_bf16_error: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
 
 // F(m x m, 3x3) with t = m + 2: V = B^T d B, U = G g G^T, Y = A^T (U . V) A.
 typedef struct {
@@ -40,21 +48,21 @@ static const double BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1
 static const double G2[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
 static const double AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
 
-// out (r, c) = L (r, k) in (k, k') R^T (c, k'), each product's sums rounded to float as a float32
-// kernel's transforms round them.
-static void sandwich(double *out, const double *L, int r, int k, const double *in) {
+// out (r, r) = L (r, k) in (k, k) L^T, the sums of each product rounded to float where rounded
+// (as a float32 kernel's transforms round them), else kept in double.
+static void sandwich(double *out, const double *L, int r, int k, const double *in, int rounded) {
     double mid[36];
     for (int i = 0; i < r; i++)
         for (int j = 0; j < k; j++) {
             double a = 0;
             for (int l = 0; l < k; l++) a += L[i * k + l] * in[l * k + j];
-            mid[i * k + j] = (float)a;
+            mid[i * k + j] = rounded ? (float)a : a;
         }
     for (int i = 0; i < r; i++)
         for (int j = 0; j < r; j++) {
             double a = 0;
             for (int l = 0; l < k; l++) a += mid[i * k + l] * L[j * k + l];
-            out[i * r + j] = (float)a;
+            out[i * r + j] = rounded ? (float)a : a;
         }
 }
 
@@ -70,20 +78,14 @@ static float pixel(const layer_t *l, int u, int v, int c) {
 // y (H, W, O) by F.
 static void winograd(float *y, const layer_t *l, const winograd_t *f, int round_tiles) {
     const int t = f->t, m = f->m, tt = t * t;
-    double *U = malloc(sizeof(double) * tt * l->O * l->C), *V = malloc(sizeof(double) * tt * l->C);
-    for (int o = 0; o < l->O; o++)  // G g G^T: (t, 3) (3, 3) (3, t), in double as the kernel does
+    double *U = alloc(sizeof(double) * tt * l->O * l->C), *V = alloc(sizeof(double) * tt * l->C);
+    for (int o = 0; o < l->O; o++)  // G g G^T in double, as the kernel transforms the weights
         for (int c = 0; c < l->C; c++) {
             const float *g = l->w + ((size_t)o * l->C + c) * 9;
-            double gx[9], tmp[18];
+            double gx[9], u[36];
             for (int i = 0; i < 9; i++) gx[i] = g[i];
-            for (int i = 0; i < t; i++)
-                for (int j = 0; j < 3; j++)
-                    tmp[i * 3 + j] = f->g[i * 3] * gx[j] + f->g[i * 3 + 1] * gx[3 + j] + f->g[i * 3 + 2] * gx[6 + j];
-            for (int i = 0; i < t; i++)
-                for (int j = 0; j < t; j++)
-                    U[((size_t)(i * t + j) * l->O + o) * l->C + c] =
-                        (float)(tmp[i * 3] * f->g[j * 3] + tmp[i * 3 + 1] * f->g[j * 3 + 1] +
-                                tmp[i * 3 + 2] * f->g[j * 3 + 2]);
+            sandwich(u, f->g, t, 3, gx, 0);
+            for (int e = 0; e < tt; e++) U[((size_t)e * l->O + o) * l->C + c] = (float)u[e];
         }
     for (int ti = 0; ti < (l->H + m - 1) / m; ti++)
         for (int tj = 0; tj < (l->W + m - 1) / m; tj++) {
@@ -91,7 +93,7 @@ static void winograd(float *y, const layer_t *l, const winograd_t *f, int round_
                 double d[36], v[36];
                 for (int r = 0; r < t; r++)
                     for (int q = 0; q < t; q++) d[r * t + q] = pixel(l, m * ti - 1 + r, m * tj - 1 + q, c);
-                sandwich(v, f->bt, t, t, d);
+                sandwich(v, f->bt, t, t, d, 1);
                 for (int e = 0; e < tt; e++) V[(size_t)e * l->C + c] = v[e];
             }
             for (int o = 0; o < l->O; o++) {
@@ -105,7 +107,7 @@ static void winograd(float *y, const layer_t *l, const winograd_t *f, int round_
                     }
                     M[e] = s;
                 }
-                sandwich(out, f->at, m, t, M);
+                sandwich(out, f->at, m, t, M, 1);
                 for (int r = 0; r < m; r++)
                     for (int q = 0; q < m; q++)
                         if (m * ti + r < l->H && m * tj + q < l->W)
@@ -130,9 +132,9 @@ int main(int argc, char **argv) {
     }
     const int W = H, O = C;
     const size_t nx = (size_t)H * W * C, nw = (size_t)O * C * 9, ny = (size_t)H * W * O;
-    float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * nw), *xb = malloc(sizeof(float) * nx),
-          *wb = malloc(sizeof(float) * nw), *y = malloc(sizeof(float) * ny);
-    double *ref = malloc(sizeof(double) * ny);
+    float *x = alloc(sizeof(float) * nx), *w = alloc(sizeof(float) * nw), *xb = alloc(sizeof(float) * nx),
+          *wb = alloc(sizeof(float) * nw), *y = alloc(sizeof(float) * ny);
+    double *ref = alloc(sizeof(double) * ny);
     srand(7);
     for (size_t i = 0; i < nx; i++) x[i] = (float)(centred ? normal() : fabs(normal())), xb[i] = bf16(x[i]);
     for (size_t i = 0; i < nw; i++) w[i] = (float)(normal() * sqrt(2.0 / (9.0 * C))), wb[i] = bf16(w[i]);

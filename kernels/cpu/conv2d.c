@@ -3,8 +3,8 @@
 // measured 2.5-5x faster than im2col here, docs/kernels.md), else im2col + SGEMM per sample;
 // loops of our own for one input channel, where oneDNN is slow; 1x1 layers as GEMMs over all the
 // rows, whose weight gradient outruns oneDNN's convolution everywhere. Winograd where asked for:
-// ours (kernels/cpu/conv2d_winograd.c) on AVX-512 and where oneDNN has none, else oneDNN's
-// (an AVX-512 CPU running a portable build; the invariant mode's plans); 3x3 layers that stride
+// ours (kernels/cpu/conv2d_winograd.c) on AVX-512 and where oneDNN has none, in both modes, else
+// oneDNN's (an AVX-512 CPU running a portable build); 3x3 layers that stride
 // the height by ours where oneDNN's kernels are AVX2's (kernels/cpu/conv2d_taps.c). The bias
 // gradient is ours either way: channel sums over the output rows.
 #include "kernels/conv2d.h"
@@ -18,6 +18,7 @@
 #include "kernels/cpu/conv2d_pointwise.h"
 #include "kernels/cpu/conv2d_taps.h"
 #include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/group_terms.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/gemm.h"
 
@@ -399,15 +400,32 @@ static size_t winograd_exact_floats(const conv2d_shape_t *s) {
     return own > plain ? own : plain;
 }
 
+typedef struct {
+    xsum_t dw;
+    float *term;
+    const conv2d_shape_t *s;
+} winograd_done_t;
+
+// A group's sums over tiles turned into kernels, into dw's sums.
+static void winograd_group_done(const float *sums, void *ctx) {
+    const winograd_done_t *g = ctx;
+    const size_t nw = conv2d_w_size(g->s);
+    memset(g->term, 0, nw * sizeof(float));
+    conv2d_winograd_weight_of_sums(g->term, sums, g->s);
+    xsum_add(g->dw, g->term, 1, (int64_t)nw, 1);
+}
+
 // dw += each group's term: its blocks' sums over tiles (threads over a wave's blocks) added in
-// order into the group's running sum, turned into kernels once the group is complete.
+// order into the group's running sum (kernels/cpu/group_terms.h), turned into kernels once the
+// group is complete.
 static void winograd_weight_grad_exact(xsum_t dw, const float *dy, const float *x, const conv2d_shape_t *s, int group,
                                        float *workspace) {
     const int P = winograd_block(group), blocks = s->B / P, per = group / P, wave = winograd_wave(s);
-    const size_t ns = conv2d_winograd_sums_floats(s), nw = conv2d_w_size(s), xs = (size_t)s->H * s->W * s->Cin,
+    const size_t ns = conv2d_winograd_sums_floats(s), xs = (size_t)s->H * s->W * s->Cin,
                  ys = (size_t)conv2d_out_h(s) * conv2d_out_w(s) * s->Cout,
                  serial = conv2d_winograd_serial_workspace_floats(s);
-    float *sums = workspace, *run = sums + (size_t)wave * ns, *term = run + ns, *slots = term + nw;
+    float *sums = workspace, *run = sums + (size_t)wave * ns, *term = run + ns, *slots = term + conv2d_w_size(s);
+    winograd_done_t g = {dw, term, s};
     conv2d_shape_t one = *s;
     one.B = P;
     for (int u0 = 0; u0 < blocks; u0 += wave) {
@@ -418,22 +436,7 @@ static void winograd_weight_grad_exact(xsum_t dw, const float *dy, const float *
             conv2d_winograd_weight_sums_serial(sums + (size_t)i * ns, dy + u * P * ys, x + u * P * xs, &one,
                                                slots + (size_t)omp_get_thread_num() * serial);
         }
-        for (int i = 0; i < n;) {  // each group's blocks in this wave: i .. i + m
-            const int u = u0 + i, first = u % per == 0, m = n - i < per - u % per ? n - i : per - u % per;
-            const float *r = sums + (size_t)i * ns;
-#pragma omp parallel for simd schedule(static)
-            for (size_t k = 0; k < ns; k++) {
-                float v = first ? r[k] : run[k];
-                for (int j = first; j < m; j++) v += r[(size_t)j * ns + k];
-                run[k] = v;
-            }
-            if ((u + m) % per == 0) {
-                memset(term, 0, nw * sizeof(float));
-                conv2d_winograd_weight_of_sums(term, run, s);
-                xsum_add(dw, term, 1, (int64_t)nw, 1);
-            }
-            i += m;
-        }
+        spk_group_terms_fold(run, sums, ns, u0, n, per, winograd_group_done, &g);
     }
 }
 
@@ -468,8 +471,9 @@ void conv2d_backward_exact(float *dx, int dx_accumulate, float *dw_tmp, xsum_t d
     SPK_ASSERT(group > 0 && s->B % group == 0);
     const size_t K = patch_len(s), P = patches(s), xs = (size_t)s->H * s->W * s->Cin, nw = conv2d_w_size(s);
     const int winograd = winograd_ours(s), dnnl = !winograd && fixed_dnnl(s);
-    if (dx && winograd) conv2d_winograd_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);
-    if (dx && !dnnl && !winograd)
+    if (dx && winograd)
+        conv2d_winograd_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);
+    else if (dx && !dnnl)
         im2col_backward(dx, dx_accumulate, NULL, dy, x, w, s, workspace);  // per sample, serial GEMMs
     if (!xsum_empty(dbias)) {  // each sample's float sum over its pixels, in order
         float *part = workspace;

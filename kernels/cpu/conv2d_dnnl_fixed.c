@@ -8,6 +8,7 @@
 
 #include "kernels/base/spk_assert.h"
 #include "kernels/cpu/conv2d_dnnl_plan.h"
+#include "kernels/cpu/group_terms.h"
 
 // Plans of a block of samples, made and run with the OpenMP ICV at 1: oneDNN plans a primitive's
 // kernels for the threads it may use when it makes it, and may split a sample's sums between them.
@@ -279,38 +280,36 @@ static void weight_grads(const plan_t *p, dnnl_stream_t *st, const fixed_parts_t
                           (const char *)dy + (size_t)(u0 + i) * P * m.y, (const char *)x + (size_t)(u0 + i) * P * m.x);
 }
 
+typedef struct {
+    xsum_t dw;
+    const plan_t *p;
+    const fixed_parts_t *q;
+    const conv2d_shape_t *s;
+} group_done_t;
+
+// A group's term, in the primitive's format, reordered to PyTorch's layout into dw's sums.
+static void group_done(const float *term, void *ctx) {
+    const group_done_t *g = ctx;
+    const plan_t *p = g->p;
+    xsum_add(g->dw, plan_reordered(NULL, p->dw_out, p, p->dw_prim, p->dw_oihw, term, g->q->oihw, g->q->slots), 1,
+             (int64_t)conv2d_w_size(g->s), 1);
+}
+
 // dw += each group's term: its blocks' weight gradients (wgrad_block: whole blocks, or single
 // samples), wave_rows at a time (whole groups, or a group in parts), added in order into the
-// group's running sum in the primitive's format (as xsum_add adds a group's rows: the thread
-// count does not show), reordered to PyTorch's layout once a group is complete (a permutation:
-// the same values).
+// group's running sum in the primitive's format (kernels/cpu/group_terms.h), reordered to
+// PyTorch's layout once a group is complete (a permutation: the same values).
 static void weight_grads_exact(xsum_t dw, const plan_t *p, dnnl_stream_t *st, const fixed_parts_t *q, int threads,
                                const void *dy, const void *x, const conv2d_shape_t *s, conv2d_operands t, int group) {
     const size_t len = p->dw_bytes / sizeof(float);  // (padded where the format pads)
     const int P = wgrad_block(s, group), per = group / P, units = s->B / P;
     const int rows = wave_rows(threads), wave = per <= rows ? rows / per * per : rows;
-    float *sum = q->sum;
+    group_done_t g = {dw, p, q, s};
     for (int u0 = 0; u0 < units;) {
         const int left = per <= rows ? units - u0 : per - u0 % per;
         const int n = left < wave ? left : wave;
         weight_grads(p, st, q, u0, n, P, dy, x, s, t);
-        for (int i = 0; i < n;) {  // each group's units in this wave: i .. i + m
-            const int u = u0 + i, first = u % per == 0, m = n - i < per - u % per ? n - i : per - u % per;
-            const float *r = q->rows + i * len, *term = sum;
-            if (per == 1)  // the unit is the term
-                term = r;
-            else
-#pragma omp parallel for simd schedule(static)
-                for (size_t k = 0; k < len; k++) {
-                    float v = first ? r[k] : sum[k];
-                    for (int j = first; j < m; j++) v += r[j * len + k];
-                    sum[k] = v;
-                }
-            if ((u + m) % per == 0)
-                xsum_add(dw, plan_reordered(NULL, p->dw_out, p, p->dw_prim, p->dw_oihw, term, q->oihw, q->slots), 1,
-                         (int64_t)conv2d_w_size(s), 1);
-            i += m;
-        }
+        spk_group_terms_fold(q->sum, q->rows, len, u0, n, per, group_done, &g);
         u0 += n;
     }
 }
